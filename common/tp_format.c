@@ -1,0 +1,303 @@
+/* tp_format.c — grid and CSV forms of a schedule; file loading with format detection. */
+#include "tp_format.h"
+#include "tp_format_priv.h"
+#include "tp_error.h"
+#include "tp_index.h"
+#include "tp_policy.h"
+#include "tp_replay.h"
+#include "tp_validate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
+
+void tp_grid_token(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
+{
+  gboolean wide = s->N > 26;
+  if (op->micro == TP_WHOLE)
+    snprintf(buf, len, op->kind == TP_OP_F ? "%dA" : "%d", op->mb);
+  else if (op->kind == TP_OP_F)
+    wide ? snprintf(buf, len, "%d.%d", op->mb, op->micro + 1) : snprintf(buf, len, "%d%c", op->mb, 'A' + op->micro);
+  else
+    wide ? snprintf(buf, len, "%d.%db", op->mb, op->micro + 1) : snprintf(buf, len, "%d%c", op->mb, 'a' + op->micro);
+}
+
+gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
+{
+  g_autoptr(TpIndex) ix = tp_index_new(s, err);
+  if (!ix)
+    return FALSE;
+  long total = ix->off[s->W];
+  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
+  gboolean ok = tp_replay(s, ix, start, end, err);
+  if (ok) {
+    int64_t span = 0;
+    for (long g = 0; g < total; g++)
+      span = MAX(span, end[g]);
+    long *slot = g_new(long, span); /* global op index per slot of one stage, -1 idle */
+    for (int st = 0; st < s->W; st++) {
+      for (int64_t t = 0; t < span; t++)
+        slot[t] = -1;
+      for (long g = ix->off[st]; g < ix->off[st + 1]; g++)
+        if (end[g] > start[g])
+          slot[start[g]] = g;
+      for (int64_t t = 0; t < span; t++) {
+        char tok[32] = ".";
+        if (slot[t] >= 0)
+          tp_grid_token(s, &tp_stage_ops(s, st)[slot[t] - ix->off[st]], tok, sizeof tok);
+        g_string_append(out, tok);
+        g_string_append_c(out, t + 1 < span ? ' ' : '\n');
+      }
+    }
+    g_free(slot);
+  }
+  g_free(start);
+  g_free(end);
+  return ok;
+}
+
+static void format_header(const TpSchedule *s, GString *out, const char *lead)
+{
+  g_string_append_printf(out, "%sorder=%s policy=%s workers=%d micro_batches=%d mini_batches=%d", lead,
+                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K);
+  if (s->policy == TP_POLICY_INTERMEDIATE) {
+    g_autofree char *sig = tp_significance_to_string(&s->sig);
+    g_string_append_printf(out, " significance=%s", sig);
+  }
+  g_string_append_c(out, '\n');
+}
+
+#define CSV_COLUMNS "stage,op,mini_batch,micro_batch,version,source"
+
+void tp_format_csv(const TpSchedule *s, GString *out)
+{
+  format_header(s, out, "# timeprest-schedule ");
+  g_string_append(out, CSV_COLUMNS "\n");
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &ops[k];
+      g_string_append_printf(out, "%d,%c,%d,", st + 1, "FBU"[op->kind], op->mb);
+      if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
+        g_string_append_printf(out, "%d", op->micro + 1);
+      g_string_append_printf(out, ",%d,%s\n", op->ver, tp_source_names[op->src]);
+    }
+  }
+}
+
+/* Strict integer in [lo, hi]. */
+static gboolean parse_int(const char *text, int lo, int hi, int *out)
+{
+  gint64 v;
+  if (!g_ascii_string_to_signed(text, 10, lo, hi, &v, NULL))
+    return FALSE;
+  *out = (int)v;
+  return TRUE;
+}
+
+gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err)
+{
+  gboolean ok;
+  if (strcmp(key, "order") == 0)
+    ok = tp_order_from_name(value, &s->order);
+  else if (strcmp(key, "policy") == 0)
+    ok = tp_policy_from_name(value, &s->policy);
+  else if (strcmp(key, "preset") == 0) {
+    const TpPreset *p = tp_preset_find(value);
+    if ((ok = p != NULL))
+      s->order = p->order, s->policy = p->policy;
+  } else if (strcmp(key, "workers") == 0)
+    ok = parse_int(value, 1, TP_MAX_WORKERS, &s->W);
+  else if (strcmp(key, "micro_batches") == 0)
+    ok = parse_int(value, 1, TP_MAX_MICRO, &s->N);
+  else if (strcmp(key, "mini_batches") == 0)
+    ok = parse_int(value, 1, TP_MAX_MINI, &s->K);
+  else if (strcmp(key, "significance") == 0)
+    return tp_significance_parse(value, &s->sig, err);
+  else {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "unknown header key '%s'", key);
+    return FALSE;
+  }
+  if (!ok)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad value '%s' for %s", value, key);
+  return ok;
+}
+
+gboolean tp_header_finish(TpSchedule *s, GError **err)
+{
+  if (s->W == 0 || s->N == 0 || s->K == 0 || s->order == TP_N_ORDERS || s->policy == TP_N_POLICIES) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "header needs order, policy (or preset), workers, micro_batches and mini_batches");
+    return FALSE;
+  }
+  if (!tp_size_check(s->W, s->N, s->K, err))
+    return FALSE;
+  s->stage = g_new0(GArray *, s->W);
+  for (int st = 0; st < s->W; st++)
+    s->stage[st] = g_array_new(FALSE, FALSE, sizeof(TpOp));
+  return TRUE;
+}
+
+TpSchedule *tp_schedule_blank(const char *name)
+{
+  TpSchedule *s = g_new0(TpSchedule, 1);
+  s->order = TP_N_ORDERS;
+  s->policy = TP_N_POLICIES;
+  s->sig.kind = TP_SIG_EXP;
+  s->sig.param = 1.0;
+  s->source = g_strdup(name);
+  return s;
+}
+
+gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, const char *mb, const char *micro,
+                     const char *ver, const char *src, int *st, TpOp *op, GError **err)
+{
+  const char *bad = NULL, *val = NULL;
+  memset(op, 0, sizeof *op);
+  if (!parse_int(stage, 1, s->W, st))
+    bad = "stage (expected 1..W)", val = stage;
+  else if (strlen(kind) != 1 || !strchr("FBU", kind[0]))
+    bad = "op (expected F, B or U)", val = kind;
+  else if (!parse_int(mb, 1, s->K, &op->mb))
+    bad = "mini_batch (expected 1..K)", val = mb;
+  else if (micro && *micro && !parse_int(micro, 1, s->N, &op->micro))
+    bad = "micro_batch (expected 1..N or empty)", val = micro;
+  else if (!parse_int(ver, 0, s->K, &op->ver))
+    bad = "version (expected 0..K)", val = ver;
+  if (!bad) {
+    op->kind = (uint8_t)(strchr("FBU", kind[0]) - "FBU");
+    op->micro = micro && *micro && op->kind != TP_OP_U ? op->micro - 1 : TP_WHOLE;
+    if (micro && *micro && op->kind == TP_OP_U)
+      bad = "micro_batch (an update has none)", val = micro;
+    (*st)--;
+    int i;
+    for (i = 0; i < 3 && g_strcmp0(src ? src : "fixed", tp_source_names[i]) != 0; i++)
+      ;
+    if (i == 3)
+      bad = "source (expected fixed, stash or blend)", val = src;
+    op->src = (uint8_t)i;
+  }
+  if (bad) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad %s: '%s'", bad, val ? val : "");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Wrap a field-level error with "name:line: ". */
+static gboolean at_line(GError **err, const char *name, int line, GError *e)
+{
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s", name, line, e->message);
+  g_error_free(e);
+  return FALSE;
+}
+
+static gboolean csv_header(TpSchedule *s, const char *items, const char *name, int line, GError **err)
+{
+  g_auto(GStrv) kv = g_strsplit_set(items, " \t", -1);
+  GError *e = NULL;
+  for (int i = 0; kv[i]; i++) {
+    char *eq;
+    if (kv[i][0] == '\0')
+      continue;
+    if (!(eq = strchr(kv[i], '='))) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: header item '%s' is not key=value", name, line, kv[i]);
+      return FALSE;
+    }
+    *eq = '\0';
+    if (!tp_header_set(s, kv[i], eq + 1, &e))
+      return at_line(err, name, line, e);
+  }
+  return tp_header_finish(s, &e) || at_line(err, name, line, e);
+}
+
+static gboolean csv_row(TpSchedule *s, const char *text, const char *name, int line, GError **err)
+{
+  g_auto(GStrv) f = g_strsplit(text, ",", -1);
+  GError *e = NULL;
+  if (g_strv_length(f) != 6) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected 6 comma-separated fields, found %u", name, line,
+                g_strv_length(f));
+    return FALSE;
+  }
+  int st;
+  TpOp op;
+  if (!tp_op_parse(s, f[0], f[1], f[2], f[3], f[4], f[5], &st, &op, &e))
+    return at_line(err, name, line, e);
+  op.line = line;
+  g_array_append_val(s->stage[st], op);
+  return TRUE;
+}
+
+static TpSchedule *parse_csv(const char *text, const char *name, GError **err)
+{
+  static const char tag[] = "# timeprest-schedule";
+  g_autoptr(TpSchedule) s = tp_schedule_blank(name);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  gboolean have_header = FALSE, have_columns = FALSE;
+  for (int ln = 0; lines[ln]; ln++) {
+    char *line = g_strchomp(lines[ln]);
+    if (line[0] == '\0')
+      continue;
+    if (g_str_has_prefix(line, tag)) {
+      if (have_header) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: second schedule header", name, ln + 1);
+        return NULL;
+      }
+      if (!csv_header(s, line + strlen(tag), name, ln + 1, err))
+        return NULL;
+      have_header = TRUE;
+    } else if (line[0] == '#') {
+      continue;
+    } else if (!have_header) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected the '%s order=…' header first", name, ln + 1, tag);
+      return NULL;
+    } else if (!have_columns) {
+      if (strcmp(line, CSV_COLUMNS) != 0) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected the column line '%s'", name, ln + 1, CSV_COLUMNS);
+        return NULL;
+      }
+      have_columns = TRUE;
+    } else if (!csv_row(s, line, name, ln + 1, err)) {
+      return NULL;
+    }
+  }
+  if (!have_columns) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no schedule header and column line found", name);
+    return NULL;
+  }
+  return g_steal_pointer(&s);
+}
+
+TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GError **err)
+{
+  const char *p = text;
+  while (p < text + len && g_ascii_isspace(*p))
+    p++;
+  if (p < text + len && *p == '{')
+    return tp_schedule_parse_json(text, len, name, err);
+  if (memchr(text, '\0', len)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a text file", name);
+    return NULL;
+  }
+  return parse_csv(text, name, err);
+}
+
+TpSchedule *tp_schedule_load(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read schedule file: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  TpSchedule *s = tp_schedule_parse(text, len, path, err);
+  if (s && !tp_validate(s, err)) {
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}

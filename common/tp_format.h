@@ -1,0 +1,22 @@
+/* tp_format.h — text forms of a schedule: grid (output only, spec §6), CSV and JSON (both ways). */
+#ifndef TP_FORMAT_H
+#define TP_FORMAT_H
+
+#include "tp_schedule.h"
+
+/* One line per stage, one token per unit slot ("3B", "3", "3b", "."), from the unit-slot replay.
+ * Fails only if the schedule deadlocks. */
+gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err);
+/* The grid token of one operation (forward "3B"/"3.27", whole backward "3", micro backward "3b"). */
+void tp_grid_token(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
+
+void tp_format_csv(const TpSchedule *s, GString *out);
+void tp_format_json(const TpSchedule *s, GString *out);
+
+/* Parse a schedule from text (CSV or JSON, told apart by the first non-blank character).
+ * `name` is used in messages ("name:line: …").  The result is parsed, not validated. */
+TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GError **err);
+/* Read, parse and validate a schedule file. */
+TpSchedule *tp_schedule_load(const char *path, GError **err);
+
+#endif

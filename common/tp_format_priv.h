@@ -1,0 +1,23 @@
+/* tp_format_priv.h — pieces shared by the CSV and JSON schedule readers (not a public API). */
+#ifndef TP_FORMAT_PRIV_H
+#define TP_FORMAT_PRIV_H
+
+#include "tp_schedule.h"
+
+#define TP_SCHEDULE_FORMAT "timeprest-schedule"
+
+/* A schedule shell with unset header fields, filled by a reader; name is kept for messages. */
+TpSchedule *tp_schedule_blank(const char *name);
+/* Apply one header item (order, policy, preset, workers, micro_batches, mini_batches, significance). */
+gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err);
+/* Check the header is complete and allocate the stage arrays. */
+gboolean tp_header_finish(TpSchedule *s, GError **err);
+/* One operation from its textual fields; micro NULL or "" = whole mini-batch, src NULL = fixed.
+ * Sets *st (0-based stage).  The error message carries no location: the caller adds it. */
+gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, const char *mb, const char *micro,
+                     const char *ver, const char *src, int *st, TpOp *op, GError **err);
+TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err);
+
+extern const char *const tp_source_names[3];
+
+#endif

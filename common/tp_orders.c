@@ -1,0 +1,120 @@
+/* tp_orders.c — the per-stage operation orders of spec §2.1: gpipe, 1f1b, 2bw in closed form;
+ * nf1b and 1f1b-async by their unit-slot rules (backward first, bounded admission). */
+#include "tp_schedule.h"
+
+static void order_gpipe(TpSchedule *s)
+{
+  for (int i = 1; i <= s->K; i++)
+    for (int st = 0; st < s->W; st++) {
+      for (int j = 0; j < s->N; j++)
+        tp_push(s, st, TP_OP_F, i, j);
+      for (int j = s->N - 1; j >= 0; j--)
+        tp_push(s, st, TP_OP_B, i, j);
+      tp_push(s, st, TP_OP_U, i, TP_WHOLE);
+    }
+}
+
+static void order_1f1b(TpSchedule *s)
+{
+  for (int i = 1; i <= s->K; i++)
+    for (int st = 0; st < s->W; st++) {
+      int warm = MIN(s->W - 1 - st, s->N), f = 0, b = 0;
+      while (f < warm)
+        tp_push(s, st, TP_OP_F, i, f++);
+      while (f < s->N) {
+        tp_push(s, st, TP_OP_F, i, f++);
+        tp_push(s, st, TP_OP_B, i, b++);
+      }
+      while (b < s->N)
+        tp_push(s, st, TP_OP_B, i, b++);
+      tp_push(s, st, TP_OP_U, i, TP_WHOLE);
+    }
+}
+
+/* PipeDream-2BW: one 1F1B stream over all K·N micro-batches, an update after the last
+ * micro-batch backward of each mini-batch, no flush. */
+static void order_2bw(TpSchedule *s)
+{
+  long total = (long)s->K * s->N;
+  for (int st = 0; st < s->W; st++) {
+    long warm = MIN((long)(s->W - 1 - st), total), f = 0, b = 0;
+    while (f < total || b < total) {
+      gboolean do_f = f < total && (f < warm || f <= b + warm);
+      long m = do_f ? f++ : b++;
+      int mb = (int)(m / s->N) + 1, micro = (int)(m % s->N);
+      tp_push(s, st, do_f ? TP_OP_F : TP_OP_B, mb, micro);
+      if (!do_f && micro == s->N - 1)
+        tp_push(s, st, TP_OP_U, mb, TP_WHOLE);
+    }
+  }
+}
+
+/* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots.  Every stage, every
+ * slot, picks: its next backward if ready, else its next forward if ready and admitted, else idles.
+ * Results are visible from the slot after the one that produced them. */
+static void order_slots(TpSchedule *s, gboolean whole)
+{
+  const int W = s->W, K = s->K, per = whole ? 1 : s->N;
+  const long units = (long)K * per; /* forward units per stage, in order */
+  long *nf = g_new0(long, W);       /* next forward unit */
+  int *nb = g_new(int, W);          /* next backward mini-batch */
+  int *inflight = g_new0(int, W);
+  int32_t *fend = g_new(int32_t, (size_t)W * units);
+  int32_t *bend = g_new(int32_t, (size_t)W * (K + 1));
+  int done = 0;
+
+  for (int st = 0; st < W; st++)
+    nb[st] = 1;
+  for (int32_t t = 0; done < W; t++) {
+    for (int st = 0; st < W; st++) {
+      int i = nb[st];
+      if (i > K)
+        continue;
+      int32_t *fe = fend + (size_t)st * units, *be = bend + (size_t)st * (K + 1);
+      gboolean bready;
+      if (st == W - 1)
+        bready = nf[st] >= (long)i * per && fe[(long)i * per - 1] <= t;
+      else
+        bready = nb[st + 1] > i && bend[(size_t)(st + 1) * (K + 1) + i] <= t;
+      if (bready) {
+        tp_push(s, st, TP_OP_B, i, TP_WHOLE);
+        tp_push(s, st, TP_OP_U, i, TP_WHOLE);
+        be[i] = t + 1;
+        inflight[st]--;
+        if (++nb[st] > K)
+          done++;
+        continue;
+      }
+      long f = nf[st];
+      if (f >= units)
+        continue;
+      int fi = (int)(f / per) + 1, fj = (int)(f % per);
+      if (fj == 0 && inflight[st] >= W - st)
+        continue;
+      if (st > 0 && !(nf[st - 1] > f && fend[(size_t)(st - 1) * units + f] <= t))
+        continue;
+      tp_push(s, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
+      fe[f] = t + 1;
+      nf[st]++;
+      if (fj == 0)
+        inflight[st]++;
+    }
+  }
+  g_free(nf);
+  g_free(nb);
+  g_free(inflight);
+  g_free(fend);
+  g_free(bend);
+}
+
+void tp_order_fill(TpSchedule *s)
+{
+  switch (s->order) {
+  case TP_ORDER_GPIPE: order_gpipe(s); break;
+  case TP_ORDER_1F1B: order_1f1b(s); break;
+  case TP_ORDER_2BW: order_2bw(s); break;
+  case TP_ORDER_NF1B: order_slots(s, FALSE); break;
+  case TP_ORDER_1F1B_ASYNC: order_slots(s, TRUE); break;
+  default: g_assert_not_reached();
+  }
+}

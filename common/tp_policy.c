@@ -1,0 +1,177 @@
+/* tp_policy.c — version assignment for the six weight policies, and the significance function
+ * of the intermediate policy. */
+#include "tp_policy.h"
+#include "tp_error.h"
+#include "tp_index.h"
+#include "tp_replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Versions that depend only on the stage's own order: sync, 2bw, latest, stash, intermediate.
+ * fver: scratch [nkeys], the version each forward read on this stage. */
+static void assign_local(TpSchedule *s, int st, int32_t *fver)
+{
+  TpOp *ops = tp_stage_ops(s, st);
+  int n = tp_stage_len(s, st), latest = 0;
+  for (int k = 0; k < n; k++) {
+    TpOp *op = &ops[k];
+    int key = tp_key(s->N, op->mb, op->micro);
+    if (op->kind == TP_OP_U) {
+      op->ver = op->mb - 1;
+      op->src = TP_SRC_FIXED;
+      latest++;
+      continue;
+    }
+    switch (s->policy) {
+    case TP_POLICY_SYNC: op->ver = op->mb - 1; break;
+    case TP_POLICY_2BW: op->ver = MAX(op->mb - 2, 0); break;
+    case TP_POLICY_LATEST: op->ver = latest; break;
+    case TP_POLICY_STASH:
+    case TP_POLICY_INTERMEDIATE:
+      if (op->kind == TP_OP_F) {
+        op->ver = fver[key] = latest;
+      } else {
+        op->src = s->policy == TP_POLICY_STASH ? TP_SRC_STASH : TP_SRC_BLEND;
+        if (op->micro != TP_WHOLE) {
+          int fk = tp_key(s->N, op->mb, op->micro), wk = tp_key(s->N, op->mb, TP_WHOLE);
+          op->ver = fver[fk] >= 0 ? fver[fk] : fver[wk];
+        } else if (fver[key] >= 0) { /* whole-mini-batch forward */
+          op->ver = fver[key];
+        } else {
+          int v = G_MAXINT32;
+          for (int j = 0; j < s->N; j++)
+            v = MIN(v, fver[tp_key(s->N, op->mb, j)]);
+          op->ver = v;
+        }
+      }
+      break;
+    default: g_assert_not_reached();
+    }
+  }
+}
+
+/* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i), stage 1's
+ * version when B(i) first starts at stage W (updates take no time and follow their backward). */
+static gboolean assign_vsync(TpSchedule *s, GError **err)
+{
+  g_autoptr(TpIndex) ix = tp_index_new(s, err);
+  if (!ix)
+    return FALSE;
+  long total = ix->off[s->W];
+  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
+  gboolean ok = tp_replay(s, ix, start, end, err);
+  if (ok) {
+    /* stage 1: forward versions and update end times */
+    int32_t *fver = g_new(int32_t, ix->nkeys);
+    int64_t *uend = g_new(int64_t, s->K + 1);
+    const TpOp *o0 = tp_stage_ops(s, 0);
+    int latest = 0;
+    for (int k = 0; k < tp_stage_len(s, 0); k++) {
+      if (o0[k].kind == TP_OP_U)
+        uend[latest++] = end[k];
+      else if (o0[k].kind == TP_OP_F)
+        fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
+    }
+    /* c(i) from stage W's first backward of each mini-batch */
+    int32_t *c = g_new(int32_t, s->K + 1);
+    for (int i = 0; i <= s->K; i++)
+      c[i] = -1;
+    const TpOp *ow = tp_stage_ops(s, s->W - 1);
+    for (int k = 0, u = 0; k < tp_stage_len(s, s->W - 1); k++) {
+      if (ow[k].kind != TP_OP_B || c[ow[k].mb] >= 0)
+        continue;
+      int64_t t = start[ix->off[s->W - 1] + k];
+      while (u < latest && uend[u] <= t)
+        u++;
+      c[ow[k].mb] = u;
+    }
+    for (int st = 0; st < s->W; st++) {
+      TpOp *ops = tp_stage_ops(s, st);
+      for (int k = 0; k < tp_stage_len(s, st); k++) {
+        TpOp *op = &ops[k];
+        op->src = TP_SRC_FIXED;
+        op->ver = op->kind == TP_OP_U ? op->mb - 1
+                  : op->kind == TP_OP_F ? fver[tp_key(s->N, op->mb, op->micro)]
+                                        : c[op->mb];
+      }
+    }
+    g_free(fver);
+    g_free(uend);
+    g_free(c);
+  }
+  g_free(start);
+  g_free(end);
+  return ok;
+}
+
+gboolean tp_policy_assign(TpSchedule *s, GError **err)
+{
+  if (s->policy == TP_POLICY_VSYNC_LATEST)
+    return assign_vsync(s, err);
+  int nkeys = s->K * (s->N + 1) + 1;
+  int32_t *fver = g_new(int32_t, nkeys);
+  for (int st = 0; st < s->W; st++) {
+    for (int k = 0; k < nkeys; k++)
+      fver[k] = -1;
+    assign_local(s, st, fver);
+  }
+  g_free(fver);
+  return TRUE;
+}
+
+double tp_significance(const TpSignificance *sig, int d)
+{
+  switch (sig->kind) {
+  case TP_SIG_EXP: return exp(-(double)d / sig->param);
+  case TP_SIG_LINEAR: return 1.0 / (1.0 + d);
+  case TP_SIG_CONST: return d == 0 ? 1.0 : sig->param;
+  }
+  return 1.0;
+}
+
+static gboolean parse_param(const char *text, double lo, double hi, double *out)
+{
+  char *endp = NULL;
+  double v = g_ascii_strtod(text, &endp);
+  if (endp == text || *endp != '\0' || !(v >= lo && v <= hi))
+    return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+gboolean tp_significance_parse(const char *text, TpSignificance *out, GError **err)
+{
+  TpSignificance sig = { TP_SIG_EXP, 1.0 };
+  gboolean ok = TRUE;
+  if (g_strcmp0(text, "exp") == 0)
+    ;
+  else if (g_str_has_prefix(text, "exp:"))
+    ok = parse_param(text + 4, 1e-6, 1e6, &sig.param);
+  else if (g_strcmp0(text, "linear") == 0)
+    sig.kind = TP_SIG_LINEAR, sig.param = 0;
+  else if (g_str_has_prefix(text, "const:")) {
+    sig.kind = TP_SIG_CONST;
+    ok = parse_param(text + 6, 0.0, 1.0, &sig.param);
+  } else
+    ok = FALSE;
+  if (!ok) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "significance '%s' not understood: expected exp, exp:TAU (TAU > 0), linear or const:C (0 <= C <= 1)",
+                text);
+    return FALSE;
+  }
+  *out = sig;
+  return TRUE;
+}
+
+char *tp_significance_to_string(const TpSignificance *sig)
+{
+  char num[G_ASCII_DTOSTR_BUF_SIZE];
+  switch (sig->kind) {
+  case TP_SIG_EXP: return g_strdup_printf("exp:%s", g_ascii_dtostr(num, sizeof num, sig->param));
+  case TP_SIG_LINEAR: return g_strdup("linear");
+  case TP_SIG_CONST: return g_strdup_printf("const:%s", g_ascii_dtostr(num, sizeof num, sig->param));
+  }
+  return g_strdup("exp");
+}

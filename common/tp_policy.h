@@ -1,0 +1,18 @@
+/* tp_policy.h — weight policies of spec §2.2: which version each operation reads. */
+#ifndef TP_POLICY_H
+#define TP_POLICY_H
+
+#include "tp_schedule.h"
+
+/* Fill ver/src of every operation of s (whose order is set) according to s->policy.
+ * vsync-latest uses the unit-slot replay of the order for its vertical synchronisation. */
+gboolean tp_policy_assign(TpSchedule *s, GError **err);
+
+/* Significance s(d) of stale weights for the intermediate policy (d = latest − stashed ≥ 0). */
+double tp_significance(const TpSignificance *sig, int d);
+/* Parse "exp", "exp:TAU", "linear", "const:C"; TP_ERROR_INPUT on anything else. */
+gboolean tp_significance_parse(const char *text, TpSignificance *out, GError **err);
+/* The canonical text of a significance, as tp_significance_parse reads it (g_free it). */
+char *tp_significance_to_string(const TpSignificance *sig);
+
+#endif

@@ -1,0 +1,212 @@
+/* tp_schedule.c — names of orders, policies and presets; schedule allocation, comparison and
+ * the generation pipeline (order → versions → validation). */
+#include "tp_schedule.h"
+#include "tp_error.h"
+#include "tp_policy.h"
+#include "tp_validate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw" };
+static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
+                                                         "intermediate", "2bw" };
+
+const TpPreset tp_presets[] = {
+  { "gpipe", TP_ORDER_GPIPE, TP_POLICY_SYNC, "GPipe: all forwards, all backwards, flush" },
+  { "1f1b", TP_ORDER_1F1B, TP_POLICY_SYNC, "1F1B with a flush (PipeDream-Flush, DAPPLE)" },
+  { "pipedream", TP_ORDER_1F1B_ASYNC, TP_POLICY_STASH, "PipeDream: asynchronous 1F1B, weight stashing" },
+  { "pipedream-2bw", TP_ORDER_2BW, TP_POLICY_2BW, "PipeDream-2BW: 1F1B, double-buffered weights" },
+  { "timeprest", TP_ORDER_NF1B, TP_POLICY_VSYNC_LATEST, "TiMePReSt: nF1B, latest weights in backward" },
+  { "v-timeprest", TP_ORDER_NF1B, TP_POLICY_LATEST, "V-TiMePReSt: nF1B, latest weights everywhere" },
+  { "i-timeprest", TP_ORDER_NF1B, TP_POLICY_INTERMEDIATE, "I-TiMePReSt: nF1B, blended stale/latest backward" },
+  { "timeprest-stash", TP_ORDER_NF1B, TP_POLICY_STASH, "ablation: nF1B with weight stashing" },
+  { "timeprest-1f1b", TP_ORDER_1F1B_ASYNC, TP_POLICY_VSYNC_LATEST, "ablation: asynchronous 1F1B, no stashing" },
+};
+const int tp_n_presets = G_N_ELEMENTS(tp_presets);
+
+const char *tp_order_name(TpOrder o) { return o < TP_N_ORDERS ? order_names[o] : "?"; }
+const char *tp_policy_name(TpPolicy p) { return p < TP_N_POLICIES ? policy_names[p] : "?"; }
+
+gboolean tp_order_from_name(const char *name, TpOrder *out)
+{
+  for (int i = 0; i < TP_N_ORDERS; i++)
+    if (g_strcmp0(name, order_names[i]) == 0) {
+      *out = (TpOrder)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+gboolean tp_policy_from_name(const char *name, TpPolicy *out)
+{
+  for (int i = 0; i < TP_N_POLICIES; i++)
+    if (g_strcmp0(name, policy_names[i]) == 0) {
+      *out = (TpPolicy)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+const TpPreset *tp_preset_find(const char *name)
+{
+  for (int i = 0; i < tp_n_presets; i++)
+    if (g_strcmp0(name, tp_presets[i].name) == 0)
+      return &tp_presets[i];
+  return NULL;
+}
+
+const char *tp_preset_name(TpOrder o, TpPolicy p)
+{
+  for (int i = 0; i < tp_n_presets; i++)
+    if (tp_presets[i].order == o && tp_presets[i].policy == p)
+      return tp_presets[i].name;
+  return NULL;
+}
+
+char *tp_preset_names(void)
+{
+  GString *g = g_string_new(NULL);
+  for (int i = 0; i < tp_n_presets; i++)
+    g_string_append_printf(g, "%s%s", i ? ", " : "", tp_presets[i].name);
+  return g_string_free(g, FALSE);
+}
+
+gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err)
+{
+  gboolean flush = o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B;
+  if (p == TP_POLICY_SYNC && !flush) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "policy sync needs a flush order (gpipe or 1f1b): order %s starts mini-batch i before "
+                "version i-1 exists", tp_order_name(o));
+    return FALSE;
+  }
+  if (p == TP_POLICY_2BW && o != TP_ORDER_2BW) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "policy 2bw (two weight buffers, version i-2) is defined for order 2bw only, not %s",
+                tp_order_name(o));
+    return FALSE;
+  }
+  if (o == TP_ORDER_2BW && N < W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "order 2bw needs N >= W (got N=%d, W=%d): with fewer micro-batches than stages two "
+                "weight buffers do not cover the mini-batches in flight", N, W);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean tp_size_check(int W, int N, int K, GError **err)
+{
+  if (W < 1 || W > TP_MAX_WORKERS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "workers W=%d out of range 1..%d", W, TP_MAX_WORKERS);
+    return FALSE;
+  }
+  if (N < 1 || N > TP_MAX_MICRO) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "micro-batches N=%d out of range 1..%d", N, TP_MAX_MICRO);
+    return FALSE;
+  }
+  if (K < 1 || K > TP_MAX_MINI) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "mini-batches K=%d out of range 1..%d", K, TP_MAX_MINI);
+    return FALSE;
+  }
+  long long ops = (long long)W * K * (2LL * N + 1);
+  if (ops > TP_MAX_OPS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "W=%d, N=%d, K=%d gives up to %lld operations, more than the limit of %lld", W, N, K, ops,
+                TP_MAX_OPS);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K)
+{
+  TpSchedule *s = g_new0(TpSchedule, 1);
+  s->order = o;
+  s->policy = p;
+  s->W = W;
+  s->N = N;
+  s->K = K;
+  s->sig.kind = TP_SIG_EXP;
+  s->sig.param = 1.0;
+  s->stage = g_new0(GArray *, W);
+  for (int st = 0; st < W; st++)
+    s->stage[st] = g_array_new(FALSE, FALSE, sizeof(TpOp));
+  return s;
+}
+
+void tp_schedule_free(TpSchedule *s)
+{
+  if (!s)
+    return;
+  for (int st = 0; s->stage && st < s->W; st++)
+    g_array_unref(s->stage[st]);
+  g_free(s->stage);
+  g_free(s->source);
+  g_free(s);
+}
+
+long long tp_schedule_n_ops(const TpSchedule *s)
+{
+  long long n = 0;
+  for (int st = 0; st < s->W; st++)
+    n += tp_stage_len(s, st);
+  return n;
+}
+
+gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
+{
+  if (a->order != b->order || a->policy != b->policy || a->W != b->W || a->N != b->N || a->K != b->K)
+    return FALSE;
+  if (a->policy == TP_POLICY_INTERMEDIATE && (a->sig.kind != b->sig.kind || a->sig.param != b->sig.param))
+    return FALSE;
+  for (int st = 0; st < a->W; st++) {
+    int n = tp_stage_len(a, st);
+    if (n != tp_stage_len(b, st))
+      return FALSE;
+    const TpOp *x = tp_stage_ops(a, st), *y = tp_stage_ops(b, st);
+    for (int i = 0; i < n; i++)
+      if (x[i].kind != y[i].kind || x[i].src != y[i].src || x[i].mb != y[i].mb || x[i].micro != y[i].micro ||
+          x[i].ver != y[i].ver)
+        return FALSE;
+  }
+  return TRUE;
+}
+
+void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
+{
+  const char k = "FBU"[op->kind];
+  if (op->kind == TP_OP_U || op->micro == TP_WHOLE)
+    snprintf(buf, len, "%c(%d)", k, op->mb);
+  else if (s->N <= 26)
+    snprintf(buf, len, "%c(%d,%c)", k, op->mb, 'A' + op->micro);
+  else
+    snprintf(buf, len, "%c(%d.%d)", k, op->mb, op->micro + 1);
+}
+
+void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
+{
+  if (s->source && op->line > 0)
+    snprintf(buf, len, "%s:%d: ", s->source, op->line);
+  else if (s->source)
+    snprintf(buf, len, "%s: ", s->source);
+  else
+    buf[0] = '\0';
+}
+
+TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err)
+{
+  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err))
+    return NULL;
+  TpSchedule *s = tp_schedule_new(o, p, W, N, K);
+  tp_order_fill(s);
+  if (!tp_policy_assign(s, err) || !tp_validate(s, err)) {
+    g_prefix_error(err, "generated %s/%s schedule is invalid (a bug): ", tp_order_name(o), tp_policy_name(p));
+    if (err && *err)
+      (*err)->code = TP_ERROR_RUNTIME;
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}

@@ -1,0 +1,130 @@
+/* tp_schedule.h — the schedule IR shared by generator, validator, simulator and executor.
+ *
+ * A schedule is, for each of W stages, an ordered list of operations (forward of a micro-batch or
+ * of a whole mini-batch, backward of a micro-batch or of a whole mini-batch, update), each with the
+ * weight version it reads.  Stages, mini-batches and micro-batches are 0-based in memory except
+ * mini-batches, which keep the spec's numbering 1..K (version k = weights after k updates). */
+#ifndef TP_SCHEDULE_H
+#define TP_SCHEDULE_H
+
+#include <glib.h>
+#include <stdint.h>
+
+typedef enum {
+  TP_ORDER_GPIPE,
+  TP_ORDER_1F1B,
+  TP_ORDER_1F1B_ASYNC,
+  TP_ORDER_NF1B,
+  TP_ORDER_2BW,
+  TP_N_ORDERS
+} TpOrder;
+
+typedef enum {
+  TP_POLICY_SYNC,
+  TP_POLICY_STASH,
+  TP_POLICY_VSYNC_LATEST,
+  TP_POLICY_LATEST,
+  TP_POLICY_INTERMEDIATE,
+  TP_POLICY_2BW,
+  TP_N_POLICIES
+} TpPolicy;
+
+typedef enum { TP_OP_F, TP_OP_B, TP_OP_U } TpOpKind;
+
+/* Where a backward's weights come from.  FIXED: the version in `ver`.  STASH: each micro-batch
+ * uses the version its own forward read on this stage (`ver` is the oldest of them).  BLEND:
+ * s(d)·stashed + (1−s(d))·latest per micro-batch (`ver` is the oldest stashed version). */
+typedef enum { TP_SRC_FIXED, TP_SRC_STASH, TP_SRC_BLEND } TpSource;
+
+/* Significance s(d) of stale weights for the intermediate policy. */
+typedef enum { TP_SIG_EXP, TP_SIG_LINEAR, TP_SIG_CONST } TpSigKind;
+typedef struct {
+  TpSigKind kind;
+  double param; /* tau for EXP, the constant for CONST, unused for LINEAR */
+} TpSignificance;
+
+#define TP_WHOLE (-1) /* micro value of an operation that covers the whole mini-batch */
+
+typedef struct {
+  uint8_t kind;  /* TpOpKind */
+  uint8_t src;   /* TpSource */
+  int32_t mb;    /* mini-batch, 1..K */
+  int32_t micro; /* micro-batch 0..N-1, or TP_WHOLE */
+  int32_t ver;   /* version read (for an update: the version it turns into version mb) */
+  int32_t line;  /* line of the file it was read from, 0 when generated */
+} TpOp;
+
+typedef struct {
+  TpOrder order;
+  TpPolicy policy;
+  int W, N, K;
+  TpSignificance sig;
+  GArray **stage; /* W arrays of TpOp, in execution order */
+  char *source;   /* file the schedule was read from, NULL when generated */
+} TpSchedule;
+
+/* Limits that keep every size computation in range. */
+#define TP_MAX_WORKERS 1024
+#define TP_MAX_MICRO 4096
+#define TP_MAX_MINI 1000000
+#define TP_MAX_OPS 200000000LL
+
+typedef struct {
+  const char *name;
+  TpOrder order;
+  TpPolicy policy;
+  const char *summary;
+} TpPreset;
+
+extern const TpPreset tp_presets[];
+extern const int tp_n_presets;
+
+const char *tp_order_name(TpOrder o);
+const char *tp_policy_name(TpPolicy p);
+gboolean tp_order_from_name(const char *name, TpOrder *out);
+gboolean tp_policy_from_name(const char *name, TpPolicy *out);
+const TpPreset *tp_preset_find(const char *name);
+/* Preset name for an order × policy pair, or NULL if no preset has it. */
+const char *tp_preset_name(TpOrder o, TpPolicy p);
+/* Comma-separated list of names, for help texts and error messages. */
+char *tp_preset_names(void);
+
+/* Whether an order × policy pair makes sense for W, N; sets a TP_ERROR_INPUT error if not. */
+gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err);
+/* Whether W, N, K are in range and the schedule stays below TP_MAX_OPS operations. */
+gboolean tp_size_check(int W, int N, int K, GError **err);
+
+TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K);
+void tp_schedule_free(TpSchedule *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSchedule, tp_schedule_free)
+
+static inline TpOp *tp_stage_ops(const TpSchedule *s, int st) { return (TpOp *)s->stage[st]->data; }
+static inline int tp_stage_len(const TpSchedule *s, int st) { return (int)s->stage[st]->len; }
+static inline void tp_push(TpSchedule *s, int st, TpOpKind k, int mb, int micro)
+{
+  TpOp op = { (uint8_t)k, TP_SRC_FIXED, mb, micro, 0, 0 };
+  g_array_append_val(s->stage[st], op);
+}
+long long tp_schedule_n_ops(const TpSchedule *s);
+
+/* Number of micro-batches an operation covers (N for a whole-mini-batch op, 1 otherwise). */
+static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
+{
+  return op->micro == TP_WHOLE ? s->N : 1;
+}
+
+/* Operations compare equal when kind, mini-batch, micro-batch, version and source agree. */
+gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
+
+/* "F(3,B)", "B(3)", "U(3)", "F(3.27)" — an operation's name in messages (static buffer per call site). */
+void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
+/* "file:line: " or "" — the location prefix of an op read from a file. */
+void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
+
+/* Generate a schedule: the order, then versions by the policy, then a full validation. */
+TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err);
+
+/* orders.c: fill the per-stage operation lists (versions left at 0). */
+void tp_order_fill(TpSchedule *s);
+
+#endif

@@ -1,0 +1,209 @@
+/* tp_validate.c — static validation: completeness, same-stage order, versions, deadlock. */
+#include "tp_validate.h"
+#include "tp_error.h"
+#include "tp_index.h"
+#include "tp_replay.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+G_GNUC_PRINTF(5, 6)
+static gboolean fail(GError **err, const TpSchedule *s, int st, const TpOp *op, const char *fmt, ...)
+{
+  char where[512], what[64];
+  tp_op_where(s, op, where, sizeof where);
+  tp_op_name(s, op, what, sizeof what);
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *reason = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s at stage %d: %s", where, what, st + 1, reason);
+  return FALSE;
+}
+
+static gboolean missing(GError **err, const TpSchedule *s, int st, TpOpKind kind, int mb, int micro)
+{
+  TpOp op = { (uint8_t)kind, 0, mb, micro, 0, 0 };
+  char what[64];
+  tp_op_name(s, &op, what, sizeof what);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sstage %d has no %s: the schedule is incomplete",
+              s->source ? s->source : "", s->source ? ": " : "", st + 1, what);
+  return FALSE;
+}
+
+/* Every mini-batch is covered once by forwards and once by backwards (whole or per micro-batch),
+ * and has one update, on every stage. */
+static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **err)
+{
+  for (int st = 0; st < s->W; st++) {
+    const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys, *bp = ix->bpos + (size_t)st * ix->nkeys;
+    for (int i = 1; i <= s->K; i++) {
+      const int32_t *p[2] = { fp, bp };
+      for (int kind = 0; kind < 2; kind++) {
+        gboolean whole = p[kind][tp_key(s->N, i, TP_WHOLE)] >= 0;
+        for (int j = 0; j < s->N; j++) {
+          gboolean part = p[kind][tp_key(s->N, i, j)] >= 0;
+          if (whole && part) {
+            const TpOp *op = &tp_stage_ops(s, st)[p[kind][tp_key(s->N, i, j)]];
+            return fail(err, s, st, op, "mini-batch %d is covered twice (also by a whole-mini-batch %s)", i,
+                        kind ? "backward" : "forward");
+          }
+          if (!whole && !part)
+            return missing(err, s, st, kind ? TP_OP_B : TP_OP_F, i, j);
+        }
+      }
+      if (ix->upos[(size_t)st * (s->K + 1) + i] < 0)
+        return missing(err, s, st, TP_OP_U, i, 0);
+    }
+  }
+  /* the producer on the neighbouring stage must exist with the same granularity */
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      int pst = st;
+      if (tp_index_producer(ix, s, st, &ops[k], &pst) == -2) {
+        char what[64];
+        tp_op_name(s, &ops[k], what, sizeof what);
+        return fail(err, s, st, &ops[k], "stage %d has no matching %s to receive from (granularity differs)",
+                    pst + 1, what);
+      }
+    }
+  }
+  return TRUE;
+}
+
+/* Position of the latest forward (at stage st) whose activations op needs, or -1. */
+static int32_t last_forward(const TpSchedule *s, const TpIndex *ix, int st, const TpOp *op, int *which)
+{
+  const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys;
+  int32_t whole = fp[tp_key(s->N, op->mb, TP_WHOLE)];
+  if (whole >= 0 || op->micro != TP_WHOLE) {
+    int32_t p = whole >= 0 ? whole : fp[tp_key(s->N, op->mb, op->micro)];
+    *which = whole >= 0 ? TP_WHOLE : op->micro;
+    return p;
+  }
+  int32_t best = -1;
+  for (int j = 0; j < s->N; j++)
+    if (fp[tp_key(s->N, op->mb, j)] > best) {
+      best = fp[tp_key(s->N, op->mb, j)];
+      *which = j;
+    }
+  return best;
+}
+
+/* The oldest version any forward of op's micro-batches read at stage st (the stash). */
+static int stashed_version(const TpSchedule *s, const TpIndex *ix, int st, const TpOp *op)
+{
+  const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys;
+  const TpOp *ops = tp_stage_ops(s, st);
+  int32_t whole = fp[tp_key(s->N, op->mb, TP_WHOLE)];
+  if (whole >= 0)
+    return ops[whole].ver;
+  if (op->micro != TP_WHOLE)
+    return ops[fp[tp_key(s->N, op->mb, op->micro)]].ver;
+  int v = G_MAXINT;
+  for (int j = 0; j < s->N; j++)
+    v = MIN(v, ops[fp[tp_key(s->N, op->mb, j)]].ver);
+  return v;
+}
+
+static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, int latest, GError **err)
+{
+  const TpOp *op = &tp_stage_ops(s, st)[k];
+  char need[64];
+  if (op->kind == TP_OP_U) {
+    if (latest != op->mb - 1)
+      return fail(err, s, st, op, "comes after %d updates: updates must run in mini-batch order", latest);
+    const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
+    for (int j = TP_WHOLE; j < s->N; j++) {
+      int32_t p = bp[tp_key(s->N, op->mb, j)];
+      if (p > k) {
+        tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
+        return fail(err, s, st, op, "comes before %s, whose gradient it applies", need);
+      }
+    }
+    return TRUE;
+  }
+  if (op->kind == TP_OP_B) {
+    int which = TP_WHOLE;
+    int32_t p = last_forward(s, ix, st, op, &which);
+    if (p > k) {
+      TpOp f = { TP_OP_F, 0, op->mb, which, 0, 0 };
+      tp_op_name(s, &f, need, sizeof need);
+      return fail(err, s, st, op, "needs the activations of %s, which comes later in that stage's order", need);
+    }
+  }
+  if (op->ver > latest)
+    return fail(err, s, st, op, "reads version %d, which does not exist yet (stage %d has version %d here)",
+                op->ver, st + 1, latest);
+  int keep = s->policy == TP_POLICY_SYNC || s->policy == TP_POLICY_LATEST ? 1 : s->policy == TP_POLICY_2BW ? 2 : 0;
+  if (keep > 0 && op->ver <= latest - keep)
+    return fail(err, s, st, op, "reads version %d after it was freed (policy %s keeps %s; latest is %d)", op->ver,
+                tp_policy_name(s->policy), keep == 1 ? "only the latest version" : "the two latest versions",
+                latest);
+  int want = -1;
+  const char *rule = NULL;
+  TpSource src = TP_SRC_FIXED;
+  switch (s->policy) {
+  case TP_POLICY_SYNC: want = op->mb - 1, rule = "mini-batch i reads version i-1"; break;
+  case TP_POLICY_2BW: want = MAX(op->mb - 2, 0), rule = "mini-batch i reads version max(i-2, 0)"; break;
+  case TP_POLICY_LATEST: want = latest, rule = "every operation reads the latest version"; break;
+  case TP_POLICY_STASH:
+  case TP_POLICY_INTERMEDIATE:
+    if (op->kind == TP_OP_F) {
+      want = latest, rule = "a forward reads the latest version";
+    } else {
+      want = stashed_version(s, ix, st, op), rule = "a backward reads the versions its forwards stashed";
+      src = s->policy == TP_POLICY_STASH ? TP_SRC_STASH : TP_SRC_BLEND;
+    }
+    break;
+  case TP_POLICY_VSYNC_LATEST: {
+    /* every stage reads what stage 1 (forward) or stage W (backward) reads */
+    int ref = op->kind == TP_OP_F ? 0 : s->W - 1;
+    if (ref != st) {
+      int32_t p = tp_index_pos(ix, ref, op);
+      want = tp_stage_ops(s, ref)[p].ver;
+      rule = op->kind == TP_OP_F ? "a forward reads the version stage 1 read (vertical sync)"
+                                 : "a backward reads the version it reads on stage W (vertical sync)";
+    } else if (op->kind == TP_OP_F) {
+      want = latest, rule = "on stage 1 a forward reads the latest version";
+    }
+    break;
+  }
+  default: break;
+  }
+  if (op->src != src)
+    return fail(err, s, st, op, "weight source does not fit policy %s", tp_policy_name(s->policy));
+  if (want >= 0 && op->ver != want)
+    return fail(err, s, st, op, "reads version %d, but under policy %s %s: version %d", op->ver,
+                tp_policy_name(s->policy), rule, want);
+  return TRUE;
+}
+
+gboolean tp_validate(const TpSchedule *s, GError **err)
+{
+  if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
+    if (s->source)
+      g_prefix_error(err, "%s: ", s->source);
+    return FALSE;
+  }
+  g_autoptr(TpIndex) ix = tp_index_new(s, err);
+  if (!ix || !check_complete(s, ix, err))
+    return FALSE;
+  for (int st = 0; st < s->W; st++) {
+    int latest = 0;
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      if (!check_op(s, ix, st, k, latest, err))
+        return FALSE;
+      if (ops[k].kind == TP_OP_U)
+        latest++;
+    }
+  }
+  long total = ix->off[s->W];
+  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
+  gboolean ok = tp_replay(s, ix, start, end, err);
+  g_free(start);
+  g_free(end);
+  return ok;
+}
