@@ -1,0 +1,48 @@
+/* tp_cost.h — cost models for the simulator: unit slots, or a cost file (GKeyFile) with per-stage
+ * times and bytes, link latency and bandwidth, and an optional stage → device mapping. */
+#ifndef TP_COST_H
+#define TP_COST_H
+
+#include <glib.h>
+
+typedef struct {
+  double fwd, bwd;           /* time of one micro-batch forward / backward */
+  double upd;                /* time of one update */
+  double act_bytes;          /* bytes sent downstream per micro-batch forward */
+  double grad_bytes;         /* bytes sent upstream per micro-batch backward */
+  double stored_bytes;       /* bytes kept per micro-batch activation until its backward */
+  double weight_bytes;       /* one weight version */
+  double optimizer_bytes;    /* optimizer state (lives with the latest weights) */
+  double grad_buffer_bytes;  /* gradient (accumulation) buffer */
+  int device;                /* 0-based device the stage runs on */
+} TpStageCost;
+
+typedef struct {
+  double latency;   /* time before the first byte arrives */
+  double bandwidth; /* bytes per time unit; 0 = infinite */
+} TpLinkCost;
+
+typedef struct {
+  int W;
+  gboolean unit;            /* unit-slot mode: F and B take one slot each whatever they cover */
+  double samples_per_micro; /* samples in one micro-batch, for throughput */
+  const char *time_unit;    /* "slot" or "s" */
+  const char *byte_unit;    /* "unit" or "B" */
+  TpStageCost *stage;       /* W entries */
+  TpLinkCost *link;         /* W-1 entries: link l joins stages l and l+1 (0-based), both directions */
+  int n_devices;
+  gboolean shared_devices;  /* some device runs more than one stage */
+  char *source;             /* cost file, or NULL */
+} TpCost;
+
+TpCost *tp_cost_unit(int W);
+/* Load a cost file for W stages.  Errors (TP_ERROR_INPUT) name file:line and the key. */
+TpCost *tp_cost_load(const char *path, int W, GError **err);
+TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GError **err);
+void tp_cost_free(TpCost *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpCost, tp_cost_free)
+
+/* Recompute n_devices and shared_devices after editing stage[].device. */
+void tp_cost_update_devices(TpCost *c);
+
+#endif

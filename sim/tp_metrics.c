@@ -1,0 +1,251 @@
+/* tp_metrics.c — metrics of a simulated timeline (spec §3 and §4). */
+#include "tp_metrics.h"
+
+#include <stdlib.h>
+
+const char *const tp_mem_names[TP_N_MEM] = { "weights", "optimizer", "gradients", "activations", "comm" };
+
+/* ---- version difference and chains -------------------------------------------------------- */
+
+/* g[i] = oldest version any backward of mini-batch i reads on stage 1; v[i] = i - g[i]. */
+static void version_difference(const TpSchedule *s, int *v, int *g)
+{
+  for (int i = 0; i <= s->K; i++)
+    g[i] = G_MAXINT;
+  const TpOp *ops = tp_stage_ops(s, 0);
+  for (int k = 0; k < tp_stage_len(s, 0); k++)
+    if (ops[k].kind == TP_OP_B)
+      g[ops[k].mb] = MIN(g[ops[k].mb], ops[k].ver);
+  v[0] = g[0] = 0;
+  for (int i = 1; i <= s->K; i++)
+    v[i] = i - g[i];
+}
+
+/* Steady range: mini-batches after the first W and before the last W, else all of them. */
+static void steady(const TpSchedule *s, const int *v, TpMetrics *m)
+{
+  m->steady_lo = s->W + 1;
+  m->steady_hi = s->K - s->W;
+  m->steady_empty = m->steady_lo > m->steady_hi;
+  if (m->steady_empty)
+    m->steady_lo = 1, m->steady_hi = s->K;
+  m->v_steady = 0;
+  m->v_steady_min = G_MAXINT;
+  for (int i = m->steady_lo; i <= m->steady_hi; i++) {
+    m->v_steady = MAX(m->v_steady, v[i]);
+    m->v_steady_min = MIN(m->v_steady_min, v[i]);
+  }
+  /* chains: follow i -> i - v(i); a chain's first member is the i whose link leaves 1..K */
+  int *root = g_new(int, s->K + 1);
+  gboolean *seen = g_new0(gboolean, s->K + 1);
+  for (int i = 1; i <= s->K; i++)
+    root[i] = i - v[i] <= 0 ? i : root[i - v[i]];
+  m->chain_first = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int i = m->steady_lo; i <= m->steady_hi; i++)
+    seen[root[i]] = TRUE;
+  for (int i = 1; i <= s->K; i++)
+    if (seen[i])
+      g_array_append_val(m->chain_first, i);
+  m->chains = (int)m->chain_first->len;
+  m->multiple_sequences = m->v_steady > 1;
+  g_free(root);
+  g_free(seen);
+}
+
+int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empty)
+{
+  TpMetrics m = { 0 };
+  int *v = g_new(int, s->K + 1), *g = g_new(int, s->K + 1);
+  version_difference(s, v, g);
+  steady(s, v, &m);
+  if (v_min)
+    *v_min = m.v_steady_min;
+  if (steady_empty)
+    *steady_empty = m.steady_empty;
+  g_array_unref(m.chain_first);
+  g_free(v);
+  g_free(g);
+  return m.v_steady;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+enum { C_VERSIONS, C_BLEND, C_ACTS, C_COMM, C_N };
+
+typedef struct {
+  double t;
+  int comp;
+  double delta;
+} Change;
+
+static int change_cmp(const void *a, const void *b)
+{
+  const Change *x = a, *y = b;
+  if (x->t != y->t)
+    return x->t < y->t ? -1 : 1;
+  if (x->delta != y->delta) /* frees before allocations at the same instant */
+    return x->delta < y->delta ? -1 : 1;
+  return x->comp - y->comp;
+}
+
+static inline void add(GArray *a, double t0, double t1, int comp, double amount)
+{
+  if (t1 <= t0 || amount == 0)
+    return;
+  Change c0 = { t0, comp, amount }, c1 = { t1, comp, -amount };
+  g_array_append_val(a, c0);
+  g_array_append_val(a, c1);
+}
+
+/* End of the backward that consumes the activations of forward op f at stage st. */
+static double release_time(const TpSim *sim, int st, const TpOp *f)
+{
+  const TpSchedule *s = sim->s;
+  const TpIndex *ix = sim->ix;
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
+  int32_t p = bp[tp_key(s->N, f->mb, TP_WHOLE)];
+  if (p < 0 && f->micro != TP_WHOLE)
+    p = bp[tp_key(s->N, f->mb, f->micro)];
+  if (p < 0) /* whole forward, per-micro backwards: the last of them */
+    for (int j = 0; j < s->N; j++)
+      p = MAX(p, bp[tp_key(s->N, f->mb, j)]);
+  return sim->end[ix->off[st] + p];
+}
+
+static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMetrics *sm, GArray *ch)
+{
+  const TpSchedule *s = sim->s;
+  const TpStageCost *sc = &sim->c->stage[st];
+  const TpOp *ops = tp_stage_ops(s, st);
+  const long off = sim->ix->off[st];
+  const int n = tp_stage_len(s, st);
+  gboolean stashing = s->policy == TP_POLICY_STASH || s->policy == TP_POLICY_INTERMEDIATE;
+  double *create = g_new(double, s->K + 1), *last = g_new0(double, s->K + 1);
+  g_array_set_size(ch, 0);
+  create[0] = 0;
+  for (int k = 0; k < n; k++) {
+    const TpOp *op = &ops[k];
+    long g = off + k;
+    if (op->kind == TP_OP_U) {
+      create[op->mb] = sim->end[g];
+      continue;
+    }
+    double use = sim->end[g];
+    if (op->kind == TP_OP_F) {
+      double rel = release_time(sim, st, op);
+      add(ch, sim->start[g], rel, C_ACTS, tp_op_count(s, op));
+      if (stashing)
+        use = MAX(use, rel);
+    } else if (op->src == TP_SRC_BLEND && m->latest[g] > op->ver) {
+      add(ch, sim->start[g], sim->end[g], C_BLEND, sc->weight_bytes);
+    }
+    last[op->ver] = MAX(last[op->ver], use);
+    /* messages: received ones wait from arrival to the consuming op's start; sent ones from the
+     * end of the producing op to the end of their transfer */
+    long p = sim->prod[g];
+    if (p >= 0) {
+      int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
+      const TpOp *po = &tp_stage_ops(s, pst)[p - sim->ix->off[pst]];
+      add(ch, sim->xend[p], sim->start[g], C_COMM, tp_sim_op_bytes(sim->c, s, pst, po));
+    }
+    if (sim->cons[g] >= 0)
+      add(ch, sim->end[g], sim->xend[g], C_COMM, tp_sim_op_bytes(sim->c, s, st, op));
+  }
+  /* version v lives from its update until the next update or its last reader, whichever is later */
+  for (int v = 0; v <= s->K; v++)
+    add(ch, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), C_VERSIONS, 1);
+  g_array_sort(ch, change_cmp);
+  double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
+  sm->peak_bytes = -1;
+  for (guint i = 0; i < ch->len; i++) {
+    const Change *c = &g_array_index(ch, Change, i);
+    cur[c->comp] += c->delta;
+    sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
+    sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
+    double comp[TP_N_MEM] = { cur[C_VERSIONS] * sc->weight_bytes + cur[C_BLEND], sc->optimizer_bytes,
+                              sc->grad_buffer_bytes, cur[C_ACTS] * sc->stored_bytes, cur[C_COMM] };
+    double total = comp[0] + comp[3] + comp[4] + fixed;
+    for (int k = 0; k < TP_N_MEM; k++)
+      sm->comp_peak[k] = MAX(sm->comp_peak[k], comp[k]);
+    if (total > sm->peak_bytes) {
+      sm->peak_bytes = total;
+      for (int k = 0; k < TP_N_MEM; k++)
+        sm->at_peak[k] = comp[k];
+    }
+  }
+  g_free(create);
+  g_free(last);
+}
+
+/* ---- all metrics -------------------------------------------------------------------------- */
+
+TpMetrics *tp_metrics_compute(const TpSim *sim)
+{
+  const TpSchedule *s = sim->s;
+  const int W = s->W, L = tp_sim_n_links(W);
+  TpMetrics *m = g_new0(TpMetrics, 1);
+  m->W = W, m->N = s->N, m->K = s->K;
+  m->makespan = sim->makespan;
+  m->stage = g_new0(TpStageMetrics, W);
+  m->latest = g_new(int, sim->n_ops);
+  m->link_messages = g_new0(long, MAX(L, 1));
+  m->link_bytes = g_new0(double, MAX(L, 1));
+  m->staleness = g_array_new(FALSE, TRUE, sizeof(long));
+
+  for (int st = 0; st < W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    int latest = 0;
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &ops[k];
+      long g = sim->ix->off[st] + k;
+      m->latest[g] = latest;
+      m->stage[st].busy += sim->end[g] - sim->start[g];
+      if (op->kind == TP_OP_U) {
+        latest++;
+        continue;
+      }
+      guint d = (guint)(latest - op->ver);
+      if (m->staleness->len <= d)
+        g_array_set_size(m->staleness, d + 1);
+      g_array_index(m->staleness, long, d)++;
+      if (sim->cons[g] >= 0) {
+        int l = op->kind == TP_OP_F ? st : W - 1 + st - 1;
+        m->link_messages[l]++;
+        m->link_bytes[l] += tp_sim_op_bytes(sim->c, s, st, op);
+      }
+    }
+    m->busy += m->stage[st].busy;
+    m->stage[st].bubble = m->makespan > 0 ? 1.0 - m->stage[st].busy / m->makespan : 0;
+  }
+  for (int l = 0; l < L; l++)
+    m->messages += m->link_messages[l], m->bytes += m->link_bytes[l];
+  m->bubble = m->makespan > 0 ? 1.0 - m->busy / (W * m->makespan) : 0;
+  m->throughput = m->makespan > 0 ? (double)s->K * s->N * sim->c->samples_per_micro / m->makespan : 0;
+
+  m->v = g_new(int, s->K + 1);
+  m->g = g_new(int, s->K + 1);
+  version_difference(s, m->v, m->g);
+  steady(s, m->v, m);
+
+  GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
+  for (int st = 0; st < W; st++)
+    stage_memory(sim, m, st, &m->stage[st], ch);
+  g_array_unref(ch);
+  return m;
+}
+
+void tp_metrics_free(TpMetrics *m)
+{
+  if (!m)
+    return;
+  g_free(m->v);
+  g_free(m->g);
+  if (m->chain_first)
+    g_array_unref(m->chain_first);
+  g_free(m->link_messages);
+  g_free(m->link_bytes);
+  g_array_unref(m->staleness);
+  g_free(m->latest);
+  g_free(m->stage);
+  g_free(m);
+}

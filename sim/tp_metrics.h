@@ -1,0 +1,48 @@
+/* tp_metrics.h — what a simulation (or a measured run) says: makespan, busy time and bubbles,
+ * throughput, per-stage peak memory by component, live versions and stored activations,
+ * staleness of every read, the version difference v(i), update chains, messages and bytes. */
+#ifndef TP_METRICS_H
+#define TP_METRICS_H
+
+#include "tp_sim.h"
+
+enum { TP_MEM_WEIGHTS, TP_MEM_OPTIMIZER, TP_MEM_GRADIENTS, TP_MEM_ACTIVATIONS, TP_MEM_COMM, TP_N_MEM };
+extern const char *const tp_mem_names[TP_N_MEM];
+
+typedef struct {
+  double busy, bubble;        /* busy time; idle / makespan */
+  int max_live_versions;      /* weight versions kept at once, at peak */
+  int peak_activations;       /* micro-batch activations stored at once, at peak */
+  double peak_bytes;          /* peak of the sum of all components */
+  double at_peak[TP_N_MEM];   /* components at the moment of peak_bytes */
+  double comp_peak[TP_N_MEM]; /* each component's own peak */
+} TpStageMetrics;
+
+typedef struct {
+  int W, N, K;
+  double makespan, busy, bubble, throughput;
+  int *v;                 /* [1..K] version difference v(i) = i - g(i) */
+  int *g;                 /* [1..K] version the gradient of i is computed against (stage 1) */
+  int v_steady, v_steady_min;
+  int steady_lo, steady_hi; /* the mini-batches v_steady is taken over */
+  gboolean steady_empty;    /* K <= 2W: taken over all mini-batches instead */
+  int chains;
+  GArray *chain_first;      /* int: first member of each chain, ascending */
+  gboolean multiple_sequences;
+  long messages;
+  double bytes;
+  long *link_messages;      /* [tp_sim_n_links(W)] */
+  double *link_bytes;
+  GArray *staleness;        /* long: staleness[d] = reads that were d versions behind the latest */
+  int *latest;              /* per global op: the stage's latest version when it ran */
+  TpStageMetrics *stage;
+} TpMetrics;
+
+TpMetrics *tp_metrics_compute(const TpSim *sim);
+void tp_metrics_free(TpMetrics *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpMetrics, tp_metrics_free)
+
+/* Steady-state v of a schedule alone (unit slots), for sweeps: fills v_steady/min, chains. */
+int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empty);
+
+#endif

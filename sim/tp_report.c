@@ -1,0 +1,156 @@
+/* tp_report.c — text, JSON and CSV renderings of a simulation and its metrics. */
+#include "tp_report.h"
+
+static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
+{
+  const char *p = tp_preset_name(s->order, s->policy);
+  g_snprintf(buf, len, "%s%s(order %s, policy %s)", p ? p : "", p ? " " : "", tp_order_name(s->order),
+             tp_policy_name(s->policy));
+  return buf;
+}
+
+static void num(GString *out, double x) { g_string_append_printf(out, "%.9g", x); }
+
+void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
+{
+  const TpSchedule *s = sim->s;
+  const TpCost *c = sim->c;
+  const char *tu = c->time_unit, *bu = c->byte_unit;
+  char name[128];
+  g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches\n",
+                         preset_or_pair(s, name, sizeof name), s->W, s->N, s->K);
+  if (c->unit)
+    g_string_append(out, "costs        unit slots: a forward or backward takes 1 slot; updates and transfers are free\n");
+  else
+    g_string_append_printf(out, "costs        %s (%d devices%s)\n", c->source, c->n_devices,
+                           c->shared_devices ? ", some shared" : "");
+  g_string_append_printf(out, "makespan     %.6g %s%s\n", m->makespan, tu, c->unit ? "s" : "");
+  g_string_append_printf(out, "throughput   %.6g samples/%s\n", m->throughput, tu);
+  g_string_append_printf(out, "bubble       %.4f  (idle stage-time / (W x makespan))\n", m->bubble);
+  g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
+                         m->steady_lo, m->steady_hi,
+                         m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
+                         m->v_steady_min != m->v_steady ? "; values differ there, the largest is shown" : "");
+  g_string_append_printf(out, "chains       %d (first members:", m->chains);
+  for (guint i = 0; i < m->chain_first->len && i < 16; i++)
+    g_string_append_printf(out, " %d", g_array_index(m->chain_first, int, i));
+  g_string_append_printf(out, "%s); multiple-sequence problem: %s\n", m->chain_first->len > 16 ? " …" : "",
+                         m->multiple_sequences ? "yes" : "no");
+  g_string_append(out, "staleness    reads d versions behind the latest:");
+  for (guint d = 0; d < m->staleness->len; d++)
+    if (g_array_index(m->staleness, long, d))
+      g_string_append_printf(out, " d=%u:%ld", d, g_array_index(m->staleness, long, d));
+  g_string_append_c(out, '\n');
+  g_string_append_printf(out, "messages     %ld, %.6g %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
+                              "TiMePReSt (W-1)(N+1)K = %ld\n",
+                         m->messages, m->bytes, bu, 2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
+  g_string_append_printf(out, "\n%5s %12s %7s %8s %11s %12s %12s %12s %12s %12s %12s\n", "stage", "busy", "bubble",
+                         "versions", "activations", "peak_bytes", "weights", "optimizer", "gradients", "stored_act",
+                         "comm");
+  for (int st = 0; st < s->W; st++) {
+    const TpStageMetrics *sm = &m->stage[st];
+    g_string_append_printf(out, "%5d %12.6g %7.4f %8d %11d %12.6g", st + 1, sm->busy, sm->bubble,
+                           sm->max_live_versions, sm->peak_activations, sm->peak_bytes);
+    for (int k = 0; k < TP_N_MEM; k++)
+      g_string_append_printf(out, " %12.6g", sm->at_peak[k]);
+    g_string_append_c(out, '\n');
+  }
+  g_string_append_printf(out, "(memory in %s at each stage's peak; versions and activations are the largest counts "
+                              "held at once)\n", bu);
+  if (s->W > 1) {
+    g_string_append(out, "\nlink         messages        bytes\n");
+    for (int l = 0; l < tp_sim_n_links(s->W); l++) {
+      int from = l < s->W - 1 ? l + 1 : l - (s->W - 1) + 2, to = l < s->W - 1 ? l + 2 : l - (s->W - 1) + 1;
+      g_string_append_printf(out, "%3d -> %-3d %10ld %12.6g\n", from, to, m->link_messages[l], m->link_bytes[l]);
+    }
+  }
+}
+
+void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
+{
+  const TpSchedule *s = sim->s;
+  const TpCost *c = sim->c;
+  const char *preset = tp_preset_name(s->order, s->policy);
+  g_string_append(out, "{\n");
+  g_string_append_printf(out, "  \"preset\": %s%s%s,\n", preset ? "\"" : "", preset ? preset : "null",
+                         preset ? "\"" : "");
+  g_string_append_printf(out, "  \"order\": \"%s\",\n  \"policy\": \"%s\",\n", tp_order_name(s->order),
+                         tp_policy_name(s->policy));
+  g_string_append_printf(out, "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n", s->W, s->N, s->K);
+  g_string_append_printf(out, "  \"cost_model\": \"%s\",\n  \"time_unit\": \"%s\",\n  \"byte_unit\": \"%s\",\n",
+                         c->unit ? "unit" : "file", c->time_unit, c->byte_unit);
+  g_string_append(out, "  \"makespan\": "), num(out, m->makespan);
+  g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);
+  g_string_append(out, ",\n  \"bubble_definition\": \"idle stage-time / (W * makespan)\"");
+  g_string_append(out, ",\n  \"throughput\": "), num(out, m->throughput);
+  g_string_append_printf(out, ",\n  \"throughput_unit\": \"samples/%s\"", c->time_unit);
+  g_string_append_printf(out, ",\n  \"v_steady\": %d,\n  \"v_steady_min\": %d,\n  \"v_steady_range\": [%d, %d],\n"
+                              "  \"v_steady_range_empty\": %s,\n",
+                         m->v_steady, m->v_steady_min, m->steady_lo, m->steady_hi, m->steady_empty ? "true" : "false");
+  g_string_append_printf(out, "  \"chains\": %d,\n  \"chain_first_members\": [", m->chains);
+  for (guint i = 0; i < m->chain_first->len; i++)
+    g_string_append_printf(out, "%s%d", i ? ", " : "", g_array_index(m->chain_first, int, i));
+  g_string_append_printf(out, "],\n  \"multiple_sequences\": %s,\n", m->multiple_sequences ? "true" : "false");
+  g_string_append(out, "  \"v\": [");
+  for (int i = 1; i <= s->K; i++)
+    g_string_append_printf(out, "%s%d", i > 1 ? ", " : "", m->v[i]);
+  g_string_append(out, "],\n  \"staleness_histogram\": [");
+  for (guint d = 0; d < m->staleness->len; d++)
+    g_string_append_printf(out, "%s%ld", d ? ", " : "", g_array_index(m->staleness, long, d));
+  g_string_append_printf(out, "],\n  \"messages\": %ld,\n  \"bytes\": ", m->messages);
+  num(out, m->bytes);
+  g_string_append_printf(out, ",\n  \"published_messages\": {\"naive\": %ld, \"timeprest\": %ld},\n",
+                         2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
+  g_string_append(out, "  \"links\": [");
+  for (int l = 0; l < tp_sim_n_links(s->W); l++) {
+    int from = l < s->W - 1 ? l + 1 : l - (s->W - 1) + 2, to = l < s->W - 1 ? l + 2 : l - (s->W - 1) + 1;
+    g_string_append_printf(out, "%s\n    {\"from\": %d, \"to\": %d, \"messages\": %ld, \"bytes\": ", l ? "," : "", from,
+                           to, m->link_messages[l]);
+    num(out, m->link_bytes[l]);
+    g_string_append(out, "}");
+  }
+  g_string_append(out, "\n  ],\n  \"stages\": [");
+  for (int st = 0; st < s->W; st++) {
+    const TpStageMetrics *sm = &m->stage[st];
+    g_string_append_printf(out, "%s\n    {\"stage\": %d, \"device\": %d, \"busy\": ", st ? "," : "", st + 1,
+                           c->stage[st].device + 1);
+    num(out, sm->busy);
+    g_string_append(out, ", \"bubble_fraction\": "), num(out, sm->bubble);
+    g_string_append_printf(out, ", \"max_live_versions\": %d, \"peak_activations\": %d, \"peak_bytes\": ",
+                           sm->max_live_versions, sm->peak_activations);
+    num(out, sm->peak_bytes);
+    for (int which = 0; which < 2; which++) {
+      g_string_append_printf(out, ", \"%s\": {", which ? "memory_component_peaks" : "memory_at_peak");
+      for (int k = 0; k < TP_N_MEM; k++) {
+        g_string_append_printf(out, "%s\"%s\": ", k ? ", " : "", tp_mem_names[k]);
+        num(out, which ? sm->comp_peak[k] : sm->at_peak[k]);
+      }
+      g_string_append(out, "}");
+    }
+    g_string_append(out, "}");
+  }
+  g_string_append(out, "\n  ]\n}\n");
+}
+
+void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out)
+{
+  const TpSchedule *s = sim->s;
+  g_string_append(out, "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n");
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &ops[k];
+      long g = sim->ix->off[st] + k;
+      char micro[16] = "";
+      if (op->kind != TP_OP_U && op->micro != TP_WHOLE)
+        g_snprintf(micro, sizeof micro, "%d", op->micro + 1);
+      g_string_append_printf(out, "%d,%c,%d,%s,%.9g,%.9g,%d,%d,%d,,\n", st + 1, "FBU"[op->kind], op->mb, micro,
+                             sim->start[g], sim->end[g], op->ver, m->latest[g],
+                             op->kind == TP_OP_U ? 0 : m->latest[g] - op->ver);
+      if (sim->cons[g] >= 0)
+        g_string_append_printf(out, "%d,%s,%d,%s,%.9g,%.9g,,,,%.9g,%d\n", st + 1,
+                               op->kind == TP_OP_F ? "send-act" : "send-grad", op->mb, micro, sim->xstart[g],
+                               sim->xend[g], tp_sim_op_bytes(sim->c, s, st, op), op->kind == TP_OP_F ? st + 2 : st);
+    }
+  }
+}

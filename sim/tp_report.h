@@ -1,0 +1,12 @@
+/* tp_report.h — the simulator's outputs: text report, JSON object (spec §6 keys), event CSV. */
+#ifndef TP_REPORT_H
+#define TP_REPORT_H
+
+#include "tp_metrics.h"
+
+void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out);
+void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out);
+/* One row per operation and per transfer, ordered by stage and start time. */
+void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out);
+
+#endif

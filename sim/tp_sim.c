@@ -1,0 +1,288 @@
+/* tp_sim.c — the simulator's event loop: pop the earliest event, dispatch, commit.
+ * At each instant every completion is committed first (transfer ends before compute ends, then by
+ * target, then by age); then the stages whose state changed try to start, lowest stage first;
+ * this repeats while zero-time operations finish at the same instant. */
+#include "tp_sim.h"
+#include "tp_engine.h"
+#include "tp_error.h"
+
+enum { EV_XFER_DONE, EV_COMPUTE_DONE };
+
+typedef struct {
+  long *q; /* FIFO of producing ops */
+  long head, tail, cap;
+  gboolean busy;
+} Link;
+
+typedef struct {
+  TpSim *sim;
+  TpEngine eng;
+  int W;
+  int *pos;
+  long *cur;
+  gboolean *busy, *dirty, *dev_busy;
+  int *dirty_list, n_dirty;
+  uint8_t *arrived;
+  Link *link;
+} Run;
+
+double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
+{
+  if (c->unit)
+    return op->kind == TP_OP_U ? 0.0 : 1.0;
+  const TpStageCost *sc = &c->stage[st];
+  return op->kind == TP_OP_U ? sc->upd : tp_op_count(s, op) * (op->kind == TP_OP_F ? sc->fwd : sc->bwd);
+}
+
+double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
+{
+  if (op->kind == TP_OP_F && st < s->W - 1)
+    return tp_op_count(s, op) * c->stage[st].act_bytes;
+  if (op->kind == TP_OP_B && st > 0)
+    return tp_op_count(s, op) * c->stage[st].grad_bytes;
+  return 0;
+}
+
+double tp_sim_link_time(const TpCost *c, int link, double bytes)
+{
+  if (c->unit)
+    return 0;
+  const TpLinkCost *lc = &c->link[link % (c->W - 1)];
+  return lc->latency + (lc->bandwidth > 0 ? bytes / lc->bandwidth : 0);
+}
+
+/* Stage st's state changed: it tries to start its next operation once this instant's
+ * completions are all committed. */
+static inline void try_later(Run *r, int st)
+{
+  if (!r->dirty[st]) {
+    r->dirty[st] = TRUE;
+    r->dirty_list[r->n_dirty++] = st;
+  }
+}
+
+static inline int link_dest(int W, int l) { return l < W - 1 ? l + 1 : l - (W - 1); }
+
+static void deliver(Run *r, int l, long g)
+{
+  TpSim *sim = r->sim;
+  sim->xend[g] = r->eng.now;
+  r->arrived[sim->cons[g]] = 1;
+  try_later(r, link_dest(r->W, l));
+}
+
+/* Start transfers at the head of link l's queue while the link is free. */
+static void link_pump(Run *r, int l)
+{
+  Link *k = &r->link[l];
+  TpSim *sim = r->sim;
+  while (!k->busy && k->head < k->tail) {
+    long g = k->q[k->head];
+    int st = l < r->W - 1 ? l : l - (r->W - 1) + 1;
+    double d = 0;
+    if (!sim->c->unit) {
+      const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
+      d = tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op));
+    }
+    sim->xstart[g] = r->eng.now;
+    if (d <= 0) {
+      k->head++;
+      deliver(r, l, g);
+    } else {
+      k->busy = TRUE;
+      tp_engine_push(&r->eng, r->eng.now + d, EV_XFER_DONE, (uint32_t)l);
+    }
+  }
+}
+
+static void try_start(Run *r, int st)
+{
+  TpSim *sim = r->sim;
+  if (r->busy[st] || r->pos[st] >= tp_stage_len(sim->s, st))
+    return;
+  long g = sim->ix->off[st] + r->pos[st];
+  int dev = sim->c->stage[st].device;
+  if (!r->arrived[g] || r->dev_busy[dev])
+    return;
+  const TpOp *op = &tp_stage_ops(sim->s, st)[r->pos[st]];
+  r->busy[st] = r->dev_busy[dev] = TRUE;
+  r->cur[st] = g;
+  sim->start[g] = r->eng.now;
+  tp_engine_push(&r->eng, r->eng.now + tp_sim_op_time(sim->c, sim->s, st, op), EV_COMPUTE_DONE, (uint32_t)st);
+}
+
+/* Let the changed stages try to start, lowest stage first (the list is short: insertion sort). */
+static void start_dirty(Run *r)
+{
+  int n = r->n_dirty, *d = r->dirty_list;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
+      int t = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = t;
+    }
+  r->n_dirty = 0;
+  for (int i = 0; i < n; i++)
+    r->dirty[d[i]] = FALSE;
+  for (int i = 0; i < n; i++)
+    try_start(r, d[i]);
+}
+
+/* Queue the message op g (at stage st) sends on its link; an instant transfer on an idle link is
+ * delivered at once. */
+static void send(Run *r, int st, long g)
+{
+  TpSim *sim = r->sim;
+  const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
+  int l = op->kind == TP_OP_F ? st : r->W - 1 + st - 1;
+  Link *k = &r->link[l];
+  if (sim->c->unit && k->head == k->tail) {
+    sim->xstart[g] = r->eng.now;
+    deliver(r, l, g);
+    return;
+  }
+  if (k->tail == k->cap) {
+    k->cap = k->cap ? 2 * k->cap : 64;
+    k->q = g_renew(long, k->q, k->cap);
+  }
+  k->q[k->tail++] = g;
+  link_pump(r, l);
+}
+
+static void on_compute_done(Run *r, int st)
+{
+  TpSim *sim = r->sim;
+  long g = r->cur[st];
+  int dev = sim->c->stage[st].device;
+  sim->end[g] = r->eng.now;
+  r->busy[st] = r->dev_busy[dev] = FALSE;
+  r->pos[st]++;
+  if (sim->cons[g] >= 0)
+    send(r, st, g);
+  try_later(r, st);
+  if (sim->c->shared_devices)
+    for (int o = 0; o < r->W; o++)
+      if (o != st && sim->c->stage[o].device == dev)
+        try_later(r, o);
+}
+
+static void on_xfer_done(Run *r, int l)
+{
+  Link *k = &r->link[l];
+  long g = k->q[k->head++];
+  k->busy = FALSE;
+  deliver(r, l, g);
+  link_pump(r, l);
+}
+
+static void wire(TpSim *sim)
+{
+  const TpSchedule *s = sim->s;
+  for (long g = 0; g < sim->n_ops; g++)
+    sim->cons[g] = -1;
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      long g = sim->ix->off[st] + k;
+      int pst = st;
+      long p = tp_index_producer(sim->ix, s, st, &ops[k], &pst);
+      sim->prod[g] = (int32_t)p;
+      if (p >= 0)
+        sim->cons[p] = (int32_t)g;
+    }
+  }
+}
+
+TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
+{
+  if (c->W != s->W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
+    return NULL;
+  }
+  TpSim *sim = g_new0(TpSim, 1);
+  sim->s = s;
+  sim->c = c;
+  if (!(sim->ix = tp_index_new(s, err))) {
+    g_free(sim);
+    return NULL;
+  }
+  long n = sim->n_ops = sim->ix->off[s->W];
+  sim->start = g_new(double, n);
+  sim->end = g_new(double, n);
+  sim->xstart = g_new(double, n);
+  sim->xend = g_new(double, n);
+  sim->prod = g_new(int32_t, n);
+  sim->cons = g_new(int32_t, n);
+  for (long g = 0; g < n; g++)
+    sim->xstart[g] = sim->xend[g] = -1;
+  wire(sim);
+
+  Run r = { .sim = sim, .W = s->W };
+  tp_engine_init(&r.eng);
+  r.pos = g_new0(int, s->W);
+  r.cur = g_new0(long, s->W);
+  r.busy = g_new0(gboolean, s->W);
+  r.dirty = g_new0(gboolean, s->W);
+  r.dirty_list = g_new(int, s->W);
+  r.dev_busy = g_new0(gboolean, c->n_devices);
+  r.arrived = g_new0(uint8_t, n);
+  r.link = g_new0(Link, MAX(tp_sim_n_links(s->W), 1));
+  for (long g = 0; g < n; g++)
+    r.arrived[g] = sim->prod[g] < 0; /* nothing to receive */
+  for (int st = 0; st < s->W; st++)
+    try_later(&r, st);
+
+  TpEvent ev;
+  for (;;) {
+    while (r.eng.len > 0 && r.eng.heap[0].time <= r.eng.now) {
+      tp_engine_pop(&r.eng, &ev);
+      (TP_EV_CLASS(&ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(&r, (int)TP_EV_TARGET(&ev));
+    }
+    if (r.n_dirty > 0) {
+      start_dirty(&r);
+      continue;
+    }
+    if (r.eng.len == 0)
+      break;
+    r.eng.now = r.eng.heap[0].time;
+  }
+  sim->makespan = r.eng.now;
+
+  gboolean ok = TRUE;
+  for (int st = 0; st < s->W && ok; st++)
+    if (r.pos[st] < tp_stage_len(s, st)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "simulation stalled at stage %d, operation %d", st + 1,
+                  r.pos[st] + 1);
+      ok = FALSE;
+    }
+  for (int l = 0; l < tp_sim_n_links(s->W); l++)
+    g_free(r.link[l].q);
+  g_free(r.link);
+  g_free(r.pos);
+  g_free(r.cur);
+  g_free(r.busy);
+  g_free(r.dirty);
+  g_free(r.dirty_list);
+  g_free(r.dev_busy);
+  g_free(r.arrived);
+  tp_engine_clear(&r.eng);
+  if (!ok) {
+    tp_sim_free(sim);
+    return NULL;
+  }
+  return sim;
+}
+
+void tp_sim_free(TpSim *sim)
+{
+  if (!sim)
+    return;
+  tp_index_free(sim->ix);
+  g_free(sim->start);
+  g_free(sim->end);
+  g_free(sim->xstart);
+  g_free(sim->xend);
+  g_free(sim->prod);
+  g_free(sim->cons);
+  g_free(sim);
+}

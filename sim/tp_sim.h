@@ -1,0 +1,34 @@
+/* tp_sim.h — discrete-event simulation of a schedule under a cost model.
+ * Resources: each device's compute (stages on one device serialise) and each link direction
+ * (a message occupies it for latency + bytes/bandwidth); compute and communication overlap. */
+#ifndef TP_SIM_H
+#define TP_SIM_H
+
+#include "tp_cost.h"
+#include "tp_index.h"
+#include "tp_schedule.h"
+
+typedef struct {
+  const TpSchedule *s;
+  const TpCost *c;
+  TpIndex *ix;
+  long n_ops;
+  double *start, *end;   /* per global op (ix->off numbering) */
+  int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1 */
+  double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0) */
+  double makespan;
+} TpSim;
+
+/* Links: 0..W-2 carry activations from stage l to l+1; W-1+l carries gradients from l+1 to l. */
+static inline int tp_sim_n_links(int W) { return 2 * (W - 1); }
+
+TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
+void tp_sim_free(TpSim *sim);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSim, tp_sim_free)
+
+double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
+/* Bytes of the message op (at stage st) sends, 0 if it sends none. */
+double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
+double tp_sim_link_time(const TpCost *c, int link, double bytes);
+
+#endif

@@ -1,0 +1,25 @@
+/* tp_sweep.h — the (W, N) sweep behind `validate`: simulated steady-state v against the published
+ * Eq. 2 (W <= N+1 <=> v = 1) and Eq. 3 (v = floor((W+N-2)/N)), and the closed form the simulation
+ * shows for nf1b on unit slots, v = ceil(W/(N+1)). */
+#ifndef TP_SWEEP_H
+#define TP_SWEEP_H
+
+#include "tp_schedule.h"
+
+typedef struct {
+  int W, N, K;
+  int v_sim, v_sim_min; /* largest and smallest v(i) over the steady range */
+  int v_eq3, v_closed;
+  gboolean eq2_holds;   /* (W <= N+1) == (v_sim == 1) */
+  gboolean multiple_sequences;
+} TpSweepRow;
+
+static inline int tp_eq3(int W, int N) { return (W + N - 2) / N; }
+static inline int tp_closed_form(int W, int N) { return (W + N) / (N + 1); } /* = ceil(W/(N+1)) */
+/* Mini-batches simulated per cell: 3W+2 leaves W+2 mini-batches in the steady range. */
+static inline int tp_sweep_K(int W) { return 3 * W + 2; }
+
+/* Rows in W-major order.  Fails up front if a cell's order × policy pair is impossible. */
+GArray *tp_sweep(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, GError **err);
+
+#endif
