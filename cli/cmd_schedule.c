@@ -1,0 +1,42 @@
+/* cmd_schedule.c — `timeprest schedule`: generate (or read) a schedule, validate it, print it. */
+#include "tp_cli.h"
+#include "tp_error.h"
+#include "tp_format.h"
+
+gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
+{
+  TpCliSchedule o = { 0 };
+  g_autofree char *format = NULL, *output = NULL;
+  GOptionEntry entries[] = {
+    { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: grid (default), csv, json", "FORMAT" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write to FILE instead of standard output", "FILE" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- generate, check and print a pipeline schedule");
+  tp_cli_schedule_options(ctx, &o);
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx,
+    "Grid tokens, one per unit slot: 3B = forward of mini-batch 3, micro-batch B; 3 = backward of the whole\n"
+    "mini-batch 3; 3b = backward of micro-batch B of mini-batch 3; . = idle (updates take no slot).\n"
+    "For N > 26 micro-batches are numbered: 3.27 (forward), 3.27b (backward).\n"
+    "Every schedule, generated or read with --input, is validated before it is printed.\n\n"
+    "Example: timeprest schedule -s timeprest -w 3 -n 2 -k 6");
+  static const char *const formats[] = { "grid", "csv", "json", NULL };
+  int fmt = 0;
+  TpSchedule *s = NULL;
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
+                (s = tp_cli_schedule_build(&o, err)) != NULL;
+  if (ok) {
+    g_autoptr(GString) text = g_string_new(NULL);
+    if (fmt == 0)
+      ok = tp_format_grid(s, text, err);
+    else if (fmt == 1)
+      tp_format_csv(s, text);
+    else
+      tp_format_json(s, text);
+    ok = ok && tp_cli_emit(output, text, err);
+  }
+  tp_schedule_free(s);
+  tp_cli_schedule_clear(&o);
+  return ok;
+}

@@ -1,0 +1,66 @@
+/* timeprest.c — the `timeprest` program: dispatches to its subcommands and maps errors to
+ * one line on standard error and exit status 2 (bad usage or input) or 1 (runtime failure). */
+#include "config.h"
+#include "tp_cli.h"
+#include "tp_error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  TpCommandFn fn;
+  const char *summary;
+} Command;
+
+static const Command commands[] = {
+  { "schedule", tp_cmd_schedule, "generate, check and print a schedule (grid, csv, json)" },
+  { "simulate", tp_cmd_simulate, "simulate a schedule: makespan, bubbles, memory, staleness, v, messages" },
+  { "validate", tp_cmd_validate, "sweep (W, N) and check the published version-difference formulas" },
+};
+
+static void usage(FILE *f)
+{
+  fprintf(f, "Usage: timeprest COMMAND [OPTION…]\n\nPipeline-parallel training schedules: generate, simulate, check.\n\n"
+             "Commands:\n");
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\nPresets:\n");
+  for (int i = 0; i < tp_n_presets; i++)
+    fprintf(f, "  %-16s %-10s + %-13s %s\n", tp_presets[i].name, tp_order_name(tp_presets[i].order),
+            tp_policy_name(tp_presets[i].policy), tp_presets[i].summary);
+  fprintf(f, "\n'timeprest COMMAND --help' describes each command.  Exit status: 0 success, 2 bad usage or input,\n"
+             "1 runtime failure.\n");
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("%s\n", PACKAGE_STRING);
+    return 0;
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+    if (strcmp(argv[1], commands[i].name) == 0) {
+      GError *err = NULL;
+      g_autofree char *prg = g_strdup_printf("timeprest %s", commands[i].name);
+      g_set_prgname(prg);
+      argv[1] = prg;
+      if (commands[i].fn(argc - 1, argv + 1, &err))
+        return 0;
+      fprintf(stderr, "timeprest %s: %s\n", commands[i].name, err->message);
+      int status = tp_error_exit_status(err);
+      g_error_free(err);
+      return status;
+    }
+  fprintf(stderr, "timeprest: unknown command '%s' (commands: schedule, simulate, validate; try 'timeprest --help')\n",
+          argv[1]);
+  return 2;
+}

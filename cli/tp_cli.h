@@ -1,0 +1,38 @@
+/* tp_cli.h — pieces shared by the subcommands: strict number and range parsing, the options that
+ * choose a schedule (preset, order, policy, W, N, K, or a schedule file), and atomic output. */
+#ifndef TP_CLI_H
+#define TP_CLI_H
+
+#include "tp_schedule.h"
+
+typedef gboolean (*TpCommandFn)(int argc, char **argv, GError **err);
+
+gboolean tp_cmd_schedule(int argc, char **argv, GError **err);
+gboolean tp_cmd_simulate(int argc, char **argv, GError **err);
+gboolean tp_cmd_validate(int argc, char **argv, GError **err);
+
+/* A whole number in [lo, hi] for option `flag`; a usage error otherwise. */
+gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err);
+/* "A-B" or "A" within [lo, hi], A <= B. */
+gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a, int *b, GError **err);
+/* One of the words in `choices` (NULL-terminated); its index. */
+gboolean tp_cli_choice(const char *flag, const char *text, const char *const *choices, int *out, GError **err);
+
+/* Options that select a schedule, shared by `schedule` and `simulate`. */
+typedef struct {
+  char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance;
+} TpCliSchedule;
+
+/* Add the schedule options to a context's main group. */
+void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o);
+/* Generate the schedule the options name, or load and validate --input. */
+TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err);
+void tp_cli_schedule_clear(TpCliSchedule *o);
+
+/* Parse argv with ctx; no positional arguments allowed. */
+gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
+
+/* Write text to path atomically (nothing half-written), or to stdout for NULL or "-". */
+gboolean tp_cli_emit(const char *path, const GString *text, GError **err);
+
+#endif

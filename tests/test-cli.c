@@ -1,0 +1,190 @@
+/* test-cli.c — the timeprest program as users call it: outputs of schedule, simulate and
+ * validate, and bad command-line input, which must exit 2 with one short line. */
+#include "tp_test.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+static void expect_usage_error(const char *const *args, const char *needle)
+{
+  TptRun r = tpt_run(args);
+  if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, needle))
+    g_error("%s %s: status %d, stderr '%s' (wanted status 2, one line with '%s')", args[0], args[1] ? args[1] : "",
+            r.status, r.err, needle);
+  g_assert_cmpuint(strlen(r.err), <, 300);
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+}
+
+static void test_bad_input(void)
+{
+#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+  E("-w: expected a whole number from 1 to 1024, got '0'", "schedule", "-w", "0");
+  E("-w: expected a whole number", "schedule", "-w", "-3");
+  E("-w: expected a whole number", "schedule", "-w", "99999999999");
+  E("-w: expected a whole number", "schedule", "-w", "3x");
+  E("-n: expected a whole number from 1 to 4096, got '0'", "schedule", "-n", "0");
+  E("-n: expected a whole number", "simulate", "-n", "-1");
+  E("-k: expected a whole number from 1 to 1000000, got '0'", "schedule", "-k", "0");
+  E("-k: expected a whole number", "schedule", "-k", "10000000000");
+  E("limit", "schedule", "-w", "1024", "-n", "4096", "-k", "1000");
+  E("-s: unknown preset 'zigzag'", "schedule", "-s", "zigzag");
+  E("-s: unknown preset", "validate", "-s", "nope");
+  E("--format: unknown value 'xml'", "schedule", "--format", "xml");
+  E("-w: range '9-3' is reversed", "validate", "-w", "9-3", "-n", "2-4");
+  E("-n: range '5-2' is reversed", "validate", "-w", "2-3", "-n", "5-2");
+  E("-w: expected a whole number", "validate", "-w", "0-4");
+  E("cannot read cost file", "simulate", "--cost", "/nonexistent/x.cost");
+  E("unknown command 'frobnicate'", "frobnicate");
+  E("Unknown option --bogus", "schedule", "--bogus");
+  E("unexpected argument 'extra'", "schedule", "extra");
+  E("policy sync needs a flush order", "schedule", "--order", "nf1b", "--policy", "sync");
+  E("--order and --policy go together", "schedule", "--order", "nf1b");
+  E("order 2bw needs N >= W", "simulate", "-s", "pipedream-2bw", "-w", "4", "-n", "2");
+  E("cannot read schedule file", "schedule", "--input", "/nonexistent.csv");
+#undef E
+}
+
+static void test_bad_cost_file_cli(void)
+{
+  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-bad.cost", NULL);
+  g_assert_true(g_file_set_contents(path, "[stages]\nforward = 1\nbackward = slow\n", -1, NULL));
+  g_autofree char *want = g_strdup_printf("%s:3: [stages] backward", path);
+  expect_usage_error((const char *const[]){ "simulate", "-w", "2", "--cost", path, NULL }, want);
+  g_unlink(path);
+}
+
+static void test_schedule_grid(void)
+{
+  TptRun r = tpt_run((const char *const[]){ "schedule", "-s", "timeprest", "-w", "3", "-n", "2", "-k", "8", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_true(g_str_has_prefix(r.out, "1A 1B 2A 2B 3A 3B 1 4A 4B 2 5A 5B 3 6A 6B 4 7A 7B"));
+  g_assert_cmpint(tpt_lines(r.out), ==, 3);
+  tpt_run_clear(&r);
+}
+
+/* schedule --format csv > file; schedule --input file --format csv gives the same bytes;
+ * a broken file is refused with file:line and leaves --output untouched. */
+static void test_schedule_file_round_trip(void)
+{
+  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-sched.json", NULL);
+  g_autofree char *out = g_build_filename(g_get_tmp_dir(), "tp-cli-out.csv", NULL);
+  TptRun a = tpt_run((const char *const[]){ "schedule", "-s", "i-timeprest", "-w", "4", "-n", "3", "-k", "9",
+                                            "--format", "json", "-o", path, NULL });
+  g_assert_cmpint(a.status, ==, 0);
+  TptRun b = tpt_run((const char *const[]){ "schedule", "--input", path, "--format", "json", NULL });
+  g_assert_cmpint(b.status, ==, 0);
+  g_autofree char *want = NULL;
+  g_assert_true(g_file_get_contents(path, &want, NULL, NULL));
+  g_assert_cmpstr(b.out, ==, want);
+  /* break line 12 of the JSON file (an operation) */
+  g_auto(GStrv) lines = g_strsplit(want, "\n", -1);
+  g_assert_nonnull(strstr(lines[11], "\"version\": "));
+  char *v = strstr(lines[11], "\"version\": ");
+  v[strlen("\"version\": ")] = '9';
+  g_autofree char *bad = g_strjoinv("\n", lines);
+  g_assert_true(g_file_set_contents(path, bad, -1, NULL));
+  g_assert_true(g_file_set_contents(out, "keep", -1, NULL));
+  g_autofree char *where = g_strdup_printf("%s:12: ", path);
+  expect_usage_error((const char *const[]){ "schedule", "--input", path, "--format", "csv", "-o", out, NULL }, where);
+  g_autofree char *kept = NULL;
+  g_assert_true(g_file_get_contents(out, &kept, NULL, NULL));
+  g_assert_cmpstr(kept, ==, "keep");
+  g_unlink(path);
+  g_unlink(out);
+  tpt_run_clear(&a);
+  tpt_run_clear(&b);
+}
+
+static void test_simulate_json(void)
+{
+  TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "timeprest", "-w", "6", "-n", "2", "-k", "20",
+                                            "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autoptr(JsonParser) p = json_parser_new();
+  GError *err = NULL;
+  g_assert_true(json_parser_load_from_data(p, r.out, -1, &err));
+  g_assert_no_error(err);
+  JsonObject *o = json_node_get_object(json_parser_get_root(p));
+  const char *keys[] = { "makespan", "bubble_fraction", "throughput", "v_steady", "chains", "multiple_sequences",
+                         "messages", "bytes", "stages" };
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+    g_assert_true(json_object_has_member(o, keys[i]));
+  g_assert_cmpint(json_object_get_int_member(o, "v_steady"), ==, 2); /* ceil(6/3) */
+  g_assert_cmpint(json_object_get_int_member(o, "chains"), ==, 2);
+  g_assert_true(json_object_get_boolean_member(o, "multiple_sequences"));
+  g_assert_cmpint(json_object_get_int_member(o, "messages"), ==, 5 * 3 * 20);
+  JsonArray *st = json_object_get_array_member(o, "stages");
+  g_assert_cmpuint(json_array_get_length(st), ==, 6);
+  const char *skeys[] = { "stage", "busy", "bubble_fraction", "max_live_versions", "peak_activations", "peak_bytes" };
+  for (guint s = 0; s < 6; s++) {
+    JsonObject *so = json_array_get_object_element(st, s);
+    for (guint i = 0; i < G_N_ELEMENTS(skeys); i++)
+      g_assert_true(json_object_has_member(so, skeys[i]));
+    g_assert_cmpint(json_object_get_int_member(so, "stage"), ==, s + 1);
+  }
+  tpt_run_clear(&r);
+}
+
+static void test_simulate_csv(void)
+{
+  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-events.csv", NULL);
+  TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "1", "--csv", path, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "bubble       0.3333"));
+  g_autofree char *csv = NULL;
+  g_assert_true(g_file_get_contents(path, &csv, NULL, NULL));
+  /* header, 2 stages x (2 F + 2 B + 1 U) operations, 2 activation and 2 gradient transfers */
+  g_assert_cmpint(tpt_lines(csv), ==, 1 + 10 + 4);
+  g_assert_true(g_str_has_prefix(csv, "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n"
+                                      "1,F,1,1,0,1,0,0,0,,\n1,send-act,1,1,1,1,,,,1,2\n"));
+  g_unlink(path);
+  tpt_run_clear(&r);
+}
+
+static void test_validate_tsv(void)
+{
+  TptRun r = tpt_run((const char *const[]){ "validate", "-w", "2-8", "-n", "2-4", "--format", "tsv", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+  g_assert_true(g_str_has_prefix(lines[0], "workers\tmicro_batches\tv_sim\tv_eq3\teq2_holds\tmultiple_sequences"));
+  g_assert_cmpint(g_strv_length(lines), ==, 1 + 7 * 3 + 1);
+  /* W=6, N=2: simulation gives 2, Eq. 3 says 3 */
+  gboolean seen = FALSE;
+  for (int i = 1; lines[i] && *lines[i]; i++)
+    if (g_str_has_prefix(lines[i], "6\t2\t")) {
+      g_assert_true(g_str_has_prefix(lines[i], "6\t2\t2\t3\t1\t1\t2\t0\t1\t"));
+      seen = TRUE;
+    }
+  g_assert_true(seen);
+  tpt_run_clear(&r);
+}
+
+static void test_help(void)
+{
+  const char *cmds[] = { "schedule", "simulate", "validate" };
+  for (guint i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    TptRun r = tpt_run((const char *const[]){ cmds[i], "--help", NULL });
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, "Example: timeprest"));
+    tpt_run_clear(&r);
+  }
+  TptRun r = tpt_run((const char *const[]){ "--help", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "i-timeprest"));
+  tpt_run_clear(&r);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/cli/bad-input", test_bad_input);
+  g_test_add_func("/cli/bad-cost-file", test_bad_cost_file_cli);
+  g_test_add_func("/cli/schedule-grid", test_schedule_grid);
+  g_test_add_func("/cli/schedule-file-round-trip", test_schedule_file_round_trip);
+  g_test_add_func("/cli/simulate-json", test_simulate_json);
+  g_test_add_func("/cli/simulate-csv", test_simulate_csv);
+  g_test_add_func("/cli/validate-tsv", test_validate_tsv);
+  g_test_add_func("/cli/help", test_help);
+  return g_test_run();
+}

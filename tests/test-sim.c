@@ -1,0 +1,204 @@
+/* test-sim.c — the simulator against closed forms: unit-cost timelines equal the unit-slot
+ * replay, GPipe's bubble, 1F1B's stored activations, PipeDream's versions, message counts,
+ * a hand-computed cost-file timeline, device sharing, determinism, and bad cost files. */
+#include "tp_cost.h"
+#include "tp_index.h"
+#include "tp_metrics.h"
+#include "tp_replay.h"
+#include "tp_sim.h"
+#include "tp_test.h"
+
+static TpSim *sim_unit(const TpSchedule *s, TpCost **c)
+{
+  *c = tp_cost_unit(s->W);
+  GError *err = NULL;
+  TpSim *sim = tp_sim_run(s, *c, &err);
+  g_assert_no_error(err);
+  return sim;
+}
+
+static void test_unit_equals_replay(void)
+{
+  for (int i = 0; i < tp_n_presets; i++) {
+    g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, 5, 5, 9);
+    TpCost *c;
+    g_autoptr(TpSim) sim = sim_unit(s, &c);
+    int64_t *start = g_new(int64_t, sim->n_ops), *end = g_new(int64_t, sim->n_ops);
+    g_assert_true(tp_replay(s, sim->ix, start, end, NULL));
+    for (long g = 0; g < sim->n_ops; g++) {
+      g_assert_cmpfloat(sim->start[g], ==, (double)start[g]);
+      g_assert_cmpfloat(sim->end[g], ==, (double)end[g]);
+    }
+    g_free(start);
+    g_free(end);
+    tp_cost_free(c);
+  }
+}
+
+static void test_gpipe_bubble(void)
+{
+  for (int W = 1; W <= 6; W++)
+    for (int N = 1; N <= 6; N++)
+      for (int K = 1; K <= 3; K++) {
+        g_autoptr(TpSchedule) s = tpt_preset("gpipe", W, N, K);
+        TpCost *c;
+        g_autoptr(TpSim) sim = sim_unit(s, &c);
+        g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+        g_assert_cmpfloat_with_epsilon(m->bubble, (double)(W - 1) / (N + W - 1), 1e-12);
+        g_assert_cmpfloat(m->makespan, ==, 2.0 * K * (N + W - 1));
+        tp_cost_free(c);
+      }
+}
+
+static void test_1f1b_activations(void)
+{
+  for (int W = 2; W <= 6; W++)
+    for (int N = 1; N <= 8; N++) {
+      g_autoptr(TpSchedule) s = tpt_preset("1f1b", W, N, 3);
+      TpCost *c;
+      g_autoptr(TpSim) sim = sim_unit(s, &c);
+      g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+      for (int st = 1; st <= W; st++)
+        g_assert_cmpint(m->stage[st - 1].peak_activations, ==, MIN(W - st + 1, N));
+      tp_cost_free(c);
+    }
+}
+
+static void test_versions_kept(void)
+{
+  for (int W = 2; W <= 7; W++) {
+    g_autoptr(TpSchedule) p = tpt_preset("pipedream", W, 3, 3 * W);
+    g_autoptr(TpSchedule) v = tpt_preset("v-timeprest", W, 3, 3 * W);
+    TpCost *c1, *c2;
+    g_autoptr(TpSim) sp = sim_unit(p, &c1);
+    g_autoptr(TpSim) sv = sim_unit(v, &c2);
+    g_autoptr(TpMetrics) mp = tp_metrics_compute(sp);
+    g_autoptr(TpMetrics) mv = tp_metrics_compute(sv);
+    for (int st = 1; st <= W; st++) {
+      g_assert_cmpint(mp->stage[st - 1].max_live_versions, ==, W - st + 1);
+      g_assert_cmpint(mv->stage[st - 1].max_live_versions, ==, 1);
+    }
+    tp_cost_free(c1);
+    tp_cost_free(c2);
+  }
+}
+
+/* Messages: nf1b sends N forwards and one backward per mini-batch and link; GPipe 2N. */
+static void test_messages(void)
+{
+  int W = 5, N = 3, K = 7;
+  g_autoptr(TpSchedule) t = tpt_preset("timeprest", W, N, K);
+  g_autoptr(TpSchedule) g = tpt_preset("gpipe", W, N, K);
+  TpCost *c1, *c2;
+  g_autoptr(TpSim) st = sim_unit(t, &c1);
+  g_autoptr(TpSim) sg = sim_unit(g, &c2);
+  g_autoptr(TpMetrics) mt = tp_metrics_compute(st);
+  g_autoptr(TpMetrics) mg = tp_metrics_compute(sg);
+  g_assert_cmpint(mt->messages, ==, (long)(W - 1) * (N + 1) * K);
+  g_assert_cmpint(mg->messages, ==, 2L * (W - 1) * N * K);
+  /* a mini-batch backward carries the gradients of all N micro-batches */
+  g_assert_cmpfloat(mt->bytes, ==, 2.0 * (W - 1) * N * K);
+  tp_cost_free(c1);
+  tp_cost_free(c2);
+}
+
+static TpCost *cost_text(const char *text, int W, GError **err)
+{
+  return tp_cost_parse(text, strlen(text), "test.cost", W, err);
+}
+
+/* W=2, N=1, K=1 GPipe with real costs, computed by hand:
+ * F1 [0,1]; send 100 B at 50 B/s + 0.5 latency: [1,3.5]; F2 [3.5,5.5]; B2 [5.5,8.5];
+ * send 200 B: [8.5,13]; B1 [13,17]; U1 [17,17.25]; U2 [8.5,8.75]. */
+static void test_cost_file_timeline(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpCost) c = cost_text("[stages]\nforward = 1, 2\nbackward = 4, 3\nupdate = 0.25\n"
+                                  "activation_bytes = 100\ngradient_bytes = 0, 200\nweight_bytes = 10\n"
+                                  "[links]\nlatency = 0.5\nbandwidth = 50\n", 2, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSchedule) s = tpt_preset("gpipe", 2, 1, 1);
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat_with_epsilon(sim->makespan, 17.25, 1e-12);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  g_assert_cmpfloat_with_epsilon(m->stage[0].busy, 5.25, 1e-12);
+  g_assert_cmpfloat_with_epsilon(m->stage[1].busy, 5.25, 1e-12);
+  g_assert_cmpfloat(m->bytes, ==, 300);
+  /* stage 2 holds the received activation 0 s, its stored activation (100 B) from 3.5 to 8.5,
+   * weights, optimizer and gradient buffer (10 B each): peak 130 B plus the 200 B it sends */
+  g_assert_cmpfloat(m->stage[1].at_peak[TP_MEM_WEIGHTS], ==, 10);
+  g_assert_cmpfloat(m->stage[1].comp_peak[TP_MEM_ACTIVATIONS], ==, 100);
+  g_assert_cmpfloat(m->stage[1].comp_peak[TP_MEM_COMM], ==, 200);
+}
+
+/* Two stages on one device serialise: no two operations overlap in time. */
+static void test_shared_device(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpCost) c = cost_text("[stages]\nforward = 1\nbackward = 2\ndevice = 1, 1, 2\n", 3, &err);
+  g_assert_no_error(err);
+  g_assert_true(c->shared_devices);
+  g_autoptr(TpSchedule) s = tpt_preset("1f1b", 3, 4, 2);
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  for (long a = sim->ix->off[0]; a < sim->ix->off[2]; a++)
+    for (long b = a + 1; b < sim->ix->off[2]; b++)
+      g_assert_true(sim->end[a] <= sim->start[b] || sim->end[b] <= sim->start[a]);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  g_assert_cmpfloat(m->makespan, >=, m->stage[0].busy + m->stage[1].busy);
+}
+
+static void test_deterministic(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 6, 3, 14);
+  GError *err = NULL;
+  g_autoptr(TpCost) c = cost_text("[stages]\nforward = 1,1,1,1,1,1\nbackward = 2\nupdate = 0\ndevice = 1,2,1,2,3,3\n"
+                                  "activation_bytes = 10\n[links]\nlatency = 0.5\nbandwidth = 10\n", 6, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSim) a = tp_sim_run(s, c, &err);
+  g_autoptr(TpSim) b = tp_sim_run(s, c, &err);
+  g_assert_cmpmem(a->start, a->n_ops * sizeof(double), b->start, b->n_ops * sizeof(double));
+  g_assert_cmpmem(a->xend, a->n_ops * sizeof(double), b->xend, b->n_ops * sizeof(double));
+}
+
+static void expect_cost_error(const char *text, int W, const char *needle)
+{
+  GError *err = NULL;
+  TpCost *c = cost_text(text, W, &err);
+  g_assert_null(c);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("message '%s' lacks '%s'", err->message, needle);
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+static void test_bad_cost_files(void)
+{
+  expect_cost_error("[stages]\nforward = 1\nbackward = x\n", 2, "test.cost:3: [stages] backward: expected a non-negative number, got 'x'");
+  expect_cost_error("[stages]\nforward = 1, 2, 3\nbackward = 1\n", 2, "test.cost:2: [stages] forward: expected one number or 2");
+  expect_cost_error("[stages]\nforward = 1\nbackward = 1\nflops = 3\n", 2, "test.cost:4: [stages] flops: unknown key");
+  expect_cost_error("[stages]\nforward = 1\n", 2, "stage 1 has no backward time");
+  expect_cost_error("[stage.3]\nforward = 1\n", 2, "test.cost:1: [stage.3]: no such stage");
+  expect_cost_error("[links]\nbandwidth = 0\n[stages]\nforward=1\nbackward=1\n", 2, "test.cost:2: [links] bandwidth: bandwidth must be positive");
+  expect_cost_error("[stages]\nforward = -1\nbackward = 1\n", 2, "expected a non-negative number, got '-1'");
+  expect_cost_error("[oops]\n", 2, "unknown group");
+  expect_cost_error("not a key file\n", 2, "test.cost: ");
+  expect_cost_error("[stages]\nforward = 1\nbackward = 1\ndevice = 0\n", 1, "device numbers");
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/sim/unit-equals-replay", test_unit_equals_replay);
+  g_test_add_func("/sim/gpipe-bubble", test_gpipe_bubble);
+  g_test_add_func("/sim/1f1b-activations", test_1f1b_activations);
+  g_test_add_func("/sim/versions-kept", test_versions_kept);
+  g_test_add_func("/sim/messages", test_messages);
+  g_test_add_func("/sim/cost-file-timeline", test_cost_file_timeline);
+  g_test_add_func("/sim/shared-device", test_shared_device);
+  g_test_add_func("/sim/deterministic", test_deterministic);
+  g_test_add_func("/sim/bad-cost-files", test_bad_cost_files);
+  return g_test_run();
+}

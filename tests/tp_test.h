@@ -1,0 +1,75 @@
+/* tp_test.h — helpers shared by the GLib tests: generating presets, grids, and running the
+ * timeprest program as a user would. */
+#ifndef TP_TEST_H
+#define TP_TEST_H
+
+#include "tp_error.h"
+#include "tp_format.h"
+#include "tp_schedule.h"
+
+#include <glib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static inline TpSchedule *tpt_preset(const char *name, int W, int N, int K)
+{
+  const TpPreset *p = tp_preset_find(name);
+  g_assert_nonnull(p);
+  GError *err = NULL;
+  TpSchedule *s = tp_schedule_generate(p->order, p->policy, W, N, K, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(s);
+  return s;
+}
+
+static inline char *tpt_grid(const TpSchedule *s)
+{
+  GString *g = g_string_new(NULL);
+  GError *err = NULL;
+  g_assert_true(tp_format_grid(s, g, &err));
+  g_assert_no_error(err);
+  return g_string_free(g, FALSE);
+}
+
+/* Run the built program with argv (NULL-terminated, without the program name). */
+typedef struct {
+  int status;
+  char *out, *err;
+} TptRun;
+
+static inline TptRun tpt_run(const char *const *args)
+{
+  const char *bin = g_getenv("TP_BIN");
+  if (!bin)
+    bin = "./timeprest";
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (char *)bin);
+  for (int i = 0; args[i]; i++)
+    g_ptr_array_add(argv, (char *)args[i]);
+  g_ptr_array_add(argv, NULL);
+  TptRun r = { 0 };
+  GError *e = NULL;
+  int wait = 0;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
+  g_assert_no_error(e);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+  g_ptr_array_free(argv, TRUE);
+  return r;
+}
+
+static inline void tpt_run_clear(TptRun *r)
+{
+  g_free(r->out);
+  g_free(r->err);
+}
+
+/* Number of lines in text (a final line without newline counts). */
+static inline int tpt_lines(const char *text)
+{
+  int n = 0;
+  for (const char *p = text; *p; p++)
+    n += *p == '\n';
+  return n + (*text && text[strlen(text) - 1] != '\n');
+}
+
+#endif
