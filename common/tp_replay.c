@@ -15,16 +15,19 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   for (;;) {
     const TpOp *op = &tp_stage_ops(s, st)[pos[st]];
     int pst = st;
+    seen[st] = TRUE;
     tp_op_name(s, op, what, sizeof what);
-    g_string_append_printf(msg, "%s at stage %d", what, st + 1);
+    g_string_append_printf(msg, "stage %d waits at %s", st + 1, what);
     if (op->line > 0)
       g_string_append_printf(msg, " (line %d)", op->line);
-    if (seen[st] || tp_index_producer(ix, s, st, op, &pst) < 0)
+    if (tp_index_producer(ix, s, st, op, &pst) < 0)
       break;
-    seen[st] = TRUE;
-    char need[64];
-    tp_op_name(s, op, need, sizeof need);
-    g_string_append_printf(msg, " waits for %s from stage %d, which first runs ", need, pst + 1);
+    g_string_append_printf(msg, " for %s from stage %d", what, pst + 1);
+    if (seen[pst]) {
+      g_string_append(msg, ", a cycle");
+      break;
+    }
+    g_string_append(msg, "; ");
     st = pst;
   }
   g_free(seen);
