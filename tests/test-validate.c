@@ -96,7 +96,7 @@ static void test_deadlock(void)
   GError *err = NULL;
   g_assert_true(tp_policy_assign(s, &err));
   expect_invalid(s, "deadlock: ");
-  expect_invalid(s, "waits for");
+  expect_invalid(s, "deadlock: stage 1 waits at B(1) for B(1) from stage 2; stage 2 waits at F(2,A) for F(2,A) from stage 1, a cycle");
 }
 
 static void test_version_freed(void)
