@@ -3,25 +3,33 @@
 #include "tp_cost.h"
 #include "tp_error.h"
 #include "tp_report.h"
+#include "tp_trace.h"
 
 gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
 {
   TpCliSchedule o = { 0 };
-  g_autofree char *format = NULL, *output = NULL, *cost = NULL, *csv = NULL;
+  TpCliCost co = { 0 };
+  g_autofree char *format = NULL, *output = NULL, *csv = NULL, *trace = NULL;
   GOptionEntry entries[] = {
-    { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &cost, "Cost file (key file, see README); default: unit slots", "FILE" },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "Report format: text (default) or json", "FORMAT" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "Write every operation and transfer as CSV to FILE", "FILE" },
+    { "trace", 't', 0, G_OPTION_ARG_FILENAME, &trace, "Write a Chrome trace (JSON, opens in Perfetto) to FILE", "FILE" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the report to FILE instead of standard output", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- simulate a schedule: timeline, bubbles, memory, staleness, v");
   tp_cli_schedule_options(ctx, &o);
+  tp_cli_cost_options(ctx, &co);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Bubble fraction = idle stage-time / (W x makespan).  v(i) = i - g(i), g(i) the stage-1 version the gradient\n"
     "of mini-batch i is computed against; the steady state is mini-batches W+1 .. K-W.\n\n"
-    "Example: timeprest simulate -s timeprest -w 4 -n 2 -k 12 --format json");
+    "Cost models: unit slots (default), --cost FILE, or --model NAME --cluster FILE [--batch B]: layer FLOPs\n"
+    "and bytes against each device's FLOP/s and bandwidth; the layers are split into stages optimally (or as\n"
+    "--split says, or under each device's memory with --fit-memory).  A stage that does not fit its device\n"
+    "is reported on standard error.\n\n"
+    "Example: timeprest simulate -s timeprest -w 4 -n 2 -k 12 --format json\n"
+    "         timeprest simulate -s pipedream --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
   static const char *const formats[] = { "text", "json", NULL };
   int fmt = 0;
   TpSchedule *s = NULL;
@@ -29,9 +37,8 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   TpSim *sim = NULL;
   TpMetrics *m = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
-                (s = tp_cli_schedule_build(&o, err)) != NULL &&
-                (c = cost ? tp_cost_load(cost, s->W, err) : tp_cost_unit(s->W)) != NULL &&
-                (sim = tp_sim_run(s, c, err)) != NULL;
+                tp_cli_cost_defaults(&co, &o, err) && (s = tp_cli_schedule_build(&o, err)) != NULL &&
+                (c = tp_cli_cost_build(&co, s, err)) != NULL && (sim = tp_sim_run(s, c, err)) != NULL;
   if (ok) {
     m = tp_metrics_compute(sim);
     g_autoptr(GString) text = g_string_new(NULL);
@@ -40,6 +47,13 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
       ok = tp_cli_emit(csv, text, err);
       g_string_truncate(text, 0);
     }
+    if (ok && trace) {
+      tp_trace_json(sim, m, text);
+      ok = tp_cli_emit(trace, text, err);
+      g_string_truncate(text, 0);
+    }
+    if (ok)
+      tp_cli_memory_warnings(c, m, NULL);
     if (ok) {
       (fmt ? tp_report_json : tp_report_text)(sim, m, text);
       ok = tp_cli_emit(output, text, err);
@@ -50,5 +64,6 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   tp_cost_free(c);
   tp_schedule_free(s);
   tp_cli_schedule_clear(&o);
+  tp_cli_cost_clear(&co);
   return ok;
 }

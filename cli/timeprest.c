@@ -17,6 +17,8 @@ static const Command commands[] = {
   { "schedule", tp_cmd_schedule, "generate, check and print a schedule (grid, csv, json)" },
   { "simulate", tp_cmd_simulate, "simulate a schedule: makespan, bubbles, memory, staleness, v, messages" },
   { "validate", tp_cmd_validate, "sweep (W, N) and check the published version-difference formulas" },
+  { "compare", tp_cmd_compare, "every preset on one configuration, side by side (table or CSV)" },
+  { "plot", tp_cmd_plot, "pictures with gnuplot: timeline, memory, vmap, convergence (PNG or SVG)" },
 };
 
 static void usage(FILE *f)
@@ -60,7 +62,7 @@ int main(int argc, char **argv)
       g_error_free(err);
       return status;
     }
-  fprintf(stderr, "timeprest: unknown command '%s' (commands: schedule, simulate, validate; try 'timeprest --help')\n",
+  fprintf(stderr, "timeprest: unknown command '%s' (commands: schedule, simulate, validate, compare, plot; try 'timeprest --help')\n",
           argv[1]);
   return 2;
 }

@@ -2,6 +2,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_format.h"
+#include "tp_analytic.h"
 #include "tp_policy.h"
 
 #include <stdio.h>
@@ -57,7 +58,7 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
       "Weight policy with --order: sync, stash, vsync-latest, latest, intermediate, 2bw", "POLICY" },
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Workers = pipeline stages (default 4)", "W" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch (default 4)", "N" },
-    { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 2W+2, enough for a steady state)",
+    { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 3W+2: W+2 of them in the steady state)",
       "K" },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "intermediate policy's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
@@ -124,7 +125,7 @@ TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
   if ((o->workers && !tp_cli_int("-w", o->workers, 1, TP_MAX_WORKERS, &W, err)) ||
       (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &N, err)))
     return NULL;
-  K = 2 * W + 2;
+  K = 3 * W + 2;
   if (o->mini && !tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &K, err))
     return NULL;
   TpSignificance sig = { TP_SIG_EXP, 1.0 };
@@ -177,4 +178,161 @@ gboolean tp_cli_emit(const char *path, const GString *text, GError **err)
     return FALSE;
   }
   return TRUE;
+}
+
+/* ---- cost model options ------------------------------------------------------------------- */
+
+void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
+{
+  GOptionEntry entries[] = {
+    { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &o->cost, "Cost file (key file, see README); default: unit slots", "FILE" },
+    { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model description: a name from models/ or a .model file",
+      "NAME" },
+    { "cluster", 0, 0, G_OPTION_ARG_STRING, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
+      "FILE" },
+    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch with --model (default 32 N)", "B" },
+    { "split", 0, 0, G_OPTION_ARG_STRING, &o->split, "Layers per stage, e.g. 10,12,8,6 (default: the optimal split)",
+      "COUNTS" },
+    { "fit-memory", 0, 0, G_OPTION_ARG_NONE, &o->fit_memory, "Split so that every stage fits its device's memory",
+      NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_option_context_add_main_entries(ctx, entries, NULL);
+}
+
+void tp_cli_cost_clear(TpCliCost *o)
+{
+  g_free(o->cost);
+  g_free(o->model);
+  g_free(o->cluster);
+  g_free(o->batch);
+  g_free(o->split);
+}
+
+gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err)
+{
+  if (o->cost && (o->model || o->cluster)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cost: give a cost file or --model with --cluster, not both");
+    return FALSE;
+  }
+  if (!o->model != !o->cluster) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model and --cluster go together");
+    return FALSE;
+  }
+  if (!o->model && (o->batch || o->split || o->fit_memory)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch, --split and --fit-memory need --model and --cluster");
+    return FALSE;
+  }
+  if (o->split && o->fit_memory) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split and --fit-memory exclude each other");
+    return FALSE;
+  }
+  if (o->cluster && !so->workers && !so->input) {
+    g_autoptr(TpCluster) c = tp_cluster_load(o->cluster, err);
+    if (!c)
+      return FALSE;
+    if (c->n > 1)
+      so->workers = g_strdup_printf("%d", c->n);
+  }
+  return TRUE;
+}
+
+static gboolean parse_split(const char *text, int W, int *counts, GError **err)
+{
+  g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+  if ((int)g_strv_length(parts) != W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: expected %d layer counts (one per stage), got %u", W,
+                g_strv_length(parts));
+    return FALSE;
+  }
+  for (int s = 0; s < W; s++)
+    if (!tp_cli_int("--split", g_strstrip(parts[s]), 1, 1 << 20, &counts[s], err))
+      return FALSE;
+  return TRUE;
+}
+
+TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
+{
+  if (o->cost)
+    return tp_cost_load(o->cost, s->W, err);
+  if (!o->model)
+    return tp_cost_unit(s->W);
+  g_autoptr(TpModel) m = tp_model_load(o->model, err);
+  g_autoptr(TpCluster) c = m ? tp_cluster_load(o->cluster, err) : NULL;
+  if (!c)
+    return NULL;
+  int batch = 32 * s->N;
+  if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))
+    return NULL;
+  g_autoptr(TpAnalytic) a = tp_analytic_new(m, c, s->W, s->N, batch, err);
+  if (!a)
+    return NULL;
+  g_autofree int *counts = NULL, *acts = NULL, *versions = NULL;
+  if (o->split) {
+    counts = g_new(int, s->W);
+    if (!parse_split(o->split, s->W, counts, err))
+      return NULL;
+  }
+  if (o->fit_memory) {
+    /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
+    g_autoptr(TpCost) unit = tp_cost_unit(s->W);
+    g_autoptr(TpSim) sim = tp_sim_run(s, unit, err);
+    if (!sim)
+      return NULL;
+    g_autoptr(TpMetrics) um = tp_metrics_compute(sim);
+    acts = g_new(int, s->W);
+    versions = g_new(int, s->W);
+    for (int st = 0; st < s->W; st++)
+      acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
+  }
+  if (!tp_analytic_split(a, counts, acts, versions, err))
+    return NULL;
+  TpCost *cost = tp_analytic_cost(a);
+  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
+   * what a stage overran, and split again until every stage fits (or no split does). */
+  for (int round = 0; o->fit_memory && round < 16; round++) {
+    g_autoptr(TpSim) sim = tp_sim_run(s, cost, err);
+    if (!sim) {
+      tp_cost_free(cost);
+      return NULL;
+    }
+    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
+    gboolean over = FALSE;
+    for (int st = 0; st < s->W; st++)
+      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
+        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
+        over = TRUE;
+      }
+    if (!over)
+      break;
+    tp_cost_free(cost);
+    if (!tp_analytic_split(a, NULL, acts, versions, err))
+      return NULL;
+    cost = tp_analytic_cost(a);
+  }
+  return cost;
+}
+
+int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)
+{
+  if (!c->capacity)
+    return 0;
+  int warned = 0;
+  for (int d = 0; d < c->n_devices; d++) {
+    double need = 0, cap = 0;
+    int first = -1;
+    for (int s = 0; s < c->W; s++)
+      if (c->stage[s].device == d) {
+        need += m->stage[s].peak_bytes;
+        cap = c->capacity[s];
+        first = first < 0 ? s : first;
+      }
+    if (first >= 0 && need > cap) {
+      fprintf(stderr, "timeprest: warning: %s%sstage%s %d%s on %s needs %.3g GB at peak, the device has %.3g GB\n",
+              label ? label : "", label ? ": " : "", c->shared_devices ? "s" : "", first + 1,
+              c->shared_devices ? " and the others sharing it" : "", c->device_name[first], need / 1e9, cap / 1e9);
+      warned++;
+    }
+  }
+  return warned;
 }

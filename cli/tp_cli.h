@@ -3,6 +3,7 @@
 #ifndef TP_CLI_H
 #define TP_CLI_H
 
+#include "tp_metrics.h"
 #include "tp_schedule.h"
 
 typedef gboolean (*TpCommandFn)(int argc, char **argv, GError **err);
@@ -10,6 +11,8 @@ typedef gboolean (*TpCommandFn)(int argc, char **argv, GError **err);
 gboolean tp_cmd_schedule(int argc, char **argv, GError **err);
 gboolean tp_cmd_simulate(int argc, char **argv, GError **err);
 gboolean tp_cmd_validate(int argc, char **argv, GError **err);
+gboolean tp_cmd_compare(int argc, char **argv, GError **err);
+gboolean tp_cmd_plot(int argc, char **argv, GError **err);
 
 /* A whole number in [lo, hi] for option `flag`; a usage error otherwise. */
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err);
@@ -28,6 +31,22 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o);
 /* Generate the schedule the options name, or load and validate --input. */
 TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err);
 void tp_cli_schedule_clear(TpCliSchedule *o);
+
+/* Options that choose a cost model, shared by `simulate`, `compare` and `plot`. */
+typedef struct {
+  char *cost, *model, *cluster, *batch, *split;
+  gboolean fit_memory;
+} TpCliCost;
+
+void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o);
+/* Before the schedule is built: a cluster of several workers sets the default -w. */
+gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err);
+/* The cost model for schedule s: unit slots, a cost file, or model × cluster (split optimally,
+ * by --split, or under the devices' memory with --fit-memory). */
+TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
+void tp_cli_cost_clear(TpCliCost *o);
+/* One warning line per device whose stages' peaks exceed its memory; returns how many. */
+int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label);
 
 /* Parse argv with ctx; no positional arguments allowed. */
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);

@@ -1,9 +1,9 @@
 /* tp_cost.c — unit cost model and the cost-file reader (GKeyFile, keys documented in README). */
 #include "tp_cost.h"
 #include "tp_error.h"
+#include "tp_keyfile.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 
 TpCost *tp_cost_unit(int W)
@@ -29,6 +29,9 @@ void tp_cost_free(TpCost *c)
   g_free(c->stage);
   g_free(c->link);
   g_free(c->source);
+  g_strfreev(c->device_name);
+  g_strfreev(c->stage_note);
+  g_free(c->capacity);
   g_free(c);
 }
 
@@ -50,73 +53,18 @@ void tp_cost_update_devices(TpCost *c)
 
 /* ---- cost file ---------------------------------------------------------------------------- */
 
-typedef struct {
-  const char *name, *text;
-  GKeyFile *kf;
-  int W;
-} Reader;
-
-/* Line of "key" inside "[group]" in the file text (0 if not found), for messages. */
-static int key_line(const Reader *r, const char *group, const char *key)
-{
-  g_auto(GStrv) lines = g_strsplit(r->text, "\n", -1);
-  gboolean in = FALSE;
-  for (int i = 0; lines[i]; i++) {
-    char *l = g_strstrip(lines[i]);
-    if (l[0] == '[') {
-      in = strlen(l) >= 2 && strncmp(l + 1, group, strlen(group)) == 0 && l[strlen(group) + 1] == ']';
-      if (in && !key)
-        return i + 1;
-    } else if (in && key && g_str_has_prefix(l, key)) {
-      const char *p = l + strlen(key);
-      while (*p == ' ' || *p == '\t')
-        p++;
-      if (*p == '=')
-        return i + 1;
-    }
-  }
-  return 0;
-}
-
-G_GNUC_PRINTF(5, 6)
-static gboolean bad(const Reader *r, GError **err, const char *group, const char *key, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  g_autofree char *why = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  int line = key_line(r, group, key);
-  g_autofree char *at = line ? g_strdup_printf("%s:%d", r->name, line) : g_strdup(r->name);
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: [%s]%s%s: %s", at, group, key ? " " : "", key ? key : "", why);
-  return FALSE;
-}
-
-static gboolean parse_number(const char *t, double *out)
-{
-  char *end = NULL;
-  while (*t == ' ' || *t == '\t')
-    t++;
-  double v = g_ascii_strtod(t, &end);
-  while (end && (*end == ' ' || *end == '\t'))
-    end++;
-  if (end == t || *end != '\0' || !isfinite(v))
-    return FALSE;
-  *out = v;
-  return TRUE;
-}
-
 /* A key holding one non-negative number, or a list of exactly `n` (given: n > 1). */
-static gboolean read_values(const Reader *r, const char *group, const char *key, int n, double *vals, int *got,
+static gboolean read_values(const TpKeyFile *r, const char *group, const char *key, int n, double *vals, int *got,
                             GError **err)
 {
   g_autofree char *raw = g_key_file_get_value(r->kf, group, key, NULL);
   g_auto(GStrv) parts = g_strsplit(raw, ",", -1);
   int m = (int)g_strv_length(parts);
   if (m != 1 && m != n)
-    return bad(r, err, group, key, "expected one number or %d comma-separated numbers, got %d", n, m);
+    return tp_kf_fail(r, err, group, key, "expected one number or %d comma-separated numbers, got %d", n, m);
   for (int i = 0; i < m; i++)
-    if (!parse_number(parts[i], &vals[i]) || vals[i] < 0)
-      return bad(r, err, group, key, "expected a non-negative number, got '%s'", g_strstrip(parts[i]));
+    if (!tp_kf_parse_number(parts[i], &vals[i]) || vals[i] < 0)
+      return tp_kf_fail(r, err, group, key, "expected a non-negative number, got '%s'", g_strstrip(parts[i]));
   *got = m;
   return TRUE;
 }
@@ -126,29 +74,17 @@ static const char *const stage_keys[] = { "forward", "backward", "update", "acti
                                           "gradient_buffer_bytes", "device", NULL };
 static const char *const link_keys[] = { "latency", "bandwidth", NULL };
 
-static gboolean known(const char *const *keys, const char *k)
-{
-  for (int i = 0; keys[i]; i++)
-    if (strcmp(keys[i], k) == 0)
-      return TRUE;
-  return FALSE;
-}
-
 /* Apply the keys of a stage group to stages [lo, hi); `set` marks keys given explicitly. */
-static gboolean apply_stage_group(const Reader *r, const char *group, TpCost *c, int lo, int hi, gboolean *set,
+static gboolean apply_stage_group(const TpKeyFile *r, const char *group, TpCost *c, int lo, int hi, gboolean *set,
                                   GError **err)
 {
   g_auto(GStrv) keys = g_key_file_get_keys(r->kf, group, NULL, NULL);
   double *vals = g_new(double, c->W);
   gboolean ok = TRUE;
+  if (!tp_kf_known_keys(r, group, stage_keys, err))
+    ok = FALSE;
   for (int i = 0; keys && keys[i] && ok; i++) {
     int got = 0, k;
-    if (!known(stage_keys, keys[i])) {
-      ok = bad(r, err, group, keys[i], "unknown key (known: forward, backward, update, activation_bytes, "
-                                      "gradient_bytes, stored_activation_bytes, weight_bytes, optimizer_bytes, "
-                                      "gradient_buffer_bytes, device)");
-      break;
-    }
     if (!(ok = read_values(r, group, keys[i], hi - lo, vals, &got, err)))
       break;
     for (k = 0; stage_keys[k] && strcmp(stage_keys[k], keys[i]) != 0; k++)
@@ -160,7 +96,7 @@ static gboolean apply_stage_group(const Reader *r, const char *group, TpCost *c,
                           &sc->weight_bytes, &sc->optimizer_bytes, &sc->grad_buffer_bytes };
       if (k == 9) {
         if (v < 1 || v > 4096 || v != floor(v)) {
-          ok = bad(r, err, group, keys[i], "device numbers are whole numbers from 1");
+          ok = tp_kf_fail(r, err, group, keys[i], "device numbers are whole numbers from 1");
           break;
         }
         sc->device = (int)v - 1;
@@ -174,17 +110,15 @@ static gboolean apply_stage_group(const Reader *r, const char *group, TpCost *c,
   return ok;
 }
 
-static gboolean apply_link_group(const Reader *r, const char *group, TpCost *c, int lo, int hi, GError **err)
+static gboolean apply_link_group(const TpKeyFile *r, const char *group, TpCost *c, int lo, int hi, GError **err)
 {
   g_auto(GStrv) keys = g_key_file_get_keys(r->kf, group, NULL, NULL);
   double *vals = g_new(double, MAX(c->W, 1));
   gboolean ok = TRUE;
+  if (!tp_kf_known_keys(r, group, link_keys, err))
+    ok = FALSE;
   for (int i = 0; keys && keys[i] && ok; i++) {
     int got = 0;
-    if (!known(link_keys, keys[i])) {
-      ok = bad(r, err, group, keys[i], "unknown key (known: latency, bandwidth)");
-      break;
-    }
     if (!(ok = read_values(r, group, keys[i], hi - lo, vals, &got, err)))
       break;
     for (int l = lo; l < hi; l++) {
@@ -192,7 +126,7 @@ static gboolean apply_link_group(const Reader *r, const char *group, TpCost *c, 
       if (keys[i][0] == 'l')
         c->link[l].latency = v;
       else if (v <= 0)
-        ok = bad(r, err, group, keys[i], "bandwidth must be positive (leave it out for an infinite one)");
+        ok = tp_kf_fail(r, err, group, keys[i], "bandwidth must be positive (leave it out for an infinite one)");
       else
         c->link[l].bandwidth = v;
     }
@@ -212,14 +146,10 @@ static gboolean group_index(const char *group, const char *prefix, int n, int *o
 
 TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GError **err)
 {
-  g_autoptr(GKeyFile) kf = g_key_file_new();
-  GError *e = NULL;
-  if (!g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
-    g_error_free(e);
+  TpKeyFile r;
+  if (!tp_kf_open(&r, name, text, len, err))
     return NULL;
-  }
-  Reader r = { name, text, kf, W };
+  GKeyFile *kf = r.kf;
   g_autoptr(TpCost) c = tp_cost_unit(W);
   c->unit = FALSE;
   c->time_unit = "s";
@@ -241,12 +171,12 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
         g_auto(GStrv) keys = g_key_file_get_keys(kf, g, NULL, NULL);
         for (int k = 0; keys[k] && ok; k++) {
           if (strcmp(keys[k], "samples_per_micro_batch") != 0) {
-            ok = bad(&r, err, g, keys[k], "unknown key (known: samples_per_micro_batch)");
+            ok = tp_kf_fail(&r, err, g, keys[k], "unknown key (known: samples_per_micro_batch)");
             break;
           }
           g_autofree char *v = g_key_file_get_value(kf, g, keys[k], NULL);
-          if (!parse_number(v, &c->samples_per_micro) || c->samples_per_micro <= 0)
-            ok = bad(&r, err, g, keys[k], "expected a positive number, got '%s'", v);
+          if (!tp_kf_parse_number(v, &c->samples_per_micro) || c->samples_per_micro <= 0)
+            ok = tp_kf_fail(&r, err, g, keys[k], "expected a positive number, got '%s'", v);
         }
       } else if (strcmp(g, "stages") == 0) {
         if (!pass)
@@ -256,24 +186,24 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
           ok = apply_link_group(&r, g, c, 0, W - 1, err);
       } else if (g_str_has_prefix(g, "stage.")) {
         if (!group_index(g, "stage.", W, &idx))
-          ok = bad(&r, err, g, NULL, "no such stage: stages are stage.1 .. stage.%d", W);
+          ok = tp_kf_fail(&r, err, g, NULL, "no such stage: stages are stage.1 .. stage.%d", W);
         else if (pass)
           ok = apply_stage_group(&r, g, c, idx, idx + 1, set, err);
       } else if (g_str_has_prefix(g, "link.")) {
         if (!group_index(g, "link.", W - 1, &idx))
-          ok = bad(&r, err, g, NULL, "no such link: links are link.1 .. link.%d (link.S joins stages S and S+1)",
+          ok = tp_kf_fail(&r, err, g, NULL, "no such link: links are link.1 .. link.%d (link.S joins stages S and S+1)",
                    W - 1);
         else if (pass)
           ok = apply_link_group(&r, g, c, idx, idx + 1, err);
       } else {
-        ok = bad(&r, err, g, NULL, "unknown group (known: cost, stages, stage.N, links, link.N)");
+        ok = tp_kf_fail(&r, err, g, NULL, "unknown group (known: cost, stages, stage.N, links, link.N)");
       }
     }
   if (ok)
     for (int s = 0; s < W; s++) {
       TpStageCost *sc = &c->stage[s];
       if (!set[s * 10 + 0] || !set[s * 10 + 1]) {
-        ok = bad(&r, err, "stages", NULL, "stage %d has no %s time: give forward and backward", s + 1,
+        ok = tp_kf_fail(&r, err, "stages", NULL, "stage %d has no %s time: give forward and backward", s + 1,
                  set[s * 10 + 0] ? "backward" : "forward");
         break;
       }
@@ -287,6 +217,7 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
         sc->grad_buffer_bytes = sc->weight_bytes;
     }
   g_free(set);
+  tp_kf_close(&r);
   if (!ok)
     return NULL;
   tp_cost_update_devices(c);

@@ -33,6 +33,9 @@ typedef struct {
   int n_devices;
   gboolean shared_devices;  /* some device runs more than one stage */
   char *source;             /* cost file, or NULL */
+  /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory */
+  char **device_name, **stage_note;
+  double *capacity;
 } TpCost;
 
 TpCost *tp_cost_unit(int W);

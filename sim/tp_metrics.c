@@ -41,7 +41,9 @@ static void steady(const TpSchedule *s, const int *v, TpMetrics *m)
   for (int i = 1; i <= s->K; i++)
     root[i] = i - v[i] <= 0 ? i : root[i - v[i]];
   m->chain_first = g_array_new(FALSE, FALSE, sizeof(int));
-  for (int i = m->steady_lo; i <= m->steady_hi; i++)
+  /* v consecutive mini-batches lie on v different chains: look at least that far */
+  int last = MIN(s->K, MAX(m->steady_hi, m->steady_lo + m->v_steady - 1));
+  for (int i = m->steady_lo; i <= last; i++)
     seen[root[i]] = TRUE;
   for (int i = 1; i <= s->K; i++)
     if (seen[i])
@@ -112,7 +114,7 @@ static double release_time(const TpSim *sim, int st, const TpOp *f)
   return sim->end[ix->off[st] + p];
 }
 
-static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMetrics *sm, GArray *ch)
+static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMetrics *sm, GArray *ch, GArray *series)
 {
   const TpSchedule *s = sim->s;
   const TpStageCost *sc = &sim->c->stage[st];
@@ -172,6 +174,10 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
+    if (series && (i + 1 == ch->len || g_array_index(ch, Change, i + 1).t != c->t)) {
+      TpMemPoint p = { c->t, total };
+      g_array_append_val(series, p);
+    }
   }
   g_free(create);
   g_free(last);
@@ -229,9 +235,18 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
 
   GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
   for (int st = 0; st < W; st++)
-    stage_memory(sim, m, st, &m->stage[st], ch);
+    stage_memory(sim, m, st, &m->stage[st], ch, NULL);
   g_array_unref(ch);
   return m;
+}
+
+GArray *tp_metrics_memory_series(const TpSim *sim, const TpMetrics *m, int st)
+{
+  GArray *series = g_array_new(FALSE, FALSE, sizeof(TpMemPoint)), *ch = g_array_new(FALSE, FALSE, sizeof(Change));
+  TpStageMetrics scratch = { 0 };
+  stage_memory(sim, m, st, &scratch, ch, series);
+  g_array_unref(ch);
+  return series;
 }
 
 void tp_metrics_free(TpMetrics *m)

@@ -26,7 +26,7 @@ typedef struct {
   int v_steady, v_steady_min;
   int steady_lo, steady_hi; /* the mini-batches v_steady is taken over */
   gboolean steady_empty;    /* K <= 2W: taken over all mini-batches instead */
-  int chains;
+  int chains;               /* chains the steady mini-batches (and the v-1 after them) lie on */
   GArray *chain_first;      /* int: first member of each chain, ascending */
   gboolean multiple_sequences;
   long messages;
@@ -41,6 +41,13 @@ typedef struct {
 TpMetrics *tp_metrics_compute(const TpSim *sim);
 void tp_metrics_free(TpMetrics *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpMetrics, tp_metrics_free)
+
+typedef struct {
+  double t, bytes;
+} TpMemPoint;
+
+/* Stage st's total memory over time: a step function, one point per instant it changes. */
+GArray *tp_metrics_memory_series(const TpSim *sim, const TpMetrics *m, int st);
 
 /* Steady-state v of a schedule alone (unit slots), for sweeps: fills v_steady/min, chains. */
 int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empty);

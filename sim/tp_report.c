@@ -1,5 +1,6 @@
 /* tp_report.c — text, JSON and CSV renderings of a simulation and its metrics. */
 #include "tp_report.h"
+#include "tp_events.h"
 
 static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
 {
@@ -22,8 +23,12 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   if (c->unit)
     g_string_append(out, "costs        unit slots: a forward or backward takes 1 slot; updates and transfers are free\n");
   else
-    g_string_append_printf(out, "costs        %s (%d devices%s)\n", c->source, c->n_devices,
+    g_string_append_printf(out, "costs        %s (%d device%s%s)\n", c->source, c->n_devices, c->n_devices > 1 ? "s" : "",
                            c->shared_devices ? ", some shared" : "");
+  if (c->stage_note)
+    for (int st = 0; st < s->W; st++)
+      g_string_append_printf(out, "  stage %-3d  %s on %s: forward %.4g s, backward %.4g s per micro-batch\n", st + 1,
+                             c->stage_note[st], c->device_name[st], c->stage[st].fwd, c->stage[st].bwd);
   g_string_append_printf(out, "makespan     %.6g %s%s\n", m->makespan, tu, c->unit ? "s" : "");
   g_string_append_printf(out, "throughput   %.6g samples/%s\n", m->throughput, tu);
   g_string_append_printf(out, "bubble       %.4f  (idle stage-time / (W x makespan))\n", m->bubble);
@@ -119,6 +124,13 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
     g_string_append_printf(out, ", \"max_live_versions\": %d, \"peak_activations\": %d, \"peak_bytes\": ",
                            sm->max_live_versions, sm->peak_activations);
     num(out, sm->peak_bytes);
+    if (c->stage_note) {
+      g_string_append_printf(out, ", \"device_name\": \"%s\", \"layers\": \"%s\", \"device_memory\": ", c->device_name[st],
+                             c->stage_note[st]);
+      num(out, c->capacity[st]);
+    }
+    g_string_append(out, ", \"forward_time\": "), num(out, c->unit ? 1 : c->stage[st].fwd);
+    g_string_append(out, ", \"backward_time\": "), num(out, c->unit ? 1 : c->stage[st].bwd);
     for (int which = 0; which < 2; which++) {
       g_string_append_printf(out, ", \"%s\": {", which ? "memory_component_peaks" : "memory_at_peak");
       for (int k = 0; k < TP_N_MEM; k++) {
@@ -134,23 +146,6 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
 
 void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out)
 {
-  const TpSchedule *s = sim->s;
-  g_string_append(out, "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n");
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      const TpOp *op = &ops[k];
-      long g = sim->ix->off[st] + k;
-      char micro[16] = "";
-      if (op->kind != TP_OP_U && op->micro != TP_WHOLE)
-        g_snprintf(micro, sizeof micro, "%d", op->micro + 1);
-      g_string_append_printf(out, "%d,%c,%d,%s,%.9g,%.9g,%d,%d,%d,,\n", st + 1, "FBU"[op->kind], op->mb, micro,
-                             sim->start[g], sim->end[g], op->ver, m->latest[g],
-                             op->kind == TP_OP_U ? 0 : m->latest[g] - op->ver);
-      if (sim->cons[g] >= 0)
-        g_string_append_printf(out, "%d,%s,%d,%s,%.9g,%.9g,,,,%.9g,%d\n", st + 1,
-                               op->kind == TP_OP_F ? "send-act" : "send-grad", op->mb, micro, sim->xstart[g],
-                               sim->xend[g], tp_sim_op_bytes(sim->c, s, st, op), op->kind == TP_OP_F ? st + 2 : st);
-    }
-  }
+  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  tp_events_write_csv(rows, out);
 }

@@ -1,0 +1,428 @@
+/* cmd_plot.c — `timeprest plot KIND`: timeline, memory, vmap and convergence pictures (gnuplot). */
+#include "tp_cli.h"
+#include "tp_error.h"
+#include "tp_events.h"
+#include "tp_plot.h"
+#include "tp_sweep.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- timeline ----------------------------------------------------------------------------- */
+
+static void event_label(const TpEventRow *r, gboolean letters, gboolean versions, char *buf, size_t len)
+{
+  char v[16] = "";
+  if (versions)
+    g_snprintf(v, sizeof v, "/%d", r->version);
+  if (r->micro == 0)
+    g_snprintf(buf, len, r->kind == TP_EV_F ? "%dA%s" : "%d%s", r->mb, v);
+  else if (letters)
+    g_snprintf(buf, len, "%d%c%s", r->mb, (r->kind == TP_EV_F ? 'A' : 'a') + r->micro - 1, v);
+  else
+    g_snprintf(buf, len, r->kind == TP_EV_F ? "%d.%d%s" : "%d.%db%s", r->mb, r->micro, v);
+}
+
+/* Rows "y x0 x1 kind series halfh label" for one event list. */
+static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double min_half, int labels_on, gboolean versions,
+                          GString *out)
+{
+  int maxmicro = 0;
+  for (guint i = 0; i < ev->len; i++)
+    maxmicro = MAX(maxmicro, g_array_index(ev, TpEventRow, i).micro);
+  for (guint i = 0; i < ev->len; i++) {
+    const TpEventRow *r = &g_array_index(ev, TpEventRow, i);
+    gboolean xfer = r->kind >= TP_EV_SEND_ACT;
+    if (xfer && (nseries > 1 || r->end <= r->start)) /* instant transfers show nothing */
+      continue;
+    double lane = lanes - r->stage + 1, y, h;
+    if (nseries > 1)
+      y = lane + (series == 0 ? 0.2 : -0.2), h = 0.17;
+    else if (xfer) /* activations just under the lane, gradients under them */
+      y = lane - (r->kind == TP_EV_SEND_ACT ? 0.28 : 0.4), h = 0.045;
+    else
+      y = lane + 0.07, h = 0.3;
+    double x0 = r->start, x1 = r->end;
+    if (x1 - x0 < 2 * min_half) { /* zero-time operations stay visible as ticks */
+      double c = (x0 + x1) / 2;
+      x0 = c - min_half, x1 = c + min_half;
+    }
+    char label[48] = "";
+    if (labels_on && r->kind <= TP_EV_B)
+      event_label(r, maxmicro <= 26, versions, label, sizeof label);
+    int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer */
+    g_string_append_printf(out, "%.4f %.9g %.9g %d %d %.3f \"%s\"\n", y, x0, x1, kind, series, h, label);
+  }
+}
+
+static double events_end(GArray *ev, int *lanes)
+{
+  double end = 0;
+  for (guint i = 0; i < ev->len; i++) {
+    const TpEventRow *r = &g_array_index(ev, TpEventRow, i);
+    end = MAX(end, r->end);
+    *lanes = MAX(*lanes, MAX(r->stage, r->peer));
+  }
+  return end;
+}
+
+static gboolean plot_timeline(int argc, char **argv, GError **err)
+{
+  TpCliSchedule o = { 0 };
+  TpCliCost co = { 0 };
+  g_autofree char *output = NULL, *events = NULL, *measured = NULL, *title = NULL;
+  gboolean versions = FALSE, labels = FALSE, no_labels = FALSE;
+  GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
+    { "events", 'e', 0, G_OPTION_ARG_FILENAME, &events, "Draw this event CSV (simulate --csv, or a measured run) "
+                                                        "instead of simulating", "FILE" },
+    { "measured", 0, 0, G_OPTION_ARG_FILENAME, &measured, "Overlay a measured event CSV on the same time axis", "FILE" },
+    { "versions", 0, 0, G_OPTION_ARG_NONE, &versions, "Label operations with the weight version they read (3B/2)", NULL },
+    { "labels", 0, 0, G_OPTION_ARG_NONE, &labels, "Label every operation even on long timelines", NULL },
+    { "no-labels", 0, 0, G_OPTION_ARG_NONE, &no_labels, "No operation labels", NULL },
+    { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- timeline: one lane per stage, forward/backward/update boxes");
+  tp_cli_schedule_options(ctx, &o);
+  tp_cli_cost_options(ctx, &co);
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, "Example: timeprest plot timeline -s timeprest -w 4 -n 2 -k 8 -o timeline.png\n"
+                                        "         timeprest plot timeline --events sim.csv --measured run.csv -o cmp.svg");
+  g_autoptr(GArray) sim_ev = NULL;
+  g_autoptr(GArray) meas_ev = NULL;
+  TpSchedule *s = NULL;
+  TpCost *c = NULL;
+  TpSim *sim = NULL;
+  TpMetrics *m = NULL;
+  g_autofree char *what = NULL;
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err);
+  if (ok && events) {
+    if (o.preset || o.order || o.input || co.cost || co.model) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--events: the file gives the timeline; drop the schedule and cost options");
+      ok = FALSE;
+    } else {
+      ok = (sim_ev = tp_events_load(events, err)) != NULL;
+      what = g_path_get_basename(events);
+    }
+  } else if (ok) {
+    ok = tp_cli_cost_defaults(&co, &o, err) && (s = tp_cli_schedule_build(&o, err)) && (c = tp_cli_cost_build(&co, s, err)) &&
+         (sim = tp_sim_run(s, c, err));
+    if (ok) {
+      m = tp_metrics_compute(sim);
+      sim_ev = tp_events_from_sim(sim, m);
+      const char *pn = tp_preset_name(s->order, s->policy);
+      what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s", pn ? pn : tp_order_name(s->order), s->W, s->N, s->K,
+                             c->unit ? ", unit slots" : "; ", c->unit ? "" : c->source);
+    }
+  }
+  if (ok && measured)
+    ok = (meas_ev = tp_events_load(measured, err)) != NULL;
+  if (ok) {
+    g_autoptr(TpPlot) p = tp_plot_new(err);
+    ok = p != NULL;
+    int lanes = 0, nseries = meas_ev ? 2 : 1;
+    double xmax = events_end(sim_ev, &lanes);
+    if (meas_ev)
+      xmax = MAX(xmax, events_end(meas_ev, &lanes));
+    long boxes = 0;
+    for (guint i = 0; i < sim_ev->len; i++)
+      boxes += g_array_index(sim_ev, TpEventRow, i).kind <= TP_EV_B;
+    int labels_on = !no_labels && (labels || boxes <= 400);
+    g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
+    timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, versions, data);
+    if (meas_ev)
+      timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, versions, data);
+    for (int st = 1; st <= lanes; st++)
+      g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
+    g_string_append(ytics, ")");
+    g_autofree char *dpath = p ? tp_plot_path(p, "timeline.dat") : NULL;
+    g_autofree char *t = title ? g_strdup(title)
+                               : g_strdup_printf("%s%s", what, meas_ev ? " — simulated (upper) vs measured (lower)" : "");
+    if (ok && (ok = tp_plot_data(p, "timeline.dat", data, err))) {
+      tp_plot_str(p, "data", dpath);
+      tp_plot_num(p, "lanes", lanes);
+      tp_plot_str(p, "ytics_cmd", ytics->str);
+      tp_plot_str(p, "title", t);
+      tp_plot_str(p, "xlabel", c && c->unit ? "time (unit slots)" : "time (s)");
+      tp_plot_num(p, "series", nseries);
+      tp_plot_num(p, "labels", labels_on);
+      tp_plot_num(p, "xmax", xmax);
+      int width = (int)CLAMP(300 + 28 * (c && c->unit ? xmax : 60), 900, 2400);
+      ok = tp_plot_render(p, "timeline", output, width, 160 + 70 * lanes * nseries, err);
+    }
+  }
+  tp_metrics_free(m);
+  tp_sim_free(sim);
+  tp_cost_free(c);
+  tp_schedule_free(s);
+  tp_cli_schedule_clear(&o);
+  tp_cli_cost_clear(&co);
+  return ok;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+static gboolean plot_memory(int argc, char **argv, GError **err)
+{
+  TpCliSchedule o = { 0 };
+  TpCliCost co = { 0 };
+  g_autofree char *output = NULL, *title = NULL;
+  GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
+    { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- memory: each stage's memory over time");
+  tp_cli_schedule_options(ctx, &o);
+  tp_cli_cost_options(ctx, &co);
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, "Example: timeprest plot memory -s pipedream --model vgg16-tinyimagenet --cluster C "
+                                        "-n 4 --batch 128 -o memory.png");
+  TpSchedule *s = NULL;
+  TpCost *c = NULL;
+  TpSim *sim = NULL;
+  TpMetrics *m = NULL;
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err) &&
+                tp_cli_cost_defaults(&co, &o, err) && (s = tp_cli_schedule_build(&o, err)) &&
+                (c = tp_cli_cost_build(&co, s, err)) && (sim = tp_sim_run(s, c, err));
+  if (ok) {
+    m = tp_metrics_compute(sim);
+    g_autoptr(TpPlot) p = tp_plot_new(err);
+    g_autoptr(GString) data = g_string_new(NULL);
+    for (int st = 0; st < s->W; st++) {
+      g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
+      g_string_append_printf(data, "# stage %d\n0 %.9g\n", st + 1,
+                             series->len ? g_array_index(series, TpMemPoint, 0).bytes : 0.0);
+      for (guint i = 0; i < series->len; i++)
+        g_string_append_printf(data, "%.9g %.9g\n", g_array_index(series, TpMemPoint, i).t,
+                               g_array_index(series, TpMemPoint, i).bytes);
+      g_string_append(data, "\n\n");
+    }
+    const char *pn = tp_preset_name(s->order, s->policy);
+    g_autofree char *t = title ? g_strdup(title)
+                               : g_strdup_printf("memory per stage: %s, W=%d, N=%d, K=%d%s%s", pn ? pn : tp_order_name(s->order),
+                                                 s->W, s->N, s->K, c->unit ? ", unit costs" : "; ", c->unit ? "" : c->source);
+    g_autofree char *dpath = p ? tp_plot_path(p, "memory.dat") : NULL;
+    ok = p && tp_plot_data(p, "memory.dat", data, err);
+    if (ok) {
+      tp_plot_str(p, "data", dpath);
+      tp_plot_num(p, "lanes", s->W);
+      tp_plot_str(p, "title", t);
+      tp_plot_str(p, "xlabel", c->unit ? "time (unit slots)" : "time (s)");
+      tp_plot_str(p, "ylabel", c->unit ? "memory (units: weights, activations, messages)" : "memory (GB)");
+      tp_plot_num(p, "scale", c->unit ? 1 : 1e9);
+      ok = tp_plot_render(p, "memory", output, 1200, 600, err);
+    }
+  }
+  tp_metrics_free(m);
+  tp_sim_free(sim);
+  tp_cost_free(c);
+  tp_schedule_free(s);
+  tp_cli_schedule_clear(&o);
+  tp_cli_cost_clear(&co);
+  return ok;
+}
+
+/* ---- v heat-map --------------------------------------------------------------------------- */
+
+static gboolean plot_vmap(int argc, char **argv, GError **err)
+{
+  g_autofree char *wr = NULL, *nr = NULL, *preset = NULL, *output = NULL, *title = NULL;
+  GOptionEntry entries[] = {
+    { "workers", 'w', 0, G_OPTION_ARG_STRING, &wr, "Range of workers A-B (default 2-16)", "A-B" },
+    { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &nr, "Range of micro-batches C-D (default 2-16)", "C-D" },
+    { "preset", 's', 0, G_OPTION_ARG_STRING, &preset, "Preset (default timeprest)", "PRESET" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
+    { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- vmap: simulated steady-state v over (W, N), Eq. 3's misses circled");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, "Example: timeprest plot vmap -w 2-24 -n 2-24 -o vmap.png");
+  int w0 = 2, w1 = 16, n0 = 2, n1 = 16;
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err) ||
+      (wr && !tp_cli_range("-w", wr, 1, TP_MAX_WORKERS, &w0, &w1, err)) ||
+      (nr && !tp_cli_range("-n", nr, 1, TP_MAX_MICRO, &n0, &n1, err)))
+    return FALSE;
+  const TpPreset *pr = tp_preset_find(preset ? preset : "timeprest");
+  if (!pr) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset '%s'", preset);
+    return FALSE;
+  }
+  if ((long)(w1 - w0 + 1) * (n1 - n0 + 1) > 10000) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the map has more than 10000 cells");
+    return FALSE;
+  }
+  g_autoptr(GArray) rows = tp_sweep(pr->order, pr->policy, w0, w1, n0, n1, err);
+  if (!rows)
+    return FALSE;
+  g_autoptr(TpPlot) p = tp_plot_new(err);
+  if (!p)
+    return FALSE;
+  g_autoptr(GString) data = g_string_new(NULL);
+  int vmax = 1, miss = 0;
+  for (guint i = 0; i < rows->len; i++) {
+    const TpSweepRow *r = &g_array_index(rows, TpSweepRow, i);
+    g_string_append_printf(data, "%d %d %d %d %d\n", r->W, r->N, r->v_sim, r->v_eq3, r->v_sim != r->v_eq3);
+    vmax = MAX(vmax, r->v_sim);
+    miss += r->v_sim != r->v_eq3;
+  }
+  g_autofree char *dpath = tp_plot_path(p, "vmap.dat");
+  g_autofree char *t = title ? g_strdup(title)
+                             : g_strdup_printf("%s: steady-state v on unit slots (Eq. 3 disagrees in %d of %u cells; "
+                                               "v = ceil(W/(N+1)) everywhere)", pr->name, miss, rows->len);
+  if (!tp_plot_data(p, "vmap.dat", data, err))
+    return FALSE;
+  tp_plot_str(p, "data", dpath);
+  tp_plot_str(p, "title", t);
+  tp_plot_num(p, "wmin", w0), tp_plot_num(p, "wmax", w1), tp_plot_num(p, "nmin", n0), tp_plot_num(p, "nmax", n1);
+  tp_plot_num(p, "vmax", vmax);
+  tp_plot_num(p, "cells", (w1 - w0 + 1) <= 24 && (n1 - n0 + 1) <= 24);
+  int side = (int)CLAMP(40 * MAX(w1 - w0 + 1, n1 - n0 + 1), 600, 1400);
+  return tp_plot_render(p, "vmap", output, side + 200, side + 60, err);
+}
+
+/* ---- convergence -------------------------------------------------------------------------- */
+
+/* Check a training log: header with the columns, numbers below it. */
+static gboolean check_log(const char *path, const char *const *cols, gboolean *has, GError **err)
+{
+  g_autofree char *text = NULL;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read training log: %s", e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) head = g_strsplit(lines[0] ? g_strchomp(lines[0]) : "", ",", -1);
+  int ncols = (int)g_strv_length(head);
+  for (int k = 0; cols[k]; k++) {
+    has[k] = FALSE;
+    for (int j = 0; j < ncols; j++)
+      has[k] = has[k] || strcmp(g_strstrip(head[j]), cols[k]) == 0;
+    if (!has[k] && k < 2) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", path, cols[k]);
+      return FALSE;
+    }
+  }
+  int rows = 0;
+  for (int ln = 1; lines[ln]; ln++) {
+    char *l = g_strchomp(lines[ln]);
+    if (!*l)
+      continue;
+    g_auto(GStrv) f = g_strsplit(l, ",", -1);
+    if ((int)g_strv_length(f) != ncols) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", path, ln + 1, ncols,
+                  g_strv_length(f));
+      return FALSE;
+    }
+    for (int j = 0; j < ncols; j++) {
+      char *end = NULL;
+      g_ascii_strtod(f[j], &end);
+      if (end == f[j] || *end) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: '%s' is not a number", path, ln + 1, f[j]);
+        return FALSE;
+      }
+    }
+    rows++;
+  }
+  if (rows == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no data rows", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean plot_convergence(int argc, char **argv, GError **err)
+{
+  g_auto(GStrv) inputs = NULL;
+  g_autofree char *output = NULL, *x = NULL, *y = NULL, *y2 = NULL, *title = NULL;
+  GOptionEntry entries[] = {
+    { "input", 'i', 0, G_OPTION_ARG_FILENAME_ARRAY, &inputs, "Training log (CSV with a header); repeat for several runs",
+      "FILE" },
+    { "x", 0, 0, G_OPTION_ARG_STRING, &x, "Column for the x axis (default epoch)", "COLUMN" },
+    { "y", 0, 0, G_OPTION_ARG_STRING, &y, "Column for the left axis (default loss)", "COLUMN" },
+    { "y2", 0, 0, G_OPTION_ARG_STRING, &y2, "Column for the right axis (default accuracy, when every log has it)",
+      "COLUMN" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
+    { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- convergence: loss (and accuracy) curves of training runs");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, "Example: timeprest plot convergence -i timeprest.csv -i pipedream.csv -o conv.png");
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err))
+    return FALSE;
+  if (!inputs || !inputs[0]) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: give at least one training log");
+    return FALSE;
+  }
+  const char *cols[] = { x ? x : "epoch", y ? y : "loss", y2 ? y2 : "accuracy", NULL };
+  gboolean all_y2 = TRUE;
+  g_autoptr(TpPlot) p = tp_plot_new(err);
+  if (!p)
+    return FALSE;
+  g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL);
+  for (int i = 0; inputs[i]; i++) {
+    gboolean has[3];
+    if (!check_log(inputs[i], cols, has, err))
+      return FALSE;
+    if (!has[2] && y2) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", inputs[i], y2);
+      return FALSE;
+    }
+    all_y2 = all_y2 && has[2];
+    g_autofree char *text = NULL;
+    g_file_get_contents(inputs[i], &text, NULL, NULL);
+    g_autofree char *name = g_strdup_printf("run%d.csv", i + 1);
+    g_autoptr(GString) copy = g_string_new(text);
+    if (!tp_plot_data(p, name, copy, err))
+      return FALSE;
+    g_autofree char *base = g_path_get_basename(inputs[i]);
+    if (g_str_has_suffix(base, ".csv"))
+      base[strlen(base) - 4] = '\0';
+    g_strdelimit(base, " \t\"\\", '_');
+    g_string_append_printf(files, "%s%s", i ? " " : "", name);
+    g_string_append_printf(titles, "%s%s", i ? " " : "", base);
+  }
+  tp_plot_str(p, "files", files->str);
+  tp_plot_str(p, "titles", titles->str);
+  tp_plot_str(p, "xcol", cols[0]);
+  tp_plot_str(p, "ycol", cols[1]);
+  tp_plot_str(p, "y2col", all_y2 ? cols[2] : "");
+  tp_plot_str(p, "title", title ? title : "convergence");
+  tp_plot_str(p, "xlabel", cols[0]);
+  return tp_plot_render(p, "convergence", output, 1100, 600, err);
+}
+
+gboolean tp_cmd_plot(int argc, char **argv, GError **err)
+{
+  static const struct {
+    const char *name;
+    TpCommandFn fn;
+  } kinds[] = { { "timeline", plot_timeline }, { "memory", plot_memory }, { "vmap", plot_vmap },
+                { "convergence", plot_convergence } };
+  if (argc >= 2)
+    for (guint i = 0; i < G_N_ELEMENTS(kinds); i++)
+      if (strcmp(argv[1], kinds[i].name) == 0) {
+        g_autofree char *prg = g_strdup_printf("timeprest plot %s", kinds[i].name);
+        g_set_prgname(prg);
+        argv[1] = prg;
+        return kinds[i].fn(argc - 1, argv + 1, err);
+      }
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("Usage: timeprest plot KIND [OPTION…] -o FILE.png|FILE.svg\n\nKinds:\n"
+           "  timeline     one lane per stage, forward/backward/update boxes; --measured overlays a run\n"
+           "  memory       each stage's memory over time\n"
+           "  vmap         simulated steady-state v over (W, N), Eq. 3's misses circled\n"
+           "  convergence  loss and accuracy curves of training logs\n\n"
+           "'timeprest plot KIND --help' lists each kind's options.\n"
+           "Example: timeprest plot timeline -s timeprest -w 4 -n 2 -k 8 -o timeline.png\n");
+    return TRUE;
+  }
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a plot kind: timeline, memory, vmap or convergence%s%s%s",
+              argc >= 2 ? " (got '" : "", argc >= 2 ? argv[1] : "", argc >= 2 ? "')" : "");
+  return FALSE;
+}

@@ -1,0 +1,153 @@
+/* tp_plot.c — runs the gnuplot scripts of plots/ on data the plot subcommand prepares. */
+#include "config.h"
+#include "tp_plot.h"
+#include "tp_error.h"
+#include "tp_model.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+TpPlot *tp_plot_new(GError **err)
+{
+  GError *e = NULL;
+  char *dir = g_dir_make_tmp("timeprest-plot-XXXXXX", &e);
+  if (!dir) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make a scratch directory: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  TpPlot *p = g_new0(TpPlot, 1);
+  p->dir = dir;
+  p->vars = g_string_new(NULL);
+  return p;
+}
+
+void tp_plot_free(TpPlot *p)
+{
+  if (!p)
+    return;
+  GDir *d = g_dir_open(p->dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    g_autofree char *f = g_build_filename(p->dir, name, NULL);
+    g_unlink(f);
+  }
+  if (d)
+    g_dir_close(d);
+  g_rmdir(p->dir);
+  g_free(p->dir);
+  g_string_free(p->vars, TRUE);
+  g_free(p);
+}
+
+char *tp_plot_path(const TpPlot *p, const char *name) { return g_build_filename(p->dir, name, NULL); }
+
+gboolean tp_plot_data(const TpPlot *p, const char *name, const GString *content, GError **err)
+{
+  g_autofree char *path = tp_plot_path(p, name);
+  GError *e = NULL;
+  if (!g_file_set_contents(path, content->str, (gssize)content->len, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write plot data: %s", e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+char *tp_plot_escape(const char *text)
+{
+  GString *g = g_string_new(NULL);
+  for (const char *c = text; *c; c++) {
+    if (*c == '"' || *c == '\\')
+      g_string_append_c(g, '\\');
+    g_string_append_c(g, *c == '\n' ? ' ' : *c);
+  }
+  return g_string_free(g, FALSE);
+}
+
+void tp_plot_str(TpPlot *p, const char *var, const char *value)
+{
+  g_autofree char *v = tp_plot_escape(value);
+  g_string_append_printf(p->vars, "%s = \"%s\"; ", var, v);
+}
+
+void tp_plot_num(TpPlot *p, const char *var, double value)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  g_string_append_printf(p->vars, "%s = %s; ", var, g_ascii_dtostr(buf, sizeof buf, value));
+}
+
+gboolean tp_plot_check_output(const char *out, GError **err)
+{
+  if (!out) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-o: give the picture to write (FILE.png or FILE.svg)");
+    return FALSE;
+  }
+  if (!g_str_has_suffix(out, ".png") && !g_str_has_suffix(out, ".svg")) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-o: '%s' must end in .png or .svg", out);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static char *gnuplot_path(void)
+{
+  const char *env = g_getenv("TP_GNUPLOT");
+  if (env && *env)
+    return g_strdup(env);
+  if (*TP_GNUPLOT_PATH && g_file_test(TP_GNUPLOT_PATH, G_FILE_TEST_IS_EXECUTABLE))
+    return g_strdup(TP_GNUPLOT_PATH);
+  return g_find_program_in_path("gnuplot");
+}
+
+gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int width, int height, GError **err)
+{
+  if (!tp_plot_check_output(out, err))
+    return FALSE;
+  g_autofree char *gp = gnuplot_path();
+  if (!gp) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot not found (install gnuplot-nox, or set TP_GNUPLOT)");
+    return FALSE;
+  }
+  g_autofree char *path = tp_data_find("TP_PLOTS_DIR", "plots", script, ".gp");
+  g_autofree char *common = tp_data_find("TP_PLOTS_DIR", "plots", "common", ".gp");
+  if (!path || !common) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "plot script %s.gp not found (set TP_PLOTS_DIR)", script);
+    return FALSE;
+  }
+  gboolean svg = g_str_has_suffix(out, ".svg");
+  g_autofree char *tmp_out = tp_plot_path(p, svg ? "picture.svg" : "picture.png");
+  tp_plot_str(p, "out", tmp_out);
+  tp_plot_str(p, "fmt", svg ? "svg" : "png");
+  tp_plot_str(p, "common", common);
+  tp_plot_num(p, "width", width);
+  tp_plot_num(p, "height", height);
+  char *argv[] = { gp, "-e", p->vars->str, path, NULL };
+  g_autofree char *sout = NULL, *serr = NULL;
+  int status = 0;
+  GError *e = NULL;
+  if (!g_spawn_sync(p->dir, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &sout, &serr, &status, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot run gnuplot: %s", e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  if (!g_spawn_check_wait_status(status, NULL)) {
+    g_strstrip(serr);
+    char *nl = strrchr(serr, '\n');
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot failed on %s.gp: %s", script, nl ? nl + 1 : serr);
+    return FALSE;
+  }
+  g_autofree char *pic = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(tmp_out, &pic, &len, &e) || len == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot wrote no picture%s%s", e ? ": " : "", e ? e->message : "");
+    g_clear_error(&e);
+    return FALSE;
+  }
+  if (!g_file_set_contents(out, pic, (gssize)len, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: %s", out, e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  return TRUE;
+}

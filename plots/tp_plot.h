@@ -1,0 +1,32 @@
+/* tp_plot.h — glue between the plot subcommand and gnuplot: a scratch directory for data files,
+ * variables handed to a script of plots/, and an atomic write of the PNG or SVG it renders. */
+#ifndef TP_PLOT_H
+#define TP_PLOT_H
+
+#include <glib.h>
+
+typedef struct {
+  char *dir;     /* scratch directory, removed by tp_plot_free */
+  GString *vars; /* gnuplot statements run before the script */
+} TpPlot;
+
+TpPlot *tp_plot_new(GError **err);
+void tp_plot_free(TpPlot *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlot, tp_plot_free)
+
+/* Path of a scratch file (g_free it). */
+char *tp_plot_path(const TpPlot *p, const char *name);
+/* Write a scratch data file. */
+gboolean tp_plot_data(const TpPlot *p, const char *name, const GString *content, GError **err);
+/* Set a gnuplot string variable (quoted and escaped) or a number. */
+void tp_plot_str(TpPlot *p, const char *var, const char *value);
+void tp_plot_num(TpPlot *p, const char *var, double value);
+/* A string safe inside a gnuplot double-quoted string: quotes and backslashes escaped. */
+char *tp_plot_escape(const char *text);
+
+/* Check that out ends in .png or .svg (a usage error otherwise). */
+gboolean tp_plot_check_output(const char *out, GError **err);
+/* Run plots/SCRIPT.gp and write its picture to out (.png or .svg); nothing is written on failure. */
+gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int width, int height, GError **err);
+
+#endif

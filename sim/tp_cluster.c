@@ -1,0 +1,128 @@
+/* tp_cluster.c — readers of device and cluster key files. */
+#include "tp_cluster.h"
+#include "tp_error.h"
+#include "tp_keyfile.h"
+#include "tp_model.h"
+
+#include <string.h>
+
+void tp_device_clear(TpDevice *d)
+{
+  g_free(d->id);
+  g_free(d->name);
+}
+
+void tp_cluster_free(TpCluster *c)
+{
+  if (!c)
+    return;
+  for (int i = 0; i < c->n && c->dev; i++)
+    tp_device_clear(&c->dev[i]);
+  g_free(c->dev);
+  g_free(c->name);
+  g_free(c->source);
+  g_free(c);
+}
+
+static gboolean device_read(TpKeyFile *k, TpDevice *d, GError **err)
+{
+  static const char *const keys[] = { "name", "flops", "memory", "memory_bandwidth", "efficiency", NULL };
+  if (!g_key_file_has_group(k->kf, "device"))
+    return tp_kf_fail(k, err, "device", NULL, "missing group");
+  d->efficiency = 1.0;
+  if (!tp_kf_known_keys(k, "device", keys, err) || !tp_kf_number(k, "device", "flops", TRUE, 1, &d->flops, err) ||
+      !tp_kf_number(k, "device", "memory", TRUE, 1, &d->memory, err) ||
+      !tp_kf_number(k, "device", "memory_bandwidth", TRUE, 1, &d->bandwidth, err) ||
+      !tp_kf_number(k, "device", "efficiency", FALSE, 0, &d->efficiency, err))
+    return FALSE;
+  if (d->efficiency <= 0 || d->efficiency > 1)
+    return tp_kf_fail(k, err, "device", "efficiency", "must be in (0, 1], got %g", d->efficiency);
+  g_autofree char *base = g_path_get_basename(k->name);
+  char *dot = strrchr(base, '.');
+  if (dot)
+    *dot = '\0';
+  d->id = g_strdup(base);
+  d->name = g_key_file_get_string(k->kf, "device", "name", NULL);
+  if (!d->name)
+    d->name = g_strdup(base);
+  return TRUE;
+}
+
+TpDevice *tp_device_load(const char *path, GError **err)
+{
+  TpKeyFile k;
+  if (!tp_kf_open_file(&k, path, "device file", err))
+    return NULL;
+  TpDevice *d = g_new0(TpDevice, 1);
+  gboolean ok = device_read(&k, d, err);
+  tp_kf_close(&k);
+  if (!ok) {
+    tp_device_clear(d);
+    g_free(d);
+    return NULL;
+  }
+  return d;
+}
+
+static char *device_path(const char *cluster_path, const char *id)
+{
+  g_autofree char *dir = g_path_get_dirname(cluster_path);
+  g_autofree char *file = g_strconcat(id, ".device", NULL);
+  char *p = g_build_filename(dir, "..", "devices", file, NULL);
+  if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
+    return p;
+  g_free(p);
+  return tp_data_find("TP_DEVICES_DIR", "models/devices", id, ".device");
+}
+
+TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
+{
+  g_autofree char *path = NULL;
+  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".cluster"))
+    path = g_strdup(name_or_path);
+  else if (!(path = tp_data_find("TP_CLUSTERS_DIR", "models/clusters", name_or_path, ".cluster"))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cluster: no cluster named '%s' (shipped: A, B, C, h200)", name_or_path);
+    return NULL;
+  }
+  TpKeyFile k;
+  if (!tp_kf_open_file(&k, path, "cluster file", err))
+    return NULL;
+  static const char *const keys[] = { "name", "devices", "link_bandwidth", "link_latency", NULL };
+  g_autoptr(TpCluster) c = g_new0(TpCluster, 1);
+  c->source = g_strdup(path);
+  gboolean ok = g_key_file_has_group(k.kf, "cluster") || tp_kf_fail(&k, err, "cluster", NULL, "missing group");
+  g_auto(GStrv) groups = g_key_file_get_groups(k.kf, NULL);
+  for (int i = 0; ok && groups[i]; i++)
+    if (strcmp(groups[i], "cluster") != 0)
+      ok = tp_kf_fail(&k, err, groups[i], NULL, "unknown group (a cluster file has [cluster] only)");
+  ok = ok && tp_kf_known_keys(&k, "cluster", keys, err) &&
+       tp_kf_number(&k, "cluster", "link_bandwidth", TRUE, 1e-30, &c->link_bandwidth, err) &&
+       tp_kf_number(&k, "cluster", "link_latency", FALSE, 0, &c->link_latency, err);
+  g_autofree char *devs = ok ? g_key_file_get_value(k.kf, "cluster", "devices", NULL) : NULL;
+  if (ok && !devs)
+    ok = tp_kf_fail(&k, err, "cluster", NULL, "missing key 'devices' (device names, one per worker)");
+  if (ok) {
+    g_auto(GStrv) ids = g_strsplit(devs, ",", -1);
+    c->n = (int)g_strv_length(ids);
+    c->dev = g_new0(TpDevice, c->n);
+    for (int i = 0; ok && i < c->n; i++) {
+      char *id = g_strstrip(ids[i]);
+      g_autofree char *dp = *id ? device_path(path, id) : NULL;
+      if (!dp) {
+        ok = tp_kf_fail(&k, err, "cluster", "devices", "no device file for '%s' (looked for %s.device next to "
+                                                       "the cluster's ../devices and in the data directories)", id, id);
+        break;
+      }
+      TpDevice *d = tp_device_load(dp, err);
+      if (!(ok = d != NULL))
+        break;
+      c->dev[i] = *d;
+      g_free(d);
+    }
+  }
+  c->name = ok ? g_key_file_get_string(k.kf, "cluster", "name", NULL) : NULL;
+  if (ok && !c->name)
+    c->name = g_path_get_basename(path);
+  tp_kf_close(&k);
+  return ok ? g_steal_pointer(&c) : NULL;
+}

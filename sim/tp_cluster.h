@@ -1,0 +1,36 @@
+/* tp_cluster.h — device and cluster descriptions (models/devices/NAME.device,
+ * models/clusters/NAME.cluster) for the analytic cost model. */
+#ifndef TP_CLUSTER_H
+#define TP_CLUSTER_H
+
+#include <glib.h>
+
+typedef struct {
+  char *id;          /* file base name, e.g. quadro-rtx-6000 */
+  char *name;        /* e.g. "Quadro RTX 6000" */
+  double flops;      /* peak FP32 FLOP/s */
+  double memory;     /* bytes */
+  double bandwidth;  /* memory bytes/s */
+  double efficiency; /* fraction of peak reached by training layers, (0, 1] */
+} TpDevice;
+
+typedef struct {
+  char *name, *source;
+  int n;             /* workers (devices in stage order); 1 = all stages share the one device */
+  TpDevice *dev;
+  double link_bandwidth, link_latency;
+} TpCluster;
+
+/* A path (contains '/' or ends in .cluster) or a name looked up as NAME.cluster in
+ * $TP_CLUSTERS_DIR, the installed data, the source tree.  Devices are looked up by name next to
+ * the cluster file (../devices/NAME.device), then in $TP_DEVICES_DIR, the installed data, the tree. */
+TpCluster *tp_cluster_load(const char *name_or_path, GError **err);
+TpDevice *tp_device_load(const char *path, GError **err);
+void tp_device_clear(TpDevice *d);
+void tp_cluster_free(TpCluster *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpCluster, tp_cluster_free)
+
+/* The device stage s runs on when the pipeline has W stages. */
+static inline int tp_cluster_device_of(const TpCluster *c, int s) { return c->n == 1 ? 0 : s; }
+
+#endif

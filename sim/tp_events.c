@@ -1,0 +1,125 @@
+/* tp_events.c — event lists: from a simulation, to CSV and back. */
+#include "tp_events.h"
+#include "tp_error.h"
+#include "tp_keyfile.h"
+
+#include <string.h>
+
+const char *const tp_ev_kind_names[TP_N_EV_KINDS] = { "F", "B", "U", "send-act", "send-grad" };
+
+#define EVENTS_HEADER "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer"
+
+GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
+{
+  const TpSchedule *s = sim->s;
+  GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(TpEventRow), (guint)(2 * sim->n_ops));
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &ops[k];
+      long g = sim->ix->off[st] + k;
+      int micro = op->kind != TP_OP_U && op->micro != TP_WHOLE ? op->micro + 1 : 0;
+      TpEventRow r = { st + 1, (TpEvKind)op->kind, op->mb, micro, sim->start[g], sim->end[g], op->ver, m->latest[g], 0, 0 };
+      g_array_append_val(rows, r);
+      if (sim->cons[g] >= 0) {
+        TpEventRow x = { st + 1, op->kind == TP_OP_F ? TP_EV_SEND_ACT : TP_EV_SEND_GRAD, op->mb, micro, sim->xstart[g],
+                         sim->xend[g], -1, -1, tp_sim_op_bytes(sim->c, s, st, op), op->kind == TP_OP_F ? st + 2 : st };
+        g_array_append_val(rows, x);
+      }
+    }
+  }
+  return rows;
+}
+
+void tp_events_write_csv(GArray *rows, GString *out)
+{
+  g_string_append(out, EVENTS_HEADER "\n");
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *r = &g_array_index(rows, TpEventRow, i);
+    char micro[16] = "";
+    if (r->micro > 0)
+      g_snprintf(micro, sizeof micro, "%d", r->micro);
+    g_string_append_printf(out, "%d,%s,%d,%s,%.9g,%.9g,", r->stage, tp_ev_kind_names[r->kind], r->mb, micro, r->start,
+                           r->end);
+    if (r->kind <= TP_EV_U)
+      g_string_append_printf(out, "%d,%d,%d,,\n", r->version, r->latest, r->kind == TP_EV_U ? 0 : r->latest - r->version);
+    else
+      g_string_append_printf(out, ",,,%.9g,%d\n", r->bytes, r->peer);
+  }
+}
+
+static gboolean field_int(const char *t, int lo, int *out)
+{
+  gint64 v;
+  if (!g_ascii_string_to_signed(t, 10, lo, G_MAXINT32, &v, NULL))
+    return FALSE;
+  *out = (int)v;
+  return TRUE;
+}
+
+GArray *tp_events_parse(const char *text, const char *name, GError **err)
+{
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
+  gboolean header = FALSE;
+  for (int ln = 0; lines[ln]; ln++) {
+    char *line = g_strchomp(lines[ln]);
+    if (!*line || line[0] == '#')
+      continue;
+    if (!header) {
+      if (!g_str_has_prefix(line, EVENTS_HEADER)) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected the header '%s'", name, ln + 1, EVENTS_HEADER);
+        return NULL;
+      }
+      header = TRUE;
+      continue;
+    }
+    g_auto(GStrv) f = g_strsplit(line, ",", -1);
+    TpEventRow r = { .version = -1, .latest = -1 };
+    const char *bad = NULL;
+    int k;
+    if (g_strv_length(f) < 11)
+      bad = "expected 11 comma-separated fields";
+    else if (!field_int(f[0], 1, &r.stage))
+      bad = "bad stage";
+    else {
+      for (k = 0; k < TP_N_EV_KINDS && strcmp(f[1], tp_ev_kind_names[k]) != 0; k++)
+        ;
+      r.kind = (TpEvKind)k;
+      if (k == TP_N_EV_KINDS)
+        bad = "bad kind (F, B, U, send-act, send-grad)";
+      else if (!field_int(f[2], 1, &r.mb))
+        bad = "bad mini_batch";
+      else if (*f[3] && !field_int(f[3], 1, &r.micro))
+        bad = "bad micro_batch";
+      else if (!tp_kf_parse_number(f[4], &r.start) || !tp_kf_parse_number(f[5], &r.end) || r.end < r.start)
+        bad = "bad start/end (numbers, end >= start)";
+      else if (r.kind <= TP_EV_U && (!field_int(f[6], 0, &r.version) || !field_int(f[7], 0, &r.latest)))
+        bad = "bad version/latest";
+      else if (r.kind > TP_EV_U && (!tp_kf_parse_number(f[9], &r.bytes) || !field_int(f[10], 1, &r.peer)))
+        bad = "bad bytes/peer of a transfer";
+    }
+    if (bad) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s", name, ln + 1, bad);
+      return NULL;
+    }
+    g_array_append_val(rows, r);
+  }
+  if (!header) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: empty (no header '%s')", name, EVENTS_HEADER);
+    return NULL;
+  }
+  return g_steal_pointer(&rows);
+}
+
+GArray *tp_events_load(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read events file: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  return tp_events_parse(text, path, err);
+}

@@ -1,0 +1,28 @@
+/* tp_events.h — the event list of a timeline, simulated or measured: one row per operation and per
+ * transfer, written and read as CSV (stage,kind,mini_batch,micro_batch,start,end,version,latest,
+ * staleness,bytes,peer), so that predictions and measurements can be compared and plotted. */
+#ifndef TP_EVENTS_H
+#define TP_EVENTS_H
+
+#include "tp_metrics.h"
+
+typedef enum { TP_EV_F, TP_EV_B, TP_EV_U, TP_EV_SEND_ACT, TP_EV_SEND_GRAD, TP_N_EV_KINDS } TpEvKind;
+extern const char *const tp_ev_kind_names[TP_N_EV_KINDS];
+
+typedef struct {
+  int stage;      /* 1-based */
+  TpEvKind kind;
+  int mb, micro;  /* micro 1-based, 0 = whole mini-batch or none */
+  double start, end;
+  int version, latest; /* -1 for transfers */
+  double bytes;   /* transfers */
+  int peer;       /* receiving stage of a transfer, 0 otherwise */
+} TpEventRow;
+
+GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m);
+void tp_events_write_csv(GArray *rows, GString *out);
+/* Read an event CSV; errors name file:line. */
+GArray *tp_events_load(const char *path, GError **err);
+GArray *tp_events_parse(const char *text, const char *name, GError **err);
+
+#endif

@@ -1,0 +1,118 @@
+/* tp_keyfile.c — GKeyFile loading and messages with file:line for the project's key files. */
+#include "tp_keyfile.h"
+#include "tp_error.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+gboolean tp_kf_open(TpKeyFile *k, const char *name, const char *text, gsize len, GError **err)
+{
+  GError *e = NULL;
+  k->name = name;
+  k->text = g_strndup(text, len);
+  k->kf = g_key_file_new();
+  if (!g_key_file_load_from_data(k->kf, text, len, G_KEY_FILE_NONE, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
+    g_error_free(e);
+    tp_kf_close(k);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean tp_kf_open_file(TpKeyFile *k, const char *path, const char *what, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read %s: %s", what, e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  return tp_kf_open(k, path, text, len, err);
+}
+
+void tp_kf_close(TpKeyFile *k)
+{
+  g_free(k->text);
+  k->text = NULL;
+  if (k->kf)
+    g_key_file_unref(k->kf);
+  k->kf = NULL;
+}
+
+int tp_kf_line(const TpKeyFile *k, const char *group, const char *key)
+{
+  g_auto(GStrv) lines = g_strsplit(k->text, "\n", -1);
+  gboolean in = FALSE;
+  size_t gl = strlen(group);
+  for (int i = 0; lines[i]; i++) {
+    char *l = g_strstrip(lines[i]);
+    if (l[0] == '[') {
+      in = strncmp(l + 1, group, gl) == 0 && l[gl + 1] == ']';
+      if (in && !key)
+        return i + 1;
+    } else if (in && key && g_str_has_prefix(l, key)) {
+      const char *p = l + strlen(key);
+      while (*p == ' ' || *p == '\t')
+        p++;
+      if (*p == '=')
+        return i + 1;
+    }
+  }
+  return 0;
+}
+
+gboolean tp_kf_fail(const TpKeyFile *k, GError **err, const char *group, const char *key, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  int line = tp_kf_line(k, group, key);
+  g_autofree char *at = line ? g_strdup_printf("%s:%d", k->name, line) : g_strdup(k->name);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: [%s]%s%s: %s", at, group, key ? " " : "", key ? key : "", why);
+  return FALSE;
+}
+
+gboolean tp_kf_parse_number(const char *t, double *out)
+{
+  char *end = NULL;
+  while (*t == ' ' || *t == '\t')
+    t++;
+  double v = g_ascii_strtod(t, &end);
+  while (end && (*end == ' ' || *end == '\t'))
+    end++;
+  if (end == t || *end != '\0' || !isfinite(v))
+    return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gboolean required, double lo,
+                      double *out, GError **err)
+{
+  g_autofree char *v = g_key_file_get_value(k->kf, group, key, NULL);
+  if (!v)
+    return required ? tp_kf_fail(k, err, group, NULL, "missing key '%s'", key) : TRUE;
+  if (!tp_kf_parse_number(v, out) || *out < lo)
+    return tp_kf_fail(k, err, group, key, "expected a number >= %g, got '%s'", lo, v);
+  return TRUE;
+}
+
+gboolean tp_kf_known_keys(const TpKeyFile *k, const char *group, const char *const *known, GError **err)
+{
+  g_auto(GStrv) keys = g_key_file_get_keys(k->kf, group, NULL, NULL);
+  for (int i = 0; keys && keys[i]; i++) {
+    gboolean ok = FALSE;
+    for (int j = 0; known[j] && !ok; j++)
+      ok = strcmp(keys[i], known[j]) == 0;
+    if (!ok) {
+      g_autofree char *list = g_strjoinv(", ", (char **)known);
+      return tp_kf_fail(k, err, group, keys[i], "unknown key (known: %s)", list);
+    }
+  }
+  return TRUE;
+}

@@ -1,0 +1,338 @@
+/* tp_model.c — reader of layer-stack descriptions and the per-layer derivations:
+ * output shape, parameters, forward/backward FLOPs and activation elements per sample. */
+#include "config.h"
+#include "tp_model.h"
+#include "tp_error.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+const char *const tp_layer_names[TP_N_LAYER_KINDS] = { "conv",    "linear",     "relu",       "maxpool",
+                                                       "avgpool", "avgpool_to", "flatten",    "dropout",
+                                                       "batchnorm", "softmax_ce", "bottleneck" };
+
+void tp_model_free(TpModel *m)
+{
+  if (!m)
+    return;
+  g_free(m->name);
+  g_free(m->source);
+  if (m->layers)
+    g_array_unref(m->layers);
+  g_free(m);
+}
+
+G_GNUC_PRINTF(4, 5)
+static gboolean bad(GError **err, const char *file, int line, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s", file, line, why);
+  return FALSE;
+}
+
+static gboolean to_int(const char *t, int lo, int hi, int *out)
+{
+  gint64 v;
+  if (!g_ascii_string_to_signed(t, 10, lo, hi, &v, NULL))
+    return FALSE;
+  *out = (int)v;
+  return TRUE;
+}
+
+/* Output size of a window of size k, stride s, padding p over n. */
+static int window(int n, int k, int s, int p) { return (n + 2 * p - k) / s + 1; }
+
+/* One convolution cin x h x w -> cout (k, stride, pad), counted into *L. */
+static void add_conv(TpLayer *L, int cin, int h, int w, int cout, int k, int s, int p, gboolean bias, int *ho, int *wo)
+{
+  *ho = window(h, k, s, p);
+  *wo = window(w, k, s, p);
+  double macs = (double)cin * k * k * cout * *ho * *wo;
+  L->params += (long long)cin * k * k * cout + (bias ? cout : 0);
+  L->fwd_flops += 2 * macs;
+  L->bwd_flops += 4 * macs; /* input gradient and weight gradient */
+  L->stored_elems += (long long)cin * h * w;
+}
+
+/* Batch normalisation (2 parameters per channel) and an elementwise op over `elems`. */
+static void add_bn(TpLayer *L, int c, long long elems)
+{
+  L->params += 2LL * c;
+  L->fwd_flops += 4.0 * elems;
+  L->bwd_flops += 8.0 * elems;
+  L->stored_elems += elems;
+}
+
+static void add_eltwise(TpLayer *L, long long elems)
+{
+  L->fwd_flops += elems;
+  L->bwd_flops += elems;
+  L->stored_elems += elems;
+}
+
+/* torchvision's Bottleneck (v1.5: the stride sits on the 3x3 convolution), convolutions without
+ * bias, a projection shortcut when the shape changes. */
+static void add_bottleneck(TpLayer *L, int cin, int h, int w)
+{
+  int mid = L->mid, out = L->out, s = L->stride, h1, w1, h2, w2, h3, w3, hs, ws;
+  add_conv(L, cin, h, w, mid, 1, 1, 0, FALSE, &h1, &w1);
+  add_bn(L, mid, (long long)mid * h1 * w1);
+  add_eltwise(L, (long long)mid * h1 * w1);
+  add_conv(L, mid, h1, w1, mid, 3, s, 1, FALSE, &h2, &w2);
+  add_bn(L, mid, (long long)mid * h2 * w2);
+  add_eltwise(L, (long long)mid * h2 * w2);
+  add_conv(L, mid, h2, w2, out, 1, 1, 0, FALSE, &h3, &w3);
+  add_bn(L, out, (long long)out * h3 * w3);
+  if (s != 1 || cin != out) {
+    add_conv(L, cin, h, w, out, 1, s, 0, FALSE, &hs, &ws);
+    add_bn(L, out, (long long)out * hs * ws);
+  }
+  add_eltwise(L, (long long)out * h3 * w3); /* residual add */
+  add_eltwise(L, (long long)out * h3 * w3); /* final relu */
+  L->cout = out, L->hout = h3, L->wout = w3;
+}
+
+/* Parse "key=value" options of a layer line. */
+static gboolean layer_options(TpLayer *L, char **tok, int first, const char *file, int line, GError **err)
+{
+  for (int i = first; tok[i]; i++) {
+    char *eq = strchr(tok[i], '=');
+    int v;
+    if (!eq)
+      return bad(err, file, line, "unexpected '%s' (options are key=value)", tok[i]);
+    *eq = '\0';
+    const char *key = tok[i], *val = eq + 1;
+    gboolean ok = to_int(val, 0, 1 << 20, &v);
+    if (ok && strcmp(key, "stride") == 0 && v >= 1 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_MAXPOOL ||
+                                                       L->kind == TP_LAYER_AVGPOOL || L->kind == TP_LAYER_BOTTLENECK))
+      L->stride = v;
+    else if (ok && strcmp(key, "pad") == 0 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_MAXPOOL ||
+                                               L->kind == TP_LAYER_AVGPOOL))
+      L->pad = v;
+    else if (ok && strcmp(key, "bias") == 0 && v <= 1 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_LINEAR))
+      L->bias = v;
+    else
+      return bad(err, file, line, "%s: bad option '%s=%s'", tp_layer_names[L->kind], key, val);
+  }
+  return TRUE;
+}
+
+/* Derive shape, parameters, FLOPs and activations of L from its input shape. */
+static gboolean derive(TpLayer *L, int c, int h, int w, const char *file, GError **err)
+{
+  long long in = (long long)c * h * w;
+  L->cin = c, L->hin = h, L->win = w, L->in_elems = in;
+  L->cout = c, L->hout = h, L->wout = w;
+  switch (L->kind) {
+  case TP_LAYER_CONV:
+    if (window(h, L->k, L->stride, L->pad) < 1 || window(w, L->k, L->stride, L->pad) < 1)
+      return bad(err, file, L->line, "conv: a %dx%d kernel does not fit a %dx%d input", L->k, L->k, h, w);
+    add_conv(L, c, h, w, L->out, L->k, L->stride, L->pad, L->bias, &L->hout, &L->wout);
+    L->cout = L->out;
+    break;
+  case TP_LAYER_LINEAR:
+    if (h != 1 || w != 1)
+      return bad(err, file, L->line, "linear needs a flat input, got %dx%dx%d (add flatten)", c, h, w);
+    L->params = (long long)c * L->out + (L->bias ? L->out : 0);
+    L->fwd_flops = 2.0 * c * L->out;
+    L->bwd_flops = 4.0 * c * L->out;
+    L->stored_elems = c;
+    L->cout = L->out;
+    break;
+  case TP_LAYER_MAXPOOL:
+  case TP_LAYER_AVGPOOL:
+    L->hout = window(h, L->k, L->stride, L->pad);
+    L->wout = window(w, L->k, L->stride, L->pad);
+    if (L->hout < 1 || L->wout < 1)
+      return bad(err, file, L->line, "%s: a %dx%d window does not fit a %dx%d input", tp_layer_names[L->kind], L->k,
+                 L->k, h, w);
+    L->fwd_flops = (double)L->k * L->k * c * L->hout * L->wout;
+    L->bwd_flops = (double)c * L->hout * L->wout;
+    L->stored_elems = L->kind == TP_LAYER_MAXPOOL ? (long long)c * L->hout * L->wout : 0;
+    break;
+  case TP_LAYER_AVGPOOL_TO:
+    L->hout = L->k, L->wout = L->out;
+    L->fwd_flops = L->bwd_flops = (double)in + (double)c * L->hout * L->wout;
+    break;
+  case TP_LAYER_FLATTEN:
+    L->cout = (int)in, L->hout = L->wout = 1;
+    break;
+  case TP_LAYER_RELU:
+  case TP_LAYER_DROPOUT:
+    add_eltwise(L, in);
+    break;
+  case TP_LAYER_BATCHNORM:
+    add_bn(L, c, in);
+    break;
+  case TP_LAYER_SOFTMAX_CE:
+    if (h != 1 || w != 1)
+      return bad(err, file, L->line, "softmax_ce needs a flat input (class scores)");
+    L->fwd_flops = 5.0 * c;
+    L->bwd_flops = 2.0 * c;
+    L->stored_elems = c;
+    break;
+  case TP_LAYER_BOTTLENECK:
+    if (window(h, 3, L->stride, 1) < 1)
+      return bad(err, file, L->line, "bottleneck: input %dx%d too small", h, w);
+    add_bottleneck(L, c, h, w);
+    break;
+  default: g_assert_not_reached();
+  }
+  L->out_elems = (long long)L->cout * L->hout * L->wout;
+  return TRUE;
+}
+
+static gboolean parse_layer(TpModel *m, char **tok, int line, int *c, int *h, int *w, const char *file, GError **err)
+{
+  TpLayer L = { .line = line, .stride = 1, .bias = TRUE };
+  int i;
+  for (i = 0; i < TP_N_LAYER_KINDS && strcmp(tok[0], tp_layer_names[i]) != 0; i++)
+    ;
+  if (i == TP_N_LAYER_KINDS)
+    return bad(err, file, line, "unknown layer '%s' (known: conv, linear, relu, maxpool, avgpool, avgpool_to, "
+                                "flatten, dropout, batchnorm, softmax_ce, bottleneck)", tok[0]);
+  L.kind = (TpLayerKind)i;
+  /* positional arguments */
+  static const int npos[TP_N_LAYER_KINDS] = { 2, 1, 0, 1, 1, 2, 0, 0, 0, 0, 2 };
+  static const char *const usage[TP_N_LAYER_KINDS] = {
+    "conv OUT K [stride=S] [pad=P] [bias=0|1]", "linear OUT [bias=0|1]", "relu", "maxpool K [stride=S] [pad=P]",
+    "avgpool K [stride=S] [pad=P]", "avgpool_to H W", "flatten", "dropout", "batchnorm", "softmax_ce",
+    "bottleneck MID OUT [stride=S]"
+  };
+  int vals[2] = { 0, 0 };
+  for (int a = 0; a < npos[i]; a++)
+    if (!tok[1 + a] || strchr(tok[1 + a], '=') || !to_int(tok[1 + a], 1, 1 << 20, &vals[a]))
+      return bad(err, file, line, "expected '%s'", usage[i]);
+  switch (L.kind) {
+  case TP_LAYER_CONV: L.out = vals[0], L.k = vals[1]; break;
+  case TP_LAYER_LINEAR: L.out = vals[0]; break;
+  case TP_LAYER_MAXPOOL:
+  case TP_LAYER_AVGPOOL: L.k = vals[0], L.stride = vals[0]; break;
+  case TP_LAYER_AVGPOOL_TO: L.k = vals[0], L.out = vals[1]; break;
+  case TP_LAYER_BOTTLENECK: L.mid = vals[0], L.out = vals[1]; break;
+  default: break;
+  }
+  if (!layer_options(&L, tok, 1 + npos[i], file, line, err) || !derive(&L, *c, *h, *w, file, err))
+    return FALSE;
+  *c = L.cout, *h = L.hout, *w = L.wout;
+  g_array_append_val(m->layers, L);
+  return TRUE;
+}
+
+TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **err)
+{
+  g_autoptr(TpModel) m = g_new0(TpModel, 1);
+  m->source = g_strdup(name);
+  m->layers = g_array_new(FALSE, TRUE, sizeof(TpLayer));
+  g_autofree char *copy = g_strndup(text, len);
+  g_auto(GStrv) lines = g_strsplit(copy, "\n", -1);
+  int c = 0, h = 0, w = 0;
+  gboolean have_input = FALSE;
+  for (int ln = 0; lines[ln]; ln++) {
+    char *hash = strchr(lines[ln], '#');
+    if (hash)
+      *hash = '\0';
+    g_auto(GStrv) raw = g_strsplit_set(g_strstrip(lines[ln]), " \t", -1);
+    g_autoptr(GPtrArray) tv = g_ptr_array_new();
+    for (int i = 0; raw[i]; i++)
+      if (raw[i][0])
+        g_ptr_array_add(tv, raw[i]);
+    if (tv->len == 0)
+      continue;
+    g_ptr_array_add(tv, NULL);
+    char **tok = (char **)tv->pdata;
+    int line = ln + 1;
+    if (strcmp(tok[0], "name") == 0) {
+      if (!tok[1] || tok[2]) {
+        bad(err, name, line, "expected 'name NAME'");
+        return NULL;
+      }
+      g_free(m->name);
+      m->name = g_strdup(tok[1]);
+    } else if (strcmp(tok[0], "dataset") == 0) {
+      gint64 v;
+      if (!tok[1] || tok[2] || !g_ascii_string_to_signed(tok[1], 10, 1, G_MAXINT64 / 2, &v, NULL)) {
+        bad(err, name, line, "expected 'dataset SAMPLES' (samples per epoch)");
+        return NULL;
+      }
+      m->dataset = v;
+    } else if (strcmp(tok[0], "input") == 0) {
+      if (have_input || m->layers->len) {
+        bad(err, name, line, "'input' must come once, before the layers");
+        return NULL;
+      }
+      if (!tok[1] || !tok[2] || !tok[3] || tok[4] || !to_int(tok[1], 1, 1 << 20, &c) ||
+          !to_int(tok[2], 1, 1 << 16, &h) || !to_int(tok[3], 1, 1 << 16, &w)) {
+        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH'");
+        return NULL;
+      }
+      m->C = c, m->H = h, m->W = w;
+      have_input = TRUE;
+    } else {
+      if (!have_input) {
+        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH' before the first layer");
+        return NULL;
+      }
+      if (!parse_layer(m, tok, line, &c, &h, &w, name, err))
+        return NULL;
+    }
+  }
+  if (m->layers->len == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no layers", name);
+    return NULL;
+  }
+  if (!m->name) {
+    g_autofree char *base = g_path_get_basename(name);
+    char *dot = strrchr(base, '.');
+    if (dot)
+      *dot = '\0';
+    m->name = g_strdup(base);
+  }
+  for (int i = 0; i < tp_model_n_layers(m); i++) {
+    const TpLayer *L = tp_model_layer(m, i);
+    m->params += L->params;
+    m->fwd_flops += L->fwd_flops;
+    m->bwd_flops += L->bwd_flops;
+  }
+  return g_steal_pointer(&m);
+}
+
+char *tp_data_find(const char *env_var, const char *sub, const char *name, const char *ext)
+{
+  g_autofree char *file = g_strconcat(name, ext, NULL);
+  const char *dirs[3] = { g_getenv(env_var), TP_DATADIR, TP_SRCDIR };
+  for (int i = 0; i < 3; i++) {
+    if (!dirs[i])
+      continue;
+    char *p = i == 0 ? g_build_filename(dirs[i], file, NULL) : g_build_filename(dirs[i], sub, file, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_REGULAR))
+      return p;
+    g_free(p);
+  }
+  return NULL;
+}
+
+TpModel *tp_model_load(const char *name_or_path, GError **err)
+{
+  g_autofree char *path = NULL;
+  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model"))
+    path = g_strdup(name_or_path);
+  else if (!(path = tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model"))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: no model named '%s' (looked for %s.model in $TP_MODELS_DIR, "
+                                               "%s/models and %s/models)", name_or_path, name_or_path, TP_DATADIR,
+                TP_SRCDIR);
+    return NULL;
+  }
+  g_autofree char *text = NULL;
+  gsize len;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read model file: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  return tp_model_parse(text, len, path, err);
+}

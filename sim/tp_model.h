@@ -1,0 +1,63 @@
+/* tp_model.h — layer-stack model descriptions (models/NAME.model): shapes are propagated and
+ * parameters, activation sizes and FLOPs per sample are derived, never typed in. */
+#ifndef TP_MODEL_H
+#define TP_MODEL_H
+
+#include <glib.h>
+
+typedef enum {
+  TP_LAYER_CONV,
+  TP_LAYER_LINEAR,
+  TP_LAYER_RELU,
+  TP_LAYER_MAXPOOL,
+  TP_LAYER_AVGPOOL,
+  TP_LAYER_AVGPOOL_TO,
+  TP_LAYER_FLATTEN,
+  TP_LAYER_DROPOUT,
+  TP_LAYER_BATCHNORM,
+  TP_LAYER_SOFTMAX_CE,
+  TP_LAYER_BOTTLENECK,
+  TP_N_LAYER_KINDS
+} TpLayerKind;
+
+typedef struct {
+  TpLayerKind kind;
+  int line;                   /* line in the model file */
+  int out, k, stride, pad;    /* as written (out channels/features, kernel, stride, padding) */
+  int mid;                    /* bottleneck width */
+  gboolean bias;
+  int cin, hin, win;          /* input shape (flat inputs: cin features, 1 x 1) */
+  int cout, hout, wout;       /* output shape */
+  long long params;
+  double fwd_flops, bwd_flops; /* per sample */
+  long long in_elems, out_elems; /* per sample */
+  long long stored_elems;     /* per sample, kept from forward to backward */
+} TpLayer;
+
+typedef struct {
+  char *name;   /* the model's name line, or the file's base name */
+  char *source; /* file it was read from */
+  int C, H, W;  /* input shape */
+  long long dataset; /* samples per epoch (0 if not given) */
+  GArray *layers;    /* TpLayer */
+  long long params;
+  double fwd_flops, bwd_flops;
+} TpModel;
+
+extern const char *const tp_layer_names[TP_N_LAYER_KINDS];
+
+TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **err);
+/* A path (contains '/' or ends in .model), or a name looked up as NAME.model in $TP_MODELS_DIR,
+ * the installed models directory, then the source tree's models/. */
+TpModel *tp_model_load(const char *name_or_path, GError **err);
+void tp_model_free(TpModel *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpModel, tp_model_free)
+
+static inline const TpLayer *tp_model_layer(const TpModel *m, int i) { return &g_array_index(m->layers, TpLayer, i); }
+static inline int tp_model_n_layers(const TpModel *m) { return (int)m->layers->len; }
+
+/* Find a data file: `sub/NAME.ext` under $env_var, the installed data directory, the source tree.
+ * Returns a newly allocated path or NULL. */
+char *tp_data_find(const char *env_var, const char *sub, const char *name, const char *ext);
+
+#endif

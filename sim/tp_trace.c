@@ -1,0 +1,76 @@
+/* tp_trace.c — writer of the Chrome trace-event format for simulated (and measured) timelines. */
+#include "tp_trace.h"
+
+enum { LANE_COMPUTE = 1, LANE_SEND_DOWN = 2, LANE_SEND_UP = 3 };
+
+static void op_label(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
+{
+  if (op->kind == TP_OP_U)
+    g_snprintf(buf, len, "U %d", op->mb);
+  else if (op->micro == TP_WHOLE)
+    g_snprintf(buf, len, "%c %d", "FB"[op->kind], op->mb);
+  else if (s->N <= 26)
+    g_snprintf(buf, len, "%c %d%c", "FB"[op->kind], op->mb, 'A' + op->micro);
+  else
+    g_snprintf(buf, len, "%c %d.%d", "FB"[op->kind], op->mb, op->micro + 1);
+}
+
+static void micro_arg(GString *out, const TpOp *op)
+{
+  if (op->kind == TP_OP_U || op->micro == TP_WHOLE)
+    g_string_append(out, "null");
+  else
+    g_string_append_printf(out, "%d", op->micro + 1);
+}
+
+void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
+{
+  const TpSchedule *s = sim->s;
+  const double scale = sim->c->unit ? 1e3 : 1e6; /* to microseconds */
+  static const char *const cat[] = { "forward", "backward", "update" };
+  g_string_append_printf(out, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"time_unit\": \"%s\", \"note\": \"%s\"},\n"
+                              "\"traceEvents\": [\n",
+                         sim->c->time_unit, sim->c->unit ? "1 unit slot is drawn as 1 ms" : "times in microseconds");
+  for (int st = 0; st < s->W; st++) {
+    g_string_append_printf(out,
+                           "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"stage %d\"}},\n"
+                           "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}},\n"
+                           "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"compute\"}},\n",
+                           st + 1, st + 1, st + 1, st + 1, st + 1, LANE_COMPUTE);
+    if (st < s->W - 1)
+      g_string_append_printf(out, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
+                                  "{\"name\": \"send to stage %d\"}},\n", st + 1, LANE_SEND_DOWN, st + 2);
+    if (st > 0)
+      g_string_append_printf(out, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
+                                  "{\"name\": \"send to stage %d\"}},\n", st + 1, LANE_SEND_UP, st);
+  }
+  gboolean first = TRUE;
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &ops[k];
+      long g = sim->ix->off[st] + k;
+      char name[48];
+      op_label(s, op, name, sizeof name);
+      g_string_append_printf(out, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+                                  "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
+                             first ? "" : ",\n", name, cat[op->kind], st + 1, LANE_COMPUTE, sim->start[g] * scale,
+                             (sim->end[g] - sim->start[g]) * scale, op->mb);
+      micro_arg(out, op);
+      g_string_append_printf(out, ", \"version\": %d, \"latest\": %d}}", op->ver, m->latest[g]);
+      first = FALSE;
+      if (sim->cons[g] >= 0) {
+        gboolean down = op->kind == TP_OP_F;
+        g_string_append_printf(out, ",\n{\"name\": \"%s %s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+                                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
+                               down ? "act" : "grad", name + 2, down ? "send-act" : "send-grad", st + 1,
+                               down ? LANE_SEND_DOWN : LANE_SEND_UP, sim->xstart[g] * scale,
+                               (sim->xend[g] - sim->xstart[g]) * scale, op->mb);
+        micro_arg(out, op);
+        g_string_append_printf(out, ", \"version\": %d, \"to\": %d, \"bytes\": %.9g}}", op->ver,
+                               down ? st + 2 : st, tp_sim_op_bytes(sim->c, s, st, op));
+      }
+    }
+  }
+  g_string_append(out, "\n]}\n");
+}

@@ -1,0 +1,275 @@
+/* test-model.c — workload descriptions against the networks' well-known totals, the partitioner
+ * against brute force, device and cluster files, and the analytic stage costs by hand. */
+#include "tp_analytic.h"
+#include "tp_cluster.h"
+#include "tp_model.h"
+#include "tp_partition.h"
+#include "tp_test.h"
+
+#include <glib/gstdio.h>
+
+static TpModel *model(const char *name)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(name, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(m);
+  return m;
+}
+
+/* Parameter totals: torchvision's published counts for the ImageNet networks; the CIFAR-100 and
+ * Tiny-ImageNet variants differ only in the classifier (and AlexNet-CIFAR is the common 2.47M net). */
+static void test_parameter_totals(void)
+{
+  struct { const char *name; long long params; } cases[] = {
+    { "alexnet-imagenet", 61100840 },
+    { "vgg16-imagenet", 138357544 },
+    { "resnet50-imagenet", 25557032 },
+    { "alexnet-tinyimagenet", 61100840 - (4096LL * 1000 + 1000) + (4096LL * 200 + 200) },
+    { "vgg16-cifar100", 138357544 - (4096LL * 1000 + 1000) + (4096LL * 100 + 100) },
+    { "vgg16-tinyimagenet", 138357544 - (4096LL * 1000 + 1000) + (4096LL * 200 + 200) },
+    { "resnet50-cifar100", 25557032 - (2048LL * 1000 + 1000) + (2048LL * 100 + 100) },
+    { "resnet50-tinyimagenet", 25557032 - (2048LL * 1000 + 1000) + (2048LL * 200 + 200) },
+    /* 2,472,266 with 10 classes (the well-known 2.47M), 90 more classes of 257 weights each */
+    { "alexnet-cifar100", 2472266 + 90LL * 257 },
+    { "mlp", 784LL * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10 },
+    { "cnn", 25LL * 16 + 16 + 16 * 25 * 32 + 32 + 32 * 7 * 7 * 128 + 128 + 128 * 10 + 10 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(TpModel) m = model(cases[i].name);
+    if (m->params != cases[i].params)
+      g_error("%s: %lld parameters, expected %lld", cases[i].name, m->params, cases[i].params);
+    g_assert_cmpint(m->dataset, >, 0);
+    const TpLayer *last = tp_model_layer(m, tp_model_n_layers(m) - 1);
+    g_assert_cmpint(last->kind, ==, TP_LAYER_SOFTMAX_CE);
+  }
+}
+
+/* Multiply-accumulates of the ImageNet networks (widely quoted: AlexNet 0.71 G, VGG-16 15.47 G,
+ * ResNet-50 4.09 G) within 3%; our FLOPs count 2 per multiply-accumulate. */
+static void test_flops(void)
+{
+  struct { const char *name; double gmacs; } cases[] = {
+    { "alexnet-imagenet", 0.714 }, { "vgg16-imagenet", 15.47 }, { "resnet50-imagenet", 4.09 } };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(TpModel) m = model(cases[i].name);
+    double gmacs = m->fwd_flops / 2e9;
+    if (gmacs < cases[i].gmacs * 0.97 || gmacs > cases[i].gmacs * 1.03)
+      g_error("%s: %.3f GMACs, expected about %.3f", cases[i].name, gmacs, cases[i].gmacs);
+    g_assert_cmpfloat(m->bwd_flops, >, 1.5 * m->fwd_flops);
+  }
+  /* one layer by hand: cnn's first convolution, 1x28x28 -> 16x28x28 with a 5x5 kernel */
+  g_autoptr(TpModel) m = model("cnn");
+  const TpLayer *c1 = tp_model_layer(m, 0);
+  g_assert_cmpfloat(c1->fwd_flops, ==, 2.0 * 25 * 16 * 28 * 28);
+  g_assert_cmpint(c1->out_elems, ==, 16 * 28 * 28);
+  g_assert_cmpint(c1->stored_elems, ==, 28 * 28);
+}
+
+static void expect_model_error(const char *text, const char *needle)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_parse(text, strlen(text), "bad.model", &err);
+  g_assert_null(m);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("message '%s' lacks '%s'", err->message, needle);
+  g_error_free(err);
+}
+
+static void test_bad_models(void)
+{
+  expect_model_error("input 1 28 28\nflatten\nsoftmax 10\n", "bad.model:3: unknown layer 'softmax'");
+  expect_model_error("input 1 28 28\nlinear 10\n", "bad.model:2: linear needs a flat input");
+  expect_model_error("input 1 8 8\nconv 4 9\n", "bad.model:2: conv: a 9x9 kernel does not fit a 8x8 input");
+  expect_model_error("input 1 8 8\nconv 4\n", "bad.model:2: expected 'conv OUT K");
+  expect_model_error("input 1 8 8\nconv 4 3 strid=2\n", "bad.model:2: conv: bad option 'strid=2'");
+  expect_model_error("conv 4 3\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH' before the first layer");
+  expect_model_error("input 1 8\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH'");
+  expect_model_error("input 1 8 8\n# nothing\n", "bad.model: no layers");
+  expect_model_error("input 1 8 8\ndataset many\nflatten\n", "bad.model:2: expected 'dataset SAMPLES'");
+}
+
+/* ---- partitioner -------------------------------------------------------------------------- */
+
+typedef struct {
+  int L, W;
+  double w[16];     /* layer weights */
+  double speed[6];  /* per stage */
+  double mem[16];   /* layer memory */
+  double cap;
+} Toy;
+
+static double toy_cost(int s, int lo, int hi, gpointer data)
+{
+  const Toy *t = data;
+  double sum = 0;
+  for (int i = lo; i < hi; i++)
+    sum += t->w[i];
+  return sum / t->speed[s];
+}
+
+static gboolean toy_fits(int s, int lo, int hi, gpointer data)
+{
+  const Toy *t = data;
+  double sum = 0;
+  for (int i = lo; i < hi; i++)
+    sum += t->mem[i];
+  return sum <= t->cap * (s + 1) / 2.0;
+}
+
+static void test_partition_brute(void)
+{
+  GRand *rng = g_rand_new_with_seed(7);
+  int compared = 0, infeasible = 0;
+  for (int trial = 0; trial < 400; trial++) {
+    Toy t = { .L = g_rand_int_range(rng, 1, 11), .W = g_rand_int_range(rng, 1, 5) };
+    for (int i = 0; i < t.L; i++)
+      t.w[i] = g_rand_int_range(rng, 1, 20), t.mem[i] = g_rand_int_range(rng, 1, 10);
+    for (int s = 0; s < t.W; s++)
+      t.speed[s] = g_rand_int_range(rng, 1, 4);
+    t.cap = g_rand_int_range(rng, 5, 30);
+    for (int with_fit = 0; with_fit < 2; with_fit++) {
+      int b1[8], b2[8];
+      double v1 = -1, v2 = -2;
+      TpRangeFits fits = with_fit ? toy_fits : NULL;
+      gboolean ok1 = tp_partition(t.L, t.W, toy_cost, fits, &t, b1, &v1);
+      gboolean ok2 = tp_partition_brute(t.L, t.W, toy_cost, fits, &t, b2, &v2);
+      g_assert_cmpint(ok1, ==, ok2);
+      if (!ok1) {
+        infeasible++;
+        continue;
+      }
+      g_assert_cmpfloat(v1, ==, v2);
+      /* the returned split achieves the value it claims, and is contiguous and complete */
+      double worst = 0;
+      g_assert_cmpint(b1[0], ==, 0);
+      g_assert_cmpint(b1[t.W], ==, t.L);
+      for (int s = 0; s < t.W; s++) {
+        g_assert_cmpint(b1[s], <, b1[s + 1]);
+        worst = MAX(worst, toy_cost(s, b1[s], b1[s + 1], &t));
+        if (fits)
+          g_assert_true(fits(s, b1[s], b1[s + 1], &t));
+      }
+      g_assert_cmpfloat(worst, ==, v1);
+      compared++;
+    }
+  }
+  g_rand_free(rng);
+  g_assert_cmpint(compared, >, 300);
+  g_assert_cmpint(infeasible, >, 0);
+}
+
+/* ---- devices, clusters, analytic costs ----------------------------------------------------- */
+
+static void test_clusters(void)
+{
+  const char *names[] = { "A", "B", "C", "h200" };
+  const int workers[] = { 2, 3, 4, 1 };
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    GError *err = NULL;
+    g_autoptr(TpCluster) c = tp_cluster_load(names[i], &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(c->n, ==, workers[i]);
+    g_assert_cmpfloat(c->link_bandwidth, >, 0);
+  }
+  g_autoptr(TpCluster) c = tp_cluster_load("C", NULL);
+  g_assert_cmpstr(c->dev[0].name, ==, "Quadro RTX 6000");
+  g_assert_cmpstr(c->dev[3].name, ==, "RTX 2080");
+  g_assert_cmpfloat(c->dev[3].memory, ==, 8589934592.0);
+}
+
+static void expect_cluster_error(const char *text, const char *needle)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-cluster-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "bad.cluster", NULL);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  GError *err = NULL;
+  TpCluster *c = tp_cluster_load(path, &err);
+  g_assert_null(c);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_autofree char *want = g_strdup_printf("%s%s", strchr(needle, ':') == needle ? path : "", needle);
+  if (!strstr(err->message, want))
+    g_error("message '%s' lacks '%s'", err->message, want);
+  g_error_free(err);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+static void test_bad_clusters(void)
+{
+  expect_cluster_error("[cluster]\ndevices = rtx-2080\nlink_bandwidth = fast\n", ":3: [cluster] link_bandwidth: expected a number");
+  expect_cluster_error("[cluster]\ndevices = warp-drive\nlink_bandwidth = 1e9\n", ":2: [cluster] devices: no device file for 'warp-drive'");
+  expect_cluster_error("[cluster]\ndevices = rtx-2080\nlink_bandwidth = 1e9\ncolour = red\n", ":4: [cluster] colour: unknown key");
+  expect_cluster_error("[cluster]\nlink_bandwidth = 1e9\n", "missing key 'devices'");
+  expect_cluster_error("[cluster]\ndevices = rtx-2080\n", "missing key 'link_bandwidth'");
+  expect_cluster_error("[nodes]\n", "[cluster]: missing group");
+}
+
+static void test_bad_device(void)
+{
+  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-bad.device", NULL);
+  g_assert_true(g_file_set_contents(path, "[device]\nflops = 1e12\nmemory = 1e9\nmemory_bandwidth = 1e11\n"
+                                          "efficiency = 1.5\n", -1, NULL));
+  GError *err = NULL;
+  g_assert_null(tp_device_load(path, &err));
+  g_autofree char *want = g_strdup_printf("%s:5: [device] efficiency: must be in (0, 1]", path);
+  g_assert_nonnull(err);
+  if (!g_str_has_prefix(err->message, want))
+    g_error("'%s' lacks '%s'", err->message, want);
+  g_error_free(err);
+  g_unlink(path);
+}
+
+/* Stage costs by hand for the mlp on cluster A (2 stages) with a fixed split. */
+static void test_analytic_costs(void)
+{
+  g_autoptr(TpModel) m = model("mlp");
+  g_autoptr(TpCluster) c = tp_cluster_load("A", NULL);
+  GError *err = NULL;
+  g_autoptr(TpAnalytic) a = tp_analytic_new(m, c, 2, 4, 256, &err);
+  g_assert_no_error(err);
+  int counts[2] = { 3, 4 }; /* flatten linear relu | linear relu linear softmax_ce */
+  g_assert_true(tp_analytic_split(a, counts, NULL, NULL, &err));
+  g_autoptr(TpCost) cost = tp_analytic_cost(a);
+  double b = 64; /* samples per micro-batch */
+  const TpDevice *d0 = &c->dev[0], *d1 = &c->dev[1];
+  double f0 = 0, f1 = 0;
+  for (int i = 0; i < 3; i++)
+    f0 += tp_layer_time(tp_model_layer(m, i), d0, b, FALSE);
+  for (int i = 3; i < 7; i++)
+    f1 += tp_layer_time(tp_model_layer(m, i), d1, b, FALSE);
+  g_assert_cmpfloat_with_epsilon(cost->stage[0].fwd, f0, 1e-15);
+  g_assert_cmpfloat_with_epsilon(cost->stage[1].fwd, f1, 1e-15);
+  /* the first linear: 784x256 MACs per sample, compute-bound or memory-bound, whichever is slower */
+  const TpLayer *lin = tp_model_layer(m, 1);
+  double t = MAX(b * 2.0 * 784 * 256 / (d0->flops * d0->efficiency),
+                 4.0 * (b * (784 + 256) + lin->params) / (d0->bandwidth * d0->efficiency));
+  g_assert_cmpfloat_with_epsilon(tp_layer_time(lin, d0, b, FALSE), t, 1e-18);
+  g_assert_cmpfloat(cost->stage[0].act_bytes, ==, 4.0 * b * 256);   /* relu output */
+  g_assert_cmpfloat(cost->stage[1].grad_bytes, ==, 4.0 * b * 256);  /* gradient of that */
+  g_assert_cmpfloat(cost->stage[0].weight_bytes, ==, 4.0 * (784 * 256 + 256));
+  g_assert_cmpfloat(cost->samples_per_micro, ==, b);
+  g_assert_cmpint(cost->stage[1].device, ==, 1);
+  /* bad sizes */
+  g_assert_null(tp_analytic_new(m, c, 3, 4, 256, &err));
+  g_assert_nonnull(strstr(err->message, "cluster A has 2 workers"));
+  g_clear_error(&err);
+  g_assert_null(tp_analytic_new(m, c, 2, 3, 256, &err));
+  g_assert_nonnull(strstr(err->message, "do not split into N=3"));
+  g_clear_error(&err);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/model/parameter-totals", test_parameter_totals);
+  g_test_add_func("/model/flops", test_flops);
+  g_test_add_func("/model/bad-models", test_bad_models);
+  g_test_add_func("/model/partition-brute-force", test_partition_brute);
+  g_test_add_func("/model/clusters", test_clusters);
+  g_test_add_func("/model/bad-clusters", test_bad_clusters);
+  g_test_add_func("/model/bad-device", test_bad_device);
+  g_test_add_func("/model/analytic-costs", test_analytic_costs);
+  return g_test_run();
+}
