@@ -126,8 +126,13 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     if (meas_ev)
       xmax = MAX(xmax, events_end(meas_ev, &lanes));
     long boxes = 0;
-    for (guint i = 0; i < sim_ev->len; i++)
-      boxes += g_array_index(sim_ev, TpEventRow, i).kind <= TP_EV_B;
+    gboolean has_update = FALSE, has_xfer = FALSE;
+    for (guint i = 0; i < sim_ev->len; i++) {
+      const TpEventRow *r = &g_array_index(sim_ev, TpEventRow, i);
+      boxes += r->kind <= TP_EV_B;
+      has_update |= r->kind == TP_EV_U && r->end > r->start;
+      has_xfer |= r->kind >= TP_EV_SEND_ACT && r->end > r->start;
+    }
     int labels_on = !no_labels && (labels || boxes <= 400);
     g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
     timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, versions, data);
@@ -148,6 +153,8 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "series", nseries);
       tp_plot_num(p, "labels", labels_on);
       tp_plot_num(p, "xmax", xmax);
+      tp_plot_num(p, "has_update", has_update);
+      tp_plot_num(p, "has_xfer", has_xfer);
       int width = (int)CLAMP(300 + 28 * (c && c->unit ? xmax : 60), 900, 2400);
       ok = tp_plot_render(p, "timeline", output, width, 160 + 70 * lanes * nseries, err);
     }
