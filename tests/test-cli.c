@@ -339,6 +339,26 @@ static void test_model_cli(void)
   E("--split: the stages get 12 layers, model cnn has 11", "simulate", "--model", "cnn", "--cluster", "C", "--split", "3,3,3,3");
   E("--batch, --split and --fit-memory need --model", "simulate", "--batch", "64");
 #undef E
+  /* a bad cluster file and a bad device file behind a cluster */
+  g_autofree char *pdir = g_dir_make_tmp("tp-cli-cluster-XXXXXX", NULL);
+  g_autofree char *cdir = g_build_filename(pdir, "clusters", NULL);
+  g_autofree char *ddir = g_build_filename(pdir, "devices", NULL);
+  g_mkdir_with_parents(cdir, 0700);
+  g_autofree char *cl = g_build_filename(cdir, "x.cluster", NULL);
+  g_assert_true(g_file_set_contents(cl, "[cluster]\ndevices = rtx-2080\nlink_bandwidth = -1\n", -1, NULL));
+  g_autofree char *cwant = g_strdup_printf("%s:3: [cluster] link_bandwidth: expected a number", cl);
+  expect_usage_error((const char *const[]){ "simulate", "--model", "cnn", "--cluster", cl, "-w", "1", NULL }, cwant);
+  g_assert_true(g_file_set_contents(cl, "[cluster]\ndevices = tp-test-gpu\nlink_bandwidth = 1e9\n", -1, NULL));
+  g_autofree char *dev = g_build_filename(ddir, "tp-test-gpu.device", NULL);
+  g_mkdir_with_parents(ddir, 0700);
+  g_assert_true(g_file_set_contents(dev, "[device]\nflops = 1e12\nmemory = 8e9\n", -1, NULL));
+  expect_usage_error((const char *const[]){ "simulate", "--model", "cnn", "--cluster", cl, "-w", "1", NULL },
+                     "[device]: missing key 'memory_bandwidth'");
+  g_unlink(dev);
+  g_unlink(cl);
+  g_rmdir(cdir);
+  g_rmdir(ddir);
+  g_rmdir(pdir);
   g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-bad.model", NULL);
   g_assert_true(g_file_set_contents(path, "input 3 32 32\nconv 16 3 pad=1\nrelu\nlinear 10\n", -1, NULL));
   g_autofree char *want = g_strdup_printf("%s:4: linear needs a flat input", path);
