@@ -161,7 +161,7 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     }
     if (!shared && !(shared = tp_cli_cost_build(&co, r->s, err)))
       ok = FALSE;
-    else if (!(r->sim = tp_sim_run(r->s, shared, err)))
+    else if (!tp_cli_costed_order(&co, &r->s, shared, err) || !(r->sim = tp_sim_run(r->s, shared, err)))
       ok = FALSE;
     else {
       r->m = tp_metrics_compute(r->sim);

@@ -106,8 +106,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       what = g_path_get_basename(events);
     }
   } else if (ok) {
-    ok = tp_cli_cost_defaults(&co, &o, err) && (s = tp_cli_schedule_build(&o, err)) && (c = tp_cli_cost_build(&co, s, err)) &&
-         (sim = tp_sim_run(s, c, err));
+    ok = tp_cli_build_all(&o, &co, &s, &c, err) && (sim = tp_sim_run(s, c, err));
     if (ok) {
       m = tp_metrics_compute(sim);
       sim_ev = tp_events_from_sim(sim, m);
@@ -191,8 +190,7 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
   TpSim *sim = NULL;
   TpMetrics *m = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err) &&
-                tp_cli_cost_defaults(&co, &o, err) && (s = tp_cli_schedule_build(&o, err)) &&
-                (c = tp_cli_cost_build(&co, s, err)) && (sim = tp_sim_run(s, c, err));
+                tp_cli_build_all(&o, &co, &s, &c, err) && (sim = tp_sim_run(s, c, err));
   if (ok) {
     m = tp_metrics_compute(sim);
     g_autoptr(TpPlot) p = tp_plot_new(err);

@@ -1,11 +1,13 @@
 /* cmd_schedule.c — `timeprest schedule`: generate (or read) a schedule, validate it, print it. */
 #include "tp_cli.h"
 #include "tp_error.h"
+#include "tp_cost.h"
 #include "tp_format.h"
 
 gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
 {
   TpCliSchedule o = { 0 };
+  TpCliCost co = { 0 };
   g_autofree char *format = NULL, *output = NULL;
   GOptionEntry entries[] = {
     { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: grid (default), csv, json", "FORMAT" },
@@ -14,18 +16,25 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- generate, check and print a pipeline schedule");
   tp_cli_schedule_options(ctx, &o);
+  tp_cli_cost_options(ctx, &co);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Grid tokens, one per unit slot: 3B = forward of mini-batch 3, micro-batch B; 3 = backward of the whole\n"
     "mini-batch 3; 3b = backward of micro-batch B of mini-batch 3; . = idle (updates take no slot).\n"
     "For N > 26 micro-batches are numbered: 3.27 (forward), 3.27b (backward).\n"
-    "Every schedule, generated or read with --input, is validated before it is printed.\n\n"
+    "Every schedule, generated or read with --input, is validated before it is printed.\n"
+    "The cost options serve --costed-order: the nf1b/1f1b-async order fixed on that cost model.\n\n"
     "Example: timeprest schedule -s timeprest -w 3 -n 2 -k 6");
   static const char *const formats[] = { "grid", "csv", "json", NULL };
   int fmt = 0;
   TpSchedule *s = NULL;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
-                (s = tp_cli_schedule_build(&o, err)) != NULL;
+  TpCost *c = NULL;
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
+  if (ok && (co.cost || co.model) && !co.costed_order) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cost/--model: schedule uses a cost model only with --costed-order");
+    ok = FALSE;
+  }
+  ok = ok && (co.costed_order ? tp_cli_build_all(&o, &co, &s, &c, err) : (s = tp_cli_schedule_build(&o, err)) != NULL);
   if (ok) {
     g_autoptr(GString) text = g_string_new(NULL);
     if (fmt == 0)
@@ -37,6 +46,8 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
     ok = ok && tp_cli_emit(output, text, err);
   }
   tp_schedule_free(s);
+  tp_cost_free(c);
   tp_cli_schedule_clear(&o);
+  tp_cli_cost_clear(&co);
   return ok;
 }

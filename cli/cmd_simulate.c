@@ -37,8 +37,7 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   TpSim *sim = NULL;
   TpMetrics *m = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
-                tp_cli_cost_defaults(&co, &o, err) && (s = tp_cli_schedule_build(&o, err)) != NULL &&
-                (c = tp_cli_cost_build(&co, s, err)) != NULL && (sim = tp_sim_run(s, c, err)) != NULL;
+                tp_cli_build_all(&o, &co, &s, &c, err) && (sim = tp_sim_run(s, c, err)) != NULL;
   if (ok) {
     m = tp_metrics_compute(sim);
     g_autoptr(GString) text = g_string_new(NULL);

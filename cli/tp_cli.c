@@ -3,6 +3,7 @@
 #include "tp_error.h"
 #include "tp_format.h"
 #include "tp_analytic.h"
+#include "tp_costed.h"
 #include "tp_policy.h"
 
 #include <stdio.h>
@@ -195,6 +196,8 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
       "COUNTS" },
     { "fit-memory", 0, 0, G_OPTION_ARG_NONE, &o->fit_memory, "Split so that every stage fits its device's memory",
       NULL },
+    { "costed-order", 0, 0, G_OPTION_ARG_NONE, &o->costed_order,
+      "Fix the nf1b/1f1b-async order (and vsync versions) on the cost model instead of unit slots", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -335,4 +338,27 @@ int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *labe
     }
   }
   return warned;
+}
+
+gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c, GError **err)
+{
+  if (!o->costed_order)
+    return TRUE;
+  if ((*s)->source) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--costed-order: a schedule file's order is fixed already");
+    return FALSE;
+  }
+  TpSchedule *t = tp_schedule_generate_costed((*s)->order, (*s)->policy, (*s)->W, (*s)->N, (*s)->K, c, err);
+  if (!t)
+    return FALSE;
+  t->sig = (*s)->sig;
+  tp_schedule_free(*s);
+  *s = t;
+  return TRUE;
+}
+
+gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s, TpCost **c, GError **err)
+{
+  return tp_cli_cost_defaults(co, (TpCliSchedule *)so, err) && (*s = tp_cli_schedule_build(so, err)) != NULL &&
+         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_costed_order(co, s, *c, err);
 }

@@ -35,7 +35,7 @@ void tp_cli_schedule_clear(TpCliSchedule *o);
 /* Options that choose a cost model, shared by `simulate`, `compare` and `plot`. */
 typedef struct {
   char *cost, *model, *cluster, *batch, *split;
-  gboolean fit_memory;
+  gboolean fit_memory, costed_order;
 } TpCliCost;
 
 void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o);
@@ -45,6 +45,11 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
  * by --split, or under the devices' memory with --fit-memory). */
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
 void tp_cli_cost_clear(TpCliCost *o);
+/* With --costed-order, fix the order of a rule-based schedule (nf1b, 1f1b-async) on cost model c
+ * instead of unit slots, replacing *s. */
+gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c, GError **err);
+/* Schedule, then its cost model, then (with --costed-order) the order fixed on it. */
+gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s, TpCost **c, GError **err);
 /* One warning line per device whose stages' peaks exceed its memory; returns how many. */
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label);
 

@@ -52,63 +52,50 @@ static void assign_local(TpSchedule *s, int st, int32_t *fver)
 }
 
 /* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i), stage 1's
- * version when B(i) first starts at stage W (updates take no time and follow their backward). */
-static gboolean assign_vsync(TpSchedule *s, GError **err)
+ * version when B(i) first starts at stage W (updates follow their backward).  start/end: the
+ * timeline the order was fixed on, by global op index. */
+static void assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, const double *end)
 {
-  g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix)
-    return FALSE;
-  long total = ix->off[s->W];
-  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  gboolean ok = tp_replay(s, ix, start, end, err);
-  if (ok) {
-    /* stage 1: forward versions and update end times */
-    int32_t *fver = g_new(int32_t, ix->nkeys);
-    int64_t *uend = g_new(int64_t, s->K + 1);
-    const TpOp *o0 = tp_stage_ops(s, 0);
-    int latest = 0;
-    for (int k = 0; k < tp_stage_len(s, 0); k++) {
-      if (o0[k].kind == TP_OP_U)
-        uend[latest++] = end[k];
-      else if (o0[k].kind == TP_OP_F)
-        fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
-    }
-    /* c(i) from stage W's first backward of each mini-batch */
-    int32_t *c = g_new(int32_t, s->K + 1);
-    for (int i = 0; i <= s->K; i++)
-      c[i] = -1;
-    const TpOp *ow = tp_stage_ops(s, s->W - 1);
-    for (int k = 0, u = 0; k < tp_stage_len(s, s->W - 1); k++) {
-      if (ow[k].kind != TP_OP_B || c[ow[k].mb] >= 0)
-        continue;
-      int64_t t = start[ix->off[s->W - 1] + k];
-      while (u < latest && uend[u] <= t)
-        u++;
-      c[ow[k].mb] = u;
-    }
-    for (int st = 0; st < s->W; st++) {
-      TpOp *ops = tp_stage_ops(s, st);
-      for (int k = 0; k < tp_stage_len(s, st); k++) {
-        TpOp *op = &ops[k];
-        op->src = TP_SRC_FIXED;
-        op->ver = op->kind == TP_OP_U ? op->mb - 1
-                  : op->kind == TP_OP_F ? fver[tp_key(s->N, op->mb, op->micro)]
-                                        : c[op->mb];
-      }
-    }
-    g_free(fver);
-    g_free(uend);
-    g_free(c);
+  int32_t *fver = g_new(int32_t, ix->nkeys);
+  double *uend = g_new(double, s->K + 1);
+  const TpOp *o0 = tp_stage_ops(s, 0);
+  int latest = 0;
+  for (int k = 0; k < tp_stage_len(s, 0); k++) {
+    if (o0[k].kind == TP_OP_U)
+      uend[latest++] = end[k];
+    else if (o0[k].kind == TP_OP_F)
+      fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
   }
-  g_free(start);
-  g_free(end);
-  return ok;
+  /* c(i) from stage W's first backward of each mini-batch */
+  int32_t *c = g_new(int32_t, s->K + 1);
+  for (int i = 0; i <= s->K; i++)
+    c[i] = -1;
+  const TpOp *ow = tp_stage_ops(s, s->W - 1);
+  for (int k = 0, u = 0; k < tp_stage_len(s, s->W - 1); k++) {
+    if (ow[k].kind != TP_OP_B || c[ow[k].mb] >= 0)
+      continue;
+    double t = start[ix->off[s->W - 1] + k];
+    while (u < latest && uend[u] <= t)
+      u++;
+    c[ow[k].mb] = u;
+  }
+  for (int st = 0; st < s->W; st++) {
+    TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      TpOp *op = &ops[k];
+      op->src = TP_SRC_FIXED;
+      op->ver = op->kind == TP_OP_U ? op->mb - 1
+                : op->kind == TP_OP_F ? fver[tp_key(s->N, op->mb, op->micro)]
+                                      : c[op->mb];
+    }
+  }
+  g_free(fver);
+  g_free(uend);
+  g_free(c);
 }
 
-gboolean tp_policy_assign(TpSchedule *s, GError **err)
+static void assign_local_all(TpSchedule *s)
 {
-  if (s->policy == TP_POLICY_VSYNC_LATEST)
-    return assign_vsync(s, err);
   int nkeys = s->K * (s->N + 1) + 1;
   int32_t *fver = g_new(int32_t, nkeys);
   for (int st = 0; st < s->W; st++) {
@@ -117,7 +104,41 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err)
     assign_local(s, st, fver);
   }
   g_free(fver);
+}
+
+gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double *end, GError **err)
+{
+  if (s->policy != TP_POLICY_VSYNC_LATEST) {
+    assign_local_all(s);
+    return TRUE;
+  }
+  g_autoptr(TpIndex) ix = tp_index_new(s, err);
+  if (!ix)
+    return FALSE;
+  assign_vsync(s, ix, start, end);
   return TRUE;
+}
+
+gboolean tp_policy_assign(TpSchedule *s, GError **err)
+{
+  if (s->policy != TP_POLICY_VSYNC_LATEST)
+    return tp_policy_assign_timed(s, NULL, NULL, err);
+  /* the order's own timeline: unit slots */
+  g_autoptr(TpIndex) ix = tp_index_new(s, err);
+  if (!ix)
+    return FALSE;
+  long total = ix->off[s->W];
+  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
+  double *ds = g_new(double, total), *de = g_new(double, total);
+  gboolean ok = tp_replay(s, ix, start, end, err);
+  for (long g = 0; ok && g < total; g++)
+    ds[g] = (double)start[g], de[g] = (double)end[g];
+  ok = ok && tp_policy_assign_timed(s, ds, de, err);
+  g_free(start);
+  g_free(end);
+  g_free(ds);
+  g_free(de);
+  return ok;
 }
 
 double tp_significance(const TpSignificance *sig, int d)

@@ -7,6 +7,9 @@
 /* Fill ver/src of every operation of s (whose order is set) according to s->policy.
  * vsync-latest uses the unit-slot replay of the order for its vertical synchronisation. */
 gboolean tp_policy_assign(TpSchedule *s, GError **err);
+/* The same on a given timeline (start/end by global operation index, as the order was fixed on):
+ * vsync-latest's c(i) then follows those times instead of the unit-slot replay. */
+gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double *end, GError **err);
 
 /* Significance s(d) of stale weights for the intermediate policy (d = latest − stashed ≥ 0). */
 double tp_significance(const TpSignificance *sig, int d);

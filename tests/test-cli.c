@@ -42,6 +42,8 @@ static void test_bad_input(void)
   E("--order and --policy go together", "schedule", "--order", "nf1b");
   E("order 2bw needs N >= W", "simulate", "-s", "pipedream-2bw", "-w", "4", "-n", "2");
   E("cannot read schedule file", "schedule", "--input", "/nonexistent.csv");
+  E("schedule uses a cost model only with --costed-order", "schedule", "--model", "cnn", "--cluster", "A");
+  E("--model and --cluster go together", "schedule", "--costed-order", "--model", "cnn");
 #undef E
 }
 
@@ -312,6 +314,16 @@ static void test_plots(void)
 
 static void test_model_cli(void)
 {
+  /* --costed-order: the order fixed on the cost model is valid and differs from the unit-slot one */
+  TptRun u = tpt_run((const char *const[]){ "schedule", "-s", "timeprest", "-n", "4", "-k", "10", "--format", "csv", NULL });
+  TptRun k = tpt_run((const char *const[]){ "schedule", "-s", "timeprest", "-n", "4", "-k", "10", "--format", "csv",
+                                            "--model", "vgg16-tinyimagenet", "--cluster", "C", "--costed-order", NULL });
+  g_assert_cmpint(u.status, ==, 0);
+  g_assert_cmpint(k.status, ==, 0);
+  g_assert_cmpstr(u.out, !=, k.out);
+  g_assert_cmpint(tpt_lines(u.out), ==, tpt_lines(k.out));
+  tpt_run_clear(&u);
+  tpt_run_clear(&k);
   TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "timeprest", "--model", "vgg16-tinyimagenet", "--cluster", "C",
                                             "-n", "4", "--batch", "128", "--format", "json", NULL });
   g_assert_cmpint(r.status, ==, 0);

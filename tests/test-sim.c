@@ -2,8 +2,10 @@
  * replay, GPipe's bubble, 1F1B's stored activations, PipeDream's versions, message counts,
  * a hand-computed cost-file timeline, device sharing, determinism, and bad cost files. */
 #include "tp_cost.h"
+#include "tp_costed.h"
 #include "tp_index.h"
 #include "tp_metrics.h"
+#include "tp_policy.h"
 #include "tp_replay.h"
 #include "tp_sim.h"
 #include "tp_test.h"
@@ -188,6 +190,56 @@ static void test_bad_cost_files(void)
   expect_cost_error("[stages]\nforward = 1\nbackward = 1\ndevice = 0\n", 1, "device numbers");
 }
 
+/* An order fixed on a cost model: on unit costs it is the unit-slot order; on real costs the
+ * simulator, replaying it under the same costs, finds the timeline it was chosen on (no stage
+ * ever waits with a ready operation), and it differs from the unit-slot order. */
+static void test_costed_order(void)
+{
+  GError *err = NULL;
+  const char *presets[] = { "timeprest", "v-timeprest", "pipedream", "timeprest-1f1b" };
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++) {
+    const TpPreset *p = tp_preset_find(presets[i]);
+    g_autoptr(TpCost) unit = tp_cost_unit(4);
+    g_autoptr(TpSchedule) a = tp_schedule_generate_costed(p->order, p->policy, 4, 3, 10, unit, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpSchedule) b = tpt_preset(presets[i], 4, 3, 10);
+    g_assert_true(tp_schedule_equal(a, b));
+  }
+  g_autoptr(TpCost) c = cost_text("[stages]\nforward = 1, 3, 1, 2\nbackward = 2, 5, 2, 4\nupdate = 0.5\n"
+                                  "activation_bytes = 100\ndevice = 1, 2, 1, 3\n[links]\nlatency = 0.25\nbandwidth = 80\n", 4, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_costed(TP_ORDER_NF1B, TP_POLICY_VSYNC_LATEST, 4, 3, 12, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSchedule) u = tpt_preset("timeprest", 4, 3, 12);
+  g_assert_false(tp_schedule_equal(s, u));
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  /* the simulated timeline is the one the order was fixed on: c(i) recomputed from it agrees */
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_format_csv(s, text);
+  g_autoptr(TpSchedule) again = tp_schedule_parse(text->str, text->len, "copy", &err);
+  g_assert_no_error(err);
+  for (int st = 0; st < again->W; st++)
+    for (int k = 0; k < tp_stage_len(again, st); k++)
+      tp_stage_ops(again, st)[k].ver = 0;
+  g_assert_true(tp_policy_assign_timed(again, sim->start, sim->end, &err));
+  g_assert_true(tp_schedule_equal(s, again));
+  /* and it is not the unit-slot one: some backward reads another version there */
+  g_autoptr(TpSchedule) unit_versions = tp_schedule_parse(text->str, text->len, "copy", &err);
+  g_assert_true(tp_policy_assign(unit_versions, &err));
+  g_assert_false(tp_schedule_equal(s, unit_versions));
+  /* the nf1b rules hold on the costed timeline: admission and backward-first */
+  for (int st = 0; st < s->W; st++) {
+    int inflight = 0;
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &tp_stage_ops(s, st)[k];
+      inflight += op->kind == TP_OP_F && op->micro == 0;
+      inflight -= op->kind == TP_OP_B;
+      g_assert_cmpint(inflight, <=, s->W - st);
+    }
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -200,5 +252,6 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/shared-device", test_shared_device);
   g_test_add_func("/sim/deterministic", test_deterministic);
   g_test_add_func("/sim/bad-cost-files", test_bad_cost_files);
+  g_test_add_func("/sim/costed-order", test_costed_order);
   return g_test_run();
 }

@@ -1,0 +1,263 @@
+/* tp_costed.c — nf1b and 1f1b-async orders fixed on a cost model by a small event loop with the
+ * simulator's resources and tie rules, so that simulating the result under the same costs gives
+ * back the very timeline the order was chosen on. */
+#include "tp_costed.h"
+#include "tp_engine.h"
+#include "tp_error.h"
+#include "tp_policy.h"
+#include "tp_sim.h"
+#include "tp_validate.h"
+
+enum { EV_XFER_DONE, EV_COMPUTE_DONE };
+
+typedef struct {
+  long *q; /* FIFO of (unit or mini-batch) ids */
+  double *dur;
+  long head, tail, cap;
+  gboolean busy;
+} Link;
+
+typedef struct {
+  TpSchedule *s;
+  const TpCost *c;
+  TpEngine eng;
+  int W, per;
+  long units;
+  long *nf;         /* next forward unit per stage */
+  int *nb, *inflight;
+  int *pending_u;   /* mini-batch whose update is due next on the stage, or 0 */
+  gboolean *busy, *dirty, *dev_busy;
+  int *dirty_list, n_dirty;
+  uint8_t *f_in;    /* [st * units + f]: activation of unit f has arrived at st */
+  uint8_t *g_in;    /* [st * (K+1) + i]: gradient of B(i) has arrived at st */
+  long cap;            /* operations per stage */
+  double *t0, *t1;     /* [st * cap + position]: start and end of each operation */
+  Link *link;
+} Gen;
+
+static inline void mark(Gen *g, int st)
+{
+  if (!g->dirty[st]) {
+    g->dirty[st] = TRUE;
+    g->dirty_list[g->n_dirty++] = st;
+  }
+}
+
+static void push_op(Gen *g, int st, TpOpKind k, int mb, int micro, double d)
+{
+  size_t at = (size_t)st * g->cap + tp_stage_len(g->s, st);
+  tp_push(g->s, st, k, mb, micro);
+  g->t0[at] = g->eng.now;
+  g->t1[at] = g->eng.now + d;
+  g->busy[st] = g->dev_busy[g->c->stage[st].device] = TRUE;
+  tp_engine_push(&g->eng, g->t1[at], EV_COMPUTE_DONE, (uint32_t)st);
+}
+
+static void link_pump(Gen *g, int l)
+{
+  Link *k = &g->link[l];
+  while (!k->busy && k->head < k->tail) {
+    if (k->dur[k->head] > 0) {
+      k->busy = TRUE;
+      tp_engine_push(&g->eng, g->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
+      return;
+    }
+    long id = k->q[k->head++]; /* instant */
+    int dst = l < g->W - 1 ? l + 1 : l - (g->W - 1);
+    if (l < g->W - 1)
+      g->f_in[(size_t)dst * g->units + id] = 1;
+    else
+      g->g_in[(size_t)dst * (g->s->K + 1) + id] = 1;
+    mark(g, dst);
+  }
+}
+
+static void send(Gen *g, int l, long id, double bytes)
+{
+  Link *k = &g->link[l];
+  if (k->tail == k->cap) {
+    k->cap = k->cap ? 2 * k->cap : 64;
+    k->q = g_renew(long, k->q, k->cap);
+    k->dur = g_renew(double, k->dur, k->cap);
+  }
+  k->q[k->tail] = id;
+  k->dur[k->tail++] = tp_sim_link_time(g->c, l, bytes);
+  link_pump(g, l);
+}
+
+/* Stage st is idle: run its next backward if ready, else its next admitted, ready forward. */
+static void try_start(Gen *g, int st)
+{
+  const TpSchedule *s = g->s;
+  if (g->busy[st] || g->dev_busy[g->c->stage[st].device])
+    return;
+  if (g->pending_u[st]) { /* the update follows its backward */
+    TpOp u = { TP_OP_U, 0, g->pending_u[st], TP_WHOLE, 0, 0 };
+    g->pending_u[st] = 0;
+    push_op(g, st, TP_OP_U, u.mb, TP_WHOLE, tp_sim_op_time(g->c, s, st, &u));
+    return;
+  }
+  int i = g->nb[st];
+  if (i <= s->K) {
+    gboolean ready = st == g->W - 1 ? g->nf[st] >= (long)i * g->per : g->g_in[(size_t)st * (s->K + 1) + i];
+    if (ready) {
+      TpOp op = { TP_OP_B, 0, i, TP_WHOLE, 0, 0 };
+      push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
+      return;
+    }
+  }
+  long f = g->nf[st];
+  if (f >= g->units)
+    return;
+  int fi = (int)(f / g->per) + 1, fj = (int)(f % g->per);
+  if ((fj == 0 && g->inflight[st] >= g->W - st) || (st > 0 && !g->f_in[(size_t)st * g->units + f]))
+    return;
+  int micro = g->per == 1 ? TP_WHOLE : fj;
+  TpOp op = { TP_OP_F, 0, fi, micro, 0, 0 };
+  push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
+}
+
+static void on_compute_done(Gen *g, int st)
+{
+  const TpSchedule *s = g->s;
+  const TpOp *op = &tp_stage_ops(s, st)[tp_stage_len(s, st) - 1];
+  int dev = g->c->stage[st].device;
+  g->busy[st] = g->dev_busy[dev] = FALSE;
+  if (op->kind == TP_OP_F) {
+    long f = g->nf[st]++;
+    if (f % g->per == 0)
+      g->inflight[st]++;
+    if (st < g->W - 1)
+      send(g, st, f, tp_sim_op_bytes(g->c, s, st, op));
+  } else if (op->kind == TP_OP_B) {
+    int i = op->mb;
+    g->inflight[st]--;
+    g->nb[st]++;
+    if (st > 0)
+      send(g, g->W - 1 + st - 1, i, tp_sim_op_bytes(g->c, s, st, op));
+    g->pending_u[st] = i;
+  }
+  mark(g, st);
+  if (g->c->shared_devices)
+    for (int o = 0; o < g->W; o++)
+      if (o != st && g->c->stage[o].device == dev)
+        mark(g, o);
+}
+
+static void on_xfer_done(Gen *g, int l)
+{
+  Link *k = &g->link[l];
+  long id = k->q[k->head++];
+  k->busy = FALSE;
+  int dst = l < g->W - 1 ? l + 1 : l - (g->W - 1);
+  if (l < g->W - 1)
+    g->f_in[(size_t)dst * g->units + id] = 1;
+  else
+    g->g_in[(size_t)dst * (g->s->K + 1) + id] = 1;
+  mark(g, dst);
+  link_pump(g, l);
+}
+
+static void start_dirty(Gen *g)
+{
+  int n = g->n_dirty, *d = g->dirty_list;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
+      int t = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = t;
+    }
+  g->n_dirty = 0;
+  for (int i = 0; i < n; i++)
+    g->dirty[d[i]] = FALSE;
+  for (int i = 0; i < n; i++)
+    try_start(g, d[i]);
+}
+
+TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
+{
+  if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC)
+    return tp_schedule_generate(o, p, W, N, K, err);
+  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err))
+    return NULL;
+  if (c->W != W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, the schedule has %d", c->W, W);
+    return NULL;
+  }
+  Gen g = { .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
+  g.s = tp_schedule_new(o, p, W, N, K);
+  g.units = (long)K * g.per;
+  g.cap = g.units + 2L * K;
+  tp_engine_init(&g.eng);
+  g.nf = g_new0(long, W);
+  g.nb = g_new(int, W);
+  g.inflight = g_new0(int, W);
+  g.pending_u = g_new0(int, W);
+  g.busy = g_new0(gboolean, W);
+  g.dirty = g_new0(gboolean, W);
+  g.dev_busy = g_new0(gboolean, c->n_devices);
+  g.dirty_list = g_new(int, W);
+  g.f_in = g_new0(uint8_t, (size_t)W * g.units);
+  g.g_in = g_new0(uint8_t, (size_t)W * (K + 1));
+  g.t0 = g_new(double, (size_t)W * g.cap);
+  g.t1 = g_new(double, (size_t)W * g.cap);
+  g.link = g_new0(Link, MAX(tp_sim_n_links(W), 1));
+  for (int st = 0; st < W; st++) {
+    g.nb[st] = 1;
+    mark(&g, st);
+  }
+  TpEvent ev;
+  for (;;) {
+    while (g.eng.len > 0 && g.eng.heap[0].time <= g.eng.now) {
+      tp_engine_pop(&g.eng, &ev);
+      (TP_EV_CLASS(&ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(&g, (int)TP_EV_TARGET(&ev));
+    }
+    if (g.n_dirty > 0) {
+      start_dirty(&g);
+      continue;
+    }
+    if (g.eng.len == 0)
+      break;
+    g.eng.now = g.eng.heap[0].time;
+  }
+  /* versions on this timeline (global op index = stage offset + position), then validation */
+  TpSchedule *s = g.s;
+  long total = tp_schedule_n_ops(s), at = 0;
+  double *start = g_new(double, total), *end = g_new(double, total);
+  gboolean ok = TRUE;
+  for (int st = 0; st < W; st++) {
+    if (tp_stage_len(s, st) != g.cap) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "costed order stalled at stage %d (a bug)", st + 1);
+      ok = FALSE;
+      break;
+    }
+    for (long k = 0; k < g.cap; k++, at++)
+      start[at] = g.t0[(size_t)st * g.cap + k], end[at] = g.t1[(size_t)st * g.cap + k];
+  }
+  ok = ok && tp_policy_assign_timed(s, start, end, err) && tp_validate(s, err);
+  g_free(start);
+  g_free(end);
+  for (int l = 0; l < tp_sim_n_links(W); l++) {
+    g_free(g.link[l].q);
+    g_free(g.link[l].dur);
+  }
+  g_free(g.link);
+  g_free(g.nf);
+  g_free(g.nb);
+  g_free(g.inflight);
+  g_free(g.pending_u);
+  g_free(g.busy);
+  g_free(g.dirty);
+  g_free(g.dev_busy);
+  g_free(g.dirty_list);
+  g_free(g.f_in);
+  g_free(g.g_in);
+  g_free(g.t0);
+  g_free(g.t1);
+  tp_engine_clear(&g.eng);
+  if (!ok) {
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}

@@ -1,0 +1,14 @@
+/* tp_costed.h — fixing a rule-based order (nf1b, 1f1b-async) on a cost model instead of unit
+ * slots: the same rules (backward first, bounded admission, forwards and backwards in order) with
+ * real operation and transfer times, each stage choosing from what is ready when it falls idle. */
+#ifndef TP_COSTED_H
+#define TP_COSTED_H
+
+#include "tp_cost.h"
+#include "tp_schedule.h"
+
+/* Generate, assign versions on the costed timeline (vsync-latest's c(i) from real times) and
+ * validate.  Orders that do not depend on costs (gpipe, 1f1b, 2bw) come out as from unit slots. */
+TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err);
+
+#endif
