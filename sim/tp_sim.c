@@ -109,6 +109,15 @@ static void try_start(Run *r, int st)
   r->cur[st] = g;
   sim->start[g] = r->eng.now;
   tp_engine_push(&r->eng, r->eng.now + tp_sim_op_time(sim->c, sim->s, st, op), EV_COMPUTE_DONE, (uint32_t)st);
+#ifdef __GNUC__
+  /* each stage walks its own arrays: with many stages that is more streams than the hardware
+   * prefetcher follows, so fetch the stage's next operation while this one runs */
+  __builtin_prefetch(op + 1);
+  __builtin_prefetch(&r->arrived[g + 1]);
+  __builtin_prefetch(&sim->start[g + 1], 1);
+  __builtin_prefetch(&sim->end[g], 1);
+  __builtin_prefetch(&sim->cons[g]);
+#endif
 }
 
 /* Let the changed stages try to start, lowest stage first (the list is short: insertion sort). */
