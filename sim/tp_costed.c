@@ -11,13 +11,6 @@
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
 typedef struct {
-  long *q; /* FIFO of (unit or mini-batch) ids */
-  double *dur;
-  long head, tail, cap;
-  gboolean busy;
-} Link;
-
-typedef struct {
   TpSchedule *s;
   const TpCost *c;
   TpEngine eng;
@@ -32,7 +25,7 @@ typedef struct {
   uint8_t *g_in;    /* [st * (K+1) + i]: gradient of B(i) has arrived at st */
   long cap;            /* operations per stage */
   double *t0, *t1;     /* [st * cap + position]: start and end of each operation */
-  Link *link;
+  TpLinkQueue *link; /* queued messages: forward unit (activations) or mini-batch (gradients) */
 } Gen;
 
 static inline void mark(Gen *g, int st)
@@ -53,35 +46,34 @@ static void push_op(Gen *g, int st, TpOpKind k, int mb, int micro, double d)
   tp_engine_push(&g->eng, g->t1[at], EV_COMPUTE_DONE, (uint32_t)st);
 }
 
+/* The message `id` on link l has arrived: a forward unit's activations or a mini-batch's gradient. */
+static void deliver(Gen *g, int l, long id)
+{
+  int dst = tp_link_dst(g->W, l);
+  if (l < g->W - 1)
+    g->f_in[(size_t)dst * g->units + id] = 1;
+  else
+    g->g_in[(size_t)dst * (g->s->K + 1) + id] = 1;
+  mark(g, dst);
+}
+
 static void link_pump(Gen *g, int l)
 {
-  Link *k = &g->link[l];
+  TpLinkQueue *k = &g->link[l];
   while (!k->busy && k->head < k->tail) {
     if (k->dur[k->head] > 0) {
       k->busy = TRUE;
       tp_engine_push(&g->eng, g->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
       return;
     }
-    long id = k->q[k->head++]; /* instant */
-    int dst = l < g->W - 1 ? l + 1 : l - (g->W - 1);
-    if (l < g->W - 1)
-      g->f_in[(size_t)dst * g->units + id] = 1;
-    else
-      g->g_in[(size_t)dst * (g->s->K + 1) + id] = 1;
-    mark(g, dst);
+    deliver(g, l, k->id[k->head++]);
   }
 }
 
-static void send(Gen *g, int l, long id, double bytes)
+static void send(Gen *g, int st, TpOpKind kind, long id, double bytes)
 {
-  Link *k = &g->link[l];
-  if (k->tail == k->cap) {
-    k->cap = k->cap ? 2 * k->cap : 64;
-    k->q = g_renew(long, k->q, k->cap);
-    k->dur = g_renew(double, k->dur, k->cap);
-  }
-  k->q[k->tail] = id;
-  k->dur[k->tail++] = tp_sim_link_time(g->c, l, bytes);
+  int l = tp_link_of(g->W, st, kind);
+  tp_link_queue_push(&g->link[l], id, tp_sim_link_time(g->c, l, bytes));
   link_pump(g, l);
 }
 
@@ -128,13 +120,13 @@ static void on_compute_done(Gen *g, int st)
     if (f % g->per == 0)
       g->inflight[st]++;
     if (st < g->W - 1)
-      send(g, st, f, tp_sim_op_bytes(g->c, s, st, op));
+      send(g, st, TP_OP_F, f, tp_sim_op_bytes(g->c, s, st, op));
   } else if (op->kind == TP_OP_B) {
     int i = op->mb;
     g->inflight[st]--;
     g->nb[st]++;
     if (st > 0)
-      send(g, g->W - 1 + st - 1, i, tp_sim_op_bytes(g->c, s, st, op));
+      send(g, st, TP_OP_B, i, tp_sim_op_bytes(g->c, s, st, op));
     g->pending_u[st] = i;
   }
   mark(g, st);
@@ -146,15 +138,9 @@ static void on_compute_done(Gen *g, int st)
 
 static void on_xfer_done(Gen *g, int l)
 {
-  Link *k = &g->link[l];
-  long id = k->q[k->head++];
+  TpLinkQueue *k = &g->link[l];
   k->busy = FALSE;
-  int dst = l < g->W - 1 ? l + 1 : l - (g->W - 1);
-  if (l < g->W - 1)
-    g->f_in[(size_t)dst * g->units + id] = 1;
-  else
-    g->g_in[(size_t)dst * (g->s->K + 1) + id] = 1;
-  mark(g, dst);
+  deliver(g, l, k->id[k->head++]);
   link_pump(g, l);
 }
 
@@ -201,7 +187,7 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   g.g_in = g_new0(uint8_t, (size_t)W * (K + 1));
   g.t0 = g_new(double, (size_t)W * g.cap);
   g.t1 = g_new(double, (size_t)W * g.cap);
-  g.link = g_new0(Link, MAX(tp_sim_n_links(W), 1));
+  g.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(W), 1));
   for (int st = 0; st < W; st++) {
     g.nb[st] = 1;
     mark(&g, st);
@@ -237,11 +223,7 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   ok = ok && tp_policy_assign_timed(s, start, end, err) && tp_validate(s, err);
   g_free(start);
   g_free(end);
-  for (int l = 0; l < tp_sim_n_links(W); l++) {
-    g_free(g.link[l].q);
-    g_free(g.link[l].dur);
-  }
-  g_free(g.link);
+  tp_link_queues_free(g.link, tp_sim_n_links(W));
   g_free(g.nf);
   g_free(g.nb);
   g_free(g.inflight);

@@ -215,7 +215,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
         g_array_set_size(m->staleness, d + 1);
       g_array_index(m->staleness, long, d)++;
       if (sim->cons[g] >= 0) {
-        int l = op->kind == TP_OP_F ? st : W - 1 + st - 1;
+        int l = tp_link_of(W, st, op->kind);
         m->link_messages[l]++;
         m->link_bytes[l] += tp_sim_op_bytes(sim->c, s, st, op);
       }

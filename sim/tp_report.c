@@ -65,7 +65,7 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   if (s->W > 1) {
     g_string_append(out, "\nlink         messages        bytes\n");
     for (int l = 0; l < tp_sim_n_links(s->W); l++) {
-      int from = l < s->W - 1 ? l + 1 : l - (s->W - 1) + 2, to = l < s->W - 1 ? l + 2 : l - (s->W - 1) + 1;
+      int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
       g_string_append_printf(out, "%3d -> %-3d %10ld %12.6g\n", from, to, m->link_messages[l], m->link_bytes[l]);
     }
   }
@@ -108,7 +108,7 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
                          2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
   g_string_append(out, "  \"links\": [");
   for (int l = 0; l < tp_sim_n_links(s->W); l++) {
-    int from = l < s->W - 1 ? l + 1 : l - (s->W - 1) + 2, to = l < s->W - 1 ? l + 2 : l - (s->W - 1) + 1;
+    int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
     g_string_append_printf(out, "%s\n    {\"from\": %d, \"to\": %d, \"messages\": %ld, \"bytes\": ", l ? "," : "", from,
                            to, m->link_messages[l]);
     num(out, m->link_bytes[l]);

@@ -9,12 +9,6 @@
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
 typedef struct {
-  long *q; /* FIFO of producing ops */
-  long head, tail, cap;
-  gboolean busy;
-} Link;
-
-typedef struct {
   TpSim *sim;
   TpEngine eng;
   int W;
@@ -23,7 +17,7 @@ typedef struct {
   gboolean *busy, *dirty, *dev_busy;
   int *dirty_list, n_dirty;
   uint8_t *arrived;
-  Link *link;
+  TpLinkQueue *link; /* queued messages: the producing op's global index */
 } Run;
 
 double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
@@ -61,36 +55,27 @@ static inline void try_later(Run *r, int st)
   }
 }
 
-static inline int link_dest(int W, int l) { return l < W - 1 ? l + 1 : l - (W - 1); }
-
 static void deliver(Run *r, int l, long g)
 {
   TpSim *sim = r->sim;
   sim->xend[g] = r->eng.now;
   r->arrived[sim->cons[g]] = 1;
-  try_later(r, link_dest(r->W, l));
+  try_later(r, tp_link_dst(r->W, l));
 }
 
 /* Start transfers at the head of link l's queue while the link is free. */
 static void link_pump(Run *r, int l)
 {
-  Link *k = &r->link[l];
-  TpSim *sim = r->sim;
+  TpLinkQueue *k = &r->link[l];
   while (!k->busy && k->head < k->tail) {
-    long g = k->q[k->head];
-    int st = l < r->W - 1 ? l : l - (r->W - 1) + 1;
-    double d = 0;
-    if (!sim->c->unit) {
-      const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
-      d = tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op));
-    }
-    sim->xstart[g] = r->eng.now;
-    if (d <= 0) {
+    long g = k->id[k->head];
+    r->sim->xstart[g] = r->eng.now;
+    if (k->dur[k->head] <= 0) {
       k->head++;
       deliver(r, l, g);
     } else {
       k->busy = TRUE;
-      tp_engine_push(&r->eng, r->eng.now + d, EV_XFER_DONE, (uint32_t)l);
+      tp_engine_push(&r->eng, r->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
     }
   }
 }
@@ -143,18 +128,14 @@ static void send(Run *r, int st, long g)
 {
   TpSim *sim = r->sim;
   const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
-  int l = op->kind == TP_OP_F ? st : r->W - 1 + st - 1;
-  Link *k = &r->link[l];
+  int l = tp_link_of(r->W, st, op->kind);
+  TpLinkQueue *k = &r->link[l];
   if (sim->c->unit && k->head == k->tail) {
     sim->xstart[g] = r->eng.now;
     deliver(r, l, g);
     return;
   }
-  if (k->tail == k->cap) {
-    k->cap = k->cap ? 2 * k->cap : 64;
-    k->q = g_renew(long, k->q, k->cap);
-  }
-  k->q[k->tail++] = g;
+  tp_link_queue_push(k, g, tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op)));
   link_pump(r, l);
 }
 
@@ -177,8 +158,8 @@ static void on_compute_done(Run *r, int st)
 
 static void on_xfer_done(Run *r, int l)
 {
-  Link *k = &r->link[l];
-  long g = k->q[k->head++];
+  TpLinkQueue *k = &r->link[l];
+  long g = k->id[k->head++];
   k->busy = FALSE;
   deliver(r, l, g);
   link_pump(r, l);
@@ -235,7 +216,7 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   r.dirty_list = g_new(int, s->W);
   r.dev_busy = g_new0(gboolean, c->n_devices);
   r.arrived = g_new0(uint8_t, n);
-  r.link = g_new0(Link, MAX(tp_sim_n_links(s->W), 1));
+  r.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(s->W), 1));
   for (long g = 0; g < n; g++)
     r.arrived[g] = sim->prod[g] < 0; /* nothing to receive */
   for (int st = 0; st < s->W; st++)
@@ -264,9 +245,7 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
                   r.pos[st] + 1);
       ok = FALSE;
     }
-  for (int l = 0; l < tp_sim_n_links(s->W); l++)
-    g_free(r.link[l].q);
-  g_free(r.link);
+  tp_link_queues_free(r.link, tp_sim_n_links(s->W));
   g_free(r.pos);
   g_free(r.cur);
   g_free(r.busy);

@@ -19,8 +19,41 @@ typedef struct {
   double makespan;
 } TpSim;
 
-/* Links: 0..W-2 carry activations from stage l to l+1; W-1+l carries gradients from l+1 to l. */
+/* Links: 0..W-2 carry activations from stage l to l+1; W-1+l carries gradients from l+1 to l
+ * (stages 0-based). */
 static inline int tp_sim_n_links(int W) { return 2 * (W - 1); }
+static inline int tp_link_src(int W, int l) { return l < W - 1 ? l : l - (W - 1) + 1; }
+static inline int tp_link_dst(int W, int l) { return l < W - 1 ? l + 1 : l - (W - 1); }
+/* The link a forward (activations) or backward (gradients) of stage st sends on. */
+static inline int tp_link_of(int W, int st, int kind) { return kind == TP_OP_F ? st : W - 1 + st - 1; }
+
+/* A link direction's FIFO of messages waiting for or in transfer. */
+typedef struct {
+  long *id;    /* what is sent (an op, a forward unit, a mini-batch: the caller's numbering) */
+  double *dur; /* transfer time of each */
+  long head, tail, cap;
+  gboolean busy;
+} TpLinkQueue;
+
+static inline void tp_link_queue_push(TpLinkQueue *q, long id, double dur)
+{
+  if (q->tail == q->cap) {
+    q->cap = q->cap ? 2 * q->cap : 64;
+    q->id = g_renew(long, q->id, q->cap);
+    q->dur = g_renew(double, q->dur, q->cap);
+  }
+  q->id[q->tail] = id;
+  q->dur[q->tail++] = dur;
+}
+
+static inline void tp_link_queues_free(TpLinkQueue *q, int n)
+{
+  for (int l = 0; l < n; l++) {
+    g_free(q[l].id);
+    g_free(q[l].dur);
+  }
+  g_free(q);
+}
 
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
 void tp_sim_free(TpSim *sim);
