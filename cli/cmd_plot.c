@@ -68,8 +68,7 @@ static double events_end(GArray *ev, int *lanes)
 
 static gboolean plot_timeline(int argc, char **argv, GError **err)
 {
-  TpCliSchedule o = { 0 };
-  TpCliCost co = { 0 };
+  TpCliRun r = { 0 };
   g_autofree char *output = NULL, *events = NULL, *measured = NULL, *title = NULL;
   gboolean versions = FALSE, labels = FALSE, no_labels = FALSE;
   GOptionEntry entries[] = {
@@ -84,36 +83,28 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- timeline: one lane per stage, forward/backward/update boxes");
-  tp_cli_schedule_options(ctx, &o);
-  tp_cli_cost_options(ctx, &co);
+  tp_cli_run_options(ctx, &r);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot timeline -s timeprest -w 4 -n 2 -k 8 -o timeline.png\n"
                                         "         timeprest plot timeline --events sim.csv --measured run.csv -o cmp.svg");
   g_autoptr(GArray) sim_ev = NULL;
   g_autoptr(GArray) meas_ev = NULL;
-  TpSchedule *s = NULL;
-  TpCost *c = NULL;
-  TpSim *sim = NULL;
-  TpMetrics *m = NULL;
   g_autofree char *what = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err);
   if (ok && events) {
-    if (o.preset || o.order || o.input || co.cost || co.model) {
+    if (r.so.preset || r.so.order || r.so.input || r.co.cost || r.co.model) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--events: the file gives the timeline; drop the schedule and cost options");
       ok = FALSE;
     } else {
       ok = (sim_ev = tp_events_load(events, err)) != NULL;
       what = g_path_get_basename(events);
     }
-  } else if (ok) {
-    ok = tp_cli_build_all(&o, &co, &s, &c, err) && (sim = tp_sim_run(s, c, err));
-    if (ok) {
-      m = tp_metrics_compute(sim);
-      sim_ev = tp_events_from_sim(sim, m);
-      const char *pn = tp_preset_name(s->order, s->policy);
-      what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s", pn ? pn : tp_order_name(s->order), s->W, s->N, s->K,
-                             c->unit ? ", unit slots" : "; ", c->unit ? "" : c->source);
-    }
+  } else if (ok && (ok = tp_cli_run_simulate(&r, err))) {
+    const TpSchedule *s = r.s;
+    sim_ev = tp_events_from_sim(r.sim, r.m);
+    const char *pn = tp_preset_name(s->order, s->policy);
+    what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s", pn ? pn : tp_order_name(s->order), s->W, s->N, s->K,
+                           r.c->unit ? ", unit slots" : "; ", r.c->unit ? "" : r.c->source);
   }
   if (ok && measured)
     ok = (meas_ev = tp_events_load(measured, err)) != NULL;
@@ -148,22 +139,18 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "lanes", lanes);
       tp_plot_str(p, "ytics_cmd", ytics->str);
       tp_plot_str(p, "title", t);
-      tp_plot_str(p, "xlabel", c && c->unit ? "time (unit slots)" : "time (s)");
+      gboolean unit = r.c ? r.c->unit : FALSE;
+      tp_plot_str(p, "xlabel", unit ? "time (unit slots)" : "time (s)");
       tp_plot_num(p, "series", nseries);
       tp_plot_num(p, "labels", labels_on);
       tp_plot_num(p, "xmax", xmax);
       tp_plot_num(p, "has_update", has_update);
       tp_plot_num(p, "has_xfer", has_xfer);
-      int width = (int)CLAMP(300 + 28 * (c && c->unit ? xmax : 60), 900, 2400);
+      int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
       ok = tp_plot_render(p, "timeline", output, width, 160 + 70 * lanes * nseries, err);
     }
   }
-  tp_metrics_free(m);
-  tp_sim_free(sim);
-  tp_cost_free(c);
-  tp_schedule_free(s);
-  tp_cli_schedule_clear(&o);
-  tp_cli_cost_clear(&co);
+  tp_cli_run_clear(&r);
   return ok;
 }
 
@@ -171,8 +158,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
 
 static gboolean plot_memory(int argc, char **argv, GError **err)
 {
-  TpCliSchedule o = { 0 };
-  TpCliCost co = { 0 };
+  TpCliRun r = { 0 };
   g_autofree char *output = NULL, *title = NULL;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
@@ -180,23 +166,18 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- memory: each stage's memory over time");
-  tp_cli_schedule_options(ctx, &o);
-  tp_cli_cost_options(ctx, &co);
+  tp_cli_run_options(ctx, &r);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot memory -s pipedream --model vgg16-tinyimagenet --cluster C "
                                         "-n 4 --batch 128 -o memory.png");
-  TpSchedule *s = NULL;
-  TpCost *c = NULL;
-  TpSim *sim = NULL;
-  TpMetrics *m = NULL;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err) &&
-                tp_cli_build_all(&o, &co, &s, &c, err) && (sim = tp_sim_run(s, c, err));
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err) && tp_cli_run_simulate(&r, err);
   if (ok) {
-    m = tp_metrics_compute(sim);
+    const TpSchedule *s = r.s;
+    const TpCost *c = r.c;
     g_autoptr(TpPlot) p = tp_plot_new(err);
     g_autoptr(GString) data = g_string_new(NULL);
     for (int st = 0; st < s->W; st++) {
-      g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
+      g_autoptr(GArray) series = tp_metrics_memory_series(r.sim, r.m, st);
       g_string_append_printf(data, "# stage %d\n0 %.9g\n", st + 1,
                              series->len ? g_array_index(series, TpMemPoint, 0).bytes : 0.0);
       for (guint i = 0; i < series->len; i++)
@@ -220,12 +201,7 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
       ok = tp_plot_render(p, "memory", output, 1200, 600, err);
     }
   }
-  tp_metrics_free(m);
-  tp_sim_free(sim);
-  tp_cost_free(c);
-  tp_schedule_free(s);
-  tp_cli_schedule_clear(&o);
-  tp_cli_cost_clear(&co);
+  tp_cli_run_clear(&r);
   return ok;
 }
 
@@ -290,16 +266,12 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
 
 /* ---- convergence -------------------------------------------------------------------------- */
 
-/* Check a training log: header with the columns, numbers below it. */
-static gboolean check_log(const char *path, const char *const *cols, gboolean *has, GError **err)
+/* Read a training log and check it: header with the columns, numbers below it.  Returns its text. */
+static char *read_log(const char *path, const char *const *cols, gboolean *has, GError **err)
 {
   g_autofree char *text = NULL;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read training log: %s", e->message);
-    g_error_free(e);
-    return FALSE;
-  }
+  if (!tp_read_file(path, "training log", &text, NULL, err))
+    return NULL;
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_auto(GStrv) head = g_strsplit(lines[0] ? g_strchomp(lines[0]) : "", ",", -1);
   int ncols = (int)g_strv_length(head);
@@ -309,7 +281,7 @@ static gboolean check_log(const char *path, const char *const *cols, gboolean *h
       has[k] = has[k] || strcmp(g_strstrip(head[j]), cols[k]) == 0;
     if (!has[k] && k < 2) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", path, cols[k]);
-      return FALSE;
+      return NULL;
     }
   }
   int rows = 0;
@@ -321,23 +293,23 @@ static gboolean check_log(const char *path, const char *const *cols, gboolean *h
     if ((int)g_strv_length(f) != ncols) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", path, ln + 1, ncols,
                   g_strv_length(f));
-      return FALSE;
+      return NULL;
     }
     for (int j = 0; j < ncols; j++) {
       char *end = NULL;
       g_ascii_strtod(f[j], &end);
       if (end == f[j] || *end) {
         g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: '%s' is not a number", path, ln + 1, f[j]);
-        return FALSE;
+        return NULL;
       }
     }
     rows++;
   }
   if (rows == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no data rows", path);
-    return FALSE;
+    return NULL;
   }
-  return TRUE;
+  return g_steal_pointer(&text);
 }
 
 static gboolean plot_convergence(int argc, char **argv, GError **err)
@@ -372,15 +344,14 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL);
   for (int i = 0; inputs[i]; i++) {
     gboolean has[3];
-    if (!check_log(inputs[i], cols, has, err))
+    g_autofree char *text = read_log(inputs[i], cols, has, err);
+    if (!text)
       return FALSE;
     if (!has[2] && y2) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", inputs[i], y2);
       return FALSE;
     }
     all_y2 = all_y2 && has[2];
-    g_autofree char *text = NULL;
-    g_file_get_contents(inputs[i], &text, NULL, NULL);
     g_autofree char *name = g_strdup_printf("run%d.csv", i + 1);
     g_autoptr(GString) copy = g_string_new(text);
     if (!tp_plot_data(p, name, copy, err))

@@ -7,8 +7,7 @@
 
 gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
 {
-  TpCliSchedule o = { 0 };
-  TpCliCost co = { 0 };
+  TpCliRun r = { 0 };
   g_autofree char *format = NULL, *output = NULL, *csv = NULL, *trace = NULL;
   GOptionEntry entries[] = {
     { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "Report format: text (default) or json", "FORMAT" },
@@ -18,12 +17,11 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- simulate a schedule: timeline, bubbles, memory, staleness, v");
-  tp_cli_schedule_options(ctx, &o);
-  tp_cli_cost_options(ctx, &co);
+  tp_cli_run_options(ctx, &r);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Bubble fraction = idle stage-time / (W x makespan).  v(i) = i - g(i), g(i) the stage-1 version the gradient\n"
-    "of mini-batch i is computed against; the steady state is mini-batches W+1 .. K-W.\n\n"
+    "of mini-batch i is computed against; the steady state is mini-batches W+1 .. K-W.\n"
     "Cost models: unit slots (default), --cost FILE, or --model NAME --cluster FILE [--batch B]: layer FLOPs\n"
     "and bytes against each device's FLOP/s and bandwidth; the layers are split into stages optimally (or as\n"
     "--split says, or under each device's memory with --fit-memory).  A stage that does not fit its device\n"
@@ -32,37 +30,27 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
     "         timeprest simulate -s pipedream --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
   static const char *const formats[] = { "text", "json", NULL };
   int fmt = 0;
-  TpSchedule *s = NULL;
-  TpCost *c = NULL;
-  TpSim *sim = NULL;
-  TpMetrics *m = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
-                tp_cli_build_all(&o, &co, &s, &c, err) && (sim = tp_sim_run(s, c, err)) != NULL;
+                tp_cli_run_simulate(&r, err);
   if (ok) {
-    m = tp_metrics_compute(sim);
     g_autoptr(GString) text = g_string_new(NULL);
     if (csv) {
-      tp_report_events_csv(sim, m, text);
+      tp_report_events_csv(r.sim, r.m, text);
       ok = tp_cli_emit(csv, text, err);
       g_string_truncate(text, 0);
     }
     if (ok && trace) {
-      tp_trace_json(sim, m, text);
+      tp_trace_json(r.sim, r.m, text);
       ok = tp_cli_emit(trace, text, err);
       g_string_truncate(text, 0);
     }
     if (ok)
-      tp_cli_memory_warnings(c, m, NULL);
+      tp_cli_memory_warnings(r.c, r.m, NULL);
     if (ok) {
-      (fmt ? tp_report_json : tp_report_text)(sim, m, text);
+      (fmt ? tp_report_json : tp_report_text)(r.sim, r.m, text);
       ok = tp_cli_emit(output, text, err);
     }
   }
-  tp_metrics_free(m);
-  tp_sim_free(sim);
-  tp_cost_free(c);
-  tp_schedule_free(s);
-  tp_cli_schedule_clear(&o);
-  tp_cli_cost_clear(&co);
+  tp_cli_run_clear(&r);
   return ok;
 }

@@ -362,3 +362,27 @@ gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s
   return tp_cli_cost_defaults(co, (TpCliSchedule *)so, err) && (*s = tp_cli_schedule_build(so, err)) != NULL &&
          (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_costed_order(co, s, *c, err);
 }
+
+void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r)
+{
+  tp_cli_schedule_options(ctx, &r->so);
+  tp_cli_cost_options(ctx, &r->co);
+}
+
+gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
+{
+  if (!tp_cli_build_all(&r->so, &r->co, &r->s, &r->c, err) || !(r->sim = tp_sim_run(r->s, r->c, err)))
+    return FALSE;
+  r->m = tp_metrics_compute(r->sim);
+  return TRUE;
+}
+
+void tp_cli_run_clear(TpCliRun *r)
+{
+  tp_metrics_free(r->m);
+  tp_sim_free(r->sim);
+  tp_cost_free(r->c);
+  tp_schedule_free(r->s);
+  tp_cli_schedule_clear(&r->so);
+  tp_cli_cost_clear(&r->co);
+}

@@ -53,6 +53,22 @@ gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s
 /* One warning line per device whose stages' peaks exceed its memory; returns how many. */
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label);
 
+/* A schedule simulated under a cost model, as simulate, plot timeline and plot memory need it. */
+typedef struct {
+  TpCliSchedule so;
+  TpCliCost co;
+  TpSchedule *s;
+  TpCost *c;
+  TpSim *sim;
+  TpMetrics *m;
+} TpCliRun;
+
+/* Add the schedule and cost options. */
+void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r);
+/* Build schedule and costs from the options, simulate, compute the metrics. */
+gboolean tp_cli_run_simulate(TpCliRun *r, GError **err);
+void tp_cli_run_clear(TpCliRun *r);
+
 /* Parse argv with ctx; no positional arguments allowed. */
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
 

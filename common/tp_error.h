@@ -14,6 +14,9 @@ typedef enum {
 
 GQuark tp_error_quark(void);
 
+/* Read a whole file; on failure a TP_ERROR_INPUT "cannot read WHAT: reason" (len may be NULL). */
+gboolean tp_read_file(const char *path, const char *what, char **text, gsize *len, GError **err);
+
 /* The process exit status for an error of any domain (GOption errors are usage errors). */
 int tp_error_exit_status(const GError *err);
 

@@ -288,12 +288,8 @@ TpSchedule *tp_schedule_load(const char *path, GError **err)
 {
   g_autofree char *text = NULL;
   gsize len = 0;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read schedule file: %s", e->message);
-    g_error_free(e);
+  if (!tp_read_file(path, "schedule file", &text, &len, err))
     return NULL;
-  }
   TpSchedule *s = tp_schedule_parse(text, len, path, err);
   if (s && !tp_validate(s, err)) {
     tp_schedule_free(s);

@@ -228,11 +228,7 @@ TpCost *tp_cost_load(const char *path, int W, GError **err)
 {
   g_autofree char *text = NULL;
   gsize len;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read cost file: %s", e->message);
-    g_error_free(e);
+  if (!tp_read_file(path, "cost file", &text, &len, err))
     return NULL;
-  }
   return tp_cost_parse(text, len, path, W, err);
 }

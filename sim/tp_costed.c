@@ -19,8 +19,7 @@ typedef struct {
   long *nf;         /* next forward unit per stage */
   int *nb, *inflight;
   int *pending_u;   /* mini-batch whose update is due next on the stage, or 0 */
-  gboolean *busy, *dirty, *dev_busy;
-  int *dirty_list, n_dirty;
+  gboolean *busy, *dev_busy;
   uint8_t *f_in;    /* [st * units + f]: activation of unit f has arrived at st */
   uint8_t *g_in;    /* [st * (K+1) + i]: gradient of B(i) has arrived at st */
   long cap;            /* operations per stage */
@@ -28,13 +27,7 @@ typedef struct {
   TpLinkQueue *link; /* queued messages: forward unit (activations) or mini-batch (gradients) */
 } Gen;
 
-static inline void mark(Gen *g, int st)
-{
-  if (!g->dirty[st]) {
-    g->dirty[st] = TRUE;
-    g->dirty_list[g->n_dirty++] = st;
-  }
-}
+static inline void mark(Gen *g, int st) { tp_engine_mark(&g->eng, st); }
 
 static void push_op(Gen *g, int st, TpOpKind k, int mb, int micro, double d)
 {
@@ -144,21 +137,12 @@ static void on_xfer_done(Gen *g, int l)
   link_pump(g, l);
 }
 
-static void start_dirty(Gen *g)
+static void commit(void *ctx, const TpEvent *ev)
 {
-  int n = g->n_dirty, *d = g->dirty_list;
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
-      int t = d[j];
-      d[j] = d[j - 1];
-      d[j - 1] = t;
-    }
-  g->n_dirty = 0;
-  for (int i = 0; i < n; i++)
-    g->dirty[d[i]] = FALSE;
-  for (int i = 0; i < n; i++)
-    try_start(g, d[i]);
+  (TP_EV_CLASS(ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(ctx, (int)TP_EV_TARGET(ev));
 }
+
+static void start(void *ctx, int st) { try_start(ctx, st); }
 
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
 {
@@ -174,15 +158,13 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   g.s = tp_schedule_new(o, p, W, N, K);
   g.units = (long)K * g.per;
   g.cap = g.units + 2L * K;
-  tp_engine_init(&g.eng);
+  tp_engine_init(&g.eng, W);
   g.nf = g_new0(long, W);
   g.nb = g_new(int, W);
   g.inflight = g_new0(int, W);
   g.pending_u = g_new0(int, W);
   g.busy = g_new0(gboolean, W);
-  g.dirty = g_new0(gboolean, W);
   g.dev_busy = g_new0(gboolean, c->n_devices);
-  g.dirty_list = g_new(int, W);
   g.f_in = g_new0(uint8_t, (size_t)W * g.units);
   g.g_in = g_new0(uint8_t, (size_t)W * (K + 1));
   g.t0 = g_new(double, (size_t)W * g.cap);
@@ -192,20 +174,8 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
     g.nb[st] = 1;
     mark(&g, st);
   }
-  TpEvent ev;
-  for (;;) {
-    while (g.eng.len > 0 && g.eng.heap[0].time <= g.eng.now) {
-      tp_engine_pop(&g.eng, &ev);
-      (TP_EV_CLASS(&ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(&g, (int)TP_EV_TARGET(&ev));
-    }
-    if (g.n_dirty > 0) {
-      start_dirty(&g);
-      continue;
-    }
-    if (g.eng.len == 0)
-      break;
-    g.eng.now = g.eng.heap[0].time;
-  }
+  static const TpEngineHandlers handlers = { commit, start };
+  tp_engine_run(&g.eng, &handlers, &g);
   /* versions on this timeline (global op index = stage offset + position), then validation */
   TpSchedule *s = g.s;
   long total = tp_schedule_n_ops(s), at = 0;
@@ -229,9 +199,7 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   g_free(g.inflight);
   g_free(g.pending_u);
   g_free(g.busy);
-  g_free(g.dirty);
   g_free(g.dev_busy);
-  g_free(g.dirty_list);
   g_free(g.f_in);
   g_free(g.g_in);
   g_free(g.t0);

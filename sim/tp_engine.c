@@ -1,4 +1,4 @@
-/* tp_engine.c — event heap with a total order on events (deterministic tie-breaking). */
+/* tp_engine.c — event heap with a total order on events, and the event loop. */
 #include "tp_engine.h"
 
 static inline gboolean before(const TpEvent *a, const TpEvent *b)
@@ -6,19 +6,27 @@ static inline gboolean before(const TpEvent *a, const TpEvent *b)
   return a->time < b->time || (a->time == b->time && a->key < b->key);
 }
 
-void tp_engine_init(TpEngine *e)
+void tp_engine_init(TpEngine *e, int n_targets)
 {
   e->cap = 64;
   e->heap = g_new(TpEvent, e->cap);
   e->len = 0;
   e->seq = 0;
   e->now = 0;
+  e->n_targets = n_targets;
+  e->dirty = g_new0(gboolean, n_targets);
+  e->dirty_list = g_new(int, n_targets);
+  e->n_dirty = 0;
 }
 
 void tp_engine_clear(TpEngine *e)
 {
   g_free(e->heap);
+  g_free(e->dirty);
+  g_free(e->dirty_list);
   e->heap = NULL;
+  e->dirty = NULL;
+  e->dirty_list = NULL;
   e->len = e->cap = 0;
 }
 
@@ -64,4 +72,40 @@ gboolean tp_engine_pop(TpEngine *e, TpEvent *ev)
     e->heap[i] = last;
   e->now = ev->time;
   return TRUE;
+}
+
+/* Let the marked targets try to start, lowest first (the list is short: insertion sort). */
+static void start_marked(TpEngine *e, const TpEngineHandlers *h, void *ctx)
+{
+  int n = e->n_dirty, *d = e->dirty_list;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
+      int t = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = t;
+    }
+  int *batch = g_newa(int, n);
+  for (int i = 0; i < n; i++)
+    batch[i] = d[i], e->dirty[d[i]] = FALSE;
+  e->n_dirty = 0;
+  for (int i = 0; i < n; i++)
+    h->start(ctx, batch[i]);
+}
+
+void tp_engine_run(TpEngine *e, const TpEngineHandlers *h, void *ctx)
+{
+  TpEvent ev;
+  for (;;) {
+    while (e->len > 0 && e->heap[0].time <= e->now) {
+      tp_engine_pop(e, &ev);
+      h->commit(ctx, &ev);
+    }
+    if (e->n_dirty > 0) {
+      start_marked(e, h, ctx);
+      continue;
+    }
+    if (e->len == 0)
+      break;
+    e->now = e->heap[0].time;
+  }
 }

@@ -115,11 +115,7 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
 GArray *tp_events_load(const char *path, GError **err)
 {
   g_autofree char *text = NULL;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read events file: %s", e->message);
-    g_error_free(e);
+  if (!tp_read_file(path, "events file", &text, NULL, err))
     return NULL;
-  }
   return tp_events_parse(text, path, err);
 }

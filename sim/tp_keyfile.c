@@ -25,12 +25,8 @@ gboolean tp_kf_open_file(TpKeyFile *k, const char *path, const char *what, GErro
 {
   g_autofree char *text = NULL;
   gsize len;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read %s: %s", what, e->message);
-    g_error_free(e);
+  if (!tp_read_file(path, what, &text, &len, err))
     return FALSE;
-  }
   return tp_kf_open(k, path, text, len, err);
 }
 

@@ -328,11 +328,7 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   }
   g_autofree char *text = NULL;
   gsize len;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read model file: %s", e->message);
-    g_error_free(e);
+  if (!tp_read_file(path, "model file", &text, &len, err))
     return NULL;
-  }
   return tp_model_parse(text, len, path, err);
 }

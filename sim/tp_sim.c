@@ -1,7 +1,7 @@
-/* tp_sim.c — the simulator's event loop: pop the earliest event, dispatch, commit.
- * At each instant every completion is committed first (transfer ends before compute ends, then by
- * target, then by age); then the stages whose state changed try to start, lowest stage first;
- * this repeats while zero-time operations finish at the same instant. */
+/* tp_sim.c — the simulator: stages run their operations in the schedule's order on the event
+ * engine (tp_engine.h).  At each instant every completion is committed first (transfer ends before
+ * compute ends, then by target, then by age); then the stages whose state changed try to start,
+ * lowest stage first; this repeats while zero-time operations finish at the same instant. */
 #include "tp_sim.h"
 #include "tp_engine.h"
 #include "tp_error.h"
@@ -14,8 +14,7 @@ typedef struct {
   int W;
   int *pos;
   long *cur;
-  gboolean *busy, *dirty, *dev_busy;
-  int *dirty_list, n_dirty;
+  gboolean *busy, *dev_busy;
   uint8_t *arrived;
   TpLinkQueue *link; /* queued messages: the producing op's global index */
 } Run;
@@ -45,15 +44,7 @@ double tp_sim_link_time(const TpCost *c, int link, double bytes)
   return lc->latency + (lc->bandwidth > 0 ? bytes / lc->bandwidth : 0);
 }
 
-/* Stage st's state changed: it tries to start its next operation once this instant's
- * completions are all committed. */
-static inline void try_later(Run *r, int st)
-{
-  if (!r->dirty[st]) {
-    r->dirty[st] = TRUE;
-    r->dirty_list[r->n_dirty++] = st;
-  }
-}
+static inline void try_later(Run *r, int st) { tp_engine_mark(&r->eng, st); }
 
 static void deliver(Run *r, int l, long g)
 {
@@ -105,23 +96,6 @@ static void try_start(Run *r, int st)
 #endif
 }
 
-/* Let the changed stages try to start, lowest stage first (the list is short: insertion sort). */
-static void start_dirty(Run *r)
-{
-  int n = r->n_dirty, *d = r->dirty_list;
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
-      int t = d[j];
-      d[j] = d[j - 1];
-      d[j - 1] = t;
-    }
-  r->n_dirty = 0;
-  for (int i = 0; i < n; i++)
-    r->dirty[d[i]] = FALSE;
-  for (int i = 0; i < n; i++)
-    try_start(r, d[i]);
-}
-
 /* Queue the message op g (at stage st) sends on its link; an instant transfer on an idle link is
  * delivered at once. */
 static void send(Run *r, int st, long g)
@@ -164,6 +138,13 @@ static void on_xfer_done(Run *r, int l)
   deliver(r, l, g);
   link_pump(r, l);
 }
+
+static void commit(void *ctx, const TpEvent *ev)
+{
+  (TP_EV_CLASS(ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(ctx, (int)TP_EV_TARGET(ev));
+}
+
+static void start(void *ctx, int st) { try_start(ctx, st); }
 
 static void wire(TpSim *sim)
 {
@@ -208,12 +189,10 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   wire(sim);
 
   Run r = { .sim = sim, .W = s->W };
-  tp_engine_init(&r.eng);
+  tp_engine_init(&r.eng, s->W);
   r.pos = g_new0(int, s->W);
   r.cur = g_new0(long, s->W);
   r.busy = g_new0(gboolean, s->W);
-  r.dirty = g_new0(gboolean, s->W);
-  r.dirty_list = g_new(int, s->W);
   r.dev_busy = g_new0(gboolean, c->n_devices);
   r.arrived = g_new0(uint8_t, n);
   r.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(s->W), 1));
@@ -222,20 +201,8 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   for (int st = 0; st < s->W; st++)
     try_later(&r, st);
 
-  TpEvent ev;
-  for (;;) {
-    while (r.eng.len > 0 && r.eng.heap[0].time <= r.eng.now) {
-      tp_engine_pop(&r.eng, &ev);
-      (TP_EV_CLASS(&ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(&r, (int)TP_EV_TARGET(&ev));
-    }
-    if (r.n_dirty > 0) {
-      start_dirty(&r);
-      continue;
-    }
-    if (r.eng.len == 0)
-      break;
-    r.eng.now = r.eng.heap[0].time;
-  }
+  static const TpEngineHandlers handlers = { commit, start };
+  tp_engine_run(&r.eng, &handlers, &r);
   sim->makespan = r.eng.now;
 
   gboolean ok = TRUE;
@@ -249,8 +216,6 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   g_free(r.pos);
   g_free(r.cur);
   g_free(r.busy);
-  g_free(r.dirty);
-  g_free(r.dirty_list);
   g_free(r.dev_busy);
   g_free(r.arrived);
   tp_engine_clear(&r.eng);
