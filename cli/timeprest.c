@@ -4,6 +4,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+  setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
   if (argc < 2) {
     usage(stderr);
     return 2;
