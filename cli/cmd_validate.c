@@ -14,7 +14,8 @@ static void table(GArray *rows, const char *label, int w0, int w1, int n0, int n
   g_string_append_printf(out, "validate: %s on unit slots, W=%d..%d, N=%d..%d, K=3W+2 mini-batches per cell\n", label,
                           w0, w1, n0, n1);
   g_string_append(out, "v_sim: steady-state v (largest v(i) for i in W+1..K-W)\n"
-                       "Eq. 2: W <= N+1 <=> v = 1    Eq. 3: v = floor((W+N-2)/N)    closed form: v = ceil(W/(N+1))\n\n");
+                       "Eq. 2: W <= N+1 <=> v = 1    Eq. 3: v = floor((W+N-2)/N)    closed form: v = ceil(W/(N+1))\n"
+                       "(the published equations are stated for W >= 2, N >= 2)\n\n");
   g_string_append_printf(out, "cells %d   Eq. 2 holds in %d   Eq. 3 agrees in %d   ceil(W/(N+1)) agrees in %d%s\n", n,
                          eq2, eq3, closed, varies ? "   (v(i) varies inside the steady range in some cells)" : "");
   if (n1 - n0 < 40) {

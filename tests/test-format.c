@@ -67,6 +67,7 @@ static void expect_parse_error(const char *text, const char *needle)
   if (!strstr(err->message, needle))
     g_error("message '%s' lacks '%s'", err->message, needle);
   g_assert_null(strchr(err->message, '\n'));
+  g_assert_null(strstr(err->message, "<data>"));
   g_error_free(err);
 }
 
@@ -90,7 +91,9 @@ static void test_parse_errors(void)
   expect_parse_error(HDR "1,F,1,1,-1,fixed\n", "bad.sched:3: bad version");
   expect_parse_error(HDR "1,F,1,1,0,shiny\n", "bad.sched:3: bad source");
   expect_parse_error(HDR "1,F,1,1,0\n", "bad.sched:3: expected 6 comma-separated fields");
-  expect_parse_error("{\"format\": \"timeprest-schedule\", \"order\": \"nf1b\",\n \"policy\": ", "bad.sched:");
+  expect_parse_error("{\"format\": \"timeprest-schedule\", \"order\": \"nf1b\",\n \"policy\": ", "bad.sched:2:");
+  /* json-glib quotes the offending text, newlines and all: still one line, no "<data>" */
+  expect_parse_error("{\"stages\": [[{\"op\": \"F\", \"version\n   {\"op\": 1}]]}", "bad.sched:2:");
   expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, \"micro_batches\": 1, "
                      "\"mini_batches\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 1, \"micro_batch\": 1, "
                      "\"version\": 0},\n{\"op\": \"F\", \"mini_batch\": \"x\", \"micro_batch\": 1, \"version\": 0}\n]]}",
