@@ -62,6 +62,7 @@ static void table(Row *rows, int n, long long dataset, GString *out)
   if (unit)
     g_string_append(out, "unit slots: a whole-mini-batch forward or backward takes one slot like a micro-batch one, so "
                          "PipeDream's orders look N times faster than they are; use a cost model to compare times\n\n");
+  gboolean any_over = FALSE;
   g_string_append_printf(out, "%-16s %12s %12s %7s %12s %3s %6s  %s\n", "preset", "t/mini-batch", "t/epoch", "bubble",
                          "throughput", "v", "chains", "mem/versions by stage");
   for (int i = 0; i < n; i++) {
@@ -76,11 +77,12 @@ static void table(Row *rows, int n, long long dataset, GString *out)
     for (int st = 0; st < s->W; st++) {
       g_autofree char *b = human_bytes(r->m->stage[st].peak_bytes, unit);
       gboolean over = c->capacity && r->m->stage[st].peak_bytes > c->capacity[st];
+      any_over |= over;
       g_string_append_printf(out, " %s/%d%s", b, r->m->stage[st].max_live_versions, over ? "!" : "");
     }
     g_string_append_c(out, '\n');
   }
-  if (c->capacity)
+  if (any_over)
     g_string_append(out, "\n! = more than the stage's device memory\n");
 }
 
