@@ -321,8 +321,8 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
       "FILE" },
     { "x", 0, 0, G_OPTION_ARG_STRING, &x, "Column for the x axis (default epoch)", "COLUMN" },
     { "y", 0, 0, G_OPTION_ARG_STRING, &y, "Column for the left axis (default loss)", "COLUMN" },
-    { "y2", 0, 0, G_OPTION_ARG_STRING, &y2, "Column for the right axis (default accuracy, when every log has it)",
-      "COLUMN" },
+    { "y2", 0, 0, G_OPTION_ARG_STRING, &y2,
+      "Column for the right axis (default: accuracy, or loss when --y accuracy; shown when every log has it)", "COLUMN" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
     { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
@@ -336,7 +336,9 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: give at least one training log");
     return FALSE;
   }
-  const char *cols[] = { x ? x : "epoch", y ? y : "loss", y2 ? y2 : "accuracy", NULL };
+  const char *ycol = y ? y : "loss";
+  /* the right axis shows the other of loss and accuracy unless told otherwise */
+  const char *cols[] = { x ? x : "epoch", ycol, y2 ? y2 : strcmp(ycol, "accuracy") == 0 ? "loss" : "accuracy", NULL };
   gboolean all_y2 = TRUE;
   g_autoptr(TpPlot) p = tp_plot_new(err);
   if (!p)

@@ -9,3 +9,4 @@ set output out
 set border 3 lw 1 lc rgb "#444444"
 set tics nomirror
 set key outside bottom center horizontal samplen 2 spacing 1.1
+set bmargin 6
