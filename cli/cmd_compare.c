@@ -11,25 +11,7 @@ typedef struct {
   TpSim *sim;
   TpMetrics *m;
   char *skip; /* why this preset does not apply, or NULL */
-  double t_mb;
 } Row;
-
-/* Steady time per mini-batch: spacing of stage 1's updates over the steady range, else makespan/K. */
-static double time_per_minibatch(const TpSim *sim, const TpMetrics *m)
-{
-  const TpSchedule *s = sim->s;
-  if (m->steady_empty)
-    return m->makespan / s->K;
-  double *uend = g_new(double, s->K + 1);
-  const TpOp *ops = tp_stage_ops(s, 0);
-  for (int k = 0; k < tp_stage_len(s, 0); k++)
-    if (ops[k].kind == TP_OP_U)
-      uend[ops[k].mb] = sim->end[sim->ix->off[0] + k];
-  int lo = m->steady_lo - 1, hi = m->steady_hi;
-  double t = hi > lo && lo >= 1 ? (uend[hi] - uend[lo]) / (hi - lo) : m->makespan / s->K;
-  g_free(uend);
-  return t;
-}
 
 static char *human_bytes(double b, gboolean unit)
 {
@@ -72,7 +54,7 @@ static void table(Row *rows, int n, long long dataset, GString *out)
       continue;
     }
     double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * s->N) : s->K;
-    g_string_append_printf(out, "%-16s %12.5g %12.5g %7.4f %12.5g %3d %6d ", r->p->name, r->t_mb, r->t_mb * per_epoch,
+    g_string_append_printf(out, "%-16s %12.5g %12.5g %7.4f %12.5g %3d %6d ", r->p->name, r->m->t_minibatch, r->m->t_minibatch * per_epoch,
                            r->m->bubble, r->m->throughput, r->m->v_steady, r->m->chains);
     for (int st = 0; st < s->W; st++) {
       g_autofree char *b = human_bytes(r->m->stage[st].peak_bytes, unit);
@@ -108,7 +90,7 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
       continue;
     }
     double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * r->s->N) : r->s->K;
-    g_string_append_printf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%.9g", r->t_mb, r->t_mb * per_epoch, r->m->bubble,
+    g_string_append_printf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%.9g", r->m->t_minibatch, r->m->t_minibatch * per_epoch, r->m->bubble,
                            r->m->throughput, r->m->v_steady, r->m->chains, r->m->multiple_sequences, r->m->makespan);
     for (int st = 0; st < W; st++)
       g_string_append_printf(out, ",%.9g,%d,%d", r->m->stage[st].peak_bytes, r->m->stage[st].max_live_versions,
@@ -167,7 +149,6 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
       ok = FALSE;
     else {
       r->m = tp_metrics_compute(r->sim);
-      r->t_mb = time_per_minibatch(r->sim, r->m);
       r->c = shared;
     }
   }

@@ -183,6 +183,23 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   g_free(last);
 }
 
+/* Spacing of stage 1's updates over the steady range, else makespan / K. */
+static double time_per_minibatch(const TpSim *sim, const TpMetrics *m)
+{
+  const TpSchedule *s = sim->s;
+  int lo = m->steady_lo - 1, hi = m->steady_hi;
+  if (m->steady_empty || lo < 1 || hi <= lo)
+    return m->makespan / s->K;
+  double *uend = g_new(double, s->K + 1);
+  const TpOp *ops = tp_stage_ops(s, 0);
+  for (int k = 0; k < tp_stage_len(s, 0); k++)
+    if (ops[k].kind == TP_OP_U)
+      uend[ops[k].mb] = sim->end[sim->ix->off[0] + k];
+  double t = (uend[hi] - uend[lo]) / (hi - lo);
+  g_free(uend);
+  return t;
+}
+
 /* ---- all metrics -------------------------------------------------------------------------- */
 
 TpMetrics *tp_metrics_compute(const TpSim *sim)
@@ -232,6 +249,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   m->g = g_new(int, s->K + 1);
   version_difference(s, m->v, m->g);
   steady(s, m->v, m);
+  m->t_minibatch = time_per_minibatch(sim, m);
 
   GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
   for (int st = 0; st < W; st++)

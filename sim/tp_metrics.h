@@ -21,6 +21,8 @@ typedef struct {
 typedef struct {
   int W, N, K;
   double makespan, busy, bubble, throughput;
+  double t_minibatch;     /* steady time per mini-batch: spacing of stage 1's updates over the steady
+                             range (makespan / K when there is none) */
   int *v;                 /* [1..K] version difference v(i) = i - g(i) */
   int *g;                 /* [1..K] version the gradient of i is computed against (stage 1) */
   int v_steady, v_steady_min;

@@ -30,6 +30,8 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
       g_string_append_printf(out, "  stage %-3d  %s on %s: forward %.4g s, backward %.4g s per micro-batch\n", st + 1,
                              c->stage_note[st], c->device_name[st], c->stage[st].fwd, c->stage[st].bwd);
   g_string_append_printf(out, "makespan     %.6g %s%s\n", m->makespan, tu, c->unit ? "s" : "");
+  g_string_append_printf(out, "mini-batch   %.6g %s%s in the steady state (spacing of stage 1's updates)\n", m->t_minibatch,
+                         tu, c->unit ? "s" : "");
   g_string_append_printf(out, "throughput   %.6g samples/%s\n", m->throughput, tu);
   g_string_append_printf(out, "bubble       %.4f  (idle stage-time / (W x makespan))\n", m->bubble);
   g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
@@ -88,6 +90,7 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);
   g_string_append(out, ",\n  \"bubble_definition\": \"idle stage-time / (W * makespan)\"");
   g_string_append(out, ",\n  \"throughput\": "), num(out, m->throughput);
+  g_string_append(out, ",\n  \"time_per_mini_batch\": "), num(out, m->t_minibatch);
   g_string_append_printf(out, ",\n  \"throughput_unit\": \"samples/%s\"", c->time_unit);
   g_string_append_printf(out, ",\n  \"v_steady\": %d,\n  \"v_steady_min\": %d,\n  \"v_steady_range\": [%d, %d],\n"
                               "  \"v_steady_range_empty\": %s,\n",

@@ -240,6 +240,26 @@ static void test_costed_order(void)
   }
 }
 
+/* Steady time per mini-batch on unit slots: N+1 slots for nF1B (N forwards and one backward per
+ * stage), 2 slots for PipeDream, 2(N+W-1) for GPipe. */
+static void test_time_per_minibatch(void)
+{
+  for (int W = 2; W <= 6; W++)
+    for (int N = 1; N <= 6; N++) {
+      const char *presets[] = { "timeprest", "pipedream", "gpipe" };
+      double want[] = { N + 1, 2, 2.0 * (N + W - 1) };
+      for (int i = 0; i < 3; i++) {
+        g_autoptr(TpSchedule) s = tpt_preset(presets[i], W, N, 3 * W + 2);
+        TpCost *c;
+        g_autoptr(TpSim) sim = sim_unit(s, &c);
+        g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+        if (m->t_minibatch != want[i])
+          g_error("%s W=%d N=%d: %g slots per mini-batch, expected %g", presets[i], W, N, m->t_minibatch, want[i]);
+        tp_cost_free(c);
+      }
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -253,5 +273,6 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/deterministic", test_deterministic);
   g_test_add_func("/sim/bad-cost-files", test_bad_cost_files);
   g_test_add_func("/sim/costed-order", test_costed_order);
+  g_test_add_func("/sim/time-per-mini-batch", test_time_per_minibatch);
   return g_test_run();
 }
