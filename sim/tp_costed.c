@@ -123,10 +123,7 @@ static void on_compute_done(Gen *g, int st)
     g->pending_u[st] = i;
   }
   mark(g, st);
-  if (g->c->shared_devices)
-    for (int o = 0; o < g->W; o++)
-      if (o != st && g->c->stage[o].device == dev)
-        mark(g, o);
+  tp_mark_device_sharers(&g->eng, g->c, st);
 }
 
 static void on_xfer_done(Gen *g, int l)

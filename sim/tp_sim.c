@@ -124,10 +124,7 @@ static void on_compute_done(Run *r, int st)
   if (sim->cons[g] >= 0)
     send(r, st, g);
   try_later(r, st);
-  if (sim->c->shared_devices)
-    for (int o = 0; o < r->W; o++)
-      if (o != st && sim->c->stage[o].device == dev)
-        try_later(r, o);
+  tp_mark_device_sharers(&r->eng, sim->c, st);
 }
 
 static void on_xfer_done(Run *r, int l)

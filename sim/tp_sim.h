@@ -5,6 +5,7 @@
 #define TP_SIM_H
 
 #include "tp_cost.h"
+#include "tp_engine.h"
 #include "tp_index.h"
 #include "tp_schedule.h"
 
@@ -26,6 +27,16 @@ static inline int tp_link_src(int W, int l) { return l < W - 1 ? l : l - (W - 1)
 static inline int tp_link_dst(int W, int l) { return l < W - 1 ? l + 1 : l - (W - 1); }
 /* The link a forward (activations) or backward (gradients) of stage st sends on. */
 static inline int tp_link_of(int W, int st, int kind) { return kind == TP_OP_F ? st : W - 1 + st - 1; }
+
+/* Stage st freed its device: the other stages on that device may start now. */
+static inline void tp_mark_device_sharers(TpEngine *e, const TpCost *c, int st)
+{
+  if (!c->shared_devices)
+    return;
+  for (int o = 0; o < c->W; o++)
+    if (o != st && c->stage[o].device == c->stage[st].device)
+      tp_engine_mark(e, o);
+}
 
 /* A link direction's FIFO of messages waiting for or in transfer. */
 typedef struct {
