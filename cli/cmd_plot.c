@@ -221,23 +221,14 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
   g_autoptr(GOptionContext) ctx = g_option_context_new("- vmap: simulated steady-state v over (W, N), Eq. 3's misses circled");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot vmap -w 2-24 -n 2-24 -o vmap.png");
-  int w0 = 2, w1 = 16, n0 = 2, n1 = 16;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err) ||
-      (wr && !tp_cli_range("-w", wr, 1, TP_MAX_WORKERS, &w0, &w1, err)) ||
-      (nr && !tp_cli_range("-n", nr, 1, TP_MAX_MICRO, &n0, &n1, err)))
+  int range[4];
+  const TpPreset *pr = NULL;
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err))
     return FALSE;
-  const TpPreset *pr = tp_preset_find(preset ? preset : "timeprest");
-  if (!pr) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset '%s'", preset);
-    return FALSE;
-  }
-  if ((long)(w1 - w0 + 1) * (n1 - n0 + 1) > 10000) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the map has more than 10000 cells");
-    return FALSE;
-  }
-  g_autoptr(GArray) rows = tp_sweep(pr->order, pr->policy, w0, w1, n0, n1, err);
+  g_autoptr(GArray) rows = tp_cli_sweep(wr, nr, preset, 10000, &pr, range, err);
   if (!rows)
     return FALSE;
+  int w0 = range[0], w1 = range[1], n0 = range[2], n1 = range[3];
   g_autoptr(TpPlot) p = tp_plot_new(err);
   if (!p)
     return FALSE;

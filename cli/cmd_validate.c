@@ -78,25 +78,14 @@ gboolean tp_cmd_validate(int argc, char **argv, GError **err)
     "eq2_holds multiple_sequences v_closed eq3_agrees closed_agrees v_sim_min mini_batches.\n\n"
     "Example: timeprest validate -w 2-32 -n 2-32 --format tsv");
   static const char *const formats[] = { "table", "tsv", NULL };
-  int fmt = 0, w0 = 2, w1 = 16, n0 = 2, n1 = 16;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)) ||
-      (wr && !tp_cli_range("-w", wr, 1, TP_MAX_WORKERS, &w0, &w1, err)) ||
-      (nr && !tp_cli_range("-n", nr, 1, TP_MAX_MICRO, &n0, &n1, err)))
+  int fmt = 0, range[4];
+  const TpPreset *p = NULL;
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
     return FALSE;
-  const TpPreset *p = tp_preset_find(preset ? preset : "timeprest");
-  if (!p) {
-    g_autofree char *names = tp_preset_names();
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset '%s' (expected one of: %s)", preset, names);
-    return FALSE;
-  }
-  long cells = (long)(w1 - w0 + 1) * (n1 - n0 + 1);
-  if (cells > 100000) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the sweep has %ld cells, more than the limit of 100000", cells);
-    return FALSE;
-  }
-  g_autoptr(GArray) rows = tp_sweep(p->order, p->policy, w0, w1, n0, n1, err);
+  g_autoptr(GArray) rows = tp_cli_sweep(wr, nr, preset, 100000, &p, range, err);
   if (!rows)
     return FALSE;
+  int w0 = range[0], w1 = range[1], n0 = range[2], n1 = range[3];
   g_autoptr(GString) out = g_string_new(NULL);
   g_autofree char *label = g_strdup_printf("preset %s (order %s, policy %s)", p->name, tp_order_name(p->order),
                                            tp_policy_name(p->policy));

@@ -5,6 +5,7 @@
 #include "tp_analytic.h"
 #include "tp_costed.h"
 #include "tp_policy.h"
+#include "tp_sweep.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +47,31 @@ gboolean tp_cli_choice(const char *flag, const char *text, const char *const *ch
   g_autofree char *list = g_strjoinv(", ", (char **)choices);
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: unknown value '%s' (expected one of: %s)", flag, text, list);
   return FALSE;
+}
+
+const TpPreset *tp_cli_preset(const char *name, GError **err)
+{
+  const TpPreset *p = tp_preset_find(name ? name : "timeprest");
+  if (!p) {
+    g_autofree char *names = tp_preset_names();
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset '%s' (expected one of: %s)", name, names);
+  }
+  return p;
+}
+
+GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long max_cells, const TpPreset **p,
+                     int range[4], GError **err)
+{
+  range[0] = range[2] = 2, range[1] = range[3] = 16;
+  if ((wr && !tp_cli_range("-w", wr, 1, TP_MAX_WORKERS, &range[0], &range[1], err)) ||
+      (nr && !tp_cli_range("-n", nr, 1, TP_MAX_MICRO, &range[2], &range[3], err)) || !(*p = tp_cli_preset(preset, err)))
+    return NULL;
+  long cells = (long)(range[1] - range[0] + 1) * (range[3] - range[2] + 1);
+  if (cells > max_cells) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the sweep has %ld cells, more than the limit of %ld", cells, max_cells);
+    return NULL;
+  }
+  return tp_sweep((*p)->order, (*p)->policy, range[0], range[1], range[2], range[3], err);
 }
 
 void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
@@ -113,12 +139,9 @@ TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
       return NULL;
     }
   } else {
-    const TpPreset *p = tp_preset_find(o->preset ? o->preset : "timeprest");
-    if (!p) {
-      g_autofree char *names = tp_preset_names();
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset '%s' (expected one of: %s)", o->preset, names);
+    const TpPreset *p = tp_cli_preset(o->preset, err);
+    if (!p)
       return NULL;
-    }
     order = p->order;
     policy = p->policy;
   }

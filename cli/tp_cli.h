@@ -21,6 +21,13 @@ gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a
 /* One of the words in `choices` (NULL-terminated); its index. */
 gboolean tp_cli_choice(const char *flag, const char *text, const char *const *choices, int *out, GError **err);
 
+/* The preset named by -s (NULL: timeprest); a usage error listing the presets otherwise. */
+const TpPreset *tp_cli_preset(const char *name, GError **err);
+/* The (W, N) sweep of `validate` and `plot vmap`: -w and -n ranges (NULL: 2-16), -s preset, at most
+ * max_cells cells.  Sets *p and range = { w0, w1, n0, n1 }; returns the rows (TpSweepRow). */
+GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long max_cells, const TpPreset **p,
+                     int range[4], GError **err);
+
 /* Options that select a schedule, shared by `schedule` and `simulate`. */
 typedef struct {
   char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance;
