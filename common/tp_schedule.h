@@ -54,10 +54,14 @@ typedef struct {
   int32_t line;  /* line of the file it was read from, 0 when generated */
 } TpOp;
 
+/* The timeline an order (and vsync-latest's versions) was fixed on: unit slots, or a cost model. */
+typedef enum { TP_FIXED_ON_SLOTS, TP_FIXED_ON_COSTS } TpFixedOn;
+
 typedef struct {
   TpOrder order;
   TpPolicy policy;
   int W, N, K;
+  TpFixedOn fixed_on; /* SLOTS unless tp_schedule_generate_costed fixed a rule-based order on costs */
   TpSignificance sig;
   GArray **stage; /* W arrays of TpOp, in execution order */
   char *source;   /* file the schedule was read from, NULL when generated */

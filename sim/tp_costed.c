@@ -153,6 +153,7 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   }
   Gen g = { .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
   g.s = tp_schedule_new(o, p, W, N, K);
+  g.s->fixed_on = TP_FIXED_ON_COSTS;
   g.units = (long)K * g.per;
   g.cap = g.units + 2L * K;
   tp_engine_init(&g.eng, W);
