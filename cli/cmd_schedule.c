@@ -23,18 +23,20 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
     "mini-batch 3; 3b = backward of micro-batch B of mini-batch 3; . = idle (updates take no slot).\n"
     "For N > 26 micro-batches are numbered: 3.27 (forward), 3.27b (backward).\n"
     "Every schedule, generated or read with --input, is validated before it is printed.\n"
-    "The cost options serve --costed-order: the nf1b/1f1b-async order fixed on that cost model.\n\n"
+    "With a cost model (--cost, or --model with --cluster) the nf1b/1f1b-async order is fixed on it\n"
+    "(--order-from costs, the default then; --costed-order is the same).\n\n"
     "Example: timeprest schedule -s timeprest -w 3 -n 2 -k 6");
   static const char *const formats[] = { "grid", "csv", "json", NULL };
   int fmt = 0;
   TpSchedule *s = NULL;
   TpCost *c = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
-  if (ok && (co.cost || co.model) && !co.costed_order) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cost/--model: schedule uses a cost model only with --costed-order");
+  gboolean costs = co.cost || co.model || co.cluster || co.costed_order || co.order_from;
+  ok = ok && (costs ? tp_cli_build_all(&o, &co, &s, &c, err) : (s = tp_cli_schedule_build(&o, err)) != NULL);
+  if (ok && (co.cost || co.model) && !tp_cli_order_on_costs(&co)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order-from slots: schedule uses a cost model only to fix the order on it");
     ok = FALSE;
   }
-  ok = ok && (co.costed_order ? tp_cli_build_all(&o, &co, &s, &c, err) : (s = tp_cli_schedule_build(&o, err)) != NULL);
   if (ok) {
     g_autoptr(GString) text = g_string_new(NULL);
     if (fmt == 0)

@@ -219,8 +219,10 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
       "COUNTS" },
     { "fit-memory", 0, 0, G_OPTION_ARG_NONE, &o->fit_memory, "Split so that every stage fits its device's memory",
       NULL },
-    { "costed-order", 0, 0, G_OPTION_ARG_NONE, &o->costed_order,
-      "Fix the nf1b/1f1b-async order (and vsync versions) on the cost model instead of unit slots", NULL },
+    { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
+      "Timeline the nf1b/1f1b-async order (and vsync versions) is fixed on: costs (the default with a cost model: "
+      "each stage runs what is ready) or slots (the published unit-slot order)", "slots|costs" },
+    { "costed-order", 0, 0, G_OPTION_ARG_NONE, &o->costed_order, "The same as --order-from costs", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -233,6 +235,7 @@ void tp_cli_cost_clear(TpCliCost *o)
   g_free(o->cluster);
   g_free(o->batch);
   g_free(o->split);
+  g_free(o->order_from);
 }
 
 gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err)
@@ -251,6 +254,19 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
   }
   if (o->split && o->fit_memory) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split and --fit-memory exclude each other");
+    return FALSE;
+  }
+  static const char *const from[] = { "slots", "costs", NULL };
+  int which = -1;
+  if (o->order_from && !tp_cli_choice("--order-from", o->order_from, from, &which, err))
+    return FALSE;
+  if (o->costed_order && which == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--costed-order is --order-from costs: drop one of them");
+    return FALSE;
+  }
+  if ((o->costed_order || which == 1) && !o->cost && !o->model) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: fixing the order on costs needs a cost model (--cost FILE, or --model "
+                "with --cluster)", o->costed_order ? "--costed-order" : "--order-from costs");
     return FALSE;
   }
   if (o->cluster && !so->workers && !so->input) {
@@ -275,6 +291,30 @@ static gboolean parse_split(const char *text, int W, int *counts, GError **err)
     if (!tp_cli_int("--split", g_strstrip(parts[s]), 1, 1 << 20, &counts[s], err))
       return FALSE;
   return TRUE;
+}
+
+gboolean tp_cli_order_on_costs(const TpCliCost *o)
+{
+  if (o->costed_order)
+    return TRUE;
+  if (o->order_from)
+    return strcmp(o->order_from, "costs") == 0;
+  return o->cost || o->model;
+}
+
+/* Whether s's order depends on the timeline it is fixed on (nf1b, 1f1b-async; not gpipe, 1f1b, 2bw). */
+static gboolean order_depends_on_costs(const TpSchedule *s)
+{
+  return s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
+}
+
+/* Generated schedule s with its order fixed on cost model c. */
+static TpSchedule *costed_schedule(const TpSchedule *s, const TpCost *c, GError **err)
+{
+  TpSchedule *t = tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K, c, err);
+  if (t)
+    t->sig = s->sig;
+  return t;
 }
 
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
@@ -317,8 +357,12 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
    * what a stage overran, and split again until every stage fits (or no split does). */
   for (int round = 0; o->fit_memory && round < 16; round++) {
-    g_autoptr(TpSim) sim = tp_sim_run(s, cost, err);
+    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
+    GError *e = NULL;
+    g_autoptr(TpSchedule) t = tp_cli_order_on_costs(o) && !s->source && order_depends_on_costs(s) ? costed_schedule(s, cost, &e) : NULL;
+    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
     if (!sim) {
+      g_propagate_error(err, e);
       tp_cost_free(cost);
       return NULL;
     }
@@ -365,16 +409,20 @@ int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *labe
 
 gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c, GError **err)
 {
-  if (!o->costed_order)
+  if (!tp_cli_order_on_costs(o))
     return TRUE;
   if ((*s)->source) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--costed-order: a schedule file's order is fixed already");
+    if (!o->costed_order && !o->order_from)
+      return TRUE; /* the default: a file's order stays as written */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: a schedule file's order is fixed already",
+                o->costed_order ? "--costed-order" : "--order-from");
     return FALSE;
   }
-  TpSchedule *t = tp_schedule_generate_costed((*s)->order, (*s)->policy, (*s)->W, (*s)->N, (*s)->K, c, err);
+  if (!order_depends_on_costs(*s))
+    return TRUE;
+  TpSchedule *t = costed_schedule(*s, c, err);
   if (!t)
     return FALSE;
-  t->sig = (*s)->sig;
   tp_schedule_free(*s);
   *s = t;
   return TRUE;

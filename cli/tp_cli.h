@@ -39,23 +39,29 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o);
 TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err);
 void tp_cli_schedule_clear(TpCliSchedule *o);
 
-/* Options that choose a cost model, shared by `simulate`, `compare` and `plot`. */
+/* Options that choose a cost model, shared by `simulate`, `compare` and `plot`, and the timeline the
+ * nf1b / 1f1b-async orders are fixed on (--order-from slots|costs; --costed-order = costs). */
 typedef struct {
-  char *cost, *model, *cluster, *batch, *split;
+  char *cost, *model, *cluster, *batch, *split, *order_from;
   gboolean fit_memory, costed_order;
 } TpCliCost;
 
 void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o);
-/* Before the schedule is built: a cluster of several workers sets the default -w. */
+/* Before the schedule is built: checks the cost and order options (--order-from costs needs a cost
+ * model), and a cluster of several workers sets the default -w. */
 gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err);
+/* Whether the order is to be fixed on the cost model: --order-from costs or --costed-order, or by
+ * default whenever a cost model is given (after tp_cli_cost_defaults accepted the options). */
+gboolean tp_cli_order_on_costs(const TpCliCost *o);
 /* The cost model for schedule s: unit slots, a cost file, or model × cluster (split optimally,
  * by --split, or under the devices' memory with --fit-memory). */
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
 void tp_cli_cost_clear(TpCliCost *o);
-/* With --costed-order, fix the order of a rule-based schedule (nf1b, 1f1b-async) on cost model c
- * instead of unit slots, replacing *s. */
+/* When tp_cli_order_on_costs, fix the order of a generated rule-based schedule (nf1b, 1f1b-async) on
+ * cost model c instead of unit slots, replacing *s.  A schedule file keeps its order (asking for
+ * --order-from costs explicitly with one is an error). */
 gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c, GError **err);
-/* Schedule, then its cost model, then (with --costed-order) the order fixed on it. */
+/* Schedule, then its cost model, then (by default with a cost model) the order fixed on it. */
 gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s, TpCost **c, GError **err);
 /* One warning line per device whose stages' peaks exceed its memory; returns how many. */
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label);
