@@ -7,7 +7,9 @@
 
 const char *const tp_ev_kind_names[TP_N_EV_KINDS] = { "F", "B", "U", "send-act", "send-grad" };
 
+/* The columns every event file has; files written since the version mismatch was added have one more. */
 #define EVENTS_HEADER "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer"
+#define EVENTS_MISMATCH ",version_mismatch"
 
 GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
 {
@@ -15,15 +17,19 @@ GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
   GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(TpEventRow), (guint)(2 * sim->n_ops));
   for (int st = 0; st < s->W; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
+    int latest = 0;
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &ops[k];
       long g = sim->ix->off[st] + k;
       int micro = op->kind != TP_OP_U && op->micro != TP_WHOLE ? op->micro + 1 : 0;
-      TpEventRow r = { st + 1, (TpEvKind)op->kind, op->mb, micro, sim->start[g], sim->end[g], op->ver, m->latest[g], 0, 0 };
+      int mismatch = op->kind == TP_OP_B ? tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL) : -1;
+      latest += op->kind == TP_OP_U;
+      TpEventRow r = { st + 1, (TpEvKind)op->kind, op->mb, micro, sim->start[g], sim->end[g], op->ver, m->latest[g], 0, 0,
+                       mismatch };
       g_array_append_val(rows, r);
       if (sim->cons[g] >= 0) {
         TpEventRow x = { st + 1, op->kind == TP_OP_F ? TP_EV_SEND_ACT : TP_EV_SEND_GRAD, op->mb, micro, sim->xstart[g],
-                         sim->xend[g], -1, -1, tp_sim_op_bytes(sim->c, s, st, op), op->kind == TP_OP_F ? st + 2 : st };
+                         sim->xend[g], -1, -1, tp_sim_op_bytes(sim->c, s, st, op), op->kind == TP_OP_F ? st + 2 : st, -1 };
         g_array_append_val(rows, x);
       }
     }
@@ -33,7 +39,7 @@ GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
 
 void tp_events_write_csv(GArray *rows, GString *out)
 {
-  g_string_append(out, EVENTS_HEADER "\n");
+  g_string_append(out, EVENTS_HEADER EVENTS_MISMATCH "\n");
   for (guint i = 0; i < rows->len; i++) {
     const TpEventRow *r = &g_array_index(rows, TpEventRow, i);
     char micro[16] = "";
@@ -42,9 +48,12 @@ void tp_events_write_csv(GArray *rows, GString *out)
     g_string_append_printf(out, "%d,%s,%d,%s,%.9g,%.9g,", r->stage, tp_ev_kind_names[r->kind], r->mb, micro, r->start,
                            r->end);
     if (r->kind <= TP_EV_U)
-      g_string_append_printf(out, "%d,%d,%d,,\n", r->version, r->latest, r->kind == TP_EV_U ? 0 : r->latest - r->version);
+      g_string_append_printf(out, "%d,%d,%d,,,", r->version, r->latest, r->kind == TP_EV_U ? 0 : r->latest - r->version);
     else
-      g_string_append_printf(out, ",,,%.9g,%d\n", r->bytes, r->peer);
+      g_string_append_printf(out, ",,,%.9g,%d,", r->bytes, r->peer);
+    if (r->mismatch >= 0)
+      g_string_append_printf(out, "%d", r->mismatch);
+    g_string_append_c(out, '\n');
   }
 }
 
@@ -61,7 +70,7 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
 {
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
-  gboolean header = FALSE;
+  gboolean header = FALSE, has_mismatch = FALSE;
   for (int ln = 0; lines[ln]; ln++) {
     char *line = g_strchomp(lines[ln]);
     if (!*line || line[0] == '#')
@@ -72,14 +81,16 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
         return NULL;
       }
       header = TRUE;
+      has_mismatch = strcmp(line + strlen(EVENTS_HEADER), EVENTS_MISMATCH) == 0;
       continue;
     }
     g_auto(GStrv) f = g_strsplit(line, ",", -1);
-    TpEventRow r = { .version = -1, .latest = -1 };
+    TpEventRow r = { .version = -1, .latest = -1, .mismatch = -1 };
     const char *bad = NULL;
     int k;
-    if (g_strv_length(f) < 11)
-      bad = "expected 11 comma-separated fields";
+    guint nf = g_strv_length(f);
+    if (nf < 11u + has_mismatch)
+      bad = has_mismatch ? "expected 12 comma-separated fields" : "expected 11 comma-separated fields";
     else if (!field_int(f[0], 1, &r.stage))
       bad = "bad stage";
     else {
@@ -98,6 +109,8 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
         bad = "bad version/latest";
       else if (r.kind > TP_EV_U && (!tp_kf_parse_number(f[9], &r.bytes) || !field_int(f[10], 1, &r.peer)))
         bad = "bad bytes/peer of a transfer";
+      else if (has_mismatch && *f[11] && (r.kind != TP_EV_B || !field_int(f[11], 0, &r.mismatch)))
+        bad = "bad version_mismatch (a whole number, on backward rows only)";
     }
     if (bad) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s", name, ln + 1, bad);

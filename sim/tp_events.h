@@ -1,6 +1,7 @@
 /* tp_events.h — the event list of a timeline, simulated or measured: one row per operation and per
  * transfer, written and read as CSV (stage,kind,mini_batch,micro_batch,start,end,version,latest,
- * staleness,bytes,peer), so that predictions and measurements can be compared and plotted. */
+ * staleness,bytes,peer,version_mismatch; files without the last column are read too), so that
+ * predictions and measurements can be compared and plotted. */
 #ifndef TP_EVENTS_H
 #define TP_EVENTS_H
 
@@ -17,6 +18,7 @@ typedef struct {
   int version, latest; /* -1 for transfers */
   double bytes;   /* transfers */
   int peer;       /* receiving stage of a transfer, 0 otherwise */
+  int mismatch;   /* backward: version read minus its forward's, the largest over its micro-batches; else -1 */
 } TpEventRow;
 
 GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m);

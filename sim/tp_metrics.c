@@ -1,5 +1,6 @@
 /* tp_metrics.c — metrics of a simulated timeline (spec §3 and §4). */
 #include "tp_metrics.h"
+#include "tp_policy.h"
 
 #include <stdlib.h>
 
@@ -183,21 +184,81 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   g_free(last);
 }
 
-/* Spacing of stage 1's updates over the steady range, else makespan / K. */
-static double time_per_minibatch(const TpSim *sim, const TpMetrics *m)
+/* Spacing of stage 1's updates over the steady range, else makespan / K; sets the steady window
+ * (from stage 1's update of steady_lo - 1 to that of steady_hi; the whole run when there is none). */
+static double time_per_minibatch(const TpSim *sim, TpMetrics *m)
 {
   const TpSchedule *s = sim->s;
   int lo = m->steady_lo - 1, hi = m->steady_hi;
+  m->window_start = 0, m->window_end = m->makespan;
   if (m->steady_empty || lo < 1 || hi <= lo)
     return m->makespan / s->K;
-  double *uend = g_new(double, s->K + 1);
-  const TpOp *ops = tp_stage_ops(s, 0);
-  for (int k = 0; k < tp_stage_len(s, 0); k++)
-    if (ops[k].kind == TP_OP_U)
-      uend[ops[k].mb] = sim->end[sim->ix->off[0] + k];
-  double t = (uend[hi] - uend[lo]) / (hi - lo);
-  g_free(uend);
-  return t;
+  const int32_t *upos = sim->ix->upos; /* stage 1's row */
+  if (upos[lo] < 0 || upos[hi] < 0)
+    return m->makespan / s->K;
+  m->window_start = sim->end[sim->ix->off[0] + upos[lo]];
+  m->window_end = sim->end[sim->ix->off[0] + upos[hi]];
+  return (m->window_end - m->window_start) / (hi - lo);
+}
+
+/* ---- steady state and weight inconsistency (one pass over the operations) ----------------- */
+
+int tp_backward_mismatch(const TpSchedule *s, const TpIndex *ix, int st, const TpOp *b, int latest, GArray *hist,
+                         long *older)
+{
+  const int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys;
+  const TpOp *ops = tp_stage_ops(s, st);
+  int j0 = b->micro == TP_WHOLE ? 0 : b->micro, j1 = b->micro == TP_WHOLE ? s->N : b->micro + 1, worst = G_MININT;
+  for (int j = j0; j < j1; j++) {
+    int32_t p = fpos[tp_key(s->N, b->mb, j)];
+    if (p < 0) /* one forward for the whole mini-batch */
+      p = fpos[tp_key(s->N, b->mb, TP_WHOLE)];
+    int fv = ops[p].ver, read = b->ver;
+    if (b->src == TP_SRC_STASH)
+      read = fv;
+    else if (b->src == TP_SRC_BLEND)
+      read = latest > fv && tp_significance(&s->sig, latest - fv) < 1 ? latest : fv;
+    int d = read - fv;
+    worst = MAX(worst, d);
+    if (!hist)
+      continue;
+    if (d < 0) {
+      (*older)++;
+      continue;
+    }
+    if (hist->len <= (guint)d)
+      g_array_set_size(hist, (guint)d + 1);
+    g_array_index(hist, long, d)++;
+  }
+  return worst;
+}
+
+/* The version mismatch of every backward, and the busy time inside the steady window. */
+static void steady_and_mismatch(const TpSim *sim, TpMetrics *m)
+{
+  const TpSchedule *s = sim->s;
+  const double t0 = m->window_start, t1 = m->window_end;
+  double busy = 0;
+  m->mismatch = g_array_new(FALSE, TRUE, sizeof(long));
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    const long off = sim->ix->off[st];
+    int latest = 0, worst = 0;
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      long g = off + k;
+      busy += MAX(0.0, MIN(sim->end[g], t1) - MAX(sim->start[g], t0));
+      if (ops[k].kind == TP_OP_U)
+        latest++;
+      else if (ops[k].kind == TP_OP_B) {
+        int d = tp_backward_mismatch(s, sim->ix, st, &ops[k], latest, m->mismatch, &m->mismatch_older);
+        worst = MAX(worst, d);
+      }
+    }
+    m->stage[st].max_version_mismatch = worst;
+  }
+  m->t_minibatch_run = m->makespan / s->K;
+  m->throughput_steady = m->t_minibatch > 0 ? s->N * sim->c->samples_per_micro / m->t_minibatch : 0;
+  m->bubble_steady = t1 > t0 ? 1.0 - busy / (s->W * (t1 - t0)) : m->bubble;
 }
 
 /* ---- all metrics -------------------------------------------------------------------------- */
@@ -250,6 +311,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   version_difference(s, m->v, m->g);
   steady(s, m->v, m);
   m->t_minibatch = time_per_minibatch(sim, m);
+  steady_and_mismatch(sim, m);
 
   GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
   for (int st = 0; st < W; st++)
@@ -278,6 +340,8 @@ void tp_metrics_free(TpMetrics *m)
   g_free(m->link_messages);
   g_free(m->link_bytes);
   g_array_unref(m->staleness);
+  if (m->mismatch)
+    g_array_unref(m->mismatch);
   g_free(m->latest);
   g_free(m->stage);
   g_free(m);

@@ -1,6 +1,7 @@
-/* tp_metrics.h — what a simulation (or a measured run) says: makespan, busy time and bubbles,
- * throughput, per-stage peak memory by component, live versions and stored activations,
- * staleness of every read, the version difference v(i), update chains, messages and bytes. */
+/* tp_metrics.h — what a simulation says: makespan, busy time and bubbles, throughput (whole run and
+ * steady state), per-stage peak memory by component, live versions and stored activations,
+ * staleness of every read, the version mismatch of every backward against its forward, the version
+ * difference v(i), update chains, messages and bytes. */
 #ifndef TP_METRICS_H
 #define TP_METRICS_H
 
@@ -14,6 +15,7 @@ typedef struct {
   int max_live_versions;      /* weight versions kept at once, at peak */
   int peak_activations;       /* micro-batch activations stored at once, at peak */
   double peak_bytes;          /* peak of the sum of all components */
+  int max_version_mismatch;   /* largest version mismatch of a backward here (see TpMetrics.mismatch) */
   double at_peak[TP_N_MEM];   /* components at the moment of peak_bytes */
   double comp_peak[TP_N_MEM]; /* each component's own peak */
 } TpStageMetrics;
@@ -23,6 +25,13 @@ typedef struct {
   double makespan, busy, bubble, throughput;
   double t_minibatch;     /* steady time per mini-batch: spacing of stage 1's updates over the steady
                              range (makespan / K when there is none) */
+  /* makespan, busy, bubble and throughput cover the whole run, fill and drain included; these are
+   * their steady-state counterparts, over the window from stage 1's update of mini-batch
+   * steady_lo - 1 to that of steady_hi (the whole run when there is no such window) */
+  double t_minibatch_run;   /* makespan / K */
+  double throughput_steady; /* N x samples per micro-batch / t_minibatch */
+  double bubble_steady;     /* idle / (W x window) */
+  double window_start, window_end;
   int *v;                 /* [1..K] version difference v(i) = i - g(i) */
   int *g;                 /* [1..K] version the gradient of i is computed against (stage 1) */
   int v_steady, v_steady_min;
@@ -36,6 +45,13 @@ typedef struct {
   long *link_messages;      /* [tp_sim_n_links(W)] */
   double *link_bytes;
   GArray *staleness;        /* long: staleness[d] = reads that were d versions behind the latest */
+  /* weight inconsistency: for every backward, per micro-batch it covers, the version it reads minus
+   * the version that micro-batch's forward read on the stage (I-TiMePReSt's blend counts the newest
+   * version in it: the latest when s(d) < 1).  mismatch[d] counts micro-batch backwards with
+   * difference d >= 0; mismatch_older those that read older weights than their forward (none in a
+   * valid schedule of the policies here). */
+  GArray *mismatch;         /* long */
+  long mismatch_older;
   int *latest;              /* per global op: the stage's latest version when it ran */
   TpStageMetrics *stage;
 } TpMetrics;
@@ -50,6 +66,12 @@ typedef struct {
 
 /* Stage st's total memory over time: a step function, one point per instant it changes. */
 GArray *tp_metrics_memory_series(const TpSim *sim, const TpMetrics *m, int st);
+
+/* Version mismatch of backward b at stage st, run when the stage's latest version was `latest`: the
+ * largest, over the micro-batches it covers, of the version it reads minus the version that
+ * micro-batch's forward read there.  With hist (long) and older, counts each micro-batch's difference. */
+int tp_backward_mismatch(const TpSchedule *s, const TpIndex *ix, int st, const TpOp *b, int latest, GArray *hist,
+                         long *older);
 
 /* Steady-state v of a schedule alone (unit slots), for sweeps: fills v_steady/min, chains. */
 int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empty);

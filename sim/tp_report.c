@@ -12,6 +12,22 @@ static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
 
 static void num(GString *out, double x) { g_string_append_printf(out, "%.9g", x); }
 
+const char *tp_report_fixed_on(const TpSchedule *s) { return s->fixed_on == TP_FIXED_ON_COSTS ? "costs" : "slots"; }
+
+/* What the order line of the text report says. */
+static const char *order_note(const TpSchedule *s, const TpCost *c)
+{
+  if (s->fixed_on == TP_FIXED_ON_COSTS)
+    return "fixed on the costs: each stage ran what was ready under the order's rules (--order-from slots: the "
+           "unit-slot order)";
+  if (s->order != TP_ORDER_NF1B && s->order != TP_ORDER_1F1B_ASYNC)
+    return "fixed on unit slots (this order does not depend on costs)";
+  if (c->unit)
+    return "fixed on unit slots";
+  return s->source ? "as the schedule file gives it (fixed on unit slots), replayed under the costs"
+                   : "fixed on unit slots, replayed under the costs (--order-from costs: fixed on the costs)";
+}
+
 void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   const TpSchedule *s = sim->s;
@@ -29,11 +45,14 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     for (int st = 0; st < s->W; st++)
       g_string_append_printf(out, "  stage %-3d  %s on %s: forward %.4g s, backward %.4g s per micro-batch\n", st + 1,
                              c->stage_note[st], c->device_name[st], c->stage[st].fwd, c->stage[st].bwd);
+  g_string_append_printf(out, "order        %s\n", order_note(s, c));
   g_string_append_printf(out, "makespan     %.6g %s%s\n", m->makespan, tu, c->unit ? "s" : "");
-  g_string_append_printf(out, "mini-batch   %.6g %s%s in the steady state (spacing of stage 1's updates)\n", m->t_minibatch,
-                         tu, c->unit ? "s" : "");
-  g_string_append_printf(out, "throughput   %.6g samples/%s\n", m->throughput, tu);
-  g_string_append_printf(out, "bubble       %.4f  (idle stage-time / (W x makespan))\n", m->bubble);
+  g_string_append_printf(out, "mini-batch   %.6g %s%s in the steady state (spacing of stage 1's updates); %.6g over the "
+                              "whole run (makespan / K)\n", m->t_minibatch, tu, c->unit ? "s" : "", m->t_minibatch_run);
+  g_string_append_printf(out, "throughput   %.6g samples/%s over the whole run (fill and drain included); %.6g in the "
+                              "steady state\n", m->throughput, tu, m->throughput_steady);
+  g_string_append_printf(out, "bubble       %.4f over the whole run, %.4f in the steady state  (idle stage-time / (W x "
+                              "time))\n", m->bubble, m->bubble_steady);
   g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
                          m->steady_lo, m->steady_hi,
                          m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
@@ -48,22 +67,29 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     if (g_array_index(m->staleness, long, d))
       g_string_append_printf(out, " d=%u:%ld", d, g_array_index(m->staleness, long, d));
   g_string_append_c(out, '\n');
+  g_string_append(out, "mismatch     micro-batch backwards reading weights d versions newer than their forward:");
+  for (guint d = 0; d < m->mismatch->len; d++)
+    if (g_array_index(m->mismatch, long, d))
+      g_string_append_printf(out, " d=%u:%ld", d, g_array_index(m->mismatch, long, d));
+  if (m->mismatch_older)
+    g_string_append_printf(out, "; %ld read older weights than their forward", m->mismatch_older);
+  g_string_append_c(out, '\n');
   g_string_append_printf(out, "messages     %ld, %.6g %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
                               "TiMePReSt (W-1)(N+1)K = %ld\n",
                          m->messages, m->bytes, bu, 2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
-  g_string_append_printf(out, "\n%5s %12s %7s %8s %11s %12s %12s %12s %12s %12s %12s\n", "stage", "busy", "bubble",
-                         "versions", "activations", "peak_bytes", "weights", "optimizer", "gradients", "stored_act",
-                         "comm");
+  g_string_append_printf(out, "\n%5s %12s %7s %8s %8s %11s %12s %12s %12s %12s %12s %12s\n", "stage", "busy", "bubble",
+                         "mismatch", "versions", "activations", "peak_bytes", "weights", "optimizer", "gradients",
+                         "stored_act", "comm");
   for (int st = 0; st < s->W; st++) {
     const TpStageMetrics *sm = &m->stage[st];
-    g_string_append_printf(out, "%5d %12.6g %7.4f %8d %11d %12.6g", st + 1, sm->busy, sm->bubble,
-                           sm->max_live_versions, sm->peak_activations, sm->peak_bytes);
+    g_string_append_printf(out, "%5d %12.6g %7.4f %8d %8d %11d %12.6g", st + 1, sm->busy, sm->bubble,
+                           sm->max_version_mismatch, sm->max_live_versions, sm->peak_activations, sm->peak_bytes);
     for (int k = 0; k < TP_N_MEM; k++)
       g_string_append_printf(out, " %12.6g", sm->at_peak[k]);
     g_string_append_c(out, '\n');
   }
-  g_string_append_printf(out, "(memory in %s at each stage's peak; versions and activations are the largest counts "
-                              "held at once)\n", bu);
+  g_string_append_printf(out, "(bubble over the whole run; mismatch: the largest above; memory in %s at each stage's "
+                              "peak; versions and activations are the largest counts held at once)\n", bu);
   if (s->W > 1) {
     g_string_append(out, "\nlink         messages        bytes\n");
     for (int l = 0; l < tp_sim_n_links(s->W); l++) {
@@ -86,11 +112,20 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n", s->W, s->N, s->K);
   g_string_append_printf(out, "  \"cost_model\": \"%s\",\n  \"time_unit\": \"%s\",\n  \"byte_unit\": \"%s\",\n",
                          c->unit ? "unit" : "file", c->time_unit, c->byte_unit);
+  g_string_append_printf(out, "  \"order_fixed_on\": \"%s\",\n", tp_report_fixed_on(s));
   g_string_append(out, "  \"makespan\": "), num(out, m->makespan);
   g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);
   g_string_append(out, ",\n  \"bubble_definition\": \"idle stage-time / (W * makespan)\"");
   g_string_append(out, ",\n  \"throughput\": "), num(out, m->throughput);
   g_string_append(out, ",\n  \"time_per_mini_batch\": "), num(out, m->t_minibatch);
+  g_string_append(out, ",\n  \"time_per_mini_batch_whole_run\": "), num(out, m->t_minibatch_run);
+  g_string_append(out, ",\n  \"throughput_steady\": "), num(out, m->throughput_steady);
+  g_string_append(out, ",\n  \"bubble_fraction_steady\": "), num(out, m->bubble_steady);
+  g_string_append(out, ",\n  \"steady_window\": ["), num(out, m->window_start);
+  g_string_append(out, ", "), num(out, m->window_end);
+  g_string_append(out, "],\n  \"steady_definition\": \"makespan, bubble_fraction and throughput cover the whole run; "
+                       "time_per_mini_batch and the _steady values the steady_window, from stage 1's update of "
+                       "mini-batch v_steady_range[0] - 1 to that of v_steady_range[1]\"");
   g_string_append_printf(out, ",\n  \"throughput_unit\": \"samples/%s\"", c->time_unit);
   g_string_append_printf(out, ",\n  \"v_steady\": %d,\n  \"v_steady_min\": %d,\n  \"v_steady_range\": [%d, %d],\n"
                               "  \"v_steady_range_empty\": %s,\n",
@@ -105,7 +140,13 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append(out, "],\n  \"staleness_histogram\": [");
   for (guint d = 0; d < m->staleness->len; d++)
     g_string_append_printf(out, "%s%ld", d ? ", " : "", g_array_index(m->staleness, long, d));
-  g_string_append_printf(out, "],\n  \"messages\": %ld,\n  \"bytes\": ", m->messages);
+  g_string_append(out, "],\n  \"version_mismatch_histogram\": [");
+  for (guint d = 0; d < m->mismatch->len; d++)
+    g_string_append_printf(out, "%s%ld", d ? ", " : "", g_array_index(m->mismatch, long, d));
+  g_string_append_printf(out, "],\n  \"version_mismatch_older\": %ld,\n  \"version_mismatch_definition\": \"per "
+                              "micro-batch backward: the version it reads minus the version its forward read on the stage; "
+                              "the histogram counts them by that difference, 0 first\"", m->mismatch_older);
+  g_string_append_printf(out, ",\n  \"messages\": %ld,\n  \"bytes\": ", m->messages);
   num(out, m->bytes);
   g_string_append_printf(out, ",\n  \"published_messages\": {\"naive\": %ld, \"timeprest\": %ld},\n",
                          2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
@@ -124,8 +165,8 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
                            c->stage[st].device + 1);
     num(out, sm->busy);
     g_string_append(out, ", \"bubble_fraction\": "), num(out, sm->bubble);
-    g_string_append_printf(out, ", \"max_live_versions\": %d, \"peak_activations\": %d, \"peak_bytes\": ",
-                           sm->max_live_versions, sm->peak_activations);
+    g_string_append_printf(out, ", \"max_version_mismatch\": %d, \"max_live_versions\": %d, \"peak_activations\": %d, "
+                                "\"peak_bytes\": ", sm->max_version_mismatch, sm->max_live_versions, sm->peak_activations);
     num(out, sm->peak_bytes);
     if (c->stage_note) {
       g_string_append_printf(out, ", \"device_name\": \"%s\", \"layers\": \"%s\", \"device_memory\": ", c->device_name[st],
@@ -150,5 +191,6 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
 void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  g_string_append_printf(out, "# timeprest-events order_fixed_on=%s\n", tp_report_fixed_on(sim->s));
   tp_events_write_csv(rows, out);
 }

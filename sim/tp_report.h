@@ -4,9 +4,13 @@
 
 #include "tp_metrics.h"
 
+/* "slots" or "costs": the timeline the schedule's order was fixed on (JSON and CSV `order_fixed_on`). */
+const char *tp_report_fixed_on(const TpSchedule *s);
+
 void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out);
 void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out);
-/* One row per operation and per transfer, ordered by stage and start time. */
+/* A comment line naming the order's timeline, then one row per operation and per transfer,
+ * ordered by stage and start time. */
 void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out);
 
 #endif

@@ -42,7 +42,8 @@ static void test_bad_input(void)
   E("--order and --policy go together", "schedule", "--order", "nf1b");
   E("order 2bw needs N >= W", "simulate", "-s", "pipedream-2bw", "-w", "4", "-n", "2");
   E("cannot read schedule file", "schedule", "--input", "/nonexistent.csv");
-  E("schedule uses a cost model only with --costed-order", "schedule", "--model", "cnn", "--cluster", "A");
+  E("schedule uses a cost model only to fix the order on it", "schedule", "--model", "cnn", "--cluster", "A",
+    "--order-from", "slots");
   E("--model and --cluster go together", "schedule", "--costed-order", "--model", "cnn");
 #undef E
 }
@@ -136,10 +137,11 @@ static void test_simulate_csv(void)
   g_assert_nonnull(strstr(r.out, "bubble       0.3333"));
   g_autofree char *csv = NULL;
   g_assert_true(g_file_get_contents(path, &csv, NULL, NULL));
-  /* header, 2 stages x (2 F + 2 B + 1 U) operations, 2 activation and 2 gradient transfers */
-  g_assert_cmpint(tpt_lines(csv), ==, 1 + 10 + 4);
-  g_assert_true(g_str_has_prefix(csv, "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n"
-                                      "1,F,1,1,0,1,0,0,0,,\n1,send-act,1,1,1,1,,,,1,2\n"));
+  /* comment, header, 2 stages x (2 F + 2 B + 1 U) operations, 2 activation and 2 gradient transfers */
+  g_assert_cmpint(tpt_lines(csv), ==, 2 + 10 + 4);
+  g_assert_true(g_str_has_prefix(csv, "# timeprest-events order_fixed_on=slots\n"
+                                      "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer,"
+                                      "version_mismatch\n1,F,1,1,0,1,0,0,0,,,\n1,send-act,1,1,1,1,,,,1,2,\n"));
   g_unlink(path);
   tpt_run_clear(&r);
 }
@@ -210,7 +212,7 @@ static void test_trace(void)
   g_assert_cmpint(r.status, ==, 0);
   g_autofree char *events = NULL;
   g_assert_true(g_file_get_contents(csv, &events, NULL, NULL));
-  int rows = tpt_lines(events) - 1;
+  int rows = tpt_lines(events) - 2; /* the comment line and the header */
   g_autoptr(JsonParser) p = json_parser_new();
   GError *err = NULL;
   g_assert_true(json_parser_load_from_file(p, trace, &err));
