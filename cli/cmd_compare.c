@@ -24,6 +24,33 @@ static char *human_bytes(double b, gboolean unit)
   return g_strdup_printf("%.0fk", b / 1e3);
 }
 
+/* "a, b" list of the applicable presets whose schedule has a whole-mini-batch op of `kind` and, when
+ * `also` >= 0, one of kind `also` too (or, with negate, not). */
+static char *presets_with_whole(const Row *rows, int n, TpOpKind kind, int also, gboolean negate)
+{
+  GString *names = g_string_new(NULL);
+  for (int i = 0; i < n; i++) {
+    if (rows[i].skip)
+      continue;
+    gboolean has[2] = { FALSE, FALSE };
+    const TpOp *ops = tp_stage_ops(rows[i].s, 0);
+    for (int k = 0; k < tp_stage_len(rows[i].s, 0); k++)
+      if (ops[k].kind != TP_OP_U && ops[k].micro == TP_WHOLE)
+        has[ops[k].kind] = TRUE;
+    if (has[kind] && (also < 0 || has[also] != negate))
+      g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
+  }
+  return g_string_free(names, FALSE);
+}
+
+static int max_mismatch(const TpMetrics *m)
+{
+  int worst = 0;
+  for (int st = 0; st < m->W; st++)
+    worst = MAX(worst, m->stage[st].max_version_mismatch);
+  return worst;
+}
+
 static void table(Row *rows, int n, long long dataset, GString *out)
 {
   const Row *ref = NULL;
@@ -35,32 +62,53 @@ static void table(Row *rows, int n, long long dataset, GString *out)
   const TpCost *c = ref->c;
   const TpSchedule *s = ref->s;
   gboolean unit = c->unit;
-  g_string_append_printf(out, "compare: W=%d, N=%d, K=%d; costs: %s\n", s->W, s->N, s->K,
-                         unit ? "unit slots" : c->source);
-  g_string_append_printf(out, "time/mini-batch: steady spacing of stage 1's updates (%s); epoch: %s; bubble: idle / "
-                              "(W x makespan); mem: peak per stage (%s) / live weight versions\n\n",
-                         c->time_unit, dataset ? "dataset / mini-batch size mini-batches" : "K mini-batches",
-                         unit ? "units" : "bytes");
-  if (unit)
-    g_string_append(out, "unit slots: a whole-mini-batch forward or backward takes one slot like a micro-batch one, so "
-                         "PipeDream's orders look N times faster than they are; use a cost model to compare times\n\n");
+  const char *tu = c->time_unit;
+  g_string_append_printf(out, "compare: W=%d, N=%d, K=%d; costs: %s\n", s->W, s->N, s->K, unit ? "unit slots" : c->source);
+  g_string_append_printf(out,
+                         "steady    the steady state: time = spacing of stage 1's updates; bubble, throughput over that "
+                         "window\n"
+                         "run       the whole run, fill and drain included: time = makespan / K; bubble = idle / (W x "
+                         "makespan)\n"
+                         "t/epoch   %s at the steady time per mini-batch\n"
+                         "mismatch  the most versions a backward's weights are newer than its forward's\n"
+                         "order     the timeline the order was fixed on: slots or costs\n"
+                         "mem       peak per stage (%s) / live weight versions\n\n",
+                         dataset ? "dataset / mini-batch size mini-batches" : "K mini-batches", unit ? "units" : "bytes");
+  if (unit) {
+    g_autofree char *fb = presets_with_whole(rows, n, TP_OP_F, TP_OP_B, FALSE);
+    g_autofree char *b = presets_with_whole(rows, n, TP_OP_B, TP_OP_F, TRUE);
+    g_string_append(out, "unit slots: a whole-mini-batch operation takes one slot like a micro-batch one, so these "
+                         "presets look faster than they are:");
+    if (*fb)
+      g_string_append_printf(out, " whole-mini-batch forward and backward: %s;", fb);
+    if (*b)
+      g_string_append_printf(out, " whole-mini-batch backward: %s;", b);
+    g_string_append(out, " use a cost model to compare times\n\n");
+  }
   gboolean any_over = FALSE;
-  g_string_append_printf(out, "%-16s %12s %12s %7s %12s %3s %6s  %s\n", "preset", "t/mini-batch", "t/epoch", "bubble",
-                         "throughput", "v", "chains", "mem/versions by stage");
+  g_autofree char *tcol = g_strdup_printf("t/mini-batch (%s)", tu);
+  g_autofree char *qcol = g_strdup_printf("throughput (samples/%s)", tu);
+  g_string_append_printf(out, "%-16s %-21s %10s %-13s %-21s\n", "", tcol, "", "bubble", qcol);
+  g_string_append_printf(out, "%-16s %10s %10s %10s %6s %6s %10s %10s %3s %6s %8s %5s  %s\n", "preset", "steady", "run",
+                         "t/epoch", "steady", "run", "steady", "run", "v", "chains", "mismatch", "order",
+                         "mem/versions by stage");
   for (int i = 0; i < n; i++) {
     const Row *r = &rows[i];
     if (r->skip) {
       g_string_append_printf(out, "%-16s %s\n", r->p->name, r->skip);
       continue;
     }
+    const TpMetrics *m = r->m;
     double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * s->N) : s->K;
-    g_string_append_printf(out, "%-16s %12.5g %12.5g %7.4f %12.5g %3d %6d ", r->p->name, r->m->t_minibatch, r->m->t_minibatch * per_epoch,
-                           r->m->bubble, r->m->throughput, r->m->v_steady, r->m->chains);
+    g_string_append_printf(out, "%-16s %10.5g %10.5g %10.5g %6.4f %6.4f %10.5g %10.5g %3d %6d %8d %5s ", r->p->name,
+                           m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
+                           m->throughput_steady, m->throughput, m->v_steady, m->chains, max_mismatch(m),
+                           tp_report_fixed_on(r->s));
     for (int st = 0; st < s->W; st++) {
-      g_autofree char *b = human_bytes(r->m->stage[st].peak_bytes, unit);
-      gboolean over = c->capacity && r->m->stage[st].peak_bytes > c->capacity[st];
+      g_autofree char *b = human_bytes(m->stage[st].peak_bytes, unit);
+      gboolean over = c->capacity && m->stage[st].peak_bytes > c->capacity[st];
       any_over |= over;
-      g_string_append_printf(out, " %s/%d%s", b, r->m->stage[st].max_live_versions, over ? "!" : "");
+      g_string_append_printf(out, " %s/%d%s", b, m->stage[st].max_live_versions, over ? "!" : "");
     }
     g_string_append_c(out, '\n');
   }
@@ -74,27 +122,36 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
   for (int i = 0; i < n; i++)
     if (!rows[i].skip)
       W = rows[i].s->W;
-  g_string_append(out, "preset,order,policy,applies,time_per_mini_batch,time_per_epoch,bubble_fraction,throughput,"
-                       "v_steady,chains,multiple_sequences,makespan");
+  g_string_append(out, "preset,order,policy,applies,order_fixed_on,time_per_mini_batch_steady,"
+                       "time_per_mini_batch_whole_run,time_per_epoch_steady,bubble_fraction_steady,"
+                       "bubble_fraction_whole_run,throughput_steady,throughput_whole_run,v_steady,chains,"
+                       "multiple_sequences,max_version_mismatch,makespan");
   for (int st = 1; st <= W; st++)
-    g_string_append_printf(out, ",peak_bytes_%d,live_versions_%d,peak_activations_%d", st, st, st);
+    g_string_append_printf(out, ",peak_bytes_%d,live_versions_%d,peak_activations_%d,max_version_mismatch_%d", st, st,
+                           st, st);
+  int fields = 1;
+  for (const char *p = out->str; *p; p++)
+    fields += *p == ',';
   g_string_append_c(out, '\n');
   for (int i = 0; i < n; i++) {
     const Row *r = &rows[i];
     g_string_append_printf(out, "%s,%s,%s,%d", r->p->name, tp_order_name(r->p->order), tp_policy_name(r->p->policy),
                            !r->skip);
     if (r->skip) {
-      for (int k = 0; k < 8 + 3 * W; k++)
+      for (int k = 4; k < fields; k++)
         g_string_append_c(out, ',');
       g_string_append_c(out, '\n');
       continue;
     }
+    const TpMetrics *m = r->m;
     double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * r->s->N) : r->s->K;
-    g_string_append_printf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%.9g", r->m->t_minibatch, r->m->t_minibatch * per_epoch, r->m->bubble,
-                           r->m->throughput, r->m->v_steady, r->m->chains, r->m->multiple_sequences, r->m->makespan);
+    g_string_append_printf(out, ",%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%d,%.9g", tp_report_fixed_on(r->s),
+                           m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
+                           m->throughput_steady, m->throughput, m->v_steady, m->chains, m->multiple_sequences,
+                           max_mismatch(m), m->makespan);
     for (int st = 0; st < W; st++)
-      g_string_append_printf(out, ",%.9g,%d,%d", r->m->stage[st].peak_bytes, r->m->stage[st].max_live_versions,
-                             r->m->stage[st].peak_activations);
+      g_string_append_printf(out, ",%.9g,%d,%d,%d", m->stage[st].peak_bytes, m->stage[st].max_live_versions,
+                             m->stage[st].peak_activations, m->stage[st].max_version_mismatch);
     g_string_append_c(out, '\n');
   }
 }
@@ -115,7 +172,9 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Runs every preset with the same W, N, K and cost model (with --model the layer split is chosen once, for\n"
-    "the first preset, so that every preset runs the same stages).  -s, --order, --policy and --input do not apply.\n\n"
+    "the first preset, so that every preset runs the same stages).  -s, --order, --policy and --input do not apply.\n"
+    "With a cost model the nf1b and 1f1b-async orders are fixed on it (--order-from slots: on unit slots).\n"
+    "Throughput and bubble are given over the whole run (fill and drain included) and over the steady state.\n\n"
     "Example: timeprest compare --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
   static const char *const formats[] = { "table", "csv", NULL };
   int fmt = 0;

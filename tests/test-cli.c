@@ -191,9 +191,11 @@ static void test_compare(void)
   TptRun c = tpt_run((const char *const[]){ "compare", "-w", "3", "-n", "4", "--format", "csv", NULL });
   g_assert_cmpint(c.status, ==, 0);
   g_assert_cmpint(tpt_lines(c.out), ==, 1 + tp_n_presets);
-  g_assert_true(g_str_has_prefix(c.out, "preset,order,policy,applies,time_per_mini_batch,time_per_epoch,bubble_fraction,"
-                                        "throughput,v_steady,chains,multiple_sequences,makespan,peak_bytes_1,"));
-  g_assert_nonnull(strstr(c.out, "\ngpipe,gpipe,sync,1,"));
+  g_assert_true(g_str_has_prefix(c.out, "preset,order,policy,applies,order_fixed_on,time_per_mini_batch_steady,"
+                                        "time_per_mini_batch_whole_run,time_per_epoch_steady,bubble_fraction_steady,"
+                                        "bubble_fraction_whole_run,throughput_steady,throughput_whole_run,v_steady,chains,"
+                                        "multiple_sequences,max_version_mismatch,makespan,peak_bytes_1,"));
+  g_assert_nonnull(strstr(c.out, "\ngpipe,gpipe,sync,1,slots,"));
   tpt_run_clear(&r);
   tpt_run_clear(&c);
   expect_usage_error((const char *const[]){ "compare", "-s", "gpipe", NULL }, "compare runs every preset");
