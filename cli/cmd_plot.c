@@ -3,6 +3,7 @@
 #include "tp_error.h"
 #include "tp_events.h"
 #include "tp_plot.h"
+#include "tp_report.h"
 #include "tp_sweep.h"
 
 #include <stdio.h>
@@ -103,8 +104,8 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     const TpSchedule *s = r.s;
     sim_ev = tp_events_from_sim(r.sim, r.m);
     const char *pn = tp_preset_name(s->order, s->policy);
-    what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s", pn ? pn : tp_order_name(s->order), s->W, s->N, s->K,
-                           r.c->unit ? ", unit slots" : "; ", r.c->unit ? "" : r.c->source);
+    what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), s->W, s->N,
+                           s->K, r.c->unit ? ", unit slots" : "; ", r.c->unit ? "" : r.c->source, tp_report_fixed_on(s));
   }
   if (ok && measured)
     ok = (meas_ev = tp_events_load(measured, err)) != NULL;
@@ -187,8 +188,10 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
     }
     const char *pn = tp_preset_name(s->order, s->policy);
     g_autofree char *t = title ? g_strdup(title)
-                               : g_strdup_printf("memory per stage: %s, W=%d, N=%d, K=%d%s%s", pn ? pn : tp_order_name(s->order),
-                                                 s->W, s->N, s->K, c->unit ? ", unit costs" : "; ", c->unit ? "" : c->source);
+                               : g_strdup_printf("memory per stage: %s, W=%d, N=%d, K=%d%s%s; order fixed on %s",
+                                                 pn ? pn : tp_order_name(s->order), s->W, s->N, s->K,
+                                                 c->unit ? ", unit costs" : "; ", c->unit ? "" : c->source,
+                                                 tp_report_fixed_on(s));
     g_autofree char *dpath = p ? tp_plot_path(p, "memory.dat") : NULL;
     ok = p && tp_plot_data(p, "memory.dat", data, err);
     if (ok) {
