@@ -3,6 +3,7 @@
  * a hand-computed cost-file timeline, device sharing, determinism, and bad cost files. */
 #include "tp_cost.h"
 #include "tp_costed.h"
+#include "tp_events.h"
 #include "tp_index.h"
 #include "tp_metrics.h"
 #include "tp_policy.h"
@@ -260,6 +261,150 @@ static void test_time_per_minibatch(void)
     }
 }
 
+/* The version mismatch by brute force: for every backward and every micro-batch it covers, the
+ * version it reads minus the version read by that micro-batch's forward, found by a search of the
+ * stage's operations (independent of the index the metrics use). */
+static int brute_mismatch(const TpSchedule *s, int st, int k, int latest)
+{
+  const TpOp *ops = tp_stage_ops(s, st), *b = &ops[k];
+  int worst = G_MININT;
+  for (int j = 0; j < s->N; j++) {
+    if (b->micro != TP_WHOLE && b->micro != j)
+      continue;
+    int fv = -1;
+    for (int q = 0; q < tp_stage_len(s, st); q++)
+      if (ops[q].kind == TP_OP_F && ops[q].mb == b->mb && (ops[q].micro == j || ops[q].micro == TP_WHOLE))
+        fv = ops[q].ver;
+    g_assert_cmpint(fv, >=, 0);
+    int read = b->src == TP_SRC_STASH ? fv
+               : b->src == TP_SRC_BLEND ? (tp_significance(&s->sig, latest - fv) < 1 ? latest : fv)
+                                        : b->ver;
+    worst = MAX(worst, read - fv);
+  }
+  return worst;
+}
+
+/* Weight inconsistency: V-TiMePReSt (W = 4, N = 4) runs stage 1's backward on weights 2 versions
+ * newer than its forward's; stashing and flush schedules have none; every preset agrees with the
+ * brute-force count, and the histogram counts each micro-batch of every backward once. */
+static void test_version_mismatch(void)
+{
+  for (int i = 0; i < tp_n_presets; i++) {
+    const char *name = tp_presets[i].name;
+    int W = 4, N = 4, K = 3 * W + 2;
+    g_autoptr(TpSchedule) s = tpt_preset(name, W, N, K);
+    TpCost *c;
+    g_autoptr(TpSim) sim = sim_unit(s, &c);
+    g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+    long total = 0;
+    for (guint d = 0; d < m->mismatch->len; d++)
+      total += g_array_index(m->mismatch, long, d);
+    g_assert_cmpint(total, ==, (long)W * K * N);
+    g_assert_cmpint(m->mismatch_older, ==, 0);
+    for (int st = 0; st < W; st++) {
+      int latest = 0, worst = 0;
+      for (int k = 0; k < tp_stage_len(s, st); k++) {
+        const TpOp *op = &tp_stage_ops(s, st)[k];
+        latest += op->kind == TP_OP_U;
+        if (op->kind == TP_OP_B) {
+          int d = brute_mismatch(s, st, k, latest);
+          g_assert_cmpint(tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL), ==, d);
+          worst = MAX(worst, d);
+        }
+      }
+      g_assert_cmpint(m->stage[st].max_version_mismatch, ==, worst);
+    }
+    const TpPolicy p = tp_presets[i].policy;
+    if (p == TP_POLICY_STASH || p == TP_POLICY_SYNC || p == TP_POLICY_2BW) {
+      g_assert_cmpuint(m->mismatch->len, ==, 1); /* all at 0 */
+      for (int st = 0; st < W; st++)
+        g_assert_cmpint(m->stage[st].max_version_mismatch, ==, 0);
+    }
+    if (strcmp(name, "v-timeprest") == 0) {
+      g_assert_cmpint(m->stage[0].max_version_mismatch, ==, 2);
+      g_assert_cmpint(m->stage[W - 1].max_version_mismatch, ==, 0); /* the last stage runs B right after its F */
+    }
+    tp_cost_free(c);
+  }
+  /* I-TiMePReSt with s(d) = 1: the stashed weights alone, no mismatch; with exp: the latest enters */
+  g_autoptr(TpSchedule) s = tpt_preset("i-timeprest", 4, 4, 14);
+  TpCost *c;
+  g_autoptr(TpSim) sim = sim_unit(s, &c);
+  g_autoptr(TpMetrics) blend = tp_metrics_compute(sim);
+  g_assert_cmpint(blend->stage[0].max_version_mismatch, ==, 2);
+  s->sig.kind = TP_SIG_CONST, s->sig.param = 1.0;
+  g_autoptr(TpMetrics) stashed = tp_metrics_compute(sim);
+  g_assert_cmpuint(stashed->mismatch->len, ==, 1);
+  tp_cost_free(c);
+}
+
+/* Whole-run against steady-state values: GPipe's bubble is (W-1)/(N+W-1) either way; nF1B with
+ * W <= N+1 keeps every stage busy in the steady state (bubble 0, N samples per N+1 slots) while
+ * fill and drain make the whole run's bubble positive. */
+static void test_steady_and_whole_run(void)
+{
+  for (int W = 2; W <= 5; W++)
+    for (int N = 1; N <= 5; N++) {
+      g_autoptr(TpSchedule) g = tpt_preset("gpipe", W, N, 3 * W + 2);
+      TpCost *c;
+      g_autoptr(TpSim) sim = sim_unit(g, &c);
+      g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+      g_assert_cmpfloat_with_epsilon(m->bubble_steady, (double)(W - 1) / (N + W - 1), 1e-12);
+      g_assert_cmpfloat_with_epsilon(m->bubble, m->bubble_steady, 1e-12);
+      g_assert_cmpfloat(m->t_minibatch_run, ==, m->makespan / g->K);
+      tp_cost_free(c);
+      if (W > N + 1)
+        continue;
+      g_autoptr(TpSchedule) t = tpt_preset("timeprest", W, N, 3 * W + 2);
+      g_autoptr(TpSim) tsim = sim_unit(t, &c);
+      g_autoptr(TpMetrics) tm = tp_metrics_compute(tsim);
+      g_assert_cmpfloat_with_epsilon(tm->bubble_steady, 0, 1e-12);
+      g_assert_cmpfloat(tm->bubble, >, 0);
+      g_assert_cmpfloat_with_epsilon(tm->throughput_steady, (double)N / (N + 1), 1e-12);
+      g_assert_cmpfloat(tm->throughput, <, tm->throughput_steady);
+      g_assert_cmpfloat(tm->window_end - tm->window_start, ==, (N + 1.0) * (tm->steady_hi - tm->steady_lo + 1));
+      tp_cost_free(c);
+    }
+}
+
+/* Event files: the version mismatch column is written for backwards and read back; files written
+ * before it existed (11 columns) still read. */
+static void test_events_mismatch_column(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("v-timeprest", 4, 4, 14);
+  TpCost *c;
+  g_autoptr(TpSim) sim = sim_unit(s, &c);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_events_write_csv(rows, text);
+  GError *err = NULL;
+  g_autoptr(GArray) back = tp_events_parse(text->str, "ev.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(back->len, ==, rows->len);
+  int worst1 = -1;
+  for (guint i = 0; i < back->len; i++) {
+    const TpEventRow *r = &g_array_index(back, TpEventRow, i);
+    g_assert_cmpint(r->mismatch, ==, g_array_index(rows, TpEventRow, i).mismatch);
+    g_assert_cmpint(r->mismatch >= 0, ==, r->kind == TP_EV_B);
+    if (r->stage == 1)
+      worst1 = MAX(worst1, r->mismatch);
+  }
+  g_assert_cmpint(worst1, ==, 2);
+  g_autoptr(GArray) old = tp_events_parse("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n"
+                                          "1,F,1,1,0,1,0,0,0,,\n1,B,1,,1,2,0,0,0,,\n", "old.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(old->len, ==, 2);
+  g_assert_cmpint(g_array_index(old, TpEventRow, 1).mismatch, ==, -1);
+  g_autoptr(GArray) bad = tp_events_parse("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer,"
+                                          "version_mismatch\n1,F,1,1,0,1,0,0,0,,,3\n", "bad.csv", &err);
+  g_assert_null(bad);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_nonnull(strstr(err->message, "bad.csv:2: bad version_mismatch"));
+  g_clear_error(&err);
+  tp_cost_free(c);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -274,5 +419,8 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/bad-cost-files", test_bad_cost_files);
   g_test_add_func("/sim/costed-order", test_costed_order);
   g_test_add_func("/sim/time-per-mini-batch", test_time_per_minibatch);
+  g_test_add_func("/sim/version-mismatch", test_version_mismatch);
+  g_test_add_func("/sim/steady-and-whole-run", test_steady_and_whole_run);
+  g_test_add_func("/sim/events-mismatch-column", test_events_mismatch_column);
   return g_test_run();
 }
