@@ -382,6 +382,227 @@ static void test_model_cli(void)
   g_unlink(path);
 }
 
+/* One JSON report of `timeprest ARGS… --format json`, parsed. */
+static JsonParser *simulate_json(const char *const *args)
+{
+  GPtrArray *a = g_ptr_array_new();
+  g_ptr_array_add(a, (char *)"simulate");
+  for (int i = 0; args[i]; i++)
+    g_ptr_array_add(a, (char *)args[i]);
+  g_ptr_array_add(a, (char *)"--format");
+  g_ptr_array_add(a, (char *)"json");
+  g_ptr_array_add(a, NULL);
+  TptRun r = tpt_run((const char *const *)a->pdata);
+  g_ptr_array_free(a, TRUE);
+  if (r.status != 0)
+    g_error("simulate: status %d: %s", r.status, r.err);
+  JsonParser *p = json_parser_new();
+  GError *err = NULL;
+  g_assert_true(json_parser_load_from_data(p, r.out, -1, &err));
+  g_assert_no_error(err);
+  tpt_run_clear(&r);
+  return p;
+}
+
+static JsonObject *root_of(JsonParser *p) { return json_node_get_object(json_parser_get_root(p)); }
+
+/* The value of column `col` in the row of `preset` of a compare CSV. */
+static char *csv_cell(const char *csv, const char *preset, const char *col)
+{
+  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  int c = -1;
+  for (int i = 0; head[i]; i++)
+    if (strcmp(head[i], col) == 0)
+      c = i;
+  g_assert_cmpint(c, >=, 0);
+  for (int l = 1; lines[l]; l++) {
+    g_auto(GStrv) f = g_strsplit(lines[l], ",", -1);
+    if (f[0] && strcmp(f[0], preset) == 0 && (int)g_strv_length(f) > c)
+      return g_strdup(f[c]);
+  }
+  g_error("no row %s", preset);
+  return NULL;
+}
+
+/* With a cost model the nf1b and 1f1b-async orders are fixed on it unless --order-from slots says
+ * otherwise; every output names the timeline; --order-from costs without a cost model is refused. */
+static void test_order_from(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-cli-order-XXXXXX", NULL);
+  g_autofree char *cost = g_build_filename(dir, "c.cost", NULL), *csv = g_build_filename(dir, "ev.csv", NULL);
+  g_autofree char *sched = g_build_filename(dir, "s.csv", NULL), *png = g_build_filename(dir, "t.png", NULL);
+  g_assert_true(g_file_set_contents(cost, "[stages]\nforward = 1, 3, 1, 2\nbackward = 2, 5, 2, 4\nupdate = 0.5\n"
+                                          "activation_bytes = 100\n[links]\nlatency = 0.25\nbandwidth = 80\n", -1, NULL));
+#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+  E("--order-from costs: fixing the order on costs needs a cost model", "simulate", "--order-from", "costs");
+  E("--costed-order: fixing the order on costs needs a cost model", "simulate", "--costed-order");
+  E("--order-from costs: fixing the order on costs needs a cost model", "compare", "--order-from", "costs");
+  E("--order-from costs: fixing the order on costs needs a cost model", "plot", "timeline", "--order-from", "costs", "-o", png);
+  E("--order-from costs: fixing the order on costs needs a cost model", "schedule", "--order-from", "costs");
+  E("--order-from: unknown value 'sideways' (expected one of: slots, costs)", "simulate", "--order-from", "sideways");
+  E("--costed-order is --order-from costs", "simulate", "--cost", cost, "--costed-order", "--order-from", "slots");
+#undef E
+  g_assert_false(g_file_test(png, G_FILE_TEST_EXISTS));
+  const char *base[] = { "-s", "timeprest", "-w", "4", "-n", "3", "-k", "12", "--cost", cost };
+#define SIM(...) simulate_json((const char *const[]){ base[0], base[1], base[2], base[3], base[4], base[5], base[6], \
+                                                      base[7], __VA_ARGS__, NULL })
+  g_autoptr(JsonParser) dflt = SIM(base[8], base[9]);
+  g_autoptr(JsonParser) costs = SIM(base[8], base[9], "--order-from", "costs");
+  g_autoptr(JsonParser) synonym = SIM(base[8], base[9], "--costed-order");
+  g_autoptr(JsonParser) slots = SIM(base[8], base[9], "--order-from", "slots");
+  g_autoptr(JsonParser) unit = SIM("--order-from", "slots");
+  g_autoptr(JsonParser) unit_dflt = SIM("-w", "4");
+  g_autoptr(JsonParser) gpipe = simulate_json((const char *const[]){ "-s", "gpipe", "-w", "4", "--cost", cost, NULL });
+#undef SIM
+  g_assert_cmpstr(json_object_get_string_member(root_of(dflt), "order_fixed_on"), ==, "costs");
+  g_assert_cmpstr(json_object_get_string_member(root_of(costs), "order_fixed_on"), ==, "costs");
+  g_assert_cmpstr(json_object_get_string_member(root_of(synonym), "order_fixed_on"), ==, "costs");
+  g_assert_cmpstr(json_object_get_string_member(root_of(slots), "order_fixed_on"), ==, "slots");
+  g_assert_cmpstr(json_object_get_string_member(root_of(unit), "order_fixed_on"), ==, "slots");
+  g_assert_cmpstr(json_object_get_string_member(root_of(unit_dflt), "order_fixed_on"), ==, "slots");
+  g_assert_cmpstr(json_object_get_string_member(root_of(gpipe), "order_fixed_on"), ==, "slots"); /* no choice to make */
+  /* the default is the costed order, and on these costs it runs faster than the unit-slot one */
+  double t_costs = json_object_get_double_member(root_of(dflt), "makespan");
+  g_assert_cmpfloat(t_costs, ==, json_object_get_double_member(root_of(costs), "makespan"));
+  g_assert_cmpfloat(t_costs, ==, json_object_get_double_member(root_of(synonym), "makespan"));
+  g_assert_cmpfloat(t_costs, <, json_object_get_double_member(root_of(slots), "makespan"));
+  /* text, events CSV and compare say it too */
+  TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "4", "-n", "3", "--cost", cost, "--csv", csv, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\norder        fixed on the costs"));
+  g_autofree char *events = NULL;
+  g_assert_true(g_file_get_contents(csv, &events, NULL, NULL));
+  g_assert_true(g_str_has_prefix(events, "# timeprest-events order_fixed_on=costs\nstage,"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "simulate", "-w", "4", "-n", "3", "--cost", cost, "--order-from", "slots", NULL });
+  g_assert_nonnull(strstr(r.out, "\norder        fixed on unit slots, replayed under the costs"));
+  tpt_run_clear(&r);
+  TptRun c1 = tpt_run((const char *const[]){ "compare", "-w", "4", "-n", "4", "--cost", cost, "--format", "csv", NULL });
+  TptRun c2 = tpt_run((const char *const[]){ "compare", "-w", "4", "-n", "4", "--cost", cost, "--format", "csv",
+                                             "--order-from", "slots", NULL });
+  g_assert_cmpint(c1.status, ==, 0);
+  g_assert_cmpint(c2.status, ==, 0);
+  const char *rule_based[] = { "pipedream", "timeprest", "v-timeprest", "i-timeprest", "timeprest-stash", "timeprest-1f1b" };
+  for (guint i = 0; i < G_N_ELEMENTS(rule_based); i++) {
+    g_autofree char *a = csv_cell(c1.out, rule_based[i], "order_fixed_on");
+    g_autofree char *b = csv_cell(c2.out, rule_based[i], "order_fixed_on");
+    g_assert_cmpstr(a, ==, "costs");
+    g_assert_cmpstr(b, ==, "slots");
+  }
+  g_autofree char *g1 = csv_cell(c1.out, "gpipe", "order_fixed_on");
+  g_assert_cmpstr(g1, ==, "slots");
+  tpt_run_clear(&c1);
+  tpt_run_clear(&c2);
+  /* a schedule file keeps its order under costs; asking for the costed one explicitly is refused */
+  r = tpt_run((const char *const[]){ "schedule", "-w", "4", "-n", "3", "--format", "csv", "-o", sched, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  g_autoptr(JsonParser) file = simulate_json((const char *const[]){ "--input", sched, "--cost", cost, NULL });
+  g_assert_cmpstr(json_object_get_string_member(root_of(file), "order_fixed_on"), ==, "slots");
+  expect_usage_error((const char *const[]){ "simulate", "--input", sched, "--cost", cost, "--order-from", "costs", NULL },
+                     "--order-from: a schedule file's order is fixed already");
+  /* schedule with a cost model writes the costed order */
+  TptRun k = tpt_run((const char *const[]){ "schedule", "-w", "4", "-n", "3", "-k", "12", "--cost", cost, "--format", "csv",
+                                            NULL });
+  TptRun kc = tpt_run((const char *const[]){ "schedule", "-w", "4", "-n", "3", "-k", "12", "--cost", cost, "--format", "csv",
+                                             "--costed-order", NULL });
+  TptRun ku = tpt_run((const char *const[]){ "schedule", "-w", "4", "-n", "3", "-k", "12", "--format", "csv", NULL });
+  g_assert_cmpint(k.status, ==, 0);
+  g_assert_cmpstr(k.out, ==, kc.out);
+  g_assert_cmpstr(k.out, !=, ku.out);
+  tpt_run_clear(&k);
+  tpt_run_clear(&kc);
+  tpt_run_clear(&ku);
+  g_unlink(cost);
+  g_unlink(csv);
+  g_unlink(sched);
+  g_rmdir(dir);
+}
+
+/* The weight-inconsistency metric through the command line: V-TiMePReSt (W = 4, N = 4) reads
+ * weights 2 versions newer at stage 1's backward than its forward did; PipeDream (stash) and the
+ * flush schedules read the same; the JSON report keeps every key of the spec's contract. */
+static void test_version_mismatch_cli(void)
+{
+  const char *const presets[] = { "v-timeprest", "pipedream", "gpipe", "1f1b" };
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++) {
+    g_autoptr(JsonParser) p = simulate_json((const char *const[]){ "-s", presets[i], "-w", "4", "-n", "4", NULL });
+    JsonObject *o = root_of(p);
+    const char *keys[] = { "makespan", "bubble_fraction", "throughput", "v_steady", "chains", "multiple_sequences",
+                           "messages", "bytes", "stages", "order_fixed_on", "version_mismatch_histogram",
+                           "time_per_mini_batch", "time_per_mini_batch_whole_run", "throughput_steady",
+                           "bubble_fraction_steady" };
+    for (guint k = 0; k < G_N_ELEMENTS(keys); k++)
+      if (!json_object_has_member(o, keys[k]))
+        g_error("%s: no key %s", presets[i], keys[k]);
+    JsonArray *hist = json_object_get_array_member(o, "version_mismatch_histogram");
+    long total = 0;
+    for (guint d = 0; d < json_array_get_length(hist); d++)
+      total += json_array_get_int_element(hist, d);
+    g_assert_cmpint(total, ==, 4 * 14 * 4); /* every micro-batch of every backward on every stage */
+    JsonArray *st = json_object_get_array_member(o, "stages");
+    const char *skeys[] = { "stage", "busy", "bubble_fraction", "max_live_versions", "peak_activations", "peak_bytes",
+                            "max_version_mismatch" };
+    int worst = 0;
+    for (guint s = 0; s < json_array_get_length(st); s++) {
+      JsonObject *so = json_array_get_object_element(st, s);
+      for (guint k = 0; k < G_N_ELEMENTS(skeys); k++)
+        g_assert_true(json_object_has_member(so, skeys[k]));
+      worst = MAX(worst, (int)json_object_get_int_member(so, "max_version_mismatch"));
+    }
+    int first = (int)json_object_get_int_member(json_array_get_object_element(st, 0), "max_version_mismatch");
+    if (i == 0) {
+      g_assert_cmpint(first, ==, 2);
+      g_assert_cmpuint(json_array_get_length(hist), ==, 3);
+    } else {
+      g_assert_cmpint(worst, ==, 0);
+      g_assert_cmpuint(json_array_get_length(hist), ==, 1);
+    }
+  }
+  TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "v-timeprest", "-w", "4", "-n", "4", NULL });
+  g_assert_nonnull(strstr(r.out, "\nmismatch     micro-batch backwards reading weights d versions newer than their forward: "
+                                 "d=0:"));
+  tpt_run_clear(&r);
+  TptRun c = tpt_run((const char *const[]){ "compare", "-w", "4", "-n", "4", "--format", "csv", NULL });
+  g_assert_cmpint(c.status, ==, 0);
+  g_autofree char *v = csv_cell(c.out, "v-timeprest", "max_version_mismatch_1");
+  g_autofree char *pd = csv_cell(c.out, "pipedream", "max_version_mismatch");
+  g_assert_cmpstr(v, ==, "2");
+  g_assert_cmpstr(pd, ==, "0");
+  tpt_run_clear(&c);
+}
+
+/* compare labels steady and whole-run values, and on unit slots names every preset with a
+ * whole-mini-batch operation. */
+static void test_compare_labels(void)
+{
+  TptRun r = tpt_run((const char *const[]){ "compare", "-w", "4", "-n", "4", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "whole-mini-batch forward and backward: pipedream, timeprest-1f1b;"));
+  g_assert_nonnull(strstr(r.out, "whole-mini-batch backward: timeprest, v-timeprest, i-timeprest, timeprest-stash;"));
+  g_assert_nonnull(strstr(r.out, "\nsteady    the steady state"));
+  g_assert_nonnull(strstr(r.out, "\nrun       the whole run, fill and drain included"));
+  tpt_run_clear(&r);
+  TptRun c = tpt_run((const char *const[]){ "compare", "-w", "4", "-n", "4", "--format", "csv", NULL });
+  /* GPipe: the same bubble in the steady state as over the whole run; TiMePReSt none in the steady state */
+  g_autofree char *gs = csv_cell(c.out, "gpipe", "bubble_fraction_steady");
+  g_autofree char *gr = csv_cell(c.out, "gpipe", "bubble_fraction_whole_run");
+  g_autofree char *ts = csv_cell(c.out, "timeprest", "bubble_fraction_steady");
+  g_autofree char *tr = csv_cell(c.out, "timeprest", "bubble_fraction_whole_run");
+  g_autofree char *tq = csv_cell(c.out, "timeprest", "throughput_steady");
+  g_autofree char *tt = csv_cell(c.out, "timeprest", "time_per_mini_batch_steady");
+  g_autofree char *tw = csv_cell(c.out, "timeprest", "time_per_mini_batch_whole_run");
+  g_assert_cmpstr(gs, ==, gr);
+  g_assert_cmpstr(gs, ==, "0.428571429");
+  g_assert_cmpstr(ts, ==, "0");
+  g_assert_cmpfloat(g_ascii_strtod(tr, NULL), >, 0);
+  g_assert_cmpstr(tq, ==, "0.8");
+  g_assert_cmpstr(tt, ==, "5");
+  g_assert_cmpfloat(g_ascii_strtod(tw, NULL), >, 5);
+  tpt_run_clear(&c);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -397,5 +618,8 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/trace", test_trace);
   g_test_add_func("/cli/plots", test_plots);
   g_test_add_func("/cli/model", test_model_cli);
+  g_test_add_func("/cli/order-from", test_order_from);
+  g_test_add_func("/cli/version-mismatch", test_version_mismatch_cli);
+  g_test_add_func("/cli/compare-labels", test_compare_labels);
   return g_test_run();
 }
