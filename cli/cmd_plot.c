@@ -93,7 +93,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
   g_autofree char *what = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err);
   if (ok && events) {
-    if (r.so.preset || r.so.order || r.so.input || r.co.cost || r.co.model) {
+    if (r.so.preset || r.so.order || r.so.input || r.co.cost || r.co.model || r.co.order_from || r.co.costed_order) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--events: the file gives the timeline; drop the schedule and cost options");
       ok = FALSE;
     } else {

@@ -20,12 +20,15 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   tp_cli_run_options(ctx, &r);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
-    "Bubble fraction = idle stage-time / (W x makespan).  v(i) = i - g(i), g(i) the stage-1 version the gradient\n"
-    "of mini-batch i is computed against; the steady state is mini-batches W+1 .. K-W.\n"
+    "Bubble fraction = idle stage-time / (W x time), over the whole run (fill and drain included) and over the\n"
+    "steady state.  v(i) = i - g(i), g(i) the stage-1 version the gradient of mini-batch i is computed against;\n"
+    "the steady state is mini-batches W+1 .. K-W.  Version mismatch: per micro-batch of every backward, the\n"
+    "version it reads minus the version its forward read on the stage.\n"
     "Cost models: unit slots (default), --cost FILE, or --model NAME --cluster FILE [--batch B]: layer FLOPs\n"
     "and bytes against each device's FLOP/s and bandwidth; the layers are split into stages optimally (or as\n"
     "--split says, or under each device's memory with --fit-memory).  A stage that does not fit its device\n"
-    "is reported on standard error.\n\n"
+    "is reported on standard error.  With a cost model the nf1b and 1f1b-async orders are fixed on it\n"
+    "(--order-from costs, the default then); --order-from slots keeps the unit-slot order.\n\n"
     "Example: timeprest simulate -s timeprest -w 4 -n 2 -k 12 --format json\n"
     "         timeprest simulate -s pipedream --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
   static const char *const formats[] = { "text", "json", NULL };
