@@ -1,5 +1,6 @@
 /* tp_trace.c — writer of the Chrome trace-event format for simulated (and measured) timelines. */
 #include "tp_trace.h"
+#include "tp_report.h"
 
 enum { LANE_COMPUTE = 1, LANE_SEND_DOWN = 2, LANE_SEND_UP = 3 };
 
@@ -28,9 +29,10 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
   const TpSchedule *s = sim->s;
   const double scale = sim->c->unit ? 1e3 : 1e6; /* to microseconds */
   static const char *const cat[] = { "forward", "backward", "update" };
-  g_string_append_printf(out, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"time_unit\": \"%s\", \"note\": \"%s\"},\n"
-                              "\"traceEvents\": [\n",
-                         sim->c->time_unit, sim->c->unit ? "1 unit slot is drawn as 1 ms" : "times in microseconds");
+  g_string_append_printf(out, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"time_unit\": \"%s\", \"note\": \"%s\", "
+                              "\"order_fixed_on\": \"%s\"},\n\"traceEvents\": [\n",
+                         sim->c->time_unit, sim->c->unit ? "1 unit slot is drawn as 1 ms" : "times in microseconds",
+                         tp_report_fixed_on(s));
   for (int st = 0; st < s->W; st++) {
     g_string_append_printf(out,
                            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"stage %d\"}},\n"

@@ -219,6 +219,8 @@ static void test_trace(void)
   GError *err = NULL;
   g_assert_true(json_parser_load_from_file(p, trace, &err));
   g_assert_no_error(err);
+  JsonObject *other = json_object_get_object_member(json_node_get_object(json_parser_get_root(p)), "otherData");
+  g_assert_cmpstr(json_object_get_string_member(other, "order_fixed_on"), ==, "costs"); /* a cost file: the default */
   JsonArray *ev = json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "traceEvents");
   int complete = 0, sends = 0, pids_ok = 1;
   for (guint i = 0; i < json_array_get_length(ev); i++) {
