@@ -213,6 +213,8 @@ int tp_backward_mismatch(const TpSchedule *s, const TpIndex *ix, int st, const T
     int32_t p = fpos[tp_key(s->N, b->mb, j)];
     if (p < 0) /* one forward for the whole mini-batch */
       p = fpos[tp_key(s->N, b->mb, TP_WHOLE)];
+    if (p < 0) /* no forward here: not a schedule the validator accepts */
+      continue;
     int fv = ops[p].ver, read = b->ver;
     if (b->src == TP_SRC_STASH)
       read = fv;
