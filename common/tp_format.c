@@ -59,8 +59,9 @@ gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 
 static void format_header(const TpSchedule *s, GString *out, const char *lead)
 {
-  g_string_append_printf(out, "%sorder=%s policy=%s workers=%d micro_batches=%d mini_batches=%d", lead,
-                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K);
+  g_string_append_printf(out, "%sorder=%s policy=%s workers=%d micro_batches=%d mini_batches=%d fixed_on=%s", lead,
+                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K,
+                         tp_fixed_on_name(s->fixed_on));
   if (s->policy == TP_POLICY_INTERMEDIATE) {
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, " significance=%s", sig);
@@ -113,6 +114,8 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
     ok = parse_int(value, 1, TP_MAX_MICRO, &s->N);
   else if (strcmp(key, "mini_batches") == 0)
     ok = parse_int(value, 1, TP_MAX_MINI, &s->K);
+  else if (strcmp(key, "fixed_on") == 0 || strcmp(key, "order_fixed_on") == 0) /* CSV, JSON; absent: slots */
+    ok = tp_fixed_on_from_name(value, &s->fixed_on);
   else if (strcmp(key, "significance") == 0)
     return tp_significance_parse(value, &s->sig, err);
   else {

@@ -26,6 +26,15 @@ const TpPreset tp_presets[] = {
 const int tp_n_presets = G_N_ELEMENTS(tp_presets);
 
 const char *tp_order_name(TpOrder o) { return o < TP_N_ORDERS ? order_names[o] : "?"; }
+const char *tp_fixed_on_name(TpFixedOn f) { return f == TP_FIXED_ON_COSTS ? "costs" : "slots"; }
+
+gboolean tp_fixed_on_from_name(const char *name, TpFixedOn *out)
+{
+  if (g_strcmp0(name, "slots") != 0 && g_strcmp0(name, "costs") != 0)
+    return FALSE;
+  *out = g_strcmp0(name, "costs") == 0 ? TP_FIXED_ON_COSTS : TP_FIXED_ON_SLOTS;
+  return TRUE;
+}
 const char *tp_policy_name(TpPolicy p) { return p < TP_N_POLICIES ? policy_names[p] : "?"; }
 
 gboolean tp_order_from_name(const char *name, TpOrder *out)

@@ -84,6 +84,9 @@ extern const TpPreset tp_presets[];
 extern const int tp_n_presets;
 
 const char *tp_order_name(TpOrder o);
+/* "slots" or "costs": the fixed_on value in schedule files and reports. */
+const char *tp_fixed_on_name(TpFixedOn f);
+gboolean tp_fixed_on_from_name(const char *name, TpFixedOn *out);
 const char *tp_policy_name(TpPolicy p);
 gboolean tp_order_from_name(const char *name, TpOrder *out);
 gboolean tp_policy_from_name(const char *name, TpPolicy *out);
@@ -117,7 +120,8 @@ static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
   return op->micro == TP_WHOLE ? s->N : 1;
 }
 
-/* Operations compare equal when kind, mini-batch, micro-batch, version and source agree. */
+/* Operations compare equal when kind, mini-batch, micro-batch, version and source agree (the
+ * header's order, policy, sizes and significance too; fixed_on is not compared). */
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
 
 /* "F(3,B)", "B(3)", "U(3)", "F(3.27)" — an operation's name in messages (static buffer per call site). */
