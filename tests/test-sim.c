@@ -10,6 +10,8 @@
 #include "tp_sim.h"
 #include "tp_test.h"
 
+#include <math.h>
+
 static TpSim *sim_unit(const TpSchedule *s, TpCost **c)
 {
   *c = tp_cost_unit(s->W);
@@ -240,6 +242,89 @@ static void test_costed_order(void)
   }
 }
 
+/* Zero and near-zero costs: orders fixed on them validate, every backward of vsync-latest reads
+ * c(i) <= i-1 (an update finished at the very instant B(i) starts counts only when it does not
+ * follow B(i)), and the simulation's numbers are finite. */
+static const char *const zero_costs[] = {
+  "[stages]\nforward = 1\nbackward = 0\nupdate = 0.5\nactivation_bytes = 10\n[links]\nlatency = 0.25\nbandwidth = 100\n",
+  "[stages]\nforward = 1\nbackward = 0\nupdate = 0\n",
+  "[stages]\nforward = 0\nbackward = 1\nupdate = 0\n",
+  "[stages]\nforward = 1\nbackward = 2\nupdate = 0\n",
+  "[stages]\nforward = 0\nbackward = 0\nupdate = 0\n",
+  "[stages]\nforward = 1e-300\nbackward = 1e-300\nupdate = 1e-300\n",
+  "[stages]\nforward = 1\nbackward = 1e-300\nupdate = 0\n",
+  "[stages]\nforward = 0, 1, 0, 2\nbackward = 0, 0, 3, 0\nupdate = 0\n",
+};
+
+static void test_zero_costs(void)
+{
+  const char *presets[] = { "timeprest", "timeprest-1f1b", "v-timeprest", "pipedream", "i-timeprest" };
+  for (guint z = 0; z < G_N_ELEMENTS(zero_costs); z++)
+    for (guint p = 0; p < G_N_ELEMENTS(presets); p++)
+      for (int W = 1; W <= 4; W++)
+        for (int N = 1; N <= 3; N++) {
+        GError *err = NULL;
+        g_autoptr(TpCost) c = cost_text(zero_costs[z], W, &err);
+        if (!c) /* per-stage lists are for W = 4 */
+          continue;
+        const TpPreset *pr = tp_preset_find(presets[p]);
+        g_autoptr(TpSchedule) s = tp_schedule_generate_costed(pr->order, pr->policy, W, N, 12, c, &err);
+        if (err)
+          g_error("%s, W=%d, N=%d, cost file %u: %s", presets[p], W, N, z, err->message);
+        for (int st = 0; st < W; st++)
+          for (int k = 0; k < tp_stage_len(s, st); k++) {
+            const TpOp *op = &tp_stage_ops(s, st)[k];
+            if (s->policy == TP_POLICY_VSYNC_LATEST && op->kind == TP_OP_B)
+              g_assert_cmpint(op->ver, <=, op->mb - 1);
+          }
+        g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+        g_assert_no_error(err);
+        g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+        g_assert_true(isfinite(m->makespan) && isfinite(m->bubble) && isfinite(m->throughput));
+      }
+  /* all at one instant: B(i) reads every update of stage 1 that does not follow it */
+  GError *err = NULL;
+  g_autoptr(TpCost) c = cost_text(zero_costs[4], 4, &err);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_costed(TP_ORDER_NF1B, TP_POLICY_VSYNC_LATEST, 4, 2, 12, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpIndex) ix = tp_index_new(s, &err);
+  int32_t lo[13], hi[13];
+  g_assert_true(tp_causal_bounds(s, ix, lo, hi));
+  for (int k = 0; k < tp_stage_len(s, 3); k++) {
+    const TpOp *op = &tp_stage_ops(s, 3)[k];
+    if (op->kind == TP_OP_B)
+      g_assert_cmpint(op->ver, ==, hi[op->mb]);
+  }
+}
+
+/* The same through the program: simulate --costed-order, and schedule --costed-order written to
+ * a file and read back. */
+static void test_zero_costs_cli(void)
+{
+  g_autofree char *cost = tpt_tmp_path("zero.cost");
+  g_autofree char *sched = tpt_tmp_path("zero.csv");
+  for (guint z = 0; z < G_N_ELEMENTS(zero_costs); z++) {
+    g_assert_true(g_file_set_contents(cost, zero_costs[z], -1, NULL));
+    TptRun a = tpt_run((const char *const[]){ "simulate", "-s", "timeprest", "-w", "4", "-n", "2", "-k", "12",
+                                              "--costed-order", "--cost", cost, "--format", "json", NULL });
+    if (a.status != 0)
+      g_error("cost file %u: simulate exits %d: %s", z, a.status, a.err);
+    g_assert_null(strstr(a.out, "nan"));
+    g_assert_null(strstr(a.out, "inf"));
+    TptRun b = tpt_run((const char *const[]){ "schedule", "-s", "timeprest", "-w", "4", "-n", "2", "-k", "12",
+                                              "--costed-order", "--cost", cost, "--format", "csv", "-o", sched, NULL });
+    g_assert_cmpint(b.status, ==, 0);
+    TptRun r = tpt_run((const char *const[]){ "simulate", "--input", sched, "--cost", cost, NULL });
+    if (r.status != 0)
+      g_error("cost file %u: simulate --input exits %d: %s", z, r.status, r.err);
+    tpt_run_clear(&a);
+    tpt_run_clear(&b);
+    tpt_run_clear(&r);
+  }
+  tpt_tmp_remove(cost);
+  tpt_tmp_remove(sched);
+}
+
 /* Steady time per mini-batch on unit slots: N+1 slots for nF1B (N forwards and one backward per
  * stage), 2 slots for PipeDream, 2(N+W-1) for GPipe. */
 static void test_time_per_minibatch(void)
@@ -274,5 +359,7 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/bad-cost-files", test_bad_cost_files);
   g_test_add_func("/sim/costed-order", test_costed_order);
   g_test_add_func("/sim/time-per-mini-batch", test_time_per_minibatch);
+  g_test_add_func("/sim/zero-costs", test_zero_costs);
+  g_test_add_func("/sim/zero-costs-cli", test_zero_costs_cli);
   return g_test_run();
 }
