@@ -12,17 +12,6 @@
 
 const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
 
-void tp_grid_token(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
-{
-  gboolean wide = s->N > 26;
-  if (op->micro == TP_WHOLE)
-    snprintf(buf, len, op->kind == TP_OP_F ? "%dA" : "%d", op->mb);
-  else if (op->kind == TP_OP_F)
-    wide ? snprintf(buf, len, "%d.%d", op->mb, op->micro + 1) : snprintf(buf, len, "%d%c", op->mb, 'A' + op->micro);
-  else
-    wide ? snprintf(buf, len, "%d.%db", op->mb, op->micro + 1) : snprintf(buf, len, "%d%c", op->mb, 'a' + op->micro);
-}
-
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 {
   g_autoptr(TpIndex) ix = tp_index_new(s, err);
@@ -44,8 +33,10 @@ gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
           slot[start[g]] = g;
       for (int64_t t = 0; t < span; t++) {
         char tok[32] = ".";
-        if (slot[t] >= 0)
-          tp_grid_token(s, &tp_stage_ops(s, st)[slot[t] - ix->off[st]], tok, sizeof tok);
+        if (slot[t] >= 0) {
+          const TpOp *op = &tp_stage_ops(s, st)[slot[t] - ix->off[st]];
+          tp_op_format(TP_NAME_GRID, (TpOpKind)op->kind, op->mb, op->micro, s->N > 26, tok, sizeof tok);
+        }
         g_string_append(out, tok);
         g_string_append_c(out, t + 1 < span ? ' ' : '\n');
       }

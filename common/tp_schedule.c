@@ -183,15 +183,27 @@ gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
   return TRUE;
 }
 
+void tp_op_format(TpNameStyle style, TpOpKind kind, int mb, int micro, gboolean wide, char *buf, size_t len)
+{
+  const char k = "FBU"[kind];
+  gboolean part = kind != TP_OP_U && micro != TP_WHOLE;
+  char mp[16] = ""; /* the micro-batch: "B", "b", ".27"; "A" for a whole forward in a grid */
+  if (part && wide)
+    snprintf(mp, sizeof mp, ".%d", micro + 1);
+  else if (part)
+    mp[0] = (char)((style == TP_NAME_GRID && kind == TP_OP_B ? 'a' : 'A') + micro);
+  else if (style == TP_NAME_GRID && kind == TP_OP_F)
+    mp[0] = 'A';
+  switch (style) {
+  case TP_NAME_CALL: snprintf(buf, len, part && !wide ? "%c(%d,%s)" : "%c(%d%s)", k, mb, mp); break;
+  case TP_NAME_GRID: snprintf(buf, len, "%d%s%s", mb, mp, part && wide && kind == TP_OP_B ? "b" : ""); break;
+  case TP_NAME_LABEL: snprintf(buf, len, "%c %d%s", k, mb, mp); break;
+  }
+}
+
 void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
 {
-  const char k = "FBU"[op->kind];
-  if (op->kind == TP_OP_U || op->micro == TP_WHOLE)
-    snprintf(buf, len, "%c(%d)", k, op->mb);
-  else if (s->N <= 26)
-    snprintf(buf, len, "%c(%d,%c)", k, op->mb, 'A' + op->micro);
-  else
-    snprintf(buf, len, "%c(%d.%d)", k, op->mb, op->micro + 1);
+  tp_op_format(TP_NAME_CALL, (TpOpKind)op->kind, op->mb, op->micro, s->N > 26, buf, len);
 }
 
 void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len)

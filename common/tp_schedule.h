@@ -73,6 +73,10 @@ typedef struct {
 #define TP_MAX_MINI 1000000
 #define TP_MAX_OPS 200000000LL
 
+/* Mini-batches when none are asked for (the CLI's -k default, and each cell of a (W, N) sweep):
+ * 3W+2 leaves W+2 of them in the steady range, after the first W and before the last W. */
+static inline int tp_default_mini_batches(int W) { return 3 * W + 2; }
+
 typedef struct {
   const char *name;
   TpOrder order;
@@ -124,7 +128,14 @@ static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
  * header's order, policy, sizes and significance too; fixed_on is not compared). */
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
 
-/* "F(3,B)", "B(3)", "U(3)", "F(3.27)" — an operation's name in messages (static buffer per call site). */
+/* How an operation is named.  CALL, in messages: "F(3,B)", "F(3)", "B(3)", "B(3,B)", "U(3)",
+ * "F(3.27)".  GRID, in grids and timeline labels: "3B", "3A" (whole-mini-batch forward),
+ * "3" (whole backward), "3b", "3.27", "3.27b".  LABEL, in traces: "F 3B", "F 3", "B 3", "U 3", "F 3.27". */
+typedef enum { TP_NAME_CALL, TP_NAME_GRID, TP_NAME_LABEL } TpNameStyle;
+/* The one formatter of operation names.  micro: 0-based or TP_WHOLE; wide: N > 26 (micro-batch j
+ * written ".j" instead of a letter). */
+void tp_op_format(TpNameStyle style, TpOpKind kind, int mb, int micro, gboolean wide, char *buf, size_t len);
+/* An operation's name in messages: tp_op_format's CALL style for this schedule. */
 void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
 /* "file:line: " or "" — the location prefix of an op read from a file. */
 void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len);

@@ -1,6 +1,6 @@
-/* tp_metrics.h — what a simulation (or a measured run) says: makespan, busy time and bubbles,
- * throughput, per-stage peak memory by component, live versions and stored activations,
- * staleness of every read, the version difference v(i), update chains, messages and bytes. */
+/* tp_metrics.h — what a simulation says: makespan, busy time and bubbles, throughput, per-stage
+ * peak memory by component, live versions and stored activations, staleness of every read, the
+ * version difference v(i), update chains, messages and bytes. */
 #ifndef TP_METRICS_H
 #define TP_METRICS_H
 

@@ -96,7 +96,7 @@ static void test_eq2_grid(void)
 {
   for (int W = 2; W <= 12; W++)
     for (int N = 1; N <= 12; N++) {
-      g_autoptr(TpSchedule) s = tpt_preset("timeprest", W, N, 3 * W + 2);
+      g_autoptr(TpSchedule) s = tpt_preset("timeprest", W, N, tp_default_mini_batches(W));
       int vmin;
       int v = tp_version_difference(s, &vmin, NULL);
       g_assert_cmpint(v, ==, vmin);

@@ -334,7 +334,7 @@ static void test_time_per_minibatch(void)
       const char *presets[] = { "timeprest", "pipedream", "gpipe" };
       double want[] = { N + 1, 2, 2.0 * (N + W - 1) };
       for (int i = 0; i < 3; i++) {
-        g_autoptr(TpSchedule) s = tpt_preset(presets[i], W, N, 3 * W + 2);
+        g_autoptr(TpSchedule) s = tpt_preset(presets[i], W, N, tp_default_mini_batches(W));
         TpCost *c;
         g_autoptr(TpSim) sim = sim_unit(s, &c);
         g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
