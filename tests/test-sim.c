@@ -136,7 +136,38 @@ static void test_cost_file_timeline(void)
   g_assert_cmpfloat(m->stage[1].comp_peak[TP_MEM_COMM], ==, 200);
 }
 
-/* Two stages on one device serialise: no two operations overlap in time. */
+/* [a, t) is covered by operations of stages other than st on st's device (it was busy then). */
+static gboolean device_busy(const TpSim *sim, int st, double a, double t)
+{
+  const TpCost *c = sim->c;
+  for (double cur = a; cur < t;) {
+    double next = cur;
+    for (int o = 0; o < sim->s->W; o++)
+      if (o != st && c->stage[o].device == c->stage[st].device)
+        for (long g = sim->ix->off[o]; g < sim->ix->off[o + 1]; g++)
+          if (sim->start[g] <= cur && cur < sim->end[g])
+            next = MAX(next, sim->end[g]);
+    if (next == cur)
+      return FALSE;
+    cur = next;
+  }
+  return TRUE;
+}
+
+/* When op g becomes runnable as far as its own stage's order and its input go: the previous op's
+ * end and the arrival of its message (for a backward at stage W, its forwards' ends come first in
+ * the order). */
+static double ready_time(const TpSim *sim, long g)
+{
+  double t = sim->prod[g] >= 0 ? sim->xend[sim->prod[g]] : 0;
+  for (int st = 0; st < sim->s->W; st++)
+    if (g > sim->ix->off[st] && g < sim->ix->off[st + 1])
+      t = MAX(t, sim->end[g - 1]);
+  return t;
+}
+
+/* Two stages on one device serialise, and only they: every operation starts as soon as its stage,
+ * its input and its device allow, and stage 3 (a device of its own) runs beside the other two. */
 static void test_shared_device(void)
 {
   GError *err = NULL;
@@ -149,21 +180,55 @@ static void test_shared_device(void)
   for (long a = sim->ix->off[0]; a < sim->ix->off[2]; a++)
     for (long b = a + 1; b < sim->ix->off[2]; b++)
       g_assert_true(sim->end[a] <= sim->start[b] || sim->end[b] <= sim->start[a]);
+  int waited = 0, beside = 0;
+  for (int st = 0; st < 3; st++)
+    for (long g = sim->ix->off[st]; g < sim->ix->off[st + 1]; g++) {
+      double r = ready_time(sim, g);
+      g_assert_cmpfloat(sim->start[g], >=, r);
+      if (sim->start[g] > r) {
+        g_assert_true(device_busy(sim, st, r, sim->start[g]));
+        waited++;
+      }
+      if (st == 2)
+        for (long o = sim->ix->off[0]; o < sim->ix->off[2]; o++)
+          beside += sim->start[g] < sim->end[o] && sim->start[o] < sim->end[g];
+    }
+  g_assert_cmpint(waited, >, 0);
+  g_assert_cmpint(beside, >, 0);
   g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
   g_assert_cmpfloat(m->makespan, >=, m->stage[0].busy + m->stage[1].busy);
+  g_assert_cmpfloat(m->makespan, <, m->stage[0].busy + m->stage[1].busy + m->stage[2].busy);
 }
 
+/* Two runs of the program, two processes: the same bytes on standard output and in the event CSV. */
 static void test_deterministic(void)
 {
-  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 6, 3, 14);
-  GError *err = NULL;
-  g_autoptr(TpCost) c = cost_text("[stages]\nforward = 1,1,1,1,1,1\nbackward = 2\nupdate = 0\ndevice = 1,2,1,2,3,3\n"
-                                  "activation_bytes = 10\n[links]\nlatency = 0.5\nbandwidth = 10\n", 6, &err);
-  g_assert_no_error(err);
-  g_autoptr(TpSim) a = tp_sim_run(s, c, &err);
-  g_autoptr(TpSim) b = tp_sim_run(s, c, &err);
-  g_assert_cmpmem(a->start, a->n_ops * sizeof(double), b->start, b->n_ops * sizeof(double));
-  g_assert_cmpmem(a->xend, a->n_ops * sizeof(double), b->xend, b->n_ops * sizeof(double));
+  g_autofree char *cost = tpt_tmp_path("det.cost");
+  g_assert_true(g_file_set_contents(cost, "[stages]\nforward = 1,1,1,1,1,1\nbackward = 2\nupdate = 0\n"
+                                          "device = 1,2,1,2,3,3\nactivation_bytes = 10\n[links]\nlatency = 0.5\n"
+                                          "bandwidth = 10\n", -1, NULL));
+  char *csv[2], *out[2];
+  for (int run = 0; run < 2; run++) {
+    csv[run] = tpt_tmp_path("events.csv");
+    TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "timeprest", "-w", "6", "-n", "3", "-k", "14",
+                                              "--cost", cost, "--format", "json", "--csv", csv[run], NULL });
+    g_assert_cmpint(r.status, ==, 0);
+    out[run] = g_strdup(r.out);
+    tpt_run_clear(&r);
+  }
+  g_assert_cmpstr(out[0], ==, out[1]);
+  g_autofree char *a = NULL, *b = NULL;
+  gsize la = 0, lb = 0;
+  g_assert_true(g_file_get_contents(csv[0], &a, &la, NULL));
+  g_assert_true(g_file_get_contents(csv[1], &b, &lb, NULL));
+  g_assert_cmpuint(la, >, 1000);
+  g_assert_cmpmem(a, la, b, lb);
+  for (int run = 0; run < 2; run++) {
+    tpt_tmp_remove(csv[run]);
+    g_free(csv[run]);
+    g_free(out[run]);
+  }
+  tpt_tmp_remove(cost);
 }
 
 static void expect_cost_error(const char *text, int W, const char *needle)
