@@ -61,7 +61,7 @@ typedef struct {
   TpOrder order;
   TpPolicy policy;
   int W, N, K;
-  TpFixedOn fixed_on; /* SLOTS unless tp_schedule_generate_costed fixed a rule-based order on costs */
+  TpFixedOn fixed_on; /* COSTS when tp_schedule_generate_costed fixed the order (or a file says so) */
   TpSignificance sig;
   GArray **stage; /* W arrays of TpOp, in execution order */
   char *source;   /* file the schedule was read from, NULL when generated */

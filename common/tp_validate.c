@@ -223,8 +223,8 @@ static gboolean check_vsync(const TpSchedule *s, const TpIndex *ix, const int64_
     else if (!slots && (op->ver < lo[i] || op->ver > hi[i]))
       ok = fail(err, s, W - 1, op,
                 "reads version %d, expected %d to %d: under policy vsync-latest B(%d) reads c(%d), the updates "
-                "stage 1 has finished when B(%d) starts at stage %d; on any timeline of these orders %d of them "
-                "happen before that start and only %d do not happen after it",
+                "stage 1 has finished when B(%d) starts at stage %d; whatever the costs, these orders put at "
+                "least %d and at most %d of them before that start",
                 op->ver, lo[i], hi[i], i, i, i, W, lo[i], hi[i]);
   }
   g_free(seen);
