@@ -134,8 +134,9 @@ static gboolean causal_walk(const TpSchedule *s, const TpIndex *ix, gboolean for
       } else {
         int cst = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
         v = pos[st] < n - 1 ? val[g + 1] : s->K + 1;
-        if (cst >= 0 && cst < W) {
-          long c = ix->off[cst] + tp_index_pos(ix, cst, op);
+        int32_t cp = cst >= 0 && cst < W ? tp_index_pos(ix, cst, op) : -1; /* -1: none (or missing) */
+        if (cp >= 0) {
+          long c = ix->off[cst] + cp;
           if (val[c] < 0)
             break;
           v = MIN(v, val[c]);
