@@ -16,12 +16,8 @@ static void event_label(const TpEventRow *r, gboolean letters, gboolean versions
   char v[16] = "";
   if (versions)
     g_snprintf(v, sizeof v, "/%d", r->version);
-  if (r->micro == 0)
-    g_snprintf(buf, len, r->kind == TP_EV_F ? "%dA%s" : "%d%s", r->mb, v);
-  else if (letters)
-    g_snprintf(buf, len, "%d%c%s", r->mb, (r->kind == TP_EV_F ? 'A' : 'a') + r->micro - 1, v);
-  else
-    g_snprintf(buf, len, r->kind == TP_EV_F ? "%d.%d%s" : "%d.%db%s", r->mb, r->micro, v);
+  tp_op_format(TP_NAME_GRID, (TpOpKind)r->kind, r->mb, r->micro > 0 ? r->micro - 1 : TP_WHOLE, !letters, buf, len);
+  g_strlcat(buf, v, len);
 }
 
 /* Rows "y x0 x1 kind series halfh label" for one event list. */

@@ -149,7 +149,7 @@ TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
   if ((o->workers && !tp_cli_int("-w", o->workers, 1, TP_MAX_WORKERS, &W, err)) ||
       (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &N, err)))
     return NULL;
-  K = 3 * W + 2;
+  K = tp_default_mini_batches(W);
   if (o->mini && !tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &K, err))
     return NULL;
   TpSignificance sig = { TP_SIG_EXP, 1.0 };

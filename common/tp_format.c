@@ -12,17 +12,6 @@
 
 const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
 
-void tp_grid_token(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
-{
-  gboolean wide = s->N > 26;
-  if (op->micro == TP_WHOLE)
-    snprintf(buf, len, op->kind == TP_OP_F ? "%dA" : "%d", op->mb);
-  else if (op->kind == TP_OP_F)
-    wide ? snprintf(buf, len, "%d.%d", op->mb, op->micro + 1) : snprintf(buf, len, "%d%c", op->mb, 'A' + op->micro);
-  else
-    wide ? snprintf(buf, len, "%d.%db", op->mb, op->micro + 1) : snprintf(buf, len, "%d%c", op->mb, 'a' + op->micro);
-}
-
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 {
   g_autoptr(TpIndex) ix = tp_index_new(s, err);
@@ -44,8 +33,10 @@ gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
           slot[start[g]] = g;
       for (int64_t t = 0; t < span; t++) {
         char tok[32] = ".";
-        if (slot[t] >= 0)
-          tp_grid_token(s, &tp_stage_ops(s, st)[slot[t] - ix->off[st]], tok, sizeof tok);
+        if (slot[t] >= 0) {
+          const TpOp *op = &tp_stage_ops(s, st)[slot[t] - ix->off[st]];
+          tp_op_format(TP_NAME_GRID, (TpOpKind)op->kind, op->mb, op->micro, s->N > 26, tok, sizeof tok);
+        }
         g_string_append(out, tok);
         g_string_append_c(out, t + 1 < span ? ' ' : '\n');
       }
@@ -59,8 +50,9 @@ gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 
 static void format_header(const TpSchedule *s, GString *out, const char *lead)
 {
-  g_string_append_printf(out, "%sorder=%s policy=%s workers=%d micro_batches=%d mini_batches=%d", lead,
-                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K);
+  g_string_append_printf(out, "%sorder=%s policy=%s workers=%d micro_batches=%d mini_batches=%d fixed_on=%s", lead,
+                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K,
+                         tp_fixed_on_name(s->fixed_on));
   if (s->policy == TP_POLICY_INTERMEDIATE) {
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, " significance=%s", sig);
@@ -113,6 +105,8 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
     ok = parse_int(value, 1, TP_MAX_MICRO, &s->N);
   else if (strcmp(key, "mini_batches") == 0)
     ok = parse_int(value, 1, TP_MAX_MINI, &s->K);
+  else if (strcmp(key, "fixed_on") == 0 || strcmp(key, "order_fixed_on") == 0) /* CSV, JSON; absent: slots */
+    ok = tp_fixed_on_from_name(value, &s->fixed_on);
   else if (strcmp(key, "significance") == 0)
     return tp_significance_parse(value, &s->sig, err);
   else {

@@ -7,8 +7,6 @@
 /* One line per stage, one token per unit slot ("3B", "3", "3b", "."), from the unit-slot replay.
  * Fails only if the schedule deadlocks. */
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err);
-/* The grid token of one operation (forward "3B"/"3.27", whole backward "3", micro backward "3b"). */
-void tp_grid_token(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
 
 void tp_format_csv(const TpSchedule *s, GString *out);
 void tp_format_json(const TpSchedule *s, GString *out);

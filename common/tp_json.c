@@ -12,8 +12,10 @@ void tp_format_json(const TpSchedule *s, GString *out)
 {
   g_string_append_printf(out,
                          "{\n  \"format\": \"" TP_SCHEDULE_FORMAT "\",\n  \"order\": \"%s\",\n  \"policy\": \"%s\",\n"
-                         "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n",
-                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K);
+                         "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n"
+                         "  \"order_fixed_on\": \"%s\",\n",
+                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K,
+                         tp_fixed_on_name(s->fixed_on));
   if (s->policy == TP_POLICY_INTERMEDIATE) {
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, "  \"significance\": \"%s\",\n", sig);
@@ -80,6 +82,10 @@ static gboolean read_header(TpSchedule *s, JsonObject *root, GError **err)
     if (v && !tp_header_set(s, keys[i], v, err))
       return FALSE;
   }
+  gboolean bad = FALSE; /* "order_fixed_on" is the header's fixed_on; absent in older files: slots */
+  g_autofree char *fixed = member_text(root, "order_fixed_on", &bad);
+  if (fixed && !tp_header_set(s, "order_fixed_on", fixed, err))
+    return FALSE;
   return tp_header_finish(s, err);
 }
 

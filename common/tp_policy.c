@@ -51,35 +51,59 @@ static void assign_local(TpSchedule *s, int st, int32_t *fver)
   }
 }
 
-/* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i), stage 1's
- * version when B(i) first starts at stage W (updates follow their backward).  start/end: the
- * timeline the order was fixed on, by global op index. */
-static void assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, const double *end)
+gboolean tp_vsync_versions(const TpSchedule *s, const TpIndex *ix, const double *end1, const double *startW,
+                           const double *endW, int32_t *c, GError **err)
 {
-  int32_t *fver = g_new(int32_t, ix->nkeys);
+  const TpOp *o0 = tp_stage_ops(s, 0), *ow = tp_stage_ops(s, s->W - 1);
   double *uend = g_new(double, s->K + 1);
-  const TpOp *o0 = tp_stage_ops(s, 0);
-  int latest = 0;
-  for (int k = 0; k < tp_stage_len(s, 0); k++) {
+  int n_upd = 0;
+  gboolean zero = FALSE, ok = TRUE;
+  for (int k = 0; k < tp_stage_len(s, 0); k++)
     if (o0[k].kind == TP_OP_U)
-      uend[latest++] = end[k];
-    else if (o0[k].kind == TP_OP_F)
-      fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
-  }
-  /* c(i) from stage W's first backward of each mini-batch */
-  int32_t *c = g_new(int32_t, s->K + 1);
+      uend[n_upd++] = end1[k];
   for (int i = 0; i <= s->K; i++)
     c[i] = -1;
-  const TpOp *ow = tp_stage_ops(s, s->W - 1);
   for (int k = 0, u = 0; k < tp_stage_len(s, s->W - 1); k++) {
     if (ow[k].kind != TP_OP_B || c[ow[k].mb] >= 0)
       continue;
-    double t = start[ix->off[s->W - 1] + k];
-    while (u < latest && uend[u] <= t)
+    while (u < n_upd && uend[u] <= startW[k])
       u++;
     c[ow[k].mb] = u;
+    zero |= !(endW[k] > startW[k]);
   }
-  for (int st = 0; st < s->W; st++) {
+  c[0] = 0;
+  /* A backward of no duration at stage W can start a chain of zero-time operations that reaches
+   * stage 1's update of the same instant: that update follows B(i) and is not counted. */
+  if (zero) {
+    int32_t *lo = g_new(int32_t, s->K + 1), *hi = g_new(int32_t, s->K + 1);
+    ok = tp_causal_bounds(s, ix, lo, hi);
+    for (int i = 1; ok && i <= s->K; i++)
+      c[i] = MIN(c[i], hi[i]);
+    if (!ok)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sthe stages' orders do not finish (deadlock)",
+                  s->source ? s->source : "", s->source ? ": " : "");
+    g_free(lo);
+    g_free(hi);
+  }
+  g_free(uend);
+  return ok;
+}
+
+/* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i) on every
+ * stage.  start/end: the timeline the order was fixed on, by global op index. */
+static gboolean assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, const double *end, GError **err)
+{
+  int32_t *fver = g_new(int32_t, ix->nkeys), *c = g_new(int32_t, s->K + 1);
+  const TpOp *o0 = tp_stage_ops(s, 0);
+  long offw = ix->off[s->W - 1];
+  for (int k = 0, latest = 0; k < tp_stage_len(s, 0); k++) {
+    if (o0[k].kind == TP_OP_U)
+      latest++;
+    else if (o0[k].kind == TP_OP_F)
+      fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
+  }
+  gboolean ok = tp_vsync_versions(s, ix, end, start + offw, end + offw, c, err);
+  for (int st = 0; ok && st < s->W; st++) {
     TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       TpOp *op = &ops[k];
@@ -90,8 +114,8 @@ static void assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, 
     }
   }
   g_free(fver);
-  g_free(uend);
   g_free(c);
+  return ok;
 }
 
 static void assign_local_all(TpSchedule *s)
@@ -115,8 +139,7 @@ gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double
   g_autoptr(TpIndex) ix = tp_index_new(s, err);
   if (!ix)
     return FALSE;
-  assign_vsync(s, ix, start, end);
-  return TRUE;
+  return assign_vsync(s, ix, start, end, err);
 }
 
 gboolean tp_policy_assign(TpSchedule *s, GError **err)

@@ -2,7 +2,7 @@
 #ifndef TP_POLICY_H
 #define TP_POLICY_H
 
-#include "tp_schedule.h"
+#include "tp_index.h"
 
 /* Fill ver/src of every operation of s (whose order is set) according to s->policy.
  * vsync-latest uses the unit-slot replay of the order for its vertical synchronisation. */
@@ -10,6 +10,14 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err);
 /* The same on a given timeline (start/end by global operation index, as the order was fixed on):
  * vsync-latest's c(i) then follows those times instead of the unit-slot replay. */
 gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double *end, GError **err);
+
+/* vsync-latest's c(i) for i = 1..K (c: K+1 entries, c[0] = 0) on a timeline: the updates stage 1
+ * has finished when the first B(i) of stage W's order starts.  end1: end times of stage 1's
+ * operations in its order; startW, endW: start and end times of stage W's operations.  At one
+ * instant an update counts when it does not causally follow B(i) there (zero-time operations), so
+ * c(i) <= i-1 always.  FALSE (TP_ERROR_INPUT) when the orders do not finish. */
+gboolean tp_vsync_versions(const TpSchedule *s, const TpIndex *ix, const double *end1, const double *startW,
+                           const double *endW, int32_t *c, GError **err);
 
 /* Significance s(d) of stale weights for the intermediate policy (d = latest − stashed ≥ 0). */
 double tp_significance(const TpSignificance *sig, int d);

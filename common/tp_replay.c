@@ -1,5 +1,6 @@
 /* tp_replay.c — unit-slot replay of per-stage orders: the deadlock check of validation, the
- * times behind the grid format and the vertical-synchronisation versions. */
+ * times behind the grid format and the vertical-synchronisation versions; and the happens-before
+ * bounds on those versions that hold on every timeline. */
 #include "tp_replay.h"
 #include "tp_error.h"
 
@@ -86,5 +87,95 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
   g_free(stack);
   g_free(queued);
   g_free(clock);
+  return ok;
+}
+
+/* Walk the operations in an order that respects the stages' orders and the messages, forward
+ * (each op after its stage predecessor and its producer) or backward (each op after its stage
+ * successor and its consumer), and fold over stage 1's updates: forward, val[g] = how many of them
+ * are g or happen before g; backward, val[g] = the first one that is g or happens after g (K+1 if
+ * none).  Updates on stage 1 run in mini-batch order (validation checks it), so both are prefixes
+ * or suffixes of 1..K.  FALSE when the orders do not finish (a deadlock). */
+static gboolean causal_walk(const TpSchedule *s, const TpIndex *ix, gboolean forward, int32_t *val)
+{
+  const int W = s->W;
+  int *pos = g_new(int, W), *stack = g_new(int, W);
+  gboolean *queued = g_new(gboolean, W);
+  int top = 0, left = 0;
+  for (long g = 0; g < ix->off[W]; g++)
+    val[g] = -1;
+  for (int st = W - 1; st >= 0; st--) {
+    pos[st] = forward ? 0 : tp_stage_len(s, st) - 1;
+    stack[top++] = forward ? st : W - 1 - st;
+    queued[st] = TRUE;
+    left += tp_stage_len(s, st);
+  }
+  while (top > 0) {
+    int st = stack[--top];
+    queued[st] = FALSE;
+    const TpOp *ops = tp_stage_ops(s, st);
+    int n = tp_stage_len(s, st);
+    while (forward ? pos[st] < n : pos[st] >= 0) {
+      const TpOp *op = &ops[pos[st]];
+      long g = ix->off[st] + pos[st];
+      int32_t v;
+      int nb;
+      if (forward) {
+        int pst = st;
+        long p = tp_index_producer(ix, s, st, op, &pst);
+        v = pos[st] > 0 ? val[g - 1] : 0;
+        if (p >= 0 && val[p] < 0)
+          break;
+        if (p >= 0)
+          v = MAX(v, val[p]);
+        if (st == 0 && op->kind == TP_OP_U)
+          v = MAX(v, op->mb);
+        nb = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
+      } else {
+        int cst = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
+        v = pos[st] < n - 1 ? val[g + 1] : s->K + 1;
+        int32_t cp = cst >= 0 && cst < W ? tp_index_pos(ix, cst, op) : -1; /* -1: none (or missing) */
+        if (cp >= 0) {
+          long c = ix->off[cst] + cp;
+          if (val[c] < 0)
+            break;
+          v = MIN(v, val[c]);
+        }
+        if (st == 0 && op->kind == TP_OP_U)
+          v = MIN(v, op->mb);
+        nb = op->kind == TP_OP_F ? st - 1 : op->kind == TP_OP_B ? st + 1 : -1;
+      }
+      val[g] = v;
+      left--;
+      pos[st] += forward ? 1 : -1;
+      if (nb >= 0 && nb < W && !queued[nb]) {
+        stack[top++] = nb;
+        queued[nb] = TRUE;
+      }
+    }
+  }
+  g_free(pos);
+  g_free(stack);
+  g_free(queued);
+  return left == 0;
+}
+
+gboolean tp_causal_bounds(const TpSchedule *s, const TpIndex *ix, int32_t *lo, int32_t *hi)
+{
+  long total = ix->off[s->W];
+  int32_t *before = g_new(int32_t, total), *after = g_new(int32_t, total);
+  gboolean ok = causal_walk(s, ix, TRUE, before) && causal_walk(s, ix, FALSE, after);
+  for (int i = 0; i <= s->K; i++)
+    lo[i] = 0, hi[i] = -1;
+  const TpOp *ow = tp_stage_ops(s, s->W - 1);
+  for (int k = 0; ok && k < tp_stage_len(s, s->W - 1); k++) {
+    if (ow[k].kind != TP_OP_B || hi[ow[k].mb] >= 0)
+      continue;
+    long g = ix->off[s->W - 1] + k;
+    lo[ow[k].mb] = k > 0 ? before[g - 1] : 0;
+    hi[ow[k].mb] = after[g] - 1;
+  }
+  g_free(before);
+  g_free(after);
   return ok;
 }

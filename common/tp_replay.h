@@ -1,6 +1,7 @@
 /* tp_replay.h — replay of the per-stage orders with matched sends and receives on unit slots.
  * Gives each operation its unit-slot start and end (forward and backward take one slot, updates
- * none, transfers none) and detects deadlock. */
+ * none, transfers none) and detects deadlock; and the causal bounds on vsync-latest's versions that
+ * hold on every timeline of the orders. */
 #ifndef TP_REPLAY_H
 #define TP_REPLAY_H
 
@@ -9,5 +10,13 @@
 /* start/end: arrays of tp_schedule_n_ops() entries, indexed by global op index (ix->off).
  * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish. */
 gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err);
+
+/* Timeline-independent bounds on vsync-latest's c(i), for i = 1..K (lo, hi: K+1 entries), at the
+ * first backward of mini-batch i in stage W's order: lo[i] = stage 1's updates that happen before
+ * its start, hi[i] = stage 1's updates that do not happen after its start (happens-before through
+ * the stages' orders and the messages).  Every timeline of the orders finishes at least lo[i] and,
+ * counting an update at the very instant B(i) starts only when it does not follow B(i), at most
+ * hi[i] <= i-1 of them when B(i) starts.  FALSE when the orders do not finish (a deadlock). */
+gboolean tp_causal_bounds(const TpSchedule *s, const TpIndex *ix, int32_t *lo, int32_t *hi);
 
 #endif

@@ -26,6 +26,15 @@ const TpPreset tp_presets[] = {
 const int tp_n_presets = G_N_ELEMENTS(tp_presets);
 
 const char *tp_order_name(TpOrder o) { return o < TP_N_ORDERS ? order_names[o] : "?"; }
+const char *tp_fixed_on_name(TpFixedOn f) { return f == TP_FIXED_ON_COSTS ? "costs" : "slots"; }
+
+gboolean tp_fixed_on_from_name(const char *name, TpFixedOn *out)
+{
+  if (g_strcmp0(name, "slots") != 0 && g_strcmp0(name, "costs") != 0)
+    return FALSE;
+  *out = g_strcmp0(name, "costs") == 0 ? TP_FIXED_ON_COSTS : TP_FIXED_ON_SLOTS;
+  return TRUE;
+}
 const char *tp_policy_name(TpPolicy p) { return p < TP_N_POLICIES ? policy_names[p] : "?"; }
 
 gboolean tp_order_from_name(const char *name, TpOrder *out)
@@ -174,15 +183,27 @@ gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
   return TRUE;
 }
 
+void tp_op_format(TpNameStyle style, TpOpKind kind, int mb, int micro, gboolean wide, char *buf, size_t len)
+{
+  const char k = "FBU"[kind];
+  gboolean part = kind != TP_OP_U && micro != TP_WHOLE;
+  char mp[16] = ""; /* the micro-batch: "B", "b", ".27"; "A" for a whole forward in a grid */
+  if (part && wide)
+    snprintf(mp, sizeof mp, ".%d", micro + 1);
+  else if (part)
+    mp[0] = (char)((style == TP_NAME_GRID && kind == TP_OP_B ? 'a' : 'A') + micro);
+  else if (style == TP_NAME_GRID && kind == TP_OP_F)
+    mp[0] = 'A';
+  switch (style) {
+  case TP_NAME_CALL: snprintf(buf, len, part && !wide ? "%c(%d,%s)" : "%c(%d%s)", k, mb, mp); break;
+  case TP_NAME_GRID: snprintf(buf, len, "%d%s%s", mb, mp, part && wide && kind == TP_OP_B ? "b" : ""); break;
+  case TP_NAME_LABEL: snprintf(buf, len, "%c %d%s", k, mb, mp); break;
+  }
+}
+
 void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
 {
-  const char k = "FBU"[op->kind];
-  if (op->kind == TP_OP_U || op->micro == TP_WHOLE)
-    snprintf(buf, len, "%c(%d)", k, op->mb);
-  else if (s->N <= 26)
-    snprintf(buf, len, "%c(%d,%c)", k, op->mb, 'A' + op->micro);
-  else
-    snprintf(buf, len, "%c(%d.%d)", k, op->mb, op->micro + 1);
+  tp_op_format(TP_NAME_CALL, (TpOpKind)op->kind, op->mb, op->micro, s->N > 26, buf, len);
 }
 
 void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len)

@@ -61,7 +61,7 @@ typedef struct {
   TpOrder order;
   TpPolicy policy;
   int W, N, K;
-  TpFixedOn fixed_on; /* SLOTS unless tp_schedule_generate_costed fixed a rule-based order on costs */
+  TpFixedOn fixed_on; /* COSTS when tp_schedule_generate_costed fixed the order (or a file says so) */
   TpSignificance sig;
   GArray **stage; /* W arrays of TpOp, in execution order */
   char *source;   /* file the schedule was read from, NULL when generated */
@@ -72,6 +72,10 @@ typedef struct {
 #define TP_MAX_MICRO 4096
 #define TP_MAX_MINI 1000000
 #define TP_MAX_OPS 200000000LL
+
+/* Mini-batches when none are asked for (the CLI's -k default, and each cell of a (W, N) sweep):
+ * 3W+2 leaves W+2 of them in the steady range, after the first W and before the last W. */
+static inline int tp_default_mini_batches(int W) { return 3 * W + 2; }
 
 typedef struct {
   const char *name;
@@ -84,6 +88,9 @@ extern const TpPreset tp_presets[];
 extern const int tp_n_presets;
 
 const char *tp_order_name(TpOrder o);
+/* "slots" or "costs": the fixed_on value in schedule files and reports. */
+const char *tp_fixed_on_name(TpFixedOn f);
+gboolean tp_fixed_on_from_name(const char *name, TpFixedOn *out);
 const char *tp_policy_name(TpPolicy p);
 gboolean tp_order_from_name(const char *name, TpOrder *out);
 gboolean tp_policy_from_name(const char *name, TpPolicy *out);
@@ -117,10 +124,18 @@ static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
   return op->micro == TP_WHOLE ? s->N : 1;
 }
 
-/* Operations compare equal when kind, mini-batch, micro-batch, version and source agree. */
+/* Operations compare equal when kind, mini-batch, micro-batch, version and source agree (the
+ * header's order, policy, sizes and significance too; fixed_on is not compared). */
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
 
-/* "F(3,B)", "B(3)", "U(3)", "F(3.27)" — an operation's name in messages (static buffer per call site). */
+/* How an operation is named.  CALL, in messages: "F(3,B)", "F(3)", "B(3)", "B(3,B)", "U(3)",
+ * "F(3.27)".  GRID, in grids and timeline labels: "3B", "3A" (whole-mini-batch forward),
+ * "3" (whole backward), "3b", "3.27", "3.27b".  LABEL, in traces: "F 3B", "F 3", "B 3", "U 3", "F 3.27". */
+typedef enum { TP_NAME_CALL, TP_NAME_GRID, TP_NAME_LABEL } TpNameStyle;
+/* The one formatter of operation names.  micro: 0-based or TP_WHOLE; wide: N > 26 (micro-batch j
+ * written ".j" instead of a letter). */
+void tp_op_format(TpNameStyle style, TpOpKind kind, int mb, int micro, gboolean wide, char *buf, size_t len);
+/* An operation's name in messages: tp_op_format's CALL style for this schedule. */
 void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
 /* "file:line: " or "" — the location prefix of an op read from a file. */
 void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len);

@@ -2,10 +2,12 @@
 #include "tp_validate.h"
 #include "tp_error.h"
 #include "tp_index.h"
+#include "tp_policy.h"
 #include "tp_replay.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 G_GNUC_PRINTF(5, 6)
 static gboolean fail(GError **err, const TpSchedule *s, int st, const TpOp *op, const char *fmt, ...)
@@ -180,6 +182,57 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
   return TRUE;
 }
 
+/* vsync-latest's backward versions, at the first backward of each mini-batch on stage W (the
+ * other stages must read the same, checked above).  Fixed on unit slots: exactly c(i) on the
+ * unit-slot replay.  Fixed on costs, whose times are not in the schedule: what every timeline of
+ * these orders allows, between the updates of stage 1 that happen before B(i) starts at stage W
+ * and those that do not happen after it (at most i-1). */
+static gboolean check_vsync(const TpSchedule *s, const TpIndex *ix, const int64_t *start, const int64_t *end,
+                            GError **err)
+{
+  const int W = s->W, n1 = tp_stage_len(s, 0), nw = tp_stage_len(s, W - 1);
+  const TpOp *ow = tp_stage_ops(s, W - 1);
+  int32_t *lo = g_new(int32_t, s->K + 1), *hi = g_new(int32_t, s->K + 1);
+  gboolean ok = TRUE, slots = s->fixed_on == TP_FIXED_ON_SLOTS;
+  if (slots) {
+    double *e1 = g_new(double, n1), *sw = g_new(double, nw), *ew = g_new(double, nw);
+    for (int k = 0; k < n1; k++)
+      e1[k] = (double)end[ix->off[0] + k];
+    for (int k = 0; k < nw; k++)
+      sw[k] = (double)start[ix->off[W - 1] + k], ew[k] = (double)end[ix->off[W - 1] + k];
+    ok = tp_vsync_versions(s, ix, e1, sw, ew, lo, err);
+    memcpy(hi, lo, (s->K + 1) * sizeof *hi);
+    g_free(e1);
+    g_free(sw);
+    g_free(ew);
+  } else {
+    ok = tp_causal_bounds(s, ix, lo, hi);
+  }
+  gboolean *seen = g_new0(gboolean, s->K + 1);
+  for (int k = 0; ok && k < nw; k++) {
+    const TpOp *op = &ow[k];
+    int i = op->mb;
+    if (op->kind != TP_OP_B || seen[i])
+      continue;
+    seen[i] = TRUE;
+    if (slots && op->ver != lo[i])
+      ok = fail(err, s, W - 1, op,
+                "reads version %d, expected %d: under policy vsync-latest B(%d) reads c(%d), the updates stage 1 "
+                "has finished when B(%d) starts at stage %d, on the unit-slot timeline the order was fixed on",
+                op->ver, lo[i], i, i, i, W);
+    else if (!slots && (op->ver < lo[i] || op->ver > hi[i]))
+      ok = fail(err, s, W - 1, op,
+                "reads version %d, expected %d to %d: under policy vsync-latest B(%d) reads c(%d), the updates "
+                "stage 1 has finished when B(%d) starts at stage %d; whatever the costs, these orders put at "
+                "least %d and at most %d of them before that start",
+                op->ver, lo[i], hi[i], i, i, i, W, lo[i], hi[i]);
+  }
+  g_free(seen);
+  g_free(lo);
+  g_free(hi);
+  return ok;
+}
+
 gboolean tp_validate(const TpSchedule *s, GError **err)
 {
   if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
@@ -203,6 +256,8 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
   long total = ix->off[s->W];
   int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
   gboolean ok = tp_replay(s, ix, start, end, err);
+  if (ok && s->policy == TP_POLICY_VSYNC_LATEST)
+    ok = check_vsync(s, ix, start, end, err);
   g_free(start);
   g_free(end);
   return ok;

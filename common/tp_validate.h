@@ -10,7 +10,9 @@
  *   backward and update on every stage, same granularity on neighbouring stages); same-stage order
  *   (a backward after its forwards, an update after its backwards, updates in mini-batch order);
  *   versions (exists when read, still kept under the policy's retention, the policy's rule);
- *   and a replay with matched sends and receives that must terminate (no deadlock). */
+ *   a replay with matched sends and receives that must terminate (no deadlock); and, under
+ *   vsync-latest, each backward's c(i): exactly the unit-slot replay's when the order was fixed on
+ *   unit slots, within the causal bounds of tp_causal_bounds when it was fixed on costs. */
 gboolean tp_validate(const TpSchedule *s, GError **err);
 
 #endif

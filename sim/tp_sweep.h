@@ -16,8 +16,8 @@ typedef struct {
 
 static inline int tp_eq3(int W, int N) { return (W + N - 2) / N; }
 static inline int tp_closed_form(int W, int N) { return (W + N) / (N + 1); } /* = ceil(W/(N+1)) */
-/* Mini-batches simulated per cell: 3W+2 leaves W+2 mini-batches in the steady range. */
-static inline int tp_sweep_K(int W) { return 3 * W + 2; }
+/* Mini-batches simulated per cell: the default of tp_schedule.h. */
+static inline int tp_sweep_K(int W) { return tp_default_mini_batches(W); }
 
 /* Rows in W-major order.  Fails up front if a cell's order × policy pair is impossible. */
 GArray *tp_sweep(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, GError **err);

@@ -1,20 +1,8 @@
-/* tp_trace.c — writer of the Chrome trace-event format for simulated (and measured) timelines. */
+/* tp_trace.c — writer of the Chrome trace-event format for a simulated timeline. */
 #include "tp_trace.h"
 #include "tp_report.h"
 
 enum { LANE_COMPUTE = 1, LANE_SEND_DOWN = 2, LANE_SEND_UP = 3 };
-
-static void op_label(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
-{
-  if (op->kind == TP_OP_U)
-    g_snprintf(buf, len, "U %d", op->mb);
-  else if (op->micro == TP_WHOLE)
-    g_snprintf(buf, len, "%c %d", "FB"[op->kind], op->mb);
-  else if (s->N <= 26)
-    g_snprintf(buf, len, "%c %d%c", "FB"[op->kind], op->mb, 'A' + op->micro);
-  else
-    g_snprintf(buf, len, "%c %d.%d", "FB"[op->kind], op->mb, op->micro + 1);
-}
 
 static void micro_arg(GString *out, const TpOp *op)
 {
@@ -53,7 +41,7 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
       const TpOp *op = &ops[k];
       long g = sim->ix->off[st] + k;
       char name[48];
-      op_label(s, op, name, sizeof name);
+      tp_op_format(TP_NAME_LABEL, (TpOpKind)op->kind, op->mb, op->micro, s->N > 26, name, sizeof name);
       g_string_append_printf(out, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
                                   "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
                              first ? "" : ",\n", name, cat[op->kind], st + 1, LANE_COMPUTE, sim->start[g] * scale,

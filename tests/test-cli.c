@@ -50,11 +50,11 @@ static void test_bad_input(void)
 
 static void test_bad_cost_file_cli(void)
 {
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-bad.cost", NULL);
+  g_autofree char *path = tpt_tmp_path("tp-cli-bad.cost");
   g_assert_true(g_file_set_contents(path, "[stages]\nforward = 1\nbackward = slow\n", -1, NULL));
   g_autofree char *want = g_strdup_printf("%s:3: [stages] backward", path);
   expect_usage_error((const char *const[]){ "simulate", "-w", "2", "--cost", path, NULL }, want);
-  g_unlink(path);
+  tpt_tmp_remove(path);
 }
 
 static void test_schedule_grid(void)
@@ -70,8 +70,8 @@ static void test_schedule_grid(void)
  * a broken file is refused with file:line and leaves --output untouched. */
 static void test_schedule_file_round_trip(void)
 {
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-sched.json", NULL);
-  g_autofree char *out = g_build_filename(g_get_tmp_dir(), "tp-cli-out.csv", NULL);
+  g_autofree char *path = tpt_tmp_path("tp-cli-sched.json");
+  g_autofree char *out = tpt_tmp_path("tp-cli-out.csv");
   TptRun a = tpt_run((const char *const[]){ "schedule", "-s", "i-timeprest", "-w", "4", "-n", "3", "-k", "9",
                                             "--format", "json", "-o", path, NULL });
   g_assert_cmpint(a.status, ==, 0);
@@ -93,8 +93,8 @@ static void test_schedule_file_round_trip(void)
   g_autofree char *kept = NULL;
   g_assert_true(g_file_get_contents(out, &kept, NULL, NULL));
   g_assert_cmpstr(kept, ==, "keep");
-  g_unlink(path);
-  g_unlink(out);
+  tpt_tmp_remove(path);
+  tpt_tmp_remove(out);
   tpt_run_clear(&a);
   tpt_run_clear(&b);
 }
@@ -131,7 +131,7 @@ static void test_simulate_json(void)
 
 static void test_simulate_csv(void)
 {
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-events.csv", NULL);
+  g_autofree char *path = tpt_tmp_path("tp-cli-events.csv");
   TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "1", "--csv", path, NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "bubble       0.3333"));
@@ -142,7 +142,7 @@ static void test_simulate_csv(void)
   g_assert_true(g_str_has_prefix(csv, "# timeprest-events order_fixed_on=slots\n"
                                       "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer,"
                                       "version_mismatch\n1,F,1,1,0,1,0,0,0,,,\n1,send-act,1,1,1,1,,,,1,2,\n"));
-  g_unlink(path);
+  tpt_tmp_remove(path);
   tpt_run_clear(&r);
 }
 
@@ -204,9 +204,9 @@ static void test_compare(void)
 /* The trace is JSON with one complete event per operation and per transfer. */
 static void test_trace(void)
 {
-  g_autofree char *trace = g_build_filename(g_get_tmp_dir(), "tp-cli-trace.json", NULL);
-  g_autofree char *csv = g_build_filename(g_get_tmp_dir(), "tp-cli-trace.csv", NULL);
-  g_autofree char *cost = g_build_filename(g_get_tmp_dir(), "tp-cli-trace.cost", NULL);
+  g_autofree char *trace = tpt_tmp_path("tp-cli-trace.json");
+  g_autofree char *csv = tpt_tmp_path("tp-cli-trace.csv");
+  g_autofree char *cost = tpt_tmp_path("tp-cli-trace.cost");
   g_assert_true(g_file_set_contents(cost, "[stages]\nforward = 0.001\nbackward = 0.002\nactivation_bytes = 1e6\n"
                                           "[links]\nbandwidth = 1e9\n", -1, NULL));
   TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "i-timeprest", "-w", "3", "-n", "3", "-k", "7", "--cost",
@@ -239,9 +239,9 @@ static void test_trace(void)
   g_assert_cmpint(complete, ==, rows);
   g_assert_cmpint(sends, ==, 2 * (21 + 7));
   g_assert_true(pids_ok);
-  g_unlink(trace);
-  g_unlink(csv);
-  g_unlink(cost);
+  tpt_tmp_remove(trace);
+  tpt_tmp_remove(csv);
+  tpt_tmp_remove(cost);
   tpt_run_clear(&r);
 }
 
@@ -377,11 +377,11 @@ static void test_model_cli(void)
   g_rmdir(cdir);
   g_rmdir(ddir);
   g_rmdir(pdir);
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-cli-bad.model", NULL);
+  g_autofree char *path = tpt_tmp_path("tp-cli-bad.model");
   g_assert_true(g_file_set_contents(path, "input 3 32 32\nconv 16 3 pad=1\nrelu\nlinear 10\n", -1, NULL));
   g_autofree char *want = g_strdup_printf("%s:4: linear needs a flat input", path);
   expect_usage_error((const char *const[]){ "simulate", "--model", path, "--cluster", "A", NULL }, want);
-  g_unlink(path);
+  tpt_tmp_remove(path);
 }
 
 /* One JSON report of `timeprest ARGS… --format json`, parsed. */

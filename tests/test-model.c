@@ -208,7 +208,7 @@ static void test_bad_clusters(void)
 
 static void test_bad_device(void)
 {
-  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "tp-bad.device", NULL);
+  g_autofree char *path = tpt_tmp_path("tp-bad.device");
   g_assert_true(g_file_set_contents(path, "[device]\nflops = 1e12\nmemory = 1e9\nmemory_bandwidth = 1e11\n"
                                           "efficiency = 1.5\n", -1, NULL));
   GError *err = NULL;
@@ -218,7 +218,7 @@ static void test_bad_device(void)
   if (!g_str_has_prefix(err->message, want))
     g_error("'%s' lacks '%s'", err->message, want);
   g_error_free(err);
-  g_unlink(path);
+  tpt_tmp_remove(path);
 }
 
 /* Stage costs by hand for the mlp on cluster A (2 stages) with a fixed split. */

@@ -96,7 +96,7 @@ static void test_eq2_grid(void)
 {
   for (int W = 2; W <= 12; W++)
     for (int N = 1; N <= 12; N++) {
-      g_autoptr(TpSchedule) s = tpt_preset("timeprest", W, N, 3 * W + 2);
+      g_autoptr(TpSchedule) s = tpt_preset("timeprest", W, N, tp_default_mini_batches(W));
       int vmin;
       int v = tp_version_difference(s, &vmin, NULL);
       g_assert_cmpint(v, ==, vmin);
@@ -194,15 +194,56 @@ static void test_significance(void)
   }
 }
 
-/* intermediate: backwards blend; the version they name is the oldest stashed one. */
+/* intermediate: forwards read their stage's latest version; a backward blends, and the version it
+ * names is the oldest one its forwards stashed on that stage (they may differ: an update can fall
+ * between a mini-batch's forwards); with W > N+1 some of them are stale. */
 static void test_intermediate_sources(void)
 {
-  g_autoptr(TpSchedule) s = tpt_preset("i-timeprest", 5, 2, 12);
-  for (int st = 0; st < s->W; st++)
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      const TpOp *op = &tp_stage_ops(s, st)[k];
-      g_assert_cmpint(op->src, ==, op->kind == TP_OP_B ? TP_SRC_BLEND : TP_SRC_FIXED);
+  const int sizes[][2] = { { 5, 2 }, { 2, 3 }, { 4, 4 }, { 6, 1 } };
+  int stale = 0, straddle = 0;
+  for (guint z = 0; z < G_N_ELEMENTS(sizes); z++) {
+    g_autoptr(TpSchedule) s = tpt_preset("i-timeprest", sizes[z][0], sizes[z][1], 12);
+    for (int st = 0; st < s->W; st++) {
+      const TpOp *ops = tp_stage_ops(s, st);
+      int latest = 0;
+      for (int k = 0; k < tp_stage_len(s, st); k++) {
+        const TpOp *op = &ops[k];
+        g_assert_cmpint(op->src, ==, op->kind == TP_OP_B ? TP_SRC_BLEND : TP_SRC_FIXED);
+        if (op->kind == TP_OP_U) {
+          g_assert_cmpint(op->ver, ==, latest);
+          latest++;
+        } else if (op->kind == TP_OP_F) {
+          g_assert_cmpint(op->ver, ==, latest);
+        } else {
+          int oldest = G_MAXINT, newest = -1;
+          for (int f = 0; f < k; f++)
+            if (ops[f].kind == TP_OP_F && ops[f].mb == op->mb) {
+              oldest = MIN(oldest, ops[f].ver);
+              newest = MAX(newest, ops[f].ver);
+            }
+          g_assert_cmpint(op->ver, ==, oldest);
+          stale += op->ver < latest;
+          straddle += oldest < newest;
+        }
+      }
     }
+  }
+  g_assert_cmpint(stale, >, 0);
+  g_assert_cmpint(straddle, >, 0);
+  /* by hand, W=2 N=3, stage 1 "1A 1B 1C 2A 2B 1 2C …": F(2,A) and F(2,B) read version 0, F(2,C)
+   * reads 1 (after U(1)); B(2) names version 0, the oldest of its stashes */
+  g_autoptr(TpSchedule) t = tpt_preset("i-timeprest", 2, 3, 4);
+  const TpOp *o = tp_stage_ops(t, 0);
+  const int want[][3] = { /* kind, mini-batch, version */
+    { TP_OP_F, 1, 0 }, { TP_OP_F, 1, 0 }, { TP_OP_F, 1, 0 }, { TP_OP_F, 2, 0 }, { TP_OP_F, 2, 0 },
+    { TP_OP_B, 1, 0 }, { TP_OP_U, 1, 0 }, { TP_OP_F, 2, 1 }, { TP_OP_F, 3, 1 }, { TP_OP_F, 3, 1 },
+    { TP_OP_B, 2, 0 },
+  };
+  for (guint k = 0; k < G_N_ELEMENTS(want); k++) {
+    g_assert_cmpint(o[k].kind, ==, want[k][0]);
+    g_assert_cmpint(o[k].mb, ==, want[k][1]);
+    g_assert_cmpint(o[k].ver, ==, want[k][2]);
+  }
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include "tp_schedule.h"
 
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -70,6 +71,23 @@ static inline int tpt_lines(const char *text)
   for (const char *p = text; *p; p++)
     n += *p == '\n';
   return n + (*text && text[strlen(text) - 1] != '\n');
+}
+
+/* path/NAME in a fresh private directory, so that concurrent test runs never share a file;
+ * tpt_tmp_remove removes the file and the directory. */
+static inline char *tpt_tmp_path(const char *name)
+{
+  GError *e = NULL;
+  g_autofree char *dir = g_dir_make_tmp("tp-test-XXXXXX", &e);
+  g_assert_no_error(e);
+  return g_build_filename(dir, name, NULL);
+}
+
+static inline void tpt_tmp_remove(const char *path)
+{
+  g_autofree char *dir = g_path_get_dirname(path);
+  g_unlink(path);
+  g_rmdir(dir);
 }
 
 #endif
