@@ -27,7 +27,7 @@ gboolean tp_kf_open_file(TpKeyFile *k, const char *path, const char *what, GErro
   gsize len;
   if (!tp_read_file(path, what, &text, &len, err))
     return FALSE;
-  return tp_kf_open(k, path, text, len, err);
+  return tp_kf_open(k, tp_input_name(path), text, len, err);
 }
 
 void tp_kf_close(TpKeyFile *k)

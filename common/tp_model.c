@@ -330,5 +330,5 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   gsize len;
   if (!tp_read_file(path, "model file", &text, &len, err))
     return NULL;
-  return tp_model_parse(text, len, path, err);
+  return tp_model_parse(text, len, tp_input_name(path), err);
 }

@@ -3,6 +3,9 @@
 #include "tp_policy.h"
 #include "tp_test.h"
 
+#include <glib/gstdio.h>
+#include <unistd.h>
+
 static TpSchedule *reparse(const TpSchedule *s, gboolean json)
 {
   g_autoptr(GString) text = g_string_new(NULL);
@@ -81,7 +84,7 @@ static void test_parse_errors(void)
   expect_parse_error("# timeprest-schedule order=zigzag policy=latest workers=2 micro_batches=1 mini_batches=1\n",
                      "bad.sched:1: bad value 'zigzag' for order");
   expect_parse_error("# timeprest-schedule order=nf1b policy=latest workers=0 micro_batches=1 mini_batches=1\n",
-                     "bad value '0' for workers");
+                     "bad.sched:1: workers: expected a whole number from 1 to 1024, got '0'");
   expect_parse_error("# timeprest-schedule order=nf1b policy=latest workers=2 micro_batches=1 mini_batches=1\nx,y\n",
                      "bad.sched:2: expected the column line");
   expect_parse_error(HDR "1,F,1,1,0,fixed\n1,Q,1,1,0,fixed\n", "bad.sched:4: bad op");
@@ -102,6 +105,91 @@ static void test_parse_errors(void)
                      "\"mini_batches\": 1, \"stages\": [[]]}", "one per stage");
 }
 
+/* Input size: a file over the limit, a device that never ends, a pipe; a byte-order mark is skipped;
+ * the schedule limit holds the largest schedule the project accepts. */
+static void test_read_limits(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-read-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *big = g_build_filename(dir, "big.cost", NULL);
+  g_assert_true(g_file_set_contents(big, "[stages]\nforward = 1\nbackward = 2\n", -1, NULL));
+  char *text = NULL;
+  gsize len = 0;
+  GError *err = NULL;
+  g_assert_false(tp_read_file_max(big, "cost file", 16, &text, &len, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_nonnull(strstr(err->message, "more than the limit of 16 bytes"));
+  g_clear_error(&err);
+  g_assert_true(tp_read_file_max(big, "cost file", 64, &text, &len, &err));
+  g_assert_cmpuint(len, ==, 34);
+  g_free(text);
+  /* a character device with no end: refused at once, not read to the limit */
+  g_assert_false(tp_read_file("/dev/zero", "cost file", &text, &len, &err));
+  g_assert_nonnull(strstr(err->message, "not a text file"));
+  g_clear_error(&err);
+  /* a pipe longer than the limit */
+  int fds[2];
+  g_assert_cmpint(pipe(fds), ==, 0);
+  g_autofree char *fifo = g_strdup_printf("/dev/fd/%d", fds[0]);
+  g_assert_cmpint(write(fds[1], "0123456789abcdefghij", 20), ==, 20);
+  close(fds[1]);
+  g_assert_false(tp_read_file_max(fifo, "cost file", 10, &text, &len, &err));
+  g_assert_nonnull(strstr(err->message, "longer than the limit of 10 bytes"));
+  g_clear_error(&err);
+  close(fds[0]);
+  /* a byte-order mark is skipped: the schedule loads, its lines count as written */
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 2, 2, 3);
+  g_autoptr(GString) csv = g_string_new("\xEF\xBB\xBF");
+  tp_format_csv(s, csv);
+  g_autofree char *bom = g_build_filename(dir, "bom.csv", NULL);
+  g_assert_true(g_file_set_contents(bom, csv->str, (gssize)csv->len, NULL));
+  g_autoptr(TpSchedule) back = tp_schedule_load(bom, &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_schedule_equal(s, back));
+  g_assert_cmpint(tp_stage_ops(back, 0)[0].line, ==, 3);
+  /* the longest operation the JSON form writes fits TP_MAX_OP_TEXT, so the largest schedule loads */
+  g_autoptr(TpSchedule) wide = tp_schedule_new(TP_ORDER_NF1B, TP_POLICY_STASH, 1, TP_MAX_MICRO, TP_MAX_MINI);
+  TpOp op = { TP_OP_B, TP_SRC_STASH, -TP_MAX_MINI, TP_MAX_MICRO - 1, -TP_MAX_MINI, 0 };
+  g_array_append_val(wide->stage[0], op);
+  g_autoptr(GString) json = g_string_new(NULL);
+  tp_format_json(wide, json);
+  g_auto(GStrv) lines = g_strsplit(json->str, "\n", -1);
+  gsize longest = 0;
+  for (int i = 0; lines[i]; i++)
+    longest = MAX(longest, strlen(lines[i]) + 1);
+  g_assert_cmpuint(longest, >, 60);
+  g_assert_cmpuint(longest, <=, TP_MAX_OP_TEXT);
+  g_assert_cmpuint(tp_max_schedule_bytes(), >=, (guint64)TP_MAX_OPS * longest);
+  g_unlink(big);
+  g_unlink(bom);
+  g_rmdir(dir);
+}
+
+/* JSON: nesting bounded before json-glib recurses, unknown keys, a second value, numbers as written,
+ * and every error names file:line (never line 0). */
+static void test_json_strict(void)
+{
+  g_autoptr(GString) deep = g_string_new(NULL);
+  for (int i = 0; i < 100000; i++)
+    g_string_append(deep, "{\"a\":");
+  expect_parse_error(deep->str, "bad.sched:1: nested deeper than 16 levels");
+#define JH "{\"order\": \"nf1b\", \"policy\": \"latest\", \"micro_batches\": 1, \"mini_batches\": 1,\n"
+  expect_parse_error(JH "\"workers\": 1e23, \"stages\": [[]]}", "bad.sched:2: workers: expected a whole number from 1 "
+                                                                 "to 1024, got '1e23'");
+  expect_parse_error(JH "\"workers\": 99999999999999999999, \"stages\": [[]]}", "got '99999999999999999999'");
+  expect_parse_error(JH "\"workers\": 1,\n\"colour\": 1, \"stages\": [[]]}", "bad.sched:3: unknown key 'colour'");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[]]}\n{}", "bad.sched:3: a second JSON value after the first");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[]]}\nx", "bad.sched:3: text 'x' after the JSON object");
+  expect_parse_error(JH "\"workers\": 1, \"workers\": 1, \"stages\": [[]]}", "bad.sched:2: key 'workers' given twice");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 1, \"micro_batch\": 1, "
+                        "\"version\": 0, \"colour\": 2}]]}", "bad.sched:3: stages[0][0]: unknown key 'colour'");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 99999999999999999999}]]}",
+                     "bad.sched:3: number '99999999999999999999': expected a whole number");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [\n7]}", "bad.sched:3: stages[0] is not an array");
+  expect_parse_error(JH "\"workers\": 2, \"stages\": 5}", "bad.sched:2: \"stages\" must be an array");
+#undef JH
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -109,5 +197,7 @@ int main(int argc, char **argv)
   g_test_add_func("/format/equal-detects", test_equal_detects);
   g_test_add_func("/format/wide-tokens", test_wide_tokens);
   g_test_add_func("/format/parse-errors", test_parse_errors);
+  g_test_add_func("/format/read-limits", test_read_limits);
+  g_test_add_func("/format/json-strict", test_json_strict);
   return g_test_run();
 }
