@@ -2,6 +2,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_events.h"
+#include "tp_keyfile.h"
 #include "tp_plot.h"
 #include "tp_sweep.h"
 
@@ -147,7 +148,9 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "has_update", has_update);
       tp_plot_num(p, "has_xfer", has_xfer);
       int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
-      ok = tp_plot_render(p, "timeline", output, width, 160 + 70 * lanes * nseries, err);
+      /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
+      gint64 height = 160 + (gint64)70 * lanes * nseries;
+      ok = tp_plot_render(p, "timeline", output, width, (int)MIN(height, TP_PLOT_MAX_SIDE), err);
     }
   }
   tp_cli_run_clear(&r);
@@ -271,7 +274,8 @@ static char *read_log(const char *path, const char *const *cols, gboolean *has, 
     for (int j = 0; j < ncols; j++)
       has[k] = has[k] || strcmp(g_strstrip(head[j]), cols[k]) == 0;
     if (!has[k] && k < 2) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", path, cols[k]);
+      g_autofree char *q = tp_quote(cols[k]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(path), q);
       return NULL;
     }
   }
@@ -287,10 +291,10 @@ static char *read_log(const char *path, const char *const *cols, gboolean *has, 
       return NULL;
     }
     for (int j = 0; j < ncols; j++) {
-      char *end = NULL;
-      g_ascii_strtod(f[j], &end);
-      if (end == f[j] || *end) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: '%s' is not a number", path, ln + 1, f[j]);
+      double v;
+      if (!tp_kf_parse_number(f[j], &v)) {
+        g_autofree char *q = tp_quote(f[j]);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s is not a finite number", tp_input_name(path), ln + 1, q);
         return NULL;
       }
     }
@@ -341,7 +345,8 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
     if (!text)
       return FALSE;
     if (!has[2] && y2) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", inputs[i], y2);
+      g_autofree char *q = tp_quote(y2);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(inputs[i]), q);
       return FALSE;
     }
     all_y2 = all_y2 && has[2];

@@ -1,6 +1,7 @@
 /* test-format.c — text forms: CSV and JSON round trips for every preset, grid tokens for
  * N > 26, and one-line errors with file:line for malformed files. */
 #include "tp_policy.h"
+#include "tp_events.h"
 #include "tp_test.h"
 
 #include <glib/gstdio.h>
@@ -190,6 +191,37 @@ static void test_json_strict(void)
 #undef JH
 }
 
+static void expect_events_error(const char *row, const char *needle)
+{
+  g_autofree char *text = g_strconcat("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n",
+                                      row, NULL);
+  GError *err = NULL;
+  GArray *rows = tp_events_parse(text, "ev.csv", &err);
+  g_assert_null(rows);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("message '%s' lacks '%s'", err->message, needle);
+  g_error_free(err);
+}
+
+/* Every count an event file gives is bounded before anything is sized by it. */
+static void test_events_bounds(void)
+{
+  GError *err = NULL;
+  g_autoptr(GArray) ok = tp_events_parse("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n"
+                                         "1,F,1,1,0,1,0,0,0,,\n1,send-act,1,1,1,2,,,,64,2\n", "ev.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(ok->len, ==, 2);
+  expect_events_error("2147483647,F,1,1,0,1,0,0,0,,", "ev.csv:2: bad stage (expected 1..1024)");
+  expect_events_error("1,F,2147483647,1,0,1,0,0,0,,", "ev.csv:2: bad mini_batch");
+  expect_events_error("1,F,1,40000000,0,1,0,0,0,,", "ev.csv:2: bad micro_batch");
+  expect_events_error("1,F,1,1,0,1,2147483647,0,0,,", "ev.csv:2: bad version");
+  expect_events_error("1,send-act,1,1,0,1,,,,64,40000000", "ev.csv:2: bad bytes/peer");
+  expect_events_error("1,send-act,1,1,0,1,,,,64,5", "ev.csv:2: bad bytes/peer");
+  expect_events_error("1,F,1,1,0,1e308,0,0,0,,", "ev.csv:2: bad start/end");
+  expect_events_error("1,F,1,1,0,inf,0,0,0,,", "ev.csv:2: bad start/end");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -199,5 +231,6 @@ int main(int argc, char **argv)
   g_test_add_func("/format/parse-errors", test_parse_errors);
   g_test_add_func("/format/read-limits", test_read_limits);
   g_test_add_func("/format/json-strict", test_json_strict);
+  g_test_add_func("/format/events-bounds", test_events_bounds);
   return g_test_run();
 }
