@@ -295,7 +295,7 @@ static void test_plots(void)
   expect_usage_error((const char *const[]){ "plot", "sketch", "-o", "x.png", NULL }, "expected a plot kind");
   g_autofree char *bad = g_build_filename(dir, "bad.csv", NULL);
   g_assert_true(g_file_set_contents(bad, "epoch,loss\n1,0.5\n2,lots\n", -1, NULL));
-  g_autofree char *want = g_strdup_printf("%s:3: 'lots' is not a number", bad);
+  g_autofree char *want = g_strdup_printf("%s:3: 'lots' is not a finite number", bad);
   expect_usage_error((const char *const[]){ "plot", "convergence", "-i", bad, "-o", png, NULL }, want);
   g_assert_true(g_file_set_contents(bad, "epoch,accuracy\n1,0.5\n", -1, NULL));
   g_free(want);
