@@ -52,7 +52,9 @@ static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double
     if (labels_on && r->kind <= TP_EV_B)
       event_label(r, maxmicro <= 26, versions, label, sizeof label);
     int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer */
-    g_string_append_printf(out, "%.4f %.9g %.9g %d %d %.3f \"%s\"\n", y, x0, x1, kind, series, h, label);
+    char a[TP_NUM_LEN], b[TP_NUM_LEN];
+    g_string_append_printf(out, "%.4f %s %s %d %d %.3f \"%s\"\n", y, tp_num(a, "%.9g", x0), tp_num(b, "%.9g", x1), kind,
+                           series, h, label);
   }
 }
 
@@ -181,11 +183,12 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
     g_autoptr(GString) data = g_string_new(NULL);
     for (int st = 0; st < s->W; st++) {
       g_autoptr(GArray) series = tp_metrics_memory_series(r.sim, r.m, st);
-      g_string_append_printf(data, "# stage %d\n0 %.9g\n", st + 1,
-                             series->len ? g_array_index(series, TpMemPoint, 0).bytes : 0.0);
+      char a[TP_NUM_LEN], b[TP_NUM_LEN];
+      g_string_append_printf(data, "# stage %d\n0 %s\n", st + 1,
+                             tp_num(a, "%.9g", series->len ? g_array_index(series, TpMemPoint, 0).bytes : 0.0));
       for (guint i = 0; i < series->len; i++)
-        g_string_append_printf(data, "%.9g %.9g\n", g_array_index(series, TpMemPoint, i).t,
-                               g_array_index(series, TpMemPoint, i).bytes);
+        g_string_append_printf(data, "%s %s\n", tp_num(a, "%.9g", g_array_index(series, TpMemPoint, i).t),
+                               tp_num(b, "%.9g", g_array_index(series, TpMemPoint, i).bytes));
       g_string_append(data, "\n\n");
     }
     const char *pn = tp_preset_name(s->order, s->policy);

@@ -126,7 +126,7 @@ gboolean tp_read_file(const char *path, const char *what, char **text, gsize *le
 
 gboolean tp_parse_int64(const char *text, gint64 lo, gint64 hi, gint64 *out, GError **err)
 {
-  if (text && g_ascii_string_to_signed(text, 10, lo, hi, out, NULL))
+  if (text && lo <= hi && g_ascii_string_to_signed(text, 10, lo, hi, out, NULL))
     return TRUE;
   g_autofree char *q = tp_quote(text ? text : "");
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a whole number from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT

@@ -1,5 +1,6 @@
 /* tp_report.c — text, JSON and CSV renderings of a simulation and its metrics. */
 #include "tp_report.h"
+#include "tp_error.h"
 #include "tp_events.h"
 
 static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
@@ -10,14 +11,15 @@ static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
   return buf;
 }
 
-static void num(GString *out, double x) { g_string_append_printf(out, "%.9g", x); }
+/* Every number goes through tp_num / tp_append_num: never "inf" or "nan" in a report. */
+static void num(GString *out, double x) { tp_append_num(out, x); }
 
 void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   const TpSchedule *s = sim->s;
   const TpCost *c = sim->c;
   const char *tu = c->time_unit, *bu = c->byte_unit;
-  char name[128];
+  char name[128], a[TP_NUM_LEN], b[TP_NUM_LEN];
   g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches\n",
                          preset_or_pair(s, name, sizeof name), s->W, s->N, s->K);
   if (c->unit)
@@ -27,13 +29,14 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
                            c->shared_devices ? ", some shared" : "");
   if (c->stage_note)
     for (int st = 0; st < s->W; st++)
-      g_string_append_printf(out, "  stage %-3d  %s on %s: forward %.4g s, backward %.4g s per micro-batch\n", st + 1,
-                             c->stage_note[st], c->device_name[st], c->stage[st].fwd, c->stage[st].bwd);
-  g_string_append_printf(out, "makespan     %.6g %s%s\n", m->makespan, tu, c->unit ? "s" : "");
-  g_string_append_printf(out, "mini-batch   %.6g %s%s in the steady state (spacing of stage 1's updates)\n", m->t_minibatch,
-                         tu, c->unit ? "s" : "");
-  g_string_append_printf(out, "throughput   %.6g samples/%s\n", m->throughput, tu);
-  g_string_append_printf(out, "bubble       %.4f  (idle stage-time / (W x makespan))\n", m->bubble);
+      g_string_append_printf(out, "  stage %-3d  %s on %s: forward %s s, backward %s s per micro-batch\n", st + 1,
+                             c->stage_note[st], c->device_name[st], tp_num(a, "%.4g", c->stage[st].fwd),
+                             tp_num(b, "%.4g", c->stage[st].bwd));
+  g_string_append_printf(out, "makespan     %s %s%s\n", tp_num(a, "%.6g", m->makespan), tu, c->unit ? "s" : "");
+  g_string_append_printf(out, "mini-batch   %s %s%s in the steady state (spacing of stage 1's updates)\n",
+                         tp_num(a, "%.6g", m->t_minibatch), tu, c->unit ? "s" : "");
+  g_string_append_printf(out, "throughput   %s samples/%s\n", tp_num(a, "%.6g", m->throughput), tu);
+  g_string_append_printf(out, "bubble       %s  (idle stage-time / (W x makespan))\n", tp_num(a, "%.4f", m->bubble));
   g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
                          m->steady_lo, m->steady_hi,
                          m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
@@ -48,18 +51,20 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     if (g_array_index(m->staleness, long, d))
       g_string_append_printf(out, " d=%u:%ld", d, g_array_index(m->staleness, long, d));
   g_string_append_c(out, '\n');
-  g_string_append_printf(out, "messages     %ld, %.6g %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
+  g_string_append_printf(out, "messages     %ld, %s %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
                               "TiMePReSt (W-1)(N+1)K = %ld\n",
-                         m->messages, m->bytes, bu, 2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
+                         m->messages, tp_num(a, "%.6g", m->bytes), bu, 2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
   g_string_append_printf(out, "\n%5s %12s %7s %8s %11s %12s %12s %12s %12s %12s %12s\n", "stage", "busy", "bubble",
                          "versions", "activations", "peak_bytes", "weights", "optimizer", "gradients", "stored_act",
                          "comm");
   for (int st = 0; st < s->W; st++) {
     const TpStageMetrics *sm = &m->stage[st];
-    g_string_append_printf(out, "%5d %12.6g %7.4f %8d %11d %12.6g", st + 1, sm->busy, sm->bubble,
-                           sm->max_live_versions, sm->peak_activations, sm->peak_bytes);
+    char p[TP_NUM_LEN];
+    g_string_append_printf(out, "%5d %12s %7s %8d %11d %12s", st + 1, tp_num(a, "%.6g", sm->busy),
+                           tp_num(b, "%.4f", sm->bubble), sm->max_live_versions, sm->peak_activations,
+                           tp_num(p, "%.6g", sm->peak_bytes));
     for (int k = 0; k < TP_N_MEM; k++)
-      g_string_append_printf(out, " %12.6g", sm->at_peak[k]);
+      g_string_append_printf(out, " %12s", tp_num(a, "%.6g", sm->at_peak[k]));
     g_string_append_c(out, '\n');
   }
   g_string_append_printf(out, "(memory in %s at each stage's peak; versions and activations are the largest counts "
@@ -68,7 +73,8 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     g_string_append(out, "\nlink         messages        bytes\n");
     for (int l = 0; l < tp_sim_n_links(s->W); l++) {
       int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
-      g_string_append_printf(out, "%3d -> %-3d %10ld %12.6g\n", from, to, m->link_messages[l], m->link_bytes[l]);
+      g_string_append_printf(out, "%3d -> %-3d %10ld %12s\n", from, to, m->link_messages[l],
+                             tp_num(a, "%.6g", m->link_bytes[l]));
     }
   }
 }

@@ -1,10 +1,15 @@
 /* test-format.c — text forms: CSV and JSON round trips for every preset, grid tokens for
  * N > 26, and one-line errors with file:line for malformed files. */
 #include "tp_policy.h"
+#include "tp_cost.h"
 #include "tp_events.h"
+#include "tp_report.h"
+#include "tp_trace.h"
 #include "tp_test.h"
 
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
 #include <unistd.h>
 
 static TpSchedule *reparse(const TpSchedule *s, gboolean json)
@@ -222,6 +227,105 @@ static void test_events_bounds(void)
   expect_events_error("1,F,1,1,0,inf,0,0,0,,", "ev.csv:2: bad start/end");
 }
 
+static void expect_cost_file_error(const char *text, int W, const char *needle)
+{
+  GError *err = NULL;
+  TpCost *c = tp_cost_parse(text, strlen(text), "t.cost", W, &err);
+  g_assert_null(c);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("message '%s' lacks '%s'", err->message, needle);
+  g_assert_null(strstr(err->message, ":0:"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_assert_cmpuint(strlen(err->message), <, 400);
+  g_error_free(err);
+}
+
+/* Cost files stop at the first error (one GError, no GLib warning or critical under
+ * G_DEBUG=fatal-warnings), bound every number so that the simulation's totals stay finite,
+ * refuse a decimal comma with a hint, and never say file:0. */
+static void test_cost_file_strict(void)
+{
+#define ST "[stages]\nforward = 1\nbackward = 1\n"
+  expect_cost_file_error(ST "[links]\nbandwidth = 0\n", 4, "t.cost:5: [links] bandwidth: bandwidth must be positive");
+  expect_cost_file_error(ST "[links]\nlatency = 1, 2, x\n", 4, "t.cost:5: [links] latency: expected a non-negative");
+  expect_cost_file_error(ST "[link.1]\nbandwidth = 3\n", 1, "t.cost:4: [link.1]: no such link: a single stage");
+  expect_cost_file_error(ST "[link.0]\nbandwidth = 3\n", 3, "t.cost:4: [link.0]: no such link");
+  expect_cost_file_error("[stages]\nforward = 0,5\nbackward = 1\n", 2, "t.cost:2: [stages] forward: '0,5': numbers take "
+                                                                       "a decimal point");
+  expect_cost_file_error("[stages]\nforward = 1e308\nbackward = 1\n", 2, "t.cost:2: [stages] forward: expected a time "
+                                                                         "from 0 to 1e9, got '1e308'");
+  expect_cost_file_error("[stages]\nforward = 4.9e-324\nbackward = 1\n", 2, "t.cost:2: [stages] forward: a time below");
+  expect_cost_file_error(ST "activation_bytes = 1e300\n", 2, "t.cost:4: [stages] activation_bytes: expected a byte count");
+  expect_cost_file_error(ST "[links]\nbandwidth = 4.9e-324\n", 2, "t.cost:5: [links] bandwidth: expected a bandwidth");
+  expect_cost_file_error("[cost]\nsamples_per_micro_batch = 1e300\n" ST, 2, "t.cost:2: [cost] samples_per_micro_batch");
+  expect_cost_file_error(ST "device = 2.5\n", 2, "t.cost:4: [stages] device: device numbers");
+  expect_cost_file_error("[stages]\nforward = 1\nbackward = 1\n\x01junk\n", 2, "t.cost:4: '\\x01junk' is not a [group]");
+  g_autoptr(GString) longkey = g_string_new(ST);
+  for (int i = 0; i < 100000; i++)
+    g_string_append_c(longkey, 'k');
+  g_string_append(longkey, " = 1\n");
+  expect_cost_file_error(longkey->str, 2, "t.cost:4: [stages] 'kkkk");
+#undef ST
+  /* two values are written with a blank after the comma; the named keys land in their fields */
+  const char *two = "[stages]\nforward = 0, 5\nbackward = 1\nupdate = 0.5\nweight_bytes = 8\ndevice = 1\n";
+  GError *err = NULL;
+  g_autoptr(TpCost) c = tp_cost_parse(two, strlen(two), "t.cost", 2, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(c->stage[0].fwd, ==, 0);
+  g_assert_cmpfloat(c->stage[1].fwd, ==, 5);
+  g_assert_cmpfloat(c->stage[1].upd, ==, 0.5);
+  g_assert_cmpfloat(c->stage[1].optimizer_bytes, ==, 8); /* defaults to weight_bytes */
+  g_assert_cmpint(c->stage[1].device, ==, 0);
+  g_assert_true(c->shared_devices);
+}
+
+/* Numbers out: never inf or nan; the largest costs a cost file may give simulate to finite totals
+ * and a valid JSON report and trace. */
+static void test_finite_numbers(void)
+{
+  char b[TP_NUM_LEN];
+  g_assert_cmpstr(tp_num(b, "%.9g", INFINITY), ==, "null");
+  g_assert_cmpstr(tp_num(b, "%.4f", NAN), ==, "null");
+  g_assert_cmpstr(tp_num(b, "%.4f", 0.25), ==, "0.2500");
+  const char *huge = "[stages]\nforward = 1e9\nbackward = 1e9\nupdate = 1e9\nactivation_bytes = 1e18\n"
+                     "weight_bytes = 1e18\n[links]\nbandwidth = 1e-6\nlatency = 1e9\n"
+                     "[cost]\nsamples_per_micro_batch = 1e12\n";
+  const char *tiny = "[stages]\nforward = 1e-12\nbackward = 0\n[cost]\nsamples_per_micro_batch = 1e12\n";
+  const char *texts[] = { huge, tiny };
+  for (int i = 0; i < 2; i++) {
+    GError *err = NULL;
+    g_autoptr(TpCost) c = tp_cost_parse(texts[i], strlen(texts[i]), "t.cost", 3, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpSchedule) s = tpt_preset("pipedream", 3, 4, 12);
+    g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+    g_assert_true(isfinite(m->makespan) && isfinite(m->throughput) && isfinite(m->bubble) && isfinite(m->bytes));
+    g_autoptr(GString) json = g_string_new(NULL), trace = g_string_new(NULL), text = g_string_new(NULL);
+    tp_report_json(sim, m, json);
+    tp_trace_json(sim, m, trace);
+    tp_report_text(sim, m, text);
+    GString *outs[] = { json, trace, text };
+    for (int k = 0; k < 3; k++) {
+      g_autofree char *low = g_ascii_strdown(outs[k]->str, -1);
+      g_assert_null(strstr(low, "inf"));
+      g_assert_null(strstr(low, "nan"));
+    }
+    for (int k = 0; k < 2; k++) {
+      g_autoptr(JsonParser) p = json_parser_new();
+      g_assert_true(json_parser_load_from_data(p, outs[k]->str, -1, &err));
+      g_assert_no_error(err);
+      JsonObject *o = json_node_get_object(json_parser_get_root(p));
+      if (k == 0)
+        for (int f = 0; f < 3; f++) {
+          const char *key = (const char *[]){ "makespan", "throughput", "bubble_fraction" }[f];
+          g_assert_true(JSON_NODE_HOLDS_VALUE(json_object_get_member(o, key)));
+        }
+    }
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -232,5 +336,7 @@ int main(int argc, char **argv)
   g_test_add_func("/format/read-limits", test_read_limits);
   g_test_add_func("/format/json-strict", test_json_strict);
   g_test_add_func("/format/events-bounds", test_events_bounds);
+  g_test_add_func("/format/cost-file-strict", test_cost_file_strict);
+  g_test_add_func("/format/finite-numbers", test_finite_numbers);
   return g_test_run();
 }

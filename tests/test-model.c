@@ -213,7 +213,7 @@ static void test_bad_device(void)
                                           "efficiency = 1.5\n", -1, NULL));
   GError *err = NULL;
   g_assert_null(tp_device_load(path, &err));
-  g_autofree char *want = g_strdup_printf("%s:5: [device] efficiency: must be in (0, 1]", path);
+  g_autofree char *want = g_strdup_printf("%s:5: [device] efficiency: expected a number from 1e-06 to 1, got '1.5'", path);
   g_assert_nonnull(err);
   if (!g_str_has_prefix(err->message, want))
     g_error("'%s' lacks '%s'", err->message, want);
@@ -287,6 +287,45 @@ static void test_model_sizes(void)
   expect_model_error("input 1 8 8\nconv 4 3 strid\x01=2\n", "bad.model:2: conv: bad option 'strid\\x01=2'");
 }
 
+static void expect_device_error(const char *text, const char *needle)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-device-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "x.device", NULL);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  GError *err = NULL;
+  TpDevice *d = tp_device_load(path, &err);
+  if (needle) {
+    g_assert_null(d);
+    g_assert_nonnull(err);
+    g_autofree char *want = g_strdup_printf("%s%s", path, needle);
+    if (!g_str_has_prefix(err->message, want))
+      g_error("'%s' lacks '%s'", err->message, want);
+    g_error_free(err);
+  } else {
+    g_assert_no_error(err);
+    g_assert_cmpfloat(d->flops, ==, 1e12);
+    tp_device_clear(d);
+    g_free(d);
+  }
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+/* Device files: unknown groups and keys refused, numbers bounded so that derived times stay finite,
+ * a byte-order mark skipped. */
+static void test_device_strict(void)
+{
+#define DEV "[device]\nflops = 1e12\nmemory = 1e9\nmemory_bandwidth = 1e11\n"
+  expect_device_error(DEV, NULL);
+  expect_device_error("\xEF\xBB\xBF" DEV, NULL);
+  expect_device_error(DEV "[extra]\nx = 1\n", ":5: [extra]: unknown group");
+  expect_device_error(DEV "colour = red\n", ":5: [device] colour: unknown key");
+  expect_device_error(DEV "efficiency = 4.9e-324\n", ":5: [device] efficiency: expected a number from 1e-06 to 1");
+  expect_device_error("[device]\nflops = 1e308\nmemory = 1e9\nmemory_bandwidth = 1e11\n",
+                      ":2: [device] flops: expected a number from 1 to 1e+30, got '1e308'");
+#undef DEV
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -298,6 +337,7 @@ int main(int argc, char **argv)
   g_test_add_func("/model/clusters", test_clusters);
   g_test_add_func("/model/bad-clusters", test_bad_clusters);
   g_test_add_func("/model/bad-device", test_bad_device);
+  g_test_add_func("/model/device-strict", test_device_strict);
   g_test_add_func("/model/analytic-costs", test_analytic_costs);
   return g_test_run();
 }

@@ -186,7 +186,7 @@ static void test_bad_cost_files(void)
   expect_cost_error("[links]\nbandwidth = 0\n[stages]\nforward=1\nbackward=1\n", 2, "test.cost:2: [links] bandwidth: bandwidth must be positive");
   expect_cost_error("[stages]\nforward = -1\nbackward = 1\n", 2, "expected a non-negative number, got '-1'");
   expect_cost_error("[oops]\n", 2, "unknown group");
-  expect_cost_error("not a key file\n", 2, "test.cost: ");
+  expect_cost_error("not a key file\n", 2, "test.cost:1: 'not a key file' is not a [group]");
   expect_cost_error("[stages]\nforward = 1\nbackward = 1\ndevice = 0\n", 1, "device numbers");
 }
 
