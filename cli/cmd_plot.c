@@ -399,7 +399,8 @@ gboolean tp_cmd_plot(int argc, char **argv, GError **err)
            "Example: timeprest plot timeline -s timeprest -w 4 -n 2 -k 8 -o timeline.png\n");
     return TRUE;
   }
+  g_autofree char *q = argc >= 2 ? tp_quote(argv[1]) : NULL;
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a plot kind: timeline, memory, vmap or convergence%s%s%s",
-              argc >= 2 ? " (got '" : "", argc >= 2 ? argv[1] : "", argc >= 2 ? "')" : "");
+              q ? " (got " : "", q ? q : "", q ? ")" : "");
   return FALSE;
 }

@@ -179,6 +179,28 @@ char *tp_quote(const char *text)
   return g_string_free(q, FALSE);
 }
 
+char *tp_one_line(const char *msg)
+{
+  GString *g = g_string_new(NULL);
+  int shown = 0;
+  for (const char *c = msg; *c; c++, shown++) {
+    if (shown >= TP_LINE_MAX) {
+      g_string_append(g, "…");
+      break;
+    }
+    if (*c == '\n' || *c == '\r' || *c == '\t') {
+      while (c[1] == ' ' || c[1] == '\n' || c[1] == '\r' || c[1] == '\t')
+        c++;
+      g_string_append_c(g, ' ');
+    } else if ((guchar)*c < 0x20 || *c == 0x7f) {
+      g_string_append_printf(g, "\\x%02X", (guchar)*c);
+    } else {
+      g_string_append_c(g, *c);
+    }
+  }
+  return g_string_free(g, FALSE);
+}
+
 /* ---- numbers out -------------------------------------------------------------------------- */
 
 const char *tp_num(char buf[TP_NUM_LEN], const char *fmt, double x)

@@ -45,6 +45,12 @@ gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err);
 #define TP_QUOTE_MAX 60
 char *tp_quote(const char *text);
 
+/* A message from elsewhere (GOption, json-glib) made one line: a newline or tab and the blanks after
+ * it become one space, other control bytes are escaped (\xNN), and past TP_LINE_MAX characters it
+ * ends in an ellipsis.  g_free the result. */
+#define TP_LINE_MAX 240
+char *tp_one_line(const char *msg);
+
 /* A double through one printf conversion (e.g. "%.9g", "%.4f"); a non-finite x gives "null",
  * never "inf" or "nan" (valid in JSON, plainly not a number elsewhere).  Returns buf. */
 #define TP_NUM_LEN 48

@@ -237,17 +237,8 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
   g_signal_connect(parser, "array-element", G_CALLBACK(on_element), lines);
   if (!json_parser_load_from_data(parser, text, (gssize)len, &e)) {
     /* json-glib says "<data>:LINE:COL: …" and may quote text across lines: one line, our file name */
-    const char *msg = g_str_has_prefix(e->message, "<data>:") ? e->message + 7 : e->message;
-    g_autoptr(GString) one = g_string_new(NULL);
-    for (const char *c = msg; *c && one->len < 200; c++)
-      if (*c == '\n' || *c == '\r' || *c == '\t') {
-        while (c[1] == ' ' || c[1] == '\n' || c[1] == '\r' || c[1] == '\t')
-          c++;
-        g_string_append_c(one, ' ');
-      } else {
-        g_string_append_c(one, *c);
-      }
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%s", name, one->str);
+    g_autofree char *one = tp_one_line(g_str_has_prefix(e->message, "<data>:") ? e->message + 7 : e->message);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%s", name, one);
     g_error_free(e);
     return NULL;
   }

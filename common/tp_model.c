@@ -344,9 +344,9 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model"))
     path = g_strdup(name_or_path);
   else if (!(path = tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model"))) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: no model named '%s' (looked for %s.model in $TP_MODELS_DIR, "
-                                               "%s/models and %s/models)", name_or_path, name_or_path, TP_DATADIR,
-                TP_SRCDIR);
+    g_autofree char *q = tp_quote(name_or_path);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: no model named %s (looked for NAME.model in $TP_MODELS_DIR, "
+                                               "%s/models and %s/models)", q, TP_DATADIR, TP_SRCDIR);
     return NULL;
   }
   g_autofree char *text = NULL;

@@ -85,7 +85,8 @@ gboolean tp_plot_check_output(const char *out, GError **err)
     return FALSE;
   }
   if (!g_str_has_suffix(out, ".png") && !g_str_has_suffix(out, ".svg")) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-o: '%s' must end in .png or .svg", out);
+    g_autofree char *q = tp_quote(out);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-o: %s must end in .png or .svg", q);
     return FALSE;
   }
   return TRUE;
