@@ -289,7 +289,7 @@ static char *read_log(const char *path, const char *const *cols, gboolean *has, 
       continue;
     g_auto(GStrv) f = g_strsplit(l, ",", -1);
     if ((int)g_strv_length(f) != ncols) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", path, ln + 1, ncols,
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", tp_input_name(path), ln + 1, ncols,
                   g_strv_length(f));
       return NULL;
     }
