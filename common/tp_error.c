@@ -28,7 +28,14 @@ int tp_error_exit_status(const GError *err)
 
 const char *tp_input_name(const char *path) { return strcmp(path, "-") == 0 ? "standard input" : path; }
 
-gsize tp_max_schedule_bytes(void) { return (gsize)TP_MAX_OPS * TP_MAX_OP_TEXT; }
+gsize tp_max_schedule_bytes(void)
+{
+  guint64 most = (guint64)TP_MAX_OPS * TP_MAX_OP_TEXT;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) /* parsing needs several times the text: a quarter of the memory at most */
+    most = MIN(most, (guint64)pages * (guint64)page / 4);
+  return (gsize)MIN(most, (guint64)G_MAXSIZE - 2);
+}
 
 static char *size_text(gsize n)
 {

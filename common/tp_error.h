@@ -29,7 +29,8 @@ GQuark tp_error_quark(void);
 gboolean tp_read_file(const char *path, const char *what, char **text, gsize *len, GError **err);
 /* The same with another limit in bytes. */
 gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err);
-/* The limit for schedule and event files: TP_MAX_OPS operations of TP_MAX_OP_TEXT bytes. */
+/* The limit for schedule and event files: TP_MAX_OPS operations of TP_MAX_OP_TEXT bytes, or a
+ * quarter of the machine's memory if that is less (reading more could never be parsed). */
 gsize tp_max_schedule_bytes(void);
 /* How messages name an input: "standard input" for "-", the path otherwise. */
 const char *tp_input_name(const char *path);
