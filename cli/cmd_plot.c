@@ -2,6 +2,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_events.h"
+#include "tp_keyfile.h"
 #include "tp_plot.h"
 #include "tp_report.h"
 #include "tp_sweep.h"
@@ -48,7 +49,9 @@ static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double
     if (labels_on && r->kind <= TP_EV_B)
       event_label(r, maxmicro <= 26, versions, label, sizeof label);
     int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer */
-    g_string_append_printf(out, "%.4f %.9g %.9g %d %d %.3f \"%s\"\n", y, x0, x1, kind, series, h, label);
+    char a[TP_NUM_LEN], b[TP_NUM_LEN];
+    g_string_append_printf(out, "%.4f %s %s %d %d %.3f \"%s\"\n", y, tp_num(a, "%.9g", x0), tp_num(b, "%.9g", x1), kind,
+                           series, h, label);
   }
 }
 
@@ -144,7 +147,9 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "has_update", has_update);
       tp_plot_num(p, "has_xfer", has_xfer);
       int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
-      ok = tp_plot_render(p, "timeline", output, width, 160 + 70 * lanes * nseries, err);
+      /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
+      gint64 height = 160 + (gint64)70 * lanes * nseries;
+      ok = tp_plot_render(p, "timeline", output, width, (int)MIN(height, TP_PLOT_MAX_SIDE), err);
     }
   }
   tp_cli_run_clear(&r);
@@ -175,11 +180,12 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
     g_autoptr(GString) data = g_string_new(NULL);
     for (int st = 0; st < s->W; st++) {
       g_autoptr(GArray) series = tp_metrics_memory_series(r.sim, r.m, st);
-      g_string_append_printf(data, "# stage %d\n0 %.9g\n", st + 1,
-                             series->len ? g_array_index(series, TpMemPoint, 0).bytes : 0.0);
+      char a[TP_NUM_LEN], b[TP_NUM_LEN];
+      g_string_append_printf(data, "# stage %d\n0 %s\n", st + 1,
+                             tp_num(a, "%.9g", series->len ? g_array_index(series, TpMemPoint, 0).bytes : 0.0));
       for (guint i = 0; i < series->len; i++)
-        g_string_append_printf(data, "%.9g %.9g\n", g_array_index(series, TpMemPoint, i).t,
-                               g_array_index(series, TpMemPoint, i).bytes);
+        g_string_append_printf(data, "%s %s\n", tp_num(a, "%.9g", g_array_index(series, TpMemPoint, i).t),
+                               tp_num(b, "%.9g", g_array_index(series, TpMemPoint, i).bytes));
       g_string_append(data, "\n\n");
     }
     const char *pn = tp_preset_name(s->order, s->policy);
@@ -270,7 +276,8 @@ static char *read_log(const char *path, const char *const *cols, gboolean *has, 
     for (int j = 0; j < ncols; j++)
       has[k] = has[k] || strcmp(g_strstrip(head[j]), cols[k]) == 0;
     if (!has[k] && k < 2) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", path, cols[k]);
+      g_autofree char *q = tp_quote(cols[k]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(path), q);
       return NULL;
     }
   }
@@ -281,15 +288,15 @@ static char *read_log(const char *path, const char *const *cols, gboolean *has, 
       continue;
     g_auto(GStrv) f = g_strsplit(l, ",", -1);
     if ((int)g_strv_length(f) != ncols) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", path, ln + 1, ncols,
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", tp_input_name(path), ln + 1, ncols,
                   g_strv_length(f));
       return NULL;
     }
     for (int j = 0; j < ncols; j++) {
-      char *end = NULL;
-      g_ascii_strtod(f[j], &end);
-      if (end == f[j] || *end) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: '%s' is not a number", path, ln + 1, f[j]);
+      double v;
+      if (!tp_kf_parse_number(f[j], &v)) {
+        g_autofree char *q = tp_quote(f[j]);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s is not a finite number", tp_input_name(path), ln + 1, q);
         return NULL;
       }
     }
@@ -340,7 +347,8 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
     if (!text)
       return FALSE;
     if (!has[2] && y2) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", inputs[i], y2);
+      g_autofree char *q = tp_quote(y2);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(inputs[i]), q);
       return FALSE;
     }
     all_y2 = all_y2 && has[2];
@@ -390,7 +398,8 @@ gboolean tp_cmd_plot(int argc, char **argv, GError **err)
            "Example: timeprest plot timeline -s timeprest -w 4 -n 2 -k 8 -o timeline.png\n");
     return TRUE;
   }
+  g_autofree char *q = argc >= 2 ? tp_quote(argv[1]) : NULL;
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a plot kind: timeline, memory, vmap or convergence%s%s%s",
-              argc >= 2 ? " (got '" : "", argc >= 2 ? argv[1] : "", argc >= 2 ? "')" : "");
+              q ? " (got " : "", q ? q : "", q ? ")" : "");
   return FALSE;
 }

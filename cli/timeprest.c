@@ -51,6 +51,10 @@ int main(int argc, char **argv)
     printf("%s\n", PACKAGE_STRING);
     return 0;
   }
+  if (strcmp(argv[1], "--") == 0) {
+    fprintf(stderr, "timeprest: '--' ends a command's options; give the command first (try 'timeprest --help')\n");
+    return 2;
+  }
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
     if (strcmp(argv[1], commands[i].name) == 0) {
       GError *err = NULL;
@@ -59,12 +63,14 @@ int main(int argc, char **argv)
       argv[1] = prg;
       if (commands[i].fn(argc - 1, argv + 1, &err))
         return 0;
-      fprintf(stderr, "timeprest %s: %s\n", commands[i].name, err->message);
+      g_autofree char *line = tp_one_line(err->message); /* one line, whatever a message quotes */
+      fprintf(stderr, "timeprest %s: %s\n", commands[i].name, line);
       int status = tp_error_exit_status(err);
       g_error_free(err);
       return status;
     }
-  fprintf(stderr, "timeprest: unknown command '%s' (commands: schedule, simulate, validate, compare, plot; try 'timeprest --help')\n",
-          argv[1]);
+  g_autofree char *q = tp_quote(argv[1]);
+  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, plot; try 'timeprest "
+                  "--help')\n", q);
   return 2;
 }

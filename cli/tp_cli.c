@@ -7,19 +7,16 @@
 #include "tp_policy.h"
 #include "tp_sweep.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err)
 {
-  gint64 v;
-  if (!text || !g_ascii_string_to_signed(text, 10, lo, hi, &v, NULL)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: expected a whole number from %d to %d, got '%s'", flag, lo, hi,
-                text ? text : "");
-    return FALSE;
-  }
-  *out = (int)v;
-  return TRUE;
+  if (tp_parse_int(text, lo, hi, out, err))
+    return TRUE;
+  g_prefix_error(err, "%s: ", flag);
+  return FALSE;
 }
 
 gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a, int *b, GError **err)
@@ -31,7 +28,8 @@ gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a
   if (!tp_cli_int(flag, left, lo, hi, a, err) || !tp_cli_int(flag, dash + 1, lo, hi, b, err))
     return FALSE;
   if (*a > *b) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: range '%s' is reversed (write %d-%d)", flag, text, *b, *a);
+    g_autofree char *q = tp_quote(text);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: range %s is reversed (write %d-%d)", flag, q, *b, *a);
     return FALSE;
   }
   return TRUE;
@@ -45,7 +43,8 @@ gboolean tp_cli_choice(const char *flag, const char *text, const char *const *ch
       return TRUE;
     }
   g_autofree char *list = g_strjoinv(", ", (char **)choices);
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: unknown value '%s' (expected one of: %s)", flag, text, list);
+  g_autofree char *q = tp_quote(text ? text : "");
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: unknown value %s (expected one of: %s)", flag, q, list);
   return FALSE;
 }
 
@@ -54,7 +53,8 @@ const TpPreset *tp_cli_preset(const char *name, GError **err)
   const TpPreset *p = tp_preset_find(name ? name : "timeprest");
   if (!p) {
     g_autofree char *names = tp_preset_names();
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset '%s' (expected one of: %s)", name, names);
+    g_autofree char *q = tp_quote(name);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: unknown preset %s (expected one of: %s)", q, names);
   }
   return p;
 }
@@ -129,13 +129,14 @@ TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
       return NULL;
     }
     if (!tp_order_from_name(o->order, &order)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order '%s' (gpipe, 1f1b, 1f1b-async, nf1b, 2bw)",
-                  o->order);
+      g_autofree char *q = tp_quote(o->order);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw)", q);
       return NULL;
     }
     if (!tp_policy_from_name(o->policy, &policy)) {
+      g_autofree char *q = tp_quote(o->policy);
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                  "--policy: unknown policy '%s' (sync, stash, vsync-latest, latest, intermediate, 2bw)", o->policy);
+                  "--policy: unknown policy %s (sync, stash, vsync-latest, latest, intermediate, 2bw)", q);
       return NULL;
     }
   } else {
@@ -175,12 +176,17 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
 {
   GError *e = NULL;
   if (!g_option_context_parse(ctx, argc, argv, &e)) {
-    g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, e->message);
+    g_autofree char *one = tp_one_line(e->message); /* GOption quotes the argument as given */
+    g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, one);
     g_error_free(e);
     return FALSE;
   }
-  if (*argc > 1) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "unexpected argument '%s'", (*argv)[1]);
+  /* "--" ends the options (GOption drops it when nothing follows); no command takes a positional argument */
+  int first = *argc > 1 && strcmp((*argv)[1], "--") == 0 ? 2 : 1;
+  if (*argc > first) {
+    g_autofree char *q = tp_quote((*argv)[first]);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "unexpected argument %s%s (the command takes options only)", q,
+                first == 2 ? " after --" : "");
     return FALSE;
   }
   return TRUE;
@@ -445,6 +451,12 @@ gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
   if (!tp_cli_build_all(&r->so, &r->co, &r->s, &r->c, err) || !(r->sim = tp_sim_run(r->s, r->c, err)))
     return FALSE;
   r->m = tp_metrics_compute(r->sim);
+  /* the cost readers bound every number so that this holds; kept as the rule for every cost source */
+  if (!isfinite(r->m->makespan) || !isfinite(r->m->throughput) || !isfinite(r->m->bubble) ||
+      !isfinite(r->m->t_minibatch)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the costs make the simulation's totals overflow (no finite makespan)");
+    return FALSE;
+  }
   return TRUE;
 }
 

@@ -1,6 +1,15 @@
-/* tp_error.c — error domain of the project, its mapping to exit statuses, and file reading with
- * errors in that domain. */
+/* tp_error.c — error domain of the project, its mapping to exit statuses, and the text helpers
+ * of tp_error.h: bounded file reading, strict whole numbers, quoting, finite number printing. */
 #include "tp_error.h"
+#include "tp_schedule.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK(timeprest-error-quark, tp_error)
 
@@ -15,12 +24,203 @@ int tp_error_exit_status(const GError *err)
   return 1;
 }
 
+/* ---- reading ------------------------------------------------------------------------------ */
+
+const char *tp_input_name(const char *path) { return strcmp(path, "-") == 0 ? "standard input" : path; }
+
+gsize tp_max_schedule_bytes(void)
+{
+  guint64 most = (guint64)TP_MAX_OPS * TP_MAX_OP_TEXT;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) /* parsing needs several times the text: a quarter of the memory at most */
+    most = MIN(most, (guint64)pages * (guint64)page / 4);
+  return (gsize)MIN(most, (guint64)G_MAXSIZE - 2);
+}
+
+static char *size_text(gsize n)
+{
+  return n >= (1u << 20) ? g_strdup_printf("%.4g MiB", n / 1048576.0) : g_strdup_printf("%" G_GSIZE_FORMAT " bytes", n);
+}
+
+G_GNUC_PRINTF(4, 5)
+static gboolean read_fail(GError **err, const char *what, const char *path, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_autofree char *q = strcmp(path, "-") == 0 ? g_strdup("from standard input") : tp_quote(path);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read %s %s: %s", what, q, why);
+  return FALSE;
+}
+
+gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err)
+{
+  gboolean is_stdin = strcmp(path, "-") == 0;
+  int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return read_fail(err, what, path, "%s", g_strerror(errno));
+  struct stat st;
+  gsize cap = MIN((gsize)1 << 16, max + 2);
+  g_autofree char *lim = size_text(max);
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (!is_stdin)
+      close(fd);
+    return read_fail(err, what, path, "is a directory");
+  }
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    if ((guint64)st.st_size > max) {
+      if (!is_stdin)
+        close(fd);
+      g_autofree char *sz = size_text((gsize)st.st_size);
+      return read_fail(err, what, path, "%s, more than the limit of %s", sz, lim);
+    }
+    cap = (gsize)st.st_size + 1;
+  }
+  char *buf = g_malloc(cap);
+  gsize n = 0;
+  gboolean ok = TRUE;
+  for (;;) {
+    if (n > max) {
+      ok = read_fail(err, what, path, "longer than the limit of %s", lim);
+      break;
+    }
+    if (n + 1 >= cap) {
+      cap = MIN(cap * 2, max + 2);
+      buf = g_realloc(buf, cap);
+    }
+    ssize_t r = read(fd, buf + n, MIN(cap - 1 - n, (gsize)1 << 24));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      ok = read_fail(err, what, path, "%s", g_strerror(errno));
+      break;
+    }
+    if (r == 0)
+      break;
+    const char *nul = memchr(buf + n, '\0', (size_t)r);
+    if (nul) {
+      ok = read_fail(err, what, path, "not a text file (a NUL byte at offset %" G_GSIZE_FORMAT ")",
+                     (gsize)(nul - buf));
+      break;
+    }
+    n += (gsize)r;
+  }
+  if (!is_stdin)
+    close(fd);
+  if (!ok) {
+    g_free(buf);
+    return FALSE;
+  }
+  buf[n] = '\0';
+  static const char bom[] = "\xEF\xBB\xBF";
+  if (n >= 3 && memcmp(buf, bom, 3) == 0) {
+    memmove(buf, buf + 3, n - 2);
+    n -= 3;
+  }
+  *text = buf;
+  if (len)
+    *len = n;
+  return TRUE;
+}
+
 gboolean tp_read_file(const char *path, const char *what, char **text, gsize *len, GError **err)
 {
-  GError *e = NULL;
-  if (g_file_get_contents(path, text, len, &e))
+  return tp_read_file_max(path, what, TP_MAX_TEXT_BYTES, text, len, err);
+}
+
+/* ---- whole numbers ------------------------------------------------------------------------ */
+
+gboolean tp_parse_int64(const char *text, gint64 lo, gint64 hi, gint64 *out, GError **err)
+{
+  if (text && lo <= hi && g_ascii_string_to_signed(text, 10, lo, hi, out, NULL))
     return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot read %s: %s", what, e->message);
-  g_error_free(e);
+  g_autofree char *q = tp_quote(text ? text : "");
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a whole number from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
+              ", got %s", lo, hi, q);
   return FALSE;
+}
+
+gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err)
+{
+  gint64 v;
+  if (!tp_parse_int64(text, lo, hi, &v, err))
+    return FALSE;
+  *out = (int)v;
+  return TRUE;
+}
+
+/* ---- quoting ------------------------------------------------------------------------------ */
+
+char *tp_quote(const char *text)
+{
+  GString *q = g_string_new("'");
+  int shown = 0;
+  const char *p = text;
+  while (*p) {
+    if (shown >= TP_QUOTE_MAX) {
+      g_string_append(q, "…");
+      break;
+    }
+    const char *next = g_utf8_find_next_char(p, NULL);
+    gunichar c = g_utf8_get_char_validated(p, -1);
+    if (c == (gunichar)-1 || c == (gunichar)-2) {
+      g_string_append_printf(q, "\\x%02X", (guchar)*p);
+      next = p + 1;
+    } else if (c == '\n')
+      g_string_append(q, "\\n");
+    else if (c == '\t')
+      g_string_append(q, "\\t");
+    else if (c == '\r')
+      g_string_append(q, "\\r");
+    else if (c == '\\' || c == '\'')
+      g_string_append_printf(q, "\\%c", (char)c);
+    else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !g_unichar_isprint(c)))
+      g_string_append_printf(q, c < 0x100 ? "\\x%02X" : "\\u%04X", c);
+    else
+      g_string_append_len(q, p, next - p);
+    shown++;
+    p = next;
+  }
+  g_string_append_c(q, '\'');
+  return g_string_free(q, FALSE);
+}
+
+char *tp_one_line(const char *msg)
+{
+  GString *g = g_string_new(NULL);
+  int shown = 0;
+  for (const char *c = msg; *c; c++, shown++) {
+    if (shown >= TP_LINE_MAX) {
+      g_string_append(g, "…");
+      break;
+    }
+    if (*c == '\n' || *c == '\r' || *c == '\t') {
+      while (c[1] == ' ' || c[1] == '\n' || c[1] == '\r' || c[1] == '\t')
+        c++;
+      g_string_append_c(g, ' ');
+    } else if ((guchar)*c < 0x20 || *c == 0x7f) {
+      g_string_append_printf(g, "\\x%02X", (guchar)*c);
+    } else {
+      g_string_append_c(g, *c);
+    }
+  }
+  return g_string_free(g, FALSE);
+}
+
+/* ---- numbers out -------------------------------------------------------------------------- */
+
+const char *tp_num(char buf[TP_NUM_LEN], const char *fmt, double x)
+{
+  if (!isfinite(x))
+    g_strlcpy(buf, "null", TP_NUM_LEN);
+  else
+    g_snprintf(buf, TP_NUM_LEN, fmt, x);
+  return buf;
+}
+
+void tp_append_num(GString *out, double x)
+{
+  char b[TP_NUM_LEN];
+  g_string_append(out, tp_num(b, "%.9g", x));
 }

@@ -1,4 +1,6 @@
-/* tp_error.h — the project's GError domain and the exit status each error maps to.
+/* tp_error.h — the project's GError domain and the exit status each error maps to, and the text
+ * helpers every reader and message uses: bounded file reading, strict whole numbers, user text
+ * quoted safely in messages, and numbers printed only when finite.
  * Bad usage or bad input is TP_ERROR_INPUT (exit 2); a runtime failure is TP_ERROR_RUNTIME (exit 1). */
 #ifndef TP_ERROR_H
 #define TP_ERROR_H
@@ -14,8 +16,48 @@ typedef enum {
 
 GQuark tp_error_quark(void);
 
-/* Read a whole file; on failure a TP_ERROR_INPUT "cannot read WHAT: reason" (len may be NULL). */
+/* Largest description file read (cost, cluster, device, model, training log): 64 MiB. */
+#define TP_MAX_TEXT_BYTES ((gsize)64 << 20)
+/* Most bytes a schedule or event file the project writes spends on one operation (its longest
+ * line, JSON form); schedule and event files may hold TP_MAX_OPS operations of that size. */
+#define TP_MAX_OP_TEXT 160
+
+/* Read a whole text file of at most TP_MAX_TEXT_BYTES; "-" is standard input.  Pipes and devices
+ * are read up to the limit, never further; a NUL byte refuses the file (no input here is binary);
+ * a UTF-8 byte-order mark at the start is skipped.  On failure a TP_ERROR_INPUT "cannot read WHAT
+ * NAME: reason" (len may be NULL). */
 gboolean tp_read_file(const char *path, const char *what, char **text, gsize *len, GError **err);
+/* The same with another limit in bytes. */
+gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err);
+/* The limit for schedule and event files: TP_MAX_OPS operations of TP_MAX_OP_TEXT bytes, or a
+ * quarter of the machine's memory if that is less (reading more could never be parsed). */
+gsize tp_max_schedule_bytes(void);
+/* How messages name an input: "standard input" for "-", the path otherwise. */
+const char *tp_input_name(const char *path);
+
+/* A whole number in [lo, hi], nothing else around it (no blanks, no sign on 0x…, no exponent).
+ * The error (TP_ERROR_INPUT, without a location: the caller adds it) says the range and quotes
+ * the text. */
+gboolean tp_parse_int64(const char *text, gint64 lo, gint64 hi, gint64 *out, GError **err);
+gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err);
+
+/* User text for a message, in single quotes: control and non-UTF-8 bytes escaped (\n, \xNN),
+ * at most TP_QUOTE_MAX characters of it, then an ellipsis.  g_free the result. */
+#define TP_QUOTE_MAX 60
+char *tp_quote(const char *text);
+
+/* A message from elsewhere (GOption, json-glib) made one line: a newline or tab and the blanks after
+ * it become one space, other control bytes are escaped (\xNN), and past TP_LINE_MAX characters it
+ * ends in an ellipsis.  g_free the result. */
+#define TP_LINE_MAX 240
+char *tp_one_line(const char *msg);
+
+/* A double through one printf conversion (e.g. "%.9g", "%.4f"); a non-finite x gives "null",
+ * never "inf" or "nan" (valid in JSON, plainly not a number elsewhere).  Returns buf. */
+#define TP_NUM_LEN 48
+const char *tp_num(char buf[TP_NUM_LEN], const char *fmt, double x);
+/* Append x as "%.9g" (or "null", see tp_num). */
+void tp_append_num(GString *out, double x);
 
 /* The process exit status for an error of any domain (GOption errors are usage errors). */
 int tp_error_exit_status(const GError *err);

@@ -79,13 +79,15 @@ void tp_format_csv(const TpSchedule *s, GString *out)
 }
 
 /* Strict integer in [lo, hi]. */
-static gboolean parse_int(const char *text, int lo, int hi, int *out)
+static gboolean parse_int(const char *text, int lo, int hi, int *out) { return tp_parse_int(text, lo, hi, out, NULL); }
+
+/* A header count from 1 to hi; the error names the key, the range and the value as written. */
+static gboolean header_int(const char *key, const char *value, int hi, int *out, GError **err)
 {
-  gint64 v;
-  if (!g_ascii_string_to_signed(text, 10, lo, hi, &v, NULL))
-    return FALSE;
-  *out = (int)v;
-  return TRUE;
+  if (tp_parse_int(value, 1, hi, out, err))
+    return TRUE;
+  g_prefix_error(err, "%s: ", key);
+  return FALSE;
 }
 
 gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err)
@@ -100,21 +102,24 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
     if ((ok = p != NULL))
       s->order = p->order, s->policy = p->policy;
   } else if (strcmp(key, "workers") == 0)
-    ok = parse_int(value, 1, TP_MAX_WORKERS, &s->W);
+    return header_int(key, value, TP_MAX_WORKERS, &s->W, err);
   else if (strcmp(key, "micro_batches") == 0)
-    ok = parse_int(value, 1, TP_MAX_MICRO, &s->N);
+    return header_int(key, value, TP_MAX_MICRO, &s->N, err);
   else if (strcmp(key, "mini_batches") == 0)
-    ok = parse_int(value, 1, TP_MAX_MINI, &s->K);
+    return header_int(key, value, TP_MAX_MINI, &s->K, err);
   else if (strcmp(key, "fixed_on") == 0 || strcmp(key, "order_fixed_on") == 0) /* CSV, JSON; absent: slots */
     ok = tp_fixed_on_from_name(value, &s->fixed_on);
   else if (strcmp(key, "significance") == 0)
     return tp_significance_parse(value, &s->sig, err);
   else {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "unknown header key '%s'", key);
+    g_autofree char *q = tp_quote(key);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "unknown header key %s", q);
     return FALSE;
   }
-  if (!ok)
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad value '%s' for %s", value, key);
+  if (!ok) {
+    g_autofree char *q = tp_quote(value);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad value %s for %s", q, key);
+  }
   return ok;
 }
 
@@ -173,7 +178,8 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
     op->src = (uint8_t)i;
   }
   if (bad) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad %s: '%s'", bad, val ? val : "");
+    g_autofree char *q = tp_quote(val ? val : "");
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad %s: %s", bad, q);
     return FALSE;
   }
   return TRUE;
@@ -196,7 +202,8 @@ static gboolean csv_header(TpSchedule *s, const char *items, const char *name, i
     if (kv[i][0] == '\0')
       continue;
     if (!(eq = strchr(kv[i], '='))) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: header item '%s' is not key=value", name, line, kv[i]);
+      g_autofree char *q = tp_quote(kv[i]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: header item %s is not key=value", name, line, q);
       return FALSE;
     }
     *eq = '\0';
@@ -282,9 +289,9 @@ TpSchedule *tp_schedule_load(const char *path, GError **err)
 {
   g_autofree char *text = NULL;
   gsize len = 0;
-  if (!tp_read_file(path, "schedule file", &text, &len, err))
+  if (!tp_read_file_max(path, "schedule file", tp_max_schedule_bytes(), &text, &len, err))
     return NULL;
-  TpSchedule *s = tp_schedule_parse(text, len, path, err);
+  TpSchedule *s = tp_schedule_parse(text, len, tp_input_name(path), err);
   if (s && !tp_validate(s, err)) {
     tp_schedule_free(s);
     return NULL;

@@ -42,73 +42,205 @@ void tp_format_json(const TpSchedule *s, GString *out)
   g_string_append(out, "  ]\n}\n");
 }
 
-/* array-element handler: remember the line each object element ends on. */
-static void on_element(JsonParser *parser, JsonArray *array, gint index, gpointer lines)
+/* Deepest nesting a schedule file needs is 4 (object, stages, a stage, an operation); anything much
+ * deeper is refused before json-glib sees it (its parser recurses once per level). */
+#define JSON_MAX_DEPTH 16
+
+/* What the scan keeps of the top-level object: each key's line, and the text of each key whose
+ * value is a number, true, false or null, as written. */
+typedef struct {
+  GHashTable *line; /* key -> line */
+  GHashTable *raw;  /* key -> value text */
+} TopKeys;
+
+/* "name:line", or "name" where the line is not known. */
+static char *where(const char *name, int line)
 {
-  JsonNode *node = json_array_get_element(array, (guint)index);
-  if (JSON_NODE_HOLDS_OBJECT(node))
-    g_hash_table_insert(lines, json_node_get_object(node), GINT_TO_POINTER(json_parser_get_current_line(parser)));
+  return line > 0 ? g_strdup_printf("%s:%d", name, line) : g_strdup(name);
 }
 
-/* The text of a member that must be an integer, a string or null (NULL: absent or null). */
-static char *member_text(JsonObject *o, const char *key, gboolean *bad)
+/* A "name:line: WHY" error; WHY is fmt with arg quoted in place of its %s (arg NULL: nothing). */
+static gboolean scan_fail(GError **err, const char *name, int line, const char *fmt, const char *arg)
+{
+  g_autofree char *q = arg ? tp_quote(arg) : g_strdup("");
+  g_autofree char *why = g_strdup_printf(fmt, q);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s", name, line, why);
+  return FALSE;
+}
+
+/* One pass over the text, outside strings: nesting depth, a single top-level value, and numbers
+ * below the top level that json-glib would not keep exactly (it reads 1e23 as a double and an
+ * integer past 64 bits as -1): schedule files hold whole numbers only. */
+static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys *top, GError **err)
+{
+  int depth = 0, line = 1;
+  gboolean done = FALSE, expect_key = FALSE;
+  const char *key = NULL, *end = text + len;
+  g_autofree char *last_key = NULL;
+  for (const char *p = text; p < end; p++) {
+    char c = *p;
+    if (c == '\n') {
+      line++;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r')
+      continue;
+    if (done)
+      return c == '{' || c == '['
+               ? scan_fail(err, name, line, "a second JSON value after the first (one schedule per file)%s", NULL)
+               : scan_fail(err, name, line, "text %s after the JSON object", p);
+    if (c == '"') {
+      const char *q = p + 1;
+      while (q < end && *q != '"') {
+        if (*q == '\\' && q + 1 < end)
+          q++;
+        else if (*q == '\n')
+          line++;
+        q++;
+      }
+      if (depth == 1 && expect_key) {
+        g_free(last_key);
+        last_key = g_strndup(p + 1, (gsize)(q - p - 1));
+        if (g_hash_table_contains(top->line, last_key))
+          return scan_fail(err, name, line, "key %s given twice", last_key);
+        g_hash_table_insert(top->line, g_strdup(last_key), GINT_TO_POINTER(line));
+        key = last_key;
+        expect_key = FALSE;
+      }
+      p = q < end ? q : end - 1;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      if (++depth > JSON_MAX_DEPTH)
+        return scan_fail(err, name, line, "nested deeper than " G_STRINGIFY(JSON_MAX_DEPTH) " levels%s", NULL);
+      expect_key = depth == 1 && c == '{';
+      key = NULL;
+    } else if (c == '}' || c == ']') {
+      done = --depth <= 0;
+      key = NULL;
+    } else if (c == ',') {
+      expect_key = depth == 1;
+      key = NULL;
+    } else if (c != ':') {
+      /* a number, true, false or null: to the next delimiter */
+      const char *q = p;
+      while (q < end && !strchr(",]}: \t\r\n\"", *q))
+        q++;
+      g_autofree char *tok = g_strndup(p, (gsize)(q - p));
+      if (depth == 1 && key)
+        g_hash_table_insert(top->raw, g_strdup(key), g_strdup(tok));
+      else if (depth > 1 && (g_ascii_isdigit(c) || c == '-')) {
+        gint64 v;
+        if (!g_ascii_string_to_signed(tok, 10, G_MININT32, G_MAXINT32, &v, NULL))
+          return scan_fail(err, name, line, "number %s: expected a whole number", tok);
+      }
+      key = NULL;
+      p = q - 1;
+    }
+  }
+  return TRUE;
+}
+
+/* array-element handler: remember the line each element ends on. */
+static void on_element(JsonParser *parser, JsonArray *array, gint index, gpointer lines)
+{
+  g_hash_table_insert(lines, json_array_get_element(array, (guint)index),
+                      GINT_TO_POINTER(json_parser_get_current_line(parser)));
+}
+
+/* The text of a member that must be an integer, a string or null (NULL: absent or null); `raw`,
+ * if given, has the text of numbers as written. */
+static char *member_text(JsonObject *o, const char *key, GHashTable *raw, gboolean *bad)
 {
   JsonNode *n = json_object_get_member(o, key);
   if (!n || JSON_NODE_HOLDS_NULL(n))
     return NULL;
   if (JSON_NODE_HOLDS_VALUE(n)) {
     GType t = json_node_get_value_type(n);
-    if (t == G_TYPE_INT64)
-      return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(n));
     if (t == G_TYPE_STRING)
       return g_strdup(json_node_get_string(n));
+    if (raw && g_hash_table_lookup(raw, key))
+      return g_strdup(g_hash_table_lookup(raw, key));
+    if (t == G_TYPE_INT64)
+      return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(n));
   }
   *bad = TRUE;
   return g_strdup("?");
 }
 
-static gboolean read_header(TpSchedule *s, JsonObject *root, GError **err)
+/* Refuse a member of o not in the NULL-terminated list. */
+static gboolean known_members(JsonObject *o, const char *const *known, const char *const *more, const char **unknown)
+{
+  g_autoptr(GList) members = json_object_get_members(o);
+  for (GList *l = members; l; l = l->next) {
+    gboolean ok = FALSE;
+    for (int i = 0; known[i] && !ok; i++)
+      ok = strcmp(l->data, known[i]) == 0;
+    for (int i = 0; more && more[i] && !ok; i++)
+      ok = strcmp(l->data, more[i]) == 0;
+    if (!ok) {
+      *unknown = l->data;
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top, const char *name, GError **err)
 {
   static const char *const keys[] = { "preset", "order", "policy", "workers", "micro_batches", "mini_batches",
-                                      "significance" };
+                                      "significance", "order_fixed_on", NULL };
+  static const char *const frame[] = { "format", "stages", NULL };
+  GError *e = NULL;
+  const char *unknown = NULL;
+  if (!known_members(root, keys, frame, &unknown)) {
+    g_autofree char *q = tp_quote(unknown);
+    g_autofree char *list = g_strjoinv(", ", (char **)keys);
+    g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top->line, unknown)));
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: unknown key %s (known: format, %s, stages)", at, q, list);
+    return FALSE;
+  }
   JsonNode *fmt = json_object_get_member(root, "format");
-  if (fmt && g_strcmp0(json_node_get_string(fmt), TP_SCHEDULE_FORMAT) != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "\"format\" is not \"" TP_SCHEDULE_FORMAT "\"");
+  if (fmt && (!JSON_NODE_HOLDS_VALUE(fmt) || g_strcmp0(json_node_get_string(fmt), TP_SCHEDULE_FORMAT) != 0)) {
+    g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top->line, "format")));
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: \"format\" is not \"" TP_SCHEDULE_FORMAT "\"", at);
     return FALSE;
   }
-  for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+  for (guint i = 0; keys[i]; i++) {
     gboolean bad = FALSE;
-    g_autofree char *v = member_text(root, keys[i], &bad);
-    if (v && !tp_header_set(s, keys[i], v, err))
+    g_autofree char *v = member_text(root, keys[i], top->raw, &bad);
+    if (v && (bad || !tp_header_set(s, keys[i], v, &e))) {
+      g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top->line, keys[i])));
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", at, e ? e->message : "expected a string");
+      g_clear_error(&e);
       return FALSE;
+    }
   }
-  gboolean bad = FALSE; /* "order_fixed_on" is the header's fixed_on; absent in older files: slots */
-  g_autofree char *fixed = member_text(root, "order_fixed_on", &bad);
-  if (fixed && !tp_header_set(s, "order_fixed_on", fixed, err))
+  if (!tp_header_finish(s, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
+    g_error_free(e);
     return FALSE;
-  return tp_header_finish(s, err);
+  }
+  return TRUE;
 }
 
 TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err)
 {
+  static const char *const op_keys[] = { "op", "mini_batch", "micro_batch", "version", "source", NULL };
   g_autoptr(JsonParser) parser = json_parser_new_immutable();
   g_autoptr(GHashTable) lines = g_hash_table_new(NULL, NULL);
+  g_autoptr(GHashTable) top_line = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) top_raw = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  TopKeys top = { top_line, top_raw };
   g_autoptr(TpSchedule) s = tp_schedule_blank(name);
   GError *e = NULL;
+  if (!json_scan(text, len, name, &top, err))
+    return NULL;
   g_signal_connect(parser, "array-element", G_CALLBACK(on_element), lines);
   if (!json_parser_load_from_data(parser, text, (gssize)len, &e)) {
     /* json-glib says "<data>:LINE:COL: …" and may quote text across lines: one line, our file name */
-    const char *msg = g_str_has_prefix(e->message, "<data>:") ? e->message + 7 : e->message;
-    g_autoptr(GString) one = g_string_new(NULL);
-    for (const char *c = msg; *c && one->len < 200; c++)
-      if (*c == '\n' || *c == '\r' || *c == '\t') {
-        while (c[1] == ' ' || c[1] == '\n' || c[1] == '\r' || c[1] == '\t')
-          c++;
-        g_string_append_c(one, ' ');
-      } else {
-        g_string_append_c(one, *c);
-      }
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%s", name, one->str);
+    g_autofree char *one = tp_one_line(g_str_has_prefix(e->message, "<data>:") ? e->message + 7 : e->message);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%s", name, one);
     g_error_free(e);
     return NULL;
   }
@@ -118,14 +250,12 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
     return NULL;
   }
   JsonObject *ro = json_node_get_object(root);
-  if (!read_header(s, ro, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
-    g_error_free(e);
+  if (!read_header(s, ro, &top, name, err))
     return NULL;
-  }
   JsonNode *stages = json_object_get_member(ro, "stages");
   if (!stages || !JSON_NODE_HOLDS_ARRAY(stages) || json_array_get_length(json_node_get_array(stages)) != (guint)s->W) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: \"stages\" must be an array of %d arrays (one per stage)", name,
+    g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top_line, "stages")));
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: \"stages\" must be an array of %d arrays (one per stage)", at,
                 s->W);
     return NULL;
   }
@@ -133,32 +263,40 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
   for (int st = 0; st < s->W; st++) {
     JsonNode *sn = json_array_get_element(sa, (guint)st);
     if (!JSON_NODE_HOLDS_ARRAY(sn)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d] is not an array", name, st);
+      g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(lines, sn)));
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d] is not an array", at, st);
       return NULL;
     }
     JsonArray *ops = json_node_get_array(sn);
     for (guint k = 0; k < json_array_get_length(ops); k++) {
       JsonNode *on = json_array_get_element(ops, k);
-      int line = 0;
-      if (JSON_NODE_HOLDS_OBJECT(on))
-        line = GPOINTER_TO_INT(g_hash_table_lookup(lines, json_node_get_object(on)));
+      int line = GPOINTER_TO_INT(g_hash_table_lookup(lines, on));
       gboolean bad = !JSON_NODE_HOLDS_OBJECT(on);
       TpOp op;
       int ost = st;
       char stage_txt[16];
+      const char *unknown = NULL;
       g_snprintf(stage_txt, sizeof stage_txt, "%d", st + 1);
+      if (!bad && !known_members(json_node_get_object(on), op_keys, NULL, &unknown)) {
+        g_autofree char *q = tp_quote(unknown);
+        g_autofree char *at = where(name, line);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: unknown key %s (known: op, mini_batch, "
+                    "micro_batch, version, source)", at, st, k, q);
+        return NULL;
+      }
       if (!bad) {
         JsonObject *o = json_node_get_object(on);
-        g_autofree char *kind = member_text(o, "op", &bad), *mb = member_text(o, "mini_batch", &bad),
-                        *micro = member_text(o, "micro_batch", &bad), *ver = member_text(o, "version", &bad),
-                        *src = member_text(o, "source", &bad);
+        g_autofree char *kind = member_text(o, "op", NULL, &bad), *mb = member_text(o, "mini_batch", NULL, &bad),
+                        *micro = member_text(o, "micro_batch", NULL, &bad), *ver = member_text(o, "version", NULL, &bad),
+                        *src = member_text(o, "source", NULL, &bad);
         if (!bad && tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
           op.line = line;
           g_array_append_val(s->stage[st], op);
           continue;
         }
       }
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: stages[%d][%u]: %s", name, line, st, k,
+      g_autofree char *at = where(name, line);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: %s", at, st, k,
                   e ? e->message : "expected an object with op, mini_batch, micro_batch, version");
       g_clear_error(&e);
       return NULL;

@@ -6,6 +6,22 @@
 #include <stdarg.h>
 #include <string.h>
 
+/* Line (from 1) of the first line GKeyFile cannot take: not blank, a # comment, a [group] or a
+ * key = value; 0 if every line looks right. */
+static int first_bad_line(const char *text, char **shown)
+{
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (int i = 0; lines[i]; i++) {
+    char *l = g_strstrip(lines[i]);
+    gsize n = strlen(l);
+    if (n == 0 || l[0] == '#' || (l[0] == '[' && l[n - 1] == ']') || (l[0] != '[' && strchr(l, '=')))
+      continue;
+    *shown = tp_quote(l);
+    return i + 1;
+  }
+  return 0;
+}
+
 gboolean tp_kf_open(TpKeyFile *k, const char *name, const char *text, gsize len, GError **err)
 {
   GError *e = NULL;
@@ -13,7 +29,15 @@ gboolean tp_kf_open(TpKeyFile *k, const char *name, const char *text, gsize len,
   k->text = g_strndup(text, len);
   k->kf = g_key_file_new();
   if (!g_key_file_load_from_data(k->kf, text, len, G_KEY_FILE_NONE, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
+    g_autofree char *shown = NULL;
+    int line = first_bad_line(k->text, &shown);
+    if (line)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s is not a [group], a key = value or a # comment", name, line,
+                  shown);
+    else {
+      g_autofree char *q = tp_quote(e->message);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, q);
+    }
     g_error_free(e);
     tp_kf_close(k);
     return FALSE;
@@ -27,7 +51,7 @@ gboolean tp_kf_open_file(TpKeyFile *k, const char *path, const char *what, GErro
   gsize len;
   if (!tp_read_file(path, what, &text, &len, err))
     return FALSE;
-  return tp_kf_open(k, path, text, len, err);
+  return tp_kf_open(k, tp_input_name(path), text, len, err);
 }
 
 void tp_kf_close(TpKeyFile *k)
@@ -61,6 +85,15 @@ int tp_kf_line(const TpKeyFile *k, const char *group, const char *key)
   return 0;
 }
 
+/* A group or key name as written when it is short and plain, quoted (tp_quote) otherwise. */
+static char *plain(const char *t)
+{
+  gboolean ok = strlen(t) <= TP_QUOTE_MAX;
+  for (const char *c = t; *c && ok; c++)
+    ok = g_ascii_isprint(*c) && *c != '\'';
+  return ok ? g_strdup(t) : tp_quote(t);
+}
+
 gboolean tp_kf_fail(const TpKeyFile *k, GError **err, const char *group, const char *key, const char *fmt, ...)
 {
   va_list ap;
@@ -69,7 +102,8 @@ gboolean tp_kf_fail(const TpKeyFile *k, GError **err, const char *group, const c
   va_end(ap);
   int line = tp_kf_line(k, group, key);
   g_autofree char *at = line ? g_strdup_printf("%s:%d", k->name, line) : g_strdup(k->name);
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: [%s]%s%s: %s", at, group, key ? " " : "", key ? key : "", why);
+  g_autofree char *g = plain(group), *kk = key ? plain(key) : NULL;
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: [%s]%s%s: %s", at, g, kk ? " " : "", kk ? kk : "", why);
   return FALSE;
 }
 
@@ -87,14 +121,16 @@ gboolean tp_kf_parse_number(const char *t, double *out)
   return TRUE;
 }
 
-gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gboolean required, double lo,
+gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gboolean required, double lo, double hi,
                       double *out, GError **err)
 {
   g_autofree char *v = g_key_file_get_value(k->kf, group, key, NULL);
   if (!v)
     return required ? tp_kf_fail(k, err, group, NULL, "missing key '%s'", key) : TRUE;
-  if (!tp_kf_parse_number(v, out) || *out < lo)
-    return tp_kf_fail(k, err, group, key, "expected a number >= %g, got '%s'", lo, v);
+  if (!tp_kf_parse_number(v, out) || *out < lo || *out > hi) {
+    g_autofree char *q = tp_quote(g_strstrip(v));
+    return tp_kf_fail(k, err, group, key, "expected a number from %g to %g, got %s", lo, hi, q);
+  }
   return TRUE;
 }
 

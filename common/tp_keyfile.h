@@ -24,8 +24,8 @@ gboolean tp_kf_fail(const TpKeyFile *k, GError **err, const char *group, const c
   G_GNUC_PRINTF(5, 6);
 /* A finite number, surrounding blanks allowed. */
 gboolean tp_kf_parse_number(const char *t, double *out);
-/* Required (or optional, if *out holds a default and required is FALSE) number >= lo. */
-gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gboolean required, double lo,
+/* Required (or optional, if *out holds a default and required is FALSE) number in [lo, hi]. */
+gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gboolean required, double lo, double hi,
                       double *out, GError **err);
 /* Fail on any key of group not in the NULL-terminated list `known`. */
 gboolean tp_kf_known_keys(const TpKeyFile *k, const char *group, const char *const *known, GError **err);

@@ -4,6 +4,7 @@
 #include "tp_model.h"
 #include "tp_error.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -33,32 +34,33 @@ static gboolean bad(GError **err, const char *file, int line, const char *fmt, .
   return FALSE;
 }
 
-static gboolean to_int(const char *t, int lo, int hi, int *out)
-{
-  gint64 v;
-  if (!g_ascii_string_to_signed(t, 10, lo, hi, &v, NULL))
-    return FALSE;
-  *out = (int)v;
-  return TRUE;
-}
+static gboolean to_int(const char *t, int lo, int hi, int *out) { return tp_parse_int(t, lo, hi, out, NULL); }
+
+/* A count computed in double, saturated at twice TP_MODEL_MAX_COUNT so that it converts (and sums)
+ * without overflow; derive() refuses a layer whose counts pass TP_MODEL_MAX_COUNT. */
+static long long count(double v) { return v > 2 * TP_MODEL_MAX_COUNT ? (long long)(2 * TP_MODEL_MAX_COUNT) : (long long)v; }
 
 /* Output size of a window of size k, stride s, padding p over n. */
-static int window(int n, int k, int s, int p) { return (n + 2 * p - k) / s + 1; }
+static long long window(long long n, long long k, long long s, long long p)
+{
+  return n + 2 * p < k ? 0 : (n + 2 * p - k) / s + 1;
+}
 
 /* One convolution cin x h x w -> cout (k, stride, pad), counted into *L. */
-static void add_conv(TpLayer *L, int cin, int h, int w, int cout, int k, int s, int p, gboolean bias, int *ho, int *wo)
+static void add_conv(TpLayer *L, long long cin, long long h, long long w, long long cout, int k, int s, int p,
+                     gboolean bias, long long *ho, long long *wo)
 {
   *ho = window(h, k, s, p);
   *wo = window(w, k, s, p);
   double macs = (double)cin * k * k * cout * *ho * *wo;
-  L->params += (long long)cin * k * k * cout + (bias ? cout : 0);
+  L->params += count((double)cin * k * k * cout + (bias ? cout : 0));
   L->fwd_flops += 2 * macs;
   L->bwd_flops += 4 * macs; /* input gradient and weight gradient */
-  L->stored_elems += (long long)cin * h * w;
+  L->stored_elems += count((double)cin * h * w);
 }
 
 /* Batch normalisation (2 parameters per channel) and an elementwise op over `elems`. */
-static void add_bn(TpLayer *L, int c, long long elems)
+static void add_bn(TpLayer *L, long long c, long long elems)
 {
   L->params += 2LL * c;
   L->fwd_flops += 4.0 * elems;
@@ -75,23 +77,24 @@ static void add_eltwise(TpLayer *L, long long elems)
 
 /* torchvision's Bottleneck (v1.5: the stride sits on the 3x3 convolution), convolutions without
  * bias, a projection shortcut when the shape changes. */
-static void add_bottleneck(TpLayer *L, int cin, int h, int w)
+static void add_bottleneck(TpLayer *L, long long cin, long long h, long long w)
 {
-  int mid = L->mid, out = L->out, s = L->stride, h1, w1, h2, w2, h3, w3, hs, ws;
+  long long mid = L->mid, out = L->out, h1, w1, h2, w2, h3, w3, hs, ws;
+  int s = L->stride;
   add_conv(L, cin, h, w, mid, 1, 1, 0, FALSE, &h1, &w1);
-  add_bn(L, mid, (long long)mid * h1 * w1);
-  add_eltwise(L, (long long)mid * h1 * w1);
+  add_bn(L, mid, count((double)mid * h1 * w1));
+  add_eltwise(L, count((double)mid * h1 * w1));
   add_conv(L, mid, h1, w1, mid, 3, s, 1, FALSE, &h2, &w2);
-  add_bn(L, mid, (long long)mid * h2 * w2);
-  add_eltwise(L, (long long)mid * h2 * w2);
+  add_bn(L, mid, count((double)mid * h2 * w2));
+  add_eltwise(L, count((double)mid * h2 * w2));
   add_conv(L, mid, h2, w2, out, 1, 1, 0, FALSE, &h3, &w3);
-  add_bn(L, out, (long long)out * h3 * w3);
+  add_bn(L, out, count((double)out * h3 * w3));
   if (s != 1 || cin != out) {
     add_conv(L, cin, h, w, out, 1, s, 0, FALSE, &hs, &ws);
-    add_bn(L, out, (long long)out * hs * ws);
+    add_bn(L, out, count((double)out * hs * ws));
   }
-  add_eltwise(L, (long long)out * h3 * w3); /* residual add */
-  add_eltwise(L, (long long)out * h3 * w3); /* final relu */
+  add_eltwise(L, count((double)out * h3 * w3)); /* residual add */
+  add_eltwise(L, count((double)out * h3 * w3)); /* final relu */
   L->cout = out, L->hout = h3, L->wout = w3;
 }
 
@@ -101,10 +104,11 @@ static gboolean layer_options(TpLayer *L, char **tok, int first, const char *fil
   for (int i = first; tok[i]; i++) {
     char *eq = strchr(tok[i], '=');
     int v;
+    g_autofree char *q = tp_quote(tok[i]);
     if (!eq)
-      return bad(err, file, line, "unexpected '%s' (options are key=value)", tok[i]);
-    *eq = '\0';
-    const char *key = tok[i], *val = eq + 1;
+      return bad(err, file, line, "unexpected %s (options are key=value)", q);
+    char *key = g_strndup(tok[i], (gsize)(eq - tok[i]));
+    const char *val = eq + 1;
     gboolean ok = to_int(val, 0, 1 << 20, &v);
     if (ok && strcmp(key, "stride") == 0 && v >= 1 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_MAXPOOL ||
                                                        L->kind == TP_LAYER_AVGPOOL || L->kind == TP_LAYER_BOTTLENECK))
@@ -115,28 +119,31 @@ static gboolean layer_options(TpLayer *L, char **tok, int first, const char *fil
     else if (ok && strcmp(key, "bias") == 0 && v <= 1 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_LINEAR))
       L->bias = v;
     else
-      return bad(err, file, line, "%s: bad option '%s=%s'", tp_layer_names[L->kind], key, val);
+      ok = FALSE;
+    g_free(key);
+    if (!ok)
+      return bad(err, file, line, "%s: bad option %s", tp_layer_names[L->kind], q);
   }
   return TRUE;
 }
 
 /* Derive shape, parameters, FLOPs and activations of L from its input shape. */
-static gboolean derive(TpLayer *L, int c, int h, int w, const char *file, GError **err)
+static gboolean derive(TpLayer *L, long long c, long long h, long long w, const char *file, GError **err)
 {
-  long long in = (long long)c * h * w;
+  long long in = count((double)c * h * w);
   L->cin = c, L->hin = h, L->win = w, L->in_elems = in;
   L->cout = c, L->hout = h, L->wout = w;
   switch (L->kind) {
   case TP_LAYER_CONV:
     if (window(h, L->k, L->stride, L->pad) < 1 || window(w, L->k, L->stride, L->pad) < 1)
-      return bad(err, file, L->line, "conv: a %dx%d kernel does not fit a %dx%d input", L->k, L->k, h, w);
+      return bad(err, file, L->line, "conv: a %dx%d kernel does not fit a %lldx%lld input", L->k, L->k, h, w);
     add_conv(L, c, h, w, L->out, L->k, L->stride, L->pad, L->bias, &L->hout, &L->wout);
     L->cout = L->out;
     break;
   case TP_LAYER_LINEAR:
     if (h != 1 || w != 1)
-      return bad(err, file, L->line, "linear needs a flat input, got %dx%dx%d (add flatten)", c, h, w);
-    L->params = (long long)c * L->out + (L->bias ? L->out : 0);
+      return bad(err, file, L->line, "linear needs a flat input, got %lldx%lldx%lld (add flatten)", c, h, w);
+    L->params = count((double)c * L->out + (L->bias ? L->out : 0));
     L->fwd_flops = 2.0 * c * L->out;
     L->bwd_flops = 4.0 * c * L->out;
     L->stored_elems = c;
@@ -147,18 +154,18 @@ static gboolean derive(TpLayer *L, int c, int h, int w, const char *file, GError
     L->hout = window(h, L->k, L->stride, L->pad);
     L->wout = window(w, L->k, L->stride, L->pad);
     if (L->hout < 1 || L->wout < 1)
-      return bad(err, file, L->line, "%s: a %dx%d window does not fit a %dx%d input", tp_layer_names[L->kind], L->k,
-                 L->k, h, w);
+      return bad(err, file, L->line, "%s: a %dx%d window does not fit a %lldx%lld input", tp_layer_names[L->kind],
+                 L->k, L->k, h, w);
     L->fwd_flops = (double)L->k * L->k * c * L->hout * L->wout;
     L->bwd_flops = (double)c * L->hout * L->wout;
-    L->stored_elems = L->kind == TP_LAYER_MAXPOOL ? (long long)c * L->hout * L->wout : 0;
+    L->stored_elems = L->kind == TP_LAYER_MAXPOOL ? count((double)c * L->hout * L->wout) : 0;
     break;
   case TP_LAYER_AVGPOOL_TO:
     L->hout = L->k, L->wout = L->out;
     L->fwd_flops = L->bwd_flops = (double)in + (double)c * L->hout * L->wout;
     break;
   case TP_LAYER_FLATTEN:
-    L->cout = (int)in, L->hout = L->wout = 1;
+    L->cout = in, L->hout = L->wout = 1;
     break;
   case TP_LAYER_RELU:
   case TP_LAYER_DROPOUT:
@@ -176,24 +183,33 @@ static gboolean derive(TpLayer *L, int c, int h, int w, const char *file, GError
     break;
   case TP_LAYER_BOTTLENECK:
     if (window(h, 3, L->stride, 1) < 1)
-      return bad(err, file, L->line, "bottleneck: input %dx%d too small", h, w);
+      return bad(err, file, L->line, "bottleneck: input %lldx%lld too small", h, w);
     add_bottleneck(L, c, h, w);
     break;
   default: g_assert_not_reached();
   }
-  L->out_elems = (long long)L->cout * L->hout * L->wout;
+  L->out_elems = count((double)L->cout * L->hout * L->wout);
+  const double most = TP_MODEL_MAX_COUNT;
+  if (L->in_elems > most || L->out_elems > most || L->stored_elems > most || L->params > most || L->cout > most)
+    return bad(err, file, L->line, "%s: more than %.0e elements or parameters per sample (input %lldx%lldx%lld)",
+               tp_layer_names[L->kind], most, c, h, w);
+  if (!isfinite(L->fwd_flops) || !isfinite(L->bwd_flops) || L->fwd_flops > 1e30 || L->bwd_flops > 1e30)
+    return bad(err, file, L->line, "%s: more than 1e30 FLOPs per sample", tp_layer_names[L->kind]);
   return TRUE;
 }
 
-static gboolean parse_layer(TpModel *m, char **tok, int line, int *c, int *h, int *w, const char *file, GError **err)
+static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long long *h, long long *w, const char *file,
+                            GError **err)
 {
   TpLayer L = { .line = line, .stride = 1, .bias = TRUE };
   int i;
   for (i = 0; i < TP_N_LAYER_KINDS && strcmp(tok[0], tp_layer_names[i]) != 0; i++)
     ;
-  if (i == TP_N_LAYER_KINDS)
-    return bad(err, file, line, "unknown layer '%s' (known: conv, linear, relu, maxpool, avgpool, avgpool_to, "
-                                "flatten, dropout, batchnorm, softmax_ce, bottleneck)", tok[0]);
+  if (i == TP_N_LAYER_KINDS) {
+    g_autofree char *q = tp_quote(tok[0]);
+    return bad(err, file, line, "unknown layer %s (known: conv, linear, relu, maxpool, avgpool, avgpool_to, "
+                                "flatten, dropout, batchnorm, softmax_ce, bottleneck)", q);
+  }
   L.kind = (TpLayerKind)i;
   /* positional arguments */
   static const int npos[TP_N_LAYER_KINDS] = { 2, 1, 0, 1, 1, 2, 0, 0, 0, 0, 2 };
@@ -215,6 +231,8 @@ static gboolean parse_layer(TpModel *m, char **tok, int line, int *c, int *h, in
   case TP_LAYER_BOTTLENECK: L.mid = vals[0], L.out = vals[1]; break;
   default: break;
   }
+  if (m->layers->len >= TP_MODEL_MAX_LAYERS)
+    return bad(err, file, line, "more than %d layers (the limit keeps the stage split fast)", TP_MODEL_MAX_LAYERS);
   if (!layer_options(&L, tok, 1 + npos[i], file, line, err) || !derive(&L, *c, *h, *w, file, err))
     return FALSE;
   *c = L.cout, *h = L.hout, *w = L.wout;
@@ -229,7 +247,7 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
   m->layers = g_array_new(FALSE, TRUE, sizeof(TpLayer));
   g_autofree char *copy = g_strndup(text, len);
   g_auto(GStrv) lines = g_strsplit(copy, "\n", -1);
-  int c = 0, h = 0, w = 0;
+  long long c = 0, h = 0, w = 0;
   gboolean have_input = FALSE;
   for (int ln = 0; lines[ln]; ln++) {
     char *hash = strchr(lines[ln], '#');
@@ -254,7 +272,7 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
       m->name = g_strdup(tok[1]);
     } else if (strcmp(tok[0], "dataset") == 0) {
       gint64 v;
-      if (!tok[1] || tok[2] || !g_ascii_string_to_signed(tok[1], 10, 1, G_MAXINT64 / 2, &v, NULL)) {
+      if (!tok[1] || tok[2] || !tp_parse_int64(tok[1], 1, G_MAXINT64 / 2, &v, NULL)) {
         bad(err, name, line, "expected 'dataset SAMPLES' (samples per epoch)");
         return NULL;
       }
@@ -264,12 +282,13 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
         bad(err, name, line, "'input' must come once, before the layers");
         return NULL;
       }
-      if (!tok[1] || !tok[2] || !tok[3] || tok[4] || !to_int(tok[1], 1, 1 << 20, &c) ||
-          !to_int(tok[2], 1, 1 << 16, &h) || !to_int(tok[3], 1, 1 << 16, &w)) {
-        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH'");
+      int ic, ih, iw;
+      if (!tok[1] || !tok[2] || !tok[3] || tok[4] || !to_int(tok[1], 1, 1 << 20, &ic) ||
+          !to_int(tok[2], 1, 1 << 16, &ih) || !to_int(tok[3], 1, 1 << 16, &iw)) {
+        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH' (at most %d x %d x %d)", 1 << 20, 1 << 16, 1 << 16);
         return NULL;
       }
-      m->C = c, m->H = h, m->W = w;
+      m->in_c = c = ic, m->in_h = h = ih, m->in_w = w = iw;
       have_input = TRUE;
     } else {
       if (!have_input) {
@@ -297,6 +316,10 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
     m->fwd_flops += L->fwd_flops;
     m->bwd_flops += L->bwd_flops;
   }
+  if (!isfinite(m->fwd_flops + m->bwd_flops)) { /* cannot happen with the per-layer bounds; kept as the rule */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the model's FLOPs per sample are not a finite number", name);
+    return NULL;
+  }
   return g_steal_pointer(&m);
 }
 
@@ -321,14 +344,14 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model"))
     path = g_strdup(name_or_path);
   else if (!(path = tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model"))) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: no model named '%s' (looked for %s.model in $TP_MODELS_DIR, "
-                                               "%s/models and %s/models)", name_or_path, name_or_path, TP_DATADIR,
-                TP_SRCDIR);
+    g_autofree char *q = tp_quote(name_or_path);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: no model named %s (looked for NAME.model in $TP_MODELS_DIR, "
+                                               "%s/models and %s/models)", q, TP_DATADIR, TP_SRCDIR);
     return NULL;
   }
   g_autofree char *text = NULL;
   gsize len;
   if (!tp_read_file(path, "model file", &text, &len, err))
     return NULL;
-  return tp_model_parse(text, len, path, err);
+  return tp_model_parse(text, len, tp_input_name(path), err);
 }

@@ -20,14 +20,20 @@ typedef enum {
   TP_N_LAYER_KINDS
 } TpLayerKind;
 
+/* Most layers a model may have: the optimal stage split is O(W L^2). */
+#define TP_MODEL_MAX_LAYERS 1000
+/* Most elements of one tensor, parameters of one layer, per sample: larger counts are refused
+ * (the totals of TP_MODEL_MAX_LAYERS such layers stay within 64 bits). */
+#define TP_MODEL_MAX_COUNT 1e15
+
 typedef struct {
   TpLayerKind kind;
   int line;                   /* line in the model file */
   int out, k, stride, pad;    /* as written (out channels/features, kernel, stride, padding) */
   int mid;                    /* bottleneck width */
   gboolean bias;
-  int cin, hin, win;          /* input shape (flat inputs: cin features, 1 x 1) */
-  int cout, hout, wout;       /* output shape */
+  long long cin, hin, win;    /* input shape (flat inputs: cin features, 1 x 1) */
+  long long cout, hout, wout; /* output shape */
   long long params;
   double fwd_flops, bwd_flops; /* per sample */
   long long in_elems, out_elems; /* per sample */
@@ -37,7 +43,7 @@ typedef struct {
 typedef struct {
   char *name;   /* the model's name line, or the file's base name */
   char *source; /* file it was read from */
-  int C, H, W;  /* input shape */
+  long long in_c, in_h, in_w; /* input shape: channels, height, width */
   long long dataset; /* samples per epoch (0 if not given) */
   GArray *layers;    /* TpLayer */
   long long params;

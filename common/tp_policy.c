@@ -200,9 +200,9 @@ gboolean tp_significance_parse(const char *text, TpSignificance *out, GError **e
   } else
     ok = FALSE;
   if (!ok) {
+    g_autofree char *q = tp_quote(text);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                "significance '%s' not understood: expected exp, exp:TAU (TAU > 0), linear or const:C (0 <= C <= 1)",
-                text);
+                "significance %s not understood: expected exp, exp:TAU (TAU > 0), linear or const:C (0 <= C <= 1)", q);
     return FALSE;
   }
   *out = sig;

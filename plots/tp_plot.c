@@ -5,6 +5,7 @@
 #include "tp_model.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 TpPlot *tp_plot_new(GError **err)
@@ -73,8 +74,8 @@ void tp_plot_str(TpPlot *p, const char *var, const char *value)
 
 void tp_plot_num(TpPlot *p, const char *var, double value)
 {
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
-  g_string_append_printf(p->vars, "%s = %s; ", var, g_ascii_dtostr(buf, sizeof buf, value));
+  char buf[TP_NUM_LEN];
+  g_string_append_printf(p->vars, "%s = %s; ", var, tp_num(buf, "%.17g", isfinite(value) ? value : 0));
 }
 
 gboolean tp_plot_check_output(const char *out, GError **err)
@@ -84,7 +85,8 @@ gboolean tp_plot_check_output(const char *out, GError **err)
     return FALSE;
   }
   if (!g_str_has_suffix(out, ".png") && !g_str_has_suffix(out, ".svg")) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-o: '%s' must end in .png or .svg", out);
+    g_autofree char *q = tp_quote(out);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-o: %s must end in .png or .svg", q);
     return FALSE;
   }
   return TRUE;

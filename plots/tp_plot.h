@@ -24,6 +24,9 @@ void tp_plot_num(TpPlot *p, const char *var, double value);
 /* A string safe inside a gnuplot double-quoted string: quotes and backslashes escaped. */
 char *tp_plot_escape(const char *text);
 
+/* Largest picture side in pixels the plots ask gnuplot for. */
+#define TP_PLOT_MAX_SIDE 16384
+
 /* Check that out ends in .png or .svg (a usage error otherwise). */
 gboolean tp_plot_check_output(const char *out, GError **err);
 /* Run plots/SCRIPT.gp and write its picture to out (.png or .svg); nothing is written on failure. */

@@ -6,6 +6,9 @@
 
 #include <string.h>
 
+/* Largest FLOP/s, bytes, bytes/s a device or cluster file may give. */
+#define TP_DEVICE_MAX 1e30
+
 void tp_device_clear(TpDevice *d)
 {
   g_free(d->id);
@@ -30,13 +33,17 @@ static gboolean device_read(TpKeyFile *k, TpDevice *d, GError **err)
   if (!g_key_file_has_group(k->kf, "device"))
     return tp_kf_fail(k, err, "device", NULL, "missing group");
   d->efficiency = 1.0;
-  if (!tp_kf_known_keys(k, "device", keys, err) || !tp_kf_number(k, "device", "flops", TRUE, 1, &d->flops, err) ||
-      !tp_kf_number(k, "device", "memory", TRUE, 1, &d->memory, err) ||
-      !tp_kf_number(k, "device", "memory_bandwidth", TRUE, 1, &d->bandwidth, err) ||
-      !tp_kf_number(k, "device", "efficiency", FALSE, 0, &d->efficiency, err))
+  g_auto(GStrv) groups = g_key_file_get_groups(k->kf, NULL);
+  for (int i = 0; groups[i]; i++)
+    if (strcmp(groups[i], "device") != 0)
+      return tp_kf_fail(k, err, groups[i], NULL, "unknown group (a device file has [device] only)");
+  /* bounds keep every time derived from them finite and above zero */
+  if (!tp_kf_known_keys(k, "device", keys, err) ||
+      !tp_kf_number(k, "device", "flops", TRUE, 1, TP_DEVICE_MAX, &d->flops, err) ||
+      !tp_kf_number(k, "device", "memory", TRUE, 1, TP_DEVICE_MAX, &d->memory, err) ||
+      !tp_kf_number(k, "device", "memory_bandwidth", TRUE, 1, TP_DEVICE_MAX, &d->bandwidth, err) ||
+      !tp_kf_number(k, "device", "efficiency", FALSE, 1e-6, 1, &d->efficiency, err))
     return FALSE;
-  if (d->efficiency <= 0 || d->efficiency > 1)
-    return tp_kf_fail(k, err, "device", "efficiency", "must be in (0, 1], got %g", d->efficiency);
   g_autofree char *base = g_path_get_basename(k->name);
   char *dot = strrchr(base, '.');
   if (dot)
@@ -81,7 +88,8 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".cluster"))
     path = g_strdup(name_or_path);
   else if (!(path = tp_data_find("TP_CLUSTERS_DIR", "models/clusters", name_or_path, ".cluster"))) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cluster: no cluster named '%s' (shipped: A, B, C, h200)", name_or_path);
+    g_autofree char *q = tp_quote(name_or_path);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cluster: no cluster named %s (shipped: A, B, C, h200)", q);
     return NULL;
   }
   TpKeyFile k;
@@ -96,8 +104,8 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
     if (strcmp(groups[i], "cluster") != 0)
       ok = tp_kf_fail(&k, err, groups[i], NULL, "unknown group (a cluster file has [cluster] only)");
   ok = ok && tp_kf_known_keys(&k, "cluster", keys, err) &&
-       tp_kf_number(&k, "cluster", "link_bandwidth", TRUE, 1e-30, &c->link_bandwidth, err) &&
-       tp_kf_number(&k, "cluster", "link_latency", FALSE, 0, &c->link_latency, err);
+       tp_kf_number(&k, "cluster", "link_bandwidth", TRUE, 1e-6, TP_DEVICE_MAX, &c->link_bandwidth, err) &&
+       tp_kf_number(&k, "cluster", "link_latency", FALSE, 0, 1e9, &c->link_latency, err);
   g_autofree char *devs = ok ? g_key_file_get_value(k.kf, "cluster", "devices", NULL) : NULL;
   if (ok && !devs)
     ok = tp_kf_fail(&k, err, "cluster", NULL, "missing key 'devices' (device names, one per worker)");
@@ -109,8 +117,9 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
       char *id = g_strstrip(ids[i]);
       g_autofree char *dp = *id ? device_path(path, id) : NULL;
       if (!dp) {
-        ok = tp_kf_fail(&k, err, "cluster", "devices", "no device file for '%s' (looked for %s.device next to "
-                                                       "the cluster's ../devices and in the data directories)", id, id);
+        g_autofree char *q = tp_quote(id);
+        ok = tp_kf_fail(&k, err, "cluster", "devices", "no device file for %s (looked for NAME.device in the "
+                                                       "cluster's ../devices and in the data directories)", q);
         break;
       }
       TpDevice *d = tp_device_load(dp, err);

@@ -53,94 +53,174 @@ void tp_cost_update_devices(TpCost *c)
 
 /* ---- cost file ---------------------------------------------------------------------------- */
 
-/* A key holding one non-negative number, or a list of exactly `n` (given: n > 1). */
-static gboolean read_values(const TpKeyFile *r, const char *group, const char *key, int n, double *vals, int *got,
+/* Bounds of a cost file's numbers: every total the simulator forms (TP_MAX_OPS operations, each
+ * at most a compute time plus a transfer of TP_COST_MAX_BYTES at TP_COST_MIN_BANDWIDTH) stays
+ * finite, and no time is too small to be a time (4.9e-324 s would make rates infinite). */
+#define TP_COST_MAX_TIME 1e9
+#define TP_COST_MIN_TIME 1e-12
+#define TP_COST_MAX_BYTES 1e18
+#define TP_COST_MIN_BANDWIDTH 1e-6
+
+typedef enum { V_TIME, V_BYTES, V_BANDWIDTH, V_DEVICE } ValueKind;
+
+/* A key of [stages]/[stage.N] or [links]/[link.N]: where its value goes and what it may be. */
+typedef struct {
+  const char *name;
+  size_t offset; /* in TpStageCost or TpLinkCost */
+  ValueKind kind;
+} CostKey;
+
+enum { K_FORWARD, K_BACKWARD, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
+
+static const CostKey stage_keys[N_STAGE_KEYS] = {
+  [K_FORWARD] = { "forward", G_STRUCT_OFFSET(TpStageCost, fwd), V_TIME },
+  [K_BACKWARD] = { "backward", G_STRUCT_OFFSET(TpStageCost, bwd), V_TIME },
+  [K_UPDATE] = { "update", G_STRUCT_OFFSET(TpStageCost, upd), V_TIME },
+  [K_ACT] = { "activation_bytes", G_STRUCT_OFFSET(TpStageCost, act_bytes), V_BYTES },
+  [K_GRAD] = { "gradient_bytes", G_STRUCT_OFFSET(TpStageCost, grad_bytes), V_BYTES },
+  [K_STORED] = { "stored_activation_bytes", G_STRUCT_OFFSET(TpStageCost, stored_bytes), V_BYTES },
+  [K_WEIGHT] = { "weight_bytes", G_STRUCT_OFFSET(TpStageCost, weight_bytes), V_BYTES },
+  [K_OPTIMIZER] = { "optimizer_bytes", G_STRUCT_OFFSET(TpStageCost, optimizer_bytes), V_BYTES },
+  [K_GRAD_BUFFER] = { "gradient_buffer_bytes", G_STRUCT_OFFSET(TpStageCost, grad_buffer_bytes), V_BYTES },
+  [K_DEVICE] = { "device", G_STRUCT_OFFSET(TpStageCost, device), V_DEVICE },
+};
+
+static const CostKey link_keys[] = {
+  { "latency", G_STRUCT_OFFSET(TpLinkCost, latency), V_TIME },
+  { "bandwidth", G_STRUCT_OFFSET(TpLinkCost, bandwidth), V_BANDWIDTH },
+};
+
+/* The entry of `table` named key, or NULL (then the error lists the known names). */
+static const CostKey *find_key(const TpKeyFile *r, const char *group, const char *key, const CostKey *table, int n,
+                               GError **err)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(table[i].name, key) == 0)
+      return &table[i];
+  g_autoptr(GString) list = g_string_new(NULL);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(list, "%s%s", i ? ", " : "", table[i].name);
+  tp_kf_fail(r, err, group, key, "unknown key (known: %s)", list->str);
+  return NULL;
+}
+
+/* Whether v is allowed for a key of that kind; otherwise the reason. */
+static const char *value_problem(ValueKind kind, double v)
+{
+  switch (kind) {
+  case V_TIME:
+    if (v < 0 || v > TP_COST_MAX_TIME)
+      return "expected a time from 0 to " G_STRINGIFY(TP_COST_MAX_TIME);
+    if (v > 0 && v < TP_COST_MIN_TIME)
+      return "a time below " G_STRINGIFY(TP_COST_MIN_TIME) " is too small to simulate (write 0 for none)";
+    return NULL;
+  case V_BYTES:
+    return v < 0 || v > TP_COST_MAX_BYTES ? "expected a byte count from 0 to " G_STRINGIFY(TP_COST_MAX_BYTES) : NULL;
+  case V_BANDWIDTH:
+    if (v == 0)
+      return "bandwidth must be positive (leave it out for an infinite one)";
+    return v < TP_COST_MIN_BANDWIDTH || v > TP_COST_MAX_BYTES
+             ? "expected a bandwidth from " G_STRINGIFY(TP_COST_MIN_BANDWIDTH) " to " G_STRINGIFY(TP_COST_MAX_BYTES)
+             : NULL;
+  case V_DEVICE:
+    return v < 1 || v > 4096 || v != floor(v) ? "device numbers are whole numbers from 1 to 4096" : NULL;
+  }
+  return NULL;
+}
+
+/* Digits, one comma, digits, and nothing else but blanks around: "0,5". */
+static gboolean decimal_comma(const char *t)
+{
+  while (*t == ' ' || *t == '\t')
+    t++;
+  const char *a = t;
+  while (g_ascii_isdigit(*t))
+    t++;
+  if (t == a || *t++ != ',' || !g_ascii_isdigit(*t))
+    return FALSE;
+  while (g_ascii_isdigit(*t))
+    t++;
+  while (*t == ' ' || *t == '\t')
+    t++;
+  return *t == '\0';
+}
+
+/* A key holding one number, or a list of exactly `n` (given: n > 1), each checked for its kind. */
+static gboolean read_values(const TpKeyFile *r, const char *group, const CostKey *key, int n, double *vals, int *got,
                             GError **err)
 {
-  g_autofree char *raw = g_key_file_get_value(r->kf, group, key, NULL);
-  g_auto(GStrv) parts = g_strsplit(raw, ",", -1);
+  g_autofree char *raw = g_key_file_get_value(r->kf, group, key->name, NULL);
+  g_auto(GStrv) parts = g_strsplit(raw ? raw : "", ",", -1);
   int m = (int)g_strv_length(parts);
+  /* "0,5": a decimal comma, or two values?  Refused: two values are written "0, 5". */
+  if (m == 2 && decimal_comma(raw)) {
+    g_autofree char *q = tp_quote(g_strstrip(raw));
+    return tp_kf_fail(r, err, group, key->name, "%s: numbers take a decimal point (0.5); to give one value per "
+                      "stage, separate them with a comma and a blank (0, 5)", q);
+  }
   if (m != 1 && m != n)
-    return tp_kf_fail(r, err, group, key, "expected one number or %d comma-separated numbers, got %d", n, m);
-  for (int i = 0; i < m; i++)
+    return tp_kf_fail(r, err, group, key->name, "expected one number or %d comma-separated numbers, got %d", n, m);
+  for (int i = 0; i < m; i++) {
+    const char *why = NULL;
     if (!tp_kf_parse_number(parts[i], &vals[i]) || vals[i] < 0)
-      return tp_kf_fail(r, err, group, key, "expected a non-negative number, got '%s'", g_strstrip(parts[i]));
+      why = "expected a non-negative number";
+    else
+      why = value_problem(key->kind, vals[i]);
+    if (why) {
+      g_autofree char *q = tp_quote(g_strstrip(parts[i]));
+      return tp_kf_fail(r, err, group, key->name, "%s, got %s", why, q);
+    }
+  }
   *got = m;
   return TRUE;
 }
 
-static const char *const stage_keys[] = { "forward", "backward", "update", "activation_bytes", "gradient_bytes",
-                                          "stored_activation_bytes", "weight_bytes", "optimizer_bytes",
-                                          "gradient_buffer_bytes", "device", NULL };
-static const char *const link_keys[] = { "latency", "bandwidth", NULL };
-
-/* Apply the keys of a stage group to stages [lo, hi); `set` marks keys given explicitly. */
-static gboolean apply_stage_group(const TpKeyFile *r, const char *group, TpCost *c, int lo, int hi, gboolean *set,
+/* Apply the keys of a stage group to stages [lo, hi); set[s] marks (bit K_…) keys given explicitly. */
+static gboolean apply_stage_group(const TpKeyFile *r, const char *group, TpCost *c, int lo, int hi, guint32 *set,
                                   GError **err)
 {
   g_auto(GStrv) keys = g_key_file_get_keys(r->kf, group, NULL, NULL);
-  double *vals = g_new(double, c->W);
-  gboolean ok = TRUE;
-  if (!tp_kf_known_keys(r, group, stage_keys, err))
-    ok = FALSE;
-  for (int i = 0; keys && keys[i] && ok; i++) {
-    int got = 0, k;
-    if (!(ok = read_values(r, group, keys[i], hi - lo, vals, &got, err)))
-      break;
-    for (k = 0; stage_keys[k] && strcmp(stage_keys[k], keys[i]) != 0; k++)
-      ;
+  g_autofree double *vals = g_new(double, c->W);
+  for (int i = 0; keys && keys[i]; i++) {
+    int got = 0;
+    const CostKey *key = find_key(r, group, keys[i], stage_keys, N_STAGE_KEYS, err);
+    if (!key || !read_values(r, group, key, hi - lo, vals, &got, err))
+      return FALSE;
     for (int s = lo; s < hi; s++) {
       double v = vals[got == 1 ? 0 : s - lo];
-      TpStageCost *sc = &c->stage[s];
-      double *field[] = { &sc->fwd, &sc->bwd, &sc->upd, &sc->act_bytes, &sc->grad_bytes, &sc->stored_bytes,
-                          &sc->weight_bytes, &sc->optimizer_bytes, &sc->grad_buffer_bytes };
-      if (k == 9) {
-        if (v < 1 || v > 4096 || v != floor(v)) {
-          ok = tp_kf_fail(r, err, group, keys[i], "device numbers are whole numbers from 1");
-          break;
-        }
-        sc->device = (int)v - 1;
-      } else {
-        *field[k] = v;
-      }
-      set[s * 10 + k] = TRUE;
+      char *field = (char *)&c->stage[s] + key->offset;
+      if (key->kind == V_DEVICE)
+        *(int *)field = (int)v - 1;
+      else
+        *(double *)field = v;
+      set[s] |= 1u << (key - stage_keys);
     }
   }
-  g_free(vals);
-  return ok;
+  return TRUE;
 }
 
 static gboolean apply_link_group(const TpKeyFile *r, const char *group, TpCost *c, int lo, int hi, GError **err)
 {
   g_auto(GStrv) keys = g_key_file_get_keys(r->kf, group, NULL, NULL);
-  double *vals = g_new(double, MAX(c->W, 1));
-  gboolean ok = TRUE;
-  if (!tp_kf_known_keys(r, group, link_keys, err))
-    ok = FALSE;
-  for (int i = 0; keys && keys[i] && ok; i++) {
+  g_autofree double *vals = g_new(double, MAX(c->W, 1));
+  for (int i = 0; keys && keys[i]; i++) {
     int got = 0;
-    if (!(ok = read_values(r, group, keys[i], hi - lo, vals, &got, err)))
-      break;
-    for (int l = lo; l < hi; l++) {
-      double v = vals[got == 1 ? 0 : l - lo];
-      if (keys[i][0] == 'l')
-        c->link[l].latency = v;
-      else if (v <= 0)
-        ok = tp_kf_fail(r, err, group, keys[i], "bandwidth must be positive (leave it out for an infinite one)");
-      else
-        c->link[l].bandwidth = v;
-    }
+    const CostKey *key = find_key(r, group, keys[i], link_keys, G_N_ELEMENTS(link_keys), err);
+    if (!key || !read_values(r, group, key, hi - lo, vals, &got, err))
+      return FALSE;
+    for (int l = lo; l < hi; l++)
+      *(double *)((char *)&c->link[l] + key->offset) = vals[got == 1 ? 0 : l - lo];
   }
-  g_free(vals);
-  return ok;
+  return TRUE;
 }
 
+/* "prefixN" with N in 1..n: its index from 0.  FALSE when there is no such index (also when n < 1). */
 static gboolean group_index(const char *group, const char *prefix, int n, int *out)
 {
-  gint64 v;
-  if (!g_str_has_prefix(group, prefix) || !g_ascii_string_to_signed(group + strlen(prefix), 10, 1, n, &v, NULL))
+  int v;
+  if (!g_str_has_prefix(group, prefix) || n < 1 || !tp_parse_int(group + strlen(prefix), 1, n, &v, NULL))
     return FALSE;
-  *out = (int)v - 1;
+  *out = v - 1;
   return TRUE;
 }
 
@@ -157,7 +237,7 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
   c->source = g_strdup(name);
   for (int s = 0; s < W; s++)
     c->stage[s] = (TpStageCost){ 0, 0, 0, 0, 0, 0, 0, 0, 0, s };
-  gboolean *set = g_new0(gboolean, (size_t)W * 10);
+  guint32 *set = g_new0(guint32, W);
   gboolean ok = TRUE;
   g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
   /* [cost] and [stages]/[links] defaults first, then [stage.N]/[link.N] overrides */
@@ -175,8 +255,11 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
             break;
           }
           g_autofree char *v = g_key_file_get_value(kf, g, keys[k], NULL);
-          if (!tp_kf_parse_number(v, &c->samples_per_micro) || c->samples_per_micro <= 0)
-            ok = tp_kf_fail(&r, err, g, keys[k], "expected a positive number, got '%s'", v);
+          if (!tp_kf_parse_number(v, &c->samples_per_micro) || c->samples_per_micro <= 0 ||
+              c->samples_per_micro > 1e12) {
+            g_autofree char *q = tp_quote(v);
+            ok = tp_kf_fail(&r, err, g, keys[k], "expected a positive number up to 1e12, got %s", q);
+          }
         }
       } else if (strcmp(g, "stages") == 0) {
         if (!pass)
@@ -190,7 +273,9 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
         else if (pass)
           ok = apply_stage_group(&r, g, c, idx, idx + 1, set, err);
       } else if (g_str_has_prefix(g, "link.")) {
-        if (!group_index(g, "link.", W - 1, &idx))
+        if (W == 1)
+          ok = tp_kf_fail(&r, err, g, NULL, "no such link: a single stage has no links");
+        else if (!group_index(g, "link.", W - 1, &idx))
           ok = tp_kf_fail(&r, err, g, NULL, "no such link: links are link.1 .. link.%d (link.S joins stages S and S+1)",
                    W - 1);
         else if (pass)
@@ -202,19 +287,21 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
   if (ok)
     for (int s = 0; s < W; s++) {
       TpStageCost *sc = &c->stage[s];
-      if (!set[s * 10 + 0] || !set[s * 10 + 1]) {
+#define GIVEN(k) ((set[s] >> (k)) & 1u)
+      if (!GIVEN(K_FORWARD) || !GIVEN(K_BACKWARD)) {
         ok = tp_kf_fail(&r, err, "stages", NULL, "stage %d has no %s time: give forward and backward", s + 1,
-                 set[s * 10 + 0] ? "backward" : "forward");
+                 GIVEN(K_FORWARD) ? "backward" : "forward");
         break;
       }
-      if (!set[s * 10 + 4])
+      if (!GIVEN(K_GRAD))
         sc->grad_bytes = sc->act_bytes;
-      if (!set[s * 10 + 5])
+      if (!GIVEN(K_STORED))
         sc->stored_bytes = sc->act_bytes;
-      if (!set[s * 10 + 7])
+      if (!GIVEN(K_OPTIMIZER))
         sc->optimizer_bytes = sc->weight_bytes;
-      if (!set[s * 10 + 8])
+      if (!GIVEN(K_GRAD_BUFFER))
         sc->grad_buffer_bytes = sc->weight_bytes;
+#undef GIVEN
     }
   g_free(set);
   tp_kf_close(&r);
@@ -230,5 +317,5 @@ TpCost *tp_cost_load(const char *path, int W, GError **err)
   gsize len;
   if (!tp_read_file(path, "cost file", &text, &len, err))
     return NULL;
-  return tp_cost_parse(text, len, path, W, err);
+  return tp_cost_parse(text, len, tp_input_name(path), W, err);
 }

@@ -43,28 +43,26 @@ void tp_events_write_csv(GArray *rows, GString *out)
   for (guint i = 0; i < rows->len; i++) {
     const TpEventRow *r = &g_array_index(rows, TpEventRow, i);
     char micro[16] = "";
+    char t0[TP_NUM_LEN], t1[TP_NUM_LEN], b[TP_NUM_LEN];
     if (r->micro > 0)
       g_snprintf(micro, sizeof micro, "%d", r->micro);
-    g_string_append_printf(out, "%d,%s,%d,%s,%.9g,%.9g,", r->stage, tp_ev_kind_names[r->kind], r->mb, micro, r->start,
-                           r->end);
+    g_string_append_printf(out, "%d,%s,%d,%s,%s,%s,", r->stage, tp_ev_kind_names[r->kind], r->mb, micro,
+                           tp_num(t0, "%.9g", r->start), tp_num(t1, "%.9g", r->end));
     if (r->kind <= TP_EV_U)
       g_string_append_printf(out, "%d,%d,%d,,,", r->version, r->latest, r->kind == TP_EV_U ? 0 : r->latest - r->version);
     else
-      g_string_append_printf(out, ",,,%.9g,%d,", r->bytes, r->peer);
+      g_string_append_printf(out, ",,,%s,%d,", tp_num(b, "%.9g", r->bytes), r->peer);
     if (r->mismatch >= 0)
       g_string_append_printf(out, "%d", r->mismatch);
     g_string_append_c(out, '\n');
   }
 }
 
-static gboolean field_int(const char *t, int lo, int *out)
-{
-  gint64 v;
-  if (!g_ascii_string_to_signed(t, 10, lo, G_MAXINT32, &v, NULL))
-    return FALSE;
-  *out = (int)v;
-  return TRUE;
-}
+/* A whole number from lo to hi; every count an event file gives is bounded by the project's limits. */
+static gboolean field_int(const char *t, int lo, int hi, int *out) { return tp_parse_int(t, lo, hi, out, NULL); }
+
+/* A time or byte count: finite, from 0 to 1e30 (far beyond any run, small enough for any sum). */
+static gboolean field_num(const char *t, double *out) { return tp_kf_parse_number(t, out) && *out >= 0 && *out <= 1e30; }
 
 GArray *tp_events_parse(const char *text, const char *name, GError **err)
 {
@@ -91,25 +89,27 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
     guint nf = g_strv_length(f);
     if (nf < 11u + has_mismatch)
       bad = has_mismatch ? "expected 12 comma-separated fields" : "expected 11 comma-separated fields";
-    else if (!field_int(f[0], 1, &r.stage))
-      bad = "bad stage";
+    else if (!field_int(f[0], 1, TP_MAX_WORKERS, &r.stage))
+      bad = "bad stage (expected 1.." G_STRINGIFY(TP_MAX_WORKERS) ")";
     else {
       for (k = 0; k < TP_N_EV_KINDS && strcmp(f[1], tp_ev_kind_names[k]) != 0; k++)
         ;
       r.kind = (TpEvKind)k;
       if (k == TP_N_EV_KINDS)
         bad = "bad kind (F, B, U, send-act, send-grad)";
-      else if (!field_int(f[2], 1, &r.mb))
-        bad = "bad mini_batch";
-      else if (*f[3] && !field_int(f[3], 1, &r.micro))
-        bad = "bad micro_batch";
-      else if (!tp_kf_parse_number(f[4], &r.start) || !tp_kf_parse_number(f[5], &r.end) || r.end < r.start)
-        bad = "bad start/end (numbers, end >= start)";
-      else if (r.kind <= TP_EV_U && (!field_int(f[6], 0, &r.version) || !field_int(f[7], 0, &r.latest)))
-        bad = "bad version/latest";
-      else if (r.kind > TP_EV_U && (!tp_kf_parse_number(f[9], &r.bytes) || !field_int(f[10], 1, &r.peer)))
-        bad = "bad bytes/peer of a transfer";
-      else if (has_mismatch && *f[11] && (r.kind != TP_EV_B || !field_int(f[11], 0, &r.mismatch)))
+      else if (!field_int(f[2], 1, TP_MAX_MINI, &r.mb))
+        bad = "bad mini_batch (expected 1.." G_STRINGIFY(TP_MAX_MINI) ")";
+      else if (*f[3] && !field_int(f[3], 1, TP_MAX_MICRO, &r.micro))
+        bad = "bad micro_batch (expected 1.." G_STRINGIFY(TP_MAX_MICRO) " or empty)";
+      else if (!field_num(f[4], &r.start) || !field_num(f[5], &r.end) || r.end < r.start)
+        bad = "bad start/end (numbers from 0 to 1e30, end >= start)";
+      else if (r.kind <= TP_EV_U && (!field_int(f[6], 0, TP_MAX_MINI, &r.version) ||
+                                     !field_int(f[7], 0, TP_MAX_MINI, &r.latest)))
+        bad = "bad version/latest (expected 0.." G_STRINGIFY(TP_MAX_MINI) ")";
+      else if (r.kind > TP_EV_U && (!field_num(f[9], &r.bytes) || !field_int(f[10], 1, TP_MAX_WORKERS, &r.peer) ||
+                                    (r.peer != r.stage + 1 && r.peer != r.stage - 1)))
+        bad = "bad bytes/peer of a transfer (a number of bytes; the neighbouring stage it goes to)";
+      else if (has_mismatch && *f[11] && (r.kind != TP_EV_B || !field_int(f[11], 0, TP_MAX_MINI, &r.mismatch)))
         bad = "bad version_mismatch (a whole number, on backward rows only)";
     }
     if (bad) {
@@ -128,7 +128,7 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
 GArray *tp_events_load(const char *path, GError **err)
 {
   g_autofree char *text = NULL;
-  if (!tp_read_file(path, "events file", &text, NULL, err))
+  if (!tp_read_file_max(path, "events file", tp_max_schedule_bytes(), &text, NULL, err))
     return NULL;
-  return tp_events_parse(text, path, err);
+  return tp_events_parse(text, tp_input_name(path), err);
 }

@@ -1,5 +1,6 @@
 /* tp_report.c — text, JSON and CSV renderings of a simulation and its metrics. */
 #include "tp_report.h"
+#include "tp_error.h"
 #include "tp_events.h"
 
 static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
@@ -10,7 +11,8 @@ static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
   return buf;
 }
 
-static void num(GString *out, double x) { g_string_append_printf(out, "%.9g", x); }
+/* Every number goes through tp_num / tp_append_num: never "inf" or "nan" in a report. */
+static void num(GString *out, double x) { tp_append_num(out, x); }
 
 const char *tp_report_fixed_on(const TpSchedule *s) { return s->fixed_on == TP_FIXED_ON_COSTS ? "costs" : "slots"; }
 
@@ -33,7 +35,7 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   const TpSchedule *s = sim->s;
   const TpCost *c = sim->c;
   const char *tu = c->time_unit, *bu = c->byte_unit;
-  char name[128];
+  char name[128], a[TP_NUM_LEN], b[TP_NUM_LEN];
   g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches\n",
                          preset_or_pair(s, name, sizeof name), s->W, s->N, s->K);
   if (c->unit)
@@ -43,16 +45,18 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
                            c->shared_devices ? ", some shared" : "");
   if (c->stage_note)
     for (int st = 0; st < s->W; st++)
-      g_string_append_printf(out, "  stage %-3d  %s on %s: forward %.4g s, backward %.4g s per micro-batch\n", st + 1,
-                             c->stage_note[st], c->device_name[st], c->stage[st].fwd, c->stage[st].bwd);
+      g_string_append_printf(out, "  stage %-3d  %s on %s: forward %s s, backward %s s per micro-batch\n", st + 1,
+                             c->stage_note[st], c->device_name[st], tp_num(a, "%.4g", c->stage[st].fwd),
+                             tp_num(b, "%.4g", c->stage[st].bwd));
   g_string_append_printf(out, "order        %s\n", order_note(s, c));
-  g_string_append_printf(out, "makespan     %.6g %s%s\n", m->makespan, tu, c->unit ? "s" : "");
-  g_string_append_printf(out, "mini-batch   %.6g %s%s in the steady state (spacing of stage 1's updates); %.6g over the "
-                              "whole run (makespan / K)\n", m->t_minibatch, tu, c->unit ? "s" : "", m->t_minibatch_run);
-  g_string_append_printf(out, "throughput   %.6g samples/%s over the whole run (fill and drain included); %.6g in the "
-                              "steady state\n", m->throughput, tu, m->throughput_steady);
-  g_string_append_printf(out, "bubble       %.4f over the whole run, %.4f in the steady state  (idle stage-time / (W x "
-                              "time))\n", m->bubble, m->bubble_steady);
+  g_string_append_printf(out, "makespan     %s %s%s\n", tp_num(a, "%.6g", m->makespan), tu, c->unit ? "s" : "");
+  g_string_append_printf(out, "mini-batch   %s %s%s in the steady state (spacing of stage 1's updates); %s over the "
+                              "whole run (makespan / K)\n", tp_num(a, "%.6g", m->t_minibatch), tu, c->unit ? "s" : "",
+                         tp_num(b, "%.6g", m->t_minibatch_run));
+  g_string_append_printf(out, "throughput   %s samples/%s over the whole run (fill and drain included); %s in the "
+                              "steady state\n", tp_num(a, "%.6g", m->throughput), tu, tp_num(b, "%.6g", m->throughput_steady));
+  g_string_append_printf(out, "bubble       %s over the whole run, %s in the steady state  (idle stage-time / (W x "
+                              "time))\n", tp_num(a, "%.4f", m->bubble), tp_num(b, "%.4f", m->bubble_steady));
   g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
                          m->steady_lo, m->steady_hi,
                          m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
@@ -74,18 +78,21 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   if (m->mismatch_older)
     g_string_append_printf(out, "; %ld read older weights than their forward", m->mismatch_older);
   g_string_append_c(out, '\n');
-  g_string_append_printf(out, "messages     %ld, %.6g %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
+  g_string_append_printf(out, "messages     %ld, %s %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
                               "TiMePReSt (W-1)(N+1)K = %ld\n",
-                         m->messages, m->bytes, bu, 2L * (s->W - 1) * s->N * s->K, (long)(s->W - 1) * (s->N + 1) * s->K);
+                         m->messages, tp_num(a, "%.6g", m->bytes), bu, 2L * (s->W - 1) * s->N * s->K,
+                         (long)(s->W - 1) * (s->N + 1) * s->K);
   g_string_append_printf(out, "\n%5s %12s %7s %8s %8s %11s %12s %12s %12s %12s %12s %12s\n", "stage", "busy", "bubble",
                          "mismatch", "versions", "activations", "peak_bytes", "weights", "optimizer", "gradients",
                          "stored_act", "comm");
   for (int st = 0; st < s->W; st++) {
     const TpStageMetrics *sm = &m->stage[st];
-    g_string_append_printf(out, "%5d %12.6g %7.4f %8d %8d %11d %12.6g", st + 1, sm->busy, sm->bubble,
-                           sm->max_version_mismatch, sm->max_live_versions, sm->peak_activations, sm->peak_bytes);
+    char p[TP_NUM_LEN];
+    g_string_append_printf(out, "%5d %12s %7s %8d %8d %11d %12s", st + 1, tp_num(a, "%.6g", sm->busy),
+                           tp_num(b, "%.4f", sm->bubble), sm->max_version_mismatch, sm->max_live_versions,
+                           sm->peak_activations, tp_num(p, "%.6g", sm->peak_bytes));
     for (int k = 0; k < TP_N_MEM; k++)
-      g_string_append_printf(out, " %12.6g", sm->at_peak[k]);
+      g_string_append_printf(out, " %12s", tp_num(a, "%.6g", sm->at_peak[k]));
     g_string_append_c(out, '\n');
   }
   g_string_append_printf(out, "(bubble over the whole run; mismatch: the largest above; memory in %s at each stage's "
@@ -94,7 +101,8 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     g_string_append(out, "\nlink         messages        bytes\n");
     for (int l = 0; l < tp_sim_n_links(s->W); l++) {
       int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
-      g_string_append_printf(out, "%3d -> %-3d %10ld %12.6g\n", from, to, m->link_messages[l], m->link_bytes[l]);
+      g_string_append_printf(out, "%3d -> %-3d %10ld %12s\n", from, to, m->link_messages[l],
+                             tp_num(a, "%.6g", m->link_bytes[l]));
     }
   }
 }

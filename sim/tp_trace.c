@@ -1,6 +1,7 @@
 /* tp_trace.c — writer of the Chrome trace-event format for a simulated timeline. */
 #include "tp_trace.h"
 #include "tp_report.h"
+#include "tp_error.h"
 
 enum { LANE_COMPUTE = 1, LANE_SEND_DOWN = 2, LANE_SEND_UP = 3 };
 
@@ -42,23 +43,25 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
       long g = sim->ix->off[st] + k;
       char name[48];
       tp_op_format(TP_NAME_LABEL, (TpOpKind)op->kind, op->mb, op->micro, s->N > 26, name, sizeof name);
+      char ts[TP_NUM_LEN], dur[TP_NUM_LEN], by[TP_NUM_LEN];
       g_string_append_printf(out, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
-                                  "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
-                             first ? "" : ",\n", name, cat[op->kind], st + 1, LANE_COMPUTE, sim->start[g] * scale,
-                             (sim->end[g] - sim->start[g]) * scale, op->mb);
+                                  "\"ts\": %s, \"dur\": %s, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
+                             first ? "" : ",\n", name, cat[op->kind], st + 1, LANE_COMPUTE,
+                             tp_num(ts, "%.3f", sim->start[g] * scale),
+                             tp_num(dur, "%.3f", (sim->end[g] - sim->start[g]) * scale), op->mb);
       micro_arg(out, op);
       g_string_append_printf(out, ", \"version\": %d, \"latest\": %d}}", op->ver, m->latest[g]);
       first = FALSE;
       if (sim->cons[g] >= 0) {
         gboolean down = op->kind == TP_OP_F;
         g_string_append_printf(out, ",\n{\"name\": \"%s %s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
-                                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
+                                    "\"ts\": %s, \"dur\": %s, \"args\": {\"mini_batch\": %d, \"micro_batch\": ",
                                down ? "act" : "grad", name + 2, down ? "send-act" : "send-grad", st + 1,
-                               down ? LANE_SEND_DOWN : LANE_SEND_UP, sim->xstart[g] * scale,
-                               (sim->xend[g] - sim->xstart[g]) * scale, op->mb);
+                               down ? LANE_SEND_DOWN : LANE_SEND_UP, tp_num(ts, "%.3f", sim->xstart[g] * scale),
+                               tp_num(dur, "%.3f", (sim->xend[g] - sim->xstart[g]) * scale), op->mb);
         micro_arg(out, op);
-        g_string_append_printf(out, ", \"version\": %d, \"to\": %d, \"bytes\": %.9g}}", op->ver,
-                               down ? st + 2 : st, tp_sim_op_bytes(sim->c, s, st, op));
+        g_string_append_printf(out, ", \"version\": %d, \"to\": %d, \"bytes\": %s}}", op->ver,
+                               down ? st + 2 : st, tp_num(by, "%.9g", tp_sim_op_bytes(sim->c, s, st, op)));
       }
     }
   }

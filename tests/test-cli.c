@@ -301,7 +301,7 @@ static void test_plots(void)
   expect_usage_error((const char *const[]){ "plot", "sketch", "-o", "x.png", NULL }, "expected a plot kind");
   g_autofree char *bad = g_build_filename(dir, "bad.csv", NULL);
   g_assert_true(g_file_set_contents(bad, "epoch,loss\n1,0.5\n2,lots\n", -1, NULL));
-  g_autofree char *want = g_strdup_printf("%s:3: 'lots' is not a number", bad);
+  g_autofree char *want = g_strdup_printf("%s:3: 'lots' is not a finite number", bad);
   expect_usage_error((const char *const[]){ "plot", "convergence", "-i", bad, "-o", png, NULL }, want);
   g_assert_true(g_file_set_contents(bad, "epoch,accuracy\n1,0.5\n", -1, NULL));
   g_free(want);
@@ -605,6 +605,86 @@ static void test_compare_labels(void)
   tpt_run_clear(&c);
 }
 
+/* Run `sh -c script` with $TP (the program) set; status and outputs. */
+static TptRun run_shell(const char *script)
+{
+  const char *bin = g_getenv("TP_BIN");
+  g_autofree char *abs = g_canonicalize_filename(bin ? bin : "./timeprest", NULL);
+  g_autofree char *quoted = g_shell_quote(abs);
+  g_autofree char *full = g_strdup_printf("TP=%s; %s", quoted, script);
+  const char *argv[] = { "/bin/sh", "-c", full, NULL };
+  TptRun r = { 0 };
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
+  g_assert_no_error(e);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+  return r;
+}
+
+/* Quoted user text is escaped and shortened; "--" ends the options; every integer option goes
+ * through one parser with one message. */
+static void test_cli_quoting(void)
+{
+#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+  E("-w: expected a whole number from 1 to 1024, got '3\\nx'", "schedule", "-w", "3\nx");
+  E("-s: unknown preset 'a\\tb\\x01'", "schedule", "-s", "a\tb\x01");
+  g_autofree char *big = g_strnfill(100 * 1024, '7');
+  g_autofree char *big60 = g_strnfill(60, '7');
+  g_autofree char *want = g_strdup_printf("-k: expected a whole number from 1 to 1000000, got '%s…'", big60);
+  E(want, "schedule", "-k", big);
+  g_autofree char *want_s = g_strdup_printf("-s: unknown preset '%s…'", big60);
+  E(want_s, "schedule", "-s", big);
+  E("--format: unknown value '7777", "schedule", "--format", big);
+  E("unknown command '\\n'", "\n");
+  E("-o: 'x\\ny.txt' must end in .png or .svg", "plot", "vmap", "-o", "x\ny.txt");
+  E("unexpected argument 'extra' (the command takes options only)", "schedule", "-w", "2", "--", "extra");
+  E("unexpected argument '-w' after --", "schedule", "--", "-w", "3");
+  E("'--' ends a command's options", "--", "schedule");
+  E("--split: expected a whole number from 1 to 1048576, got 'x'", "simulate", "-w", "2", "--model", "mlp",
+    "--cluster", "A", "--split", "x,1");
+#undef E
+  const char *args[] = { "schedule", "-w", "2", "-n", "1", "-k", "2", "--", NULL };
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_cmpstr(r.out, ==, "1A 2A . 1 . 2\n. 1A 1 2A 2 .\n");
+  tpt_run_clear(&r);
+}
+
+/* Inputs from pipes and standard input: read to the limit and no further; /dev/zero refused at once;
+ * a schedule read back from standard input. */
+static void test_cli_input_limits(void)
+{
+  TptRun r = run_shell("yes | \"$TP\" simulate -w 2 --cost -");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "cannot read cost file from standard input: longer than the limit of 64 MiB"));
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  tpt_run_clear(&r);
+  r = run_shell("\"$TP\" schedule --input /dev/zero");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "cannot read schedule file '/dev/zero': not a text file"));
+  tpt_run_clear(&r);
+  r = run_shell("\"$TP\" schedule -s pipedream -w 3 -n 2 -k 4 --format json | \"$TP\" schedule --input -");
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_cmpstr(r.err, ==, "");
+  TptRun direct = run_shell("\"$TP\" schedule -s pipedream -w 3 -n 2 -k 4");
+  g_assert_cmpint(direct.status, ==, 0);
+  g_assert_cmpint(tpt_lines(r.out), ==, 3);
+  g_assert_cmpstr(r.out, ==, direct.out);
+  tpt_run_clear(&direct);
+  tpt_run_clear(&r);
+  r = run_shell("printf '{\"order\": \"nf1b\",\\n\"workers\": 1e23}' | \"$TP\" schedule --input -");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "standard input:2: workers: expected a whole number from 1 to 1024, got '1e23'"));
+  tpt_run_clear(&r);
+  /* a cost that would overflow the totals is refused at its line, nothing printed */
+  r = run_shell("printf '[stages]\\nforward = 1\\nbackward = 1e308\\n' | \"$TP\" simulate -w 2 --cost - --format json");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpstr(r.out, ==, "");
+  g_assert_nonnull(strstr(r.err, "standard input:3: [stages] backward: expected a time from 0 to 1e9"));
+  tpt_run_clear(&r);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -623,5 +703,7 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/order-from", test_order_from);
   g_test_add_func("/cli/version-mismatch", test_version_mismatch_cli);
   g_test_add_func("/cli/compare-labels", test_compare_labels);
+  g_test_add_func("/cli/quoting", test_cli_quoting);
+  g_test_add_func("/cli/input-limits", test_cli_input_limits);
   return g_test_run();
 }

@@ -1,7 +1,16 @@
 /* test-format.c — text forms: CSV and JSON round trips for every preset, grid tokens for
  * N > 26, and one-line errors with file:line for malformed files. */
 #include "tp_policy.h"
+#include "tp_cost.h"
+#include "tp_events.h"
+#include "tp_report.h"
+#include "tp_trace.h"
 #include "tp_test.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <unistd.h>
 
 static TpSchedule *reparse(const TpSchedule *s, gboolean json)
 {
@@ -125,7 +134,7 @@ static void test_parse_errors(void)
   expect_parse_error("# timeprest-schedule order=zigzag policy=latest workers=2 micro_batches=1 mini_batches=1\n",
                      "bad.sched:1: bad value 'zigzag' for order");
   expect_parse_error("# timeprest-schedule order=nf1b policy=latest workers=0 micro_batches=1 mini_batches=1\n",
-                     "bad value '0' for workers");
+                     "bad.sched:1: workers: expected a whole number from 1 to 1024, got '0'");
   expect_parse_error("# timeprest-schedule order=nf1b policy=latest workers=2 micro_batches=1 mini_batches=1\nx,y\n",
                      "bad.sched:2: expected the column line");
   expect_parse_error(HDR "1,F,1,1,0,fixed\n1,Q,1,1,0,fixed\n", "bad.sched:4: bad op");
@@ -151,6 +160,223 @@ static void test_parse_errors(void)
                      "\"mini_batches\": 1, \"stages\": [[]]}", "one per stage");
 }
 
+/* Input size: a file over the limit, a device that never ends, a pipe; a byte-order mark is skipped;
+ * the schedule limit holds the largest schedule the project accepts. */
+static void test_read_limits(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-read-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *big = g_build_filename(dir, "big.cost", NULL);
+  g_assert_true(g_file_set_contents(big, "[stages]\nforward = 1\nbackward = 2\n", -1, NULL));
+  char *text = NULL;
+  gsize len = 0;
+  GError *err = NULL;
+  g_assert_false(tp_read_file_max(big, "cost file", 16, &text, &len, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_nonnull(strstr(err->message, "more than the limit of 16 bytes"));
+  g_clear_error(&err);
+  g_assert_true(tp_read_file_max(big, "cost file", 64, &text, &len, &err));
+  g_assert_cmpuint(len, ==, 34);
+  g_free(text);
+  /* a character device with no end: refused at once, not read to the limit */
+  g_assert_false(tp_read_file("/dev/zero", "cost file", &text, &len, &err));
+  g_assert_nonnull(strstr(err->message, "not a text file"));
+  g_clear_error(&err);
+  /* a pipe longer than the limit */
+  int fds[2];
+  g_assert_cmpint(pipe(fds), ==, 0);
+  g_autofree char *fifo = g_strdup_printf("/dev/fd/%d", fds[0]);
+  g_assert_cmpint(write(fds[1], "0123456789abcdefghij", 20), ==, 20);
+  close(fds[1]);
+  g_assert_false(tp_read_file_max(fifo, "cost file", 10, &text, &len, &err));
+  g_assert_nonnull(strstr(err->message, "longer than the limit of 10 bytes"));
+  g_clear_error(&err);
+  close(fds[0]);
+  /* a byte-order mark is skipped: the schedule loads, its lines count as written */
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 2, 2, 3);
+  g_autoptr(GString) csv = g_string_new("\xEF\xBB\xBF");
+  tp_format_csv(s, csv);
+  g_autofree char *bom = g_build_filename(dir, "bom.csv", NULL);
+  g_assert_true(g_file_set_contents(bom, csv->str, (gssize)csv->len, NULL));
+  g_autoptr(TpSchedule) back = tp_schedule_load(bom, &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_schedule_equal(s, back));
+  g_assert_cmpint(tp_stage_ops(back, 0)[0].line, ==, 3);
+  /* the longest operation the JSON form writes fits TP_MAX_OP_TEXT, so the largest schedule loads */
+  g_autoptr(TpSchedule) wide = tp_schedule_new(TP_ORDER_NF1B, TP_POLICY_STASH, 1, TP_MAX_MICRO, TP_MAX_MINI);
+  TpOp op = { TP_OP_B, TP_SRC_STASH, -TP_MAX_MINI, TP_MAX_MICRO - 1, -TP_MAX_MINI, 0 };
+  g_array_append_val(wide->stage[0], op);
+  g_autoptr(GString) json = g_string_new(NULL);
+  tp_format_json(wide, json);
+  g_auto(GStrv) lines = g_strsplit(json->str, "\n", -1);
+  gsize longest = 0;
+  for (int i = 0; lines[i]; i++)
+    longest = MAX(longest, strlen(lines[i]) + 1);
+  g_assert_cmpuint(longest, >, 60);
+  g_assert_cmpuint(longest, <=, TP_MAX_OP_TEXT);
+  guint64 quarter = (guint64)sysconf(_SC_PHYS_PAGES) * (guint64)sysconf(_SC_PAGESIZE) / 4;
+  g_assert_cmpuint(tp_max_schedule_bytes(), >=, MIN((guint64)TP_MAX_OPS * longest, quarter));
+  g_assert_cmpuint(tp_max_schedule_bytes(), <=, quarter);
+  g_unlink(big);
+  g_unlink(bom);
+  g_rmdir(dir);
+}
+
+/* JSON: nesting bounded before json-glib recurses, unknown keys, a second value, numbers as written,
+ * and every error names file:line (never line 0). */
+static void test_json_strict(void)
+{
+  g_autoptr(GString) deep = g_string_new(NULL);
+  for (int i = 0; i < 100000; i++)
+    g_string_append(deep, "{\"a\":");
+  expect_parse_error(deep->str, "bad.sched:1: nested deeper than 16 levels");
+#define JH "{\"order\": \"nf1b\", \"policy\": \"latest\", \"micro_batches\": 1, \"mini_batches\": 1,\n"
+  expect_parse_error(JH "\"workers\": 1e23, \"stages\": [[]]}", "bad.sched:2: workers: expected a whole number from 1 "
+                                                                 "to 1024, got '1e23'");
+  expect_parse_error(JH "\"workers\": 99999999999999999999, \"stages\": [[]]}", "got '99999999999999999999'");
+  expect_parse_error(JH "\"workers\": 1,\n\"colour\": 1, \"stages\": [[]]}", "bad.sched:3: unknown key 'colour'");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[]]}\n{}", "bad.sched:3: a second JSON value after the first");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[]]}\nx", "bad.sched:3: text 'x' after the JSON object");
+  expect_parse_error(JH "\"workers\": 1, \"workers\": 1, \"stages\": [[]]}", "bad.sched:2: key 'workers' given twice");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 1, \"micro_batch\": 1, "
+                        "\"version\": 0, \"colour\": 2}]]}", "bad.sched:3: stages[0][0]: unknown key 'colour'");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 99999999999999999999}]]}",
+                     "bad.sched:3: number '99999999999999999999': expected a whole number");
+  expect_parse_error(JH "\"workers\": 1, \"stages\": [\n7]}", "bad.sched:3: stages[0] is not an array");
+  expect_parse_error(JH "\"workers\": 2, \"stages\": 5}", "bad.sched:2: \"stages\" must be an array");
+#undef JH
+}
+
+static void expect_events_error(const char *row, const char *needle)
+{
+  g_autofree char *text = g_strconcat("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n",
+                                      row, NULL);
+  GError *err = NULL;
+  GArray *rows = tp_events_parse(text, "ev.csv", &err);
+  g_assert_null(rows);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("message '%s' lacks '%s'", err->message, needle);
+  g_error_free(err);
+}
+
+/* Every count an event file gives is bounded before anything is sized by it. */
+static void test_events_bounds(void)
+{
+  GError *err = NULL;
+  g_autoptr(GArray) ok = tp_events_parse("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n"
+                                         "1,F,1,1,0,1,0,0,0,,\n1,send-act,1,1,1,2,,,,64,2\n", "ev.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(ok->len, ==, 2);
+  expect_events_error("2147483647,F,1,1,0,1,0,0,0,,", "ev.csv:2: bad stage (expected 1..1024)");
+  expect_events_error("1,F,2147483647,1,0,1,0,0,0,,", "ev.csv:2: bad mini_batch");
+  expect_events_error("1,F,1,40000000,0,1,0,0,0,,", "ev.csv:2: bad micro_batch");
+  expect_events_error("1,F,1,1,0,1,2147483647,0,0,,", "ev.csv:2: bad version");
+  expect_events_error("1,send-act,1,1,0,1,,,,64,40000000", "ev.csv:2: bad bytes/peer");
+  expect_events_error("1,send-act,1,1,0,1,,,,64,5", "ev.csv:2: bad bytes/peer");
+  expect_events_error("1,F,1,1,0,1e308,0,0,0,,", "ev.csv:2: bad start/end");
+  expect_events_error("1,F,1,1,0,inf,0,0,0,,", "ev.csv:2: bad start/end");
+}
+
+static void expect_cost_file_error(const char *text, int W, const char *needle)
+{
+  GError *err = NULL;
+  TpCost *c = tp_cost_parse(text, strlen(text), "t.cost", W, &err);
+  g_assert_null(c);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("message '%s' lacks '%s'", err->message, needle);
+  g_assert_null(strstr(err->message, ":0:"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_assert_cmpuint(strlen(err->message), <, 400);
+  g_error_free(err);
+}
+
+/* Cost files stop at the first error (one GError, no GLib warning or critical under
+ * G_DEBUG=fatal-warnings), bound every number so that the simulation's totals stay finite,
+ * refuse a decimal comma with a hint, and never say file:0. */
+static void test_cost_file_strict(void)
+{
+#define ST "[stages]\nforward = 1\nbackward = 1\n"
+  expect_cost_file_error(ST "[links]\nbandwidth = 0\n", 4, "t.cost:5: [links] bandwidth: bandwidth must be positive");
+  expect_cost_file_error(ST "[links]\nlatency = 1, 2, x\n", 4, "t.cost:5: [links] latency: expected a non-negative");
+  expect_cost_file_error(ST "[link.1]\nbandwidth = 3\n", 1, "t.cost:4: [link.1]: no such link: a single stage");
+  expect_cost_file_error(ST "[link.0]\nbandwidth = 3\n", 3, "t.cost:4: [link.0]: no such link");
+  expect_cost_file_error("[stages]\nforward = 0,5\nbackward = 1\n", 2, "t.cost:2: [stages] forward: '0,5': numbers take "
+                                                                       "a decimal point");
+  expect_cost_file_error("[stages]\nforward = 1e308\nbackward = 1\n", 2, "t.cost:2: [stages] forward: expected a time "
+                                                                         "from 0 to 1e9, got '1e308'");
+  expect_cost_file_error("[stages]\nforward = 4.9e-324\nbackward = 1\n", 2, "t.cost:2: [stages] forward: a time below");
+  expect_cost_file_error(ST "activation_bytes = 1e300\n", 2, "t.cost:4: [stages] activation_bytes: expected a byte count");
+  expect_cost_file_error(ST "[links]\nbandwidth = 4.9e-324\n", 2, "t.cost:5: [links] bandwidth: expected a bandwidth");
+  expect_cost_file_error("[cost]\nsamples_per_micro_batch = 1e300\n" ST, 2, "t.cost:2: [cost] samples_per_micro_batch");
+  expect_cost_file_error(ST "device = 2.5\n", 2, "t.cost:4: [stages] device: device numbers");
+  expect_cost_file_error("[stages]\nforward = 1\nbackward = 1\n\x01junk\n", 2, "t.cost:4: '\\x01junk' is not a [group]");
+  g_autoptr(GString) longkey = g_string_new(ST);
+  for (int i = 0; i < 100000; i++)
+    g_string_append_c(longkey, 'k');
+  g_string_append(longkey, " = 1\n");
+  expect_cost_file_error(longkey->str, 2, "t.cost:4: [stages] 'kkkk");
+#undef ST
+  /* two values are written with a blank after the comma; the named keys land in their fields */
+  const char *two = "[stages]\nforward = 0, 5\nbackward = 1\nupdate = 0.5\nweight_bytes = 8\ndevice = 1\n";
+  GError *err = NULL;
+  g_autoptr(TpCost) c = tp_cost_parse(two, strlen(two), "t.cost", 2, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(c->stage[0].fwd, ==, 0);
+  g_assert_cmpfloat(c->stage[1].fwd, ==, 5);
+  g_assert_cmpfloat(c->stage[1].upd, ==, 0.5);
+  g_assert_cmpfloat(c->stage[1].optimizer_bytes, ==, 8); /* defaults to weight_bytes */
+  g_assert_cmpint(c->stage[1].device, ==, 0);
+  g_assert_true(c->shared_devices);
+}
+
+/* Numbers out: never inf or nan; the largest costs a cost file may give simulate to finite totals
+ * and a valid JSON report and trace. */
+static void test_finite_numbers(void)
+{
+  char b[TP_NUM_LEN];
+  g_assert_cmpstr(tp_num(b, "%.9g", INFINITY), ==, "null");
+  g_assert_cmpstr(tp_num(b, "%.4f", NAN), ==, "null");
+  g_assert_cmpstr(tp_num(b, "%.4f", 0.25), ==, "0.2500");
+  const char *huge = "[stages]\nforward = 1e9\nbackward = 1e9\nupdate = 1e9\nactivation_bytes = 1e18\n"
+                     "weight_bytes = 1e18\n[links]\nbandwidth = 1e-6\nlatency = 1e9\n"
+                     "[cost]\nsamples_per_micro_batch = 1e12\n";
+  const char *tiny = "[stages]\nforward = 1e-12\nbackward = 0\n[cost]\nsamples_per_micro_batch = 1e12\n";
+  const char *texts[] = { huge, tiny };
+  for (int i = 0; i < 2; i++) {
+    GError *err = NULL;
+    g_autoptr(TpCost) c = tp_cost_parse(texts[i], strlen(texts[i]), "t.cost", 3, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpSchedule) s = tpt_preset("pipedream", 3, 4, 12);
+    g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+    g_assert_true(isfinite(m->makespan) && isfinite(m->throughput) && isfinite(m->bubble) && isfinite(m->bytes));
+    g_autoptr(GString) json = g_string_new(NULL), trace = g_string_new(NULL), text = g_string_new(NULL);
+    tp_report_json(sim, m, json);
+    tp_trace_json(sim, m, trace);
+    tp_report_text(sim, m, text);
+    GString *outs[] = { json, trace, text };
+    for (int k = 0; k < 3; k++) {
+      g_autofree char *low = g_ascii_strdown(outs[k]->str, -1);
+      g_assert_null(strstr(low, "inf"));
+      g_assert_null(strstr(low, "nan"));
+    }
+    for (int k = 0; k < 2; k++) {
+      g_autoptr(JsonParser) p = json_parser_new();
+      g_assert_true(json_parser_load_from_data(p, outs[k]->str, -1, &err));
+      g_assert_no_error(err);
+      JsonObject *o = json_node_get_object(json_parser_get_root(p));
+      if (k == 0)
+        for (int f = 0; f < 3; f++) {
+          const char *key = (const char *[]){ "makespan", "throughput", "bubble_fraction" }[f];
+          g_assert_true(JSON_NODE_HOLDS_VALUE(json_object_get_member(o, key)));
+        }
+    }
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -160,5 +386,10 @@ int main(int argc, char **argv)
   g_test_add_func("/format/op-names", test_op_names);
   g_test_add_func("/format/fixed-on-absent", test_fixed_on_absent);
   g_test_add_func("/format/parse-errors", test_parse_errors);
+  g_test_add_func("/format/read-limits", test_read_limits);
+  g_test_add_func("/format/json-strict", test_json_strict);
+  g_test_add_func("/format/events-bounds", test_events_bounds);
+  g_test_add_func("/format/cost-file-strict", test_cost_file_strict);
+  g_test_add_func("/format/finite-numbers", test_finite_numbers);
   return g_test_run();
 }

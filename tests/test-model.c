@@ -213,7 +213,7 @@ static void test_bad_device(void)
                                           "efficiency = 1.5\n", -1, NULL));
   GError *err = NULL;
   g_assert_null(tp_device_load(path, &err));
-  g_autofree char *want = g_strdup_printf("%s:5: [device] efficiency: must be in (0, 1]", path);
+  g_autofree char *want = g_strdup_printf("%s:5: [device] efficiency: expected a number from 1e-06 to 1, got '1.5'", path);
   g_assert_nonnull(err);
   if (!g_str_has_prefix(err->message, want))
     g_error("'%s' lacks '%s'", err->message, want);
@@ -260,16 +260,84 @@ static void test_analytic_costs(void)
   g_clear_error(&err);
 }
 
+/* Sizes: shapes multiply in 64 bits (a 2 x 32768 x 32768 input flattens to 2^31 features, counted
+ * right), counts past the bound and layer counts past TP_MODEL_MAX_LAYERS are refused at their line. */
+static void test_model_sizes(void)
+{
+  const char *big = "input 2 32768 32768\nflatten\nlinear 10\nsoftmax_ce\n";
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_parse(big, strlen(big), "big.model", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->in_c, ==, 2);
+  g_assert_cmpint(m->in_h, ==, 32768);
+  g_assert_cmpint(m->in_w, ==, 32768);
+  g_assert_cmpint(tp_model_layer(m, 0)->cout, ==, 2LL << 30);
+  g_assert_cmpint(m->params, ==, (2LL << 30) * 10 + 10);
+  g_assert_cmpfloat(m->fwd_flops, >, 0);
+  expect_model_error("input 1048576 65536 65536\nflatten\n", "bad.model:2: flatten: more than 1e+15 elements");
+  expect_model_error("input 1048576 8 8\nconv 1048576 1024\n", "bad.model:2: conv: a 1024x1024 kernel does not fit");
+  expect_model_error("input 1048576 1024 1024\nconv 1048576 1 pad=1000000\n", "bad.model:2: conv: more than 1e+15");
+  expect_model_error("input 2 2 2\nconv 4 3 stride=2\n", "bad.model:2: conv: a 3x3 kernel does not fit a 2x2 input");
+  g_autoptr(GString) many = g_string_new("input 1 1 8\nflatten\n");
+  for (int i = 0; i < 200000; i++)
+    g_string_append(many, "relu\n");
+  g_autofree char *want = g_strdup_printf("bad.model:%d: more than %d layers", TP_MODEL_MAX_LAYERS + 2,
+                                          TP_MODEL_MAX_LAYERS);
+  expect_model_error(many->str, want);
+  expect_model_error("input 1 8 8\nconv 4 3 strid\x01=2\n", "bad.model:2: conv: bad option 'strid\\x01=2'");
+}
+
+static void expect_device_error(const char *text, const char *needle)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-device-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "x.device", NULL);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  GError *err = NULL;
+  TpDevice *d = tp_device_load(path, &err);
+  if (needle) {
+    g_assert_null(d);
+    g_assert_nonnull(err);
+    g_autofree char *want = g_strdup_printf("%s%s", path, needle);
+    if (!g_str_has_prefix(err->message, want))
+      g_error("'%s' lacks '%s'", err->message, want);
+    g_error_free(err);
+  } else {
+    g_assert_no_error(err);
+    g_assert_cmpfloat(d->flops, ==, 1e12);
+    tp_device_clear(d);
+    g_free(d);
+  }
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
+/* Device files: unknown groups and keys refused, numbers bounded so that derived times stay finite,
+ * a byte-order mark skipped. */
+static void test_device_strict(void)
+{
+#define DEV "[device]\nflops = 1e12\nmemory = 1e9\nmemory_bandwidth = 1e11\n"
+  expect_device_error(DEV, NULL);
+  expect_device_error("\xEF\xBB\xBF" DEV, NULL);
+  expect_device_error(DEV "[extra]\nx = 1\n", ":5: [extra]: unknown group");
+  expect_device_error(DEV "colour = red\n", ":5: [device] colour: unknown key");
+  expect_device_error(DEV "efficiency = 4.9e-324\n", ":5: [device] efficiency: expected a number from 1e-06 to 1");
+  expect_device_error("[device]\nflops = 1e308\nmemory = 1e9\nmemory_bandwidth = 1e11\n",
+                      ":2: [device] flops: expected a number from 1 to 1e+30, got '1e308'");
+#undef DEV
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/model/parameter-totals", test_parameter_totals);
   g_test_add_func("/model/flops", test_flops);
   g_test_add_func("/model/bad-models", test_bad_models);
+  g_test_add_func("/model/sizes", test_model_sizes);
   g_test_add_func("/model/partition-brute-force", test_partition_brute);
   g_test_add_func("/model/clusters", test_clusters);
   g_test_add_func("/model/bad-clusters", test_bad_clusters);
   g_test_add_func("/model/bad-device", test_bad_device);
+  g_test_add_func("/model/device-strict", test_device_strict);
   g_test_add_func("/model/analytic-costs", test_analytic_costs);
   return g_test_run();
 }
