@@ -325,8 +325,19 @@ static TpSchedule *costed_schedule(const TpSchedule *s, const TpCost *c, GError 
 
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
-  if (o->cost)
-    return tp_cost_load(o->cost, s->W, err);
+  if (o->cost) {
+    TpCost *c = tp_cost_load(o->cost, s->W, err);
+    gboolean work = FALSE;
+    for (int st = 0; c && st < c->W; st++)
+      work = work || c->stage[st].fwd > 0 || c->stage[st].bwd > 0;
+    if (c && !work) { /* a run of no time has no rate: refuse rather than report 0 samples/s */
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: every forward and backward time is 0, so a run takes no time "
+                  "and its rates are undefined; give at least one of them a time", o->cost);
+      tp_cost_free(c);
+      return NULL;
+    }
+    return c;
+  }
   if (!o->model)
     return tp_cost_unit(s->W);
   g_autoptr(TpModel) m = tp_model_load(o->model, err);
