@@ -12,11 +12,15 @@ void tp_index_free(TpIndex *ix)
   g_free(ix->bpos);
   g_free(ix->upos);
   g_free(ix->off);
+  g_free(ix->prod);
   g_free(ix);
 }
 
 static gboolean op_fields_ok(const TpSchedule *s, int st, const TpOp *op, GError **err)
 {
+  if (G_LIKELY(op->kind <= TP_OP_U && op->mb >= 1 && op->mb <= s->K && op->ver >= 0 && op->ver <= s->K &&
+               op->src <= TP_SRC_BLEND && (op->kind == TP_OP_U || (op->micro >= TP_WHOLE && op->micro < s->N))))
+    return TRUE;
   char where[512], what[64];
   const char *bad = NULL;
   if (op->kind > TP_OP_U)
@@ -79,6 +83,25 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
         return NULL;
       }
       *slot = k;
+    }
+  }
+  /* the producer of every operation, once: replay, validation, simulation and metrics share it */
+  ix->prod = g_new(int32_t, ix->off[s->W]);
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    int32_t *prod = ix->prod + ix->off[st];
+    const int32_t *fsrc = st > 0 ? ix->fpos + (size_t)(st - 1) * ix->nkeys : NULL;
+    const int32_t *bsrc = st < s->W - 1 ? ix->bpos + (size_t)(st + 1) * ix->nkeys : NULL;
+    long foff = st > 0 ? ix->off[st - 1] : 0, boff = st < s->W - 1 ? ix->off[st + 1] : 0;
+    for (int k = 0, n = tp_stage_len(s, st); k < n; k++) {
+      const TpOp *op = &ops[k];
+      const int32_t *src = op->kind == TP_OP_F ? fsrc : op->kind == TP_OP_B ? bsrc : NULL;
+      if (!src) {
+        prod[k] = -1;
+        continue;
+      }
+      int32_t p = src[tp_key(s->N, op->mb, op->micro)];
+      prod[k] = p < 0 ? -2 : (int32_t)((op->kind == TP_OP_F ? foff : boff) + p);
     }
   }
   return ix;

@@ -52,17 +52,19 @@ static void assign_local(TpSchedule *s, int st, int32_t *fver)
 }
 
 /* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i), stage 1's
- * version when B(i) first starts at stage W (updates follow their backward).  start/end: the
- * timeline the order was fixed on, by global op index. */
-static void assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, const double *end)
+ * version when B(i) first starts at stage W (updates follow their backward).  end0: end of each of
+ * stage 1's operations, startw: start of each of stage W's, by position, on the timeline the order
+ * was fixed on. */
+static void assign_vsync(TpSchedule *s, const double *end0, const double *startw)
 {
-  int32_t *fver = g_new(int32_t, ix->nkeys);
+  int nkeys = s->K * (s->N + 1) + 1;
+  int32_t *fver = g_new(int32_t, nkeys);
   double *uend = g_new(double, s->K + 1);
   const TpOp *o0 = tp_stage_ops(s, 0);
   int latest = 0;
   for (int k = 0; k < tp_stage_len(s, 0); k++) {
     if (o0[k].kind == TP_OP_U)
-      uend[latest++] = end[k];
+      uend[latest++] = end0[k];
     else if (o0[k].kind == TP_OP_F)
       fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
   }
@@ -74,7 +76,7 @@ static void assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, 
   for (int k = 0, u = 0; k < tp_stage_len(s, s->W - 1); k++) {
     if (ow[k].kind != TP_OP_B || c[ow[k].mb] >= 0)
       continue;
-    double t = start[ix->off[s->W - 1] + k];
+    double t = startw[k];
     while (u < latest && uend[u] <= t)
       u++;
     c[ow[k].mb] = u;
@@ -108,15 +110,30 @@ static void assign_local_all(TpSchedule *s)
 
 gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double *end, GError **err)
 {
+  (void)err;
   if (s->policy != TP_POLICY_VSYNC_LATEST) {
     assign_local_all(s);
     return TRUE;
   }
-  g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix)
-    return FALSE;
-  assign_vsync(s, ix, start, end);
+  assign_vsync(s, end, start + (tp_schedule_n_ops(s) - tp_stage_len(s, s->W - 1)));
   return TRUE;
+}
+
+void tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const int64_t *start, const int64_t *end)
+{
+  if (s->policy != TP_POLICY_VSYNC_LATEST) {
+    assign_local_all(s);
+    return;
+  }
+  int n0 = tp_stage_len(s, 0), nw = tp_stage_len(s, s->W - 1);
+  double *end0 = g_new(double, n0), *startw = g_new(double, nw);
+  for (int k = 0; k < n0; k++)
+    end0[k] = (double)end[k];
+  for (int k = 0; k < nw; k++)
+    startw[k] = (double)start[ix->off[s->W - 1] + k];
+  assign_vsync(s, end0, startw);
+  g_free(end0);
+  g_free(startw);
 }
 
 gboolean tp_policy_assign(TpSchedule *s, GError **err)
@@ -129,15 +146,11 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err)
     return FALSE;
   long total = ix->off[s->W];
   int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  double *ds = g_new(double, total), *de = g_new(double, total);
   gboolean ok = tp_replay(s, ix, start, end, err);
-  for (long g = 0; ok && g < total; g++)
-    ds[g] = (double)start[g], de[g] = (double)end[g];
-  ok = ok && tp_policy_assign_timed(s, ds, de, err);
+  if (ok)
+    tp_policy_assign_replayed(s, ix, start, end);
   g_free(start);
   g_free(end);
-  g_free(ds);
-  g_free(de);
   return ok;
 }
 

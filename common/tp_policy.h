@@ -2,7 +2,7 @@
 #ifndef TP_POLICY_H
 #define TP_POLICY_H
 
-#include "tp_schedule.h"
+#include "tp_index.h"
 
 /* Fill ver/src of every operation of s (whose order is set) according to s->policy.
  * vsync-latest uses the unit-slot replay of the order for its vertical synchronisation. */
@@ -10,6 +10,8 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err);
 /* The same on a given timeline (start/end by global operation index, as the order was fixed on):
  * vsync-latest's c(i) then follows those times instead of the unit-slot replay. */
 gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double *end, GError **err);
+/* tp_policy_assign on a unit-slot replay the caller has run already (tp_replay, same index). */
+void tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const int64_t *start, const int64_t *end);
 
 /* Significance s(d) of stale weights for the intermediate policy (d = latest − stashed ≥ 0). */
 double tp_significance(const TpSignificance *sig, int d);

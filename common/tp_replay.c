@@ -51,10 +51,10 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
     queued[st] = FALSE;
     const TpOp *ops = tp_stage_ops(s, st);
     int n = tp_stage_len(s, st);
+    const int32_t *prod = ix->prod + ix->off[st];
     while (pos[st] < n) {
       const TpOp *op = &ops[pos[st]];
-      int pst = st;
-      long p = tp_index_producer(ix, s, st, op, &pst);
+      int32_t p = prod[pos[st]];
       int64_t ready = clock[st];
       if (p != -1) {
         if (p < 0 || end[p] < 0)

@@ -3,6 +3,7 @@
 #include "tp_schedule.h"
 #include "tp_error.h"
 #include "tp_policy.h"
+#include "tp_replay.h"
 #include "tp_validate.h"
 
 #include <stdio.h>
@@ -201,7 +202,21 @@ TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GEr
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   tp_order_fill(s);
-  if (!tp_policy_assign(s, err) || !tp_validate(s, err)) {
+  /* one index and one unit-slot replay serve the versions and the validation */
+  TpIndex *ix = tp_index_new(s, err);
+  gboolean ok = ix != NULL;
+  if (ok) {
+    long total = ix->off[W];
+    int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
+    ok = tp_replay(s, ix, start, end, err);
+    if (ok)
+      tp_policy_assign_replayed(s, ix, start, end);
+    g_free(start);
+    g_free(end);
+  }
+  ok = ok && tp_validate_static(s, ix, err);
+  tp_index_free(ix);
+  if (!ok) {
     g_prefix_error(err, "generated %s/%s schedule is invalid (a bug): ", tp_order_name(o), tp_policy_name(p));
     if (err && *err)
       (*err)->code = TP_ERROR_RUNTIME;

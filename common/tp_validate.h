@@ -2,7 +2,7 @@
 #ifndef TP_VALIDATE_H
 #define TP_VALIDATE_H
 
-#include "tp_schedule.h"
+#include "tp_index.h"
 
 /* Checks, in this order, and reports the first failure as one TP_ERROR_INPUT line naming the
  * operation and its file:line:
@@ -12,5 +12,7 @@
  *   versions (exists when read, still kept under the policy's retention, the policy's rule);
  *   and a replay with matched sends and receives that must terminate (no deadlock). */
 gboolean tp_validate(const TpSchedule *s, GError **err);
+/* All of it but the sizes and the replay, on an index of s (for a generator that replays anyway). */
+gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err);
 
 #endif

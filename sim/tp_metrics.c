@@ -2,6 +2,7 @@
 #include "tp_metrics.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 const char *const tp_mem_names[TP_N_MEM] = { "weights", "optimizer", "gradients", "activations", "comm" };
 
@@ -80,23 +81,82 @@ typedef struct {
   double delta;
 } Change;
 
-static int change_cmp(const void *a, const void *b)
+static inline gboolean change_before(const Change *x, const Change *y)
 {
-  const Change *x = a, *y = b;
   if (x->t != y->t)
-    return x->t < y->t ? -1 : 1;
+    return x->t < y->t;
   if (x->delta != y->delta) /* frees before allocations at the same instant */
-    return x->delta < y->delta ? -1 : 1;
-  return x->comp - y->comp;
+    return x->delta < y->delta;
+  return x->comp < y->comp;
 }
 
-static inline void add(GArray *a, double t0, double t1, int comp, double amount)
+/* The changes of one stage, by stream: each stream is written in time order in the usual case (a
+ * stage's starts and ends grow with its position, a link delivers in sending order), so the sort
+ * below merges a few long runs instead of sorting from scratch. */
+enum { S_ACTS, S_ACTS_END, S_BLEND, S_BLEND_END, S_RECV_F, S_RECV_B, S_RECV_END, S_SEND, S_SEND_END_F, S_SEND_END_B,
+       S_VER, S_VER_END, S_N };
+typedef struct {
+  Change *buf;          /* the streams one after the other, then as much again for the sort */
+  long at[S_N], len[S_N];
+} Streams;
+
+/* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
+static long streams_layout(Streams *q, long nf, long nb, int K)
+{
+  const long cap[S_N] = { nf, nf, nb, nb, nf, nb, nf + nb, nf + nb, nf, nb, K + 1L, K + 1L };
+  long total = 0;
+  for (int k = 0; k < S_N; k++)
+    q->at[k] = total, q->len[k] = 0, total += cap[k];
+  return total;
+}
+
+static inline void put(Streams *q, int stream, double t, int comp, double delta)
+{
+  Change *c = &q->buf[q->at[stream] + q->len[stream]++];
+  c->t = t, c->comp = comp, c->delta = delta;
+}
+
+static inline void add(Streams *q, int on, int off, double t0, double t1, int comp, double amount)
 {
   if (t1 <= t0 || amount == 0)
     return;
-  Change c0 = { t0, comp, amount }, c1 = { t1, comp, -amount };
-  g_array_append_val(a, c0);
-  g_array_append_val(a, c1);
+  put(q, on, t0, comp, amount);
+  put(q, off, t1, comp, -amount);
+}
+
+/* Stable natural merge sort of the streams (room: total entries, twice) into one array of *n. */
+static Change *sort_streams(Streams *q, long total, long *n)
+{
+  Change *a = q->buf, *b = q->buf + total;
+  long len = 0;
+  for (int k = 0; k < S_N; k++) {
+    memmove(a + len, a + q->at[k], (size_t)q->len[k] * sizeof(Change));
+    len += q->len[k];
+  }
+  *n = len;
+  long *run = g_new(long, len + 2), nr = 0; /* run starts, then len */
+  for (long i = 0; i < len; i++)
+    if (i == 0 || change_before(&a[i], &a[i - 1]))
+      run[nr++] = i;
+  run[nr] = len;
+  while (nr > 1) {
+    long m = 0;
+    for (long r = 0; r < nr; r += 2) {
+      long lo = run[r], mid = run[MIN(r + 1, nr)], hi = run[MIN(r + 2, nr)], i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        b[k++] = change_before(&a[j], &a[i]) ? a[j++] : a[i++];
+      memcpy(b + k, a + i, (size_t)(mid - i) * sizeof(Change));
+      k += mid - i;
+      memcpy(b + k, a + j, (size_t)(hi - j) * sizeof(Change));
+      run[m++] = lo;
+    }
+    run[m] = len;
+    nr = m;
+    Change *t = a;
+    a = b, b = t;
+  }
+  g_free(run);
+  return a;
 }
 
 /* End of the backward that consumes the activations of forward op f at stage st. */
@@ -123,7 +183,13 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   const int n = tp_stage_len(s, st);
   gboolean stashing = s->policy == TP_POLICY_STASH || s->policy == TP_POLICY_INTERMEDIATE;
   double *create = g_new(double, s->K + 1), *last = g_new0(double, s->K + 1);
-  g_array_set_size(ch, 0);
+  Streams q;
+  long nf = 0, nb = 0;
+  for (int k = 0; k < n; k++)
+    nf += ops[k].kind == TP_OP_F, nb += ops[k].kind == TP_OP_B;
+  long room = streams_layout(&q, nf, nb, s->K);
+  g_array_set_size(ch, (guint)(2 * room));
+  q.buf = (Change *)ch->data;
   create[0] = 0;
   for (int k = 0; k < n; k++) {
     const TpOp *op = &ops[k];
@@ -135,11 +201,11 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
     double use = sim->end[g];
     if (op->kind == TP_OP_F) {
       double rel = release_time(sim, st, op);
-      add(ch, sim->start[g], rel, C_ACTS, tp_op_count(s, op));
+      add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, C_ACTS, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
     } else if (op->src == TP_SRC_BLEND && m->latest[g] > op->ver) {
-      add(ch, sim->start[g], sim->end[g], C_BLEND, sc->weight_bytes);
+      add(&q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], C_BLEND, sc->weight_bytes);
     }
     last[op->ver] = MAX(last[op->ver], use);
     /* messages: received ones wait from arrival to the consuming op's start; sent ones from the
@@ -148,19 +214,22 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
     if (p >= 0) {
       int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
       const TpOp *po = &tp_stage_ops(s, pst)[p - sim->ix->off[pst]];
-      add(ch, sim->xend[p], sim->start[g], C_COMM, tp_sim_op_bytes(sim->c, s, pst, po));
+      add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g], C_COMM,
+          tp_sim_op_bytes(sim->c, s, pst, po));
     }
     if (sim->cons[g] >= 0)
-      add(ch, sim->end[g], sim->xend[g], C_COMM, tp_sim_op_bytes(sim->c, s, st, op));
+      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g], sim->xend[g], C_COMM,
+          tp_sim_op_bytes(sim->c, s, st, op));
   }
   /* version v lives from its update until the next update or its last reader, whichever is later */
   for (int v = 0; v <= s->K; v++)
-    add(ch, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), C_VERSIONS, 1);
-  g_array_sort(ch, change_cmp);
+    add(&q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), C_VERSIONS, 1);
+  long nch;
+  const Change *sorted = sort_streams(&q, room, &nch);
   double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
   sm->peak_bytes = -1;
-  for (guint i = 0; i < ch->len; i++) {
-    const Change *c = &g_array_index(ch, Change, i);
+  for (long i = 0; i < nch; i++) {
+    const Change *c = &sorted[i];
     cur[c->comp] += c->delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
@@ -174,7 +243,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (series && (i + 1 == ch->len || g_array_index(ch, Change, i + 1).t != c->t)) {
+    if (series && (i + 1 == nch || sorted[i + 1].t != c->t)) {
       TpMemPoint p = { c->t, total };
       g_array_append_val(series, p);
     }

@@ -143,22 +143,14 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
+/* Consumers from the index's producers: cons[p] = g when g receives from p. */
 static void wire(TpSim *sim)
 {
-  const TpSchedule *s = sim->s;
   for (long g = 0; g < sim->n_ops; g++)
     sim->cons[g] = -1;
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      long g = sim->ix->off[st] + k;
-      int pst = st;
-      long p = tp_index_producer(sim->ix, s, st, &ops[k], &pst);
-      sim->prod[g] = (int32_t)p;
-      if (p >= 0)
-        sim->cons[p] = (int32_t)g;
-    }
-  }
+  for (long g = 0; g < sim->n_ops; g++)
+    if (sim->prod[g] >= 0)
+      sim->cons[sim->prod[g]] = (int32_t)g;
 }
 
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
@@ -179,7 +171,7 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   sim->end = g_new(double, n);
   sim->xstart = g_new(double, n);
   sim->xend = g_new(double, n);
-  sim->prod = g_new(int32_t, n);
+  sim->prod = sim->ix->prod;
   sim->cons = g_new(int32_t, n);
   for (long g = 0; g < n; g++)
     sim->xstart[g] = sim->xend[g] = -1;
@@ -232,7 +224,6 @@ void tp_sim_free(TpSim *sim)
   g_free(sim->end);
   g_free(sim->xstart);
   g_free(sim->xend);
-  g_free(sim->prod);
   g_free(sim->cons);
   g_free(sim);
 }

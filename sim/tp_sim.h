@@ -15,7 +15,7 @@ typedef struct {
   TpIndex *ix;
   long n_ops;
   double *start, *end;   /* per global op (ix->off numbering) */
-  int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1 */
+  int32_t *prod, *cons;  /* (prod: the index's) the op on the neighbouring stage this op receives from / sends to, or -1 */
   double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0) */
   double makespan;
 } TpSim;
