@@ -111,9 +111,7 @@ void tp_order_fill(TpSchedule *s)
 {
   /* every stage gets K·N forwards (K whole ones for 1f1b-async), K·N backwards (K whole ones for
    * nf1b and 1f1b-async) and K updates: size the arrays once instead of growing them */
-  gboolean whole_f = s->order == TP_ORDER_1F1B_ASYNC;
-  gboolean whole_b = whole_f || s->order == TP_ORDER_NF1B;
-  guint per_stage = (guint)((long)s->K * ((whole_f ? 1 : s->N) + (whole_b ? 1 : s->N) + 1));
+  guint per_stage = (guint)tp_stage_ops_count(s->order, s->N, s->K);
   for (int st = 0; st < s->W; st++) {
     g_array_set_size(s->stage[st], per_stage);
     g_array_set_size(s->stage[st], 0);

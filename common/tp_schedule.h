@@ -98,6 +98,17 @@ gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err);
 /* Whether W, N, K are in range and the schedule stays below TP_MAX_OPS operations. */
 gboolean tp_size_check(int W, int N, int K, GError **err);
 
+/* Memory a run may use, in bytes: TP_MEMORY_LIMIT when set (bytes, or with a K, M or G suffix),
+ * else the kernel's MemAvailable (or free pages); -1 when TP_MEMORY_LIMIT is not understood. */
+long long tp_memory_available(void);
+/* Refuse, before allocating, a step that needs `need` bytes while less is available: one
+ * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available". */
+gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err);
+/* Bytes generating (order, index, replay, versions, validation) a W, N, K schedule takes at peak. */
+long long tp_generate_bytes(TpOrder o, int W, int N, int K);
+/* Operations per stage of a generated schedule of order o. */
+long long tp_stage_ops_count(TpOrder o, int N, int K);
+
 TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K);
 void tp_schedule_free(TpSchedule *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSchedule, tp_schedule_free)

@@ -151,6 +151,10 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, the schedule has %d", c->W, W);
     return NULL;
   }
+  /* on top of generating: each operation's start and end twice (32 B), arrivals, queued messages */
+  long long ops = W * tp_stage_ops_count(o, N, K);
+  if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 48, err))
+    return NULL;
   Gen g = { .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
   g.s = tp_schedule_new(o, p, W, N, K);
   g.s->fixed_on = TP_FIXED_ON_COSTS;

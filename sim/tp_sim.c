@@ -153,12 +153,28 @@ static void wire(TpSim *sim)
       sim->cons[sim->prod[g]] = (int32_t)g;
 }
 
+long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
+{
+  long long ops = tp_schedule_n_ops(s), widest = 0;
+  for (int st = 0; st < s->W; st++)
+    widest = MAX(widest, (long long)tp_stage_len(s, st));
+  long long keys = (long long)s->W * ((long long)s->K * (s->N + 1) + 1);
+  /* the schedule (20 B per operation); index: producers, consumers (8 B) and positions per key;
+   * start, end, transfer start and end (32 B); arrivals (1 B); queued messages (16 B, none on unit
+   * costs); the metrics' latest versions (4 B) and one stage's memory changes, twice (about six of
+   * 24 B per operation, and their runs) */
+  return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + (c->unit ? 0 : 16) + 4) + keys * 8 +
+         (widest * 6 + 2LL * s->K + 2) * (2 * 24 + 8);
+}
+
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
 {
   if (c->W != s->W) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
     return NULL;
   }
+  if (!tp_memory_check("simulating the schedule", s->W, s->N, s->K, tp_sim_bytes(s, c), err))
+    return NULL;
   TpSim *sim = g_new0(TpSim, 1);
   sim->s = s;
   sim->c = c;

@@ -66,7 +66,10 @@ static inline void tp_link_queues_free(TpLinkQueue *q, int n)
   g_free(q);
 }
 
+/* Refuses (TP_ERROR_INPUT, before allocating) a schedule whose simulation and metrics need more
+ * memory than tp_memory_available() allows: about tp_sim_bytes(s, c). */
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
+long long tp_sim_bytes(const TpSchedule *s, const TpCost *c);
 void tp_sim_free(TpSim *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSim, tp_sim_free)
 
