@@ -40,8 +40,9 @@ static void push_op(Gen *g, int st, TpOpKind k, int mb, int micro, double d)
 }
 
 /* The message `id` on link l has arrived: a forward unit's activations or a mini-batch's gradient. */
-static void deliver(Gen *g, int l, long id)
+static void deliver(void *ctx, int l, long id)
 {
+  Gen *g = ctx;
   int dst = tp_link_dst(g->W, l);
   if (l < g->W - 1)
     g->f_in[(size_t)dst * g->units + id] = 1;
@@ -50,24 +51,12 @@ static void deliver(Gen *g, int l, long id)
   mark(g, dst);
 }
 
-static void link_pump(Gen *g, int l)
-{
-  TpLinkQueue *k = &g->link[l];
-  while (!k->busy && k->head < k->tail) {
-    if (k->dur[k->head] > 0) {
-      k->busy = TRUE;
-      tp_engine_push(&g->eng, g->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
-      return;
-    }
-    deliver(g, l, k->id[k->head++]);
-  }
-}
+static const TpLinkHandlers link_handlers = { deliver, NULL, EV_XFER_DONE };
 
 static void send(Gen *g, int st, TpOpKind kind, long id, double bytes)
 {
   int l = tp_link_of(g->W, st, kind);
-  tp_link_queue_push(&g->link[l], id, tp_sim_link_time(g->c, l, bytes));
-  link_pump(g, l);
+  tp_link_send(&g->eng, &g->link[l], l, id, tp_sim_link_time(g->c, l, bytes), &link_handlers, g);
 }
 
 /* Stage st is idle: run its next backward if ready, else its next admitted, ready forward. */
@@ -126,13 +115,7 @@ static void on_compute_done(Gen *g, int st)
   tp_mark_device_sharers(&g->eng, g->c, st);
 }
 
-static void on_xfer_done(Gen *g, int l)
-{
-  TpLinkQueue *k = &g->link[l];
-  k->busy = FALSE;
-  deliver(g, l, k->id[k->head++]);
-  link_pump(g, l);
-}
+static void on_xfer_done(Gen *g, int l) { tp_link_done(&g->eng, &g->link[l], l, &link_handlers, g); }
 
 static void commit(void *ctx, const TpEvent *ev)
 {

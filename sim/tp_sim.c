@@ -46,30 +46,23 @@ double tp_sim_link_time(const TpCost *c, int link, double bytes)
 
 static inline void try_later(Run *r, int st) { tp_engine_mark(&r->eng, st); }
 
-static void deliver(Run *r, int l, long g)
+static void deliver(void *ctx, int l, long g)
 {
+  Run *r = ctx;
   TpSim *sim = r->sim;
   sim->xend[g] = r->eng.now;
   r->arrived[sim->cons[g]] = 1;
   try_later(r, tp_link_dst(r->W, l));
 }
 
-/* Start transfers at the head of link l's queue while the link is free. */
-static void link_pump(Run *r, int l)
+static void started(void *ctx, int l, long g)
 {
-  TpLinkQueue *k = &r->link[l];
-  while (!k->busy && k->head < k->tail) {
-    long g = k->id[k->head];
-    r->sim->xstart[g] = r->eng.now;
-    if (k->dur[k->head] <= 0) {
-      k->head++;
-      deliver(r, l, g);
-    } else {
-      k->busy = TRUE;
-      tp_engine_push(&r->eng, r->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
-    }
-  }
+  (void)l;
+  Run *r = ctx;
+  r->sim->xstart[g] = r->eng.now;
 }
+
+static const TpLinkHandlers link_handlers = { deliver, started, EV_XFER_DONE };
 
 static void try_start(Run *r, int st)
 {
@@ -96,21 +89,14 @@ static void try_start(Run *r, int st)
 #endif
 }
 
-/* Queue the message op g (at stage st) sends on its link; an instant transfer on an idle link is
- * delivered at once. */
+/* The message op g (at stage st) sends goes on its link. */
 static void send(Run *r, int st, long g)
 {
   TpSim *sim = r->sim;
   const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
   int l = tp_link_of(r->W, st, op->kind);
-  TpLinkQueue *k = &r->link[l];
-  if (sim->c->unit && k->head == k->tail) {
-    sim->xstart[g] = r->eng.now;
-    deliver(r, l, g);
-    return;
-  }
-  tp_link_queue_push(k, g, tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op)));
-  link_pump(r, l);
+  double dur = sim->c->unit ? 0 : tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op));
+  tp_link_send(&r->eng, &r->link[l], l, g, dur, &link_handlers, r);
 }
 
 static void on_compute_done(Run *r, int st)
@@ -127,14 +113,7 @@ static void on_compute_done(Run *r, int st)
   tp_mark_device_sharers(&r->eng, sim->c, st);
 }
 
-static void on_xfer_done(Run *r, int l)
-{
-  TpLinkQueue *k = &r->link[l];
-  long g = k->id[k->head++];
-  k->busy = FALSE;
-  deliver(r, l, g);
-  link_pump(r, l);
-}
+static void on_xfer_done(Run *r, int l) { tp_link_done(&r->eng, &r->link[l], l, &link_handlers, r); }
 
 static void commit(void *ctx, const TpEvent *ev)
 {

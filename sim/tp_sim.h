@@ -7,6 +7,7 @@
 #include "tp_cost.h"
 #include "tp_engine.h"
 #include "tp_index.h"
+#include "tp_link.h"
 #include "tp_schedule.h"
 
 typedef struct {
@@ -36,34 +37,6 @@ static inline void tp_mark_device_sharers(TpEngine *e, const TpCost *c, int st)
   for (int o = 0; o < c->W; o++)
     if (o != st && c->stage[o].device == c->stage[st].device)
       tp_engine_mark(e, o);
-}
-
-/* A link direction's FIFO of messages waiting for or in transfer. */
-typedef struct {
-  long *id;    /* what is sent (an op, a forward unit, a mini-batch: the caller's numbering) */
-  double *dur; /* transfer time of each */
-  long head, tail, cap;
-  gboolean busy;
-} TpLinkQueue;
-
-static inline void tp_link_queue_push(TpLinkQueue *q, long id, double dur)
-{
-  if (q->tail == q->cap) {
-    q->cap = q->cap ? 2 * q->cap : 64;
-    q->id = g_renew(long, q->id, q->cap);
-    q->dur = g_renew(double, q->dur, q->cap);
-  }
-  q->id[q->tail] = id;
-  q->dur[q->tail++] = dur;
-}
-
-static inline void tp_link_queues_free(TpLinkQueue *q, int n)
-{
-  for (int l = 0; l < n; l++) {
-    g_free(q[l].id);
-    g_free(q[l].dur);
-  }
-  g_free(q);
 }
 
 /* Refuses (TP_ERROR_INPUT, before allocating) a schedule whose simulation and metrics need more
