@@ -49,9 +49,9 @@ static void order_2bw(TpSchedule *s)
   }
 }
 
-/* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots.  Every stage, every
- * slot, picks: its next backward if ready, else its next forward if ready and admitted, else idles.
- * Results are visible from the slot after the one that produced them. */
+/* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots: every slot, every
+ * stage runs what tp_nf1b_next says.  Results are visible from the slot after the one that produced
+ * them. */
 static void order_slots(TpSchedule *s, gboolean whole)
 {
   const int W = s->W, K = s->K, per = whole ? 1 : s->N;
@@ -68,36 +68,29 @@ static void order_slots(TpSchedule *s, gboolean whole)
   for (int32_t t = 0; done < W; t++) {
     for (int st = 0; st < W; st++) {
       int i = nb[st];
-      if (i > K)
-        continue;
-      int32_t *fe = fend + (size_t)st * units, *be = bend + (size_t)st * (K + 1);
-      gboolean bready;
-      if (st == W - 1)
-        bready = nf[st] >= (long)i * per && fe[(long)i * per - 1] <= t;
-      else
-        bready = nb[st + 1] > i && bend[(size_t)(st + 1) * (K + 1) + i] <= t;
-      if (bready) {
+      long f = nf[st];
+      gboolean bready = st < W - 1 && i <= K && nb[st + 1] > i && bend[(size_t)(st + 1) * (K + 1) + i] <= t;
+      gboolean fready = st > 0 && f < units && nf[st - 1] > f && fend[(size_t)(st - 1) * units + f] <= t;
+      switch (tp_nf1b_next(W, K, per, st, f, i, inflight[st], fready, bready)) {
+      case TP_NEXT_BACKWARD:
         tp_push(s, st, TP_OP_B, i, TP_WHOLE);
         tp_push(s, st, TP_OP_U, i, TP_WHOLE);
-        be[i] = t + 1;
+        bend[(size_t)st * (K + 1) + i] = t + 1;
         inflight[st]--;
         if (++nb[st] > K)
           done++;
-        continue;
+        break;
+      case TP_NEXT_FORWARD: {
+        int fi = (int)(f / per) + 1, fj = (int)(f % per);
+        tp_push(s, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
+        fend[(size_t)st * units + f] = t + 1;
+        nf[st]++;
+        if (fj == 0)
+          inflight[st]++;
+        break;
       }
-      long f = nf[st];
-      if (f >= units)
-        continue;
-      int fi = (int)(f / per) + 1, fj = (int)(f % per);
-      if (fj == 0 && inflight[st] >= W - st)
-        continue;
-      if (st > 0 && !(nf[st - 1] > f && fend[(size_t)(st - 1) * units + f] <= t))
-        continue;
-      tp_push(s, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
-      fe[f] = t + 1;
-      nf[st]++;
-      if (fj == 0)
-        inflight[st]++;
+      case TP_NEXT_IDLE: break;
+      }
     }
   }
   g_free(nf);

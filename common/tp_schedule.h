@@ -142,4 +142,21 @@ TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GEr
 /* orders.c: fill the per-stage operation lists (versions left at 0). */
 void tp_order_fill(TpSchedule *s);
 
+/* The nf1b rule (and 1f1b-async's, its case of one forward unit per mini-batch), spec §2.1: what an
+ * idle stage st of W runs next, on any timeline.  Backward first: the next backward, mini-batch
+ * nb (1..K), when b_ready — its gradient has arrived from stage st+1, or on the last stage all its
+ * forward units (per of them) are done there, nf >= nb·per; else the next forward unit nf
+ * (0..K·per-1) when f_ready — its activations have arrived (always on stage 1) — and admitted: a
+ * new mini-batch starts only while fewer than W-st are in flight on the stage. */
+typedef enum { TP_NEXT_IDLE, TP_NEXT_FORWARD, TP_NEXT_BACKWARD } TpNext;
+static inline TpNext tp_nf1b_next(int W, int K, int per, int st, long nf, int nb, int inflight, gboolean f_ready,
+                                  gboolean b_ready)
+{
+  if (nb <= K && (st == W - 1 ? nf >= (long)nb * per : b_ready))
+    return TP_NEXT_BACKWARD;
+  if (nf >= (long)K * per || (nf % per == 0 && inflight >= W - st) || (st > 0 && !f_ready))
+    return TP_NEXT_IDLE;
+  return TP_NEXT_FORWARD;
+}
+
 #endif

@@ -72,23 +72,23 @@ static void try_start(Gen *g, int st)
     return;
   }
   int i = g->nb[st];
-  if (i <= s->K) {
-    gboolean ready = st == g->W - 1 ? g->nf[st] >= (long)i * g->per : g->g_in[(size_t)st * (s->K + 1) + i];
-    if (ready) {
-      TpOp op = { TP_OP_B, 0, i, TP_WHOLE, 0, 0 };
-      push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
-      return;
-    }
-  }
   long f = g->nf[st];
-  if (f >= g->units)
-    return;
-  int fi = (int)(f / g->per) + 1, fj = (int)(f % g->per);
-  if ((fj == 0 && g->inflight[st] >= g->W - st) || (st > 0 && !g->f_in[(size_t)st * g->units + f]))
-    return;
-  int micro = g->per == 1 ? TP_WHOLE : fj;
-  TpOp op = { TP_OP_F, 0, fi, micro, 0, 0 };
-  push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
+  gboolean fready = st > 0 && f < g->units && g->f_in[(size_t)st * g->units + f];
+  gboolean bready = st < g->W - 1 && i <= s->K && g->g_in[(size_t)st * (s->K + 1) + i];
+  switch (tp_nf1b_next(g->W, s->K, g->per, st, f, i, g->inflight[st], fready, bready)) {
+  case TP_NEXT_BACKWARD: {
+    TpOp op = { TP_OP_B, 0, i, TP_WHOLE, 0, 0 };
+    push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
+    break;
+  }
+  case TP_NEXT_FORWARD: {
+    int fi = (int)(f / g->per) + 1, micro = g->per == 1 ? TP_WHOLE : (int)(f % g->per);
+    TpOp op = { TP_OP_F, 0, fi, micro, 0, 0 };
+    push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
+    break;
+  }
+  case TP_NEXT_IDLE: break;
+  }
 }
 
 static void on_compute_done(Gen *g, int st)
