@@ -33,7 +33,9 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   g_free(seen);
 }
 
-gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err)
+/* The replay, into integer (is, ie) or floating-point (ds, de) start and end arrays. */
+static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
+                       GError **err)
 {
   const int W = s->W;
   int *pos = g_new0(int, W), *stack = g_new(int, W);
@@ -41,7 +43,7 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
   int64_t *clock = g_new0(int64_t, W);
   int top = 0;
   for (long g = 0; g < ix->off[W]; g++)
-    end[g] = -1;
+    de ? (void)(de[g] = -1) : (void)(ie[g] = -1);
   for (int st = W - 1; st >= 0; st--) {
     stack[top++] = st;
     queued[st] = TRUE;
@@ -57,14 +59,17 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
       int32_t p = prod[pos[st]];
       int64_t ready = clock[st];
       if (p != -1) {
-        if (p < 0 || end[p] < 0)
+        int64_t pend = p < 0 ? -1 : de ? (int64_t)de[p] : ie[p];
+        if (pend < 0)
           break;
-        ready = MAX(ready, end[p]);
+        ready = MAX(ready, pend);
       }
       long g = ix->off[st] + pos[st];
-      start[g] = ready;
-      end[g] = ready + (op->kind == TP_OP_U ? 0 : 1);
-      clock[st] = end[g];
+      clock[st] = ready + (op->kind == TP_OP_U ? 0 : 1);
+      if (de)
+        ds[g] = (double)ready, de[g] = (double)clock[st];
+      else
+        is[g] = ready, ie[g] = clock[st];
       pos[st]++;
       int nb = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
       if (nb >= 0 && nb < W && !queued[nb]) {
@@ -87,4 +92,14 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
   g_free(queued);
   g_free(clock);
   return ok;
+}
+
+gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err)
+{
+  return replay(s, ix, start, end, NULL, NULL, err);
+}
+
+gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err)
+{
+  return replay(s, ix, NULL, NULL, start, end, err);
 }

@@ -269,6 +269,37 @@ static double time_per_minibatch(const TpSim *sim, const TpMetrics *m)
   return t;
 }
 
+/* Memory of every stage: the stages are independent, so large schedules spread them over the cores
+ * (each thread takes the next stage from a shared counter and writes only that stage's entry). */
+typedef struct {
+  const TpSim *sim;
+  TpMetrics *m;
+  gint next;
+} StageWork;
+
+static gpointer stage_memory_worker(gpointer data)
+{
+  StageWork *w = data;
+  GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
+  for (int st; (st = g_atomic_int_add(&w->next, 1)) < w->m->W;)
+    stage_memory(w->sim, w->m, st, &w->m->stage[st], ch, NULL);
+  g_array_unref(ch);
+  return NULL;
+}
+
+static void stage_memory_all(const TpSim *sim, TpMetrics *m)
+{
+  StageWork w = { sim, m, 0 };
+  int threads = sim->n_ops < 200000 ? 1 : (int)MIN(g_get_num_processors(), (guint)m->W);
+  GThread **t = g_new(GThread *, threads);
+  for (int i = 1; i < threads; i++)
+    t[i] = g_thread_new("metrics", stage_memory_worker, &w);
+  stage_memory_worker(&w);
+  for (int i = 1; i < threads; i++)
+    g_thread_join(t[i]);
+  g_free(t);
+}
+
 /* ---- all metrics -------------------------------------------------------------------------- */
 
 TpMetrics *tp_metrics_compute(const TpSim *sim)
@@ -320,10 +351,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   steady(s, m->v, m);
   m->t_minibatch = time_per_minibatch(sim, m);
 
-  GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
-  for (int st = 0; st < W; st++)
-    stage_memory(sim, m, st, &m->stage[st], ch, NULL);
-  g_array_unref(ch);
+  stage_memory_all(sim, m);
   return m;
 }
 

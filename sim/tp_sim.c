@@ -5,6 +5,7 @@
 #include "tp_sim.h"
 #include "tp_engine.h"
 #include "tp_error.h"
+#include "tp_replay.h"
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
@@ -25,15 +26,6 @@ double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *
     return op->kind == TP_OP_U ? 0.0 : 1.0;
   const TpStageCost *sc = &c->stage[st];
   return op->kind == TP_OP_U ? sc->upd : tp_op_count(s, op) * (op->kind == TP_OP_F ? sc->fwd : sc->bwd);
-}
-
-double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
-{
-  if (op->kind == TP_OP_F && st < s->W - 1)
-    return tp_op_count(s, op) * c->stage[st].act_bytes;
-  if (op->kind == TP_OP_B && st > 0)
-    return tp_op_count(s, op) * c->stage[st].grad_bytes;
-  return 0;
 }
 
 double tp_sim_link_time(const TpCost *c, int link, double bytes)
@@ -146,32 +138,31 @@ long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
          (widest * 6 + 2LL * s->K + 2) * (2 * 24 + 8);
 }
 
-TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
+/* Unit slots with a device per stage: every operation starts as soon as its stage is free and its
+ * input has arrived, transfers take no time; that is the unit-slot replay (tp_replay), which gives
+ * the event loop's timeline without the event queue (tests check that the two agree). */
+static gboolean run_replay(TpSim *sim, GError **err)
 {
-  if (c->W != s->W) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
-    return NULL;
+  if (!tp_replay_times(sim->s, sim->ix, sim->start, sim->end, err)) {
+    if (err && *err)
+      (*err)->code = TP_ERROR_RUNTIME;
+    return FALSE;
   }
-  if (!tp_memory_check("simulating the schedule", s->W, s->N, s->K, tp_sim_bytes(s, c), err))
-    return NULL;
-  TpSim *sim = g_new0(TpSim, 1);
-  sim->s = s;
-  sim->c = c;
-  if (!(sim->ix = tp_index_new(s, err))) {
-    g_free(sim);
-    return NULL;
+  double span = 0;
+  for (long g = 0; g < sim->n_ops; g++) {
+    span = MAX(span, sim->end[g]);
+    if (sim->cons[g] >= 0)
+      sim->xstart[g] = sim->xend[g] = sim->end[g];
   }
-  long n = sim->n_ops = sim->ix->off[s->W];
-  sim->start = g_new(double, n);
-  sim->end = g_new(double, n);
-  sim->xstart = g_new(double, n);
-  sim->xend = g_new(double, n);
-  sim->prod = sim->ix->prod;
-  sim->cons = g_new(int32_t, n);
-  for (long g = 0; g < n; g++)
-    sim->xstart[g] = sim->xend[g] = -1;
-  wire(sim);
+  sim->makespan = span;
+  return TRUE;
+}
 
+static gboolean run_events(TpSim *sim, GError **err)
+{
+  const TpSchedule *s = sim->s;
+  const TpCost *c = sim->c;
+  long n = sim->n_ops;
   Run r = { .sim = sim, .W = s->W };
   tp_engine_init(&r.eng, s->W);
   r.pos = g_new0(int, s->W);
@@ -203,12 +194,46 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   g_free(r.dev_busy);
   g_free(r.arrived);
   tp_engine_clear(&r.eng);
+  return ok;
+}
+
+static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, GError **err)
+{
+  if (c->W != s->W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
+    return NULL;
+  }
+  if (!tp_memory_check("simulating the schedule", s->W, s->N, s->K, tp_sim_bytes(s, c), err))
+    return NULL;
+  TpSim *sim = g_new0(TpSim, 1);
+  sim->s = s;
+  sim->c = c;
+  if (!(sim->ix = tp_index_new(s, err))) {
+    g_free(sim);
+    return NULL;
+  }
+  long n = sim->n_ops = sim->ix->off[s->W];
+  sim->start = g_new(double, n);
+  sim->end = g_new(double, n);
+  sim->xstart = g_new(double, n);
+  sim->xend = g_new(double, n);
+  sim->prod = sim->ix->prod;
+  sim->cons = g_new(int32_t, n);
+  for (long g = 0; g < n; g++)
+    sim->xstart[g] = sim->xend[g] = -1;
+  wire(sim);
+
+  gboolean ok = events || !c->unit || c->shared_devices ? run_events(sim, err) : run_replay(sim, err);
   if (!ok) {
     tp_sim_free(sim);
     return NULL;
   }
   return sim;
 }
+
+TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, FALSE, err); }
+
+TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, TRUE, err); }
 
 void tp_sim_free(TpSim *sim)
 {

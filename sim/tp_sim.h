@@ -42,13 +42,23 @@ static inline void tp_mark_device_sharers(TpEngine *e, const TpCost *c, int st)
 /* Refuses (TP_ERROR_INPUT, before allocating) a schedule whose simulation and metrics need more
  * memory than tp_memory_available() allows: about tp_sim_bytes(s, c). */
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
+/* The same, always through the event loop (tp_sim_run takes the unit-slot replay where the two
+ * agree: unit costs, a device per stage). */
+TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err);
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c);
 void tp_sim_free(TpSim *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSim, tp_sim_free)
 
 double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
 /* Bytes of the message op (at stage st) sends, 0 if it sends none. */
-double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
+static inline double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
+{
+  if (op->kind == TP_OP_F && st < s->W - 1)
+    return tp_op_count(s, op) * c->stage[st].act_bytes;
+  if (op->kind == TP_OP_B && st > 0)
+    return tp_op_count(s, op) * c->stage[st].grad_bytes;
+  return 0;
+}
 double tp_sim_link_time(const TpCost *c, int link, double bytes);
 
 #endif
