@@ -75,29 +75,39 @@ int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empt
 
 enum { C_VERSIONS, C_BLEND, C_ACTS, C_COMM, C_N };
 
+/* The changes of one stage, by stream: each stream is written in time order in the usual case (a
+ * stage's starts and ends grow with its position, a link delivers in sending order), so they are
+ * merged as they are read instead of sorted.  A change's component is its stream's. */
+enum { S_ACTS, S_ACTS_END, S_BLEND, S_BLEND_END, S_RECV_F, S_RECV_B, S_RECV_END, S_SEND, S_SEND_END_F, S_SEND_END_B,
+       S_VER, S_VER_END, S_N };
+static const int stream_comp[S_N] = { C_ACTS, C_ACTS, C_BLEND, C_BLEND, C_COMM, C_COMM,
+                                      C_COMM, C_COMM, C_COMM, C_COMM, C_VERSIONS, C_VERSIONS };
+
 typedef struct {
-  double t;
-  int comp;
-  double delta;
+  double t, delta;
 } Change;
 
-static inline gboolean change_before(const Change *x, const Change *y)
+/* Changes in time order; at one instant frees before allocations, then by component. */
+static inline gboolean change_before(const Change *x, int cx, const Change *y, int cy)
 {
   if (x->t != y->t)
     return x->t < y->t;
-  if (x->delta != y->delta) /* frees before allocations at the same instant */
+  if (x->delta != y->delta)
     return x->delta < y->delta;
-  return x->comp < y->comp;
+  return cx < cy;
 }
 
-/* The changes of one stage, by stream: each stream is written in time order in the usual case (a
- * stage's starts and ends grow with its position, a link delivers in sending order), so the sort
- * below merges a few long runs instead of sorting from scratch. */
-enum { S_ACTS, S_ACTS_END, S_BLEND, S_BLEND_END, S_RECV_F, S_RECV_B, S_RECV_END, S_SEND, S_SEND_END_F, S_SEND_END_B,
-       S_VER, S_VER_END, S_N };
+static int change_cmp(const void *a, const void *b)
+{
+  const Change *x = a, *y = b;
+  return change_before(x, 0, y, 0) ? -1 : change_before(y, 0, x, 0) ? 1 : 0;
+}
+
 typedef struct {
-  Change *buf;          /* the streams one after the other, then as much again for the sort */
+  Change *buf; /* the streams one after the other */
   long at[S_N], len[S_N];
+  long pos[S_N]; /* merging: the next change of each stream */
+  int heap[S_N], n_heap; /* merging: the streams left, by their next change */
 } Streams;
 
 /* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
@@ -110,53 +120,75 @@ static long streams_layout(Streams *q, long nf, long nb, int K)
   return total;
 }
 
-static inline void put(Streams *q, int stream, double t, int comp, double delta)
+static inline void put(Streams *q, int stream, double t, double delta)
 {
   Change *c = &q->buf[q->at[stream] + q->len[stream]++];
-  c->t = t, c->comp = comp, c->delta = delta;
+  c->t = t, c->delta = delta;
 }
 
-static inline void add(Streams *q, int on, int off, double t0, double t1, int comp, double amount)
+static inline void add(Streams *q, int on, int off, double t0, double t1, double amount)
 {
   if (t1 <= t0 || amount == 0)
     return;
-  put(q, on, t0, comp, amount);
-  put(q, off, t1, comp, -amount);
+  put(q, on, t0, amount);
+  put(q, off, t1, -amount);
 }
 
-/* Stable natural merge sort of the streams (room: total entries, twice) into one array of *n. */
-static Change *sort_streams(Streams *q, long total, long *n)
+static inline const Change *head(const Streams *q, int k) { return &q->buf[q->at[k] + q->pos[k]]; }
+
+static inline gboolean head_before(const Streams *q, int a, int b)
 {
-  Change *a = q->buf, *b = q->buf + total;
-  long len = 0;
+  return change_before(head(q, a), stream_comp[a], head(q, b), stream_comp[b]);
+}
+
+static void sift_down(Streams *q, int i)
+{
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= q->n_heap)
+      return;
+    if (c + 1 < q->n_heap && head_before(q, q->heap[c + 1], q->heap[c]))
+      c++;
+    if (!head_before(q, q->heap[c], q->heap[i]))
+      return;
+    int t = q->heap[c];
+    q->heap[c] = q->heap[i], q->heap[i] = t;
+    i = c;
+  }
+}
+
+/* Get ready to merge: a stream out of time order (a schedule file may receive in another order than
+ * its neighbour sends) is sorted on its own first. */
+static void merge_start(Streams *q)
+{
+  q->n_heap = 0;
   for (int k = 0; k < S_N; k++) {
-    memmove(a + len, a + q->at[k], (size_t)q->len[k] * sizeof(Change));
-    len += q->len[k];
+    Change *c = q->buf + q->at[k];
+    for (long i = 1; i < q->len[k]; i++)
+      if (change_before(&c[i], 0, &c[i - 1], 0)) {
+        qsort(c, (size_t)q->len[k], sizeof(Change), change_cmp);
+        break;
+      }
+    q->pos[k] = 0;
+    if (q->len[k] > 0)
+      q->heap[q->n_heap++] = k;
   }
-  *n = len;
-  long *run = g_new(long, len + 2), nr = 0; /* run starts, then len */
-  for (long i = 0; i < len; i++)
-    if (i == 0 || change_before(&a[i], &a[i - 1]))
-      run[nr++] = i;
-  run[nr] = len;
-  while (nr > 1) {
-    long m = 0;
-    for (long r = 0; r < nr; r += 2) {
-      long lo = run[r], mid = run[MIN(r + 1, nr)], hi = run[MIN(r + 2, nr)], i = lo, j = mid, k = lo;
-      while (i < mid && j < hi)
-        b[k++] = change_before(&a[j], &a[i]) ? a[j++] : a[i++];
-      memcpy(b + k, a + i, (size_t)(mid - i) * sizeof(Change));
-      k += mid - i;
-      memcpy(b + k, a + j, (size_t)(hi - j) * sizeof(Change));
-      run[m++] = lo;
-    }
-    run[m] = len;
-    nr = m;
-    Change *t = a;
-    a = b, b = t;
-  }
-  g_free(run);
-  return a;
+  for (int i = q->n_heap / 2 - 1; i >= 0; i--)
+    sift_down(q, i);
+}
+
+/* The next change in order and its component; NULL when none is left. */
+static inline const Change *merge_next(Streams *q, int *comp)
+{
+  if (q->n_heap == 0)
+    return NULL;
+  int k = q->heap[0];
+  const Change *c = head(q, k);
+  *comp = stream_comp[k];
+  if (++q->pos[k] == q->len[k])
+    q->heap[0] = q->heap[--q->n_heap];
+  sift_down(q, 0);
+  return c;
 }
 
 /* End of the backward that consumes the activations of forward op f at stage st. */
@@ -188,7 +220,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   for (int k = 0; k < n; k++)
     nf += ops[k].kind == TP_OP_F, nb += ops[k].kind == TP_OP_B;
   long room = streams_layout(&q, nf, nb, s->K);
-  g_array_set_size(ch, (guint)(2 * room));
+  g_array_set_size(ch, (guint)room);
   q.buf = (Change *)ch->data;
   create[0] = 0;
   for (int k = 0; k < n; k++) {
@@ -201,36 +233,35 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
     double use = sim->end[g];
     if (op->kind == TP_OP_F) {
       double rel = release_time(sim, st, op);
-      add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, C_ACTS, tp_op_count(s, op));
+      add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
     } else if (op->src == TP_SRC_BLEND && m->latest[g] > op->ver) {
-      add(&q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], C_BLEND, sc->weight_bytes);
+      add(&q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], sc->weight_bytes);
     }
     last[op->ver] = MAX(last[op->ver], use);
     /* messages: received ones wait from arrival to the consuming op's start; sent ones from the
      * end of the producing op to the end of their transfer */
     long p = sim->prod[g];
     if (p >= 0) {
-      int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
-      const TpOp *po = &tp_stage_ops(s, pst)[p - sim->ix->off[pst]];
-      add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g], C_COMM,
-          tp_sim_op_bytes(sim->c, s, pst, po));
+      /* the producer covers the same micro-batches: its bytes without reading it on its stage */
+      const TpStageCost *pc = &sim->c->stage[op->kind == TP_OP_F ? st - 1 : st + 1];
+      add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g],
+          tp_op_count(s, op) * (op->kind == TP_OP_F ? pc->act_bytes : pc->grad_bytes));
     }
     if (sim->cons[g] >= 0)
-      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g], sim->xend[g], C_COMM,
+      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g], sim->xend[g],
           tp_sim_op_bytes(sim->c, s, st, op));
   }
   /* version v lives from its update until the next update or its last reader, whichever is later */
   for (int v = 0; v <= s->K; v++)
-    add(&q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), C_VERSIONS, 1);
-  long nch;
-  const Change *sorted = sort_streams(&q, room, &nch);
+    add(&q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), 1);
+  merge_start(&q);
   double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
   sm->peak_bytes = -1;
-  for (long i = 0; i < nch; i++) {
-    const Change *c = &sorted[i];
-    cur[c->comp] += c->delta;
+  int cc;
+  for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
+    cur[cc] += c->delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
     double comp[TP_N_MEM] = { cur[C_VERSIONS] * sc->weight_bytes + cur[C_BLEND], sc->optimizer_bytes,
@@ -243,7 +274,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (series && (i + 1 == nch || sorted[i + 1].t != c->t)) {
+    if (series && (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t)) {
       TpMemPoint p = { c->t, total };
       g_array_append_val(series, p);
     }
@@ -290,7 +321,9 @@ static gpointer stage_memory_worker(gpointer data)
 static void stage_memory_all(const TpSim *sim, TpMetrics *m)
 {
   StageWork w = { sim, m, 0 };
-  int threads = sim->n_ops < 200000 ? 1 : (int)MIN(g_get_num_processors(), (guint)m->W);
+  /* each thread holds one stage's changes: spread only many small stages (the memory stays that of
+   * a few stages, not of a large share of the schedule) */
+  int threads = sim->n_ops < 200000 || m->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)m->W / 8);
   GThread **t = g_new(GThread *, threads);
   for (int i = 1; i < threads; i++)
     t[i] = g_thread_new("metrics", stage_memory_worker, &w);
