@@ -106,6 +106,10 @@ static void test_cli_refusals(void)
   R("5M", "W=8, N=8, K=1000: simulating the schedule needs about", "simulate", "-w", "8", "-n", "8", "-k", "1000");
   R("1G", "W=1024, N=31, K=3074: one cell of the sweep needs about", "validate", "-w", "1024", "-n", "31");
   R("64G", "more than the bound", "validate", "-w", "1-100", "-n", "1-100");
+  R("2500K", "W=16, N=8, K=200: writing the schedule needs about", "schedule", "-w", "16", "-n", "8", "-k", "200",
+    "--format", "json");
+  R("10M", "W=16, N=8, K=200: writing the trace needs about", "simulate", "-w", "16", "-n", "8", "-k", "200",
+    "--trace", "/nonexistent/never-written.json");
   R("1x", "TP_MEMORY_LIMIT: expected a number of bytes", "schedule");
 }
 
