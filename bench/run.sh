@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh — the benchmarks of bench/RESULTS.md: end-to-end `simulate` throughput and peak memory per
 # operation, the event loop and the metrics alone, and the wall time of the validate sweep.
-# Usage: bench/run.sh [BUILDDIR [REPS]]   (BUILDDIR holds timeprest and bench/bench-sim; default .)
+# Usage: bench/run.sh [BUILDDIR [REPS]]   (BUILDDIR holds timeprest and bench/bench-sim; default .;
+#        SWEEP_REPS=n runs the sweep n times instead of 2)
 set -e
 b=${1:-.}
 reps=${2:-5}
@@ -34,7 +35,7 @@ printf 'schedule peak RSS  %8.1f MB  %8.1f bytes/op (csv output included)\n' "$(
 echo "== the parts alone (one core): bench-sim timeprest 64 32 512 $reps"
 "$b/bench/bench-sim" timeprest 64 32 512 "$reps"
 
-echo "== validate -w 2-64 -n 1-64 (wall time, best of 2)"
-reps=2
+reps=${SWEEP_REPS:-2}
+echo "== validate -w 2-64 -n 1-64 (wall time, best of $reps)"
 t=$(best_of "$b/timeprest" validate -w 2-64 -n 1-64 --format tsv)
 printf 'validate sweep     %8.3f s\n' "$t"
