@@ -1,9 +1,12 @@
-/* test-limits.c — sizes the tool must refuse rather than die on (memory each step needs, checked
- * before allocating, against TP_MEMORY_LIMIT here; the total work of a sweep), and the sweep's
- * threads, which must give the rows a single thread gives. */
+/* test-scale.c — what makes large runs possible: sizes the tool must refuse rather than die on
+ * (memory each step needs, checked before allocating, against TP_MEMORY_LIMIT here; the total work
+ * of a sweep), the sweep's threads, which must give the rows a single thread gives, and the
+ * metrics' merge of memory changes when a stage receives in another order than its neighbour sends. */
 #include "tp_test.h"
 #include "tp_cost.h"
+#include "tp_metrics.h"
 #include "tp_sim.h"
+#include "tp_validate.h"
 #include "tp_sweep.h"
 
 static void test_sweep_threads_equal(void)
@@ -113,13 +116,58 @@ static void test_cli_refusals(void)
   R("1x", "TP_MEMORY_LIMIT: expected a number of bytes", "schedule");
 }
 
+/* GPipe with stages 2 and 3 running each mini-batch's first two forwards swapped: their received
+ * activations arrive in the other order, so the stream of arrivals is out of time order and must
+ * be sorted before it is merged.  Each stage's memory must then be a step function in time order
+ * whose largest value is the peak and which ends at the fixed part (optimizer, gradient buffer). */
+static void test_memory_out_of_order(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("gpipe", 4, 3, 4);
+  for (int st = 1; st <= 2; st++) {
+    TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k + 1 < tp_stage_len(s, st); k++)
+      if (ops[k].kind == TP_OP_F && ops[k].micro == 0) {
+        TpOp t = ops[k];
+        ops[k] = ops[k + 1], ops[k + 1] = t;
+        k++;
+      }
+  }
+  GError *err = NULL;
+  tp_validate(s, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpCost) c = tp_cost_load(TP_SRCDIR "/examples/cluster-4.cost", 4, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  long swapped = 0;
+  for (int st = 0; st < 4; st++) {
+    g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
+    double top = 0;
+    for (guint i = 0; i < series->len; i++) {
+      const TpMemPoint *p = &g_array_index(series, TpMemPoint, i);
+      if (i > 0)
+        g_assert_cmpfloat(p->t, >, g_array_index(series, TpMemPoint, i - 1).t);
+      top = MAX(top, p->bytes);
+    }
+    g_assert_cmpfloat(top, ==, m->stage[st].peak_bytes);
+    g_assert_cmpfloat(g_array_index(series, TpMemPoint, series->len - 1).bytes, ==,
+                      c->stage[st].optimizer_bytes + c->stage[st].grad_buffer_bytes);
+    /* the swap did make arrivals come out of order on this stage */
+    for (long g = sim->ix->off[st] + 1; st > 0 && g < sim->ix->off[st + 1]; g++)
+      swapped += sim->prod[g] >= 0 && sim->prod[g - 1] >= 0 && sim->xend[sim->prod[g]] < sim->xend[sim->prod[g - 1]];
+  }
+  g_assert_cmpint(swapped, >, 0);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   /* first: it sets TP_MEMORY_LIMIT in this process, which is safe only before any thread starts */
-  g_test_add_func("/limits/memory-limit", test_memory_limit);
-  g_test_add_func("/limits/cli-refusals", test_cli_refusals);
-  g_test_add_func("/limits/sweep-threads-equal", test_sweep_threads_equal);
-  g_test_add_func("/limits/sweep-work-bound", test_sweep_work_bound);
+  g_test_add_func("/scale/memory-limit", test_memory_limit);
+  g_test_add_func("/scale/cli-refusals", test_cli_refusals);
+  g_test_add_func("/scale/sweep-threads-equal", test_sweep_threads_equal);
+  g_test_add_func("/scale/sweep-work-bound", test_sweep_work_bound);
+  g_test_add_func("/scale/memory-out-of-order", test_memory_out_of_order);
   return g_test_run();
 }
