@@ -48,35 +48,43 @@ static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int6
     stack[top++] = st;
     queued[st] = TRUE;
   }
+  /* run each stage as far as its inputs allow, then wake the neighbours it sent to; the times do
+   * not depend on the order stages are visited in, only on each operation's producer */
   while (top > 0) {
     int st = stack[--top];
     queued[st] = FALSE;
     const TpOp *ops = tp_stage_ops(s, st);
-    int n = tp_stage_len(s, st);
-    const int32_t *prod = ix->prod + ix->off[st];
-    while (pos[st] < n) {
-      const TpOp *op = &ops[pos[st]];
-      int32_t p = prod[pos[st]];
-      int64_t ready = clock[st];
+    const int n = tp_stage_len(s, st);
+    const long off = ix->off[st];
+    const int32_t *prod = ix->prod + off;
+    int k = pos[st];
+    int64_t clk = clock[st];
+    gboolean sent_down = FALSE, sent_up = FALSE;
+    for (; k < n; k++) {
+      int32_t p = prod[k];
+      int64_t ready = clk;
       if (p != -1) {
         int64_t pend = p < 0 ? -1 : de ? (int64_t)de[p] : ie[p];
         if (pend < 0)
           break;
         ready = MAX(ready, pend);
       }
-      long g = ix->off[st] + pos[st];
-      clock[st] = ready + (op->kind == TP_OP_U ? 0 : 1);
+      uint8_t kind = ops[k].kind;
+      clk = ready + (kind == TP_OP_U ? 0 : 1);
       if (de)
-        ds[g] = (double)ready, de[g] = (double)clock[st];
+        ds[off + k] = (double)ready, de[off + k] = (double)clk;
       else
-        is[g] = ready, ie[g] = clock[st];
-      pos[st]++;
-      int nb = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
-      if (nb >= 0 && nb < W && !queued[nb]) {
+        is[off + k] = ready, ie[off + k] = clk;
+      sent_down |= kind == TP_OP_F;
+      sent_up |= kind == TP_OP_B;
+    }
+    pos[st] = k;
+    clock[st] = clk;
+    for (int nb = st - 1; nb <= st + 1; nb += 2)
+      if ((nb < st ? sent_up : sent_down) && nb >= 0 && nb < W && !queued[nb]) {
         stack[top++] = nb;
         queued[nb] = TRUE;
       }
-    }
   }
   gboolean ok = TRUE;
   for (int st = 0; st < W && ok; st++)
