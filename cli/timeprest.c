@@ -5,9 +5,6 @@
 #include "tp_error.h"
 
 #include <locale.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -42,12 +39,6 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
-#ifdef __GLIBC__
-  /* the steps (generate, validate, simulate, metrics; a sweep's cells) free arrays of megabytes the
-   * next one needs again: keep them in the heap instead of mapping fresh, zeroed pages each time */
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -5,6 +5,10 @@
 #include "tp_error.h"
 #include "tp_metrics.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 typedef struct {
   TpOrder o;
   TpPolicy p;
@@ -95,6 +99,12 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
   sw.errs = g_new0(GError *, sw.cells);
   if (threads <= 0)
     threads = (int)g_get_num_processors();
+#ifdef __GLIBC__
+  /* every cell allocates and frees arrays of a few megabytes: keep them in the heap for the next
+   * cell instead of mapping fresh (zeroed) pages each time */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   threads = (int)MIN((long)threads, sw.cells);
   threads = (int)MAX(1, MIN((long long)threads, avail / MAX(cell_bytes, 1)));
   GThread **t = g_new(GThread *, MAX(threads, 1));
