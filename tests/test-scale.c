@@ -111,7 +111,7 @@ static void test_cli_refusals(void)
   R("64G", "more than the bound", "validate", "-w", "1-100", "-n", "1-100");
   R("2500K", "W=16, N=8, K=200: writing the schedule needs about", "schedule", "-w", "16", "-n", "8", "-k", "200",
     "--format", "json");
-  R("10M", "W=16, N=8, K=200: writing the trace needs about", "simulate", "-w", "16", "-n", "8", "-k", "200",
+  R("14M", "W=16, N=8, K=200: writing the trace needs about", "simulate", "-w", "16", "-n", "8", "-k", "200",
     "--trace", "/nonexistent/never-written.json");
   R("1x", "TP_MEMORY_LIMIT: expected a number of bytes", "schedule");
 }
