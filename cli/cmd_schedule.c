@@ -35,7 +35,8 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
     ok = FALSE;
   }
   ok = ok && (co.costed_order ? tp_cli_build_all(&o, &co, &s, &c, err) : (s = tp_cli_schedule_build(&o, err)) != NULL);
-  /* the text held before it is written: about 40 (grid, with its replay), 32 (csv) or 96 (json) bytes per operation */
+  /* the text held before it is written: about 40 (grid, with its replay), 32 (csv) or 96 (json)
+   * bytes per operation */
   static const long long text_bytes[] = { 40, 32, 96 };
   ok = ok && tp_memory_check("writing the schedule", s->W, s->N, s->K, tp_schedule_n_ops(s) * text_bytes[fmt], err);
   if (ok) {

@@ -17,7 +17,8 @@ typedef struct {
 /* key of (mb, micro): micro TP_WHOLE maps to the mini-batch's slot 0. */
 static inline int tp_key(int N, int mb, int micro) { return (mb - 1) * (N + 1) + micro + 1; }
 
-/* Build the index and the producer of every operation.  Fails (TP_ERROR_INPUT) on an op with out-of-range fields or on a duplicate,
+/* Build the index and the producer of every operation.  Fails (TP_ERROR_INPUT) on an op with
+ * out-of-range fields or on a duplicate,
  * naming the op and its file:line. */
 TpIndex *tp_index_new(const TpSchedule *s, GError **err);
 void tp_index_free(TpIndex *ix);

@@ -16,7 +16,8 @@ typedef struct {
   TpIndex *ix;
   long n_ops;
   double *start, *end;   /* per global op (ix->off numbering) */
-  int32_t *prod, *cons;  /* (prod: the index's) the op on the neighbouring stage this op receives from / sends to, or -1 */
+  int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1
+                            (prod is the index's ix->prod) */
   double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0) */
   double makespan;
 } TpSim;
