@@ -1,6 +1,6 @@
 /* tp_costed.c — nf1b and 1f1b-async orders fixed on a cost model by a small event loop with the
  * simulator's resources and tie rules, so that simulating the result under the same costs gives
- * back the very timeline the order was chosen on. */
+ * back the very timeline the order was chosen on.  The rule is tp_nf1b_next, the links tp_link.h's. */
 #include "tp_costed.h"
 #include "tp_engine.h"
 #include "tp_error.h"

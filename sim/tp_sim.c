@@ -1,7 +1,8 @@
 /* tp_sim.c — the simulator: stages run their operations in the schedule's order on the event
  * engine (tp_engine.h).  At each instant every completion is committed first (transfer ends before
  * compute ends, then by target, then by age); then the stages whose state changed try to start,
- * lowest stage first; this repeats while zero-time operations finish at the same instant. */
+ * lowest stage first; this repeats while zero-time operations finish at the same instant.  Links
+ * are tp_link.h's.  On unit costs with a device per stage the timeline is the unit-slot replay's. */
 #include "tp_sim.h"
 #include "tp_engine.h"
 #include "tp_error.h"
