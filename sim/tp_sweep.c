@@ -69,12 +69,11 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
         g_prefix_error(err, "cell W=%d, N=%d: ", W, N);
         return NULL;
       }
-  long long largest, work = tp_sweep_work(w0, w1, n0, n1, &largest);
+  long long work = tp_sweep_work(w0, w1, n0, n1, NULL);
   if (work > TP_MAX_SWEEP_WORK) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                "the sweep W=%d..%d, N=%d..%d simulates about %.3g operations in all, more than the bound of %.3g: "
-                "narrow -w or -n", w0, w1, n0, n1, (double)work,
-                (double)TP_MAX_SWEEP_WORK);
+                "the sweep W=%d..%d, N=%d..%d simulates about %.3g operations in all, more than the bound of "
+                "%.3g: narrow -w or -n", w0, w1, n0, n1, (double)work, (double)TP_MAX_SWEEP_WORK);
     return NULL;
   }
   /* every thread holds one cell: as many threads as the largest cell fits in memory, at least one */
