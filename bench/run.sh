@@ -1,17 +1,41 @@
 #!/bin/sh
-# run.sh — the benchmarks of bench/RESULTS.md: simulator throughput and the validate sweep time.
-# Usage: bench/run.sh BUILDDIR
+# run.sh — the benchmarks of bench/RESULTS.md: end-to-end `simulate` throughput and peak memory per
+# operation, the event loop and the metrics alone, and the wall time of the validate sweep.
+# Usage: bench/run.sh [BUILDDIR [REPS]]   (BUILDDIR holds timeprest and bench/bench-sim; default .;
+#        SWEEP_REPS=n runs the sweep n times instead of 2)
 set -e
 b=${1:-.}
-echo "== simulated operations per second (one core), timeprest W=64 N=32 K=512"
-"$b/bench/bench-sim" timeprest 64 32 512 5
-echo "== validate -w 2-32 -n 2-32 (wall time, best of 3)"
-best=""
-for i in 1 2 3; do
-  s=$(date +%s.%N)
-  "$b/timeprest" validate -w 2-32 -n 2-32 --format tsv >/dev/null
-  e=$(date +%s.%N)
-  t=$(echo "$e - $s" | bc -l)
-  if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
-done
-printf 'validate sweep     %8.3f s\n' "$best"
+reps=${2:-5}
+ops=1114112 # timeprest, W=64, N=32, K=512
+
+# best wall time (s) of $reps runs of the command
+best_of() {
+  best=""
+  i=0
+  while [ $i -lt "$reps" ]; do
+    s=$(date +%s.%N)
+    "$@" >/dev/null
+    e=$(date +%s.%N)
+    t=$(echo "$e - $s" | bc -l)
+    if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
+    i=$((i + 1))
+  done
+  echo "$best"
+}
+
+echo "== end to end: timeprest simulate -s timeprest -w 64 -n 32 -k 512 ($ops operations), best of $reps"
+t=$(best_of "$b/timeprest" simulate -s timeprest -w 64 -n 32 -k 512)
+printf 'simulate wall      %8.3f s  %8.2f M ops/s\n' "$t" "$(echo "$ops / $t / 1000000" | bc -l)"
+kb=$(/usr/bin/time -f %M "$b/timeprest" simulate -s timeprest -w 64 -n 32 -k 512 2>&1 >/dev/null | tail -n 1)
+printf 'simulate peak RSS  %8.1f MB  %8.1f bytes/op\n' "$(echo "$kb / 1024" | bc -l)" "$(echo "$kb * 1024 / $ops" | bc -l)"
+kb=$(/usr/bin/time -f %M "$b/timeprest" schedule -s timeprest -w 64 -n 32 -k 512 --format csv 2>&1 >/dev/null | tail -n 1)
+printf 'schedule peak RSS  %8.1f MB  %8.1f bytes/op (csv output included)\n' "$(echo "$kb / 1024" | bc -l)" \
+  "$(echo "$kb * 1024 / $ops" | bc -l)"
+
+echo "== the parts alone (one core): bench-sim timeprest 64 32 512 $reps"
+"$b/bench/bench-sim" timeprest 64 32 512 "$reps"
+
+reps=${SWEEP_REPS:-2}
+echo "== validate -w 2-64 -n 1-64 (wall time, best of $reps)"
+t=$(best_of "$b/timeprest" validate -w 2-64 -n 1-64 --format tsv)
+printf 'validate sweep     %8.3f s\n' "$t"

@@ -37,6 +37,10 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order-from slots: schedule uses a cost model only to fix the order on it");
     ok = FALSE;
   }
+  /* the text held before it is written: about 40 (grid, with its replay), 32 (csv) or 96 (json)
+   * bytes per operation */
+  static const long long text_bytes[] = { 40, 32, 96 };
+  ok = ok && tp_memory_check("writing the schedule", s->W, s->N, s->K, tp_schedule_n_ops(s) * text_bytes[fmt], err);
   if (ok) {
     g_autoptr(GString) text = g_string_new(NULL);
     if (fmt == 0)

@@ -35,6 +35,10 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   int fmt = 0;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
                 tp_cli_run_simulate(&r, err);
+  /* the events CSV (about 96 bytes per operation) and the trace (about 512) are held before written */
+  long long ops = ok ? tp_schedule_n_ops(r.s) : 0;
+  ok = ok && (!csv || tp_memory_check("writing the events CSV", r.s->W, r.s->N, r.s->K, ops * 96, err)) &&
+       (!trace || tp_memory_check("writing the trace", r.s->W, r.s->N, r.s->K, ops * 512, err));
   if (ok) {
     g_autoptr(GString) text = g_string_new(NULL);
     if (csv) {

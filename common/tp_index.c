@@ -12,11 +12,15 @@ void tp_index_free(TpIndex *ix)
   g_free(ix->bpos);
   g_free(ix->upos);
   g_free(ix->off);
+  g_free(ix->prod);
   g_free(ix);
 }
 
 static gboolean op_fields_ok(const TpSchedule *s, int st, const TpOp *op, GError **err)
 {
+  if (G_LIKELY(op->kind <= TP_OP_U && op->mb >= 1 && op->mb <= s->K && op->ver >= 0 && op->ver <= s->K &&
+               op->src <= TP_SRC_BLEND && (op->kind == TP_OP_U || (op->micro >= TP_WHOLE && op->micro < s->N))))
+    return TRUE;
   char where[512], what[64];
   const char *bad = NULL;
   if (op->kind > TP_OP_U)
@@ -53,22 +57,28 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
   memset(ix->upos, 0xff, nu * sizeof(int32_t));
   ix->off = g_new(long, s->W + 1);
   ix->off[0] = 0;
+  for (int st = 0; st < s->W; st++)
+    ix->off[st + 1] = ix->off[st] + tp_stage_len(s, st);
+  /* positions, and in the same pass the producer of every operation (replay, validation,
+   * simulation and metrics share it): a forward's is on the stage before, indexed already; a
+   * backward's on the stage after, so a backward fills in the one it sends to on the stage before */
+  ix->prod = g_new(int32_t, ix->off[s->W]);
   for (int st = 0; st < s->W; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
-    int n = tp_stage_len(s, st);
-    ix->off[st + 1] = ix->off[st] + n;
+    const int n = tp_stage_len(s, st);
+    const long off = ix->off[st];
+    int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys, *bpos = ix->bpos + (size_t)st * ix->nkeys;
+    const int32_t *fprev = st > 0 ? fpos - ix->nkeys : NULL, *bprev = st > 0 ? bpos - ix->nkeys : NULL;
     for (int k = 0; k < n; k++) {
       const TpOp *op = &ops[k];
       if (!op_fields_ok(s, st, op, err)) {
         tp_index_free(ix);
         return NULL;
       }
-      int32_t *slot;
-      if (op->kind == TP_OP_U)
-        slot = &ix->upos[(size_t)st * (s->K + 1) + op->mb];
-      else
-        slot = &(op->kind == TP_OP_F ? ix->fpos : ix->bpos)[(size_t)st * ix->nkeys +
-                                                             tp_key(s->N, op->mb, op->micro)];
+      int key = op->kind == TP_OP_U ? 0 : tp_key(s->N, op->mb, op->micro);
+      int32_t *slot = op->kind == TP_OP_U ? &ix->upos[(size_t)st * (s->K + 1) + op->mb]
+                      : op->kind == TP_OP_F ? &fpos[key]
+                                            : &bpos[key];
       if (*slot >= 0) {
         char where[512], what[64];
         tp_op_where(s, op, where, sizeof where);
@@ -79,6 +89,18 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
         return NULL;
       }
       *slot = k;
+      int32_t *prod = &ix->prod[off + k];
+      if (op->kind == TP_OP_F) {
+        int32_t p = fprev ? fprev[key] : -1;
+        *prod = !fprev ? -1 : p < 0 ? -2 : (int32_t)(ix->off[st - 1] + p);
+      } else if (op->kind == TP_OP_B) {
+        *prod = st < s->W - 1 ? -2 : -1; /* until stage st+1's backward says otherwise */
+        int32_t q = bprev ? bprev[key] : -1;
+        if (q >= 0)
+          ix->prod[ix->off[st - 1] + q] = (int32_t)(off + k);
+      } else {
+        *prod = -1;
+      }
     }
   }
   return ix;

@@ -11,12 +11,14 @@ typedef struct {
   int32_t *bpos; /* [st * nkeys + key] position of the backward, or -1 */
   int32_t *upos; /* [st * (K+1) + mb] position of the update, or -1 */
   long *off;     /* [st] global index of the stage's first op; off[W] = total ops */
+  int32_t *prod; /* [g] global index of the op g receives from (tp_index_producer), -1 or -2 */
 } TpIndex;
 
 /* key of (mb, micro): micro TP_WHOLE maps to the mini-batch's slot 0. */
 static inline int tp_key(int N, int mb, int micro) { return (mb - 1) * (N + 1) + micro + 1; }
 
-/* Build the index.  Fails (TP_ERROR_INPUT) on an op with out-of-range fields or on a duplicate,
+/* Build the index and the producer of every operation.  Fails (TP_ERROR_INPUT) on an op with
+ * out-of-range fields or on a duplicate,
  * naming the op and its file:line. */
 TpIndex *tp_index_new(const TpSchedule *s, GError **err);
 void tp_index_free(TpIndex *ix);

@@ -2,38 +2,45 @@
  * nf1b and 1f1b-async by their unit-slot rules (backward first, bounded admission). */
 #include "tp_schedule.h"
 
-static void order_gpipe(TpSchedule *s)
+/* Append an operation to stage st, whose array is sized already (len[st]: operations so far). */
+static inline void put(TpSchedule *s, int *len, int st, TpOpKind k, int mb, int micro)
+{
+  TpOp *op = &tp_stage_ops(s, st)[len[st]++];
+  *op = (TpOp){ (uint8_t)k, TP_SRC_FIXED, mb, micro, 0, 0 };
+}
+
+static void order_gpipe(TpSchedule *s, int *len)
 {
   for (int i = 1; i <= s->K; i++)
     for (int st = 0; st < s->W; st++) {
       for (int j = 0; j < s->N; j++)
-        tp_push(s, st, TP_OP_F, i, j);
+        put(s, len, st, TP_OP_F, i, j);
       for (int j = s->N - 1; j >= 0; j--)
-        tp_push(s, st, TP_OP_B, i, j);
-      tp_push(s, st, TP_OP_U, i, TP_WHOLE);
+        put(s, len, st, TP_OP_B, i, j);
+      put(s, len, st, TP_OP_U, i, TP_WHOLE);
     }
 }
 
-static void order_1f1b(TpSchedule *s)
+static void order_1f1b(TpSchedule *s, int *len)
 {
   for (int i = 1; i <= s->K; i++)
     for (int st = 0; st < s->W; st++) {
       int warm = MIN(s->W - 1 - st, s->N), f = 0, b = 0;
       while (f < warm)
-        tp_push(s, st, TP_OP_F, i, f++);
+        put(s, len, st, TP_OP_F, i, f++);
       while (f < s->N) {
-        tp_push(s, st, TP_OP_F, i, f++);
-        tp_push(s, st, TP_OP_B, i, b++);
+        put(s, len, st, TP_OP_F, i, f++);
+        put(s, len, st, TP_OP_B, i, b++);
       }
       while (b < s->N)
-        tp_push(s, st, TP_OP_B, i, b++);
-      tp_push(s, st, TP_OP_U, i, TP_WHOLE);
+        put(s, len, st, TP_OP_B, i, b++);
+      put(s, len, st, TP_OP_U, i, TP_WHOLE);
     }
 }
 
 /* PipeDream-2BW: one 1F1B stream over all K·N micro-batches, an update after the last
  * micro-batch backward of each mini-batch, no flush. */
-static void order_2bw(TpSchedule *s)
+static void order_2bw(TpSchedule *s, int *len)
 {
   long total = (long)s->K * s->N;
   for (int st = 0; st < s->W; st++) {
@@ -42,17 +49,17 @@ static void order_2bw(TpSchedule *s)
       gboolean do_f = f < total && (f < warm || f <= b + warm);
       long m = do_f ? f++ : b++;
       int mb = (int)(m / s->N) + 1, micro = (int)(m % s->N);
-      tp_push(s, st, do_f ? TP_OP_F : TP_OP_B, mb, micro);
+      put(s, len, st, do_f ? TP_OP_F : TP_OP_B, mb, micro);
       if (!do_f && micro == s->N - 1)
-        tp_push(s, st, TP_OP_U, mb, TP_WHOLE);
+        put(s, len, st, TP_OP_U, mb, TP_WHOLE);
     }
   }
 }
 
-/* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots.  Every stage, every
- * slot, picks: its next backward if ready, else its next forward if ready and admitted, else idles.
- * Results are visible from the slot after the one that produced them. */
-static void order_slots(TpSchedule *s, gboolean whole)
+/* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots: every slot, every
+ * stage runs what tp_nf1b_next says.  Results are visible from the slot after the one that produced
+ * them. */
+static void order_slots(TpSchedule *s, int *len, gboolean whole)
 {
   const int W = s->W, K = s->K, per = whole ? 1 : s->N;
   const long units = (long)K * per; /* forward units per stage, in order */
@@ -68,36 +75,29 @@ static void order_slots(TpSchedule *s, gboolean whole)
   for (int32_t t = 0; done < W; t++) {
     for (int st = 0; st < W; st++) {
       int i = nb[st];
-      if (i > K)
-        continue;
-      int32_t *fe = fend + (size_t)st * units, *be = bend + (size_t)st * (K + 1);
-      gboolean bready;
-      if (st == W - 1)
-        bready = nf[st] >= (long)i * per && fe[(long)i * per - 1] <= t;
-      else
-        bready = nb[st + 1] > i && bend[(size_t)(st + 1) * (K + 1) + i] <= t;
-      if (bready) {
-        tp_push(s, st, TP_OP_B, i, TP_WHOLE);
-        tp_push(s, st, TP_OP_U, i, TP_WHOLE);
-        be[i] = t + 1;
+      long f = nf[st];
+      gboolean bready = st < W - 1 && i <= K && nb[st + 1] > i && bend[(size_t)(st + 1) * (K + 1) + i] <= t;
+      gboolean fready = st > 0 && f < units && nf[st - 1] > f && fend[(size_t)(st - 1) * units + f] <= t;
+      switch (tp_nf1b_next(W, K, per, st, f, i, inflight[st], fready, bready)) {
+      case TP_NEXT_BACKWARD:
+        put(s, len, st, TP_OP_B, i, TP_WHOLE);
+        put(s, len, st, TP_OP_U, i, TP_WHOLE);
+        bend[(size_t)st * (K + 1) + i] = t + 1;
         inflight[st]--;
         if (++nb[st] > K)
           done++;
-        continue;
+        break;
+      case TP_NEXT_FORWARD: {
+        int fi = (int)(f / per) + 1, fj = (int)(f % per);
+        put(s, len, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
+        fend[(size_t)st * units + f] = t + 1;
+        nf[st]++;
+        if (fj == 0)
+          inflight[st]++;
+        break;
       }
-      long f = nf[st];
-      if (f >= units)
-        continue;
-      int fi = (int)(f / per) + 1, fj = (int)(f % per);
-      if (fj == 0 && inflight[st] >= W - st)
-        continue;
-      if (st > 0 && !(nf[st - 1] > f && fend[(size_t)(st - 1) * units + f] <= t))
-        continue;
-      tp_push(s, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
-      fe[f] = t + 1;
-      nf[st]++;
-      if (fj == 0)
-        inflight[st]++;
+      case TP_NEXT_IDLE: break;
+      }
     }
   }
   g_free(nf);
@@ -109,12 +109,23 @@ static void order_slots(TpSchedule *s, gboolean whole)
 
 void tp_order_fill(TpSchedule *s)
 {
+  /* every stage gets K·N forwards (K whole ones for 1f1b-async), K·N backwards (K whole ones for
+   * nf1b and 1f1b-async) and K updates: size the arrays once, then write them in place */
+  guint per_stage = (guint)tp_stage_ops_count(s->order, s->N, s->K);
+  int *len = g_new(int, s->W);
+  for (int st = 0; st < s->W; st++) {
+    len[st] = tp_stage_len(s, st);
+    g_array_set_size(s->stage[st], len[st] + per_stage);
+  }
   switch (s->order) {
-  case TP_ORDER_GPIPE: order_gpipe(s); break;
-  case TP_ORDER_1F1B: order_1f1b(s); break;
-  case TP_ORDER_2BW: order_2bw(s); break;
-  case TP_ORDER_NF1B: order_slots(s, FALSE); break;
-  case TP_ORDER_1F1B_ASYNC: order_slots(s, TRUE); break;
+  case TP_ORDER_GPIPE: order_gpipe(s, len); break;
+  case TP_ORDER_1F1B: order_1f1b(s, len); break;
+  case TP_ORDER_2BW: order_2bw(s, len); break;
+  case TP_ORDER_NF1B: order_slots(s, len, FALSE); break;
+  case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE); break;
   default: g_assert_not_reached();
   }
+  for (int st = 0; st < s->W; st++)
+    g_assert((guint)len[st] == s->stage[st]->len);
+  g_free(len);
 }

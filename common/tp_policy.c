@@ -76,7 +76,9 @@ gboolean tp_vsync_versions(const TpSchedule *s, const TpIndex *ix, const double 
    * stage 1's update of the same instant: that update follows B(i) and is not counted. */
   if (zero) {
     int32_t *lo = g_new(int32_t, s->K + 1), *hi = g_new(int32_t, s->K + 1);
-    ok = tp_causal_bounds(s, ix, lo, hi);
+    TpIndex *own = ix ? NULL : tp_index_new(s, NULL); /* built only for this rare case */
+    ok = (ix || own) && tp_causal_bounds(s, ix ? ix : own, lo, hi);
+    tp_index_free(own);
     for (int i = 1; ok && i <= s->K; i++)
       c[i] = MIN(c[i], hi[i]);
     if (!ok)
@@ -90,19 +92,21 @@ gboolean tp_vsync_versions(const TpSchedule *s, const TpIndex *ix, const double 
 }
 
 /* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i) on every
- * stage.  start/end: the timeline the order was fixed on, by global op index. */
-static gboolean assign_vsync(TpSchedule *s, const TpIndex *ix, const double *start, const double *end, GError **err)
+ * stage.  end1: end of each of stage 1's operations; startW, endW: start and end of each of stage
+ * W's, by position, on the timeline the order was fixed on.  ix may be NULL. */
+static gboolean assign_vsync(TpSchedule *s, const TpIndex *ix, const double *end1, const double *startW,
+                             const double *endW, GError **err)
 {
-  int32_t *fver = g_new(int32_t, ix->nkeys), *c = g_new(int32_t, s->K + 1);
+  int nkeys = s->K * (s->N + 1) + 1;
+  int32_t *fver = g_new(int32_t, nkeys), *c = g_new(int32_t, s->K + 1);
   const TpOp *o0 = tp_stage_ops(s, 0);
-  long offw = ix->off[s->W - 1];
   for (int k = 0, latest = 0; k < tp_stage_len(s, 0); k++) {
     if (o0[k].kind == TP_OP_U)
       latest++;
     else if (o0[k].kind == TP_OP_F)
       fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
   }
-  gboolean ok = tp_vsync_versions(s, ix, end, start + offw, end + offw, c, err);
+  gboolean ok = tp_vsync_versions(s, ix, end1, startW, endW, c, err);
   for (int st = 0; ok && st < s->W; st++) {
     TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
@@ -136,10 +140,30 @@ gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double
     assign_local_all(s);
     return TRUE;
   }
-  g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix)
-    return FALSE;
-  return assign_vsync(s, ix, start, end, err);
+  long offw = tp_schedule_n_ops(s) - tp_stage_len(s, s->W - 1); /* stage W's first global index */
+  return assign_vsync(s, NULL, end, start + offw, end + offw, err);
+}
+
+gboolean tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const int64_t *start, const int64_t *end,
+                                   GError **err)
+{
+  if (s->policy != TP_POLICY_VSYNC_LATEST) {
+    assign_local_all(s);
+    return TRUE;
+  }
+  int n0 = tp_stage_len(s, 0), nw = tp_stage_len(s, s->W - 1);
+  double *end1 = g_new(double, n0), *startW = g_new(double, nw), *endW = g_new(double, nw);
+  for (int k = 0; k < n0; k++)
+    end1[k] = (double)end[k];
+  for (int k = 0; k < nw; k++) {
+    startW[k] = (double)start[ix->off[s->W - 1] + k];
+    endW[k] = (double)end[ix->off[s->W - 1] + k];
+  }
+  gboolean ok = assign_vsync(s, ix, end1, startW, endW, err);
+  g_free(end1);
+  g_free(startW);
+  g_free(endW);
+  return ok;
 }
 
 gboolean tp_policy_assign(TpSchedule *s, GError **err)
@@ -152,15 +176,9 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err)
     return FALSE;
   long total = ix->off[s->W];
   int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  double *ds = g_new(double, total), *de = g_new(double, total);
-  gboolean ok = tp_replay(s, ix, start, end, err);
-  for (long g = 0; ok && g < total; g++)
-    ds[g] = (double)start[g], de[g] = (double)end[g];
-  ok = ok && tp_policy_assign_timed(s, ds, de, err);
+  gboolean ok = tp_replay(s, ix, start, end, err) && tp_policy_assign_replayed(s, ix, start, end, err);
   g_free(start);
   g_free(end);
-  g_free(ds);
-  g_free(de);
   return ok;
 }
 

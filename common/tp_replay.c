@@ -34,7 +34,9 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   g_free(seen);
 }
 
-gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err)
+/* The replay, into integer (is, ie) or floating-point (ds, de) start and end arrays. */
+static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
+                       GError **err)
 {
   const int W = s->W;
   int *pos = g_new0(int, W), *stack = g_new(int, W);
@@ -42,37 +44,48 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
   int64_t *clock = g_new0(int64_t, W);
   int top = 0;
   for (long g = 0; g < ix->off[W]; g++)
-    end[g] = -1;
+    de ? (void)(de[g] = -1) : (void)(ie[g] = -1);
   for (int st = W - 1; st >= 0; st--) {
     stack[top++] = st;
     queued[st] = TRUE;
   }
+  /* run each stage as far as its inputs allow, then wake the neighbours it sent to; the times do
+   * not depend on the order stages are visited in, only on each operation's producer */
   while (top > 0) {
     int st = stack[--top];
     queued[st] = FALSE;
     const TpOp *ops = tp_stage_ops(s, st);
-    int n = tp_stage_len(s, st);
-    while (pos[st] < n) {
-      const TpOp *op = &ops[pos[st]];
-      int pst = st;
-      long p = tp_index_producer(ix, s, st, op, &pst);
-      int64_t ready = clock[st];
+    const int n = tp_stage_len(s, st);
+    const long off = ix->off[st];
+    const int32_t *prod = ix->prod + off;
+    int k = pos[st];
+    int64_t clk = clock[st];
+    gboolean sent_down = FALSE, sent_up = FALSE;
+    for (; k < n; k++) {
+      int32_t p = prod[k];
+      int64_t ready = clk;
       if (p != -1) {
-        if (p < 0 || end[p] < 0)
+        int64_t pend = p < 0 ? -1 : de ? (int64_t)de[p] : ie[p];
+        if (pend < 0)
           break;
-        ready = MAX(ready, end[p]);
+        ready = MAX(ready, pend);
       }
-      long g = ix->off[st] + pos[st];
-      start[g] = ready;
-      end[g] = ready + (op->kind == TP_OP_U ? 0 : 1);
-      clock[st] = end[g];
-      pos[st]++;
-      int nb = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
-      if (nb >= 0 && nb < W && !queued[nb]) {
+      uint8_t kind = ops[k].kind;
+      clk = ready + (kind == TP_OP_U ? 0 : 1);
+      if (de)
+        ds[off + k] = (double)ready, de[off + k] = (double)clk;
+      else
+        is[off + k] = ready, ie[off + k] = clk;
+      sent_down |= kind == TP_OP_F;
+      sent_up |= kind == TP_OP_B;
+    }
+    pos[st] = k;
+    clock[st] = clk;
+    for (int nb = st - 1; nb <= st + 1; nb += 2)
+      if ((nb < st ? sent_up : sent_down) && nb >= 0 && nb < W && !queued[nb]) {
         stack[top++] = nb;
         queued[nb] = TRUE;
       }
-    }
   }
   gboolean ok = TRUE;
   for (int st = 0; st < W && ok; st++)
@@ -178,4 +191,14 @@ gboolean tp_causal_bounds(const TpSchedule *s, const TpIndex *ix, int32_t *lo, i
   g_free(before);
   g_free(after);
   return ok;
+}
+
+gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err)
+{
+  return replay(s, ix, start, end, NULL, NULL, err);
+}
+
+gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err)
+{
+  return replay(s, ix, NULL, NULL, start, end, err);
 }

@@ -10,6 +10,8 @@
 /* start/end: arrays of tp_schedule_n_ops() entries, indexed by global op index (ix->off).
  * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish. */
 gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err);
+/* The same with the times as doubles (the simulator's unit-slot timeline). */
+gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err);
 
 /* Timeline-independent bounds on vsync-latest's c(i), for i = 1..K (lo, hi: K+1 entries), at the
  * first backward of mini-batch i in stage W's order: lo[i] = stage 1's updates that happen before

@@ -3,10 +3,12 @@
 #include "tp_schedule.h"
 #include "tp_error.h"
 #include "tp_policy.h"
+#include "tp_replay.h"
 #include "tp_validate.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw" };
 static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
@@ -129,6 +131,72 @@ gboolean tp_size_check(int W, int N, int K, GError **err)
   return TRUE;
 }
 
+long long tp_memory_available(void)
+{
+  const char *env = g_getenv("TP_MEMORY_LIMIT");
+  if (env && *env) {
+    char *end = NULL;
+    guint64 v = g_ascii_strtoull(env, &end, 10);
+    guint64 mul = 1;
+    if (end != env && *end && !end[1])
+      mul = *end == 'K' || *end == 'k' ? 1ULL << 10 : *end == 'M' ? 1ULL << 20 : *end == 'G' ? 1ULL << 30 : 0, end++;
+    if (end == env || *end || mul == 0 || v > (guint64)G_MAXINT64 / mul)
+      return -1;
+    return (long long)(v * mul);
+  }
+  g_autofree char *info = NULL;
+  if (g_file_get_contents("/proc/meminfo", &info, NULL, NULL)) {
+    const char *line = strstr(info, "MemAvailable:");
+    if (line)
+      return (long long)g_ascii_strtoull(line + 13, NULL, 10) * 1024;
+  }
+  long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (long long)pages * size : G_MAXINT64;
+}
+
+static const char *bytes_text(char buf[32], long long b)
+{
+  static const char *const unit[] = { "B", "kB", "MB", "GB", "TB" };
+  double v = (double)b;
+  int u = 0;
+  while (v >= 1000 && u < 4)
+    v /= 1000, u++;
+  snprintf(buf, 32, u ? "%.3g %s" : "%.0f %s", v, unit[u]);
+  return buf;
+}
+
+gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err)
+{
+  long long avail = tp_memory_available();
+  if (avail < 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "TP_MEMORY_LIMIT: expected a number of bytes with an optional K, M or G "
+                "suffix, got '%.40s'", g_getenv("TP_MEMORY_LIMIT"));
+    return FALSE;
+  }
+  if (need <= avail)
+    return TRUE;
+  char n[32], a[32];
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "W=%d, N=%d, K=%d: %s needs about %s of memory, %s %s", W, N, K, what,
+              bytes_text(n, need), bytes_text(a, avail),
+              g_getenv("TP_MEMORY_LIMIT") ? "allowed by TP_MEMORY_LIMIT" : "available (MemAvailable)");
+  return FALSE;
+}
+
+long long tp_stage_ops_count(TpOrder o, int N, int K)
+{
+  gboolean whole_f = o == TP_ORDER_1F1B_ASYNC, whole_b = whole_f || o == TP_ORDER_NF1B;
+  return (long long)K * ((whole_f ? 1 : N) + (whole_b ? 1 : N) + 1);
+}
+
+long long tp_generate_bytes(TpOrder o, int W, int N, int K)
+{
+  long long ops = W * tp_stage_ops_count(o, N, K), keys = (long long)W * ((long long)K * (N + 1) + 1);
+  /* operations (20 B), producers (4 B) and the replay's start and end (16 B) per operation; the
+   * index's forward and backward positions per key; the slot orders' forward ends */
+  return ops * (long long)(sizeof(TpOp) + 4 + 16) + keys * 8 + (long long)W * (K + 1) * 4 +
+         (o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC ? (long long)W * K * N * 4 : 0);
+}
+
 TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K)
 {
   TpSchedule *s = g_new0(TpSchedule, 1);
@@ -218,11 +286,24 @@ void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
 
 TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err)
 {
-  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err))
+  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err) ||
+      !tp_memory_check("generating the schedule", W, N, K, tp_generate_bytes(o, W, N, K), err))
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   tp_order_fill(s);
-  if (!tp_policy_assign(s, err) || !tp_validate(s, err)) {
+  /* one index and one unit-slot replay serve the versions and the validation */
+  TpIndex *ix = tp_index_new(s, err);
+  gboolean ok = ix != NULL;
+  if (ok) {
+    long total = ix->off[W];
+    int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
+    ok = tp_replay(s, ix, start, end, err) && tp_policy_assign_replayed(s, ix, start, end, err);
+    g_free(start);
+    g_free(end);
+  }
+  ok = ok && tp_validate_static(s, ix, err);
+  tp_index_free(ix);
+  if (!ok) {
     g_prefix_error(err, "generated %s/%s schedule is invalid (a bug): ", tp_order_name(o), tp_policy_name(p));
     if (err && *err)
       (*err)->code = TP_ERROR_RUNTIME;

@@ -105,6 +105,17 @@ gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err);
 /* Whether W, N, K are in range and the schedule stays below TP_MAX_OPS operations. */
 gboolean tp_size_check(int W, int N, int K, GError **err);
 
+/* Memory a run may use, in bytes: TP_MEMORY_LIMIT when set (bytes, or with a K, M or G suffix),
+ * else the kernel's MemAvailable (or free pages); -1 when TP_MEMORY_LIMIT is not understood. */
+long long tp_memory_available(void);
+/* Refuse, before allocating, a step that needs `need` bytes while less is available: one
+ * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available". */
+gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err);
+/* Bytes generating (order, index, replay, versions, validation) a W, N, K schedule takes at peak. */
+long long tp_generate_bytes(TpOrder o, int W, int N, int K);
+/* Operations per stage of a generated schedule of order o. */
+long long tp_stage_ops_count(TpOrder o, int N, int K);
+
 TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K);
 void tp_schedule_free(TpSchedule *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSchedule, tp_schedule_free)
@@ -145,5 +156,22 @@ TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GEr
 
 /* orders.c: fill the per-stage operation lists (versions left at 0). */
 void tp_order_fill(TpSchedule *s);
+
+/* The nf1b rule (and 1f1b-async's, its case of one forward unit per mini-batch), spec §2.1: what an
+ * idle stage st of W runs next, on any timeline.  Backward first: the next backward, mini-batch
+ * nb (1..K), when b_ready — its gradient has arrived from stage st+1, or on the last stage all its
+ * forward units (per of them) are done there, nf >= nb·per; else the next forward unit nf
+ * (0..K·per-1) when f_ready — its activations have arrived (always on stage 1) — and admitted: a
+ * new mini-batch starts only while fewer than W-st are in flight on the stage. */
+typedef enum { TP_NEXT_IDLE, TP_NEXT_FORWARD, TP_NEXT_BACKWARD } TpNext;
+static inline TpNext tp_nf1b_next(int W, int K, int per, int st, long nf, int nb, int inflight, gboolean f_ready,
+                                  gboolean b_ready)
+{
+  if (nb <= K && (st == W - 1 ? nf >= (long)nb * per : b_ready))
+    return TP_NEXT_BACKWARD;
+  if (nf >= (long)K * per || (nf % per == 0 && inflight >= W - st) || (st > 0 && !f_ready))
+    return TP_NEXT_IDLE;
+  return TP_NEXT_FORWARD;
+}
 
 #endif

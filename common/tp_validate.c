@@ -63,7 +63,7 @@ static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **
     const TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       int pst = st;
-      if (tp_index_producer(ix, s, st, &ops[k], &pst) == -2) {
+      if (ix->prod[ix->off[st] + k] == -2 && tp_index_producer(ix, s, st, &ops[k], &pst) == -2) {
         char what[64];
         tp_op_name(s, &ops[k], what, sizeof what);
         return fail(err, s, st, &ops[k], "stage %d has no matching %s to receive from (granularity differs)",
@@ -233,6 +233,25 @@ static gboolean check_vsync(const TpSchedule *s, const TpIndex *ix, const int64_
   return ok;
 }
 
+gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err)
+{
+  if (!check_complete(s, ix, err))
+    return FALSE;
+  for (int st = 0; st < s->W; st++) {
+    int latest = 0;
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      if (ops[k].ver < 0)
+        return fail(err, s, st, &ops[k], "version %d out of range", ops[k].ver);
+      if (!check_op(s, ix, st, k, latest, err))
+        return FALSE;
+      if (ops[k].kind == TP_OP_U)
+        latest++;
+    }
+  }
+  return TRUE;
+}
+
 gboolean tp_validate(const TpSchedule *s, GError **err)
 {
   if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
@@ -241,18 +260,8 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
     return FALSE;
   }
   g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix || !check_complete(s, ix, err))
+  if (!ix || !tp_validate_static(s, ix, err))
     return FALSE;
-  for (int st = 0; st < s->W; st++) {
-    int latest = 0;
-    const TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      if (!check_op(s, ix, st, k, latest, err))
-        return FALSE;
-      if (ops[k].kind == TP_OP_U)
-        latest++;
-    }
-  }
   long total = ix->off[s->W];
   int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
   gboolean ok = tp_replay(s, ix, start, end, err);

@@ -2,7 +2,7 @@
 #ifndef TP_VALIDATE_H
 #define TP_VALIDATE_H
 
-#include "tp_schedule.h"
+#include "tp_index.h"
 
 /* Checks, in this order, and reports the first failure as one TP_ERROR_INPUT line naming the
  * operation and its file:line:
@@ -14,5 +14,7 @@
  *   vsync-latest, each backward's c(i): exactly the unit-slot replay's when the order was fixed on
  *   unit slots, within the causal bounds of tp_causal_bounds when it was fixed on costs. */
 gboolean tp_validate(const TpSchedule *s, GError **err);
+/* All of it but the sizes and the replay, on an index of s (for a generator that replays anyway). */
+gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err);
 
 #endif

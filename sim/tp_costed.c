@@ -1,6 +1,6 @@
 /* tp_costed.c — nf1b and 1f1b-async orders fixed on a cost model by a small event loop with the
  * simulator's resources and tie rules, so that simulating the result under the same costs gives
- * back the very timeline the order was chosen on. */
+ * back the very timeline the order was chosen on.  The rule is tp_nf1b_next, the links tp_link.h's. */
 #include "tp_costed.h"
 #include "tp_engine.h"
 #include "tp_error.h"
@@ -40,8 +40,9 @@ static void push_op(Gen *g, int st, TpOpKind k, int mb, int micro, double d)
 }
 
 /* The message `id` on link l has arrived: a forward unit's activations or a mini-batch's gradient. */
-static void deliver(Gen *g, int l, long id)
+static void deliver(void *ctx, int l, long id)
 {
+  Gen *g = ctx;
   int dst = tp_link_dst(g->W, l);
   if (l < g->W - 1)
     g->f_in[(size_t)dst * g->units + id] = 1;
@@ -50,24 +51,12 @@ static void deliver(Gen *g, int l, long id)
   mark(g, dst);
 }
 
-static void link_pump(Gen *g, int l)
-{
-  TpLinkQueue *k = &g->link[l];
-  while (!k->busy && k->head < k->tail) {
-    if (k->dur[k->head] > 0) {
-      k->busy = TRUE;
-      tp_engine_push(&g->eng, g->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
-      return;
-    }
-    deliver(g, l, k->id[k->head++]);
-  }
-}
+static const TpLinkHandlers link_handlers = { deliver, NULL, EV_XFER_DONE };
 
 static void send(Gen *g, int st, TpOpKind kind, long id, double bytes)
 {
   int l = tp_link_of(g->W, st, kind);
-  tp_link_queue_push(&g->link[l], id, tp_sim_link_time(g->c, l, bytes));
-  link_pump(g, l);
+  tp_link_send(&g->eng, &g->link[l], l, id, tp_sim_link_time(g->c, l, bytes), &link_handlers, g);
 }
 
 /* Stage st is idle: run its next backward if ready, else its next admitted, ready forward. */
@@ -83,23 +72,23 @@ static void try_start(Gen *g, int st)
     return;
   }
   int i = g->nb[st];
-  if (i <= s->K) {
-    gboolean ready = st == g->W - 1 ? g->nf[st] >= (long)i * g->per : g->g_in[(size_t)st * (s->K + 1) + i];
-    if (ready) {
-      TpOp op = { TP_OP_B, 0, i, TP_WHOLE, 0, 0 };
-      push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
-      return;
-    }
-  }
   long f = g->nf[st];
-  if (f >= g->units)
-    return;
-  int fi = (int)(f / g->per) + 1, fj = (int)(f % g->per);
-  if ((fj == 0 && g->inflight[st] >= g->W - st) || (st > 0 && !g->f_in[(size_t)st * g->units + f]))
-    return;
-  int micro = g->per == 1 ? TP_WHOLE : fj;
-  TpOp op = { TP_OP_F, 0, fi, micro, 0, 0 };
-  push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
+  gboolean fready = st > 0 && f < g->units && g->f_in[(size_t)st * g->units + f];
+  gboolean bready = st < g->W - 1 && i <= s->K && g->g_in[(size_t)st * (s->K + 1) + i];
+  switch (tp_nf1b_next(g->W, s->K, g->per, st, f, i, g->inflight[st], fready, bready)) {
+  case TP_NEXT_BACKWARD: {
+    TpOp op = { TP_OP_B, 0, i, TP_WHOLE, 0, 0 };
+    push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
+    break;
+  }
+  case TP_NEXT_FORWARD: {
+    int fi = (int)(f / g->per) + 1, micro = g->per == 1 ? TP_WHOLE : (int)(f % g->per);
+    TpOp op = { TP_OP_F, 0, fi, micro, 0, 0 };
+    push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
+    break;
+  }
+  case TP_NEXT_IDLE: break;
+  }
 }
 
 static void on_compute_done(Gen *g, int st)
@@ -126,13 +115,7 @@ static void on_compute_done(Gen *g, int st)
   tp_mark_device_sharers(&g->eng, g->c, st);
 }
 
-static void on_xfer_done(Gen *g, int l)
-{
-  TpLinkQueue *k = &g->link[l];
-  k->busy = FALSE;
-  deliver(g, l, k->id[k->head++]);
-  link_pump(g, l);
-}
+static void on_xfer_done(Gen *g, int l) { tp_link_done(&g->eng, &g->link[l], l, &link_handlers, g); }
 
 static void commit(void *ctx, const TpEvent *ev)
 {
@@ -151,6 +134,10 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, the schedule has %d", c->W, W);
     return NULL;
   }
+  /* on top of generating: each operation's start and end twice (32 B), arrivals, queued messages */
+  long long ops = W * tp_stage_ops_count(o, N, K);
+  if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 48, err))
+    return NULL;
   Gen g = { .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
   g.s = tp_schedule_new(o, p, W, N, K);
   g.s->fixed_on = TP_FIXED_ON_COSTS;

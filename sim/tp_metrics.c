@@ -3,6 +3,7 @@
 #include "tp_policy.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 const char *const tp_mem_names[TP_N_MEM] = { "weights", "optimizer", "gradients", "activations", "comm" };
 
@@ -75,29 +76,120 @@ int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empt
 
 enum { C_VERSIONS, C_BLEND, C_ACTS, C_COMM, C_N };
 
+/* The changes of one stage, by stream: each stream is written in time order in the usual case (a
+ * stage's starts and ends grow with its position, a link delivers in sending order), so they are
+ * merged as they are read instead of sorted.  A change's component is its stream's. */
+enum { S_ACTS, S_ACTS_END, S_BLEND, S_BLEND_END, S_RECV_F, S_RECV_B, S_RECV_END, S_SEND, S_SEND_END_F, S_SEND_END_B,
+       S_VER, S_VER_END, S_N };
+static const int stream_comp[S_N] = { C_ACTS, C_ACTS, C_BLEND, C_BLEND, C_COMM, C_COMM,
+                                      C_COMM, C_COMM, C_COMM, C_COMM, C_VERSIONS, C_VERSIONS };
+
 typedef struct {
-  double t;
-  int comp;
-  double delta;
+  double t, delta;
 } Change;
+
+/* Changes in time order; at one instant frees before allocations, then by component. */
+static inline gboolean change_before(const Change *x, int cx, const Change *y, int cy)
+{
+  if (x->t != y->t)
+    return x->t < y->t;
+  if (x->delta != y->delta)
+    return x->delta < y->delta;
+  return cx < cy;
+}
 
 static int change_cmp(const void *a, const void *b)
 {
   const Change *x = a, *y = b;
-  if (x->t != y->t)
-    return x->t < y->t ? -1 : 1;
-  if (x->delta != y->delta) /* frees before allocations at the same instant */
-    return x->delta < y->delta ? -1 : 1;
-  return x->comp - y->comp;
+  return change_before(x, 0, y, 0) ? -1 : change_before(y, 0, x, 0) ? 1 : 0;
 }
 
-static inline void add(GArray *a, double t0, double t1, int comp, double amount)
+typedef struct {
+  Change *buf; /* the streams one after the other */
+  long at[S_N], len[S_N];
+  long pos[S_N]; /* merging: the next change of each stream */
+  int heap[S_N], n_heap; /* merging: the streams left, by their next change */
+} Streams;
+
+/* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
+static long streams_layout(Streams *q, long nf, long nb, int K)
+{
+  const long cap[S_N] = { nf, nf, nb, nb, nf, nb, nf + nb, nf + nb, nf, nb, K + 1L, K + 1L };
+  long total = 0;
+  for (int k = 0; k < S_N; k++)
+    q->at[k] = total, q->len[k] = 0, total += cap[k];
+  return total;
+}
+
+static inline void put(Streams *q, int stream, double t, double delta)
+{
+  Change *c = &q->buf[q->at[stream] + q->len[stream]++];
+  c->t = t, c->delta = delta;
+}
+
+static inline void add(Streams *q, int on, int off, double t0, double t1, double amount)
 {
   if (t1 <= t0 || amount == 0)
     return;
-  Change c0 = { t0, comp, amount }, c1 = { t1, comp, -amount };
-  g_array_append_val(a, c0);
-  g_array_append_val(a, c1);
+  put(q, on, t0, amount);
+  put(q, off, t1, -amount);
+}
+
+static inline const Change *head(const Streams *q, int k) { return &q->buf[q->at[k] + q->pos[k]]; }
+
+static inline gboolean head_before(const Streams *q, int a, int b)
+{
+  return change_before(head(q, a), stream_comp[a], head(q, b), stream_comp[b]);
+}
+
+static void sift_down(Streams *q, int i)
+{
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= q->n_heap)
+      return;
+    if (c + 1 < q->n_heap && head_before(q, q->heap[c + 1], q->heap[c]))
+      c++;
+    if (!head_before(q, q->heap[c], q->heap[i]))
+      return;
+    int t = q->heap[c];
+    q->heap[c] = q->heap[i], q->heap[i] = t;
+    i = c;
+  }
+}
+
+/* Get ready to merge: a stream out of time order (a schedule file may receive in another order than
+ * its neighbour sends) is sorted on its own first. */
+static void merge_start(Streams *q)
+{
+  q->n_heap = 0;
+  for (int k = 0; k < S_N; k++) {
+    Change *c = q->buf + q->at[k];
+    for (long i = 1; i < q->len[k]; i++)
+      if (change_before(&c[i], 0, &c[i - 1], 0)) {
+        qsort(c, (size_t)q->len[k], sizeof(Change), change_cmp);
+        break;
+      }
+    q->pos[k] = 0;
+    if (q->len[k] > 0)
+      q->heap[q->n_heap++] = k;
+  }
+  for (int i = q->n_heap / 2 - 1; i >= 0; i--)
+    sift_down(q, i);
+}
+
+/* The next change in order and its component; NULL when none is left. */
+static inline const Change *merge_next(Streams *q, int *comp)
+{
+  if (q->n_heap == 0)
+    return NULL;
+  int k = q->heap[0];
+  const Change *c = head(q, k);
+  *comp = stream_comp[k];
+  if (++q->pos[k] == q->len[k])
+    q->heap[0] = q->heap[--q->n_heap];
+  sift_down(q, 0);
+  return c;
 }
 
 /* End of the backward that consumes the activations of forward op f at stage st. */
@@ -124,7 +216,13 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   const int n = tp_stage_len(s, st);
   gboolean stashing = s->policy == TP_POLICY_STASH || s->policy == TP_POLICY_INTERMEDIATE;
   double *create = g_new(double, s->K + 1), *last = g_new0(double, s->K + 1);
-  g_array_set_size(ch, 0);
+  Streams q;
+  long nf = 0, nb = 0;
+  for (int k = 0; k < n; k++)
+    nf += ops[k].kind == TP_OP_F, nb += ops[k].kind == TP_OP_B;
+  long room = streams_layout(&q, nf, nb, s->K);
+  g_array_set_size(ch, (guint)room);
+  q.buf = (Change *)ch->data;
   create[0] = 0;
   for (int k = 0; k < n; k++) {
     const TpOp *op = &ops[k];
@@ -136,33 +234,35 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
     double use = sim->end[g];
     if (op->kind == TP_OP_F) {
       double rel = release_time(sim, st, op);
-      add(ch, sim->start[g], rel, C_ACTS, tp_op_count(s, op));
+      add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
     } else if (op->src == TP_SRC_BLEND && m->latest[g] > op->ver) {
-      add(ch, sim->start[g], sim->end[g], C_BLEND, sc->weight_bytes);
+      add(&q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], sc->weight_bytes);
     }
     last[op->ver] = MAX(last[op->ver], use);
     /* messages: received ones wait from arrival to the consuming op's start; sent ones from the
      * end of the producing op to the end of their transfer */
     long p = sim->prod[g];
     if (p >= 0) {
-      int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
-      const TpOp *po = &tp_stage_ops(s, pst)[p - sim->ix->off[pst]];
-      add(ch, sim->xend[p], sim->start[g], C_COMM, tp_sim_op_bytes(sim->c, s, pst, po));
+      /* the producer covers the same micro-batches: its bytes without reading it on its stage */
+      const TpStageCost *pc = &sim->c->stage[op->kind == TP_OP_F ? st - 1 : st + 1];
+      add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g],
+          tp_op_count(s, op) * (op->kind == TP_OP_F ? pc->act_bytes : pc->grad_bytes));
     }
     if (sim->cons[g] >= 0)
-      add(ch, sim->end[g], sim->xend[g], C_COMM, tp_sim_op_bytes(sim->c, s, st, op));
+      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g], sim->xend[g],
+          tp_sim_op_bytes(sim->c, s, st, op));
   }
   /* version v lives from its update until the next update or its last reader, whichever is later */
   for (int v = 0; v <= s->K; v++)
-    add(ch, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), C_VERSIONS, 1);
-  g_array_sort(ch, change_cmp);
+    add(&q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), 1);
+  merge_start(&q);
   double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
   sm->peak_bytes = -1;
-  for (guint i = 0; i < ch->len; i++) {
-    const Change *c = &g_array_index(ch, Change, i);
-    cur[c->comp] += c->delta;
+  int cc;
+  for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
+    cur[cc] += c->delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
     double comp[TP_N_MEM] = { cur[C_VERSIONS] * sc->weight_bytes + cur[C_BLEND], sc->optimizer_bytes,
@@ -175,7 +275,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (series && (i + 1 == ch->len || g_array_index(ch, Change, i + 1).t != c->t)) {
+    if (series && (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t)) {
       TpMemPoint p = { c->t, total };
       g_array_append_val(series, p);
     }
@@ -263,6 +363,39 @@ static void steady_and_mismatch(const TpSim *sim, TpMetrics *m)
   m->bubble_steady = t1 > t0 ? 1.0 - busy / (s->W * (t1 - t0)) : m->bubble;
 }
 
+/* Memory of every stage: the stages are independent, so large schedules spread them over the cores
+ * (each thread takes the next stage from a shared counter and writes only that stage's entry). */
+typedef struct {
+  const TpSim *sim;
+  TpMetrics *m;
+  gint next;
+} StageWork;
+
+static gpointer stage_memory_worker(gpointer data)
+{
+  StageWork *w = data;
+  GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
+  for (int st; (st = g_atomic_int_add(&w->next, 1)) < w->m->W;)
+    stage_memory(w->sim, w->m, st, &w->m->stage[st], ch, NULL);
+  g_array_unref(ch);
+  return NULL;
+}
+
+static void stage_memory_all(const TpSim *sim, TpMetrics *m)
+{
+  StageWork w = { sim, m, 0 };
+  /* each thread holds one stage's changes: spread only many small stages (the memory stays that of
+   * a few stages, not of a large share of the schedule) */
+  int threads = sim->n_ops < 200000 || m->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)m->W / 8);
+  GThread **t = g_new(GThread *, threads);
+  for (int i = 1; i < threads; i++)
+    t[i] = g_thread_new("metrics", stage_memory_worker, &w);
+  stage_memory_worker(&w);
+  for (int i = 1; i < threads; i++)
+    g_thread_join(t[i]);
+  g_free(t);
+}
+
 /* ---- all metrics -------------------------------------------------------------------------- */
 
 TpMetrics *tp_metrics_compute(const TpSim *sim)
@@ -315,10 +448,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   m->t_minibatch = time_per_minibatch(sim, m);
   steady_and_mismatch(sim, m);
 
-  GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
-  for (int st = 0; st < W; st++)
-    stage_memory(sim, m, st, &m->stage[st], ch, NULL);
-  g_array_unref(ch);
+  stage_memory_all(sim, m);
   return m;
 }
 

@@ -1,10 +1,12 @@
 /* tp_sim.c — the simulator: stages run their operations in the schedule's order on the event
  * engine (tp_engine.h).  At each instant every completion is committed first (transfer ends before
  * compute ends, then by target, then by age); then the stages whose state changed try to start,
- * lowest stage first; this repeats while zero-time operations finish at the same instant. */
+ * lowest stage first; this repeats while zero-time operations finish at the same instant.  Links
+ * are tp_link.h's.  On unit costs with a device per stage the timeline is the unit-slot replay's. */
 #include "tp_sim.h"
 #include "tp_engine.h"
 #include "tp_error.h"
+#include "tp_replay.h"
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
@@ -27,15 +29,6 @@ double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *
   return op->kind == TP_OP_U ? sc->upd : tp_op_count(s, op) * (op->kind == TP_OP_F ? sc->fwd : sc->bwd);
 }
 
-double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
-{
-  if (op->kind == TP_OP_F && st < s->W - 1)
-    return tp_op_count(s, op) * c->stage[st].act_bytes;
-  if (op->kind == TP_OP_B && st > 0)
-    return tp_op_count(s, op) * c->stage[st].grad_bytes;
-  return 0;
-}
-
 double tp_sim_link_time(const TpCost *c, int link, double bytes)
 {
   if (c->unit)
@@ -46,30 +39,23 @@ double tp_sim_link_time(const TpCost *c, int link, double bytes)
 
 static inline void try_later(Run *r, int st) { tp_engine_mark(&r->eng, st); }
 
-static void deliver(Run *r, int l, long g)
+static void deliver(void *ctx, int l, long g)
 {
+  Run *r = ctx;
   TpSim *sim = r->sim;
   sim->xend[g] = r->eng.now;
   r->arrived[sim->cons[g]] = 1;
   try_later(r, tp_link_dst(r->W, l));
 }
 
-/* Start transfers at the head of link l's queue while the link is free. */
-static void link_pump(Run *r, int l)
+static void started(void *ctx, int l, long g)
 {
-  TpLinkQueue *k = &r->link[l];
-  while (!k->busy && k->head < k->tail) {
-    long g = k->id[k->head];
-    r->sim->xstart[g] = r->eng.now;
-    if (k->dur[k->head] <= 0) {
-      k->head++;
-      deliver(r, l, g);
-    } else {
-      k->busy = TRUE;
-      tp_engine_push(&r->eng, r->eng.now + k->dur[k->head], EV_XFER_DONE, (uint32_t)l);
-    }
-  }
+  (void)l;
+  Run *r = ctx;
+  r->sim->xstart[g] = r->eng.now;
 }
+
+static const TpLinkHandlers link_handlers = { deliver, started, EV_XFER_DONE };
 
 static void try_start(Run *r, int st)
 {
@@ -96,21 +82,14 @@ static void try_start(Run *r, int st)
 #endif
 }
 
-/* Queue the message op g (at stage st) sends on its link; an instant transfer on an idle link is
- * delivered at once. */
+/* The message op g (at stage st) sends goes on its link. */
 static void send(Run *r, int st, long g)
 {
   TpSim *sim = r->sim;
   const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
   int l = tp_link_of(r->W, st, op->kind);
-  TpLinkQueue *k = &r->link[l];
-  if (sim->c->unit && k->head == k->tail) {
-    sim->xstart[g] = r->eng.now;
-    deliver(r, l, g);
-    return;
-  }
-  tp_link_queue_push(k, g, tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op)));
-  link_pump(r, l);
+  double dur = sim->c->unit ? 0 : tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op));
+  tp_link_send(&r->eng, &r->link[l], l, g, dur, &link_handlers, r);
 }
 
 static void on_compute_done(Run *r, int st)
@@ -127,14 +106,7 @@ static void on_compute_done(Run *r, int st)
   tp_mark_device_sharers(&r->eng, sim->c, st);
 }
 
-static void on_xfer_done(Run *r, int l)
-{
-  TpLinkQueue *k = &r->link[l];
-  long g = k->id[k->head++];
-  k->busy = FALSE;
-  deliver(r, l, g);
-  link_pump(r, l);
-}
+static void on_xfer_done(Run *r, int l) { tp_link_done(&r->eng, &r->link[l], l, &link_handlers, r); }
 
 static void commit(void *ctx, const TpEvent *ev)
 {
@@ -143,48 +115,56 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
+/* Consumers from the index's producers: cons[p] = g when g receives from p. */
 static void wire(TpSim *sim)
 {
-  const TpSchedule *s = sim->s;
   for (long g = 0; g < sim->n_ops; g++)
     sim->cons[g] = -1;
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      long g = sim->ix->off[st] + k;
-      int pst = st;
-      long p = tp_index_producer(sim->ix, s, st, &ops[k], &pst);
-      sim->prod[g] = (int32_t)p;
-      if (p >= 0)
-        sim->cons[p] = (int32_t)g;
-    }
-  }
+  for (long g = 0; g < sim->n_ops; g++)
+    if (sim->prod[g] >= 0)
+      sim->cons[sim->prod[g]] = (int32_t)g;
 }
 
-TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
+long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
 {
-  if (c->W != s->W) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
-    return NULL;
-  }
-  TpSim *sim = g_new0(TpSim, 1);
-  sim->s = s;
-  sim->c = c;
-  if (!(sim->ix = tp_index_new(s, err))) {
-    g_free(sim);
-    return NULL;
-  }
-  long n = sim->n_ops = sim->ix->off[s->W];
-  sim->start = g_new(double, n);
-  sim->end = g_new(double, n);
-  sim->xstart = g_new(double, n);
-  sim->xend = g_new(double, n);
-  sim->prod = g_new(int32_t, n);
-  sim->cons = g_new(int32_t, n);
-  for (long g = 0; g < n; g++)
-    sim->xstart[g] = sim->xend[g] = -1;
-  wire(sim);
+  long long ops = tp_schedule_n_ops(s), widest = 0;
+  for (int st = 0; st < s->W; st++)
+    widest = MAX(widest, (long long)tp_stage_len(s, st));
+  long long keys = (long long)s->W * ((long long)s->K * (s->N + 1) + 1);
+  /* the schedule (20 B per operation); index: producers, consumers (8 B), positions per key and
+   * per update; start, end, transfer start and end (32 B); arrivals (1 B); queued messages (16 B,
+   * none on unit costs); the metrics' latest versions (4 B) and, per thread, one stage's memory
+   * changes (about six of 16 B per operation); and the program itself */
+  int threads = s->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)s->W / 8);
+  return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + (c->unit ? 0 : 16) + 4) + keys * 8 +
+         (long long)s->W * (s->K + 1) * 4 + (widest * 6 + 2LL * s->K + 2) * 16 * threads + (8LL << 20);
+}
 
+/* Unit slots with a device per stage: every operation starts as soon as its stage is free and its
+ * input has arrived, transfers take no time; that is the unit-slot replay (tp_replay), which gives
+ * the event loop's timeline without the event queue (tests check that the two agree). */
+static gboolean run_replay(TpSim *sim, GError **err)
+{
+  if (!tp_replay_times(sim->s, sim->ix, sim->start, sim->end, err)) {
+    if (err && *err)
+      (*err)->code = TP_ERROR_RUNTIME;
+    return FALSE;
+  }
+  double span = 0;
+  for (long g = 0; g < sim->n_ops; g++) {
+    span = MAX(span, sim->end[g]);
+    if (sim->cons[g] >= 0)
+      sim->xstart[g] = sim->xend[g] = sim->end[g];
+  }
+  sim->makespan = span;
+  return TRUE;
+}
+
+static gboolean run_events(TpSim *sim, GError **err)
+{
+  const TpSchedule *s = sim->s;
+  const TpCost *c = sim->c;
+  long n = sim->n_ops;
   Run r = { .sim = sim, .W = s->W };
   tp_engine_init(&r.eng, s->W);
   r.pos = g_new0(int, s->W);
@@ -216,12 +196,46 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err)
   g_free(r.dev_busy);
   g_free(r.arrived);
   tp_engine_clear(&r.eng);
+  return ok;
+}
+
+static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, GError **err)
+{
+  if (c->W != s->W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
+    return NULL;
+  }
+  if (!tp_memory_check("simulating the schedule", s->W, s->N, s->K, tp_sim_bytes(s, c), err))
+    return NULL;
+  TpSim *sim = g_new0(TpSim, 1);
+  sim->s = s;
+  sim->c = c;
+  if (!(sim->ix = tp_index_new(s, err))) {
+    g_free(sim);
+    return NULL;
+  }
+  long n = sim->n_ops = sim->ix->off[s->W];
+  sim->start = g_new(double, n);
+  sim->end = g_new(double, n);
+  sim->xstart = g_new(double, n);
+  sim->xend = g_new(double, n);
+  sim->prod = sim->ix->prod;
+  sim->cons = g_new(int32_t, n);
+  for (long g = 0; g < n; g++)
+    sim->xstart[g] = sim->xend[g] = -1;
+  wire(sim);
+
+  gboolean ok = events || !c->unit || c->shared_devices ? run_events(sim, err) : run_replay(sim, err);
   if (!ok) {
     tp_sim_free(sim);
     return NULL;
   }
   return sim;
 }
+
+TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, FALSE, err); }
+
+TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, TRUE, err); }
 
 void tp_sim_free(TpSim *sim)
 {
@@ -232,7 +246,6 @@ void tp_sim_free(TpSim *sim)
   g_free(sim->end);
   g_free(sim->xstart);
   g_free(sim->xend);
-  g_free(sim->prod);
   g_free(sim->cons);
   g_free(sim);
 }

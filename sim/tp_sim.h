@@ -7,6 +7,7 @@
 #include "tp_cost.h"
 #include "tp_engine.h"
 #include "tp_index.h"
+#include "tp_link.h"
 #include "tp_schedule.h"
 
 typedef struct {
@@ -15,7 +16,8 @@ typedef struct {
   TpIndex *ix;
   long n_ops;
   double *start, *end;   /* per global op (ix->off numbering) */
-  int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1 */
+  int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1
+                            (prod is the index's ix->prod) */
   double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0) */
   double makespan;
 } TpSim;
@@ -38,41 +40,26 @@ static inline void tp_mark_device_sharers(TpEngine *e, const TpCost *c, int st)
       tp_engine_mark(e, o);
 }
 
-/* A link direction's FIFO of messages waiting for or in transfer. */
-typedef struct {
-  long *id;    /* what is sent (an op, a forward unit, a mini-batch: the caller's numbering) */
-  double *dur; /* transfer time of each */
-  long head, tail, cap;
-  gboolean busy;
-} TpLinkQueue;
-
-static inline void tp_link_queue_push(TpLinkQueue *q, long id, double dur)
-{
-  if (q->tail == q->cap) {
-    q->cap = q->cap ? 2 * q->cap : 64;
-    q->id = g_renew(long, q->id, q->cap);
-    q->dur = g_renew(double, q->dur, q->cap);
-  }
-  q->id[q->tail] = id;
-  q->dur[q->tail++] = dur;
-}
-
-static inline void tp_link_queues_free(TpLinkQueue *q, int n)
-{
-  for (int l = 0; l < n; l++) {
-    g_free(q[l].id);
-    g_free(q[l].dur);
-  }
-  g_free(q);
-}
-
+/* Refuses (TP_ERROR_INPUT, before allocating) a schedule whose simulation and metrics need more
+ * memory than tp_memory_available() allows: about tp_sim_bytes(s, c). */
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
+/* The same, always through the event loop (tp_sim_run takes the unit-slot replay where the two
+ * agree: unit costs, a device per stage). */
+TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err);
+long long tp_sim_bytes(const TpSchedule *s, const TpCost *c);
 void tp_sim_free(TpSim *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSim, tp_sim_free)
 
 double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
 /* Bytes of the message op (at stage st) sends, 0 if it sends none. */
-double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
+static inline double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
+{
+  if (op->kind == TP_OP_F && st < s->W - 1)
+    return tp_op_count(s, op) * c->stage[st].act_bytes;
+  if (op->kind == TP_OP_B && st > 0)
+    return tp_op_count(s, op) * c->stage[st].grad_bytes;
+  return 0;
+}
 double tp_sim_link_time(const TpCost *c, int link, double bytes);
 
 #endif

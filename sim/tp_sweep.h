@@ -19,7 +19,16 @@ static inline int tp_closed_form(int W, int N) { return (W + N) / (N + 1); } /* 
 /* Mini-batches simulated per cell: the default of tp_schedule.h. */
 static inline int tp_sweep_K(int W) { return tp_default_mini_batches(W); }
 
-/* Rows in W-major order.  Fails up front if a cell's order × policy pair is impossible. */
+/* Operations a sweep may simulate in all, summed over its cells (W·K·(2N+1) each): about 20 s on
+ * two cores of a small machine. */
+#define TP_MAX_SWEEP_WORK 2000000000LL
+
+/* Rows in W-major order.  Fails up front if a cell's order × policy pair is impossible, if the work
+ * exceeds TP_MAX_SWEEP_WORK or if the largest cell does not fit in memory.  Runs on
+ * every core; tp_sweep_threads runs on `threads` (0: every core) and gives the same rows. */
 GArray *tp_sweep(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, GError **err);
+GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, int threads, GError **err);
+/* Work of a sweep: operations summed over its cells (and, in *max_cell, those of its largest cell). */
+long long tp_sweep_work(int w0, int w1, int n0, int n1, long long *max_cell);
 
 #endif
