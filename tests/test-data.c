@@ -279,6 +279,8 @@ static void test_synthetic(void)
   }
   g_assert_cmpfloat((double)right / test->n, >, 0.95);
   g_free(mean);
+  tp_dataset_free(train);
+  tp_dataset_free(test);
   const char *bad[] = { "synthetic:", "synthetic:0", "synthetic:5:x", "synthetic:1:2:3", "synthetics" };
   for (guint k = 0; k < G_N_ELEMENTS(bad); k++) {
     g_assert_false(tp_data_open(bad[k], 1, &train, &test, &e));
