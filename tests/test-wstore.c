@@ -150,14 +150,31 @@ static void drive(TpWStore *w, const TpSchedule *s, int st, int from, int to, co
   }
 }
 
-static void check_schedule(const char *preset, int W, int N, int K)
+/* costed: simulate on uneven per-stage times, updates that take time and link latency instead of
+ * unit slots (the stage's order stays the list's, so the counts must not change). */
+static void check_schedule(const char *preset, int W, int N, int K, gboolean costed)
 {
   const TpPreset *p = tp_preset_find(preset);
   if (!tp_pair_check(p->order, p->policy, W, N, NULL))
     return;
   g_autoptr(TpSchedule) s = tpt_preset(preset, W, N, K);
   GError *e = NULL;
+  /* unit slots with this test's byte sizes and no message bytes: the simulator's memory per stage
+   * is then what the store accounts */
   g_autoptr(TpCost) c = tp_cost_unit(W);
+  for (int st = 0; st < W; st++) {
+    TpStageCost *sc = &c->stage[st];
+    sc->act_bytes = sc->grad_bytes = 0;
+    sc->weight_bytes = NP * 4;
+    sc->stored_bytes = (double)sizes.activation_bytes;
+    sc->optimizer_bytes = (double)sizes.optimizer_bytes;
+    sc->grad_buffer_bytes = (double)sizes.gradient_bytes;
+    if (costed)
+      sc->fwd = 1 + 0.37 * st, sc->bwd = 1.9 + 0.21 * (st % 2), sc->upd = 0.05;
+  }
+  for (int l = 0; costed && l < W - 1; l++)
+    c->link[l].latency = 0.3;
+  c->unit = !costed;
   g_autoptr(TpSim) sim = tp_sim_run(s, c, &e);
   g_assert_no_error(e);
   g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
@@ -174,11 +191,18 @@ static void check_schedule(const char *preset, int W, int N, int K)
     TpWStoreStats t;
     tp_wstore_stats(w, &t);
     if (t.max_live_versions != max_v || t.max_live_versions != m->stage[st].max_live_versions)
-      g_error("%s W=%d N=%d K=%d stage %d: max live versions %d, counted %d, simulator %d", preset, W, N, K, st + 1,
+      g_error("%s W=%d N=%d K=%d costed=%d stage %d: max live versions %d, counted %d, simulator %d", preset, W, N, K, costed, st + 1,
               t.max_live_versions, max_v, m->stage[st].max_live_versions);
     if (t.max_activations != max_a || t.max_activations != m->stage[st].peak_activations)
       g_error("%s W=%d N=%d K=%d stage %d: max activations %d, counted %d, simulator %d", preset, W, N, K, st + 1,
               t.max_activations, max_a, m->stage[st].peak_activations);
+    const TpStageMetrics *sm = &m->stage[st];
+    if (t.peak_total != (gint64)sm->peak_bytes || t.peak[TP_MEMCAT_WEIGHTS] != (gint64)sm->comp_peak[TP_MEMCAT_WEIGHTS] ||
+        t.peak[TP_MEMCAT_ACTIVATIONS] != (gint64)sm->comp_peak[TP_MEMCAT_ACTIVATIONS])
+      g_error("%s W=%d N=%d K=%d stage %d: peak bytes %" G_GINT64_FORMAT " (weights %" G_GINT64_FORMAT
+              ", activations %" G_GINT64_FORMAT "), simulator %g (%g, %g)",
+              preset, W, N, K, st + 1, t.peak_total, t.peak[TP_MEMCAT_WEIGHTS], t.peak[TP_MEMCAT_ACTIVATIONS],
+              sm->peak_bytes, sm->comp_peak[TP_MEMCAT_WEIGHTS], sm->comp_peak[TP_MEMCAT_ACTIVATIONS]);
     /* at the end: only the latest version, no activations, every buffer but that one freed */
     g_assert_cmpint(t.live_versions, ==, 1);
     g_assert_cmpint(tp_wstore_latest(w), ==, K);
@@ -203,7 +227,8 @@ static void test_presets(void)
                                 { 4, 4, 12 }, { 5, 2, 14 }, { 6, 3, 16 } };
   for (int p = 0; p < tp_n_presets; p++)
     for (guint i = 0; i < G_N_ELEMENTS(wnk); i++)
-      check_schedule(tp_presets[p].name, wnk[i][0], wnk[i][1], wnk[i][2]);
+      for (int costed = 0; costed < 2; costed++)
+        check_schedule(tp_presets[p].name, wnk[i][0], wnk[i][1], wnk[i][2], costed);
 }
 
 /* A store created at a position of the list continues exactly as the store that got there. */
