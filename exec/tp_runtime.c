@@ -206,6 +206,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
     if (!ok)
       return FALSE;
+    rec->start = now_s(sh); /* the operation starts when its input is there */
   }
   gboolean last = g->st == g->W - 1;
   if (last) {
@@ -263,6 +264,7 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
     if (!ok)
       return FALSE;
+    rec->start = now_s(sh);
   }
   /* the forwards this backward consumes: one whole-mini-batch forward, or micro-batches lo..hi-1 */
   int whole_key = tp_key(g->N, op->mb, TP_WHOLE);

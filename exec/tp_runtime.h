@@ -38,7 +38,7 @@ typedef struct {
 
 /* What one operation did, measured. */
 typedef struct {
-  double start, end;   /* seconds since the run's common origin */
+  double start, end;   /* seconds since the run's common origin; start: once the input message is there */
   int version;         /* version read (a backward over several versions: the oldest) */
   int latest;          /* the stage's latest version when it began */
   gboolean match;      /* every read was of the version the schedule names */

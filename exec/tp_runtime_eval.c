@@ -133,7 +133,7 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
   gboolean ok = TRUE;
   for (int s = 0; s < W && ok; s++) {
     ProfCtx c = { rt, s, n, acts[s], acts[s + 1], NULL, NULL, NULL, NULL, NULL, NULL, labels };
-    ok = (saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
+    ok = (c.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
          time_median(prof_forward, &c, reps, &out[s].fwd, err);
     out[s].fwd /= per;
   }
