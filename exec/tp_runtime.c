@@ -98,7 +98,7 @@ void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
 {
   const TpNet *net = rt->st[stage].net;
   gint64 pb = (gint64)tp_net_param_bytes(net);
-  *out = (TpWStoreSizes){ rt->st[stage].np, pb, pb,
+  *out = (TpWStoreSizes){ MAX(rt->st[stage].np, 1), pb, pb, /* a stage without parameters keeps one float */
                           (gint64)tp_net_saved_bytes_per_sample(net) * (rt->cfg.batch / rt->cfg.N) };
 }
 
