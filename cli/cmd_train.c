@@ -360,6 +360,15 @@ static gboolean run_all(Train *t, GError **err)
   return ok;
 }
 
+/* EVENTS.csv → EVENTS.schedule.csv (any other name: NAME.schedule.csv). */
+static char *schedule_path(const char *trace)
+{
+  size_t n = strlen(trace);
+  if (n > 4 && strcmp(trace + n - 4, ".csv") == 0)
+    n -= 4;
+  return g_strdup_printf("%.*s.schedule.csv", (int)n, trace);
+}
+
 /* ---- reports ------------------------------------------------------------------------------------- */
 
 static char *weights_sha256(const Train *t)
@@ -472,7 +481,9 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       "Fix the nf1b/1f1b-async order on the profiled costs (default) or on unit slots", "costs|slots" },
     { "schedule", 0, 0, G_OPTION_ARG_FILENAME, &o->schedule, "Run this schedule file (CSV or JSON)", "FILE" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },
-    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace, "Write the measured events (the simulator's event CSV)", "FILE" },
+    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
+      "Write the measured events (the simulator's event CSV) to FILE.csv and the schedule run to FILE.schedule.csv",
+      "FILE" },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "Report format: text (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "No progress bar", NULL },
@@ -501,6 +512,11 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     if (ok && o->trace) {
       tp_events_write_csv(t.events, text);
       ok = tp_cli_emit(o->trace, text, err);
+      g_string_truncate(text, 0);
+      /* the plan is part of the run's record: the schedule it ran, beside the events */
+      g_autofree char *plan_path = schedule_path(o->trace);
+      tp_format_csv(t.s, text);
+      ok = ok && tp_cli_emit(plan_path, text, err);
       g_string_truncate(text, 0);
     }
     if (ok) {

@@ -315,7 +315,22 @@ static void test_outputs(void)
   g_assert_cmpint(ops, ==, 2 * 2 * 10 * 3);
   g_assert_cmpint(sends, ==, 2 * 2 * 10);
   g_array_unref(rows);
-  g_remove(log), g_remove(ev), g_rmdir(dir);
+  /* the schedule it ran, beside the events: the plan of the run, read back as a schedule */
+  g_autofree char *plan = g_build_filename(dir, "events.schedule.csv", NULL);
+  TpSchedule *ran = tp_schedule_load(plan, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(ran->W, ==, 2);
+  g_assert_cmpint(ran->K, ==, 10);
+  /* and it runs again from the file, with the same numbers of operations */
+  const char *again[] = { "train", "--schedule", plan, "--batch", "64", "--data", "synthetic:640:128", NULL };
+  TptRun a = tpt_run(again);
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_nonnull(strstr(a.out, "predicted"));
+  g_assert_nonnull(strstr(a.out, "measured"));
+  g_assert_nonnull(strstr(a.out, "every read was of the version the schedule names"));
+  tpt_run_clear(&a);
+  tp_schedule_free(ran);
+  g_remove(plan), g_remove(log), g_remove(ev), g_rmdir(dir);
   tpt_run_clear(&r);
 }
 
@@ -326,6 +341,17 @@ static void expect_bad(const char *const *args, const char *needle, int status)
     g_error("status %d, stderr '%s' (expected %d and one line with '%s')", r.status, r.err, status, needle);
   g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
+}
+
+/* mlp-deep: the model that splits evenly, with the parameters its header promises. */
+static void test_mlp_deep(void)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(TP_SRCDIR "/models/mlp-deep.model", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->params, ==, 6062090);
+  g_assert_true(tp_net_check_model(m, &err));
+  tp_model_free(m);
 }
 
 static void test_bad_input(void)
@@ -342,6 +368,8 @@ static void test_bad_input(void)
   expect_bad(both, "-k and --epochs", 2);
   const char *backend[] = { "train", "-k", "2", "--backend", "tpu", "--data", "synthetic", NULL };
   expect_bad(backend, "tpu", 2);
+  const char *sched[] = { "train", "-s", "gpipe", "--schedule", "x.csv", "--data", "synthetic", NULL };
+  expect_bad(sched, "--schedule", 2);
   g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
   g_autofree char *model = g_build_filename(dir, "bn.model", NULL);
   g_assert_true(g_file_set_contents(model, "input 1 28 28\nflatten\nlinear 10\nbatchnorm\nsoftmax_ce\n", -1, NULL));
@@ -372,6 +400,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train/reproducible", test_reproducible);
   g_test_add_func("/train/outputs", test_outputs);
   g_test_add_func("/train/bad-input", test_bad_input);
+  g_test_add_func("/train/mlp-deep", test_mlp_deep);
   int rc = g_test_run();
   tp_model_free(fx.model);
   tp_dataset_free(fx.train);
