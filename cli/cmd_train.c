@@ -425,7 +425,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
-  g_string_append(out, "], ");
+  g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pm->v_steady,
+                         t->pm->chains, t->pm->multiple_sequences ? "true" : "false");
   tp_comparison_json(&t->cmp, out);
   g_string_append(out, "}\n");
 }
@@ -440,8 +441,9 @@ static void report_text(const Train *t, const char *sha, GString *out)
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
   g_string_append(out, " (split balancing FLOPs)\n");
-  g_string_append_printf(out, "order        fixed on %s\n", t->s->fixed_on == TP_FIXED_ON_COSTS
-                                                             ? "the profiled costs" : "unit slots");
+  g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
+                         t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
+                         t->pm->chains, t->pm->chains == 1 ? "" : "s");
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   for (guint e = 0; e < t->test_acc->len; e++)
