@@ -447,7 +447,8 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   for (guint e = 0; e < t->test_acc->len; e++)
-    g_string_append_printf(out, "epoch %-4u   train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n", e + 1,
+    g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
+                           t->per_epoch ? "epoch" : "run", e + 1,
                            g_array_index(t->train_loss, double, e), g_array_index(t->test_acc, double, e),
                            g_array_index(t->test_loss, double, e), g_array_index(t->epoch_time, double, e));
   g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n",

@@ -103,7 +103,8 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err);
 
 /* Each stage's operations timed alone on real data (one mini-batch, idx), before training, in the
- * calling thread: forward and backward per micro-batch, and an update — `reps` repetitions after
+ * calling thread: forward (stage 1's with the gathering of its input) and backward per micro-batch,
+ * and an update — `reps` repetitions after
  * one warm-up, the median kept.  whole: the schedule's forwards and backwards cover the whole
  * mini-batch, so time it at once and divide by N.  Gradients and updates go to scratch copies and
  * are discarded; the weights, momentum and gradient buffer are left as they were. */

@@ -83,6 +83,7 @@ typedef struct {
   float *in, *out, *dout, *din, *grad, *w, *mom;
   TpSaved *saved;
   gint32 *labels;
+  const int *idx; /* stage 1 gathers its input from the dataset, as in training */
 } ProfCtx;
 
 static gboolean prof_forward(void *ctx, GError **err)
@@ -90,6 +91,8 @@ static gboolean prof_forward(void *ctx, GError **err)
   ProfCtx *c = ctx;
   gboolean last = c->s == c->rt->W - 1;
   TpLossStats st;
+  if (c->s == 0)
+    tp_dataset_gather(c->rt->cfg.train, c->idx, c->n, c->in, NULL);
   return tp_net_forward(c->rt->st[c->s].net, c->rt->st[c->s].weights, c->in, c->n, last ? NULL : c->out, c->saved,
                         last ? c->labels : NULL, last ? &st : NULL, err);
 }
@@ -132,7 +135,7 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     labels[i] = lab8[i];
   gboolean ok = TRUE;
   for (int s = 0; s < W && ok; s++) {
-    ProfCtx c = { rt, s, n, acts[s], acts[s + 1], NULL, NULL, NULL, NULL, NULL, NULL, labels };
+    ProfCtx c = { rt, s, n, acts[s], acts[s + 1], NULL, NULL, NULL, NULL, NULL, NULL, labels, idx };
     ok = (c.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
          time_median(prof_forward, &c, reps, &out[s].fwd, err);
     out[s].fwd /= per;
@@ -142,7 +145,7 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     size_t np = S->np ? S->np : 1;
     float *grad = be->alloc(be, np, err), *w = grad ? be->alloc(be, np, err) : NULL;
     float *mom = w ? be->alloc(be, np, err) : NULL;
-    ProfCtx c = { rt, s, n, NULL, NULL, grads[s + 1], grads[s], grad, w, mom, saved[s], labels };
+    ProfCtx c = { rt, s, n, NULL, NULL, grads[s + 1], grads[s], grad, w, mom, saved[s], labels, idx };
     ok = mom && be->zero(be, grad, np, err) && time_median(prof_backward, &c, reps, &out[s].bwd, err) &&
          be->copy(be, w, S->weights, np, err) && be->copy(be, mom, S->mom, np, err) &&
          time_median(prof_update, &c, reps, &out[s].upd, err);
