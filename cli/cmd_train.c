@@ -11,6 +11,7 @@
 #include "tp_partition.h"
 #include "tp_policy.h"
 #include "tp_predict.h"
+#include "tp_report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -316,7 +317,7 @@ static gboolean run_all(Train *t, GError **err)
       t->origin = t->bar_start = g_get_monotonic_time();
     }
     TpProgress prog = { 0, 0, 0, t->bar ? tick : NULL, t, 0.25 };
-    TpRunResult r;
+    TpRunResult r = { 0 };
     gint64 t0 = g_get_monotonic_time();
     ok = tp_runtime_run(t->rt, t->s, (const int *const *)idx, e * K + 1, t->origin, &prog, &r, err);
     double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
@@ -360,13 +361,13 @@ static gboolean run_all(Train *t, GError **err)
   return ok;
 }
 
-/* EVENTS.csv → EVENTS.schedule.csv (any other name: NAME.schedule.csv). */
-static char *schedule_path(const char *trace)
+/* EVENTS.csv → EVENTS.WHAT.csv (any other name: NAME.WHAT.csv). */
+static char *beside(const char *trace, const char *what)
 {
   size_t n = strlen(trace);
   if (n > 4 && strcmp(trace + n - 4, ".csv") == 0)
     n -= 4;
-  return g_strdup_printf("%.*s.schedule.csv", (int)n, trace);
+  return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
 }
 
 /* ---- reports ------------------------------------------------------------------------------------- */
@@ -388,8 +389,6 @@ static char *weights_sha256(const Train *t)
   g_checksum_free(c);
   return hex;
 }
-
-static const char *fixed_on(const TpSchedule *s) { return s->fixed_on == TP_FIXED_ON_COSTS ? "costs" : "slots"; }
 
 static void json_array(GString *out, const char *name, const GArray *a)
 {
@@ -421,7 +420,7 @@ static void report_json(const Train *t, const char *sha, GString *out)
   json_array(out, "train_loss", t->train_loss);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
                          "\"order_fixed_on\": \"%s\", \"time_unit\": \"s\", \"byte_unit\": \"B\", \"profile\": [",
-                         sha, t->versions_match ? "true" : "false", t->mismatched, fixed_on(t->s));
+                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s));
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
@@ -485,7 +484,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "schedule", 0, 0, G_OPTION_ARG_FILENAME, &o->schedule, "Run this schedule file (CSV or JSON)", "FILE" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
-      "Write the measured events (the simulator's event CSV) to FILE.csv and the schedule run to FILE.schedule.csv",
+      "Write the measured events (the simulator's event CSV) to FILE.csv, the schedule run to FILE.schedule.csv "
+      "and its predicted events to FILE.predicted.csv",
       "FILE" },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "Report format: text (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },
@@ -513,13 +513,18 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     if (o->csv)
       ok = tp_cli_emit(o->csv, t.log, err);
     if (ok && o->trace) {
+      g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t.s));
       tp_events_write_csv(t.events, text);
       ok = tp_cli_emit(o->trace, text, err);
       g_string_truncate(text, 0);
-      /* the plan is part of the run's record: the schedule it ran, beside the events */
-      g_autofree char *plan_path = schedule_path(o->trace);
+      /* the plan is part of the run's record: the schedule it ran, beside the events, and the
+       * simulator's timeline of it (one schedule) to overlay */
+      g_autofree char *plan_path = beside(o->trace, "schedule"), *pred_path = beside(o->trace, "predicted");
       tp_format_csv(t.s, text);
       ok = ok && tp_cli_emit(plan_path, text, err);
+      g_string_truncate(text, 0);
+      tp_report_events_csv(t.psim, t.pm, text);
+      ok = ok && tp_cli_emit(pred_path, text, err);
       g_string_truncate(text, 0);
     }
     if (ok) {

@@ -299,7 +299,8 @@ static void test_outputs(void)
   g_assert_nonnull(strstr(text, "\n2,20,"));
   g_autofree char *evt = NULL;
   g_assert_true(g_file_get_contents(ev, &evt, NULL, NULL));
-  g_assert_true(g_str_has_prefix(evt, "stage,kind,mini_batch,micro_batch,start,end,version"));
+  g_assert_true(g_str_has_prefix(evt, "# timeprest-events order_fixed_on=costs measured=1\n"
+                                      "stage,kind,mini_batch,micro_batch,start,end,version"));
   g_assert_nonnull(strstr(evt, "\n2,U,20,,"));  /* the second epoch's mini-batches follow the first's */
   /* the simulator's reader takes it: every operation of both epochs (pipedream W=2: 3 per mini-batch and
    * stage), and the sends between them */
@@ -330,7 +331,13 @@ static void test_outputs(void)
   g_assert_nonnull(strstr(a.out, "every read was of the version the schedule names"));
   tpt_run_clear(&a);
   tp_schedule_free(ran);
-  g_remove(plan), g_remove(log), g_remove(ev), g_rmdir(dir);
+  /* and the simulator's events of the schedule, to overlay */
+  g_autofree char *pred = g_build_filename(dir, "events.predicted.csv", NULL);
+  rows = tp_events_load(pred, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(rows->len, ==, 2 * 10 * 3 + 2 * 10);
+  g_array_unref(rows);
+  g_remove(pred), g_remove(plan), g_remove(log), g_remove(ev), g_rmdir(dir);
   tpt_run_clear(&r);
 }
 
