@@ -15,3 +15,5 @@ for i in 1 2 3; do
   if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
 done
 printf 'validate sweep     %8.3f s\n' "$best"
+echo "== training throughput, mlp-deep (bench/bench-train.sh)"
+sh "$(dirname "$0")/bench-train.sh" "$b" 100 3

@@ -272,6 +272,7 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   int lo = whole ? 0 : op->micro, hi = whole ? (from_whole ? 1 : g->N) : op->micro + 1;
   rec->version = G_MAXINT;
   rec->match = TRUE;
+  int blended = -1; /* the stashed version the blend buffer holds (micro-batches mostly share one) */
   for (int j = lo; j < hi; j++) {
     int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
     int fn = from_whole ? g->B : g->m; /* samples of that forward */
@@ -292,8 +293,9 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
         float sig = (float)tp_significance(&s->sig, d);
         if (!blend || !wl)
           return fail(g, op, err, "no buffer to blend versions %d and %d", v, latest);
-        if (!g->be->blend(g->be, g->S->np, sig, w, wl, blend, err))
+        if (blended != v && !g->be->blend(g->be, g->S->np, sig, w, wl, blend, err))
           return FALSE;
+        blended = v;
         w = blend;
       }
     }
