@@ -14,6 +14,7 @@
 #include "tp_report.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -255,7 +256,7 @@ static void tick(TpProgress *p, void *data)
   bar[width] = '\0';
   char loss[32] = "-";
   if (g_atomic_int_get(&p->losses) > 0)
-    g_snprintf(loss, sizeof loss, "%.4f", p->last_loss);
+    g_snprintf(loss, sizeof loss, "%.4f", atomic_load(&p->last_loss));
   fprintf(stderr, "\r[%s] %d/%d mini-batches  %.0f samples/s  loss %s  ETA %.0fs\033[K", bar, done, total, rate, loss,
           eta);
   fflush(stderr);

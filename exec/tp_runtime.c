@@ -9,6 +9,7 @@
 #include "tp_policy.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* ---- weight buffers through the backend ----------------------------------------------------------- */
@@ -240,7 +241,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     sh->out->loss_sum[op->mb - 1] += stats.loss_sum;
     sh->out->correct[op->mb - 1] += stats.correct;
     if ((g->fwd_done[op->mb - 1] += n) == g->B && sh->progress) {
-      sh->progress->last_loss = sh->out->loss_sum[op->mb - 1] / g->B;
+      atomic_store(&sh->progress->last_loss, sh->out->loss_sum[op->mb - 1] / g->B);
       g_atomic_int_inc(&sh->progress->losses);
     }
     return TRUE;

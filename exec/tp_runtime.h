@@ -64,7 +64,7 @@ typedef struct TpProgress TpProgress;
 struct TpProgress {
   gint done;            /* mini-batches through stage 1's update */
   gint losses;          /* mini-batches whose loss is known */
-  double last_loss;     /* mean loss of the latest of them (for display only) */
+  _Atomic double last_loss; /* mean loss of the latest of them */
   /* called by the thread that runs tp_runtime_run about every interval_s while the stages work */
   void (*tick)(TpProgress *p, void *data);
   void *data;
