@@ -398,10 +398,9 @@ int main(int argc, char **argv)
   fx.train = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
   g_test_add_data_func("/train/gpipe-equals-one-stage", "gpipe", test_flush_equals_one_stage);
   g_test_add_data_func("/train/1f1b-equals-one-stage", "1f1b", test_flush_equals_one_stage);
-  const char *async[] = { "pipedream", "pipedream-2bw", "timeprest", "v-timeprest", "i-timeprest" };
-  for (size_t i = 0; i < G_N_ELEMENTS(async); i++) {
-    g_autofree char *path = g_strdup_printf("/train/versions-and-memory/%s", async[i]);
-    g_test_add_data_func(path, async[i], test_versions_and_memory);
+  for (int i = 0; i < tp_n_presets; i++) { /* every preset, the asynchronous ones above all */
+    g_autofree char *path = g_strdup_printf("/train/versions-and-memory/%s", tp_presets[i].name);
+    g_test_add_data_func(path, tp_presets[i].name, test_versions_and_memory);
   }
   g_test_add_func("/train/blend", test_blend);
   g_test_add_func("/train/reproducible", test_reproducible);
