@@ -136,6 +136,7 @@ static void test_flush_equals_one_stage(gconstpointer data)
       float *w = train(s, &r, &n);
       g_assert_cmpuint(n, ==, n1);
       double d = rel_diff(w, w1, n);
+      g_test_message("%s W=%d N=%d: relative difference %g", preset, W, N, d);
       if (!(d <= 1e-5))
         g_error("%s W=%d N=%d: weights differ from one stage's by %g (relative)", preset, W, N, d);
       g_assert_true(r.versions_match);
