@@ -22,6 +22,7 @@
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
+  char *significance;
   gboolean quiet;
 } Opts;
 
@@ -29,7 +30,8 @@ static void opts_clear(Opts *o)
 {
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
-                   &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps };
+                   &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
+                   &o->significance };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -231,6 +233,16 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
                  : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, t->K, t->cost, err);
     if (!t->s)
       return FALSE;
+  }
+  if (t->o.significance) {
+    if (t->s->policy != TP_POLICY_INTERMEDIATE) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
+      return FALSE;
+    }
+    if (!tp_significance_parse(t->o.significance, &t->s->sig, err)) {
+      g_prefix_error(err, "--significance: ");
+      return FALSE;
+    }
   }
   if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
@@ -483,6 +495,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
       "Fix the nf1b/1f1b-async order on the profiled costs (default) or on unit slots", "costs|slots" },
     { "schedule", 0, 0, G_OPTION_ARG_FILENAME, &o->schedule, "Run this schedule file (CSV or JSON)", "FILE" },
+    { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
+      "I-TiMePReSt's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
       "Write the measured events (the simulator's event CSV) to FILE.csv, the schedule run to FILE.schedule.csv "

@@ -376,6 +376,12 @@ static void test_bad_input(void)
   expect_bad(both, "-k and --epochs", 2);
   const char *backend[] = { "train", "-k", "2", "--backend", "tpu", "--data", "synthetic", NULL };
   expect_bad(backend, "tpu", 2);
+  const char *sig[] = { "train", "-s", "timeprest", "-k", "2", "--significance", "const:1", "--data", "synthetic",
+                        NULL };
+  expect_bad(sig, "--significance", 2);
+  const char *sig2[] = { "train", "-s", "i-timeprest", "-k", "2", "--significance", "cubic", "--data", "synthetic",
+                         NULL };
+  expect_bad(sig2, "--significance", 2);
   const char *sched[] = { "train", "-s", "gpipe", "--schedule", "x.csv", "--data", "synthetic", NULL };
   expect_bad(sched, "--schedule", 2);
   g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
