@@ -73,8 +73,8 @@ GArray *tp_predict_events(const TpSim *msim, const TpMetrics *mm, const TpRunRes
     while (k >= tp_stage_len(s, st))
       st++, k = 0;
     const TpOpRecord *rec = &r->rec[st][k++];
-    row->version = rec->version;
-    row->latest = rec->latest;
+    row->version = rec->version + mb_offset; /* version k of a later schedule is version k + offset of the run */
+    row->latest = rec->latest + mb_offset;
   }
   return rows;
 }

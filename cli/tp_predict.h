@@ -21,7 +21,8 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
 TpSim *tp_predict_measured_sim(const TpSchedule *s, const TpCost *c, const TpRunResult *r, double *t0, GError **err);
 
 /* The measured event rows: as the simulator's, with the versions and latest versions the run read,
- * times shifted by t0 and mini-batches by mb_offset (for runs of several schedules). */
+ * times shifted by t0, and mini-batches and versions by mb_offset (the mini-batches of the run
+ * before this schedule, for runs of several schedules). */
 GArray *tp_predict_events(const TpSim *msim, const TpMetrics *mm, const TpRunResult *r, double t0, int mb_offset);
 
 /* One side of the comparison. */

@@ -302,7 +302,8 @@ static void test_outputs(void)
   g_assert_true(g_file_get_contents(ev, &evt, NULL, NULL));
   g_assert_true(g_str_has_prefix(evt, "# timeprest-events order_fixed_on=costs measured=1\n"
                                       "stage,kind,mini_batch,micro_batch,start,end,version"));
-  g_assert_nonnull(strstr(evt, "\n2,U,20,,"));  /* the second epoch's mini-batches follow the first's */
+  /* the second epoch's mini-batches and versions follow the first's: its last update turns version 19 into 20 */
+  g_assert_nonnull(strstr(evt, "\n2,U,20,,"));
   /* the simulator's reader takes it: every operation of both epochs (pipedream W=2: 3 per mini-batch and
    * stage), and the sends between them */
   GError *err = NULL;
@@ -315,6 +316,14 @@ static void test_outputs(void)
     g_assert_cmpfloat(e->end, >=, e->start);
   }
   g_assert_cmpint(ops, ==, 2 * 2 * 10 * 3);
+  const TpEventRow *lastu = NULL;
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *e = &g_array_index(rows, TpEventRow, i);
+    if (e->kind == TP_EV_U && e->stage == 2 && e->mb == 20)
+      lastu = e;
+  }
+  g_assert_nonnull(lastu);
+  g_assert_cmpint(lastu->version, ==, 19);
   g_assert_cmpint(sends, ==, 2 * 2 * 10);
   g_array_unref(rows);
   /* the schedule it ran, beside the events: the plan of the run, read back as a schedule */
