@@ -419,8 +419,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
-                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"local\", \"stages\": [",
-                         t->W, t->N, t->batch, t->K, t->runs);
+                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"local\", \"cores\": %d, \"stages\": [",
+                         t->W, t->N, t->batch, t->K, t->runs, t->cores);
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
                            s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
@@ -469,6 +469,9 @@ static void report_text(const Train *t, const char *sha, GString *out)
                                                                       : "SOME READS DIFFER from the schedule");
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
   g_string_append(out, "prediction   the simulator on the profiled costs vs this run (mean over runs; counts: max)\n");
+  if (t->W > t->cores)
+    g_string_append_printf(out, "             %d stages on %d cores: the prediction runs stage s on core s mod %d\n", t->W,
+                           t->cores, t->cores);
   tp_comparison_text(&t->cmp, out);
 }
 
