@@ -76,6 +76,9 @@ typedef struct {
   guint32 seed;
   double lr, momentum, wd, timeout;
   int reps, cores;
+  gboolean slots;           /* --order-from slots */
+  gboolean has_sig;         /* --significance given */
+  TpSignificance sig;
   TpModel *model;
   TpDataset *train, *test;
   TpBatcher *batcher;
@@ -162,7 +165,14 @@ static gboolean parse_opts(Train *t, GError **err)
   t->W = w, t->N = n, t->K = k, t->runs = e, t->batch = batch, t->seed = (guint32)seed, t->reps = reps;
   t->per_epoch = !o->mini;
   t->cores = (int)g_get_num_processors();
-  (void)from;
+  t->slots = from == 1;
+  if (o->significance) {
+    if (!tp_significance_parse(o->significance, &t->sig, err)) {
+      g_prefix_error(err, "--significance: ");
+      return FALSE;
+    }
+    t->has_sig = TRUE;
+  }
   return TRUE;
 }
 
@@ -188,6 +198,10 @@ static gboolean setup(Train *t, GError **err)
     return FALSE;
   if (!t->s && !tp_pair_check(t->preset->order, t->preset->policy, t->W, t->N, err))
     return FALSE;
+  if (t->has_sig && (t->s ? t->s->policy : t->preset->policy) != TP_POLICY_INTERMEDIATE) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
+    return FALSE;
+  }
   if (!(t->model = tp_model_load(o->model ? o->model : "mlp", err)) || !tp_net_check_model(t->model, err))
     return FALSE;
   int L = tp_model_n_layers(t->model);
@@ -228,22 +242,13 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     return FALSE;
   t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
   if (!t->s) {
-    gboolean slots = t->o.order_from && strcmp(t->o.order_from, "slots") == 0;
-    t->s = slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, t->K, err)
+    t->s = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, t->K, err)
                  : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, t->K, t->cost, err);
     if (!t->s)
       return FALSE;
   }
-  if (t->o.significance) {
-    if (t->s->policy != TP_POLICY_INTERMEDIATE) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
-      return FALSE;
-    }
-    if (!tp_significance_parse(t->o.significance, &t->s->sig, err)) {
-      g_prefix_error(err, "--significance: ");
-      return FALSE;
-    }
-  }
+  if (t->has_sig)
+    t->s->sig = t->sig;
   if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
   t->pm = tp_metrics_compute(t->psim);
