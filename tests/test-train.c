@@ -6,6 +6,7 @@
 #include "tp_events.h"
 #include "tp_metrics.h"
 #include "tp_net.h"
+#include "tp_predict.h"
 #include "tp_runtime.h"
 #include "tp_sim.h"
 #include "tp_test.h"
@@ -239,6 +240,73 @@ static void test_blend(void)
   tp_schedule_free(blend), tp_schedule_free(latest), tp_schedule_free(stash);
 }
 
+/* The measured side of the comparison: a run whose operations took exactly the simulated times
+ * (shifted by an offset) gives back the simulator's metrics, and its event rows the run's versions. */
+static void test_measured_timeline(void)
+{
+  TpSchedule *s = tpt_preset("timeprest", 3, 2, 10);
+  TpCost *c = tp_cost_unit(3);
+  c->unit = FALSE;
+  for (int st = 0; st < 3; st++)
+    c->stage[st].fwd = 1 + st, c->stage[st].bwd = 2.5, c->stage[st].upd = 0.25;
+  GError *err = NULL;
+  TpSim *sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  TpMetrics *pm = tp_metrics_compute(sim);
+  TpRunResult r = { .W = 3, .K = 10 };
+  r.rec = g_new0(TpOpRecord *, 3);
+  r.stats = g_new0(TpWStoreStats, 3);
+  for (int st = 0; st < 3; st++) {
+    r.rec[st] = g_new0(TpOpRecord, tp_stage_len(s, st));
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      long g = sim->ix->off[st] + k;
+      r.rec[st][k] = (TpOpRecord){ sim->start[g] + 5, sim->end[g] + 5, tp_stage_ops(s, st)[k].ver, 0, TRUE, 0 };
+    }
+    r.stats[st].max_live_versions = pm->stage[st].max_live_versions;
+    r.stats[st].max_activations = pm->stage[st].peak_activations;
+    r.stats[st].peak_total = (gint64)pm->stage[st].peak_bytes;
+  }
+  double t0 = 0;
+  TpSim *msim = tp_predict_measured_sim(s, c, &r, &t0, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(t0, ==, 5);
+  TpMetrics *mm = tp_metrics_compute(msim);
+  g_assert_cmpfloat(fabs(mm->t_minibatch - pm->t_minibatch), <, 1e-9);
+  g_assert_cmpfloat(fabs(mm->makespan - pm->makespan), <, 1e-9);
+  TpComparison cmp;
+  tp_comparison_init(&cmp, pm);
+  tp_comparison_add(&cmp, mm, &r);
+  for (int st = 0; st < 3; st++) {
+    g_assert_cmpfloat(fabs(cmp.measured.busy[st] - cmp.predicted.busy[st]), <, 1e-9);
+    g_assert_cmpint(cmp.measured.max_live_versions[st], ==, cmp.predicted.max_live_versions[st]);
+  }
+  g_assert_cmpfloat(tp_rel_error(cmp.predicted.t_minibatch, cmp.measured.t_minibatch), ==, 0);
+  g_assert_cmpfloat(tp_rel_error(1.1, 1.0), >, 0.0999);
+  GString *json = g_string_new(NULL);
+  tp_comparison_json(&cmp, json);
+  g_assert_nonnull(strstr(json->str, "\"error\": {\"time_per_mini_batch\": 0,"));
+  g_string_free(json, TRUE);
+  /* event rows of the second of two schedules: times back at the offset, mini-batches and versions
+   * numbered as the run's */
+  GArray *rows = tp_predict_events(msim, mm, &r, t0, 10);
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *e = &g_array_index(rows, TpEventRow, i);
+    g_assert_cmpint(e->mb, >, 10);
+    g_assert_cmpfloat(e->start, >=, 5);
+    if (e->kind == TP_EV_U)
+      g_assert_cmpint(e->version, ==, e->mb - 1);
+  }
+  g_array_unref(rows);
+  tp_comparison_clear(&cmp);
+  tp_metrics_free(mm);
+  tp_sim_free(msim);
+  tp_run_result_clear(&r);
+  tp_metrics_free(pm);
+  tp_sim_free(sim);
+  tp_cost_free(c);
+  tp_schedule_free(s);
+}
+
 /* ---- through the program ------------------------------------------------------------------------ */
 
 static char *json_string(const char *json, const char *key)
@@ -419,6 +487,7 @@ int main(int argc, char **argv)
     g_test_add_data_func(path, tp_presets[i].name, test_versions_and_memory);
   }
   g_test_add_func("/train/blend", test_blend);
+  g_test_add_func("/train/measured-timeline", test_measured_timeline);
   g_test_add_func("/train/reproducible", test_reproducible);
   g_test_add_func("/train/outputs", test_outputs);
   g_test_add_func("/train/bad-input", test_bad_input);
