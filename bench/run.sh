@@ -39,3 +39,5 @@ reps=${SWEEP_REPS:-2}
 echo "== validate -w 2-64 -n 1-64 (wall time, best of $reps)"
 t=$(best_of "$b/timeprest" validate -w 2-64 -n 1-64 --format tsv)
 printf 'validate sweep     %8.3f s\n' "$t"
+echo "== training throughput, mlp-deep (bench/bench-train.sh)"
+sh "$(dirname "$0")/bench-train.sh" "$b" 100 3

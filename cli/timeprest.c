@@ -19,6 +19,7 @@ static const Command commands[] = {
   { "simulate", tp_cmd_simulate, "simulate a schedule: makespan, bubbles, memory, staleness, v, messages" },
   { "validate", tp_cmd_validate, "sweep (W, N) and check the published version-difference formulas" },
   { "compare", tp_cmd_compare, "every preset on one configuration, side by side (table or CSV)" },
+  { "train", tp_cmd_train, "train a network for real with a schedule; predicted vs measured" },
   { "plot", tp_cmd_plot, "pictures with gnuplot: timeline, memory, vmap, convergence (PNG or SVG)" },
 };
 
@@ -70,7 +71,7 @@ int main(int argc, char **argv)
       return status;
     }
   g_autofree char *q = tp_quote(argv[1]);
-  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, plot; try 'timeprest "
-                  "--help')\n", q);
+  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, train, plot; try "
+                  "'timeprest --help')\n", q);
   return 2;
 }

@@ -13,6 +13,7 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err);
 gboolean tp_cmd_validate(int argc, char **argv, GError **err);
 gboolean tp_cmd_compare(int argc, char **argv, GError **err);
 gboolean tp_cmd_plot(int argc, char **argv, GError **err);
+gboolean tp_cmd_train(int argc, char **argv, GError **err);
 
 /* A whole number in [lo, hi] for option `flag`; a usage error otherwise. */
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err);

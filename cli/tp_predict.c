@@ -1,0 +1,216 @@
+/* tp_predict.c — the simulator's prediction of a training run from the executor's profile, the
+ * measured run as a timeline the simulator's metrics read, and the two side by side. */
+#include "tp_predict.h"
+#include "tp_sim.h"
+
+#include <math.h>
+#include <string.h>
+
+TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, int batch, int cores)
+{
+  int W = tp_runtime_stages(rt);
+  double m = (double)batch / N;
+  TpCost *c = tp_cost_unit(W);
+  c->unit = FALSE;
+  c->samples_per_micro = m;
+  c->time_unit = "s";
+  c->byte_unit = "B";
+  for (int s = 0; s < W; s++) {
+    TpWStoreSizes sz;
+    tp_runtime_sizes(rt, s, &sz);
+    double pb = (double)sz.n_params * sizeof(float);
+    c->stage[s] = (TpStageCost){ prof[s].fwd, prof[s].bwd, prof[s].upd,
+                                 m * (double)tp_runtime_act_bytes_per_sample(rt, s),
+                                 m * (double)tp_runtime_grad_bytes_per_sample(rt, s),
+                                 (double)sz.activation_bytes, pb, (double)sz.optimizer_bytes,
+                                 (double)sz.gradient_bytes, cores > 0 && W > cores ? s % cores : s };
+  }
+  for (int l = 0; l < MAX(W - 1, 1); l++)
+    c->link[l] = (TpLinkCost){ 0, 0 };
+  c->source = g_strdup("the profile of this run");
+  tp_cost_update_devices(c);
+  return c;
+}
+
+TpSim *tp_predict_measured_sim(const TpSchedule *s, const TpCost *c, const TpRunResult *r, double *t0, GError **err)
+{
+  TpSim *sim = tp_sim_run(s, c, err);
+  if (!sim)
+    return NULL;
+  double lo = G_MAXDOUBLE;
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      lo = MIN(lo, r->rec[st][k].start);
+  if (lo == G_MAXDOUBLE)
+    lo = 0;
+  double end = 0;
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      long g = sim->ix->off[st] + k;
+      sim->start[g] = r->rec[st][k].start - lo;
+      sim->end[g] = r->rec[st][k].end - lo;
+      end = MAX(end, sim->end[g]);
+    }
+  for (long g = 0; g < sim->n_ops; g++)
+    if (sim->cons[g] >= 0)
+      sim->xstart[g] = sim->xend[g] = sim->end[g];
+  sim->makespan = end;
+  *t0 = lo;
+  return sim;
+}
+
+GArray *tp_predict_events(const TpSim *msim, const TpMetrics *mm, const TpRunResult *r, double t0, int mb_offset)
+{
+  GArray *rows = tp_events_from_sim(msim, mm);
+  const TpSchedule *s = msim->s;
+  int st = 0, k = 0;
+  for (guint i = 0; i < rows->len; i++) {
+    TpEventRow *row = &g_array_index(rows, TpEventRow, i);
+    row->start += t0, row->end += t0;
+    row->mb += mb_offset;
+    if (row->kind > TP_EV_U)
+      continue;
+    while (k >= tp_stage_len(s, st))
+      st++, k = 0;
+    const TpOpRecord *rec = &r->rec[st][k++];
+    row->version = rec->version + mb_offset; /* version k of a later schedule is version k + offset of the run */
+    row->latest = rec->latest + mb_offset;
+  }
+  return rows;
+}
+
+static void side_alloc(TpSide *d, int W)
+{
+  d->busy = g_new0(double, W);
+  d->peak_bytes = g_new0(double, W);
+  d->max_live_versions = g_new0(int, W);
+  d->peak_activations = g_new0(int, W);
+}
+
+static void side_clear(TpSide *d)
+{
+  g_free(d->busy);
+  g_free(d->peak_bytes);
+  g_free(d->max_live_versions);
+  g_free(d->peak_activations);
+}
+
+void tp_comparison_init(TpComparison *c, const TpMetrics *p)
+{
+  memset(c, 0, sizeof *c);
+  c->W = p->W;
+  side_alloc(&c->predicted, p->W);
+  side_alloc(&c->measured, p->W);
+  c->predicted.t_minibatch = p->t_minibatch;
+  c->predicted.makespan = p->makespan;
+  for (int s = 0; s < p->W; s++) {
+    c->predicted.busy[s] = p->stage[s].busy;
+    c->predicted.max_live_versions[s] = p->stage[s].max_live_versions;
+    c->predicted.peak_activations[s] = p->stage[s].peak_activations;
+    c->predicted.peak_bytes[s] = p->stage[s].peak_bytes;
+  }
+}
+
+void tp_comparison_add(TpComparison *c, const TpMetrics *m, const TpRunResult *r)
+{
+  TpSide *d = &c->measured;
+  int n = ++c->n_measured;
+  d->t_minibatch += (m->t_minibatch - d->t_minibatch) / n;
+  d->makespan += (m->makespan - d->makespan) / n;
+  for (int s = 0; s < c->W; s++) {
+    d->busy[s] += (m->stage[s].busy - d->busy[s]) / n;
+    d->max_live_versions[s] = MAX(d->max_live_versions[s], r->stats[s].max_live_versions);
+    d->peak_activations[s] = MAX(d->peak_activations[s], r->stats[s].max_activations);
+    d->peak_bytes[s] = MAX(d->peak_bytes[s], (double)r->stats[s].peak_total);
+  }
+}
+
+void tp_comparison_clear(TpComparison *c)
+{
+  side_clear(&c->predicted);
+  side_clear(&c->measured);
+}
+
+double tp_rel_error(double p, double m)
+{
+  if (m == 0)
+    return p == 0 ? 0 : INFINITY;
+  return (p - m) / m;
+}
+
+static void num(GString *out, double x)
+{
+  if (isfinite(x))
+    g_string_append_printf(out, "%.9g", x);
+  else
+    g_string_append(out, "null");
+}
+
+static void side_json(const TpSide *d, int W, GString *out)
+{
+  g_string_append(out, "{\"time_per_mini_batch\": ");
+  num(out, d->t_minibatch);
+  g_string_append(out, ", \"makespan\": ");
+  num(out, d->makespan);
+  g_string_append(out, ", \"stages\": [");
+  for (int s = 0; s < W; s++) {
+    g_string_append_printf(out, "%s{\"stage\": %d, \"busy\": ", s ? ", " : "", s + 1);
+    num(out, d->busy[s]);
+    g_string_append_printf(out, ", \"max_live_versions\": %d, \"peak_activations\": %d, \"peak_bytes\": ",
+                           d->max_live_versions[s], d->peak_activations[s]);
+    num(out, d->peak_bytes[s]);
+    g_string_append_c(out, '}');
+  }
+  g_string_append(out, "]}");
+}
+
+void tp_comparison_json(const TpComparison *c, GString *out)
+{
+  const TpSide *p = &c->predicted, *m = &c->measured;
+  g_string_append(out, "\"predicted\": ");
+  side_json(p, c->W, out);
+  g_string_append(out, ", \"measured\": ");
+  side_json(m, c->W, out);
+  g_string_append(out, ", \"error\": {\"time_per_mini_batch\": ");
+  num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
+  g_string_append(out, ", \"makespan\": ");
+  num(out, tp_rel_error(p->makespan, m->makespan));
+  g_string_append(out, ", \"stages\": [");
+  for (int s = 0; s < c->W; s++) {
+    g_string_append_printf(out, "%s{\"stage\": %d, \"busy\": ", s ? ", " : "", s + 1);
+    num(out, tp_rel_error(p->busy[s], m->busy[s]));
+    g_string_append_printf(out, ", \"max_live_versions\": %d, \"peak_activations\": %d, \"peak_bytes\": ",
+                           p->max_live_versions[s] - m->max_live_versions[s],
+                           p->peak_activations[s] - m->peak_activations[s]);
+    num(out, tp_rel_error(p->peak_bytes[s], m->peak_bytes[s]));
+    g_string_append_c(out, '}');
+  }
+  g_string_append(out, "]}");
+}
+
+static void row(GString *out, const char *what, double p, double m, const char *unit, double scale)
+{
+  g_string_append_printf(out, "  %-28s %12.4f %12.4f %+9.1f%%  %s\n", what, p * scale, m * scale,
+                         100 * tp_rel_error(p, m), unit);
+}
+
+void tp_comparison_text(const TpComparison *c, GString *out)
+{
+  const TpSide *p = &c->predicted, *m = &c->measured;
+  g_string_append_printf(out, "  %-28s %12s %12s %10s\n", "", "predicted", "measured", "error");
+  row(out, "time per mini-batch", p->t_minibatch, m->t_minibatch, "ms (steady: spacing of stage 1's updates)", 1e3);
+  row(out, "schedule makespan", p->makespan, m->makespan, "s", 1);
+  for (int s = 0; s < c->W; s++) {
+    char what[64];
+    g_snprintf(what, sizeof what, "stage %d busy", s + 1);
+    row(out, what, p->busy[s], m->busy[s], "s", 1);
+    g_snprintf(what, sizeof what, "stage %d max live versions", s + 1);
+    g_string_append_printf(out, "  %-28s %12d %12d %10s\n", what, p->max_live_versions[s], m->max_live_versions[s],
+                           p->max_live_versions[s] == m->max_live_versions[s] ? "equal" : "DIFFER");
+    g_snprintf(what, sizeof what, "stage %d peak activations", s + 1);
+    g_string_append_printf(out, "  %-28s %12d %12d %10s\n", what, p->peak_activations[s], m->peak_activations[s],
+                           p->peak_activations[s] == m->peak_activations[s] ? "equal" : "DIFFER");
+    g_snprintf(what, sizeof what, "stage %d peak bytes", s + 1);
+    row(out, what, p->peak_bytes[s], m->peak_bytes[s], "MB", 1e-6);
+  }
+}

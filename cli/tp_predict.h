@@ -1,0 +1,58 @@
+/* tp_predict.h — predicted against measured for a training run: the simulator's cost model built
+ * from the executor's profile of each stage, the measured run turned into a timeline the
+ * simulator's metrics and event files read, and the two side by side with their relative error.
+ * It lives above both sim/ and exec/ (which never see each other). */
+#ifndef TP_PREDICT_H
+#define TP_PREDICT_H
+
+#include "tp_events.h"
+#include "tp_metrics.h"
+#include "tp_runtime.h"
+
+/* The cost model of a run: per-stage forward and backward time per micro-batch and update time from
+ * the profile, message and memory bytes from the networks; links are free (the local transport
+ * hands a message over by one copy).  When there are more stages than processors (cores), stage s
+ * runs on device s mod cores, so that the simulation serialises what the machine must. */
+TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, int batch, int cores);
+
+/* The measured run of schedule s as a simulation result: the schedule's wiring (from a
+ * simulation under c), every operation's measured start and end shifted so that the run starts at
+ * 0 (*t0 gets the shift), messages delivered when their sender ends. */
+TpSim *tp_predict_measured_sim(const TpSchedule *s, const TpCost *c, const TpRunResult *r, double *t0, GError **err);
+
+/* The measured event rows: as the simulator's, with the versions and latest versions the run read,
+ * times shifted by t0, and mini-batches and versions by mb_offset (the mini-batches of the run
+ * before this schedule, for runs of several schedules). */
+GArray *tp_predict_events(const TpSim *msim, const TpMetrics *mm, const TpRunResult *r, double t0, int mb_offset);
+
+/* One side of the comparison. */
+typedef struct {
+  double t_minibatch;   /* steady time per mini-batch (spacing of stage 1's updates) */
+  double makespan;      /* one schedule */
+  double *busy;         /* [W] seconds per schedule */
+  int *max_live_versions, *peak_activations; /* [W] */
+  double *peak_bytes;   /* [W] */
+} TpSide;
+
+typedef struct {
+  int W;
+  int n_measured; /* schedules added to the measured side */
+  TpSide predicted, measured;
+} TpComparison;
+
+/* The predicted side from the simulation of the schedule under the profiled costs. */
+void tp_comparison_init(TpComparison *c, const TpMetrics *predicted);
+/* Add one measured schedule (its timeline's metrics and the weight stores' statistics); the
+ * measured side keeps the mean of times and the maximum of counts and bytes over those added. */
+void tp_comparison_add(TpComparison *c, const TpMetrics *measured, const TpRunResult *r);
+void tp_comparison_clear(TpComparison *c);
+
+/* (predicted − measured) / measured, 0 when both are 0. */
+double tp_rel_error(double predicted, double measured);
+
+/* "predicted": {...}, "measured": {...}, "error": {...} members (no braces around them). */
+void tp_comparison_json(const TpComparison *c, GString *out);
+/* The side-by-side table of the text report. */
+void tp_comparison_text(const TpComparison *c, GString *out);
+
+#endif

@@ -1,0 +1,96 @@
+/* cpu_backend.c — the `cpu` backend: host memory, OpenBLAS SGEMM and the kernel table.
+ *
+ * Threads: the executor runs one thread per pipeline stage and each stage calls BLAS itself, so
+ * OpenBLAS must not start threads of its own inside a call (W stages × its threads would oversubscribe
+ * the cores and make stage times depend on each other). The backend therefore sets OpenBLAS to one
+ * thread, once, the first time it is requested (tp_backend_cpu()); OpenBLAS built with pthreads is
+ * safe to call from several threads at once. */
+#include "config.h"
+#include "tp_cpu.h"
+#include "tp_error.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *cpu_alloc(const TpBackend *be, size_t n, GError **err)
+{
+  (void)be;
+  /* 64-byte alignment for the vector units; at least one float so that n = 0 is not NULL */
+  void *p = NULL;
+  size_t bytes = (n ? n : 1) * sizeof(float);
+  if (n > G_MAXSIZE / sizeof(float) || posix_memalign(&p, 64, bytes) != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cpu backend: cannot allocate %zu floats", n);
+    return NULL;
+  }
+  return p;
+}
+
+static void cpu_free(const TpBackend *be, float *p)
+{
+  (void)be;
+  free(p);
+}
+
+static gboolean cpu_zero(const TpBackend *be, float *p, size_t n, GError **err)
+{
+  (void)be, (void)err;
+  memset(p, 0, n * sizeof(float));
+  return TRUE;
+}
+
+static gboolean cpu_copy(const TpBackend *be, float *dst, const float *src, size_t n, GError **err)
+{
+  (void)be, (void)err;
+  if (dst != src)
+    memmove(dst, src, n * sizeof(float));
+  return TRUE;
+}
+
+gboolean tp_cpu_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc, GError **err)
+{
+  (void)be, (void)err;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, a, lda, b, ldb, beta, c, ldc);
+  return TRUE;
+}
+
+static const TpBackend cpu_backend = {
+  .name = "cpu",
+  .ctx = NULL,
+  .alloc = cpu_alloc,
+  .free = cpu_free,
+  .zero = cpu_zero,
+  .copy = cpu_copy,
+  .upload = cpu_copy,
+  .download = cpu_copy,
+  .sgemm = tp_cpu_sgemm,
+  .linear_forward = tp_cpu_linear_forward,
+  .linear_backward = tp_cpu_linear_backward,
+  .conv_workspace = tp_cpu_conv_workspace,
+  .conv_forward = tp_cpu_conv_forward,
+  .conv_backward = tp_cpu_conv_backward,
+  .maxpool_forward = tp_cpu_maxpool_forward,
+  .maxpool_backward = tp_cpu_maxpool_backward,
+  .avgpool_forward = tp_cpu_avgpool_forward,
+  .avgpool_backward = tp_cpu_avgpool_backward,
+  .relu_forward = tp_cpu_relu_forward,
+  .relu_backward = tp_cpu_relu_backward,
+  .dropout_forward = tp_cpu_dropout_forward,
+  .dropout_backward = tp_cpu_dropout_backward,
+  .softmax_ce_forward = tp_cpu_softmax_ce_forward,
+  .softmax_ce_backward = tp_cpu_softmax_ce_backward,
+  .sgd_step = tp_cpu_sgd_step,
+  .blend = tp_cpu_blend,
+};
+
+const TpBackend *tp_backend_cpu(void)
+{
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    openblas_set_num_threads(1);
+    g_once_init_leave(&once, 1);
+  }
+  return &cpu_backend;
+}

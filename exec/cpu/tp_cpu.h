@@ -1,0 +1,50 @@
+/* tp_cpu.h — the cpu backend's kernels, one file per family (cpu_linear.c, cpu_conv.c, cpu_pool.c,
+ * cpu_activation.c, cpu_loss.c, cpu_optim.c), gathered into one TpBackend by cpu_backend.c.
+ * The signatures are those of the TpBackend members (see tp_backend.h for the contract). */
+#ifndef TP_CPU_H
+#define TP_CPU_H
+
+#include "tp_backend.h"
+
+gboolean tp_cpu_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc, GError **err);
+
+gboolean tp_cpu_linear_forward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
+                               const float *b, float *y, GError **err);
+gboolean tp_cpu_linear_backward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
+                                const float *dy, float *dx, float *dw, float *db, GError **err);
+
+size_t tp_cpu_conv_workspace(const TpBackend *be, const TpWindow *s, int batch);
+gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
+                             const float *b, float *y, float *work, GError **err);
+gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
+                              const float *dy, float *dx, float *dw, float *db, float *work, GError **err);
+
+gboolean tp_cpu_maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                                gint32 *argmax, GError **err);
+gboolean tp_cpu_maxpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
+                                 const gint32 *argmax, float *dx, GError **err);
+gboolean tp_cpu_avgpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                                GError **err);
+gboolean tp_cpu_avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
+                                 GError **err);
+
+gboolean tp_cpu_relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
+gboolean tp_cpu_relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,
+                              GError **err);
+gboolean tp_cpu_dropout_forward(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
+                                float *mask, GError **err);
+gboolean tp_cpu_dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
+                                 GError **err);
+
+gboolean tp_cpu_softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
+                                   const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err);
+gboolean tp_cpu_softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
+                                    const gint32 *labels, float scale, float *dx, GError **err);
+
+gboolean tp_cpu_sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
+                         const float *w_in, const float *grad, float *mom, float *w_out, GError **err);
+gboolean tp_cpu_blend(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
+                      GError **err);
+
+#endif

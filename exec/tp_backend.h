@@ -1,0 +1,132 @@
+/* tp_backend.h — the compute backend interface of the executor: one struct of function pointers
+ * (memory, GEMM, every layer family's forward and backward, the optimizer step and the blend).
+ * Each backend lives in its own folder (exec/cpu/, later exec/cuda/) and fills this struct; the
+ * stage network (tp_net.h) calls nothing else, so it runs unchanged on any of them.
+ *
+ * Conventions shared by every backend:
+ *  - Buffers are arrays of float in the backend's memory (host memory for `cpu`). A buffer of
+ *    32-bit indices (max-pool argmax) is a float buffer of the same length reinterpreted as gint32.
+ *  - Row-major layouts: activations are [batch][channels][height][width]; a linear layer's weight
+ *    is [out][in] followed by its bias [out]; a convolution's weight is [cout][cin][k][k] followed
+ *    by its bias [cout].
+ *  - Forward outputs and input gradients (dx) are overwritten; parameter gradients (dw, db) are
+ *    accumulated (+=), so the gradients of several micro-batches sum in one buffer.
+ *  - dx may be NULL where the input gradient is not wanted (the first stage's first layer).
+ *  - Labels are host arrays of gint32 (a device backend copies them itself).
+ *  - Every function returns FALSE with a TP_ERROR_RUNTIME error on failure; none exits. */
+#ifndef TP_BACKEND_H
+#define TP_BACKEND_H
+
+#include <glib.h>
+#include <stddef.h>
+
+typedef struct TpBackend TpBackend;
+
+/* A window over an image: convolution (cout output channels) or pooling (cout == cin). */
+typedef struct {
+  int cin, hin, win;
+  int cout, hout, wout;
+  int k, stride, pad;
+} TpWindow;
+
+struct TpBackend {
+  const char *name;
+  void *ctx; /* the backend's own state (handles, streams); NULL for cpu */
+
+  /* memory: n counts floats */
+  float *(*alloc)(const TpBackend *be, size_t n, GError **err);
+  void (*free)(const TpBackend *be, float *p);
+  gboolean (*zero)(const TpBackend *be, float *p, size_t n, GError **err);
+  gboolean (*copy)(const TpBackend *be, float *dst, const float *src, size_t n, GError **err);
+  gboolean (*upload)(const TpBackend *be, float *dst, const float *host, size_t n, GError **err);
+  gboolean (*download)(const TpBackend *be, float *host, const float *src, size_t n, GError **err);
+
+  /* C[m][n] = alpha·op(A)·op(B) + beta·C, row-major; op(A) is m×k, op(B) is k×n. */
+  gboolean (*sgemm)(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
+                    const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc, GError **err);
+
+  /* linear: y = x·wᵀ + b (b may be NULL); backward dx = dy·w, dw += dyᵀ·x, db += Σ dy */
+  gboolean (*linear_forward)(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
+                             const float *b, float *y, GError **err);
+  gboolean (*linear_backward)(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
+                              const float *dy, float *dx, float *dw, float *db, GError **err);
+
+  /* conv2d by im2col + SGEMM; `work` holds conv_workspace(batch) floats */
+  size_t (*conv_workspace)(const TpBackend *be, const TpWindow *s, int batch);
+  gboolean (*conv_forward)(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
+                           const float *b, float *y, float *work, GError **err);
+  gboolean (*conv_backward)(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw, float *db, float *work, GError **err);
+
+  /* pooling; padding never wins a max, and an average divides by k·k (padding counts as zero).
+   * argmax (index into the input plane, -1 if the window held only padding) may be NULL in
+   * inference. */
+  gboolean (*maxpool_forward)(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                              gint32 *argmax, GError **err);
+  gboolean (*maxpool_backward)(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
+                               const gint32 *argmax, float *dx, GError **err);
+  gboolean (*avgpool_forward)(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                              GError **err);
+  gboolean (*avgpool_backward)(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
+                               GError **err);
+
+  /* elementwise over n values; relu's backward reads the forward's input x */
+  gboolean (*relu_forward)(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
+  gboolean (*relu_backward)(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx, GError **err);
+  /* inverted dropout: element i is kept when tp_dropout_keep(seed, i, p); mask[i] is 0 or 1/(1-p).
+   * mask NULL: inference (y = x). */
+  gboolean (*dropout_forward)(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
+                              float *mask, GError **err);
+  gboolean (*dropout_backward)(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
+                               GError **err);
+
+  /* softmax + cross-entropy over `classes` scores per sample: probs = softmax(x); *loss_sum gets
+   * Σ −log probs[label], *correct the samples whose first maximal score is the label.
+   * backward: dx = scale·(probs − onehot(label)). */
+  gboolean (*softmax_ce_forward)(const TpBackend *be, int batch, int classes, const float *x, const gint32 *labels,
+                                 float *probs, double *loss_sum, int *correct, GError **err);
+  gboolean (*softmax_ce_backward)(const TpBackend *be, int batch, int classes, const float *probs,
+                                  const gint32 *labels, float scale, float *dx, GError **err);
+
+  /* SGD with momentum and weight decay (the PyTorch formulation), over n parameters:
+   * g = grad + wd·w_in; mom = momentum·mom + g; w_out = w_in − lr·mom. w_out may equal w_in. */
+  gboolean (*sgd_step)(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
+                       const float *w_in, const float *grad, float *mom, float *w_out, GError **err);
+  /* I-TiMePReSt's blend: out = s·a + (1−s)·b; out may equal a or b. */
+  gboolean (*blend)(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
+                    GError **err);
+};
+
+/* The backend named `name` ("cpu"; "cuda" where built), ready to use; TP_ERROR_INPUT naming the
+ * flag for an unknown or unavailable one. */
+const TpBackend *tp_backend_get(const char *name, GError **err);
+
+/* The cpu backend. Its first use sets OpenBLAS to one thread per call: the executor runs one
+ * thread per stage and each stage's GEMMs must stay on that stage's core. */
+const TpBackend *tp_backend_cpu(void);
+
+/* Counter-based random numbers shared by every backend and by the initialisation, so that a value
+ * depends only on (seed, stream, index) — never on the order of calls, the stage split or the device. */
+static inline guint64 tp_mix64(guint64 x)
+{
+  x ^= x >> 30;
+  x *= G_GUINT64_CONSTANT(0xbf58476d1ce4e5b9);
+  x ^= x >> 27;
+  x *= G_GUINT64_CONSTANT(0x94d049bb133111eb);
+  x ^= x >> 31;
+  return x;
+}
+
+/* Uniform in [0, 1) with 24 random bits (exact in float). */
+static inline float tp_uniform(guint64 seed, guint64 stream, guint64 index)
+{
+  guint64 h = tp_mix64(tp_mix64(seed + G_GUINT64_CONSTANT(0x9e3779b97f4a7c15) * (stream + 1)) ^ index);
+  return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
+
+static inline gboolean tp_dropout_keep(guint64 seed, size_t i, float p)
+{
+  return tp_uniform(seed, 0, i) >= p;
+}
+
+#endif

@@ -1,0 +1,377 @@
+/* tp_data.c — IDX (gzip) loading with every header and payload check, synthetic data, and the
+ * seeded mini-batch order with its saveable position. */
+#include "tp_data.h"
+#include "tp_error.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+void tp_dataset_free(TpDataset *d)
+{
+  if (!d)
+    return;
+  g_free(d->pixels);
+  g_free(d->labels);
+  g_free(d->name);
+  g_free(d);
+}
+
+/* ---- IDX files ------------------------------------------------------------------------------ */
+
+typedef struct {
+  gzFile f;
+  const char *path;
+} Idx;
+
+/* Read exactly n bytes, the part of `what` (total bytes long) after its first `before` bytes;
+ * a short read is "truncated", a zlib error is "corrupt". */
+static gboolean idx_read(Idx *x, void *buf, size_t n, size_t before, size_t total, const char *what, GError **err)
+{
+  size_t got = 0;
+  while (got < n) {
+    unsigned chunk = (unsigned)MIN(n - got, (size_t)1 << 30);
+    int r = gzread(x->f, (char *)buf + got, chunk);
+    if (r < 0) {
+      int zerr = 0;
+      const char *msg = gzerror(x->f, &zerr);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt gzip data in the %s (%s)", x->path, what,
+                  msg && *msg ? msg : "read error");
+      return FALSE;
+    }
+    if (r == 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: truncated: the %s ends after %zu of %zu bytes", x->path,
+                  what, before + got, total);
+      return FALSE;
+    }
+    got += (size_t)r;
+  }
+  return TRUE;
+}
+
+static guint32 be32(const uint8_t *p)
+{
+  return (guint32)p[0] << 24 | (guint32)p[1] << 16 | (guint32)p[2] << 8 | p[3];
+}
+
+/* Open an IDX file and check its magic number; reads the ndim dimensions into dims. */
+static gboolean idx_open(Idx *x, const char *path, guint32 magic, const char *kind, int ndim, guint32 *dims,
+                         GError **err)
+{
+  x->path = path;
+  errno = 0;
+  x->f = gzopen(path, "rb");
+  if (!x->f) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot open: %s", path,
+                errno ? g_strerror(errno) : "out of memory");
+    return FALSE;
+  }
+  uint8_t head[4 + 4 * 3];
+  if (!idx_read(x, head, 4, 0, 4 + 4 * (size_t)ndim, "header", err))
+    return FALSE;
+  guint32 m = be32(head);
+  if (m != magic) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: bad magic number 0x%08x (expected 0x%08x, IDX %s)", path,
+                m, magic, kind);
+    return FALSE;
+  }
+  if (!idx_read(x, head + 4, 4 * (size_t)ndim, 4, 4 + 4 * (size_t)ndim, "header", err))
+    return FALSE;
+  for (int i = 0; i < ndim; i++)
+    dims[i] = be32(head + 4 + 4 * i);
+  return TRUE;
+}
+
+/* After the payload: the stream must end here (this also makes zlib check the gzip trailer). */
+static gboolean idx_close(Idx *x, GError **err)
+{
+  char extra;
+  int r = gzread(x->f, &extra, 1);
+  if (r < 0) {
+    int zerr = 0;
+    const char *msg = gzerror(x->f, &zerr);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt gzip data at the end (%s)", x->path,
+                msg && *msg ? msg : "read error");
+    return FALSE;
+  }
+  if (r > 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt: data continues after the count the header gives",
+                x->path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void idx_done(Idx *x)
+{
+  if (x->f)
+    gzclose(x->f);
+  x->f = NULL;
+}
+
+static gboolean load_images(TpDataset *d, const char *path, GError **err)
+{
+  Idx x = { 0 };
+  guint32 dims[3];
+  gboolean ok = idx_open(&x, path, TP_IDX_MAGIC_IMAGES, "unsigned-byte images", 3, dims, err);
+  if (ok && (dims[0] < 1 || dims[0] > TP_DATA_MAX_SAMPLES)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: bad image count %u (expected 1..%d)", path, dims[0],
+                TP_DATA_MAX_SAMPLES);
+    ok = FALSE;
+  }
+  for (int k = 1; ok && k < 3; k++)
+    if (dims[k] < 1 || dims[k] > TP_DATA_MAX_SIDE) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: bad image %s %u (expected 1..%d)", path,
+                  k == 1 ? "height" : "width", dims[k], TP_DATA_MAX_SIDE);
+      ok = FALSE;
+    }
+  if (ok) {
+    d->n = (int)dims[0], d->rows = (int)dims[1], d->cols = (int)dims[2];
+    d->dim = d->rows * d->cols;
+    size_t bytes = (size_t)d->n * (size_t)d->dim;
+    d->pixels = g_try_malloc(bytes);
+    if (!d->pixels) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d images of %d×%d do not fit in memory", path, d->n,
+                  d->rows, d->cols);
+      ok = FALSE;
+    }
+    ok = ok && idx_read(&x, d->pixels, bytes, 0, bytes, "pixel data", err) && idx_close(&x, err);
+  }
+  idx_done(&x);
+  return ok;
+}
+
+static gboolean load_labels(TpDataset *d, const char *path, const char *images, GError **err)
+{
+  Idx x = { 0 };
+  guint32 n;
+  gboolean ok = idx_open(&x, path, TP_IDX_MAGIC_LABELS, "unsigned-byte labels", 1, &n, err);
+  if (ok && n != (guint32)d->n) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %u labels but %d images in %s", path, n, d->n, images);
+    ok = FALSE;
+  }
+  if (ok) {
+    d->labels = g_malloc((size_t)d->n);
+    ok = idx_read(&x, d->labels, (size_t)d->n, 0, (size_t)d->n, "label data", err);
+  }
+  for (int i = 0; ok && i < d->n; i++)
+    if (d->labels[i] >= TP_DATA_CLASSES) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: label %u of sample %d is out of range (0..%d)", path,
+                  d->labels[i], i, TP_DATA_CLASSES - 1);
+      ok = FALSE;
+    }
+  ok = ok && idx_close(&x, err);
+  idx_done(&x);
+  return ok;
+}
+
+TpDataset *tp_dataset_load_idx(const char *images, const char *labels, GError **err)
+{
+  TpDataset *d = g_new0(TpDataset, 1);
+  if (!load_images(d, images, err) || !load_labels(d, labels, images, err)) {
+    tp_dataset_free(d);
+    return NULL;
+  }
+  d->name = g_strdup(images);
+  return d;
+}
+
+/* ---- synthetic data ------------------------------------------------------------------------- */
+
+TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed)
+{
+  g_return_val_if_fail(n > 0 && rows > 0 && cols > 0, NULL);
+  TpDataset *d = g_new0(TpDataset, 1);
+  d->n = n, d->rows = rows, d->cols = cols, d->dim = rows * cols;
+  d->pixels = g_malloc((size_t)n * d->dim);
+  d->labels = g_malloc((size_t)n);
+  d->name = g_strdup("synthetic");
+  /* the class patterns depend on the class alone, so train and test sets share them */
+  uint8_t *pattern = g_malloc((size_t)TP_DATA_CLASSES * d->dim);
+  for (int c = 0; c < TP_DATA_CLASSES; c++) {
+    GRand *r = g_rand_new_with_seed(0x5eed0000u + (guint32)c);
+    for (int p = 0; p < d->dim; p++)
+      pattern[(size_t)c * d->dim + p] = g_rand_int_range(r, 0, 4) == 0 ? 1 : 0;
+    g_rand_free(r);
+  }
+  GRand *r = g_rand_new_with_seed(seed);
+  for (int i = 0; i < n; i++) {
+    int c = g_rand_int_range(r, 0, TP_DATA_CLASSES);
+    d->labels[i] = (uint8_t)c;
+    uint8_t *px = d->pixels + (size_t)i * d->dim;
+    for (int p = 0; p < d->dim; p++) {
+      int v = (pattern[(size_t)c * d->dim + p] ? 160 : 0) + g_rand_int_range(r, 0, 96);
+      px[p] = (uint8_t)v;
+    }
+  }
+  g_rand_free(r);
+  g_free(pattern);
+  return d;
+}
+
+/* ---- --data ----------------------------------------------------------------------------------- */
+
+static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GError **err)
+{
+  *ntrain = 4096, *ntest = 1024;
+  const char *p = spec + strlen("synthetic");
+  if (!*p)
+    return TRUE;
+  char **parts = g_strsplit(p + 1, ":", -1);
+  gboolean ok = *p == ':' && p[1] && g_strv_length(parts) <= 2;
+  int *out[2] = { ntrain, ntest };
+  for (int k = 0; ok && parts[k]; k++) {
+    char *end;
+    errno = 0;
+    long v = strtol(parts[k], &end, 10);
+    ok = *parts[k] && !*end && !errno && v >= 1 && v <= TP_DATA_MAX_SAMPLES;
+    if (ok)
+      *out[k] = (int)v;
+  }
+  g_strfreev(parts);
+  if (!ok)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--data: bad value '%s' (expected DIR or synthetic[:TRAIN[:TEST]])",
+                spec);
+  return ok;
+}
+
+gboolean tp_data_open(const char *spec, guint32 seed, TpDataset **train, TpDataset **test, GError **err)
+{
+  *train = *test = NULL;
+  if (spec && g_str_has_prefix(spec, "synthetic")) {
+    int ntrain, ntest;
+    if (!parse_synthetic(spec, &ntrain, &ntest, err))
+      return FALSE;
+    *train = tp_dataset_synthetic(ntrain, 28, 28, seed);
+    *test = tp_dataset_synthetic(ntest, 28, 28, seed ^ 0x7e57u);
+    return TRUE;
+  }
+  const char *dir = spec ? spec : TP_DATA_DEFAULT_DIR;
+  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no such data directory%s", dir,
+                spec ? "" : " (install the Fashion-MNIST dataset package or pass --data DIR)");
+    return FALSE;
+  }
+  static const char *const files[4] = { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz" };
+  char *path[4];
+  for (int k = 0; k < 4; k++)
+    path[k] = g_build_filename(dir, files[k], NULL);
+  *train = tp_dataset_load_idx(path[0], path[1], err);
+  if (*train)
+    *test = tp_dataset_load_idx(path[2], path[3], err);
+  gboolean ok = *test != NULL;
+  if (ok && ((*test)->rows != (*train)->rows || (*test)->cols != (*train)->cols)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: images are %d×%d but the training images are %d×%d", path[2],
+                (*test)->rows, (*test)->cols, (*train)->rows, (*train)->cols);
+    ok = FALSE;
+  }
+  if (!ok) {
+    g_clear_pointer(train, tp_dataset_free);
+    g_clear_pointer(test, tp_dataset_free);
+  }
+  for (int k = 0; k < 4; k++)
+    g_free(path[k]);
+  return ok;
+}
+
+void tp_dataset_sample(const TpDataset *d, int i, float *x)
+{
+  const uint8_t *px = d->pixels + (size_t)i * d->dim;
+  for (int p = 0; p < d->dim; p++)
+    x[p] = px[p] * (1.0f / 255.0f);
+}
+
+void tp_dataset_gather(const TpDataset *d, const int *idx, int n, float *x, uint8_t *y)
+{
+  for (int k = 0; k < n; k++) {
+    if (x)
+      tp_dataset_sample(d, idx[k], x + (size_t)k * d->dim);
+    if (y)
+      y[k] = d->labels[idx[k]];
+  }
+}
+
+/* ---- mini-batch order ------------------------------------------------------------------------ */
+
+struct TpBatcher {
+  const TpDataset *d;
+  int batch, n_micro;
+  guint32 seed;
+  TpDataPos pos;
+  int perm_epoch; /* the epoch perm holds */
+  int *perm;
+};
+
+void tp_data_permutation(guint32 seed, int epoch, int n, int *perm)
+{
+  guint32 key[2] = { seed, (guint32)epoch };
+  GRand *r = g_rand_new_with_seed_array(key, 2);
+  for (int i = 0; i < n; i++)
+    perm[i] = i;
+  for (int i = n - 1; i > 0; i--) { /* Fisher–Yates */
+    int j = g_rand_int_range(r, 0, i + 1);
+    int t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  g_rand_free(r);
+}
+
+TpBatcher *tp_batcher_new(const TpDataset *d, int batch, int n_micro, guint32 seed, GError **err)
+{
+  if (n_micro < 1 || batch < 1 || batch % n_micro != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "--batch: %d samples cannot be split into %d equal micro-batches (use a multiple of %d)", batch,
+                n_micro, MAX(n_micro, 1));
+    return NULL;
+  }
+  if (batch > d->n) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples per mini-batch but %s has only %d", batch,
+                d->name, d->n);
+    return NULL;
+  }
+  TpBatcher *b = g_new0(TpBatcher, 1);
+  b->d = d, b->batch = batch, b->n_micro = n_micro, b->seed = seed;
+  b->perm = g_new(int, d->n);
+  b->perm_epoch = -1;
+  return b;
+}
+
+void tp_batcher_free(TpBatcher *b)
+{
+  if (!b)
+    return;
+  g_free(b->perm);
+  g_free(b);
+}
+
+int tp_batcher_per_epoch(const TpBatcher *b) { return b->d->n / b->batch; }
+int tp_batcher_micro_size(const TpBatcher *b) { return b->batch / b->n_micro; }
+TpDataPos tp_batcher_pos(const TpBatcher *b) { return b->pos; }
+
+const int *tp_batcher_next(TpBatcher *b)
+{
+  if (b->pos.index + b->batch > tp_batcher_per_epoch(b) * b->batch)
+    b->pos.epoch++, b->pos.index = 0;
+  if (b->perm_epoch != b->pos.epoch) {
+    tp_data_permutation(b->seed, b->pos.epoch, b->d->n, b->perm);
+    b->perm_epoch = b->pos.epoch;
+  }
+  const int *out = b->perm + b->pos.index;
+  b->pos.index += b->batch;
+  return out;
+}
+
+gboolean tp_batcher_seek(TpBatcher *b, TpDataPos pos, GError **err)
+{
+  if (pos.epoch < 0 || pos.index < 0 || pos.index > tp_batcher_per_epoch(b) * b->batch) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "data position (epoch %d, sample %d) does not fit %s with mini-batches of %d", pos.epoch, pos.index,
+                b->d->name, b->batch);
+    return FALSE;
+  }
+  b->pos = pos;
+  return TRUE;
+}

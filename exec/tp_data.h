@@ -1,0 +1,82 @@
+/* tp_data.h — training data for the executor: Fashion-MNIST read from gzip IDX files, seeded
+ * synthetic data for tests, and the seeded, reproducible mini-batch order with a data position
+ * that checkpoints save and restore.
+ *
+ * Pixels are kept as bytes and handed out as floats in [0, 1] (pixel / 255, no mean/std
+ * normalisation).  IDX files may be gzip-compressed or plain (zlib reads both). */
+#ifndef TP_DATA_H
+#define TP_DATA_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#define TP_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+#define TP_DATA_CLASSES 10
+#define TP_IDX_MAGIC_IMAGES 0x00000803u /* unsigned byte, 3 dimensions */
+#define TP_IDX_MAGIC_LABELS 0x00000801u /* unsigned byte, 1 dimension */
+/* Limits that keep a damaged header from asking for absurd amounts of memory. */
+#define TP_DATA_MAX_SAMPLES 10000000
+#define TP_DATA_MAX_SIDE 4096
+
+typedef struct {
+  int n;            /* samples */
+  int rows, cols;   /* image shape */
+  int dim;          /* rows × cols, the floats per sample */
+  uint8_t *pixels;  /* n × dim bytes */
+  uint8_t *labels;  /* n labels, each < TP_DATA_CLASSES */
+  char *name;       /* where it came from (a file, or "synthetic") */
+} TpDataset;
+
+void tp_dataset_free(TpDataset *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpDataset, tp_dataset_free)
+
+/* Read an image file and its label file (IDX, gzip or plain).  Any problem is one
+ * TP_ERROR_INPUT line naming the file and what is wrong. */
+TpDataset *tp_dataset_load_idx(const char *images, const char *labels, GError **err);
+
+/* Deterministic, learnable synthetic data: each class has a fixed pattern (from the class
+ * number alone), each sample is its class's pattern plus seeded noise; labels are seeded. */
+TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed);
+
+/* The training and test sets named by a --data value: NULL for the default directory, a
+ * directory holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
+ * t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz, or "synthetic[:TRAIN[:TEST]]"
+ * (28 × 28, default 4096 and 1024 samples, generated from seed). */
+gboolean tp_data_open(const char *spec, guint32 seed, TpDataset **train, TpDataset **test, GError **err);
+
+/* Sample i as floats in [0, 1] into x (dim floats). */
+void tp_dataset_sample(const TpDataset *d, int i, float *x);
+/* Samples idx[0..n-1] into x (n × dim floats) and their labels into y (either may be NULL). */
+void tp_dataset_gather(const TpDataset *d, const int *idx, int n, float *x, uint8_t *y);
+
+/* Where the mini-batch order stands: the next mini-batch starts at position `index` of epoch
+ * `epoch`'s permutation.  Saved in checkpoints; restoring it continues the same order. */
+typedef struct {
+  int epoch;
+  int index;
+} TpDataPos;
+
+/* The mini-batch order over a dataset: every epoch a permutation drawn from (seed, epoch);
+ * an epoch has n / batch mini-batches (the remainder is left out of that epoch). */
+typedef struct TpBatcher TpBatcher;
+
+/* batch samples per mini-batch, split into n_micro micro-batches of batch / n_micro samples
+ * (TP_ERROR_INPUT naming --batch when batch is not a positive multiple of n_micro or is larger
+ * than the dataset). */
+TpBatcher *tp_batcher_new(const TpDataset *d, int batch, int n_micro, guint32 seed, GError **err);
+void tp_batcher_free(TpBatcher *b);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpBatcher, tp_batcher_free)
+
+int tp_batcher_per_epoch(const TpBatcher *b);
+int tp_batcher_micro_size(const TpBatcher *b);
+/* Sample indices of the next mini-batch (batch of them; micro-batch j is [j·m, (j+1)·m) with
+ * m = batch / n_micro); valid until the next call.  Moves to the next epoch when one ends. */
+const int *tp_batcher_next(TpBatcher *b);
+TpDataPos tp_batcher_pos(const TpBatcher *b);
+/* Continue from a saved position (TP_ERROR_INPUT when it does not fit this dataset and batch). */
+gboolean tp_batcher_seek(TpBatcher *b, TpDataPos pos, GError **err);
+
+/* The permutation of n samples for (seed, epoch), into perm (n ints). */
+void tp_data_permutation(guint32 seed, int epoch, int n, int *perm);
+
+#endif

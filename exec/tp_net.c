@@ -1,0 +1,342 @@
+/* tp_net.c — a pipeline stage's layers on a backend: parameter layout, deterministic
+ * initialisation, and the forward and backward passes over the layer range.
+ *
+ * Where activations go: each layer that needs its input in the backward (linear, conv, relu) has a
+ * region of the TpSaved, and the layer before it writes its output straight there; the other
+ * layers keep only what their backward reads (dropout mask, max-pool argmax, softmax
+ * probabilities) and pass their outputs through two scratch buffers. So a forward stores exactly
+ * the per-sample elements the model description counts (TpLayer.stored_elems), without copies. */
+#include "config.h"
+#include "tp_net.h"
+#include "tp_error.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  TpLayer d;              /* the description */
+  int index;              /* in the model */
+  TpWindow win;           /* conv and pooling geometry */
+  size_t w_off, n_w, n_b; /* weights at w_off, then n_b bias values */
+  size_t save_off, n_save; /* per-sample floats kept for the backward (offset is per sample) */
+  gboolean saves_input;
+  size_t in, out;         /* elements per sample */
+} NetLayer;
+
+struct TpNet {
+  const TpBackend *be;
+  int first, last;
+  NetLayer *layers;
+  int n;
+  size_t n_params, save_per_sample, in_elems, out_elems, max_elems;
+  gboolean has_loss;
+  int cap;        /* samples the scratch buffers hold */
+  float *buf[2];  /* activations and gradients between layers */
+  float *work;    /* convolution workspace */
+};
+
+struct TpSaved {
+  TpNet *net;
+  int max_batch, batch;
+  float *data;    /* layer regions, each n_save × max_batch floats */
+  gint32 *labels; /* host copy, last stage only */
+  guint64 seed;
+};
+
+static gboolean supported(TpLayerKind k)
+{
+  return k == TP_LAYER_CONV || k == TP_LAYER_LINEAR || k == TP_LAYER_RELU || k == TP_LAYER_MAXPOOL ||
+         k == TP_LAYER_AVGPOOL || k == TP_LAYER_FLATTEN || k == TP_LAYER_DROPOUT || k == TP_LAYER_SOFTMAX_CE;
+}
+
+gboolean tp_net_check_model(const TpModel *m, GError **err)
+{
+  int total = tp_model_n_layers(m);
+  for (int i = 0; i < total; i++) {
+    const TpLayer *d = tp_model_layer(m, i);
+    if (!supported(d->kind)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: layer '%s' is not supported by the executor (supported: conv, "
+                  "linear, relu, maxpool, avgpool, flatten, dropout, softmax_ce)", m->source, d->line,
+                  tp_layer_names[d->kind]);
+      return FALSE;
+    }
+    if (d->kind == TP_LAYER_SOFTMAX_CE && i != total - 1) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: softmax_ce must be the model's last layer", m->source,
+                  d->line);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err)
+{
+  int total = tp_model_n_layers(m);
+  if (!tp_net_check_model(m, err))
+    return NULL;
+  if (first < 0 || last > total || first >= last) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: layers [%d, %d) are not a stage of a %d-layer model", m->source,
+                first, last, total);
+    return NULL;
+  }
+  TpNet *net = g_new0(TpNet, 1);
+  net->be = be;
+  net->first = first, net->last = last, net->n = last - first;
+  net->layers = g_new0(NetLayer, net->n);
+  for (int i = 0; i < net->n; i++) {
+    NetLayer *L = &net->layers[i];
+    const TpLayer *d = tp_model_layer(m, first + i);
+    L->d = *d;
+    L->index = first + i;
+    L->in = (size_t)d->in_elems, L->out = (size_t)d->out_elems;
+    L->win = (TpWindow){ d->cin, d->hin, d->win, d->cout, d->hout, d->wout, d->k, d->stride, d->pad };
+    switch (d->kind) {
+    case TP_LAYER_LINEAR:
+      L->n_w = (size_t)d->cin * d->cout, L->n_b = d->bias ? (size_t)d->cout : 0;
+      L->n_save = L->in, L->saves_input = TRUE;
+      break;
+    case TP_LAYER_CONV:
+      L->n_w = (size_t)d->cout * d->cin * d->k * d->k, L->n_b = d->bias ? (size_t)d->cout : 0;
+      L->n_save = L->in, L->saves_input = TRUE;
+      break;
+    case TP_LAYER_RELU: L->n_save = L->in, L->saves_input = TRUE; break;
+    case TP_LAYER_DROPOUT: L->n_save = L->in; break;
+    case TP_LAYER_MAXPOOL: L->n_save = L->out; break;
+    case TP_LAYER_SOFTMAX_CE: L->n_save = L->in, net->has_loss = TRUE; break;
+    default: break;
+    }
+    g_assert((long long)(L->n_w + L->n_b) == d->params);
+    L->w_off = net->n_params;
+    net->n_params += L->n_w + L->n_b;
+    L->save_off = net->save_per_sample;
+    net->save_per_sample += L->n_save;
+    net->max_elems = MAX(net->max_elems, MAX(L->in, L->out));
+  }
+  net->in_elems = net->layers[0].in;
+  net->out_elems = net->layers[net->n - 1].out;
+  return net;
+}
+
+static void release_scratch(TpNet *net)
+{
+  for (int i = 0; i < 2; i++)
+    if (net->buf[i])
+      net->be->free(net->be, net->buf[i]), net->buf[i] = NULL;
+  if (net->work)
+    net->be->free(net->be, net->work), net->work = NULL;
+  net->cap = 0;
+}
+
+void tp_net_free(TpNet *net)
+{
+  if (!net)
+    return;
+  release_scratch(net);
+  g_free(net->layers);
+  g_free(net);
+}
+
+const TpBackend *tp_net_backend(const TpNet *net) { return net->be; }
+size_t tp_net_n_params(const TpNet *net) { return net->n_params; }
+size_t tp_net_param_bytes(const TpNet *net) { return net->n_params * sizeof(float); }
+size_t tp_net_in_elems(const TpNet *net) { return net->in_elems; }
+size_t tp_net_out_elems(const TpNet *net) { return net->out_elems; }
+size_t tp_net_out_bytes_per_sample(const TpNet *net) { return net->out_elems * sizeof(float); }
+gboolean tp_net_has_loss(const TpNet *net) { return net->has_loss; }
+int tp_net_first(const TpNet *net) { return net->first; }
+int tp_net_last(const TpNet *net) { return net->last; }
+
+size_t tp_net_saved_bytes_per_sample(const TpNet *net)
+{
+  return net->save_per_sample * sizeof(float) + (net->has_loss ? sizeof(gint32) : 0);
+}
+
+gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **err)
+{
+  g_autofree float *host = g_new0(float, net->n_params ? net->n_params : 1);
+  for (int i = 0; i < net->n; i++) {
+    const NetLayer *L = &net->layers[i];
+    if (!L->n_w)
+      continue;
+    int fan_in = L->d.kind == TP_LAYER_CONV ? L->d.cin * L->d.k * L->d.k : L->d.cin;
+    float bound = sqrtf(6.0f / (float)fan_in);
+    for (size_t j = 0; j < L->n_w; j++)
+      host[L->w_off + j] = (2.0f * tp_uniform(seed, (guint64)L->index, j) - 1.0f) * bound;
+  }
+  return net->be->upload(net->be, weights, host, net->n_params, err);
+}
+
+/* Scratch buffers and workspace for `batch` samples. */
+static gboolean reserve(TpNet *net, int batch, GError **err)
+{
+  if (batch <= net->cap)
+    return TRUE;
+  release_scratch(net);
+  size_t work = 0;
+  for (int i = 0; i < net->n; i++)
+    if (net->layers[i].d.kind == TP_LAYER_CONV)
+      work = MAX(work, net->be->conv_workspace(net->be, &net->layers[i].win, batch));
+  for (int i = 0; i < 2; i++)
+    if (!(net->buf[i] = net->be->alloc(net->be, net->max_elems * batch, err)))
+      return FALSE;
+  if (work && !(net->work = net->be->alloc(net->be, work, err)))
+    return FALSE;
+  net->cap = batch;
+  return TRUE;
+}
+
+TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err)
+{
+  g_return_val_if_fail(max_batch >= 1, NULL);
+  TpSaved *s = g_new0(TpSaved, 1);
+  s->net = net, s->max_batch = max_batch;
+  if (!(s->data = net->be->alloc(net->be, net->save_per_sample * max_batch, err))) {
+    g_free(s);
+    return NULL;
+  }
+  if (net->has_loss)
+    s->labels = g_new0(gint32, max_batch);
+  return s;
+}
+
+void tp_saved_free(TpSaved *s)
+{
+  if (!s)
+    return;
+  s->net->be->free(s->net->be, s->data);
+  g_free(s->labels);
+  g_free(s);
+}
+
+void tp_saved_set_seed(TpSaved *s, guint64 seed) { s->seed = seed; }
+int tp_saved_batch(const TpSaved *s) { return s->batch; }
+
+static float *region(const TpSaved *s, const NetLayer *L) { return s->data + L->save_off * s->max_batch; }
+
+static float *other(TpNet *net, const float *p) { return p == net->buf[0] ? net->buf[1] : net->buf[0]; }
+
+/* Where layer i writes its output: the saved input region of the next computing layer when it
+ * keeps its input, the stage's output after the last computing layer, else a scratch buffer. */
+static float *destination(TpNet *net, int i, const TpSaved *saved, float *out, const float *cur)
+{
+  const NetLayer *L = &net->layers[i];
+  if (L->d.kind == TP_LAYER_SOFTMAX_CE)
+    return saved ? region(saved, L) : other(net, cur);
+  int j = i + 1;
+  while (j < net->n && net->layers[j].d.kind == TP_LAYER_FLATTEN)
+    j++;
+  if (j == net->n)
+    return out;
+  if (saved && net->layers[j].saves_input)
+    return region(saved, &net->layers[j]);
+  return other(net, cur);
+}
+
+gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int batch, float *out, TpSaved *saved,
+                        const gint32 *labels, TpLossStats *stats, GError **err)
+{
+  const TpBackend *be = net->be;
+  g_return_val_if_fail(batch >= 1 && (!saved || (saved->net == net && batch <= saved->max_batch)), FALSE);
+  g_return_val_if_fail(out || net->has_loss, FALSE);
+  g_return_val_if_fail(!net->has_loss || !saved || labels, FALSE);
+  if (!reserve(net, batch, err))
+    return FALSE;
+  if (saved) {
+    saved->batch = batch;
+    if (net->has_loss)
+      memcpy(saved->labels, labels, sizeof(gint32) * batch);
+  }
+  const float *cur = in;
+  for (int i = 0; i < net->n; i++) {
+    const NetLayer *L = &net->layers[i];
+    const float *w = L->n_w ? weights + L->w_off : NULL, *b = L->n_b ? w + L->n_w : NULL;
+    if (saved && L->saves_input && cur != region(saved, L)) {
+      if (!be->copy(be, region(saved, L), cur, L->in * batch, err))
+        return FALSE;
+      cur = region(saved, L);
+    }
+    if (L->d.kind == TP_LAYER_FLATTEN) {
+      if (i == net->n - 1 && !be->copy(be, out, cur, L->in * batch, err))
+        return FALSE;
+      continue;
+    }
+    float *dst = destination(net, i, saved, out, cur);
+    gboolean ok = TRUE;
+    switch (L->d.kind) {
+    case TP_LAYER_LINEAR: ok = be->linear_forward(be, batch, (int)L->in, (int)L->out, cur, w, b, dst, err); break;
+    case TP_LAYER_CONV: ok = be->conv_forward(be, &L->win, batch, cur, w, b, dst, net->work, err); break;
+    case TP_LAYER_RELU: ok = be->relu_forward(be, L->in * batch, cur, dst, err); break;
+    case TP_LAYER_DROPOUT:
+      ok = be->dropout_forward(be, L->in * batch, TP_DROPOUT_P, tp_mix64(saved ? saved->seed ^ (guint64)L->index : 0),
+                               cur, dst, saved ? region(saved, L) : NULL, err);
+      break;
+    case TP_LAYER_MAXPOOL:
+      ok = be->maxpool_forward(be, &L->win, batch, cur, dst, saved ? (gint32 *)region(saved, L) : NULL, err);
+      break;
+    case TP_LAYER_AVGPOOL: ok = be->avgpool_forward(be, &L->win, batch, cur, dst, err); break;
+    case TP_LAYER_SOFTMAX_CE: {
+      double loss = 0.0;
+      int correct = 0;
+      ok = be->softmax_ce_forward(be, batch, (int)L->in, cur, labels, dst, &loss, &correct, err);
+      if (ok && stats)
+        stats->loss_sum = loss, stats->correct = correct;
+      if (ok && out)
+        ok = be->copy(be, out, dst, L->in * batch, err);
+      break;
+    }
+    default: g_assert_not_reached();
+    }
+    if (!ok)
+      return FALSE;
+    cur = dst;
+  }
+  return TRUE;
+}
+
+gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din, float *grad,
+                         int minibatch_samples, GError **err)
+{
+  const TpBackend *be = net->be;
+  int batch = saved->batch;
+  g_return_val_if_fail(saved->net == net && batch >= 1, FALSE);
+  g_return_val_if_fail(net->has_loss ? minibatch_samples >= 1 : dout != NULL, FALSE);
+  if (!reserve(net, batch, err))
+    return FALSE;
+  const float *g = dout;
+  for (int i = net->n - 1; i >= 0; i--) {
+    const NetLayer *L = &net->layers[i];
+    const float *w = L->n_w ? weights + L->w_off : NULL;
+    float *gw = L->n_w ? grad + L->w_off : NULL, *gb = L->n_b ? gw + L->n_w : NULL;
+    float *dst = i == 0 ? din : other(net, g);
+    if (!dst && !L->n_w)
+      break; /* the first layer, without parameters, and no input gradient wanted */
+    gboolean ok = TRUE;
+    switch (L->d.kind) {
+    case TP_LAYER_FLATTEN:
+      if (i == 0 && !be->copy(be, din, g, L->in * batch, err))
+        return FALSE;
+      continue;
+    case TP_LAYER_SOFTMAX_CE:
+      ok = be->softmax_ce_backward(be, batch, (int)L->in, region(saved, L), saved->labels,
+                                   1.0f / (float)minibatch_samples, dst, err);
+      break;
+    case TP_LAYER_LINEAR:
+      ok = be->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w, g, dst, gw, gb, err);
+      break;
+    case TP_LAYER_CONV:
+      ok = be->conv_backward(be, &L->win, batch, region(saved, L), w, g, dst, gw, gb, net->work, err);
+      break;
+    case TP_LAYER_RELU: ok = be->relu_backward(be, L->in * batch, region(saved, L), g, dst, err); break;
+    case TP_LAYER_DROPOUT: ok = be->dropout_backward(be, L->in * batch, region(saved, L), g, dst, err); break;
+    case TP_LAYER_MAXPOOL:
+      ok = be->maxpool_backward(be, &L->win, batch, g, (const gint32 *)region(saved, L), dst, err);
+      break;
+    case TP_LAYER_AVGPOOL: ok = be->avgpool_backward(be, &L->win, batch, g, dst, err); break;
+    default: g_assert_not_reached();
+    }
+    if (!ok)
+      return FALSE;
+    g = dst;
+  }
+  return TRUE;
+}

@@ -1,0 +1,80 @@
+/* tp_net.h — one pipeline stage's network: the layers [first, last) of a model description, run
+ * on a compute backend.
+ *
+ * All parameters of a stage are ONE flat float array (layer after layer, each weight then bias), so
+ * a weight version is one contiguous buffer: the weight store copies, blends, checkpoints and
+ * hashes it whole. Gradients and optimizer state have the same layout and size.
+ *
+ * The forward keeps what the backward needs in a TpSaved (each layer's input, dropout masks,
+ * max-pool argmax, softmax probabilities and labels). The backward may be given a different weight
+ * version than the forward: it combines the saved inputs with the weights it is given
+ * (linear: dX = dY·W_b, dW += dYᵀ·X_saved), which is what the stash-free weight policies need.
+ *
+ * A net owns scratch buffers of its backend: calls on one net must not overlap (one stage = one
+ * thread). Many TpSaved may be live at once (one per micro-batch in flight). */
+#ifndef TP_NET_H
+#define TP_NET_H
+
+#include "tp_backend.h"
+#include "tp_model.h"
+
+#include <glib.h>
+
+typedef struct TpNet TpNet;
+typedef struct TpSaved TpSaved;
+
+/* Dropout layers drop with this probability (the model files give none). */
+#define TP_DROPOUT_P 0.5f
+
+/* Whether the executor can run every layer of m: a layer it does not support (batchnorm,
+ * bottleneck, avgpool_to) or a softmax_ce that is not the last layer is a one-line TP_ERROR_INPUT
+ * naming the model file and line. */
+gboolean tp_net_check_model(const TpModel *m, GError **err);
+
+/* The stage of layers [first, last) of m on backend be; the whole model must pass
+ * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */
+TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err);
+void tp_net_free(TpNet *net);
+
+const TpBackend *tp_net_backend(const TpNet *net);
+size_t tp_net_n_params(const TpNet *net);             /* floats in a weight version (= grads, momentum) */
+size_t tp_net_param_bytes(const TpNet *net);
+size_t tp_net_in_elems(const TpNet *net);             /* per sample */
+size_t tp_net_out_elems(const TpNet *net);            /* per sample (class probabilities on the last stage) */
+size_t tp_net_out_bytes_per_sample(const TpNet *net);
+size_t tp_net_saved_bytes_per_sample(const TpNet *net);
+gboolean tp_net_has_loss(const TpNet *net);           /* the stage ends with softmax_ce */
+int tp_net_first(const TpNet *net);
+int tp_net_last(const TpNet *net);
+
+/* The initial weights, deterministic: weights of the model's layer L, element j, are
+ * Kaiming-uniform U(−√(6/fan_in), √(6/fan_in)) drawn from tp_uniform(seed, L, j); biases are 0.
+ * A split of the model into stages therefore starts from exactly the weights of the whole model. */
+gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **err);
+
+/* Saved state of one forward, for at most max_batch samples. */
+TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err);
+void tp_saved_free(TpSaved *saved);
+/* Seed of the dropout masks of the next forward (layer L's mask uses tp_mix64(seed ^ L)). */
+void tp_saved_set_seed(TpSaved *saved, guint64 seed);
+int tp_saved_batch(const TpSaved *saved);           /* samples of the forward it holds */
+
+typedef struct {
+  double loss_sum; /* Σ over the samples of −log p(label) */
+  int correct;     /* samples whose highest score is the label */
+} TpLossStats;
+
+/* Forward of `batch` samples: in [batch][in_elems] → out [batch][out_elems] (out may be NULL on the
+ * last stage). saved NULL: inference (nothing kept, dropout off). labels and stats: the last stage's
+ * (labels required there when training; stats may be NULL). */
+gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int batch, float *out, TpSaved *saved,
+                        const gint32 *labels, TpLossStats *stats, GError **err);
+
+/* Backward of the forward held in saved, with `weights` (any version): dout [batch][out_elems]
+ * (NULL on the last stage, whose loss gradient is scaled by 1/minibatch_samples so that the
+ * micro-batch gradients of a mini-batch sum to its mean gradient); din [batch][in_elems] is
+ * overwritten (NULL: not wanted); grad accumulates. */
+gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din, float *grad,
+                         int minibatch_samples, GError **err);
+
+#endif

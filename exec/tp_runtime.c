@@ -1,0 +1,477 @@
+/* tp_runtime.c — running a schedule for real: the per-run state of every stage (network, latest
+ * weights, momentum, gradient buffer) and one thread per stage that walks the stage's operation
+ * list with its weight store and the transport, recording what every operation did and when. */
+#include "config.h"
+#include "tp_runtime_priv.h"
+#include "tp_error.h"
+#include "tp_index.h"
+#include "tp_local.h"
+#include "tp_policy.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* ---- weight buffers through the backend ----------------------------------------------------------- */
+
+static float *be_alloc(void *ctx, size_t n)
+{
+  const TpBackend *be = ctx;
+  return be->alloc(be, n ? n : 1, NULL);
+}
+static void be_free(void *ctx, float *buf)
+{
+  const TpBackend *be = ctx;
+  be->free(be, buf);
+}
+static void be_copy(void *ctx, float *dst, const float *src, size_t n)
+{
+  const TpBackend *be = ctx;
+  if (dst != src)
+    be->copy(be, dst, src, n, NULL);
+}
+
+/* ---- the run's state ----------------------------------------------------------------------------- */
+
+TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
+{
+  if (cfg->W < 1 || cfg->N < 1 || cfg->batch < cfg->N || cfg->batch % cfg->N) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples cannot be split into %d equal micro-batches",
+                cfg->batch, cfg->N);
+    return NULL;
+  }
+  if (!tp_net_check_model(cfg->model, err))
+    return NULL;
+  g_autoptr(TpRuntime) rt = g_new0(TpRuntime, 1);
+  rt->cfg = *cfg;
+  rt->W = cfg->W;
+  rt->bounds = g_memdup2(cfg->bounds, sizeof(int) * (cfg->W + 1));
+  rt->cfg.bounds = rt->bounds;
+  rt->alloc = (TpWAlloc){ be_alloc, be_free, be_copy, (void *)cfg->be };
+  rt->st = g_new0(RtStage, cfg->W);
+  for (int s = 0; s < cfg->W; s++) {
+    RtStage *S = &rt->st[s];
+    if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], cfg->be, err)))
+      return NULL;
+    if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the loss layer must be on the last stage", cfg->model->source);
+      return NULL;
+    }
+    S->np = tp_net_n_params(S->net);
+    size_t n = S->np ? S->np : 1;
+    if (!(S->weights = cfg->be->alloc(cfg->be, n, err)) || !(S->mom = cfg->be->alloc(cfg->be, n, err)) ||
+        !(S->grad = cfg->be->alloc(cfg->be, n, err)) || !cfg->be->zero(cfg->be, S->mom, n, err) ||
+        !cfg->be->zero(cfg->be, S->grad, n, err) || !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
+      return NULL;
+  }
+  if (!tp_net_has_loss(rt->st[cfg->W - 1].net)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the model must end with softmax_ce", cfg->model->source);
+    return NULL;
+  }
+  return g_steal_pointer(&rt);
+}
+
+void tp_runtime_free(TpRuntime *rt)
+{
+  if (!rt)
+    return;
+  for (int s = 0; s < rt->W && rt->st; s++) {
+    RtStage *S = &rt->st[s];
+    const TpBackend *be = rt->cfg.be;
+    if (S->weights)
+      be->free(be, S->weights);
+    if (S->mom)
+      be->free(be, S->mom);
+    if (S->grad)
+      be->free(be, S->grad);
+    tp_net_free(S->net);
+  }
+  g_free(rt->st);
+  g_free(rt->bounds);
+  g_free(rt);
+}
+
+int tp_runtime_stages(const TpRuntime *rt) { return rt->W; }
+const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].weights; }
+size_t tp_runtime_n_params(const TpRuntime *rt, int stage) { return rt->st[stage].np; }
+
+void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
+{
+  const TpNet *net = rt->st[stage].net;
+  gint64 pb = (gint64)tp_net_param_bytes(net);
+  *out = (TpWStoreSizes){ MAX(rt->st[stage].np, 1), pb, pb, /* a stage without parameters keeps one float */
+                          (gint64)tp_net_saved_bytes_per_sample(net) * (rt->cfg.batch / rt->cfg.N) };
+}
+
+size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage)
+{
+  return stage + 1 < rt->W ? tp_net_out_bytes_per_sample(rt->st[stage].net) : 0;
+}
+
+size_t tp_runtime_grad_bytes_per_sample(const TpRuntime *rt, int stage)
+{
+  return stage > 0 ? tp_net_in_elems(rt->st[stage].net) * sizeof(float) : 0;
+}
+
+void tp_run_result_clear(TpRunResult *r)
+{
+  for (int s = 0; r->rec && s < r->W; s++)
+    g_free(r->rec[s]);
+  g_free(r->rec);
+  g_free(r->loss_sum);
+  g_free(r->correct);
+  g_free(r->stats);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- one stage's thread -------------------------------------------------------------------------- */
+
+typedef struct {
+  TpRuntime *rt;
+  const TpSchedule *s;
+  const int *const *idx;
+  int first_mb;
+  gint64 origin;
+  TpTransport *tr;
+  TpProgress *progress;
+  TpRunResult *out;
+  GMutex lock;       /* first_err, finished */
+  GCond cond;        /* a stage finished */
+  int finished;      /* stages done */
+  GError *first_err; /* the error that ended the run */
+} Shared;
+
+typedef struct {
+  Shared *sh;
+  int st;
+} StageArg;
+
+/* Stage state for one schedule. */
+typedef struct {
+  Shared *sh;
+  int st, W, N, B, m;
+  RtStage *S;
+  TpNet *net;
+  const TpBackend *be;
+  TpWStore *ws;
+  size_t in_e, out_e;
+  float *in, *out, *dout, *din;
+  gint32 *labels;
+  uint8_t *lab8;
+  TpSaved **saved;   /* [tp_key] the forward's saved state until its backward */
+  int *fver;         /* [tp_key] the version that forward read */
+  GPtrArray *pool[2];/* free TpSaved of micro-batch / whole-mini-batch size */
+  int *fwd_done;     /* [K] forwards done on the last stage, to know when a loss is complete */
+} Stage;
+
+static double now_s(const Shared *sh) { return (double)(g_get_monotonic_time() - sh->origin) / 1e6; }
+
+static TpSaved *saved_take(Stage *g, int n, GError **err)
+{
+  GPtrArray *p = g->pool[n != g->m];
+  if (p->len)
+    return g_ptr_array_steal_index_fast(p, p->len - 1);
+  return tp_saved_new(g->net, n, err);
+}
+
+static void saved_give(Stage *g, TpSaved *sv, int n) { g_ptr_array_add(g->pool[n != g->m], sv); }
+
+static gboolean fail(Stage *g, const TpOp *op, GError **err, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
+static gboolean fail(Stage *g, const TpOp *op, GError **err, const char *fmt, ...)
+{
+  char name[64];
+  tp_op_name(g->sh->s, op, name, sizeof name);
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *what = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, %s (mini-batch %d of the run): %s", g->st + 1, name,
+              g->sh->first_mb + op->mb - 1, what);
+  return FALSE;
+}
+
+static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
+{
+  Shared *sh = g->sh;
+  const TpRuntimeConfig *cfg = &sh->rt->cfg;
+  gboolean whole = op->micro == TP_WHOLE;
+  int n = whole ? g->B : g->m, off = whole ? 0 : op->micro * g->m;
+  const int *ids = sh->idx[op->mb - 1] + off;
+  TpTag tag = tp_tag_of(op);
+  if (g->st == 0) {
+    tp_dataset_gather(cfg->train, ids, n, g->in, NULL);
+  } else {
+    size_t len = (size_t)n * g->in_e * sizeof(float);
+    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
+    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st - 1, &tag, g->in, len, err);
+    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
+    if (!ok)
+      return FALSE;
+    rec->start = now_s(sh); /* the operation starts when its input is there */
+  }
+  gboolean last = g->st == g->W - 1;
+  if (last) {
+    tp_dataset_gather(cfg->train, ids, n, NULL, g->lab8);
+    for (int i = 0; i < n; i++)
+      g->labels[i] = g->lab8[i];
+  }
+  int v = tp_wstore_read_version(g->ws, 0);
+  float *w = tp_wstore_version(g->ws, v);
+  rec->version = v;
+  rec->match = v == op->ver && w != NULL;
+  if (!w)
+    return fail(g, op, err, "version %d is not in the weight store", v);
+  int key = tp_key(g->N, op->mb, op->micro);
+  TpSaved *sv = saved_take(g, n, err);
+  if (!sv)
+    return FALSE;
+  guint64 gmb = (guint64)(sh->first_mb + op->mb - 1);
+  tp_saved_set_seed(sv, tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1))));
+  TpLossStats stats = { 0, 0 };
+  if (!tp_net_forward(g->net, w, g->in, n, last ? NULL : g->out, sv, last ? g->labels : NULL, last ? &stats : NULL,
+                      err)) {
+    saved_give(g, sv, n);
+    return FALSE;
+  }
+  g->saved[key] = sv;
+  g->fver[key] = v;
+  if (last) {
+    if (!isfinite(stats.loss_sum))
+      return fail(g, op, err, "the loss is %s; lower --lr or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
+    sh->out->loss_sum[op->mb - 1] += stats.loss_sum;
+    sh->out->correct[op->mb - 1] += stats.correct;
+    if ((g->fwd_done[op->mb - 1] += n) == g->B && sh->progress) {
+      atomic_store(&sh->progress->last_loss, sh->out->loss_sum[op->mb - 1] / g->B);
+      g_atomic_int_inc(&sh->progress->losses);
+    }
+    return TRUE;
+  }
+  size_t len = (size_t)n * g->out_e * sizeof(float);
+  rec->bytes = (double)len;
+  return sh->tr->send(sh->tr, g->st, g->st + 1, &tag, g->out, len, err);
+}
+
+static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
+{
+  Shared *sh = g->sh;
+  const TpSchedule *s = sh->s;
+  gboolean whole = op->micro == TP_WHOLE, last = g->st == g->W - 1;
+  int n = whole ? g->B : g->m;
+  TpTag tag = tp_tag_of(op);
+  if (!last) {
+    size_t len = (size_t)n * g->out_e * sizeof(float);
+    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
+    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st + 1, &tag, g->dout, len, err);
+    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
+    if (!ok)
+      return FALSE;
+    rec->start = now_s(sh);
+  }
+  /* the forwards this backward consumes: one whole-mini-batch forward, or micro-batches lo..hi-1 */
+  int whole_key = tp_key(g->N, op->mb, TP_WHOLE);
+  gboolean from_whole = whole && g->saved[whole_key] != NULL;
+  int lo = whole ? 0 : op->micro, hi = whole ? (from_whole ? 1 : g->N) : op->micro + 1;
+  rec->version = G_MAXINT;
+  rec->match = TRUE;
+  int blended = -1; /* the stashed version the blend buffer holds (micro-batches mostly share one) */
+  for (int j = lo; j < hi; j++) {
+    int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
+    int fn = from_whole ? g->B : g->m; /* samples of that forward */
+    TpSaved *sv = g->saved[key];
+    if (!sv)
+      return fail(g, op, err, "no stored activations of micro-batch %d's forward", j + 1);
+    int v = tp_wstore_read_version(g->ws, j);
+    int expect = op->src == TP_SRC_FIXED ? op->ver : g->fver[key];
+    float *w = tp_wstore_version(g->ws, v);
+    rec->match = rec->match && v == expect && w != NULL;
+    rec->version = MIN(rec->version, v);
+    if (!w)
+      return fail(g, op, err, "version %d is not in the weight store", v);
+    if (op->src == TP_SRC_BLEND) {
+      int latest = tp_wstore_latest(g->ws), d = latest - v;
+      if (d > 0) {
+        float *blend = tp_wstore_blend_buffer(g->ws), *wl = tp_wstore_version(g->ws, latest);
+        float sig = (float)tp_significance(&s->sig, d);
+        if (!blend || !wl)
+          return fail(g, op, err, "no buffer to blend versions %d and %d", v, latest);
+        if (blended != v && !g->be->blend(g->be, g->S->np, sig, w, wl, blend, err))
+          return FALSE;
+        blended = v;
+        w = blend;
+      }
+    }
+    size_t o = (size_t)(from_whole ? 0 : (j - lo) * g->m);
+    if (!tp_net_backward(g->net, w, sv, last ? NULL : g->dout + o * g->out_e, g->st ? g->din + o * g->in_e : NULL,
+                         g->S->grad, g->B, err))
+      return FALSE;
+    g->saved[key] = NULL;
+    saved_give(g, sv, fn);
+  }
+  if (g->st == 0)
+    return TRUE;
+  size_t len = (size_t)n * g->in_e * sizeof(float);
+  rec->bytes = (double)len;
+  return sh->tr->send(sh->tr, g->st, g->st - 1, &tag, g->din, len, err);
+}
+
+static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
+{
+  const TpRuntimeConfig *cfg = &g->sh->rt->cfg;
+  rec->version = tp_wstore_latest(g->ws);
+  rec->match = rec->version == op->ver;
+  float *ub = tp_wstore_update_buffer(g->ws);
+  if (!ub)
+    return fail(g, op, err, "no buffer for the new version");
+  if (!g->be->sgd_step(g->be, g->S->np, cfg->lr, cfg->momentum, cfg->weight_decay, ub, g->S->grad, g->S->mom, ub,
+                       err) ||
+      !g->be->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
+    return FALSE;
+  if (g->st == 0 && g->sh->progress)
+    g_atomic_int_inc(&g->sh->progress->done);
+  return TRUE;
+}
+
+static gboolean stage_walk(Stage *g, GError **err)
+{
+  Shared *sh = g->sh;
+  const TpSchedule *s = sh->s;
+  TpWStoreSizes sz;
+  tp_runtime_sizes(sh->rt, g->st, &sz);
+  if (!(g->ws = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc, err)))
+    return FALSE;
+  float *v0 = tp_wstore_version(g->ws, 0);
+  if (!g->be->copy(g->be, v0, g->S->weights, g->S->np ? g->S->np : 1, err))
+    return FALSE;
+  const int n_ops = tp_stage_len(s, g->st);
+  TpOpRecord *recs = sh->out->rec[g->st];
+  for (int k = 0; k < n_ops; k++) {
+    const TpOp *op = tp_wstore_op_begin(g->ws, k, err);
+    if (!op)
+      return FALSE;
+    TpOpRecord *rec = &recs[k];
+    rec->latest = tp_wstore_latest(g->ws);
+    rec->start = now_s(sh);
+    gboolean ok = op->kind == TP_OP_F ? forward(g, op, rec, err)
+                  : op->kind == TP_OP_B ? backward(g, op, rec, err)
+                                        : update(g, op, rec, err);
+    if (!ok)
+      return FALSE;
+    tp_wstore_op_end(g->ws);
+    rec->end = now_s(sh);
+  }
+  tp_wstore_stats(g->ws, &sh->out->stats[g->st]);
+  return g->be->copy(g->be, g->S->weights, tp_wstore_version(g->ws, tp_wstore_latest(g->ws)),
+                     g->S->np ? g->S->np : 1, err);
+}
+
+static gpointer stage_main(gpointer data)
+{
+  StageArg *a = data;
+  Shared *sh = a->sh;
+  TpRuntime *rt = sh->rt;
+  const TpSchedule *s = sh->s;
+  Stage g = { .sh = sh, .st = a->st, .W = s->W, .N = s->N, .B = rt->cfg.batch, .m = rt->cfg.batch / s->N };
+  g.S = &rt->st[a->st];
+  g.net = g.S->net;
+  g.be = rt->cfg.be;
+  g.in_e = tp_net_in_elems(g.net), g.out_e = tp_net_out_elems(g.net);
+  g.in = g_new(float, (size_t)g.B * g.in_e);
+  g.din = g_new(float, (size_t)g.B * g.in_e);
+  g.out = g_new(float, (size_t)g.B * g.out_e);
+  g.dout = g_new(float, (size_t)g.B * g.out_e);
+  g.labels = g_new(gint32, g.B);
+  g.lab8 = g_new(uint8_t, g.B);
+  size_t nkeys = (size_t)s->K * (s->N + 1);
+  g.saved = g_new0(TpSaved *, nkeys);
+  g.fver = g_new(int, nkeys);
+  g.fwd_done = g_new0(int, s->K);
+  for (int i = 0; i < 2; i++)
+    g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
+  GError *err = NULL;
+  if (!stage_walk(&g, &err)) {
+    g_mutex_lock(&sh->lock);
+    if (!sh->first_err) {
+      sh->first_err = err;
+      err = NULL;
+      sh->tr->abort(sh->tr, sh->first_err->message);
+    }
+    g_mutex_unlock(&sh->lock);
+    g_clear_error(&err);
+  }
+  g_mutex_lock(&sh->lock);
+  sh->finished++;
+  g_cond_signal(&sh->cond);
+  g_mutex_unlock(&sh->lock);
+  for (size_t k = 0; k < nkeys; k++)
+    tp_saved_free(g.saved[k]);
+  for (int i = 0; i < 2; i++)
+    g_ptr_array_unref(g.pool[i]);
+  tp_wstore_free(g.ws);
+  g_free(g.in), g_free(g.din), g_free(g.out), g_free(g.dout), g_free(g.labels), g_free(g.lab8);
+  g_free(g.saved), g_free(g.fver), g_free(g.fwd_done);
+  return NULL;
+}
+
+gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *idx, int first_mb, gint64 origin,
+                        TpProgress *progress, TpRunResult *out, GError **err)
+{
+  if (s->W != rt->W || rt->cfg.batch % s->N) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the schedule has %d stages and %d micro-batches; the run %d stages "
+                "and batch %d", s->W, s->N, rt->W, rt->cfg.batch);
+    return FALSE;
+  }
+  memset(out, 0, sizeof *out);
+  out->W = s->W, out->K = s->K;
+  out->rec = g_new0(TpOpRecord *, s->W);
+  for (int st = 0; st < s->W; st++)
+    out->rec[st] = g_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1));
+  out->loss_sum = g_new0(double, s->K);
+  out->correct = g_new0(int, s->K);
+  out->stats = g_new0(TpWStoreStats, s->W);
+
+  Shared sh = { .rt = rt, .s = s, .idx = idx, .first_mb = first_mb, .origin = origin, .progress = progress,
+                .out = out };
+  g_mutex_init(&sh.lock);
+  g_cond_init(&sh.cond);
+  sh.tr = tp_local_new(s->W, s->N, rt->cfg.timeout_s > 0 ? rt->cfg.timeout_s : 300);
+  StageArg *args = g_new(StageArg, s->W);
+  GThread **th = g_new(GThread *, s->W);
+  for (int st = 0; st < s->W; st++) {
+    args[st] = (StageArg){ &sh, st };
+    g_autofree char *name = g_strdup_printf("stage-%d", st + 1);
+    th[st] = g_thread_new(name, stage_main, &args[st]);
+  }
+  if (progress && progress->tick) {
+    gint64 step = (gint64)(1e6 * (progress->interval_s > 0 ? progress->interval_s : 0.25));
+    g_mutex_lock(&sh.lock);
+    while (sh.finished < s->W) {
+      g_cond_wait_until(&sh.cond, &sh.lock, g_get_monotonic_time() + step);
+      g_mutex_unlock(&sh.lock);
+      progress->tick(progress, progress->data);
+      g_mutex_lock(&sh.lock);
+    }
+    g_mutex_unlock(&sh.lock);
+  }
+  for (int st = 0; st < s->W; st++)
+    g_thread_join(th[st]);
+  g_free(th);
+  g_free(args);
+  tp_transport_free(sh.tr);
+  g_mutex_clear(&sh.lock);
+  g_cond_clear(&sh.cond);
+  if (sh.first_err) {
+    g_propagate_error(err, sh.first_err);
+    return FALSE;
+  }
+  double t0 = G_MAXDOUBLE, t1 = 0;
+  out->versions_match = TRUE;
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOpRecord *r = &out->rec[st][k];
+      t0 = MIN(t0, r->start), t1 = MAX(t1, r->end);
+      if (!r->match)
+        out->versions_match = FALSE, out->mismatched_reads++;
+    }
+  out->wall = t1 > t0 ? t1 - t0 : 0;
+  return TRUE;
+}

@@ -1,0 +1,118 @@
+/* tp_runtime.h — real training by a schedule: one thread per stage walks its operation list in
+ * order with its network (tp_net.h), its weight store (tp_wstore.h) and a transport
+ * (tp_transport.h), and every operation's measured start, end, version read and message bytes are
+ * recorded so that the run can be compared with the simulator's prediction of the same schedule.
+ *
+ * A TpRuntime holds what lives for the whole run: each stage's network, latest weights, momentum
+ * and gradient buffer.  tp_runtime_run executes one schedule (one epoch, or the K mini-batches of a
+ * -k run) on given mini-batch sample indices; every stage drains at its end, its latest weights
+ * become version 0 of the next schedule, and the momentum carries over.
+ *
+ * Inputs and labels: stage 1 gathers its micro-batch (or whole mini-batch, for whole-mini-batch
+ * forwards) from the training set; the last stage reads the labels of the same samples from the
+ * shared, read-only training set (the stages are threads of one process; a multi-process transport
+ * sends them along with the first stage's inputs instead). */
+#ifndef TP_RUNTIME_H
+#define TP_RUNTIME_H
+
+#include "tp_backend.h"
+#include "tp_data.h"
+#include "tp_model.h"
+#include "tp_schedule.h"
+#include "tp_transport.h"
+#include "tp_wstore.h"
+
+#include <glib.h>
+
+typedef struct {
+  const TpModel *model;
+  const int *bounds;        /* [W+1]: stage s runs layers [bounds[s], bounds[s+1]) */
+  int W, N;
+  int batch;                /* samples per mini-batch (a multiple of N) */
+  const TpBackend *be;
+  const TpDataset *train;   /* read by stage 1 (inputs) and the last stage (labels) */
+  float lr, momentum, weight_decay;
+  guint64 seed;             /* initial weights and dropout masks */
+  double timeout_s;         /* how long a stage waits for a message before the run fails */
+} TpRuntimeConfig;
+
+/* What one operation did, measured. */
+typedef struct {
+  double start, end;   /* seconds since the run's common origin; start: once the input message is there */
+  int version;         /* version read (a backward over several versions: the oldest) */
+  int latest;          /* the stage's latest version when it began */
+  gboolean match;      /* every read was of the version the schedule names */
+  double bytes;        /* bytes of the message it sent (0 if none) */
+} TpOpRecord;
+
+typedef struct {
+  int W, K;
+  TpOpRecord **rec;          /* [W][stage's op count] */
+  double *loss_sum;          /* [K]: Σ −log p(label) over mini-batch i+1's samples (last stage) */
+  int *correct;              /* [K] */
+  TpWStoreStats *stats;      /* [W]: each stage's weight store at the end */
+  gboolean versions_match;   /* every read of every operation */
+  long mismatched_reads;
+  double wall;               /* seconds from the first operation's start to the last one's end */
+} TpRunResult;
+
+void tp_run_result_clear(TpRunResult *r);
+
+/* Progress of a running schedule, written by the stage threads and shown by the thread that
+ * called tp_runtime_run (through tick) while it waits for them. */
+typedef struct TpProgress TpProgress;
+struct TpProgress {
+  gint done;            /* mini-batches through stage 1's update */
+  gint losses;          /* mini-batches whose loss is known */
+  _Atomic double last_loss; /* mean loss of the latest of them */
+  /* called by the thread that runs tp_runtime_run about every interval_s while the stages work */
+  void (*tick)(TpProgress *p, void *data);
+  void *data;
+  double interval_s;
+};
+
+typedef struct TpRuntime TpRuntime;
+
+/* Build every stage's network, the initial weights (tp_net_init_weights with cfg->seed) and the
+ * optimizer state.  TP_ERROR_INPUT for a bad split or model. */
+TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err);
+void tp_runtime_free(TpRuntime *rt);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpRuntime, tp_runtime_free)
+
+int tp_runtime_stages(const TpRuntime *rt);
+const float *tp_runtime_weights(const TpRuntime *rt, int stage); /* latest weights (host memory) */
+size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
+/* Bytes of stage st's memory categories per unit, as the weight store counts them. */
+void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out);
+/* Bytes of the message a forward (activations) / backward (input gradients) of one sample sends. */
+size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage);
+size_t tp_runtime_grad_bytes_per_sample(const TpRuntime *rt, int stage);
+
+/* Run schedule s (s->W stages, s->N micro-batches) on mini-batches whose sample indices are
+ * idx[i] (batch of them, for mini-batch i+1 of the schedule); origin: the monotonic time
+ * (g_get_monotonic_time) that recorded times are relative to; progress may be NULL.
+ * A loss that is not finite, a failing operation or a message that does not come ends the run:
+ * the transport is aborted so that no stage waits, and the first error is returned
+ * (TP_ERROR_RUNTIME, naming the stage, operation and mini-batch).  first_mb: the number of the
+ * schedule's first mini-batch in the whole run, for messages. */
+gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *idx, int first_mb, gint64 origin,
+                        TpProgress *progress, TpRunResult *out, GError **err);
+
+/* Test-set accuracy and mean loss with every stage's latest weights: inference through the stages
+ * in turn, in the calling thread. */
+gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err);
+
+/* Each stage's operations timed alone on real data (one mini-batch, idx), before training, in the
+ * calling thread: forward (stage 1's with the gathering of its input) and backward per micro-batch,
+ * and an update — `reps` repetitions after
+ * one warm-up, the median kept.  whole: the schedule's forwards and backwards cover the whole
+ * mini-batch, so time it at once and divide by N.  Gradients and updates go to scratch copies and
+ * are discarded; the weights, momentum and gradient buffer are left as they were. */
+typedef struct {
+  double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
+} TpStageProfile;
+
+gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, TpStageProfile *out,
+                            GError **err);
+
+#endif

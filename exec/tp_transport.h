@@ -1,0 +1,82 @@
+/* tp_transport.h — how stages exchange activations and gradients: a small struct of function
+ * pointers that every transport fills (local threads here; MPI and NCCL each in a folder of their
+ * own).
+ *
+ * Messages travel between neighbouring stages only (stage s to s+1 carries activations, s+1 to s
+ * gradients).  Each message is tagged with the operation that sent it; a receiver asks for a tag
+ * and gets exactly that message, whatever order messages arrived in.  A send never blocks the
+ * sender's compute order (the payload is copied or queued).  A receive waits at most timeout_s and
+ * then fails naming the peer stage and the operation it waited for; abort() makes every waiting
+ * and later receive fail at once, so a failing stage ends the run instead of hanging it.
+ * Stages are 0-based here and 1-based in messages. */
+#ifndef TP_TRANSPORT_H
+#define TP_TRANSPORT_H
+
+#include "tp_schedule.h"
+
+#include <glib.h>
+#include <stddef.h>
+
+/* The operation that sent a message: kind (TP_OP_F or TP_OP_B), mini-batch 1..K, micro-batch
+ * 0..N-1 or TP_WHOLE. */
+typedef struct {
+  int kind;
+  int mb;
+  int micro;
+} TpTag;
+
+static inline gboolean tp_tag_equal(const TpTag *a, const TpTag *b)
+{
+  return a->kind == b->kind && a->mb == b->mb && a->micro == b->micro;
+}
+
+/* The tag of the message an operation sends; the operation that receives it (the same forward on
+ * the next stage, the same backward on the previous one) asks for the same tag. */
+static inline TpTag tp_tag_of(const TpOp *op)
+{
+  TpTag t = { op->kind, op->mb, op->micro };
+  return t;
+}
+
+/* Counters of one link direction (from → to). */
+typedef struct {
+  guint64 messages;
+  guint64 bytes;
+} TpLinkStats;
+
+typedef struct TpTransport TpTransport;
+struct TpTransport {
+  const char *name; /* "local", "mpi", "nccl" */
+  int W;            /* stages */
+  int N;            /* micro-batches per mini-batch (names micro-batches in messages) */
+  double timeout_s; /* how long a receive waits before it fails */
+
+  /* Send len bytes from stage `from` to its neighbour `to`, tagged tag.  Returns at once. */
+  gboolean (*send)(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+                   GError **err);
+  /* Receive at stage `to` the message tagged tag from its neighbour `from` into data, which must
+   * be exactly len bytes long; waits at most timeout_s (TP_ERROR_RUNTIME then, and on abort). */
+  gboolean (*recv)(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err);
+  /* End the run: every waiting and later receive (and later send) fails with reason. */
+  void (*abort)(TpTransport *t, const char *reason);
+  /* Messages and bytes sent from → to so far. */
+  void (*stats)(TpTransport *t, int from, int to, TpLinkStats *out);
+  void (*free)(TpTransport *t);
+};
+
+static inline void tp_transport_free(TpTransport *t)
+{
+  if (t)
+    t->free(t);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpTransport, tp_transport_free)
+
+/* "F(3,B)" — a tag's name in messages, as tp_op_name names the operation. */
+static inline void tp_tag_name(const TpTransport *t, const TpTag *tag, char *buf, size_t len)
+{
+  TpSchedule stub = { .N = t->N };
+  TpOp op = { (uint8_t)tag->kind, TP_SRC_FIXED, tag->mb, tag->micro, 0, 0 };
+  tp_op_name(&stub, &op, buf, len);
+}
+
+#endif

@@ -1,0 +1,499 @@
+/* test-train.c — real training by schedules, small and on synthetic data: the flush schedules on
+ * W stages reach the weights of one stage; the asynchronous ones read exactly the versions their
+ * schedule names and keep exactly the versions and activations the simulator counts; a run is
+ * reproducible from its seed; bad input and a diverging loss end the program as they should. */
+#include "tp_cost.h"
+#include "tp_events.h"
+#include "tp_metrics.h"
+#include "tp_net.h"
+#include "tp_predict.h"
+#include "tp_runtime.h"
+#include "tp_sim.h"
+#include "tp_test.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+
+enum { BATCH = 32, K_RUN = 20, TRAIN_N = 1024 };
+
+typedef struct {
+  TpModel *model;
+  TpDataset *train;
+} Fixture;
+
+static Fixture fx;
+
+/* The layers of mlp split evenly by count (a stage may hold only the flatten: no parameters). */
+static void even_bounds(int L, int W, int *b)
+{
+  for (int s = 0; s <= W; s++)
+    b[s] = s * L / W;
+}
+
+/* Train K mini-batches of the data's seeded order with schedule s; returns every stage's weights,
+ * concatenated in stage order, and the run's record in *res. */
+static float *train(const TpSchedule *s, TpRunResult *res, size_t *n_out)
+{
+  int W = s->W, L = tp_model_n_layers(fx.model);
+  int *bounds = g_new(int, W + 1);
+  even_bounds(L, W, bounds);
+  GError *err = NULL;
+  TpRuntimeConfig cfg = { fx.model, bounds, W, s->N, BATCH, tp_backend_cpu(), fx.train, 0.05f, 0.9f, 1e-4f, 7, 60 };
+  TpRuntime *rt = tp_runtime_new(&cfg, &err);
+  g_assert_no_error(err);
+  TpBatcher *b = tp_batcher_new(fx.train, BATCH, s->N, 3, &err);
+  g_assert_no_error(err);
+  int **idx = g_new(int *, s->K);
+  for (int i = 0; i < s->K; i++)
+    idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * BATCH);
+  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), NULL, res, &err));
+  g_assert_no_error(err);
+  size_t n = 0;
+  for (int st = 0; st < W; st++)
+    n += tp_runtime_n_params(rt, st);
+  float *w = g_new(float, n), *p = w;
+  for (int st = 0; st < W; st++) {
+    memcpy(p, tp_runtime_weights(rt, st), sizeof(float) * tp_runtime_n_params(rt, st));
+    p += tp_runtime_n_params(rt, st);
+  }
+  *n_out = n;
+  for (int i = 0; i < s->K; i++)
+    g_free(idx[i]);
+  g_free(idx);
+  tp_batcher_free(b);
+  tp_runtime_free(rt);
+  g_free(bounds);
+  return w;
+}
+
+/* Plain mini-batch SGD computed here, without the runtime: the whole model as one network, the
+ * whole mini-batch at once, the same seeds and data order as train(). */
+static float *reference_sgd(int K, size_t *n_out)
+{
+  GError *err = NULL;
+  const TpBackend *be = tp_backend_cpu();
+  TpNet *net = tp_net_new(fx.model, 0, tp_model_n_layers(fx.model), be, &err);
+  g_assert_no_error(err);
+  size_t n = tp_net_n_params(net);
+  float *w = g_new(float, n), *grad = g_new(float, n), *mom = g_new0(float, n);
+  float *x = g_new(float, (size_t)BATCH * fx.train->dim);
+  uint8_t y8[BATCH];
+  gint32 y[BATCH];
+  g_assert_true(tp_net_init_weights(net, 7, w, &err));
+  TpBatcher *b = tp_batcher_new(fx.train, BATCH, 1, 3, &err);
+  TpSaved *sv = tp_saved_new(net, BATCH, &err);
+  g_assert_no_error(err);
+  for (int i = 0; i < K; i++) {
+    tp_dataset_gather(fx.train, tp_batcher_next(b), BATCH, x, y8);
+    for (int j = 0; j < BATCH; j++)
+      y[j] = y8[j];
+    memset(grad, 0, sizeof(float) * n);
+    g_assert_true(tp_net_forward(net, w, x, BATCH, NULL, sv, y, NULL, &err));
+    g_assert_true(tp_net_backward(net, w, sv, NULL, NULL, grad, BATCH, &err));
+    /* g = grad + wd·w; mom = 0.9·mom + g; w −= lr·mom */
+    for (size_t k = 0; k < n; k++) {
+      float g = grad[k] + 1e-4f * w[k];
+      mom[k] = 0.9f * mom[k] + g;
+      w[k] -= 0.05f * mom[k];
+    }
+  }
+  tp_saved_free(sv);
+  tp_batcher_free(b);
+  tp_net_free(net);
+  g_free(grad), g_free(mom), g_free(x);
+  *n_out = n;
+  return w;
+}
+
+/* ||a − b|| / ||b|| */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; i++)
+    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+  return sqrt(d / r);
+}
+
+/* gpipe and 1f1b on W = 2, 3, 4 stages end with the weights of the same schedule on one stage. */
+static void test_flush_equals_one_stage(gconstpointer data)
+{
+  const char *preset = data;
+  for (int N = 2; N <= 4; N += 2) {
+    TpSchedule *s1 = tpt_preset(preset, 1, N, K_RUN);
+    TpRunResult r1;
+    size_t n1, n;
+    float *w1 = train(s1, &r1, &n1);
+    g_assert_true(r1.versions_match);
+    /* one stage is plain mini-batch SGD */
+    size_t nr;
+    g_autofree float *wr = reference_sgd(K_RUN, &nr);
+    g_assert_cmpuint(nr, ==, n1);
+    double dr = rel_diff(w1, wr, n1);
+    if (!(dr <= 1e-5))
+      g_error("%s W=1 N=%d: weights differ from plain SGD's by %g (relative)", preset, N, dr);
+    for (int W = 2; W <= 4; W++) {
+      TpSchedule *s = tpt_preset(preset, W, N, K_RUN);
+      TpRunResult r;
+      float *w = train(s, &r, &n);
+      g_assert_cmpuint(n, ==, n1);
+      double d = rel_diff(w, w1, n);
+      g_test_message("%s W=%d N=%d: relative difference %g", preset, W, N, d);
+      if (!(d <= 1e-5))
+        g_error("%s W=%d N=%d: weights differ from one stage's by %g (relative)", preset, W, N, d);
+      g_assert_true(r.versions_match);
+      /* the loss of each mini-batch too (the last stage's forward) */
+      for (int i = 0; i < K_RUN; i++)
+        g_assert_cmpfloat(fabs(r.loss_sum[i] - r1.loss_sum[i]), <=, 1e-3 * fabs(r1.loss_sum[i]) + 1e-6);
+      tp_run_result_clear(&r);
+      g_free(w);
+      tp_schedule_free(s);
+    }
+    /* and the weights moved: the training did something */
+    TpSchedule *s0 = tpt_preset(preset, 1, N, 1);
+    TpRunResult r0;
+    float *w0 = train(s0, &r0, &n);
+    g_assert_cmpfloat(rel_diff(w0, w1, n), >, 1e-3);
+    g_free(w0);
+    tp_run_result_clear(&r0);
+    tp_schedule_free(s0);
+    tp_run_result_clear(&r1);
+    g_free(w1);
+    tp_schedule_free(s1);
+  }
+}
+
+/* Every read of the asynchronous presets is of the schedule's version, and each stage keeps at
+ * most the versions and micro-batch activations the simulator counts for the same schedule. */
+static void test_versions_and_memory(gconstpointer data)
+{
+  const char *preset = data;
+  static const int cases[][2] = { { 2, 2 }, { 3, 4 }, { 4, 2 }, { 4, 4 } };
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    int W = cases[c][0], N = cases[c][1];
+    if (strcmp(preset, "pipedream-2bw") == 0 && N < W)
+      continue;
+    TpSchedule *s = tpt_preset(preset, W, N, 12);
+    TpRunResult r;
+    size_t n;
+    g_free(train(s, &r, &n));
+    if (!r.versions_match)
+      g_error("%s W=%d N=%d: %ld reads of another version than the schedule's", preset, W, N, r.mismatched_reads);
+    TpCost *cost = tp_cost_unit(W);
+    GError *err = NULL;
+    TpSim *sim = tp_sim_run(s, cost, &err);
+    g_assert_no_error(err);
+    TpMetrics *m = tp_metrics_compute(sim);
+    for (int st = 0; st < W; st++) {
+      if (r.stats[st].max_live_versions != m->stage[st].max_live_versions ||
+          r.stats[st].max_activations != m->stage[st].peak_activations)
+        g_error("%s W=%d N=%d stage %d: live versions %d, activations %d; the simulator counts %d, %d", preset, W, N,
+                st + 1, r.stats[st].max_live_versions, r.stats[st].max_activations, m->stage[st].max_live_versions,
+                m->stage[st].peak_activations);
+      /* everything released at the end */
+      g_assert_cmpint(r.stats[st].activations, ==, 0);
+      g_assert_cmpint(r.stats[st].live_versions, ==, 1);
+    }
+    /* the recorded versions are the schedule's, op by op */
+    for (int st = 0; st < W; st++)
+      for (int k = 0; k < tp_stage_len(s, st); k++) {
+        const TpOp *op = &tp_stage_ops(s, st)[k];
+        if (op->kind == TP_OP_F || op->src == TP_SRC_FIXED || op->kind == TP_OP_U)
+          g_assert_cmpint(r.rec[st][k].version, ==, op->ver);
+        g_assert_cmpfloat(r.rec[st][k].end, >=, r.rec[st][k].start);
+      }
+    tp_metrics_free(m);
+    tp_sim_free(sim);
+    tp_cost_free(cost);
+    tp_run_result_clear(&r);
+    tp_schedule_free(s);
+  }
+}
+
+/* I-TiMePReSt's blend s(d)·stashed + (1−s(d))·latest, checked at its ends: s = 0 trains exactly as
+ * V-TiMePReSt (latest weights), s = 1 exactly as TiMePReSt with stashing; the default s(d) = e^−d
+ * lies between, different from both. */
+static void test_blend(void)
+{
+  const int W = 3, N = 2, K = 12;
+  TpSchedule *blend = tpt_preset("i-timeprest", W, N, K), *latest = tpt_preset("v-timeprest", W, N, K);
+  TpSchedule *stash = tpt_preset("timeprest-stash", W, N, K);
+  TpRunResult r;
+  size_t n;
+  float *wl = train(latest, &r, &n);
+  tp_run_result_clear(&r);
+  float *ws = train(stash, &r, &n);
+  tp_run_result_clear(&r);
+  float *wb = train(blend, &r, &n);
+  g_assert_true(r.versions_match);
+  tp_run_result_clear(&r);
+  g_assert_cmpfloat(rel_diff(wb, wl, n), >, 1e-6);
+  g_assert_cmpfloat(rel_diff(wb, ws, n), >, 1e-6);
+  blend->sig = (TpSignificance){ TP_SIG_CONST, 0.0 };
+  float *w0 = train(blend, &r, &n);
+  tp_run_result_clear(&r);
+  blend->sig = (TpSignificance){ TP_SIG_CONST, 1.0 };
+  float *w1 = train(blend, &r, &n);
+  tp_run_result_clear(&r);
+  g_assert_cmpfloat(rel_diff(w0, wl, n), <=, 1e-7);
+  g_assert_cmpfloat(rel_diff(w1, ws, n), <=, 1e-7);
+  g_free(wl), g_free(ws), g_free(wb), g_free(w0), g_free(w1);
+  tp_schedule_free(blend), tp_schedule_free(latest), tp_schedule_free(stash);
+}
+
+/* The measured side of the comparison: a run whose operations took exactly the simulated times
+ * (shifted by an offset) gives back the simulator's metrics, and its event rows the run's versions. */
+static void test_measured_timeline(void)
+{
+  TpSchedule *s = tpt_preset("timeprest", 3, 2, 10);
+  TpCost *c = tp_cost_unit(3);
+  c->unit = FALSE;
+  for (int st = 0; st < 3; st++)
+    c->stage[st].fwd = 1 + st, c->stage[st].bwd = 2.5, c->stage[st].upd = 0.25;
+  GError *err = NULL;
+  TpSim *sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  TpMetrics *pm = tp_metrics_compute(sim);
+  TpRunResult r = { .W = 3, .K = 10 };
+  r.rec = g_new0(TpOpRecord *, 3);
+  r.stats = g_new0(TpWStoreStats, 3);
+  for (int st = 0; st < 3; st++) {
+    r.rec[st] = g_new0(TpOpRecord, tp_stage_len(s, st));
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      long g = sim->ix->off[st] + k;
+      r.rec[st][k] = (TpOpRecord){ sim->start[g] + 5, sim->end[g] + 5, tp_stage_ops(s, st)[k].ver, 0, TRUE, 0 };
+    }
+    r.stats[st].max_live_versions = pm->stage[st].max_live_versions;
+    r.stats[st].max_activations = pm->stage[st].peak_activations;
+    r.stats[st].peak_total = (gint64)pm->stage[st].peak_bytes;
+  }
+  double t0 = 0;
+  TpSim *msim = tp_predict_measured_sim(s, c, &r, &t0, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(t0, ==, 5);
+  TpMetrics *mm = tp_metrics_compute(msim);
+  g_assert_cmpfloat(fabs(mm->t_minibatch - pm->t_minibatch), <, 1e-9);
+  g_assert_cmpfloat(fabs(mm->makespan - pm->makespan), <, 1e-9);
+  TpComparison cmp;
+  tp_comparison_init(&cmp, pm);
+  tp_comparison_add(&cmp, mm, &r);
+  for (int st = 0; st < 3; st++) {
+    g_assert_cmpfloat(fabs(cmp.measured.busy[st] - cmp.predicted.busy[st]), <, 1e-9);
+    g_assert_cmpint(cmp.measured.max_live_versions[st], ==, cmp.predicted.max_live_versions[st]);
+  }
+  g_assert_cmpfloat(tp_rel_error(cmp.predicted.t_minibatch, cmp.measured.t_minibatch), ==, 0);
+  g_assert_cmpfloat(tp_rel_error(1.1, 1.0), >, 0.0999);
+  GString *json = g_string_new(NULL);
+  tp_comparison_json(&cmp, json);
+  g_assert_nonnull(strstr(json->str, "\"error\": {\"time_per_mini_batch\": 0,"));
+  g_string_free(json, TRUE);
+  /* event rows of the second of two schedules: times back at the offset, mini-batches and versions
+   * numbered as the run's */
+  GArray *rows = tp_predict_events(msim, mm, &r, t0, 10);
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *e = &g_array_index(rows, TpEventRow, i);
+    g_assert_cmpint(e->mb, >, 10);
+    g_assert_cmpfloat(e->start, >=, 5);
+    if (e->kind == TP_EV_U)
+      g_assert_cmpint(e->version, ==, e->mb - 1);
+  }
+  g_array_unref(rows);
+  tp_comparison_clear(&cmp);
+  tp_metrics_free(mm);
+  tp_sim_free(msim);
+  tp_run_result_clear(&r);
+  tp_metrics_free(pm);
+  tp_sim_free(sim);
+  tp_cost_free(c);
+  tp_schedule_free(s);
+}
+
+/* ---- through the program ------------------------------------------------------------------------ */
+
+static char *json_string(const char *json, const char *key)
+{
+  g_autofree char *pat = g_strdup_printf("\"%s\": \"", key);
+  const char *p = strstr(json, pat);
+  g_assert_nonnull(p);
+  p += strlen(pat);
+  return g_strndup(p, strcspn(p, "\""));
+}
+
+static void test_reproducible(void)
+{
+  const char *args[] = { "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "10", "--batch", "32", "--data",
+                         "synthetic:512:128", "--order-from", "slots", "--format", "json", "--quiet", NULL };
+  TptRun a = tpt_run(args), b = tpt_run(args);
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpint(b.status, ==, 0);
+  g_autofree char *ha = json_string(a.out, "weights_sha256"), *hb = json_string(b.out, "weights_sha256");
+  g_assert_cmpuint(strlen(ha), ==, 64);
+  g_assert_cmpstr(ha, ==, hb);
+  g_assert_nonnull(strstr(a.out, "\"versions_match\": true"));
+  g_assert_nonnull(strstr(a.out, "\"order_fixed_on\": \"slots\""));
+  /* another seed, other weights */
+  const char *args2[] = { "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "10", "--batch", "32", "--data",
+                          "synthetic:512:128", "--order-from", "slots", "--format", "json", "--seed", "2", NULL };
+  TptRun c = tpt_run(args2);
+  g_assert_cmpint(c.status, ==, 0);
+  g_autofree char *hc = json_string(c.out, "weights_sha256");
+  g_assert_cmpstr(ha, !=, hc);
+  tpt_run_clear(&a), tpt_run_clear(&b), tpt_run_clear(&c);
+}
+
+/* The report, the training log and the event file of one run. */
+static void test_outputs(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *log = g_build_filename(dir, "log.csv", NULL), *ev = g_build_filename(dir, "events.csv", NULL);
+  const char *args[] = { "train", "-s", "pipedream", "-w", "2", "-n", "4", "--epochs", "2", "--batch", "64", "--data",
+                         "synthetic:640:128", "--csv", log, "--trace", ev, "--format", "json", NULL };
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_cmpstr(r.err, ==, "");
+  const char *keys[] = { "preset", "workers", "micro_batches", "batch", "mini_batches", "epochs", "samples_per_second",
+                         "final_train_loss", "final_test_accuracy", "test_accuracy", "epoch_time", "weights_sha256",
+                         "versions_match", "predicted", "measured", "error", "time_per_mini_batch", "busy",
+                         "max_live_versions", "peak_activations", "peak_bytes", "order_fixed_on" };
+  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+    g_autofree char *k = g_strdup_printf("\"%s\":", keys[i]);
+    if (!strstr(r.out, k))
+      g_error("no %s in %s", k, r.out);
+  }
+  g_assert_nonnull(strstr(r.out, "\"mini_batches\": 10, \"epochs\": 2"));
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(log, &text, NULL, NULL));
+  g_assert_true(g_str_has_prefix(text, "epoch,mini_batch,time,loss,accuracy,test\n"));
+  g_assert_nonnull(strstr(text, "\n1,10,"));
+  g_assert_nonnull(strstr(text, "\n2,20,"));
+  g_autofree char *evt = NULL;
+  g_assert_true(g_file_get_contents(ev, &evt, NULL, NULL));
+  g_assert_true(g_str_has_prefix(evt, "# timeprest-events order_fixed_on=costs measured=1\n"
+                                      "stage,kind,mini_batch,micro_batch,start,end,version"));
+  /* the second epoch's mini-batches and versions follow the first's: its last update turns version 19 into 20 */
+  g_assert_nonnull(strstr(evt, "\n2,U,20,,"));
+  /* the simulator's reader takes it: every operation of both epochs (pipedream W=2: 3 per mini-batch and
+   * stage), and the sends between them */
+  GError *err = NULL;
+  GArray *rows = tp_events_load(ev, &err);
+  g_assert_no_error(err);
+  int ops = 0, sends = 0;
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *e = &g_array_index(rows, TpEventRow, i);
+    ops += e->kind <= TP_EV_U, sends += e->kind > TP_EV_U;
+    g_assert_cmpfloat(e->end, >=, e->start);
+  }
+  g_assert_cmpint(ops, ==, 2 * 2 * 10 * 3);
+  const TpEventRow *lastu = NULL;
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *e = &g_array_index(rows, TpEventRow, i);
+    if (e->kind == TP_EV_U && e->stage == 2 && e->mb == 20)
+      lastu = e;
+  }
+  g_assert_nonnull(lastu);
+  g_assert_cmpint(lastu->version, ==, 19);
+  g_assert_cmpint(sends, ==, 2 * 2 * 10);
+  g_array_unref(rows);
+  /* the schedule it ran, beside the events: the plan of the run, read back as a schedule */
+  g_autofree char *plan = g_build_filename(dir, "events.schedule.csv", NULL);
+  TpSchedule *ran = tp_schedule_load(plan, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(ran->W, ==, 2);
+  g_assert_cmpint(ran->K, ==, 10);
+  /* and it runs again from the file, with the same numbers of operations */
+  const char *again[] = { "train", "--schedule", plan, "--batch", "64", "--data", "synthetic:640:128", NULL };
+  TptRun a = tpt_run(again);
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_nonnull(strstr(a.out, "predicted"));
+  g_assert_nonnull(strstr(a.out, "measured"));
+  g_assert_nonnull(strstr(a.out, "every read was of the version the schedule names"));
+  tpt_run_clear(&a);
+  tp_schedule_free(ran);
+  /* and the simulator's events of the schedule, to overlay */
+  g_autofree char *pred = g_build_filename(dir, "events.predicted.csv", NULL);
+  rows = tp_events_load(pred, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(rows->len, ==, 2 * 10 * 3 + 2 * 10);
+  g_array_unref(rows);
+  g_remove(pred), g_remove(plan), g_remove(log), g_remove(ev), g_rmdir(dir);
+  tpt_run_clear(&r);
+}
+
+static void expect_bad(const char *const *args, const char *needle, int status)
+{
+  TptRun r = tpt_run(args);
+  if (r.status != status || tpt_lines(r.err) != 1 || !strstr(r.err, needle))
+    g_error("status %d, stderr '%s' (expected %d and one line with '%s')", r.status, r.err, status, needle);
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+}
+
+/* mlp-deep: the model that splits evenly, with the parameters its header promises. */
+static void test_mlp_deep(void)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(TP_SRCDIR "/models/mlp-deep.model", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->params, ==, 6062090);
+  g_assert_true(tp_net_check_model(m, &err));
+  tp_model_free(m);
+}
+
+static void test_bad_input(void)
+{
+  const char *missing[] = { "train", "-w", "2", "-k", "2", "--data", "/nonexistent/fashion", NULL };
+  expect_bad(missing, "/nonexistent/fashion", 2);
+  const char *deep[] = { "train", "-w", "8", "-k", "2", "--data", "synthetic", NULL };
+  expect_bad(deep, "-w: 8 stages", 2);
+  const char *batch[] = { "train", "-w", "2", "-n", "4", "-k", "2", "--batch", "30", "--data", "synthetic", NULL };
+  expect_bad(batch, "--batch", 2);
+  const char *batch0[] = { "train", "-w", "2", "-k", "2", "--batch", "0", "--data", "synthetic", NULL };
+  expect_bad(batch0, "--batch", 2);
+  const char *both[] = { "train", "-k", "2", "--epochs", "2", "--data", "synthetic", NULL };
+  expect_bad(both, "-k and --epochs", 2);
+  const char *backend[] = { "train", "-k", "2", "--backend", "tpu", "--data", "synthetic", NULL };
+  expect_bad(backend, "tpu", 2);
+  const char *sig[] = { "train", "-s", "timeprest", "-k", "2", "--significance", "const:1", "--data", "synthetic",
+                        NULL };
+  expect_bad(sig, "--significance", 2);
+  const char *sig2[] = { "train", "-s", "i-timeprest", "-k", "2", "--significance", "cubic", "--data", "synthetic",
+                         NULL };
+  expect_bad(sig2, "--significance", 2);
+  const char *sched[] = { "train", "-s", "gpipe", "--schedule", "x.csv", "--data", "synthetic", NULL };
+  expect_bad(sched, "--schedule", 2);
+  g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
+  g_autofree char *model = g_build_filename(dir, "bn.model", NULL);
+  g_assert_true(g_file_set_contents(model, "input 1 28 28\nflatten\nlinear 10\nbatchnorm\nsoftmax_ce\n", -1, NULL));
+  const char *bn[] = { "train", "-w", "2", "-k", "2", "--model", model, "--data", "synthetic", NULL };
+  expect_bad(bn, "bn.model:4", 2);
+  /* a loss that diverges: exit 1 naming the mini-batch and stage */
+  const char *nan[] = { "train", "-w", "2", "-n", "2", "-k", "20", "--batch", "32", "--lr", "100000", "--data",
+                        "synthetic:512:128", "-q", NULL };
+  expect_bad(nan, "stage 2", 1);
+  g_remove(model), g_rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  GError *err = NULL;
+  fx.model = tp_model_load(TP_SRCDIR "/models/mlp.model", &err);
+  g_assert_no_error(err);
+  fx.train = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
+  g_test_add_data_func("/train/gpipe-equals-one-stage", "gpipe", test_flush_equals_one_stage);
+  g_test_add_data_func("/train/1f1b-equals-one-stage", "1f1b", test_flush_equals_one_stage);
+  for (int i = 0; i < tp_n_presets; i++) { /* every preset, the asynchronous ones above all */
+    g_autofree char *path = g_strdup_printf("/train/versions-and-memory/%s", tp_presets[i].name);
+    g_test_add_data_func(path, tp_presets[i].name, test_versions_and_memory);
+  }
+  g_test_add_func("/train/blend", test_blend);
+  g_test_add_func("/train/measured-timeline", test_measured_timeline);
+  g_test_add_func("/train/reproducible", test_reproducible);
+  g_test_add_func("/train/outputs", test_outputs);
+  g_test_add_func("/train/bad-input", test_bad_input);
+  g_test_add_func("/train/mlp-deep", test_mlp_deep);
+  int rc = g_test_run();
+  tp_model_free(fx.model);
+  tp_dataset_free(fx.train);
+  return rc;
+}
