@@ -144,6 +144,14 @@ static double ref_objective(const TpModel *m, int B, const double *x, const doub
   return s;
 }
 
+/* The model text on one line, for messages. */
+static const char *one_line(const char *text)
+{
+  static char buf[512];
+  g_strlcpy(buf, text, sizeof buf);
+  return g_strdelimit(g_strchomp(buf), "\n", ';');
+}
+
 static double *to_double(const float *v, size_t n)
 {
   double *d = g_new(double, n);
@@ -220,7 +228,7 @@ static void check_model(const char *text, int B, gboolean other_version)
   ref_forward(m, B, xd, wfd, yd);
   double e = rel_error(y, yd, B * out);
   if (e > 1e-5)
-    g_error("%s: forward differs from the reference by %g", text, e);
+    g_error("%s: forward differs from the reference by %g", one_line(text), e);
   if (loss) {
     double want = ref_objective(m, B, xd, wfd, NULL, labels, 1);
     g_assert_cmpfloat(fabs(st.loss_sum - want), <, 1e-5 * fmax(1, want));
@@ -228,12 +236,12 @@ static void check_model(const char *text, int B, gboolean other_version)
   g_autofree double *gx = g_new(double, B * in), *gw = g_new(double, np + 1);
   finite_diff(m, B, xd, wbd, xd, B * in, doutd, labels, mb, gx);
   if ((e = rel_error(dx, gx, B * in)) > 1e-4)
-    g_error("%s: input gradient differs from finite differences by %g", text, e);
+    g_error("%s: input gradient differs from finite differences by %g", one_line(text), e);
   finite_diff(m, B, xd, wfd, wfd, np, doutd, labels, mb, gw);
   for (size_t i = 0; i < np; i++)
     grad[i] -= grad0[i]; /* accumulated onto what was there */
   if ((e = rel_error(grad, gw, np)) > 1e-4)
-    g_error("%s: parameter gradient differs from finite differences by %g", text, e);
+    g_error("%s: parameter gradient differs from finite differences by %g", one_line(text), e);
   tp_saved_free(saved);
   tp_net_free(net);
   g_rand_free(r);
