@@ -266,6 +266,7 @@ static void test_pool(void)
 {
   check_model("input 2 6 6\nmaxpool 2\n", 3, FALSE);
   check_model("input 2 7 7\nmaxpool 3 stride=2 pad=1\n", 2, FALSE);
+  check_model("input 2 7 7\nmaxpool 3 stride=2\n", 2, FALSE);
   check_model("input 2 6 6\navgpool 2\n", 3, FALSE);
   check_model("input 2 7 5\navgpool 3 stride=2 pad=1\n", 2, FALSE);
 }
