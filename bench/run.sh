@@ -1,5 +1,6 @@
 #!/bin/sh
-# run.sh — the benchmarks of bench/RESULTS.md: simulator throughput and the validate sweep time.
+# run.sh — the benchmarks of bench/RESULTS.md: simulator throughput, the validate sweep time and the
+# GEMM efficiency of the executor's layers.
 # Usage: bench/run.sh BUILDDIR
 set -e
 b=${1:-.}
@@ -15,3 +16,6 @@ for i in 1 2 3; do
   if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
 done
 printf 'validate sweep     %8.3f s\n' "$best"
+echo "== GEMM efficiency of the layers, cpu backend, batch 128 (thread CPU time)"
+"$b/bench/bench-gemm" mlp 128 30
+"$b/bench/bench-gemm" cnn 128 12

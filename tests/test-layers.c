@@ -260,6 +260,8 @@ static void test_conv(void)
   check_model("input 3 7 6\nconv 4 3 stride=2 pad=1\n", 3, FALSE);
   check_model("input 2 4 5\nconv 2 2 pad=2\n", 2, FALSE);
   check_model("input 1 9 9\nconv 3 5 stride=3 pad=2 bias=0\n", 2, FALSE);
+  /* more unfolded columns per sample than a chunk holds: one sample at a time */
+  check_model("input 2 26 26\nconv 1 5 pad=2\n", 2, FALSE);
 }
 
 static void test_pool(void)

@@ -1,18 +1,19 @@
 /* cpu_conv.c — 2-D convolution as im2col + one OpenBLAS SGEMM per chunk of samples.
  *
  * A chunk of nb samples is unfolded into cols [cin·k·k][nb·hout·wout] (columns ordered sample,
- * row, column), multiplied by the weight [cout][cin·k·k], and the product [cout][nb·hout·wout] is
- * scattered into y [n][cout][hout][wout] with the bias. Chunks keep the unfolded matrix well inside
- * the core's L2 cache, so that the GEMM reads what im2col has just written.
- * The backward recomputes cols from the saved input (only the input is kept between the passes):
- * dw += dy'·colsᵀ, db += Σ dy', dcols = wᵀ·dy' (into the same buffer), then col2im adds into dx. */
+ * row, column); each sample's columns are multiplied by the weight [cout][cin·k·k] straight into
+ * y [n][cout][hout][wout], onto the bias. Chunks keep the unfolded matrix well inside the core's L2
+ * cache, so that the GEMM reads what im2col has just written.
+ * The backward recomputes cols from the saved input (only the input is kept between the passes),
+ * gathers dy' [cout][nb·hout·wout] (dy itself when nb = 1): dw += dy'·colsᵀ, db += Σ dy',
+ * dcols = wᵀ·dy' (into the same buffer), then col2im adds into dx. */
 #include "config.h"
 #include "tp_cpu.h"
 
 #include <string.h>
 
 /* floats of unfolded input per chunk (128 KiB, at least one sample): measured on the cnn shapes
- * at batch 128 against 16 KiB to 4 MiB (bench/RESULTS.md) */
+ * at batch 128 against 64 KiB to 4 MiB (bench/RESULTS.md) */
 #define TP_CONV_CHUNK_FLOATS ((size_t)1 << 15)
 
 static int chunk_samples(const TpWindow *s, int batch)
@@ -110,27 +111,19 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
   for (int n0 = 0; n0 < batch; n0 += chunk) {
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
-    float *cols = work, *prod = work + (size_t)K * ncols;
+    float *cols = work;
     im2col(s, nb, x + n0 * in_sz, cols);
-    if (nb == 1) { /* the product is already y's layout: multiply straight onto the bias */
-      float *yn = y + n0 * out_sz;
+    /* one GEMM per sample, straight into y's layout and onto the bias: the columns of sample n
+     * are a sub-matrix of cols (leading dimension ncols) */
+    for (int n = 0; n < nb; n++) {
+      float *yn = y + (n0 + n) * out_sz;
       for (int c = 0; c < s->cout; c++)
         for (size_t p = 0; p < hw; p++)
           yn[c * hw + p] = b ? b[c] : 0.0f;
-      if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)hw, K, 1.0f, w, K, cols, (int)hw, 1.0f, yn, (int)hw, err))
+      if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)hw, K, 1.0f, w, K, cols + n * hw, (int)ncols, 1.0f, yn,
+                        (int)hw, err))
         return FALSE;
-      continue;
     }
-    if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)ncols, K, 1.0f, w, K, cols, (int)ncols, 0.0f, prod,
-                      (int)ncols, err))
-      return FALSE;
-    for (int n = 0; n < nb; n++)
-      for (int c = 0; c < s->cout; c++) {
-        const float *src = prod + c * ncols + n * hw;
-        float *dst = y + (n0 + n) * out_sz + c * hw, bias = b ? b[c] : 0.0f;
-        for (size_t p = 0; p < hw; p++)
-          dst[p] = src[p] + bias;
-      }
   }
   return TRUE;
 }
