@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* floats of unfolded input per chunk (128 KiB, at least one sample): measured on the cnn shapes
- * at batch 128 against 64 KiB to 4 MiB (bench/RESULTS.md) */
+ * at batch 128 against 64 KiB to 16 MiB (bench/RESULTS.md) */
 #define TP_CONV_CHUNK_FLOATS ((size_t)1 << 15)
 
 static int chunk_samples(const TpWindow *s, int batch)
