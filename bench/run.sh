@@ -41,3 +41,6 @@ t=$(best_of "$b/timeprest" validate -w 2-64 -n 1-64 --format tsv)
 printf 'validate sweep     %8.3f s\n' "$t"
 echo "== training throughput, mlp-deep (bench/bench-train.sh)"
 sh "$(dirname "$0")/bench-train.sh" "$b" 100 3
+echo "== GEMM efficiency of the layers, cpu backend, batch 128 (thread CPU time)"
+"$b/bench/bench-gemm" mlp 128 30
+"$b/bench/bench-gemm" cnn 128 12

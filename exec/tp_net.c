@@ -302,14 +302,16 @@ gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const
   g_return_val_if_fail(net->has_loss ? minibatch_samples >= 1 : dout != NULL, FALSE);
   if (!reserve(net, batch, err))
     return FALSE;
+  /* without din, no layer up to the first one with parameters needs its input gradient */
+  int stop = 0;
+  while (!din && stop < net->n && !net->layers[stop].n_w)
+    stop++;
   const float *g = dout;
-  for (int i = net->n - 1; i >= 0; i--) {
+  for (int i = net->n - 1; i >= stop; i--) {
     const NetLayer *L = &net->layers[i];
     const float *w = L->n_w ? weights + L->w_off : NULL;
     float *gw = L->n_w ? grad + L->w_off : NULL, *gb = L->n_b ? gw + L->n_w : NULL;
-    float *dst = i == 0 ? din : other(net, g);
-    if (!dst && !L->n_w)
-      break; /* the first layer, without parameters, and no input gradient wanted */
+    float *dst = i == 0 ? din : i == stop && !din ? NULL : other(net, g);
     gboolean ok = TRUE;
     switch (L->d.kind) {
     case TP_LAYER_FLATTEN:

@@ -144,6 +144,14 @@ static double ref_objective(const TpModel *m, int B, const double *x, const doub
   return s;
 }
 
+/* The model text on one line, for messages. */
+static const char *one_line(const char *text)
+{
+  static char buf[512];
+  g_strlcpy(buf, text, sizeof buf);
+  return g_strdelimit(g_strchomp(buf), "\n", ';');
+}
+
 static double *to_double(const float *v, size_t n)
 {
   double *d = g_new(double, n);
@@ -220,7 +228,7 @@ static void check_model(const char *text, int B, gboolean other_version)
   ref_forward(m, B, xd, wfd, yd);
   double e = rel_error(y, yd, B * out);
   if (e > 1e-5)
-    g_error("%s: forward differs from the reference by %g", text, e);
+    g_error("%s: forward differs from the reference by %g", one_line(text), e);
   if (loss) {
     double want = ref_objective(m, B, xd, wfd, NULL, labels, 1);
     g_assert_cmpfloat(fabs(st.loss_sum - want), <, 1e-5 * fmax(1, want));
@@ -228,12 +236,12 @@ static void check_model(const char *text, int B, gboolean other_version)
   g_autofree double *gx = g_new(double, B * in), *gw = g_new(double, np + 1);
   finite_diff(m, B, xd, wbd, xd, B * in, doutd, labels, mb, gx);
   if ((e = rel_error(dx, gx, B * in)) > 1e-4)
-    g_error("%s: input gradient differs from finite differences by %g", text, e);
+    g_error("%s: input gradient differs from finite differences by %g", one_line(text), e);
   finite_diff(m, B, xd, wfd, wfd, np, doutd, labels, mb, gw);
   for (size_t i = 0; i < np; i++)
     grad[i] -= grad0[i]; /* accumulated onto what was there */
   if ((e = rel_error(grad, gw, np)) > 1e-4)
-    g_error("%s: parameter gradient differs from finite differences by %g", text, e);
+    g_error("%s: parameter gradient differs from finite differences by %g", one_line(text), e);
   tp_saved_free(saved);
   tp_net_free(net);
   g_rand_free(r);
@@ -252,14 +260,90 @@ static void test_conv(void)
   check_model("input 3 7 6\nconv 4 3 stride=2 pad=1\n", 3, FALSE);
   check_model("input 2 4 5\nconv 2 2 pad=2\n", 2, FALSE);
   check_model("input 1 9 9\nconv 3 5 stride=3 pad=2 bias=0\n", 2, FALSE);
+  /* more unfolded columns per sample than a chunk holds: one sample at a time */
+  check_model("input 2 26 26\nconv 1 5 pad=2\n", 2, FALSE);
 }
 
 static void test_pool(void)
 {
   check_model("input 2 6 6\nmaxpool 2\n", 3, FALSE);
   check_model("input 2 7 7\nmaxpool 3 stride=2 pad=1\n", 2, FALSE);
+  check_model("input 2 7 7\nmaxpool 3 stride=2\n", 2, FALSE);
   check_model("input 2 6 6\navgpool 2\n", 3, FALSE);
   check_model("input 2 7 5\navgpool 3 stride=2 pad=1\n", 2, FALSE);
+}
+
+static void test_bad_label(void)
+{
+  g_autoptr(TpModel) m = parse("input 3 1 1\nsoftmax_ce\n");
+  TpNet *net = whole(m);
+  float x[6] = { 0 };
+  gint32 labels[2] = { 2, 3 };
+  GError *err = NULL;
+  TpSaved *s = tp_saved_new(net, 2, &err);
+  g_assert_false(tp_net_forward(net, NULL, x, 2, NULL, s, labels, NULL, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_nonnull(strstr(err->message, "label 3 of sample 1"));
+  g_error_free(err);
+  tp_saved_free(s);
+  tp_net_free(net);
+}
+
+typedef struct {
+  TpNet *net;
+  const float *w, *x;
+  float *out, *grad;
+  int reps;
+} Job;
+
+/* Forward and backward of a stage, repeated (what one stage thread does). */
+static gpointer run_job(gpointer data)
+{
+  Job *j = data;
+  GError *err = NULL;
+  gint32 labels[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+  TpSaved *s = tp_saved_new(j->net, 8, &err);
+  for (int r = 0; r < j->reps; r++) {
+    g_assert_true(tp_net_forward(j->net, j->w, j->x, 8, j->out, s, labels, NULL, &err));
+    g_assert_true(tp_net_backward(j->net, j->w, s, NULL, NULL, j->grad, 8, &err));
+  }
+  g_assert_no_error(err);
+  tp_saved_free(s);
+  return NULL;
+}
+
+/* Two stages' nets running at once in two threads (both calling BLAS) give exactly what they give
+ * one after the other. */
+static void test_threads(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_load("cnn", &err);
+  g_assert_no_error(err);
+  GRand *r = g_rand_new_with_seed(21);
+  Job seq[2], par[2];
+  for (int k = 0; k < 2; k++) {
+    TpNet *net = whole(m);
+    size_t np = tp_net_n_params(net), in = tp_net_in_elems(net) * 8, out = tp_net_out_elems(net) * 8;
+    float *w = g_new(float, np), *x = g_new(float, in);
+    g_assert_true(tp_net_init_weights(net, 100 + k, w, &err));
+    fill(r, x, in, 0, 1);
+    seq[k] = (Job){ net, w, x, g_new(float, out), g_new0(float, np), 3 };
+    par[k] = (Job){ whole(m), w, x, g_new(float, out), g_new0(float, np), 3 };
+    run_job(&seq[k]);
+  }
+  GThread *t[2];
+  for (int k = 0; k < 2; k++)
+    t[k] = g_thread_new("stage", run_job, &par[k]);
+  for (int k = 0; k < 2; k++) {
+    g_thread_join(t[k]);
+    size_t np = tp_net_n_params(seq[k].net), out = tp_net_out_elems(seq[k].net) * 8;
+    g_assert_cmpmem(par[k].out, out * sizeof(float), seq[k].out, out * sizeof(float));
+    g_assert_cmpmem(par[k].grad, np * sizeof(float), seq[k].grad, np * sizeof(float));
+    g_free((float *)seq[k].w), g_free((float *)seq[k].x);
+    g_free(seq[k].out), g_free(seq[k].grad), g_free(par[k].out), g_free(par[k].grad);
+    tp_net_free(seq[k].net), tp_net_free(par[k].net);
+  }
+  g_rand_free(r);
 }
 
 static void test_relu_softmax(void)
@@ -434,6 +518,11 @@ static void check_split(const char *name)
   g_assert_true(tp_net_forward(one, w, x, B, p, s, labels, NULL, &err));
   g_assert_true(tp_net_backward(one, w, s, NULL, dx, g, 2 * B, &err));
   g_assert_no_error(err);
+  { /* without an input gradient (the first stage) the parameter gradient is the same */
+    g_autofree float *g2 = g_new0(float, np);
+    g_assert_true(tp_net_backward(one, w, s, NULL, NULL, g2, 2 * B, &err));
+    g_assert_cmpmem(g2, np * sizeof(float), g, np * sizeof(float));
+  }
   tp_saved_free(s);
   for (int W = 2; W <= 4; W++) {
     g_autofree float *ws = g_new(float, np), *gs = g_new0(float, np), *ps = g_new(float, B * classes);
@@ -550,5 +639,7 @@ int main(int argc, char **argv)
   g_test_add_func("/layers/split", test_split);
   g_test_add_func("/layers/sizes", test_sizes);
   g_test_add_func("/layers/unsupported", test_unsupported);
+  g_test_add_func("/layers/bad-label", test_bad_label);
+  g_test_add_func("/layers/threads", test_threads);
   return g_test_run();
 }

@@ -1,18 +1,20 @@
 /* cpu_conv.c — 2-D convolution as im2col + one OpenBLAS SGEMM per chunk of samples.
  *
  * A chunk of nb samples is unfolded into cols [cin·k·k][nb·hout·wout] (columns ordered sample,
- * row, column), multiplied by the weight [cout][cin·k·k], and the product [cout][nb·hout·wout] is
- * scattered into y [n][cout][hout][wout] with the bias. Chunks keep the unfolded matrix about the
- * size of a last-level cache share, so that the GEMM reads what im2col has just written.
- * The backward recomputes cols from the saved input (only the input is kept between the passes):
- * dw += dy'·colsᵀ, db += Σ dy', dcols = wᵀ·dy' (into the same buffer), then col2im adds into dx. */
+ * row, column); each sample's columns are multiplied by the weight [cout][cin·k·k] straight into
+ * y [n][cout][hout][wout], onto the bias. Chunks keep the unfolded matrix well inside the core's L2
+ * cache, so that the GEMM reads what im2col has just written.
+ * The backward recomputes cols from the saved input (only the input is kept between the passes),
+ * gathers dy' [cout][nb·hout·wout] (dy itself when nb = 1): dw += dy'·colsᵀ, db += Σ dy',
+ * dcols = wᵀ·dy' (into the same buffer), then col2im adds into dx. */
 #include "config.h"
 #include "tp_cpu.h"
 
 #include <string.h>
 
-/* floats of unfolded input per chunk (4 MiB) */
-#define TP_CONV_CHUNK_FLOATS ((size_t)1 << 20)
+/* floats of unfolded input per chunk (128 KiB, at least one sample): measured on the cnn shapes
+ * at batch 128 against 64 KiB to 16 MiB (bench/RESULTS.md) */
+#define TP_CONV_CHUNK_FLOATS ((size_t)1 << 15)
 
 static int chunk_samples(const TpWindow *s, int batch)
 {
@@ -30,6 +32,16 @@ size_t tp_cpu_conv_workspace(const TpBackend *be, const TpWindow *s, int batch)
   return ((size_t)s->cin * s->k * s->k + s->cout) * cols;
 }
 
+/* The output columns [*lo, *hi) whose input column ow·stride − pad + kj lies inside the image. */
+static void valid_cols(const TpWindow *s, int kj, int *lo, int *hi)
+{
+  int off = kj - s->pad; /* iw = ow·stride + off */
+  *lo = off >= 0 ? 0 : (-off + s->stride - 1) / s->stride;
+  *hi = s->win - off <= 0 ? 0 : MIN(s->wout, (s->win - off + s->stride - 1) / s->stride);
+  if (*lo > *hi)
+    *lo = *hi;
+}
+
 /* Unfold samples x[0..nb) into cols (ncols = nb·hout·wout columns). */
 static void im2col(const TpWindow *s, int nb, const float *x, float *cols)
 {
@@ -38,6 +50,8 @@ static void im2col(const TpWindow *s, int nb, const float *x, float *cols)
     for (int ki = 0; ki < s->k; ki++)
       for (int kj = 0; kj < s->k; kj++) {
         float *dst = cols + ((size_t)(c * s->k + ki) * s->k + kj) * ncols;
+        int lo, hi, off = kj - s->pad;
+        valid_cols(s, kj, &lo, &hi);
         for (int n = 0; n < nb; n++) {
           const float *src = x + ((size_t)n * s->cin + c) * plane;
           for (int oh = 0; oh < s->hout; oh++, dst += s->wout) {
@@ -46,11 +60,16 @@ static void im2col(const TpWindow *s, int nb, const float *x, float *cols)
               memset(dst, 0, sizeof(float) * s->wout);
               continue;
             }
-            const float *row = src + (size_t)ih * s->win;
-            for (int ow = 0; ow < s->wout; ow++) {
-              int iw = ow * s->stride - s->pad + kj;
-              dst[ow] = iw >= 0 && iw < s->win ? row[iw] : 0.0f;
-            }
+            const float *row = src + (size_t)ih * s->win + off;
+            for (int ow = 0; ow < lo; ow++)
+              dst[ow] = 0.0f;
+            if (s->stride == 1)
+              memcpy(dst + lo, row + lo, sizeof(float) * (hi - lo));
+            else
+              for (int ow = lo; ow < hi; ow++)
+                dst[ow] = row[ow * s->stride];
+            for (int ow = hi; ow < s->wout; ow++)
+              dst[ow] = 0.0f;
           }
         }
       }
@@ -64,18 +83,21 @@ static void col2im(const TpWindow *s, int nb, const float *cols, float *dx)
     for (int ki = 0; ki < s->k; ki++)
       for (int kj = 0; kj < s->k; kj++) {
         const float *src = cols + ((size_t)(c * s->k + ki) * s->k + kj) * ncols;
+        int lo, hi, off = kj - s->pad;
+        valid_cols(s, kj, &lo, &hi);
         for (int n = 0; n < nb; n++) {
           float *dst = dx + ((size_t)n * s->cin + c) * plane;
           for (int oh = 0; oh < s->hout; oh++, src += s->wout) {
             int ih = oh * s->stride - s->pad + ki;
             if (ih < 0 || ih >= s->hin)
               continue;
-            float *row = dst + (size_t)ih * s->win;
-            for (int ow = 0; ow < s->wout; ow++) {
-              int iw = ow * s->stride - s->pad + kj;
-              if (iw >= 0 && iw < s->win)
-                row[iw] += src[ow];
-            }
+            float *row = dst + (size_t)ih * s->win + off;
+            if (s->stride == 1)
+              for (int ow = lo; ow < hi; ow++)
+                row[ow] += src[ow];
+            else
+              for (int ow = lo; ow < hi; ow++)
+                row[ow * s->stride] += src[ow];
           }
         }
       }
@@ -89,18 +111,19 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
   for (int n0 = 0; n0 < batch; n0 += chunk) {
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
-    float *cols = work, *prod = work + (size_t)K * ncols;
+    float *cols = work;
     im2col(s, nb, x + n0 * in_sz, cols);
-    if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)ncols, K, 1.0f, w, K, cols, (int)ncols, 0.0f, prod,
-                      (int)ncols, err))
-      return FALSE;
-    for (int n = 0; n < nb; n++)
-      for (int c = 0; c < s->cout; c++) {
-        const float *src = prod + c * ncols + n * hw;
-        float *dst = y + (n0 + n) * out_sz + c * hw, bias = b ? b[c] : 0.0f;
+    /* one GEMM per sample, straight into y's layout and onto the bias: the columns of sample n
+     * are a sub-matrix of cols (leading dimension ncols) */
+    for (int n = 0; n < nb; n++) {
+      float *yn = y + (n0 + n) * out_sz;
+      for (int c = 0; c < s->cout; c++)
         for (size_t p = 0; p < hw; p++)
-          dst[p] = src[p] + bias;
-      }
+          yn[c * hw + p] = b ? b[c] : 0.0f;
+      if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)hw, K, 1.0f, w, K, cols + n * hw, (int)ncols, 1.0f, yn,
+                        (int)hw, err))
+        return FALSE;
+    }
   }
   return TRUE;
 }
@@ -114,14 +137,18 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
     float *cols = work, *dyt = work + (size_t)K * ncols;
+    if (nb == 1) /* dy' is dy's own layout */
+      dyt = (float *)dy + n0 * out_sz;
     for (int n = 0; n < nb; n++)
       for (int c = 0; c < s->cout; c++) {
         const float *src = dy + (n0 + n) * out_sz + c * hw;
         float *dst = dyt + c * ncols + n * hw, sum = 0.0f;
         for (size_t p = 0; p < hw; p++)
-          sum += dst[p] = src[p];
+          sum += src[p];
         if (db)
           db[c] += sum;
+        if (nb > 1)
+          memcpy(dst, src, sizeof(float) * hw);
       }
     im2col(s, nb, x + n0 * in_sz, cols);
     if (!tp_cpu_sgemm(be, FALSE, TRUE, s->cout, K, (int)ncols, 1.0f, dyt, (int)ncols, cols, (int)ncols, 1.0f, dw,
