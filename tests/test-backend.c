@@ -7,10 +7,12 @@
  *
  * Pairs: cuda against cpu (skipped, with the reason, where there is no CUDA build or device); cpu
  * against a naive double-precision reference written here (for the GEMM-based ops), so that the
- * harness runs everywhere; and cpu against a deliberately perturbed cpu, which must fail. */
+ * harness runs everywhere (test-backend-ref.c); and cpu against a deliberately perturbed cpu, which
+ * must fail. */
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_error.h"
+#include "test-backend-ref.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
@@ -19,6 +21,7 @@
 #include <string.h>
 
 typedef enum {
+  OP_MEMORY,
   OP_SGEMM,
   OP_LINEAR_FWD,
   OP_LINEAR_BWD,
@@ -52,6 +55,7 @@ typedef struct {
 #define WIN(cin, h, w, cout, k, s, p) { cin, h, w, cout, k, s, p }
 
 static const Case cases[] = {
+  { "memory-1001", OP_MEMORY, 1001, 0, 0, 0, 0, 0, { 0 } },
   { "sgemm-nn-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, FALSE, 0, { 0 } },
   { "sgemm-nt-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, TRUE, 0, { 0 } },
   { "sgemm-tn-7x5x3", OP_SGEMM, 7, 5, 3, TRUE, FALSE, 0, { 0 } },
@@ -187,6 +191,15 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   GError **err = &r->err;
   gboolean ok = TRUE;
   switch (c->op) {
+  case OP_MEMORY: { /* upload and download are every case's; here copy and zero, on parts */
+    float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1);
+    ok = be->copy(be, b + 1, a, n - 2, err) && be->zero(be, a + 2, n - 3, err);
+    if (ok) {
+      output(r, "a", a, n, EXACT);
+      output(r, "b", b, n, EXACT);
+    }
+    break;
+  }
   case OP_SGEMM: {
     int lda = (c->ta ? c->m : c->k) + 3, ldb = (c->tb ? c->k : c->n) + 2, ldc = c->n + 1;
     float *a = input(r, (size_t)(c->ta ? c->k : c->m) * lda, -1, 1);
@@ -391,151 +404,6 @@ static void expect_agree(const TpBackend *ref, const TpBackend *test, const Case
   g_string_free(report, TRUE);
 }
 
-/* ---- reference: a naive double-precision subset of the interface (host memory) -------------- */
-
-static gboolean ref_sgemm(const TpBackend *be, gboolean ta, gboolean tb, int m, int n, int k, float alpha,
-                          const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
-                          GError **err)
-{
-  (void)be, (void)err;
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      double s = 0.0;
-      for (int p = 0; p < k; p++)
-        s += (double)(ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p]) *
-             (tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
-      c[(size_t)i * ldc + j] = (float)(alpha * s + (double)beta * c[(size_t)i * ldc + j]);
-    }
-  return TRUE;
-}
-
-static gboolean ref_linear_forward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
-                                   const float *b, float *y, GError **err)
-{
-  (void)be, (void)err;
-  for (int n = 0; n < batch; n++)
-    for (int o = 0; o < out; o++) {
-      double s = b ? b[o] : 0.0;
-      for (int i = 0; i < in; i++)
-        s += (double)x[(size_t)n * in + i] * w[(size_t)o * in + i];
-      y[(size_t)n * out + o] = (float)s;
-    }
-  return TRUE;
-}
-
-static gboolean ref_linear_backward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
-                                    const float *dy, float *dx, float *dw, float *db, GError **err)
-{
-  (void)be, (void)err;
-  for (int o = 0; o < out; o++) {
-    double sb = 0.0;
-    for (int n = 0; n < batch; n++)
-      sb += dy[(size_t)n * out + o];
-    db[o] = (float)(db[o] + sb);
-    for (int i = 0; i < in; i++) {
-      double s = 0.0;
-      for (int n = 0; n < batch; n++)
-        s += (double)dy[(size_t)n * out + o] * x[(size_t)n * in + i];
-      dw[(size_t)o * in + i] = (float)(dw[(size_t)o * in + i] + s);
-    }
-  }
-  for (int n = 0; dx && n < batch; n++)
-    for (int i = 0; i < in; i++) {
-      double s = 0.0;
-      for (int o = 0; o < out; o++)
-        s += (double)dy[(size_t)n * out + o] * w[(size_t)o * in + i];
-      dx[(size_t)n * in + i] = (float)s;
-    }
-  return TRUE;
-}
-
-static size_t ref_conv_workspace(const TpBackend *be, const TpWindow *s, int batch)
-{
-  (void)be, (void)s, (void)batch;
-  return 0;
-}
-
-/* The input index under output (n, oh, ow), channel c, tap (a, b); -1 in the padding. */
-static long tap(const TpWindow *s, int n, int c, int oh, int ow, int a, int b)
-{
-  int ih = oh * s->stride - s->pad + a, iw = ow * s->stride - s->pad + b;
-  if (ih < 0 || ih >= s->hin || iw < 0 || iw >= s->win)
-    return -1;
-  return (((long)n * s->cin + c) * s->hin + ih) * s->win + iw;
-}
-
-/* direct convolution; with dy, its backward (dx as a double accumulator, then rounded) */
-static void ref_conv(const TpWindow *s, int batch, const float *x, const float *w, const float *b, float *y,
-                     const float *dy, float *dx, float *dw, float *db)
-{
-  size_t in_n = (size_t)batch * s->cin * s->hin * s->win, wn = (size_t)s->cout * s->cin * s->k * s->k;
-  double *gx = g_new0(double, in_n), *gw = g_new0(double, wn), *gb = g_new0(double, s->cout);
-  for (int n = 0; n < batch; n++)
-    for (int o = 0; o < s->cout; o++)
-      for (int oh = 0; oh < s->hout; oh++)
-        for (int ow = 0; ow < s->wout; ow++) {
-          size_t yi = (((size_t)n * s->cout + o) * s->hout + oh) * s->wout + ow;
-          double acc = b ? b[o] : 0.0, g = dy ? dy[yi] : 0.0;
-          gb[o] += g;
-          for (int c = 0; c < s->cin; c++)
-            for (int a = 0; a < s->k; a++)
-              for (int bb = 0; bb < s->k; bb++) {
-                long xi = tap(s, n, c, oh, ow, a, bb);
-                size_t wi = (((size_t)o * s->cin + c) * s->k + a) * s->k + bb;
-                if (xi < 0)
-                  continue;
-                acc += (double)w[wi] * x[xi];
-                gw[wi] += g * x[xi];
-                gx[xi] += g * w[wi];
-              }
-          if (!dy)
-            y[yi] = (float)acc;
-        }
-  if (dy) {
-    for (size_t i = 0; dx && i < in_n; i++)
-      dx[i] = (float)gx[i];
-    for (size_t i = 0; i < wn; i++)
-      dw[i] = (float)(dw[i] + gw[i]);
-    for (int o = 0; db && o < s->cout; o++)
-      db[o] = (float)(db[o] + gb[o]);
-  }
-  g_free(gx), g_free(gw), g_free(gb);
-}
-
-static gboolean ref_conv_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
-                                 const float *b, float *y, float *work, GError **err)
-{
-  (void)be, (void)work, (void)err;
-  ref_conv(s, batch, x, w, b, y, NULL, NULL, NULL, NULL);
-  return TRUE;
-}
-
-static gboolean ref_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x,
-                                  const float *w, const float *dy, float *dx, float *dw, float *db, float *work,
-                                  GError **err)
-{
-  (void)be, (void)work, (void)err;
-  ref_conv(s, batch, x, w, NULL, NULL, dy, dx, dw, db);
-  return TRUE;
-}
-
-static TpBackend ref_backend;
-
-static void init_ref(void)
-{
-  const TpBackend *cpu = tp_backend_cpu();
-  memset(&ref_backend, 0, sizeof ref_backend);
-  ref_backend.name = "naive double reference";
-  ref_backend.alloc = cpu->alloc, ref_backend.free = cpu->free, ref_backend.zero = cpu->zero;
-  ref_backend.copy = cpu->copy, ref_backend.upload = cpu->upload, ref_backend.download = cpu->download;
-  ref_backend.sgemm = ref_sgemm;
-  ref_backend.linear_forward = ref_linear_forward;
-  ref_backend.linear_backward = ref_linear_backward;
-  ref_backend.conv_workspace = ref_conv_workspace;
-  ref_backend.conv_forward = ref_conv_forward;
-  ref_backend.conv_backward = ref_conv_backward;
-}
-
 static gboolean ref_has(Op op)
 {
   return op == OP_SGEMM || op == OP_LINEAR_FWD || op == OP_LINEAR_BWD || op == OP_CONV_FWD || op == OP_CONV_BWD;
@@ -543,7 +411,7 @@ static gboolean ref_has(Op op)
 
 static void test_cpu_vs_ref(gconstpointer data)
 {
-  expect_agree(&ref_backend, tp_backend_cpu(), data);
+  expect_agree(test_backend_reference(), tp_backend_cpu(), data);
 }
 
 /* ---- the harness must be able to fail: a cpu backend with one wrong value per op ------------ */
@@ -677,7 +545,6 @@ static void test_cuda_instances(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  init_ref();
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     char *path;
     if (ref_has(cases[i].op)) {

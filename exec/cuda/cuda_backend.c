@@ -57,15 +57,14 @@ static void cuda_free(const TpBackend *be, float *p)
 
 static gboolean cuda_zero(const TpBackend *be, float *p, size_t n, GError **err)
 {
-  TP_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), tp_cuda_ctx(be)->stream), err);
+  TP_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), tp_cuda_stream(be)), err);
   return TRUE;
 }
 
 static gboolean cuda_copy(const TpBackend *be, float *dst, const float *src, size_t n, GError **err)
 {
   if (dst != src && n)
-    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, tp_cuda_ctx(be)->stream),
-                  err);
+    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, tp_cuda_stream(be)), err);
   return TRUE;
 }
 
@@ -74,6 +73,7 @@ static gboolean cuda_upload(const TpBackend *be, float *dst, const float *host, 
   TpCudaCtx *c = tp_cuda_ctx(be);
   if (!n)
     return TRUE;
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
   TP_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, c->stream), err);
   TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err);
   return TRUE;
@@ -84,6 +84,7 @@ static gboolean cuda_download(const TpBackend *be, float *host, const float *src
   TpCudaCtx *c = tp_cuda_ctx(be);
   if (!n)
     return TRUE;
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
   TP_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream), err);
   TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err);
   return TRUE;
@@ -91,13 +92,14 @@ static gboolean cuda_download(const TpBackend *be, float *host, const float *src
 
 gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err)
 {
-  TP_CUDA_CHECK(cudaStreamSynchronize(tp_cuda_ctx(be)->stream), err);
+  TP_CUDA_CHECK(cudaStreamSynchronize(tp_cuda_stream(be)), err);
   return TRUE;
 }
 
 gboolean tp_cuda_scratch(const TpBackend *be, size_t bytes, void **out, GError **err)
 {
   TpCudaCtx *c = tp_cuda_ctx(be);
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
   if (c->scratch_bytes < bytes) {
     if (c->scratch) {
       TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err); /* earlier kernels may still read it */
@@ -118,6 +120,7 @@ gboolean tp_cuda_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, 
 {
   if (m <= 0 || n <= 0)
     return TRUE;
+  TP_CUDA_CHECK(cudaSetDevice(tp_cuda_ctx(be)->device), err); /* the handle's device */
   TP_CUBLAS_CHECK(cublasSgemm(tp_cuda_ctx(be)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
                   err);

@@ -12,7 +12,7 @@
 gboolean tp_cuda_linear_forward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
                                 const float *b, float *y, GError **err)
 {
-  cudaStream_t st = tp_cuda_ctx(be)->stream;
+  cudaStream_t st = tp_cuda_stream(be);
   if (b)
     TP_CUDA_CHECK(tp_cuda_bias_rows(st, batch, out, b, y), err);
   return tp_cuda_sgemm(be, FALSE, TRUE, batch, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out, err);
@@ -22,7 +22,7 @@ gboolean tp_cuda_linear_backward(const TpBackend *be, int batch, int in, int out
                                  const float *dy, float *dx, float *dw, float *db, GError **err)
 {
   if (db)
-    TP_CUDA_CHECK(tp_cuda_bias_grad_rows(tp_cuda_ctx(be)->stream, batch, out, dy, db), err);
+    TP_CUDA_CHECK(tp_cuda_bias_grad_rows(tp_cuda_stream(be), batch, out, dy, db), err);
   if (!tp_cuda_sgemm(be, TRUE, FALSE, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in, err))
     return FALSE;
   return !dx || tp_cuda_sgemm(be, FALSE, FALSE, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
@@ -47,7 +47,7 @@ size_t tp_cuda_conv_workspace(const TpBackend *be, const TpWindow *s, int batch)
 gboolean tp_cuda_conv_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                               const float *b, float *y, float *work, GError **err)
 {
-  cudaStream_t st = tp_cuda_ctx(be)->stream;
+  cudaStream_t st = tp_cuda_stream(be);
   int K = s->cin * s->k * s->k, chunk = chunk_samples(s, batch);
   size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = s->cout * hw;
   for (int n0 = 0; n0 < batch; n0 += chunk) {
@@ -66,7 +66,7 @@ gboolean tp_cuda_conv_forward(const TpBackend *be, const TpWindow *s, int batch,
 gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                                const float *dy, float *dx, float *dw, float *db, float *work, GError **err)
 {
-  cudaStream_t st = tp_cuda_ctx(be)->stream;
+  cudaStream_t st = tp_cuda_stream(be);
   int K = s->cin * s->k * s->k, chunk = chunk_samples(s, batch);
   size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = s->cout * hw;
   if (db)

@@ -7,48 +7,48 @@
 static gboolean maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
                                 gint32 *argmax, GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_maxpool_fwd(tp_cuda_ctx(be)->stream, s, batch, x, y, argmax), err);
+  TP_CUDA_CHECK(tp_cuda_maxpool_fwd(tp_cuda_stream(be), s, batch, x, y, argmax), err);
   return TRUE;
 }
 
 static gboolean maxpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
                                  const gint32 *argmax, float *dx, GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_maxpool_bwd(tp_cuda_ctx(be)->stream, s, batch, dy, argmax, dx), err);
+  TP_CUDA_CHECK(tp_cuda_maxpool_bwd(tp_cuda_stream(be), s, batch, dy, argmax, dx), err);
   return TRUE;
 }
 
 static gboolean avgpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
                                 GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_avgpool_fwd(tp_cuda_ctx(be)->stream, s, batch, x, y), err);
+  TP_CUDA_CHECK(tp_cuda_avgpool_fwd(tp_cuda_stream(be), s, batch, x, y), err);
   return TRUE;
 }
 
 static gboolean avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
                                  GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_avgpool_bwd(tp_cuda_ctx(be)->stream, s, batch, dy, dx), err);
+  TP_CUDA_CHECK(tp_cuda_avgpool_bwd(tp_cuda_stream(be), s, batch, dy, dx), err);
   return TRUE;
 }
 
 static gboolean relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_relu_fwd(tp_cuda_ctx(be)->stream, n, x, y), err);
+  TP_CUDA_CHECK(tp_cuda_relu_fwd(tp_cuda_stream(be), n, x, y), err);
   return TRUE;
 }
 
 static gboolean relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,
                               GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_relu_bwd(tp_cuda_ctx(be)->stream, n, x, dy, dx), err);
+  TP_CUDA_CHECK(tp_cuda_relu_bwd(tp_cuda_stream(be), n, x, dy, dx), err);
   return TRUE;
 }
 
 static gboolean dropout_forward(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
                                 float *mask, GError **err)
 {
-  cudaStream_t st = tp_cuda_ctx(be)->stream;
+  cudaStream_t st = tp_cuda_stream(be);
   if (!mask) {
     if (y != x && n)
       TP_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, st), err);
@@ -63,7 +63,7 @@ static gboolean dropout_forward(const TpBackend *be, size_t n, float p, guint64 
 static gboolean dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
                                  GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_mul(tp_cuda_ctx(be)->stream, n, dy, mask, dx), err);
+  TP_CUDA_CHECK(tp_cuda_mul(tp_cuda_stream(be), n, dy, mask, dx), err);
   return TRUE;
 }
 
@@ -98,7 +98,7 @@ static gboolean loss_scratch(const TpBackend *be, int batch, int classes, const 
   ls->labels = (gint32 *)(p + 16 + b * (sizeof(double) + sizeof(int)));
   if (labels && batch)
     TP_CUDA_CHECK(cudaMemcpyAsync(ls->labels, labels, b * sizeof(gint32), cudaMemcpyHostToDevice,
-                                  tp_cuda_ctx(be)->stream),
+                                  tp_cuda_stream(be)),
                   err);
   return TRUE;
 }
@@ -106,7 +106,7 @@ static gboolean loss_scratch(const TpBackend *be, int batch, int classes, const 
 static gboolean softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
                                    const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err)
 {
-  cudaStream_t st = tp_cuda_ctx(be)->stream;
+  cudaStream_t st = tp_cuda_stream(be);
   LossScratch ls;
   if (!loss_scratch(be, batch, classes, labels, &ls, err))
     return FALSE;
@@ -133,7 +133,7 @@ static gboolean softmax_ce_forward(const TpBackend *be, int batch, int classes, 
 static gboolean softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
                                     const gint32 *labels, float scale, float *dx, GError **err)
 {
-  cudaStream_t st = tp_cuda_ctx(be)->stream;
+  cudaStream_t st = tp_cuda_stream(be);
   LossScratch ls;
   if (!loss_scratch(be, batch, classes, labels, &ls, err))
     return FALSE;
@@ -144,14 +144,14 @@ static gboolean softmax_ce_backward(const TpBackend *be, int batch, int classes,
 static gboolean sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
                          const float *w_in, const float *grad, float *mom, float *w_out, GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_sgd(tp_cuda_ctx(be)->stream, n, lr, momentum, weight_decay, w_in, grad, mom, w_out), err);
+  TP_CUDA_CHECK(tp_cuda_sgd(tp_cuda_stream(be), n, lr, momentum, weight_decay, w_in, grad, mom, w_out), err);
   return TRUE;
 }
 
 static gboolean blend(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                       GError **err)
 {
-  TP_CUDA_CHECK(tp_cuda_blend(tp_cuda_ctx(be)->stream, n, s, a, b, out), err);
+  TP_CUDA_CHECK(tp_cuda_blend(tp_cuda_stream(be), n, s, a, b, out), err);
   return TRUE;
 }
 

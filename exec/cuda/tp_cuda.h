@@ -32,6 +32,16 @@ static inline TpCudaCtx *tp_cuda_ctx(const TpBackend *be)
   return (TpCudaCtx *)be->ctx;
 }
 
+/* The instance's stream, its device made current on the calling thread first: a stage's thread
+ * need not have set it, and cudaSetDevice on the current device costs next to nothing. A failure
+ * to set it is the runtime's last error, which the launch that follows reports. */
+static inline cudaStream_t tp_cuda_stream(const TpBackend *be)
+{
+  TpCudaCtx *c = tp_cuda_ctx(be);
+  (void)cudaSetDevice(c->device);
+  return c->stream;
+}
+
 /* Run `call` (a cudaError_t expression); on failure set *err and return FALSE from the caller. */
 #define TP_CUDA_CHECK(call, err)                                                                       \
   do {                                                                                                 \
