@@ -2,7 +2,7 @@
  * backend interface in host memory (sgemm, linear and conv forward and backward by direct loops, no
  * im2col), against which the cpu backend is compared, so that the parity harness runs on every
  * machine. The members it lacks are NULL. */
-#include "test-backend-ref.h"
+#include "tp_backend_ref.h"
 
 static gboolean ref_sgemm(const TpBackend *be, gboolean ta, gboolean tb, int m, int n, int k, float alpha,
                           const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,

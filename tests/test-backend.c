@@ -12,7 +12,7 @@
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_error.h"
-#include "test-backend-ref.h"
+#include "tp_backend_ref.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
