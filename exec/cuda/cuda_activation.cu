@@ -31,6 +31,12 @@ __global__ static void mul_kernel(size_t n, const float *a, const float *b, floa
     out[i] = a[i] * b[i];
 }
 
+extern "C" cudaError_t tp_cuda_probe_kernels(void)
+{
+  struct cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, relu_fwd_kernel);
+}
+
 extern "C" cudaError_t tp_cuda_relu_fwd(cudaStream_t st, size_t n, const float *x, float *y)
 {
   if (n)

@@ -143,10 +143,21 @@ static const TpBackend cuda_table = {
   .conv_backward = tp_cuda_conv_backward,
 };
 
-/* Set up c (device, stream, handle); on failure what was made is released by the caller. */
+/* Set up c (device, stream, handle); on failure what was made is released by the caller. A device
+ * the kernels were not compiled for (older than the build's architecture) counts as no device. */
 static gboolean ctx_init(TpCudaCtx *c, GError **err)
 {
   TP_CUDA_CHECK(cudaSetDevice(c->device), err);
+  cudaError_t rc = tp_cuda_probe_kernels();
+  if (rc != cudaSuccess) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "no CUDA device: device %d (compute capability %d.%d) cannot run this build's kernels: %s", c->device,
+                major, minor, cudaGetErrorString(rc));
+    return FALSE;
+  }
   TP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err);
   TP_CUBLAS_CHECK(cublasCreate(&c->blas), err);
   TP_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream), err);

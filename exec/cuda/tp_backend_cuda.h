@@ -6,7 +6,8 @@
 #include "tp_backend.h"
 
 /* A backend on CUDA device `device` (0-based), with its own stream and cuBLAS handle; NULL and
- * TP_ERROR_INPUT "no CUDA device: …" when there is none (or `device` is out of range), or
+ * TP_ERROR_INPUT "no CUDA device: …" when there is none, `device` is out of range or the device
+ * cannot run the build's kernels (compiled for sm_90, with compute_90 PTX), or
  * TP_ERROR_RUNTIME when the device cannot be set up. */
 TpBackend *tp_backend_cuda_new(int device, GError **err);
 

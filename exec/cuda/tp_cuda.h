@@ -100,7 +100,9 @@ cudaError_t tp_cuda_conv_scatter(cudaStream_t st, int nb, int c, size_t hw, cons
 cudaError_t tp_cuda_conv_gather(cudaStream_t st, int nb, int c, size_t hw, const float *dy, float *dyt);
 cudaError_t tp_cuda_conv_bias_grad(cudaStream_t st, int nb, int c, size_t hw, const float *dy, float *db);
 
-/* cuda_activation.cu */
+/* cuda_activation.cu; tp_cuda_probe_kernels: whether the current device can run this build's
+ * kernels (an error such as cudaErrorNoKernelImageForDevice where it cannot) */
+cudaError_t tp_cuda_probe_kernels(void);
 cudaError_t tp_cuda_relu_fwd(cudaStream_t st, size_t n, const float *x, float *y);
 cudaError_t tp_cuda_relu_bwd(cudaStream_t st, size_t n, const float *x, const float *dy, float *dx);
 cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed, const float *x,
