@@ -11,8 +11,10 @@
  * must fail. */
 #include "config.h"
 #include "tp_backend.h"
-#include "tp_error.h"
 #include "tp_backend_ref.h"
+#include "tp_error.h"
+#include "tp_model.h"
+#include "tp_net.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
@@ -513,6 +515,75 @@ static void test_cuda_vs_cpu(gconstpointer data)
     expect_agree(tp_backend_cpu(), cuda, data);
 }
 
+/* A whole network (every layer through tp_net, as the executor calls them): forward with loss and
+ * backward of one micro-batch from the same initial weights; the loss, the correct count, the
+ * input gradient and the parameter gradient. */
+typedef struct {
+  double loss;
+  int correct;
+  float *din, *grad;
+  size_t in, np;
+} NetRun;
+
+static void run_net(const TpBackend *be, const char *model, int batch, NetRun *out)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_load(model, &err);
+  g_assert_no_error(err);
+  TpNet *net = tp_net_new(m, 0, tp_model_n_layers(m), be, &err);
+  g_assert_no_error(err);
+  out->in = tp_net_in_elems(net) * batch, out->np = tp_net_n_params(net);
+  float *x = g_new(float, out->in);
+  gint32 *labels = g_new(gint32, batch);
+  GRand *rand = g_rand_new_with_seed(7);
+  for (size_t i = 0; i < out->in; i++)
+    x[i] = (float)g_rand_double_range(rand, 0, 1);
+  for (int n = 0; n < batch; n++)
+    labels[n] = g_rand_int_range(rand, 0, (gint32)tp_net_out_elems(net));
+  float *dw = be->alloc(be, out->np, &err), *dgrad = be->alloc(be, out->np, &err);
+  float *dx = be->alloc(be, out->in, &err), *din = be->alloc(be, out->in, &err);
+  g_assert_no_error(err);
+  TpSaved *saved = tp_saved_new(net, batch, &err);
+  g_assert_no_error(err);
+  TpLossStats st;
+  g_assert_true(tp_net_init_weights(net, 42, dw, &err) && be->zero(be, dgrad, out->np, &err) &&
+                be->upload(be, dx, x, out->in, &err) &&
+                tp_net_forward(net, dw, dx, batch, NULL, saved, labels, &st, &err) &&
+                tp_net_backward(net, dw, saved, NULL, din, dgrad, batch, &err));
+  out->loss = st.loss_sum, out->correct = st.correct;
+  out->din = g_new(float, out->in), out->grad = g_new(float, out->np);
+  g_assert_true(be->download(be, out->din, din, out->in, &err) &&
+                be->download(be, out->grad, dgrad, out->np, &err));
+  g_assert_no_error(err);
+  tp_saved_free(saved);
+  be->free(be, dw), be->free(be, dgrad), be->free(be, dx), be->free(be, din);
+  tp_net_free(net);
+  g_rand_free(rand), g_free(x), g_free(labels);
+}
+
+static double rel_error(const float *a, const float *b, size_t n)
+{
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < n; i++)
+    diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), norm += (double)a[i] * a[i];
+  return norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+static void test_cuda_net(gconstpointer data)
+{
+  const TpBackend *cuda = cuda_or_skip();
+  if (!cuda)
+    return;
+  NetRun a, b;
+  run_net(tp_backend_cpu(), data, 16, &a);
+  run_net(cuda, data, 16, &b);
+  g_assert_cmpfloat(fabs(a.loss - b.loss), <=, 1e-4 * fabs(a.loss));
+  g_assert_cmpint(a.correct, ==, b.correct);
+  g_assert_cmpfloat(rel_error(a.din, b.din, a.in), <=, TOL_GEMM);
+  g_assert_cmpfloat(rel_error(a.grad, b.grad, a.np), <=, TOL_GEMM);
+  g_free(a.din), g_free(a.grad), g_free(b.din), g_free(b.grad);
+}
+
 /* Two instances (two streams, two cuBLAS handles) side by side, and a device that is not there. */
 static void test_cuda_instances(void)
 {
@@ -558,5 +629,7 @@ int main(int argc, char **argv)
   }
   g_test_add_func("/backend/harness/detects-wrong-results", test_harness_fails);
   g_test_add_func("/backend/cuda/instances", test_cuda_instances);
+  g_test_add_data_func("/backend/cuda-vs-cpu/net-mlp", "mlp", test_cuda_net);
+  g_test_add_data_func("/backend/cuda-vs-cpu/net-cnn", "cnn", test_cuda_net);
   return g_test_run();
 }
