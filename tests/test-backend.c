@@ -3,7 +3,8 @@
  * blend) runs on random inputs at a few shapes (odd sizes, conv with stride 2 and padding, pooling
  * with padding) on a reference and on the backend under test, and their outputs are compared:
  * normalised error ‖a−b‖/‖a‖ under a per-op threshold, bit-exact where the result is discrete
- * (argmax, dropout masks, correct counts) or has one rounding only.
+ * (argmax, dropout masks, correct counts) or has one rounding only. mlp and cnn also run whole,
+ * through tp_net, on cuda against cpu.
  *
  * Pairs: cuda against cpu (skipped, with the reason, where there is no CUDA build or device); cpu
  * against a naive double-precision reference written here (for the GEMM-based ops), so that the
