@@ -7,9 +7,8 @@
  * through tp_net, on cuda against cpu.
  *
  * Pairs: cuda against cpu (skipped, with the reason, where there is no CUDA build or device); cpu
- * against a naive double-precision reference written here (for the GEMM-based ops), so that the
- * harness runs everywhere (test-backend-ref.c); and cpu against a deliberately perturbed cpu, which
- * must fail. */
+ * against a naive double-precision reference (test-backend-ref.c, the GEMM-based ops), so that the
+ * harness runs everywhere; and cpu against a deliberately perturbed cpu, which must fail. */
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_backend_ref.h"
