@@ -106,8 +106,15 @@ const TpBackend *tp_backend_get(const char *name, GError **err);
 const TpBackend *tp_backend_cpu(void);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value
- * depends only on (seed, stream, index) — never on the order of calls, the stage split or the device. */
-static inline guint64 tp_mix64(guint64 x)
+ * depends only on (seed, stream, index) — never on the order of calls, the stage split or the device.
+ * The CUDA kernels (exec/cuda/) call these same functions, so dropout masks agree bit for bit. */
+#ifdef __CUDACC__
+#define TP_HOSTDEV __host__ __device__
+#else
+#define TP_HOSTDEV
+#endif
+
+static inline TP_HOSTDEV guint64 tp_mix64(guint64 x)
 {
   x ^= x >> 30;
   x *= G_GUINT64_CONSTANT(0xbf58476d1ce4e5b9);
@@ -118,13 +125,13 @@ static inline guint64 tp_mix64(guint64 x)
 }
 
 /* Uniform in [0, 1) with 24 random bits (exact in float). */
-static inline float tp_uniform(guint64 seed, guint64 stream, guint64 index)
+static inline TP_HOSTDEV float tp_uniform(guint64 seed, guint64 stream, guint64 index)
 {
   guint64 h = tp_mix64(tp_mix64(seed + G_GUINT64_CONSTANT(0x9e3779b97f4a7c15) * (stream + 1)) ^ index);
   return (float)(h >> 40) * (1.0f / 16777216.0f);
 }
 
-static inline gboolean tp_dropout_keep(guint64 seed, size_t i, float p)
+static inline TP_HOSTDEV gboolean tp_dropout_keep(guint64 seed, size_t i, float p)
 {
   return tp_uniform(seed, 0, i) >= p;
 }

@@ -12,7 +12,8 @@ AC_DEFUN([TP_CHECK_CUDA], [
     AS_IF([test -n "$NVCC" && test -f "$tp_cuda_prefix/include/cublas_v2.h"], [
       tp_have_cuda=yes
       CUDA_CFLAGS="-I$tp_cuda_prefix/include"
-      CUDA_LIBS="-L$tp_cuda_prefix/lib64 -Wl,-rpath,$tp_cuda_prefix/lib64 -lcublas -lcudart"
+      dnl nvcc objects are C++ (kernel launch stubs): the C linker needs the C++ runtime too
+      CUDA_LIBS="-L$tp_cuda_prefix/lib64 -Wl,-rpath,$tp_cuda_prefix/lib64 -lcublas -lcudart -lstdc++"
     ], [AS_IF([test "x$with_cuda" != "xcheck"], [AC_MSG_ERROR([--with-cuda given but nvcc or cuBLAS not found])])])
   ])
   AC_SUBST([NVCC]) AC_SUBST([CUDA_CFLAGS]) AC_SUBST([CUDA_LIBS])

@@ -1,0 +1,224 @@
+/* cuda_backend.c — the `cuda` backend: instances (device, stream, cuBLAS handle), device memory,
+ * cuBLAS SGEMM on row-major matrices and the kernel table.
+ *
+ * Every call of an instance goes to its own stream, in order, so one stage's work never waits for
+ * another's; uploads and downloads synchronise that stream (the host buffer is usable on return).
+ * cuBLAS is column-major: a row-major matrix is its transpose there, so the row-major product
+ * C = op(A)·op(B) is computed as the column-major Cᵀ = op(B)ᵀ·op(A)ᵀ — operands swapped, the
+ * transpose flags kept, m and n exchanged. */
+#include "config.h"
+#include "tp_backend_cuda.h"
+#include "tp_cuda.h"
+
+#include <string.h>
+
+int tp_cuda_device_count(char **why)
+{
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess || n <= 0) {
+    if (why)
+      *why = g_strdup(rc != cudaSuccess ? cudaGetErrorString(rc) : "the CUDA runtime reports 0 devices");
+    return 0;
+  }
+  return n;
+}
+
+/* Make the instance's device current on the calling thread (stages run on threads of their own). */
+static gboolean use_device(const TpBackend *be, GError **err)
+{
+  TP_CUDA_CHECK(cudaSetDevice(tp_cuda_ctx(be)->device), err);
+  return TRUE;
+}
+
+static float *cuda_alloc(const TpBackend *be, size_t n, GError **err)
+{
+  void *p = NULL;
+  if (n > G_MAXSIZE / sizeof(float)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: cannot allocate %zu floats", n);
+    return NULL;
+  }
+  if (!use_device(be, err))
+    return NULL;
+  cudaError_t rc = cudaMalloc(&p, (n ? n : 1) * sizeof(float));
+  if (rc != cudaSuccess) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: cannot allocate %zu floats on device %d: %s",
+                __FILE__, __LINE__, n, tp_cuda_ctx(be)->device, cudaGetErrorString(rc));
+    return NULL;
+  }
+  return p;
+}
+
+static void cuda_free(const TpBackend *be, float *p)
+{
+  if (p && use_device(be, NULL))
+    cudaFree(p); /* nothing to report to: a failure here leaves the pointer to the process's end */
+}
+
+static gboolean cuda_zero(const TpBackend *be, float *p, size_t n, GError **err)
+{
+  TP_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), tp_cuda_stream(be)), err);
+  return TRUE;
+}
+
+static gboolean cuda_copy(const TpBackend *be, float *dst, const float *src, size_t n, GError **err)
+{
+  if (dst != src && n)
+    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, tp_cuda_stream(be)), err);
+  return TRUE;
+}
+
+static gboolean cuda_upload(const TpBackend *be, float *dst, const float *host, size_t n, GError **err)
+{
+  TpCudaCtx *c = tp_cuda_ctx(be);
+  if (!n)
+    return TRUE;
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
+  TP_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, c->stream), err);
+  TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err);
+  return TRUE;
+}
+
+static gboolean cuda_download(const TpBackend *be, float *host, const float *src, size_t n, GError **err)
+{
+  TpCudaCtx *c = tp_cuda_ctx(be);
+  if (!n)
+    return TRUE;
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
+  TP_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream), err);
+  TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err);
+  return TRUE;
+}
+
+gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err)
+{
+  TP_CUDA_CHECK(cudaStreamSynchronize(tp_cuda_stream(be)), err);
+  return TRUE;
+}
+
+gboolean tp_cuda_scratch(const TpBackend *be, size_t bytes, void **out, GError **err)
+{
+  TpCudaCtx *c = tp_cuda_ctx(be);
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
+  if (c->scratch_bytes < bytes) {
+    if (c->scratch) {
+      TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err); /* earlier kernels may still read it */
+      TP_CUDA_CHECK(cudaFree(c->scratch), err);
+      c->scratch = NULL, c->scratch_bytes = 0;
+    }
+    size_t want = MAX(bytes, (size_t)4096);
+    TP_CUDA_CHECK(cudaMalloc(&c->scratch, want), err);
+    c->scratch_bytes = want;
+  }
+  *out = c->scratch;
+  return TRUE;
+}
+
+gboolean tp_cuda_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                       GError **err)
+{
+  if (m <= 0 || n <= 0)
+    return TRUE;
+  TP_CUDA_CHECK(cudaSetDevice(tp_cuda_ctx(be)->device), err); /* the handle's device */
+  TP_CUBLAS_CHECK(cublasSgemm(tp_cuda_ctx(be)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
+                  err);
+  return TRUE;
+}
+
+static const TpBackend cuda_table = {
+  .name = "cuda",
+  .alloc = cuda_alloc,
+  .free = cuda_free,
+  .zero = cuda_zero,
+  .copy = cuda_copy,
+  .upload = cuda_upload,
+  .download = cuda_download,
+  .sgemm = tp_cuda_sgemm,
+  .linear_forward = tp_cuda_linear_forward,
+  .linear_backward = tp_cuda_linear_backward,
+  .conv_workspace = tp_cuda_conv_workspace,
+  .conv_forward = tp_cuda_conv_forward,
+  .conv_backward = tp_cuda_conv_backward,
+};
+
+/* Set up c (device, stream, handle); on failure what was made is released by the caller. A device
+ * the kernels were not compiled for (older than the build's architecture) counts as no device. */
+static gboolean ctx_init(TpCudaCtx *c, GError **err)
+{
+  TP_CUDA_CHECK(cudaSetDevice(c->device), err);
+  cudaError_t rc = tp_cuda_probe_kernels();
+  if (rc != cudaSuccess) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "no CUDA device: device %d (compute capability %d.%d) cannot run this build's kernels: %s", c->device,
+                major, minor, cudaGetErrorString(rc));
+    return FALSE;
+  }
+  TP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err);
+  TP_CUBLAS_CHECK(cublasCreate(&c->blas), err);
+  TP_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream), err);
+  /* full FP32 (no TF32 tensor-core rounding): results must stay within float tolerance of the cpu
+   * backend. One handle per stream keeps cuBLAS's workspace private, so results are reproducible. */
+  TP_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), err);
+  return TRUE;
+}
+
+TpBackend *tp_backend_cuda_new(int device, GError **err)
+{
+  char *why = NULL;
+  int count = tp_cuda_device_count(&why);
+  if (count == 0 || device < 0 || device >= count) {
+    if (count == 0)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no CUDA device: %s", why);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no CUDA device %d: %d present", device, count);
+    g_free(why);
+    return NULL;
+  }
+  TpBackend *be = g_new(TpBackend, 1);
+  TpCudaCtx *c = g_new0(TpCudaCtx, 1);
+  *be = cuda_table;
+  tp_cuda_fill_elementwise(be);
+  be->ctx = c;
+  c->device = device;
+  if (!ctx_init(c, err)) {
+    tp_backend_cuda_free(be);
+    return NULL;
+  }
+  return be;
+}
+
+void tp_backend_cuda_free(TpBackend *be)
+{
+  if (!be)
+    return;
+  TpCudaCtx *c = tp_cuda_ctx(be);
+  if (cudaSetDevice(c->device) == cudaSuccess) {
+    if (c->stream)
+      cudaStreamSynchronize(c->stream);
+    if (c->scratch)
+      cudaFree(c->scratch);
+    if (c->blas)
+      cublasDestroy(c->blas);
+    if (c->stream)
+      cudaStreamDestroy(c->stream);
+  }
+  g_free(c);
+  g_free(be);
+}
+
+const TpBackend *tp_backend_cuda_default(GError **err)
+{
+  static GMutex lock;
+  static TpBackend *shared;
+  g_mutex_lock(&lock);
+  if (!shared)
+    shared = tp_backend_cuda_new(0, err);
+  TpBackend *be = shared;
+  g_mutex_unlock(&lock);
+  return be;
+}

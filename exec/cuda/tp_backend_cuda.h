@@ -1,0 +1,28 @@
+/* tp_backend_cuda.h — the cuda backend's public entry points: one instance per pipeline stage, each
+ * with its own device, stream and cuBLAS handle, so stages never serialise on each other. */
+#ifndef TP_BACKEND_CUDA_H
+#define TP_BACKEND_CUDA_H
+
+#include "tp_backend.h"
+
+/* A backend on CUDA device `device` (0-based), with its own stream and cuBLAS handle; NULL and
+ * TP_ERROR_INPUT "no CUDA device: …" when there is none, `device` is out of range or the device
+ * cannot run the build's kernels (compiled for sm_90, with compute_90 PTX), or
+ * TP_ERROR_RUNTIME when the device cannot be set up. */
+TpBackend *tp_backend_cuda_new(int device, GError **err);
+
+/* Synchronises the instance's stream and releases it (NULL is fine). Buffers it allocated must be
+ * freed before. */
+void tp_backend_cuda_free(TpBackend *be);
+
+/* The number of CUDA devices present; 0 with the reason in `why` (may be NULL) when none is usable. */
+int tp_cuda_device_count(char **why);
+
+/* Wait for everything enqueued on the instance's stream. */
+gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err);
+
+/* The instance `--backend cuda` names: one on device 0, made on first use and kept for the life of
+ * the process (the executor makes its own per stage with tp_backend_cuda_new). */
+const TpBackend *tp_backend_cuda_default(GError **err);
+
+#endif

@@ -1,0 +1,136 @@
+/* tp_cuda.h — the cuda backend's internals: its per-instance state (device, stream, cuBLAS handle,
+ * scratch for labels and reductions), the checking macros that turn a failed CUDA or cuBLAS call
+ * into a TP_ERROR_RUNTIME carrying file and line, and the kernel launchers. The launchers live in
+ * the .cu files (one per kernel family, compiled by nvcc), enqueue on the given stream and return
+ * the launch status; the host glue (.c files, compiled by the C compiler against the CUDA runtime
+ * API) checks it. Public entry points are in tp_backend_cuda.h. */
+#ifndef TP_CUDA_H
+#define TP_CUDA_H
+
+#include "tp_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef __CUDACC__ /* host glue only: the .cu files see the launchers and nothing else */
+#include "tp_error.h"
+
+typedef struct {
+  int device;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  void *scratch; /* device: labels, per-sample losses and counts, the reduced result */
+  size_t scratch_bytes;
+} TpCudaCtx;
+
+static inline TpCudaCtx *tp_cuda_ctx(const TpBackend *be)
+{
+  return (TpCudaCtx *)be->ctx;
+}
+
+/* The instance's stream, its device made current on the calling thread first: a stage's thread
+ * need not have set it, and cudaSetDevice on the current device costs next to nothing. A failure
+ * to set it is the runtime's last error, which the launch that follows reports. */
+static inline cudaStream_t tp_cuda_stream(const TpBackend *be)
+{
+  TpCudaCtx *c = tp_cuda_ctx(be);
+  (void)cudaSetDevice(c->device);
+  return c->stream;
+}
+
+/* Run `call` (a cudaError_t expression); on failure set *err and return FALSE from the caller. */
+#define TP_CUDA_CHECK(call, err)                                                                       \
+  do {                                                                                                 \
+    cudaError_t tp_cuda_rc_ = (call);                                                                  \
+    if (tp_cuda_rc_ != cudaSuccess) {                                                                  \
+      g_set_error((err), TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: %s: %s", __FILE__, __LINE__, \
+                  #call, cudaGetErrorString(tp_cuda_rc_));                                             \
+      return FALSE;                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+/* The same for a cublasStatus_t expression. */
+#define TP_CUBLAS_CHECK(call, err)                                                                     \
+  do {                                                                                                 \
+    cublasStatus_t tp_cublas_rc_ = (call);                                                             \
+    if (tp_cublas_rc_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+      g_set_error((err), TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: %s: %s", __FILE__, __LINE__, \
+                  #call, cublasGetStatusString(tp_cublas_rc_));                                        \
+      return FALSE;                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+/* Device scratch of at least `bytes` on the backend's device (grown, never shrunk). */
+gboolean tp_cuda_scratch(const TpBackend *be, size_t bytes, void **out, GError **err);
+
+/* The TpBackend members implemented in the host glue (signatures as in tp_backend.h). */
+gboolean tp_cuda_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                       GError **err);
+gboolean tp_cuda_linear_forward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
+                                const float *b, float *y, GError **err);
+gboolean tp_cuda_linear_backward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
+                                 const float *dy, float *dx, float *dw, float *db, GError **err);
+size_t tp_cuda_conv_workspace(const TpBackend *be, const TpWindow *s, int batch);
+gboolean tp_cuda_conv_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
+                              const float *b, float *y, float *work, GError **err);
+gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
+                               const float *dy, float *dx, float *dw, float *db, float *work, GError **err);
+void tp_cuda_fill_elementwise(TpBackend *be);
+#endif
+
+/* ---- launchers (the .cu files of exec/cuda); every one enqueues on `st` and returns cudaGetLastError() ---- */
+
+/* cuda_im2col.cu: nb samples of x [nb][cin][hin][win] to cols [cin·k·k][nb·hout·wout] and back
+ * (col2im overwrites dx: each input element gathers its columns, no atomics). */
+cudaError_t tp_cuda_im2col(cudaStream_t st, const TpWindow *s, int nb, const float *x, float *cols);
+cudaError_t tp_cuda_col2im(cudaStream_t st, const TpWindow *s, int nb, const float *cols, float *dx);
+
+/* cuda_bias.cu: y[r][c] = b[c] over rows × cols; db[c] += Σ_r dy[r][c];
+ * conv layout: y[n][c][p] = prod[c][n·hw + p] + (b ? b[c] : 0), its inverse gather dyt[c][n·hw + p] =
+ * dy[n][c][p], and db[c] += Σ_{n,p} dy[n][c][p] (one block per channel, a fixed-order reduction). */
+cudaError_t tp_cuda_bias_rows(cudaStream_t st, int rows, int cols, const float *b, float *y);
+cudaError_t tp_cuda_bias_grad_rows(cudaStream_t st, int rows, int cols, const float *dy, float *db);
+cudaError_t tp_cuda_conv_scatter(cudaStream_t st, int nb, int c, size_t hw, const float *prod, const float *b,
+                                 float *y);
+cudaError_t tp_cuda_conv_gather(cudaStream_t st, int nb, int c, size_t hw, const float *dy, float *dyt);
+cudaError_t tp_cuda_conv_bias_grad(cudaStream_t st, int nb, int c, size_t hw, const float *dy, float *db);
+
+/* cuda_activation.cu; tp_cuda_probe_kernels: whether the current device can run this build's
+ * kernels (an error such as cudaErrorNoKernelImageForDevice where it cannot) */
+cudaError_t tp_cuda_probe_kernels(void);
+cudaError_t tp_cuda_relu_fwd(cudaStream_t st, size_t n, const float *x, float *y);
+cudaError_t tp_cuda_relu_bwd(cudaStream_t st, size_t n, const float *x, const float *dy, float *dx);
+cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed, const float *x,
+                                float *y, float *mask);
+cudaError_t tp_cuda_mul(cudaStream_t st, size_t n, const float *a, const float *b, float *out);
+
+/* cuda_pool.cu */
+cudaError_t tp_cuda_maxpool_fwd(cudaStream_t st, const TpWindow *s, int batch, const float *x, float *y,
+                                gint32 *argmax);
+cudaError_t tp_cuda_maxpool_bwd(cudaStream_t st, const TpWindow *s, int batch, const float *dy,
+                                const gint32 *argmax, float *dx);
+cudaError_t tp_cuda_avgpool_fwd(cudaStream_t st, const TpWindow *s, int batch, const float *x, float *y);
+cudaError_t tp_cuda_avgpool_bwd(cudaStream_t st, const TpWindow *s, int batch, const float *dy, float *dx);
+
+/* cuda_loss.cu: probs and, with labels, per-sample losses and hits reduced on the device into
+ * result (a double loss sum followed by an int count); labels live in device memory. */
+cudaError_t tp_cuda_softmax_ce_fwd(cudaStream_t st, int batch, int classes, const float *x, const gint32 *labels,
+                                   float *probs, double *sample_loss, int *sample_hit, double *result);
+cudaError_t tp_cuda_softmax_ce_bwd(cudaStream_t st, int batch, int classes, const float *probs,
+                                   const gint32 *labels, float scale, float *dx);
+
+/* cuda_optim.cu */
+cudaError_t tp_cuda_sgd(cudaStream_t st, size_t n, float lr, float momentum, float weight_decay, const float *w_in,
+                        const float *grad, float *mom, float *w_out);
+cudaError_t tp_cuda_blend(cudaStream_t st, size_t n, float s, const float *a, const float *b, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,33 @@
+/* tp_cuda_kernel.cuh — what every kernel file of the cuda backend shares: the launch geometry of the
+ * grid-stride loops (a fixed block size, a grid capped so that huge n reuses the threads) and the
+ * window arithmetic of the gathering backward passes (col2im, pooling). */
+#ifndef TP_CUDA_KERNEL_CUH
+#define TP_CUDA_KERNEL_CUH
+
+#include "tp_cuda.h"
+
+#define TP_CUDA_BLOCK 256
+
+/* Blocks for n items: enough to cover n, at most 4096 (the loops stride over the rest); ≥ 1. */
+static inline unsigned tp_cuda_grid(size_t n)
+{
+  size_t g = (n + TP_CUDA_BLOCK - 1) / TP_CUDA_BLOCK;
+  return g < 1 ? 1u : g > 4096 ? 4096u : (unsigned)g;
+}
+
+/* for (i = this thread's first; i < n; i += every thread) */
+#define TP_CUDA_FOR(i, n)                                                                          \
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);                  \
+       i += (size_t)blockDim.x * gridDim.x)
+
+/* The outputs o in [lo, hi] whose window o·stride − pad + [0, k) covers input position i. */
+__device__ static inline void tp_cuda_covering(int i, int k, int stride, int pad, int nout, int *lo, int *hi)
+{
+  int top = i + pad; /* o·stride ≤ top and o·stride > top − k */
+  int l = top - k + 1 <= 0 ? 0 : (top - k + 1 + stride - 1) / stride;
+  int h = top < 0 ? -1 : top / stride;
+  *lo = l;
+  *hi = h < nout - 1 ? h : nout - 1;
+}
+
+#endif

@@ -1,0 +1,635 @@
+/* test-backend.c — parity of compute backends, op by op: every member of TpBackend (sgemm with each
+ * transpose combination, each layer's forward and backward, dropout, the optimizer step and the
+ * blend) runs on random inputs at a few shapes (odd sizes, conv with stride 2 and padding, pooling
+ * with padding) on a reference and on the backend under test, and their outputs are compared:
+ * normalised error ‖a−b‖/‖a‖ under a per-op threshold, bit-exact where the result is discrete
+ * (argmax, dropout masks, correct counts) or has one rounding only. mlp and cnn also run whole,
+ * through tp_net, on cuda against cpu.
+ *
+ * Pairs: cuda against cpu (skipped, with the reason, where there is no CUDA build or device); cpu
+ * against a naive double-precision reference (test-backend-ref.c, the GEMM-based ops), so that the
+ * harness runs everywhere; and cpu against a deliberately perturbed cpu, which must fail. */
+#include "config.h"
+#include "tp_backend.h"
+#include "tp_backend_ref.h"
+#include "tp_error.h"
+#include "tp_model.h"
+#include "tp_net.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
+
+#include <math.h>
+#include <string.h>
+
+typedef enum {
+  OP_MEMORY,
+  OP_SGEMM,
+  OP_LINEAR_FWD,
+  OP_LINEAR_BWD,
+  OP_CONV_FWD,
+  OP_CONV_BWD,
+  OP_MAXPOOL_FWD,
+  OP_MAXPOOL_BWD,
+  OP_AVGPOOL_FWD,
+  OP_AVGPOOL_BWD,
+  OP_RELU_FWD,
+  OP_RELU_BWD,
+  OP_DROPOUT_FWD,
+  OP_DROPOUT_BWD,
+  OP_SOFTMAX_FWD,
+  OP_SOFTMAX_BWD,
+  OP_SGD,
+  OP_BLEND,
+} Op;
+
+/* One case: an op at one shape. m, n, k: sgemm's dims; linear: batch, in, out; softmax: batch,
+ * classes; elementwise ops: n. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
+ * in training) / in place, depending on the op. */
+typedef struct {
+  const char *name;
+  Op op;
+  int m, n, k;
+  gboolean ta, tb, flag;
+  int win[7]; /* cin, hin, win, cout, k, stride, pad */
+} Case;
+
+#define WIN(cin, h, w, cout, k, s, p) { cin, h, w, cout, k, s, p }
+
+static const Case cases[] = {
+  { "memory-1001", OP_MEMORY, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "sgemm-nn-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, FALSE, 0, { 0 } },
+  { "sgemm-nt-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, TRUE, 0, { 0 } },
+  { "sgemm-tn-7x5x3", OP_SGEMM, 7, 5, 3, TRUE, FALSE, 0, { 0 } },
+  { "sgemm-tt-7x5x3", OP_SGEMM, 7, 5, 3, TRUE, TRUE, 0, { 0 } },
+  { "sgemm-nn-33x17x65", OP_SGEMM, 33, 17, 65, FALSE, FALSE, 0, { 0 } },
+  { "sgemm-nt-33x17x65", OP_SGEMM, 33, 17, 65, FALSE, TRUE, 0, { 0 } },
+  { "sgemm-tn-33x17x65", OP_SGEMM, 33, 17, 65, TRUE, FALSE, 0, { 0 } },
+  { "sgemm-tt-33x17x65", OP_SGEMM, 33, 17, 65, TRUE, TRUE, 0, { 0 } },
+  { "linear-fwd-5x7x3", OP_LINEAR_FWD, 5, 7, 3, 0, 0, TRUE, { 0 } },
+  { "linear-fwd-32x784x100", OP_LINEAR_FWD, 32, 784, 100, 0, 0, TRUE, { 0 } },
+  { "linear-fwd-6x9x4-nobias", OP_LINEAR_FWD, 6, 9, 4, 0, 0, FALSE, { 0 } },
+  { "linear-bwd-5x7x3", OP_LINEAR_BWD, 5, 7, 3, 0, 0, TRUE, { 0 } },
+  { "linear-bwd-32x784x100", OP_LINEAR_BWD, 32, 784, 100, 0, 0, TRUE, { 0 } },
+  { "linear-bwd-6x9x4-nodx", OP_LINEAR_BWD, 6, 9, 4, 0, 0, FALSE, { 0 } },
+  { "conv-fwd-3x1x28x28-k5", OP_CONV_FWD, 3, 0, 0, 0, 0, TRUE, WIN(1, 28, 28, 6, 5, 1, 0) },
+  { "conv-fwd-2x3x9x7-k3s2p1", OP_CONV_FWD, 2, 0, 0, 0, 0, TRUE, WIN(3, 9, 7, 5, 3, 2, 1) },
+  { "conv-fwd-3x4x6x6-k3p2-nobias", OP_CONV_FWD, 3, 0, 0, 0, 0, FALSE, WIN(4, 6, 6, 3, 3, 1, 2) },
+  { "conv-bwd-3x1x28x28-k5", OP_CONV_BWD, 3, 0, 0, 0, 0, TRUE, WIN(1, 28, 28, 6, 5, 1, 0) },
+  { "conv-bwd-2x3x9x7-k3s2p1", OP_CONV_BWD, 2, 0, 0, 0, 0, TRUE, WIN(3, 9, 7, 5, 3, 2, 1) },
+  { "conv-bwd-3x4x6x6-k3p2-nodx", OP_CONV_BWD, 3, 0, 0, 0, 0, FALSE, WIN(4, 6, 6, 3, 3, 1, 2) },
+  { "maxpool-fwd-2x3x8x8-k2s2", OP_MAXPOOL_FWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
+  { "maxpool-fwd-3x2x7x9-k3s2p1", OP_MAXPOOL_FWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
+  { "maxpool-bwd-2x3x8x8-k2s2", OP_MAXPOOL_BWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
+  { "maxpool-bwd-3x2x7x9-k3s2p1", OP_MAXPOOL_BWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
+  { "avgpool-fwd-2x3x8x8-k2s2", OP_AVGPOOL_FWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
+  { "avgpool-fwd-3x2x7x9-k3s2p1", OP_AVGPOOL_FWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
+  { "avgpool-bwd-2x3x8x8-k2s2", OP_AVGPOOL_BWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
+  { "avgpool-bwd-3x2x7x9-k3s2p1", OP_AVGPOOL_BWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
+  { "relu-fwd-1001", OP_RELU_FWD, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "relu-bwd-1001", OP_RELU_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "dropout-fwd-1001", OP_DROPOUT_FWD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
+  { "dropout-fwd-1001-inference", OP_DROPOUT_FWD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
+  { "dropout-bwd-1001", OP_DROPOUT_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "softmax-ce-fwd-7x10", OP_SOFTMAX_FWD, 7, 10, 0, 0, 0, 0, { 0 } },
+  { "softmax-ce-fwd-128x100", OP_SOFTMAX_FWD, 128, 100, 0, 0, 0, 0, { 0 } },
+  { "softmax-ce-bwd-7x10", OP_SOFTMAX_BWD, 7, 10, 0, 0, 0, 0, { 0 } },
+  { "softmax-ce-bwd-128x100", OP_SOFTMAX_BWD, 128, 100, 0, 0, 0, 0, { 0 } },
+  { "sgd-1001", OP_SGD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
+  { "sgd-1001-in-place", OP_SGD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
+  { "blend-1001", OP_BLEND, 1001, 0, 0, 0, 0, FALSE, { 0 } },
+  { "blend-1001-in-place", OP_BLEND, 1001, 0, 0, 0, 0, TRUE, { 0 } },
+};
+
+/* thresholds: GEMM-based sums reorder freely; elementwise results differ by a contraction at most */
+#define TOL_GEMM 1e-4
+#define TOL_ELEM 1e-6
+#define EXACT 0.0
+
+static TpWindow window(const Case *c)
+{
+  const int *v = c->win;
+  TpWindow w = { v[0], v[1], v[2], v[3], 0, 0, v[4], v[5], v[6] };
+  if (w.stride > 0) { /* a windowed op */
+    w.hout = (w.hin + 2 * w.pad - w.k) / w.stride + 1;
+    w.wout = (w.win + 2 * w.pad - w.k) / w.stride + 1;
+  }
+  return w;
+}
+
+/* ---- one run of a case on one backend: inputs from a seeded generator, outputs downloaded ---- */
+
+#define MAX_OUT 4
+#define MAX_BUF 10
+
+typedef struct {
+  const char *name;
+  float *v; /* host copy */
+  size_t n;
+  double tol; /* EXACT: bit for bit */
+} Out;
+
+typedef struct {
+  const TpBackend *be;
+  GRand *rand;
+  float *buf[MAX_BUF];
+  int nbuf;
+  Out out[MAX_OUT];
+  int nout;
+  GError *err;
+} Run;
+
+/* A backend buffer of n floats: uniform in [lo, hi) (uploaded), or zeros when lo == hi. */
+static float *input(Run *r, size_t n, double lo, double hi)
+{
+  g_assert_cmpint(r->nbuf, <, MAX_BUF);
+  float *host = g_new(float, n ? n : 1);
+  for (size_t i = 0; i < n; i++)
+    host[i] = lo == hi ? (float)lo : (float)g_rand_double_range(r->rand, lo, hi);
+  float *d = r->be->alloc(r->be, n, &r->err);
+  g_assert_no_error(r->err);
+  g_assert_true(r->be->upload(r->be, d, host, n, &r->err));
+  g_free(host);
+  return r->buf[r->nbuf++] = d;
+}
+
+static void output(Run *r, const char *name, const float *d, size_t n, double tol)
+{
+  g_assert_cmpint(r->nout, <, MAX_OUT);
+  Out *o = &r->out[r->nout++];
+  o->name = name, o->n = n, o->tol = tol;
+  o->v = g_new(float, n ? n : 1);
+  g_assert_true(r->be->download(r->be, o->v, d, n, &r->err));
+  g_assert_no_error(r->err);
+}
+
+/* A host scalar as a one-element output. */
+static void scalar(Run *r, const char *name, float v, double tol)
+{
+  g_assert_cmpint(r->nout, <, MAX_OUT);
+  Out *o = &r->out[r->nout++];
+  o->name = name, o->n = 1, o->tol = tol;
+  o->v = g_new(float, 1);
+  o->v[0] = v;
+}
+
+static gint32 *random_labels(GRand *rand, int batch, int classes)
+{
+  gint32 *labels = g_new(gint32, batch);
+  for (int i = 0; i < batch; i++)
+    labels[i] = g_rand_int_range(rand, 0, classes);
+  return labels;
+}
+
+/* Run case c on be; FALSE (with r->err) where the backend failed. Outputs in r->out. */
+static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
+{
+  memset(r, 0, sizeof *r);
+  r->be = be;
+  r->rand = g_rand_new_with_seed(0x5eed0000u + (guint32)(c - cases));
+  TpWindow w = window(c);
+  size_t in_n = (size_t)c->m * w.cin * w.hin * w.win, out_n = (size_t)c->m * w.cout * w.hout * w.wout;
+  size_t n = (size_t)c->m;
+  GError **err = &r->err;
+  gboolean ok = TRUE;
+  switch (c->op) {
+  case OP_MEMORY: { /* upload and download are every case's; here copy and zero, on parts */
+    float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1);
+    ok = be->copy(be, b + 1, a, n - 2, err) && be->zero(be, a + 2, n - 3, err);
+    if (ok) {
+      output(r, "a", a, n, EXACT);
+      output(r, "b", b, n, EXACT);
+    }
+    break;
+  }
+  case OP_SGEMM: {
+    int lda = (c->ta ? c->m : c->k) + 3, ldb = (c->tb ? c->k : c->n) + 2, ldc = c->n + 1;
+    float *a = input(r, (size_t)(c->ta ? c->k : c->m) * lda, -1, 1);
+    float *b = input(r, (size_t)(c->tb ? c->n : c->k) * ldb, -1, 1);
+    float *cc = input(r, (size_t)c->m * ldc, -1, 1);
+    ok = be->sgemm(be, c->ta, c->tb, c->m, c->n, c->k, 0.7f, a, lda, b, ldb, 0.3f, cc, ldc, err);
+    if (ok)
+      output(r, "c", cc, (size_t)c->m * ldc, TOL_GEMM);
+    break;
+  }
+  case OP_LINEAR_FWD: {
+    float *x = input(r, (size_t)c->m * c->n, -1, 1), *wt = input(r, (size_t)c->k * c->n, -1, 1);
+    float *b = input(r, c->k, -1, 1), *y = input(r, (size_t)c->m * c->k, -1, 1);
+    ok = be->linear_forward(be, c->m, c->n, c->k, x, wt, c->flag ? b : NULL, y, err);
+    if (ok)
+      output(r, "y", y, (size_t)c->m * c->k, TOL_GEMM);
+    break;
+  }
+  case OP_LINEAR_BWD: {
+    float *x = input(r, (size_t)c->m * c->n, -1, 1), *wt = input(r, (size_t)c->k * c->n, -1, 1);
+    float *dy = input(r, (size_t)c->m * c->k, -1, 1), *dx = input(r, (size_t)c->m * c->n, -1, 1);
+    float *dw = input(r, (size_t)c->k * c->n, -1, 1), *db = input(r, c->k, -1, 1);
+    ok = be->linear_backward(be, c->m, c->n, c->k, x, wt, dy, c->flag ? dx : NULL, dw, db, err);
+    if (ok) {
+      output(r, "dx", dx, (size_t)c->m * c->n, TOL_GEMM);
+      output(r, "dw", dw, (size_t)c->k * c->n, TOL_GEMM);
+      output(r, "db", db, c->k, TOL_GEMM);
+    }
+    break;
+  }
+  case OP_CONV_FWD:
+  case OP_CONV_BWD: {
+    size_t wn = (size_t)w.cout * w.cin * w.k * w.k;
+    float *x = input(r, in_n, -1, 1), *wt = input(r, wn, -1, 1), *b = input(r, w.cout, -1, 1);
+    float *y = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1), *dw = input(r, wn, -1, 1);
+    float *work = input(r, be->conv_workspace(be, &w, c->m), 0, 0);
+    if (c->op == OP_CONV_FWD) {
+      ok = be->conv_forward(be, &w, c->m, x, wt, c->flag ? b : NULL, y, work, err);
+      if (ok)
+        output(r, "y", y, out_n, TOL_GEMM);
+      break;
+    }
+    ok = be->conv_backward(be, &w, c->m, x, wt, y, c->flag ? dx : NULL, dw, b, work, err); /* y is dy */
+    if (ok) {
+      output(r, "dx", dx, in_n, TOL_GEMM);
+      output(r, "dw", dw, wn, TOL_GEMM);
+      output(r, "db", b, w.cout, TOL_GEMM);
+    }
+    break;
+  }
+  case OP_MAXPOOL_FWD:
+  case OP_MAXPOOL_BWD: {
+    float *x = input(r, in_n, -1, 1), *y = input(r, out_n, -1, 1), *arg = input(r, out_n, 0, 0);
+    float *dy = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1);
+    ok = be->maxpool_forward(be, &w, c->m, x, y, (gint32 *)arg, err);
+    if (ok && c->op == OP_MAXPOOL_FWD) {
+      output(r, "y", y, out_n, EXACT);
+      output(r, "argmax", arg, out_n, EXACT);
+    } else if (ok && (ok = be->maxpool_backward(be, &w, c->m, dy, (gint32 *)arg, dx, err)))
+      output(r, "dx", dx, in_n, EXACT);
+    break;
+  }
+  case OP_AVGPOOL_FWD:
+  case OP_AVGPOOL_BWD: {
+    float *x = input(r, in_n, -1, 1), *y = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1);
+    if (c->op == OP_AVGPOOL_FWD) {
+      if ((ok = be->avgpool_forward(be, &w, c->m, x, y, err)))
+        output(r, "y", y, out_n, TOL_ELEM);
+    } else if ((ok = be->avgpool_backward(be, &w, c->m, y, dx, err)))
+      output(r, "dx", dx, in_n, TOL_ELEM);
+    break;
+  }
+  case OP_RELU_FWD:
+  case OP_RELU_BWD: {
+    float *x = input(r, n, -1, 1), *dy = input(r, n, -1, 1), *y = input(r, n, -1, 1);
+    if (c->op == OP_RELU_FWD)
+      ok = be->relu_forward(be, n, x, y, err);
+    else
+      ok = be->relu_backward(be, n, x, dy, y, err);
+    if (ok)
+      output(r, c->op == OP_RELU_FWD ? "y" : "dx", y, n, EXACT);
+    break;
+  }
+  case OP_DROPOUT_FWD: {
+    float *x = input(r, n, -1, 1), *y = input(r, n, -1, 1), *mask = input(r, n, -1, 1);
+    ok = be->dropout_forward(be, n, 0.3f, G_GUINT64_CONSTANT(0x1234567890abcdef), x, y, c->flag ? mask : NULL, err);
+    if (ok) {
+      output(r, "y", y, n, EXACT);
+      if (c->flag)
+        output(r, "mask", mask, n, EXACT);
+    }
+    break;
+  }
+  case OP_DROPOUT_BWD: {
+    float *mask = input(r, n, 0, 2), *dy = input(r, n, -1, 1), *dx = input(r, n, -1, 1);
+    if ((ok = be->dropout_backward(be, n, mask, dy, dx, err)))
+      output(r, "dx", dx, n, EXACT);
+    break;
+  }
+  case OP_SOFTMAX_FWD:
+  case OP_SOFTMAX_BWD: {
+    size_t bc = (size_t)c->m * c->n;
+    gint32 *labels = random_labels(r->rand, c->m, c->n);
+    float *x = input(r, bc, -3, 3), *probs = input(r, bc, -1, 1), *dx = input(r, bc, -1, 1);
+    if (c->op == OP_SOFTMAX_FWD) {
+      double loss = -1.0;
+      int correct = -1;
+      if ((ok = be->softmax_ce_forward(be, c->m, c->n, x, labels, probs, &loss, &correct, err))) {
+        output(r, "probs", probs, bc, TOL_ELEM);
+        scalar(r, "loss", (float)loss, TOL_ELEM);
+        scalar(r, "correct", (float)correct, EXACT);
+      }
+    } else if ((ok = be->softmax_ce_backward(be, c->m, c->n, probs, labels, 1.0f / c->m, dx, err)))
+      output(r, "dx", dx, bc, TOL_ELEM);
+    g_free(labels);
+    break;
+  }
+  case OP_SGD: {
+    float *w_in = input(r, n, -1, 1), *grad = input(r, n, -1, 1), *mom = input(r, n, -1, 1);
+    float *w_out = c->flag ? w_in : input(r, n, -1, 1);
+    if ((ok = be->sgd_step(be, n, 0.05f, 0.9f, 5e-4f, w_in, grad, mom, w_out, err))) {
+      output(r, "mom", mom, n, TOL_ELEM);
+      output(r, "w_out", w_out, n, TOL_ELEM);
+    }
+    break;
+  }
+  case OP_BLEND: {
+    float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1), *out = c->flag ? a : input(r, n, -1, 1);
+    if ((ok = be->blend(be, n, 0.25f, a, b, out, err)))
+      output(r, "out", out, n, TOL_ELEM);
+    break;
+  }
+  }
+  return ok;
+}
+
+static void run_clear(Run *r)
+{
+  for (int i = 0; i < r->nbuf; i++)
+    r->be->free(r->be, r->buf[i]);
+  for (int i = 0; i < r->nout; i++)
+    g_free(r->out[i].v);
+  g_clear_error(&r->err);
+  g_rand_free(r->rand);
+}
+
+/* ---- comparison ------------------------------------------------------------------------------ */
+
+/* Does `test` agree with `ref` on case c? A line per output that does not goes to `report`. */
+static gboolean check_case(const TpBackend *ref, const TpBackend *test, const Case *c, GString *report)
+{
+  Run a, b;
+  gboolean ok = run_case(ref, c, &a), same = TRUE;
+  g_assert_no_error(a.err);
+  g_assert_true(ok);
+  if (!run_case(test, c, &b)) {
+    g_string_append_printf(report, "%s on %s: %s\n", c->name, test->name, b.err->message);
+    same = FALSE;
+  } else {
+    g_assert_cmpint(a.nout, ==, b.nout);
+  }
+  for (int i = 0; same && i < a.nout; i++) {
+    const Out *x = &a.out[i], *y = &b.out[i];
+    if (x->tol == EXACT) {
+      for (size_t j = 0; j < x->n; j++)
+        if (memcmp(&x->v[j], &y->v[j], sizeof(float)) != 0) {
+          gint32 xi, yi; /* argmax buffers hold gint32 */
+          memcpy(&xi, &x->v[j], sizeof xi), memcpy(&yi, &y->v[j], sizeof yi);
+          if (strcmp(x->name, "argmax") == 0)
+            g_string_append_printf(report, "%s: %s[%zu] is %d on %s, %d on %s (must be equal)\n", c->name, x->name,
+                                   j, yi, test->name, xi, ref->name);
+          else
+            g_string_append_printf(report, "%s: %s[%zu] is %.9g on %s, %.9g on %s (must be equal)\n", c->name,
+                                   x->name, j, y->v[j], test->name, x->v[j], ref->name);
+          same = FALSE;
+          break;
+        }
+      continue;
+    }
+    double diff = 0.0, norm = 0.0;
+    for (size_t j = 0; j < x->n; j++) {
+      double d = (double)x->v[j] - y->v[j];
+      diff += d * d, norm += (double)x->v[j] * x->v[j];
+    }
+    double e = norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+    if (!(e <= x->tol)) { /* NaN fails too */
+      g_string_append_printf(report, "%s: %s differs between %s and %s by %.3g (limit %.0e)\n", c->name, x->name,
+                             test->name, ref->name, e, x->tol);
+      same = FALSE;
+    }
+  }
+  run_clear(&a);
+  run_clear(&b);
+  return same;
+}
+
+static void expect_agree(const TpBackend *ref, const TpBackend *test, const Case *c)
+{
+  GString *report = g_string_new(NULL);
+  if (!check_case(ref, test, c, report))
+    g_test_fail_printf("%s", report->str);
+  g_string_free(report, TRUE);
+}
+
+static gboolean ref_has(Op op)
+{
+  return op == OP_SGEMM || op == OP_LINEAR_FWD || op == OP_LINEAR_BWD || op == OP_CONV_FWD || op == OP_CONV_BWD;
+}
+
+static void test_cpu_vs_ref(gconstpointer data)
+{
+  expect_agree(test_backend_reference(), tp_backend_cpu(), data);
+}
+
+/* ---- the harness must be able to fail: a cpu backend with one wrong value per op ------------ */
+
+static TpBackend bad_backend;
+
+static gboolean bad_sgemm(const TpBackend *be, gboolean ta, gboolean tb, int m, int n, int k, float alpha,
+                          const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                          GError **err)
+{
+  gboolean ok = tp_backend_cpu()->sgemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+  c[(size_t)(m - 1) * ldc + n - 1] += 1.0f;
+  return ok;
+}
+
+static gboolean bad_dropout(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
+                            float *mask, GError **err)
+{
+  gboolean ok = tp_backend_cpu()->dropout_forward(be, n, p, seed, x, y, mask, err);
+  if (mask) /* the last element's keep decision reversed */
+    mask[n - 1] = mask[n - 1] == 0.0f ? 1.0f / (1.0f - p) : 0.0f;
+  return ok;
+}
+
+static gboolean bad_maxpool(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                            gint32 *argmax, GError **err)
+{
+  gboolean ok = tp_backend_cpu()->maxpool_forward(be, s, batch, x, y, argmax, err);
+  argmax[0] ^= 1;
+  return ok;
+}
+
+static gboolean bad_softmax(const TpBackend *be, int batch, int classes, const float *x, const gint32 *labels,
+                            float *probs, double *loss_sum, int *correct, GError **err)
+{
+  gboolean ok = tp_backend_cpu()->softmax_ce_forward(be, batch, classes, x, labels, probs, loss_sum, correct, err);
+  *correct += 1;
+  return ok;
+}
+
+static gboolean bad_sgd(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
+                        const float *w_in, const float *grad, float *mom, float *w_out, GError **err)
+{
+  /* the classic slip: weight decay left out */
+  return tp_backend_cpu()->sgd_step(be, n, lr, momentum, weight_decay * 0.0f, w_in, grad, mom, w_out, err);
+}
+
+static const Case *find_case(const char *name)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+    if (strcmp(cases[i].name, name) == 0)
+      return &cases[i];
+  g_assert_not_reached();
+}
+
+static void test_harness_fails(void)
+{
+  static const char *const broken[] = { "sgemm-tn-33x17x65", "dropout-fwd-1001", "maxpool-fwd-3x2x7x9-k3s2p1",
+                                        "softmax-ce-fwd-128x100", "sgd-1001" };
+  static const char *const intact[] = { "relu-fwd-1001", "linear-fwd-5x7x3", "dropout-fwd-1001-inference" };
+  bad_backend = *tp_backend_cpu();
+  bad_backend.name = "perturbed cpu";
+  bad_backend.sgemm = bad_sgemm;
+  bad_backend.dropout_forward = bad_dropout;
+  bad_backend.maxpool_forward = bad_maxpool;
+  bad_backend.softmax_ce_forward = bad_softmax;
+  bad_backend.sgd_step = bad_sgd;
+  for (size_t i = 0; i < G_N_ELEMENTS(broken); i++) {
+    GString *report = g_string_new(NULL);
+    g_assert_false(check_case(tp_backend_cpu(), &bad_backend, find_case(broken[i]), report));
+    g_assert_cmpuint(report->len, >, 0);
+    g_test_message("as expected: %s", report->str);
+    g_string_free(report, TRUE);
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(intact); i++)
+    expect_agree(tp_backend_cpu(), &bad_backend, find_case(intact[i]));
+}
+
+/* ---- cuda ---------------------------------------------------------------------------------- */
+
+/* The cuda backend, or NULL after g_test_skip with the reason. */
+static const TpBackend *cuda_or_skip(void)
+{
+  GError *err = NULL;
+  const TpBackend *be = tp_backend_get("cuda", &err);
+  if (!be) {
+    g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+    g_assert_true(g_str_has_prefix(err->message, "--backend cuda: "));
+    g_test_skip(err->message);
+    g_error_free(err);
+  }
+  return be;
+}
+
+static void test_cuda_vs_cpu(gconstpointer data)
+{
+  const TpBackend *cuda = cuda_or_skip();
+  if (cuda)
+    expect_agree(tp_backend_cpu(), cuda, data);
+}
+
+/* A whole network (every layer through tp_net, as the executor calls them): forward with loss and
+ * backward of one micro-batch from the same initial weights; the loss, the correct count, the
+ * input gradient and the parameter gradient. */
+typedef struct {
+  double loss;
+  int correct;
+  float *din, *grad;
+  size_t in, np;
+} NetRun;
+
+static void run_net(const TpBackend *be, const char *model, int batch, NetRun *out)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_load(model, &err);
+  g_assert_no_error(err);
+  TpNet *net = tp_net_new(m, 0, tp_model_n_layers(m), be, &err);
+  g_assert_no_error(err);
+  out->in = tp_net_in_elems(net) * batch, out->np = tp_net_n_params(net);
+  float *x = g_new(float, out->in);
+  gint32 *labels = g_new(gint32, batch);
+  GRand *rand = g_rand_new_with_seed(7);
+  for (size_t i = 0; i < out->in; i++)
+    x[i] = (float)g_rand_double_range(rand, 0, 1);
+  for (int n = 0; n < batch; n++)
+    labels[n] = g_rand_int_range(rand, 0, (gint32)tp_net_out_elems(net));
+  float *dw = be->alloc(be, out->np, &err), *dgrad = be->alloc(be, out->np, &err);
+  float *dx = be->alloc(be, out->in, &err), *din = be->alloc(be, out->in, &err);
+  g_assert_no_error(err);
+  TpSaved *saved = tp_saved_new(net, batch, &err);
+  g_assert_no_error(err);
+  TpLossStats st;
+  g_assert_true(tp_net_init_weights(net, 42, dw, &err) && be->zero(be, dgrad, out->np, &err) &&
+                be->upload(be, dx, x, out->in, &err) &&
+                tp_net_forward(net, dw, dx, batch, NULL, saved, labels, &st, &err) &&
+                tp_net_backward(net, dw, saved, NULL, din, dgrad, batch, &err));
+  out->loss = st.loss_sum, out->correct = st.correct;
+  out->din = g_new(float, out->in), out->grad = g_new(float, out->np);
+  g_assert_true(be->download(be, out->din, din, out->in, &err) &&
+                be->download(be, out->grad, dgrad, out->np, &err));
+  g_assert_no_error(err);
+  tp_saved_free(saved);
+  be->free(be, dw), be->free(be, dgrad), be->free(be, dx), be->free(be, din);
+  tp_net_free(net);
+  g_rand_free(rand), g_free(x), g_free(labels);
+}
+
+static double rel_error(const float *a, const float *b, size_t n)
+{
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < n; i++)
+    diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), norm += (double)a[i] * a[i];
+  return norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+static void test_cuda_net(gconstpointer data)
+{
+  const TpBackend *cuda = cuda_or_skip();
+  if (!cuda)
+    return;
+  NetRun a, b;
+  run_net(tp_backend_cpu(), data, 16, &a);
+  run_net(cuda, data, 16, &b);
+  g_assert_cmpfloat(fabs(a.loss - b.loss), <=, 1e-4 * fabs(a.loss));
+  g_assert_cmpint(a.correct, ==, b.correct);
+  g_assert_cmpfloat(rel_error(a.din, b.din, a.in), <=, TOL_GEMM);
+  g_assert_cmpfloat(rel_error(a.grad, b.grad, a.np), <=, TOL_GEMM);
+  g_free(a.din), g_free(a.grad), g_free(b.din), g_free(b.grad);
+}
+
+/* Two instances (two streams, two cuBLAS handles) side by side, and a device that is not there. */
+static void test_cuda_instances(void)
+{
+#ifdef HAVE_CUDA
+  if (!cuda_or_skip())
+    return;
+  GError *err = NULL;
+  TpBackend *one = tp_backend_cuda_new(0, &err);
+  g_assert_no_error(err);
+  TpBackend *two = tp_backend_cuda_new(0, &err);
+  g_assert_no_error(err);
+  expect_agree(tp_backend_cpu(), one, find_case("conv-bwd-2x3x9x7-k3s2p1"));
+  expect_agree(tp_backend_cpu(), two, find_case("softmax-ce-fwd-128x100"));
+  g_assert_true(tp_backend_cuda_sync(one, &err));
+  tp_backend_cuda_free(one);
+  tp_backend_cuda_free(two);
+  g_assert_null(tp_backend_cuda_new(1 << 20, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_error_free(err);
+#else
+  GError *err = NULL;
+  g_assert_null(tp_backend_get("cuda", &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_cmpstr(err->message, ==, "--backend cuda: this build has no CUDA support");
+  g_test_skip(err->message);
+  g_error_free(err);
+#endif
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char *path;
+    if (ref_has(cases[i].op)) {
+      path = g_strdup_printf("/backend/cpu-vs-reference/%s", cases[i].name);
+      g_test_add_data_func(path, &cases[i], test_cpu_vs_ref);
+      g_free(path);
+    }
+    path = g_strdup_printf("/backend/cuda-vs-cpu/%s", cases[i].name);
+    g_test_add_data_func(path, &cases[i], test_cuda_vs_cpu);
+    g_free(path);
+  }
+  g_test_add_func("/backend/harness/detects-wrong-results", test_harness_fails);
+  g_test_add_func("/backend/cuda/instances", test_cuda_instances);
+  g_test_add_data_func("/backend/cuda-vs-cpu/net-mlp", "mlp", test_cuda_net);
+  g_test_add_data_func("/backend/cuda-vs-cpu/net-cnn", "cnn", test_cuda_net);
+  return g_test_run();
+}

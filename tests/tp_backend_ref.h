@@ -1,0 +1,10 @@
+/* tp_backend_ref.h — the naive double-precision reference backend of tests/test-backend
+ * (test-backend-ref.c): sgemm, linear and conv only, the other members NULL; host memory. */
+#ifndef TP_BACKEND_REF_H
+#define TP_BACKEND_REF_H
+
+#include "tp_backend.h"
+
+const TpBackend *test_backend_reference(void);
+
+#endif
