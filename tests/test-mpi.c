@@ -210,6 +210,17 @@ static void worker_tags(void)
     t->stats(t, me, 1 - me, &ls);
     CHECK(ls.messages == 0, "counters reset after measuring");
   }
+  /* gathering, and arguments that agree or not */
+  int mine = 10 * (me + 1), all[2] = { 0, 0 };
+  CHECK(tp_mpi_gather(t, 0, &mine, sizeof mine, all, &e), "gather");
+  CHECK(me != 0 || (all[0] == 10 && all[1] == 20), "gathered %d %d", all[0], all[1]);
+  all[0] = all[1] = 0;
+  CHECK(tp_mpi_gather(t, -1, &mine, sizeof mine, all, &e) && all[0] == 10 && all[1] == 20, "gathered everywhere");
+  CHECK(tp_mpi_check_same(t, "-s timeprest -w 2", &e), "the same arguments");
+  CHECK(!tp_mpi_check_same(t, me ? "-s timeprest -w 2" : "-s gpipe -w 2", &e), "other arguments");
+  CHECK(e->code == TP_ERROR_INPUT && !strcmp(e->message, "rank 1 (stage 2) was started with other arguments than rank 0"),
+        "%s", e->message);
+  g_clear_error(&e);
   /* an abort on rank 0 wakes rank 1's receive at once, with rank 0's reason */
   t->timeout_s = 60;
   TpTag f5 = tag_of(TP_OP_F, 5, TP_WHOLE);
@@ -263,6 +274,7 @@ static int worker(int argc, char **argv)
   }
   const char *mode = argv[2];
   if (!strcmp(mode, "hello")) {
+    CHECK(tp_mpi_launched(), "started by mpirun");
     tp_mpi_finalize(NULL);
     return 0;
   }

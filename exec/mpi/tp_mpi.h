@@ -56,6 +56,9 @@ gboolean tp_mpi_check_size(int W, GError **err);
  * N: micro-batches per mini-batch; receives wait at most timeout_s.  Collective. */
 TpTransport *tp_mpi_new(int N, double timeout_s, GError **err);
 
+/* Note: t->stats() counts the messages this rank sent (from = its stage); other links read 0 —
+ * gather them with tp_mpi_gather for a report. */
+
 /* Whether another rank has aborted the run (polls its messages); the reason in err. */
 gboolean tp_mpi_check_abort(TpTransport *t, GError **err);
 
@@ -67,6 +70,15 @@ G_GNUC_NORETURN void tp_mpi_fail(TpTransport *t, const char *line, int status);
  * pending sends, frees t and finalizes MPI.  On an abort or a rank that never arrives it calls
  * tp_mpi_fail and does not return. */
 void tp_mpi_finalize(TpTransport *t);
+
+/* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
+ * every rank when root < 0.  Waits at most t's timeout (at least 1 s), polling aborts.  Collective. */
+gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err);
+
+/* Whether text (the arguments that must agree, e.g. the command line) is the same on every rank;
+ * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on
+ * every rank (so each exits 2; rank 0 prints it).  Collective. */
+gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err);
 
 /* One link's measured cost: latency (s) and bandwidth (bytes/s) from stage s to s+1. */
 typedef struct {
