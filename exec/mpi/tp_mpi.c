@@ -84,7 +84,10 @@ int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv)
   gulong nap = 20;
   for (guint i = 0;; i++) {
     int done = 0;
-    if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done)
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return 3;
+    if (done)
       return 0;
     if (tp_mpi_poll_abort(m))
       return !is_recv || cancel_recv(req) ? 2 : 0;
@@ -227,8 +230,11 @@ static gboolean wait_for(TpMpi *m, MPI_Request *req, gint64 deadline, const char
   if (w == 1)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: no message %s from %s within %g s (the peer is dead or stuck)",
                 me, what, peer, m->base.timeout_s);
-  else
+  else if (w == 2)
     abort_error(m, me, what, peer, err);
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI failed while receiving %s from %s (the peer is lost)", me,
+                what, peer);
   return FALSE;
 }
 

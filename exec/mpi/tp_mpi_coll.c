@@ -19,6 +19,8 @@ static gboolean wait_coll(TpMpi *m, MPI_Request *req, const char *doing, GError 
   else if (w == 2)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted while %s: %s", me, doing,
                 m->reason ? m->reason : "aborted");
+  else if (w == 3)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI failed while %s (a rank is lost)", me, doing);
   return w == 0;
 }
 

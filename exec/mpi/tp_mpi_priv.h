@@ -52,8 +52,9 @@ int tp_mpi_code(const TpMpi *m, const TpTag *tag);
 gboolean tp_mpi_poll_abort(TpMpi *m);
 
 /* Wait for req until deadline (monotonic µs, 0: none), polling aborts; lock held, released while
- * sleeping.  Returns 0 when it completed, 1 on timeout, 2 on abort; a receive (is_recv) is then
- * cancelled, another request is left as it is (the job is about to end). */
+ * sleeping.  Returns 0 when it completed, 1 on timeout, 2 on abort, 3 when MPI reports an error;
+ * on a timeout or an abort a receive (is_recv) is cancelled, another request is left as it is
+ * (the job is about to end). */
 int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv);
 
 /* "stage 2 (rank 1)" */

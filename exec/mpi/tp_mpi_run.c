@@ -49,9 +49,9 @@ static void on_sigterm(int sig)
     if (at >= 0) {
       n = put(line, n, sizeof line, ": ended by mpirun while waiting for ");
       n = put(line, n, sizeof line, notes[at]);
-      n = put(line, n, sizeof line, " (another rank failed)\n");
+      n = put(line, n, sizeof line, " (another rank failed, or the job was cancelled)\n");
     } else
-      n = put(line, n, sizeof line, ": ended by mpirun (another rank failed)\n");
+      n = put(line, n, sizeof line, ": ended by mpirun (another rank failed, or the job was cancelled)\n");
     ssize_t w = write(STDERR_FILENO, line, n);
     (void)w;
   }
@@ -177,6 +177,8 @@ void tp_mpi_finalize(TpTransport *t)
     else if (w == 2)
       g_snprintf(line, sizeof line, "%s: run aborted after its last operation: %s", me,
                  m->reason ? m->reason : "aborted");
+    else if (w == 3)
+      g_snprintf(line, sizeof line, "%s: MPI failed at the end of the run (a rank is lost)", me);
     g_rec_mutex_unlock(&m->lock);
     if (w != 0)
       tp_mpi_fail(t, line, 1);
