@@ -1,0 +1,433 @@
+/* tp_mpi.c — the MPI transport's send, receive, abort and counters (the message scheme is in
+ * tp_mpi.h): sends post MPI_Isend of a copy and are reaped later; receives post MPI_Irecv for the
+ * header of their operation's code and test it until it comes, the timeout passes or an abort
+ * arrives. */
+#include "tp_mpi_priv.h"
+#include "tp_error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void tp_mpi_who(int rank, char *buf, size_t len)
+{
+  g_snprintf(buf, len, "stage %d (rank %d)", rank + 1, rank);
+}
+
+int tp_mpi_code(const TpMpi *m, const TpTag *tag)
+{
+  guint64 mb = tag->mb < 0 ? 0 : (guint64)tag->mb;
+  guint64 micro = tag->micro == TP_WHOLE || tag->micro < 0 ? 0 : (guint64)tag->micro + 1;
+  guint64 code = (mb * ((guint64)m->base.N + 1) + micro) * 2 + (tag->kind == TP_OP_B);
+  return (int)(code % ((guint64)m->tag_ub + 1));
+}
+
+/* Index of the link direction towards or from peer (0: rank-1, 1: rank+1), or -1. */
+static int side_of(const TpMpi *m, int peer)
+{
+  if (peer < 0 || peer >= m->base.W)
+    return -1;
+  return peer == m->rank - 1 ? 0 : peer == m->rank + 1 ? 1 : -1;
+}
+
+/* The error of a send (local: from) or receive (local: to) that this rank cannot do. */
+static gboolean bad_link(TpMpi *m, int local, int from, int to, GError **err)
+{
+  if (local != m->rank)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d is not on this rank (rank %d runs stage %d)", local + 1,
+                m->rank, m->rank + 1);
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "no link from stage %d to stage %d (of %d)", from + 1, to + 1,
+                m->base.W);
+  return FALSE;
+}
+
+static void mpi_message(int code, char *buf)
+{
+  int n = 0;
+  if (MPI_Error_string(code, buf, &n) != MPI_SUCCESS)
+    g_snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", code);
+}
+
+gboolean tp_mpi_poll_abort(TpMpi *m)
+{
+  int flag = 0;
+  MPI_Status st;
+  if (!g_atomic_int_get(&m->aborted) &&
+      MPI_Iprobe(MPI_ANY_SOURCE, TP_MPI_CTL_ABORT, m->ctl_comm, &flag, &st) == MPI_SUCCESS && flag) {
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    char *text = g_malloc0((size_t)MAX(n, 0) + 1);
+    MPI_Recv(text, n, MPI_CHAR, st.MPI_SOURCE, TP_MPI_CTL_ABORT, m->ctl_comm, MPI_STATUS_IGNORE);
+    if (!m->reason)
+      m->reason = text;
+    else
+      g_free(text);
+    g_atomic_int_set(&m->aborted, 1);
+  }
+  return g_atomic_int_get(&m->aborted);
+}
+
+/* Cancel a posted receive; TRUE when it was cancelled, FALSE when it had completed meanwhile. */
+static gboolean cancel_recv(MPI_Request *req)
+{
+  MPI_Status st;
+  int cancelled = 0;
+  MPI_Cancel(req);
+  MPI_Wait(req, &st);
+  MPI_Test_cancelled(&st, &cancelled);
+  return cancelled;
+}
+
+int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv)
+{
+  gint64 start = g_get_monotonic_time();
+  gulong nap = 20;
+  for (guint i = 0;; i++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return 3;
+    if (done)
+      return 0;
+    if (tp_mpi_poll_abort(m))
+      return !is_recv || cancel_recv(req) ? 2 : 0;
+    gint64 now = g_get_monotonic_time();
+    if (deadline && now >= deadline)
+      return !is_recv || cancel_recv(req) ? 1 : 0;
+    /* spin briefly (latency), yield for 2 ms (bandwidth: MPI progresses in MPI_Test), then sleep a
+     * little longer each time, at most 200 µs (CPU for the other ranks on the node) */
+    if (i < 64)
+      continue;
+    g_rec_mutex_unlock(&m->lock);
+    if (now - start < 2000)
+      g_thread_yield();
+    else {
+      g_usleep(nap);
+      nap = MIN(nap * 2, 200);
+    }
+    g_rec_mutex_lock(&m->lock);
+  }
+}
+
+enum { SPARE_MAX = 8 };
+
+/* Move the sends whose requests have completed to the spare buffers (or free them). */
+static void reap(TpMpi *m)
+{
+  for (guint i = 0; i < m->pending->len;) {
+    TpMpiSend *s = g_ptr_array_index(m->pending, i);
+    int done = 0;
+    MPI_Testall(2, s->req, &done, MPI_STATUSES_IGNORE);
+    if (!done) {
+      i++;
+      continue;
+    }
+    g_ptr_array_index(m->pending, i) = NULL;
+    g_ptr_array_remove_index_fast(m->pending, i);
+    if (m->spare->len < SPARE_MAX)
+      g_ptr_array_add(m->spare, s);
+    else
+      g_free(s);
+  }
+}
+
+/* A send buffer for len bytes: the smallest spare one that fits, else a new one. */
+static TpMpiSend *send_buffer(TpMpi *m, size_t len)
+{
+  guint best = G_MAXUINT;
+  for (guint i = 0; i < m->spare->len; i++) {
+    TpMpiSend *s = g_ptr_array_index(m->spare, i);
+    if (s->cap >= len && (best == G_MAXUINT || s->cap < ((TpMpiSend *)g_ptr_array_index(m->spare, best))->cap))
+      best = i;
+  }
+  if (best != G_MAXUINT)
+    return g_ptr_array_steal_index_fast(m->spare, best);
+  TpMpiSend *s = g_malloc(sizeof(TpMpiSend) + len);
+  s->cap = len;
+  return s;
+}
+
+static char *reason_of(TpMpi *m)
+{
+  g_rec_mutex_lock(&m->lock);
+  char *r = g_strdup(m->reason ? m->reason : "aborted");
+  g_rec_mutex_unlock(&m->lock);
+  return r;
+}
+
+static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+                         GError **err)
+{
+  TpMpi *m = (TpMpi *)t;
+  int side = side_of(m, to);
+  if (from != m->rank || side < 0)
+    return bad_link(m, from, from, to, err);
+  char name[48], me[40], peer[40];
+  tp_tag_name(t, tag, name, sizeof name);
+  tp_mpi_who(from, me, sizeof me);
+  tp_mpi_who(to, peer, sizeof peer);
+  g_rec_mutex_lock(&m->lock);
+  if (tp_mpi_poll_abort(m)) {
+    g_rec_mutex_unlock(&m->lock);
+    char *r = reason_of(m);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted before %s was sent to %s: %s", me, name, peer, r);
+    g_free(r);
+    return FALSE;
+  }
+  reap(m);
+  TpMpiSend *s = send_buffer(m, len);
+  s->hdr = (TpMpiHdr){ tag->kind, tag->mb, tag->micro, 0, len };
+  if (len)
+    memcpy(s->data, data, len);
+  int code = tp_mpi_code(m, tag);
+  int rc = MPI_Isend(&s->hdr, sizeof s->hdr, MPI_BYTE, to, code, m->hdr_comm, &s->req[0]);
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Isend(s->data, (int)len, MPI_BYTE, to, code, m->data_comm, &s->req[1]);
+    if (rc != MPI_SUCCESS)
+      s->req[1] = MPI_REQUEST_NULL;
+    g_ptr_array_add(m->pending, s);
+    m->sent[side].messages++;
+    m->sent[side].bytes += len;
+  } else
+    g_ptr_array_add(m->spare, s);
+  g_rec_mutex_unlock(&m->lock);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    mpi_message(rc, msg);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI error while sending %s to %s: %s", me, name, peer, msg);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The held message of this operation from side, removed from the held list, or NULL. */
+static TpMpiHeld *take_held(TpMpi *m, int side, const TpTag *tag)
+{
+  for (GList *it = m->held[side].head; it; it = it->next) {
+    TpMpiHeld *h = it->data;
+    TpTag ht = { h->hdr.kind, h->hdr.mb, h->hdr.micro };
+    if (tp_tag_equal(&ht, tag)) {
+      g_queue_delete_link(&m->held[side], it);
+      return h;
+    }
+  }
+  return NULL;
+}
+
+static void abort_error(TpMpi *m, const char *me, const char *what, const char *peer, GError **err)
+{
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted while waiting for %s from %s: %s", me, what, peer,
+              m->reason ? m->reason : "aborted");
+}
+
+/* Wait for one request of the receive described by what; on failure sets err (lock held). */
+static gboolean wait_for(TpMpi *m, MPI_Request *req, gint64 deadline, const char *me, const char *what,
+                         const char *peer, GError **err)
+{
+  int w = tp_mpi_wait(m, req, deadline, TRUE);
+  if (w == 0)
+    return TRUE;
+  if (w == 1)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: no message %s from %s within %g s (the peer is dead or stuck)",
+                me, what, peer, m->base.timeout_s);
+  else if (w == 2)
+    abort_error(m, me, what, peer, err);
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI failed while receiving %s from %s (the peer is lost)", me,
+                what, peer);
+  return FALSE;
+}
+
+/* Receive the message tagged tag from side into data (len bytes); lock held. */
+static gboolean recv_locked(TpMpi *m, int side, int from, const TpTag *tag, void *data, size_t len, const char *me,
+                            const char *name, const char *peer, GError **err)
+{
+  if (tp_mpi_poll_abort(m)) {
+    abort_error(m, me, name, peer, err);
+    return FALSE;
+  }
+  TpMpiHeld *h = take_held(m, side, tag);
+  int code = tp_mpi_code(m, tag);
+  gint64 deadline = g_get_monotonic_time() + (gint64)(m->base.timeout_s * G_USEC_PER_SEC);
+  while (!h) {
+    TpMpiHdr hdr;
+    MPI_Request req;
+    if (MPI_Irecv(&hdr, sizeof hdr, MPI_BYTE, from, code, m->hdr_comm, &req) != MPI_SUCCESS ||
+        !wait_for(m, &req, deadline, me, name, peer, err))
+      break;
+    TpTag ht = { hdr.kind, hdr.mb, hdr.micro };
+    gboolean mine = tp_tag_equal(&ht, tag) && hdr.len == len;
+    TpMpiHeld *other = mine ? NULL : g_malloc(sizeof(TpMpiHeld) + hdr.len);
+    if (other)
+      other->hdr = hdr;
+    if (MPI_Irecv(mine ? data : other->data, (int)hdr.len, MPI_BYTE, from, code, m->data_comm, &req) != MPI_SUCCESS ||
+        !wait_for(m, &req, deadline, me, name, peer, err)) {
+      g_free(other);
+      break;
+    }
+    if (mine)
+      return TRUE;
+    if (tp_tag_equal(&ht, tag))
+      h = other; /* the length differs: reported below */
+    else
+      g_queue_push_tail(&m->held[side], other);
+  }
+  if (!h) {
+    if (err && !*err)
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI error while receiving %s from %s", me, name, peer);
+    return FALSE;
+  }
+  gboolean ok = h->hdr.len == len;
+  if (ok) {
+    if (len)
+      memcpy(data, h->data, len);
+  } else
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: message %s from %s has %" G_GUINT64_FORMAT " bytes, expected %zu",
+                me, name, peer, (guint64)h->hdr.len, len);
+  g_free(h);
+  return ok;
+}
+
+static gboolean mpi_recv(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
+{
+  TpMpi *m = (TpMpi *)t;
+  int side = side_of(m, from);
+  if (to != m->rank || side < 0)
+    return bad_link(m, to, from, to, err);
+  char name[48], me[40], peer[40];
+  tp_tag_name(t, tag, name, sizeof name);
+  tp_mpi_who(to, me, sizeof me);
+  tp_mpi_who(from, peer, sizeof peer);
+  char *note = g_strdup_printf("%s from %s", name, peer);
+  tp_mpi_note_wait(note);
+  g_rec_mutex_lock(&m->lock);
+  gboolean ok = recv_locked(m, side, from, tag, data, len, me, name, peer, err);
+  reap(m);
+  g_rec_mutex_unlock(&m->lock);
+  tp_mpi_note_wait(NULL);
+  g_free(note);
+  return ok;
+}
+
+static void mpi_abort(TpTransport *t, const char *reason)
+{
+  TpMpi *m = (TpMpi *)t;
+  g_rec_mutex_lock(&m->lock);
+  if (!g_atomic_int_get(&m->aborted)) {
+    m->reason = g_strdup(reason ? reason : "aborted");
+    g_atomic_int_set(&m->aborted, 1);
+    /* tell every other rank: a notice each, sent without waiting */
+    int n = (int)strlen(m->reason);
+    for (int r = 0; r < t->W; r++) {
+      if (r == m->rank)
+        continue;
+      MPI_Request *req = g_malloc(sizeof(MPI_Request));
+      if (MPI_Isend(m->reason, n, MPI_CHAR, r, TP_MPI_CTL_ABORT, m->ctl_comm, req) == MPI_SUCCESS)
+        g_ptr_array_add(m->ctl_sends, req);
+      else
+        g_free(req);
+    }
+  }
+  g_rec_mutex_unlock(&m->lock);
+}
+
+static void mpi_stats(TpTransport *t, int from, int to, TpLinkStats *out)
+{
+  TpMpi *m = (TpMpi *)t;
+  int side = side_of(m, to);
+  memset(out, 0, sizeof *out);
+  if (from != m->rank || side < 0)
+    return;
+  g_rec_mutex_lock(&m->lock);
+  *out = m->sent[side];
+  g_rec_mutex_unlock(&m->lock);
+}
+
+static void held_free(gpointer p) { g_free(p); }
+
+static void mpi_free(TpTransport *t)
+{
+  TpMpi *m = (TpMpi *)t;
+  g_rec_mutex_lock(&m->lock);
+  /* the peers receive what was sent: wait for that (at most the timeout, not after an abort);
+   * sends still in flight then keep their buffers (the run failed; MPI may still read them) */
+  gint64 deadline = g_get_monotonic_time() + (gint64)(t->timeout_s * G_USEC_PER_SEC);
+  for (guint i = 0; i < m->pending->len; i++) {
+    TpMpiSend *s = g_ptr_array_index(m->pending, i);
+    gboolean done = TRUE;
+    for (int k = 0; k < 2; k++)
+      done = done && tp_mpi_wait(m, &s->req[k], deadline, FALSE) == 0;
+    if (!done)
+      g_ptr_array_index(m->pending, i) = NULL;
+  }
+  g_ptr_array_free(m->pending, TRUE);
+  g_ptr_array_free(m->spare, TRUE);
+  gboolean notices_sent = TRUE;
+  for (guint i = 0; i < m->ctl_sends->len; i++) {
+    int done = 0;
+    MPI_Test(g_ptr_array_index(m->ctl_sends, i), &done, MPI_STATUS_IGNORE);
+    if (!done)
+      g_ptr_array_index(m->ctl_sends, i) = NULL, notices_sent = FALSE;
+  }
+  g_ptr_array_free(m->ctl_sends, TRUE);
+  for (int i = 0; i < 2; i++)
+    g_queue_clear_full(&m->held[i], held_free);
+  MPI_Comm_free(&m->hdr_comm);
+  MPI_Comm_free(&m->data_comm);
+  MPI_Comm_free(&m->ctl_comm);
+  g_rec_mutex_unlock(&m->lock);
+  g_rec_mutex_clear(&m->lock);
+  if (notices_sent) /* else a notice may still be read from it: it stays */
+    g_free(m->reason);
+  g_free(m);
+}
+
+TpTransport *tp_mpi_new(int N, double timeout_s, GError **err)
+{
+  g_return_val_if_fail(N >= 1 && timeout_s >= 0, NULL);
+  TpMpi *m = g_new0(TpMpi, 1);
+  m->base = (TpTransport){ "mpi", tp_mpi_size(), N, timeout_s, mpi_send, mpi_recv, mpi_abort, mpi_stats, mpi_free };
+  m->rank = tp_mpi_rank();
+  int *ub = NULL, flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  m->tag_ub = flag && ub ? *ub : 32767;
+  /* tests narrow the tag space to make operations share codes */
+  const char *narrow = g_getenv("TP_MPI_TAG_UB");
+  if (narrow && atoi(narrow) > 0 && atoi(narrow) < m->tag_ub)
+    m->tag_ub = atoi(narrow);
+  MPI_Comm *comms[3] = { &m->hdr_comm, &m->data_comm, &m->ctl_comm };
+  for (int i = 0; i < 3; i++) {
+    if (MPI_Comm_dup(MPI_COMM_WORLD, comms[i]) != MPI_SUCCESS) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot duplicate MPI_COMM_WORLD", m->rank);
+      g_free(m);
+      return NULL;
+    }
+    MPI_Comm_set_errhandler(*comms[i], MPI_ERRORS_RETURN);
+  }
+  g_rec_mutex_init(&m->lock);
+  m->pending = g_ptr_array_new_with_free_func(g_free);
+  m->spare = g_ptr_array_new_with_free_func(g_free);
+  m->ctl_sends = g_ptr_array_new_with_free_func(g_free);
+  g_queue_init(&m->held[0]);
+  g_queue_init(&m->held[1]);
+  return &m->base;
+}
+
+gboolean tp_mpi_check_abort(TpTransport *t, GError **err)
+{
+  TpMpi *m = (TpMpi *)t;
+  g_rec_mutex_lock(&m->lock);
+  gboolean aborted = tp_mpi_poll_abort(m);
+  if (!aborted)
+    reap(m);
+  g_rec_mutex_unlock(&m->lock);
+  if (aborted) {
+    char me[40], *r = reason_of(m);
+    tp_mpi_who(m->rank, me, sizeof me);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted: %s", me, r);
+    g_free(r);
+  }
+  return aborted;
+}
+
+gboolean tp_mpi_available(void) { return TRUE; }

@@ -1,0 +1,96 @@
+/* tp_mpi.h — the MPI transport: one MPI rank per stage (rank r runs stage r+1), non-blocking
+ * tagged messages between neighbouring ranks, receive timeouts naming the peer, an abort that
+ * reaches every rank, start-up and shutdown helpers, and a ping-pong measurement of each link for
+ * the simulator's cost model.  This header does not include mpi.h: without MPI (configure found no
+ * mpicc) the same functions exist and fail with TP_MPI_MISSING.
+ *
+ * Messages.  A send posts two MPI_Isend of a private copy: a 24-byte header (kind, mini-batch,
+ * micro-batch, length) on one communicator and the payload on another, both with the same MPI tag,
+ * the operation's code: ((mb·(N+1) + micro+1)·2 + [kind is B]) modulo (MPI_TAG_UB+1) (micro+1 is 0
+ * for a whole mini-batch).  MPI guarantees only MPI_TAG_UB ≥ 32767, so two operations may share a
+ * code; MPI keeps messages of one (source, tag, communicator) in order, so the k-th header of a code
+ * belongs to the k-th payload of that code.  A receive waits (MPI_Irecv/MPI_Test) for the next
+ * header of its code from its peer; when the header names its operation and length, the payload is
+ * received straight into the caller's buffer; a header of another operation that shares the code
+ * has its payload received into a held message that a later receive takes.  Messages of other
+ * codes stay in MPI's queues, so tags may be asked for in any order, and forward (from rank r-1)
+ * and backward (from rank r+1) traffic never wait on each other.
+ *
+ * Faults.  A receive that waits longer than timeout_s fails with one line naming the peer's stage
+ * and rank and the operation awaited.  abort() marks the transport (every waiting and later
+ * receive and send fails) and sends its reason on a third communicator to every other rank; each
+ * waiting loop polls it.  tp_mpi_fail() prints the rank's line, aborts, gives the others a moment
+ * to print theirs and ends the job with MPI_Abort.  When a rank dies, mpirun sends SIGTERM to the
+ * others: the handler tp_mpi_init() installs prints the line of what the rank was waiting for.
+ *
+ * Threads.  Calls may come from any thread but never two at once inside MPI: the transport
+ * serialises its MPI calls with a mutex, so MPI_THREAD_SERIALIZED is enough (MPI_THREAD_MULTIPLE is
+ * asked for; FUNNELED is refused, since the stage thread is not the thread that called MPI_Init). */
+#ifndef TP_MPI_H
+#define TP_MPI_H
+
+#include "tp_transport.h"
+
+#include <glib.h>
+
+#define TP_MPI_MISSING "this build has no MPI support (configure found no mpicc)"
+
+/* Whether this build has the MPI transport. */
+gboolean tp_mpi_available(void);
+
+/* Whether the process looks started by an MPI launcher (mpirun, mpiexec or srun set their
+ * environment variables); a --transport mpi run without one is refused before MPI starts. */
+gboolean tp_mpi_launched(void);
+
+/* MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails when less than MPI_THREAD_SERIALIZED is
+ * provided.  Installs the SIGTERM handler described above. */
+gboolean tp_mpi_init(int *argc, char ***argv, GError **err);
+int tp_mpi_rank(void);
+int tp_mpi_size(void);
+
+/* FALSE with a TP_ERROR_INPUT "mpirun -np N does not match -w W" when the number of ranks is not
+ * W; the caller prints it on rank 0 only, calls tp_mpi_finalize(NULL) and exits 2 on every rank. */
+gboolean tp_mpi_check_size(int W, GError **err);
+
+/* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size());
+ * N: micro-batches per mini-batch; receives wait at most timeout_s.  Collective. */
+TpTransport *tp_mpi_new(int N, double timeout_s, GError **err);
+
+/* Note: t->stats() counts the messages this rank sent (from = its stage); other links read 0 —
+ * gather them with tp_mpi_gather for a report. */
+
+/* Whether another rank has aborted the run (polls its messages); the reason in err. */
+gboolean tp_mpi_check_abort(TpTransport *t, GError **err);
+
+/* Print line (one line, to stderr), abort t (so the other ranks end too; t may be NULL), wait a
+ * moment for them, and end the job with MPI_Abort(status). */
+G_GNUC_NORETURN void tp_mpi_fail(TpTransport *t, const char *line, int status);
+
+/* End of a run: waits (at most t's timeout, polling aborts) until every rank arrives, completes
+ * pending sends, frees t and finalizes MPI.  On an abort or a rank that never arrives it calls
+ * tp_mpi_fail and does not return. */
+void tp_mpi_finalize(TpTransport *t);
+
+/* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
+ * every rank when root < 0.  Waits at most t's timeout (at least 1 s), polling aborts.  Collective. */
+gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err);
+
+/* Whether text (the arguments that must agree, e.g. the command line) is the same on every rank;
+ * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on
+ * every rank (so each exits 2; rank 0 prints it).  Collective. */
+gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err);
+
+/* One link's measured cost: latency (s) and bandwidth (bytes/s) from stage s to s+1. */
+typedef struct {
+  double latency_s;
+  double bandwidth_Bps;
+} TpMpiLink;
+
+/* Ping-pong of small (8 B, 10·reps round trips) and large (large_bytes, 0: 4 MiB; reps round trips)
+ * messages between every pair of neighbouring ranks; links[0..W-2] gets every link on every rank.  raw:
+ * plain blocking MPI_Send/MPI_Recv instead of the transport's send and receive (to compare the
+ * two).  The transport's counters are reset afterwards.  Collective. */
+gboolean tp_mpi_measure_links(TpTransport *t, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
+                              GError **err);
+
+#endif

@@ -1,0 +1,72 @@
+/* tp_mpi_none.c — the MPI transport's functions in a build without MPI: each says so
+ * (TP_MPI_MISSING), so --transport mpi is refused with one clear line. */
+#include "tp_mpi.h"
+#include "tp_error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void missing(GError **err) { g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, TP_MPI_MISSING); }
+
+gboolean tp_mpi_available(void) { return FALSE; }
+gboolean tp_mpi_launched(void) { return FALSE; }
+
+gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
+{
+  (void)argc, (void)argv;
+  missing(err);
+  return FALSE;
+}
+
+int tp_mpi_rank(void) { return 0; }
+int tp_mpi_size(void) { return 1; }
+gboolean tp_mpi_check_size(int W, GError **err)
+{
+  (void)W;
+  missing(err);
+  return FALSE;
+}
+
+TpTransport *tp_mpi_new(int N, double timeout_s, GError **err)
+{
+  (void)N, (void)timeout_s;
+  missing(err);
+  return NULL;
+}
+
+gboolean tp_mpi_check_abort(TpTransport *t, GError **err)
+{
+  (void)t, (void)err;
+  return FALSE;
+}
+
+void tp_mpi_fail(TpTransport *t, const char *line, int status)
+{
+  (void)t;
+  fprintf(stderr, "%s\n", line);
+  exit(status);
+}
+
+void tp_mpi_finalize(TpTransport *t) { tp_transport_free(t); }
+
+gboolean tp_mpi_measure_links(TpTransport *t, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
+                              GError **err)
+{
+  (void)t, (void)reps, (void)large_bytes, (void)raw, (void)links;
+  missing(err);
+  return FALSE;
+}
+
+gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err)
+{
+  (void)t, (void)root, (void)mine, (void)len, (void)all;
+  missing(err);
+  return FALSE;
+}
+
+gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err)
+{
+  (void)t, (void)text;
+  missing(err);
+  return FALSE;
+}

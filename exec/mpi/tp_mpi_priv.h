@@ -1,0 +1,66 @@
+/* tp_mpi_priv.h — what the MPI transport's files share: the transport's state, the message header,
+ * and the note of what the rank is waiting for (read by the SIGTERM handler). */
+#ifndef TP_MPI_PRIV_H
+#define TP_MPI_PRIV_H
+
+#include "tp_mpi.h"
+
+#include <mpi.h>
+#include <stdint.h>
+
+enum { TP_MPI_CTL_ABORT = 1 };
+
+/* The header sent ahead of every payload. */
+typedef struct {
+  int32_t kind, mb, micro, pad;
+  uint64_t len;
+} TpMpiHdr;
+
+/* A message received ahead of its turn (its header shared the code of the one awaited). */
+typedef struct {
+  TpMpiHdr hdr;
+  unsigned char data[];
+} TpMpiHeld;
+
+/* A send in flight: the header and the payload copy, freed once both requests complete. */
+typedef struct {
+  MPI_Request req[2];
+  size_t cap; /* bytes data can hold (buffers are reused) */
+  TpMpiHdr hdr;
+  unsigned char data[];
+} TpMpiSend;
+
+typedef struct {
+  TpTransport base;
+  int rank;
+  int tag_ub;
+  MPI_Comm hdr_comm, data_comm, ctl_comm;
+  GRecMutex lock;        /* every MPI call, the pending sends and the held messages */
+  GPtrArray *pending;    /* TpMpiSend */
+  GPtrArray *spare;      /* completed TpMpiSend, reused (fresh large buffers cost page faults) */
+  GQueue held[2];        /* from rank-1 (forward), from rank+1 (backward) */
+  TpLinkStats sent[2];   /* to rank-1, to rank+1 */
+  GPtrArray *ctl_sends;  /* abort notices in flight (char * with an MPI_Request ahead) */
+  gint aborted;
+  char *reason;          /* under lock */
+} TpMpi;
+
+/* The operation's MPI tag (see tp_mpi.h). */
+int tp_mpi_code(const TpMpi *m, const TpTag *tag);
+
+/* Poll the abort communicator (lock held); TRUE when the run is aborted, here or elsewhere. */
+gboolean tp_mpi_poll_abort(TpMpi *m);
+
+/* Wait for req until deadline (monotonic µs, 0: none), polling aborts; lock held, released while
+ * sleeping.  Returns 0 when it completed, 1 on timeout, 2 on abort, 3 when MPI reports an error;
+ * on a timeout or an abort a receive (is_recv) is cancelled, another request is left as it is
+ * (the job is about to end). */
+int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv);
+
+/* "stage 2 (rank 1)" */
+void tp_mpi_who(int rank, char *buf, size_t len);
+
+/* Note what the rank is waiting for (NULL: nothing), for the SIGTERM handler's line. */
+void tp_mpi_note_wait(const char *what);
+
+#endif

@@ -1,0 +1,189 @@
+/* tp_mpi_run.c — starting and ending an MPI run: MPI_Init_thread and the thread level, the rank
+ * count check, the SIGTERM handler that names what a rank waited for when mpirun ends the job,
+ * tp_mpi_fail (one line, abort notices, MPI_Abort) and a finalize that cannot hang on a lost peer. */
+#include "tp_mpi_priv.h"
+#include "tp_error.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- what the rank waits for, for the SIGTERM handler (async-signal-safe reads) ----------------- */
+
+enum { NOTE_LEN = 192 };
+static char who_line[48];             /* "stage 2 (rank 1)" */
+static char notes[2][NOTE_LEN];       /* written alternately */
+static volatile sig_atomic_t note_at = -1; /* the note in force, -1: none */
+static volatile sig_atomic_t line_printed;
+
+void tp_mpi_note_wait(const char *what)
+{
+  if (!what) {
+    note_at = -1;
+    return;
+  }
+  int next = note_at == 0 ? 1 : 0;
+  g_strlcpy(notes[next], what, NOTE_LEN);
+  note_at = next;
+}
+
+static size_t put(char *buf, size_t at, size_t cap, const char *s)
+{
+  size_t n = strlen(s);
+  if (at + n > cap)
+    n = cap - at;
+  memcpy(buf + at, s, n);
+  return at + n;
+}
+
+static void on_sigterm(int sig)
+{
+  (void)sig;
+  if (!line_printed) {
+    line_printed = 1;
+    char line[NOTE_LEN + 160];
+    size_t n = put(line, 0, sizeof line, who_line);
+    int at = note_at;
+    if (at >= 0) {
+      n = put(line, n, sizeof line, ": ended by mpirun while waiting for ");
+      n = put(line, n, sizeof line, notes[at]);
+      n = put(line, n, sizeof line, " (another rank failed, or the job was cancelled)\n");
+    } else
+      n = put(line, n, sizeof line, ": ended by mpirun (another rank failed, or the job was cancelled)\n");
+    ssize_t w = write(STDERR_FILENO, line, n);
+    (void)w;
+  }
+  _exit(1);
+}
+
+/* ---- start ---------------------------------------------------------------------------------------- */
+
+gboolean tp_mpi_launched(void)
+{
+  static const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS" };
+  for (guint i = 0; i < G_N_ELEMENTS(vars); i++)
+    if (g_getenv(vars[i]))
+      return TRUE;
+  return FALSE;
+}
+
+static const char *level_name(int level)
+{
+  switch (level) {
+  case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+  case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+  case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+  default: return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
+{
+  int provided = MPI_THREAD_SINGLE, started = 0;
+  MPI_Initialized(&started);
+  if (started)
+    MPI_Query_thread(&provided);
+  else if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "MPI_Init_thread failed");
+    return FALSE;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME,
+                "the MPI library provides only %s; the MPI transport needs MPI_THREAD_SERIALIZED or more",
+                level_name(provided));
+    MPI_Finalize();
+    return FALSE;
+  }
+  tp_mpi_who(tp_mpi_rank(), who_line, sizeof who_line);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  return TRUE;
+}
+
+int tp_mpi_rank(void)
+{
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int tp_mpi_size(void)
+{
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+gboolean tp_mpi_check_size(int W, GError **err)
+{
+  int n = tp_mpi_size();
+  if (n == W)
+    return TRUE;
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "mpirun -np %d does not match -w %d", n, W);
+  return FALSE;
+}
+
+/* ---- end ------------------------------------------------------------------------------------------ */
+
+void tp_mpi_fail(TpTransport *t, const char *line, int status)
+{
+  if (!line_printed) {
+    line_printed = 1;
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+  }
+  if (t) {
+    TpMpi *m = (TpMpi *)t;
+    t->abort(t, line);
+    /* let the notices go out (at most 1 s), then give the others a moment to print */
+    gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC;
+    for (;;) {
+      int done = 1;
+      g_rec_mutex_lock(&m->lock);
+      for (guint i = 0; i < m->ctl_sends->len; i++) {
+        int d = 0;
+        MPI_Test(g_ptr_array_index(m->ctl_sends, i), &d, MPI_STATUS_IGNORE);
+        done &= d;
+      }
+      g_rec_mutex_unlock(&m->lock);
+      if (done || g_get_monotonic_time() > until)
+        break;
+      g_usleep(1000);
+    }
+    g_usleep(300000);
+  }
+  MPI_Abort(MPI_COMM_WORLD, status);
+  _exit(status); /* MPI_Abort does not return; should it, the process still ends */
+}
+
+void tp_mpi_finalize(TpTransport *t)
+{
+  if (t) {
+    TpMpi *m = (TpMpi *)t;
+    char me[40], line[512];
+    tp_mpi_who(m->rank, me, sizeof me);
+    double wait_s = MAX(t->timeout_s, 1.0);
+    gint64 deadline = g_get_monotonic_time() + (gint64)(wait_s * G_USEC_PER_SEC);
+    g_rec_mutex_lock(&m->lock);
+    MPI_Request req;
+    int w = MPI_Ibarrier(m->ctl_comm, &req) == MPI_SUCCESS ? tp_mpi_wait(m, &req, deadline, FALSE) : 1;
+    if (w == 1)
+      g_snprintf(line, sizeof line, "%s: the other ranks did not reach the end of the run within %g s", me, wait_s);
+    else if (w == 2)
+      g_snprintf(line, sizeof line, "%s: run aborted after its last operation: %s", me,
+                 m->reason ? m->reason : "aborted");
+    else if (w == 3)
+      g_snprintf(line, sizeof line, "%s: MPI failed at the end of the run (a rank is lost)", me);
+    g_rec_mutex_unlock(&m->lock);
+    if (w != 0)
+      tp_mpi_fail(t, line, 1);
+    t->free(t);
+  }
+  tp_mpi_note_wait(NULL);
+  MPI_Finalize();
+}
