@@ -15,8 +15,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  if (!g_file_set_contents(path, (const char *)data, (gssize)size, NULL))
-    abort();
+  tp_fuzz_write(path, data, size);
   GError *err = NULL;
   TpDevice *d = tp_device_load(path, &err);
   tp_fuzz_check(d != NULL, err);

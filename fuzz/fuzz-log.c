@@ -16,8 +16,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  if (!g_file_set_contents(path, (const char *)data, (gssize)size, NULL))
-    abort();
+  tp_fuzz_write(path, data, size);
   static const char *const cols[] = { "epoch", "loss", "accuracy", NULL };
   gboolean has[3];
   GError *err = NULL;

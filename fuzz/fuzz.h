@@ -67,13 +67,11 @@ static inline void tp_fuzz_check(gboolean ok, GError *err)
   g_error_free(err);
 }
 
-/* Write the input to dir/name (for loaders that read files); the path (g_free it). */
-static inline char *tp_fuzz_file(const char *dir, const char *name, const uint8_t *data, size_t size)
+/* Write the input to path for loaders that read files (in place, no fsync: the file is scratch). */
+static inline void tp_fuzz_write(const char *path, const uint8_t *data, size_t size)
 {
-  char *path = g_build_filename(dir, name, NULL);
-  if (!g_file_set_contents(path, (const char *)data, (gssize)size, NULL))
+  if (!g_file_set_contents_full(path, (const char *)data, (gssize)size, G_FILE_SET_CONTENTS_NONE, 0600, NULL))
     abort();
-  return path;
 }
 
 /* A private scratch directory for the whole run. */

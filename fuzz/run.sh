@@ -123,12 +123,15 @@ libfuzzer_run() {
     done
     runs=$(grep -E '^stat::number_of_executed_units' "$out/fuzz-$f.log" | awk '{ n += $2 } END { print n + 0 }')
     echo "  $runs inputs, $starts start(s), corpus $(ls "$out/corpus/$f" | wc -l) files"
+    # one line per kind of finding (the message up to its first quote), with a count and an example
     for a in "$out/crashes/$f"/*; do
       [ -f "$a" ] || continue
-      why=$("$out/bin/fuzz-$f" "$a" 2>&1 | grep -m 1 -E 'bad rejection|failure without|success with|ERROR: AddressSanitizer|runtime error|CRITICAL|WARNING|SUMMARY|deadly|timeout|out-of-memory' | cut -c 1-200)
-      echo "  finding: $a: $why"
-      status=1
-    done
+      why=$("$out/bin/fuzz-$f" "$a" 2>&1 | grep -m 1 -E 'bad rejection|failure without|success with|ERROR: AddressSanitizer|runtime error|CRITICAL|WARNING|SUMMARY|deadly|timeout|out-of-memory' |
+        sed -e 's/([a-z]*:[0-9]*): //' -e 's/[0-9][0-9]:[0-9][0-9]:[0-9.]*: //' -e 's/==[0-9]*==//' -e 's/ on address .*//' \
+          -e "s/fuzz[a-z.-]*:[0-9]*/FILE/g" -e "s/\[[0-9]*\]/[N]/g" -e "s/['\"“].*//" | cut -c 1-160)
+      printf '%s\t%s\n' "$why" "$a"
+    done | sort | awk -F '\t' '{ n[$1]++; if (!($1 in ex)) ex[$1] = $2 } END { for (k in n) printf "  %d x %s\n      e.g. %s\n", n[k], k, ex[k] }'
+    [ -n "$(ls "$out/crashes/$f")" ] && status=1
     [ $rc -eq 0 ] || [ -n "$(ls "$out/crashes/$f")" ] || { echo "  libFuzzer exited with $rc (see $out/fuzz-$f.log)"; status=1; }
   done
 }
