@@ -16,6 +16,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+  if (tp_fuzz_skip(data, size))
+    return 0;
   tp_fuzz_write(path, data, size);
   static const char *const cols[] = { "epoch", "loss", "accuracy", NULL };
   gboolean has[3];

@@ -14,6 +14,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+  if (tp_fuzz_skip(data, size))
+    return 0;
   size_t i = 0;
   while (i < size && g_ascii_isspace(data[i]))
     i++;

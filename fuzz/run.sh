@@ -126,7 +126,8 @@ libfuzzer_run() {
     # one line per kind of finding (the message up to its first quote), with a count and an example
     for a in "$out/crashes/$f"/*; do
       [ -f "$a" ] || continue
-      why=$("$out/bin/fuzz-$f" "$a" 2>&1 | grep -m 1 -E 'bad rejection|failure without|success with|ERROR: AddressSanitizer|runtime error|CRITICAL|WARNING|SUMMARY|deadly|timeout|out-of-memory' |
+      case $a in */timeout-* | */slow-unit-*) printf 'timeout (over 10 s)\t%s\n' "$a"; continue ;; esac
+      why=$("$out/bin/fuzz-$f" -timeout=10 "$a" 2>&1 | grep -m 1 -E 'bad rejection|failure without|success with|ERROR: AddressSanitizer|runtime error|CRITICAL|WARNING|SUMMARY|deadly|timeout|out-of-memory' |
         sed -e 's/([a-z]*:[0-9]*): //' -e 's/[0-9][0-9]:[0-9][0-9]:[0-9.]*: //' -e 's/==[0-9]*==//' -e 's/ on address .*//' \
           -e "s/fuzz[a-z.-]*:[0-9]*/FILE/g" -e "s/\[[0-9]*\]/[N]/g" -e "s/['\"“].*//" | cut -c 1-160)
       printf '%s\t%s\n' "$why" "$a"
