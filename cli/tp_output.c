@@ -20,7 +20,11 @@ static char *volatile temps[MAX_TEMPS];
 static const int caught[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM };
 static gboolean handlers_installed;
 
-/* Only async-signal-safe calls: unlink files, then remove directories, then die of the signal. */
+static struct sigaction previous[G_N_ELEMENTS(caught)];
+
+/* Only async-signal-safe calls: unlink files, then remove directories, then hand the signal to
+ * what was there before (the default action ends the program as the signal asked; a handler the
+ * program installed earlier, such as a transport's, still runs). */
 static void on_signal(int sig)
 {
   for (int i = 0; i < MAX_TEMPS; i++)
@@ -29,12 +33,10 @@ static void on_signal(int sig)
   for (int i = MAX_TEMPS - 1; i >= 0; i--)
     if (temps[i])
       rmdir(temps[i]);
-  struct sigaction dfl;
-  memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, NULL);
-  raise(sig); /* delivered when the handler returns: the program ends as the signal asked */
+  for (guint i = 0; i < G_N_ELEMENTS(caught); i++)
+    if (caught[i] == sig)
+      sigaction(sig, &previous[i], NULL);
+  raise(sig); /* delivered when this handler returns */
 }
 
 static void block_signals(sigset_t *old)
@@ -52,8 +54,8 @@ static void install_handlers(void)
     return;
   handlers_installed = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS(caught); i++) {
-    struct sigaction old, sa;
-    if (sigaction(caught[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+    struct sigaction sa;
+    if (sigaction(caught[i], NULL, &previous[i]) != 0 || previous[i].sa_handler == SIG_IGN)
       continue; /* a signal the caller ignores (nohup) stays ignored */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
