@@ -2,6 +2,7 @@
 #include "tp_cli.h"
 #include "tp_cost.h"
 #include "tp_error.h"
+#include "tp_output.h"
 #include "tp_report.h"
 #include "tp_trace.h"
 
@@ -39,24 +40,26 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   long long ops = ok ? tp_schedule_n_ops(r.s) : 0;
   ok = ok && (!csv || tp_memory_check("writing the events CSV", r.s->W, r.s->N, r.s->K, ops * 96, err)) &&
        (!trace || tp_memory_check("writing the trace", r.s->W, r.s->N, r.s->K, ops * 512, err));
-  if (ok) {
+  if (ok) { /* every output is staged first: all of them are written, or none */
+    g_autoptr(TpOutputs) out = tp_outputs_new();
     g_autoptr(GString) text = g_string_new(NULL);
     if (csv) {
       tp_report_events_csv(r.sim, r.m, text);
-      ok = tp_cli_emit(csv, text, err);
+      ok = tp_outputs_add_text(out, csv, text, err);
       g_string_truncate(text, 0);
     }
     if (ok && trace) {
       tp_trace_json(r.sim, r.m, text);
-      ok = tp_cli_emit(trace, text, err);
+      ok = tp_outputs_add_text(out, trace, text, err);
       g_string_truncate(text, 0);
+    }
+    if (ok) {
+      (fmt ? tp_report_json : tp_report_text)(r.sim, r.m, text);
+      ok = tp_outputs_add_text(out, output, text, err);
     }
     if (ok)
       tp_cli_memory_warnings(r.c, r.m, NULL);
-    if (ok) {
-      (fmt ? tp_report_json : tp_report_text)(r.sim, r.m, text);
-      ok = tp_cli_emit(output, text, err);
-    }
+    ok = ok && tp_outputs_commit(out, err);
   }
   tp_cli_run_clear(&r);
   return ok;

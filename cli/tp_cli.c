@@ -2,6 +2,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_format.h"
+#include "tp_output.h"
 #include "tp_analytic.h"
 #include "tp_costed.h"
 #include "tp_policy.h"
@@ -194,20 +195,8 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
 
 gboolean tp_cli_emit(const char *path, const GString *text, GError **err)
 {
-  if (!path || strcmp(path, "-") == 0) {
-    if (fwrite(text->str, 1, text->len, stdout) != text->len || fflush(stdout) != 0) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write to standard output");
-      return FALSE;
-    }
-    return TRUE;
-  }
-  GError *e = NULL;
-  if (!g_file_set_contents(path, text->str, (gssize)text->len, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: %s", path, e->message);
-    g_error_free(e);
-    return FALSE;
-  }
-  return TRUE;
+  g_autoptr(TpOutputs) o = tp_outputs_new();
+  return tp_outputs_add(o, path, text->str, text->len, err) && tp_outputs_commit(o, err);
 }
 
 /* ---- cost model options ------------------------------------------------------------------- */

@@ -86,7 +86,8 @@ void tp_cli_run_clear(TpCliRun *r);
 /* Parse argv with ctx; no positional arguments allowed. */
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
 
-/* Write text to path atomically (nothing half-written), or to stdout for NULL or "-". */
+/* Write text to path atomically (nothing half-written), or to stdout for NULL or "-" (see tp_output.h;
+ * a command with several outputs stages them all in one TpOutputs). */
 gboolean tp_cli_emit(const char *path, const GString *text, GError **err);
 
 #endif

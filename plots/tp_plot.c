@@ -3,10 +3,19 @@
 #include "tp_plot.h"
 #include "tp_error.h"
 #include "tp_model.h"
+#include "tp_output.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+
+/* Keep path (taken over) and have a terminating signal remove it. */
+static void scratch_register(TpPlot *p, char *path)
+{
+  g_ptr_array_add(p->scratch, path);
+  int slot = tp_temp_register(path);
+  g_array_append_val(p->slots, slot);
+}
 
 TpPlot *tp_plot_new(GError **err)
 {
@@ -20,6 +29,9 @@ TpPlot *tp_plot_new(GError **err)
   TpPlot *p = g_new0(TpPlot, 1);
   p->dir = dir;
   p->vars = g_string_new(NULL);
+  p->scratch = g_ptr_array_new_with_free_func(g_free);
+  p->slots = g_array_new(FALSE, FALSE, sizeof(int));
+  scratch_register(p, g_strdup(dir));
   return p;
 }
 
@@ -27,6 +39,8 @@ void tp_plot_free(TpPlot *p)
 {
   if (!p)
     return;
+  for (guint i = 0; i < p->slots->len; i++)
+    tp_temp_forget(g_array_index(p->slots, int, i));
   GDir *d = g_dir_open(p->dir, 0, NULL);
   const char *name;
   while (d && (name = g_dir_read_name(d))) {
@@ -38,16 +52,19 @@ void tp_plot_free(TpPlot *p)
   g_rmdir(p->dir);
   g_free(p->dir);
   g_string_free(p->vars, TRUE);
+  g_ptr_array_free(p->scratch, TRUE);
+  g_array_free(p->slots, TRUE);
   g_free(p);
 }
 
 char *tp_plot_path(const TpPlot *p, const char *name) { return g_build_filename(p->dir, name, NULL); }
 
-gboolean tp_plot_data(const TpPlot *p, const char *name, const GString *content, GError **err)
+gboolean tp_plot_data(TpPlot *p, const char *name, const GString *content, GError **err)
 {
-  g_autofree char *path = tp_plot_path(p, name);
-  GError *e = NULL;
-  if (!g_file_set_contents(path, content->str, (gssize)content->len, &e)) {
+  char *path = tp_plot_path(p, name);
+  scratch_register(p, path);
+  GError *e = NULL; /* written in place: the scratch directory is private */
+  if (!g_file_set_contents_full(path, content->str, (gssize)content->len, G_FILE_SET_CONTENTS_NONE, 0600, &e)) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write plot data: %s", e->message);
     g_error_free(e);
     return FALSE;
@@ -118,7 +135,8 @@ gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int widt
     return FALSE;
   }
   gboolean svg = g_str_has_suffix(out, ".svg");
-  g_autofree char *tmp_out = tp_plot_path(p, svg ? "picture.svg" : "picture.png");
+  char *tmp_out = tp_plot_path(p, svg ? "picture.svg" : "picture.png");
+  scratch_register(p, tmp_out);
   tp_plot_str(p, "out", tmp_out);
   tp_plot_str(p, "fmt", svg ? "svg" : "png");
   tp_plot_str(p, "common", common);
@@ -146,10 +164,6 @@ gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int widt
     g_clear_error(&e);
     return FALSE;
   }
-  if (!g_file_set_contents(out, pic, (gssize)len, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: %s", out, e->message);
-    g_error_free(e);
-    return FALSE;
-  }
-  return TRUE;
+  g_autoptr(TpOutputs) o = tp_outputs_new();
+  return tp_outputs_add(o, out, pic, len, err) && tp_outputs_commit(o, err);
 }

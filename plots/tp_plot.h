@@ -8,6 +8,8 @@
 typedef struct {
   char *dir;     /* scratch directory, removed by tp_plot_free */
   GString *vars; /* gnuplot statements run before the script */
+  GPtrArray *scratch; /* the directory and its files, removed by a signal that ends the program */
+  GArray *slots;      /* their registry slots (tp_output.h) */
 } TpPlot;
 
 TpPlot *tp_plot_new(GError **err);
@@ -17,7 +19,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlot, tp_plot_free)
 /* Path of a scratch file (g_free it). */
 char *tp_plot_path(const TpPlot *p, const char *name);
 /* Write a scratch data file. */
-gboolean tp_plot_data(const TpPlot *p, const char *name, const GString *content, GError **err);
+gboolean tp_plot_data(TpPlot *p, const char *name, const GString *content, GError **err);
 /* Set a gnuplot string variable (quoted and escaped) or a number. */
 void tp_plot_str(TpPlot *p, const char *var, const char *value);
 void tp_plot_num(TpPlot *p, const char *var, double value);

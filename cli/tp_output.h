@@ -1,0 +1,34 @@
+/* tp_output.h — the files a command writes, all or none: each output is staged to a temporary
+ * beside its target and the temporaries are renamed only when every output is written; devices,
+ * FIFOs and standard output are written in place at that moment.  A signal that ends the program
+ * removes the temporaries first. */
+#ifndef TP_OUTPUT_H
+#define TP_OUTPUT_H
+
+#include <glib.h>
+
+typedef struct TpOutputs TpOutputs;
+
+TpOutputs *tp_outputs_new(void);
+/* Removes every temporary not committed. */
+void tp_outputs_free(TpOutputs *o);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpOutputs, tp_outputs_free)
+
+/* Stage len bytes for path (NULL or "-": standard output).  A regular file (or a new one) is written
+ * now to a temporary in its directory, through a symbolic link to the file it names; a character
+ * device, a FIFO and standard output keep the bytes until tp_outputs_commit.  Errors are runtime
+ * errors naming path. */
+gboolean tp_outputs_add(TpOutputs *o, const char *path, const char *data, gsize len, GError **err);
+/* The same for a GString, whose buffer is taken over (text is left empty). */
+gboolean tp_outputs_add_text(TpOutputs *o, const char *path, GString *text, GError **err);
+/* Write the in-place outputs, then rename every temporary onto its target (keeping an existing
+ * file's mode and, where permitted, its owner).  On failure no regular file has been replaced. */
+gboolean tp_outputs_commit(TpOutputs *o, GError **err);
+
+/* Register a temporary file or directory (path stays the caller's and must outlive the
+ * registration) that a terminating signal removes; returns the slot for tp_temp_forget, or -1
+ * when the registry is full.  Files are removed before directories. */
+int tp_temp_register(char *path);
+void tp_temp_forget(int slot);
+
+#endif
