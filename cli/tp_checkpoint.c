@@ -289,7 +289,10 @@ static GKeyFile *read_metadata(const char *path, GError **err)
   gsize len = 0;
   GError *e = NULL;
   if (!g_file_get_contents(path, &text, &len, &e)) {
-    bad(err, path, "cannot read the checkpoint: %s", e->message);
+    if (g_error_matches(e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+      bad(err, path, "no checkpoint here");
+    else
+      bad(err, path, "cannot read the checkpoint: %s", e->message);
     g_error_free(e);
     return NULL;
   }
