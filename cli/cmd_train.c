@@ -13,10 +13,8 @@
 #include "tp_policy.h"
 #include "tp_predict.h"
 #include "tp_report.h"
-#include "tp_validate.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -107,9 +105,7 @@ typedef struct {
   gint64 origin, bar_start;
   int done_before;
   /* checkpoints (README: Checkpoints) */
-  const char *ckdir;        /* --checkpoint DIR (or the --resume DIR) */
-  int M;                    /* --checkpoint-every: mini-batches per drained segment (0: whole runs) */
-  int stop_after;           /* stop at the first checkpoint after this many mini-batches (0: never) */
+  TpCheckpointOpts ck;      /* --checkpoint / --resume DIR, --checkpoint-every M, --stop-after D */
   TpSchedule *s_tail;       /* the shorter last segment of a run, when M does not divide K */
   int start_epoch, start_index, generation;
   double elapsed0;          /* seconds of the run before this process (resumed) */
@@ -145,83 +141,13 @@ static void train_clear(Train *t)
     g_string_free(t->log, TRUE);
 }
 
-/* ---- checkpoints: options, the run's identity, saving and resuming --------------------------------- */
+/* ---- checkpoints: the run's identity, saving and resuming (cli/tp_checkpoint.h) -------------------- */
 
-static gboolean parse_checkpoint_opts(Train *t, GError **err)
-{
-  Opts *o = &t->o;
-  if ((o->ck_every && !tp_cli_int("--checkpoint-every", o->ck_every, 1, TP_MAX_MINI, &t->M, err)) ||
-      (o->stop_after && !tp_cli_int("--stop-after", o->stop_after, 1, G_MAXINT, &t->stop_after, err)))
-    return FALSE;
-  t->ckdir = o->checkpoint ? o->checkpoint : o->resume;
-  if ((o->ck_every || o->stop_after) && !t->ckdir) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: needs --checkpoint DIR (or --resume DIR)",
-                o->ck_every ? "--checkpoint-every" : "--stop-after");
-    return FALSE;
-  }
-  if (o->ck_every && o->schedule) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--checkpoint-every: a --schedule file runs whole; checkpoints at its end");
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* A hash of the model's description: its layers as parsed (comments and spacing do not count). */
-static char *model_sha256(const TpModel *m)
-{
-  GString *d = g_string_new(NULL);
-  g_string_append_printf(d, "%s %lld %lld %lld\n", m->name, m->in_c, m->in_h, m->in_w);
-  for (int i = 0; i < tp_model_n_layers(m); i++) {
-    const TpLayer *L = tp_model_layer(m, i);
-    g_string_append_printf(d, "%s %d %d %d %d %d %d %lld %lld %lld %lld\n", tp_layer_names[L->kind], L->out, L->k,
-                           L->stride, L->pad, L->mid, L->bias, L->cin, L->hin, L->win, L->params);
-  }
-  char *sha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, d->str, (gssize)d->len);
-  g_string_free(d, TRUE);
-  return sha;
-}
-
-/* What a checkpoint must agree on to be continued by this run. */
 static void run_identity(const Train *t, TpCheckpoint *c)
 {
-  char buf[64];
-  g_autofree char *msha = model_sha256(t->model), *sig = tp_significance_to_string(&t->sig);
-  tp_checkpoint_id(c, "model", t->model->name);
-  tp_checkpoint_id(c, "model_sha256", msha);
-  tp_checkpoint_id(c, "preset", t->preset ? t->preset->name : "(schedule file)");
-  if (t->o.schedule) {
-    g_autoptr(GString) csv = g_string_new(NULL);
-    tp_format_csv(t->s, csv);
-    g_autofree char *ssha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv->str, (gssize)csv->len);
-    tp_checkpoint_id(c, "schedule_sha256", ssha);
-  } else {
-    tp_checkpoint_id(c, "order", tp_order_name(t->preset->order));
-    tp_checkpoint_id(c, "policy", tp_policy_name(t->preset->policy));
-    tp_checkpoint_id(c, "order_from", t->slots ? "slots" : "costs");
-  }
-  tp_checkpoint_id(c, "significance", t->has_sig ? sig : "default");
-  int iv[] = { t->W, t->N, t->batch, t->K, t->M, (int)t->seed };
-  const char *ik[] = { "workers", "micro_batches", "batch", "mini_batches", "checkpoint_every", "seed" };
-  for (size_t i = 0; i < G_N_ELEMENTS(iv); i++) {
-    g_snprintf(buf, sizeof buf, "%d", iv[i]);
-    tp_checkpoint_id(c, ik[i], buf);
-  }
-  tp_checkpoint_id(c, "runs_are", t->per_epoch ? "epochs" : "mini-batches");
-  double dv[] = { t->lr, t->momentum, t->wd };
-  const char *dk[] = { "lr", "momentum", "weight_decay" };
-  for (size_t i = 0; i < G_N_ELEMENTS(dv); i++)
-    tp_checkpoint_id(c, dk[i], g_ascii_dtostr(buf, sizeof buf, dv[i]));
-  tp_checkpoint_id(c, "backend", t->o.backend ? t->o.backend : "cpu");
-  tp_checkpoint_id(c, "data", t->o.data ? t->o.data : TP_DATA_DEFAULT_DIR);
-}
-
-static TpSchedule *plan_from_text(const char *text, const char *dir, GError **err)
-{
-  g_autofree char *name = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
-  TpSchedule *s = tp_schedule_parse(text, strlen(text), name, err);
-  if (s && !tp_validate(s, err))
-    g_clear_pointer(&s, tp_schedule_free);
-  return s;
+  TpRunIdentity id = { t->model, t->preset, t->s, t->slots, t->per_epoch, t->has_sig ? &t->sig : NULL, t->W, t->N,
+                       t->batch, t->K, t->ck.every, t->seed, t->lr, t->momentum, t->wd, t->o.backend, t->o.data };
+  tp_checkpoint_identity(c, &id);
 }
 
 /* --resume: the checkpoint read and checked against this run, its state restored. */
@@ -240,25 +166,15 @@ static gboolean resume(Train *t, GError **err)
   if (diff) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
     ok = FALSE;
-  }
-  for (int s = 0; ok && s < t->W; s++)
-    if (c.W != t->W || c.np[s] != tp_runtime_n_params(t->rt, s)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s: stage %d's parameters differ", dir,
-                  TP_CHECKPOINT_INI, s + 1);
-      ok = FALSE;
-    }
-  if (ok && c.epoch >= t->runs) {
+  } else if (c.epoch >= t->runs) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s holds the end of the run (%d run%s): nothing left to do",
                 dir, c.epoch, c.epoch == 1 ? "" : "s");
     ok = FALSE;
   }
-  for (int s = 0; ok && s < t->W; s++)
-    ok = tp_runtime_set_state(t->rt, s, c.weights[s], c.mom[s], err);
-  ok = ok && tp_batcher_seek(t->batcher, c.pos, err);
-  if (ok && !t->o.schedule) {
-    ok = (t->s = plan_from_text(c.plan, dir, err)) != NULL &&
-         (!c.plan_tail || (t->s_tail = plan_from_text(c.plan_tail, dir, err)) != NULL);
-  }
+  ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
+  if (ok && !t->o.schedule) /* the plan it ran, not one fixed on this process's profile */
+    ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
+         (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
   if (ok) {
     t->start_epoch = c.epoch, t->start_index = c.index, t->done_before = c.done, t->generation = c.generation + 1;
     t->elapsed0 = c.elapsed, t->train_time = c.train_time, t->samples = c.samples, t->epoch_wall = c.epoch_wall;
@@ -277,16 +193,9 @@ static gboolean resume(Train *t, GError **err)
 /* The run's state at a drained point: epoch complete runs, index mini-batches into the next. */
 static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
 {
-  size_t *np = g_new(size_t, t->W);
-  for (int s = 0; s < t->W; s++)
-    np[s] = tp_runtime_n_params(t->rt, s);
   TpCheckpoint c;
-  tp_checkpoint_init(&c, t->W, np);
-  g_free(np);
+  gboolean ok = tp_checkpoint_take(&c, t->rt, err);
   run_identity(t, &c);
-  gboolean ok = TRUE;
-  for (int s = 0; ok && s < t->W; s++)
-    ok = tp_runtime_get_state(t->rt, s, c.weights[s], c.mom[s], err);
   g_autoptr(GString) plan = g_string_new(NULL), tail = g_string_new(NULL);
   tp_format_csv(t->s, plan);
   if (t->s_tail)
@@ -301,35 +210,9 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
   GArray *to[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
   for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], from[i]->data, from[i]->len);
-  ok = ok && tp_checkpoint_write(t->ckdir, &c, err);
+  ok = ok && tp_checkpoint_write(t->ck.dir, &c, err);
   tp_checkpoint_clear(&c);
   return ok;
-}
-
-/* SIGINT/SIGTERM with --checkpoint: the first finishes the segment (or run) and writes the checkpoint;
- * a second one ends the process at once (the last checkpoint stays as it was). */
-static volatile sig_atomic_t caught_signal;
-
-static void on_signal(int sig)
-{
-  if (caught_signal) {
-    static const char msg[] = "timeprest: second signal: aborted at once (the last checkpoint stays)\n";
-    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)n;
-    _exit(128 + sig);
-  }
-  caught_signal = sig;
-}
-
-static void catch_signals(void)
-{
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
 }
 
 static gboolean parse_opts(Train *t, GError **err)
@@ -377,7 +260,7 @@ static gboolean parse_opts(Train *t, GError **err)
     }
     t->has_sig = TRUE;
   }
-  return parse_checkpoint_opts(t, err);
+  return tp_checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &t->ck, err);
 }
 
 /* The schedule file given with --schedule: W and N from it (-w, -n must agree when given). */
@@ -446,8 +329,8 @@ static gboolean setup(Train *t, GError **err)
   t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
   t->log = g_string_new("epoch,mini_batch,time,loss,accuracy,test\n");
   t->versions_match = TRUE;
-  if (t->M > t->K)
-    t->M = t->K; /* one segment: the run itself */
+  if (t->ck.every > t->K)
+    t->ck.every = t->K; /* one segment: the run itself */
   return !o->resume || resume(t, err);
 }
 
@@ -461,7 +344,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
   t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
   if (!t->s) {
     /* with --checkpoint-every M, a run is cut into segments of M mini-batches, each a whole schedule */
-    int seg = t->M ? t->M : t->K, tail = t->M ? t->K % t->M : 0;
+    int seg = t->ck.every ? t->ck.every : t->K, tail = t->ck.every ? t->K % t->ck.every : 0;
     TpSchedule **to[] = { &t->s, &t->s_tail };
     int ks[] = { seg, tail };
     for (int i = 0; i < 2; i++) {
@@ -605,7 +488,7 @@ static gboolean end_run(Train *t, int e, GError **err)
 
 static gboolean run_all(Train *t, GError **err)
 {
-  int K = t->K, B = t->batch, M = t->M ? t->M : K;
+  int K = t->K, B = t->batch, M = t->ck.every ? t->ck.every : K;
   int **idx = g_new(int *, M);
   for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
@@ -627,12 +510,12 @@ static gboolean run_all(Train *t, GError **err)
       ok = run_segment(t, e, i0, len, idx, err);
       gboolean ends = i0 + len == K;
       ok = ok && (!ends || end_run(t, e, err));
-      if (ok && t->ckdir && (ends || t->M)) {
+      if (ok && t->ck.dir && (ends || t->ck.every)) {
         ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, err);
         t->ck_epoch = e + 1, t->ck_index = i0 + len;
         gboolean last = ends && e + 1 == t->runs;
-        if (ok && !last && (caught_signal || (t->stop_after && t->done_before >= t->stop_after)))
-          t->interrupted = caught_signal ? caught_signal : -1;
+        if (ok && !last && (tp_checkpoint_signal() || (t->ck.stop_after && t->done_before >= t->ck.stop_after)))
+          t->interrupted = tp_checkpoint_signal() ? tp_checkpoint_signal() : -1;
       }
     }
   }
@@ -751,7 +634,7 @@ static G_NORETURN gboolean stopped(Train *t)
 {
   int sig = t->interrupted;
   fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-          sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ckdir, t->ckdir);
+          sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
   fflush(stdout);
   train_clear(t);
   exit(sig > 0 ? 128 + sig : 0);
@@ -816,8 +699,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "Example: timeprest train -s timeprest -w 2 -n 4 -k 50\n"
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err);
-  if (ok && t.ckdir)
-    catch_signals();
+  if (ok && t.ck.dir)
+    tp_checkpoint_catch_signals();
   ok = ok && setup(&t, err) && run_all(&t, err);
   if (ok && t.interrupted)
     return stopped(&t);

@@ -7,6 +7,9 @@
 #define TP_CHECKPOINT_H
 
 #include "tp_data.h"
+#include "tp_model.h"
+#include "tp_runtime.h"
+#include "tp_schedule.h"
 
 #include <glib.h>
 
@@ -53,5 +56,46 @@ gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err);
 
 /* NULL when c's identity equals (keys, vals); otherwise one line naming the first difference. */
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run);
+
+/* ---- the run's side (tp_checkpoint_run.c) ------------------------------------------------------ */
+
+/* The checkpoint options of `train`, checked: --checkpoint DIR, --resume DIR (which keeps
+ * checkpointing there unless --checkpoint names another), --checkpoint-every M, --stop-after D. */
+typedef struct {
+  const char *dir;   /* where checkpoints go (NULL: none) */
+  int every;         /* M: mini-batches per drained segment (0: whole runs) */
+  int stop_after;    /* stop at the first checkpoint after D mini-batches (0: never) */
+} TpCheckpointOpts;
+
+gboolean tp_checkpoint_options(const char *checkpoint, const char *resume, const char *every, const char *stop_after,
+                               gboolean schedule_file, TpCheckpointOpts *out, GError **err);
+
+/* What a checkpoint must agree on to be continued by a run. */
+typedef struct {
+  const TpModel *model;
+  const TpPreset *preset;      /* NULL: a schedule file, then `file` */
+  const TpSchedule *file;
+  gboolean slots, per_epoch;
+  const TpSignificance *sig;   /* NULL: the default */
+  int W, N, batch, K, every;
+  guint32 seed;
+  double lr, momentum, weight_decay;
+  const char *backend, *data;
+} TpRunIdentity;
+
+void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);
+
+/* Every stage's latest weights and momentum from rt into c (initialised for rt's stages), and back
+ * (TP_ERROR_INPUT naming dir when a stage's parameter count differs). */
+gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, GError **err);
+gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char *dir, GError **err);
+
+/* A schedule of the checkpoint's plan (CSV text), parsed and validated. */
+TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err);
+
+/* SIGINT and SIGTERM caught: the first is recorded (tp_checkpoint_signal returns it) so that the run
+ * stops at its next checkpoint; a second one ends the process at once with 128 + the signal. */
+void tp_checkpoint_catch_signals(void);
+int tp_checkpoint_signal(void);
 
 #endif
