@@ -341,7 +341,7 @@ static gboolean read_state(const char *dir, GKeyFile *k, TpCheckpoint *c, GError
   return TRUE;
 }
 
-gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err)
+static gboolean read_into(const char *dir, TpCheckpoint *c, GError **err)
 {
   g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
   g_autoptr(GKeyFile) k = read_metadata(path, err);
@@ -403,6 +403,15 @@ gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err)
   if (c->plan_tail && !*c->plan_tail)
     g_clear_pointer(&c->plan_tail, g_free);
   return read_state(dir, k, c, err);
+}
+
+gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err)
+{
+  memset(c, 0, sizeof *c);
+  if (read_into(dir, c, err))
+    return TRUE;
+  tp_checkpoint_clear(c);
+  return FALSE;
 }
 
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run)
