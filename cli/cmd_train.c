@@ -111,6 +111,7 @@ typedef struct {
   double elapsed0;          /* seconds of the run before this process (resumed) */
   double epoch_wall;        /* the current epoch's training seconds so far */
   GArray *ep_loss, *ep_upd, *ep_correct; /* the current epoch's mini-batches: loss sum, update time, correct */
+  int bar_base;             /* mini-batches done before this process (resumed) */
   int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
   int interrupted;          /* the signal that stopped the run at a checkpoint (-1: --stop-after) */
 } Train;
@@ -176,7 +177,7 @@ static gboolean resume(Train *t, GError **err)
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
          (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
   if (ok) {
-    t->start_epoch = c.epoch, t->start_index = c.index, t->done_before = c.done, t->generation = c.generation + 1;
+    t->start_epoch = c.epoch, t->start_index = c.index, t->done_before = t->bar_base = c.done, t->generation = c.generation + 1;
     t->elapsed0 = c.elapsed, t->train_time = c.train_time, t->samples = c.samples, t->epoch_wall = c.epoch_wall;
     t->versions_match = c.versions_match, t->mismatched = c.mismatched;
     g_string_assign(t->log, c.log);
@@ -376,8 +377,9 @@ static void tick(TpProgress *p, void *data)
   Train *t = data;
   int total = t->runs * t->K, done = t->done_before + g_atomic_int_get(&p->done);
   double el = (double)(g_get_monotonic_time() - t->bar_start) / 1e6;
-  double rate = el > 0 ? done * (double)t->batch / el : 0;
-  double eta = done > 0 ? el * (total - done) / done : 0;
+  int here = done - t->bar_base; /* a resumed run: those of this process */
+  double rate = el > 0 ? here * (double)t->batch / el : 0;
+  double eta = here > 0 ? el * (total - done) / here : 0;
   int width = 24, fill = total ? (int)((double)width * done / total) : 0;
   char bar[32];
   for (int i = 0; i < width; i++)

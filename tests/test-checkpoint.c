@@ -33,6 +33,15 @@ static char *sha_of(const TptRun *r)
   return g_strndup(p + strlen("\"weights_sha256\": \""), 64);
 }
 
+/* The JSON array "name": [...] of a report, as text. */
+static char *array_of(const char *out, const char *name)
+{
+  g_autofree char *key = g_strdup_printf("\"%s\": [", name);
+  const char *p = strstr(out, key);
+  g_assert_nonnull(p);
+  return g_strndup(p, (gsize)(strchr(p, ']') - p));
+}
+
 static char *tmp_dir(void)
 {
   GError *e = NULL;
@@ -55,8 +64,9 @@ static void rm_tree(const char *dir)
   g_rmdir(dir);
 }
 
-/* The weights of an uninterrupted run with these options (checkpointing into its own directory). */
-static char *uninterrupted(const char *preset, const char *const *opts, const char *root)
+/* The weights of an uninterrupted run with these options (checkpointing into its own directory);
+ * its per-run training losses into losses when not NULL. */
+static char *uninterrupted(const char *preset, const char *const *opts, const char *root, char **losses)
 {
   g_autofree char *dir = g_build_filename(root, "whole", NULL);
   GPtrArray *a = g_ptr_array_new();
@@ -69,6 +79,8 @@ static char *uninterrupted(const char *preset, const char *const *opts, const ch
   g_ptr_array_free(a, TRUE);
   g_assert_cmpint(r.status, ==, 0);
   char *sha = sha_of(&r);
+  if (losses)
+    *losses = array_of(r.out, "train_loss");
   tpt_run_clear(&r);
   return sha;
 }
@@ -90,7 +102,8 @@ static void check_resume(const char *preset, const char *const *opts, const char
 {
   g_autofree char *root = tmp_dir();
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
-  g_autofree char *whole = uninterrupted(preset, opts, root);
+  g_autofree char *losses = NULL;
+  g_autofree char *whole = uninterrupted(preset, opts, root, &losses);
   const char *buf[16];
   TptRun s = train(preset, args(opts, (const char *[]){ "--checkpoint", dir, "--stop-after", stop_after, NULL }, buf));
   g_assert_cmpint(s.status, ==, 0);
@@ -98,8 +111,9 @@ static void check_resume(const char *preset, const char *const *opts, const char
   g_assert_cmpstr(s.out, ==, ""); /* no report: the run is not over */
   TptRun r = train(preset, args(opts, (const char *[]){ "--resume", dir, NULL }, buf));
   g_assert_cmpint(r.status, ==, 0);
-  g_autofree char *sha = sha_of(&r);
+  g_autofree char *sha = sha_of(&r), *resumed_losses = array_of(r.out, "train_loss");
   g_assert_cmpstr(sha, ==, whole);
+  g_assert_cmpstr(resumed_losses, ==, losses); /* the report covers the whole run */
   tpt_run_clear(&s);
   tpt_run_clear(&r);
   rm_tree(root);
@@ -200,7 +214,7 @@ static void test_sigterm(void)
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
   const char *opts[] = { "--epochs", "30", NULL };
-  g_autofree char *whole = uninterrupted("timeprest", opts, root);
+  g_autofree char *whole = uninterrupted("timeprest", opts, root, NULL);
   const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
   const char *argv[] = { bin, "train", "-s", "timeprest", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
                          "--order-from", "slots", "--quiet", "--epochs", "30", "--checkpoint", dir, NULL };
@@ -240,7 +254,7 @@ static void test_kill_during_write(void)
   g_autofree char *root = tmp_dir();
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   const char *opts[] = { "-k", "10", "--checkpoint-every", "3", NULL };
-  g_autofree char *whole = uninterrupted("gpipe", opts, root);
+  g_autofree char *whole = uninterrupted("gpipe", opts, root, NULL);
   g_setenv("TIMEPREST_CHECKPOINT_KILL", "2", TRUE);
   TptRun k = train("gpipe", (const char *[]){ "-k", "10", "--checkpoint-every", "3", "--checkpoint", dir, NULL });
   g_unsetenv("TIMEPREST_CHECKPOINT_KILL");
