@@ -177,7 +177,8 @@ static gboolean resume(Train *t, GError **err)
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
          (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
   if (ok) {
-    t->start_epoch = c.epoch, t->start_index = c.index, t->done_before = t->bar_base = c.done, t->generation = c.generation + 1;
+    t->start_epoch = c.epoch, t->start_index = c.index, t->generation = c.generation + 1;
+    t->done_before = t->bar_base = c.done;
     t->elapsed0 = c.elapsed, t->train_time = c.train_time, t->samples = c.samples, t->epoch_wall = c.epoch_wall;
     t->versions_match = c.versions_match, t->mismatched = c.mismatched;
     g_string_assign(t->log, c.log);
