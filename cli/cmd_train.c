@@ -3,6 +3,7 @@
  * profiled costs (or on unit slots, or read from a file), the run simulated with those costs, and
  * the measurement reported beside the prediction. */
 #include "config.h"
+#include "tp_checkpoint.h"
 #include "tp_cli.h"
 #include "tp_costed.h"
 #include "tp_error.h"
@@ -23,6 +24,7 @@ typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
   char *significance;
+  char *checkpoint, *resume, *ck_every, *stop_after;
   gboolean quiet;
 } Opts;
 
@@ -31,7 +33,7 @@ static void opts_clear(Opts *o)
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
-                   &o->significance };
+                   &o->significance, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -102,6 +104,16 @@ typedef struct {
   gboolean bar;
   gint64 origin, bar_start;
   int done_before;
+  /* checkpoints (README: Checkpoints) */
+  TpCheckpointOpts ck;      /* --checkpoint / --resume DIR, --checkpoint-every M, --stop-after D */
+  TpSchedule *s_tail;       /* the shorter last segment of a run, when M does not divide K */
+  int start_epoch, start_index, generation;
+  double elapsed0;          /* seconds of the run before this process (resumed) */
+  double epoch_wall;        /* the current epoch's training seconds so far */
+  GArray *ep_loss, *ep_upd, *ep_correct; /* the current epoch's mini-batches: loss sum, update time, correct */
+  int bar_base;             /* mini-batches done before this process (resumed) */
+  int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
+  int interrupted;          /* the signal that stopped the run at a checkpoint (-1: --stop-after) */
 } Train;
 
 static void train_clear(Train *t)
@@ -114,18 +126,95 @@ static void train_clear(Train *t)
   g_free(t->bounds);
   tp_runtime_free(t->rt);
   tp_schedule_free(t->s);
+  tp_schedule_free(t->s_tail);
   tp_cost_free(t->cost);
   g_free(t->prof);
   tp_metrics_free(t->pm);
   tp_sim_free(t->psim);
   if (t->cmp_ready)
     tp_comparison_clear(&t->cmp);
-  const GArray *arrs[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->events };
+  const GArray *arrs[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->events,
+                           t->ep_loss, t->ep_upd, t->ep_correct };
   for (size_t i = 0; i < G_N_ELEMENTS(arrs); i++)
     if (arrs[i])
       g_array_unref((GArray *)arrs[i]);
   if (t->log)
     g_string_free(t->log, TRUE);
+}
+
+/* ---- checkpoints: the run's identity, saving and resuming (cli/tp_checkpoint.h) -------------------- */
+
+static void run_identity(const Train *t, TpCheckpoint *c)
+{
+  TpRunIdentity id = { t->model, t->preset, t->s, t->slots, t->per_epoch, t->has_sig ? &t->sig : NULL, t->W, t->N,
+                       t->batch, t->K, t->ck.every, t->seed, t->lr, t->momentum, t->wd, t->o.backend, t->o.data };
+  tp_checkpoint_identity(c, &id);
+}
+
+/* --resume: the checkpoint read and checked against this run, its state restored. */
+static gboolean resume(Train *t, GError **err)
+{
+  const char *dir = t->o.resume;
+  TpCheckpoint c, run;
+  if (!tp_checkpoint_read(dir, &c, err)) {
+    g_prefix_error(err, "--resume: ");
+    return FALSE;
+  }
+  tp_checkpoint_init(&run, 0, NULL);
+  run_identity(t, &run);
+  g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
+  gboolean ok = TRUE;
+  if (diff) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
+    ok = FALSE;
+  } else if (c.epoch >= t->runs) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s holds the end of the run (%d run%s): nothing left to do",
+                dir, c.epoch, c.epoch == 1 ? "" : "s");
+    ok = FALSE;
+  }
+  ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
+  if (ok && !t->o.schedule) /* the plan it ran, not one fixed on this process's profile */
+    ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
+         (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+  if (ok) {
+    t->start_epoch = c.epoch, t->start_index = c.index, t->generation = c.generation + 1;
+    t->done_before = t->bar_base = c.done;
+    t->elapsed0 = c.elapsed, t->train_time = c.train_time, t->samples = c.samples, t->epoch_wall = c.epoch_wall;
+    t->versions_match = c.versions_match, t->mismatched = c.mismatched;
+    g_string_assign(t->log, c.log);
+    GArray *from[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
+    GArray *to[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->ep_loss, t->ep_upd, t->ep_correct };
+    for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
+      g_array_append_vals(to[i], from[i]->data, from[i]->len);
+  }
+  tp_checkpoint_clear(&c);
+  tp_checkpoint_clear(&run);
+  return ok;
+}
+
+/* The run's state at a drained point: epoch complete runs, index mini-batches into the next. */
+static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
+{
+  TpCheckpoint c;
+  gboolean ok = tp_checkpoint_take(&c, t->rt, err);
+  run_identity(t, &c);
+  g_autoptr(GString) plan = g_string_new(NULL), tail = g_string_new(NULL);
+  tp_format_csv(t->s, plan);
+  if (t->s_tail)
+    tp_format_csv(t->s_tail, tail);
+  c.generation = t->generation++;
+  c.epoch = epoch, c.index = index, c.done = t->done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->seed;
+  c.plan = g_strdup(plan->str), c.plan_tail = t->s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->log->str);
+  c.elapsed = (double)(g_get_monotonic_time() - t->origin) / 1e6;
+  c.train_time = t->train_time, c.samples = t->samples, c.epoch_wall = t->epoch_wall;
+  c.versions_match = t->versions_match, c.mismatched = t->mismatched;
+  GArray *from[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->ep_loss, t->ep_upd, t->ep_correct };
+  GArray *to[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
+  for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
+    g_array_append_vals(to[i], from[i]->data, from[i]->len);
+  ok = ok && tp_checkpoint_write(t->ck.dir, &c, err);
+  tp_checkpoint_clear(&c);
+  return ok;
 }
 
 static gboolean parse_opts(Train *t, GError **err)
@@ -173,7 +262,7 @@ static gboolean parse_opts(Train *t, GError **err)
     }
     t->has_sig = TRUE;
   }
-  return TRUE;
+  return tp_checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &t->ck, err);
 }
 
 /* The schedule file given with --schedule: W and N from it (-w, -n must agree when given). */
@@ -230,7 +319,21 @@ static gboolean setup(Train *t, GError **err)
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
                           (float)t->wd, t->seed, t->timeout };
-  return (t->rt = tp_runtime_new(&cfg, err)) != NULL;
+  if (!(t->rt = tp_runtime_new(&cfg, err)))
+    return FALSE;
+  t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
+  t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
+  t->train_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->ep_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
+  t->ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
+  t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
+  t->log = g_string_new("epoch,mini_batch,time,loss,accuracy,test\n");
+  t->versions_match = TRUE;
+  if (t->ck.every > t->K)
+    t->ck.every = t->K; /* one segment: the run itself */
+  return !o->resume || resume(t, err);
 }
 
 /* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
@@ -242,13 +345,24 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     return FALSE;
   t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
   if (!t->s) {
-    t->s = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, t->K, err)
-                 : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, t->K, t->cost, err);
-    if (!t->s)
-      return FALSE;
+    /* with --checkpoint-every M, a run is cut into segments of M mini-batches, each a whole schedule */
+    int seg = t->ck.every ? t->ck.every : t->K, tail = t->ck.every ? t->K % t->ck.every : 0;
+    TpSchedule **to[] = { &t->s, &t->s_tail };
+    int ks[] = { seg, tail };
+    for (int i = 0; i < 2; i++) {
+      if (!ks[i])
+        continue;
+      *to[i] = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, ks[i], err)
+                        : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, ks[i], t->cost, err);
+      if (!*to[i])
+        return FALSE;
+    }
   }
-  if (t->has_sig)
+  if (t->has_sig) {
     t->s->sig = t->sig;
+    if (t->s_tail)
+      t->s_tail->sig = t->sig;
+  }
   if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
   t->pm = tp_metrics_compute(t->psim);
@@ -264,8 +378,9 @@ static void tick(TpProgress *p, void *data)
   Train *t = data;
   int total = t->runs * t->K, done = t->done_before + g_atomic_int_get(&p->done);
   double el = (double)(g_get_monotonic_time() - t->bar_start) / 1e6;
-  double rate = el > 0 ? done * (double)t->batch / el : 0;
-  double eta = done > 0 ? el * (total - done) / done : 0;
+  int here = done - t->bar_base; /* a resumed run: those of this process */
+  double rate = el > 0 ? here * (double)t->batch / el : 0;
+  double eta = here > 0 ? el * (total - done) / here : 0;
   int width = 24, fill = total ? (int)((double)width * done / total) : 0;
   char bar[32];
   for (int i = 0; i < width; i++)
@@ -282,98 +397,134 @@ static void tick(TpProgress *p, void *data)
 /* ---- one run of the schedule (an epoch) ------------------------------------------------------------ */
 
 /* Stage 1's update of each mini-batch, for the log's times. */
-static double update_time(const Train *t, const TpRunResult *r, int mb)
+static double update_time(const TpSchedule *s, const TpRunResult *r, int mb)
 {
-  const TpOp *ops = tp_stage_ops(t->s, 0);
-  for (int k = 0; k < tp_stage_len(t->s, 0); k++)
+  const TpOp *ops = tp_stage_ops(s, 0);
+  for (int k = 0; k < tp_stage_len(s, 0); k++)
     if (ops[k].kind == TP_OP_U && ops[k].mb == mb)
       return r->rec[0][k].end;
   return 0;
 }
 
-static void log_run(Train *t, int e, const TpRunResult *r, double acc)
+static void log_run(Train *t, int e, double acc)
 {
   int K = t->K, every = MAX(1, K / 10);
   double ls = 0, win_loss = 0;
   long win_correct = 0;
   int win = 0;
   for (int i = 0; i < K; i++) {
-    ls += r->loss_sum[i];
-    win_loss += r->loss_sum[i], win_correct += r->correct[i], win++;
+    double l = g_array_index(t->ep_loss, double, i);
+    ls += l;
+    win_loss += l, win_correct += g_array_index(t->ep_correct, int, i), win++;
     if ((i + 1) % every == 0 && i + 1 < K) {
       g_string_append_printf(t->log, "%.4f,%d,%.4f,%.6f,%.6f,0\n", e + (double)(i + 1) / K, e * K + i + 1,
-                             update_time(t, r, i + 1), win_loss / ((double)win * t->batch),
+                             g_array_index(t->ep_upd, double, i), win_loss / ((double)win * t->batch),
                              (double)win_correct / ((double)win * t->batch));
       win_loss = 0, win_correct = 0, win = 0;
     }
   }
-  g_string_append_printf(t->log, "%d,%d,%.4f,%.6f,%.6f,1\n", e + 1, (e + 1) * K, update_time(t, r, K),
+  g_string_append_printf(t->log, "%d,%d,%.4f,%.6f,%.6f,1\n", e + 1, (e + 1) * K, g_array_index(t->ep_upd, double, K - 1),
                          ls / ((double)K * t->batch), acc);
+}
+
+/* One segment: mini-batches i0+1 .. i0+len of run e, a whole schedule that drains at its end. */
+static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError **err)
+{
+  const TpSchedule *s = len == t->s->K ? t->s : t->s_tail;
+  TpProgress prog = { 0, 0, 0, t->bar ? tick : NULL, t, 0.25 };
+  TpRunResult r = { 0 };
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->origin, &prog, &r, err);
+  double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
+  t->done_before += len;
+  if (ok) {
+    for (int i = 0; i < len; i++) {
+      double u = update_time(s, &r, i + 1);
+      g_array_append_val(t->ep_loss, r.loss_sum[i]);
+      g_array_append_val(t->ep_correct, r.correct[i]);
+      g_array_append_val(t->ep_upd, u);
+    }
+    t->epoch_wall += wall;
+    t->train_time += wall;
+    t->samples += (double)len * t->batch;
+    t->versions_match = t->versions_match && r.versions_match;
+    t->mismatched += r.mismatched_reads;
+    double shift = 0;
+    g_autoptr(TpSim) msim = tp_predict_measured_sim(s, t->cost, &r, &shift, err);
+    ok = msim != NULL;
+    if (ok) {
+      g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
+      if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
+        tp_comparison_add(&t->cmp, mm, &r);
+      if (t->o.trace) {
+        GArray *rows = tp_predict_events(msim, mm, &r, shift, e * t->K + i0);
+        g_array_append_vals(t->events, rows->data, rows->len);
+        g_array_unref(rows);
+      }
+    }
+  }
+  if (r.rec || r.stats)
+    tp_run_result_clear(&r);
+  return ok;
+}
+
+/* The end of run e: the test set through the latest weights, the run's results and log rows. */
+static gboolean end_run(Train *t, int e, GError **err)
+{
+  double acc = 0, tl = 0, ls = 0;
+  for (int i = 0; i < t->K; i++)
+    ls += g_array_index(t->ep_loss, double, i);
+  ls /= (double)t->K * t->batch;
+  if (!tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err))
+    return FALSE;
+  g_array_append_val(t->test_acc, acc);
+  g_array_append_val(t->test_loss, tl);
+  g_array_append_val(t->epoch_time, t->epoch_wall);
+  g_array_append_val(t->train_loss, ls);
+  log_run(t, e, acc);
+  g_array_set_size(t->ep_loss, 0);
+  g_array_set_size(t->ep_upd, 0);
+  g_array_set_size(t->ep_correct, 0);
+  t->epoch_wall = 0;
+  return TRUE;
 }
 
 static gboolean run_all(Train *t, GError **err)
 {
-  int K = t->K, B = t->batch;
-  int **idx = g_new(int *, K);
-  for (int i = 0; i < K; i++)
+  int K = t->K, B = t->batch, M = t->ck.every ? t->ck.every : K;
+  int **idx = g_new(int *, M);
+  for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
-  gboolean ok = TRUE;
-  t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
-  t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
-  t->train_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
-  t->log = g_string_new("epoch,mini_batch,time,loss,accuracy,test\n");
-  t->versions_match = TRUE;
+  gboolean ok = TRUE, planned = FALSE;
   t->bar = !t->o.quiet && isatty(STDERR_FILENO);
-  for (int e = 0; e < t->runs && ok; e++) {
-    for (int i = 0; i < K; i++)
-      memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
-    if (e == 0) {
-      if (!(ok = plan(t, idx[0], err)))
-        break;
-      t->origin = t->bar_start = g_get_monotonic_time();
-    }
-    TpProgress prog = { 0, 0, 0, t->bar ? tick : NULL, t, 0.25 };
-    TpRunResult r = { 0 };
-    gint64 t0 = g_get_monotonic_time();
-    ok = tp_runtime_run(t->rt, t->s, (const int *const *)idx, e * K + 1, t->origin, &prog, &r, err);
-    double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
-    t->done_before += K;
-    if (ok) {
-      double acc = 0, tl = 0, ls = 0;
-      for (int i = 0; i < K; i++)
-        ls += r.loss_sum[i];
-      ls /= (double)K * B;
-      ok = tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err);
-      g_array_append_val(t->test_acc, acc);
-      g_array_append_val(t->test_loss, tl);
-      g_array_append_val(t->epoch_time, wall);
-      g_array_append_val(t->train_loss, ls);
-      t->train_time += wall;
-      t->samples += (double)K * B;
-      t->versions_match = t->versions_match && r.versions_match;
-      t->mismatched += r.mismatched_reads;
-      double shift = 0;
-      g_autoptr(TpSim) msim = ok ? tp_predict_measured_sim(t->s, t->cost, &r, &shift, err) : NULL;
-      ok = ok && msim;
-      if (ok) {
-        g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
-        tp_comparison_add(&t->cmp, mm, &r);
-        if (t->o.trace) {
-          GArray *rows = tp_predict_events(msim, mm, &r, shift, e * K);
-          g_array_append_vals(t->events, rows->data, rows->len);
-          g_array_unref(rows);
-        }
-        log_run(t, e, &r, acc);
+  for (int e = t->start_epoch; e < t->runs && ok && !t->interrupted; e++) {
+    for (int i0 = e == t->start_epoch ? t->start_index : 0; i0 < K && ok && !t->interrupted; i0 += M) {
+      int len = MIN(M, K - i0);
+      for (int i = 0; i < len; i++)
+        memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
+      if (!planned) {
+        if (!(ok = plan(t, idx[0], err)))
+          break;
+        planned = TRUE;
+        /* a resumed run's times continue from where the checkpoint left them */
+        t->origin = g_get_monotonic_time() - (gint64)(t->elapsed0 * 1e6);
+        t->bar_start = g_get_monotonic_time();
+      }
+      ok = run_segment(t, e, i0, len, idx, err);
+      gboolean ends = i0 + len == K;
+      ok = ok && (!ends || end_run(t, e, err));
+      if (ok && t->ck.dir && (ends || t->ck.every)) {
+        ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, err);
+        t->ck_epoch = e + 1, t->ck_index = i0 + len;
+        gboolean last = ends && e + 1 == t->runs;
+        if (ok && !last && (tp_checkpoint_signal() || (t->ck.stop_after && t->done_before >= t->ck.stop_after)))
+          t->interrupted = tp_checkpoint_signal() ? tp_checkpoint_signal() : -1;
       }
     }
-    if (r.rec || r.stats)
-      tp_run_result_clear(&r);
   }
   if (t->bar)
     fprintf(stderr, "\r\033[K");
-  for (int i = 0; i < K; i++)
+  for (int i = 0; i < M; i++)
     g_free(idx[i]);
   g_free(idx);
   return ok;
@@ -480,6 +631,18 @@ static void report_text(const Train *t, const char *sha, GString *out)
   tp_comparison_text(&t->cmp, out);
 }
 
+/* A run stopped at a checkpoint: one line, and exit 128 + the signal (130 SIGINT, 143 SIGTERM), or 0
+ * for --stop-after. */
+static G_NORETURN gboolean stopped(Train *t)
+{
+  int sig = t->interrupted;
+  fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
+          sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
+  fflush(stdout);
+  train_clear(t);
+  exit(sig > 0 ? 128 + sig : 0);
+}
+
 gboolean tp_cmd_train(int argc, char **argv, GError **err)
 {
   Train t = { 0 };
@@ -513,6 +676,15 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "Report format: text (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "No progress bar", NULL },
+    { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &o->checkpoint,
+      "Write checkpoints into DIR: at the end of every run (epoch), every --checkpoint-every mini-batches, "
+      "and on SIGINT/SIGTERM", "DIR" },
+    { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &o->ck_every,
+      "Cut every run into segments of M mini-batches (the pipeline drains after each) and checkpoint after each", "M" },
+    { "resume", 0, 0, G_OPTION_ARG_FILENAME, &o->resume,
+      "Continue the run whose checkpoint is in DIR (the same options; keeps checkpointing there)", "DIR" },
+    { "stop-after", 0, 0, G_OPTION_ARG_STRING, &o->stop_after,
+      "Stop at the first checkpoint after D mini-batches, as an interruption does (exit 0)", "D" },
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &o->timeout, "Seconds a stage waits for a message (default 300)", "S" },
     { "profile-reps", 0, 0, G_OPTION_ARG_STRING, &o->reps, "Timed repetitions per profiled operation (default 3)", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
@@ -529,7 +701,12 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "test = 0) and one per epoch (the epoch's training loss and the test accuracy, test = 1).\n\n"
     "Example: timeprest train -s timeprest -w 2 -n 4 -k 50\n"
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err) && setup(&t, err) && run_all(&t, err);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err);
+  if (ok && t.ck.dir)
+    tp_checkpoint_catch_signals();
+  ok = ok && setup(&t, err) && run_all(&t, err);
+  if (ok && t.interrupted)
+    return stopped(&t);
   if (ok) {
     g_autofree char *sha = weights_sha256(&t);
     g_autoptr(GString) text = g_string_new(NULL);

@@ -95,6 +95,22 @@ int tp_runtime_stages(const TpRuntime *rt) { return rt->W; }
 const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].weights; }
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage) { return rt->st[stage].np; }
 
+gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err)
+{
+  const RtStage *S = &rt->st[stage];
+  const TpBackend *be = rt->cfg.be;
+  return (!weights || !S->np || be->download(be, weights, S->weights, S->np, err)) &&
+         (!momentum || !S->np || be->download(be, momentum, S->mom, S->np, err));
+}
+
+gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err)
+{
+  RtStage *S = &rt->st[stage];
+  const TpBackend *be = rt->cfg.be;
+  return (!weights || !S->np || be->upload(be, S->weights, weights, S->np, err)) &&
+         (!momentum || !S->np || be->upload(be, S->mom, momentum, S->np, err));
+}
+
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
 {
   const TpNet *net = rt->st[stage].net;

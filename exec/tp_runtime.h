@@ -82,6 +82,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpRuntime, tp_runtime_free)
 int tp_runtime_stages(const TpRuntime *rt);
 const float *tp_runtime_weights(const TpRuntime *rt, int stage); /* latest weights (host memory) */
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
+/* Stage st's latest weights and momentum copied to host buffers (n_params floats each; either may
+ * be NULL), or replaced from them (a checkpoint's state; between schedules only, the gradient
+ * buffer is zero there).  TP_ERROR_RUNTIME when the backend's copy fails. */
+gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err);
+gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err);
 /* Bytes of stage st's memory categories per unit, as the weight store counts them. */
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out);
 /* Bytes of the message a forward (activations) / backward (input gradients) of one sample sends. */

@@ -1,0 +1,430 @@
+/* tp_checkpoint.c — writing and reading the training checkpoint (tp_checkpoint.h): the metadata as a
+ * GKeyFile closed by a sha256 over its own text, the state as one little-endian float32 file whose
+ * sha256 the metadata records, both put in place by temporary file, fsync and rename. */
+#include "config.h"
+#include "tp_checkpoint.h"
+#include "tp_error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FORMAT 1
+#define SEAL "\n[integrity]\nsha256="
+
+void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np)
+{
+  memset(c, 0, sizeof *c);
+  c->id_keys = g_ptr_array_new_with_free_func(g_free);
+  c->id_vals = g_ptr_array_new_with_free_func(g_free);
+  c->W = W;
+  c->np = g_new0(size_t, W);
+  c->weights = g_new0(float *, W);
+  c->mom = g_new0(float *, W);
+  for (int s = 0; s < W; s++) {
+    c->np[s] = np ? np[s] : 0;
+    c->weights[s] = g_new0(float, c->np[s] ? c->np[s] : 1);
+    c->mom[s] = g_new0(float, c->np[s] ? c->np[s] : 1);
+  }
+  GArray **d[] = { &c->test_acc, &c->test_loss, &c->epoch_time, &c->train_loss, &c->loss_sum, &c->upd_time };
+  for (size_t i = 0; i < G_N_ELEMENTS(d); i++)
+    *d[i] = g_array_new(FALSE, FALSE, sizeof(double));
+  c->correct = g_array_new(FALSE, FALSE, sizeof(int));
+  c->versions_match = TRUE;
+}
+
+void tp_checkpoint_clear(TpCheckpoint *c)
+{
+  for (int s = 0; s < c->W; s++) {
+    g_free(c->weights[s]);
+    g_free(c->mom[s]);
+  }
+  g_free(c->weights);
+  g_free(c->mom);
+  g_free(c->np);
+  if (c->id_keys)
+    g_ptr_array_unref(c->id_keys);
+  if (c->id_vals)
+    g_ptr_array_unref(c->id_vals);
+  g_free(c->plan);
+  g_free(c->plan_tail);
+  g_free(c->log);
+  GArray *a[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time, c->correct };
+  for (size_t i = 0; i < G_N_ELEMENTS(a); i++)
+    if (a[i])
+      g_array_unref(a[i]);
+  memset(c, 0, sizeof *c);
+}
+
+void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value)
+{
+  g_ptr_array_add(c->id_keys, g_strdup(key));
+  g_ptr_array_add(c->id_vals, g_strdup(value));
+}
+
+/* ---- writing ----------------------------------------------------------------------------------- */
+
+static gboolean fail_errno(const char *path, const char *what, GError **err)
+{
+  int e = errno;
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: cannot %s the checkpoint: %s", path, what, g_strerror(e));
+  return FALSE;
+}
+
+static gboolean sync_dir(const char *dir, GError **err)
+{
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0 || fsync(fd) != 0) {
+    gboolean r = fail_errno(dir, "sync", err);
+    if (fd >= 0)
+      close(fd);
+    return r;
+  }
+  close(fd);
+  return TRUE;
+}
+
+/* data into dir/name by a temporary file, fsync and rename; kill: die between fsync and rename. */
+static gboolean put_file(const char *dir, const char *name, const void *data, gsize len, gboolean kill, GError **err)
+{
+  g_autofree char *final = g_build_filename(dir, name, NULL);
+  g_autofree char *tmp = g_strdup_printf("%s/.%s.XXXXXX", dir, name);
+  int fd = g_mkstemp(tmp);
+  if (fd < 0)
+    return fail_errno(final, "create", err);
+  (void)fchmod(fd, 0644); /* mkstemp's 0600 otherwise */
+  const char *p = data;
+  gsize left = len;
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      gboolean r = fail_errno(final, "write", err);
+      close(fd);
+      g_unlink(tmp);
+      return r;
+    }
+    p += n, left -= (gsize)n;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    gboolean r = fail_errno(final, "write", err);
+    g_unlink(tmp);
+    return r;
+  }
+  if (kill)
+    raise(SIGKILL); /* the test hook: as if killed before the rename */
+  if (g_rename(tmp, final) != 0) {
+    gboolean r = fail_errno(final, "rename", err);
+    g_unlink(tmp);
+    return r;
+  }
+  return TRUE;
+}
+
+static char *state_bytes(const TpCheckpoint *c, gsize *len)
+{
+  gsize n = 0;
+  for (int s = 0; s < c->W; s++)
+    n += 2 * c->np[s];
+  guint32 *out = g_new(guint32, n ? n : 1), *q = out;
+  for (int s = 0; s < c->W; s++) {
+    const float *src[2] = { c->weights[s], c->mom[s] };
+    for (int h = 0; h < 2; h++)
+      for (size_t i = 0; i < c->np[s]; i++, q++) {
+        memcpy(q, &src[h][i], 4);
+        *q = GUINT32_TO_LE(*q);
+      }
+  }
+  *len = n * 4;
+  return (char *)out;
+}
+
+static char *join_doubles(const GArray *a)
+{
+  GString *s = g_string_new(NULL);
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  for (guint i = 0; i < a->len; i++)
+    g_string_append_printf(s, "%s%s", i ? ";" : "", g_ascii_dtostr(buf, sizeof buf, g_array_index(a, double, i)));
+  return g_string_free(s, FALSE);
+}
+
+static char *join_ints(const GArray *a)
+{
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < a->len; i++)
+    g_string_append_printf(s, "%s%d", i ? ";" : "", g_array_index(a, int, i));
+  return g_string_free(s, FALSE);
+}
+
+static char *metadata(const TpCheckpoint *c, const char *state, const char *sha, gsize bytes)
+{
+  g_autoptr(GKeyFile) k = g_key_file_new();
+  g_key_file_set_integer(k, "checkpoint", "format", FORMAT);
+  g_key_file_set_integer(k, "checkpoint", "generation", c->generation);
+  g_key_file_set_string(k, "checkpoint", "state", state);
+  g_key_file_set_string(k, "checkpoint", "state_sha256", sha);
+  g_key_file_set_uint64(k, "checkpoint", "state_bytes", bytes);
+  for (guint i = 0; i < c->id_keys->len; i++)
+    g_key_file_set_string(k, "identity", c->id_keys->pdata[i], c->id_vals->pdata[i]);
+  const char *ik[] = { "epoch", "index", "done", "data_epoch", "data_index", "stages" };
+  int iv[] = { c->epoch, c->index, c->done, c->pos.epoch, c->pos.index, c->W };
+  for (size_t i = 0; i < G_N_ELEMENTS(ik); i++)
+    g_key_file_set_integer(k, "position", ik[i], iv[i]);
+  g_key_file_set_uint64(k, "position", "seed", c->seed);
+  for (int s = 0; s < c->W; s++) {
+    g_autofree char *key = g_strdup_printf("params_%d", s + 1);
+    g_key_file_set_uint64(k, "position", key, c->np[s]);
+  }
+  g_key_file_set_string(k, "plan", "segment", c->plan ? c->plan : "");
+  g_key_file_set_string(k, "plan", "last_segment", c->plan_tail ? c->plan_tail : "");
+  g_key_file_set_string(k, "results", "log", c->log ? c->log : "");
+  const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
+  double dv[] = { c->elapsed, c->train_time, c->samples, c->epoch_wall };
+  for (size_t i = 0; i < G_N_ELEMENTS(dk); i++)
+    g_key_file_set_double(k, "results", dk[i], dv[i]);
+  g_key_file_set_boolean(k, "results", "versions_match", c->versions_match);
+  g_key_file_set_int64(k, "results", "mismatched_reads", c->mismatched);
+  const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time" };
+  const GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time };
+  for (size_t i = 0; i < G_N_ELEMENTS(ak); i++) {
+    g_autofree char *v = join_doubles(av[i]);
+    g_key_file_set_string(k, "results", ak[i], v);
+  }
+  g_autofree char *cv = join_ints(c->correct);
+  g_key_file_set_string(k, "results", "correct", cv);
+  GString *text = g_string_new(NULL);
+  g_autofree char *body = g_key_file_to_data(k, NULL, NULL);
+  g_string_append(text, "# timeprest training checkpoint (README: Checkpoints)\n");
+  g_string_append(text, body);
+  while (text->len && text->str[text->len - 1] == '\n')
+    g_string_truncate(text, text->len - 1);
+  g_autofree char *seal = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text->str, text->len);
+  g_string_append_printf(text, SEAL "%s\n", seal);
+  return g_string_free(text, FALSE);
+}
+
+/* Remove the state files and temporaries of earlier checkpoints (all but keep). */
+static void remove_stale(const char *dir, const char *keep)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d)))
+    if (strcmp(name, keep) != 0 && ((g_str_has_prefix(name, "state-") && g_str_has_suffix(name, ".bin")) ||
+                                    g_str_has_prefix(name, ".state-") || g_str_has_prefix(name, "." TP_CHECKPOINT_INI))) {
+      g_autofree char *p = g_build_filename(dir, name, NULL);
+      g_unlink(p);
+    }
+}
+
+gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **err)
+{
+  static int writes;
+  const char *kill_at = g_getenv(TP_CHECKPOINT_KILL_ENV);
+  gboolean kill = kill_at && atoi(kill_at) == ++writes;
+  if (g_mkdir_with_parents(dir, 0777) != 0)
+    return fail_errno(dir, "create the directory of", err);
+  gsize len = 0;
+  g_autofree char *bytes = state_bytes(c, &len);
+  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  g_autofree char *state = g_strdup_printf("state-%d.bin", c->generation);
+  g_autofree char *meta = metadata(c, state, sha, len);
+  /* the new state under its own name first, then the metadata that names it: until that rename the
+   * previous metadata and its state file are the checkpoint */
+  if (!put_file(dir, state, bytes, len, FALSE, err) || !sync_dir(dir, err) ||
+      !put_file(dir, TP_CHECKPOINT_INI, meta, strlen(meta), kill, err) || !sync_dir(dir, err))
+    return FALSE;
+  remove_stale(dir, state);
+  return TRUE;
+}
+
+/* ---- reading ----------------------------------------------------------------------------------- */
+
+static gboolean bad(GError **err, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean bad(GError **err, const char *path, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", path, msg);
+  return FALSE;
+}
+
+static gboolean split_doubles(const char *text, GArray *a)
+{
+  g_auto(GStrv) parts = g_strsplit(text, ";", -1);
+  for (int i = 0; *text && parts[i]; i++) {
+    char *end = NULL;
+    double x = g_ascii_strtod(parts[i], &end);
+    if (end == parts[i] || *end)
+      return FALSE;
+    g_array_append_val(a, x);
+  }
+  return TRUE;
+}
+
+static gboolean split_ints(const char *text, GArray *a)
+{
+  g_auto(GStrv) parts = g_strsplit(text, ";", -1);
+  for (int i = 0; *text && parts[i]; i++) {
+    int x = 0;
+    if (!tp_parse_int(parts[i], G_MININT, G_MAXINT, &x, NULL))
+      return FALSE;
+    g_array_append_val(a, x);
+  }
+  return TRUE;
+}
+
+/* The metadata's text checked against its seal, then parsed. */
+static GKeyFile *read_metadata(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    if (g_error_matches(e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+      bad(err, path, "no checkpoint here");
+    else
+      bad(err, path, "cannot read the checkpoint: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  char *seal = g_strrstr(text, SEAL);
+  if (!seal)
+    return bad(err, path, "not a whole checkpoint (truncated or not one)"), NULL;
+  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text, (gsize)(seal - text));
+  const char *rec = seal + strlen(SEAL);
+  if (strlen(rec) != 65 || strncmp(rec, sha, 64) != 0 || rec[64] != '\n')
+    return bad(err, path, "corrupt: its sha256 does not match its contents"), NULL;
+  GKeyFile *k = g_key_file_new();
+  if (!g_key_file_load_from_data(k, text, len, G_KEY_FILE_NONE, &e)) {
+    bad(err, path, "%s", e->message);
+    g_error_free(e);
+    g_key_file_free(k);
+    return NULL;
+  }
+  return k;
+}
+
+static gboolean read_state(const char *dir, GKeyFile *k, TpCheckpoint *c, GError **err)
+{
+  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
+  g_autofree char *want = g_key_file_get_string(k, "checkpoint", "state_sha256", NULL);
+  g_autofree char *path = g_build_filename(dir, name ? name : "?", NULL);
+  g_autofree char *bytes = NULL;
+  gsize len = 0, n = 0;
+  for (int s = 0; s < c->W; s++)
+    n += 2 * c->np[s] * 4;
+  if (!name || strchr(name, '/') || !want || !g_file_get_contents(path, &bytes, &len, NULL))
+    return bad(err, path, "cannot read the checkpoint's state");
+  if (len != n)
+    return bad(err, path, "%zu bytes, the checkpoint says %zu (truncated or corrupt)", (size_t)len, (size_t)n);
+  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  if (strcmp(sha, want) != 0)
+    return bad(err, path, "corrupt: its sha256 does not match the checkpoint's");
+  const guint32 *q = (const guint32 *)(gpointer)bytes;
+  for (int s = 0; s < c->W; s++) {
+    float *dst[2] = { c->weights[s], c->mom[s] };
+    for (int h = 0; h < 2; h++)
+      for (size_t i = 0; i < c->np[s]; i++, q++) {
+        guint32 u = GUINT32_FROM_LE(*q);
+        memcpy(&dst[h][i], &u, 4);
+      }
+  }
+  return TRUE;
+}
+
+static gboolean read_into(const char *dir, TpCheckpoint *c, GError **err)
+{
+  g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
+  g_autoptr(GKeyFile) k = read_metadata(path, err);
+  if (!k)
+    return FALSE;
+  GError *e = NULL;
+  int W = g_key_file_get_integer(k, "position", "stages", &e);
+  if (e || W < 1 || W > 4096 || g_key_file_get_integer(k, "checkpoint", "format", NULL) != FORMAT) {
+    g_clear_error(&e);
+    return bad(err, path, "not a checkpoint of this format");
+  }
+  size_t *np = g_new0(size_t, W);
+  for (int s = 0; s < W && !e; s++) {
+    g_autofree char *key = g_strdup_printf("params_%d", s + 1);
+    np[s] = g_key_file_get_uint64(k, "position", key, &e);
+  }
+  tp_checkpoint_init(c, W, e ? NULL : np);
+  g_free(np);
+  if (e) {
+    g_error_free(e);
+    return bad(err, path, "not a checkpoint of this format");
+  }
+  g_auto(GStrv) keys = g_key_file_get_keys(k, "identity", NULL, NULL);
+  for (int i = 0; keys && keys[i]; i++) {
+    g_autofree char *v = g_key_file_get_string(k, "identity", keys[i], NULL);
+    tp_checkpoint_id(c, keys[i], v ? v : "");
+  }
+  int *iv[] = { &c->generation, &c->epoch, &c->index, &c->done, &c->pos.epoch, &c->pos.index };
+  const char *ig[] = { "checkpoint", "position", "position", "position", "position", "position" };
+  const char *ik[] = { "generation", "epoch", "index", "done", "data_epoch", "data_index" };
+  for (size_t i = 0; i < G_N_ELEMENTS(iv) && !e; i++)
+    *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e);
+  if (!e)
+    c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e);
+  double *dv[] = { &c->elapsed, &c->train_time, &c->samples, &c->epoch_wall };
+  const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
+  for (size_t i = 0; i < G_N_ELEMENTS(dv) && !e; i++)
+    *dv[i] = g_key_file_get_double(k, "results", dk[i], &e);
+  if (!e)
+    c->versions_match = g_key_file_get_boolean(k, "results", "versions_match", &e);
+  if (!e)
+    c->mismatched = (long)g_key_file_get_int64(k, "results", "mismatched_reads", &e);
+  char **sv[] = { &c->plan, &c->plan_tail, &c->log };
+  const char *sg[] = { "plan", "plan", "results" }, *sk[] = { "segment", "last_segment", "log" };
+  for (size_t i = 0; i < G_N_ELEMENTS(sv) && !e; i++)
+    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e);
+  gboolean ok = !e;
+  const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time" };
+  GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time };
+  for (size_t i = 0; i < G_N_ELEMENTS(ak) && ok; i++) {
+    g_autofree char *v = g_key_file_get_string(k, "results", ak[i], NULL);
+    ok = v && split_doubles(v, av[i]);
+  }
+  g_autofree char *cv = ok ? g_key_file_get_string(k, "results", "correct", NULL) : NULL;
+  ok = ok && cv && split_ints(cv, c->correct);
+  g_clear_error(&e);
+  if (!ok)
+    return bad(err, path, "not a checkpoint of this format (a key is missing or malformed)");
+  if (c->plan_tail && !*c->plan_tail)
+    g_clear_pointer(&c->plan_tail, g_free);
+  return read_state(dir, k, c, err);
+}
+
+gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err)
+{
+  memset(c, 0, sizeof *c);
+  if (read_into(dir, c, err))
+    return TRUE;
+  tp_checkpoint_clear(c);
+  return FALSE;
+}
+
+char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run)
+{
+  for (guint i = 0; i < run->id_keys->len; i++) {
+    const char *key = run->id_keys->pdata[i], *here = run->id_vals->pdata[i], *there = NULL;
+    for (guint j = 0; j < c->id_keys->len && !there; j++)
+      if (strcmp(c->id_keys->pdata[j], key) == 0)
+        there = c->id_vals->pdata[j];
+    if (!there || strcmp(there, here) != 0) {
+      g_autofree char *qt = tp_quote(there ? there : "(none)"), *qh = tp_quote(here);
+      return g_strdup_printf("%s %s there, %s here", key, qt, qh);
+    }
+  }
+  return NULL;
+}

@@ -1,0 +1,101 @@
+/* tp_checkpoint.h — the training checkpoint on disk: a directory holding checkpoint.ini (GKeyFile:
+ * the run's identity, its position, the plan, the log so far, sha256 of the state file and of
+ * itself) and state-G.bin (every stage's latest weights then momentum, little-endian float32),
+ * written atomically (temporary file, fsync, rename, fsync of the directory) so that a run killed
+ * while writing leaves the previous checkpoint whole. */
+#ifndef TP_CHECKPOINT_H
+#define TP_CHECKPOINT_H
+
+#include "tp_data.h"
+#include "tp_model.h"
+#include "tp_runtime.h"
+#include "tp_schedule.h"
+
+#include <glib.h>
+
+#define TP_CHECKPOINT_INI "checkpoint.ini"
+/* Environment hook for tests: kill the process (SIGKILL) during the Nth checkpoint it writes,
+ * after the new state file and the temporary metadata are on disk, before the metadata's rename. */
+#define TP_CHECKPOINT_KILL_ENV "TIMEPREST_CHECKPOINT_KILL"
+
+typedef struct {
+  /* identity: what must agree for a run to continue from it, as (key, value) strings in order */
+  GPtrArray *id_keys, *id_vals;
+  int generation;            /* counts the checkpoints of the run; names the state file */
+  int epoch;                 /* epochs (runs) complete */
+  int index;                 /* mini-batches done in the current epoch */
+  int done;                  /* mini-batches done in the whole run */
+  TpDataPos pos;             /* the data order's position after them */
+  guint32 seed;
+  int W;
+  size_t *np;                /* [W] floats per stage */
+  float **weights, **mom;    /* [W][np] */
+  char *plan, *plan_tail;    /* the schedules run (CSV): a segment, and the shorter last one (or NULL) */
+  char *log;                 /* the training log so far (CSV text) */
+  double elapsed;            /* seconds of the run so far (the log's time) */
+  double train_time, samples, epoch_wall;
+  gboolean versions_match;
+  long mismatched;
+  GArray *test_acc, *test_loss, *epoch_time, *train_loss; /* double, one per epoch complete */
+  GArray *loss_sum, *upd_time;  /* double, one per mini-batch of the current epoch done */
+  GArray *correct;              /* int, idem */
+} TpCheckpoint;
+
+/* An empty checkpoint for W stages of np[s] floats (buffers allocated, arrays empty). */
+void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np);
+void tp_checkpoint_clear(TpCheckpoint *c);
+void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value);
+
+/* Write c into dir (created if missing) atomically; old state files are removed once the new
+ * metadata is in place.  TP_ERROR_RUNTIME naming the file on failure. */
+gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **err);
+
+/* Read the checkpoint in dir, every checksum verified.  TP_ERROR_INPUT naming the file for a
+ * missing, truncated or corrupt checkpoint. */
+gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err);
+
+/* NULL when c's identity equals (keys, vals); otherwise one line naming the first difference. */
+char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run);
+
+/* ---- the run's side (tp_checkpoint_run.c) ------------------------------------------------------ */
+
+/* The checkpoint options of `train`, checked: --checkpoint DIR, --resume DIR (which keeps
+ * checkpointing there unless --checkpoint names another), --checkpoint-every M, --stop-after D. */
+typedef struct {
+  const char *dir;   /* where checkpoints go (NULL: none) */
+  int every;         /* M: mini-batches per drained segment (0: whole runs) */
+  int stop_after;    /* stop at the first checkpoint after D mini-batches (0: never) */
+} TpCheckpointOpts;
+
+gboolean tp_checkpoint_options(const char *checkpoint, const char *resume, const char *every, const char *stop_after,
+                               gboolean schedule_file, TpCheckpointOpts *out, GError **err);
+
+/* What a checkpoint must agree on to be continued by a run. */
+typedef struct {
+  const TpModel *model;
+  const TpPreset *preset;      /* NULL: a schedule file, then `file` */
+  const TpSchedule *file;
+  gboolean slots, per_epoch;
+  const TpSignificance *sig;   /* NULL: the default */
+  int W, N, batch, K, every;
+  guint32 seed;
+  double lr, momentum, weight_decay;
+  const char *backend, *data;
+} TpRunIdentity;
+
+void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);
+
+/* Every stage's latest weights and momentum from rt into c (initialised for rt's stages), and back
+ * (TP_ERROR_INPUT naming dir when a stage's parameter count differs). */
+gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, GError **err);
+gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char *dir, GError **err);
+
+/* A schedule of the checkpoint's plan (CSV text), parsed and validated. */
+TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err);
+
+/* SIGINT and SIGTERM caught: the first is recorded (tp_checkpoint_signal returns it) so that the run
+ * stops at its next checkpoint; a second one ends the process at once with 128 + the signal. */
+void tp_checkpoint_catch_signals(void);
+int tp_checkpoint_signal(void);
+
+#endif

@@ -1,0 +1,304 @@
+/* test-checkpoint.c — checkpoints of `timeprest train`, through the program on small synthetic data:
+ * a run stopped at a checkpoint and resumed ends with the weights of the uninterrupted run (bit for
+ * bit, several presets, -k segments and epochs); a checkpoint of another run, a damaged one, a
+ * SIGTERM during a run and a kill during the checkpoint's write. */
+#include "tp_test.h"
+
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define DATA "synthetic:512:128"
+
+/* train with the common small options, then extra (NULL-terminated). */
+static TptRun train(const char *preset, const char *const *extra)
+{
+  GPtrArray *a = g_ptr_array_new();
+  const char *base[] = { "train", "-s", preset, "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+                         "--order-from", "slots", "--quiet", "--format", "json" };
+  for (size_t i = 0; i < G_N_ELEMENTS(base); i++)
+    g_ptr_array_add(a, (char *)base[i]);
+  for (int i = 0; extra[i]; i++)
+    g_ptr_array_add(a, (char *)extra[i]);
+  g_ptr_array_add(a, NULL);
+  TptRun r = tpt_run((const char *const *)a->pdata);
+  g_ptr_array_free(a, TRUE);
+  return r;
+}
+
+static char *sha_of(const TptRun *r)
+{
+  const char *p = strstr(r->out, "\"weights_sha256\": \"");
+  g_assert_nonnull(p);
+  return g_strndup(p + strlen("\"weights_sha256\": \""), 64);
+}
+
+/* The JSON array "name": [...] of a report, as text. */
+static char *array_of(const char *out, const char *name)
+{
+  g_autofree char *key = g_strdup_printf("\"%s\": [", name);
+  const char *p = strstr(out, key);
+  g_assert_nonnull(p);
+  return g_strndup(p, (gsize)(strchr(p, ']') - p));
+}
+
+static char *tmp_dir(void)
+{
+  GError *e = NULL;
+  char *d = g_dir_make_tmp("tp-ckpt-XXXXXX", &e);
+  g_assert_no_error(e);
+  return d;
+}
+
+static void rm_tree(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    g_autofree char *p = g_build_filename(dir, name, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_DIR))
+      rm_tree(p);
+    else
+      g_unlink(p);
+  }
+  g_rmdir(dir);
+}
+
+/* The weights of an uninterrupted run with these options (checkpointing into its own directory);
+ * its per-run training losses into losses when not NULL. */
+static char *uninterrupted(const char *preset, const char *const *opts, const char *root, char **losses)
+{
+  g_autofree char *dir = g_build_filename(root, "whole", NULL);
+  GPtrArray *a = g_ptr_array_new();
+  for (int i = 0; opts[i]; i++)
+    g_ptr_array_add(a, (char *)opts[i]);
+  g_ptr_array_add(a, "--checkpoint");
+  g_ptr_array_add(a, dir);
+  g_ptr_array_add(a, NULL);
+  TptRun r = train(preset, (const char *const *)a->pdata);
+  g_ptr_array_free(a, TRUE);
+  g_assert_cmpint(r.status, ==, 0);
+  char *sha = sha_of(&r);
+  if (losses)
+    *losses = array_of(r.out, "train_loss");
+  tpt_run_clear(&r);
+  return sha;
+}
+
+/* opts (NULL-terminated, at most 6) + more (at most 4) as one argument list. */
+static const char **args(const char *const *opts, const char *const *more, const char **buf)
+{
+  int n = 0;
+  for (int i = 0; opts[i]; i++)
+    buf[n++] = opts[i];
+  for (int i = 0; more[i]; i++)
+    buf[n++] = more[i];
+  buf[n] = NULL;
+  return buf;
+}
+
+/* Stop at --stop-after D (a checkpoint), resume, compare with the uninterrupted run. */
+static void check_resume(const char *preset, const char *const *opts, const char *stop_after)
+{
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *losses = NULL;
+  g_autofree char *whole = uninterrupted(preset, opts, root, &losses);
+  const char *buf[16];
+  TptRun s = train(preset, args(opts, (const char *[]){ "--checkpoint", dir, "--stop-after", stop_after, NULL }, buf));
+  g_assert_cmpint(s.status, ==, 0);
+  g_assert_nonnull(strstr(s.err, "stopped: checkpoint at epoch"));
+  g_assert_cmpstr(s.out, ==, ""); /* no report: the run is not over */
+  TptRun r = train(preset, args(opts, (const char *[]){ "--resume", dir, NULL }, buf));
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *sha = sha_of(&r), *resumed_losses = array_of(r.out, "train_loss");
+  g_assert_cmpstr(sha, ==, whole);
+  g_assert_cmpstr(resumed_losses, ==, losses); /* the report covers the whole run */
+  tpt_run_clear(&s);
+  tpt_run_clear(&r);
+  rm_tree(root);
+}
+
+static void test_resume_segments(void)
+{
+  const char *presets[] = { "gpipe", "pipedream", "timeprest", "i-timeprest", "pipedream-2bw" };
+  for (size_t i = 0; i < G_N_ELEMENTS(presets); i++)
+    check_resume(presets[i], (const char *[]){ "-k", "10", "--checkpoint-every", "3", NULL }, "4");
+}
+
+static void test_resume_epochs(void)
+{
+  const char *presets[] = { "pipedream", "timeprest" };
+  for (size_t i = 0; i < G_N_ELEMENTS(presets); i++)
+    check_resume(presets[i], (const char *[]){ "--epochs", "2", NULL }, "1");
+}
+
+/* A checkpoint of one run: resumed by another, refused with exit 2 and one line naming the difference. */
+static void test_other_run(void)
+{
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  TptRun s = train("gpipe", (const char *[]){ "--epochs", "2", "--checkpoint", dir, "--stop-after", "1", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  struct {
+    const char *preset, *flag, *value, *names;
+  } cases[] = {
+    { "pipedream", "--epochs", "2", "preset" },
+    { "gpipe", "-w", "3", "workers" },
+    { "gpipe", "-n", "4", "micro_batches" },
+    { "gpipe", "--lr", "0.02", "lr" },
+    { "gpipe", "--model", "cnn", "model" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = train(cases[i].preset, (const char *[]){ cases[i].flag, cases[i].value, "--resume", dir, NULL });
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, "is of another run"));
+    g_autofree char *key = g_strdup_printf(": %s '", cases[i].names);
+    g_assert_nonnull(strstr(r.err, key));
+    g_assert_cmpstr(r.out, ==, "");
+    tpt_run_clear(&r);
+  }
+  rm_tree(root);
+}
+
+static char *state_file(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d)))
+    if (g_str_has_prefix(name, "state-"))
+      return g_build_filename(dir, name, NULL);
+  g_assert_not_reached();
+}
+
+/* Damage one file of a good checkpoint (flip a byte or cut it), expect exit 2 naming it. */
+static void check_damaged(gboolean ini, gboolean cut)
+{
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  TptRun s = train("timeprest", (const char *[]){ "--epochs", "2", "--checkpoint", dir, "--stop-after", "1", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  g_autofree char *path = ini ? g_build_filename(dir, "checkpoint.ini", NULL) : state_file(dir);
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+  if (cut)
+    len -= len / 3;
+  else
+    data[len / 2] ^= 0x04;
+  g_assert_true(g_file_set_contents(path, data, (gssize)len, NULL));
+  TptRun r = train("timeprest", (const char *[]){ "--epochs", "2", "--resume", dir, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, path));
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+  rm_tree(root);
+}
+
+static void test_damaged(void)
+{
+  for (int ini = 0; ini < 2; ini++)
+    for (int cut = 0; cut < 2; cut++)
+      check_damaged(ini, cut);
+}
+
+/* SIGTERM once the first checkpoint is there: the run stops at the next one, exit 143 and the line;
+ * resumed, it ends as the uninterrupted run. */
+static void test_sigterm(void)
+{
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  const char *opts[] = { "--epochs", "30", NULL };
+  g_autofree char *whole = uninterrupted("timeprest", opts, root, NULL);
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  const char *argv[] = { bin, "train", "-s", "timeprest", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+                         "--order-from", "slots", "--quiet", "--epochs", "30", "--checkpoint", dir, NULL };
+  GPid pid;
+  int err_fd = -1;
+  GError *e = NULL;
+  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                         NULL, NULL, &pid, NULL, NULL, &err_fd, &e));
+  g_assert_no_error(e);
+  for (int i = 0; i < 30000 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
+    g_usleep(1000);
+  g_assert_true(g_file_test(ini, G_FILE_TEST_EXISTS));
+  kill(pid, SIGTERM);
+  int status = 0;
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  g_spawn_close_pid(pid);
+  char msg[4096] = "";
+  ssize_t n = read(err_fd, msg, sizeof msg - 1);
+  close(err_fd);
+  msg[MAX(n, 0)] = '\0';
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 143);
+  g_assert_nonnull(strstr(msg, "interrupted: checkpoint at epoch"));
+  g_assert_nonnull(strstr(msg, "resume with --resume"));
+  TptRun r = train("timeprest", (const char *[]){ "--epochs", "30", "--resume", dir, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *sha = sha_of(&r);
+  g_assert_cmpstr(sha, ==, whole);
+  tpt_run_clear(&r);
+  rm_tree(root);
+}
+
+/* Killed (SIGKILL) while writing the second checkpoint, between the new files and the rename of the
+ * metadata: the first checkpoint is still whole and resumes to the uninterrupted weights. */
+static void test_kill_during_write(void)
+{
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  const char *opts[] = { "-k", "10", "--checkpoint-every", "3", NULL };
+  g_autofree char *whole = uninterrupted("gpipe", opts, root, NULL);
+  g_setenv("TIMEPREST_CHECKPOINT_KILL", "2", TRUE);
+  TptRun k = train("gpipe", (const char *[]){ "-k", "10", "--checkpoint-every", "3", "--checkpoint", dir, NULL });
+  g_unsetenv("TIMEPREST_CHECKPOINT_KILL");
+  g_assert_cmpint(k.status, ==, 128); /* killed by a signal */
+  tpt_run_clear(&k);
+  g_autofree char *second = g_build_filename(dir, "state-1.bin", NULL);
+  g_assert_true(g_file_test(second, G_FILE_TEST_EXISTS)); /* the write had begun */
+  g_autofree char *ini = NULL, *ini_path = g_build_filename(dir, "checkpoint.ini", NULL);
+  g_assert_true(g_file_get_contents(ini_path, &ini, NULL, NULL));
+  g_assert_nonnull(strstr(ini, "\ndone=3\n"));
+  TptRun r = train("gpipe", (const char *[]){ "-k", "10", "--checkpoint-every", "3", "--resume", dir, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *sha = sha_of(&r);
+  g_assert_cmpstr(sha, ==, whole);
+  tpt_run_clear(&r);
+  rm_tree(root);
+}
+
+/* Bad usage: --checkpoint-every without a directory; resuming from nothing. */
+static void test_usage(void)
+{
+  TptRun r = train("gpipe", (const char *[]){ "-k", "4", "--checkpoint-every", "2", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "--checkpoint-every"));
+  tpt_run_clear(&r);
+  g_autofree char *root = tmp_dir();
+  r = train("gpipe", (const char *[]){ "-k", "4", "--resume", root, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "checkpoint.ini"));
+  tpt_run_clear(&r);
+  rm_tree(root);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/checkpoint/resume-segments", test_resume_segments);
+  g_test_add_func("/checkpoint/resume-epochs", test_resume_epochs);
+  g_test_add_func("/checkpoint/other-run", test_other_run);
+  g_test_add_func("/checkpoint/damaged", test_damaged);
+  g_test_add_func("/checkpoint/sigterm", test_sigterm);
+  g_test_add_func("/checkpoint/kill-during-write", test_kill_during_write);
+  g_test_add_func("/checkpoint/usage", test_usage);
+  return g_test_run();
+}
