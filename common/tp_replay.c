@@ -202,3 +202,12 @@ gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, 
 {
   return replay(s, ix, NULL, NULL, start, end, err);
 }
+
+void tp_prepared_clear(TpPrepared *p)
+{
+  tp_index_free(p->ix);
+  g_free(p->start);
+  g_free(p->end);
+  p->ix = NULL;
+  p->start = p->end = NULL;
+}

@@ -13,6 +13,17 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
 /* The same with the times as doubles (the simulator's unit-slot timeline). */
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err);
 
+/* What generating a schedule computed on the way that simulating it can reuse
+ * (tp_schedule_generate_prepared, tp_sim_run_prepared): the index of the schedule as generated and
+ * its unit-slot replay (start and end by global operation index).  The caller owns it, next to
+ * the schedule it describes; it describes the operations as generated, so clear it before editing
+ * them.  The simulator takes over what it uses (those fields become NULL). */
+struct TpPrepared {
+  TpIndex *ix;
+  double *start, *end;
+};
+void tp_prepared_clear(TpPrepared *p);
+
 /* Timeline-independent bounds on vsync-latest's c(i), for i = 1..K (lo, hi: K+1 entries), at the
  * first backward of mini-batch i in stage W's order: lo[i] = stage 1's updates that happen before
  * its start, hi[i] = stage 1's updates that do not happen after its start (happens-before through
