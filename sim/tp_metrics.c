@@ -261,7 +261,41 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
   sm->peak_bytes = -1;
   int cc;
-  for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
+  if (!series && q.n_heap > 0) {
+    /* the peaks only: a change that frees (delta <= 0) lowers its component and the total, so only
+     * the other changes are compared against the peaks so far (the same maxima as below) */
+    sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
+    sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
+    const double wb = sc->weight_bytes, sb = sc->stored_bytes;
+    double comp0 = 0, comp3 = 0, comp4 = 0;
+    gboolean first = TRUE;
+    for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
+      cur[cc] += c->delta;
+      if (cc == C_ACTS)
+        comp3 = cur[C_ACTS] * sb;
+      else if (cc == C_COMM)
+        comp4 = cur[C_COMM];
+      else
+        comp0 = cur[C_VERSIONS] * wb + cur[C_BLEND];
+      if (c->delta <= 0 && !first)
+        continue;
+      first = FALSE;
+      if (cc == C_VERSIONS)
+        sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
+      if (cc == C_ACTS)
+        sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
+      sm->comp_peak[0] = MAX(sm->comp_peak[0], comp0);
+      sm->comp_peak[3] = MAX(sm->comp_peak[3], comp3);
+      sm->comp_peak[4] = MAX(sm->comp_peak[4], comp4);
+      double total = comp0 + comp3 + comp4 + fixed;
+      if (total > sm->peak_bytes) {
+        sm->peak_bytes = total;
+        sm->at_peak[0] = comp0, sm->at_peak[1] = sc->optimizer_bytes, sm->at_peak[2] = sc->grad_buffer_bytes;
+        sm->at_peak[3] = comp3, sm->at_peak[4] = comp4;
+      }
+    }
+  }
+  for (const Change *c; series && (c = merge_next(&q, &cc)) != NULL;) {
     cur[cc] += c->delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
@@ -275,7 +309,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (series && (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t)) {
+    if (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t) {
       TpMemPoint p = { c->t, total };
       g_array_append_val(series, p);
     }
