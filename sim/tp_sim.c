@@ -153,10 +153,11 @@ static gboolean run_replay(TpSim *sim, gboolean replayed, GError **err)
   double span = 0;
   const double *end = sim->end;
   const int32_t *cons = sim->cons;
+  double *x = sim->xend; /* = sim->xstart: transfers take no time */
   for (long g = 0; g < sim->n_ops; g++) {
-    double e = end[g], x = cons[g] >= 0 ? e : -1;
+    double e = end[g];
     span = MAX(span, e);
-    sim->xstart[g] = sim->xend[g] = x;
+    x[g] = cons[g] >= 0 ? e : -1;
   }
   sim->makespan = span;
   return TRUE;
@@ -230,8 +231,8 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
     sim->start = g_new(double, n);
     sim->end = g_new(double, n);
   }
-  sim->xstart = g_new(double, n);
   sim->xend = g_new(double, n);
+  sim->xstart = replay ? sim->xend : g_new(double, n);
   sim->prod = sim->ix->prod;
   sim->cons = g_new(int32_t, n);
   wire(sim);
@@ -267,7 +268,8 @@ void tp_sim_free(TpSim *sim)
   tp_index_free(sim->ix);
   g_free(sim->start);
   g_free(sim->end);
-  g_free(sim->xstart);
+  if (sim->xstart != sim->xend)
+    g_free(sim->xstart);
   g_free(sim->xend);
   g_free(sim->cons);
   g_free(sim);

@@ -18,7 +18,8 @@ typedef struct {
   double *start, *end;   /* per global op (ix->off numbering) */
   int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1
                             (prod is the index's ix->prod) */
-  double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0) */
+  double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0), else -1; where
+                            transfers take no time (the unit-slot replay) one array serves both */
   double makespan;
 } TpSim;
 
