@@ -34,8 +34,15 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   g_free(seen);
 }
 
-/* The replay, into integer (is, ie) or floating-point (ds, de) start and end arrays. */
-static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
+#ifdef __GNUC__
+#define TP_INLINE inline __attribute__((always_inline))
+#else
+#define TP_INLINE inline
+#endif
+
+/* The replay, into integer (is, ie) or floating-point (ds, de) start and end arrays; inlined into
+ * each of its two callers, so that each runs a loop of its own type. */
+static TP_INLINE gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
                        GError **err)
 {
   const int W = s->W;
