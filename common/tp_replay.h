@@ -8,7 +8,8 @@
 #include "tp_index.h"
 
 /* start/end: arrays of tp_schedule_n_ops() entries, indexed by global op index (ix->off).
- * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish. */
+ * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish (the
+ * times of the operations that did not run are then left unset). */
 gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err);
 /* The same with the times as doubles (the simulator's unit-slot timeline). */
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err);
