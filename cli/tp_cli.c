@@ -464,12 +464,15 @@ void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r)
 gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
 {
   /* tp_cli_build_all, the simulator reusing the generator's index and replay while the schedule is
-   * the one generated (fixing the order on costs replaces it) */
+   * the one generated (fixing the order on costs may replace it: then they are dropped first) */
   TpPrepared prep = { 0 };
   TpSchedule *generated = NULL;
   gboolean ok = tp_cli_cost_defaults(&r->co, &r->so, err) && (generated = r->s = schedule_build(&r->so, &prep, err)) &&
-                (r->c = tp_cli_cost_build(&r->co, r->s, err)) && tp_cli_costed_order(&r->co, &r->s, r->c, err) &&
-                (r->sim = tp_sim_run_prepared(r->s, r->c, r->s == generated ? &prep : NULL, err));
+                (r->c = tp_cli_cost_build(&r->co, r->s, err));
+  if (tp_cli_order_on_costs(&r->co))
+    tp_prepared_clear(&prep);
+  ok = ok && tp_cli_costed_order(&r->co, &r->s, r->c, err) &&
+       (r->sim = tp_sim_run_prepared(r->s, r->c, r->s == generated ? &prep : NULL, err));
   tp_prepared_clear(&prep);
   if (!ok)
     return FALSE;

@@ -228,6 +228,10 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
     prep->start = prep->end = NULL;
     replayed = TRUE;
   } else {
+    if (prep) { /* not this timeline's: freed before the simulator's own are allocated */
+      g_free(prep->start), g_free(prep->end);
+      prep->start = prep->end = NULL;
+    }
     sim->start = g_new(double, n);
     sim->end = g_new(double, n);
   }

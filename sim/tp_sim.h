@@ -45,8 +45,9 @@ static inline void tp_mark_device_sharers(TpEngine *e, const TpCost *c, int st)
  * memory than tp_memory_available() allows: about tp_sim_bytes(s, c). */
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
 /* The same, taking over from prep (NULL: nothing) what generating s computed already: its index,
- * and on unit costs with a device per stage its unit-slot timeline.  prep must describe s's
- * operations as they are (tp_schedule_generate_prepared, no edit since). */
+ * and on unit costs with a device per stage its unit-slot timeline (the times are freed otherwise,
+ * so prep is empty afterwards).  prep must describe s's operations as they are
+ * (tp_schedule_generate_prepared, no edit since). */
 TpSim *tp_sim_run_prepared(const TpSchedule *s, const TpCost *c, TpPrepared *prep, GError **err);
 /* The same, always through the event loop (tp_sim_run takes the unit-slot replay where the two
  * agree: unit costs, a device per stage). */
