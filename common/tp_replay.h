@@ -18,7 +18,8 @@ gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, 
  * (tp_schedule_generate_prepared, tp_sim_run_prepared): the index of the schedule as generated and
  * its unit-slot replay (start and end by global operation index).  The caller owns it, next to
  * the schedule it describes; it describes the operations as generated, so clear it before editing
- * them.  The simulator takes over what it uses (those fields become NULL). */
+ * them.  tp_sim_run_prepared takes over what it uses and frees the rest
+ * (once it has started, it leaves prep empty). */
 struct TpPrepared {
   TpIndex *ix;
   double *start, *end;
