@@ -107,7 +107,7 @@ static int change_cmp(const void *a, const void *b)
 typedef struct {
   Change *buf; /* the streams one after the other */
   long at[S_N], len[S_N];
-  long pos[S_N]; /* merging: the next change of each stream */
+  const Change *cur[S_N], *stop[S_N]; /* merging: the next change of each stream, and its end */
   int heap[S_N], n_heap; /* merging: the streams left, by their next change */
 } Streams;
 
@@ -135,7 +135,7 @@ static inline void add(Streams *q, int on, int off, double t0, double t1, double
   put(q, off, t1, -amount);
 }
 
-static inline const Change *head(const Streams *q, int k) { return &q->buf[q->at[k] + q->pos[k]]; }
+static inline const Change *head(const Streams *q, int k) { return q->cur[k]; }
 
 static inline gboolean head_before(const Streams *q, int a, int b)
 {
@@ -170,7 +170,7 @@ static void merge_start(Streams *q)
         qsort(c, (size_t)q->len[k], sizeof(Change), change_cmp);
         break;
       }
-    q->pos[k] = 0;
+    q->cur[k] = c, q->stop[k] = c + q->len[k];
     if (q->len[k] > 0)
       q->heap[q->n_heap++] = k;
   }
@@ -186,7 +186,7 @@ static inline const Change *merge_next(Streams *q, int *comp)
   int k = q->heap[0];
   const Change *c = head(q, k);
   *comp = stream_comp[k];
-  if (++q->pos[k] == q->len[k])
+  if (++q->cur[k] == q->stop[k])
     q->heap[0] = q->heap[--q->n_heap];
   sift_down(q, 0);
   return c;
