@@ -6,6 +6,7 @@
 #include "tp_analytic.h"
 #include "tp_costed.h"
 #include "tp_policy.h"
+#include "tp_replay.h"
 #include "tp_sweep.h"
 
 #include <math.h>
@@ -109,7 +110,8 @@ void tp_cli_schedule_clear(TpCliSchedule *o)
   g_free(o->significance);
 }
 
-TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
+/* tp_cli_schedule_build, keeping in prep (NULL: nothing) what generating the schedule computed */
+static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GError **err)
 {
   if (o->input) {
     if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini) {
@@ -167,11 +169,13 @@ TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
   }
   if (!tp_size_check(W, N, K, err) || !tp_pair_check(order, policy, W, N, err))
     return NULL;
-  TpSchedule *s = tp_schedule_generate(order, policy, W, N, K, err);
+  TpSchedule *s = tp_schedule_generate_prepared(order, policy, W, N, K, prep, err);
   if (s)
     s->sig = sig;
   return s;
 }
+
+TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err) { return schedule_build(o, NULL, err); }
 
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err)
 {
@@ -448,7 +452,18 @@ void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r)
 
 gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
 {
-  if (!tp_cli_build_all(&r->so, &r->co, &r->s, &r->c, err) || !(r->sim = tp_sim_run(r->s, r->c, err)))
+  /* tp_cli_build_all, the simulator reusing the generator's index and replay while the schedule is
+   * the one generated (fixing the order on costs may replace it: then they are dropped first) */
+  TpPrepared prep = { 0 };
+  TpSchedule *generated = NULL;
+  gboolean ok = tp_cli_cost_defaults(&r->co, &r->so, err) && (generated = r->s = schedule_build(&r->so, &prep, err)) &&
+                (r->c = tp_cli_cost_build(&r->co, r->s, err));
+  if (tp_cli_order_on_costs(&r->co))
+    tp_prepared_clear(&prep);
+  ok = ok && tp_cli_costed_order(&r->co, &r->s, r->c, err) &&
+       (r->sim = tp_sim_run_prepared(r->s, r->c, r->s == generated ? &prep : NULL, err));
+  tp_prepared_clear(&prep);
+  if (!ok)
     return FALSE;
   r->m = tp_metrics_compute(r->sim);
   /* the cost readers bound every number so that this holds; kept as the rule for every cost source */

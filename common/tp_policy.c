@@ -144,26 +144,15 @@ gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double
   return assign_vsync(s, NULL, end, start + offw, end + offw, err);
 }
 
-gboolean tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const int64_t *start, const int64_t *end,
+gboolean tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const double *start, const double *end,
                                    GError **err)
 {
   if (s->policy != TP_POLICY_VSYNC_LATEST) {
     assign_local_all(s);
     return TRUE;
   }
-  int n0 = tp_stage_len(s, 0), nw = tp_stage_len(s, s->W - 1);
-  double *end1 = g_new(double, n0), *startW = g_new(double, nw), *endW = g_new(double, nw);
-  for (int k = 0; k < n0; k++)
-    end1[k] = (double)end[k];
-  for (int k = 0; k < nw; k++) {
-    startW[k] = (double)start[ix->off[s->W - 1] + k];
-    endW[k] = (double)end[ix->off[s->W - 1] + k];
-  }
-  gboolean ok = assign_vsync(s, ix, end1, startW, endW, err);
-  g_free(end1);
-  g_free(startW);
-  g_free(endW);
-  return ok;
+  long offw = ix->off[s->W - 1];
+  return assign_vsync(s, ix, end, start + offw, end + offw, err);
 }
 
 gboolean tp_policy_assign(TpSchedule *s, GError **err)
@@ -175,8 +164,8 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err)
   if (!ix)
     return FALSE;
   long total = ix->off[s->W];
-  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  gboolean ok = tp_replay(s, ix, start, end, err) && tp_policy_assign_replayed(s, ix, start, end, err);
+  double *start = g_new(double, total), *end = g_new(double, total);
+  gboolean ok = tp_replay_times(s, ix, start, end, err) && tp_policy_assign_replayed(s, ix, start, end, err);
   g_free(start);
   g_free(end);
   return ok;

@@ -10,8 +10,8 @@ gboolean tp_policy_assign(TpSchedule *s, GError **err);
 /* The same on a given timeline (start/end by global operation index, as the order was fixed on):
  * vsync-latest's c(i) then follows those times instead of the unit-slot replay. */
 gboolean tp_policy_assign_timed(TpSchedule *s, const double *start, const double *end, GError **err);
-/* tp_policy_assign on a unit-slot replay the caller has run already (tp_replay, same index). */
-gboolean tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const int64_t *start, const int64_t *end,
+/* tp_policy_assign on a unit-slot replay the caller has run already (tp_replay_times, same index). */
+gboolean tp_policy_assign_replayed(TpSchedule *s, const TpIndex *ix, const double *start, const double *end,
                                    GError **err);
 
 /* vsync-latest's c(i) for i = 1..K (c: K+1 entries, c[0] = 0) on a timeline: the updates stage 1

@@ -34,8 +34,15 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   g_free(seen);
 }
 
-/* The replay, into integer (is, ie) or floating-point (ds, de) start and end arrays. */
-static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
+#ifdef __GNUC__
+#define TP_INLINE inline __attribute__((always_inline))
+#else
+#define TP_INLINE inline
+#endif
+
+/* The replay, into integer (is, ie) or floating-point (ds, de) start and end arrays; inlined into
+ * each of its two callers, so that each runs a loop of its own type. */
+static TP_INLINE gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
                        GError **err)
 {
   const int W = s->W;
@@ -43,8 +50,6 @@ static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int6
   gboolean *queued = g_new(gboolean, W);
   int64_t *clock = g_new0(int64_t, W);
   int top = 0;
-  for (long g = 0; g < ix->off[W]; g++)
-    de ? (void)(de[g] = -1) : (void)(ie[g] = -1);
   for (int st = W - 1; st >= 0; st--) {
     stack[top++] = st;
     queued[st] = TRUE;
@@ -64,13 +69,16 @@ static gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int6
     for (; k < n; k++) {
       int32_t p = prod[k];
       int64_t ready = clk;
+      uint8_t kind = ops[k].kind;
       if (p != -1) {
-        int64_t pend = p < 0 ? -1 : de ? (int64_t)de[p] : ie[p];
-        if (pend < 0)
+        /* the producer, on the stage before (a forward's) or after (a backward's), has run when
+         * that stage got past it: no time is read before it is written */
+        int pst = kind == TP_OP_F ? st - 1 : st + 1;
+        if (p < 0 || p - ix->off[pst] >= pos[pst])
           break;
+        int64_t pend = de ? (int64_t)de[p] : ie[p];
         ready = MAX(ready, pend);
       }
-      uint8_t kind = ops[k].kind;
       clk = ready + (kind == TP_OP_U ? 0 : 1);
       if (de)
         ds[off + k] = (double)ready, de[off + k] = (double)clk;
@@ -201,4 +209,13 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err)
 {
   return replay(s, ix, NULL, NULL, start, end, err);
+}
+
+void tp_prepared_clear(TpPrepared *p)
+{
+  tp_index_free(p->ix);
+  g_free(p->start);
+  g_free(p->end);
+  p->ix = NULL;
+  p->start = p->end = NULL;
 }

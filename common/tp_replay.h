@@ -8,10 +8,23 @@
 #include "tp_index.h"
 
 /* start/end: arrays of tp_schedule_n_ops() entries, indexed by global op index (ix->off).
- * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish. */
+ * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish (the
+ * times of the operations that did not run are then left unset). */
 gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err);
 /* The same with the times as doubles (the simulator's unit-slot timeline). */
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err);
+
+/* What generating a schedule computed on the way that simulating it can reuse
+ * (tp_schedule_generate_prepared, tp_sim_run_prepared): the index of the schedule as generated and
+ * its unit-slot replay (start and end by global operation index).  The caller owns it, next to
+ * the schedule it describes; it describes the operations as generated, so clear it before editing
+ * them.  tp_sim_run_prepared takes over what it uses and frees the rest
+ * (once it has started, it leaves prep empty). */
+struct TpPrepared {
+  TpIndex *ix;
+  double *start, *end;
+};
+void tp_prepared_clear(TpPrepared *p);
 
 /* Timeline-independent bounds on vsync-latest's c(i), for i = 1..K (lo, hi: K+1 entries), at the
  * first backward of mini-batch i in stage W's order: lo[i] = stage 1's updates that happen before

@@ -286,23 +286,35 @@ void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len)
 
 TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err)
 {
+  return tp_schedule_generate_prepared(o, p, W, N, K, NULL, err);
+}
+
+TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, int K, TpPrepared *prep, GError **err)
+{
   if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err) ||
       !tp_memory_check("generating the schedule", W, N, K, tp_generate_bytes(o, W, N, K), err))
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   tp_order_fill(s);
-  /* one index and one unit-slot replay serve the versions and the validation */
-  TpIndex *ix = tp_index_new(s, err);
+  /* one index and one unit-slot replay serve the versions and the validation (and, kept in prep,
+   * the simulator) */
+  TpPrepared mine = { 0 };
+  TpIndex *ix = mine.ix = tp_index_new(s, err);
   gboolean ok = ix != NULL;
   if (ok) {
     long total = ix->off[W];
-    int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-    ok = tp_replay(s, ix, start, end, err) && tp_policy_assign_replayed(s, ix, start, end, err);
-    g_free(start);
-    g_free(end);
+    mine.start = g_new(double, total);
+    mine.end = g_new(double, total);
+    ok = tp_replay_times(s, ix, mine.start, mine.end, err) &&
+         tp_policy_assign_replayed(s, ix, mine.start, mine.end, err);
   }
   ok = ok && tp_validate_static(s, ix, err);
-  tp_index_free(ix);
+  if (ok && prep) {
+    tp_prepared_clear(prep);
+    *prep = mine;
+  } else {
+    tp_prepared_clear(&mine);
+  }
   if (!ok) {
     g_prefix_error(err, "generated %s/%s schedule is invalid (a bug): ", tp_order_name(o), tp_policy_name(p));
     if (err && *err)

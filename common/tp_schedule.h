@@ -153,6 +153,10 @@ void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
 
 /* Generate a schedule: the order, then versions by the policy, then a full validation. */
 TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err);
+/* The same, keeping in *prep (tp_replay.h; NULL: keep nothing) the index and unit-slot replay the
+ * generation built, for tp_sim_run_prepared. */
+typedef struct TpPrepared TpPrepared;
+TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, int K, TpPrepared *prep, GError **err);
 
 /* orders.c: fill the per-stage operation lists (versions left at 0). */
 void tp_order_fill(TpSchedule *s);

@@ -43,6 +43,13 @@ static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **
       const int32_t *p[2] = { fp, bp };
       for (int kind = 0; kind < 2; kind++) {
         gboolean whole = p[kind][tp_key(s->N, i, TP_WHOLE)] >= 0;
+        /* the usual case first, in one branch-free count: all micro-batches or none of them */
+        const int32_t *part = &p[kind][tp_key(s->N, i, 0)];
+        int parts = 0;
+        for (int j = 0; j < s->N; j++)
+          parts += part[j] >= 0;
+        if (parts == (whole ? 0 : s->N))
+          continue;
         for (int j = 0; j < s->N; j++) {
           gboolean part = p[kind][tp_key(s->N, i, j)] >= 0;
           if (whole && part) {
@@ -116,8 +123,11 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
   if (op->kind == TP_OP_U) {
     if (latest != op->mb - 1)
       return fail(err, s, st, op, "comes after %d updates: updates must run in mini-batch order", latest);
-    const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
-    for (int j = TP_WHOLE; j < s->N; j++) {
+    const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *row = &bp[tp_key(s->N, op->mb, TP_WHOLE)];
+    int32_t last = -1; /* the usual case first, in one branch-free pass: no backward after k */
+    for (int j = 0; j <= s->N; j++)
+      last = MAX(last, row[j]);
+    for (int j = TP_WHOLE; last > k && j < s->N; j++) {
       int32_t p = bp[tp_key(s->N, op->mb, j)];
       if (p > k) {
         tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
@@ -127,9 +137,15 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
     return TRUE;
   }
   if (op->kind == TP_OP_B) {
+    const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys, *row = &fp[tp_key(s->N, op->mb, TP_WHOLE)];
+    int32_t p = row[0];
+    if (p < 0 && op->micro != TP_WHOLE)
+      p = row[1 + op->micro];
+    else if (p < 0) /* the usual case first, in one branch-free pass: the latest forward */
+      for (int j = 1; j <= s->N; j++)
+        p = MAX(p, row[j]);
     int which = TP_WHOLE;
-    int32_t p = last_forward(s, ix, st, op, &which);
-    if (p > k) {
+    if (p > k && (p = last_forward(s, ix, st, op, &which)) > k) {
       TpOp f = { TP_OP_F, 0, op->mb, which, 0, 0 };
       tp_op_name(s, &f, need, sizeof need);
       return fail(err, s, st, op, "needs the activations of %s, which comes later in that stage's order", need);

@@ -107,7 +107,7 @@ static int change_cmp(const void *a, const void *b)
 typedef struct {
   Change *buf; /* the streams one after the other */
   long at[S_N], len[S_N];
-  long pos[S_N]; /* merging: the next change of each stream */
+  const Change *cur[S_N], *stop[S_N]; /* merging: the next change of each stream, and its end */
   int heap[S_N], n_heap; /* merging: the streams left, by their next change */
 } Streams;
 
@@ -135,7 +135,7 @@ static inline void add(Streams *q, int on, int off, double t0, double t1, double
   put(q, off, t1, -amount);
 }
 
-static inline const Change *head(const Streams *q, int k) { return &q->buf[q->at[k] + q->pos[k]]; }
+static inline const Change *head(const Streams *q, int k) { return q->cur[k]; }
 
 static inline gboolean head_before(const Streams *q, int a, int b)
 {
@@ -170,7 +170,7 @@ static void merge_start(Streams *q)
         qsort(c, (size_t)q->len[k], sizeof(Change), change_cmp);
         break;
       }
-    q->pos[k] = 0;
+    q->cur[k] = c, q->stop[k] = c + q->len[k];
     if (q->len[k] > 0)
       q->heap[q->n_heap++] = k;
   }
@@ -186,7 +186,7 @@ static inline const Change *merge_next(Streams *q, int *comp)
   int k = q->heap[0];
   const Change *c = head(q, k);
   *comp = stream_comp[k];
-  if (++q->pos[k] == q->len[k])
+  if (++q->cur[k] == q->stop[k])
     q->heap[0] = q->heap[--q->n_heap];
   sift_down(q, 0);
   return c;
@@ -207,7 +207,7 @@ static double release_time(const TpSim *sim, int st, const TpOp *f)
   return sim->end[ix->off[st] + p];
 }
 
-static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMetrics *sm, GArray *ch, GArray *series)
+static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *ch, GArray *series)
 {
   const TpSchedule *s = sim->s;
   const TpStageCost *sc = &sim->c->stage[st];
@@ -224,11 +224,13 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   g_array_set_size(ch, (guint)room);
   q.buf = (Change *)ch->data;
   create[0] = 0;
+  int latest = 0; /* the stage's latest version when op k runs (m->latest, which may not be ready) */
   for (int k = 0; k < n; k++) {
     const TpOp *op = &ops[k];
     long g = off + k;
     if (op->kind == TP_OP_U) {
       create[op->mb] = sim->end[g];
+      latest++;
       continue;
     }
     double use = sim->end[g];
@@ -237,7 +239,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
-    } else if (op->src == TP_SRC_BLEND && m->latest[g] > op->ver) {
+    } else if (op->src == TP_SRC_BLEND && latest > op->ver) {
       add(&q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], sc->weight_bytes);
     }
     last[op->ver] = MAX(last[op->ver], use);
@@ -261,7 +263,41 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
   double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
   sm->peak_bytes = -1;
   int cc;
-  for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
+  if (!series && q.n_heap > 0) {
+    /* the peaks only: a change that frees (delta <= 0) lowers its component and the total, so only
+     * the other changes are compared against the peaks so far (the same maxima as below) */
+    sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
+    sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
+    const double wb = sc->weight_bytes, sb = sc->stored_bytes;
+    double comp0 = 0, comp3 = 0, comp4 = 0;
+    gboolean first = TRUE;
+    for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
+      cur[cc] += c->delta;
+      if (cc == C_ACTS)
+        comp3 = cur[C_ACTS] * sb;
+      else if (cc == C_COMM)
+        comp4 = cur[C_COMM];
+      else
+        comp0 = cur[C_VERSIONS] * wb + cur[C_BLEND];
+      if (c->delta <= 0 && !first)
+        continue;
+      first = FALSE;
+      if (cc == C_VERSIONS)
+        sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
+      if (cc == C_ACTS)
+        sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
+      sm->comp_peak[0] = MAX(sm->comp_peak[0], comp0);
+      sm->comp_peak[3] = MAX(sm->comp_peak[3], comp3);
+      sm->comp_peak[4] = MAX(sm->comp_peak[4], comp4);
+      double total = comp0 + comp3 + comp4 + fixed;
+      if (total > sm->peak_bytes) {
+        sm->peak_bytes = total;
+        sm->at_peak[0] = comp0, sm->at_peak[1] = sc->optimizer_bytes, sm->at_peak[2] = sc->grad_buffer_bytes;
+        sm->at_peak[3] = comp3, sm->at_peak[4] = comp4;
+      }
+    }
+  }
+  for (const Change *c; series && (c = merge_next(&q, &cc)) != NULL;) {
     cur[cc] += c->delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
@@ -275,7 +311,7 @@ static void stage_memory(const TpSim *sim, const TpMetrics *m, int st, TpStageMe
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (series && (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t)) {
+    if (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t) {
       TpMemPoint p = { c->t, total };
       g_array_append_val(series, p);
     }
@@ -335,34 +371,6 @@ int tp_backward_mismatch(const TpSchedule *s, const TpIndex *ix, int st, const T
   return worst;
 }
 
-/* The version mismatch of every backward, and the busy time inside the steady window. */
-static void steady_and_mismatch(const TpSim *sim, TpMetrics *m)
-{
-  const TpSchedule *s = sim->s;
-  const double t0 = m->window_start, t1 = m->window_end;
-  double busy = 0;
-  m->mismatch = g_array_new(FALSE, TRUE, sizeof(long));
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    const long off = sim->ix->off[st];
-    int latest = 0, worst = 0;
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      long g = off + k;
-      busy += MAX(0.0, MIN(sim->end[g], t1) - MAX(sim->start[g], t0));
-      if (ops[k].kind == TP_OP_U)
-        latest++;
-      else if (ops[k].kind == TP_OP_B) {
-        int d = tp_backward_mismatch(s, sim->ix, st, &ops[k], latest, m->mismatch, &m->mismatch_older);
-        worst = MAX(worst, d);
-      }
-    }
-    m->stage[st].max_version_mismatch = worst;
-  }
-  m->t_minibatch_run = m->makespan / s->K;
-  m->throughput_steady = m->t_minibatch > 0 ? s->N * sim->c->samples_per_micro / m->t_minibatch : 0;
-  m->bubble_steady = t1 > t0 ? 1.0 - busy / (s->W * (t1 - t0)) : m->bubble;
-}
-
 /* Memory of every stage: the stages are independent, so large schedules spread them over the cores
  * (each thread takes the next stage from a shared counter and writes only that stage's entry). */
 typedef struct {
@@ -376,21 +384,28 @@ static gpointer stage_memory_worker(gpointer data)
   StageWork *w = data;
   GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
   for (int st; (st = g_atomic_int_add(&w->next, 1)) < w->m->W;)
-    stage_memory(w->sim, w->m, st, &w->m->stage[st], ch, NULL);
+    stage_memory(w->sim, st, &w->m->stage[st], ch, NULL);
   g_array_unref(ch);
   return NULL;
 }
 
-static void stage_memory_all(const TpSim *sim, TpMetrics *m)
+/* Start the memory of every stage on threads-1 more threads (none when one is enough) while the
+ * caller goes on; stage_memory_finish joins in and waits for them. */
+static GThread **stage_memory_start(const TpSim *sim, StageWork *w, int *threads)
 {
-  StageWork w = { sim, m, 0 };
   /* each thread holds one stage's changes: spread only many small stages (the memory stays that of
    * a few stages, not of a large share of the schedule) */
-  int threads = sim->n_ops < 200000 || m->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)m->W / 8);
-  GThread **t = g_new(GThread *, threads);
-  for (int i = 1; i < threads; i++)
-    t[i] = g_thread_new("metrics", stage_memory_worker, &w);
-  stage_memory_worker(&w);
+  int n = sim->n_ops < 200000 || w->m->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)w->m->W / 8);
+  GThread **t = g_new(GThread *, n);
+  for (int i = 1; i < n; i++)
+    t[i] = g_thread_new("metrics", stage_memory_worker, w);
+  *threads = n;
+  return t;
+}
+
+static void stage_memory_finish(StageWork *w, GThread **t, int threads)
+{
+  stage_memory_worker(w);
   for (int i = 1; i < threads; i++)
     g_thread_join(t[i]);
   g_free(t);
@@ -411,14 +426,32 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   m->link_bytes = g_new0(double, MAX(L, 1));
   m->staleness = g_array_new(FALSE, TRUE, sizeof(long));
 
+  /* the stages' memory needs only the timeline: on other threads while this one does the rest */
+  StageWork w = { sim, m, 0 };
+  int threads;
+  GThread **t = stage_memory_start(sim, &w, &threads);
+
+  m->v = g_new(int, s->K + 1);
+  m->g = g_new(int, s->K + 1);
+  version_difference(s, m->v, m->g);
+  steady(s, m->v, m);
+  m->t_minibatch = time_per_minibatch(sim, m);
+
+  /* one pass: busy times (the whole run, and inside the steady window), staleness, messages, and
+   * the version mismatch of every backward */
+  const double t0 = m->window_start, t1 = m->window_end;
+  double busy_steady = 0;
+  m->mismatch = g_array_new(FALSE, TRUE, sizeof(long));
   for (int st = 0; st < W; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
-    int latest = 0;
+    const long off = sim->ix->off[st];
+    int latest = 0, worst = 0;
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &ops[k];
-      long g = sim->ix->off[st] + k;
+      long g = off + k;
       m->latest[g] = latest;
       m->stage[st].busy += sim->end[g] - sim->start[g];
+      busy_steady += MAX(0.0, MIN(sim->end[g], t1) - MAX(sim->start[g], t0));
       if (op->kind == TP_OP_U) {
         latest++;
         continue;
@@ -427,6 +460,10 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
       if (m->staleness->len <= d)
         g_array_set_size(m->staleness, d + 1);
       g_array_index(m->staleness, long, d)++;
+      if (op->kind == TP_OP_B) {
+        int d_b = tp_backward_mismatch(s, sim->ix, st, op, latest, m->mismatch, &m->mismatch_older);
+        worst = MAX(worst, d_b);
+      }
       if (sim->cons[g] >= 0) {
         int l = tp_link_of(W, st, op->kind);
         m->link_messages[l]++;
@@ -435,20 +472,17 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
     }
     m->busy += m->stage[st].busy;
     m->stage[st].bubble = m->makespan > 0 ? 1.0 - m->stage[st].busy / m->makespan : 0;
+    m->stage[st].max_version_mismatch = worst;
   }
   for (int l = 0; l < L; l++)
     m->messages += m->link_messages[l], m->bytes += m->link_bytes[l];
   m->bubble = m->makespan > 0 ? 1.0 - m->busy / (W * m->makespan) : 0;
   m->throughput = m->makespan > 0 ? (double)s->K * s->N * sim->c->samples_per_micro / m->makespan : 0;
+  m->t_minibatch_run = m->makespan / s->K;
+  m->throughput_steady = m->t_minibatch > 0 ? s->N * sim->c->samples_per_micro / m->t_minibatch : 0;
+  m->bubble_steady = t1 > t0 ? 1.0 - busy_steady / (s->W * (t1 - t0)) : m->bubble;
 
-  m->v = g_new(int, s->K + 1);
-  m->g = g_new(int, s->K + 1);
-  version_difference(s, m->v, m->g);
-  steady(s, m->v, m);
-  m->t_minibatch = time_per_minibatch(sim, m);
-  steady_and_mismatch(sim, m);
-
-  stage_memory_all(sim, m);
+  stage_memory_finish(&w, t, threads);
   return m;
 }
 
@@ -456,7 +490,8 @@ GArray *tp_metrics_memory_series(const TpSim *sim, const TpMetrics *m, int st)
 {
   GArray *series = g_array_new(FALSE, FALSE, sizeof(TpMemPoint)), *ch = g_array_new(FALSE, FALSE, sizeof(Change));
   TpStageMetrics scratch = { 0 };
-  stage_memory(sim, m, st, &scratch, ch, series);
+  (void)m;
+  stage_memory(sim, st, &scratch, ch, series);
   g_array_unref(ch);
   return series;
 }

@@ -143,18 +143,21 @@ long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
 /* Unit slots with a device per stage: every operation starts as soon as its stage is free and its
  * input has arrived, transfers take no time; that is the unit-slot replay (tp_replay), which gives
  * the event loop's timeline without the event queue (tests check that the two agree). */
-static gboolean run_replay(TpSim *sim, GError **err)
+static gboolean run_replay(TpSim *sim, gboolean replayed, GError **err)
 {
-  if (!tp_replay_times(sim->s, sim->ix, sim->start, sim->end, err)) {
+  if (!replayed && !tp_replay_times(sim->s, sim->ix, sim->start, sim->end, err)) {
     if (err && *err)
       (*err)->code = TP_ERROR_RUNTIME;
     return FALSE;
   }
   double span = 0;
+  const double *end = sim->end;
+  const int32_t *cons = sim->cons;
+  double *x = sim->xend; /* = sim->xstart: transfers take no time */
   for (long g = 0; g < sim->n_ops; g++) {
-    span = MAX(span, sim->end[g]);
-    if (sim->cons[g] >= 0)
-      sim->xstart[g] = sim->xend[g] = sim->end[g];
+    double e = end[g];
+    span = MAX(span, e);
+    x[g] = cons[g] >= 0 ? e : -1;
   }
   sim->makespan = span;
   return TRUE;
@@ -199,7 +202,7 @@ static gboolean run_events(TpSim *sim, GError **err)
   return ok;
 }
 
-static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, GError **err)
+static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepared *prep, GError **err)
 {
   if (c->W != s->W) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, schedule has %d", c->W, s->W);
@@ -210,22 +213,42 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, GError 
   TpSim *sim = g_new0(TpSim, 1);
   sim->s = s;
   sim->c = c;
-  if (!(sim->ix = tp_index_new(s, err))) {
+  if (prep && prep->ix) {
+    sim->ix = prep->ix;
+    prep->ix = NULL;
+  } else if (!(sim->ix = tp_index_new(s, err))) {
     g_free(sim);
     return NULL;
   }
   long n = sim->n_ops = sim->ix->off[s->W];
-  sim->start = g_new(double, n);
-  sim->end = g_new(double, n);
-  sim->xstart = g_new(double, n);
+  gboolean replay = !events && c->unit && !c->shared_devices, replayed = FALSE;
+  if (replay && prep && prep->start && prep->end) {
+    sim->start = prep->start;
+    sim->end = prep->end;
+    prep->start = prep->end = NULL;
+    replayed = TRUE;
+  } else {
+    if (prep) { /* not this timeline's: freed before the simulator's own are allocated */
+      g_free(prep->start), g_free(prep->end);
+      prep->start = prep->end = NULL;
+    }
+    sim->start = g_new(double, n);
+    sim->end = g_new(double, n);
+  }
   sim->xend = g_new(double, n);
+  sim->xstart = replay ? sim->xend : g_new(double, n);
   sim->prod = sim->ix->prod;
   sim->cons = g_new(int32_t, n);
-  for (long g = 0; g < n; g++)
-    sim->xstart[g] = sim->xend[g] = -1;
   wire(sim);
 
-  gboolean ok = events || !c->unit || c->shared_devices ? run_events(sim, err) : run_replay(sim, err);
+  gboolean ok;
+  if (replay) {
+    ok = run_replay(sim, replayed, err);
+  } else {
+    for (long g = 0; g < n; g++)
+      sim->xstart[g] = sim->xend[g] = -1;
+    ok = run_events(sim, err);
+  }
   if (!ok) {
     tp_sim_free(sim);
     return NULL;
@@ -233,9 +256,14 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, GError 
   return sim;
 }
 
-TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, FALSE, err); }
+TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, FALSE, NULL, err); }
 
-TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, TRUE, err); }
+TpSim *tp_sim_run_prepared(const TpSchedule *s, const TpCost *c, TpPrepared *prep, GError **err)
+{
+  return run(s, c, FALSE, prep, err);
+}
+
+TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, TRUE, NULL, err); }
 
 void tp_sim_free(TpSim *sim)
 {
@@ -244,7 +272,8 @@ void tp_sim_free(TpSim *sim)
   tp_index_free(sim->ix);
   g_free(sim->start);
   g_free(sim->end);
-  g_free(sim->xstart);
+  if (sim->xstart != sim->xend)
+    g_free(sim->xstart);
   g_free(sim->xend);
   g_free(sim->cons);
   g_free(sim);

@@ -18,7 +18,8 @@ typedef struct {
   double *start, *end;   /* per global op (ix->off numbering) */
   int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1
                             (prod is the index's ix->prod) */
-  double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0) */
+  double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0), else -1; where
+                            transfers take no time (the unit-slot replay) one array serves both */
   double makespan;
 } TpSim;
 
@@ -43,6 +44,11 @@ static inline void tp_mark_device_sharers(TpEngine *e, const TpCost *c, int st)
 /* Refuses (TP_ERROR_INPUT, before allocating) a schedule whose simulation and metrics need more
  * memory than tp_memory_available() allows: about tp_sim_bytes(s, c). */
 TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
+/* The same, taking over from prep (NULL: nothing) what generating s computed already: its index,
+ * and on unit costs with a device per stage its unit-slot timeline (the times are freed otherwise,
+ * so prep is empty afterwards).  prep must describe s's operations as they are
+ * (tp_schedule_generate_prepared, no edit since). */
+TpSim *tp_sim_run_prepared(const TpSchedule *s, const TpCost *c, TpPrepared *prep, GError **err);
 /* The same, always through the event loop (tp_sim_run takes the unit-slot replay where the two
  * agree: unit costs, a device per stage). */
 TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err);

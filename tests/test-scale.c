@@ -1,10 +1,12 @@
 /* test-scale.c — what makes large runs possible: sizes the tool must refuse rather than die on
  * (memory each step needs, checked before allocating, against TP_MEMORY_LIMIT here; the total work
  * of a sweep), the sweep's threads, which must give the rows a single thread gives, and the
- * metrics' merge of memory changes when a stage receives in another order than its neighbour sends. */
+ * metrics' merge of memory changes when a stage receives in another order than its neighbour sends,
+ * and the simulator reusing the index and unit-slot replay the generator built. */
 #include "tp_test.h"
 #include "tp_cost.h"
 #include "tp_metrics.h"
+#include "tp_replay.h"
 #include "tp_sim.h"
 #include "tp_validate.h"
 #include "tp_sweep.h"
@@ -160,6 +162,38 @@ static void test_memory_out_of_order(void)
   g_assert_cmpint(swapped, >, 0);
 }
 
+/* The simulator on what the generator prepared (its index and unit-slot replay) gives the timeline
+ * of the simulator on its own, takes what it uses, and on a cost model still runs the event loop. */
+static void test_prepared(void)
+{
+  for (int i = 0; i < tp_n_presets; i++)
+    for (int costs = 0; costs < 2; costs++) {
+      const TpPreset *p = &tp_presets[i];
+      TpPrepared prep = { 0 };
+      g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(p->order, p->policy, 4, 4, 12, &prep, NULL);
+      g_assert_nonnull(s);
+      g_assert_true(prep.ix && prep.start && prep.end);
+      g_autoptr(TpCost) c = tp_cost_unit(s->W);
+      for (int st = 0; costs && st < s->W; st++)
+        c->stage[st].fwd = 1 + st, c->stage[st].bwd = 2.5;
+      c->unit = !costs;
+      g_autoptr(TpSim) want = tp_sim_run(s, c, NULL);
+      g_autoptr(TpSim) got = tp_sim_run_prepared(s, c, &prep, NULL);
+      g_assert_nonnull(got);
+      g_assert_null(prep.ix);
+      g_assert_true(prep.start == NULL && prep.end == NULL);
+      g_assert_cmpfloat(got->makespan, ==, want->makespan);
+      for (long g = 0; g < want->n_ops; g++) {
+        g_assert_cmpint(got->cons[g], ==, want->cons[g]);
+        g_assert_cmpfloat(got->start[g], ==, want->start[g]);
+        g_assert_cmpfloat(got->end[g], ==, want->end[g]);
+        g_assert_cmpfloat(got->xstart[g], ==, want->xstart[g]);
+        g_assert_cmpfloat(got->xend[g], ==, want->xend[g]);
+      }
+      tp_prepared_clear(&prep);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -169,5 +203,6 @@ int main(int argc, char **argv)
   g_test_add_func("/scale/sweep-threads-equal", test_sweep_threads_equal);
   g_test_add_func("/scale/sweep-work-bound", test_sweep_work_bound);
   g_test_add_func("/scale/memory-out-of-order", test_memory_out_of_order);
+  g_test_add_func("/scale/prepared", test_prepared);
   return g_test_run();
 }
