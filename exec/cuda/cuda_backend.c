@@ -210,15 +210,3 @@ void tp_backend_cuda_free(TpBackend *be)
   g_free(c);
   g_free(be);
 }
-
-const TpBackend *tp_backend_cuda_default(GError **err)
-{
-  static GMutex lock;
-  static TpBackend *shared;
-  g_mutex_lock(&lock);
-  if (!shared)
-    shared = tp_backend_cuda_new(0, err);
-  TpBackend *be = shared;
-  g_mutex_unlock(&lock);
-  return be;
-}
