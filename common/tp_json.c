@@ -124,7 +124,7 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
     } else if (c != ':') {
       /* a number, true, false or null: to the next delimiter */
       const char *q = p;
-      while (q < end && !strchr(",]}: \t\r\n\"", *q))
+      while (q < end && (*q == '\0' || !strchr(",]}: \t\r\n\"", *q))) /* strchr finds '\0' too */
         q++;
       g_autofree char *tok = g_strndup(p, (gsize)(q - p));
       if (depth == 1 && key)

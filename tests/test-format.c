@@ -238,6 +238,11 @@ static void test_json_strict(void)
   expect_parse_error(JH "\"workers\": 1, \"stages\": [[]]}\n{}", "bad.sched:3: a second JSON value after the first");
   expect_parse_error(JH "\"workers\": 1, \"stages\": [[]]}\nx", "bad.sched:3: text 'x' after the JSON object");
   expect_parse_error(JH "\"workers\": 1, \"workers\": 1, \"stages\": [[]]}", "bad.sched:2: key 'workers' given twice");
+  /* a NUL byte inside the given length (the library API; files with one are refused when read) */
+  GError *nul_err = NULL;
+  g_assert_null(tp_schedule_parse("{\0}", 3, "nul.sched", &nul_err));
+  g_assert_error(nul_err, TP_ERROR, TP_ERROR_INPUT);
+  g_clear_error(&nul_err);
   expect_parse_error(JH "\"workers\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 1, \"micro_batch\": 1, "
                         "\"version\": 0, \"colour\": 2}]]}", "bad.sched:3: stages[0][0]: unknown key 'colour'");
   expect_parse_error(JH "\"workers\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 99999999999999999999}]]}",
