@@ -1,0 +1,40 @@
+#!/bin/sh
+# convergence.sh — the convergence grid of the executor on Fashion-MNIST: `mlp` with every preset,
+# W in {2, 4}, N in {2, 4}, E_MLP epochs; `cnn` with the synchronous presets and the TiMePReSt
+# family at W = 4, N in {2, 4}, E_CNN epochs.  Every run writes its training log (--csv) and its
+# JSON report to OUTDIR; bench/convergence-table.py turns the JSONs into the Markdown table of
+# bench/RESULTS.md.  Runs already present in OUTDIR are skipped, so the script can be resumed.
+# Not part of `make check`.
+# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn DATA=DIR)
+set -e
+b=${1:-.}
+out=${2:-bench/results/convergence}
+e_mlp=${E_MLP:-10}
+e_cnn=${E_CNN:-5}
+dataopt=""
+[ -n "$DATA" ] && dataopt="--data $DATA"
+mkdir -p "$out"
+run() { # model preset W N epochs
+  tag="$1-$2-w$3-n$4-e$5"
+  if [ -s "$out/$tag.json" ]; then return 0; fi
+  l0=$(cut -d' ' -f1-3 /proc/loadavg)
+  "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $dataopt -q \
+    --csv "$out/$tag.csv" --format json -o "$out/$tag.json.tmp"
+  mv "$out/$tag.json.tmp" "$out/$tag.json"
+  echo "$tag $l0 $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/loadavg.txt"
+  echo "$(date -u +%H:%M:%S) $tag done (load average before / after: $l0 / $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+if [ -z "$ONLY" ] || [ "$ONLY" = mlp ]; then
+  for w in 2 4; do for n in 2 4; do
+    for p in gpipe 1f1b pipedream pipedream-2bw timeprest v-timeprest i-timeprest; do
+      run mlp "$p" "$w" "$n" "$e_mlp"
+    done
+  done; done
+fi
+if [ -z "$ONLY" ] || [ "$ONLY" = cnn ]; then
+  for n in 2 4; do
+    for p in gpipe timeprest pipedream v-timeprest i-timeprest; do
+      run cnn "$p" 4 "$n" "$e_cnn"
+    done
+  done
+fi
