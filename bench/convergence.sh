@@ -5,7 +5,7 @@
 # JSON report to OUTDIR; bench/convergence-table.py turns the JSONs into the Markdown table of
 # bench/RESULTS.md.  Runs already present in OUTDIR are skipped, so the script can be resumed.
 # Not part of `make check`.
-# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn DATA=DIR)
+# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots DATA=DIR)
 set -e
 b=${1:-.}
 out=${2:-bench/results/convergence}
@@ -14,12 +14,20 @@ e_cnn=${E_CNN:-5}
 dataopt=""
 [ -n "$DATA" ] && dataopt="--data $DATA"
 mkdir -p "$out"
-run() { # model preset W N epochs
-  tag="$1-$2-w$3-n$4-e$5"
-  if [ -s "$out/$tag.json" ]; then return 0; fi
+run() { # model preset W N epochs [order-from]
+  tag="$1-$2-w$3-n$4-e$5${6:+-$6}"
+  orderopt=""
+  [ -n "$6" ] && orderopt="--order-from $6"
+  if [ -s "$out/$tag.json" ] || grep -qs "^$tag refused" "$out/refused.txt"; then return 0; fi
   l0=$(cut -d' ' -f1-3 /proc/loadavg)
-  "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $dataopt -q \
-    --csv "$out/$tag.csv" --format json -o "$out/$tag.json.tmp"
+  if ! "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $orderopt $dataopt -q \
+      --csv "$out/$tag.csv" --format json -o "$out/$tag.json.tmp" 2> "$out/$tag.err"; then
+    # a configuration the preset refuses (e.g. pipedream-2bw needs N >= W) is noted and skipped
+    echo "$tag refused: $(cat "$out/$tag.err")" | tee -a "$out/refused.txt"
+    rm -f "$out/$tag.json.tmp" "$out/$tag.csv"
+    return 0
+  fi
+  rm -f "$out/$tag.err"
   mv "$out/$tag.json.tmp" "$out/$tag.json"
   echo "$tag $l0 $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/loadavg.txt"
   echo "$(date -u +%H:%M:%S) $tag done (load average before / after: $l0 / $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -36,5 +44,11 @@ if [ -z "$ONLY" ] || [ "$ONLY" = cnn ]; then
     for p in gpipe timeprest pipedream v-timeprest i-timeprest; do
       run cnn "$p" 4 "$n" "$e_cnn"
     done
+  done
+fi
+if [ -z "$ONLY" ] || [ "$ONLY" = slots ]; then
+  for n in 2 4; do
+    run mlp timeprest 4 "$n" "$e_mlp" slots
+    run cnn timeprest 4 "$n" "$e_cnn" slots
   done
 fi

@@ -74,14 +74,14 @@ def main():
     w0, c0 = time.perf_counter(), time.process_time()
     for i in range(a.k):
         loss = step(a.warmup + i)
-    float(loss)
+    loss = loss.item()
     w1, c1 = time.perf_counter(), time.process_time()
     n = a.k * a.batch
     print(json.dumps({
         "framework": "pytorch", "torch": torch.__version__, "python": platform.python_version(),
         "threads": torch.get_num_threads(), "model": a.model, "batch": a.batch, "mini_batches": a.k,
         "samples_per_second": n / (w1 - w0), "cpu_samples_per_second": n / (c1 - c0),
-        "final_loss": float(loss),
+        "final_loss": loss,
         "parameters": sum(p.numel() for p in net.parameters())}))
 
 

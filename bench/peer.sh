@@ -15,8 +15,9 @@ r=${3:-3}
 venv=${VENV:-$(cd "$(dirname "$0")/.." && pwd)-venv}
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch
+  "$venv/bin/pip" install -q torch numpy
 fi
+cores=$(getconf _NPROCESSORS_ONLN)
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 field() { sed -n "s/.*\"$1\": \\([-0-9.e+]*\\).*/\\1/p" | head -n 1; }
 max() { if [ -z "$1" ] || [ "$(echo "$2 > $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
@@ -27,7 +28,7 @@ cpu_of() { # command... → user+sys seconds of the command
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 echo "== peer: timeprest train -s gpipe -w 1 -n 1 vs PyTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') (1 thread), batch 128, K=$k, best of $r"
-echo "   $(nproc) cores, $(uname -m); load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "   $cores cores, $(uname -m); load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-9s %15s %15s %15s %15s %7s %7s\n' model "tp samples/s" "torch samples/s" "tp cpu-s/s" "torch cpu-s/s" wall cpu
 for m in cnn mlp-deep; do
   tw=""; pw=""; tc=""; pc=""
