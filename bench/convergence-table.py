@@ -35,9 +35,11 @@ def main():
         with open(p) as f:
             j = json.load(f)
         e, t = to_target(p[:-5] + ".csv", j["test_accuracy"], target)
+        if p.endswith("-slots.json"):  # bench/convergence.sh's runs with --order-from slots
+            j["preset"] += " (order on slots)"
         runs.append((j, e, t))
     runs.sort(key=lambda r: (r[0]["model"] != "mlp", r[0]["workers"], r[0]["micro_batches"],
-                             PRESETS.index(r[0]["preset"]) if r[0]["preset"] in PRESETS else 99))
+                             PRESETS.index(r[0]["preset"].split()[0]) + 0.5 * (" " in r[0]["preset"])))
     print("| model | W | N | preset | v | epochs | final test acc. | best | epochs to %.0f %% | s to %.0f %% "
           "| samples/s | peak bytes per stage (measured) |" % (100 * target, 100 * target))
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -18,12 +18,13 @@ run() { # model preset W N epochs [order-from]
   tag="$1-$2-w$3-n$4-e$5${6:+-$6}"
   orderopt=""
   [ -n "$6" ] && orderopt="--order-from $6"
-  if [ -s "$out/$tag.json" ] || grep -qs "^$tag refused" "$out/refused.txt"; then return 0; fi
+  if [ -s "$out/$tag.json" ] || grep -qs "^$tag \\(refused\\|failed\\)" "$out/refused.txt" "$out/failed.txt"; then return 0; fi
   l0=$(cut -d' ' -f1-3 /proc/loadavg)
   if ! "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $orderopt $dataopt -q \
       --csv "$out/$tag.csv" --format json -o "$out/$tag.json.tmp" 2> "$out/$tag.err"; then
-    # a configuration the preset refuses (e.g. pipedream-2bw needs N >= W) is noted and skipped
-    echo "$tag refused: $(cat "$out/$tag.err")" | tee -a "$out/refused.txt"
+    # a configuration the preset refuses (pipedream-2bw needs N >= W) or a run that fails (a loss
+    # that turns NaN) is noted with its message and skipped
+    echo "$tag failed: $(cat "$out/$tag.err")" | tee -a "$out/failed.txt"
     rm -f "$out/$tag.json.tmp" "$out/$tag.csv"
     return 0
   fi
