@@ -1,11 +1,14 @@
 #!/bin/sh
 # convergence.sh — the convergence grid of the executor on Fashion-MNIST: `mlp` with every preset,
-# W in {2, 4}, N in {2, 4}, E_MLP epochs; `cnn` with the synchronous presets and the TiMePReSt
-# family at W = 4, N in {2, 4}, E_CNN epochs.  Every run writes its training log (--csv) and its
-# JSON report to OUTDIR; bench/convergence-table.py turns the JSONs into the Markdown table of
-# bench/RESULTS.md.  Runs already present in OUTDIR are skipped, so the script can be resumed.
-# Not part of `make check`.
-# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots DATA=DIR)
+# W in {2, 4}, N in {2, 4}, E_MLP epochs; `cnn` with gpipe, pipedream and the TiMePReSt family at
+# W = 4, N in {2, 4}, E_CNN epochs; TiMePReSt with its order fixed on unit slots (--order-from
+# slots: v = 2 at W = 4, N = 2, where the order fixed on the profiled costs may give another v) on
+# both models at W = 4, to measure what the multiple-sequence problem does; and plain SGD on `cnn`
+# for E_LONG epochs, to see where the synchronous presets end.  Every run writes its training log
+# (--csv) and its JSON report to OUTDIR; bench/convergence-table.py turns the JSONs into the
+# Markdown table of bench/RESULTS.md.  Runs already present in OUTDIR are skipped, so the script
+# can be resumed.  Not part of `make check`.
+# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots|long E_LONG=8 DATA=DIR)
 set -e
 b=${1:-.}
 out=${2:-bench/results/convergence}
@@ -52,4 +55,8 @@ if [ -z "$ONLY" ] || [ "$ONLY" = slots ]; then
     run mlp timeprest 4 "$n" "$e_mlp" slots
     run cnn timeprest 4 "$n" "$e_cnn" slots
   done
+fi
+if [ -z "$ONLY" ] || [ "$ONLY" = long ]; then
+  # the synchronous reference for longer: plain SGD (GPipe on one stage computes what GPipe on W does)
+  run cnn gpipe 1 1 "${E_LONG:-8}"
 fi
