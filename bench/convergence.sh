@@ -8,7 +8,7 @@
 # (--csv) and its JSON report to OUTDIR; bench/convergence-table.py turns the JSONs into the
 # Markdown table of bench/RESULTS.md.  Runs already present in OUTDIR are skipped, so the script
 # can be resumed.  Not part of `make check`.
-# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots|long E_LONG=8 DATA=DIR)
+# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots|long E_LONG=12 DATA=DIR)
 set -e
 b=${1:-.}
 out=${2:-bench/results/convergence}
@@ -58,5 +58,5 @@ if [ -z "$ONLY" ] || [ "$ONLY" = slots ]; then
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = long ]; then
   # the synchronous reference for longer: plain SGD (GPipe on one stage computes what GPipe on W does)
-  run cnn gpipe 1 1 "${E_LONG:-8}"
+  run cnn gpipe 1 1 "${E_LONG:-12}"
 fi
