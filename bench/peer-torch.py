@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+# peer-torch.py — the peer reference for `timeprest train -w 1`: the same network (cnn or mlp-deep,
+# layer for layer as in models/*.model), the same Fashion-MNIST gzip IDX files, batch, SGD with
+# momentum and weight decay, trained by PyTorch on one CPU thread.  Times K mini-batches after a
+# warm-up (the mini-batch gather from the training set included, as in `train`) and prints one JSON
+# object: samples_per_second (wall), cpu_samples_per_second (process CPU time), versions.
+# Run by bench/peer.sh; not part of `make check`.
+import argparse, gzip, json, os, platform, struct, sys, time
+
+for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(v, "1")
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    magic, = struct.unpack(">I", raw[:4])
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    t = torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8)
+    return t.reshape(dims)
+
+
+def build(model):
+    if model == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+    if model == "mlp-deep":
+        layers = [nn.Flatten(), nn.Linear(784, 1024), nn.ReLU()]
+        for _ in range(5):
+            layers += [nn.Linear(1024, 1024), nn.ReLU()]
+        layers.append(nn.Linear(1024, 10))
+        return nn.Sequential(*layers)
+    sys.exit("peer-torch.py: --model: unknown model '%s' (cnn, mlp-deep)" % model)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="cnn")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("-k", type=int, default=50, help="timed mini-batches")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=1e-4)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).float().div_(255.0)
+    x = x.reshape(-1, 1, 28, 28).contiguous()
+    y = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).long()
+    net = build(a.model)
+    opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    loss_fn = nn.CrossEntropyLoss()
+    perm = torch.randperm(x.shape[0])
+    nb = x.shape[0] // a.batch
+
+    def step(i):
+        idx = perm[(i % nb) * a.batch:(i % nb + 1) * a.batch]
+        xb, yb = x.index_select(0, idx), y.index_select(0, idx)
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(net(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for i in range(a.warmup):
+        step(i)
+    w0, c0 = time.perf_counter(), time.process_time()
+    for i in range(a.k):
+        loss = step(a.warmup + i)
+    loss = loss.item()
+    w1, c1 = time.perf_counter(), time.process_time()
+    n = a.k * a.batch
+    print(json.dumps({
+        "framework": "pytorch", "torch": torch.__version__, "python": platform.python_version(),
+        "threads": torch.get_num_threads(), "model": a.model, "batch": a.batch, "mini_batches": a.k,
+        "samples_per_second": n / (w1 - w0), "cpu_samples_per_second": n / (c1 - c0),
+        "final_loss": loss,
+        "parameters": sum(p.numel() for p in net.parameters())}))
+
+
+if __name__ == "__main__":
+    main()
