@@ -6,6 +6,7 @@
  * operation it waited for, well within the outer timeout.  The mpirun cases skip, saying why, where
  * mpirun cannot start processes here or the build has no MPI. */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,11 +145,38 @@ static void test_same_weights(gconstpointer data)
   g_autofree char *args = g_strdup_printf("-s %s -w %d -n 2 -k 8 --batch 16 --data synthetic --seed 3 "
                                           "--order-from slots --format json --quiet --peer-timeout 20",
                                           pw[0], W);
-  Run local = run(0, args);
+  /* each writes its training log and trace: rank 0 writes them for all stages */
+  g_autofree char *dir = g_dir_make_tmp("test-train-mpi-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *largs = g_strdup_printf("%s --csv %s/l.log --trace %s/l.csv", args, dir, dir);
+  g_autofree char *margs = g_strdup_printf("--transport mpi %s --csv %s/m.log --trace %s/m.csv", args, dir, dir);
+  Run local = run(0, largs);
   expect_success(&local);
-  g_autofree char *margs = g_strdup_printf("--transport mpi %s", args);
   Run mpi = run(W, margs);
   expect_success(&mpi);
+  const char *names[] = { "l.log", "m.log", "l.csv", "m.csv", "l.schedule.csv", "m.schedule.csv", "l.predicted.csv",
+                          "m.predicted.csv" };
+  char *text[G_N_ELEMENTS(names)];
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autofree char *path = g_build_filename(dir, names[i], NULL);
+    g_assert_true(g_file_get_contents(path, &text[i], NULL, NULL));
+    g_unlink(path);
+  }
+  g_rmdir(dir);
+  /* the same log but for the times (column 3), the same rows of events, the same schedule */
+  g_auto(GStrv) ll = g_strsplit(text[0], "\n", -1), ml = g_strsplit(text[1], "\n", -1);
+  g_assert_cmpuint(g_strv_length(ll), ==, g_strv_length(ml));
+  g_assert_cmpuint(g_strv_length(ll), >, 2);
+  for (int i = 1; ll[i] && *ll[i]; i++) {
+    g_auto(GStrv) a = g_strsplit(ll[i], ",", -1), b = g_strsplit(ml[i], ",", -1);
+    g_assert_cmpstr(a[3], ==, b[3]); /* loss */
+    g_assert_cmpstr(a[4], ==, b[4]); /* accuracy */
+  }
+  g_assert_cmpint(count(text[2], "\n"), ==, count(text[3], "\n"));
+  g_assert_cmpstr(text[4], ==, text[5]);
+  g_assert_cmpint(count(text[6], "\n"), ==, count(text[7], "\n"));
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+    g_free(text[i]);
   g_autofree char *sha_l = json_value(local.out, "weights_sha256"), *sha_m = json_value(mpi.out, "weights_sha256");
   g_autofree char *vm = json_value(mpi.out, "versions_match"), *tr = json_value(mpi.out, "transport");
   g_assert_nonnull(sha_l);
