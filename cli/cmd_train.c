@@ -319,8 +319,8 @@ static void mpi_links_json(const Train *t, GString *out)
 
 static void mpi_links_text(const Train *t, GString *out)
 {
-  g_string_append_printf(out, "transport    mpi: %d ranks, rank r runs stage r+1; links (ping-pong before training):",
-                         t->W);
+  g_string_append_printf(out, "transport    mpi: %d rank%s, rank r runs stage r+1; %s", t->W, t->W == 1 ? "" : "s",
+                         t->W == 1 ? "no links" : "links (ping-pong before training):");
   for (int l = 0; l < t->W - 1; l++)
     g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
                            t->links[l].latency_s * 1e6, t->links[l].bandwidth_Bps / 1e9);
