@@ -621,7 +621,7 @@ static char *join_args(int argc, char **argv)
 {
   GString *s = g_string_new(NULL);
   for (int i = 0; i < argc; i++)
-    g_string_append_len(g_string_append(s, argv[i]), "", 1);
+    g_string_append_c(g_string_append(s, argv[i]), '\x1f'); /* a separator no argument holds */
   return g_string_free(s, FALSE);
 }
 

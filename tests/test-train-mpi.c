@@ -201,6 +201,28 @@ static void test_size(void)
   run_clear(&r);
 }
 
+/* Ranks started with other arguments (mpirun's A : B form): exit 2, one line (rank 0's). */
+static void test_other_args(void)
+{
+  if (!mpi_usable())
+    return;
+  const char *common = "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet";
+  g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 %s train %s -s gpipe : -np 1 %s "
+                                          "train %s -s timeprest", bin, common, bin, common);
+  g_auto(GStrv) argv = g_strsplit(line, " ", -1);
+  g_auto(GStrv) envp = run_env(NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e));
+  g_assert_no_error(e);
+  g_assert_true(WIFEXITED(wait));
+  g_assert_cmpint(WEXITSTATUS(wait), ==, 2);
+  g_assert_cmpint(count(err, "timeprest train: rank 1 (stage 2) was started with other arguments than rank 0\n"), ==,
+                  1);
+  g_assert_cmpint(count(err, "timeprest train:"), ==, 1);
+}
+
 /* Without mpirun (or in a build without MPI): exit 2, one line. */
 static void test_no_mpirun(void)
 {
@@ -336,6 +358,7 @@ int main(int argc, char **argv)
   g_test_add_data_func("/train-mpi/weights/timeprest-3", "timeprest 3", test_same_weights);
   g_test_add_data_func("/train-mpi/weights/pipedream-3", "pipedream 3", test_same_weights);
   g_test_add_func("/train-mpi/size", test_size);
+  g_test_add_func("/train-mpi/other-arguments", test_other_args);
   g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);
   g_test_add_data_func("/train-mpi/fault/stop", GINT_TO_POINTER(SIGSTOP), test_fault);
   return g_test_run();
