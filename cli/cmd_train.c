@@ -294,7 +294,8 @@ static gboolean mpi_same_schedule(Train *t, GError **err)
     return FALSE;
   for (int r = 1; r < t->W; r++)
     if (memcmp(all + (size_t)r * sizeof mine, all, sizeof mine) != 0) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d (stage %d) fixed another schedule than rank 0", r, r + 1);
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d (rank %d): rank %d (stage %d) fixed another schedule than "
+                  "rank 0", t->rank + 1, t->rank, r, r + 1);
       return FALSE;
     }
   return TRUE;
