@@ -8,6 +8,7 @@
 #include "tp_costed.h"
 #include "tp_error.h"
 #include "tp_format.h"
+#include "tp_mpi.h"
 #include "tp_net.h"
 #include "tp_partition.h"
 #include "tp_policy.h"
@@ -23,7 +24,7 @@
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
-  char *significance;
+  char *significance, *peer_timeout;
   char *checkpoint, *resume, *ck_every, *stop_after;
   gboolean quiet;
 } Opts;
@@ -33,7 +34,7 @@ static void opts_clear(Opts *o)
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
-                   &o->significance, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after };
+                   &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -100,6 +101,11 @@ typedef struct {
   double train_time, samples;
   GString *log;             /* training log (CSV) */
   GArray *events;           /* measured event rows */
+  /* --transport mpi: this rank's transport (NULL: the local transport), rank, links */
+  TpTransport *mpi;
+  int rank;
+  double peer_timeout;
+  TpMpiLink *links;         /* [W-1], measured before training */
   /* progress */
   gboolean bar;
   gint64 origin, bar_start;
@@ -140,6 +146,7 @@ static void train_clear(Train *t)
       g_array_unref((GArray *)arrs[i]);
   if (t->log)
     g_string_free(t->log, TRUE);
+  g_free(t->links);
 }
 
 /* ---- checkpoints: the run's identity, saving and resuming (cli/tp_checkpoint.h) -------------------- */
@@ -223,7 +230,7 @@ static gboolean parse_opts(Train *t, GError **err)
   static const char *const formats[] = { "text", "json", NULL };
   static const char *const froms[] = { "costs", "slots", NULL };
   int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3;
-  t->lr = 0.01, t->momentum = 0.9, t->wd = 1e-4, t->timeout = 300;
+  t->lr = 0.01, t->momentum = 0.9, t->wd = 1e-4, t->timeout = 300, t->peer_timeout = 60;
   if ((o->format && !tp_cli_choice("--format", o->format, formats, &t->fmt, err)) ||
       (o->order_from && !tp_cli_choice("--order-from", o->order_from, froms, &from, err)) ||
       (o->workers && !tp_cli_int("-w", o->workers, 1, 64, &w, err)) ||
@@ -235,14 +242,26 @@ static gboolean parse_opts(Train *t, GError **err)
       (o->reps && !tp_cli_int("--profile-reps", o->reps, 1, 1000, &reps, err)) ||
       !opt_double("--lr", o->lr, 0, 1e6, &t->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &t->momentum, err) ||
       !opt_double("--weight-decay", o->wd, 0, 1e6, &t->wd, err) ||
-      !opt_double("--timeout", o->timeout, 0.001, 1e7, &t->timeout, err))
+      !opt_double("--timeout", o->timeout, 0.001, 1e7, &t->timeout, err) ||
+      !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &t->peer_timeout, err))
     return FALSE;
   if (o->mini && o->epochs) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;
   }
-  if (o->transport && strcmp(o->transport, "local") != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not available in this build (local)", o->transport);
+  if (o->transport && strcmp(o->transport, "local") != 0 && strcmp(o->transport, "mpi") != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not a transport (local, mpi)", o->transport);
+    return FALSE;
+  }
+  if (o->transport && !strcmp(o->transport, "mpi") && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--%s: not with --transport mpi (checkpoints are of the local transport)",
+                o->checkpoint ? "checkpoint" : o->resume ? "resume" : o->ck_every ? "checkpoint-every" : "stop-after");
+    return FALSE;
+  }
+  if (o->transport && !strcmp(o->transport, "mpi") && (!tp_mpi_available() || !tp_mpi_launched())) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s",
+                !tp_mpi_available() ? TP_MPI_MISSING : "start it under mpirun (mpirun -np W timeprest train "
+                                                       "--transport mpi -w W ...)");
     return FALSE;
   }
   if (o->schedule && (o->preset || o->order_from || o->mini)) {
@@ -336,14 +355,97 @@ static gboolean setup(Train *t, GError **err)
   return !o->resume || resume(t, err);
 }
 
+/* ---- --transport mpi: one rank per stage ----------------------------------------------------------- */
+
+/* Every rank profiles its own stage; the profiles (and rank 0's core count, for the device map)
+ * are gathered onto every rank, so each plans from the same numbers.  The links are measured here,
+ * before training, by a ping-pong between neighbours. */
+static gboolean mpi_share_profile(Train *t, GError **err)
+{
+  typedef struct {
+    TpStageProfile p;
+    gint64 cores;
+  } Part;
+  Part mine = { t->prof[t->rank], t->cores };
+  g_autofree Part *all = g_new(Part, t->W);
+  if (!tp_mpi_gather(t->mpi, -1, &mine, sizeof mine, all, err))
+    return FALSE;
+  for (int s = 0; s < t->W; s++)
+    t->prof[s] = all[s].p;
+  t->cores = (int)all[0].cores;
+  t->links = g_new0(TpMpiLink, MAX(t->W - 1, 1));
+  return tp_mpi_measure_links(t->mpi, 5, 0, FALSE, t->links, err);
+}
+
+static void mpi_links_to_cost(Train *t)
+{
+  g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W);
+  for (int l = 0; l < t->W - 1; l++)
+    lat[l] = t->links[l].latency_s, bw[l] = t->links[l].bandwidth_Bps;
+  tp_predict_set_links(t->cost, lat, bw);
+}
+
+/* The schedule every rank is about to run is rank 0's (a digest compared across ranks). */
+static gboolean mpi_same_schedule(Train *t, GError **err)
+{
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_format_csv(t->s, text);
+  g_string_append_printf(text, "fixed_on=%s\n", tp_report_fixed_on(t->s));
+  guint8 mine[32];
+  gsize n = sizeof mine;
+  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
+  g_checksum_update(c, (const guchar *)text->str, (gssize)text->len);
+  g_checksum_get_digest(c, mine, &n);
+  g_checksum_free(c);
+  g_autofree guint8 *all = g_malloc((size_t)t->W * sizeof mine);
+  if (!tp_mpi_gather(t->mpi, -1, mine, sizeof mine, all, err))
+    return FALSE;
+  for (int r = 1; r < t->W; r++)
+    if (memcmp(all + (size_t)r * sizeof mine, all, sizeof mine) != 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d (rank %d): rank %d (stage %d) fixed another schedule than "
+                  "rank 0", t->rank + 1, t->rank, r, r + 1);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Every rank reaches this point (training starts together: each rank's times are from here). */
+static gboolean mpi_barrier(Train *t, GError **err)
+{
+  gint64 one = 1;
+  g_autofree gint64 *all = g_new(gint64, t->W);
+  return tp_mpi_gather(t->mpi, -1, &one, sizeof one, all, err);
+}
+
+static void mpi_links_json(const Train *t, GString *out)
+{
+  g_string_append(out, "\"links\": [");
+  for (int l = 0; l < t->W - 1; l++)
+    g_string_append_printf(out, "%s{\"from\": %d, \"to\": %d, \"latency\": %.9g, \"bandwidth\": %.9g}", l ? ", " : "",
+                           l + 1, l + 2, t->links[l].latency_s, t->links[l].bandwidth_Bps);
+  g_string_append(out, "], ");
+}
+
+static void mpi_links_text(const Train *t, GString *out)
+{
+  g_string_append_printf(out, "transport    mpi: %d rank%s, rank r runs stage r+1; %s", t->W, t->W == 1 ? "" : "s",
+                         t->W == 1 ? "no links" : "links (ping-pong before training):");
+  for (int l = 0; l < t->W - 1; l++)
+    g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
+                           t->links[l].latency_s * 1e6, t->links[l].bandwidth_Bps / 1e9);
+  g_string_append_c(out, '\n');
+}
+
 /* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
 static gboolean plan(Train *t, const int *first_idx, GError **err)
 {
   gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : t->preset->order == TP_ORDER_1F1B_ASYNC;
   t->prof = g_new0(TpStageProfile, t->W);
-  if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err))
+  if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err) || (t->mpi && !mpi_share_profile(t, err)))
     return FALSE;
   t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
+  if (t->links)
+    mpi_links_to_cost(t);
   if (!t->s) {
     /* with --checkpoint-every M, a run is cut into segments of M mini-batches, each a whole schedule */
     int seg = t->ck.every ? t->ck.every : t->K, tail = t->ck.every ? t->K % t->ck.every : 0;
@@ -358,6 +460,8 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
         return FALSE;
     }
   }
+  if (t->mpi && !mpi_same_schedule(t, err))
+    return FALSE;
   if (t->has_sig) {
     t->s->sig = t->sig;
     if (t->s_tail)
@@ -437,7 +541,9 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
   gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->origin, &prog, &r, err);
   double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
   t->done_before += len;
-  if (ok) {
+  if (ok && t->mpi) /* rank 0 gets every stage's part; the others only train */
+    ok = tp_mpi_gather_run(t->mpi, s, t->rt, &r, err);
+  if (ok && t->rank == 0) {
     for (int i = 0; i < len; i++) {
       double u = update_time(s, &r, i + 1);
       g_array_append_val(t->ep_loss, r.loss_sum[i]);
@@ -496,14 +602,14 @@ static gboolean run_all(Train *t, GError **err)
   for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
   gboolean ok = TRUE, planned = FALSE;
-  t->bar = !t->o.quiet && isatty(STDERR_FILENO);
+  t->bar = !t->o.quiet && isatty(STDERR_FILENO) && t->rank == 0;
   for (int e = t->start_epoch; e < t->runs && ok && !t->interrupted; e++) {
     for (int i0 = e == t->start_epoch ? t->start_index : 0; i0 < K && ok && !t->interrupted; i0 += M) {
       int len = MIN(M, K - i0);
       for (int i = 0; i < len; i++)
         memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
       if (!planned) {
-        if (!(ok = plan(t, idx[0], err)))
+        if (!(ok = plan(t, idx[0], err) && (!t->mpi || mpi_barrier(t, err))))
           break;
         planned = TRUE;
         /* a resumed run's times continue from where the checkpoint left them */
@@ -512,7 +618,7 @@ static gboolean run_all(Train *t, GError **err)
       }
       ok = run_segment(t, e, i0, len, idx, err);
       gboolean ends = i0 + len == K;
-      ok = ok && (!ends || end_run(t, e, err));
+      ok = ok && (!ends || t->rank != 0 || end_run(t, e, err)); /* --transport mpi: rank 0 reports */
       if (ok && t->ck.dir && (ends || t->ck.every)) {
         ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, err);
         t->ck_epoch = e + 1, t->ck_index = i0 + len;
@@ -575,8 +681,11 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
-                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"local\", \"cores\": %d, \"stages\": [",
-                         t->W, t->N, t->batch, t->K, t->runs, t->cores);
+                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"%s\", \"cores\": %d, ",
+                         t->W, t->N, t->batch, t->K, t->runs, t->mpi ? "mpi" : "local", t->cores);
+  if (t->links)
+    mpi_links_json(t, out);
+  g_string_append(out, "\"stages\": [");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
                            s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
@@ -609,6 +718,8 @@ static void report_text(const Train *t, const char *sha, GString *out)
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
   g_string_append(out, " (split balancing FLOPs)\n");
+  if (t->links)
+    mpi_links_text(t, out);
   g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
                          t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
                          t->pm->chains, t->pm->chains == 1 ? "" : "s");
@@ -643,6 +754,86 @@ static G_NORETURN gboolean stopped(Train *t)
   exit(sig > 0 ? 128 + sig : 0);
 }
 
+/* The training log, the trace files and the report. */
+static gboolean write_outputs(Train *t, GError **err)
+{
+  const Opts *o = &t->o;
+  gboolean ok = TRUE;
+  g_autofree char *sha = weights_sha256(t);
+  g_autoptr(GString) text = g_string_new(NULL);
+  if (o->csv)
+    ok = tp_cli_emit(o->csv, t->log, err);
+  if (ok && o->trace) {
+    g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t->s));
+    tp_events_write_csv(t->events, text);
+    ok = tp_cli_emit(o->trace, text, err);
+    g_string_truncate(text, 0);
+    /* the plan is part of the run's record: the schedule it ran, beside the events, and the
+     * simulator's timeline of it (one schedule) to overlay */
+    g_autofree char *plan_path = beside(o->trace, "schedule"), *pred_path = beside(o->trace, "predicted");
+    tp_format_csv(t->s, text);
+    ok = ok && tp_cli_emit(plan_path, text, err);
+    g_string_truncate(text, 0);
+    tp_report_events_csv(t->psim, t->pm, text);
+    ok = ok && tp_cli_emit(pred_path, text, err);
+    g_string_truncate(text, 0);
+  }
+  if (ok) {
+    (t->fmt ? report_json : report_text)(t, sha, text);
+    ok = tp_cli_emit(o->output, text, err);
+  }
+  return ok;
+}
+
+/* The arguments that must agree across ranks. */
+static char *join_args(int argc, char **argv)
+{
+  GString *s = g_string_new(NULL);
+  for (int i = 0; i < argc; i++)
+    g_string_append_c(g_string_append(s, argv[i]), '\x1f'); /* a separator no argument holds */
+  return g_string_free(s, FALSE);
+}
+
+/* mpirun -np W timeprest train --transport mpi …: what every rank must agree on before training
+ * (the same arguments, -np = W, a setup that worked) ends every rank with the first failing rank's
+ * status, printed by that rank alone; a failure once training has begun ends the job with one line
+ * per rank (tp_mpi_fail); rank 0 reports. */
+static gboolean train_mpi(Train *t, const char *args, GError **err)
+{
+  if (!tp_mpi_init(NULL, NULL, err))
+    return FALSE;
+  t->rank = tp_mpi_rank();
+  GError *e = NULL;
+  if (!(t->mpi = tp_mpi_new(t->N, t->peer_timeout, &e)))
+    tp_mpi_fail(NULL, e->message, 1);
+  gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
+                tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
+  t->mpi->N = t->N; /* a schedule file's N */
+  gint64 status = ok ? 0 : tp_error_exit_status(e);
+  g_autofree gint64 *all = g_new(gint64, tp_mpi_size());
+  GError *ge = NULL;
+  if (!tp_mpi_gather(t->mpi, -1, &status, sizeof status, all, &ge))
+    tp_mpi_fail(t->mpi, ge->message, 1);
+  for (int r = 0; r < tp_mpi_size(); r++)
+    if (all[r]) {
+      tp_mpi_finalize(t->mpi);
+      t->mpi = NULL;
+      if (r == t->rank) {
+        g_propagate_error(err, e);
+        return FALSE;
+      }
+      g_clear_error(&e);
+      train_clear(t);
+      exit((int)all[r]); /* rank r says why */
+    }
+  if (!run_all(t, &e))
+    tp_mpi_fail(t->mpi, e->message, 1);
+  ok = t->rank != 0 || write_outputs(t, err);
+  tp_mpi_finalize(t->mpi);
+  t->mpi = NULL;
+  return ok;
+}
+
 gboolean tp_cmd_train(int argc, char **argv, GError **err)
 {
   Train t = { 0 };
@@ -662,7 +853,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default)", "NAME" },
-    { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport, "Stage transport: local (default)", "NAME" },
+    { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
+      "Stage transport: local (default; threads) or mpi (under mpirun -np W: rank r runs stage r+1)", "NAME" },
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
       "Fix the nf1b/1f1b-async order on the profiled costs (default) or on unit slots", "costs|slots" },
     { "schedule", 0, 0, G_OPTION_ARG_FILENAME, &o->schedule, "Run this schedule file (CSV or JSON)", "FILE" },
@@ -686,6 +878,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "stop-after", 0, 0, G_OPTION_ARG_STRING, &o->stop_after,
       "Stop at the first checkpoint after D mini-batches, as an interruption does (exit 0)", "D" },
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &o->timeout, "Seconds a stage waits for a message (default 300)", "S" },
+    { "peer-timeout", 0, 0, G_OPTION_ARG_STRING, &o->peer_timeout,
+      "--transport mpi: seconds a rank waits for another before the run ends (default 60)", "S" },
     { "profile-reps", 0, 0, G_OPTION_ARG_STRING, &o->reps, "Timed repetitions per profiled operation (default 3)", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -701,36 +895,17 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "test = 0) and one per epoch (the epoch's training loss and the test accuracy, test = 1).\n\n"
     "Example: timeprest train -s timeprest -w 2 -n 4 -k 50\n"
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
+  g_autofree char *args = join_args(argc, argv);
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err);
-  if (ok && t.ck.dir)
-    tp_checkpoint_catch_signals();
-  ok = ok && setup(&t, err) && run_all(&t, err);
-  if (ok && t.interrupted)
-    return stopped(&t);
-  if (ok) {
-    g_autofree char *sha = weights_sha256(&t);
-    g_autoptr(GString) text = g_string_new(NULL);
-    if (o->csv)
-      ok = tp_cli_emit(o->csv, t.log, err);
-    if (ok && o->trace) {
-      g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t.s));
-      tp_events_write_csv(t.events, text);
-      ok = tp_cli_emit(o->trace, text, err);
-      g_string_truncate(text, 0);
-      /* the plan is part of the run's record: the schedule it ran, beside the events, and the
-       * simulator's timeline of it (one schedule) to overlay */
-      g_autofree char *plan_path = beside(o->trace, "schedule"), *pred_path = beside(o->trace, "predicted");
-      tp_format_csv(t.s, text);
-      ok = ok && tp_cli_emit(plan_path, text, err);
-      g_string_truncate(text, 0);
-      tp_report_events_csv(t.psim, t.pm, text);
-      ok = ok && tp_cli_emit(pred_path, text, err);
-      g_string_truncate(text, 0);
-    }
-    if (ok) {
-      (t.fmt ? report_json : report_text)(&t, sha, text);
-      ok = tp_cli_emit(o->output, text, err);
-    }
+  if (ok && o->transport && !strcmp(o->transport, "mpi"))
+    ok = train_mpi(&t, args, err);
+  else {
+    if (ok && t.ck.dir)
+      tp_checkpoint_catch_signals();
+    ok = ok && setup(&t, err) && run_all(&t, err);
+    if (ok && t.interrupted)
+      return stopped(&t);
+    ok = ok && write_outputs(&t, err);
   }
   train_clear(&t);
   return ok;
