@@ -10,6 +10,7 @@
 #include "tp_format.h"
 #include "tp_mpi.h"
 #include "tp_net.h"
+#include "tp_output.h"
 #include "tp_partition.h"
 #include "tp_policy.h"
 #include "tp_predict.h"
@@ -754,35 +755,35 @@ static G_NORETURN gboolean stopped(Train *t)
   exit(sig > 0 ? 128 + sig : 0);
 }
 
-/* The training log, the trace files and the report. */
+/* The training log, the trace files and the report: all of them or none (cli/tp_output.h). */
 static gboolean write_outputs(Train *t, GError **err)
 {
   const Opts *o = &t->o;
-  gboolean ok = TRUE;
   g_autofree char *sha = weights_sha256(t);
+  g_autoptr(TpOutputs) out = tp_outputs_new();
   g_autoptr(GString) text = g_string_new(NULL);
-  if (o->csv)
-    ok = tp_cli_emit(o->csv, t->log, err);
+  gboolean ok = !o->csv || tp_outputs_add_text(out, o->csv, t->log, err);
   if (ok && o->trace) {
     g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t->s));
     tp_events_write_csv(t->events, text);
-    ok = tp_cli_emit(o->trace, text, err);
-    g_string_truncate(text, 0);
+    ok = tp_outputs_add_text(out, o->trace, text, err);
     /* the plan is part of the run's record: the schedule it ran, beside the events, and the
      * simulator's timeline of it (one schedule) to overlay */
     g_autofree char *plan_path = beside(o->trace, "schedule"), *pred_path = beside(o->trace, "predicted");
-    tp_format_csv(t->s, text);
-    ok = ok && tp_cli_emit(plan_path, text, err);
-    g_string_truncate(text, 0);
-    tp_report_events_csv(t->psim, t->pm, text);
-    ok = ok && tp_cli_emit(pred_path, text, err);
-    g_string_truncate(text, 0);
+    if (ok) {
+      tp_format_csv(t->s, text);
+      ok = tp_outputs_add_text(out, plan_path, text, err);
+    }
+    if (ok) {
+      tp_report_events_csv(t->psim, t->pm, text);
+      ok = tp_outputs_add_text(out, pred_path, text, err);
+    }
   }
   if (ok) {
     (t->fmt ? report_json : report_text)(t, sha, text);
-    ok = tp_cli_emit(o->output, text, err);
+    ok = tp_outputs_add_text(out, o->output, text, err);
   }
-  return ok;
+  return ok && tp_outputs_commit(out, err);
 }
 
 /* The arguments that must agree across ranks. */
