@@ -218,7 +218,8 @@ gboolean tp_train_setup(Train *t, GError **err)
   return !o->resume || tp_train_resume(t, err);
 }
 
-
+/* A run stopped at a checkpoint: one line, and exit 128 + the signal (130 SIGINT, 143 SIGTERM), or 0
+ * for --stop-after. */
 static G_NORETURN gboolean stopped(Train *t)
 {
   int sig = t->interrupted;
@@ -229,8 +230,7 @@ static G_NORETURN gboolean stopped(Train *t)
   exit(sig > 0 ? 128 + sig : 0);
 }
 
-/* The training log, the trace files and the report: all of them or none (cli/tp_output.h). */
-
+/* The arguments that must agree across ranks. */
 static char *join_args(int argc, char **argv)
 {
   GString *s = g_string_new(NULL);
@@ -238,11 +238,6 @@ static char *join_args(int argc, char **argv)
     g_string_append_c(g_string_append(s, argv[i]), '\x1f'); /* a separator no argument holds */
   return g_string_free(s, FALSE);
 }
-
-/* mpirun -np W timeprest train --transport mpi …: what every rank must agree on before training
- * (the same arguments, -np = W, a setup that worked) ends every rank with the first failing rank's
- * status, printed by that rank alone; a failure once training has begun ends the job with one line
- * per rank (tp_mpi_fail); rank 0 reports. */
 
 gboolean tp_cmd_train(int argc, char **argv, GError **err)
 {

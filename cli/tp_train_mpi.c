@@ -90,8 +90,10 @@ void tp_train_mpi_links_text(const Train *t, GString *out)
   g_string_append_c(out, '\n');
 }
 
-/* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
-
+/* mpirun -np W timeprest train --transport mpi …: what every rank must agree on before training
+ * (the same arguments, -np = W, a setup that worked) ends every rank with the first failing rank's
+ * status, printed by that rank alone; a failure once training has begun ends the job with one line
+ * per rank (tp_mpi_fail); rank 0 reports. */
 gboolean tp_train_mpi(Train *t, const char *args, GError **err)
 {
   if (!tp_mpi_init(NULL, NULL, err))

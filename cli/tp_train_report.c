@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+/* EVENTS.csv → EVENTS.WHAT.csv (any other name: NAME.WHAT.csv). */
 static char *beside(const char *trace, const char *what)
 {
   size_t n = strlen(trace);
@@ -114,9 +115,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
   tp_comparison_text(&t->cmp, out);
 }
 
-/* A run stopped at a checkpoint: one line, and exit 128 + the signal (130 SIGINT, 143 SIGTERM), or 0
- * for --stop-after. */
-
+/* The training log, the trace files and the report: all of them or none (cli/tp_output.h). */
 gboolean tp_train_write_outputs(Train *t, GError **err)
 {
   const Opts *o = &t->o;
@@ -128,16 +127,19 @@ gboolean tp_train_write_outputs(Train *t, GError **err)
     g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t->s));
     tp_events_write_csv(t->events, text);
     ok = tp_outputs_add_text(out, o->trace, text, err);
+    g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
     /* the plan is part of the run's record: the schedule it ran, beside the events, and the
      * simulator's timeline of it (one schedule) to overlay */
     g_autofree char *plan_path = beside(o->trace, "schedule"), *pred_path = beside(o->trace, "predicted");
     if (ok) {
       tp_format_csv(t->s, text);
       ok = tp_outputs_add_text(out, plan_path, text, err);
+      g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
     }
     if (ok) {
       tp_report_events_csv(t->psim, t->pm, text);
       ok = tp_outputs_add_text(out, pred_path, text, err);
+      g_string_truncate(text, 0);
     }
   }
   if (ok) {
@@ -146,5 +148,3 @@ gboolean tp_train_write_outputs(Train *t, GError **err)
   }
   return ok && tp_outputs_commit(out, err);
 }
-
-/* The arguments that must agree across ranks. */

@@ -88,7 +88,7 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
   return ok;
 }
 
-
+/* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
 static gboolean plan(Train *t, const int *first_idx, GError **err)
 {
   gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : t->preset->order == TP_ORDER_1F1B_ASYNC;
@@ -287,5 +287,3 @@ gboolean tp_train_run_all(Train *t, GError **err)
   g_free(idx);
   return ok;
 }
-
-/* EVENTS.csv → EVENTS.WHAT.csv (any other name: NAME.WHAT.csv). */
