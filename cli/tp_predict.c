@@ -32,6 +32,14 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
   return c;
 }
 
+void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps)
+{
+  for (int l = 0; l < c->W - 1; l++)
+    c->link[l] = (TpLinkCost){ latency_s[l], bandwidth_Bps[l] };
+  g_free(c->source);
+  c->source = g_strdup("the profile of this run and the measured links");
+}
+
 TpSim *tp_predict_measured_sim(const TpSchedule *s, const TpCost *c, const TpRunResult *r, double *t0, GError **err)
 {
   TpSim *sim = tp_sim_run(s, c, err);

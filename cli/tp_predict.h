@@ -15,6 +15,11 @@
  * runs on device s mod cores, so that the simulation serialises what the machine must. */
 TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, int batch, int cores);
 
+/* Links that are not free: link l (stages l+1 and l+2) takes latency_s[l] seconds before the first
+ * byte and moves bandwidth_Bps[l] bytes per second (e.g. measured by a ping-pong between
+ * processes); c->source says so. */
+void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps);
+
 /* The measured run of schedule s as a simulation result: the schedule's wiring (from a
  * simulation under c), every operation's measured start and end shifted so that the run starts at
  * 0 (*t0 gets the shift), messages delivered when their sender ends. */

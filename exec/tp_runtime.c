@@ -45,6 +45,7 @@ TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
   g_autoptr(TpRuntime) rt = g_new0(TpRuntime, 1);
   rt->cfg = *cfg;
   rt->W = cfg->W;
+  rt->lo = 0, rt->hi = cfg->W;
   rt->bounds = g_memdup2(cfg->bounds, sizeof(int) * (cfg->W + 1));
   rt->cfg.bounds = rt->bounds;
   rt->alloc = (TpWAlloc){ be_alloc, be_free, be_copy, (void *)cfg->be };
@@ -91,7 +92,24 @@ void tp_runtime_free(TpRuntime *rt)
   g_free(rt);
 }
 
+gboolean tp_runtime_set_part(TpRuntime *rt, int lo, int hi, TpTransport *tr, GError **err)
+{
+  if (lo < 0 || lo >= hi || hi > rt->W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "stages %d-%d are not stages of a %d-stage run", lo + 1, hi, rt->W);
+    return FALSE;
+  }
+  rt->lo = lo, rt->hi = hi, rt->tr = tr;
+  return TRUE;
+}
+
 int tp_runtime_stages(const TpRuntime *rt) { return rt->W; }
+void tp_runtime_range(const TpRuntime *rt, int *lo, int *hi) { *lo = rt->lo, *hi = rt->hi; }
+
+gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError **err)
+{
+  const RtStage *S = &rt->st[stage];
+  return S->np == 0 || rt->cfg.be->copy(rt->cfg.be, S->weights, w, S->np, err);
+}
 const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].weights; }
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage) { return rt->st[stage].np; }
 
@@ -449,18 +467,20 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
                 .out = out };
   g_mutex_init(&sh.lock);
   g_cond_init(&sh.cond);
-  sh.tr = tp_local_new(s->W, s->N, rt->cfg.timeout_s > 0 ? rt->cfg.timeout_s : 300);
-  StageArg *args = g_new(StageArg, s->W);
-  GThread **th = g_new(GThread *, s->W);
-  for (int st = 0; st < s->W; st++) {
-    args[st] = (StageArg){ &sh, st };
+  const int lo = rt->lo, hi = rt->hi, n_th = hi - lo;
+  sh.tr = rt->tr ? rt->tr : tp_local_new(s->W, s->N, rt->cfg.timeout_s > 0 ? rt->cfg.timeout_s : 300);
+  StageArg *args = g_new(StageArg, n_th);
+  GThread **th = g_new(GThread *, n_th);
+  for (int i = 0; i < n_th; i++) {
+    int st = lo + i;
+    args[i] = (StageArg){ &sh, st };
     g_autofree char *name = g_strdup_printf("stage-%d", st + 1);
-    th[st] = g_thread_new(name, stage_main, &args[st]);
+    th[i] = g_thread_new(name, stage_main, &args[i]);
   }
   if (progress && progress->tick) {
     gint64 step = (gint64)(1e6 * (progress->interval_s > 0 ? progress->interval_s : 0.25));
     g_mutex_lock(&sh.lock);
-    while (sh.finished < s->W) {
+    while (sh.finished < n_th) {
       g_cond_wait_until(&sh.cond, &sh.lock, g_get_monotonic_time() + step);
       g_mutex_unlock(&sh.lock);
       progress->tick(progress, progress->data);
@@ -468,20 +488,28 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
     }
     g_mutex_unlock(&sh.lock);
   }
-  for (int st = 0; st < s->W; st++)
-    g_thread_join(th[st]);
+  for (int i = 0; i < n_th; i++)
+    g_thread_join(th[i]);
   g_free(th);
   g_free(args);
-  tp_transport_free(sh.tr);
+  if (sh.tr != rt->tr)
+    tp_transport_free(sh.tr);
   g_mutex_clear(&sh.lock);
   g_cond_clear(&sh.cond);
   if (sh.first_err) {
     g_propagate_error(err, sh.first_err);
     return FALSE;
   }
+  tp_run_result_summarise(out, s, lo, hi);
+  return TRUE;
+}
+
+void tp_run_result_summarise(TpRunResult *out, const TpSchedule *s, int lo, int hi)
+{
   double t0 = G_MAXDOUBLE, t1 = 0;
   out->versions_match = TRUE;
-  for (int st = 0; st < s->W; st++)
+  out->mismatched_reads = 0;
+  for (int st = lo; st < hi; st++)
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOpRecord *r = &out->rec[st][k];
       t0 = MIN(t0, r->start), t1 = MAX(t1, r->end);
@@ -489,5 +517,4 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
         out->versions_match = FALSE, out->mismatched_reads++;
     }
   out->wall = t1 > t0 ? t1 - t0 : 0;
-  return TRUE;
 }

@@ -10,8 +10,13 @@
  *
  * Inputs and labels: stage 1 gathers its micro-batch (or whole mini-batch, for whole-mini-batch
  * forwards) from the training set; the last stage reads the labels of the same samples from the
- * shared, read-only training set (the stages are threads of one process; a multi-process transport
- * sends them along with the first stage's inputs instead). */
+ * training set (the stages are threads of one process; with one process per stage, every process
+ * opens the same data with the same seed, so each reads the same samples in the same order).
+ *
+ * A process may run only some of the stages (tp_runtime_set_part: stages lo..hi-1, e.g. one MPI
+ * rank per stage) over a transport given from outside: every stage's network is built (the sizes feed the cost
+ * model, and the process that evaluates receives the others' weights), but threads run, and
+ * profiles are timed, for its own stages only. */
 #ifndef TP_RUNTIME_H
 #define TP_RUNTIME_H
 
@@ -47,7 +52,7 @@ typedef struct {
 
 typedef struct {
   int W, K;
-  TpOpRecord **rec;          /* [W][stage's op count] */
+  TpOpRecord **rec;          /* [W][stage's op count]; a process running some stages fills theirs */
   double *loss_sum;          /* [K]: Σ −log p(label) over mini-batch i+1's samples (last stage) */
   int *correct;              /* [K] */
   TpWStoreStats *stats;      /* [W]: each stage's weight store at the end */
@@ -57,6 +62,9 @@ typedef struct {
 } TpRunResult;
 
 void tp_run_result_clear(TpRunResult *r);
+/* versions_match, mismatched_reads and wall from the records of stages [lo, hi) of schedule s (a
+ * run's own stages, or all of them once gathered from the processes that ran them). */
+void tp_run_result_summarise(TpRunResult *r, const TpSchedule *s, int lo, int hi);
 
 /* Progress of a running schedule, written by the stage threads and shown by the thread that
  * called tp_runtime_run (through tick) while it waits for them. */
@@ -77,9 +85,18 @@ typedef struct TpRuntime TpRuntime;
  * optimizer state.  TP_ERROR_INPUT for a bad split or model. */
 TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err);
 void tp_runtime_free(TpRuntime *rt);
+
+/* Run only stages [lo, hi) in this process, over transport tr (not owned; NULL: a local transport
+ * made for each run, as without this call).  TP_ERROR_INPUT when the range is not within W. */
+gboolean tp_runtime_set_part(TpRuntime *rt, int lo, int hi, TpTransport *tr, GError **err);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpRuntime, tp_runtime_free)
 
 int tp_runtime_stages(const TpRuntime *rt);
+/* The stages this process runs: [*lo, *hi). */
+void tp_runtime_range(const TpRuntime *rt, int *lo, int *hi);
+/* Replace stage's latest weights (tp_runtime_n_params floats, host memory), e.g. with those another
+ * process trained, before evaluating or reporting. */
+gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError **err);
 const float *tp_runtime_weights(const TpRuntime *rt, int stage); /* latest weights (host memory) */
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
 /* Stage st's latest weights and momentum copied to host buffers (n_params floats each; either may
@@ -112,7 +129,9 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
  * and an update — `reps` repetitions after
  * one warm-up, the median kept.  whole: the schedule's forwards and backwards cover the whole
  * mini-batch, so time it at once and divide by N.  Gradients and updates go to scratch copies and
- * are discarded; the weights, momentum and gradient buffer are left as they were. */
+ * are discarded; the weights, momentum and gradient buffer are left as they were.  A process that
+ * runs some stages times only those (out[s] of the others is 0); the stages before them run their
+ * forward once, and those after them their forward and backward once, untimed, for real inputs. */
 typedef struct {
   double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
 } TpStageProfile;

@@ -77,6 +77,13 @@ static gboolean time_median(TimedFn fn, void *ctx, int reps, double *out, GError
   return TRUE;
 }
 
+/* A stage this process does not run: one untimed call, for the inputs of the stages it does. */
+static gboolean run_once(TimedFn fn, void *ctx, double *out, GError **err)
+{
+  *out = 0;
+  return fn(ctx, err);
+}
+
 typedef struct {
   TpRuntime *rt;
   int s, n;
@@ -136,12 +143,23 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
   gboolean ok = TRUE;
   for (int s = 0; s < W && ok; s++) {
     ProfCtx c = { rt, s, n, acts[s], acts[s + 1], NULL, NULL, NULL, NULL, NULL, NULL, labels, idx };
+    gboolean mine = s >= rt->lo && s < rt->hi;
     ok = (c.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
-         time_median(prof_forward, &c, reps, &out[s].fwd, err);
+         (mine ? time_median(prof_forward, &c, reps, &out[s].fwd, err) : run_once(prof_forward, &c, &out[s].fwd, err));
     out[s].fwd /= per;
   }
-  for (int s = W - 1; s >= 0 && ok; s--) {
+  for (int s = W - 1; s >= rt->lo && ok; s--) {
     const RtStage *S = &rt->st[s];
+    if (s >= rt->hi) { /* after this process's stages: the gradient they receive */
+      size_t np = S->np ? S->np : 1;
+      float *grad = be->alloc(be, np, err);
+      ProfCtx c = { rt, s, n, NULL, NULL, grads[s + 1], grads[s], grad, NULL, NULL, saved[s], labels, idx };
+      ok = grad && be->zero(be, grad, np, err) && run_once(prof_backward, &c, &out[s].bwd, err);
+      out[s].upd = 0;
+      if (grad)
+        be->free(be, grad);
+      continue;
+    }
     size_t np = S->np ? S->np : 1;
     float *grad = be->alloc(be, np, err), *w = grad ? be->alloc(be, np, err) : NULL;
     float *mom = w ? be->alloc(be, np, err) : NULL;

@@ -15,6 +15,8 @@ typedef struct {
 struct TpRuntime {
   TpRuntimeConfig cfg;
   int W;
+  int lo, hi;     /* the stages this process runs */
+  TpTransport *tr; /* their transport (not owned); NULL: a local one per run */
   int *bounds;
   RtStage *st;
   TpWAlloc alloc; /* weight-store buffers through the backend */

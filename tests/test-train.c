@@ -419,6 +419,30 @@ static void test_outputs(void)
   tpt_run_clear(&r);
 }
 
+/* The outputs of a run are all written or none: a report that cannot be written (its directory is
+ * missing) leaves no training log, no trace and none of the files beside it, and no temporaries. */
+static void test_outputs_all_or_none(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *log = g_build_filename(dir, "log.csv", NULL), *ev = g_build_filename(dir, "events.csv", NULL);
+  g_autofree char *rep = g_build_filename(dir, "missing", "report.json", NULL);
+  const char *args[] = { "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32",
+                         "--csv", log, "--trace", ev, "-o", rep, NULL };
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 1);
+  g_assert_nonnull(strstr(r.err, "report.json"));
+  g_assert_cmpstr(r.out, ==, "");
+  GDir *d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  const char *name = g_dir_read_name(d);
+  if (name)
+    g_error("a failed run left %s in %s", name, dir);
+  g_dir_close(d);
+  g_rmdir(dir);
+  tpt_run_clear(&r);
+}
+
 static void expect_bad(const char *const *args, const char *needle, int status)
 {
   TptRun r = tpt_run(args);
@@ -490,6 +514,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train/measured-timeline", test_measured_timeline);
   g_test_add_func("/train/reproducible", test_reproducible);
   g_test_add_func("/train/outputs", test_outputs);
+  g_test_add_func("/train/outputs-all-or-none", test_outputs_all_or_none);
   g_test_add_func("/train/bad-input", test_bad_input);
   g_test_add_func("/train/mlp-deep", test_mlp_deep);
   int rc = g_test_run();

@@ -1,0 +1,132 @@
+/* tp_train_mpi.c — `mpirun -np W timeprest train --transport mpi …`: one rank per stage; the
+ * profiles and the links shared before planning, the schedule compared across ranks, rank 0
+ * reporting. */
+#include "config.h"
+#include "tp_train.h"
+#include "tp_error.h"
+#include "tp_format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- --transport mpi: one rank per stage ----------------------------------------------------------- */
+
+/* Every rank profiles its own stage; the profiles (and rank 0's core count, for the device map)
+ * are gathered onto every rank, so each plans from the same numbers.  The links are measured here,
+ * before training, by a ping-pong between neighbours. */
+gboolean tp_train_mpi_share_profile(Train *t, GError **err)
+{
+  typedef struct {
+    TpStageProfile p;
+    gint64 cores;
+  } Part;
+  Part mine = { t->prof[t->rank], t->cores };
+  g_autofree Part *all = g_new(Part, t->W);
+  if (!tp_mpi_gather(t->mpi, -1, &mine, sizeof mine, all, err))
+    return FALSE;
+  for (int s = 0; s < t->W; s++)
+    t->prof[s] = all[s].p;
+  t->cores = (int)all[0].cores;
+  t->links = g_new0(TpMpiLink, MAX(t->W - 1, 1));
+  return tp_mpi_measure_links(t->mpi, 5, 0, FALSE, t->links, err);
+}
+
+void tp_train_mpi_links_to_cost(Train *t)
+{
+  g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W);
+  for (int l = 0; l < t->W - 1; l++)
+    lat[l] = t->links[l].latency_s, bw[l] = t->links[l].bandwidth_Bps;
+  tp_predict_set_links(t->cost, lat, bw);
+}
+
+/* The schedule every rank is about to run is rank 0's (a digest compared across ranks). */
+gboolean tp_train_mpi_same_schedule(Train *t, GError **err)
+{
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_format_csv(t->s, text);
+  g_string_append_printf(text, "fixed_on=%s\n", tp_report_fixed_on(t->s));
+  guint8 mine[32];
+  gsize n = sizeof mine;
+  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
+  g_checksum_update(c, (const guchar *)text->str, (gssize)text->len);
+  g_checksum_get_digest(c, mine, &n);
+  g_checksum_free(c);
+  g_autofree guint8 *all = g_malloc((size_t)t->W * sizeof mine);
+  if (!tp_mpi_gather(t->mpi, -1, mine, sizeof mine, all, err))
+    return FALSE;
+  for (int r = 1; r < t->W; r++)
+    if (memcmp(all + (size_t)r * sizeof mine, all, sizeof mine) != 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d (rank %d): rank %d (stage %d) fixed another schedule than "
+                  "rank 0", t->rank + 1, t->rank, r, r + 1);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Every rank reaches this point (training starts together: each rank's times are from here). */
+gboolean tp_train_mpi_barrier(Train *t, GError **err)
+{
+  gint64 one = 1;
+  g_autofree gint64 *all = g_new(gint64, t->W);
+  return tp_mpi_gather(t->mpi, -1, &one, sizeof one, all, err);
+}
+
+void tp_train_mpi_links_json(const Train *t, GString *out)
+{
+  g_string_append(out, "\"links\": [");
+  for (int l = 0; l < t->W - 1; l++)
+    g_string_append_printf(out, "%s{\"from\": %d, \"to\": %d, \"latency\": %.9g, \"bandwidth\": %.9g}", l ? ", " : "",
+                           l + 1, l + 2, t->links[l].latency_s, t->links[l].bandwidth_Bps);
+  g_string_append(out, "], ");
+}
+
+void tp_train_mpi_links_text(const Train *t, GString *out)
+{
+  g_string_append_printf(out, "transport    mpi: %d rank%s, rank r runs stage r+1; %s", t->W, t->W == 1 ? "" : "s",
+                         t->W == 1 ? "no links" : "links (ping-pong before training):");
+  for (int l = 0; l < t->W - 1; l++)
+    g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
+                           t->links[l].latency_s * 1e6, t->links[l].bandwidth_Bps / 1e9);
+  g_string_append_c(out, '\n');
+}
+
+/* mpirun -np W timeprest train --transport mpi …: what every rank must agree on before training
+ * (the same arguments, -np = W, a setup that worked) ends every rank with the first failing rank's
+ * status, printed by that rank alone; a failure once training has begun ends the job with one line
+ * per rank (tp_mpi_fail); rank 0 reports. */
+gboolean tp_train_mpi(Train *t, const char *args, GError **err)
+{
+  if (!tp_mpi_init(NULL, NULL, err))
+    return FALSE;
+  t->rank = tp_mpi_rank();
+  GError *e = NULL;
+  if (!(t->mpi = tp_mpi_new(t->N, t->peer_timeout, &e)))
+    tp_mpi_fail(NULL, e->message, 1);
+  gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
+                tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
+  t->mpi->N = t->N; /* a schedule file's N */
+  gint64 status = ok ? 0 : tp_error_exit_status(e);
+  g_autofree gint64 *all = g_new(gint64, tp_mpi_size());
+  GError *ge = NULL;
+  if (!tp_mpi_gather(t->mpi, -1, &status, sizeof status, all, &ge))
+    tp_mpi_fail(t->mpi, ge->message, 1);
+  for (int r = 0; r < tp_mpi_size(); r++)
+    if (all[r]) {
+      tp_mpi_finalize(t->mpi);
+      t->mpi = NULL;
+      if (r == t->rank) {
+        g_propagate_error(err, e);
+        return FALSE;
+      }
+      g_clear_error(&e);
+      tp_train_clear(t);
+      exit((int)all[r]); /* rank r says why */
+    }
+  if (!tp_train_run_all(t, &e))
+    tp_mpi_fail(t->mpi, e->message, 1);
+  ok = t->rank != 0 || tp_train_write_outputs(t, err);
+  tp_mpi_finalize(t->mpi);
+  t->mpi = NULL;
+  return ok;
+}
+

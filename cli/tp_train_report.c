@@ -1,0 +1,150 @@
+/* tp_train_report.c — what `timeprest train` writes: the weights' digest, the report (text or
+ * JSON), the training log and the trace files, staged so that all or none are written. */
+#include "config.h"
+#include "tp_train.h"
+#include "tp_cli.h"
+#include "tp_format.h"
+#include "tp_output.h"
+#include "tp_policy.h"
+
+#include <string.h>
+
+/* EVENTS.csv → EVENTS.WHAT.csv (any other name: NAME.WHAT.csv). */
+static char *beside(const char *trace, const char *what)
+{
+  size_t n = strlen(trace);
+  if (n > 4 && strcmp(trace + n - 4, ".csv") == 0)
+    n -= 4;
+  return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
+}
+
+/* ---- reports ------------------------------------------------------------------------------------- */
+
+static char *weights_sha256(const Train *t)
+{
+  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
+  for (int s = 0; s < t->W; s++) {
+    const float *w = tp_runtime_weights(t->rt, s);
+    size_t n = tp_runtime_n_params(t->rt, s);
+    for (size_t i = 0; i < n; i++) {
+      guint32 u;
+      memcpy(&u, &w[i], 4);
+      u = GUINT32_TO_LE(u);
+      g_checksum_update(c, (const guchar *)&u, 4);
+    }
+  }
+  char *hex = g_strdup(g_checksum_get_string(c));
+  g_checksum_free(c);
+  return hex;
+}
+
+static void json_array(GString *out, const char *name, const GArray *a)
+{
+  g_string_append_printf(out, ", \"%s\": [", name);
+  for (guint i = 0; i < a->len; i++)
+    g_string_append_printf(out, "%s%.9g", i ? ", " : "", g_array_index(a, double, i));
+  g_string_append_c(out, ']');
+}
+
+static double last_of(const GArray *a) { return a->len ? g_array_index(a, double, a->len - 1) : 0; }
+
+static void report_json(const Train *t, const char *sha, GString *out)
+{
+  const char *name = t->preset ? t->preset->name : tp_preset_name(t->s->order, t->s->policy);
+  g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
+                         name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
+  g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
+                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"%s\", \"cores\": %d, ",
+                         t->W, t->N, t->batch, t->K, t->runs, t->mpi ? "mpi" : "local", t->cores);
+  if (t->links)
+    tp_train_mpi_links_json(t, out);
+  g_string_append(out, "\"stages\": [");
+  for (int s = 0; s < t->W; s++)
+    g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
+                           s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
+  g_string_append_printf(out, "], \"samples_per_second\": %.9g, \"train_time\": %.9g, \"final_train_loss\": %.9g, "
+                         "\"final_test_accuracy\": %.9g, \"final_test_loss\": %.9g",
+                         t->train_time > 0 ? t->samples / t->train_time : 0, t->train_time, last_of(t->train_loss),
+                         last_of(t->test_acc), last_of(t->test_loss));
+  json_array(out, "test_accuracy", t->test_acc);
+  json_array(out, "epoch_time", t->epoch_time);
+  json_array(out, "train_loss", t->train_loss);
+  g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
+                         "\"order_fixed_on\": \"%s\", \"time_unit\": \"s\", \"byte_unit\": \"B\", \"profile\": [",
+                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s));
+  for (int s = 0; s < t->W; s++)
+    g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
+                           s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
+  g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pm->v_steady,
+                         t->pm->chains, t->pm->multiple_sequences ? "true" : "false");
+  tp_comparison_json(&t->cmp, out);
+  g_string_append(out, "}\n");
+}
+
+static void report_text(const Train *t, const char *sha, GString *out)
+{
+  const char *name = t->preset ? t->preset->name : t->o.schedule;
+  g_string_append_printf(out, "train        %s (%s + %s): W=%d stages, N=%d micro-batches, batch %d, model %s\n", name,
+                         tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->W, t->N, t->batch,
+                         t->model->name);
+  g_string_append(out, "stages       layers");
+  for (int s = 0; s < t->W; s++)
+    g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
+  g_string_append(out, " (split balancing FLOPs)\n");
+  if (t->links)
+    tp_train_mpi_links_text(t, out);
+  g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
+                         t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
+                         t->pm->chains, t->pm->chains == 1 ? "" : "s");
+  g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
+                         t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
+  for (guint e = 0; e < t->test_acc->len; e++)
+    g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
+                           t->per_epoch ? "epoch" : "run", e + 1,
+                           g_array_index(t->train_loss, double, e), g_array_index(t->test_acc, double, e),
+                           g_array_index(t->test_loss, double, e), g_array_index(t->epoch_time, double, e));
+  g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n",
+                         t->train_time > 0 ? t->samples / t->train_time : 0, t->train_time);
+  g_string_append_printf(out, "versions     %s\n", t->versions_match ? "every read was of the version the schedule names"
+                                                                      : "SOME READS DIFFER from the schedule");
+  g_string_append_printf(out, "weights      sha256 %s\n", sha);
+  g_string_append(out, "prediction   the simulator on the profiled costs vs this run (mean over runs; counts: max)\n");
+  if (t->W > t->cores)
+    g_string_append_printf(out, "             %d stages on %d cores: the prediction runs stage s on core s mod %d\n", t->W,
+                           t->cores, t->cores);
+  tp_comparison_text(&t->cmp, out);
+}
+
+/* The training log, the trace files and the report: all of them or none (cli/tp_output.h). */
+gboolean tp_train_write_outputs(Train *t, GError **err)
+{
+  const Opts *o = &t->o;
+  g_autofree char *sha = weights_sha256(t);
+  g_autoptr(TpOutputs) out = tp_outputs_new();
+  g_autoptr(GString) text = g_string_new(NULL);
+  gboolean ok = !o->csv || tp_outputs_add_text(out, o->csv, t->log, err);
+  if (ok && o->trace) {
+    g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t->s));
+    tp_events_write_csv(t->events, text);
+    ok = tp_outputs_add_text(out, o->trace, text, err);
+    g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
+    /* the plan is part of the run's record: the schedule it ran, beside the events, and the
+     * simulator's timeline of it (one schedule) to overlay */
+    g_autofree char *plan_path = beside(o->trace, "schedule"), *pred_path = beside(o->trace, "predicted");
+    if (ok) {
+      tp_format_csv(t->s, text);
+      ok = tp_outputs_add_text(out, plan_path, text, err);
+      g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
+    }
+    if (ok) {
+      tp_report_events_csv(t->psim, t->pm, text);
+      ok = tp_outputs_add_text(out, pred_path, text, err);
+      g_string_truncate(text, 0);
+    }
+  }
+  if (ok) {
+    (t->fmt ? report_json : report_text)(t, sha, text);
+    ok = tp_outputs_add_text(out, o->output, text, err);
+  }
+  return ok && tp_outputs_commit(out, err);
+}

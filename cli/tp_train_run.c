@@ -1,0 +1,289 @@
+/* tp_train_run.c — the run loop of `timeprest train`: the plan fixed on the profiled stages, every
+ * run (epoch) of the schedule cut into segments that drain, each followed by a checkpoint when asked
+ * (cli/tp_checkpoint.h), the test set at the end of a run, the progress bar; --resume's state. */
+#include "config.h"
+#include "tp_train.h"
+#include "tp_costed.h"
+#include "tp_error.h"
+#include "tp_format.h"
+#include "tp_policy.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- checkpoints: the run's identity, saving and resuming (cli/tp_checkpoint.h) -------------------- */
+
+static void run_identity(const Train *t, TpCheckpoint *c)
+{
+  TpRunIdentity id = { t->model, t->preset, t->s, t->slots, t->per_epoch, t->has_sig ? &t->sig : NULL, t->W, t->N,
+                       t->batch, t->K, t->ck.every, t->seed, t->lr, t->momentum, t->wd, t->o.backend, t->o.data };
+  tp_checkpoint_identity(c, &id);
+}
+
+/* --resume: the checkpoint read and checked against this run, its state restored. */
+gboolean tp_train_resume(Train *t, GError **err)
+{
+  const char *dir = t->o.resume;
+  TpCheckpoint c, run;
+  if (!tp_checkpoint_read(dir, &c, err)) {
+    g_prefix_error(err, "--resume: ");
+    return FALSE;
+  }
+  tp_checkpoint_init(&run, 0, NULL);
+  run_identity(t, &run);
+  g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
+  gboolean ok = TRUE;
+  if (diff) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
+    ok = FALSE;
+  } else if (c.epoch >= t->runs) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s holds the end of the run (%d run%s): nothing left to do",
+                dir, c.epoch, c.epoch == 1 ? "" : "s");
+    ok = FALSE;
+  }
+  ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
+  if (ok && !t->o.schedule) /* the plan it ran, not one fixed on this process's profile */
+    ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
+         (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+  if (ok) {
+    t->start_epoch = c.epoch, t->start_index = c.index, t->generation = c.generation + 1;
+    t->done_before = t->bar_base = c.done;
+    t->elapsed0 = c.elapsed, t->train_time = c.train_time, t->samples = c.samples, t->epoch_wall = c.epoch_wall;
+    t->versions_match = c.versions_match, t->mismatched = c.mismatched;
+    g_string_assign(t->log, c.log);
+    GArray *from[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
+    GArray *to[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->ep_loss, t->ep_upd, t->ep_correct };
+    for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
+      g_array_append_vals(to[i], from[i]->data, from[i]->len);
+  }
+  tp_checkpoint_clear(&c);
+  tp_checkpoint_clear(&run);
+  return ok;
+}
+
+/* The run's state at a drained point: epoch complete runs, index mini-batches into the next. */
+static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
+{
+  TpCheckpoint c;
+  gboolean ok = tp_checkpoint_take(&c, t->rt, err);
+  run_identity(t, &c);
+  g_autoptr(GString) plan = g_string_new(NULL), tail = g_string_new(NULL);
+  tp_format_csv(t->s, plan);
+  if (t->s_tail)
+    tp_format_csv(t->s_tail, tail);
+  c.generation = t->generation++;
+  c.epoch = epoch, c.index = index, c.done = t->done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->seed;
+  c.plan = g_strdup(plan->str), c.plan_tail = t->s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->log->str);
+  c.elapsed = (double)(g_get_monotonic_time() - t->origin) / 1e6;
+  c.train_time = t->train_time, c.samples = t->samples, c.epoch_wall = t->epoch_wall;
+  c.versions_match = t->versions_match, c.mismatched = t->mismatched;
+  GArray *from[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->ep_loss, t->ep_upd, t->ep_correct };
+  GArray *to[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
+  for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
+    g_array_append_vals(to[i], from[i]->data, from[i]->len);
+  ok = ok && tp_checkpoint_write(t->ck.dir, &c, err);
+  tp_checkpoint_clear(&c);
+  return ok;
+}
+
+/* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
+static gboolean plan(Train *t, const int *first_idx, GError **err)
+{
+  gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : t->preset->order == TP_ORDER_1F1B_ASYNC;
+  t->prof = g_new0(TpStageProfile, t->W);
+  if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err) || (t->mpi && !tp_train_mpi_share_profile(t, err)))
+    return FALSE;
+  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
+  if (t->links)
+    tp_train_mpi_links_to_cost(t);
+  if (!t->s) {
+    /* with --checkpoint-every M, a run is cut into segments of M mini-batches, each a whole schedule */
+    int seg = t->ck.every ? t->ck.every : t->K, tail = t->ck.every ? t->K % t->ck.every : 0;
+    TpSchedule **to[] = { &t->s, &t->s_tail };
+    int ks[] = { seg, tail };
+    for (int i = 0; i < 2; i++) {
+      if (!ks[i])
+        continue;
+      *to[i] = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, ks[i], err)
+                        : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, ks[i], t->cost, err);
+      if (!*to[i])
+        return FALSE;
+    }
+  }
+  if (t->mpi && !tp_train_mpi_same_schedule(t, err))
+    return FALSE;
+  if (t->has_sig) {
+    t->s->sig = t->sig;
+    if (t->s_tail)
+      t->s_tail->sig = t->sig;
+  }
+  if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
+    return FALSE;
+  t->pm = tp_metrics_compute(t->psim);
+  tp_comparison_init(&t->cmp, t->pm);
+  t->cmp_ready = TRUE;
+  return TRUE;
+}
+
+/* ---- progress bar -------------------------------------------------------------------------------- */
+
+static void tick(TpProgress *p, void *data)
+{
+  Train *t = data;
+  int total = t->runs * t->K, done = t->done_before + g_atomic_int_get(&p->done);
+  double el = (double)(g_get_monotonic_time() - t->bar_start) / 1e6;
+  int here = done - t->bar_base; /* a resumed run: those of this process */
+  double rate = el > 0 ? here * (double)t->batch / el : 0;
+  double eta = here > 0 ? el * (total - done) / here : 0;
+  int width = 24, fill = total ? (int)((double)width * done / total) : 0;
+  char bar[32];
+  for (int i = 0; i < width; i++)
+    bar[i] = i < fill ? '#' : '.';
+  bar[width] = '\0';
+  char loss[32] = "-";
+  if (g_atomic_int_get(&p->losses) > 0)
+    g_snprintf(loss, sizeof loss, "%.4f", atomic_load(&p->last_loss));
+  fprintf(stderr, "\r[%s] %d/%d mini-batches  %.0f samples/s  loss %s  ETA %.0fs\033[K", bar, done, total, rate, loss,
+          eta);
+  fflush(stderr);
+}
+
+/* ---- one run of the schedule (an epoch) ------------------------------------------------------------ */
+
+/* Stage 1's update of each mini-batch, for the log's times. */
+static double update_time(const TpSchedule *s, const TpRunResult *r, int mb)
+{
+  const TpOp *ops = tp_stage_ops(s, 0);
+  for (int k = 0; k < tp_stage_len(s, 0); k++)
+    if (ops[k].kind == TP_OP_U && ops[k].mb == mb)
+      return r->rec[0][k].end;
+  return 0;
+}
+
+static void log_run(Train *t, int e, double acc)
+{
+  int K = t->K, every = MAX(1, K / 10);
+  double ls = 0, win_loss = 0;
+  long win_correct = 0;
+  int win = 0;
+  for (int i = 0; i < K; i++) {
+    double l = g_array_index(t->ep_loss, double, i);
+    ls += l;
+    win_loss += l, win_correct += g_array_index(t->ep_correct, int, i), win++;
+    if ((i + 1) % every == 0 && i + 1 < K) {
+      g_string_append_printf(t->log, "%.4f,%d,%.4f,%.6f,%.6f,0\n", e + (double)(i + 1) / K, e * K + i + 1,
+                             g_array_index(t->ep_upd, double, i), win_loss / ((double)win * t->batch),
+                             (double)win_correct / ((double)win * t->batch));
+      win_loss = 0, win_correct = 0, win = 0;
+    }
+  }
+  g_string_append_printf(t->log, "%d,%d,%.4f,%.6f,%.6f,1\n", e + 1, (e + 1) * K, g_array_index(t->ep_upd, double, K - 1),
+                         ls / ((double)K * t->batch), acc);
+}
+
+/* One segment: mini-batches i0+1 .. i0+len of run e, a whole schedule that drains at its end. */
+static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError **err)
+{
+  const TpSchedule *s = len == t->s->K ? t->s : t->s_tail;
+  TpProgress prog = { 0, 0, 0, t->bar ? tick : NULL, t, 0.25 };
+  TpRunResult r = { 0 };
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->origin, &prog, &r, err);
+  double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
+  t->done_before += len;
+  if (ok && t->mpi) /* rank 0 gets every stage's part; the others only train */
+    ok = tp_mpi_gather_run(t->mpi, s, t->rt, &r, err);
+  if (ok && t->rank == 0) {
+    for (int i = 0; i < len; i++) {
+      double u = update_time(s, &r, i + 1);
+      g_array_append_val(t->ep_loss, r.loss_sum[i]);
+      g_array_append_val(t->ep_correct, r.correct[i]);
+      g_array_append_val(t->ep_upd, u);
+    }
+    t->epoch_wall += wall;
+    t->train_time += wall;
+    t->samples += (double)len * t->batch;
+    t->versions_match = t->versions_match && r.versions_match;
+    t->mismatched += r.mismatched_reads;
+    double shift = 0;
+    g_autoptr(TpSim) msim = tp_predict_measured_sim(s, t->cost, &r, &shift, err);
+    ok = msim != NULL;
+    if (ok) {
+      g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
+      if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
+        tp_comparison_add(&t->cmp, mm, &r);
+      if (t->o.trace) {
+        GArray *rows = tp_predict_events(msim, mm, &r, shift, e * t->K + i0);
+        g_array_append_vals(t->events, rows->data, rows->len);
+        g_array_unref(rows);
+      }
+    }
+  }
+  if (r.rec || r.stats)
+    tp_run_result_clear(&r);
+  return ok;
+}
+
+/* The end of run e: the test set through the latest weights, the run's results and log rows. */
+static gboolean end_run(Train *t, int e, GError **err)
+{
+  double acc = 0, tl = 0, ls = 0;
+  for (int i = 0; i < t->K; i++)
+    ls += g_array_index(t->ep_loss, double, i);
+  ls /= (double)t->K * t->batch;
+  if (!tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err))
+    return FALSE;
+  g_array_append_val(t->test_acc, acc);
+  g_array_append_val(t->test_loss, tl);
+  g_array_append_val(t->epoch_time, t->epoch_wall);
+  g_array_append_val(t->train_loss, ls);
+  log_run(t, e, acc);
+  g_array_set_size(t->ep_loss, 0);
+  g_array_set_size(t->ep_upd, 0);
+  g_array_set_size(t->ep_correct, 0);
+  t->epoch_wall = 0;
+  return TRUE;
+}
+
+gboolean tp_train_run_all(Train *t, GError **err)
+{
+  int K = t->K, B = t->batch, M = t->ck.every ? t->ck.every : K;
+  int **idx = g_new(int *, M);
+  for (int i = 0; i < M; i++)
+    idx[i] = g_new(int, B);
+  gboolean ok = TRUE, planned = FALSE;
+  t->bar = !t->o.quiet && isatty(STDERR_FILENO) && t->rank == 0;
+  for (int e = t->start_epoch; e < t->runs && ok && !t->interrupted; e++) {
+    for (int i0 = e == t->start_epoch ? t->start_index : 0; i0 < K && ok && !t->interrupted; i0 += M) {
+      int len = MIN(M, K - i0);
+      for (int i = 0; i < len; i++)
+        memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
+      if (!planned) {
+        if (!(ok = plan(t, idx[0], err) && (!t->mpi || tp_train_mpi_barrier(t, err))))
+          break;
+        planned = TRUE;
+        /* a resumed run's times continue from where the checkpoint left them */
+        t->origin = g_get_monotonic_time() - (gint64)(t->elapsed0 * 1e6);
+        t->bar_start = g_get_monotonic_time();
+      }
+      ok = run_segment(t, e, i0, len, idx, err);
+      gboolean ends = i0 + len == K;
+      ok = ok && (!ends || t->rank != 0 || end_run(t, e, err)); /* --transport mpi: rank 0 reports */
+      if (ok && t->ck.dir && (ends || t->ck.every)) {
+        ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, err);
+        t->ck_epoch = e + 1, t->ck_index = i0 + len;
+        gboolean last = ends && e + 1 == t->runs;
+        if (ok && !last && (tp_checkpoint_signal() || (t->ck.stop_after && t->done_before >= t->ck.stop_after)))
+          t->interrupted = tp_checkpoint_signal() ? tp_checkpoint_signal() : -1;
+      }
+    }
+  }
+  if (t->bar)
+    fprintf(stderr, "\r\033[K");
+  for (int i = 0; i < M; i++)
+    g_free(idx[i]);
+  g_free(idx);
+  return ok;
+}

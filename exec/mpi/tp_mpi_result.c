@@ -1,0 +1,64 @@
+/* tp_mpi_result.c — one report from many ranks: after each schedule every rank sends rank 0 what
+ * its stage measured (every operation's record, the weight store's statistics, the losses the last
+ * stage computed) and its stage's latest weights; rank 0 puts them into its run result and its
+ * runtime, so that it reports, traces and evaluates as if it had run every stage itself. */
+#include "tp_mpi.h"
+#include "tp_error.h"
+
+#include <string.h>
+
+/* Bytes of stage st's part: its records, statistics, K losses and correct counts, weights. */
+static size_t part_len(const TpSchedule *s, const TpRuntime *rt, int st)
+{
+  return sizeof(gint64) + (size_t)tp_stage_len(s, st) * sizeof(TpOpRecord) + sizeof(TpWStoreStats) +
+         (size_t)s->K * (sizeof(double) + sizeof(int)) + tp_runtime_n_params(rt, st) * sizeof(float);
+}
+
+gboolean tp_mpi_gather_run(TpTransport *t, const TpSchedule *s, TpRuntime *rt, TpRunResult *r, GError **err)
+{
+  const int W = s->W, K = s->K, me = tp_mpi_rank();
+  size_t len = 0;
+  for (int st = 0; st < W; st++)
+    len = MAX(len, part_len(s, rt, st));
+  g_autofree guint8 *mine = g_malloc0(len), *all = me == 0 ? g_malloc((size_t)W * len) : NULL;
+  size_t at = 0, n_ops = (size_t)tp_stage_len(s, me), np = tp_runtime_n_params(rt, me);
+  gint64 n = (gint64)n_ops;
+#define PUT(src, bytes) (memcpy(mine + at, (src), (bytes)), at += (bytes))
+  PUT(&n, sizeof n);
+  PUT(r->rec[me], n_ops * sizeof(TpOpRecord));
+  PUT(&r->stats[me], sizeof(TpWStoreStats));
+  PUT(r->loss_sum, (size_t)K * sizeof(double));
+  PUT(r->correct, (size_t)K * sizeof(int));
+  PUT(tp_runtime_weights(rt, me), np * sizeof(float));
+#undef PUT
+  if (!tp_mpi_gather(t, 0, mine, len, all, err))
+    return FALSE;
+  if (me != 0)
+    return TRUE;
+  g_autofree double *loss = g_new(double, K);
+  g_autofree int *correct = g_new(int, K);
+  for (int st = 1; st < W; st++) {
+    const guint8 *p = all + (size_t)st * len;
+    size_t ops = (size_t)tp_stage_len(s, st);
+    gint64 got;
+    memcpy(&got, p, sizeof got), p += sizeof got;
+    if (got != (gint64)ops) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d sent %" G_GINT64_FORMAT " operations of stage %d, the "
+                  "schedule has %zu", st, got, st + 1, ops);
+      return FALSE;
+    }
+    memcpy(r->rec[st], p, ops * sizeof(TpOpRecord)), p += ops * sizeof(TpOpRecord);
+    memcpy(&r->stats[st], p, sizeof(TpWStoreStats)), p += sizeof(TpWStoreStats);
+    memcpy(loss, p, (size_t)K * sizeof(double)), p += (size_t)K * sizeof(double);
+    memcpy(correct, p, (size_t)K * sizeof(int)), p += (size_t)K * sizeof(int);
+    for (int i = 0; i < K; i++)
+      r->loss_sum[i] += loss[i], r->correct[i] += correct[i];
+    size_t np_st = tp_runtime_n_params(rt, st);
+    g_autofree float *w = g_new(float, MAX(np_st, 1));
+    memcpy(w, p, np_st * sizeof(float));
+    if (!tp_runtime_set_weights(rt, st, w, err))
+      return FALSE;
+  }
+  tp_run_result_summarise(r, s, 0, W);
+  return TRUE;
+}

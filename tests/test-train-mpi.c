@@ -1,0 +1,393 @@
+/* test-train-mpi.c — `timeprest train --transport mpi` through the binary ($TP_BIN) under
+ * `timeout 60 mpirun`: W = 2 and 3 ranks end with the weights (weights_sha256) of the local
+ * transport for the same arguments and the unit-slot order, every read of the version the schedule
+ * names; -np other than W and a run without mpirun are refused (exit 2, one line); a rank killed or
+ * stopped (SIGSTOP) mid-run ends every other rank with one line naming the rank, stage and
+ * operation it waited for, well within the outer timeout.  The mpirun cases skip, saying why, where
+ * mpirun cannot start processes here or the build has no MPI. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *bin;
+
+typedef struct {
+  int status; /* exit status, or 128 + signal */
+  double secs;
+  char *out, *err;
+} Run;
+
+static void run_clear(Run *r)
+{
+  g_clear_pointer(&r->out, g_free);
+  g_clear_pointer(&r->err, g_free);
+}
+
+static char **run_env(const char *mark)
+{
+  char **envp = g_get_environ();
+  envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT", "1", TRUE);
+  envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", TRUE);
+  /* a killed rank's job: mpirun sends the others SIGTERM, then SIGKILL after this many seconds
+   * (default 1, too short under load for a rank's SIGTERM handler to print its line) */
+  envp = g_environ_setenv(envp, "OMPI_MCA_odls_base_sigkill_timeout", "10", TRUE);
+  const char *asan = g_environ_getenv(envp, "ASAN_OPTIONS"); /* MPI's own allocations are not ours */
+  g_autofree char *asan2 = g_strdup_printf("%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
+  envp = g_environ_setenv(envp, "ASAN_OPTIONS", asan2, TRUE);
+  if (mark)
+    envp = g_environ_setenv(envp, "TP_TEST_MARK", mark, TRUE);
+  return envp;
+}
+
+/* argv: np > 0: timeout 60 mpirun --oversubscribe -np np BIN train ARGS; np = 0: BIN train ARGS. */
+static GPtrArray *command(int np, const char *args)
+{
+  GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+  if (np > 0) {
+    const char *head[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np" };
+    for (guint i = 0; i < G_N_ELEMENTS(head); i++)
+      g_ptr_array_add(argv, g_strdup(head[i]));
+    g_ptr_array_add(argv, g_strdup_printf("%d", np));
+  }
+  g_ptr_array_add(argv, g_strdup(bin));
+  g_ptr_array_add(argv, g_strdup("train"));
+  g_auto(GStrv) words = g_strsplit(args, " ", -1);
+  for (int i = 0; words[i]; i++)
+    if (*words[i])
+      g_ptr_array_add(argv, g_strdup(words[i]));
+  g_ptr_array_add(argv, NULL);
+  return argv;
+}
+
+static Run run(int np, const char *args)
+{
+  g_autoptr(GPtrArray) argv = command(np, args);
+  g_auto(GStrv) envp = run_env(NULL);
+  Run r = { 0 };
+  GError *e = NULL;
+  int wait = 0;
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &r.out, &r.err, &wait,
+                             &e));
+  g_assert_no_error(e);
+  r.secs = (double)(g_get_monotonic_time() - t0) / 1e6;
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
+  return r;
+}
+
+static int count(const char *text, const char *what)
+{
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, what)); p++)
+    n++;
+  return n;
+}
+
+/* Whether mpirun can start this build's --transport mpi here (else the test skips, saying why). */
+static gboolean mpi_usable(void)
+{
+  static int usable = -1;
+  static char *why;
+  if (usable < 0) {
+    g_autofree char *mpirun = g_find_program_in_path("mpirun"), *timeout = g_find_program_in_path("timeout");
+    Run r = run(0, "--transport mpi -w 2");
+    if (strstr(r.err, "no MPI support"))
+      why = g_strdup("this build has no MPI support");
+    else if (!mpirun || !timeout)
+      why = g_strdup(!mpirun ? "mpirun not found" : "timeout not found");
+    else {
+      GError *e = NULL;
+      int wait = 0;
+      const char *argv[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np", "2", "true", NULL };
+      g_auto(GStrv) envp = run_env(NULL);
+      g_autofree char *out = NULL, *err = NULL;
+      if (!g_spawn_sync(NULL, (char **)argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e) ||
+          !WIFEXITED(wait) || WEXITSTATUS(wait) != 0)
+        why = g_strdup_printf("mpirun cannot start 2 processes here: %.300s", e ? e->message : err);
+      g_clear_error(&e);
+    }
+    run_clear(&r);
+    usable = why == NULL;
+  }
+  if (!usable)
+    g_test_skip(why);
+  return usable;
+}
+
+/* The value of "name": "..." or "name": word in a JSON report. */
+static char *json_value(const char *json, const char *name)
+{
+  g_autofree char *key = g_strdup_printf("\"%s\": ", name);
+  const char *p = strstr(json, key);
+  if (!p)
+    return NULL;
+  p += strlen(key);
+  if (*p == '"')
+    return g_strndup(p + 1, strcspn(p + 1, "\""));
+  return g_strndup(p, strcspn(p, ",}"));
+}
+
+static void expect_success(const Run *r)
+{
+  if (r->status != 0)
+    g_error("exit status %d\n--- stdout\n%s--- stderr\n%s", r->status, r->out, r->err);
+}
+
+/* data: "PRESET W" */
+static void test_same_weights(gconstpointer data)
+{
+  if (!mpi_usable())
+    return;
+  g_auto(GStrv) pw = g_strsplit(data, " ", 2);
+  int W = atoi(pw[1]);
+  g_autofree char *args = g_strdup_printf("-s %s -w %d -n 2 -k 8 --batch 16 --data synthetic --seed 3 "
+                                          "--order-from slots --format json --quiet --peer-timeout 20",
+                                          pw[0], W);
+  /* each writes its training log and trace: rank 0 writes them for all stages */
+  g_autofree char *dir = g_dir_make_tmp("test-train-mpi-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *largs = g_strdup_printf("%s --csv %s/l.log --trace %s/l.csv", args, dir, dir);
+  g_autofree char *margs = g_strdup_printf("--transport mpi %s --csv %s/m.log --trace %s/m.csv", args, dir, dir);
+  Run local = run(0, largs);
+  expect_success(&local);
+  Run mpi = run(W, margs);
+  expect_success(&mpi);
+  const char *names[] = { "l.log", "m.log", "l.csv", "m.csv", "l.schedule.csv", "m.schedule.csv", "l.predicted.csv",
+                          "m.predicted.csv" };
+  char *text[G_N_ELEMENTS(names)];
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autofree char *path = g_build_filename(dir, names[i], NULL);
+    g_assert_true(g_file_get_contents(path, &text[i], NULL, NULL));
+    g_unlink(path);
+  }
+  g_rmdir(dir);
+  /* the same log but for the times (column 3), the same rows of events, the same schedule */
+  g_auto(GStrv) ll = g_strsplit(text[0], "\n", -1), ml = g_strsplit(text[1], "\n", -1);
+  g_assert_cmpuint(g_strv_length(ll), ==, g_strv_length(ml));
+  g_assert_cmpuint(g_strv_length(ll), >, 2);
+  for (int i = 1; ll[i] && *ll[i]; i++) {
+    g_auto(GStrv) a = g_strsplit(ll[i], ",", -1), b = g_strsplit(ml[i], ",", -1);
+    g_assert_cmpstr(a[3], ==, b[3]); /* loss */
+    g_assert_cmpstr(a[4], ==, b[4]); /* accuracy */
+  }
+  g_assert_cmpint(count(text[2], "\n"), ==, count(text[3], "\n"));
+  g_assert_cmpstr(text[4], ==, text[5]);
+  g_assert_cmpint(count(text[6], "\n"), ==, count(text[7], "\n"));
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+    g_free(text[i]);
+  g_autofree char *sha_l = json_value(local.out, "weights_sha256"), *sha_m = json_value(mpi.out, "weights_sha256");
+  g_autofree char *vm = json_value(mpi.out, "versions_match"), *tr = json_value(mpi.out, "transport");
+  g_assert_nonnull(sha_l);
+  g_assert_cmpuint(strlen(sha_l), ==, 64);
+  g_assert_cmpstr(sha_m, ==, sha_l);
+  g_assert_cmpstr(vm, ==, "true");
+  g_assert_cmpstr(tr, ==, "mpi");
+  g_assert_nonnull(strstr(mpi.out, "\"links\": [{\"from\": 1, \"to\": 2, \"latency\": "));
+  g_assert_cmpint(count(mpi.out, "\"weights_sha256\""), ==, 1); /* one report, from rank 0 */
+  run_clear(&local);
+  run_clear(&mpi);
+}
+
+static void test_size(void)
+{
+  if (!mpi_usable())
+    return;
+  Run r = run(2, "--transport mpi -w 3 -k 2 --batch 16 --data synthetic --quiet");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(count(r.err, "timeprest train: mpirun -np 2 does not match -w 3\n"), ==, 1);
+  g_assert_cmpint(count(r.err, "timeprest train:"), ==, 1);
+  run_clear(&r);
+}
+
+/* Ranks started with other arguments (mpirun's A : B form): exit 2, one line (rank 0's). */
+static void test_other_args(void)
+{
+  if (!mpi_usable())
+    return;
+  const char *common = "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet";
+  g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 %s train %s -s gpipe : -np 1 %s "
+                                          "train %s -s timeprest", bin, common, bin, common);
+  g_auto(GStrv) argv = g_strsplit(line, " ", -1);
+  g_auto(GStrv) envp = run_env(NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e));
+  g_assert_no_error(e);
+  g_assert_true(WIFEXITED(wait));
+  g_assert_cmpint(WEXITSTATUS(wait), ==, 2);
+  g_assert_cmpint(count(err, "timeprest train: rank 1 (stage 2) was started with other arguments than rank 0\n"), ==,
+                  1);
+  g_assert_cmpint(count(err, "timeprest train:"), ==, 1);
+}
+
+/* Without mpirun (or in a build without MPI): exit 2, one line. */
+static void test_no_mpirun(void)
+{
+  Run r = run(0, "--transport mpi -w 2 -k 2 --data synthetic");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_true(g_str_has_prefix(r.err, "timeprest train: --transport mpi: "));
+  g_assert_cmpint(count(r.err, "\n"), ==, 1);
+  g_assert_cmpstr(r.out, ==, "");
+  run_clear(&r);
+}
+
+/* Checkpoints are of the local transport: --checkpoint, --resume, --checkpoint-every and --stop-after
+ * with --transport mpi are refused, one line, exit 2, with or without mpirun. */
+static void test_no_checkpoints(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-train-mpi-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  const char *flags[] = { "--checkpoint", "--resume", "--checkpoint-every 1 --csv", "--stop-after 1 --csv" };
+  const char *names[] = { "--checkpoint", "--resume", "--checkpoint-every", "--stop-after" };
+  for (guint i = 0; i < G_N_ELEMENTS(flags); i++)
+    for (int np = 0; np <= (mpi_usable() ? 2 : 0); np += 2) {
+      g_autofree char *args = g_strdup_printf("--transport mpi -w 2 -k 2 --data synthetic %s %s", flags[i], dir);
+      Run r = run(np, args);
+      g_autofree char *want = g_strdup_printf("timeprest train: %s: not with --transport mpi", names[i]);
+      g_assert_cmpint(r.status, ==, 2);
+      g_assert_true(g_str_has_prefix(r.err, want));
+      g_assert_cmpint(count(r.err, want), ==, MAX(np, 1)); /* every rank refuses alike, nothing else said */
+      g_assert_cmpstr(r.out, ==, "");
+      run_clear(&r);
+    }
+  g_assert_cmpint(g_rmdir(dir), ==, 0); /* nothing written into it */
+}
+
+/* The pid of rank `rank` of the job whose environment carries TP_TEST_MARK=mark, or 0. */
+static pid_t find_rank(const char *mark, int rank)
+{
+  g_autofree char *want_mark = g_strdup_printf("TP_TEST_MARK=%s", mark);
+  g_autofree char *want_rank = g_strdup_printf("OMPI_COMM_WORLD_RANK=%d", rank);
+  GDir *d = g_dir_open("/proc", 0, NULL);
+  pid_t found = 0;
+  for (const char *name; d && !found && (name = g_dir_read_name(d));) {
+    if (!g_ascii_isdigit(name[0]))
+      continue;
+    g_autofree char *path = g_strdup_printf("/proc/%s/environ", name);
+    g_autofree char *env = NULL;
+    gsize len = 0;
+    if (!g_file_get_contents(path, &env, &len, NULL))
+      continue;
+    gboolean m = FALSE, r = FALSE;
+    for (gsize at = 0; at < len; at += strlen(env + at) + 1)
+      m = m || !strcmp(env + at, want_mark), r = r || !strcmp(env + at, want_rank);
+    if (m && r)
+      found = (pid_t)atoi(name);
+  }
+  if (d)
+    g_dir_close(d);
+  return found;
+}
+
+/* Whether process pid has a thread named name (the runtime names each stage's thread "stage-S"). */
+static gboolean has_thread(pid_t pid, const char *name)
+{
+  g_autofree char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  gboolean found = FALSE;
+  for (const char *task; d && !found && (task = g_dir_read_name(d));) {
+    g_autofree char *path = g_strdup_printf("%s/%s/comm", dir, task), *comm = NULL;
+    found = g_file_get_contents(path, &comm, NULL, NULL) && g_str_has_prefix(comm, name);
+  }
+  if (d)
+    g_dir_close(d);
+  return found;
+}
+
+/* Rank 1 (stage 2 of 3) is killed, or stopped, once training runs: ranks 0 and 2 each end with one
+ * line naming stage 2 (rank 1) and the operation they waited for; mpirun exits non-zero, within
+ * the peer timeout and well before the outer timeout. */
+static void test_fault(gconstpointer data)
+{
+  if (!mpi_usable())
+    return;
+  int sig = GPOINTER_TO_INT(data);
+  g_autofree char *mark = g_strdup_printf("%d-%d-%d", (int)getpid(), sig, g_random_int_range(0, 1 << 30));
+  g_autoptr(GPtrArray) argv = command(3, "--transport mpi -s timeprest -w 3 -n 2 -k 3000 --batch 64 "
+                                         "--data synthetic --order-from slots --quiet --peer-timeout 1.5");
+  g_auto(GStrv) envp = run_env(mark);
+  GPid child;
+  int err_fd = -1;
+  GError *e = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv->pdata, envp,
+                                         G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                         NULL, NULL, &child, NULL, NULL, &err_fd, &e));
+  g_assert_no_error(e);
+  pid_t victim = 0;
+  for (int i = 0; i < 400 && !(victim = find_rank(mark, 1)); i++)
+    g_usleep(25000);
+  /* once its stage thread runs, training has begun */
+  for (int i = 0; victim && i < 800 && !has_thread(victim, "stage-2"); i++)
+    g_usleep(25000);
+  if (victim) {
+    g_usleep(300000);
+    kill(victim, sig);
+  }
+  GString *err = g_string_new(NULL);
+  char buf[4096];
+  for (ssize_t n; (n = read(err_fd, buf, sizeof buf)) > 0;)
+    g_string_append_len(err, buf, n);
+  close(err_fd);
+  int wait = 0;
+  waitpid(child, &wait, 0);
+  g_spawn_close_pid(child);
+  double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
+  int status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
+  g_test_message("signal %d: status %d after %.2f s\n%s", sig, status, secs, err->str);
+  if (!victim) {
+    g_string_free(err, TRUE);
+    g_test_skip("rank 1's process was not found (OMPI_COMM_WORLD_RANK in /proc/PID/environ)");
+    return;
+  }
+  g_assert_cmpint(status, !=, 0);
+  g_assert_cmpint(status, !=, 124); /* the outer timeout: a hang */
+  /* well before the outer timeout; a stopped rank is only killed after mpirun's SIGTERM → SIGKILL
+   * wait (OMPI_MCA_odls_base_sigkill_timeout, 10 s here), which may come more than once */
+  g_assert_cmpfloat(secs, <, 45);
+  g_auto(GStrv) lines = g_strsplit(err->str, "\n", -1);
+  GRegex *op = g_regex_new("(waiting for|no message) [FB]\\([0-9]+(,[A-Z])?\\) from stage 2 \\(rank 1\\)", 0, 0, NULL);
+  for (int rank = 0; rank < 3; rank += 2) {
+    char prefix[40];
+    g_snprintf(prefix, sizeof prefix, "stage %d (rank %d): ", rank + 1, rank);
+    int n = 0;
+    for (int i = 0; lines[i]; i++)
+      if (g_str_has_prefix(lines[i], prefix)) {
+        n++;
+        if (!g_regex_match(op, lines[i], 0, NULL))
+          g_error("the line does not name the operation and the peer: %s", lines[i]);
+      }
+    if (n != 1)
+      g_error("%d lines from %s\n%s", n, prefix, err->str);
+  }
+  g_regex_unref(op);
+  g_string_free(err, TRUE);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  bin = g_getenv("TP_BIN");
+  if (!bin) {
+    fprintf(stderr, "TP_BIN is not set (make check sets it)\n");
+    return 1;
+  }
+  g_test_add_func("/train-mpi/no-mpirun", test_no_mpirun);
+  g_test_add_func("/train-mpi/no-checkpoints", test_no_checkpoints);
+  g_test_add_data_func("/train-mpi/weights/gpipe-2", "gpipe 2", test_same_weights);
+  g_test_add_data_func("/train-mpi/weights/timeprest-2", "timeprest 2", test_same_weights);
+  g_test_add_data_func("/train-mpi/weights/gpipe-3", "gpipe 3", test_same_weights);
+  g_test_add_data_func("/train-mpi/weights/timeprest-3", "timeprest 3", test_same_weights);
+  g_test_add_data_func("/train-mpi/weights/pipedream-3", "pipedream 3", test_same_weights);
+  g_test_add_func("/train-mpi/size", test_size);
+  g_test_add_func("/train-mpi/other-arguments", test_other_args);
+  g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);
+  g_test_add_data_func("/train-mpi/fault/stop", GINT_TO_POINTER(SIGSTOP), test_fault);
+  return g_test_run();
+}
