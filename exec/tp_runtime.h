@@ -76,11 +76,19 @@ typedef struct TpRuntime TpRuntime;
 /* Build every stage's network, the initial weights (tp_net_init_weights with cfg->seed) and the
  * optimizer state.  TP_ERROR_INPUT for a bad split or model. */
 TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err);
+/* The same with stage s on stage_be[s] (a device backend: one instance per stage, each with its own
+ * stream) instead of cfg->be; stage_be NULL: every stage on cfg->be.  The caller owns the
+ * instances; they must outlive the runtime (the array itself need not). */
+TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const *stage_be, GError **err);
 void tp_runtime_free(TpRuntime *rt);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpRuntime, tp_runtime_free)
 
 int tp_runtime_stages(const TpRuntime *rt);
-const float *tp_runtime_weights(const TpRuntime *rt, int stage); /* latest weights (host memory) */
+/* Latest weights in host memory (on a device backend: a copy taken after tp_runtime_new and after
+ * every tp_runtime_run). */
+const float *tp_runtime_weights(const TpRuntime *rt, int stage);
+/* The backend stage `stage` runs on. */
+const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage);
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
 /* Bytes of stage st's memory categories per unit, as the weight store counts them. */
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out);
