@@ -12,6 +12,9 @@
 #include "tp_policy.h"
 #include "tp_predict.h"
 #include "tp_report.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
 
 #include <math.h>
 #include <stdatomic.h>
@@ -22,7 +25,7 @@
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
-  char *significance;
+  char *significance, *devices;
   gboolean quiet;
 } Opts;
 
@@ -31,7 +34,7 @@ static void opts_clear(Opts *o)
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
-                   &o->significance };
+                   &o->significance, &o->devices };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -102,7 +105,36 @@ typedef struct {
   gboolean bar;
   gint64 origin, bar_start;
   int done_before;
+  TpBackend **stage_be;     /* --backend cuda: each stage's own instance */
 } Train;
+
+/* ---- device backends: one instance per stage ---------------------------------------------------- */
+
+/* --backend cuda: every stage gets an instance of its own (its own stream), on device 0 or on the
+ * --devices list round-robin; other backends share one instance and take no --devices. */
+static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
+{
+  if (g_strcmp0(be->name, "cuda") != 0) {
+    if (t->o.devices) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
+      return FALSE;
+    }
+    return TRUE;
+  }
+#ifdef HAVE_CUDA
+  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, err)) != NULL;
+#else
+  return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
+#endif
+}
+
+static void free_stage_backends(Train *t)
+{
+#ifdef HAVE_CUDA
+  tp_backend_cuda_stages_free(t->stage_be, t->W);
+#endif
+  t->stage_be = NULL;
+}
 
 static void train_clear(Train *t)
 {
@@ -113,6 +145,7 @@ static void train_clear(Train *t)
   tp_batcher_free(t->batcher);
   g_free(t->bounds);
   tp_runtime_free(t->rt);
+  free_stage_backends(t);
   tp_schedule_free(t->s);
   tp_cost_free(t->cost);
   g_free(t->prof);
@@ -230,7 +263,8 @@ static gboolean setup(Train *t, GError **err)
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
                           (float)t->wd, t->seed, t->timeout };
-  return (t->rt = tp_runtime_new(&cfg, err)) != NULL;
+  return make_stage_backends(t, be, err) &&
+         (t->rt = tp_runtime_new_on(&cfg, (const TpBackend *const *)t->stage_be, err)) != NULL;
 }
 
 /* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
@@ -424,8 +458,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
-                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"local\", \"cores\": %d, \"stages\": [",
-                         t->W, t->N, t->batch, t->K, t->runs, t->cores);
+                         "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"local\", \"cores\": %d, \"stages\": [",
+                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name, t->cores);
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
                            s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
@@ -498,7 +532,9 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
-    { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default)", "NAME" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
+    { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
+      "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default 0)", "D0,D1,…" },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport, "Stage transport: local (default)", "NAME" },
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
       "Fix the nf1b/1f1b-async order on the profiled costs (default) or on unit slots", "costs|slots" },
