@@ -15,6 +15,7 @@
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
+#include "tp_nccl.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -128,6 +129,19 @@ static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
 #endif
 }
 
+/* --transport nccl: the transport (exec/nccl/) links GPU stages that run one process per GPU;
+ * train runs the stages of one process only, so it refuses, saying which part is missing. */
+static gboolean refuse_nccl(GError **err)
+{
+#ifdef HAVE_NCCL_TRANSPORT
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: train runs every stage in one process "
+              "(the NCCL transport is built, but needs one process per GPU stage); use --transport local");
+#else
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
+#endif
+  return FALSE;
+}
+
 static void free_stage_backends(Train *t)
 {
 #ifdef HAVE_CUDA
@@ -185,6 +199,8 @@ static gboolean parse_opts(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;
   }
+  if (g_strcmp0(o->transport, "nccl") == 0)
+    return refuse_nccl(err);
   if (o->transport && strcmp(o->transport, "local") != 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not available in this build (local)", o->transport);
     return FALSE;
