@@ -142,6 +142,25 @@ static gboolean refuse_nccl(GError **err)
   return FALSE;
 }
 
+/* What the stages' compute shares, for the prediction: the cores on cpu; on cuda the GPUs in use
+ * (stages on one GPU serialise their compute there, as the h200 cluster assumes). */
+static int prediction_devices(const Train *t)
+{
+#ifdef HAVE_CUDA
+  if (t->stage_be) {
+    int n = 0;
+    for (int s = 0; s < t->W; s++) {
+      int d = tp_backend_cuda_device(t->stage_be[s]), seen = 0;
+      for (int r = 0; r < s; r++)
+        seen |= tp_backend_cuda_device(t->stage_be[r]) == d;
+      n += !seen;
+    }
+    return n;
+  }
+#endif
+  return t->cores;
+}
+
 static void free_stage_backends(Train *t)
 {
 #ifdef HAVE_CUDA
@@ -290,7 +309,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
   t->prof = g_new0(TpStageProfile, t->W);
   if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err))
     return FALSE;
-  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
+  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, prediction_devices(t));
   if (!t->s) {
     t->s = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, t->K, err)
                  : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, t->K, t->cost, err);

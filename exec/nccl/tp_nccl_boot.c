@@ -107,6 +107,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   }
   if (!bootstrap(m, err)) {
     g_prefix_error(err, "--transport nccl: rank %d (GPU %d): ", m->rank, m->device);
+    g_atomic_int_set(&m->aborted, 1); /* communicators half made are aborted, not destroyed */
     nccl_free(&m->base);
     return NULL;
   }
