@@ -107,6 +107,7 @@ typedef struct {
   gint64 origin, bar_start;
   int done_before;
   TpBackend **stage_be;     /* --backend cuda: each stage's own instance */
+  int gpus;                 /* the distinct GPUs they use */
 } Train;
 
 /* ---- device backends: one instance per stage ---------------------------------------------------- */
@@ -123,7 +124,7 @@ static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
     return TRUE;
   }
 #ifdef HAVE_CUDA
-  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, err)) != NULL;
+  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, &t->gpus, err)) != NULL;
 #else
   return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
 #endif
@@ -146,19 +147,7 @@ static gboolean refuse_nccl(GError **err)
  * (stages on one GPU serialise their compute there, as the h200 cluster assumes). */
 static int prediction_devices(const Train *t)
 {
-#ifdef HAVE_CUDA
-  if (t->stage_be) {
-    int n = 0;
-    for (int s = 0; s < t->W; s++) {
-      int d = tp_backend_cuda_device(t->stage_be[s]), seen = 0;
-      for (int r = 0; r < s; r++)
-        seen |= tp_backend_cuda_device(t->stage_be[r]) == d;
-      n += !seen;
-    }
-    return n;
-  }
-#endif
-  return t->cores;
+  return t->stage_be ? t->gpus : t->cores;
 }
 
 static void free_stage_backends(Train *t)

@@ -1,9 +1,10 @@
 /* cuda_stages.c — the cuda backend instances of a pipeline's stages: one instance (device, stream,
  * cuBLAS handle) per stage, stage s on the s-th device of a --devices list taken round-robin, or
- * every stage on device 0; so the stages of one process never share a stream. */
+ * every stage on device 0; so the stages of one process never share a stream.  It uses only the
+ * public entry points (tp_backend_cuda.h) and no CUDA header, so it builds with the executor
+ * whichever way the backend itself is linked. */
 #include "config.h"
 #include "tp_backend_cuda.h"
-#include "tp_cuda.h"
 #include "tp_error.h"
 
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static GArray *parse_devices(const char *text, int count, GError **err)
   return dev;
 }
 
-TpBackend **tp_backend_cuda_stages(int W, const char *devices, GError **err)
+TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err)
 {
   char *why = NULL;
   int count = tp_cuda_device_count(&why);
@@ -60,6 +61,15 @@ TpBackend **tp_backend_cuda_stages(int W, const char *devices, GError **err)
       break;
     }
   }
+  if (n_devices) { /* distinct devices among the stages' */
+    *n_devices = 0;
+    for (int s = 0; s < W; s++) {
+      int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0, seen = 0;
+      for (int r = 0; r < s; r++)
+        seen |= (dev ? g_array_index(dev, int, r % (int)dev->len) : 0) == d;
+      *n_devices += !seen;
+    }
+  }
   if (dev)
     g_array_free(dev, TRUE);
   return be;
@@ -72,7 +82,3 @@ void tp_backend_cuda_stages_free(TpBackend **be, int W)
   g_free(be);
 }
 
-int tp_backend_cuda_device(const TpBackend *be)
-{
-  return tp_cuda_ctx(be)->device;
-}
