@@ -4,7 +4,8 @@
  * weights).  It keeps its own allocations apart and poisons them, and it counts them.  Trained,
  * evaluated and profiled, it must give the cpu backend's weights bit for bit (the staging moves
  * bytes, it computes nothing), on one instance per stage as `train --backend cuda` makes them, and
- * free everything it allocated. */
+ * free everything it allocated.  And the flags of GPU training refuse what they cannot do with one
+ * line and status 2. */
 #include "tp_data.h"
 #include "tp_net.h"
 #include "tp_runtime.h"
@@ -127,6 +128,36 @@ static void test_shared_instance(void) { check("pipedream", 3, 2, 8, FALSE); }
 static void test_instance_per_stage(void) { check("timeprest", 4, 4, 10, TRUE); }
 static void test_blend(void) { check("i-timeprest", 3, 2, 8, TRUE); }
 
+/* One line on standard error that begins with prefix, status 2, nothing on standard output. */
+static void expect_refusal(const char *const *args, const char *prefix)
+{
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpstr(r.out, ==, "");
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  if (!g_str_has_prefix(r.err, prefix))
+    g_error("expected '%s…', got '%s'", prefix, r.err);
+  tpt_run_clear(&r);
+}
+
+static void test_flags(void)
+{
+  const char *devices[] = { "train", "--devices", "0,1", "--data", "synthetic", "-k", "2", "-q", NULL };
+  expect_refusal(devices, "timeprest train: --devices: only with --backend cuda");
+  const char *nccl[] = { "train", "--transport", "nccl", "--data", "synthetic", "-k", "2", "-q", NULL };
+  expect_refusal(nccl, "timeprest train: --transport nccl: ");
+  const char *cuda[] = { "train", "--backend", "cuda", "--data", "synthetic", "-k", "2", "-q", NULL };
+  TptRun r = tpt_run(cuda);
+  if (r.status == 0) {
+    g_test_message("a GPU is present: --backend cuda trained");
+  } else {
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_true(g_str_has_prefix(r.err, "timeprest train: --backend cuda: "));
+  }
+  tpt_run_clear(&r);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -138,6 +169,7 @@ int main(int argc, char **argv)
   g_test_add_func("/staging/shared-instance", test_shared_instance);
   g_test_add_func("/staging/instance-per-stage", test_instance_per_stage);
   g_test_add_func("/staging/blend", test_blend);
+  g_test_add_func("/staging/flags", test_flags);
   int rc = g_test_run();
   tp_dataset_free(data);
   tp_model_free(model);
