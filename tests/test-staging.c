@@ -136,7 +136,7 @@ static void expect_refusal(const char *const *args, const char *prefix)
   g_assert_cmpstr(r.out, ==, "");
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   if (!g_str_has_prefix(r.err, prefix))
-    g_error("expected '%s…', got '%s'", prefix, r.err);
+    g_error("expected '%s...', got '%s'", prefix, r.err);
   tpt_run_clear(&r);
 }
 
