@@ -13,6 +13,10 @@
 #include "tp_net.h"
 #include "tp_partition.h"
 #include "tp_policy.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
+#include "tp_nccl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +28,8 @@ static void opts_clear(Opts *o)
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
-                   &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after };
+                   &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
+                   &o->devices };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -59,6 +64,53 @@ static double range_flops(int s, int lo, int hi, gpointer data)
 }
 
 
+/* ---- device backends: one instance per stage ---------------------------------------------------- */
+
+/* --backend cuda: every stage gets an instance of its own (its own stream), on device 0 or on the
+ * --devices list round-robin; other backends share one instance and take no --devices. */
+static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
+{
+  if (g_strcmp0(be->name, "cuda") != 0) {
+    if (t->o.devices) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
+      return FALSE;
+    }
+    return TRUE;
+  }
+#ifdef HAVE_CUDA
+  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, &t->gpus, err)) != NULL;
+#else
+  return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
+#endif
+}
+
+/* --transport nccl: the transport (exec/nccl/) links GPU stages that run one process per GPU;
+ * train does not drive it yet, so it refuses, saying which part is missing. */
+static gboolean refuse_nccl(GError **err)
+{
+#ifdef HAVE_NCCL_TRANSPORT
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: not available to train (the NCCL transport "
+              "is built for its own test only); use --transport local or mpi");
+#else
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
+#endif
+  return FALSE;
+}
+
+/* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
+int tp_train_prediction_devices(const Train *t)
+{
+  return t->stage_be ? t->gpus : t->cores;
+}
+
+static void free_stage_backends(Train *t)
+{
+#ifdef HAVE_CUDA
+  tp_backend_cuda_stages_free(t->stage_be, t->W);
+#endif
+  t->stage_be = NULL;
+}
+
 void tp_train_clear(Train *t)
 {
   opts_clear(&t->o);
@@ -68,6 +120,7 @@ void tp_train_clear(Train *t)
   tp_batcher_free(t->batcher);
   g_free(t->bounds);
   tp_runtime_free(t->rt);
+  free_stage_backends(t);
   tp_schedule_free(t->s);
   tp_schedule_free(t->s_tail);
   tp_cost_free(t->cost);
@@ -112,6 +165,8 @@ static gboolean parse_opts(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;
   }
+  if (g_strcmp0(o->transport, "nccl") == 0)
+    return refuse_nccl(err);
   if (o->transport && strcmp(o->transport, "local") != 0 && strcmp(o->transport, "mpi") != 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not a transport (local, mpi)", o->transport);
     return FALSE;
@@ -201,7 +256,8 @@ gboolean tp_train_setup(Train *t, GError **err)
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
                           (float)t->wd, t->seed, t->timeout };
-  if (!(t->rt = tp_runtime_new(&cfg, err)))
+  if (!make_stage_backends(t, be, err) ||
+      !(t->rt = tp_runtime_new_on(&cfg, (const TpBackend *const *)t->stage_be, err)))
     return FALSE;
   t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
   t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));
@@ -257,7 +313,9 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
-    { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default)", "NAME" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
+    { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
+      "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default 0)", "D0,D1,…" },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
       "Stage transport: local (default; threads) or mpi (under mpirun -np W: rank r runs stage r+1)", "NAME" },
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,

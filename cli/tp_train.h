@@ -11,7 +11,7 @@
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
-  char *significance, *peer_timeout;
+  char *significance, *peer_timeout, *devices;
   char *checkpoint, *resume, *ck_every, *stop_after;
   gboolean quiet;
 } Opts;
@@ -66,11 +66,15 @@ typedef struct {
   int bar_base;             /* mini-batches done before this process (resumed) */
   int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
   int interrupted;          /* the signal that stopped the run at a checkpoint (-1: --stop-after) */
+  TpBackend **stage_be;     /* --backend cuda: each stage's own instance */
+  int gpus;                 /* the distinct GPUs they use */
 } Train;
 
 /* cmd_train.c: the set-up (model, data, stages, runtime; --resume's state) and the teardown. */
 gboolean tp_train_setup(Train *t, GError **err);
 void tp_train_clear(Train *t);
+/* What the stages' compute shares, for the prediction: the cores on cpu; on cuda the GPUs in use. */
+int tp_train_prediction_devices(const Train *t);
 
 /* tp_train_run.c: every run (epoch) of the schedule, cut into checkpointed segments; --resume. */
 gboolean tp_train_run_all(Train *t, GError **err);

@@ -54,8 +54,9 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
-                         "\"epochs\": %d, \"backend\": \"cpu\", \"transport\": \"%s\", \"cores\": %d, ",
-                         t->W, t->N, t->batch, t->K, t->runs, t->mpi ? "mpi" : "local", t->cores);
+                         "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
+                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name, t->mpi ? "mpi" : "local",
+                         t->cores);
   if (t->links)
     tp_train_mpi_links_json(t, out);
   g_string_append(out, "\"stages\": [");

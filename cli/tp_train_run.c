@@ -95,7 +95,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
   t->prof = g_new0(TpStageProfile, t->W);
   if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err) || (t->mpi && !tp_train_mpi_share_profile(t, err)))
     return FALSE;
-  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, t->cores);
+  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, tp_train_prediction_devices(t));
   if (t->links)
     tp_train_mpi_links_to_cost(t);
   if (!t->s) {

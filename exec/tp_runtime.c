@@ -7,6 +7,9 @@
 #include "tp_index.h"
 #include "tp_local.h"
 #include "tp_policy.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
 
 #include <math.h>
 #include <stdatomic.h>
@@ -31,9 +34,43 @@ static void be_copy(void *ctx, float *dst, const float *src, size_t n)
     be->copy(be, dst, src, n, NULL);
 }
 
+gboolean tp_rt_sync(const TpBackend *be, GError **err)
+{
+#ifdef HAVE_CUDA
+  if (g_strcmp0(be->name, "cuda") == 0)
+    return tp_backend_cuda_sync(be, err);
+#endif
+  (void)be, (void)err;
+  return TRUE;
+}
+
+float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err)
+{
+  return host ? g_new(float, n) : be->alloc(be, n ? n : 1, err);
+}
+
+void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p)
+{
+  if (host)
+    g_free(p);
+  else if (p)
+    be->free(be, p);
+}
+
+/* Refresh the host copy of a device stage's latest weights. */
+static gboolean sync_host_weights(RtStage *S, GError **err)
+{
+  return tp_rt_down(S->be, S->host_w, S->weights, S->np ? S->np : 1, err);
+}
+
 /* ---- the run's state ----------------------------------------------------------------------------- */
 
 TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
+{
+  return tp_runtime_new_on(cfg, NULL, err);
+}
+
+TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const *stage_be, GError **err)
 {
   if (cfg->W < 1 || cfg->N < 1 || cfg->batch < cfg->N || cfg->batch % cfg->N) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples cannot be split into %d equal micro-batches",
@@ -48,11 +85,13 @@ TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
   rt->lo = 0, rt->hi = cfg->W;
   rt->bounds = g_memdup2(cfg->bounds, sizeof(int) * (cfg->W + 1));
   rt->cfg.bounds = rt->bounds;
-  rt->alloc = (TpWAlloc){ be_alloc, be_free, be_copy, (void *)cfg->be };
+  rt->alloc = g_new(TpWAlloc, cfg->W);
   rt->st = g_new0(RtStage, cfg->W);
   for (int s = 0; s < cfg->W; s++) {
     RtStage *S = &rt->st[s];
-    if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], cfg->be, err)))
+    const TpBackend *be = S->be = stage_be && stage_be[s] ? stage_be[s] : cfg->be;
+    rt->alloc[s] = (TpWAlloc){ be_alloc, be_free, be_copy, (void *)be };
+    if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], be, err)))
       return NULL;
     if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the loss layer must be on the last stage", cfg->model->source);
@@ -60,9 +99,12 @@ TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
     }
     S->np = tp_net_n_params(S->net);
     size_t n = S->np ? S->np : 1;
-    if (!(S->weights = cfg->be->alloc(cfg->be, n, err)) || !(S->mom = cfg->be->alloc(cfg->be, n, err)) ||
-        !(S->grad = cfg->be->alloc(cfg->be, n, err)) || !cfg->be->zero(cfg->be, S->mom, n, err) ||
-        !cfg->be->zero(cfg->be, S->grad, n, err) || !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
+    if (!(S->weights = be->alloc(be, n, err)) || !(S->mom = be->alloc(be, n, err)) ||
+        !(S->grad = be->alloc(be, n, err)) || !be->zero(be, S->mom, n, err) || !be->zero(be, S->grad, n, err) ||
+        !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
+      return NULL;
+    S->host_w = tp_rt_on_host(be) ? S->weights : g_new(float, n);
+    if (!sync_host_weights(S, err))
       return NULL;
   }
   if (!tp_net_has_loss(rt->st[cfg->W - 1].net)) {
@@ -78,7 +120,9 @@ void tp_runtime_free(TpRuntime *rt)
     return;
   for (int s = 0; s < rt->W && rt->st; s++) {
     RtStage *S = &rt->st[s];
-    const TpBackend *be = rt->cfg.be;
+    const TpBackend *be = S->be;
+    if (S->host_w != S->weights)
+      g_free(S->host_w);
     if (S->weights)
       be->free(be, S->weights);
     if (S->mom)
@@ -88,6 +132,7 @@ void tp_runtime_free(TpRuntime *rt)
     tp_net_free(S->net);
   }
   g_free(rt->st);
+  g_free(rt->alloc);
   g_free(rt->bounds);
   g_free(rt);
 }
@@ -107,16 +152,21 @@ void tp_runtime_range(const TpRuntime *rt, int *lo, int *hi) { *lo = rt->lo, *hi
 
 gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError **err)
 {
-  const RtStage *S = &rt->st[stage];
-  return S->np == 0 || rt->cfg.be->copy(rt->cfg.be, S->weights, w, S->np, err);
+  RtStage *S = &rt->st[stage];
+  if (S->np == 0)
+    return TRUE;
+  if (!tp_rt_on_host(S->be))
+    memcpy(S->host_w, w, sizeof(float) * S->np);
+  return S->be->upload(S->be, S->weights, w, S->np, err);
 }
-const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].weights; }
+const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].host_w; }
+const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage) { return rt->st[stage].be; }
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage) { return rt->st[stage].np; }
 
 gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err)
 {
   const RtStage *S = &rt->st[stage];
-  const TpBackend *be = rt->cfg.be;
+  const TpBackend *be = S->be;
   return (!weights || !S->np || be->download(be, weights, S->weights, S->np, err)) &&
          (!momentum || !S->np || be->download(be, momentum, S->mom, S->np, err));
 }
@@ -124,8 +174,8 @@ gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, fl
 gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err)
 {
   RtStage *S = &rt->st[stage];
-  const TpBackend *be = rt->cfg.be;
-  return (!weights || !S->np || be->upload(be, S->weights, weights, S->np, err)) &&
+  const TpBackend *be = S->be;
+  return (!weights || !S->np || (be->upload(be, S->weights, weights, S->np, err) && sync_host_weights(S, err))) &&
          (!momentum || !S->np || be->upload(be, S->mom, momentum, S->np, err));
 }
 
@@ -189,7 +239,9 @@ typedef struct {
   const TpBackend *be;
   TpWStore *ws;
   size_t in_e, out_e;
-  float *in, *out, *dout, *din;
+  gboolean host;     /* the backend works on host memory: the staging buffers are the buffers */
+  float *in, *out, *dout, *din;         /* in the backend's memory */
+  float *h_in, *h_out, *h_dout, *h_din; /* their host staging (data, messages) */
   gint32 *labels;
   uint8_t *lab8;
   TpSaved **saved;   /* [tp_key] the forward's saved state until its backward */
@@ -233,16 +285,18 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   const int *ids = sh->idx[op->mb - 1] + off;
   TpTag tag = tp_tag_of(op);
   if (g->st == 0) {
-    tp_dataset_gather(cfg->train, ids, n, g->in, NULL);
+    tp_dataset_gather(cfg->train, ids, n, g->h_in, NULL);
   } else {
     size_t len = (size_t)n * g->in_e * sizeof(float);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st - 1, &tag, g->in, len, err);
+    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st - 1, &tag, g->h_in, len, err);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
     if (!ok)
       return FALSE;
     rec->start = now_s(sh); /* the operation starts when its input is there */
   }
+  if (!tp_rt_up(g->be, g->in, g->h_in, (size_t)n * g->in_e, err))
+    return FALSE;
   gboolean last = g->st == g->W - 1;
   if (last) {
     tp_dataset_gather(cfg->train, ids, n, NULL, g->lab8);
@@ -282,7 +336,8 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   }
   size_t len = (size_t)n * g->out_e * sizeof(float);
   rec->bytes = (double)len;
-  return sh->tr->send(sh->tr, g->st, g->st + 1, &tag, g->out, len, err);
+  return tp_rt_down(g->be, g->h_out, g->out, (size_t)n * g->out_e, err) &&
+         sh->tr->send(sh->tr, g->st, g->st + 1, &tag, g->h_out, len, err);
 }
 
 static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
@@ -295,9 +350,9 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   if (!last) {
     size_t len = (size_t)n * g->out_e * sizeof(float);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st + 1, &tag, g->dout, len, err);
+    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st + 1, &tag, g->h_dout, len, err);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
-    if (!ok)
+    if (!ok || !tp_rt_up(g->be, g->dout, g->h_dout, (size_t)n * g->out_e, err))
       return FALSE;
     rec->start = now_s(sh);
   }
@@ -345,7 +400,8 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
     return TRUE;
   size_t len = (size_t)n * g->in_e * sizeof(float);
   rec->bytes = (double)len;
-  return sh->tr->send(sh->tr, g->st, g->st - 1, &tag, g->din, len, err);
+  return tp_rt_down(g->be, g->h_din, g->din, (size_t)n * g->in_e, err) &&
+         sh->tr->send(sh->tr, g->st, g->st - 1, &tag, g->h_din, len, err);
 }
 
 static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
@@ -371,7 +427,7 @@ static gboolean stage_walk(Stage *g, GError **err)
   const TpSchedule *s = sh->s;
   TpWStoreSizes sz;
   tp_runtime_sizes(sh->rt, g->st, &sz);
-  if (!(g->ws = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc, err)))
+  if (!(g->ws = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
   float *v0 = tp_wstore_version(g->ws, 0);
   if (!g->be->copy(g->be, v0, g->S->weights, g->S->np ? g->S->np : 1, err))
@@ -388,14 +444,15 @@ static gboolean stage_walk(Stage *g, GError **err)
     gboolean ok = op->kind == TP_OP_F ? forward(g, op, rec, err)
                   : op->kind == TP_OP_B ? backward(g, op, rec, err)
                                         : update(g, op, rec, err);
-    if (!ok)
+    if (!ok || !tp_rt_sync(g->be, err)) /* a device operation ends when its work is done */
       return FALSE;
     tp_wstore_op_end(g->ws);
     rec->end = now_s(sh);
   }
   tp_wstore_stats(g->ws, &sh->out->stats[g->st]);
   return g->be->copy(g->be, g->S->weights, tp_wstore_version(g->ws, tp_wstore_latest(g->ws)),
-                     g->S->np ? g->S->np : 1, err);
+                     g->S->np ? g->S->np : 1, err) &&
+         sync_host_weights(g->S, err);
 }
 
 static gpointer stage_main(gpointer data)
@@ -407,12 +464,13 @@ static gpointer stage_main(gpointer data)
   Stage g = { .sh = sh, .st = a->st, .W = s->W, .N = s->N, .B = rt->cfg.batch, .m = rt->cfg.batch / s->N };
   g.S = &rt->st[a->st];
   g.net = g.S->net;
-  g.be = rt->cfg.be;
+  g.be = g.S->be;
+  g.host = tp_rt_on_host(g.be);
   g.in_e = tp_net_in_elems(g.net), g.out_e = tp_net_out_elems(g.net);
-  g.in = g_new(float, (size_t)g.B * g.in_e);
-  g.din = g_new(float, (size_t)g.B * g.in_e);
-  g.out = g_new(float, (size_t)g.B * g.out_e);
-  g.dout = g_new(float, (size_t)g.B * g.out_e);
+  g.h_in = g_new(float, (size_t)g.B * g.in_e);
+  g.h_din = g_new(float, (size_t)g.B * g.in_e);
+  g.h_out = g_new(float, (size_t)g.B * g.out_e);
+  g.h_dout = g_new(float, (size_t)g.B * g.out_e);
   g.labels = g_new(gint32, g.B);
   g.lab8 = g_new(uint8_t, g.B);
   size_t nkeys = (size_t)s->K * (s->N + 1);
@@ -422,7 +480,14 @@ static gpointer stage_main(gpointer data)
   for (int i = 0; i < 2; i++)
     g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
   GError *err = NULL;
-  if (!stage_walk(&g, &err)) {
+  if (g.host)
+    g.in = g.h_in, g.din = g.h_din, g.out = g.h_out, g.dout = g.h_dout;
+  else if (!(g.in = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
+           !(g.din = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
+           !(g.out = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.out_e, &err)) ||
+           !(g.dout = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.out_e, &err)))
+    g_prefix_error(&err, "stage %d: ", g.st + 1);
+  if (err || !stage_walk(&g, &err)) {
     g_mutex_lock(&sh->lock);
     if (!sh->first_err) {
       sh->first_err = err;
@@ -441,7 +506,12 @@ static gpointer stage_main(gpointer data)
   for (int i = 0; i < 2; i++)
     g_ptr_array_unref(g.pool[i]);
   tp_wstore_free(g.ws);
-  g_free(g.in), g_free(g.din), g_free(g.out), g_free(g.dout), g_free(g.labels), g_free(g.lab8);
+  if (!g.host) {
+    float *dev[] = { g.in, g.din, g.out, g.dout };
+    for (int i = 0; i < 4; i++)
+      tp_rt_buf_free(g.be, FALSE, dev[i]);
+  }
+  g_free(g.h_in), g_free(g.h_din), g_free(g.h_out), g_free(g.h_dout), g_free(g.labels), g_free(g.lab8);
   g_free(g.saved), g_free(g.fver), g_free(g.fwd_done);
   return NULL;
 }

@@ -84,6 +84,10 @@ typedef struct TpRuntime TpRuntime;
 /* Build every stage's network, the initial weights (tp_net_init_weights with cfg->seed) and the
  * optimizer state.  TP_ERROR_INPUT for a bad split or model. */
 TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err);
+/* The same with stage s on stage_be[s] (a device backend: one instance per stage, each with its own
+ * stream) instead of cfg->be; stage_be NULL: every stage on cfg->be.  The caller owns the
+ * instances; they must outlive the runtime (the array itself need not). */
+TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const *stage_be, GError **err);
 void tp_runtime_free(TpRuntime *rt);
 
 /* Run only stages [lo, hi) in this process, over transport tr (not owned; NULL: a local transport
@@ -97,7 +101,11 @@ void tp_runtime_range(const TpRuntime *rt, int *lo, int *hi);
 /* Replace stage's latest weights (tp_runtime_n_params floats, host memory), e.g. with those another
  * process trained, before evaluating or reporting. */
 gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError **err);
-const float *tp_runtime_weights(const TpRuntime *rt, int stage); /* latest weights (host memory) */
+/* Latest weights in host memory (on a device backend: a copy taken after tp_runtime_new, after
+ * every tp_runtime_run and after tp_runtime_set_weights / tp_runtime_set_state). */
+const float *tp_runtime_weights(const TpRuntime *rt, int stage);
+/* The backend stage `stage` runs on. */
+const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage);
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
 /* Stage st's latest weights and momentum copied to host buffers (n_params floats each; either may
  * be NULL), or replaced from them (a checkpoint's state; between schedules only, the gradient

@@ -18,16 +18,36 @@ static size_t max_width(const TpRuntime *rt)
   return w;
 }
 
+/* One stage's inference on n samples: host in → host out (through the stage's device buffers
+ * dev[0..1], EVAL_CHUNK·width floats each, on a device backend). */
+static gboolean eval_stage(TpRuntime *rt, int s, float **dev, const float *in, int n, float *out,
+                           const gint32 *labels, TpLossStats *st, GError **err)
+{
+  const RtStage *S = &rt->st[s];
+  gboolean last = s == rt->W - 1, host = tp_rt_on_host(S->be);
+  float *din = host ? (float *)in : dev[0], *dout = host ? out : dev[1];
+  return tp_rt_up(S->be, din, in, (size_t)n * tp_net_in_elems(S->net), err) &&
+         tp_net_forward(S->net, S->weights, din, n, last ? NULL : dout, NULL, last ? labels : NULL, last ? st : NULL,
+                        err) &&
+         (last || tp_rt_down(S->be, out, dout, (size_t)n * tp_net_out_elems(S->net), err));
+}
+
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err)
 {
   size_t width = max_width(rt);
+  float **dev = g_new0(float *, 2 * (size_t)rt->W); /* device stages' input and output buffers */
+  gboolean ok = TRUE;
+  for (int s = 0; s < rt->W && ok; s++)
+    if (!tp_rt_on_host(rt->st[s].be))
+      ok = (dev[2 * s] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err)) &&
+           (dev[2 * s + 1] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err));
   g_autofree float *a = g_new(float, (size_t)EVAL_CHUNK * width), *b = g_new(float, (size_t)EVAL_CHUNK * width);
   g_autofree int *ids = g_new(int, EVAL_CHUNK);
   g_autofree uint8_t *lab8 = g_new(uint8_t, EVAL_CHUNK);
   g_autofree gint32 *labels = g_new(gint32, EVAL_CHUNK);
   double loss_sum = 0;
   long correct = 0;
-  for (int i0 = 0; i0 < test->n; i0 += EVAL_CHUNK) {
+  for (int i0 = 0; i0 < test->n && ok; i0 += EVAL_CHUNK) {
     int n = MIN(EVAL_CHUNK, test->n - i0);
     for (int i = 0; i < n; i++)
       ids[i] = i0 + i;
@@ -35,18 +55,24 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
     for (int i = 0; i < n; i++)
       labels[i] = lab8[i];
     float *in = a, *out = b;
-    for (int s = 0; s < rt->W; s++) {
+    for (int s = 0; s < rt->W && ok; s++) {
       gboolean last = s == rt->W - 1;
       TpLossStats st = { 0, 0 };
-      if (!tp_net_forward(rt->st[s].net, rt->st[s].weights, in, n, last ? NULL : out, NULL, last ? labels : NULL,
-                          last ? &st : NULL, err))
-        return FALSE;
+      if (!(ok = eval_stage(rt, s, dev + 2 * s, in, n, out, labels, &st, err)))
+        break;
       if (last)
         loss_sum += st.loss_sum, correct += st.correct;
       float *t = in;
       in = out, out = t;
     }
   }
+  for (int s = 0; s < rt->W; s++)
+    for (int i = 0; i < 2; i++)
+      if (dev[2 * s + i])
+        rt->st[s].be->free(rt->st[s].be, dev[2 * s + i]);
+  g_free(dev);
+  if (!ok)
+    return FALSE;
   *accuracy = test->n ? (double)correct / test->n : 0;
   if (loss)
     *loss = test->n ? loss_sum / test->n : 0;
@@ -87,21 +113,29 @@ static gboolean run_once(TimedFn fn, void *ctx, double *out, GError **err)
 typedef struct {
   TpRuntime *rt;
   int s, n;
-  float *in, *out, *dout, *din, *grad, *w, *mom;
+  const TpBackend *be;
+  float *in, *out, *dout, *din, *grad, *w, *mom; /* in the stage's backend memory */
+  float *h_in;    /* stage 1: the host buffer its input is gathered into (in itself on a host backend) */
   TpSaved *saved;
   gint32 *labels;
   const int *idx; /* stage 1 gathers its input from the dataset, as in training */
 } ProfCtx;
 
+/* Every timed call ends with the stage's work done (device backends run asynchronously). */
 static gboolean prof_forward(void *ctx, GError **err)
 {
   ProfCtx *c = ctx;
   gboolean last = c->s == c->rt->W - 1;
   TpLossStats st;
-  if (c->s == 0)
-    tp_dataset_gather(c->rt->cfg.train, c->idx, c->n, c->in, NULL);
-  return tp_net_forward(c->rt->st[c->s].net, c->rt->st[c->s].weights, c->in, c->n, last ? NULL : c->out, c->saved,
-                        last ? c->labels : NULL, last ? &st : NULL, err);
+  const RtStage *S = &c->rt->st[c->s];
+  if (c->s == 0) {
+    tp_dataset_gather(c->rt->cfg.train, c->idx, c->n, c->h_in, NULL);
+    if (!tp_rt_up(c->be, c->in, c->h_in, (size_t)c->n * tp_net_in_elems(S->net), err))
+      return FALSE;
+  }
+  return tp_net_forward(S->net, S->weights, c->in, c->n, last ? NULL : c->out, c->saved, last ? c->labels : NULL,
+                        last ? &st : NULL, err) &&
+         tp_rt_sync(c->be, err);
 }
 
 static gboolean prof_backward(void *ctx, GError **err)
@@ -109,7 +143,8 @@ static gboolean prof_backward(void *ctx, GError **err)
   ProfCtx *c = ctx;
   gboolean last = c->s == c->rt->W - 1;
   return tp_net_backward(c->rt->st[c->s].net, c->rt->st[c->s].weights, c->saved, last ? NULL : c->dout,
-                         c->s ? c->din : NULL, c->grad, c->rt->cfg.batch, err);
+                         c->s ? c->din : NULL, c->grad, c->rt->cfg.batch, err) &&
+         tp_rt_sync(c->be, err);
 }
 
 static gboolean prof_update(void *ctx, GError **err)
@@ -117,22 +152,30 @@ static gboolean prof_update(void *ctx, GError **err)
   ProfCtx *c = ctx;
   const TpRuntimeConfig *cfg = &c->rt->cfg;
   const RtStage *S = &c->rt->st[c->s];
-  return cfg->be->sgd_step(cfg->be, S->np, cfg->lr, cfg->momentum, cfg->weight_decay, c->w, c->grad, c->mom, c->w,
-                           err);
+  return c->be->sgd_step(c->be, S->np, cfg->lr, cfg->momentum, cfg->weight_decay, c->w, c->grad, c->mom, c->w,
+                         err) &&
+         tp_rt_sync(c->be, err);
 }
+
+/* Stage s's forward then backward buffers: on a host backend the shared host arrays themselves;
+ * on a device backend buffers of its own, filled from and read back to the host arrays (so that
+ * each stage works on what the previous one produced, as in training). */
+typedef struct {
+  float *in, *out, *dout, *din;
+} ProfBufs;
 
 gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, TpStageProfile *out,
                             GError **err)
 {
   const TpRuntimeConfig *cfg = &rt->cfg;
-  const TpBackend *be = cfg->be;
   int n = whole ? cfg->batch : cfg->batch / cfg->N, W = rt->W;
   double per = whole ? (double)cfg->N : 1.0;
   size_t width = max_width(rt);
   reps = MAX(reps, 1);
-  /* acts[s]: stage s's input; grads[s]: the gradient stage s receives */
+  /* acts[s]: stage s's input; grads[s]: the gradient stage s receives (host memory) */
   float **acts = g_new0(float *, W + 1), **grads = g_new0(float *, W + 1);
   TpSaved **saved = g_new0(TpSaved *, W);
+  ProfBufs *bufs = g_new0(ProfBufs, W);
   for (int s = 0; s <= W; s++)
     acts[s] = g_new0(float, (size_t)n * width), grads[s] = g_new0(float, (size_t)n * width);
   g_autofree uint8_t *lab8 = g_new(uint8_t, n);
@@ -142,19 +185,36 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     labels[i] = lab8[i];
   gboolean ok = TRUE;
   for (int s = 0; s < W && ok; s++) {
-    ProfCtx c = { rt, s, n, acts[s], acts[s + 1], NULL, NULL, NULL, NULL, NULL, NULL, labels, idx };
+    const TpBackend *be = rt->st[s].be;
+    ProfBufs *b = &bufs[s];
+    if (tp_rt_on_host(be))
+      *b = (ProfBufs){ acts[s], acts[s + 1], grads[s + 1], grads[s] };
+    else
+      ok = (b->in = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->out = tp_rt_buf(be, FALSE, (size_t)n * width, err)) &&
+           (b->dout = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->din = tp_rt_buf(be, FALSE, (size_t)n * width, err));
+  }
+  for (int s = 0; s < W && ok; s++) {
+    const TpBackend *be = rt->st[s].be;
+    const TpNet *net = rt->st[s].net;
     gboolean mine = s >= rt->lo && s < rt->hi;
+    ProfCtx c = { rt, s, n, be, bufs[s].in, bufs[s].out, NULL, NULL, NULL, NULL, NULL, acts[0], NULL, labels, idx };
     ok = (c.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
-         (mine ? time_median(prof_forward, &c, reps, &out[s].fwd, err) : run_once(prof_forward, &c, &out[s].fwd, err));
+         tp_rt_up(be, c.in, acts[s], (size_t)n * tp_net_in_elems(net), err) &&
+         (mine ? time_median(prof_forward, &c, reps, &out[s].fwd, err) : run_once(prof_forward, &c, &out[s].fwd, err)) &&
+         (s == W - 1 || tp_rt_down(be, acts[s + 1], c.out, (size_t)n * tp_net_out_elems(net), err));
     out[s].fwd /= per;
   }
   for (int s = W - 1; s >= rt->lo && ok; s--) {
     const RtStage *S = &rt->st[s];
+    const TpBackend *be = S->be;
     if (s >= rt->hi) { /* after this process's stages: the gradient they receive */
       size_t np = S->np ? S->np : 1;
       float *grad = be->alloc(be, np, err);
-      ProfCtx c = { rt, s, n, NULL, NULL, grads[s + 1], grads[s], grad, NULL, NULL, saved[s], labels, idx };
-      ok = grad && be->zero(be, grad, np, err) && run_once(prof_backward, &c, &out[s].bwd, err);
+      ProfCtx c = { rt, s, n, be, NULL, NULL, bufs[s].dout, bufs[s].din, grad, NULL, NULL, NULL, saved[s], labels, idx };
+      ok = grad && be->zero(be, grad, np, err) &&
+           (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
+           run_once(prof_backward, &c, &out[s].bwd, err) &&
+           tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err);
       out[s].upd = 0;
       if (grad)
         be->free(be, grad);
@@ -163,8 +223,11 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     size_t np = S->np ? S->np : 1;
     float *grad = be->alloc(be, np, err), *w = grad ? be->alloc(be, np, err) : NULL;
     float *mom = w ? be->alloc(be, np, err) : NULL;
-    ProfCtx c = { rt, s, n, NULL, NULL, grads[s + 1], grads[s], grad, w, mom, saved[s], labels, idx };
-    ok = mom && be->zero(be, grad, np, err) && time_median(prof_backward, &c, reps, &out[s].bwd, err) &&
+    ProfCtx c = { rt, s, n, be, NULL, NULL, bufs[s].dout, bufs[s].din, grad, w, mom, NULL, saved[s], labels, idx };
+    ok = mom && be->zero(be, grad, np, err) &&
+         (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
+         time_median(prof_backward, &c, reps, &out[s].bwd, err) &&
+         (s == 0 || tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err)) &&
          be->copy(be, w, S->weights, np, err) && be->copy(be, mom, S->mom, np, err) &&
          time_median(prof_update, &c, reps, &out[s].upd, err);
     out[s].bwd /= per;
@@ -175,10 +238,16 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     if (mom)
       be->free(be, mom);
   }
+  for (int s = 0; s < W; s++)
+    if (!tp_rt_on_host(rt->st[s].be)) {
+      float *dev[] = { bufs[s].in, bufs[s].out, bufs[s].dout, bufs[s].din };
+      for (int i = 0; i < 4; i++)
+        tp_rt_buf_free(rt->st[s].be, FALSE, dev[i]);
+    }
   for (int s = 0; s <= W; s++)
     g_free(acts[s]), g_free(grads[s]);
   for (int s = 0; s < W; s++)
     tp_saved_free(saved[s]);
-  g_free(acts), g_free(grads), g_free(saved);
+  g_free(acts), g_free(grads), g_free(saved), g_free(bufs);
   return ok;
 }

@@ -7,9 +7,11 @@
 #include "tp_runtime.h"
 
 typedef struct {
+  const TpBackend *be;       /* the stage's backend */
   TpNet *net;
   size_t np;                 /* floats in a weight version */
   float *weights, *mom, *grad; /* latest weights between schedules, momentum, gradient buffer */
+  float *host_w;             /* host copy of weights (weights itself on a host backend) */
 } RtStage;
 
 struct TpRuntime {
@@ -19,7 +21,32 @@ struct TpRuntime {
   TpTransport *tr; /* their transport (not owned); NULL: a local one per run */
   int *bounds;
   RtStage *st;
-  TpWAlloc alloc; /* weight-store buffers through the backend */
+  TpWAlloc *alloc; /* [W] weight-store buffers through each stage's backend */
 };
+
+/* Device backends keep buffers in their own memory: whatever the host reads or writes (data,
+ * labels, messages of the local transport) is staged through host copies.  Only `cpu` works on
+ * host memory directly (so the cpu path makes no copies at all). */
+static inline gboolean tp_rt_on_host(const TpBackend *be)
+{
+  return g_strcmp0(be->name, "cpu") == 0;
+}
+
+/* Wait until everything enqueued on be is done (nothing to wait for on a host backend), so that
+ * a measured time covers the work and not only its launch. */
+gboolean tp_rt_sync(const TpBackend *be, GError **err);
+
+/* Copy n floats from host to be's memory (nothing when they are the same buffer). */
+static inline gboolean tp_rt_up(const TpBackend *be, float *dev, const float *host, size_t n, GError **err)
+{
+  return dev == host || be->upload(be, dev, host, n, err);
+}
+static inline gboolean tp_rt_down(const TpBackend *be, float *host, const float *dev, size_t n, GError **err)
+{
+  return dev == host || be->download(be, host, dev, n, err);
+}
+/* n floats in be's memory, or host memory when host is TRUE */
+float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err);
+void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p);
 
 #endif

@@ -57,3 +57,12 @@ AC_DEFUN([TP_CHECK_MPI], [
   AM_CONDITIONAL([HAVE_MPI], [test "x$tp_have_mpi" = "xyes"])
   AS_IF([test "x$tp_have_mpi" = "xyes"], [AC_DEFINE([HAVE_MPI], [1], [MPI transport built])])
 ])
+
+dnl The NCCL transport needs both NCCL (the payloads) and MPI (the bootstrap and the headers).
+AC_DEFUN([TP_CHECK_NCCL_TRANSPORT], [
+  tp_have_nccl_transport=no
+  AS_IF([test "x$tp_have_nccl" = "xyes" && test "x$tp_have_mpi" = "xyes"], [tp_have_nccl_transport=yes])
+  AM_CONDITIONAL([HAVE_NCCL_TRANSPORT], [test "x$tp_have_nccl_transport" = "xyes"])
+  AS_IF([test "x$tp_have_nccl_transport" = "xyes"],
+    [AC_DEFINE([HAVE_NCCL_TRANSPORT], [1], [NCCL transport built (NCCL and MPI found)])])
+])

@@ -25,4 +25,12 @@ gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err);
  * the process (the executor makes its own per stage with tp_backend_cuda_new). */
 const TpBackend *tp_backend_cuda_default(GError **err);
 
+/* W instances, one per pipeline stage: stage s (0-based) on device list[s mod len] of devices
+ * ("0,1,…", the --devices flag), or on device 0 when devices is NULL; *n_devices (may be NULL)
+ * gets the number of distinct devices they use.  TP_ERROR_INPUT naming the flag for a bad list,
+ * a device not present or no device at all.  (exec/cuda/cuda_stages.c: built into the executor,
+ * on the entry points above.) */
+TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err);
+void tp_backend_cuda_stages_free(TpBackend **be, int W);
+
 #endif

@@ -1,0 +1,84 @@
+/* cuda_stages.c — the cuda backend instances of a pipeline's stages: one instance (device, stream,
+ * cuBLAS handle) per stage, stage s on the s-th device of a --devices list taken round-robin, or
+ * every stage on device 0; so the stages of one process never share a stream.  It uses only the
+ * public entry points (tp_backend_cuda.h) and no CUDA header, so it builds with the executor
+ * whichever way the backend itself is linked. */
+#include "config.h"
+#include "tp_backend_cuda.h"
+#include "tp_error.h"
+
+#include <stdlib.h>
+
+/* "0,1,3" → [0, 1, 3]; TP_ERROR_INPUT naming --devices for anything else. */
+static GArray *parse_devices(const char *text, int count, GError **err)
+{
+  GArray *dev = g_array_new(FALSE, FALSE, sizeof(int));
+  g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+  for (int i = 0; parts[i]; i++) {
+    char *end = NULL;
+    const char *p = g_strstrip(parts[i]);
+    long d = strtol(p, &end, 10);
+    if (!*p || *end || d < 0 || d > G_MAXINT) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: '%s' is not a list of device numbers (e.g. 0,1)", text);
+      g_array_free(dev, TRUE);
+      return NULL;
+    }
+    if (d >= count) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: no CUDA device %ld (%d present)", d, count);
+      g_array_free(dev, TRUE);
+      return NULL;
+    }
+    int v = (int)d;
+    g_array_append_val(dev, v);
+  }
+  if (dev->len == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: empty list");
+    g_array_free(dev, TRUE);
+    return NULL;
+  }
+  return dev;
+}
+
+TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err)
+{
+  char *why = NULL;
+  int count = tp_cuda_device_count(&why);
+  if (count == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--backend cuda: no CUDA device: %s", why);
+    g_free(why);
+    return NULL;
+  }
+  GArray *dev = NULL;
+  if (devices && !(dev = parse_devices(devices, count, err)))
+    return NULL;
+  TpBackend **be = g_new0(TpBackend *, W);
+  for (int s = 0; s < W; s++) {
+    int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0;
+    if (!(be[s] = tp_backend_cuda_new(d, err))) {
+      g_prefix_error(err, "stage %d: ", s + 1);
+      tp_backend_cuda_stages_free(be, W);
+      be = NULL;
+      break;
+    }
+  }
+  if (n_devices) { /* distinct devices among the stages' */
+    *n_devices = 0;
+    for (int s = 0; s < W; s++) {
+      int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0, seen = 0;
+      for (int r = 0; r < s; r++)
+        seen |= (dev ? g_array_index(dev, int, r % (int)dev->len) : 0) == d;
+      *n_devices += !seen;
+    }
+  }
+  if (dev)
+    g_array_free(dev, TRUE);
+  return be;
+}
+
+void tp_backend_cuda_stages_free(TpBackend **be, int W)
+{
+  for (int s = 0; be && s < W; s++)
+    tp_backend_cuda_free(be[s]);
+  g_free(be);
+}
+

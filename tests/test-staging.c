@@ -1,0 +1,177 @@
+/* test-staging.c — the runtime's device path without a device: a backend that computes like cpu
+ * but is not named cpu, so the runtime treats its memory as a device's (every datum, label and
+ * message staged through host copies, one buffer set per stage backend, a host copy of the
+ * weights).  It keeps its own allocations apart and poisons them, and it counts them.  Trained,
+ * evaluated and profiled, it must give the cpu backend's weights bit for bit (the staging moves
+ * bytes, it computes nothing), on one instance per stage as `train --backend cuda` makes them, and
+ * free everything it allocated.  And the flags of GPU training refuse what they cannot do with one
+ * line and status 2. */
+#include "tp_data.h"
+#include "tp_net.h"
+#include "tp_runtime.h"
+#include "tp_test.h"
+
+#include <math.h>
+
+enum { BATCH = 32, TRAIN_N = 512, MAX_W = 4 };
+
+static TpModel *model;
+static TpDataset *data;
+static gint live; /* allocations of the staged backends not yet freed */
+
+static float *staged_alloc(const TpBackend *be, size_t n, GError **err)
+{
+  (void)be, (void)err;
+  float *p = g_new(float, n ? n : 1);
+  for (size_t i = 0; i < n; i++)
+    p[i] = NAN; /* what is read before it is written poisons the weights */
+  g_atomic_int_inc(&live);
+  return p;
+}
+
+static void staged_free(const TpBackend *be, float *p)
+{
+  (void)be;
+  if (p)
+    g_atomic_int_add(&live, -1);
+  g_free(p);
+}
+
+/* A staged instance: cpu's table under another name, with its own memory. */
+static TpBackend staged_backend(void)
+{
+  TpBackend be = *tp_backend_cpu();
+  be.name = "cpu-staged";
+  be.alloc = staged_alloc;
+  be.free = staged_free;
+  return be;
+}
+
+typedef struct {
+  float *w;
+  size_t n;
+  double acc, loss;
+  gboolean match;
+} Outcome;
+
+static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be, gboolean per_stage)
+{
+  int L = tp_model_n_layers(model), bounds[MAX_W + 1];
+  for (int s = 0; s <= W; s++)
+    bounds[s] = s * L / W;
+  TpBackend inst[MAX_W];
+  const TpBackend *stage_be[MAX_W];
+  for (int s = 0; s < W; s++)
+    inst[s] = staged_backend(), stage_be[s] = &inst[s];
+  GError *err = NULL;
+  TpRuntimeConfig cfg = { model, bounds, W, N, BATCH, be, data, 0.05f, 0.9f, 1e-4f, 7, 60 };
+  TpRuntime *rt = tp_runtime_new_on(&cfg, per_stage ? stage_be : NULL, &err);
+  g_assert_no_error(err);
+  for (int s = 0; per_stage && s < W; s++)
+    g_assert_true(tp_runtime_backend(rt, s) == &inst[s]);
+  TpSchedule *s = tpt_preset(preset, W, N, K);
+  TpBatcher *b = tp_batcher_new(data, BATCH, N, 3, &err);
+  g_assert_no_error(err);
+  int **idx = g_new(int *, K);
+  for (int i = 0; i < K; i++)
+    idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * BATCH);
+  TpStageProfile prof[MAX_W];
+  g_assert_true(tp_runtime_profile(rt, idx[0], 1, FALSE, prof, &err));
+  g_assert_no_error(err);
+  double busy = 0;
+  for (int st = 0; st < W; st++) {
+    g_assert_true(prof[st].fwd >= 0 && prof[st].bwd >= 0 && prof[st].upd >= 0);
+    busy += prof[st].fwd + prof[st].bwd;
+  }
+  g_assert_cmpfloat(busy, >, 0);
+  TpRunResult res;
+  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), NULL, &res, &err));
+  g_assert_no_error(err);
+  Outcome o = { NULL, 0, 0, 0, res.versions_match };
+  for (int st = 0; st < W; st++)
+    o.n += tp_runtime_n_params(rt, st);
+  o.w = g_new(float, o.n);
+  for (int st = 0, at = 0; st < W; at += (int)tp_runtime_n_params(rt, st), st++)
+    memcpy(o.w + at, tp_runtime_weights(rt, st), sizeof(float) * tp_runtime_n_params(rt, st));
+  g_assert_true(tp_runtime_evaluate(rt, data, &o.acc, &o.loss, &err));
+  g_assert_no_error(err);
+  tp_run_result_clear(&res);
+  for (int i = 0; i < K; i++)
+    g_free(idx[i]);
+  g_free(idx);
+  tp_batcher_free(b);
+  tp_schedule_free(s);
+  tp_runtime_free(rt);
+  return o;
+}
+
+static void check(const char *preset, int W, int N, int K, gboolean per_stage)
+{
+  TpBackend shared = staged_backend();
+  Outcome c = run(preset, W, N, K, tp_backend_cpu(), FALSE);
+  Outcome g = run(preset, W, N, K, &shared, per_stage);
+  g_assert_cmpint(g_atomic_int_get(&live), ==, 0);
+  g_assert_true(c.match && g.match);
+  g_assert_cmpuint(c.n, ==, g.n);
+  for (size_t i = 0; i < c.n; i++)
+    g_assert_true(isfinite(g.w[i]));
+  g_assert_cmpmem(c.w, sizeof(float) * c.n, g.w, sizeof(float) * g.n);
+  g_assert_cmpfloat(c.acc, ==, g.acc);
+  g_assert_cmpfloat(c.loss, ==, g.loss);
+  g_assert_cmpfloat(c.acc, >, 0.2); /* it learnt something: the comparison is not of two no-ops */
+  g_free(c.w);
+  g_free(g.w);
+}
+
+static void test_one_stage(void) { check("gpipe", 1, 2, 6, FALSE); }
+static void test_shared_instance(void) { check("pipedream", 3, 2, 8, FALSE); }
+static void test_instance_per_stage(void) { check("timeprest", 4, 4, 10, TRUE); }
+static void test_blend(void) { check("i-timeprest", 3, 2, 8, TRUE); }
+
+/* One line on standard error that begins with prefix, status 2, nothing on standard output. */
+static void expect_refusal(const char *const *args, const char *prefix)
+{
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpstr(r.out, ==, "");
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  if (!g_str_has_prefix(r.err, prefix))
+    g_error("expected '%s...', got '%s'", prefix, r.err);
+  tpt_run_clear(&r);
+}
+
+static void test_flags(void)
+{
+  const char *devices[] = { "train", "--devices", "0,1", "--data", "synthetic", "-k", "2", "-q", NULL };
+  expect_refusal(devices, "timeprest train: --devices: only with --backend cuda");
+  const char *nccl[] = { "train", "--transport", "nccl", "--data", "synthetic", "-k", "2", "-q", NULL };
+  expect_refusal(nccl, "timeprest train: --transport nccl: ");
+  const char *cuda[] = { "train", "--backend", "cuda", "--data", "synthetic", "-k", "2", "-q", NULL };
+  TptRun r = tpt_run(cuda);
+  if (r.status == 0) {
+    g_test_message("a GPU is present: --backend cuda trained");
+  } else {
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_true(g_str_has_prefix(r.err, "timeprest train: --backend cuda: "));
+  }
+  tpt_run_clear(&r);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  GError *err = NULL;
+  model = tp_model_load(TP_SRCDIR "/models/mlp.model", &err);
+  g_assert_no_error(err);
+  data = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
+  g_test_add_func("/staging/one-stage", test_one_stage);
+  g_test_add_func("/staging/shared-instance", test_shared_instance);
+  g_test_add_func("/staging/instance-per-stage", test_instance_per_stage);
+  g_test_add_func("/staging/blend", test_blend);
+  g_test_add_func("/staging/flags", test_flags);
+  int rc = g_test_run();
+  tp_dataset_free(data);
+  tp_model_free(model);
+  return rc;
+}
