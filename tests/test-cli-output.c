@@ -1,0 +1,221 @@
+/* test-cli-output.c — how the program writes its files: devices and FIFOs in place, links followed,
+ * modes kept, all of a command's outputs or none, temporaries removed on signals. */
+#define _XOPEN_SOURCE 700 /* mknod, S_IFCHR */
+#include "tp_test.h"
+
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+
+static int compare_names(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in dir, sorted, joined by commas. */
+static char *dir_listing(const char *dir)
+{
+  GDir *d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  const char *name;
+  while ((name = g_dir_read_name(d)))
+    g_ptr_array_add(names, g_strdup(name));
+  g_dir_close(d);
+  g_ptr_array_sort(names, compare_names);
+  g_ptr_array_add(names, NULL);
+  char *joined = g_strjoinv(",", (char **)names->pdata);
+  g_ptr_array_free(names, TRUE);
+  return joined;
+}
+
+static void remove_dir(const char *dir)
+{
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    g_autofree char *f = g_build_filename(dir, name, NULL);
+    g_unlink(f);
+  }
+  if (d)
+    g_dir_close(d);
+  g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
+static char *read_text(const char *path)
+{
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  return text;
+}
+
+/* -o on a character device writes into it and leaves the node (a private null device, not /dev/null). */
+static void test_output_device(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL);
+  g_autofree char *dev = g_build_filename(dir, "null", NULL);
+  if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    g_test_skip("cannot make a device node (not root)");
+    remove_dir(dir);
+    return;
+  }
+  TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", dev, "-o", dev, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_cmpstr(r.out, ==, "");
+  struct stat st;
+  g_assert_cmpint(lstat(dev, &st), ==, 0);
+  g_assert_true(S_ISCHR(st.st_mode));
+  g_assert_cmpint(major(st.st_rdev), ==, 1);
+  g_autofree char *names = dir_listing(dir);
+  g_assert_cmpstr(names, ==, "null");
+  tpt_run_clear(&r);
+  remove_dir(dir);
+}
+
+/* -o through a symbolic link replaces the file it names and keeps the link; a dangling link creates
+ * its file; an existing file keeps its mode; a new file gets 0666 less the umask. */
+static void test_output_links_and_modes(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL);
+  g_autofree char *file = g_build_filename(dir, "sched.txt", NULL);
+  g_autofree char *link = g_build_filename(dir, "link", NULL);
+  g_autofree char *dangling = g_build_filename(dir, "dangling", NULL);
+  g_autofree char *made = g_build_filename(dir, "made.txt", NULL);
+  g_autofree char *fresh = g_build_filename(dir, "fresh.txt", NULL);
+  g_assert_true(g_file_set_contents(file, "old\n", -1, NULL));
+  g_assert_cmpint(g_chmod(file, 0640), ==, 0);
+  g_assert_cmpint(symlink("sched.txt", link), ==, 0);
+  g_assert_cmpint(symlink("made.txt", dangling), ==, 0);
+  TptRun want = tpt_run((const char *const[]){ "schedule", "-w", "3", "-n", "2", NULL });
+  g_assert_cmpint(want.status, ==, 0);
+  const char *targets[] = { link, dangling, fresh };
+  for (guint i = 0; i < G_N_ELEMENTS(targets); i++) {
+    TptRun r = tpt_run((const char *const[]){ "schedule", "-w", "3", "-n", "2", "-o", targets[i], NULL });
+    g_assert_cmpint(r.status, ==, 0);
+    tpt_run_clear(&r);
+  }
+  struct stat st;
+  g_assert_cmpint(lstat(link, &st), ==, 0);
+  g_assert_true(S_ISLNK(st.st_mode));
+  g_assert_cmpint(lstat(dangling, &st), ==, 0);
+  g_assert_true(S_ISLNK(st.st_mode));
+  g_assert_cmpint(stat(file, &st), ==, 0);
+  g_assert_cmpint(st.st_mode & 07777, ==, 0640);
+  mode_t mask = umask(0);
+  umask(mask);
+  g_assert_cmpint(stat(fresh, &st), ==, 0);
+  g_assert_cmpint(st.st_mode & 07777, ==, 0666 & ~mask);
+  const char *written[] = { file, made, fresh };
+  for (guint i = 0; i < G_N_ELEMENTS(written); i++) {
+    g_autofree char *text = read_text(written[i]);
+    g_assert_cmpstr(text, ==, want.out);
+  }
+  g_autofree char *names = dir_listing(dir);
+  g_assert_cmpstr(names, ==, "dangling,fresh.txt,link,made.txt,sched.txt");
+  tpt_run_clear(&want);
+  remove_dir(dir);
+}
+
+/* A write that fails is a runtime failure (exit 1, one line naming the user's file), and the
+ * command's other outputs are not written either: existing ones keep their bytes, no temporaries. */
+static void test_output_all_or_nothing(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL);
+  g_autofree char *csv = g_build_filename(dir, "events.csv", NULL);
+  g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
+  g_autofree char *missing = g_build_filename(dir, "no-such-dir", "report.json", NULL);
+  g_assert_true(g_file_set_contents(csv, "keep\n", -1, NULL));
+  const char *reports[] = { "/dev/full", missing, dir };
+  for (guint i = 0; i < G_N_ELEMENTS(reports); i++) {
+    if (i == 0 && !g_file_test("/dev/full", G_FILE_TEST_EXISTS))
+      continue;
+    TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", csv, "--trace", trace, "-o",
+                                              reports[i], "--format", "json", NULL });
+    g_autofree char *want = g_strdup_printf("cannot write %s: ", reports[i]);
+    if (r.status != 1 || tpt_lines(r.err) != 1 || !strstr(r.err, want))
+      g_error("-o %s: status %d, stderr '%s' (wanted status 1 and '%s')", reports[i], r.status, r.err, want);
+    g_assert_cmpstr(r.out, ==, "");
+    g_autofree char *names = dir_listing(dir);
+    g_assert_cmpstr(names, ==, "events.csv");
+    g_autofree char *kept = read_text(csv);
+    g_assert_cmpstr(kept, ==, "keep\n");
+    tpt_run_clear(&r);
+  }
+  /* a failing standard output takes the files with it too */
+  if (g_file_test("/dev/full", G_FILE_TEST_EXISTS)) {
+    const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+    g_autofree char *cmd = g_strdup_printf("sh -c \"'%s' simulate -w 3 -n 2 --trace '%s' > /dev/full\"", bin, trace);
+    int wait = 0;
+    g_autofree char *out = NULL, *errs = NULL;
+    g_assert_true(g_spawn_command_line_sync(cmd, &out, &errs, &wait, NULL));
+    g_assert_true(WIFEXITED(wait) && WEXITSTATUS(wait) == 1);
+    g_assert_nonnull(strstr(errs, "cannot write to standard output"));
+    g_autofree char *names = dir_listing(dir);
+    g_assert_cmpstr(names, ==, "events.csv");
+  }
+  remove_dir(dir);
+}
+
+static void default_signals(gpointer data)
+{
+  (void)data;
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+}
+
+/* A signal while outputs are staged removes the temporaries and ends the program by that signal.
+ * The report goes to a FIFO nobody reads, so the program waits there with both files staged. */
+static void test_output_signal(void)
+{
+  const int sigs[] = { SIGTERM, SIGINT };
+  for (guint i = 0; i < G_N_ELEMENTS(sigs); i++) {
+    g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL);
+    g_autofree char *fifo = g_build_filename(dir, "report", NULL);
+    g_autofree char *csv = g_build_filename(dir, "events.csv", NULL);
+    g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+    const char *argv[] = { bin, "simulate", "-w", "4", "-n", "4", "-k", "200", "--csv", csv, "--trace", trace,
+                           "-o", fifo, NULL };
+    GPid pid;
+    GError *e = NULL;
+    g_assert_true(g_spawn_async(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
+                                G_SPAWN_STDERR_TO_DEV_NULL, default_signals, NULL, &pid, &e));
+    g_assert_no_error(e);
+    int entries = 0;
+    for (int tries = 0; tries < 3000 && entries < 3; tries++) { /* both temporaries beside the FIFO: 30 s at most */
+      g_usleep(10000);
+      g_autofree char *names = dir_listing(dir);
+      entries = 1;
+      for (const char *c = names; *c; c++)
+        entries += *c == ',';
+    }
+    g_autofree char *staged = dir_listing(dir);
+    g_assert_true(g_str_has_prefix(staged, "events.csv.") && strstr(staged, ",trace.json."));
+    kill(pid, entries == 3 ? sigs[i] : SIGKILL);
+    int wait = 0;
+    g_assert_cmpint(waitpid(pid, &wait, 0), ==, pid);
+    g_spawn_close_pid(pid);
+    g_assert_cmpint(entries, ==, 3);
+    g_assert_true(WIFSIGNALED(wait));
+    g_assert_cmpint(WTERMSIG(wait), ==, sigs[i]);
+    g_autofree char *names = dir_listing(dir);
+    g_assert_cmpstr(names, ==, "report");
+    remove_dir(dir);
+  }
+}
+
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/cli/output/device", test_output_device);
+  g_test_add_func("/cli/output/links-and-modes", test_output_links_and_modes);
+  g_test_add_func("/cli/output/all-or-nothing", test_output_all_or_nothing);
+  g_test_add_func("/cli/output/signal", test_output_signal);
+  return g_test_run();
+}
