@@ -12,6 +12,7 @@
 #ifndef TP_TRANSPORT_H
 #define TP_TRANSPORT_H
 
+#include "tp_error.h"
 #include "tp_schedule.h"
 
 #include <glib.h>
@@ -77,6 +78,27 @@ static inline void tp_tag_name(const TpTransport *t, const TpTag *tag, char *buf
   TpSchedule stub = { .N = t->N };
   TpOp op = { (uint8_t)tag->kind, TP_SRC_FIXED, tag->mb, tag->micro, 0, 0 };
   tp_op_name(&stub, &op, buf, len);
+}
+
+
+/* For transports of one stage per process (MPI, NCCL): the index of the link direction towards or
+ * from peer as seen by `rank` (0: rank-1, 1: rank+1), or -1 when peer is no neighbour. */
+static inline int tp_transport_side(int W, int rank, int peer)
+{
+  if (peer < 0 || peer >= W)
+    return -1;
+  return peer == rank - 1 ? 0 : peer == rank + 1 ? 1 : -1;
+}
+
+/* The error of a send (local: from) or receive (local: to) that `rank` cannot do; FALSE. */
+static inline gboolean tp_transport_bad_link(int W, int rank, int local, int from, int to, GError **err)
+{
+  if (local != rank)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d is not on this rank (rank %d runs stage %d)", local + 1,
+                rank, rank + 1);
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "no link from stage %d to stage %d (of %d)", from + 1, to + 1, W);
+  return FALSE;
 }
 
 #endif

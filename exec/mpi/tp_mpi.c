@@ -21,26 +21,6 @@ int tp_mpi_code(const TpMpi *m, const TpTag *tag)
   return (int)(code % ((guint64)m->tag_ub + 1));
 }
 
-/* Index of the link direction towards or from peer (0: rank-1, 1: rank+1), or -1. */
-static int side_of(const TpMpi *m, int peer)
-{
-  if (peer < 0 || peer >= m->base.W)
-    return -1;
-  return peer == m->rank - 1 ? 0 : peer == m->rank + 1 ? 1 : -1;
-}
-
-/* The error of a send (local: from) or receive (local: to) that this rank cannot do. */
-static gboolean bad_link(TpMpi *m, int local, int from, int to, GError **err)
-{
-  if (local != m->rank)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d is not on this rank (rank %d runs stage %d)", local + 1,
-                m->rank, m->rank + 1);
-  else
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "no link from stage %d to stage %d (of %d)", from + 1, to + 1,
-                m->base.W);
-  return FALSE;
-}
-
 static void mpi_message(int code, char *buf)
 {
   int n = 0;
@@ -159,9 +139,9 @@ static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, con
                          GError **err)
 {
   TpMpi *m = (TpMpi *)t;
-  int side = side_of(m, to);
+  int side = tp_transport_side(m->base.W, m->rank, to);
   if (from != m->rank || side < 0)
-    return bad_link(m, from, from, to, err);
+    return tp_transport_bad_link(m->base.W, m->rank, from, from, to, err);
   char name[48], me[40], peer[40];
   tp_tag_name(t, tag, name, sizeof name);
   tp_mpi_who(from, me, sizeof me);
@@ -291,9 +271,9 @@ static gboolean recv_locked(TpMpi *m, int side, int from, const TpTag *tag, void
 static gboolean mpi_recv(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
 {
   TpMpi *m = (TpMpi *)t;
-  int side = side_of(m, from);
+  int side = tp_transport_side(m->base.W, m->rank, from);
   if (to != m->rank || side < 0)
-    return bad_link(m, to, from, to, err);
+    return tp_transport_bad_link(m->base.W, m->rank, to, from, to, err);
   char name[48], me[40], peer[40];
   tp_tag_name(t, tag, name, sizeof name);
   tp_mpi_who(to, me, sizeof me);
@@ -334,7 +314,7 @@ static void mpi_abort(TpTransport *t, const char *reason)
 static void mpi_stats(TpTransport *t, int from, int to, TpLinkStats *out)
 {
   TpMpi *m = (TpMpi *)t;
-  int side = side_of(m, to);
+  int side = tp_transport_side(m->base.W, m->rank, to);
   memset(out, 0, sizeof *out);
   if (from != m->rank || side < 0)
     return;

@@ -8,25 +8,6 @@
 
 #include <string.h>
 
-/* Index of the link direction towards or from peer (0: rank-1, 1: rank+1), or -1. */
-static int side_of(const TpNccl *m, int peer)
-{
-  if (peer < 0 || peer >= m->base.W)
-    return -1;
-  return peer == m->rank - 1 ? 0 : peer == m->rank + 1 ? 1 : -1;
-}
-
-static gboolean bad_link(TpNccl *m, int local, int from, int to, GError **err)
-{
-  if (local != m->rank)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d is not on this rank (rank %d runs stage %d)", local + 1,
-                m->rank, m->rank + 1);
-  else
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "no link from stage %d to stage %d (of %d)", from + 1, to + 1,
-                m->base.W);
-  return FALSE;
-}
-
 static gboolean aborted_error(TpNccl *m, GError **err)
 {
   g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "the run was aborted: %s", m->reason ? m->reason : "(no reason)");
@@ -200,9 +181,9 @@ static gboolean copy_now(TpNccl *m, void *dst, const void *src, size_t len, GErr
 static gboolean send_locked(TpNccl *m, int from, int to, const TpTag *tag, const void *data, size_t len,
                             GError **err)
 {
-  int side = side_of(m, to), c = tp_nccl_comm_of(from, to);
+  int side = tp_transport_side(m->base.W, m->rank, to), c = tp_nccl_comm_of(from, to);
   if (from != m->rank || side < 0)
-    return bad_link(m, from, from, to, err);
+    return tp_transport_bad_link(m->base.W, m->rank, from, from, to, err);
   if (tp_nccl_poll_abort(m))
     return aborted_error(m, err);
   TP_NCCL_CUDA(cudaSetDevice(m->device), err);
@@ -264,9 +245,9 @@ static gboolean recv_failed(TpNccl *m, int rc, int from, const TpTag *tag, GErro
 
 static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
 {
-  int side = side_of(m, from), c = tp_nccl_comm_of(from, to);
+  int side = tp_transport_side(m->base.W, m->rank, from), c = tp_nccl_comm_of(from, to);
   if (to != m->rank || side < 0)
-    return bad_link(m, to, from, to, err);
+    return tp_transport_bad_link(m->base.W, m->rank, to, from, to, err);
   if (tp_nccl_poll_abort(m))
     return aborted_error(m, err);
   TP_NCCL_CUDA(cudaSetDevice(m->device), err);
@@ -359,7 +340,7 @@ static void nccl_abort(TpTransport *t, const char *reason)
 static void nccl_stats(TpTransport *t, int from, int to, TpLinkStats *out)
 {
   TpNccl *m = (TpNccl *)t;
-  int side = side_of(m, to);
+  int side = tp_transport_side(m->base.W, m->rank, to);
   g_mutex_lock(&m->lock);
   *out = from == m->rank && side >= 0 ? m->sent[side] : (TpLinkStats){ 0, 0 };
   g_mutex_unlock(&m->lock);
