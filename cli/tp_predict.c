@@ -1,5 +1,6 @@
-/* tp_predict.c — the simulator's prediction of a training run from the executor's profile, the
- * measured run as a timeline the simulator's metrics read, and the two side by side. */
+/* tp_predict.c — the simulator's prediction of a training run from the executor's profile, and the
+ * prediction and the measurement (the executor's timeline through the simulator's metrics) side by
+ * side. */
 #include "tp_predict.h"
 #include "tp_sim.h"
 
@@ -38,53 +39,6 @@ void tp_predict_set_links(TpCost *c, const double *latency_s, const double *band
     c->link[l] = (TpLinkCost){ latency_s[l], bandwidth_Bps[l] };
   g_free(c->source);
   c->source = g_strdup("the profile of this run and the measured links");
-}
-
-TpSim *tp_predict_measured_sim(const TpSchedule *s, const TpCost *c, const TpRunResult *r, double *t0, GError **err)
-{
-  TpSim *sim = tp_sim_run(s, c, err);
-  if (!sim)
-    return NULL;
-  double lo = G_MAXDOUBLE;
-  for (int st = 0; st < s->W; st++)
-    for (int k = 0; k < tp_stage_len(s, st); k++)
-      lo = MIN(lo, r->rec[st][k].start);
-  if (lo == G_MAXDOUBLE)
-    lo = 0;
-  double end = 0;
-  for (int st = 0; st < s->W; st++)
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      long g = sim->ix->off[st] + k;
-      sim->start[g] = r->rec[st][k].start - lo;
-      sim->end[g] = r->rec[st][k].end - lo;
-      end = MAX(end, sim->end[g]);
-    }
-  for (long g = 0; g < sim->n_ops; g++)
-    if (sim->cons[g] >= 0)
-      sim->xstart[g] = sim->xend[g] = sim->end[g];
-  sim->makespan = end;
-  *t0 = lo;
-  return sim;
-}
-
-GArray *tp_predict_events(const TpSim *msim, const TpMetrics *mm, const TpRunResult *r, double t0, int mb_offset)
-{
-  GArray *rows = tp_events_from_sim(msim, mm);
-  const TpSchedule *s = msim->s;
-  int st = 0, k = 0;
-  for (guint i = 0; i < rows->len; i++) {
-    TpEventRow *row = &g_array_index(rows, TpEventRow, i);
-    row->start += t0, row->end += t0;
-    row->mb += mb_offset;
-    if (row->kind > TP_EV_U)
-      continue;
-    while (k >= tp_stage_len(s, st))
-      st++, k = 0;
-    const TpOpRecord *rec = &r->rec[st][k++];
-    row->version = rec->version + mb_offset; /* version k of a later schedule is version k + offset of the run */
-    row->latest = rec->latest + mb_offset;
-  }
-  return rows;
 }
 
 static void side_alloc(TpSide *d, int W)

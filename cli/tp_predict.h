@@ -1,11 +1,11 @@
 /* tp_predict.h — predicted against measured for a training run: the simulator's cost model built
- * from the executor's profile of each stage, the measured run turned into a timeline the
- * simulator's metrics and event files read, and the two side by side with their relative error.
+ * from the executor's profile of each stage, and the prediction beside the measurement (the
+ * executor's timeline, tp_run_result_timeline, through the simulator's metrics) with their relative
+ * error.
  * It lives above both sim/ and exec/ (which never see each other). */
 #ifndef TP_PREDICT_H
 #define TP_PREDICT_H
 
-#include "tp_events.h"
 #include "tp_metrics.h"
 #include "tp_runtime.h"
 
@@ -19,16 +19,6 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
  * byte and moves bandwidth_Bps[l] bytes per second (e.g. measured by a ping-pong between
  * processes); c->source says so. */
 void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps);
-
-/* The measured run of schedule s as a simulation result: the schedule's wiring (from a
- * simulation under c), every operation's measured start and end shifted so that the run starts at
- * 0 (*t0 gets the shift), messages delivered when their sender ends. */
-TpSim *tp_predict_measured_sim(const TpSchedule *s, const TpCost *c, const TpRunResult *r, double *t0, GError **err);
-
-/* The measured event rows: as the simulator's, with the versions and latest versions the run read,
- * times shifted by t0, and mini-batches and versions by mb_offset (the mini-batches of the run
- * before this schedule, for runs of several schedules). */
-GArray *tp_predict_events(const TpSim *msim, const TpMetrics *mm, const TpRunResult *r, double t0, int mb_offset);
 
 /* One side of the comparison. */
 typedef struct {

@@ -207,15 +207,16 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
     t->samples += (double)len * t->batch;
     t->versions_match = t->versions_match && r.versions_match;
     t->mismatched += r.mismatched_reads;
-    double shift = 0;
-    g_autoptr(TpSim) msim = tp_predict_measured_sim(s, t->cost, &r, &shift, err);
-    ok = msim != NULL;
+    TpTimeline *tl = tp_run_result_timeline(&r, s, err);
+    ok = tl != NULL;
     if (ok) {
+      g_autoptr(TpSim) msim = tp_sim_from_timeline(tl, t->cost);
       g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
       if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
         tp_comparison_add(&t->cmp, mm, &r);
       if (t->o.trace) {
-        GArray *rows = tp_predict_events(msim, mm, &r, shift, e * t->K + i0);
+        GArray *rows = tp_events_from_sim(msim, mm);
+        tp_events_renumber(rows, e * t->K + i0);
         g_array_append_vals(t->events, rows->data, rows->len);
         g_array_unref(rows);
       }

@@ -588,3 +588,19 @@ void tp_run_result_summarise(TpRunResult *out, const TpSchedule *s, int lo, int 
     }
   out->wall = t1 > t0 ? t1 - t0 : 0;
 }
+
+TpTimeline *tp_run_result_timeline(const TpRunResult *r, const TpSchedule *s, GError **err)
+{
+  TpTimeline *tl = tp_timeline_new(s, TRUE, err);
+  if (!tl)
+    return NULL;
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOpRecord *rec = &r->rec[st][k];
+      long g = tl->ix->off[st] + k;
+      tl->start[g] = rec->start, tl->end[g] = rec->end;
+      tl->version[g] = rec->version, tl->latest[g] = rec->latest;
+    }
+  tp_timeline_normalise(tl);
+  return tl;
+}

@@ -24,6 +24,7 @@
 #include "tp_data.h"
 #include "tp_model.h"
 #include "tp_schedule.h"
+#include "tp_timeline.h"
 #include "tp_transport.h"
 #include "tp_wstore.h"
 
@@ -65,6 +66,12 @@ void tp_run_result_clear(TpRunResult *r);
 /* versions_match, mismatched_reads and wall from the records of stages [lo, hi) of schedule s (a
  * run's own stages, or all of them once gathered from the processes that ran them). */
 void tp_run_result_summarise(TpRunResult *r, const TpSchedule *s, int lo, int hi);
+/* The measured timeline of schedule s from the records of every stage (a run of all stages, or one
+ * gathered from the processes that ran them): each operation's start, end, version read and the
+ * stage's latest version, times shifted so that the first start is 0 (t0: that start on the run's
+ * clock), messages delivered when their sender ends (the records time no transfer).
+ * TP_ERROR_INPUT when s cannot be indexed. */
+TpTimeline *tp_run_result_timeline(const TpRunResult *r, const TpSchedule *s, GError **err);
 
 /* Progress of a running schedule, written by the stage threads and shown by the thread that
  * called tp_runtime_run (through tick) while it waits for them. */

@@ -196,6 +196,34 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append(out, "\n  ]\n}\n");
 }
 
+GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
+{
+  const TpSchedule *s = sim->s;
+  const double t0 = sim->t0;
+  GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(TpEventRow), (guint)(2 * sim->n_ops));
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    int latest = 0;
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &ops[k];
+      long g = sim->ix->off[st] + k;
+      int micro = op->kind != TP_OP_U && op->micro != TP_WHOLE ? op->micro + 1 : 0;
+      int mismatch = op->kind == TP_OP_B ? tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL) : -1;
+      latest += op->kind == TP_OP_U;
+      TpEventRow r = { st + 1, (TpEvKind)op->kind, op->mb, micro, t0 + sim->start[g], t0 + sim->end[g],
+                       tp_timeline_version(&sim->tl, g, op), sim->latest ? sim->latest[g] : m->latest[g], 0, 0, mismatch };
+      g_array_append_val(rows, r);
+      if (sim->cons[g] >= 0) {
+        TpEventRow x = { st + 1, op->kind == TP_OP_F ? TP_EV_SEND_ACT : TP_EV_SEND_GRAD, op->mb, micro,
+                         t0 + sim->xstart[g], t0 + sim->xend[g], -1, -1, tp_sim_op_bytes(sim->c, s, st, op),
+                         op->kind == TP_OP_F ? st + 2 : st, -1 };
+        g_array_append_val(rows, x);
+      }
+    }
+  }
+  return rows;
+}
+
 void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   g_autoptr(GArray) rows = tp_events_from_sim(sim, m);

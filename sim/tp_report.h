@@ -2,6 +2,7 @@
 #ifndef TP_REPORT_H
 #define TP_REPORT_H
 
+#include "tp_events.h"
 #include "tp_metrics.h"
 
 /* "slots" or "costs": the timeline the schedule's order was fixed on (JSON and CSV `order_fixed_on`). */
@@ -12,5 +13,9 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out);
 /* A comment line naming the order's timeline, then one row per operation and per transfer,
  * ordered by stage and start time. */
 void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out);
+/* The event rows of a timeline under its cost model (transfer bytes) and metrics (the latest version
+ * of each operation; a measured timeline's own versions where it has them), times on the run's
+ * clock (t0 added). */
+GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m);
 
 #endif

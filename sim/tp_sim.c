@@ -115,16 +115,6 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
-/* Consumers from the index's producers: cons[p] = g when g receives from p. */
-static void wire(TpSim *sim)
-{
-  for (long g = 0; g < sim->n_ops; g++)
-    sim->cons[g] = -1;
-  for (long g = 0; g < sim->n_ops; g++)
-    if (sim->prod[g] >= 0)
-      sim->cons[sim->prod[g]] = (int32_t)g;
-}
-
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
 {
   long long ops = tp_schedule_n_ops(s), widest = 0;
@@ -239,7 +229,7 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
   sim->xstart = replay ? sim->xend : g_new(double, n);
   sim->prod = sim->ix->prod;
   sim->cons = g_new(int32_t, n);
-  wire(sim);
+  tp_timeline_wire(&sim->tl);
 
   gboolean ok;
   if (replay) {
@@ -265,16 +255,19 @@ TpSim *tp_sim_run_prepared(const TpSchedule *s, const TpCost *c, TpPrepared *pre
 
 TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err) { return run(s, c, TRUE, NULL, err); }
 
+TpSim *tp_sim_from_timeline(TpTimeline *tl, const TpCost *c)
+{
+  TpSim *sim = g_new0(TpSim, 1);
+  sim->tl = *tl;
+  sim->c = c;
+  g_free(tl);
+  return sim;
+}
+
 void tp_sim_free(TpSim *sim)
 {
   if (!sim)
     return;
-  tp_index_free(sim->ix);
-  g_free(sim->start);
-  g_free(sim->end);
-  if (sim->xstart != sim->xend)
-    g_free(sim->xstart);
-  g_free(sim->xend);
-  g_free(sim->cons);
+  tp_timeline_clear(&sim->tl);
   g_free(sim);
 }

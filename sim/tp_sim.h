@@ -9,18 +9,18 @@
 #include "tp_index.h"
 #include "tp_link.h"
 #include "tp_schedule.h"
+#include "tp_timeline.h"
 
+/* A simulation: its timeline (tp_timeline.h, read as sim->start or passed as &sim->tl) and the cost
+ * model it ran under (message bytes and memory for the metrics and reports). */
 typedef struct {
-  const TpSchedule *s;
+  union {
+    TpTimeline tl;
+    struct {
+      TP_TIMELINE_MEMBERS
+    };
+  };
   const TpCost *c;
-  TpIndex *ix;
-  long n_ops;
-  double *start, *end;   /* per global op (ix->off numbering) */
-  int32_t *prod, *cons;  /* the op on the neighbouring stage this op receives from / sends to, or -1
-                            (prod is the index's ix->prod) */
-  double *xstart, *xend; /* transfer of the message op g sends (when cons[g] >= 0), else -1; where
-                            transfers take no time (the unit-slot replay) one array serves both */
-  double makespan;
 } TpSim;
 
 /* Links: 0..W-2 carry activations from stage l to l+1; W-1+l carries gradients from l+1 to l
@@ -53,6 +53,9 @@ TpSim *tp_sim_run_prepared(const TpSchedule *s, const TpCost *c, TpPrepared *pre
  * agree: unit costs, a device per stage). */
 TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err);
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c);
+/* A measured timeline under cost model c (message bytes, memory) as a simulation result, for the
+ * simulator's metrics and reports; takes over what tl holds and frees tl. */
+TpSim *tp_sim_from_timeline(TpTimeline *tl, const TpCost *c);
 void tp_sim_free(TpSim *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSim, tp_sim_free)
 

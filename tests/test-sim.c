@@ -8,6 +8,7 @@
 #include "tp_metrics.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
+#include "tp_report.h"
 #include "tp_sim.h"
 #include "tp_test.h"
 

@@ -7,6 +7,7 @@
 #include "tp_metrics.h"
 #include "tp_net.h"
 #include "tp_predict.h"
+#include "tp_report.h"
 #include "tp_runtime.h"
 #include "tp_sim.h"
 #include "tp_test.h"
@@ -266,10 +267,12 @@ static void test_measured_timeline(void)
     r.stats[st].max_activations = pm->stage[st].peak_activations;
     r.stats[st].peak_total = (gint64)pm->stage[st].peak_bytes;
   }
-  double t0 = 0;
-  TpSim *msim = tp_predict_measured_sim(s, c, &r, &t0, &err);
+  TpTimeline *tl = tp_run_result_timeline(&r, s, &err);
   g_assert_no_error(err);
-  g_assert_cmpfloat(t0, ==, 5);
+  g_assert_cmpfloat(tl->t0, ==, 5);
+  g_assert_cmpfloat(tl->start[0], ==, sim->start[0]);
+  g_assert_nonnull(tl->version);
+  TpSim *msim = tp_sim_from_timeline(tl, c);
   TpMetrics *mm = tp_metrics_compute(msim);
   g_assert_cmpfloat(fabs(mm->t_minibatch - pm->t_minibatch), <, 1e-9);
   g_assert_cmpfloat(fabs(mm->makespan - pm->makespan), <, 1e-9);
@@ -288,7 +291,8 @@ static void test_measured_timeline(void)
   g_string_free(json, TRUE);
   /* event rows of the second of two schedules: times back at the offset, mini-batches and versions
    * numbered as the run's */
-  GArray *rows = tp_predict_events(msim, mm, &r, t0, 10);
+  GArray *rows = tp_events_from_sim(msim, mm);
+  tp_events_renumber(rows, 10);
   for (guint i = 0; i < rows->len; i++) {
     const TpEventRow *e = &g_array_index(rows, TpEventRow, i);
     g_assert_cmpint(e->mb, >, 10);

@@ -1,7 +1,8 @@
-/* tp_events.c — event lists: from a simulation, to CSV and back. */
+/* tp_events.c — event lists to CSV and back (tp_events.h). */
 #include "tp_events.h"
 #include "tp_error.h"
 #include "tp_keyfile.h"
+#include "tp_schedule.h"
 
 #include <string.h>
 
@@ -10,32 +11,6 @@ const char *const tp_ev_kind_names[TP_N_EV_KINDS] = { "F", "B", "U", "send-act",
 /* The columns every event file has; files written since the version mismatch was added have one more. */
 #define EVENTS_HEADER "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer"
 #define EVENTS_MISMATCH ",version_mismatch"
-
-GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
-{
-  const TpSchedule *s = sim->s;
-  GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(TpEventRow), (guint)(2 * sim->n_ops));
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    int latest = 0;
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      const TpOp *op = &ops[k];
-      long g = sim->ix->off[st] + k;
-      int micro = op->kind != TP_OP_U && op->micro != TP_WHOLE ? op->micro + 1 : 0;
-      int mismatch = op->kind == TP_OP_B ? tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL) : -1;
-      latest += op->kind == TP_OP_U;
-      TpEventRow r = { st + 1, (TpEvKind)op->kind, op->mb, micro, sim->start[g], sim->end[g], op->ver, m->latest[g], 0, 0,
-                       mismatch };
-      g_array_append_val(rows, r);
-      if (sim->cons[g] >= 0) {
-        TpEventRow x = { st + 1, op->kind == TP_OP_F ? TP_EV_SEND_ACT : TP_EV_SEND_GRAD, op->mb, micro, sim->xstart[g],
-                         sim->xend[g], -1, -1, tp_sim_op_bytes(sim->c, s, st, op), op->kind == TP_OP_F ? st + 2 : st, -1 };
-        g_array_append_val(rows, x);
-      }
-    }
-  }
-  return rows;
-}
 
 void tp_events_write_csv(GArray *rows, GString *out)
 {
@@ -55,6 +30,16 @@ void tp_events_write_csv(GArray *rows, GString *out)
     if (r->mismatch >= 0)
       g_string_append_printf(out, "%d", r->mismatch);
     g_string_append_c(out, '\n');
+  }
+}
+
+void tp_events_renumber(GArray *rows, int mb_offset)
+{
+  for (guint i = 0; i < rows->len; i++) {
+    TpEventRow *r = &g_array_index(rows, TpEventRow, i);
+    r->mb += mb_offset;
+    if (r->kind <= TP_EV_U)
+      r->version += mb_offset, r->latest += mb_offset;
   }
 }
 

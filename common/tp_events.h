@@ -1,11 +1,11 @@
-/* tp_events.h — the event list of a timeline, simulated or measured: one row per operation and per
- * transfer, written and read as CSV (stage,kind,mini_batch,micro_batch,start,end,version,latest,
+/* tp_events.h — the event list of a timeline (tp_timeline.h), simulated or measured: one row per
+ * operation and per transfer, written and read as CSV (stage,kind,mini_batch,micro_batch,start,end,version,latest,
  * staleness,bytes,peer,version_mismatch; files without the last column are read too), so that
  * predictions and measurements can be compared and plotted. */
 #ifndef TP_EVENTS_H
 #define TP_EVENTS_H
 
-#include "tp_metrics.h"
+#include <glib.h>
 
 typedef enum { TP_EV_F, TP_EV_B, TP_EV_U, TP_EV_SEND_ACT, TP_EV_SEND_GRAD, TP_N_EV_KINDS } TpEvKind;
 extern const char *const tp_ev_kind_names[TP_N_EV_KINDS];
@@ -21,9 +21,13 @@ typedef struct {
   int mismatch;   /* backward: version read minus its forward's, the largest over its micro-batches; else -1 */
 } TpEventRow;
 
-GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m);
+/* The header line, then one line per row (rows of TpEventRow). */
 void tp_events_write_csv(GArray *rows, GString *out);
-/* Read an event CSV; errors name file:line. */
+/* The rows of a schedule run after mb_offset mini-batches of the same run: mini-batches, versions
+ * and latest versions numbered as the run's (version k of that schedule is version k + mb_offset). */
+void tp_events_renumber(GArray *rows, int mb_offset);
+/* Read an event CSV (lines starting with '#' are comments); errors (TP_ERROR_INPUT) name file:line.
+ * parse: text, named name in errors. */
 GArray *tp_events_load(const char *path, GError **err);
 GArray *tp_events_parse(const char *text, const char *name, GError **err);
 
