@@ -6,6 +6,7 @@
 #include "tp_plot.h"
 #include "tp_report.h"
 #include "tp_sweep.h"
+#include "tp_trainlog.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -262,51 +263,21 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
 
 /* ---- convergence -------------------------------------------------------------------------- */
 
-/* Read a training log and check it: header with the columns, numbers below it.  Returns its text. */
+/* Read a training log (tp_trainlog.h) and check that it has the first two columns of cols; has[k]:
+ * whether it has cols[k].  Returns its text. */
 static char *read_log(const char *path, const char *const *cols, gboolean *has, GError **err)
 {
   g_autofree char *text = NULL;
   if (!tp_read_file(path, "training log", &text, NULL, err))
     return NULL;
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  g_auto(GStrv) head = g_strsplit(lines[0] ? g_strchomp(lines[0]) : "", ",", -1);
-  int ncols = (int)g_strv_length(head);
-  for (int k = 0; cols[k]; k++) {
-    has[k] = FALSE;
-    for (int j = 0; j < ncols; j++)
-      has[k] = has[k] || strcmp(g_strstrip(head[j]), cols[k]) == 0;
-    if (!has[k] && k < 2) {
+  g_autoptr(TpTrainLog) log = tp_trainlog_parse(text, tp_input_name(path), err);
+  for (int k = 0; log && cols[k]; k++)
+    if (!(has[k] = tp_trainlog_column(log, cols[k]) >= 0) && k < 2) {
       g_autofree char *q = tp_quote(cols[k]);
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(path), q);
       return NULL;
     }
-  }
-  int rows = 0;
-  for (int ln = 1; lines[ln]; ln++) {
-    char *l = g_strchomp(lines[ln]);
-    if (!*l)
-      continue;
-    g_auto(GStrv) f = g_strsplit(l, ",", -1);
-    if ((int)g_strv_length(f) != ncols) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d fields, found %u", tp_input_name(path), ln + 1, ncols,
-                  g_strv_length(f));
-      return NULL;
-    }
-    for (int j = 0; j < ncols; j++) {
-      double v;
-      if (!tp_kf_parse_number(f[j], &v)) {
-        g_autofree char *q = tp_quote(f[j]);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s is not a finite number", tp_input_name(path), ln + 1, q);
-        return NULL;
-      }
-    }
-    rows++;
-  }
-  if (rows == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no data rows", path);
-    return NULL;
-  }
-  return g_steal_pointer(&text);
+  return log ? g_steal_pointer(&text) : NULL;
 }
 
 static gboolean plot_convergence(int argc, char **argv, GError **err)

@@ -6,6 +6,7 @@
  * tp_train_mpi.c. */
 #include "config.h"
 #include "tp_train.h"
+#include "tp_trainlog.h"
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_format.h"
@@ -267,7 +268,8 @@ gboolean tp_train_setup(Train *t, GError **err)
   t->ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
   t->ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
   t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
-  t->log = g_string_new("epoch,mini_batch,time,loss,accuracy,test\n");
+  t->log = g_string_new(NULL);
+  tp_trainlog_header(t->log);
   t->versions_match = TRUE;
   if (t->ck.every > t->K)
     t->ck.every = t->K; /* one segment: the run itself */

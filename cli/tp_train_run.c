@@ -7,6 +7,7 @@
 #include "tp_error.h"
 #include "tp_format.h"
 #include "tp_policy.h"
+#include "tp_trainlog.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -173,14 +174,15 @@ static void log_run(Train *t, int e, double acc)
     ls += l;
     win_loss += l, win_correct += g_array_index(t->ep_correct, int, i), win++;
     if ((i + 1) % every == 0 && i + 1 < K) {
-      g_string_append_printf(t->log, "%.4f,%d,%.4f,%.6f,%.6f,0\n", e + (double)(i + 1) / K, e * K + i + 1,
-                             g_array_index(t->ep_upd, double, i), win_loss / ((double)win * t->batch),
-                             (double)win_correct / ((double)win * t->batch));
+      TpTrainLogRow row = { e + (double)(i + 1) / K, e * K + i + 1, g_array_index(t->ep_upd, double, i),
+                            win_loss / ((double)win * t->batch), (double)win_correct / ((double)win * t->batch), FALSE };
+      tp_trainlog_append(t->log, &row);
       win_loss = 0, win_correct = 0, win = 0;
     }
   }
-  g_string_append_printf(t->log, "%d,%d,%.4f,%.6f,%.6f,1\n", e + 1, (e + 1) * K, g_array_index(t->ep_upd, double, K - 1),
-                         ls / ((double)K * t->batch), acc);
+  TpTrainLogRow end = { e + 1, (e + 1) * K, g_array_index(t->ep_upd, double, K - 1), ls / ((double)K * t->batch), acc,
+                        TRUE };
+  tp_trainlog_append(t->log, &end);
 }
 
 /* One segment: mini-batches i0+1 .. i0+len of run e, a whole schedule that drains at its end. */

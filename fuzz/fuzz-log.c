@@ -1,16 +1,12 @@
-/* fuzz-log.c — libFuzzer target: training logs (CSV with a header) as `plot convergence` reads
- * them; the reader is private to cli/cmd_plot.c, which is compiled in here. */
+/* fuzz-log.c — libFuzzer target: training logs (common/tp_trainlog.h), read as `plot convergence`
+ * reads them, turned into rows where they have the columns `train --csv` writes, and written back. */
 #include "fuzz.h"
-#include "../cli/cmd_plot.c"
-
-static char *path;
+#include "tp_trainlog.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
   (void)argc, (void)argv;
   tp_fuzz_init();
-  g_autofree char *dir = tp_fuzz_dir();
-  path = g_build_filename(dir, "fuzz-log.csv", NULL);
   return 0;
 }
 
@@ -18,12 +14,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   if (tp_fuzz_skip(data, size))
     return 0;
-  tp_fuzz_write(path, data, size);
-  static const char *const cols[] = { "epoch", "loss", "accuracy", NULL };
-  gboolean has[3];
+  g_autofree char *text = tp_fuzz_text(data, size);
   GError *err = NULL;
-  char *text = read_log(path, cols, has, &err);
-  tp_fuzz_check(text != NULL, err);
-  g_free(text);
+  TpTrainLog *log = tp_trainlog_parse(text, "fuzz.csv", &err);
+  tp_fuzz_check(log != NULL, err);
+  if (log && tp_trainlog_column(log, "mini_batch") >= 0) {
+    GArray *rows = tp_trainlog_rows(log, "fuzz.csv", &err);
+    tp_fuzz_check(rows != NULL, err);
+    if (rows) {
+      GString *out = g_string_new(NULL);
+      tp_trainlog_header(out);
+      for (guint i = 0; i < rows->len; i++)
+        tp_trainlog_append(out, &g_array_index(rows, TpTrainLogRow, i));
+      g_string_free(out, TRUE);
+      g_array_unref(rows);
+    }
+  }
+  tp_trainlog_free(log);
   return 0;
 }

@@ -79,11 +79,11 @@ libfuzzer_build() {
   obj=$out/obj
   mkdir -p "$obj" "$out/bin"
   flags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fno-omit-frame-pointer -fsanitize=address,undefined
-    -fno-sanitize-recover=undefined -I$build -I$src/common -I$src/sim -I$src/cli -I$src/plots -I$src/fuzz
+    -fno-sanitize-recover=undefined -I$build -I$src/common -I$src/sim -I$src/fuzz
     -DTP_DATADIR=\"$src\" -DTP_SRCDIR=\"$src\" $(pkg-config --cflags glib-2.0 json-glib-1.0)"
   libs="$(pkg-config --libs glib-2.0 json-glib-1.0) -lm"
   objs=
-  for c in "$src"/common/*.c "$src"/sim/*.c "$src"/cli/tp_cli.c "$src"/cli/tp_output.c "$src"/plots/tp_plot.c; do
+  for c in "$src"/common/*.c "$src"/sim/*.c; do
     o=$obj/$(basename "$c" .c).o
     if [ ! -f "$o" ] || [ "$c" -nt "$o" ]; then
       $CLANG $flags -fsanitize=fuzzer-no-link -c "$c" -o "$o" || return 1
@@ -96,11 +96,8 @@ libfuzzer_build() {
     schedule-json) main=schedule; def=-DTP_FUZZ_JSON ;;
     *) main=$f; def= ;;
     esac
-    extra=
-    [ "$f" = log ] || extra=$(echo "$objs" | tr ' ' '\n' | grep -v -e '/tp_cli\.o$' -e '/tp_output\.o$' -e '/tp_plot\.o$')
-    [ "$f" = log ] && extra=$objs
     # shellcheck disable=SC2086
-    $CLANG $flags $def -fsanitize=fuzzer "$src/fuzz/fuzz-$main.c" $extra $libs -o "$out/bin/fuzz-$f" || return 1
+    $CLANG $flags $def -fsanitize=fuzzer "$src/fuzz/fuzz-$main.c" $objs $libs -o "$out/bin/fuzz-$f" || return 1
   done
 }
 

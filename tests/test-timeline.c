@@ -1,0 +1,239 @@
+/* test-timeline.c — the timeline and the files made from it: event CSVs written and read back
+ * (a simulated timeline and a measured-style one, with its own versions and clock), the training
+ * log written and read back, and malformed files of both refused with file:line. */
+#include "tp_cost.h"
+#include "tp_events.h"
+#include "tp_metrics.h"
+#include "tp_report.h"
+#include "tp_sim.h"
+#include "tp_test.h"
+#include "tp_timeline.h"
+#include "tp_trainlog.h"
+
+#include <math.h>
+
+/* Written with 9 significant digits: equal to that precision. */
+static void assert_close(double want, double got)
+{
+  g_assert_cmpfloat(fabs(want - got), <=, 5e-9 * MAX(1.0, fabs(want)));
+}
+
+/* rows → CSV → rows: equal, and the text written again is the same bytes. */
+static void assert_round_trip(GArray *rows)
+{
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_events_write_csv(rows, text);
+  GError *err = NULL;
+  g_autoptr(GArray) back = tp_events_parse(text->str, "ev.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(back->len, ==, rows->len);
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *a = &g_array_index(rows, TpEventRow, i), *b = &g_array_index(back, TpEventRow, i);
+    g_assert_cmpint(a->stage, ==, b->stage);
+    g_assert_cmpint(a->kind, ==, b->kind);
+    g_assert_cmpint(a->mb, ==, b->mb);
+    g_assert_cmpint(a->micro, ==, b->micro);
+    assert_close(a->start, b->start);
+    assert_close(a->end, b->end);
+    g_assert_cmpint(a->version, ==, b->version);
+    g_assert_cmpint(a->latest, ==, b->latest);
+    assert_close(a->bytes, b->bytes);
+    g_assert_cmpint(a->peer, ==, b->peer);
+    g_assert_cmpint(a->mismatch, ==, b->mismatch);
+  }
+  g_autoptr(GString) again = g_string_new(NULL);
+  tp_events_write_csv(back, again);
+  g_assert_cmpstr(again->str, ==, text->str);
+}
+
+static TpCost *costs(int W)
+{
+  TpCost *c = tp_cost_unit(W);
+  c->unit = FALSE;
+  for (int st = 0; st < W; st++) {
+    c->stage[st].fwd = 1.25 + st, c->stage[st].bwd = 2.5, c->stage[st].upd = 0.125;
+    c->stage[st].act_bytes = c->stage[st].grad_bytes = 4096;
+  }
+  for (int l = 0; l < W - 1; l++)
+    c->link[l] = (TpLinkCost){ 0.01, 1e6 };
+  return c;
+}
+
+static void test_events_simulated(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("i-timeprest", 3, 2, 8);
+  TpCost *c = costs(3);
+  GError *err = NULL;
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_assert_null(sim->version);
+  g_assert_cmpfloat(sim->t0, ==, 0);
+  g_assert_true(sim->start == sim->tl.start); /* the simulation is its timeline */
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  g_assert_cmpuint(rows->len, >, (guint)sim->n_ops); /* operations and transfers */
+  gboolean timed_transfer = FALSE;
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *r = &g_array_index(rows, TpEventRow, i);
+    timed_transfer = timed_transfer || (r->kind >= TP_EV_SEND_ACT && r->end > r->start);
+  }
+  g_assert_true(timed_transfer);
+  assert_round_trip(rows);
+  tp_cost_free(c);
+}
+
+/* A measured-style timeline: times on a clock that does not start at 0, versions of its own. */
+static void test_events_measured(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("pipedream", 2, 2, 5);
+  GError *err = NULL;
+  TpTimeline *tl = tp_timeline_new(s, TRUE, &err);
+  g_assert_no_error(err);
+  g_assert_true(tl->xstart == tl->xend);
+  for (int st = 0; st < s->W; st++) {
+    int latest = 0;
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &tp_stage_ops(s, st)[k];
+      long g = tl->ix->off[st] + k;
+      tl->start[g] = 1000.123456789 + 0.37 * k + 0.05 * st;
+      tl->end[g] = tl->start[g] + 0.3;
+      tl->version[g] = op->ver + (op->kind == TP_OP_B); /* not the schedule's */
+      tl->latest[g] = latest;
+      latest += op->kind == TP_OP_U;
+    }
+  }
+  tp_timeline_normalise(tl);
+  assert_close(1000.123456789, tl->t0);
+  g_assert_cmpfloat(tl->start[0], ==, 0);
+  double span = 0;
+  for (long g = 0; g < tl->n_ops; g++) {
+    span = MAX(span, tl->end[g]);
+    if (tl->cons[g] >= 0)
+      g_assert_cmpfloat(tl->xend[g], ==, tl->end[g]);
+  }
+  g_assert_cmpfloat(tl->makespan, ==, span);
+  TpCost *c = costs(2);
+  g_autoptr(TpSim) sim = tp_sim_from_timeline(tl, c);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  tp_events_renumber(rows, 7);
+  gboolean own_version = FALSE;
+  for (guint i = 0; i < rows->len; i++) {
+    const TpEventRow *r = &g_array_index(rows, TpEventRow, i);
+    g_assert_cmpint(r->mb, >, 7);
+    g_assert_cmpfloat(r->start, >=, 1000.12);
+    if (r->kind == TP_EV_B) {
+      own_version = TRUE;
+      g_assert_cmpint(r->version, >=, 8);
+    }
+  }
+  g_assert_true(own_version);
+  assert_round_trip(rows);
+  tp_cost_free(c);
+}
+
+/* text in a private file; the error of loading it contains want (with the file's name before it). */
+static void expect_load_error(gboolean events, const char *text, const char *want)
+{
+  g_autofree char *path = tpt_tmp_path(events ? "ev.csv" : "log.csv");
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  GError *err = NULL;
+  if (events) {
+    g_autoptr(GArray) rows = tp_events_load(path, &err);
+    g_assert_null(rows);
+  } else {
+    g_autoptr(TpTrainLog) log = tp_trainlog_load(path, &err);
+    g_autoptr(GArray) rows = log ? tp_trainlog_rows(log, path, &err) : NULL;
+    g_assert_null(rows);
+  }
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_autofree char *full = g_strdup_printf("%s%s", path, want);
+  if (!strstr(err->message, full))
+    g_error("expected '%s' in '%s'", full, err->message);
+  g_error_free(err);
+  tpt_tmp_remove(path);
+}
+
+#define EV_HEAD "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer,version_mismatch\n"
+
+static void test_events_malformed(void)
+{
+  expect_load_error(TRUE, "stage,kind\n1,F\n", ":1: expected the header");
+  expect_load_error(TRUE, EV_HEAD "1,F,1,1,0,1,0,0,0,,,\n1,X,1,1,0,1,0,0,0,,,\n", ":3: bad kind");
+  expect_load_error(TRUE, EV_HEAD "1,F,1,1,0,1,0,0,0,,,\n\n1,F,1,1,0\n", ":4: expected 12 comma-separated fields");
+  expect_load_error(TRUE, EV_HEAD "1,B,1,1,2,1,0,0,0,,,0\n", ":2: bad start/end");
+  expect_load_error(TRUE, "# only a comment\n", ": empty");
+}
+
+static void test_trainlog_round_trip(void)
+{
+  const TpTrainLogRow rows[] = {
+    { 0.1, 10, 0.5, 2.302585, 0.125, FALSE },
+    { 0.9, 90, 4.0625, 0.75, 0.71875, FALSE },
+    { 1, 100, 4.5, 0.693147, 0.8125, TRUE },
+    { 1.5, 150, 6.75, 0.5, 0.84375, FALSE },
+    { 2, 200, 9.125, 0.45, 0.865, TRUE },
+  };
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_trainlog_header(text);
+  for (guint i = 0; i < G_N_ELEMENTS(rows); i++)
+    tp_trainlog_append(text, &rows[i]);
+  /* the bytes train --csv has always written */
+  g_assert_cmpstr(text->str, ==,
+                  "epoch,mini_batch,time,loss,accuracy,test\n"
+                  "0.1000,10,0.5000,2.302585,0.125000,0\n"
+                  "0.9000,90,4.0625,0.750000,0.718750,0\n"
+                  "1,100,4.5000,0.693147,0.812500,1\n"
+                  "1.5000,150,6.7500,0.500000,0.843750,0\n"
+                  "2,200,9.1250,0.450000,0.865000,1\n");
+  GError *err = NULL;
+  g_autoptr(TpTrainLog) log = tp_trainlog_parse(text->str, "log.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(log->n_columns, ==, 6);
+  g_assert_cmpint(tp_trainlog_column(log, "loss"), ==, 3);
+  g_assert_cmpint(tp_trainlog_column(log, "nope"), ==, -1);
+  g_autoptr(GArray) back = tp_trainlog_rows(log, "log.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(back->len, ==, G_N_ELEMENTS(rows));
+  for (guint i = 0; i < back->len; i++) {
+    const TpTrainLogRow *a = &rows[i], *b = &g_array_index(back, TpTrainLogRow, i);
+    g_assert_cmpfloat(a->epoch, ==, b->epoch);
+    g_assert_cmpint(a->mini_batch, ==, b->mini_batch);
+    g_assert_cmpfloat(a->time, ==, b->time);
+    g_assert_cmpfloat(a->loss, ==, b->loss);
+    g_assert_cmpfloat(a->accuracy, ==, b->accuracy);
+    g_assert_cmpint(a->test, ==, b->test);
+  }
+  /* columns in another order, and one more, are read too */
+  g_autoptr(TpTrainLog) other = tp_trainlog_parse("test,loss,accuracy,time,mini_batch,epoch,lr\n1,0.5,0.9,3,30,1,0.01\n",
+                                                  "other.csv", &err);
+  g_assert_no_error(err);
+  g_autoptr(GArray) orows = tp_trainlog_rows(other, "other.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(g_array_index(orows, TpTrainLogRow, 0).mini_batch, ==, 30);
+  g_assert_true(g_array_index(orows, TpTrainLogRow, 0).test);
+}
+
+#define LOG_HEAD TP_TRAINLOG_HEADER "\n"
+
+static void test_trainlog_malformed(void)
+{
+  expect_load_error(FALSE, LOG_HEAD "0.1,10,0.5,2.3,0.1,0\n0.2,20,0.5,2.3\n", ":3: expected 6 fields, found 4");
+  expect_load_error(FALSE, LOG_HEAD "\n0.1,10,0.5,lots,0.1,0\n", ":3: 'lots' is not a finite number");
+  expect_load_error(FALSE, LOG_HEAD "0.1,10,0.5,nan,0.1,0\n", ":2: 'nan' is not a finite number");
+  expect_load_error(FALSE, LOG_HEAD "\n", ": no data rows");
+  expect_load_error(FALSE, "epoch,loss\n1,0.5\n", ":1: no column 'mini_batch'");
+  expect_load_error(FALSE, LOG_HEAD "0.1,10.5,0.5,2.3,0.1,0\n", ":2: mini_batch is not a whole number");
+  expect_load_error(FALSE, LOG_HEAD "0.1,10,0.5,2.3,0.1,0\n1,20,0.5,2.3,0.1,2\n", ":3: test is neither 0 nor 1");
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/timeline/events-simulated", test_events_simulated);
+  g_test_add_func("/timeline/events-measured", test_events_measured);
+  g_test_add_func("/timeline/events-malformed", test_events_malformed);
+  g_test_add_func("/trainlog/round-trip", test_trainlog_round_trip);
+  g_test_add_func("/trainlog/malformed", test_trainlog_malformed);
+  return g_test_run();
+}
