@@ -1,7 +1,7 @@
 /* tp_events.h — the event list of a timeline (tp_timeline.h), simulated or measured: one row per
- * operation and per transfer, written and read as CSV (stage,kind,mini_batch,micro_batch,start,end,version,latest,
- * staleness,bytes,peer,version_mismatch; files without the last column are read too), so that
- * predictions and measurements can be compared and plotted. */
+ * operation and per transfer, written and read as CSV (stage,kind,mini_batch,micro_batch,start,end,
+ * version,latest,staleness,bytes,peer,version_mismatch; files without the last column are read
+ * too), so that predictions and measurements can be compared and plotted. */
 #ifndef TP_EVENTS_H
 #define TP_EVENTS_H
 
