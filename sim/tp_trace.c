@@ -1,4 +1,4 @@
-/* tp_trace.c — writer of the Chrome trace-event format for a simulated timeline. */
+/* tp_trace.c — writer of the Chrome trace-event format for a timeline, simulated or measured. */
 #include "tp_trace.h"
 #include "tp_report.h"
 #include "tp_error.h"
@@ -50,7 +50,8 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
                              tp_num(ts, "%.3f", sim->start[g] * scale),
                              tp_num(dur, "%.3f", (sim->end[g] - sim->start[g]) * scale), op->mb);
       micro_arg(out, op);
-      g_string_append_printf(out, ", \"version\": %d, \"latest\": %d}}", op->ver, m->latest[g]);
+      int ver = tp_timeline_version(&sim->tl, g, op);
+      g_string_append_printf(out, ", \"version\": %d, \"latest\": %d}}", ver, m->latest[g]);
       first = FALSE;
       if (sim->cons[g] >= 0) {
         gboolean down = op->kind == TP_OP_F;
@@ -60,7 +61,7 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
                                down ? LANE_SEND_DOWN : LANE_SEND_UP, tp_num(ts, "%.3f", sim->xstart[g] * scale),
                                tp_num(dur, "%.3f", (sim->xend[g] - sim->xstart[g]) * scale), op->mb);
         micro_arg(out, op);
-        g_string_append_printf(out, ", \"version\": %d, \"to\": %d, \"bytes\": %s}}", op->ver,
+        g_string_append_printf(out, ", \"version\": %d, \"to\": %d, \"bytes\": %s}}", ver,
                                down ? st + 2 : st, tp_num(by, "%.9g", tp_sim_op_bytes(sim->c, s, st, op)));
       }
     }

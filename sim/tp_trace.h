@@ -5,7 +5,8 @@
 
 #include "tp_metrics.h"
 
-/* Times in seconds become microseconds; unit slots are drawn as 1 ms each. */
+/* Times in seconds become microseconds; unit slots are drawn as 1 ms each.  Versions are those the
+ * timeline records (a measured run's own), else the schedule's. */
 void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out);
 
 #endif
