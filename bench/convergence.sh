@@ -8,7 +8,8 @@
 # (--csv) and its JSON report to OUTDIR; bench/convergence-table.py turns the JSONs into the
 # Markdown table of bench/RESULTS.md.  Runs already present in OUTDIR are skipped, so the script
 # can be resumed.  Not part of `make check`.
-# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots|long E_LONG=12 DATA=DIR)
+# Usage: bench/convergence.sh [BUILDDIR [OUTDIR]]   (env: E_MLP=10 E_CNN=5 ONLY=mlp|cnn|slots|long E_LONG=12 DATA=DIR
+#        ARGS='--lr 0.02 --lr-schedule cosine': more options for every run)
 set -e
 b=${1:-.}
 out=${2:-bench/results/convergence}
@@ -23,7 +24,7 @@ run() { # model preset W N epochs [order-from]
   [ -n "$6" ] && orderopt="--order-from $6"
   if [ -s "$out/$tag.json" ] || grep -qs "^$tag \\(refused\\|failed\\)" "$out/refused.txt" "$out/failed.txt"; then return 0; fi
   l0=$(cut -d' ' -f1-3 /proc/loadavg)
-  if ! "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $orderopt $dataopt -q \
+  if ! "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $orderopt $dataopt $ARGS -q \
       --csv "$out/$tag.csv" --format json -o "$out/$tag.json.tmp" 2> "$out/$tag.err"; then
     # a configuration the preset refuses (pipedream-2bw needs N >= W) or a run that fails (a loss
     # that turns NaN) is noted with its message and skipped

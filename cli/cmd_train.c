@@ -30,7 +30,7 @@ static void opts_clear(Opts *o)
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
-                   &o->devices };
+                   &o->devices, &o->lr_schedule };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -146,10 +146,12 @@ static gboolean parse_opts(Train *t, GError **err)
   Opts *o = &t->o;
   static const char *const formats[] = { "text", "json", NULL };
   static const char *const froms[] = { "costs", "slots", NULL };
+  static const char *const lr_schedules[] = { "constant", "cosine", NULL };
   int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3;
   t->lr = 0.01, t->momentum = 0.9, t->wd = 1e-4, t->timeout = 300, t->peer_timeout = 60;
   if ((o->format && !tp_cli_choice("--format", o->format, formats, &t->fmt, err)) ||
       (o->order_from && !tp_cli_choice("--order-from", o->order_from, froms, &from, err)) ||
+      (o->lr_schedule && !tp_cli_choice("--lr-schedule", o->lr_schedule, lr_schedules, &t->lr_cosine, err)) ||
       (o->workers && !tp_cli_int("-w", o->workers, 1, 64, &w, err)) ||
       (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &n, err)) ||
       (o->mini && !tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &k, err)) ||
@@ -256,7 +258,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
-                          (float)t->wd, t->seed, t->timeout };
+                          (float)t->wd, t->seed, t->timeout, t->lr_cosine ? (long)t->K * t->runs : 0 };
   if (!make_stage_backends(t, be, err) ||
       !(t->rt = tp_runtime_new_on(&cfg, (const TpBackend *const *)t->stage_be, err)))
     return FALSE;
@@ -313,6 +315,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       ") or synthetic[:TRAIN[:TEST]]", "DIR" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
+    { "lr-schedule", 0, 0, G_OPTION_ARG_STRING, &o->lr_schedule,
+      "constant (default) or cosine: lr·(1 + cos(π·i/total))/2 at mini-batch i of the whole run", "NAME" },
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },

@@ -81,6 +81,7 @@ typedef struct {
   guint32 seed;
   double lr, momentum, weight_decay;
   const char *backend, *data;
+  long lr_steps;              /* cosine decay over this many mini-batches; 0: constant lr */
 } TpRunIdentity;
 
 void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);

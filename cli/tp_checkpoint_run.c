@@ -77,6 +77,8 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)
   const char *dk[] = { "lr", "momentum", "weight_decay" };
   for (size_t i = 0; i < G_N_ELEMENTS(dv); i++)
     tp_checkpoint_id(c, dk[i], g_ascii_dtostr(buf, sizeof buf, dv[i]));
+  g_snprintf(buf, sizeof buf, "cosine over %ld mini-batches", id->lr_steps);
+  tp_checkpoint_id(c, "lr_schedule", id->lr_steps > 0 ? buf : "constant");
   tp_checkpoint_id(c, "backend", id->backend ? id->backend : "cpu");
   tp_checkpoint_id(c, "data", id->data ? id->data : TP_DATA_DEFAULT_DIR);
 }

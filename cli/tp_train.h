@@ -11,7 +11,7 @@
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
-  char *significance, *peer_timeout, *devices;
+  char *significance, *peer_timeout, *devices, *lr_schedule;
   char *checkpoint, *resume, *ck_every, *stop_after;
   gboolean quiet;
 } Opts;
@@ -24,6 +24,7 @@ typedef struct {
   int fmt;                  /* 0 text, 1 json */
   guint32 seed;
   double lr, momentum, wd, timeout;
+  int lr_cosine;            /* --lr-schedule cosine */
   int reps, cores;
   gboolean slots;           /* --order-from slots */
   gboolean has_sig;         /* --significance given */

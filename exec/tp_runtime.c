@@ -412,8 +412,8 @@ static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   float *ub = tp_wstore_update_buffer(g->ws);
   if (!ub)
     return fail(g, op, err, "no buffer for the new version");
-  if (!g->be->sgd_step(g->be, g->S->np, cfg->lr, cfg->momentum, cfg->weight_decay, ub, g->S->grad, g->S->mom, ub,
-                       err) ||
+  float lr = tp_runtime_lr(cfg, (long)g->sh->first_mb + op->mb - 1);
+  if (!g->be->sgd_step(g->be, g->S->np, lr, cfg->momentum, cfg->weight_decay, ub, g->S->grad, g->S->mom, ub, err) ||
       !g->be->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
     return FALSE;
   if (g->st == 0 && g->sh->progress)

@@ -29,6 +29,7 @@
 #include "tp_wstore.h"
 
 #include <glib.h>
+#include <math.h>
 
 typedef struct {
   const TpModel *model;
@@ -40,7 +41,21 @@ typedef struct {
   float lr, momentum, weight_decay;
   guint64 seed;             /* initial weights and dropout masks */
   double timeout_s;         /* how long a stage waits for a message before the run fails */
+  long lr_steps;            /* > 0: cosine learning-rate decay over this many mini-batches (the
+                               whole run); 0: lr constant */
 } TpRuntimeConfig;
+
+/* The learning rate of the update that ends global mini-batch g (1-based): lr, or with lr_steps
+ * the cosine decay lr·(1 + cos(π·(g−1)/lr_steps))/2 — lr at the first update, → 0 at the last. */
+static inline float tp_runtime_lr(const TpRuntimeConfig *cfg, long g)
+{
+  if (cfg->lr_steps <= 0)
+    return cfg->lr;
+  double x = (double)(g - 1) / (double)cfg->lr_steps;
+  if (x > 1)
+    x = 1;
+  return (float)(cfg->lr * 0.5 * (1.0 + cos(G_PI * x)));
+}
 
 /* What one operation did, measured. */
 typedef struct {

@@ -148,6 +148,7 @@ static void test_other_run(void)
     { "gpipe", "-w", "3", "workers" },
     { "gpipe", "-n", "4", "micro_batches" },
     { "gpipe", "--lr", "0.02", "lr" },
+    { "gpipe", "--lr-schedule", "cosine", "lr_schedule" },
     { "gpipe", "--model", "cnn", "model" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {

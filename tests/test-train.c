@@ -23,6 +23,7 @@ typedef struct {
 } Fixture;
 
 static Fixture fx;
+static long lr_steps; /* > 0: train() and reference_sgd() decay the learning rate by a cosine */
 
 /* The layers of mlp split evenly by count (a stage may hold only the flatten: no parameters). */
 static void even_bounds(int L, int W, int *b)
@@ -39,7 +40,8 @@ static float *train(const TpSchedule *s, TpRunResult *res, size_t *n_out)
   int *bounds = g_new(int, W + 1);
   even_bounds(L, W, bounds);
   GError *err = NULL;
-  TpRuntimeConfig cfg = { fx.model, bounds, W, s->N, BATCH, tp_backend_cpu(), fx.train, 0.05f, 0.9f, 1e-4f, 7, 60 };
+  TpRuntimeConfig cfg = { fx.model, bounds, W, s->N, BATCH, tp_backend_cpu(), fx.train, 0.05f, 0.9f, 1e-4f, 7, 60,
+                          lr_steps };
   TpRuntime *rt = tp_runtime_new(&cfg, &err);
   g_assert_no_error(err);
   TpBatcher *b = tp_batcher_new(fx.train, BATCH, s->N, 3, &err);
@@ -91,11 +93,13 @@ static float *reference_sgd(int K, size_t *n_out)
     memset(grad, 0, sizeof(float) * n);
     g_assert_true(tp_net_forward(net, w, x, BATCH, NULL, sv, y, NULL, &err));
     g_assert_true(tp_net_backward(net, w, sv, NULL, NULL, grad, BATCH, &err));
-    /* g = grad + wd·w; mom = 0.9·mom + g; w −= lr·mom */
+    /* g = grad + wd·w; mom = 0.9·mom + g; w −= lr·mom, lr = 0.05 or its cosine decay over
+     * lr_steps mini-batches, computed here in double */
+    float lr = lr_steps > 0 ? (float)(0.05 * 0.5 * (1 + cos(G_PI * i / (double)lr_steps))) : 0.05f;
     for (size_t k = 0; k < n; k++) {
       float g = grad[k] + 1e-4f * w[k];
       mom[k] = 0.9f * mom[k] + g;
-      w[k] -= 0.05f * mom[k];
+      w[k] -= lr * mom[k];
     }
   }
   tp_saved_free(sv);
@@ -501,6 +505,37 @@ static void test_bad_input(void)
   g_remove(model), g_rmdir(dir);
 }
 
+/* --lr-schedule cosine: the rate at its ends and middle, and GPipe on 2 stages ends with the weights of
+ * plain SGD whose rate decays the same way (computed independently in reference_sgd). */
+static void test_lr_cosine(void)
+{
+  TpRuntimeConfig cfg = { .lr = 0.5f, .lr_steps = 10 };
+  g_assert_cmpfloat(tp_runtime_lr(&cfg, 1), ==, 0.5f);
+  g_assert_cmpfloat(fabs(tp_runtime_lr(&cfg, 6) - 0.25), <, 1e-7);
+  g_assert_cmpfloat(fabs(tp_runtime_lr(&cfg, 11)), <, 1e-7);
+  g_assert_cmpfloat(fabs(tp_runtime_lr(&cfg, 50)), <, 1e-7); /* past the end: stays at 0 */
+  cfg.lr_steps = 0;
+  g_assert_cmpfloat(tp_runtime_lr(&cfg, 6), ==, 0.5f);
+  TpSchedule *s = tpt_preset("gpipe", 2, 2, K_RUN);
+  TpRunResult r, rc;
+  size_t n, nr, nc;
+  lr_steps = K_RUN;
+  float *w = train(s, &r, &n);
+  float *wr = reference_sgd(K_RUN, &nr);
+  lr_steps = 0;
+  float *wc = train(s, &rc, &nc);
+  g_assert_cmpuint(n, ==, nr);
+  double d = rel_diff(w, wr, n);
+  if (!(d <= 1e-5))
+    g_error("cosine lr: GPipe W=2 differs from plain SGD with the same decay by %g (relative)", d);
+  /* and the decay changed something */
+  g_assert_cmpfloat(rel_diff(w, wc, n), >, 1e-3);
+  tp_run_result_clear(&r);
+  tp_run_result_clear(&rc);
+  g_free(w), g_free(wr), g_free(wc);
+  tp_schedule_free(s);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -515,6 +550,7 @@ int main(int argc, char **argv)
     g_test_add_data_func(path, tp_presets[i].name, test_versions_and_memory);
   }
   g_test_add_func("/train/blend", test_blend);
+  g_test_add_func("/train/lr-cosine", test_lr_cosine);
   g_test_add_func("/train/measured-timeline", test_measured_timeline);
   g_test_add_func("/train/reproducible", test_reproducible);
   g_test_add_func("/train/outputs", test_outputs);
