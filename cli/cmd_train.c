@@ -236,7 +236,11 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   }
   const TpBackend *be = tp_backend_get(o->backend ? o->backend : "cpu", err);
-  if (!be || !tp_data_open(o->data, t->seed, &t->train, &t->test, err) ||
+  /* synthetic data takes the model's input shape and classes (labels are bytes: at most 255) */
+  const TpLayer *top = tp_model_layer(t->model, L - 1);
+  TpDataShape shape = { (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w,
+                        top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
+  if (!be || !tp_data_open_shaped(o->data, &shape, t->seed, &t->train, &t->test, err) ||
       !(t->batcher = tp_batcher_new(t->train, t->batch, t->N, t->seed, err)))
     return FALSE;
   if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
