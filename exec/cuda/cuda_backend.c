@@ -68,6 +68,25 @@ static gboolean cuda_copy(const TpBackend *be, float *dst, const float *src, siz
   return TRUE;
 }
 
+/* To another stage's instance: on one device a plain device copy, else a peer copy (which CUDA
+ * routes over NVLink/PCIe, or through the host where peer access is off). */
+static gboolean cuda_copy_peer(const TpBackend *be, float *dst, const TpBackend *dst_be, const float *src, size_t n,
+                               GError **err)
+{
+  if (g_strcmp0(dst_be->name, "cuda") != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: a peer copy to a %s buffer", dst_be->name);
+    return FALSE;
+  }
+  int from = tp_cuda_ctx(be)->device, to = tp_cuda_ctx(dst_be)->device;
+  if (!n)
+    return TRUE;
+  if (from == to)
+    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, tp_cuda_stream(be)), err);
+  else
+    TP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, to, src, from, n * sizeof(float), tp_cuda_stream(be)), err);
+  return TRUE;
+}
+
 static gboolean cuda_upload(const TpBackend *be, float *dst, const float *host, size_t n, GError **err)
 {
   TpCudaCtx *c = tp_cuda_ctx(be);
@@ -133,6 +152,7 @@ static const TpBackend cuda_table = {
   .free = cuda_free,
   .zero = cuda_zero,
   .copy = cuda_copy,
+  .copy_peer = cuda_copy_peer,
   .upload = cuda_upload,
   .download = cuda_download,
   .sgemm = tp_cuda_sgemm,
