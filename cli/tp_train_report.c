@@ -55,7 +55,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
-                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name, t->mpi ? "mpi" : "local",
+                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name,
+                         t->mpi ? t->o.transport : "local",
                          t->cores);
   if (t->links)
     tp_train_mpi_links_json(t, out);

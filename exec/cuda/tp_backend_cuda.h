@@ -33,4 +33,8 @@ const TpBackend *tp_backend_cuda_default(GError **err);
 TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err);
 void tp_backend_cuda_stages_free(TpBackend **be, int W);
 
+/* The device stage s (0-based) runs on under a --devices list already accepted by
+ * tp_backend_cuda_stages (NULL: device 0). */
+int tp_backend_cuda_stage_device(const char *devices, int s);
+
 #endif
