@@ -17,15 +17,16 @@ typedef struct {
   void (*release)(TpBackend *be);
   int (*count)(char **why);
   gboolean (*sync)(const TpBackend *be, GError **err);
+  gboolean (*memory)(int device, guint64 *peak, guint64 *total);
 } CudaModule;
 
 static gpointer load(gpointer data)
 {
   CudaModule *m = data;
   static const char *const names[] = { "tp_backend_cuda_new", "tp_backend_cuda_free", "tp_cuda_device_count",
-                                       "tp_backend_cuda_sync", NULL };
+                                       "tp_backend_cuda_sync", "tp_cuda_memory", NULL };
   gpointer *const out[] = { (gpointer *)&m->make, (gpointer *)&m->release, (gpointer *)&m->count,
-                            (gpointer *)&m->sync };
+                            (gpointer *)&m->sync, (gpointer *)&m->memory };
   char *why = NULL;
   if (!(m->module = tp_module_open("tpcuda.so", "TP_CUDA_MODULE", &why)) ||
       !tp_module_symbols(m->module, names, out, &why)) {
@@ -98,4 +99,11 @@ const TpBackend *tp_backend_cuda_default(GError **err)
   TpBackend *be = shared;
   g_mutex_unlock(&lock);
   return be;
+}
+
+gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
+{
+  const char *why = NULL;
+  CudaModule *m = module(&why);
+  return m && m->memory(device, peak, total);
 }
