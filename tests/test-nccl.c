@@ -46,12 +46,12 @@ static void test_comm_of(void)
 static void test_header(void)
 {
   TpTag t = { TP_OP_F, 3, 1 };
-  TpNcclHdr h = tp_nccl_hdr(&t, 4096);
+  TpMsgHdr h = tp_msg_hdr(&t, 4096);
   g_assert_cmpuint(h.len, ==, 4096);
-  g_assert_true(tp_nccl_hdr_is(&h, &t));
+  g_assert_true(tp_msg_hdr_is(&h, &t));
   TpTag others[] = { { TP_OP_B, 3, 1 }, { TP_OP_F, 4, 1 }, { TP_OP_F, 3, 2 }, { TP_OP_F, 3, TP_WHOLE } };
   for (guint i = 0; i < G_N_ELEMENTS(others); i++)
-    g_assert_false(tp_nccl_hdr_is(&h, &others[i]));
+    g_assert_false(tp_msg_hdr_is(&h, &others[i]));
 }
 
 static void test_held(void)
@@ -60,15 +60,15 @@ static void test_held(void)
   TpTag tags[] = { { TP_OP_F, 1, 0 }, { TP_OP_F, 1, 1 }, { TP_OP_B, 1, 0 } };
   TpNcclHeld held[3];
   for (int i = 0; i < 3; i++) {
-    held[i] = (TpNcclHeld){ tp_nccl_hdr(&tags[i], (size_t)(i + 1)), &held[i] };
+    held[i] = (TpNcclHeld){ tp_msg_hdr(&tags[i], (size_t)(i + 1)), &held[i] };
     g_queue_push_tail(&q, &held[i]);
   }
   int order[] = { 2, 0, 1 };
   for (int k = 0; k < 3; k++) {
-    TpNcclHeld *m = tp_nccl_held_take(&q, &tags[order[k]]);
+    TpNcclHeld *m = tp_msg_held_take(&q, &tags[order[k]]);
     g_assert_true(m == &held[order[k]]);
     g_assert_cmpuint(m->hdr.len, ==, (guint64)order[k] + 1);
-    g_assert_null(tp_nccl_held_take(&q, &tags[order[k]])); /* taken once */
+    g_assert_null(tp_msg_held_take(&q, &tags[order[k]])); /* taken once */
   }
   g_assert_true(g_queue_is_empty(&q));
 }
