@@ -4,7 +4,9 @@
  * weight gradient, and input gradient except for the first layer with parameters, whose input
  * gradient the executor never computes); then the whole network's forward + backward against the sum of its raw
  * GEMMs. One BLAS thread; times are the thread's CPU time (robust on a shared machine), best of R
- * repetitions, raw and layer runs alternating, each after a warm-up.
+ * repetitions, raw and layer runs alternating, each after a warm-up.  The last line is
+ * machine-readable: total layers_gflops=… raw_gflops=… efficiency=… (raw: OpenBLAS; as
+ * bench-gemm-cuda prints it for cuBLAS).
  * Usage: bench-gemm [MODEL [BATCH [REPS]]]   (default: mlp 128 20; run it for cnn too) */
 #include "tp_backend.h"
 #include "tp_net.h"
@@ -102,7 +104,7 @@ int main(int argc, char **argv)
          openblas_get_num_threads());
   printf("%-6s %-5s %-28s %9s %9s %7s %7s\n", "layer", "kind", "GEMMs (m x n x k)", "layer ms", "raw ms", "GF/s",
          "eff %");
-  double sum_raw = 0, sum_layer = 0;
+  double sum_raw = 0, sum_layer = 0, sum_flops = 0;
   int first_param = 0; /* no input gradient before the first layer with parameters */
   while (tp_model_layer(m, first_param)->params == 0)
     first_param++;
@@ -136,7 +138,7 @@ int main(int argc, char **argv)
     g_snprintf(shapes, sizeof shapes, "%dx%dx%d%s", sh[0].m, sh[0].n, sh[0].k, want_dx ? " (+dW, dX)" : " (+dW)");
     printf("%-6d %-5s %-28s %9.3f %9.3f %7.1f %7.1f\n", i + 1, tp_layer_names[d->kind], shapes, lay * 1e3,
            raw * 1e3, flops / lay / 1e9, 100 * raw / lay);
-    sum_raw += raw, sum_layer += lay;
+    sum_raw += raw, sum_layer += lay, sum_flops += flops;
   }
   printf("%-6s %-5s %-28s %9.3f %9.3f %7s %7.1f\n", "sum", "", "linear and conv layers", sum_layer * 1e3,
          sum_raw * 1e3, "", 100 * sum_raw / sum_layer);
@@ -166,6 +168,8 @@ int main(int argc, char **argv)
   double net_flops = (m->fwd_flops + m->bwd_flops - tp_model_layer(m, first_param)->bwd_flops / 2) * B;
   printf("%-6s %-5s %-28s %9.3f %9.3f %7.1f %7.1f\n", "net", "", "forward + backward, all layers", best * 1e3,
          sum_raw * 1e3, net_flops / best / 1e9, 100 * sum_raw / best);
+  printf("total layers_gflops=%.1f raw_gflops=%.1f efficiency=%.1f\n", sum_flops / sum_layer / 1e9,
+         sum_flops / sum_raw / 1e9, 100 * sum_raw / sum_layer);
   tp_saved_free(s);
   tp_net_free(net);
   g_free(w), g_free(g), g_free(x), g_free(labels);

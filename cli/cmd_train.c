@@ -79,23 +79,40 @@ static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
     return TRUE;
   }
 #ifdef HAVE_CUDA
+  if (!t->o.devices && !g_strcmp0(t->o.transport, "nccl")) { /* one GPU per rank: stage s on GPU s mod count */
+    int count = tp_cuda_device_count(NULL);
+    GString *list = g_string_new("0");
+    for (int d = 1; d < count; d++)
+      g_string_append_printf(list, ",%d", d);
+    t->o.devices = g_string_free(list, FALSE);
+  }
   return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, &t->gpus, err)) != NULL;
 #else
   return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
 #endif
 }
 
-/* --transport nccl: the transport (exec/nccl/) links GPU stages that run one process per GPU;
- * train does not drive it yet, so it refuses, saying which part is missing. */
-static gboolean refuse_nccl(GError **err)
+/* --transport nccl links GPU stages that run one process (MPI rank) per GPU: it needs the NCCL
+ * transport in the build, --backend cuda and a GPU; each missing piece is one line, before MPI. */
+static gboolean check_nccl(const Opts *o, GError **err)
 {
-#ifdef HAVE_NCCL_TRANSPORT
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: not available to train (the NCCL transport "
-              "is built for its own test only); use --transport local or mpi");
-#else
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
+  if (!tp_nccl_available()) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
+    return FALSE;
+  }
+  if (g_strcmp0(o->backend, "cuda") != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: links GPU stages; give --backend cuda");
+    return FALSE;
+  }
+#ifdef HAVE_CUDA
+  char *why = NULL;
+  if (tp_cuda_device_count(&why) == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s", why);
+    g_free(why);
+    return FALSE;
+  }
 #endif
-  return FALSE;
+  return TRUE;
 }
 
 /* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
@@ -168,21 +185,26 @@ static gboolean parse_opts(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;
   }
-  if (g_strcmp0(o->transport, "nccl") == 0)
-    return refuse_nccl(err);
-  if (o->transport && strcmp(o->transport, "local") != 0 && strcmp(o->transport, "mpi") != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not a transport (local, mpi)", o->transport);
+  if (o->transport && strcmp(o->transport, "local") != 0 && strcmp(o->transport, "mpi") != 0 &&
+      strcmp(o->transport, "nccl") != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not a transport (local, mpi, nccl)", o->transport);
     return FALSE;
   }
-  if (o->transport && !strcmp(o->transport, "mpi") && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--%s: not with --transport mpi (checkpoints are of the local transport)",
-                o->checkpoint ? "checkpoint" : o->resume ? "resume" : o->ck_every ? "checkpoint-every" : "stop-after");
+  gboolean ranks = o->transport && strcmp(o->transport, "local") != 0; /* one process per stage */
+  if (g_strcmp0(o->transport, "nccl") == 0 && !check_nccl(o, err))
+    return FALSE;
+  if (ranks && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--%s: not with --transport %s (checkpoints are of the local transport)",
+                o->checkpoint ? "checkpoint" : o->resume ? "resume" : o->ck_every ? "checkpoint-every" : "stop-after",
+                o->transport);
     return FALSE;
   }
-  if (o->transport && !strcmp(o->transport, "mpi") && (!tp_mpi_available() || !tp_mpi_launched())) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s",
-                !tp_mpi_available() ? TP_MPI_MISSING : "start it under mpirun (mpirun -np W timeprest train "
-                                                       "--transport mpi -w W ...)");
+  if (ranks && (!tp_mpi_available() || !tp_mpi_launched())) {
+    if (!tp_mpi_available())
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport %s: " TP_MPI_MISSING, o->transport);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport %s: start it under mpirun (mpirun -np W timeprest "
+                  "train --transport %s -w W ...)", o->transport, o->transport);
     return FALSE;
   }
   if (o->schedule && (o->preset || o->order_from || o->mini)) {
@@ -239,7 +261,11 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   }
   const TpBackend *be = tp_backend_get(o->backend ? o->backend : "cpu", err);
-  if (!be || !tp_data_open(o->data, t->seed, &t->train, &t->test, err) ||
+  /* synthetic data takes the model's input shape and classes (labels are bytes: at most 255) */
+  const TpLayer *top = tp_model_layer(t->model, L - 1);
+  TpDataShape shape = { (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w,
+                        top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
+  if (!be || !tp_data_open_shaped(o->data, &shape, t->seed, &t->train, &t->test, err) ||
       !(t->batcher = tp_batcher_new(t->train, t->batch, t->N, t->seed, err)))
     return FALSE;
   if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
@@ -323,7 +349,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
       "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default 0)", "D0,D1,…" },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
-      "Stage transport: local (default; threads) or mpi (under mpirun -np W: rank r runs stage r+1)", "NAME" },
+      "Stage transport: local (default; threads), mpi (under mpirun -np W: rank r runs stage r+1) or nccl "
+      "(as mpi, GPU stages: activations and gradients by NCCL between GPU buffers; needs --backend cuda)", "NAME" },
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
       "Fix the nf1b/1f1b-async order on the profiled costs (default) or on unit slots", "costs|slots" },
     { "schedule", 0, 0, G_OPTION_ARG_FILENAME, &o->schedule, "Run this schedule file (CSV or JSON)", "FILE" },
@@ -366,7 +393,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
   g_autofree char *args = join_args(argc, argv);
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err);
-  if (ok && o->transport && !strcmp(o->transport, "mpi"))
+  if (ok && o->transport && strcmp(o->transport, "local") != 0) /* mpi, nccl: one rank per stage */
     ok = tp_train_mpi(&t, args, err);
   else {
     if (ok && t.ck.dir)

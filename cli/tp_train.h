@@ -50,6 +50,7 @@ typedef struct {
   GArray *events;           /* measured event rows */
   /* --transport mpi: this rank's transport (NULL: the local transport), rank, links */
   TpTransport *mpi;
+  TpTransport *nccl;        /* --transport nccl: the stages' transport (MPI then serves the rest) */
   int rank;
   double peer_timeout;
   TpMpiLink *links;         /* [W-1], measured before training */

@@ -5,6 +5,10 @@
 #include "tp_train.h"
 #include "tp_error.h"
 #include "tp_format.h"
+#include "tp_nccl.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,12 +86,32 @@ void tp_train_mpi_links_json(const Train *t, GString *out)
 
 void tp_train_mpi_links_text(const Train *t, GString *out)
 {
-  g_string_append_printf(out, "transport    mpi: %d rank%s, rank r runs stage r+1; %s", t->W, t->W == 1 ? "" : "s",
+  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", t->o.transport, t->W,
+                         t->W == 1 ? "" : "s",
                          t->W == 1 ? "no links" : "links (ping-pong before training):");
   for (int l = 0; l < t->W - 1; l++)
     g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
                            t->links[l].latency_s * 1e6, t->links[l].bandwidth_Bps / 1e9);
   g_string_append_c(out, '\n');
+}
+
+/* --transport nccl, once every rank is set up: the NCCL transport on the GPU of this rank's stage
+ * (collective), carrying the stages' activations and gradients between GPU buffers; MPI keeps the
+ * rest (profiles, links, the schedule's digest, the final gather).  A rank that cannot start it
+ * ends the job with its line (every rank's, when all fail alike). */
+static gboolean start_nccl(Train *t)
+{
+  GError *e = NULL;
+#ifdef HAVE_CUDA
+  g_autofree char *gpu = g_strdup_printf("%d", tp_backend_cuda_stage_device(t->o.devices, t->rank));
+#else
+  const char *gpu = NULL; /* not reached: a build without CUDA has no NCCL transport */
+#endif
+  if (!(t->nccl = tp_nccl_new(t->N, t->peer_timeout, gpu, &e)) ||
+      !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e))
+    tp_mpi_fail(t->mpi, e->message, tp_error_exit_status(e));
+  t->nccl->N = t->N;
+  return TRUE;
 }
 
 /* mpirun -np W timeprest train --transport mpi …: what every rank must agree on before training
@@ -122,8 +146,12 @@ gboolean tp_train_mpi(Train *t, const char *args, GError **err)
       tp_train_clear(t);
       exit((int)all[r]); /* rank r says why */
     }
+  if (!g_strcmp0(t->o.transport, "nccl") && !start_nccl(t))
+    return FALSE; /* not reached */
   if (!tp_train_run_all(t, &e))
     tp_mpi_fail(t->mpi, e->message, 1);
+  tp_transport_free(t->nccl); /* waits for its last sends */
+  t->nccl = NULL;
   ok = t->rank != 0 || tp_train_write_outputs(t, err);
   tp_mpi_finalize(t->mpi);
   t->mpi = NULL;

@@ -6,6 +6,9 @@
 #include "tp_format.h"
 #include "tp_output.h"
 #include "tp_policy.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
 
 #include <string.h>
 
@@ -48,6 +51,50 @@ static void json_array(GString *out, const char *name, const GArray *a)
 
 static double last_of(const GArray *a) { return a->len ? g_array_index(a, double, a->len - 1) : 0; }
 
+/* --backend cuda (stages of this process): per GPU, the weight stores' peaks of its stages (each
+ * stage's own peak, summed: at most what they held at once) beside the most memory cudaMemGetInfo
+ * reported in use there after any operation (all of the device's allocations: the CUDA context,
+ * cuBLAS and scratch buffers, other processes).  json: the "gpu_memory" member; else text lines. */
+static void report_gpu_memory(const Train *t, gboolean json, GString *out)
+{
+#ifdef HAVE_CUDA
+  if (!t->stage_be || t->mpi)
+    return;
+  if (json)
+    g_string_append(out, "\"gpu_memory\": [");
+  int shown = 0;
+  for (int s = 0; s < t->W; s++) {
+    int d = tp_backend_cuda_stage_device(t->o.devices, s), first = 1;
+    for (int r = 0; r < s; r++)
+      first &= tp_backend_cuda_stage_device(t->o.devices, r) != d;
+    if (!first)
+      continue;
+    double store = 0;
+    g_autoptr(GString) stages = g_string_new(NULL);
+    for (int r = s; r < t->W; r++)
+      if (tp_backend_cuda_stage_device(t->o.devices, r) == d) {
+        store += t->cmp.measured.peak_bytes[r];
+        g_string_append_printf(stages, "%s%d", stages->len ? ", " : "", r + 1);
+      }
+    guint64 used = 0, total = 0;
+    tp_cuda_memory(d, &used, &total);
+    if (json)
+      g_string_append_printf(out, "%s{\"device\": %d, \"stages\": [%s], \"weight_store_peak\": %.9g, "
+                             "\"used_peak\": %" G_GUINT64_FORMAT ", \"total\": %" G_GUINT64_FORMAT "}",
+                             shown ? ", " : "", d, stages->str, store, used, total);
+    else
+      g_string_append_printf(out, "gpu memory   GPU %d (stage%s %s): weight stores %.3f GB at their peaks, "
+                             "cudaMemGetInfo %.3f GB in use at most, of %.1f GB\n", d, strchr(stages->str, ',') ? "s" : "",
+                             stages->str, store / 1e9, (double)used / 1e9, (double)total / 1e9);
+    shown++;
+  }
+  if (json)
+    g_string_append(out, "], ");
+#else
+  (void)t, (void)json, (void)out;
+#endif
+}
+
 static void report_json(const Train *t, const char *sha, GString *out)
 {
   const char *name = t->preset ? t->preset->name : tp_preset_name(t->s->order, t->s->policy);
@@ -55,7 +102,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
-                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name, t->mpi ? "mpi" : "local",
+                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name,
+                         t->mpi ? t->o.transport : "local",
                          t->cores);
   if (t->links)
     tp_train_mpi_links_json(t, out);
@@ -78,6 +126,7 @@ static void report_json(const Train *t, const char *sha, GString *out)
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
   g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pm->v_steady,
                          t->pm->chains, t->pm->multiple_sequences ? "true" : "false");
+  report_gpu_memory(t, TRUE, out);
   tp_comparison_json(&t->cmp, out);
   g_string_append(out, "}\n");
 }
@@ -109,6 +158,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "versions     %s\n", t->versions_match ? "every read was of the version the schedule names"
                                                                       : "SOME READS DIFFER from the schedule");
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
+  report_gpu_memory(t, FALSE, out);
   g_string_append(out, "prediction   the simulator on the profiled costs vs this run (mean over runs; counts: max)\n");
   if (t->W > t->cores)
     g_string_append_printf(out, "             %d stages on %d cores: the prediction runs stage s on core s mod %d\n", t->W,

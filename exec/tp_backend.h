@@ -95,6 +95,12 @@ struct TpBackend {
   /* I-TiMePReSt's blend: out = s·a + (1−s)·b; out may equal a or b. */
   gboolean (*blend)(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                     GError **err);
+  /* Copy n floats from src (this instance's memory) to dst, memory of dst_be, another instance of
+   * the same backend (possibly on another device), enqueued on this instance's stream after its
+   * earlier work.  NULL where a backend has none: the runtime then moves messages between its
+   * stages through host memory. */
+  gboolean (*copy_peer)(const TpBackend *be, float *dst, const TpBackend *dst_be, const float *src, size_t n,
+                        GError **err);
 };
 
 /* The backend named `name` ("cpu"; "cuda" where built), ready to use; TP_ERROR_INPUT naming the

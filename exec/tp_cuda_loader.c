@@ -8,8 +8,7 @@
 #include "config.h"
 #include "tp_backend_cuda.h"
 #include "tp_error.h"
-
-#include <gmodule.h>
+#include "tp_module.h"
 
 typedef struct {
   GModule *module;
@@ -18,34 +17,23 @@ typedef struct {
   void (*release)(TpBackend *be);
   int (*count)(char **why);
   gboolean (*sync)(const TpBackend *be, GError **err);
+  gboolean (*memory)(int device, guint64 *peak, guint64 *total);
 } CudaModule;
-
-static gboolean symbol(CudaModule *m, const char *name, gpointer *out)
-{
-  if (g_module_symbol(m->module, name, out) && *out)
-    return TRUE;
-  m->error = g_strdup_printf("%s has no symbol %s", g_module_name(m->module), name);
-  return FALSE;
-}
 
 static gpointer load(gpointer data)
 {
   CudaModule *m = data;
-  const char *env = g_getenv("TP_CUDA_MODULE");
-  g_autofree char *built = g_build_filename(TP_BUILDDIR, "tpcuda.so", NULL);
-  g_autofree char *installed = g_build_filename(TP_PKGLIBDIR, "tpcuda.so", NULL);
-  const char *path = env && *env ? env : g_file_test(built, G_FILE_TEST_EXISTS) ? built : installed;
-  m->module = g_module_open(path, G_MODULE_BIND_LOCAL);
-  if (!m->module) {
-    m->error = g_strdup_printf("cannot load the cuda backend module: %s", g_module_error());
+  static const char *const names[] = { "tp_backend_cuda_new", "tp_backend_cuda_free", "tp_cuda_device_count",
+                                       "tp_backend_cuda_sync", "tp_cuda_memory", NULL };
+  gpointer *const out[] = { (gpointer *)&m->make, (gpointer *)&m->release, (gpointer *)&m->count,
+                            (gpointer *)&m->sync, (gpointer *)&m->memory };
+  char *why = NULL;
+  if (!(m->module = tp_module_open("tpcuda.so", "TP_CUDA_MODULE", &why)) ||
+      !tp_module_symbols(m->module, names, out, &why)) {
+    m->error = g_strdup_printf("the cuda backend module: %s", why);
+    g_free(why);
     return NULL;
   }
-  g_module_make_resident(m->module);
-  if (!symbol(m, "tp_backend_cuda_new", (gpointer *)&m->make) ||
-      !symbol(m, "tp_backend_cuda_free", (gpointer *)&m->release) ||
-      !symbol(m, "tp_cuda_device_count", (gpointer *)&m->count) ||
-      !symbol(m, "tp_backend_cuda_sync", (gpointer *)&m->sync))
-    return NULL;
   return m;
 }
 
@@ -111,4 +99,11 @@ const TpBackend *tp_backend_cuda_default(GError **err)
   TpBackend *be = shared;
   g_mutex_unlock(&lock);
   return be;
+}
+
+gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
+{
+  const char *why = NULL;
+  CudaModule *m = module(&why);
+  return m && m->memory(device, peak, total);
 }

@@ -181,15 +181,22 @@ TpDataset *tp_dataset_load_idx(const char *images, const char *labels, GError **
 
 TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed)
 {
-  g_return_val_if_fail(n > 0 && rows > 0 && cols > 0, NULL);
+  TpDataShape shape = { 1, rows, cols, TP_DATA_CLASSES };
+  return tp_dataset_synthetic_shaped(n, &shape, seed);
+}
+
+TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 seed)
+{
+  const int rows = shape->rows, cols = shape->cols, classes = shape->classes;
+  g_return_val_if_fail(n > 0 && rows > 0 && cols > 0 && shape->channels > 0 && classes > 0 && classes <= 255, NULL);
   TpDataset *d = g_new0(TpDataset, 1);
-  d->n = n, d->rows = rows, d->cols = cols, d->dim = rows * cols;
+  d->n = n, d->rows = rows, d->cols = cols, d->dim = shape->channels * rows * cols;
   d->pixels = g_malloc((size_t)n * d->dim);
   d->labels = g_malloc((size_t)n);
   d->name = g_strdup("synthetic");
   /* the class patterns depend on the class alone, so train and test sets share them */
-  uint8_t *pattern = g_malloc((size_t)TP_DATA_CLASSES * d->dim);
-  for (int c = 0; c < TP_DATA_CLASSES; c++) {
+  uint8_t *pattern = g_malloc((size_t)classes * d->dim);
+  for (int c = 0; c < classes; c++) {
     GRand *r = g_rand_new_with_seed(0x5eed0000u + (guint32)c);
     for (int p = 0; p < d->dim; p++)
       pattern[(size_t)c * d->dim + p] = g_rand_int_range(r, 0, 4) == 0 ? 1 : 0;
@@ -197,7 +204,7 @@ TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed)
   }
   GRand *r = g_rand_new_with_seed(seed);
   for (int i = 0; i < n; i++) {
-    int c = g_rand_int_range(r, 0, TP_DATA_CLASSES);
+    int c = g_rand_int_range(r, 0, classes);
     d->labels[i] = (uint8_t)c;
     uint8_t *px = d->pixels + (size_t)i * d->dim;
     for (int p = 0; p < d->dim; p++) {
@@ -238,13 +245,20 @@ static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GErro
 
 gboolean tp_data_open(const char *spec, guint32 seed, TpDataset **train, TpDataset **test, GError **err)
 {
+  TpDataShape shape = { 1, 28, 28, TP_DATA_CLASSES };
+  return tp_data_open_shaped(spec, &shape, seed, train, test, err);
+}
+
+gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32 seed, TpDataset **train,
+                             TpDataset **test, GError **err)
+{
   *train = *test = NULL;
   if (spec && g_str_has_prefix(spec, "synthetic")) {
     int ntrain, ntest;
     if (!parse_synthetic(spec, &ntrain, &ntest, err))
       return FALSE;
-    *train = tp_dataset_synthetic(ntrain, 28, 28, seed);
-    *test = tp_dataset_synthetic(ntest, 28, 28, seed ^ 0x7e57u);
+    *train = tp_dataset_synthetic_shaped(ntrain, shape, seed);
+    *test = tp_dataset_synthetic_shaped(ntest, shape, seed ^ 0x7e57u);
     return TRUE;
   }
   const char *dir = spec ? spec : TP_DATA_DEFAULT_DIR;

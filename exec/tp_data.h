@@ -21,9 +21,9 @@
 typedef struct {
   int n;            /* samples */
   int rows, cols;   /* image shape */
-  int dim;          /* rows × cols, the floats per sample */
+  int dim;          /* channels × rows × cols, the floats per sample (IDX files: 1 channel) */
   uint8_t *pixels;  /* n × dim bytes */
-  uint8_t *labels;  /* n labels, each < TP_DATA_CLASSES */
+  uint8_t *labels;  /* n labels, each < TP_DATA_CLASSES (synthetic data: < its classes) */
   char *name;       /* where it came from (a file, or "synthetic") */
 } TpDataset;
 
@@ -38,11 +38,22 @@ TpDataset *tp_dataset_load_idx(const char *images, const char *labels, GError **
  * number alone), each sample is its class's pattern plus seeded noise; labels are seeded. */
 TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed);
 
+/* The shape synthetic data takes (a model's input and its number of classes, 1..255); the
+ * Fashion-MNIST shape is { 1, 28, 28, 10 }. */
+typedef struct {
+  int channels, rows, cols, classes;
+} TpDataShape;
+
+TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 seed);
+
 /* The training and test sets named by a --data value: NULL for the default directory, a
  * directory holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
  * t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz, or "synthetic[:TRAIN[:TEST]]"
  * (28 × 28, default 4096 and 1024 samples, generated from seed). */
 gboolean tp_data_open(const char *spec, guint32 seed, TpDataset **train, TpDataset **test, GError **err);
+/* The same, with synthetic data of the given shape (files keep their own). */
+gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32 seed, TpDataset **train,
+                             TpDataset **test, GError **err);
 
 /* Sample i as floats in [0, 1] into x (dim floats). */
 void tp_dataset_sample(const TpDataset *d, int i, float *x);

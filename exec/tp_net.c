@@ -21,6 +21,7 @@ typedef struct {
   size_t save_off, n_save; /* per-sample floats kept for the backward (offset is per sample) */
   gboolean saves_input;
   size_t in, out;         /* elements per sample */
+  float *pool;            /* avgpool_to: its [hin·win][hout·wout] averaging matrix, in the backend's memory */
 } NetLayer;
 
 struct TpNet {
@@ -46,7 +47,8 @@ struct TpSaved {
 static gboolean supported(TpLayerKind k)
 {
   return k == TP_LAYER_CONV || k == TP_LAYER_LINEAR || k == TP_LAYER_RELU || k == TP_LAYER_MAXPOOL ||
-         k == TP_LAYER_AVGPOOL || k == TP_LAYER_FLATTEN || k == TP_LAYER_DROPOUT || k == TP_LAYER_SOFTMAX_CE;
+         k == TP_LAYER_AVGPOOL || k == TP_LAYER_AVGPOOL_TO || k == TP_LAYER_FLATTEN || k == TP_LAYER_DROPOUT ||
+         k == TP_LAYER_SOFTMAX_CE;
 }
 
 gboolean tp_net_check_model(const TpModel *m, GError **err)
@@ -56,7 +58,7 @@ gboolean tp_net_check_model(const TpModel *m, GError **err)
     const TpLayer *d = tp_model_layer(m, i);
     if (!supported(d->kind)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: layer '%s' is not supported by the executor (supported: conv, "
-                  "linear, relu, maxpool, avgpool, flatten, dropout, softmax_ce)", m->source, d->line,
+                  "linear, relu, maxpool, avgpool, avgpool_to, flatten, dropout, softmax_ce)", m->source, d->line,
                   tp_layer_names[d->kind]);
       return FALSE;
     }
@@ -132,6 +134,9 @@ void tp_net_free(TpNet *net)
   if (!net)
     return;
   release_scratch(net);
+  for (int i = 0; i < net->n; i++)
+    if (net->layers[i].pool)
+      net->be->free(net->be, net->layers[i].pool);
   g_free(net->layers);
   g_free(net);
 }
@@ -166,9 +171,48 @@ gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **
   return net->be->upload(net->be, weights, host, net->n_params, err);
 }
 
-/* Scratch buffers and workspace for `batch` samples. */
+/* avgpool_to (PyTorch's adaptive average pooling) as a matrix product: output cell (i, j) averages
+ * input rows ⌊i·hin/hout⌋ … ⌈(i+1)·hin/hout⌉−1 and the same columns, so one channel's output plane
+ * is its input plane (a row of hin·win values) times a fixed [hin·win][hout·wout] matrix, and its
+ * input gradient the output gradient times the transpose: two SGEMMs on any backend. */
+static gboolean make_pool_matrix(const TpBackend *be, NetLayer *L, GError **err)
+{
+  const TpWindow *s = &L->win;
+  size_t in = (size_t)s->hin * s->win, out = (size_t)s->hout * s->wout;
+  g_autofree float *m = g_new0(float, in * out);
+  for (int i = 0; i < s->hout; i++)
+    for (int j = 0; j < s->wout; j++) {
+      int r0 = i * s->hin / s->hout, r1 = ((i + 1) * s->hin + s->hout - 1) / s->hout;
+      int c0 = j * s->win / s->wout, c1 = ((j + 1) * s->win + s->wout - 1) / s->wout;
+      float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
+      for (int r = r0; r < r1; r++)
+        for (int c = c0; c < c1; c++)
+          m[((size_t)r * s->win + c) * out + (size_t)i * s->wout + j] = inv;
+    }
+  return (L->pool = be->alloc(be, in * out, err)) != NULL && be->upload(be, L->pool, m, in * out, err);
+}
+
+static gboolean avgpool_to_forward(const TpBackend *be, const NetLayer *L, int batch, const float *x, float *y,
+                                   GError **err)
+{
+  int in = L->win.hin * L->win.win, out = L->win.hout * L->win.wout;
+  return be->sgemm(be, FALSE, FALSE, batch * L->win.cin, out, in, 1.0f, x, in, L->pool, out, 0.0f, y, out, err);
+}
+
+static gboolean avgpool_to_backward(const TpBackend *be, const NetLayer *L, int batch, const float *dy, float *dx,
+                                    GError **err)
+{
+  int in = L->win.hin * L->win.win, out = L->win.hout * L->win.wout;
+  return be->sgemm(be, FALSE, TRUE, batch * L->win.cin, in, out, 1.0f, dy, out, L->pool, out, 0.0f, dx, in, err);
+}
+
+/* Scratch buffers and workspace for `batch` samples (and the avgpool_to matrices, once). */
 static gboolean reserve(TpNet *net, int batch, GError **err)
 {
+  for (int i = 0; i < net->n; i++)
+    if (net->layers[i].d.kind == TP_LAYER_AVGPOOL_TO && !net->layers[i].pool &&
+        !make_pool_matrix(net->be, &net->layers[i], err))
+      return FALSE;
   if (batch <= net->cap)
     return TRUE;
   release_scratch(net);
@@ -274,6 +318,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
       ok = be->maxpool_forward(be, &L->win, batch, cur, dst, saved ? (gint32 *)region(saved, L) : NULL, err);
       break;
     case TP_LAYER_AVGPOOL: ok = be->avgpool_forward(be, &L->win, batch, cur, dst, err); break;
+    case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_forward(be, L, batch, cur, dst, err); break;
     case TP_LAYER_SOFTMAX_CE: {
       double loss = 0.0;
       int correct = 0;
@@ -334,6 +379,7 @@ gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const
       ok = be->maxpool_backward(be, &L->win, batch, g, (const gint32 *)region(saved, L), dst, err);
       break;
     case TP_LAYER_AVGPOOL: ok = be->avgpool_backward(be, &L->win, batch, g, dst, err); break;
+    case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_backward(be, L, batch, g, dst, err); break;
     default: g_assert_not_reached();
     }
     if (!ok)

@@ -217,6 +217,7 @@ typedef struct {
   int first_mb;
   gint64 origin;
   TpTransport *tr;
+  TpRtLinks *links;  /* how each link direction moves its messages (tp_runtime_msg.c) */
   TpProgress *progress;
   TpRunResult *out;
   GMutex lock;       /* first_err, finished */
@@ -286,17 +287,17 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   TpTag tag = tp_tag_of(op);
   if (g->st == 0) {
     tp_dataset_gather(cfg->train, ids, n, g->h_in, NULL);
+    if (!tp_rt_up(g->be, g->in, g->h_in, (size_t)n * g->in_e, err))
+      return FALSE;
   } else {
     size_t len = (size_t)n * g->in_e * sizeof(float);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st - 1, &tag, g->h_in, len, err);
+    gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->in, g->h_in, (size_t)n * g->in_e, err);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
     if (!ok)
       return FALSE;
     rec->start = now_s(sh); /* the operation starts when its input is there */
   }
-  if (!tp_rt_up(g->be, g->in, g->h_in, (size_t)n * g->in_e, err))
-    return FALSE;
   gboolean last = g->st == g->W - 1;
   if (last) {
     tp_dataset_gather(cfg->train, ids, n, NULL, g->lab8);
@@ -336,8 +337,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   }
   size_t len = (size_t)n * g->out_e * sizeof(float);
   rec->bytes = (double)len;
-  return tp_rt_down(g->be, g->h_out, g->out, (size_t)n * g->out_e, err) &&
-         sh->tr->send(sh->tr, g->st, g->st + 1, &tag, g->h_out, len, err);
+  return tp_rt_send(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->out, g->h_out, (size_t)n * g->out_e, err);
 }
 
 static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
@@ -350,9 +350,10 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   if (!last) {
     size_t len = (size_t)n * g->out_e * sizeof(float);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = sh->tr->recv(sh->tr, g->st, g->st + 1, &tag, g->h_dout, len, err);
+    gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->dout, g->h_dout,
+                             (size_t)n * g->out_e, err);
     tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
-    if (!ok || !tp_rt_up(g->be, g->dout, g->h_dout, (size_t)n * g->out_e, err))
+    if (!ok)
       return FALSE;
     rec->start = now_s(sh);
   }
@@ -400,8 +401,7 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
     return TRUE;
   size_t len = (size_t)n * g->in_e * sizeof(float);
   rec->bytes = (double)len;
-  return tp_rt_down(g->be, g->h_din, g->din, (size_t)n * g->in_e, err) &&
-         sh->tr->send(sh->tr, g->st, g->st - 1, &tag, g->h_din, len, err);
+  return tp_rt_send(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->din, g->h_din, (size_t)n * g->in_e, err);
 }
 
 static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
@@ -539,6 +539,7 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   g_cond_init(&sh.cond);
   const int lo = rt->lo, hi = rt->hi, n_th = hi - lo;
   sh.tr = rt->tr ? rt->tr : tp_local_new(s->W, s->N, rt->cfg.timeout_s > 0 ? rt->cfg.timeout_s : 300);
+  sh.links = tp_rt_links_new(rt, sh.tr);
   StageArg *args = g_new(StageArg, n_th);
   GThread **th = g_new(GThread *, n_th);
   for (int i = 0; i < n_th; i++) {
@@ -564,6 +565,7 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   g_free(args);
   if (sh.tr != rt->tr)
     tp_transport_free(sh.tr);
+  tp_rt_links_free(sh.links);
   g_mutex_clear(&sh.lock);
   g_cond_clear(&sh.cond);
   if (sh.first_err) {

@@ -25,7 +25,7 @@ struct TpRuntime {
 };
 
 /* Device backends keep buffers in their own memory: whatever the host reads or writes (data,
- * labels, messages of the local transport) is staged through host copies.  Only `cpu` works on
+ * labels, messages a transport carries through host memory) is staged through host copies.  Only `cpu` works on
  * host memory directly (so the cpu path makes no copies at all). */
 static inline gboolean tp_rt_on_host(const TpBackend *be)
 {
@@ -45,6 +45,18 @@ static inline gboolean tp_rt_down(const TpBackend *be, float *host, const float 
 {
   return dev == host || be->download(be, host, dev, n, err);
 }
+/* How one run's stages move activations and gradients, link by link (tp_runtime_msg.c): through
+ * host memory, as device buffers through a transport that takes them (nccl), or device to device
+ * within the process (local transport between stages whose backend has copy_peer).  dev is the
+ * stage's buffer in its backend's memory, host its host staging buffer, n the floats. */
+typedef struct TpRtLinks TpRtLinks;
+TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr);
+void tp_rt_links_free(TpRtLinks *l);
+gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from, int to, const TpTag *tag,
+                    const float *dev, float *host, size_t n, GError **err);
+gboolean tp_rt_recv(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int to, int from, const TpTag *tag, float *dev,
+                    float *host, size_t n, GError **err);
+
 /* n floats in be's memory, or host memory when host is TRUE */
 float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err);
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p);

@@ -238,6 +238,28 @@ static void test_open_dir(Tmp *t, gconstpointer data)
   g_free(nodir);
 }
 
+/* Synthetic data of a model's shape: VGG-16 on CIFAR-100 takes 3×32×32 inputs and 100 classes. */
+static void test_synthetic_shaped(void)
+{
+  GError *e = NULL;
+  TpDataset *train, *test;
+  TpDataShape shape = { 3, 32, 32, 100 };
+  g_assert_true(tp_data_open_shaped("synthetic:3000:10", &shape, 7, &train, &test, &e));
+  g_assert_no_error(e);
+  g_assert_cmpint(train->dim, ==, 3 * 32 * 32);
+  g_assert_cmpint(test->dim, ==, 3 * 32 * 32);
+  gboolean seen[100] = { FALSE };
+  int n_seen = 0;
+  for (int i = 0; i < train->n; i++) {
+    g_assert_cmpint(train->labels[i], <, 100);
+    n_seen += !seen[train->labels[i]];
+    seen[train->labels[i]] = TRUE;
+  }
+  g_assert_cmpint(n_seen, ==, 100); /* every class drawn */
+  tp_dataset_free(train);
+  tp_dataset_free(test);
+}
+
 static void test_synthetic(void)
 {
   GError *e = NULL;
@@ -417,6 +439,7 @@ int main(int argc, char **argv)
   g_test_add("/data/load-errors", Tmp, NULL, tmp_setup, test_load_errors, tmp_teardown);
   g_test_add("/data/open-dir", Tmp, NULL, tmp_setup, test_open_dir, tmp_teardown);
   g_test_add_func("/data/synthetic", test_synthetic);
+  g_test_add_func("/data/synthetic-shaped", test_synthetic_shaped);
   g_test_add_func("/data/permutation", test_permutation);
   g_test_add_func("/data/batcher", test_batcher);
   g_test_add_func("/data/fashion-mnist", test_real);

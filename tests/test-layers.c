@@ -91,6 +91,20 @@ static size_t ref_layer(const TpLayer *d, int B, const double *x, const double *
               d->kind == TP_LAYER_MAXPOOL ? best : sum / (d->k * d->k);
           }
     return 0;
+  case TP_LAYER_AVGPOOL_TO: /* PyTorch's adaptive average pooling, window bounds by floor and ceil */
+    for (int n = 0; n < B; n++)
+      for (int c = 0; c < d->cin; c++)
+        for (int oh = 0; oh < d->hout; oh++)
+          for (int ow = 0; ow < d->wout; ow++) {
+            int a0 = (int)floor((double)oh * d->hin / d->hout), a1 = (int)ceil((double)(oh + 1) * d->hin / d->hout);
+            int b0 = (int)floor((double)ow * d->win / d->wout), b1 = (int)ceil((double)(ow + 1) * d->win / d->wout);
+            double sum = 0.0;
+            for (int a = a0; a < a1; a++)
+              for (int b = b0; b < b1; b++)
+                sum += at(x, d, n, c, a, b);
+            y[((n * d->cin + c) * d->hout + oh) * d->wout + ow] = sum / ((a1 - a0) * (b1 - b0));
+          }
+    return 0;
   case TP_LAYER_RELU:
     for (size_t i = 0; i < B * in; i++)
       y[i] = x[i] > 0 ? x[i] : 0;
@@ -271,6 +285,10 @@ static void test_pool(void)
   check_model("input 2 7 7\nmaxpool 3 stride=2\n", 2, FALSE);
   check_model("input 2 6 6\navgpool 2\n", 3, FALSE);
   check_model("input 2 7 5\navgpool 3 stride=2 pad=1\n", 2, FALSE);
+  /* adaptive: VGG's 1×1 → 7×7 (each output copies the input), uneven overlapping windows, shrinking */
+  check_model("input 3 1 1\navgpool_to 7 7\n", 2, FALSE);
+  check_model("input 2 5 7\navgpool_to 3 2\n", 3, FALSE);
+  check_model("input 2 6 6\navgpool_to 2 3\nflatten\nlinear 4\nsoftmax_ce\n", 2, FALSE);
 }
 
 static void test_bad_label(void)
@@ -595,7 +613,6 @@ static void test_unsupported(void)
   const char *cases[][2] = {
     { "input 3 8 8\nconv 4 3\nbatchnorm\nrelu\n", "bad.model:3: layer 'batchnorm'" },
     { "input 3 8 8\n\n# residual\nbottleneck 4 8\n", "bad.model:4: layer 'bottleneck'" },
-    { "input 3 8 8\navgpool_to 1 1\n", "bad.model:2: layer 'avgpool_to'" },
     { "input 4 1 1\nsoftmax_ce\nlinear 3\n", "bad.model:2: softmax_ce must be the model's last layer" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {

@@ -1,13 +1,14 @@
 /* test-nccl.c — the NCCL transport.  Everywhere: its bookkeeping that needs no GPU (which
  * communicator each link uses, the header that names a payload, held messages taken by tag in any
- * order) and its refusal when it cannot run (a build without NCCL or MPI; no GPU).  Where two GPUs
- * and mpirun are present (NCCL allows one rank per GPU): `make check` is the driver and starts this
- * same program under `timeout 60 mpirun -np 2 … --worker`, whose ranks exchange tagged messages out
- * of order between host and device buffers and check every byte.  Otherwise that test skips,
- * saying why. */
+ * order) and its refusal when it cannot run (a build without NCCL or MPI; no GPU), in the library
+ * and in `train --transport nccl`.  Where two GPUs and mpirun are present (NCCL allows one rank per
+ * GPU): `make check` is the driver and starts this same program under `timeout 60 mpirun -np 2 …
+ * --worker`, whose ranks exchange tagged messages out of order between host and device buffers and
+ * check every byte.  Otherwise that test skips, saying why. */
 #include "config.h"
 #include "tp_error.h"
 #include "tp_nccl.h"
+#include "tp_test.h"
 
 #include <glib.h>
 #include <string.h>
@@ -45,12 +46,12 @@ static void test_comm_of(void)
 static void test_header(void)
 {
   TpTag t = { TP_OP_F, 3, 1 };
-  TpNcclHdr h = tp_nccl_hdr(&t, 4096);
+  TpMsgHdr h = tp_msg_hdr(&t, 4096);
   g_assert_cmpuint(h.len, ==, 4096);
-  g_assert_true(tp_nccl_hdr_is(&h, &t));
+  g_assert_true(tp_msg_hdr_is(&h, &t));
   TpTag others[] = { { TP_OP_B, 3, 1 }, { TP_OP_F, 4, 1 }, { TP_OP_F, 3, 2 }, { TP_OP_F, 3, TP_WHOLE } };
   for (guint i = 0; i < G_N_ELEMENTS(others); i++)
-    g_assert_false(tp_nccl_hdr_is(&h, &others[i]));
+    g_assert_false(tp_msg_hdr_is(&h, &others[i]));
 }
 
 static void test_held(void)
@@ -59,15 +60,15 @@ static void test_held(void)
   TpTag tags[] = { { TP_OP_F, 1, 0 }, { TP_OP_F, 1, 1 }, { TP_OP_B, 1, 0 } };
   TpNcclHeld held[3];
   for (int i = 0; i < 3; i++) {
-    held[i] = (TpNcclHeld){ tp_nccl_hdr(&tags[i], (size_t)(i + 1)), &held[i] };
+    held[i] = (TpNcclHeld){ tp_msg_hdr(&tags[i], (size_t)(i + 1)), &held[i] };
     g_queue_push_tail(&q, &held[i]);
   }
   int order[] = { 2, 0, 1 };
   for (int k = 0; k < 3; k++) {
-    TpNcclHeld *m = tp_nccl_held_take(&q, &tags[order[k]]);
+    TpNcclHeld *m = tp_msg_held_take(&q, &tags[order[k]]);
     g_assert_true(m == &held[order[k]]);
     g_assert_cmpuint(m->hdr.len, ==, (guint64)order[k] + 1);
-    g_assert_null(tp_nccl_held_take(&q, &tags[order[k]])); /* taken once */
+    g_assert_null(tp_msg_held_take(&q, &tags[order[k]])); /* taken once */
   }
   g_assert_true(g_queue_is_empty(&q));
 }
@@ -97,6 +98,36 @@ static void test_refusal(void)
   g_assert_cmpstr(err->message, ==, "--transport nccl: " TP_NCCL_MISSING);
 #endif
   g_clear_error(&err);
+}
+
+/* `train --transport nccl` without what it needs: one line, status 2, before any MPI start-up —
+ * without NCCL in the build, without --backend cuda, without a GPU (and, with one, outside mpirun). */
+static void test_train_refusal(void)
+{
+  const char *plain[] = { "train", "--transport", "nccl", "--data", "synthetic", "-k", "2", "-q", NULL };
+  const char *cuda[] = { "train", "--transport", "nccl", "--backend", "cuda", "--data", "synthetic", "-k", "2", "-q",
+                         NULL };
+  const char *expect[2];
+#ifdef HAVE_NCCL_TRANSPORT
+  char *why = NULL;
+  gboolean gpu = tp_cuda_device_count(&why) > 0;
+  g_free(why);
+  expect[0] = "timeprest train: --transport nccl: links GPU stages; give --backend cuda\n";
+  expect[1] = gpu ? "timeprest train: --transport nccl: start it under mpirun"
+                  : "timeprest train: --transport nccl: no CUDA device: ";
+#else
+  expect[0] = expect[1] = "timeprest train: --transport nccl: " TP_NCCL_MISSING "\n";
+#endif
+  const char *const *args[2] = { plain, cuda };
+  for (int i = 0; i < 2; i++) {
+    TptRun r = tpt_run(args[i]);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpstr(r.out, ==, "");
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    if (!g_str_has_prefix(r.err, expect[i]))
+      g_error("expected '%s...', got '%s'", expect[i], r.err);
+    tpt_run_clear(&r);
+  }
 }
 
 static const char *self;
@@ -225,6 +256,7 @@ int main(int argc, char **argv)
   g_test_add_func("/nccl/header", test_header);
   g_test_add_func("/nccl/held", test_held);
   g_test_add_func("/nccl/refusal", test_refusal);
+  g_test_add_func("/nccl/train-refusal", test_train_refusal);
   g_test_add_func("/nccl/two-ranks", test_two_ranks);
   return g_test_run();
 }

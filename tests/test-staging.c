@@ -4,7 +4,8 @@
  * weights).  It keeps its own allocations apart and poisons them, and it counts them.  Trained,
  * evaluated and profiled, it must give the cpu backend's weights bit for bit (the staging moves
  * bytes, it computes nothing), on one instance per stage as `train --backend cuda` makes them, and
- * free everything it allocated.  And the flags of GPU training refuse what they cannot do with one
+ * free everything it allocated.  Given a copy between instances (copy_peer), the stages of one process
+ * move activations and gradients device to device, none through the host, with the same weights.  And the flags of GPU training refuse what they cannot do with one
  * line and status 2. */
 #include "tp_data.h"
 #include "tp_net.h"
@@ -17,7 +18,9 @@ enum { BATCH = 32, TRAIN_N = 512, MAX_W = 4 };
 
 static TpModel *model;
 static TpDataset *data;
-static gint live; /* allocations of the staged backends not yet freed */
+static gint live;      /* allocations of the staged backends not yet freed */
+static gint transfers; /* host <-> "device" copies (uploads and downloads) */
+static gint peer_copies; /* device-to-device copies between stages */
 
 static float *staged_alloc(const TpBackend *be, size_t n, GError **err)
 {
@@ -37,13 +40,33 @@ static void staged_free(const TpBackend *be, float *p)
   g_free(p);
 }
 
-/* A staged instance: cpu's table under another name, with its own memory. */
-static TpBackend staged_backend(void)
+static gboolean staged_up(const TpBackend *be, float *dst, const float *src, size_t n, GError **err)
+{
+  g_atomic_int_inc(&transfers);
+  return tp_backend_cpu()->copy(be, dst, src, n, err);
+}
+
+/* Between two instances: both must be staged ones (a "device" copy, never through the host). */
+static gboolean staged_copy_peer(const TpBackend *be, float *dst, const TpBackend *dst_be, const float *src, size_t n,
+                                 GError **err)
+{
+  g_assert_cmpstr(dst_be->name, ==, be->name);
+  g_assert_true(dst_be->alloc == staged_alloc);
+  g_atomic_int_inc(&peer_copies);
+  return tp_backend_cpu()->copy(be, dst, src, n, err);
+}
+
+/* A staged instance: cpu's table under another name, with its own memory; with peer, it also
+ * copies between instances as the cuda backend does between stages. */
+static TpBackend staged_backend(gboolean peer)
 {
   TpBackend be = *tp_backend_cpu();
   be.name = "cpu-staged";
   be.alloc = staged_alloc;
   be.free = staged_free;
+  be.upload = staged_up;
+  be.download = staged_up;
+  be.copy_peer = peer ? staged_copy_peer : NULL;
   return be;
 }
 
@@ -54,7 +77,7 @@ typedef struct {
   gboolean match;
 } Outcome;
 
-static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be, gboolean per_stage)
+static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be, gboolean per_stage, gboolean peer)
 {
   int L = tp_model_n_layers(model), bounds[MAX_W + 1];
   for (int s = 0; s <= W; s++)
@@ -62,7 +85,7 @@ static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be,
   TpBackend inst[MAX_W];
   const TpBackend *stage_be[MAX_W];
   for (int s = 0; s < W; s++)
-    inst[s] = staged_backend(), stage_be[s] = &inst[s];
+    inst[s] = staged_backend(peer), stage_be[s] = &inst[s];
   GError *err = NULL;
   TpRuntimeConfig cfg = { model, bounds, W, N, BATCH, be, data, 0.05f, 0.9f, 1e-4f, 7, 60 };
   TpRuntime *rt = tp_runtime_new_on(&cfg, per_stage ? stage_be : NULL, &err);
@@ -107,9 +130,9 @@ static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be,
 
 static void check(const char *preset, int W, int N, int K, gboolean per_stage)
 {
-  TpBackend shared = staged_backend();
-  Outcome c = run(preset, W, N, K, tp_backend_cpu(), FALSE);
-  Outcome g = run(preset, W, N, K, &shared, per_stage);
+  TpBackend shared = staged_backend(FALSE);
+  Outcome c = run(preset, W, N, K, tp_backend_cpu(), FALSE, FALSE);
+  Outcome g = run(preset, W, N, K, &shared, per_stage, FALSE);
   g_assert_cmpint(g_atomic_int_get(&live), ==, 0);
   g_assert_true(c.match && g.match);
   g_assert_cmpuint(c.n, ==, g.n);
@@ -127,6 +150,53 @@ static void test_one_stage(void) { check("gpipe", 1, 2, 6, FALSE); }
 static void test_shared_instance(void) { check("pipedream", 3, 2, 8, FALSE); }
 static void test_instance_per_stage(void) { check("timeprest", 4, 4, 10, TRUE); }
 static void test_blend(void) { check("i-timeprest", 3, 2, 8, TRUE); }
+
+/* Messages of the schedule: every forward but the last stage's, every backward but the first's. */
+static int messages(const char *preset, int W, int N, int K)
+{
+  TpSchedule *s = tpt_preset(preset, W, N, K);
+  int n = 0;
+  for (int st = 0; st < W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &tp_stage_ops(s, st)[k];
+      n += (op->kind == TP_OP_F && st < W - 1) || (op->kind == TP_OP_B && st > 0);
+    }
+  tp_schedule_free(s);
+  return n;
+}
+
+/* Stages whose backend copies device to device (copy_peer, as cuda's): every activation and
+ * gradient moves that way, none through the host, and the weights are still cpu's bit for bit. */
+static void check_peer(const char *preset, int W, int N, int K)
+{
+  TpBackend shared = staged_backend(FALSE);
+  Outcome c = run(preset, W, N, K, tp_backend_cpu(), FALSE, FALSE);
+  g_atomic_int_set(&transfers, 0);
+  g_atomic_int_set(&peer_copies, 0);
+  Outcome h = run(preset, W, N, K, &shared, TRUE, FALSE);
+  int staged = g_atomic_int_get(&transfers);
+  g_assert_cmpint(g_atomic_int_get(&peer_copies), ==, 0);
+  g_atomic_int_set(&transfers, 0);
+  Outcome g = run(preset, W, N, K, &shared, TRUE, TRUE);
+  int m = messages(preset, W, N, K);
+  g_assert_cmpint(m, >, 0);
+  g_assert_cmpint(g_atomic_int_get(&peer_copies), ==, m);
+  g_assert_cmpint(staged - g_atomic_int_get(&transfers), ==, 2 * m); /* a download and an upload each */
+  g_assert_cmpint(g_atomic_int_get(&live), ==, 0);
+  g_assert_true(c.match && g.match && h.match);
+  g_assert_cmpuint(c.n, ==, g.n);
+  g_assert_cmpmem(c.w, sizeof(float) * c.n, g.w, sizeof(float) * g.n);
+  g_assert_cmpfloat(c.acc, ==, g.acc);
+  g_assert_cmpfloat(c.loss, ==, g.loss);
+  g_free(c.w), g_free(g.w), g_free(h.w);
+}
+
+static void test_peer(void)
+{
+  check_peer("timeprest", 4, 4, 10);
+  check_peer("pipedream", 3, 2, 8);
+  check_peer("i-timeprest", 3, 2, 8);
+}
 
 /* One line on standard error that begins with prefix, status 2, nothing on standard output. */
 static void expect_refusal(const char *const *args, const char *prefix)
@@ -169,6 +239,7 @@ int main(int argc, char **argv)
   g_test_add_func("/staging/shared-instance", test_shared_instance);
   g_test_add_func("/staging/instance-per-stage", test_instance_per_stage);
   g_test_add_func("/staging/blend", test_blend);
+  g_test_add_func("/staging/peer", test_peer);
   g_test_add_func("/staging/flags", test_flags);
   int rc = g_test_run();
   tp_dataset_free(data);

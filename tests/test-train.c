@@ -471,6 +471,35 @@ static void test_mlp_deep(void)
   tp_model_free(m);
 }
 
+/* VGG-16 for CIFAR-100 (adaptive pooling, dropout, 134.7 M parameters) runs on synthetic data of its
+ * own shape: one mini-batch of 2 over 2 stages starts and ends with finite losses. */
+static void test_vgg16_synthetic(void)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(TP_SRCDIR "/models/vgg16-cifar100.model", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->params, ==, 134670244);
+  g_assert_true(tp_net_check_model(m, &err));
+  tp_model_free(m);
+  const char *args[] = { "train", "-m", TP_SRCDIR "/models/vgg16-cifar100.model", "--data", "synthetic:8:2",
+                         "--batch", "2", "-k", "1", "-w", "2", "-n", "1", "-s", "gpipe", "--order-from", "slots",
+                         "--profile-reps", "1", "--format", "json", "--quiet", NULL };
+  TptRun r = tpt_run(args);
+  if (r.status != 0)
+    g_printerr("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  const char *keys[] = { "\"final_train_loss\": ", "\"final_test_loss\": " };
+  for (int k = 0; k < 2; k++) {
+    const char *p = strstr(r.out, keys[k]);
+    g_assert_nonnull(p);
+    double loss = g_ascii_strtod(p + strlen(keys[k]), NULL);
+    g_assert_true(isfinite(loss));
+    g_assert_cmpfloat(loss, >, 0);
+  }
+  g_assert_nonnull(strstr(r.out, "\"params\": 131754596")); /* the second stage holds the classifier */
+  tpt_run_clear(&r);
+}
+
 static void test_bad_input(void)
 {
   const char *missing[] = { "train", "-w", "2", "-k", "2", "--data", "/nonexistent/fashion", NULL };
@@ -557,6 +586,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train/outputs-all-or-none", test_outputs_all_or_none);
   g_test_add_func("/train/bad-input", test_bad_input);
   g_test_add_func("/train/mlp-deep", test_mlp_deep);
+  g_test_add_func("/train/vgg16-synthetic", test_vgg16_synthetic);
   int rc = g_test_run();
   tp_model_free(fx.model);
   tp_dataset_free(fx.train);

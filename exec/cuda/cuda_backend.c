@@ -68,6 +68,25 @@ static gboolean cuda_copy(const TpBackend *be, float *dst, const float *src, siz
   return TRUE;
 }
 
+/* To another stage's instance: on one device a plain device copy, else a peer copy (which CUDA
+ * routes over NVLink/PCIe, or through the host where peer access is off). */
+static gboolean cuda_copy_peer(const TpBackend *be, float *dst, const TpBackend *dst_be, const float *src, size_t n,
+                               GError **err)
+{
+  if (g_strcmp0(dst_be->name, "cuda") != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: a peer copy to a %s buffer", dst_be->name);
+    return FALSE;
+  }
+  int from = tp_cuda_ctx(be)->device, to = tp_cuda_ctx(dst_be)->device;
+  if (!n)
+    return TRUE;
+  if (from == to)
+    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, tp_cuda_stream(be)), err);
+  else
+    TP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, to, src, from, n * sizeof(float), tp_cuda_stream(be)), err);
+  return TRUE;
+}
+
 static gboolean cuda_upload(const TpBackend *be, float *dst, const float *host, size_t n, GError **err)
 {
   TpCudaCtx *c = tp_cuda_ctx(be);
@@ -90,9 +109,38 @@ static gboolean cuda_download(const TpBackend *be, float *host, const float *src
   return TRUE;
 }
 
+/* The highest device memory in use (cudaMemGetInfo: total − free) seen at a synchronisation, per
+ * device: every operation of a stage ends with one, so this samples each device after every
+ * operation of every stage on it. */
+enum { MAX_DEVICES = 64 };
+static GMutex used_lock;
+static guint64 used_peak[MAX_DEVICES], used_total[MAX_DEVICES];
+
+static void note_used(int device)
+{
+  size_t free_b = 0, total_b = 0;
+  if (device < 0 || device >= MAX_DEVICES || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+    return;
+  g_mutex_lock(&used_lock);
+  used_peak[device] = MAX(used_peak[device], (guint64)(total_b - free_b));
+  used_total[device] = total_b;
+  g_mutex_unlock(&used_lock);
+}
+
+gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
+{
+  if (device < 0 || device >= MAX_DEVICES)
+    return FALSE;
+  g_mutex_lock(&used_lock);
+  *peak = used_peak[device], *total = used_total[device];
+  g_mutex_unlock(&used_lock);
+  return *total > 0;
+}
+
 gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err)
 {
   TP_CUDA_CHECK(cudaStreamSynchronize(tp_cuda_stream(be)), err);
+  note_used(tp_cuda_ctx(be)->device); /* its device is current (tp_cuda_stream) */
   return TRUE;
 }
 
@@ -133,6 +181,7 @@ static const TpBackend cuda_table = {
   .free = cuda_free,
   .zero = cuda_zero,
   .copy = cuda_copy,
+  .copy_peer = cuda_copy_peer,
   .upload = cuda_upload,
   .download = cuda_download,
   .sgemm = tp_cuda_sgemm,

@@ -82,3 +82,12 @@ void tp_backend_cuda_stages_free(TpBackend **be, int W)
   g_free(be);
 }
 
+
+int tp_backend_cuda_stage_device(const char *devices, int s)
+{
+  GArray *dev = devices ? parse_devices(devices, G_MAXINT, NULL) : NULL;
+  int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0;
+  if (dev)
+    g_array_free(dev, TRUE);
+  return d;
+}

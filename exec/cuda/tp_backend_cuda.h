@@ -21,6 +21,11 @@ int tp_cuda_device_count(char **why);
 /* Wait for everything enqueued on the instance's stream. */
 gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err);
 
+/* The most memory in use on `device` (cudaMemGetInfo's total − free: every allocation of every
+ * process and the CUDA context included) seen after any synchronisation so far, and the device's
+ * total; FALSE when none was seen. */
+gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total);
+
 /* The instance `--backend cuda` names: one on device 0, made on first use and kept for the life of
  * the process (the executor makes its own per stage with tp_backend_cuda_new). */
 const TpBackend *tp_backend_cuda_default(GError **err);
@@ -32,5 +37,9 @@ const TpBackend *tp_backend_cuda_default(GError **err);
  * on the entry points above.) */
 TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err);
 void tp_backend_cuda_stages_free(TpBackend **be, int W);
+
+/* The device stage s (0-based) runs on under a --devices list already accepted by
+ * tp_backend_cuda_stages (NULL: device 0). */
+int tp_backend_cuda_stage_device(const char *devices, int s);
 
 #endif

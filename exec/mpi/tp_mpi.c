@@ -156,7 +156,7 @@ static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, con
   }
   reap(m);
   TpMpiSend *s = send_buffer(m, len);
-  s->hdr = (TpMpiHdr){ tag->kind, tag->mb, tag->micro, 0, len };
+  s->hdr = tp_msg_hdr(tag, len);
   if (len)
     memcpy(s->data, data, len);
   int code = tp_mpi_code(m, tag);
@@ -181,18 +181,7 @@ static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, con
 }
 
 /* The held message of this operation from side, removed from the held list, or NULL. */
-static TpMpiHeld *take_held(TpMpi *m, int side, const TpTag *tag)
-{
-  for (GList *it = m->held[side].head; it; it = it->next) {
-    TpMpiHeld *h = it->data;
-    TpTag ht = { h->hdr.kind, h->hdr.mb, h->hdr.micro };
-    if (tp_tag_equal(&ht, tag)) {
-      g_queue_delete_link(&m->held[side], it);
-      return h;
-    }
-  }
-  return NULL;
-}
+static TpMpiHeld *take_held(TpMpi *m, int side, const TpTag *tag) { return tp_msg_held_take(&m->held[side], tag); }
 
 static void abort_error(TpMpi *m, const char *me, const char *what, const char *peer, GError **err)
 {

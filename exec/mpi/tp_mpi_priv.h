@@ -4,17 +4,15 @@
 #define TP_MPI_PRIV_H
 
 #include "tp_mpi.h"
+#include "tp_msg_hdr.h"
 
 #include <mpi.h>
 #include <stdint.h>
 
 enum { TP_MPI_CTL_ABORT = 1 };
 
-/* The header sent ahead of every payload. */
-typedef struct {
-  int32_t kind, mb, micro, pad;
-  uint64_t len;
-} TpMpiHdr;
+/* The header sent ahead of every payload (shared with the NCCL transport). */
+typedef TpMsgHdr TpMpiHdr;
 
 /* A message received ahead of its turn (its header shared the code of the one awaited). */
 typedef struct {

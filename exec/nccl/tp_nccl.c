@@ -193,7 +193,7 @@ static gboolean send_locked(TpNccl *m, int from, int to, const TpTag *tag, const
     return FALSE;
   g_ptr_array_add(m->pending, s); /* freed with the transport from here on */
   s->req = MPI_REQUEST_NULL;
-  s->hdr = tp_nccl_hdr(tag, len);
+  s->hdr = tp_msg_hdr(tag, len);
   if (len && !copy_now(m, s->buf, data, len, err))
     return FALSE;
   TP_NCCL_MPI(MPI_Isend(&s->hdr, (int)sizeof s->hdr, MPI_BYTE, to, TP_NCCL_TAG_HDR, m->mpi, &s->req), err);
@@ -254,7 +254,7 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
   gint64 deadline = g_get_monotonic_time() + (gint64)(m->base.timeout_s * 1e6);
   gboolean direct = on_device(m, data);
   for (;;) {
-    TpNcclHeld *h = tp_nccl_held_take(&m->held[side], tag);
+    TpNcclHeld *h = tp_msg_held_take(&m->held[side], tag);
     if (h) {
       gboolean ok = h->hdr.len == len || (g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME,
                                                       "message from stage %d is %" G_GUINT64_FORMAT " bytes, %zu expected",
@@ -264,7 +264,7 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
       return ok;
     }
     /* the link's next header, then its payload */
-    TpNcclHdr hdr;
+    TpMsgHdr hdr;
     MPI_Request req;
     TP_NCCL_MPI(MPI_Irecv(&hdr, (int)sizeof hdr, MPI_BYTE, from, TP_NCCL_TAG_HDR, m->mpi, &req), err);
     int rc = wait_mpi(m, &req, deadline);
@@ -273,7 +273,7 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
       MPI_Request_free(&req);
       return recv_failed(m, rc, from, tag, err);
     }
-    gboolean mine = tp_nccl_hdr_is(&hdr, tag);
+    gboolean mine = tp_msg_hdr_is(&hdr, tag);
     if (mine && hdr.len != len) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "message from stage %d is %" G_GUINT64_FORMAT " bytes, %zu expected",
                   from + 1, (guint64)hdr.len, len);

@@ -38,6 +38,7 @@
 #ifndef TP_NCCL_H
 #define TP_NCCL_H
 
+#include "tp_msg_hdr.h"
 #include "tp_transport.h"
 
 #include <glib.h>
@@ -67,23 +68,12 @@ enum { TP_NCCL_N_COMMS = 4 };
  * are not neighbours. */
 int tp_nccl_comm_of(int from, int to);
 
-/* The header sent over MPI ahead of every payload. */
+/* A message received ahead of its turn: its header (sent over MPI ahead of every payload, as the
+ * MPI transport's: tp_msg_hdr.h, which also takes held messages by tag) and its payload (a device
+ * buffer owned by the transport; opaque here). */
 typedef struct {
-  int32_t kind, mb, micro, pad;
-  uint64_t len;
-} TpNcclHdr;
-
-TpNcclHdr tp_nccl_hdr(const TpTag *tag, size_t len);
-gboolean tp_nccl_hdr_is(const TpNcclHdr *h, const TpTag *tag);
-
-/* A message received ahead of its turn: its header and its payload (a device buffer owned by the
- * transport; opaque here). */
-typedef struct {
-  TpNcclHdr hdr;
+  TpMsgHdr hdr;
   void *buf;
 } TpNcclHeld;
-
-/* The held message of q tagged tag, removed from q; NULL when none. */
-TpNcclHeld *tp_nccl_held_take(GQueue *q, const TpTag *tag);
 
 #endif

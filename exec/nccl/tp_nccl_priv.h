@@ -17,7 +17,7 @@ enum { TP_NCCL_TAG_HDR = 1, TP_NCCL_TAG_ABORT = 2 };
  * after its ncclSend; reused once both are done. */
 typedef struct {
   MPI_Request req;
-  TpNcclHdr hdr;
+  TpMsgHdr hdr;
   void *buf;
   size_t cap;
   cudaEvent_t done;

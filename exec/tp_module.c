@@ -1,0 +1,29 @@
+/* tp_module.c — opening the executor's modules (tp_module.h): where they are looked for, GModule's
+ * error in one line, and their entry points looked up by name. */
+#include "config.h"
+#include "tp_module.h"
+
+GModule *tp_module_open(const char *file, const char *env, char **error)
+{
+  const char *given = g_getenv(env);
+  g_autofree char *built = g_build_filename(TP_BUILDDIR, file, NULL);
+  g_autofree char *installed = g_build_filename(TP_PKGLIBDIR, file, NULL);
+  const char *path = given && *given ? given : g_file_test(built, G_FILE_TEST_EXISTS) ? built : installed;
+  GModule *m = g_module_open(path, G_MODULE_BIND_LOCAL);
+  if (!m) {
+    *error = g_strdup_printf("cannot load %s: %s", file, g_module_error());
+    return NULL;
+  }
+  g_module_make_resident(m);
+  return m;
+}
+
+gboolean tp_module_symbols(GModule *m, const char *const *names, gpointer *const *out, char **error)
+{
+  for (int i = 0; names[i]; i++)
+    if (!g_module_symbol(m, names[i], out[i]) || !*out[i]) {
+      *error = g_strdup_printf("%s has no symbol %s", g_module_name(m), names[i]);
+      return FALSE;
+    }
+  return TRUE;
+}

@@ -1,0 +1,18 @@
+/* tp_module.h — opening a module of the executor that links libraries the program itself must
+ * not (the cuda backend's tpcuda.so: cudart and cuBLAS; the NCCL transport's tpnccl.so: NCCL),
+ * so that commands that never use them never map them.  A module is looked for at $ENV (when
+ * set), then in the build tree (uninstalled runs and tests), then in the package's libexec
+ * directory. */
+#ifndef TP_MODULE_H
+#define TP_MODULE_H
+
+#include <gmodule.h>
+
+/* The module `file` ("tpcuda.so"), made resident; NULL with the reason in *error (to be freed). */
+GModule *tp_module_open(const char *file, const char *env, char **error);
+
+/* Look up names[i] into *out[i] for every i up to a NULL name; FALSE with the first missing one
+ * named in *error (to be freed). */
+gboolean tp_module_symbols(GModule *m, const char *const *names, gpointer *const *out, char **error);
+
+#endif
