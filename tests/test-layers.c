@@ -260,8 +260,8 @@ static void test_conv(void)
   check_model("input 3 7 6\nconv 4 3 stride=2 pad=1\n", 3, FALSE);
   check_model("input 2 4 5\nconv 2 2 pad=2\n", 2, FALSE);
   check_model("input 1 9 9\nconv 3 5 stride=3 pad=2 bias=0\n", 2, FALSE);
-  /* two samples' unfolded columns fill a chunk (2^17 floats): chunks of 2 and 1 samples */
-  check_model("input 1 44 44\nconv 1 5 pad=2\n", 3, FALSE);
+  /* two samples' unfolded columns fill a chunk (2^15 floats): chunks of 2 and 1 samples */
+  check_model("input 1 24 24\nconv 1 5 pad=2\n", 3, FALSE);
 }
 
 static void test_pool(void)

@@ -16,10 +16,9 @@
 
 #include <string.h>
 
-/* floats of unfolded input per chunk (at least one sample) */
-#ifndef TP_CONV_CHUNK_FLOATS
-#define TP_CONV_CHUNK_FLOATS ((size_t)1 << 17)
-#endif
+/* floats of unfolded input per chunk (128 KiB, at least one sample): on both of cnn's
+ * convolutions one sample at a time was fastest, against chunks of 3 to 26 (bench/RESULTS.md) */
+#define TP_CONV_CHUNK_FLOATS ((size_t)1 << 15)
 
 static int chunk_samples(const TpWindow *s, int batch)
 {
