@@ -140,10 +140,12 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
     /* one GEMM per sample, straight into y's layout and onto the bias: the columns of sample n
      * are a sub-matrix of cols (leading dimension ncols) */
     for (int n = 0; n < nb; n++) {
-      float *yn = y + (n0 + n) * out_sz;
-      for (int c = 0; c < s->cout; c++)
+      float *restrict yn = y + (n0 + n) * out_sz;
+      for (int c = 0; c < s->cout; c++) {
+        float bc = b ? b[c] : 0.0f;
         for (size_t p = 0; p < hw; p++)
-          yn[c * hw + p] = b ? b[c] : 0.0f;
+          yn[c * hw + p] = bc;
+      }
       if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)hw, K, 1.0f, w, K, cols + n * hw, (int)ncols, 1.0f, yn,
                         (int)hw, err))
         return FALSE;
