@@ -262,6 +262,8 @@ static void test_conv(void)
   check_model("input 1 9 9\nconv 3 5 stride=3 pad=2 bias=0\n", 2, FALSE);
   /* two samples' unfolded columns fill a chunk (2^15 floats): chunks of 2 and 1 samples */
   check_model("input 1 24 24\nconv 1 5 pad=2\n", 3, FALSE);
+  /* one sample per chunk and few output channels: dy used as it lies, not transposed */
+  check_model("input 1 28 28\nconv 2 5 pad=2\n", 2, FALSE);
 }
 
 static void test_pool(void)

@@ -9,6 +9,8 @@
  * transposed per chunk into dyt [nb·hout·wout][cout]; dwᵀ [cin·k·k][cout] += cols·dyt (the long
  * dimension of the product is its inner one: OpenBLAS is slow with cout rows), added into dw once
  * at the end; dcols = wᵀ·dytᵀ (into cols), folded back through the bordered plane into dx.
+ * With few output channels and one sample per chunk, dy is used as it lies instead:
+ * dw += dy·colsᵀ, dcols = wᵀ·dy.
  * Chunks keep cols inside the core's L2 cache, so that the GEMMs read what im2col has just
  * written (sizes measured on the cnn shapes, bench/RESULTS.md). */
 #include "config.h"
@@ -19,6 +21,10 @@
 /* floats of unfolded input per chunk (128 KiB, at least one sample): on both of cnn's
  * convolutions one sample at a time was fastest, against chunks of 3 to 26 (bench/RESULTS.md) */
 #define TP_CONV_CHUNK_FLOATS ((size_t)1 << 15)
+/* the fewest output channels for which the backward transposes dy: with fewer (conv 1→16), the
+ * strided stores of the transposition cost more than the faster GEMM saves (1.1 against 2.0 ms
+ * for conv 1→16's backward at batch 128; 14.2 against 13.0 ms the other way for conv 16→32) */
+#define TP_CONV_TRANSPOSED_MIN_COUT 32
 
 static int chunk_samples(const TpWindow *s, int batch)
 {
@@ -233,6 +239,30 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
   float *cols = work, *dyt = cols + (size_t)K * chunk * hw, *dwt = dyt + (size_t)cout * chunk * hw;
   float *pb = dwt + (size_t)K * cout;
   memset(dwt, 0, sizeof(float) * K * cout);
+  if (chunk == 1 && cout < TP_CONV_TRANSPOSED_MIN_COUT) {
+    for (int n = 0; n < batch; n++) {
+      const float *dyn = dy + n * out_sz;
+      if (db)
+        for (int c = 0; c < cout; c++) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+          size_t p = 0;
+          for (; p + 4 <= hw; p += 4)
+            s0 += dyn[c * hw + p], s1 += dyn[c * hw + p + 1], s2 += dyn[c * hw + p + 2], s3 += dyn[c * hw + p + 3];
+          for (; p < hw; p++)
+            s0 += dyn[c * hw + p];
+          db[c] += (s0 + s1) + (s2 + s3);
+        }
+      im2col(s, 1, x + n * in_sz, cols, pb);
+      if (!tp_cpu_sgemm(be, FALSE, TRUE, cout, K, (int)hw, 1.0f, dyn, (int)hw, cols, (int)hw, 1.0f, dw, K, err))
+        return FALSE;
+      if (!dx)
+        continue;
+      if (!tp_cpu_sgemm(be, TRUE, FALSE, K, (int)hw, cout, 1.0f, w, K, dyn, (int)hw, 0.0f, cols, (int)hw, err))
+        return FALSE;
+      col2im(s, 1, cols, dx + n * in_sz, pb);
+    }
+    return TRUE;
+  }
   for (int n0 = 0; n0 < batch; n0 += chunk) {
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
