@@ -117,8 +117,8 @@ int main(int argc, char **argv)
     if (d->kind == TP_LAYER_CONV) {
       int K = d->cin * d->k * d->k, cols = B * d->hout * d->wout;
       sh[0] = (Shape){ FALSE, FALSE, d->cout, cols, K };  /* y' = w·cols */
-      sh[1] = (Shape){ FALSE, TRUE, d->cout, K, cols };   /* dw += dy'·colsᵀ */
-      sh[2] = (Shape){ TRUE, FALSE, K, cols, d->cout };   /* dcols = wᵀ·dy' */
+      sh[1] = (Shape){ FALSE, FALSE, K, d->cout, cols };  /* dwᵀ += cols·dyt (dyt: dy transposed) */
+      sh[2] = (Shape){ TRUE, TRUE, K, cols, d->cout };    /* dcols = wᵀ·dytᵀ */
     } else {
       sh[0] = (Shape){ FALSE, TRUE, B, d->cout, d->cin }; /* y = x·wᵀ */
       sh[1] = (Shape){ TRUE, FALSE, d->cout, d->cin, B }; /* dw += dyᵀ·x */

@@ -376,7 +376,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &o->timeout, "Seconds a stage waits for a message (default 300)", "S" },
     { "peer-timeout", 0, 0, G_OPTION_ARG_STRING, &o->peer_timeout,
       "--transport mpi: seconds a rank waits for another before the run ends (default 60)", "S" },
-    { "profile-reps", 0, 0, G_OPTION_ARG_STRING, &o->reps, "Timed repetitions per profiled operation (default 3)", "R" },
+    { "profile-reps", 0, 0, G_OPTION_ARG_STRING, &o->reps, "Timed repetitions per profiled operation, and mini-batches of the pipelined profile beyond 2W + 1 (default 3)", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- train a network with a schedule, and compare with its prediction");

@@ -97,7 +97,24 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
   t->prof = g_new0(TpStageProfile, t->W);
   if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err) || (t->mpi && !tp_train_mpi_share_profile(t, err)))
     return FALSE;
-  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, tp_train_prediction_devices(t));
+  /* where every stage has a device (core) of its own, time the operations as the run will see them:
+   * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
+   * stages alone, or on slots), the first mini-batch warming up and reps more timed, its updates
+   * discarded.  With more stages than cores the simulator shares the devices itself, so the
+   * stages are timed alone. */
+  int devices = tp_train_prediction_devices(t);
+  if (!t->s && !t->mpi && t->W <= devices) {
+    int kw = 2 * t->W + t->reps + 1;
+    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, t->batch, devices);
+    g_autoptr(TpSchedule) warm =
+        t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, kw, err)
+                 : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, kw, alone, err);
+    if (warm && t->has_sig)
+      warm->sig = t->sig;
+    if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->prof, err))
+      return FALSE;
+  }
+  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, devices);
   if (t->links)
     tp_train_mpi_links_to_cost(t);
   if (!t->s) {

@@ -409,11 +409,11 @@ static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   const TpRuntimeConfig *cfg = &g->sh->rt->cfg;
   rec->version = tp_wstore_latest(g->ws);
   rec->match = rec->version == op->ver;
-  float *ub = tp_wstore_update_buffer(g->ws);
-  if (!ub)
+  float *ub = tp_wstore_update_buffer(g->ws), *wl = tp_wstore_version(g->ws, rec->version);
+  if (!ub || !wl)
     return fail(g, op, err, "no buffer for the new version");
   float lr = tp_runtime_lr(cfg, (long)g->sh->first_mb + op->mb - 1);
-  if (!g->be->sgd_step(g->be, g->S->np, lr, cfg->momentum, cfg->weight_decay, ub, g->S->grad, g->S->mom, ub, err) ||
+  if (!g->be->sgd_step(g->be, g->S->np, lr, cfg->momentum, cfg->weight_decay, wl, g->S->grad, g->S->mom, ub, err) ||
       !g->be->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
     return FALSE;
   if (g->st == 0 && g->sh->progress)

@@ -169,4 +169,15 @@ typedef struct {
 gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, TpStageProfile *out,
                             GError **err);
 
+/* The profile as the run will see it: schedule s (a short one: a few mini-batches, all on the
+ * sample indices idx) run through the stage threads as training runs it, and each of this
+ * process's stages' operations timed there — while the other stages run theirs (sharing memory
+ * bandwidth and caches), with everything an operation does in a run (messages, the blend, new
+ * weight versions).  out[s] gets the median over the mini-batches after the first (which warms up)
+ * of each kind per micro-batch: a whole-mini-batch operation's time divided by N.  The weights,
+ * momentum and gradient buffers are put back as they were: the run's updates are discarded.
+ * Kinds the schedule does not run on a stage keep out[s]'s value. */
+gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
+                                      GError **err);
+
 #endif

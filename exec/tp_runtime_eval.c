@@ -1,6 +1,7 @@
-/* tp_runtime_eval.c — what the runtime does outside the pipeline, in the calling thread: test-set
- * evaluation through every stage in turn with the latest weights, and the profile of each stage's
- * operations timed alone on real data (the costs the simulator's prediction is built on). */
+/* tp_runtime_eval.c — what the runtime does outside training proper: test-set evaluation through
+ * every stage in turn with the latest weights, and the profiles the simulator's prediction is
+ * built on — each stage's operations timed alone on real data in the calling thread, and timed in
+ * a short pipelined run whose updates are discarded. */
 #include "config.h"
 #include "tp_error.h"
 #include "tp_runtime_priv.h"
@@ -249,5 +250,72 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
   for (int s = 0; s < W; s++)
     tp_saved_free(saved[s]);
   g_free(acts), g_free(grads), g_free(saved), g_free(bufs);
+  return ok;
+}
+
+/* Median of the n values in v (sorted in place); fallback when there are none. */
+static double median_or(double *v, int n, double fallback)
+{
+  if (n == 0)
+    return fallback;
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
+                                      GError **err)
+{
+  const int W = rt->W;
+  /* the state the run changes: each stage's weights, momentum and gradient buffer */
+  float **keep = g_new0(float *, 3 * (size_t)W);
+  gboolean ok = TRUE;
+  for (int st = rt->lo; st < rt->hi && ok; st++) {
+    const RtStage *S = &rt->st[st];
+    size_t np = S->np ? S->np : 1;
+    float *now[3] = { S->weights, S->mom, S->grad };
+    for (int i = 0; i < 3 && ok; i++)
+      ok = (keep[3 * st + i] = S->be->alloc(S->be, np, err)) && S->be->copy(S->be, keep[3 * st + i], now[i], np, err);
+  }
+  const int **ids = g_new(const int *, MAX(s->K, 1));
+  for (int i = 0; i < s->K; i++)
+    ids[i] = idx;
+  TpRunResult r = { 0 };
+  ok = ok && tp_runtime_run(rt, s, ids, 1, g_get_monotonic_time(), NULL, &r, err);
+  for (int st = rt->lo; st < rt->hi; st++) {
+    RtStage *S = &rt->st[st];
+    size_t np = S->np ? S->np : 1;
+    float *now[3] = { S->weights, S->mom, S->grad };
+    for (int i = 0; i < 3; i++)
+      if (keep[3 * st + i]) {
+        if (ok)
+          ok = S->be->copy(S->be, now[i], keep[3 * st + i], np, err);
+        S->be->free(S->be, keep[3 * st + i]);
+      }
+    if (ok && S->host_w != S->weights)
+      ok = S->be->download(S->be, S->host_w, S->weights, np, err);
+  }
+  for (int st = rt->lo; st < rt->hi && ok; st++) {
+    int n = tp_stage_len(s, st), cnt[3] = { 0, 0, 0 };
+    const TpOp *ops = tp_stage_ops(s, st);
+    double *t[3];
+    for (int k = 0; k < 3; k++)
+      t[k] = g_new(double, MAX(n, 1));
+    for (int i = 0; i < n; i++) {
+      const TpOp *op = &ops[i];
+      if (op->mb < 2 && s->K > 1) /* the first mini-batch warms up */
+        continue;
+      int kind = op->kind == TP_OP_F ? 0 : op->kind == TP_OP_B ? 1 : 2;
+      double d = r.rec[st][i].end - r.rec[st][i].start;
+      t[kind][cnt[kind]++] = kind == 2 ? d : d / tp_op_count(s, op);
+    }
+    out[st].fwd = median_or(t[0], cnt[0], out[st].fwd);
+    out[st].bwd = median_or(t[1], cnt[1], out[st].bwd);
+    out[st].upd = median_or(t[2], cnt[2], out[st].upd);
+    for (int k = 0; k < 3; k++)
+      g_free(t[k]);
+  }
+  tp_run_result_clear(&r);
+  g_free(ids);
+  g_free(keep);
   return ok;
 }

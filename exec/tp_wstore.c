@@ -39,6 +39,9 @@ struct TpWStore {
   int latest, pos, cur;
   float *upd, *blend;
   gboolean in_place;
+  /* buffers given back, kept for the next take (never more than were in use at once, so the
+   * memory held is the accounted peak): no allocation, and no page faults, per update */
+  GPtrArray *spare;
   TpWStoreStats stats;
 };
 
@@ -70,14 +73,15 @@ static gint64 wbytes(const TpWStore *w) { return (gint64)(w->sz.n_params * sizeo
 
 static float *take(TpWStore *w)
 {
-  float *b = w->a.alloc(w->a.ctx, w->sz.n_params);
+  float *b = w->spare->len ? g_ptr_array_steal_index(w->spare, w->spare->len - 1)
+                           : w->a.alloc(w->a.ctx, w->sz.n_params);
   w->stats.cur[TP_MEMCAT_WEIGHTS] += wbytes(w);
   return b;
 }
 
 static void give(TpWStore *w, float *b)
 {
-  w->a.free(w->a.ctx, b);
+  g_ptr_array_add(w->spare, b);
   w->stats.cur[TP_MEMCAT_WEIGHTS] -= wbytes(w);
 }
 
@@ -203,6 +207,7 @@ TpWStore *tp_wstore_new(const TpSchedule *s, int stage, int first_op, const TpWS
   w->fver = g_new(int32_t, s->K * (s->N + 1) + 1);
   w->release = g_new0(int32_t, MAX(w->n_ops, 1));
   w->pos = first_op, w->cur = -1;
+  w->spare = g_ptr_array_new();
   if (!derive(w, first_op, err)) {
     tp_wstore_free(w);
     return NULL;
@@ -229,6 +234,10 @@ void tp_wstore_free(TpWStore *w)
     w->a.free(w->a.ctx, w->upd);
   if (w->blend)
     w->a.free(w->a.ctx, w->blend);
+  for (guint i = 0; w->spare && i < w->spare->len; i++)
+    w->a.free(w->a.ctx, g_ptr_array_index(w->spare, i));
+  if (w->spare)
+    g_ptr_array_unref(w->spare);
   g_free(w->refs);
   g_free(w->buf);
   g_free(w->fver);
@@ -274,8 +283,7 @@ const TpOp *tp_wstore_op_begin(TpWStore *w, int k, GError **err)
     if (w->in_place) {
       w->upd = w->buf[w->latest];
     } else {
-      w->upd = take(w);
-      w->a.copy(w->a.ctx, w->upd, w->buf[w->latest], w->sz.n_params);
+      w->upd = take(w); /* written by the step from the latest version: no copy first */
       w->stats.live_versions++;
     }
   }

@@ -81,8 +81,9 @@ const TpOp *tp_wstore_op_begin(TpWStore *w, int k, GError **err);
 /* The version micro-batch j (0..N-1; any j for a single-micro-batch op) of the current forward or
  * backward reads: op->ver, or for STASH/BLEND backwards the version its forward read. */
 int tp_wstore_read_version(const TpWStore *w, int j);
-/* The current update's buffer: it holds a copy of the latest weights (it is the latest buffer
- * itself when no pending operation reads the latest version any more); apply the step to it. */
+/* The current update's buffer: the latest version's buffer itself when no pending operation
+ * reads it any more, otherwise a buffer of undefined contents; the step reads the latest version
+ * (tp_wstore_version(w, tp_wstore_latest(w))) and writes the new one here (no copy is made). */
 float *tp_wstore_update_buffer(TpWStore *w);
 /* The current blending backward's scratch buffer (n_params floats), NULL when it needs none. */
 float *tp_wstore_blend_buffer(TpWStore *w);

@@ -274,8 +274,10 @@ static void test_conv(void)
   check_model("input 3 7 6\nconv 4 3 stride=2 pad=1\n", 3, FALSE);
   check_model("input 2 4 5\nconv 2 2 pad=2\n", 2, FALSE);
   check_model("input 1 9 9\nconv 3 5 stride=3 pad=2 bias=0\n", 2, FALSE);
-  /* more unfolded columns per sample than a chunk holds: one sample at a time */
-  check_model("input 2 26 26\nconv 1 5 pad=2\n", 2, FALSE);
+  /* two samples' unfolded columns fill a chunk (2^15 floats): chunks of 2 and 1 samples */
+  check_model("input 1 24 24\nconv 1 5 pad=2\n", 3, FALSE);
+  /* one sample per chunk and few output channels: dy used as it lies, not transposed */
+  check_model("input 1 28 28\nconv 2 5 pad=2\n", 2, FALSE);
 }
 
 static void test_pool(void)
@@ -289,6 +291,29 @@ static void test_pool(void)
   check_model("input 3 1 1\navgpool_to 7 7\n", 2, FALSE);
   check_model("input 2 5 7\navgpool_to 3 2\n", 3, FALSE);
   check_model("input 2 6 6\navgpool_to 2 3\nflatten\nlinear 4\nsoftmax_ce\n", 2, FALSE);
+}
+
+/* 2×2 max-pooling picks the first of equal elements (and of a window holding a NaN, the first
+ * element when it is the NaN): the rule of the general scan, which the unrolled case must keep */
+static void test_maxpool_ties(void)
+{
+  const TpBackend *be = tp_backend_cpu();
+  TpWindow s = { .cin = 1, .hin = 4, .win = 4, .k = 2, .stride = 2, .pad = 0, .cout = 1, .hout = 2, .wout = 2 };
+  /* windows: all equal; equal pair after a smaller one; the maximum last; a NaN first */
+  float x[16] = { 1, 1, 0, 2,  1, 1, 2, 2,  -1, -1, NAN, 9,  -1, 0, 1, 1 };
+  float y[4];
+  gint32 arg[4];
+  GError *err = NULL;
+  g_assert_true(be->maxpool_forward(be, &s, 1, x, y, arg, &err));
+  g_assert_no_error(err);
+  g_assert_cmpint(arg[0], ==, 0);
+  g_assert_cmpint(arg[1], ==, 3);
+  g_assert_cmpint(arg[2], ==, 13);
+  g_assert_cmpint(arg[3], ==, 10);
+  g_assert_cmpfloat(y[0], ==, 1.0f);
+  g_assert_cmpfloat(y[1], ==, 2.0f);
+  g_assert_cmpfloat(y[2], ==, 0.0f);
+  g_assert_true(isnan(y[3]));
 }
 
 static void test_bad_label(void)
@@ -645,6 +670,7 @@ int main(int argc, char **argv)
   g_assert_no_error(err);
   g_test_add_func("/layers/linear", test_linear);
   g_test_add_func("/layers/conv", test_conv);
+  g_test_add_func("/layers/maxpool-ties", test_maxpool_ties);
   g_test_add_func("/layers/pool", test_pool);
   g_test_add_func("/layers/relu-softmax", test_relu_softmax);
   g_test_add_func("/layers/dropout", test_dropout);

@@ -1,20 +1,30 @@
-/* cpu_conv.c — 2-D convolution as im2col + one OpenBLAS SGEMM per chunk of samples.
+/* cpu_conv.c — 2-D convolution as im2col + OpenBLAS SGEMM per chunk of samples.
  *
  * A chunk of nb samples is unfolded into cols [cin·k·k][nb·hout·wout] (columns ordered sample,
- * row, column); each sample's columns are multiplied by the weight [cout][cin·k·k] straight into
- * y [n][cout][hout][wout], onto the bias. Chunks keep the unfolded matrix well inside the core's L2
- * cache, so that the GEMM reads what im2col has just written.
- * The backward recomputes cols from the saved input (only the input is kept between the passes),
- * gathers dy' [cout][nb·hout·wout] (dy itself when nb = 1): dw += dy'·colsᵀ, db += Σ dy',
- * dcols = wᵀ·dy' (into the same buffer), then col2im adds into dx. */
+ * row, column). Each input plane is first copied into a zero-bordered plane (the padding made
+ * real), so that every unfolded row is a plain strided copy with no bounds to test.
+ * Forward: one GEMM per sample, w [cout][cin·k·k] times the sample's columns, straight into
+ * y [n][cout][hout][wout] onto the bias.
+ * Backward (only the input is kept between the passes, so cols is unfolded again): dy is
+ * transposed per chunk into dyt [nb·hout·wout][cout]; dwᵀ [cin·k·k][cout] += cols·dyt (the long
+ * dimension of the product is its inner one: OpenBLAS is slow with cout rows), added into dw once
+ * at the end; dcols = wᵀ·dytᵀ (into cols), folded back through the bordered plane into dx.
+ * With few output channels and one sample per chunk, dy is used as it lies instead:
+ * dw += dy·colsᵀ, dcols = wᵀ·dy.
+ * Chunks keep cols inside the core's L2 cache, so that the GEMMs read what im2col has just
+ * written (sizes measured on the cnn shapes, bench/RESULTS.md). */
 #include "config.h"
 #include "tp_cpu.h"
 
 #include <string.h>
 
-/* floats of unfolded input per chunk (128 KiB, at least one sample): measured on the cnn shapes
- * at batch 128 against 64 KiB to 16 MiB (bench/RESULTS.md) */
+/* floats of unfolded input per chunk (128 KiB, at least one sample): on both of cnn's
+ * convolutions one sample at a time was fastest, against chunks of 3 to 26 (bench/RESULTS.md) */
 #define TP_CONV_CHUNK_FLOATS ((size_t)1 << 15)
+/* the fewest output channels for which the backward transposes dy: with fewer (conv 1→16), the
+ * strided stores of the transposition cost more than the faster GEMM saves (1.1 against 2.0 ms
+ * for conv 1→16's backward at batch 128; 14.2 against 13.0 ms the other way for conv 16→32) */
+#define TP_CONV_TRANSPOSED_MIN_COUT 32
 
 static int chunk_samples(const TpWindow *s, int batch)
 {
@@ -25,82 +35,173 @@ static int chunk_samples(const TpWindow *s, int batch)
   return nb > (size_t)batch ? batch : (int)nb;
 }
 
+static size_t bordered_floats(const TpWindow *s)
+{
+  return (size_t)(s->hin + 2 * s->pad) * (s->win + 2 * s->pad);
+}
+
+/* Workspace: cols, dyt, dwᵀ and the bordered plane. */
 size_t tp_cpu_conv_workspace(const TpBackend *be, const TpWindow *s, int batch)
 {
   (void)be;
-  size_t cols = (size_t)chunk_samples(s, batch) * s->hout * s->wout;
-  return ((size_t)s->cin * s->k * s->k + s->cout) * cols;
+  size_t K = (size_t)s->cin * s->k * s->k, cols = (size_t)chunk_samples(s, batch) * s->hout * s->wout;
+  return (K + s->cout) * cols + K * s->cout + bordered_floats(s);
 }
 
-/* The output columns [*lo, *hi) whose input column ow·stride − pad + kj lies inside the image. */
-static void valid_cols(const TpWindow *s, int kj, int *lo, int *hi)
+/* Copy one input plane into the interior of the bordered plane pb (whose border is zero). */
+static void fill_bordered(const TpWindow *s, const float *src, float *pb)
 {
-  int off = kj - s->pad; /* iw = ow·stride + off */
-  *lo = off >= 0 ? 0 : (-off + s->stride - 1) / s->stride;
-  *hi = s->win - off <= 0 ? 0 : MIN(s->wout, (s->win - off + s->stride - 1) / s->stride);
-  if (*lo > *hi)
-    *lo = *hi;
+  int wp = s->win + 2 * s->pad;
+  for (int ih = 0; ih < s->hin; ih++)
+    memcpy(pb + (size_t)(ih + s->pad) * wp + s->pad, src + (size_t)ih * s->win, sizeof(float) * s->win);
 }
 
-/* Unfold samples x[0..nb) into cols (ncols = nb·hout·wout columns). */
-static void im2col(const TpWindow *s, int nb, const float *x, float *cols)
+/* dst[0..n) = src[0..n) and dst[0..n) += src[0..n) on rows that never overlap; the widths of the
+ * common shapes are copied with a size known here, which the compiler turns into a few vector
+ * moves instead of a call to memcpy */
+static inline void copy_row(float *restrict dst, const float *restrict src, int n)
 {
-  size_t hw = (size_t)s->hout * s->wout, ncols = nb * hw, plane = (size_t)s->hin * s->win;
-  for (int c = 0; c < s->cin; c++)
-    for (int ki = 0; ki < s->k; ki++)
-      for (int kj = 0; kj < s->k; kj++) {
-        float *dst = cols + ((size_t)(c * s->k + ki) * s->k + kj) * ncols;
-        int lo, hi, off = kj - s->pad;
-        valid_cols(s, kj, &lo, &hi);
-        for (int n = 0; n < nb; n++) {
-          const float *src = x + ((size_t)n * s->cin + c) * plane;
-          for (int oh = 0; oh < s->hout; oh++, dst += s->wout) {
-            int ih = oh * s->stride - s->pad + ki;
-            if (ih < 0 || ih >= s->hin) {
-              memset(dst, 0, sizeof(float) * s->wout);
-              continue;
-            }
-            const float *row = src + (size_t)ih * s->win + off;
-            for (int ow = 0; ow < lo; ow++)
-              dst[ow] = 0.0f;
-            if (s->stride == 1)
-              memcpy(dst + lo, row + lo, sizeof(float) * (hi - lo));
-            else
-              for (int ow = lo; ow < hi; ow++)
-                dst[ow] = row[ow * s->stride];
-            for (int ow = hi; ow < s->wout; ow++)
-              dst[ow] = 0.0f;
-          }
+  switch (n) {
+  case 7: memcpy(dst, src, 7 * sizeof(float)); break;
+  case 14: memcpy(dst, src, 14 * sizeof(float)); break;
+  case 28: memcpy(dst, src, 28 * sizeof(float)); break;
+  default:
+    for (int i = 0; i < n; i++)
+      dst[i] = src[i];
+  }
+}
+
+static inline void add_row(float *restrict dst, const float *restrict src, int n)
+{
+#define TP_ADD_N(N) for (int i = 0; i < N; i++) dst[i] += src[i]
+  switch (n) {
+  case 7: TP_ADD_N(7); break;
+  case 14: TP_ADD_N(14); break;
+  case 28: TP_ADD_N(28); break;
+  default: TP_ADD_N(n);
+  }
+#undef TP_ADD_N
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TP_CONV_AVX512 1
+/* The stride-1 rows of one bordered plane pb (width wp) with AVX-512 where the processor has it:
+ * a row of up to 16 floats is one masked load and store (the fixed-size copies above are instruction
+ * bound: a third of conv 16→32's time outside SGEMM).  unfold: dst0 + (ki·k + kj)·ncols gets the
+ * hout·wout window at offset (ki, kj); fold: the reverse, added into pb (each element gets the
+ * same additions in the same order as add_row, so both paths give the same bits). */
+__attribute__((target("avx512f"))) static void unfold_avx512(const float *pb, int wp, int k, int hout, int wout,
+                                                            float *dst0, size_t ncols)
+{
+  for (int ki = 0; ki < k; ki++)
+    for (int kj = 0; kj < k; kj++) {
+      float *dst = dst0 + (size_t)(ki * k + kj) * ncols;
+      for (int oh = 0; oh < hout; oh++, dst += wout) {
+        const float *row = pb + (size_t)(oh + ki) * wp + kj;
+        int ow = 0;
+        for (; ow + 16 <= wout; ow += 16)
+          _mm512_storeu_ps(dst + ow, _mm512_loadu_ps(row + ow));
+        if (ow < wout) {
+          __mmask16 m = (__mmask16)((1u << (wout - ow)) - 1);
+          _mm512_mask_storeu_ps(dst + ow, m, _mm512_maskz_loadu_ps(m, row + ow));
         }
       }
+    }
 }
 
-/* Fold cols back, adding into dx[0..nb) (which the caller has zeroed). */
-static void col2im(const TpWindow *s, int nb, const float *cols, float *dx)
+__attribute__((target("avx512f"))) static void fold_avx512(float *pb, int wp, int k, int hout, int wout,
+                                                          const float *src0, size_t ncols)
 {
-  size_t hw = (size_t)s->hout * s->wout, ncols = nb * hw, plane = (size_t)s->hin * s->win;
-  for (int c = 0; c < s->cin; c++)
-    for (int ki = 0; ki < s->k; ki++)
-      for (int kj = 0; kj < s->k; kj++) {
-        const float *src = cols + ((size_t)(c * s->k + ki) * s->k + kj) * ncols;
-        int lo, hi, off = kj - s->pad;
-        valid_cols(s, kj, &lo, &hi);
-        for (int n = 0; n < nb; n++) {
-          float *dst = dx + ((size_t)n * s->cin + c) * plane;
-          for (int oh = 0; oh < s->hout; oh++, src += s->wout) {
-            int ih = oh * s->stride - s->pad + ki;
-            if (ih < 0 || ih >= s->hin)
-              continue;
-            float *row = dst + (size_t)ih * s->win + off;
-            if (s->stride == 1)
-              for (int ow = lo; ow < hi; ow++)
-                row[ow] += src[ow];
-            else
-              for (int ow = lo; ow < hi; ow++)
-                row[ow * s->stride] += src[ow];
-          }
+  for (int ki = 0; ki < k; ki++)
+    for (int kj = 0; kj < k; kj++) {
+      const float *src = src0 + (size_t)(ki * k + kj) * ncols;
+      for (int oh = 0; oh < hout; oh++, src += wout) {
+        float *row = pb + (size_t)(oh + ki) * wp + kj;
+        int ow = 0;
+        for (; ow + 16 <= wout; ow += 16)
+          _mm512_storeu_ps(row + ow, _mm512_add_ps(_mm512_loadu_ps(row + ow), _mm512_loadu_ps(src + ow)));
+        if (ow < wout) {
+          __mmask16 m = (__mmask16)((1u << (wout - ow)) - 1);
+          __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, row + ow), _mm512_maskz_loadu_ps(m, src + ow));
+          _mm512_mask_storeu_ps(row + ow, m, v);
         }
       }
+    }
+}
+
+static gboolean have_avx512(void)
+{
+  static gsize have = 0; /* 1: no, 2: yes */
+  if (g_once_init_enter(&have))
+    g_once_init_leave(&have, __builtin_cpu_supports("avx512f") ? 2 : 1);
+  return have == 2;
+}
+#else
+#define TP_CONV_AVX512 0
+#endif
+
+/* Unfold samples x[0..nb) into cols (ncols = nb·hout·wout columns); pb: the bordered plane. */
+static void im2col(const TpWindow *s, int nb, const float *x, float *cols, float *pb)
+{
+  size_t hw = (size_t)s->hout * s->wout, ncols = nb * hw, plane = (size_t)s->hin * s->win;
+  int wp = s->win + 2 * s->pad, st = s->stride, wout = s->wout;
+  memset(pb, 0, sizeof(float) * bordered_floats(s));
+  for (int n = 0; n < nb; n++)
+    for (int c = 0; c < s->cin; c++) {
+      fill_bordered(s, x + ((size_t)n * s->cin + c) * plane, pb);
+#if TP_CONV_AVX512
+      if (st == 1 && have_avx512()) {
+        unfold_avx512(pb, wp, s->k, s->hout, wout, cols + (size_t)c * s->k * s->k * ncols + n * hw, ncols);
+        continue;
+      }
+#endif
+      for (int ki = 0; ki < s->k; ki++)
+        for (int kj = 0; kj < s->k; kj++) {
+          float *dst = cols + ((size_t)(c * s->k + ki) * s->k + kj) * ncols + n * hw;
+          for (int oh = 0; oh < s->hout; oh++, dst += wout) {
+            const float *row = pb + (size_t)(oh * st + ki) * wp + kj;
+            if (st == 1)
+              copy_row(dst, row, wout);
+            else
+              for (int ow = 0; ow < wout; ow++)
+                dst[ow] = row[ow * st];
+          }
+        }
+    }
+}
+
+/* Fold cols back into dx[0..nb) (overwriting it) through the bordered plane pb. */
+static void col2im(const TpWindow *s, int nb, const float *cols, float *dx, float *pb)
+{
+  size_t hw = (size_t)s->hout * s->wout, ncols = nb * hw, plane = (size_t)s->hin * s->win;
+  int wp = s->win + 2 * s->pad, st = s->stride, wout = s->wout;
+  for (int n = 0; n < nb; n++)
+    for (int c = 0; c < s->cin; c++) {
+      memset(pb, 0, sizeof(float) * bordered_floats(s));
+      gboolean folded = FALSE;
+#if TP_CONV_AVX512
+      if (st == 1 && have_avx512()) {
+        fold_avx512(pb, wp, s->k, s->hout, wout, cols + (size_t)c * s->k * s->k * ncols + n * hw, ncols);
+        folded = TRUE;
+      }
+#endif
+      for (int ki = 0; !folded && ki < s->k; ki++)
+        for (int kj = 0; kj < s->k; kj++) {
+          const float *src = cols + ((size_t)(c * s->k + ki) * s->k + kj) * ncols + n * hw;
+          for (int oh = 0; oh < s->hout; oh++, src += wout) {
+            float *row = pb + (size_t)(oh * st + ki) * wp + kj;
+            if (st == 1)
+              add_row(row, src, wout);
+            else
+              for (int ow = 0; ow < wout; ow++)
+                row[ow * st] += src[ow];
+          }
+        }
+      float *dst = dx + ((size_t)n * s->cin + c) * plane;
+      for (int ih = 0; ih < s->hin; ih++)
+        memcpy(dst + (size_t)ih * s->win, pb + (size_t)(ih + s->pad) * wp + s->pad, sizeof(float) * s->win);
+    }
 }
 
 gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
@@ -108,18 +209,20 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
 {
   int K = s->cin * s->k * s->k, chunk = chunk_samples(s, batch);
   size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = s->cout * hw;
+  float *cols = work, *pb = work + ((size_t)K + s->cout) * chunk * hw + (size_t)K * s->cout;
   for (int n0 = 0; n0 < batch; n0 += chunk) {
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
-    float *cols = work;
-    im2col(s, nb, x + n0 * in_sz, cols);
+    im2col(s, nb, x + n0 * in_sz, cols, pb);
     /* one GEMM per sample, straight into y's layout and onto the bias: the columns of sample n
      * are a sub-matrix of cols (leading dimension ncols) */
     for (int n = 0; n < nb; n++) {
-      float *yn = y + (n0 + n) * out_sz;
-      for (int c = 0; c < s->cout; c++)
+      float *restrict yn = y + (n0 + n) * out_sz;
+      for (int c = 0; c < s->cout; c++) {
+        float bc = b ? b[c] : 0.0f;
         for (size_t p = 0; p < hw; p++)
-          yn[c * hw + p] = b ? b[c] : 0.0f;
+          yn[c * hw + p] = bc;
+      }
       if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)hw, K, 1.0f, w, K, cols + n * hw, (int)ncols, 1.0f, yn,
                         (int)hw, err))
         return FALSE;
@@ -131,36 +234,62 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
 gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                               const float *dy, float *dx, float *dw, float *db, float *work, GError **err)
 {
-  int K = s->cin * s->k * s->k, chunk = chunk_samples(s, batch);
-  size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = s->cout * hw;
+  int K = s->cin * s->k * s->k, cout = s->cout, chunk = chunk_samples(s, batch);
+  size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = cout * hw;
+  float *cols = work, *dyt = cols + (size_t)K * chunk * hw, *dwt = dyt + (size_t)cout * chunk * hw;
+  float *pb = dwt + (size_t)K * cout;
+  memset(dwt, 0, sizeof(float) * K * cout);
+  if (chunk == 1 && cout < TP_CONV_TRANSPOSED_MIN_COUT) {
+    for (int n = 0; n < batch; n++) {
+      const float *dyn = dy + n * out_sz;
+      if (db)
+        for (int c = 0; c < cout; c++) {
+          float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+          size_t p = 0;
+          for (; p + 4 <= hw; p += 4)
+            s0 += dyn[c * hw + p], s1 += dyn[c * hw + p + 1], s2 += dyn[c * hw + p + 2], s3 += dyn[c * hw + p + 3];
+          for (; p < hw; p++)
+            s0 += dyn[c * hw + p];
+          db[c] += (s0 + s1) + (s2 + s3);
+        }
+      im2col(s, 1, x + n * in_sz, cols, pb);
+      if (!tp_cpu_sgemm(be, FALSE, TRUE, cout, K, (int)hw, 1.0f, dyn, (int)hw, cols, (int)hw, 1.0f, dw, K, err))
+        return FALSE;
+      if (!dx)
+        continue;
+      if (!tp_cpu_sgemm(be, TRUE, FALSE, K, (int)hw, cout, 1.0f, w, K, dyn, (int)hw, 0.0f, cols, (int)hw, err))
+        return FALSE;
+      col2im(s, 1, cols, dx + n * in_sz, pb);
+    }
+    return TRUE;
+  }
   for (int n0 = 0; n0 < batch; n0 += chunk) {
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
-    float *cols = work, *dyt = work + (size_t)K * ncols;
-    if (nb == 1) /* dy' is dy's own layout */
-      dyt = (float *)dy + n0 * out_sz;
-    for (int n = 0; n < nb; n++)
-      for (int c = 0; c < s->cout; c++) {
-        const float *src = dy + (n0 + n) * out_sz + c * hw;
-        float *dst = dyt + c * ncols + n * hw, sum = 0.0f;
+    for (int n = 0; n < nb; n++) {
+      const float *dyn = dy + (n0 + n) * out_sz;
+      float *dst = dyt + n * hw * cout;
+      for (int c = 0; c < cout; c++) {
+        const float *src = dyn + c * hw;
+        float sum = 0.0f;
         for (size_t p = 0; p < hw; p++)
-          sum += src[p];
+          sum += src[p], dst[p * cout + c] = src[p];
         if (db)
           db[c] += sum;
-        if (nb > 1)
-          memcpy(dst, src, sizeof(float) * hw);
       }
-    im2col(s, nb, x + n0 * in_sz, cols);
-    if (!tp_cpu_sgemm(be, FALSE, TRUE, s->cout, K, (int)ncols, 1.0f, dyt, (int)ncols, cols, (int)ncols, 1.0f, dw,
-                      K, err))
+    }
+    im2col(s, nb, x + n0 * in_sz, cols, pb);
+    if (!tp_cpu_sgemm(be, FALSE, FALSE, K, cout, (int)ncols, 1.0f, cols, (int)ncols, dyt, cout, 1.0f, dwt, cout,
+                      err))
       return FALSE;
     if (!dx)
       continue;
-    if (!tp_cpu_sgemm(be, TRUE, FALSE, K, (int)ncols, s->cout, 1.0f, w, K, dyt, (int)ncols, 0.0f, cols,
-                      (int)ncols, err))
+    if (!tp_cpu_sgemm(be, TRUE, TRUE, K, (int)ncols, cout, 1.0f, w, K, dyt, cout, 0.0f, cols, (int)ncols, err))
       return FALSE;
-    memset(dx + n0 * in_sz, 0, sizeof(float) * nb * in_sz);
-    col2im(s, nb, cols, dx + n0 * in_sz);
+    col2im(s, nb, cols, dx + n0 * in_sz, pb);
   }
+  for (int c = 0; c < cout; c++)
+    for (int k = 0; k < K; k++)
+      dw[(size_t)c * K + k] += dwt[(size_t)k * cout + c];
   return TRUE;
 }

@@ -10,6 +10,34 @@ gboolean tp_cpu_maxpool_forward(const TpBackend *be, const TpWindow *s, int batc
 {
   (void)be, (void)err;
   size_t plane = (size_t)s->hin * s->win, planes = (size_t)batch * s->cin;
+  if (s->pad == 0 && s->k == 2 && s->stride == 2) { /* the common 2×2 window, without branches */
+    const int win = s->win, hout = s->hout, wout = s->wout;
+    for (size_t q = 0; q < planes; q++)
+      for (int oh = 0; oh < hout; oh++) {
+        const float *restrict r0 = x + q * plane + (size_t)2 * oh * win, *restrict r1 = r0 + win;
+        float *restrict yo = y + (q * hout + oh) * wout;
+        /* the maximum as the general case below scans it (a later element wins only when
+         * strictly greater), and its first position: the same argmax */
+        for (int ow = 0; ow < wout; ow++) {
+          float v = r0[2 * ow], c = r0[2 * ow + 1];
+          v = c > v ? c : v;
+          c = r1[2 * ow], v = c > v ? c : v;
+          c = r1[2 * ow + 1], v = c > v ? c : v;
+          yo[ow] = v;
+        }
+        if (!argmax)
+          continue;
+        gint32 *restrict ao = argmax + (q * hout + oh) * wout, at = 2 * oh * win;
+        for (int ow = 0; ow < wout; ow++) {
+          float v = yo[ow];
+          gint32 off = r1[2 * ow] == v ? win : win + 1;
+          off = r0[2 * ow + 1] == v ? 1 : off;
+          off = r0[2 * ow] == v || v != v ? 0 : off; /* a NaN maximum is the first element */
+          ao[ow] = at + 2 * ow + off;
+        }
+      }
+    return TRUE;
+  }
   if (s->pad == 0) { /* every window lies inside the image: no bounds to check */
     for (size_t q = 0; q < planes; q++) {
       const float *src = x + q * plane;
