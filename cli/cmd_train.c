@@ -171,11 +171,6 @@ static gboolean parse_opts(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not a transport (local, mpi)", o->transport);
     return FALSE;
   }
-  if (o->transport && !strcmp(o->transport, "mpi") && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--%s: not with --transport mpi (checkpoints are of the local transport)",
-                o->checkpoint ? "checkpoint" : o->resume ? "resume" : o->ck_every ? "checkpoint-every" : "stop-after");
-    return FALSE;
-  }
   if (o->transport && !strcmp(o->transport, "mpi") && (!tp_mpi_available() || !tp_mpi_launched())) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s",
                 !tp_mpi_available() ? TP_MPI_MISSING : "start it under mpirun (mpirun -np W timeprest train "
@@ -271,16 +266,17 @@ gboolean tp_train_setup(Train *t, GError **err)
   t->versions_match = TRUE;
   if (t->ck.every > t->K)
     t->ck.every = t->K; /* one segment: the run itself */
-  return !o->resume || tp_train_resume(t, err);
+  return !o->resume || t->mpi || tp_train_resume(t, err); /* --transport mpi: once every rank is set up */
 }
 
-/* A run stopped at a checkpoint: one line, and exit 128 + the signal (130 SIGINT, 143 SIGTERM), or 0
- * for --stop-after. */
-static G_NORETURN gboolean stopped(Train *t)
+/* A run stopped at a checkpoint: one line (--transport mpi: from rank 0), and exit 128 + the signal
+ * (130 SIGINT, 143 SIGTERM), or 0 for --stop-after. */
+G_NORETURN void tp_train_stopped(Train *t)
 {
   int sig = t->interrupted;
-  fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-          sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
+  if (t->rank == 0)
+    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
+            sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
   fflush(stdout);
   tp_train_clear(t);
   exit(sig > 0 ? 128 + sig : 0);
@@ -367,7 +363,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       tp_checkpoint_catch_signals();
     ok = ok && tp_train_setup(&t, err) && tp_train_run_all(&t, err);
     if (ok && t.interrupted)
-      return stopped(&t);
+      tp_train_stopped(&t);
     ok = ok && tp_train_write_outputs(&t, err);
   }
   tp_train_clear(&t);

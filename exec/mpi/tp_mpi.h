@@ -46,6 +46,13 @@ gboolean tp_mpi_launched(void);
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails when less than MPI_THREAD_SERIALIZED is
  * provided.  Installs the SIGTERM handler described above. */
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err);
+
+/* For runs that stop at a checkpoint: SIGINT and SIGTERM no longer end the rank; the first is
+ * recorded (tp_mpi_signal returns it) with one line saying so and what the rank waits for, if
+ * anything (so that the line is there should mpirun kill the rank next); a second one ends the
+ * rank at once with the line of the SIGTERM handler above. */
+void tp_mpi_catch_signals(void);
+int tp_mpi_signal(void);
 int tp_mpi_rank(void);
 int tp_mpi_size(void);
 
@@ -75,6 +82,10 @@ void tp_mpi_finalize(TpTransport *t);
 /* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
  * every rank when root < 0.  Waits at most t's timeout (at least 1 s), polling aborts.  Collective. */
 gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err);
+
+/* Broadcast len bytes of buf from rank root to every rank; doing names the step in errors ("while
+ * reading the checkpoint").  Waits as tp_mpi_gather does.  Collective. */
+gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err);
 
 /* Whether text (the arguments that must agree, e.g. the command line) is the same on every rank;
  * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on
