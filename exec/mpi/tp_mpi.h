@@ -4,7 +4,8 @@
  * the simulator's cost model.  This header does not include mpi.h: without MPI (configure found no
  * mpicc) the same functions exist and fail with TP_MPI_MISSING.
  *
- * Messages.  A send posts two MPI_Isend of a private copy: a 24-byte header (kind, mini-batch,
+ * Messages.  A send posts two MPI_Isend of a private copy (send_borrowed: of the caller's buffer,
+ * lent until the send completes and a later call of the transport reaps it): a 24-byte header (kind, mini-batch,
  * micro-batch, length) on one communicator and the payload on another, both with the same MPI tag,
  * the operation's code: ((mb·(N+1) + micro+1)·2 + [kind is B]) modulo (MPI_TAG_UB+1) (micro+1 is 0
  * for a whole mini-batch).  MPI guarantees only MPI_TAG_UB ≥ 32767, so two operations may share a
