@@ -2,7 +2,8 @@
  * ($TP_BIN) under `timeout 60 mpirun`: one rank killed mid-run (SIGKILL) ends every other rank with
  * its line and a non-zero status, and --resume from the last checkpoint ends with the weights of the
  * uninterrupted run; SIGTERM to one rank stops every rank at the next checkpoint (exit 143, one
- * line) and the run resumed ends with the same weights; each rank writes its stage's file; a
+ * line) and the run resumed ends with the same weights; each rank writes its stage's file; rank 0
+ * killed during a commit leaves the previous checkpoint, which resumes to the same weights; a
  * checkpoint of the local transport resumes under MPI and the other way round; another run's
  * checkpoint (-n, -w) and a damaged stage file are refused (exit 2, one line).  The uninterrupted
  * runs are of the local transport, whose weights the MPI transport's equal (test-train-mpi).  Skips
@@ -223,6 +224,35 @@ static void test_across_transports(void)
   rm_tree(root);
 }
 
+/* Rank 0 killed (SIGKILL, TIMEPREST_CHECKPOINT_KILL) during the second checkpoint's commit, every
+ * stage's part of it written: the run ends non-zero, the first checkpoint is the one in force and
+ * resumes to the uninterrupted run's weights. */
+static void test_kill_during_commit(void)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
+  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
+  g_autofree char *want = sha_of_run(0, SHORT, more);
+  g_autofree char *args = g_strdup_printf("--transport mpi " SHORT " --checkpoint %s", dir);
+  const char *kill_env[] = { env[0], "TIMEPREST_CHECKPOINT_KILL=2", NULL };
+  TptMpiRun k = tpt_mpi_run(2, kill_env, bin, (const char *const[]){ "train", NULL }, args);
+  g_test_message("status %d\n%s", k.status, k.err);
+  g_assert_cmpint(k.status, !=, 0);
+  g_assert_cmpint(k.status, !=, 124);
+  for (int s = 1; s <= 2; s++) { /* the second checkpoint's parts were written */
+    g_autofree char *part = g_strdup_printf("%s/state-1-stage%d.bin", dir, s);
+    g_assert_true(g_file_test(part, G_FILE_TEST_EXISTS));
+  }
+  g_assert_cmpint(done_of(dir), ==, 3);
+  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
+  g_autofree char *got = sha_of_run(2, SHORT, resumed);
+  g_assert_cmpstr(got, ==, want);
+  tpt_mpi_run_clear(&k);
+  rm_tree(root);
+}
+
 /* Another run's checkpoint (-n, -w) and a damaged stage file: exit 2, one line. */
 static void test_refused(void)
 {
@@ -279,6 +309,7 @@ int main(int argc, char **argv)
   }
   g_test_add_func("/train-mpi-ckpt/kill-resume", test_kill_resume);
   g_test_add_func("/train-mpi-ckpt/sigterm-resume", test_sigterm_resume);
+  g_test_add_func("/train-mpi-ckpt/kill-during-commit", test_kill_during_commit);
   g_test_add_func("/train-mpi-ckpt/across-transports", test_across_transports);
   g_test_add_func("/train-mpi-ckpt/refused", test_refused);
   return g_test_run();
