@@ -193,10 +193,10 @@ static gboolean parse_opts(Train *t, GError **err)
   gboolean ranks = o->transport && strcmp(o->transport, "local") != 0; /* one process per stage */
   if (g_strcmp0(o->transport, "nccl") == 0 && !check_nccl(o, err))
     return FALSE;
-  if (ranks && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--%s: not with --transport %s (checkpoints are of the local transport)",
-                o->checkpoint ? "checkpoint" : o->resume ? "resume" : o->ck_every ? "checkpoint-every" : "stop-after",
-                o->transport);
+  if (g_strcmp0(o->transport, "nccl") == 0 && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--%s: not with --transport nccl yet (checkpoints are of the local "
+                "and mpi transports)",
+                o->checkpoint ? "checkpoint" : o->resume ? "resume" : o->ck_every ? "checkpoint-every" : "stop-after");
     return FALSE;
   }
   if (ranks && (!tp_mpi_available() || !tp_mpi_launched())) {
@@ -301,16 +301,17 @@ gboolean tp_train_setup(Train *t, GError **err)
   t->versions_match = TRUE;
   if (t->ck.every > t->K)
     t->ck.every = t->K; /* one segment: the run itself */
-  return !o->resume || tp_train_resume(t, err);
+  return !o->resume || t->mpi || tp_train_resume(t, err); /* --transport mpi: once every rank is set up */
 }
 
-/* A run stopped at a checkpoint: one line, and exit 128 + the signal (130 SIGINT, 143 SIGTERM), or 0
- * for --stop-after. */
-static G_NORETURN gboolean stopped(Train *t)
+/* A run stopped at a checkpoint: one line (--transport mpi: from rank 0), and exit 128 + the signal
+ * (130 SIGINT, 143 SIGTERM), or 0 for --stop-after. */
+G_NORETURN void tp_train_stopped(Train *t)
 {
   int sig = t->interrupted;
-  fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-          sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
+  if (t->rank == 0)
+    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
+            sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
   fflush(stdout);
   tp_train_clear(t);
   exit(sig > 0 ? 128 + sig : 0);
@@ -400,7 +401,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       tp_checkpoint_catch_signals();
     ok = ok && tp_train_setup(&t, err) && tp_train_run_all(&t, err);
     if (ok && t.interrupted)
-      return stopped(&t);
+      tp_train_stopped(&t);
     ok = ok && tp_train_write_outputs(&t, err);
   }
   tp_train_clear(&t);

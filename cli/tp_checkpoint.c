@@ -24,6 +24,7 @@ void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np)
   c->id_keys = g_ptr_array_new_with_free_func(g_free);
   c->id_vals = g_ptr_array_new_with_free_func(g_free);
   c->W = W;
+  c->lo = 0, c->hi = W;
   c->np = g_new0(size_t, W);
   c->weights = g_new0(float *, W);
   c->mom = g_new0(float *, W);
@@ -128,13 +129,14 @@ static gboolean put_file(const char *dir, const char *name, const void *data, gs
   return TRUE;
 }
 
-static char *state_bytes(const TpCheckpoint *c, gsize *len)
+/* Stages lo..hi-1's weights then momentum, stage after stage, as little-endian float32. */
+static char *state_bytes(const TpCheckpoint *c, int lo, int hi, gsize *len)
 {
   gsize n = 0;
-  for (int s = 0; s < c->W; s++)
+  for (int s = lo; s < hi; s++)
     n += 2 * c->np[s];
   guint32 *out = g_new(guint32, n ? n : 1), *q = out;
-  for (int s = 0; s < c->W; s++) {
+  for (int s = lo; s < hi; s++) {
     const float *src[2] = { c->weights[s], c->mom[s] };
     for (int h = 0; h < 2; h++)
       for (size_t i = 0; i < c->np[s]; i++, q++) {
@@ -163,13 +165,19 @@ static char *join_ints(const GArray *a)
   return g_string_free(s, FALSE);
 }
 
-static char *metadata(const TpCheckpoint *c, const char *state, const char *sha, gsize bytes)
+/* The metadata naming n state files (one for every stage, or one per stage) and their sha256. */
+static char *metadata(const TpCheckpoint *c, const char *const *state, const char *const *sha, int n, gsize bytes)
 {
   g_autoptr(GKeyFile) k = g_key_file_new();
   g_key_file_set_integer(k, "checkpoint", "format", FORMAT);
   g_key_file_set_integer(k, "checkpoint", "generation", c->generation);
-  g_key_file_set_string(k, "checkpoint", "state", state);
-  g_key_file_set_string(k, "checkpoint", "state_sha256", sha);
+  if (n == 1) {
+    g_key_file_set_string(k, "checkpoint", "state", state[0]);
+    g_key_file_set_string(k, "checkpoint", "state_sha256", sha[0]);
+  } else {
+    g_key_file_set_string_list(k, "checkpoint", "state", state, (gsize)n);
+    g_key_file_set_string_list(k, "checkpoint", "state_sha256", sha, (gsize)n);
+  }
   g_key_file_set_uint64(k, "checkpoint", "state_bytes", bytes);
   for (guint i = 0; i < c->id_keys->len; i++)
     g_key_file_set_string(k, "identity", c->id_keys->pdata[i], c->id_vals->pdata[i]);
@@ -210,38 +218,109 @@ static char *metadata(const TpCheckpoint *c, const char *state, const char *sha,
   return g_string_free(text, FALSE);
 }
 
-/* Remove the state files and temporaries of earlier checkpoints (all but keep). */
-static void remove_stale(const char *dir, const char *keep)
+/* What a file of a checkpoint directory is: a state file "state-G.bin" (every stage: stage 0) or
+ * "state-G-stageS.bin", or a temporary one of those (".NAME.XXXXXX"), or the metadata's temporary
+ * (ini); FALSE for anything else. */
+static gboolean file_kind(const char *name, gboolean *ini, int *gen, int *stage)
+{
+  *ini = FALSE, *gen = -1, *stage = 0;
+  if (g_str_has_prefix(name, "." TP_CHECKPOINT_INI "."))
+    return *ini = TRUE;
+  const char *p = name + (name[0] == '.');
+  if (!g_str_has_prefix(p, "state-"))
+    return FALSE;
+  char *end = NULL;
+  guint64 g = g_ascii_strtoull(p + 6, &end, 10);
+  if (end == p + 6 || g > G_MAXINT)
+    return FALSE;
+  *gen = (int)g;
+  if (g_str_has_prefix(end, "-stage")) {
+    guint64 st = g_ascii_strtoull(end + 6, &end, 10);
+    if (st < 1 || st > 4096)
+      return FALSE;
+    *stage = (int)st;
+  }
+  return g_str_has_prefix(end, ".bin");
+}
+
+/* Remove from dir the state files and temporaries of other checkpoints than generation keep:
+ * stage < 0: every one but the whole-run file of keep (and the metadata's temporaries); stage 0:
+ * the whole-run files and the metadata's temporaries; stage S: stage S's files but keep's. */
+static void remove_stale(const char *dir, int keep, int stage)
 {
   g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
   const char *name;
-  while (d && (name = g_dir_read_name(d)))
-    if (strcmp(name, keep) != 0 && ((g_str_has_prefix(name, "state-") && g_str_has_suffix(name, ".bin")) ||
-                                    g_str_has_prefix(name, ".state-") || g_str_has_prefix(name, "." TP_CHECKPOINT_INI))) {
+  while (d && (name = g_dir_read_name(d))) {
+    gboolean ini, tmp = name[0] == '.';
+    int gen, st;
+    if (!file_kind(name, &ini, &gen, &st))
+      continue;
+    gboolean mine = ini ? stage <= 0 : stage < 0 || st == stage;
+    gboolean current = !ini && !tmp && gen == keep && (stage < 0 ? st == 0 : st == stage);
+    if (mine && !current) {
       g_autofree char *p = g_build_filename(dir, name, NULL);
       g_unlink(p);
     }
+  }
 }
 
-gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **err)
+/* The metadata in place: the commit of a checkpoint (kill: the test hook of TP_CHECKPOINT_KILL_ENV). */
+static gboolean put_metadata(const char *dir, const TpCheckpoint *c, const char *const *state, const char *const *sha,
+                             int n, gsize bytes, GError **err)
 {
   static int writes;
   const char *kill_at = g_getenv(TP_CHECKPOINT_KILL_ENV);
   gboolean kill = kill_at && atoi(kill_at) == ++writes;
+  g_autofree char *meta = metadata(c, state, sha, n, bytes);
+  return put_file(dir, TP_CHECKPOINT_INI, meta, strlen(meta), kill, err) && sync_dir(dir, err);
+}
+
+gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **err)
+{
   if (g_mkdir_with_parents(dir, 0777) != 0)
     return fail_errno(dir, "create the directory of", err);
   gsize len = 0;
-  g_autofree char *bytes = state_bytes(c, &len);
+  g_autofree char *bytes = state_bytes(c, 0, c->W, &len);
   g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
   g_autofree char *state = g_strdup_printf("state-%d.bin", c->generation);
-  g_autofree char *meta = metadata(c, state, sha, len);
   /* the new state under its own name first, then the metadata that names it: until that rename the
    * previous metadata and its state file are the checkpoint */
+  const char *names[] = { state }, *shas[] = { sha };
   if (!put_file(dir, state, bytes, len, FALSE, err) || !sync_dir(dir, err) ||
-      !put_file(dir, TP_CHECKPOINT_INI, meta, strlen(meta), kill, err) || !sync_dir(dir, err))
+      !put_metadata(dir, c, names, shas, 1, len, err))
     return FALSE;
-  remove_stale(dir, state);
+  remove_stale(dir, c->generation, -1);
   return TRUE;
+}
+
+gboolean tp_checkpoint_write_part(const char *dir, const TpCheckpoint *c, int stage, char sha[65], GError **err)
+{
+  if (g_mkdir_with_parents(dir, 0777) != 0)
+    return fail_errno(dir, "create the directory of", err);
+  gsize len = 0;
+  g_autofree char *bytes = state_bytes(c, stage, stage + 1, &len);
+  g_autofree char *sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  g_autofree char *state = g_strdup_printf("state-%d-stage%d.bin", c->generation, stage + 1);
+  g_strlcpy(sha, sum, 65);
+  return put_file(dir, state, bytes, len, FALSE, err) && sync_dir(dir, err);
+}
+
+gboolean tp_checkpoint_commit_parts(const char *dir, const TpCheckpoint *c, const char *const *sha, GError **err)
+{
+  char **names = g_new0(char *, c->W + 1);
+  gsize bytes = 0;
+  for (int s = 0; s < c->W; s++) {
+    names[s] = g_strdup_printf("state-%d-stage%d.bin", c->generation, s + 1);
+    bytes += 2 * c->np[s] * 4;
+  }
+  gboolean ok = put_metadata(dir, c, (const char *const *)names, sha, c->W, bytes, err);
+  g_strfreev(names);
+  return ok;
+}
+
+void tp_checkpoint_remove_stale(const char *dir, int generation, int stage)
+{
+  remove_stale(dir, generation, stage < 0 ? 0 : stage + 1);
 }
 
 /* ---- reading ----------------------------------------------------------------------------------- */
@@ -282,28 +361,20 @@ static gboolean split_ints(const char *text, GArray *a)
   return TRUE;
 }
 
-/* The metadata's text checked against its seal, then parsed. */
-static GKeyFile *read_metadata(const char *path, GError **err)
+/* The metadata's text (path names it in errors) checked against its seal, then parsed. */
+static GKeyFile *parse_metadata(const char *path, const char *text, gsize len, GError **err)
 {
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    if (g_error_matches(e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-      bad(err, path, "no checkpoint here");
-    else
-      bad(err, path, "cannot read the checkpoint: %s", e->message);
-    g_error_free(e);
-    return NULL;
-  }
-  char *seal = g_strrstr(text, SEAL);
+  if (memchr(text, '\0', len))
+    return bad(err, path, "not a whole checkpoint (truncated or not one)"), NULL;
+  const char *seal = g_strrstr_len(text, (gssize)len, SEAL);
   if (!seal)
     return bad(err, path, "not a whole checkpoint (truncated or not one)"), NULL;
   g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text, (gsize)(seal - text));
   const char *rec = seal + strlen(SEAL);
-  if (strlen(rec) != 65 || strncmp(rec, sha, 64) != 0 || rec[64] != '\n')
+  if ((gsize)(rec - text) + 65 != len || strncmp(rec, sha, 64) != 0 || rec[64] != '\n')
     return bad(err, path, "corrupt: its sha256 does not match its contents"), NULL;
   GKeyFile *k = g_key_file_new();
+  GError *e = NULL;
   if (!g_key_file_load_from_data(k, text, len, G_KEY_FILE_NONE, &e)) {
     bad(err, path, "%s", e->message);
     g_error_free(e);
@@ -313,16 +384,40 @@ static GKeyFile *read_metadata(const char *path, GError **err)
   return k;
 }
 
-static gboolean read_state(const char *dir, GKeyFile *k, TpCheckpoint *c, GError **err)
+char *tp_checkpoint_read_meta(const char *dir, gsize *len, GError **err)
 {
-  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
-  g_autofree char *want = g_key_file_get_string(k, "checkpoint", "state_sha256", NULL);
+  g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
+  char *text = NULL;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, len, &e)) {
+    if (g_error_matches(e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+      bad(err, path, "no checkpoint here");
+    else
+      bad(err, path, "cannot read the checkpoint: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  return text;
+}
+
+/* Bytes of stages lo..hi-1's state. */
+static gsize range_bytes(const TpCheckpoint *c, int lo, int hi)
+{
+  gsize n = 0;
+  for (int s = lo; s < hi; s++)
+    n += 2 * c->np[s] * 4;
+  return n;
+}
+
+/* One state file, holding stages lo..hi-1, checked against its sha256; the stages of c->lo..c->hi-1
+ * among them decoded into c. */
+static gboolean read_state_file(const char *dir, const char *name, const char *want, int lo, int hi, TpCheckpoint *c,
+                                GError **err)
+{
   g_autofree char *path = g_build_filename(dir, name ? name : "?", NULL);
   g_autofree char *bytes = NULL;
-  gsize len = 0, n = 0;
-  for (int s = 0; s < c->W; s++)
-    n += 2 * c->np[s] * 4;
-  if (!name || strchr(name, '/') || !want || !g_file_get_contents(path, &bytes, &len, NULL))
+  gsize len = 0, n = range_bytes(c, lo, hi);
+  if (!name || !*name || strchr(name, '/') || !want || !g_file_get_contents(path, &bytes, &len, NULL))
     return bad(err, path, "cannot read the checkpoint's state");
   if (len != n)
     return bad(err, path, "%zu bytes, the checkpoint says %zu (truncated or corrupt)", (size_t)len, (size_t)n);
@@ -330,10 +425,13 @@ static gboolean read_state(const char *dir, GKeyFile *k, TpCheckpoint *c, GError
   if (strcmp(sha, want) != 0)
     return bad(err, path, "corrupt: its sha256 does not match the checkpoint's");
   const guint32 *q = (const guint32 *)(gpointer)bytes;
-  for (int s = 0; s < c->W; s++) {
+  for (int s = lo; s < hi; s++) {
+    gboolean wanted = s >= c->lo && s < c->hi;
     float *dst[2] = { c->weights[s], c->mom[s] };
     for (int h = 0; h < 2; h++)
       for (size_t i = 0; i < c->np[s]; i++, q++) {
+        if (!wanted)
+          continue;
         guint32 u = GUINT32_FROM_LE(*q);
         memcpy(&dst[h][i], &u, 4);
       }
@@ -341,10 +439,27 @@ static gboolean read_state(const char *dir, GKeyFile *k, TpCheckpoint *c, GError
   return TRUE;
 }
 
-static gboolean read_into(const char *dir, TpCheckpoint *c, GError **err)
+/* The state files the metadata names: one holding every stage, or one per stage. */
+static gboolean read_state(const char *dir, const char *path, GKeyFile *k, TpCheckpoint *c, GError **err)
+{
+  gsize n = 0, m = 0;
+  g_auto(GStrv) names = g_key_file_get_string_list(k, "checkpoint", "state", &n, NULL);
+  g_auto(GStrv) shas = g_key_file_get_string_list(k, "checkpoint", "state_sha256", &m, NULL);
+  if (!names || !shas || n != m || (n != 1 && n != (gsize)c->W))
+    return bad(err, path, "not a checkpoint of this format (its state files)");
+  if (n == 1)
+    return read_state_file(dir, names[0], shas[0], 0, c->W, c, err);
+  for (int s = c->lo; s < c->hi; s++)
+    if (!read_state_file(dir, names[s], shas[s], s, s + 1, c, err))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int lo, int hi, TpCheckpoint *c,
+                          GError **err)
 {
   g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
-  g_autoptr(GKeyFile) k = read_metadata(path, err);
+  g_autoptr(GKeyFile) k = parse_metadata(path, meta, meta_len, err);
   if (!k)
     return FALSE;
   GError *e = NULL;
@@ -360,6 +475,8 @@ static gboolean read_into(const char *dir, TpCheckpoint *c, GError **err)
   }
   tp_checkpoint_init(c, W, e ? NULL : np);
   g_free(np);
+  c->lo = hi < 0 ? 0 : MIN(MAX(lo, 0), W);
+  c->hi = hi < 0 ? W : MIN(MAX(hi, c->lo), W);
   if (e) {
     g_error_free(e);
     return bad(err, path, "not a checkpoint of this format");
@@ -402,16 +519,25 @@ static gboolean read_into(const char *dir, TpCheckpoint *c, GError **err)
     return bad(err, path, "not a checkpoint of this format (a key is missing or malformed)");
   if (c->plan_tail && !*c->plan_tail)
     g_clear_pointer(&c->plan_tail, g_free);
-  return read_state(dir, k, c, err);
+  return read_state(dir, path, k, c, err);
+}
+
+gboolean tp_checkpoint_parse(const char *dir, const char *meta, gsize len, int lo, int hi, TpCheckpoint *c,
+                             GError **err)
+{
+  memset(c, 0, sizeof *c);
+  if (read_into(dir, meta, len, lo, hi, c, err))
+    return TRUE;
+  tp_checkpoint_clear(c);
+  return FALSE;
 }
 
 gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err)
 {
+  gsize len = 0;
+  g_autofree char *meta = tp_checkpoint_read_meta(dir, &len, err);
   memset(c, 0, sizeof *c);
-  if (read_into(dir, c, err))
-    return TRUE;
-  tp_checkpoint_clear(c);
-  return FALSE;
+  return meta && tp_checkpoint_parse(dir, meta, len, 0, -1, c, err);
 }
 
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run)

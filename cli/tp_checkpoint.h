@@ -1,8 +1,11 @@
 /* tp_checkpoint.h — the training checkpoint on disk: a directory holding checkpoint.ini (GKeyFile:
- * the run's identity, its position, the plan, the log so far, sha256 of the state file and of
- * itself) and state-G.bin (every stage's latest weights then momentum, little-endian float32),
- * written atomically (temporary file, fsync, rename, fsync of the directory) so that a run killed
- * while writing leaves the previous checkpoint whole. */
+ * the run's identity, its position, the plan, the log so far, sha256 of the state files and of
+ * itself) and the state: state-G.bin (every stage's latest weights then momentum, little-endian
+ * float32; one process ran every stage) or state-G-stageS.bin, one file per stage S in the same
+ * layout (one process per stage, --transport mpi: each writes its own).  Everything is written
+ * atomically (temporary file, fsync, rename, fsync of the directory) and the state files, under
+ * names of their generation G, before the metadata that names them: its rename is the commit, so
+ * that a run killed at any moment leaves the previous checkpoint whole. */
 #ifndef TP_CHECKPOINT_H
 #define TP_CHECKPOINT_H
 
@@ -28,6 +31,7 @@ typedef struct {
   TpDataPos pos;             /* the data order's position after them */
   guint32 seed;
   int W;
+  int lo, hi;                /* the stages whose state weights/mom hold (taken, written or read) */
   size_t *np;                /* [W] floats per stage */
   float **weights, **mom;    /* [W][np] */
   char *plan, *plan_tail;    /* the schedules run (CSV): a segment, and the shorter last one (or NULL) */
@@ -41,7 +45,7 @@ typedef struct {
   GArray *correct;              /* int, idem */
 } TpCheckpoint;
 
-/* An empty checkpoint for W stages of np[s] floats (buffers allocated, arrays empty). */
+/* An empty checkpoint for W stages of np[s] floats (buffers allocated, arrays empty; lo..hi = every stage). */
 void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np);
 void tp_checkpoint_clear(TpCheckpoint *c);
 void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value);
@@ -50,9 +54,28 @@ void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value);
  * metadata is in place.  TP_ERROR_RUNTIME naming the file on failure. */
 gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **err);
 
+/* One process per stage: the state of stage (0-based) into dir/state-G-stageS.bin, durably (temporary
+ * file, fsync, rename, fsync of dir), its sha256 (hex) into sha.  Nothing is committed yet. */
+gboolean tp_checkpoint_write_part(const char *dir, const TpCheckpoint *c, int stage, char sha[65], GError **err);
+
+/* Once every stage's part is written (sha[s] their sha256): the metadata naming them, put in place
+ * atomically — the commit. */
+gboolean tp_checkpoint_commit_parts(const char *dir, const TpCheckpoint *c, const char *const *sha, GError **err);
+
+/* After a commit of generation: remove stage's files of other generations and its temporaries
+ * (stage < 0: the whole-run state files and the metadata's temporaries). */
+void tp_checkpoint_remove_stale(const char *dir, int generation, int stage);
+
 /* Read the checkpoint in dir, every checksum verified.  TP_ERROR_INPUT naming the file for a
  * missing, truncated or corrupt checkpoint. */
 gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err);
+
+/* The same in two steps, for processes that share the metadata: its text as read from dir, then
+ * the checkpoint from that text (its seal checked) with the state of stages lo..hi-1 only (hi < 0:
+ * every stage) read from dir. */
+char *tp_checkpoint_read_meta(const char *dir, gsize *len, GError **err);
+gboolean tp_checkpoint_parse(const char *dir, const char *meta, gsize len, int lo, int hi, TpCheckpoint *c,
+                             GError **err);
 
 /* NULL when c's identity equals (keys, vals); otherwise one line naming the first difference. */
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run);
@@ -86,9 +109,10 @@ typedef struct {
 
 void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);
 
-/* Every stage's latest weights and momentum from rt into c (initialised for rt's stages), and back
- * (TP_ERROR_INPUT naming dir when a stage's parameter count differs). */
-gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, GError **err);
+/* Stages lo..hi-1's (hi < 0: every stage's) latest weights and momentum from rt into c (initialised
+ * for rt's stages), and c's stages c->lo..c->hi-1 back (TP_ERROR_INPUT naming dir when a stage's
+ * parameter count differs). */
+gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi, GError **err);
 gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char *dir, GError **err);
 
 /* A schedule of the checkpoint's plan (CSV text), parsed and validated. */

@@ -83,7 +83,7 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)
   tp_checkpoint_id(c, "data", id->data ? id->data : TP_DATA_DEFAULT_DIR);
 }
 
-gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, GError **err)
+gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi, GError **err)
 {
   int W = tp_runtime_stages(rt);
   size_t *np = g_new(size_t, W);
@@ -91,8 +91,9 @@ gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, GError **err)
     np[s] = tp_runtime_n_params(rt, s);
   tp_checkpoint_init(c, W, np);
   g_free(np);
+  c->lo = lo, c->hi = hi < 0 ? W : hi;
   gboolean ok = TRUE;
-  for (int s = 0; ok && s < W; s++)
+  for (int s = c->lo; ok && s < c->hi; s++)
     ok = tp_runtime_get_state(rt, s, c->weights[s], c->mom[s], err);
   return ok;
 }
@@ -106,7 +107,7 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
       return FALSE;
     }
   gboolean ok = TRUE;
-  for (int s = 0; ok && s < c->W; s++)
+  for (int s = c->lo; ok && s < c->hi; s++)
     ok = tp_runtime_set_state(rt, s, c->weights[s], c->mom[s], err);
   return ok;
 }

@@ -77,6 +77,8 @@ gboolean tp_train_setup(Train *t, GError **err);
 void tp_train_clear(Train *t);
 /* What the stages' compute shares, for the prediction: the cores on cpu; on cuda the GPUs in use. */
 int tp_train_prediction_devices(const Train *t);
+/* A run stopped at a checkpoint (t->interrupted): its line, and the exit. */
+G_NORETURN void tp_train_stopped(Train *t);
 
 /* tp_train_run.c: every run (epoch) of the schedule, cut into checkpointed segments; --resume. */
 gboolean tp_train_run_all(Train *t, GError **err);
@@ -93,5 +95,10 @@ gboolean tp_train_mpi_same_schedule(Train *t, GError **err);
 gboolean tp_train_mpi_barrier(Train *t, GError **err);
 void tp_train_mpi_links_json(const Train *t, GString *out);
 void tp_train_mpi_links_text(const Train *t, GString *out);
+/* Checkpoints over MPI (README: Checkpoints): --resume's checkpoint with this rank's stage's state;
+ * a checkpoint of every stage, committed once every rank's part is on disk (*sig: a signal any rank
+ * caught, 0: none). */
+gboolean tp_train_mpi_read_checkpoint(Train *t, const char *dir, TpCheckpoint *c, GError **err);
+gboolean tp_train_mpi_save(Train *t, const TpCheckpoint *c, int *sig, GError **err);
 
 #endif

@@ -10,6 +10,7 @@
 #include "tp_backend_cuda.h"
 #endif
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,74 @@ void tp_train_mpi_links_text(const Train *t, GString *out)
   g_string_append_c(out, '\n');
 }
 
+/* ---- checkpoints over MPI --------------------------------------------------------------------------- */
+
+gboolean tp_train_mpi_read_checkpoint(Train *t, const char *dir, TpCheckpoint *c, GError **err)
+{
+  const char *doing = "reading the checkpoint";
+  gint64 len = -1;
+  g_autofree char *meta = NULL;
+  GError *e = NULL;
+  if (t->rank == 0) {
+    gsize n = 0;
+    if ((meta = tp_checkpoint_read_meta(dir, &n, &e)))
+      len = (gint64)n;
+  }
+  if (!tp_mpi_bcast(t->mpi, 0, &len, sizeof len, doing, err)) {
+    g_clear_error(&e);
+    return FALSE;
+  }
+  if (len < 0) { /* rank 0 says why */
+    if (e)
+      g_propagate_error(err, e);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: rank 0 cannot read the checkpoint in %s", dir);
+    return FALSE;
+  }
+  if (t->rank != 0)
+    meta = g_malloc((gsize)len + 1);
+  return tp_mpi_bcast(t->mpi, 0, meta, (size_t)len, doing, err) &&
+         tp_checkpoint_parse(dir, meta, (gsize)len, t->rank, t->rank + 1, c, err);
+}
+
+/* Each rank writes its stage's part durably; a gather, which also shares the signals the ranks
+ * caught, tells rank 0 that every part is on disk; rank 0 commits the metadata and says so; only
+ * then does each rank remove its stage's files of older checkpoints.  A rank that fails returns
+ * FALSE (the caller ends the job): until the commit the previous checkpoint is the one in force. */
+gboolean tp_train_mpi_save(Train *t, const TpCheckpoint *c, int *sig, GError **err)
+{
+  typedef struct {
+    gint32 sig;
+    char sha[65];
+  } Part;
+  Part mine;
+  memset(&mine, 0, sizeof mine);
+  if (!tp_checkpoint_write_part(t->ck.dir, c, t->rank, mine.sha, err))
+    return FALSE;
+  mine.sig = tp_mpi_signal();
+  g_autofree Part *all = g_new0(Part, t->W);
+  if (!tp_mpi_gather(t->mpi, -1, &mine, sizeof mine, all, err))
+    return FALSE;
+  *sig = 0;
+  for (int r = 0; r < t->W && !*sig; r++)
+    *sig = all[r].sig;
+  gint64 committed = 0;
+  if (t->rank == 0) {
+    g_autofree const char **shas = g_new(const char *, t->W);
+    for (int r = 0; r < t->W; r++)
+      shas[r] = all[r].sha;
+    if (!tp_checkpoint_commit_parts(t->ck.dir, c, shas, err))
+      return FALSE;
+    committed = 1;
+  }
+  if (!tp_mpi_bcast(t->mpi, 0, &committed, sizeof committed, "committing the checkpoint", err))
+    return FALSE;
+  tp_checkpoint_remove_stale(t->ck.dir, c->generation, t->rank);
+  if (t->rank == 0)
+    tp_checkpoint_remove_stale(t->ck.dir, c->generation, -1);
+  return TRUE;
+}
+
 /* --transport nccl, once every rank is set up: the NCCL transport on the GPU of this rank's stage
  * (collective), carrying the stages' activations and gradients between GPU buffers; MPI keeps the
  * rest (profiles, links, the schedule's digest, the final gather).  A rank that cannot start it
@@ -114,21 +183,13 @@ static gboolean start_nccl(Train *t)
   return TRUE;
 }
 
-/* mpirun -np W timeprest train --transport mpi …: what every rank must agree on before training
- * (the same arguments, -np = W, a setup that worked) ends every rank with the first failing rank's
- * status, printed by that rank alone; a failure once training has begun ends the job with one line
- * per rank (tp_mpi_fail); rank 0 reports. */
-gboolean tp_train_mpi(Train *t, const char *args, GError **err)
+/* ---- the command ------------------------------------------------------------------------------------ */
+
+/* What every rank must agree on before training: ok (this rank's outcome, e its error) on every
+ * rank, else every rank ends with the first failing rank's status, printed by that rank alone (it
+ * gets FALSE and err; the others exit). */
+static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
 {
-  if (!tp_mpi_init(NULL, NULL, err))
-    return FALSE;
-  t->rank = tp_mpi_rank();
-  GError *e = NULL;
-  if (!(t->mpi = tp_mpi_new(t->N, t->peer_timeout, &e)))
-    tp_mpi_fail(NULL, e->message, 1);
-  gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
-                tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
-  t->mpi->N = t->N; /* a schedule file's N */
   gint64 status = ok ? 0 : tp_error_exit_status(e);
   g_autofree gint64 *all = g_new(gint64, tp_mpi_size());
   GError *ge = NULL;
@@ -136,6 +197,7 @@ gboolean tp_train_mpi(Train *t, const char *args, GError **err)
     tp_mpi_fail(t->mpi, ge->message, 1);
   for (int r = 0; r < tp_mpi_size(); r++)
     if (all[r]) {
+      signal(SIGTERM, SIG_IGN); /* mpirun's, once the first rank has exited: nothing to report */
       tp_mpi_finalize(t->mpi);
       t->mpi = NULL;
       if (r == t->rank) {
@@ -146,15 +208,47 @@ gboolean tp_train_mpi(Train *t, const char *args, GError **err)
       tp_train_clear(t);
       exit((int)all[r]); /* rank r says why */
     }
+  return TRUE;
+}
+
+/* mpirun -np W timeprest train --transport mpi …: the set-up agreed (the same arguments, -np = W, a
+ * setup that worked, then --resume's checkpoint read); a failure once training has begun ends the
+ * job with one line per rank (tp_mpi_fail); rank 0 reports.  A run stopped at a checkpoint ends
+ * every rank with the same status. */
+gboolean tp_train_mpi(Train *t, const char *args, GError **err)
+{
+  if (!tp_mpi_init(NULL, NULL, err))
+    return FALSE;
+  if (t->ck.dir)
+    tp_mpi_catch_signals();
+  t->rank = tp_mpi_rank();
+  GError *e = NULL;
+  if (!(t->mpi = tp_mpi_new(t->N, t->peer_timeout, &e)))
+    tp_mpi_fail(NULL, e->message, 1);
+  gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
+                tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
+  t->mpi->N = t->N; /* a schedule file's N */
+  if (!agree(t, ok, e, err))
+    return FALSE;
+  if (t->o.resume) {
+    ok = tp_train_resume(t, &e);
+    if (!agree(t, ok, e, err))
+      return FALSE;
+  }
   if (!g_strcmp0(t->o.transport, "nccl") && !start_nccl(t))
     return FALSE; /* not reached */
   if (!tp_train_run_all(t, &e))
     tp_mpi_fail(t->mpi, e->message, 1);
   tp_transport_free(t->nccl); /* waits for its last sends */
   t->nccl = NULL;
+  if (t->interrupted) {
+    signal(SIGTERM, SIG_IGN);
+    tp_mpi_finalize(t->mpi);
+    t->mpi = NULL;
+    tp_train_stopped(t);
+  }
   ok = t->rank != 0 || tp_train_write_outputs(t, err);
   tp_mpi_finalize(t->mpi);
   t->mpi = NULL;
   return ok;
 }
-

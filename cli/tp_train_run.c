@@ -29,7 +29,8 @@ gboolean tp_train_resume(Train *t, GError **err)
 {
   const char *dir = t->o.resume;
   TpCheckpoint c, run;
-  if (!tp_checkpoint_read(dir, &c, err)) {
+  /* --transport mpi: rank 0's metadata, this rank's stage's state */
+  if (!(t->mpi ? tp_train_mpi_read_checkpoint(t, dir, &c, err) : tp_checkpoint_read(dir, &c, err))) {
     g_prefix_error(err, "--resume: ");
     return FALSE;
   }
@@ -65,11 +66,13 @@ gboolean tp_train_resume(Train *t, GError **err)
   return ok;
 }
 
-/* The run's state at a drained point: epoch complete runs, index mini-batches into the next. */
-static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
+/* The run's state at a drained point: epoch complete runs, index mini-batches into the next
+ * (--transport mpi: every rank its stage's, rank 0 the metadata).  *sig: a signal caught (on any
+ * rank), so that the run stops here. */
+static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError **err)
 {
   TpCheckpoint c;
-  gboolean ok = tp_checkpoint_take(&c, t->rt, err);
+  gboolean ok = tp_checkpoint_take(&c, t->rt, t->mpi ? t->rank : 0, t->mpi ? t->rank + 1 : -1, err);
   run_identity(t, &c);
   g_autoptr(GString) plan = g_string_new(NULL), tail = g_string_new(NULL);
   tp_format_csv(t->s, plan);
@@ -85,7 +88,13 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, GError **err)
   GArray *to[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
   for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], from[i]->data, from[i]->len);
-  ok = ok && tp_checkpoint_write(t->ck.dir, &c, err);
+  *sig = 0;
+  if (t->mpi)
+    ok = ok && tp_train_mpi_save(t, &c, sig, err);
+  else {
+    ok = ok && tp_checkpoint_write(t->ck.dir, &c, err);
+    *sig = tp_checkpoint_signal();
+  }
   tp_checkpoint_clear(&c);
   return ok;
 }
@@ -293,11 +302,12 @@ gboolean tp_train_run_all(Train *t, GError **err)
       gboolean ends = i0 + len == K;
       ok = ok && (!ends || t->rank != 0 || end_run(t, e, err)); /* --transport mpi: rank 0 reports */
       if (ok && t->ck.dir && (ends || t->ck.every)) {
-        ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, err);
+        int sig = 0;
+        ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, &sig, err);
         t->ck_epoch = e + 1, t->ck_index = i0 + len;
         gboolean last = ends && e + 1 == t->runs;
-        if (ok && !last && (tp_checkpoint_signal() || (t->ck.stop_after && t->done_before >= t->ck.stop_after)))
-          t->interrupted = tp_checkpoint_signal() ? tp_checkpoint_signal() : -1;
+        if (ok && !last && (sig || (t->ck.stop_after && t->done_before >= t->ck.stop_after)))
+          t->interrupted = sig ? sig : -1;
       }
     }
   }

@@ -6,6 +6,7 @@
 #include "tp_error.h"
 #include "tp_index.h"
 #include "tp_local.h"
+#include "tp_outbox.h"
 #include "tp_policy.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
@@ -243,6 +244,7 @@ typedef struct {
   gboolean host;     /* the backend works on host memory: the staging buffers are the buffers */
   float *in, *out, *dout, *din;         /* in the backend's memory */
   float *h_in, *h_out, *h_dout, *h_din; /* their host staging (data, messages) */
+  TpOutbox *box[2];  /* h_out, h_din: taken from these for each message, lent with its send */
   gint32 *labels;
   uint8_t *lab8;
   TpSaved **saved;   /* [tp_key] the forward's saved state until its backward */
@@ -252,6 +254,28 @@ typedef struct {
 } Stage;
 
 static double now_s(const Shared *sh) { return (double)(g_get_monotonic_time() - sh->origin) / 1e6; }
+
+/* The buffer of the next outgoing message (which 0: activations, h_out; 1: input gradients, h_din):
+ * a free one of the outbox (on a host backend it is also the buffer the network writes). */
+static void take_message(Stage *g, int which)
+{
+  float **h = which ? &g->h_din : &g->h_out, **dev = which ? &g->din : &g->out;
+  if (!*h)
+    *h = tp_outbox_take(g->box[which]);
+  if (g->host)
+    *dev = *h;
+}
+
+/* Send it, lent to the transport until sent (no copy where the transport can lend). */
+static gboolean send_message(Stage *g, int which, int to, const TpTag *tag, size_t len, GError **err)
+{
+  float **h = which ? &g->h_din : &g->h_out;
+  float *buf = *h;
+  *h = NULL;
+  if (g->host)
+    *(which ? &g->din : &g->out) = NULL;
+  return tp_outbox_send(g->box[which], buf, g->sh->tr, g->st, to, tag, len, err);
+}
 
 static TpSaved *saved_take(Stage *g, int n, GError **err)
 {
@@ -316,6 +340,8 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     return FALSE;
   guint64 gmb = (guint64)(sh->first_mb + op->mb - 1);
   tp_saved_set_seed(sv, tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1))));
+  if (!last)
+    take_message(g, 0);
   TpLossStats stats = { 0, 0 };
   if (!tp_net_forward(g->net, w, g->in, n, last ? NULL : g->out, sv, last ? g->labels : NULL, last ? &stats : NULL,
                       err)) {
@@ -337,6 +363,9 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   }
   size_t len = (size_t)n * g->out_e * sizeof(float);
   rec->bytes = (double)len;
+  if (tp_rt_link_via_host(sh->links, g->st, g->st + 1)) /* the host buffer, lent to the transport */
+    return tp_rt_down(g->be, g->h_out, g->out, (size_t)n * g->out_e, err) &&
+           send_message(g, 0, g->st + 1, &tag, len, err);
   return tp_rt_send(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->out, g->h_out, (size_t)n * g->out_e, err);
 }
 
@@ -363,6 +392,8 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   int lo = whole ? 0 : op->micro, hi = whole ? (from_whole ? 1 : g->N) : op->micro + 1;
   rec->version = G_MAXINT;
   rec->match = TRUE;
+  if (g->st > 0)
+    take_message(g, 1);
   int blended = -1; /* the stashed version the blend buffer holds (micro-batches mostly share one) */
   for (int j = lo; j < hi; j++) {
     int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
@@ -401,6 +432,9 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
     return TRUE;
   size_t len = (size_t)n * g->in_e * sizeof(float);
   rec->bytes = (double)len;
+  if (tp_rt_link_via_host(sh->links, g->st, g->st - 1))
+    return tp_rt_down(g->be, g->h_din, g->din, (size_t)n * g->in_e, err) &&
+           send_message(g, 1, g->st - 1, &tag, len, err);
   return tp_rt_send(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->din, g->h_din, (size_t)n * g->in_e, err);
 }
 
@@ -468,8 +502,8 @@ static gpointer stage_main(gpointer data)
   g.host = tp_rt_on_host(g.be);
   g.in_e = tp_net_in_elems(g.net), g.out_e = tp_net_out_elems(g.net);
   g.h_in = g_new(float, (size_t)g.B * g.in_e);
-  g.h_din = g_new(float, (size_t)g.B * g.in_e);
-  g.h_out = g_new(float, (size_t)g.B * g.out_e);
+  g.box[0] = tp_outbox_new((size_t)g.B * g.out_e);
+  g.box[1] = tp_outbox_new((size_t)g.B * g.in_e);
   g.h_dout = g_new(float, (size_t)g.B * g.out_e);
   g.labels = g_new(gint32, g.B);
   g.lab8 = g_new(uint8_t, g.B);
@@ -481,7 +515,7 @@ static gpointer stage_main(gpointer data)
     g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
   GError *err = NULL;
   if (g.host)
-    g.in = g.h_in, g.din = g.h_din, g.out = g.h_out, g.dout = g.h_dout;
+    g.in = g.h_in, g.dout = g.h_dout; /* out and din: the message buffers, taken for each message */
   else if (!(g.in = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
            !(g.din = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
            !(g.out = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.out_e, &err)) ||
@@ -511,7 +545,13 @@ static gpointer stage_main(gpointer data)
     for (int i = 0; i < 4; i++)
       tp_rt_buf_free(g.be, FALSE, dev[i]);
   }
-  g_free(g.h_in), g_free(g.h_din), g_free(g.h_out), g_free(g.h_dout), g_free(g.labels), g_free(g.lab8);
+  for (int i = 0; i < 2; i++) {
+    float *h = i ? g.h_din : g.h_out;
+    if (h)
+      tp_outbox_give(g.box[i], h);
+    tp_outbox_release(g.box[i]);
+  }
+  g_free(g.h_in), g_free(g.h_dout), g_free(g.labels), g_free(g.lab8);
   g_free(g.saved), g_free(g.fver), g_free(g.fwd_done);
   return NULL;
 }

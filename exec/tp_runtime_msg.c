@@ -108,6 +108,12 @@ static void pool_give(Link *k, float *p)
   g_mutex_unlock(&k->lock);
 }
 
+gboolean tp_rt_link_via_host(TpRtLinks *l, int from, int to)
+{
+  Mode m = link_of(l, from, to)->mode;
+  return m == MODE_HOST || m == MODE_STAGED;
+}
+
 gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from, int to, const TpTag *tag,
                     const float *dev, float *host, size_t n, GError **err)
 {

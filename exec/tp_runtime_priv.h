@@ -54,6 +54,9 @@ TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr);
 void tp_rt_links_free(TpRtLinks *l);
 gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from, int to, const TpTag *tag,
                     const float *dev, float *host, size_t n, GError **err);
+/* TRUE where the link from → to moves messages through host memory (the stage then lends its host
+ * buffer to the transport itself, tp_outbox.h, instead of calling tp_rt_send). */
+gboolean tp_rt_link_via_host(TpRtLinks *l, int from, int to);
 gboolean tp_rt_recv(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int to, int from, const TpTag *tag, float *dev,
                     float *host, size_t n, GError **err);
 

@@ -5,7 +5,7 @@
  * Messages travel between neighbouring stages only (stage s to s+1 carries activations, s+1 to s
  * gradients).  Each message is tagged with the operation that sent it; a receiver asks for a tag
  * and gets exactly that message, whatever order messages arrived in.  A send never blocks the
- * sender's compute order (the payload is copied or queued).  A receive waits at most timeout_s and
+ * sender's compute order (the payload is copied or queued; send_borrowed lends it instead).  A receive waits at most timeout_s and
  * then fails naming the peer stage and the operation it waited for; abort() makes every waiting
  * and later receive fail at once, so a failing stage ends the run instead of hanging it.
  * Stages are 0-based here and 1-based in messages. */
@@ -63,7 +63,26 @@ struct TpTransport {
   /* Messages and bytes sent from → to so far. */
   void (*stats)(TpTransport *t, int from, int to, TpLinkStats *out);
   void (*free)(TpTransport *t);
+  /* Optional (NULL: tp_transport_send_borrowed copies through send): send without copying.  The
+   * transport reads data until it calls done(done_data) — once, from any thread, when the payload
+   * is sent or the send failed; the caller must not write data before.  A transport freed with a
+   * send in flight may never call it (the run failed; MPI may still read the buffer). */
+  gboolean (*send_borrowed)(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+                            void (*done)(void *done_data), void *done_data, GError **err);
 };
+
+/* Send data lent to the transport until done(done_data) (see send_borrowed); a transport without
+ * its own way copies it at once and calls done before returning. */
+static inline gboolean tp_transport_send_borrowed(TpTransport *t, int from, int to, const TpTag *tag, const void *data,
+                                                  size_t len, void (*done)(void *), void *done_data, GError **err)
+{
+  if (t->send_borrowed)
+    return t->send_borrowed(t, from, to, tag, data, len, done, done_data, err);
+  gboolean ok = t->send(t, from, to, tag, data, len, err);
+  if (done)
+    done(done_data);
+  return ok;
+}
 
 static inline void tp_transport_free(TpTransport *t)
 {

@@ -8,6 +8,7 @@
  * missing or cannot start processes here. */
 #include "tp_mpi.h"
 #include "tp_test.h"
+#include "tp_test_mpi.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -302,89 +303,42 @@ static int worker(int argc, char **argv)
 
 static char *self;
 
-typedef struct {
-  int status; /* exit status, or 128 + signal */
-  double secs;
-  char *out, *err;
-} MpiRun;
-
-static void mpi_run_clear(MpiRun *r)
-{
-  g_free(r->out);
-  g_free(r->err);
-}
+typedef TptMpiRun MpiRun;
+#define mpi_run_clear tpt_mpi_run_clear
+#define count tpt_count
 
 /* timeout 60 mpirun --oversubscribe -np np SELF --worker args…, with env (NAME=VALUE, NULL-ended). */
 static MpiRun mpi_run(int np, const char *const *env, const char *const *args)
 {
-  char nps[16];
-  g_snprintf(nps, sizeof nps, "%d", np);
-  GPtrArray *argv = g_ptr_array_new();
-  const char *head[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np", nps, self, "--worker" };
-  for (guint i = 0; i < G_N_ELEMENTS(head); i++)
-    g_ptr_array_add(argv, (char *)head[i]);
-  for (int i = 0; args[i]; i++)
-    g_ptr_array_add(argv, (char *)args[i]);
-  g_ptr_array_add(argv, NULL);
-  char **envp = g_get_environ();
-  envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT", "1", TRUE);
-  envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", TRUE);
-  /* a killed rank's job: mpirun sends the others SIGTERM, then SIGKILL after this many seconds
-   * (default 1, too short under load for a rank's SIGTERM handler to print its line) */
-  envp = g_environ_setenv(envp, "OMPI_MCA_odls_base_sigkill_timeout", "10", TRUE);
-  /* MPI's own allocations are not this project's leaks */
-  const char *asan = g_environ_getenv(envp, "ASAN_OPTIONS");
-  char *asan2 = g_strdup_printf("%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
-  envp = g_environ_setenv(envp, "ASAN_OPTIONS", asan2, TRUE);
-  g_free(asan2);
-  for (int i = 0; env && env[i]; i++) {
-    char **kv = g_strsplit(env[i], "=", 2);
-    envp = g_environ_setenv(envp, kv[0], kv[1], TRUE);
-    g_strfreev(kv);
-  }
-  MpiRun r = { 0 };
-  GError *e = NULL;
-  int wait = 0;
-  gint64 t0 = g_get_monotonic_time();
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &r.out, &r.err, &wait,
-                             &e));
-  g_assert_no_error(e);
-  r.secs = (g_get_monotonic_time() - t0) / 1e6;
-  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
-  g_ptr_array_free(argv, TRUE);
-  g_strfreev(envp);
-  return r;
+  const char *all[16] = { "--worker" };
+  for (int i = 0; args[i] && i + 2 < (int)G_N_ELEMENTS(all); i++)
+    all[i + 1] = args[i];
+  return tpt_mpi_run(np, env, self, all, NULL);
 }
 
 /* Whether mpirun can start two processes here (else the tests skip, saying why). */
 static gboolean mpi_usable(void)
 {
-  static int usable = -1;
-  static char *why;
-  if (usable < 0) {
-    char *mpirun = g_find_program_in_path("mpirun"), *timeout = g_find_program_in_path("timeout");
-    if (!mpirun || !timeout)
-      why = g_strdup(!mpirun ? "mpirun not found" : "timeout not found");
-    else {
-      const char *args[] = { "hello", NULL };
-      MpiRun r = mpi_run(2, NULL, args);
-      if (r.status != 0)
-        why = g_strdup_printf("mpirun cannot start 2 processes here (status %d): %.300s", r.status, r.err);
-      mpi_run_clear(&r);
-    }
-    usable = why == NULL;
-    g_free(mpirun);
-    g_free(timeout);
-  }
-  if (!usable)
+  const char *why = tpt_mpi_unusable();
+  if (why)
     g_test_skip(why);
-  return usable;
+  return why == NULL;
 }
 
 static void expect_success(MpiRun *r)
 {
   if (r->status != 0)
     g_error("mpirun exited with %d\n--- stdout\n%s--- stderr\n%s", r->status, r->out, r->err);
+}
+
+/* A rank knows it was started by mpirun. */
+static void test_hello(void)
+{
+  if (!mpi_usable())
+    return;
+  MpiRun r = mpi_run(2, NULL, (const char *const[]){ "hello", NULL });
+  expect_success(&r);
+  mpi_run_clear(&r);
 }
 
 static void test_pipelines(gconstpointer data)
@@ -414,14 +368,6 @@ static void test_tags(void)
   g_assert_nonnull(strstr(r.out, "transport link 1->2: latency"));
   g_assert_nonnull(strstr(r.out, "plain MPI link 1->2: latency"));
   mpi_run_clear(&r);
-}
-
-static int count(const char *text, const char *what)
-{
-  int n = 0;
-  for (const char *p = text; (p = strstr(p, what)); p++)
-    n++;
-  return n;
 }
 
 static void test_size(void)
@@ -478,6 +424,7 @@ int main(int argc, char **argv)
     return worker(argc, argv);
   g_test_init(&argc, &argv, NULL);
   self = g_canonicalize_filename(argv[0], NULL);
+  g_test_add_func("/mpi/hello", test_hello);
   g_test_add_data_func("/mpi/pipelines/2", GINT_TO_POINTER(2), test_pipelines);
   g_test_add_data_func("/mpi/pipelines/3", GINT_TO_POINTER(3), test_pipelines);
   g_test_add_data_func("/mpi/pipelines/3-shared-tags", GINT_TO_POINTER(13), test_pipelines);

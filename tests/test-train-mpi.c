@@ -1,10 +1,11 @@
 /* test-train-mpi.c — `timeprest train --transport mpi` through the binary ($TP_BIN) under
- * `timeout 60 mpirun`: W = 2 and 3 ranks end with the weights (weights_sha256) of the local
- * transport for the same arguments and the unit-slot order, every read of the version the schedule
- * names; -np other than W and a run without mpirun are refused (exit 2, one line); a rank killed or
- * stopped (SIGSTOP) mid-run ends every other rank with one line naming the rank, stage and
- * operation it waited for, well within the outer timeout.  The mpirun cases skip, saying why, where
- * mpirun cannot start processes here or the build has no MPI. */
+ * `timeout 60 mpirun`: W = 2, 3 and 4 ranks end with the weights (weights_sha256) of the local
+ * transport for gpipe, pipedream and timeprest with the same arguments and the unit-slot order,
+ * every read of the version the schedule names; -np other than W and a run without mpirun are
+ * refused (exit 2, one line); a rank killed or stopped (SIGSTOP) mid-run ends every other rank with
+ * one line naming the rank, stage and operation it waited for, well within the outer timeout.
+ * Checkpoints (test-train-mpi-ckpt.c) are tested in a program of their own.  The mpirun cases skip,
+ * saying why, where mpirun cannot start processes here or the build has no MPI. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <signal.h>
@@ -14,103 +15,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tp_test_mpi.h"
+
 static const char *bin;
 
-typedef struct {
-  int status; /* exit status, or 128 + signal */
-  double secs;
-  char *out, *err;
-} Run;
+typedef TptMpiRun Run;
+#define run_clear tpt_mpi_run_clear
+#define count tpt_count
 
-static void run_clear(Run *r)
-{
-  g_clear_pointer(&r->out, g_free);
-  g_clear_pointer(&r->err, g_free);
-}
-
-static char **run_env(const char *mark)
-{
-  char **envp = g_get_environ();
-  envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT", "1", TRUE);
-  envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", TRUE);
-  /* a killed rank's job: mpirun sends the others SIGTERM, then SIGKILL after this many seconds
-   * (default 1, too short under load for a rank's SIGTERM handler to print its line) */
-  envp = g_environ_setenv(envp, "OMPI_MCA_odls_base_sigkill_timeout", "10", TRUE);
-  const char *asan = g_environ_getenv(envp, "ASAN_OPTIONS"); /* MPI's own allocations are not ours */
-  g_autofree char *asan2 = g_strdup_printf("%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
-  envp = g_environ_setenv(envp, "ASAN_OPTIONS", asan2, TRUE);
-  if (mark)
-    envp = g_environ_setenv(envp, "TP_TEST_MARK", mark, TRUE);
-  return envp;
-}
-
-/* argv: np > 0: timeout 60 mpirun --oversubscribe -np np BIN train ARGS; np = 0: BIN train ARGS. */
-static GPtrArray *command(int np, const char *args)
-{
-  GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
-  if (np > 0) {
-    const char *head[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np" };
-    for (guint i = 0; i < G_N_ELEMENTS(head); i++)
-      g_ptr_array_add(argv, g_strdup(head[i]));
-    g_ptr_array_add(argv, g_strdup_printf("%d", np));
-  }
-  g_ptr_array_add(argv, g_strdup(bin));
-  g_ptr_array_add(argv, g_strdup("train"));
-  g_auto(GStrv) words = g_strsplit(args, " ", -1);
-  for (int i = 0; words[i]; i++)
-    if (*words[i])
-      g_ptr_array_add(argv, g_strdup(words[i]));
-  g_ptr_array_add(argv, NULL);
-  return argv;
-}
-
+/* np > 0: timeout 60 mpirun --oversubscribe -np np BIN train ARGS; np = 0: BIN train ARGS. */
 static Run run(int np, const char *args)
 {
-  g_autoptr(GPtrArray) argv = command(np, args);
-  g_auto(GStrv) envp = run_env(NULL);
-  Run r = { 0 };
-  GError *e = NULL;
-  int wait = 0;
-  gint64 t0 = g_get_monotonic_time();
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &r.out, &r.err, &wait,
-                             &e));
-  g_assert_no_error(e);
-  r.secs = (double)(g_get_monotonic_time() - t0) / 1e6;
-  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
-  return r;
-}
-
-static int count(const char *text, const char *what)
-{
-  int n = 0;
-  for (const char *p = text; (p = strstr(p, what)); p++)
-    n++;
-  return n;
+  return tpt_mpi_run(np, NULL, bin, (const char *const[]){ "train", NULL }, args);
 }
 
 /* Whether mpirun can start this build's --transport mpi here (else the test skips, saying why). */
 static gboolean mpi_usable(void)
 {
   static int usable = -1;
-  static char *why;
+  static const char *why;
   if (usable < 0) {
-    g_autofree char *mpirun = g_find_program_in_path("mpirun"), *timeout = g_find_program_in_path("timeout");
     Run r = run(0, "--transport mpi -w 2");
-    if (strstr(r.err, "no MPI support"))
-      why = g_strdup("this build has no MPI support");
-    else if (!mpirun || !timeout)
-      why = g_strdup(!mpirun ? "mpirun not found" : "timeout not found");
-    else {
-      GError *e = NULL;
-      int wait = 0;
-      const char *argv[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np", "2", "true", NULL };
-      g_auto(GStrv) envp = run_env(NULL);
-      g_autofree char *out = NULL, *err = NULL;
-      if (!g_spawn_sync(NULL, (char **)argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e) ||
-          !WIFEXITED(wait) || WEXITSTATUS(wait) != 0)
-        why = g_strdup_printf("mpirun cannot start 2 processes here: %.300s", e ? e->message : err);
-      g_clear_error(&e);
-    }
+    why = strstr(r.err, "no MPI support") ? "this build has no MPI support" : tpt_mpi_unusable();
     run_clear(&r);
     usable = why == NULL;
   }
@@ -119,18 +45,7 @@ static gboolean mpi_usable(void)
   return usable;
 }
 
-/* The value of "name": "..." or "name": word in a JSON report. */
-static char *json_value(const char *json, const char *name)
-{
-  g_autofree char *key = g_strdup_printf("\"%s\": ", name);
-  const char *p = strstr(json, key);
-  if (!p)
-    return NULL;
-  p += strlen(key);
-  if (*p == '"')
-    return g_strndup(p + 1, strcspn(p + 1, "\""));
-  return g_strndup(p, strcspn(p, ",}"));
-}
+#define json_value tpt_json_value
 
 static void expect_success(const Run *r)
 {
@@ -213,7 +128,7 @@ static void test_other_args(void)
   g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 %s train %s -s gpipe : -np 1 %s "
                                           "train %s -s timeprest", bin, common, bin, common);
   g_auto(GStrv) argv = g_strsplit(line, " ", -1);
-  g_auto(GStrv) envp = run_env(NULL);
+  g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
   g_autofree char *out = NULL, *err = NULL;
   int wait = 0;
   GError *e = NULL;
@@ -235,54 +150,6 @@ static void test_no_mpirun(void)
   g_assert_cmpint(count(r.err, "\n"), ==, 1);
   g_assert_cmpstr(r.out, ==, "");
   run_clear(&r);
-}
-
-/* Checkpoints are of the local transport: --checkpoint, --resume, --checkpoint-every and --stop-after
- * with --transport mpi are refused, one line, exit 2, with or without mpirun. */
-static void test_no_checkpoints(void)
-{
-  g_autofree char *dir = g_dir_make_tmp("tp-train-mpi-XXXXXX", NULL);
-  g_assert_nonnull(dir);
-  const char *flags[] = { "--checkpoint", "--resume", "--checkpoint-every 1 --csv", "--stop-after 1 --csv" };
-  const char *names[] = { "--checkpoint", "--resume", "--checkpoint-every", "--stop-after" };
-  for (guint i = 0; i < G_N_ELEMENTS(flags); i++)
-    for (int np = 0; np <= (mpi_usable() ? 2 : 0); np += 2) {
-      g_autofree char *args = g_strdup_printf("--transport mpi -w 2 -k 2 --data synthetic %s %s", flags[i], dir);
-      Run r = run(np, args);
-      g_autofree char *want = g_strdup_printf("timeprest train: %s: not with --transport mpi", names[i]);
-      g_assert_cmpint(r.status, ==, 2);
-      g_assert_true(g_str_has_prefix(r.err, want));
-      g_assert_cmpint(count(r.err, want), ==, MAX(np, 1)); /* every rank refuses alike, nothing else said */
-      g_assert_cmpstr(r.out, ==, "");
-      run_clear(&r);
-    }
-  g_assert_cmpint(g_rmdir(dir), ==, 0); /* nothing written into it */
-}
-
-/* The pid of rank `rank` of the job whose environment carries TP_TEST_MARK=mark, or 0. */
-static pid_t find_rank(const char *mark, int rank)
-{
-  g_autofree char *want_mark = g_strdup_printf("TP_TEST_MARK=%s", mark);
-  g_autofree char *want_rank = g_strdup_printf("OMPI_COMM_WORLD_RANK=%d", rank);
-  GDir *d = g_dir_open("/proc", 0, NULL);
-  pid_t found = 0;
-  for (const char *name; d && !found && (name = g_dir_read_name(d));) {
-    if (!g_ascii_isdigit(name[0]))
-      continue;
-    g_autofree char *path = g_strdup_printf("/proc/%s/environ", name);
-    g_autofree char *env = NULL;
-    gsize len = 0;
-    if (!g_file_get_contents(path, &env, &len, NULL))
-      continue;
-    gboolean m = FALSE, r = FALSE;
-    for (gsize at = 0; at < len; at += strlen(env + at) + 1)
-      m = m || !strcmp(env + at, want_mark), r = r || !strcmp(env + at, want_rank);
-    if (m && r)
-      found = (pid_t)atoi(name);
-  }
-  if (d)
-    g_dir_close(d);
-  return found;
 }
 
 /* Whether process pid has a thread named name (the runtime names each stage's thread "stage-S"). */
@@ -309,19 +176,15 @@ static void test_fault(gconstpointer data)
     return;
   int sig = GPOINTER_TO_INT(data);
   g_autofree char *mark = g_strdup_printf("%d-%d-%d", (int)getpid(), sig, g_random_int_range(0, 1 << 30));
-  g_autoptr(GPtrArray) argv = command(3, "--transport mpi -s timeprest -w 3 -n 2 -k 3000 --batch 64 "
-                                         "--data synthetic --order-from slots --quiet --peer-timeout 1.5");
-  g_auto(GStrv) envp = run_env(mark);
-  GPid child;
+  g_autoptr(GPtrArray) argv = tpt_mpi_command(3, bin, (const char *const[]){ "train", NULL },
+                                              "--transport mpi -s timeprest -w 3 -n 2 -k 3000 --batch 64 "
+                                              "--data synthetic --order-from slots --quiet --peer-timeout 1.5");
+  g_auto(GStrv) envp = tpt_mpi_env(NULL, mark);
   int err_fd = -1;
-  GError *e = NULL;
   gint64 t0 = g_get_monotonic_time();
-  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv->pdata, envp,
-                                         G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
-                                         NULL, NULL, &child, NULL, NULL, &err_fd, &e));
-  g_assert_no_error(e);
+  GPid child = tpt_mpi_start(argv, envp, &err_fd);
   pid_t victim = 0;
-  for (int i = 0; i < 400 && !(victim = find_rank(mark, 1)); i++)
+  for (int i = 0; i < 400 && !(victim = tpt_mpi_find_rank(mark, 1)); i++)
     g_usleep(25000);
   /* once its stage thread runs, training has begun */
   for (int i = 0; victim && i < 800 && !has_thread(victim, "stage-2"); i++)
@@ -330,16 +193,11 @@ static void test_fault(gconstpointer data)
     g_usleep(300000);
     kill(victim, sig);
   }
-  GString *err = g_string_new(NULL);
-  char buf[4096];
-  for (ssize_t n; (n = read(err_fd, buf, sizeof buf)) > 0;)
-    g_string_append_len(err, buf, n);
-  close(err_fd);
-  int wait = 0;
-  waitpid(child, &wait, 0);
-  g_spawn_close_pid(child);
-  double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
-  int status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128 + WTERMSIG(wait);
+  Run r = tpt_mpi_finish(child, err_fd, t0);
+  double secs = r.secs;
+  int status = r.status;
+  GString *err = g_string_new(r.err);
+  run_clear(&r);
   g_test_message("signal %d: status %d after %.2f s\n%s", sig, status, secs, err->str);
   if (!victim) {
     g_string_free(err, TRUE);
@@ -379,12 +237,13 @@ int main(int argc, char **argv)
     return 1;
   }
   g_test_add_func("/train-mpi/no-mpirun", test_no_mpirun);
-  g_test_add_func("/train-mpi/no-checkpoints", test_no_checkpoints);
-  g_test_add_data_func("/train-mpi/weights/gpipe-2", "gpipe 2", test_same_weights);
-  g_test_add_data_func("/train-mpi/weights/timeprest-2", "timeprest 2", test_same_weights);
-  g_test_add_data_func("/train-mpi/weights/gpipe-3", "gpipe 3", test_same_weights);
-  g_test_add_data_func("/train-mpi/weights/timeprest-3", "timeprest 3", test_same_weights);
-  g_test_add_data_func("/train-mpi/weights/pipedream-3", "pipedream 3", test_same_weights);
+  static const char *const cases[] = { "gpipe 2", "pipedream 2", "timeprest 2", "gpipe 3", "pipedream 3",
+                                       "timeprest 3", "gpipe 4", "pipedream 4", "timeprest 4" };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *path = g_strdup_printf("/train-mpi/weights/%s", cases[i]);
+    *strchr(path + strlen("/train-mpi/weights/"), ' ') = '-';
+    g_test_add_data_func(path, cases[i], test_same_weights);
+  }
   g_test_add_func("/train-mpi/size", test_size);
   g_test_add_func("/train-mpi/other-arguments", test_other_args);
   g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);

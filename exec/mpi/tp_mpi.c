@@ -1,5 +1,5 @@
 /* tp_mpi.c — the MPI transport's send, receive, abort and counters (the message scheme is in
- * tp_mpi.h): sends post MPI_Isend of a copy and are reaped later; receives post MPI_Irecv for the
+ * tp_mpi.h): sends post MPI_Isend of a copy (or of the caller's lent buffer) and are reaped later; receives post MPI_Irecv for the
  * header of their operation's code and test it until it comes, the timeout passes or an abort
  * arrives. */
 #include "tp_mpi_priv.h"
@@ -7,6 +7,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 void tp_mpi_who(int rank, char *buf, size_t len)
 {
@@ -58,11 +61,23 @@ static gboolean cancel_recv(MPI_Request *req)
   return cancelled;
 }
 
-int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv)
+/* Sleeps of this thread as long as asked, not 50 µs more (Linux's default timer slack). */
+static void precise_sleeps(void)
+{
+#ifdef __linux__
+  static __thread gboolean set;
+  if (!set) {
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    set = TRUE;
+  }
+#endif
+}
+
+int tp_mpi_wait_spin(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv, gint64 spin_us)
 {
   gint64 start = g_get_monotonic_time();
-  gulong nap = 20;
-  for (guint i = 0;; i++) {
+  gulong nap = 10;
+  for (;;) {
     int done = 0;
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS)
@@ -74,22 +89,37 @@ int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv)
     gint64 now = g_get_monotonic_time();
     if (deadline && now >= deadline)
       return !is_recv || cancel_recv(req) ? 1 : 0;
-    /* spin briefly (latency), yield for 2 ms (bandwidth: MPI progresses in MPI_Test), then sleep a
-     * little longer each time, at most 200 µs (CPU for the other ranks on the node) */
-    if (i < 64)
+    /* poll for spin_us (a message on its way: latency, and MPI moves large messages only inside
+     * its calls), then sleep, a little longer each time, at most 200 µs: a rank waiting for its
+     * peer's computation leaves the core to the computing threads */
+    if (now - start < spin_us)
       continue;
     g_rec_mutex_unlock(&m->lock);
-    if (now - start < 2000)
-      g_thread_yield();
-    else {
-      g_usleep(nap);
-      nap = MIN(nap * 2, 200);
-    }
+    precise_sleeps();
+    g_usleep(nap);
+    nap = MIN(nap * 2, 200);
     g_rec_mutex_lock(&m->lock);
   }
 }
 
+int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv)
+{
+  return tp_mpi_wait_spin(m, req, deadline, is_recv, TP_MPI_SPIN_US);
+}
+
 enum { SPARE_MAX = 8 };
+
+/* A send that is over: a lent buffer back to its owner, a copy's buffer to the spares (or freed). */
+static void give_back(TpMpi *m, TpMpiSend *s)
+{
+  if (s->done) {
+    s->done(s->done_data);
+    g_free(s); /* the header alone */
+  } else if (m->spare->len < SPARE_MAX)
+    g_ptr_array_add(m->spare, s);
+  else
+    g_free(s);
+}
 
 /* Move the sends whose requests have completed to the spare buffers (or free them). */
 static void reap(TpMpi *m)
@@ -104,10 +134,7 @@ static void reap(TpMpi *m)
     }
     g_ptr_array_index(m->pending, i) = NULL;
     g_ptr_array_remove_index_fast(m->pending, i);
-    if (m->spare->len < SPARE_MAX)
-      g_ptr_array_add(m->spare, s);
-    else
-      g_free(s);
+    give_back(m, s);
   }
 }
 
@@ -135,13 +162,18 @@ static char *reason_of(TpMpi *m)
   return r;
 }
 
-static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
-                         GError **err)
+/* Post the header and the payload (data; lent: the caller's buffer until done(done_data), else
+ * copied first). */
+static gboolean post_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+                          gboolean lent, void (*done)(void *), void *done_data, GError **err)
 {
   TpMpi *m = (TpMpi *)t;
   int side = tp_transport_side(m->base.W, m->rank, to);
-  if (from != m->rank || side < 0)
+  if (from != m->rank || side < 0) {
+    if (done)
+      done(done_data);
     return tp_transport_bad_link(m->base.W, m->rank, from, from, to, err);
+  }
   char name[48], me[40], peer[40];
   tp_tag_name(t, tag, name, sizeof name);
   tp_mpi_who(from, me, sizeof me);
@@ -149,27 +181,35 @@ static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, con
   g_rec_mutex_lock(&m->lock);
   if (tp_mpi_poll_abort(m)) {
     g_rec_mutex_unlock(&m->lock);
+    if (done)
+      done(done_data);
     char *r = reason_of(m);
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted before %s was sent to %s: %s", me, name, peer, r);
     g_free(r);
     return FALSE;
   }
   reap(m);
-  TpMpiSend *s = send_buffer(m, len);
+  TpMpiSend *s;
+  if (lent) {
+    s = g_malloc(sizeof(TpMpiSend));
+    s->cap = 0;
+  } else
+    s = send_buffer(m, len);
+  s->done = lent ? done : NULL, s->done_data = done_data;
   s->hdr = tp_msg_hdr(tag, len);
-  if (len)
+  if (len && !lent)
     memcpy(s->data, data, len);
   int code = tp_mpi_code(m, tag);
   int rc = MPI_Isend(&s->hdr, sizeof s->hdr, MPI_BYTE, to, code, m->hdr_comm, &s->req[0]);
   if (rc == MPI_SUCCESS) {
-    rc = MPI_Isend(s->data, (int)len, MPI_BYTE, to, code, m->data_comm, &s->req[1]);
+    rc = MPI_Isend(lent ? data : s->data, (int)len, MPI_BYTE, to, code, m->data_comm, &s->req[1]);
     if (rc != MPI_SUCCESS)
       s->req[1] = MPI_REQUEST_NULL;
     g_ptr_array_add(m->pending, s);
     m->sent[side].messages++;
     m->sent[side].bytes += len;
   } else
-    g_ptr_array_add(m->spare, s);
+    give_back(m, s);
   g_rec_mutex_unlock(&m->lock);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -178,6 +218,18 @@ static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, con
     return FALSE;
   }
   return TRUE;
+}
+
+static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+                         GError **err)
+{
+  return post_send(t, from, to, tag, data, len, FALSE, NULL, NULL, err);
+}
+
+static gboolean mpi_send_borrowed(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+                                  void (*done)(void *), void *done_data, GError **err)
+{
+  return post_send(t, from, to, tag, data, len, TRUE, done, done_data, err);
 }
 
 /* The held message of this operation from side, removed from the held list, or NULL. */
@@ -189,11 +241,12 @@ static void abort_error(TpMpi *m, const char *me, const char *what, const char *
               m->reason ? m->reason : "aborted");
 }
 
-/* Wait for one request of the receive described by what; on failure sets err (lock held). */
-static gboolean wait_for(TpMpi *m, MPI_Request *req, gint64 deadline, const char *me, const char *what,
+/* Wait for one request of the receive described by what, polling spin_us before sleeping; on
+ * failure sets err (lock held). */
+static gboolean wait_for(TpMpi *m, MPI_Request *req, gint64 deadline, gint64 spin_us, const char *me, const char *what,
                          const char *peer, GError **err)
 {
-  int w = tp_mpi_wait(m, req, deadline, TRUE);
+  int w = tp_mpi_wait_spin(m, req, deadline, TRUE, spin_us);
   if (w == 0)
     return TRUE;
   if (w == 1)
@@ -222,15 +275,16 @@ static gboolean recv_locked(TpMpi *m, int side, int from, const TpTag *tag, void
     TpMpiHdr hdr;
     MPI_Request req;
     if (MPI_Irecv(&hdr, sizeof hdr, MPI_BYTE, from, code, m->hdr_comm, &req) != MPI_SUCCESS ||
-        !wait_for(m, &req, deadline, me, name, peer, err))
+        !wait_for(m, &req, deadline, TP_MPI_SPIN_US + (gint64)(len >> 11), me, name, peer, err))
       break;
     TpTag ht = { hdr.kind, hdr.mb, hdr.micro };
     gboolean mine = tp_tag_equal(&ht, tag) && hdr.len == len;
     TpMpiHeld *other = mine ? NULL : g_malloc(sizeof(TpMpiHeld) + hdr.len);
     if (other)
       other->hdr = hdr;
+    /* the payload follows its header at once: poll while it moves (up to 10 ms) */
     if (MPI_Irecv(mine ? data : other->data, (int)hdr.len, MPI_BYTE, from, code, m->data_comm, &req) != MPI_SUCCESS ||
-        !wait_for(m, &req, deadline, me, name, peer, err)) {
+        !wait_for(m, &req, deadline, 10000, me, name, peer, err)) {
       g_free(other);
       break;
     }
@@ -326,8 +380,9 @@ static void mpi_free(TpTransport *t)
     gboolean done = TRUE;
     for (int k = 0; k < 2; k++)
       done = done && tp_mpi_wait(m, &s->req[k], deadline, FALSE) == 0;
-    if (!done)
-      g_ptr_array_index(m->pending, i) = NULL;
+    g_ptr_array_index(m->pending, i) = NULL;
+    if (done)
+      give_back(m, s);
   }
   g_ptr_array_free(m->pending, TRUE);
   g_ptr_array_free(m->spare, TRUE);
@@ -355,7 +410,8 @@ TpTransport *tp_mpi_new(int N, double timeout_s, GError **err)
 {
   g_return_val_if_fail(N >= 1 && timeout_s >= 0, NULL);
   TpMpi *m = g_new0(TpMpi, 1);
-  m->base = (TpTransport){ "mpi", tp_mpi_size(), N, timeout_s, mpi_send, mpi_recv, mpi_abort, mpi_stats, mpi_free };
+  m->base = (TpTransport){ "mpi",     tp_mpi_size(), N,        timeout_s,        mpi_send,
+                           mpi_recv,  mpi_abort,     mpi_stats, mpi_free,         mpi_send_borrowed };
   m->rank = tp_mpi_rank();
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);

@@ -4,7 +4,8 @@
  * the simulator's cost model.  This header does not include mpi.h: without MPI (configure found no
  * mpicc) the same functions exist and fail with TP_MPI_MISSING.
  *
- * Messages.  A send posts two MPI_Isend of a private copy: a 24-byte header (kind, mini-batch,
+ * Messages.  A send posts two MPI_Isend of a private copy (send_borrowed: of the caller's buffer,
+ * lent until the send completes and a later call of the transport reaps it): a 24-byte header (kind, mini-batch,
  * micro-batch, length) on one communicator and the payload on another, both with the same MPI tag,
  * the operation's code: ((mb·(N+1) + micro+1)·2 + [kind is B]) modulo (MPI_TAG_UB+1) (micro+1 is 0
  * for a whole mini-batch).  MPI guarantees only MPI_TAG_UB ≥ 32767, so two operations may share a
@@ -46,6 +47,13 @@ gboolean tp_mpi_launched(void);
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails when less than MPI_THREAD_SERIALIZED is
  * provided.  Installs the SIGTERM handler described above. */
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err);
+
+/* For runs that stop at a checkpoint: SIGINT and SIGTERM no longer end the rank; the first is
+ * recorded (tp_mpi_signal returns it) with one line saying so and what the rank waits for, if
+ * anything (so that the line is there should mpirun kill the rank next); a second one ends the
+ * rank at once with the line of the SIGTERM handler above. */
+void tp_mpi_catch_signals(void);
+int tp_mpi_signal(void);
 int tp_mpi_rank(void);
 int tp_mpi_size(void);
 
@@ -75,6 +83,10 @@ void tp_mpi_finalize(TpTransport *t);
 /* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
  * every rank when root < 0.  Waits at most t's timeout (at least 1 s), polling aborts.  Collective. */
 gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err);
+
+/* Broadcast len bytes of buf from rank root to every rank; doing names the step in errors ("while
+ * reading the checkpoint").  Waits as tp_mpi_gather does.  Collective. */
+gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err);
 
 /* Whether text (the arguments that must agree, e.g. the command line) is the same on every rank;
  * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on

@@ -6,35 +6,111 @@
 
 #include <string.h>
 
-/* Wait for a collective; on failure err says what was being done (lock held). */
-static gboolean wait_coll(TpMpi *m, MPI_Request *req, const char *doing, GError **err)
+/* The collectives are point-to-point messages on the control communicator, so that a rank that
+ * never answers is named. */
+enum { TAG_GATHER = 3, TAG_BCAST = 4 };
+
+/* Wait for n requests to or from peer[i] (recv[i]: a receive) until the timeout (at least 1 s);
+ * on failure err names the first peer that did not answer and what was being done, and the
+ * requests left are cancelled or let go (lock held). */
+static gboolean wait_peers(TpMpi *m, MPI_Request *req, const int *peer, const gboolean *recv, int n, const char *doing,
+                           GError **err)
 {
-  gint64 deadline = g_get_monotonic_time() + (gint64)(MAX(m->base.timeout_s, 1.0) * G_USEC_PER_SEC);
-  int w = tp_mpi_wait(m, req, deadline, FALSE);
-  char me[40];
+  double limit = MAX(m->base.timeout_s, 1.0);
+  gint64 deadline = g_get_monotonic_time() + (gint64)(limit * G_USEC_PER_SEC);
+  int w = 0, i = 0;
+  for (; i < n && w == 0; i++)
+    w = tp_mpi_wait(m, &req[i], deadline, recv[i]);
+  if (w == 0)
+    return TRUE;
+  char me[40], who[40];
   tp_mpi_who(m->rank, me, sizeof me);
+  tp_mpi_who(peer[i - 1], who, sizeof who);
   if (w == 1)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: the other ranks did not answer within %g s while %s", me,
-                MAX(m->base.timeout_s, 1.0), doing);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: no answer from %s within %g s while %s (the peer is dead or "
+                "stuck)", me, who, limit, doing);
   else if (w == 2)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted while %s: %s", me, doing,
                 m->reason ? m->reason : "aborted");
-  else if (w == 3)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI failed while %s (a rank is lost)", me, doing);
-  return w == 0;
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: MPI failed while %s with %s (the peer is lost)", me, doing, who);
+  for (; i < n; i++) { /* the job is about to end: nothing may write into the caller's buffers */
+    if (req[i] == MPI_REQUEST_NULL)
+      continue;
+    if (recv[i]) {
+      MPI_Cancel(&req[i]);
+      MPI_Wait(&req[i], MPI_STATUS_IGNORE);
+    } else
+      MPI_Request_free(&req[i]);
+  }
+  return FALSE;
+}
+
+/* Post a send or receive of len bytes with peer on the control communicator. */
+static gboolean post(TpMpi *m, gboolean recv, void *buf, size_t len, int peer, int tag, MPI_Request *req)
+{
+  int rc = recv ? MPI_Irecv(buf, (int)len, MPI_BYTE, peer, tag, m->ctl_comm, req)
+                : MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, m->ctl_comm, req);
+  if (rc != MPI_SUCCESS)
+    *req = MPI_REQUEST_NULL;
+  return rc == MPI_SUCCESS;
 }
 
 gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err)
 {
   TpMpi *m = (TpMpi *)t;
-  MPI_Request req;
+  const int W = t->W, me = m->rank;
+  MPI_Request *req = g_new(MPI_Request, 2 * (size_t)W);
+  int *peer = g_new(int, 2 * (size_t)W), n = 0;
+  gboolean *recv = g_new(gboolean, 2 * (size_t)W), posted = TRUE;
+  if (all)
+    memcpy((char *)all + (size_t)me * len, mine, len);
   g_rec_mutex_lock(&m->lock);
-  int rc = root < 0 ? MPI_Iallgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, m->ctl_comm, &req)
-                    : MPI_Igather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, root, m->ctl_comm, &req);
-  gboolean ok = rc == MPI_SUCCESS && wait_coll(m, &req, "gathering the ranks' results", err);
+  /* receives first (from every rank: root < 0, or at the root), then the sends */
+  for (int r = 0; r < W && posted; r++)
+    if (r != me && (root < 0 || me == root)) {
+      peer[n] = r, recv[n] = TRUE;
+      posted = post(m, TRUE, (char *)all + (size_t)r * len, len, r, TAG_GATHER, &req[n++]);
+    }
+  for (int r = 0; r < W && posted; r++)
+    if (r != me && (root < 0 || r == root)) {
+      peer[n] = r, recv[n] = FALSE;
+      posted = post(m, FALSE, (void *)mine, len, r, TAG_GATHER, &req[n++]);
+    }
+  gboolean ok = wait_peers(m, req, peer, recv, n, "gathering the ranks' results", err);
   g_rec_mutex_unlock(&m->lock);
-  if (rc != MPI_SUCCESS)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: MPI gather failed", m->rank);
+  if (ok && !posted) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: MPI gather failed", me);
+    ok = FALSE;
+  }
+  g_free(req);
+  g_free(peer);
+  g_free(recv);
+  return ok;
+}
+
+gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err)
+{
+  TpMpi *m = (TpMpi *)t;
+  const int W = t->W, me = m->rank;
+  MPI_Request *req = g_new(MPI_Request, (size_t)W);
+  int *peer = g_new(int, (size_t)W), n = 0;
+  gboolean *recv = g_new(gboolean, (size_t)W), posted = TRUE;
+  g_rec_mutex_lock(&m->lock);
+  for (int r = 0; r < W && posted; r++)
+    if (r != me && (me == root || r == root)) {
+      peer[n] = r, recv[n] = me != root;
+      posted = post(m, me != root, buf, len, r, TAG_BCAST, &req[n++]);
+    }
+  gboolean ok = wait_peers(m, req, peer, recv, n, doing, err);
+  g_rec_mutex_unlock(&m->lock);
+  if (ok && !posted) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: MPI broadcast failed", me);
+    ok = FALSE;
+  }
+  g_free(req);
+  g_free(peer);
+  g_free(recv);
   return ok;
 }
 

@@ -20,10 +20,13 @@ typedef struct {
   unsigned char data[];
 } TpMpiHeld;
 
-/* A send in flight: the header and the payload copy, freed once both requests complete. */
+/* A send in flight: the header and the payload (a copy in data, or the caller's lent buffer, given
+ * back by done(done_data)), freed or reused once both requests complete. */
 typedef struct {
   MPI_Request req[2];
   size_t cap; /* bytes data can hold (buffers are reused) */
+  void (*done)(void *);
+  void *done_data;
   TpMpiHdr hdr;
   unsigned char data[];
 } TpMpiSend;
@@ -49,10 +52,14 @@ int tp_mpi_code(const TpMpi *m, const TpTag *tag);
 /* Poll the abort communicator (lock held); TRUE when the run is aborted, here or elsewhere. */
 gboolean tp_mpi_poll_abort(TpMpi *m);
 
-/* Wait for req until deadline (monotonic µs, 0: none), polling aborts; lock held, released while
- * sleeping.  Returns 0 when it completed, 1 on timeout, 2 on abort, 3 when MPI reports an error;
- * on a timeout or an abort a receive (is_recv) is cancelled, another request is left as it is
- * (the job is about to end). */
+/* Wait for req until deadline (monotonic µs, 0: none), polling aborts: MPI_Test in a loop for
+ * spin_us, then between sleeps of 10 µs growing to 200 µs; lock held, released while sleeping.
+ * Returns 0 when it completed, 1 on timeout, 2 on abort, 3 when MPI reports an error; on a timeout
+ * or an abort a receive (is_recv) is cancelled, another request is left as it is (the job is about
+ * to end).  tp_mpi_wait polls TP_MPI_SPIN_US; a receive polls that long plus 1 µs per 2 KiB it
+ * expects (a message on its way), and its payload, which follows the header at once, up to 10 ms. */
+enum { TP_MPI_SPIN_US = 50 };
+int tp_mpi_wait_spin(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv, gint64 spin_us);
 int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv);
 
 /* "stage 2 (rank 1)" */

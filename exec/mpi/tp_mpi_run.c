@@ -38,6 +38,9 @@ static size_t put(char *buf, size_t at, size_t cap, const char *s)
   return at + n;
 }
 
+static volatile sig_atomic_t caught;
+
+/* The line of a rank ended by a signal: who it is and what it waited for; then _exit(1). */
 static void on_sigterm(int sig)
 {
   (void)sig;
@@ -57,6 +60,40 @@ static void on_sigterm(int sig)
   }
   _exit(1);
 }
+
+/* tp_mpi_catch_signals: the first signal is recorded, a second one ends the rank. */
+static void on_stop_signal(int sig)
+{
+  if (caught) {
+    on_sigterm(sig);
+    return;
+  }
+  caught = sig;
+  char line[NOTE_LEN + 160];
+  size_t n = put(line, 0, sizeof line, who_line);
+  n = put(line, n, sizeof line, sig == SIGINT ? ": SIGINT" : ": SIGTERM");
+  int at = note_at;
+  if (at >= 0) {
+    n = put(line, n, sizeof line, " while waiting for ");
+    n = put(line, n, sizeof line, notes[at]);
+  }
+  n = put(line, n, sizeof line, ": the run stops at its next checkpoint\n");
+  ssize_t w = write(STDERR_FILENO, line, n);
+  (void)w;
+}
+
+void tp_mpi_catch_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+int tp_mpi_signal(void) { return caught; }
 
 /* ---- start ---------------------------------------------------------------------------------------- */
 
@@ -105,6 +142,7 @@ gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
   return TRUE;
 }
 
+
 int tp_mpi_rank(void)
 {
   int r = 0;
@@ -130,6 +168,17 @@ gboolean tp_mpi_check_size(int W, GError **err)
 
 /* ---- end ------------------------------------------------------------------------------------------ */
 
+/* SIGTERM and SIGINT end the rank at once (silently once its line is printed). */
+static void end_on_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
 void tp_mpi_fail(TpTransport *t, const char *line, int status)
 {
   if (!line_printed) {
@@ -137,6 +186,7 @@ void tp_mpi_fail(TpTransport *t, const char *line, int status)
     fprintf(stderr, "%s\n", line);
     fflush(stderr);
   }
+  end_on_signals(); /* a run stopping at a checkpoint no longer can: mpirun's SIGTERM ends it */
   if (t) {
     TpMpi *m = (TpMpi *)t;
     t->abort(t, line);
