@@ -18,6 +18,12 @@
 # elapsed time; the first error ends the script (exit 1).  Estimated on an H200 (16 cores): build
 # 2 min (nvcc), tests 0.5 min, GEMM 0.5 min, cnn 3 x 0.5 min, vgg16 3 x 0.5 min, determinism
 # 0.5 min: about 6 of the 8 minutes allowed.
+# What the machine must have (checked first, in seconds, all missing items named at once): a C
+# compiler, make, pkg-config with glib-2.0, gmodule-2.0 and json-glib-1.0 (>= 2.70 / 1.6), zlib and
+# OpenBLAS (cblas.h) headers, nvcc and cuBLAS under /usr/local/cuda (or on PATH), autoreconf when
+# the tree has no configure script, timeout, and (without DRY) the Fashion-MNIST files; mpicc and
+# NCCL are optional (without them the NCCL transport is not built).  A bare CUDA image lacks the
+# GLib, json-glib and OpenBLAS development files: install or carry them before the run.
 # Usage: bench/gpu-check.sh [BUILDDIR]   (default: the source tree if configured there, else _gpu)
 # Environment: FMNIST (Fashion-MNIST directory), DRY=1 checks the script itself where there is no
 # GPU: no parity, NCCL or cuBLAS steps, the "gpu" runs on the cpu backend at tiny sizes (the numbers
@@ -56,6 +62,37 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 else
   echo "nvidia-smi not found"
 fi
+
+step "what the build and the runs need"
+missing=""
+lack() { missing="$missing
+  - $*"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+have "${CC:-cc}" || have gcc || lack "a C compiler (cc or gcc)"
+have make || lack "make"
+have timeout || lack "timeout (coreutils)"
+[ -x "$src/configure" ] || have autoreconf || lack "autoreconf (autoconf, automake): the tree has no configure script"
+if have pkg-config; then
+  for pc in "glib-2.0 >= 2.70" "gmodule-2.0 >= 2.70" "json-glib-1.0 >= 1.6"; do
+    pkg-config --exists "$pc" || lack "$pc (pkg-config finds no such development files)"
+  done
+else
+  lack "pkg-config (and through it glib-2.0, gmodule-2.0, json-glib-1.0)"
+fi
+inc() { for d in /usr/include /usr/local/include /usr/include/x86_64-linux-gnu /usr/include/openblas; do
+  [ -f "$d/$1" ] && return 0; done; pkg-config --cflags openblas 2>/dev/null | grep -q .; }
+inc zlib.h || lack "zlib.h (zlib development files)"
+inc cblas.h || lack "cblas.h (OpenBLAS development files)"
+if [ "$DRY" != 1 ]; then
+  have nvcc || [ -x /usr/local/cuda/bin/nvcc ] || lack "nvcc (CUDA toolkit)"
+  [ -f /usr/local/cuda/include/cublas_v2.h ] || lack "/usr/local/cuda/include/cublas_v2.h (cuBLAS)"
+  [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || [ -f "$FMNIST/train-images-idx3-ubyte" ] ||
+    lack "Fashion-MNIST in $FMNIST (set FMNIST to a directory holding train-images-idx3-ubyte.gz and the rest)"
+  have mpicc && [ -f /usr/local/cuda/include/nccl.h ] ||
+    echo "(no mpicc or no nccl.h: the NCCL transport is not built; its tests only check the refusal)"
+fi
+[ -z "$missing" ] || die "this machine lacks what the check needs:$missing"
+echo "all found"
 
 step "configure and build with CUDA ($build)"
 [ -x "$src/configure" ] || (cd "$src" && autoreconf -fi)

@@ -278,6 +278,10 @@ static void test_conv(void)
   check_model("input 1 24 24\nconv 1 5 pad=2\n", 3, FALSE);
   /* one sample per chunk and few output channels: dy used as it lies, not transposed */
   check_model("input 1 28 28\nconv 2 5 pad=2\n", 2, FALSE);
+  /* batch 1 (one sample per chunk): rows of exactly 16, of 33, and stride 2 with padding */
+  check_model("input 2 6 16\nconv 3 3 pad=1\n", 1, FALSE);
+  check_model("input 1 4 35\nconv 2 3\n", 1, FALSE);
+  check_model("input 3 7 6\nconv 4 3 stride=2 pad=1\n", 1, FALSE);
 }
 
 static void test_pool(void)
@@ -287,6 +291,7 @@ static void test_pool(void)
   check_model("input 2 7 7\nmaxpool 3 stride=2\n", 2, FALSE);
   check_model("input 2 6 6\navgpool 2\n", 3, FALSE);
   check_model("input 2 7 5\navgpool 3 stride=2 pad=1\n", 2, FALSE);
+  check_model("input 2 7 5\nmaxpool 2\n", 1, FALSE); /* 2×2 on odd sides: the last row and column left out */
   /* adaptive: VGG's 1×1 → 7×7 (each output copies the input), uneven overlapping windows, shrinking */
   check_model("input 3 1 1\navgpool_to 7 7\n", 2, FALSE);
   check_model("input 2 5 7\navgpool_to 3 2\n", 3, FALSE);

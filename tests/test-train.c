@@ -348,6 +348,41 @@ static void test_reproducible(void)
   tpt_run_clear(&a), tpt_run_clear(&b), tpt_run_clear(&c);
 }
 
+/* The pipelined profile (where every stage has a core: a short run of the preset, timed, its
+ * updates discarded) leaves no trace: the run ends with the weights of the same plan run from its
+ * schedule file, where the stages are profiled alone.  W = 1 always has its core; W = 2 where the
+ * machine has two. */
+static void test_profile_discarded(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *ev = g_build_filename(dir, "events.csv", NULL);
+  g_autofree char *plan = g_build_filename(dir, "events.schedule.csv", NULL);
+  if (g_get_num_processors() < 2)
+    g_test_message("one core: W = 2 is profiled stage by stage here, so only W = 1 checks the pipelined profile");
+  const char *ws[] = { "1", "2" };
+  for (int i = 0; i < 2; i++) {
+    const char *run[] = { "train", "-s", "timeprest", "-w", ws[i], "-n", "2", "--batch", "32", "--data",
+                          "synthetic:192:64", "--order-from", "slots", "--momentum", "0.9", "--weight-decay", "0.001",
+                          "--lr", "0.05", "--trace", ev, "--format", "json", "--quiet", NULL };
+    const char *again[] = { "train", "--schedule", plan, "--batch", "32", "--data", "synthetic:192:64", "--momentum",
+                            "0.9", "--weight-decay", "0.001", "--lr", "0.05", "--format", "json", "--quiet", NULL };
+    TptRun a = tpt_run(run), b = tpt_run(again);
+    if (a.status != 0 || b.status != 0)
+      g_error("W = %s: status %d, %d: %s%s", ws[i], a.status, b.status, a.err, b.err);
+    g_assert_nonnull(strstr(a.out, "\"mini_batches\": 6"));
+    g_assert_nonnull(strstr(b.out, "\"mini_batches\": 6"));
+    g_autofree char *ha = json_string(a.out, "weights_sha256"), *hb = json_string(b.out, "weights_sha256");
+    if (strcmp(ha, hb) != 0)
+      g_error("W = %s: the run with the pipelined profile ends with other weights than its plan run alone", ws[i]);
+    tpt_run_clear(&a), tpt_run_clear(&b);
+    g_remove(plan), g_remove(ev);
+    g_autofree char *pred = g_build_filename(dir, "events.predicted.csv", NULL);
+    g_remove(pred);
+  }
+  g_rmdir(dir);
+}
+
 /* The report, the training log and the event file of one run. */
 static void test_outputs(void)
 {
@@ -582,6 +617,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train/lr-cosine", test_lr_cosine);
   g_test_add_func("/train/measured-timeline", test_measured_timeline);
   g_test_add_func("/train/reproducible", test_reproducible);
+  g_test_add_func("/train/profile-discarded", test_profile_discarded);
   g_test_add_func("/train/outputs", test_outputs);
   g_test_add_func("/train/outputs-all-or-none", test_outputs_all_or_none);
   g_test_add_func("/train/bad-input", test_bad_input);

@@ -130,15 +130,20 @@ __attribute__((target("avx512f"))) static void fold_avx512(float *pb, int wp, in
     }
 }
 
+static gint avx512_allowed = 1;
+
 static gboolean have_avx512(void)
 {
   static gsize have = 0; /* 1: no, 2: yes */
   if (g_once_init_enter(&have))
     g_once_init_leave(&have, __builtin_cpu_supports("avx512f") ? 2 : 1);
-  return have == 2;
+  return have == 2 && g_atomic_int_get(&avx512_allowed);
 }
+
+void tp_cpu_conv_allow_avx512(gboolean allow) { g_atomic_int_set(&avx512_allowed, allow != FALSE); }
 #else
 #define TP_CONV_AVX512 0
+void tp_cpu_conv_allow_avx512(gboolean allow) { (void)allow; }
 #endif
 
 /* Unfold samples x[0..nb) into cols (ncols = nb·hout·wout columns); pb: the bordered plane. */

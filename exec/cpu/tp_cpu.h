@@ -19,6 +19,9 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
                              const float *b, float *y, float *work, GError **err);
 gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                               const float *dy, float *dx, float *dw, float *db, float *work, GError **err);
+/* Whether the convolution may unfold and fold its stride-1 rows with AVX-512 where the processor
+ * has it (TRUE at start). The portable rows give the same bits; tests compare the two this way. */
+void tp_cpu_conv_allow_avx512(gboolean allow);
 
 gboolean tp_cpu_maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
                                 gint32 *argmax, GError **err);

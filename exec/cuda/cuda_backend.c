@@ -31,6 +31,25 @@ static gboolean use_device(const TpBackend *be, GError **err)
   return TRUE;
 }
 
+/* Device memory during a run comes and goes stream-ordered (cudaMallocAsync / cudaFreeAsync on the
+ * instance's stream) where the device has memory pools: cudaMalloc and cudaFree may wait for the
+ * whole device, which stalls every other stage on it and, under the NCCL transport, can hang two
+ * ranks whose sends each wait on the GPU for the other's receive.  An allocation is complete on
+ * return (usable from any stream: peer copies, the NCCL transport); a buffer freed must be idle,
+ * as the runtime's operations end with their stream synchronised. */
+static cudaError_t dev_alloc(TpCudaCtx *c, void **p, size_t bytes)
+{
+  if (!c->pools)
+    return cudaMalloc(p, bytes);
+  cudaError_t rc = cudaMallocAsync(p, bytes, c->stream);
+  return rc == cudaSuccess ? cudaStreamSynchronize(c->stream) : rc;
+}
+
+static cudaError_t dev_release(TpCudaCtx *c, void *p)
+{
+  return c->pools ? cudaFreeAsync(p, c->stream) : cudaFree(p);
+}
+
 static float *cuda_alloc(const TpBackend *be, size_t n, GError **err)
 {
   void *p = NULL;
@@ -40,7 +59,7 @@ static float *cuda_alloc(const TpBackend *be, size_t n, GError **err)
   }
   if (!use_device(be, err))
     return NULL;
-  cudaError_t rc = cudaMalloc(&p, (n ? n : 1) * sizeof(float));
+  cudaError_t rc = dev_alloc(tp_cuda_ctx(be), &p, (n ? n : 1) * sizeof(float));
   if (rc != cudaSuccess) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: cannot allocate %zu floats on device %d: %s",
                 __FILE__, __LINE__, n, tp_cuda_ctx(be)->device, cudaGetErrorString(rc));
@@ -52,7 +71,7 @@ static float *cuda_alloc(const TpBackend *be, size_t n, GError **err)
 static void cuda_free(const TpBackend *be, float *p)
 {
   if (p && use_device(be, NULL))
-    cudaFree(p); /* nothing to report to: a failure here leaves the pointer to the process's end */
+    dev_release(tp_cuda_ctx(be), p); /* nothing to report to: a failure leaves it to the process's end */
 }
 
 static gboolean cuda_zero(const TpBackend *be, float *p, size_t n, GError **err)
@@ -151,11 +170,11 @@ gboolean tp_cuda_scratch(const TpBackend *be, size_t bytes, void **out, GError *
   if (c->scratch_bytes < bytes) {
     if (c->scratch) {
       TP_CUDA_CHECK(cudaStreamSynchronize(c->stream), err); /* earlier kernels may still read it */
-      TP_CUDA_CHECK(cudaFree(c->scratch), err);
+      TP_CUDA_CHECK(dev_release(c, c->scratch), err);
       c->scratch = NULL, c->scratch_bytes = 0;
     }
     size_t want = MAX(bytes, (size_t)4096);
-    TP_CUDA_CHECK(cudaMalloc(&c->scratch, want), err);
+    TP_CUDA_CHECK(dev_alloc(c, &c->scratch, want), err);
     c->scratch_bytes = want;
   }
   *out = c->scratch;
@@ -192,6 +211,38 @@ static const TpBackend cuda_table = {
   .conv_backward = tp_cuda_conv_backward,
 };
 
+/* Whether c's buffers come from the device's memory pool (dev_alloc): where the device has pools and
+ * every other device can reach them (peer copies between stages read and write them), which is
+ * granted here; else plain allocations.  The pool keeps what is freed (no release to the system at
+ * each synchronisation). */
+static gboolean pool_init(TpCudaCtx *c, GError **err)
+{
+  int pools = 0, count = 0;
+  c->pools = FALSE;
+  TP_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, c->device), err);
+  TP_CUDA_CHECK(cudaGetDeviceCount(&count), err);
+  for (int d = 0; d < count && pools; d++) {
+    int peer = 1;
+    if (d != c->device)
+      TP_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, d, c->device), err);
+    pools = peer;
+  }
+  if (!pools)
+    return TRUE;
+  cudaMemPool_t pool;
+  unsigned long long keep = ~0ULL;
+  TP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, c->device), err);
+  TP_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), err);
+  for (int d = 0; d < count; d++)
+    if (d != c->device) {
+      struct cudaMemAccessDesc a = { .location = { .type = cudaMemLocationTypeDevice, .id = d },
+                                     .flags = cudaMemAccessFlagsProtReadWrite };
+      TP_CUDA_CHECK(cudaMemPoolSetAccess(pool, &a, 1), err);
+    }
+  c->pools = TRUE;
+  return TRUE;
+}
+
 /* Set up c (device, stream, handle); on failure what was made is released by the caller. A device
  * the kernels were not compiled for (older than the build's architecture) counts as no device. */
 static gboolean ctx_init(TpCudaCtx *c, GError **err)
@@ -213,7 +264,7 @@ static gboolean ctx_init(TpCudaCtx *c, GError **err)
   /* full FP32 (no TF32 tensor-core rounding): results must stay within float tolerance of the cpu
    * backend. One handle per stream keeps cuBLAS's workspace private, so results are reproducible. */
   TP_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), err);
-  return TRUE;
+  return pool_init(c, err);
 }
 
 TpBackend *tp_backend_cuda_new(int device, GError **err)
@@ -250,7 +301,7 @@ void tp_backend_cuda_free(TpBackend *be)
     if (c->stream)
       cudaStreamSynchronize(c->stream);
     if (c->scratch)
-      cudaFree(c->scratch);
+      dev_release(c, c->scratch);
     if (c->blas)
       cublasDestroy(c->blas);
     if (c->stream)

@@ -25,6 +25,7 @@ typedef struct {
   cublasHandle_t blas;
   void *scratch; /* device: labels, per-sample losses and counts, the reduced result */
   size_t scratch_bytes;
+  gboolean pools; /* allocations stream-ordered from the device's memory pool (cuda_backend.c) */
 } TpCudaCtx;
 
 static inline TpCudaCtx *tp_cuda_ctx(const TpBackend *be)

@@ -108,6 +108,42 @@ void tp_nccl_held_free(gpointer p)
   g_free(h);
 }
 
+/* While the run goes on, device memory comes and goes stream-ordered on the copy stream
+ * (cudaMallocAsync / cudaFreeAsync): cudaMalloc and cudaFree may wait for the whole device, and
+ * with a send of this rank still waiting on the GPU for its peer's receive while that peer waits
+ * the same way, neither would return (a hang, not an error).  dev_alloc returns memory that every
+ * stream may use (its allocation done); a buffer given to dev_release must be idle.  The copies
+ * at the transport's end use cudaFree (nothing is in flight then). */
+static cudaError_t dev_alloc(TpNccl *m, void **p, size_t len)
+{
+  if (!m->pools) /* a device without memory pools: plain allocations */
+    return cudaMalloc(p, MAX(len, 1));
+  cudaError_t rc = cudaMallocAsync(p, MAX(len, 1), m->copy);
+  return rc == cudaSuccess ? cudaStreamSynchronize(m->copy) : rc;
+}
+
+static void dev_release(TpNccl *m, void *p)
+{
+  if (p && m->pools)
+    cudaFreeAsync(p, m->copy);
+  else if (p)
+    cudaFree(p);
+}
+
+static void send_release(TpNccl *m, TpNcclSend *s)
+{
+  dev_release(m, s->buf);
+  s->buf = NULL;
+  tp_nccl_send_free(s);
+}
+
+static void held_release(TpNccl *m, TpNcclHeld *h)
+{
+  dev_release(m, h->buf);
+  h->buf = NULL;
+  tp_nccl_held_free(h);
+}
+
 /* Move completed sends to the spares (lock held). */
 static void reap(TpNccl *m)
 {
@@ -124,7 +160,7 @@ static void reap(TpNccl *m)
     if (m->spare->len < 8)
       g_ptr_array_add(m->spare, s);
     else
-      tp_nccl_send_free(s);
+      send_release(m, s);
   }
 }
 
@@ -158,12 +194,12 @@ static TpNcclSend *send_record(TpNccl *m, size_t len, GError **err)
   if (best != G_MAXUINT)
     return g_ptr_array_steal_index_fast(m->spare, best);
   TpNcclSend *s = g_new0(TpNcclSend, 1);
-  cudaError_t rc = cudaMalloc(&s->buf, MAX(len, 1));
+  cudaError_t rc = dev_alloc(m, &s->buf, len);
   if (rc == cudaSuccess)
     rc = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
   if (rc != cudaSuccess) {
-    TP_NCCL_FAIL(err, "cudaMalloc/cudaEventCreate of a send buffer", cudaGetErrorString(rc));
-    tp_nccl_send_free(s);
+    TP_NCCL_FAIL(err, "cudaMallocAsync/cudaEventCreate of a send buffer", cudaGetErrorString(rc));
+    send_release(m, s);
     return NULL;
   }
   s->cap = MAX(len, 1);
@@ -260,7 +296,7 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
                                                       "message from stage %d is %" G_GUINT64_FORMAT " bytes, %zu expected",
                                                       from + 1, (guint64)h->hdr.len, len), FALSE);
       ok = ok && (!len || copy_now(m, data, h->buf, len, err));
-      tp_nccl_held_free(h);
+      held_release(m, h);
       return ok;
     }
     /* the link's next header, then its payload */
@@ -283,10 +319,10 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
     if (!mine || !direct) { /* held until asked for, or staged for a host buffer */
       h = g_new0(TpNcclHeld, 1);
       h->hdr = hdr;
-      cudaError_t crc = cudaMalloc(&h->buf, MAX(hdr.len, 1));
+      cudaError_t crc = dev_alloc(m, &h->buf, hdr.len);
       if (crc != cudaSuccess) {
-        tp_nccl_held_free(h);
-        TP_NCCL_FAIL(err, "cudaMalloc of a received message", cudaGetErrorString(crc));
+        held_release(m, h);
+        TP_NCCL_FAIL(err, "cudaMallocAsync of a received message", cudaGetErrorString(crc));
         return FALSE;
       }
       g_queue_push_tail(&m->held[side], h);

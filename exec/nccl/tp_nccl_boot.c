@@ -45,6 +45,16 @@ static gboolean bootstrap(TpNccl *m, GError **err)
     TP_NCCL_CUDA(cudaStreamCreateWithFlags(&m->stream[c], cudaStreamNonBlocking), err);
   TP_NCCL_CUDA(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking), err);
   TP_NCCL_CUDA(cudaEventCreateWithFlags(&m->recv_done, cudaEventDisableTiming), err);
+  /* buffers made during the run come from the device's memory pool, which keeps what is given
+   * back (no release to the system at each synchronisation) */
+  int pools = 0;
+  TP_NCCL_CUDA(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, m->device), err);
+  if ((m->pools = pools != 0)) {
+    cudaMemPool_t pool;
+    unsigned long long keep = ~0ULL;
+    TP_NCCL_CUDA(cudaDeviceGetDefaultMemPool(&pool, m->device), err);
+    TP_NCCL_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), err);
+  }
   TP_NCCL_CALL(ncclGroupStart(), NULL, err);
   for (int c = 0; c < TP_NCCL_N_COMMS; c++) {
     ncclResult_t rc = ncclCommInitRank(&m->comm[c], m->base.W, id[c], m->rank);

@@ -30,6 +30,7 @@ typedef struct {
   cudaStream_t stream[TP_NCCL_N_COMMS]; /* one per communicator */
   cudaStream_t copy;                   /* payload copies into and out of the transport's buffers */
   cudaEvent_t recv_done;
+  gboolean pools;                      /* the device has stream-ordered allocation (tp_nccl.c) */
   MPI_Comm mpi;                        /* headers and abort notices (a duplicate of MPI_COMM_WORLD) */
   GMutex lock;                         /* everything below, and every MPI call */
   GPtrArray *pending, *spare;          /* TpNcclSend */
