@@ -67,8 +67,8 @@ static double range_flops(int s, int lo, int hi, gpointer data)
 
 /* ---- device backends: one instance per stage ---------------------------------------------------- */
 
-/* --backend cuda: every stage gets an instance of its own (its own stream), on device 0 or on the
- * --devices list round-robin; other backends share one instance and take no --devices. */
+/* --backend cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
+ * (s − 1) mod count or on the --devices list round-robin; other backends share one instance and take no --devices. */
 static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
 {
   if (g_strcmp0(be->name, "cuda") != 0) {
@@ -348,7 +348,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
     { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
-      "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default 0)", "D0,D1,…" },
+      "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default: stage s on GPU (s-1) mod count)", "D0,D1,…" },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
       "Stage transport: local (default; threads), mpi (under mpirun -np W: rank r runs stage r+1) or nccl "
       "(as mpi, GPU stages: activations and gradients by NCCL between GPU buffers; needs --backend cuda)", "NAME" },

@@ -1,6 +1,7 @@
 /* cuda_stages.c — the cuda backend instances of a pipeline's stages: one instance (device, stream,
  * cuBLAS handle) per stage, stage s on the s-th device of a --devices list taken round-robin, or
- * every stage on device 0; so the stages of one process never share a stream.  It uses only the
+ * by default on visible GPU (s − 1) mod count (stages 1-based); so the stages of one process never
+ * share a stream.  It uses only the
  * public entry points (tp_backend_cuda.h) and no CUDA header, so it builds with the executor
  * whichever way the backend itself is linked. */
 #include "config.h"
@@ -39,6 +40,12 @@ static GArray *parse_devices(const char *text, int count, GError **err)
   return dev;
 }
 
+/* The device of stage s (0-based): the list's, round-robin, else s mod count. */
+static int stage_device(const GArray *dev, int count, int s)
+{
+  return dev ? g_array_index(dev, int, s % (int)dev->len) : s % count;
+}
+
 TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err)
 {
   char *why = NULL;
@@ -53,8 +60,7 @@ TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, G
     return NULL;
   TpBackend **be = g_new0(TpBackend *, W);
   for (int s = 0; s < W; s++) {
-    int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0;
-    if (!(be[s] = tp_backend_cuda_new(d, err))) {
+    if (!(be[s] = tp_backend_cuda_new(stage_device(dev, count, s), err))) {
       g_prefix_error(err, "stage %d: ", s + 1);
       tp_backend_cuda_stages_free(be, W);
       be = NULL;
@@ -64,9 +70,9 @@ TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, G
   if (n_devices) { /* distinct devices among the stages' */
     *n_devices = 0;
     for (int s = 0; s < W; s++) {
-      int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0, seen = 0;
+      int d = stage_device(dev, count, s), seen = 0;
       for (int r = 0; r < s; r++)
-        seen |= (dev ? g_array_index(dev, int, r % (int)dev->len) : 0) == d;
+        seen |= stage_device(dev, count, r) == d;
       *n_devices += !seen;
     }
   }
@@ -86,7 +92,8 @@ void tp_backend_cuda_stages_free(TpBackend **be, int W)
 int tp_backend_cuda_stage_device(const char *devices, int s)
 {
   GArray *dev = devices ? parse_devices(devices, G_MAXINT, NULL) : NULL;
-  int d = dev ? g_array_index(dev, int, s % (int)dev->len) : 0;
+  int count = dev ? 1 : tp_cuda_device_count(NULL);
+  int d = stage_device(dev, count > 0 ? count : 1, s);
   if (dev)
     g_array_free(dev, TRUE);
   return d;

@@ -31,7 +31,7 @@ gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total);
 const TpBackend *tp_backend_cuda_default(GError **err);
 
 /* W instances, one per pipeline stage: stage s (0-based) on device list[s mod len] of devices
- * ("0,1,…", the --devices flag), or on device 0 when devices is NULL; *n_devices (may be NULL)
+ * ("0,1,…", the --devices flag), or on visible device s mod count when devices is NULL; *n_devices (may be NULL)
  * gets the number of distinct devices they use.  TP_ERROR_INPUT naming the flag for a bad list,
  * a device not present or no device at all.  (exec/cuda/cuda_stages.c: built into the executor,
  * on the entry points above.) */
@@ -39,7 +39,7 @@ TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, G
 void tp_backend_cuda_stages_free(TpBackend **be, int W);
 
 /* The device stage s (0-based) runs on under a --devices list already accepted by
- * tp_backend_cuda_stages (NULL: device 0). */
+ * tp_backend_cuda_stages (NULL: visible device s mod count, 0 where none can be counted). */
 int tp_backend_cuda_stage_device(const char *devices, int s);
 
 #endif
