@@ -343,7 +343,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
     { "lr-schedule", 0, 0, G_OPTION_ARG_STRING, &o->lr_schedule,
-      "constant (default) or cosine: lr·(1 + cos(π·i/total))/2 at mini-batch i of the whole run", "NAME" },
+      "constant (default) or cosine: lr·(1 + cos(π·(i−1)/total))/2 for the update of mini-batch i of the whole "
+      "run (total: its mini-batches over every epoch)", "NAME" },
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
