@@ -301,7 +301,21 @@ gboolean tp_train_setup(Train *t, GError **err)
   t->versions_match = TRUE;
   if (t->ck.every > t->K)
     t->ck.every = t->K; /* one segment: the run itself */
+  if (!o->resume && !tp_train_check_ck_dir(t, err))
+    return FALSE;
   return !o->resume || t->mpi || tp_train_resume(t, err); /* --transport mpi: once every rank is set up */
+}
+
+gboolean tp_train_check_ck_dir(Train *t, GError **err)
+{
+  if (!t->ck.dir)
+    return TRUE;
+  if (!tp_checkpoint_check_dir(t->ck.dir, err)) {
+    g_prefix_error(err, "%s: ", t->o.checkpoint ? "--checkpoint" : "--resume");
+    return FALSE;
+  }
+  t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->ck.dir));
+  return TRUE;
 }
 
 /* A run stopped at a checkpoint: one line (--transport mpi: from rank 0), and exit 128 + the signal

@@ -235,6 +235,14 @@ gboolean tp_train_mpi(Train *t, const char *args, GError **err)
     if (!agree(t, ok, e, err))
       return FALSE;
   }
+  if (t->ck.dir) { /* one generation for every rank's parts: past the files of every rank's directory */
+    gint64 mine = t->generation;
+    g_autofree gint64 *all = g_new(gint64, t->W);
+    if (!tp_mpi_gather(t->mpi, -1, &mine, sizeof mine, all, &e))
+      tp_mpi_fail(t->mpi, e->message, 1);
+    for (int r = 0; r < t->W; r++)
+      t->generation = MAX(t->generation, (int)all[r]);
+  }
   if (!g_strcmp0(t->o.transport, "nccl") && !start_nccl(t))
     return FALSE; /* not reached */
   if (!tp_train_run_all(t, &e))
