@@ -272,7 +272,10 @@ int tp_checkpoint_first_generation(const char *dir)
   while (d && (name = g_dir_read_name(d))) {
     gboolean ini;
     int gen, st;
-    if (file_kind(name, &ini, &gen, &st) && !ini && gen < G_MAXINT / 2) /* others: not of a run */
+    if (!file_kind(name, &ini, &gen, &st) || ini || gen >= G_MAXINT / 2) /* others: not of a run */
+      continue;
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) /* a file, not whatever else took such a name */
       next = MAX(next, gen + 1);
   }
   return next;
