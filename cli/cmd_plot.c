@@ -67,6 +67,16 @@ static double events_end(GArray *ev, int *lanes)
   return end;
 }
 
+/* Whether events (read from path) hold an operation (forward, backward or update) to draw. */
+static gboolean has_operations(GArray *ev, const char *path, GError **err)
+{
+  for (guint i = 0; i < ev->len; i++)
+    if (g_array_index(ev, TpEventRow, i).kind <= TP_EV_U)
+      return TRUE;
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no forward, backward or update events to draw", tp_input_name(path));
+  return FALSE;
+}
+
 static gboolean plot_timeline(int argc, char **argv, GError **err)
 {
   TpCliRun r = { 0 };
@@ -109,6 +119,8 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
   }
   if (ok && measured)
     ok = (meas_ev = tp_events_load(measured, err)) != NULL;
+  /* a file of transfers alone (or of nothing) has no operation to draw */
+  ok = ok && (!events || has_operations(sim_ev, events, err)) && (!meas_ev || has_operations(meas_ev, measured, err));
   if (ok) {
     g_autoptr(TpPlot) p = tp_plot_new(err);
     ok = p != NULL;
@@ -116,7 +128,9 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     double xmax = events_end(sim_ev, &lanes);
     if (meas_ev)
       xmax = MAX(xmax, events_end(meas_ev, &lanes));
-    long boxes = 0;
+    if (xmax <= 0)
+      xmax = 1; /* every operation takes no time: ticks on a unit axis */
+    long boxes = 0, labelled = 0;
     gboolean has_update = FALSE, has_xfer = FALSE;
     for (guint i = 0; i < sim_ev->len; i++) {
       const TpEventRow *r = &g_array_index(sim_ev, TpEventRow, i);
@@ -124,7 +138,11 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       has_update |= r->kind == TP_EV_U && r->end > r->start;
       has_xfer |= r->kind >= TP_EV_SEND_ACT && r->end > r->start;
     }
-    int labels_on = !no_labels && (labels || boxes <= 400);
+    for (guint i = 0; meas_ev && i < meas_ev->len; i++)
+      labelled += g_array_index(meas_ev, TpEventRow, i).kind <= TP_EV_B;
+    labelled += boxes;
+    /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
+    int labels_on = !no_labels && labelled > 0 && (labels || boxes <= 400);
     g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
     timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, versions, data);
     if (meas_ev)
@@ -264,20 +282,32 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
 /* ---- convergence -------------------------------------------------------------------------- */
 
 /* Read a training log (tp_trainlog.h) and check that it has the first two columns of cols; has[k]:
- * whether it has cols[k].  Returns its text. */
-static char *read_log(const char *path, const char *const *cols, gboolean *has, GError **err)
+ * whether it has cols[k]; *header_line: the line of its column names.  Returns the table as read
+ * (column names, then numbers), for gnuplot to read exactly what was checked. */
+static GString *read_log(const char *path, const char *const *cols, gboolean *has, int *header_line, GError **err)
 {
-  g_autofree char *text = NULL;
-  if (!tp_read_file(path, "training log", &text, NULL, err))
+  g_autoptr(TpTrainLog) log = tp_trainlog_load(path, err);
+  if (!log)
     return NULL;
-  g_autoptr(TpTrainLog) log = tp_trainlog_parse(text, tp_input_name(path), err);
-  for (int k = 0; log && cols[k]; k++)
+  *header_line = log->header_line;
+  for (int k = 0; cols[k]; k++)
     if (!(has[k] = tp_trainlog_column(log, cols[k]) >= 0) && k < 2) {
       g_autofree char *q = tp_quote(cols[k]);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(path), q);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: no column %s in the header", tp_input_name(path),
+                  log->header_line, q);
       return NULL;
     }
-  return log ? g_steal_pointer(&text) : NULL;
+  GString *table = g_string_new(NULL);
+  for (int j = 0; j < log->n_columns; j++)
+    g_string_append_printf(table, "%s%s", j ? "," : "", log->columns[j]);
+  for (int i = 0; i < log->n_rows; i++)
+    for (int j = 0; j < log->n_columns; j++) {
+      char b[TP_NUM_LEN];
+      double v = log->values[(size_t)i * log->n_columns + j];
+      g_string_append_printf(table, "%s%s", j ? "," : "\n", tp_num(b, "%.17g", v));
+    }
+  g_string_append_c(table, '\n');
+  return table;
 }
 
 static gboolean plot_convergence(int argc, char **argv, GError **err)
@@ -314,18 +344,19 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL);
   for (int i = 0; inputs[i]; i++) {
     gboolean has[3];
-    g_autofree char *text = read_log(inputs[i], cols, has, err);
-    if (!text)
+    int header_line = 1;
+    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, err);
+    if (!table)
       return FALSE;
     if (!has[2] && y2) {
       g_autofree char *q = tp_quote(y2);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column %s in the header", tp_input_name(inputs[i]), q);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: no column %s in the header", tp_input_name(inputs[i]),
+                  header_line, q);
       return FALSE;
     }
     all_y2 = all_y2 && has[2];
     g_autofree char *name = g_strdup_printf("run%d.csv", i + 1);
-    g_autoptr(GString) copy = g_string_new(text);
-    if (!tp_plot_data(p, name, copy, err))
+    if (!tp_plot_data(p, name, table, err))
       return FALSE;
     g_autofree char *base = g_path_get_basename(inputs[i]);
     if (g_str_has_suffix(base, ".csv"))

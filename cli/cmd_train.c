@@ -301,7 +301,21 @@ gboolean tp_train_setup(Train *t, GError **err)
   t->versions_match = TRUE;
   if (t->ck.every > t->K)
     t->ck.every = t->K; /* one segment: the run itself */
+  if (!o->resume && !tp_train_check_ck_dir(t, err))
+    return FALSE;
   return !o->resume || t->mpi || tp_train_resume(t, err); /* --transport mpi: once every rank is set up */
+}
+
+gboolean tp_train_check_ck_dir(Train *t, GError **err)
+{
+  if (!t->ck.dir)
+    return TRUE;
+  if (!tp_checkpoint_check_dir(t->ck.dir, err)) {
+    g_prefix_error(err, "%s: ", t->o.checkpoint ? "--checkpoint" : "--resume");
+    return FALSE;
+  }
+  t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->ck.dir));
+  return TRUE;
 }
 
 /* A run stopped at a checkpoint: one line (--transport mpi: from rank 0), and exit 128 + the signal
@@ -343,7 +357,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
     { "lr-schedule", 0, 0, G_OPTION_ARG_STRING, &o->lr_schedule,
-      "constant (default) or cosine: lr·(1 + cos(π·i/total))/2 at mini-batch i of the whole run", "NAME" },
+      "constant (default) or cosine: lr·(1 + cos(π·(i−1)/total))/2 for the update of mini-batch i of the whole "
+      "run (total: its mini-batches over every epoch)", "NAME" },
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },

@@ -264,6 +264,23 @@ static void remove_stale(const char *dir, int keep, int stage)
   }
 }
 
+int tp_checkpoint_first_generation(const char *dir)
+{
+  int next = 0;
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    gboolean ini;
+    int gen, st;
+    if (!file_kind(name, &ini, &gen, &st) || ini || gen >= G_MAXINT / 2) /* others: not of a run */
+      continue;
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) /* a file, not whatever else took such a name */
+      next = MAX(next, gen + 1);
+  }
+  return next;
+}
+
 /* The metadata in place: the commit of a checkpoint (kill: the test hook of TP_CHECKPOINT_KILL_ENV). */
 static gboolean put_metadata(const char *dir, const TpCheckpoint *c, const char *const *state, const char *const *sha,
                              int n, gsize bytes, GError **err)
@@ -290,6 +307,25 @@ gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **er
       !put_metadata(dir, c, names, shas, 1, len, err))
     return FALSE;
   remove_stale(dir, c->generation, -1);
+  return TRUE;
+}
+
+gboolean tp_checkpoint_check_dir(const char *dir, GError **err)
+{
+  if (g_mkdir_with_parents(dir, 0777) != 0) {
+    int e = errno;
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot create the directory: %s", dir, g_strerror(e));
+    return FALSE;
+  }
+  g_autofree char *probe = g_build_filename(dir, ".write-test.XXXXXX", NULL);
+  int fd = g_mkstemp(probe);
+  if (fd < 0) {
+    int e = errno;
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write there: %s", dir, g_strerror(e));
+    return FALSE;
+  }
+  close(fd);
+  g_unlink(probe);
   return TRUE;
 }
 

@@ -54,6 +54,16 @@ void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value);
  * metadata is in place.  TP_ERROR_RUNTIME naming the file on failure. */
 gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **err);
 
+/* Whether checkpoints can be written into dir: created if missing, a file made and removed there
+ * (before training, so that a run does not learn it at its first checkpoint).  TP_ERROR_INPUT
+ * naming dir when not. */
+gboolean tp_checkpoint_check_dir(const char *dir, GError **err);
+
+/* The first generation a run may write into dir: past every state file there (temporaries too),
+ * so that no file of the checkpoint in force, whatever run made it, is overwritten before the new
+ * one is committed.  0 for an empty or missing directory. */
+int tp_checkpoint_first_generation(const char *dir);
+
 /* One process per stage: the state of stage (0-based) into dir/state-G-stageS.bin, durably (temporary
  * file, fsync, rename, fsync of dir), its sha256 (hex) into sha.  Nothing is committed yet. */
 gboolean tp_checkpoint_write_part(const char *dir, const TpCheckpoint *c, int stage, char sha[65], GError **err);

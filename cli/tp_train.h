@@ -77,6 +77,10 @@ gboolean tp_train_setup(Train *t, GError **err);
 void tp_train_clear(Train *t);
 /* What the stages' compute shares, for the prediction: the cores on cpu; on cuda the GPUs in use. */
 int tp_train_prediction_devices(const Train *t);
+/* Whether the checkpoint directory (if any) takes files: checked before training (--resume: once
+ * its checkpoint is read), exit 2 naming the flag when not; the run's first generation is then
+ * past every state file there (tp_checkpoint_first_generation). */
+gboolean tp_train_check_ck_dir(Train *t, GError **err);
 /* A run stopped at a checkpoint (t->interrupted): its line, and the exit. */
 G_NORETURN void tp_train_stopped(Train *t);
 

@@ -138,8 +138,10 @@ gboolean tp_train_mpi_save(Train *t, const TpCheckpoint *c, int *sig, GError **e
   } Part;
   Part mine;
   memset(&mine, 0, sizeof mine);
-  if (!tp_checkpoint_write_part(t->ck.dir, c, t->rank, mine.sha, err))
+  if (!tp_checkpoint_write_part(t->ck.dir, c, t->rank, mine.sha, err)) {
+    g_prefix_error(err, "stage %d (rank %d): ", t->rank + 1, t->rank); /* the line of the rank that failed */
     return FALSE;
+  }
   mine.sig = tp_mpi_signal();
   g_autofree Part *all = g_new0(Part, t->W);
   if (!tp_mpi_gather(t->mpi, -1, &mine, sizeof mine, all, err))
@@ -152,8 +154,10 @@ gboolean tp_train_mpi_save(Train *t, const TpCheckpoint *c, int *sig, GError **e
     g_autofree const char **shas = g_new(const char *, t->W);
     for (int r = 0; r < t->W; r++)
       shas[r] = all[r].sha;
-    if (!tp_checkpoint_commit_parts(t->ck.dir, c, shas, err))
+    if (!tp_checkpoint_commit_parts(t->ck.dir, c, shas, err)) {
+      g_prefix_error(err, "stage 1 (rank 0): ");
       return FALSE;
+    }
     committed = 1;
   }
   if (!tp_mpi_bcast(t->mpi, 0, &committed, sizeof committed, "committing the checkpoint", err))
@@ -234,6 +238,14 @@ gboolean tp_train_mpi(Train *t, const char *args, GError **err)
     ok = tp_train_resume(t, &e);
     if (!agree(t, ok, e, err))
       return FALSE;
+  }
+  if (t->ck.dir) { /* one generation for every rank's parts: past the files of every rank's directory */
+    gint64 mine = t->generation;
+    g_autofree gint64 *all = g_new(gint64, t->W);
+    if (!tp_mpi_gather(t->mpi, -1, &mine, sizeof mine, all, &e))
+      tp_mpi_fail(t->mpi, e->message, 1);
+    for (int r = 0; r < t->W; r++)
+      t->generation = MAX(t->generation, (int)all[r]);
   }
   if (!g_strcmp0(t->o.transport, "nccl") && !start_nccl(t))
     return FALSE; /* not reached */

@@ -105,6 +105,9 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name,
                          t->mpi ? t->o.transport : "local",
                          t->cores);
+  g_string_append_printf(out, "\"seed\": %u, \"lr\": %.9g, \"lr_schedule\": \"%s\", \"momentum\": %.9g, "
+                         "\"weight_decay\": %.9g, ", t->seed, t->lr, t->lr_cosine ? "cosine" : "constant", t->momentum,
+                         t->wd);
   if (t->links)
     tp_train_mpi_links_json(t, out);
   g_string_append(out, "\"stages\": [");
@@ -148,6 +151,10 @@ static void report_text(const Train *t, const char *sha, GString *out)
                          t->pm->chains, t->pm->chains == 1 ? "" : "s");
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
+  g_string_append_printf(out, "optimizer    SGD, lr %g", t->lr);
+  if (t->lr_cosine)
+    g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", (long)t->K * t->runs);
+  g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", t->momentum, t->wd, t->seed);
   for (guint e = 0; e < t->test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,

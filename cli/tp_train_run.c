@@ -63,7 +63,7 @@ gboolean tp_train_resume(Train *t, GError **err)
   }
   tp_checkpoint_clear(&c);
   tp_checkpoint_clear(&run);
-  return ok;
+  return ok && tp_train_check_ck_dir(t, err); /* where the run goes on writing checkpoints */
 }
 
 /* The run's state at a drained point: epoch complete runs, index mini-batches into the next

@@ -54,6 +54,7 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
   gboolean header = FALSE, has_mismatch = FALSE;
+  guint ncols = 0; /* the header's columns: every row has as many fields */
   for (int ln = 0; lines[ln]; ln++) {
     char *line = g_strchomp(lines[ln]);
     if (!*line || line[0] == '#')
@@ -64,17 +65,21 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
         return NULL;
       }
       header = TRUE;
-      has_mismatch = strcmp(line + strlen(EVENTS_HEADER), EVENTS_MISMATCH) == 0;
+      has_mismatch = g_str_has_prefix(line + strlen(EVENTS_HEADER), EVENTS_MISMATCH);
+      g_auto(GStrv) cols = g_strsplit(line, ",", -1);
+      ncols = g_strv_length(cols);
       continue;
     }
     g_auto(GStrv) f = g_strsplit(line, ",", -1);
     TpEventRow r = { .version = -1, .latest = -1, .mismatch = -1 };
     const char *bad = NULL;
+    char nbad[64];
     int k;
     guint nf = g_strv_length(f);
-    if (nf < 11u + has_mismatch)
-      bad = has_mismatch ? "expected 12 comma-separated fields" : "expected 11 comma-separated fields";
-    else if (!field_int(f[0], 1, TP_MAX_WORKERS, &r.stage))
+    if (nf != ncols) {
+      g_snprintf(nbad, sizeof nbad, "expected %u comma-separated fields (as the header), found %u", ncols, nf);
+      bad = nbad;
+    } else if (!field_int(f[0], 1, TP_MAX_WORKERS, &r.stage))
       bad = "bad stage (expected 1.." G_STRINGIFY(TP_MAX_WORKERS) ")";
     else {
       for (k = 0; k < TP_N_EV_KINDS && strcmp(f[1], tp_ev_kind_names[k]) != 0; k++)

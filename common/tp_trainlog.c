@@ -39,13 +39,21 @@ TpTrainLog *tp_trainlog_parse(const char *text, const char *name, GError **err)
 {
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_autoptr(TpTrainLog) log = g_new0(TpTrainLog, 1);
-  log->columns = g_strsplit(lines[0] ? g_strchomp(lines[0]) : "", ",", -1);
+  int head = 0; /* the header: the first line that is not empty */
+  while (lines[head] && !*g_strstrip(lines[head]))
+    head++;
+  if (!lines[head]) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: empty (no header line of column names)", name);
+    return NULL;
+  }
+  log->header_line = head + 1;
+  log->columns = g_strsplit(lines[head], ",", -1);
   for (int j = 0; log->columns[j]; j++)
     g_strstrip(log->columns[j]);
   int ncols = log->n_columns = (int)g_strv_length(log->columns);
   g_autoptr(GArray) values = g_array_new(FALSE, FALSE, sizeof(double));
   g_autoptr(GArray) at = g_array_new(FALSE, FALSE, sizeof(int));
-  for (int ln = 1; lines[0] && lines[ln]; ln++) {
+  for (int ln = head + 1; lines[ln]; ln++) {
     char *l = g_strchomp(lines[ln]);
     if (!*l)
       continue;
@@ -56,10 +64,12 @@ TpTrainLog *tp_trainlog_parse(const char *text, const char *name, GError **err)
       return NULL;
     }
     for (int j = 0; j < ncols; j++) {
-      double v;
-      if (!tp_kf_parse_number(f[j], &v)) {
+      double v = 0;
+      gboolean number = tp_kf_parse_number(f[j], &v);
+      if (!number || fabs(v) > TP_TRAINLOG_MAX) {
         g_autofree char *q = tp_quote(f[j]);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s is not a finite number", name, ln + 1, q);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s is %s", name, ln + 1, q,
+                    number ? "out of range (at most 1e30 in magnitude)" : "not a finite number");
         return NULL;
       }
       g_array_append_val(values, v);
@@ -91,7 +101,8 @@ GArray *tp_trainlog_rows(const TpTrainLog *log, const char *name, GError **err)
   int col[G_N_ELEMENTS(want)];
   for (guint k = 0; k < G_N_ELEMENTS(want); k++)
     if ((col[k] = tp_trainlog_column(log, want[k])) < 0) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: no column '%s' in the header", name, want[k]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: no column '%s' in the header", name, log->header_line,
+                  want[k]);
       return NULL;
     }
   g_autoptr(GArray) rows = g_array_sized_new(FALSE, FALSE, sizeof(TpTrainLogRow), (guint)log->n_rows);

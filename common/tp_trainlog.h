@@ -30,13 +30,19 @@ void tp_trainlog_append(GString *out, const TpTrainLogRow *r);
 typedef struct {
   char **columns;  /* NULL-terminated */
   int n_columns, n_rows;
+  int header_line; /* the line the column names came from (1-based) */
   double *values;  /* [n_rows * n_columns], row-major */
   int *lines;      /* [n_rows]: the line each row came from */
 } TpTrainLog;
 
-/* Read a log: a header line of column names, then rows of as many finite numbers (empty lines are
- * skipped).  Errors (TP_ERROR_INPUT) name file:line: a row with another number of fields, a field
- * that is not a finite number, no data rows.  parse: text, named name in errors. */
+/* The largest magnitude a log's number may have (far beyond any loss, time or count; small enough
+ * for a plot's axis ranges). */
+#define TP_TRAINLOG_MAX 1e30
+
+/* Read a log: a header line of column names, then rows of as many numbers up to TP_TRAINLOG_MAX in
+ * magnitude (empty lines are skipped).  Errors (TP_ERROR_INPUT) name file:line: a row with another
+ * number of fields, a field that is not such a number; or the file: empty, no data rows.  parse:
+ * text, named name in errors. */
 TpTrainLog *tp_trainlog_parse(const char *text, const char *name, GError **err);
 TpTrainLog *tp_trainlog_load(const char *path, GError **err);
 void tp_trainlog_free(TpTrainLog *log);

@@ -1,7 +1,8 @@
 /* test-checkpoint.c — checkpoints of `timeprest train`, through the program on small synthetic data:
  * a run stopped at a checkpoint and resumed ends with the weights of the uninterrupted run (bit for
  * bit, several presets, -k segments and epochs); a checkpoint of another run, a damaged one, a
- * SIGTERM during a run and a kill during the checkpoint's write. */
+ * SIGTERM during a run and a kill during the checkpoint's write (also of a new run over an older
+ * checkpoint); a checkpoint directory that cannot be written. */
 #include "tp_test.h"
 
 #include <signal.h>
@@ -274,6 +275,34 @@ static void test_kill_during_write(void)
   rm_tree(root);
 }
 
+/* A new run (no --resume) into a directory holding another checkpoint, killed during its first
+ * checkpoint's write: the checkpoint that was there is still whole (the new run's state went under
+ * another name) and resumes to the uninterrupted weights. */
+static void test_new_run_over_checkpoint(void)
+{
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  const char *opts[] = { "-k", "10", "--checkpoint-every", "3", NULL };
+  g_autofree char *whole = uninterrupted("gpipe", opts, root, NULL);
+  TptRun s = train("gpipe", (const char *[]){ "-k", "10", "--checkpoint-every", "3", "--checkpoint", dir, "--stop-after",
+                                              "1", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  g_setenv("TIMEPREST_CHECKPOINT_KILL", "1", TRUE);
+  TptRun k = train("gpipe", (const char *[]){ "-k", "10", "--checkpoint-every", "3", "--seed", "9", "--checkpoint", dir,
+                                              NULL });
+  g_unsetenv("TIMEPREST_CHECKPOINT_KILL");
+  g_assert_cmpint(k.status, ==, 128);
+  tpt_run_clear(&k);
+  TptRun r = train("gpipe", (const char *[]){ "-k", "10", "--checkpoint-every", "3", "--resume", dir, NULL });
+  if (r.status != 0)
+    g_error("the checkpoint there before the new run does not resume: %s", r.err);
+  g_autofree char *sha = sha_of(&r);
+  g_assert_cmpstr(sha, ==, whole);
+  tpt_run_clear(&r);
+  rm_tree(root);
+}
+
 /* Bad usage: --checkpoint-every without a directory; resuming from nothing. */
 static void test_usage(void)
 {
@@ -288,6 +317,25 @@ static void test_usage(void)
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   g_assert_nonnull(strstr(r.err, "checkpoint.ini"));
   tpt_run_clear(&r);
+  /* resuming from a directory that is not there: said so, and nothing made */
+  g_autofree char *none = g_build_filename(root, "none", NULL);
+  r = train("gpipe", (const char *[]){ "-k", "4", "--resume", none, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "no checkpoint here"));
+  g_assert_false(g_file_test(none, G_FILE_TEST_EXISTS));
+  tpt_run_clear(&r);
+  /* a checkpoint directory that cannot be made is refused before training, not at the first
+   * checkpoint: exit 2, one line naming the flag, no report */
+  g_autofree char *file = g_build_filename(root, "file", NULL), *under = g_build_filename(file, "ck", NULL);
+  g_assert_true(g_file_set_contents(file, "", 0, NULL));
+  r = train("gpipe", (const char *[]){ "-k", "4", "--checkpoint", under, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_autofree char *says = g_strdup_printf("--checkpoint: %s: cannot create the directory", under);
+  if (!strstr(r.err, says))
+    g_error("expected '%s' in '%s'", says, r.err);
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
   rm_tree(root);
 }
 
@@ -300,6 +348,7 @@ int main(int argc, char **argv)
   g_test_add_func("/checkpoint/damaged", test_damaged);
   g_test_add_func("/checkpoint/sigterm", test_sigterm);
   g_test_add_func("/checkpoint/kill-during-write", test_kill_during_write);
+  g_test_add_func("/checkpoint/new-run-over-checkpoint", test_new_run_over_checkpoint);
   g_test_add_func("/checkpoint/usage", test_usage);
   return g_test_run();
 }

@@ -1,7 +1,7 @@
 /* test-timeline.c — the timeline and the files made from it: event CSVs written and read back
  * (a simulated timeline and a measured-style one, with its own versions and clock; the latter's
  * Chrome trace), the training log written and read back, and malformed files of both refused with
- * file:line. */
+ * file:line, also by `timeprest plot` (exit 2, not gnuplot's failure), which draws odd valid ones. */
 #include "tp_cost.h"
 #include "tp_events.h"
 #include "tp_metrics.h"
@@ -169,6 +169,16 @@ static void test_events_malformed(void)
   expect_load_error(TRUE, EV_HEAD "1,F,1,1,0,1,0,0,0,,,\n\n1,F,1,1,0\n", ":4: expected 12 comma-separated fields");
   expect_load_error(TRUE, EV_HEAD "1,B,1,1,2,1,0,0,0,,,0\n", ":2: bad start/end");
   expect_load_error(TRUE, "# only a comment\n", ": empty");
+  /* a row with more fields than the header is not read as if it had none */
+  expect_load_error(TRUE, EV_HEAD "1,F,1,1,0,1,0,0,0,,,,5,6\n",
+                    ":2: expected 12 comma-separated fields (as the header), found 14");
+  /* Windows line ends are read */
+  GError *err = NULL;
+  g_autoptr(GArray) crlf = tp_events_parse("stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,"
+                                           "peer,version_mismatch\r\n1,B,1,1,0,1,0,0,0,,,0\r\n", "crlf.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(crlf->len, ==, 1);
+  g_assert_cmpint(g_array_index(crlf, TpEventRow, 0).mismatch, ==, 0);
 }
 
 static void test_trainlog_round_trip(void)
@@ -231,6 +241,88 @@ static void test_trainlog_malformed(void)
   expect_load_error(FALSE, "epoch,loss\n1,0.5\n", ":1: no column 'mini_batch'");
   expect_load_error(FALSE, LOG_HEAD "0.1,10.5,0.5,2.3,0.1,0\n", ":2: mini_batch is not a whole number");
   expect_load_error(FALSE, LOG_HEAD "0.1,10,0.5,2.3,0.1,0\n1,20,0.5,2.3,0.1,2\n", ":3: test is neither 0 nor 1");
+  /* an empty file is said to be one; numbers too large for any axis are refused where they are */
+  expect_load_error(FALSE, "", ": empty (no header line");
+  expect_load_error(FALSE, "\r\n\n", ": empty (no header line");
+  expect_load_error(FALSE, LOG_HEAD "0.1,10,0.5,2.3,0.1,0\n1e308,20,0.5,2.3,0.1,1\n", ":3: '1e308' is out of range");
+  expect_load_error(FALSE, LOG_HEAD "0.1,10,-2e30,2.3,0.1,0\n", ":2: '-2e30' is out of range");
+  /* the header is the first line that is not empty: errors name its line */
+  expect_load_error(FALSE, "\n\nepoch,loss\n1,0.5\n", ":3: no column 'mini_batch'");
+  GError *err = NULL;
+  g_autoptr(TpTrainLog) log = tp_trainlog_parse("\r\n" LOG_HEAD "1,10,0.5,2.3,0.1,1\r\n", "crlf.csv", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(log->header_line, ==, 2);
+  g_assert_cmpint(log->n_rows, ==, 1);
+  g_assert_cmpint(log->lines[0], ==, 3);
+  g_assert_cmpint(tp_trainlog_column(log, "test"), ==, 5);
+}
+
+/* ---- the pictures of such files, through the program -------------------------------------------- */
+
+static gboolean have_gnuplot(void)
+{
+  g_autofree char *gp = g_find_program_in_path("gnuplot");
+  return gp != NULL || g_getenv("TP_GNUPLOT") != NULL;
+}
+
+/* `timeprest plot KIND FLAG file(text) [--measured file(measured)] -o picture.svg`: its status; the
+ * picture, when made, is removed; err gets its stderr. */
+static int plot(const char *kind, const char *flag, const char *text, const char *measured, char **err)
+{
+  g_autofree char *in = tpt_tmp_path("in.csv"), *meas = tpt_tmp_path("meas.csv"), *out = tpt_tmp_path("p.svg");
+  g_assert_true(g_file_set_contents(in, text, -1, NULL));
+  if (measured)
+    g_assert_true(g_file_set_contents(meas, measured, -1, NULL));
+  const char *args[] = { "plot", kind, flag, in, "-o", out, measured ? "--measured" : NULL, meas, NULL };
+  TptRun r = tpt_run(args);
+  int status = r.status;
+  if (status == 0) {
+    g_autofree char *svg = NULL;
+    g_assert_true(g_file_get_contents(out, &svg, NULL, NULL));
+    g_assert_nonnull(strstr(svg, "<svg"));
+  } else
+    g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+  *err = g_steal_pointer(&r.err);
+  tpt_run_clear(&r);
+  tpt_tmp_remove(in);
+  tpt_tmp_remove(meas);
+  tpt_tmp_remove(out);
+  return status;
+}
+
+/* Bad input is one line with exit 2 (not gnuplot's failure, exit 1); odd but valid files draw. */
+static void test_plot_inputs(void)
+{
+  if (!have_gnuplot()) {
+    g_test_skip("gnuplot is not installed");
+    return;
+  }
+  struct {
+    const char *kind, *flag, *text, *measured, *says; /* says NULL: a picture */
+  } cases[] = {
+    { "convergence", "-i", "epoch,loss\n1,1e308\n2,-1e308\n", NULL, ":2: '1e308' is out of range" },
+    { "convergence", "-i", "", NULL, ": empty (no header line" },
+    { "convergence", "-i", "\n" TP_TRAINLOG_HEADER "\r\n1,10,0.5,2.3,0.1,1\r\n2,20,0.4,2.1,0.2,1\r\n", NULL, NULL },
+    { "timeline", "--events", EV_HEAD, NULL, ": no forward, backward or update events to draw" },
+    { "timeline", "--events", EV_HEAD "1,send-act,1,1,0,0,,,,8,2,\n", NULL, ": no forward, backward or update" },
+    { "timeline", "--events", EV_HEAD "1,F,1,1,0,1,0,0,0,,,\n", EV_HEAD, ": no forward, backward or update" },
+    { "timeline", "--events", EV_HEAD "1,U,1,,0,1,0,0,0,,,\n", NULL, NULL },               /* no label to draw */
+    { "timeline", "--events", EV_HEAD "1,U,1,,0,1,0,0,0,,,\n", EV_HEAD "1,U,1,,0,2,0,0,0,,,\n", NULL },
+    { "timeline", "--events", EV_HEAD "1,F,1,1,0,0,0,0,0,,,\n", NULL, NULL },              /* every event instant */
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *err = NULL;
+    int status = plot(cases[i].kind, cases[i].flag, cases[i].text, cases[i].measured, &err);
+    g_test_message("case %u: status %d: %s", i, status, err);
+    if (!cases[i].says) {
+      g_assert_cmpint(status, ==, 0);
+      continue;
+    }
+    g_assert_cmpint(status, ==, 2);
+    g_assert_cmpint(tpt_lines(err), ==, 1);
+    if (!strstr(err, cases[i].says))
+      g_error("case %u: expected '%s' in '%s'", i, cases[i].says, err);
+  }
 }
 
 int main(int argc, char **argv)
@@ -241,5 +333,6 @@ int main(int argc, char **argv)
   g_test_add_func("/timeline/events-malformed", test_events_malformed);
   g_test_add_func("/trainlog/round-trip", test_trainlog_round_trip);
   g_test_add_func("/trainlog/malformed", test_trainlog_malformed);
+  g_test_add_func("/plot/inputs", test_plot_inputs);
   return g_test_run();
 }

@@ -5,7 +5,8 @@
  * line) and the run resumed ends with the same weights; each rank writes its stage's file; rank 0
  * killed during a commit leaves the previous checkpoint, which resumes to the same weights; a
  * checkpoint of the local transport resumes under MPI and the other way round; another run's
- * checkpoint (-n, -w) and a damaged stage file are refused (exit 2, one line).  The uninterrupted
+ * checkpoint (-n, -w) and a damaged stage file are refused (exit 2, one line); a rank that cannot
+ * write its part ends the job with its line, the previous checkpoint kept.  The uninterrupted
  * runs are of the local transport, whose weights the MPI transport's equal (test-train-mpi).  Skips
  * where mpirun cannot start processes here or the build has no MPI. */
 #include <glib.h>
@@ -257,6 +258,40 @@ static void test_kill_during_commit(void)
   rm_tree(root);
 }
 
+/* Rank 1 cannot write its part of the second checkpoint (its file's name is taken by a directory):
+ * the job ends non-zero well within the timeout, rank 1's line names it and the file, the first
+ * checkpoint stays in force and, the directory gone, resumes to the uninterrupted run's weights. */
+static void test_part_unwritable(void)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *root = tmp_dir();
+  g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
+  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
+  g_autofree char *want = sha_of_run(0, SHORT, more);
+  g_autofree char *blocker = g_build_filename(dir, "state-1-stage2.bin", NULL), *inside = NULL;
+  inside = g_build_filename(blocker, "x", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(blocker, 0700), ==, 0);
+  g_assert_true(g_file_set_contents(inside, "x", 1, NULL));
+  g_autofree char *args = g_strdup_printf("--transport mpi " SHORT " --peer-timeout 5 --checkpoint %s", dir);
+  TptMpiRun k = run(2, args);
+  g_test_message("status %d after %.2f s\n%s", k.status, k.secs, k.err);
+  g_assert_cmpint(k.status, !=, 0);
+  g_assert_cmpint(k.status, !=, 124);
+  g_assert_cmpfloat(k.secs, <, 30);
+  g_autofree char *says = g_strdup_printf("stage 2 (rank 1): %s: cannot rename the checkpoint", blocker);
+  if (!strstr(k.err, says))
+    g_error("expected '%s' in\n%s", says, k.err);
+  g_assert_cmpstr(k.out, ==, "");
+  g_assert_cmpint(done_of(dir), ==, 3);
+  tpt_mpi_run_clear(&k);
+  rm_tree(blocker);
+  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
+  g_autofree char *got = sha_of_run(2, SHORT, resumed);
+  g_assert_cmpstr(got, ==, want);
+  rm_tree(root);
+}
+
 /* Another run's checkpoint (-n, -w) and a damaged stage file: exit 2, one line. */
 static void test_refused(void)
 {
@@ -316,5 +351,6 @@ int main(int argc, char **argv)
   g_test_add_func("/train-mpi-ckpt/kill-during-commit", test_kill_during_commit);
   g_test_add_func("/train-mpi-ckpt/across-transports", test_across_transports);
   g_test_add_func("/train-mpi-ckpt/refused", test_refused);
+  g_test_add_func("/train-mpi-ckpt/part-unwritable", test_part_unwritable);
   return g_test_run();
 }

@@ -598,6 +598,20 @@ static void test_lr_cosine(void)
   tp_run_result_clear(&rc);
   g_free(w), g_free(wr), g_free(wc);
   tp_schedule_free(s);
+  /* the report says which rate the run used, in JSON and in text */
+  const char *formats[] = { "json", "text" };
+  const char *says[] = { "\"lr\": 0.05, \"lr_schedule\": \"cosine\", \"momentum\": 0.9, \"weight_decay\": 0.0001",
+                         "optimizer    SGD, lr 0.05 decayed by a cosine to 0 over the run's 4 mini-batches, momentum 0.9" };
+  for (int i = 0; i < 2; i++) {
+    const char *args[] = { "train", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "4", "--batch", "32", "--data",
+                           "synthetic:256:64", "--lr", "0.05", "--lr-schedule", "cosine", "--quiet", "--format",
+                           formats[i], NULL };
+    TptRun t = tpt_run(args);
+    g_assert_cmpint(t.status, ==, 0);
+    if (!strstr(t.out, says[i]))
+      g_error("no '%s' in the report:\n%s", says[i], t.out);
+    tpt_run_clear(&t);
+  }
 }
 
 int main(int argc, char **argv)
