@@ -43,28 +43,6 @@ static char *array_of(const char *out, const char *name)
   return g_strndup(p, (gsize)(strchr(p, ']') - p));
 }
 
-static char *tmp_dir(void)
-{
-  GError *e = NULL;
-  char *d = g_dir_make_tmp("tp-ckpt-XXXXXX", &e);
-  g_assert_no_error(e);
-  return d;
-}
-
-static void rm_tree(const char *dir)
-{
-  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-  const char *name;
-  while (d && (name = g_dir_read_name(d))) {
-    g_autofree char *p = g_build_filename(dir, name, NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_DIR))
-      rm_tree(p);
-    else
-      g_unlink(p);
-  }
-  g_rmdir(dir);
-}
-
 /* The weights of an uninterrupted run with these options (checkpointing into its own directory);
  * its per-run training losses into losses when not NULL. */
 static char *uninterrupted(const char *preset, const char *const *opts, const char *root, char **losses)
@@ -101,7 +79,7 @@ static const char **args(const char *const *opts, const char *const *more, const
 /* Stop at --stop-after D (a checkpoint), resume, compare with the uninterrupted run. */
 static void check_resume(const char *preset, const char *const *opts, const char *stop_after)
 {
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   g_autofree char *losses = NULL;
   g_autofree char *whole = uninterrupted(preset, opts, root, &losses);
@@ -117,7 +95,7 @@ static void check_resume(const char *preset, const char *const *opts, const char
   g_assert_cmpstr(resumed_losses, ==, losses); /* the report covers the whole run */
   tpt_run_clear(&s);
   tpt_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 static void test_resume_segments(void)
@@ -137,7 +115,7 @@ static void test_resume_epochs(void)
 /* A checkpoint of one run: resumed by another, refused with exit 2 and one line naming the difference. */
 static void test_other_run(void)
 {
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   TptRun s = train("gpipe", (const char *[]){ "--epochs", "2", "--checkpoint", dir, "--stop-after", "1", NULL });
   g_assert_cmpint(s.status, ==, 0);
@@ -162,7 +140,7 @@ static void test_other_run(void)
     g_assert_cmpstr(r.out, ==, "");
     tpt_run_clear(&r);
   }
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 static char *state_file(const char *dir)
@@ -178,7 +156,7 @@ static char *state_file(const char *dir)
 /* Damage one file of a good checkpoint (flip a byte or cut it), expect exit 2 naming it. */
 static void check_damaged(gboolean ini, gboolean cut)
 {
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   TptRun s = train("timeprest", (const char *[]){ "--epochs", "2", "--checkpoint", dir, "--stop-after", "1", NULL });
   g_assert_cmpint(s.status, ==, 0);
@@ -198,7 +176,7 @@ static void check_damaged(gboolean ini, gboolean cut)
   g_assert_nonnull(strstr(r.err, path));
   g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 static void test_damaged(void)
@@ -212,7 +190,7 @@ static void test_damaged(void)
  * resumed, it ends as the uninterrupted run. */
 static void test_sigterm(void)
 {
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
   const char *opts[] = { "--epochs", "30", NULL };
@@ -246,14 +224,14 @@ static void test_sigterm(void)
   g_autofree char *sha = sha_of(&r);
   g_assert_cmpstr(sha, ==, whole);
   tpt_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* Killed (SIGKILL) while writing the second checkpoint, between the new files and the rename of the
  * metadata: the first checkpoint is still whole and resumes to the uninterrupted weights. */
 static void test_kill_during_write(void)
 {
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   const char *opts[] = { "-k", "10", "--checkpoint-every", "3", NULL };
   g_autofree char *whole = uninterrupted("gpipe", opts, root, NULL);
@@ -272,7 +250,7 @@ static void test_kill_during_write(void)
   g_autofree char *sha = sha_of(&r);
   g_assert_cmpstr(sha, ==, whole);
   tpt_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* A new run (no --resume) into a directory holding another checkpoint, killed during its first
@@ -280,7 +258,7 @@ static void test_kill_during_write(void)
  * another name) and resumes to the uninterrupted weights. */
 static void test_new_run_over_checkpoint(void)
 {
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   const char *opts[] = { "-k", "10", "--checkpoint-every", "3", NULL };
   g_autofree char *whole = uninterrupted("gpipe", opts, root, NULL);
@@ -300,7 +278,7 @@ static void test_new_run_over_checkpoint(void)
   g_autofree char *sha = sha_of(&r);
   g_assert_cmpstr(sha, ==, whole);
   tpt_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* Bad usage: --checkpoint-every without a directory; resuming from nothing. */
@@ -311,7 +289,7 @@ static void test_usage(void)
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   g_assert_nonnull(strstr(r.err, "--checkpoint-every"));
   tpt_run_clear(&r);
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   r = train("gpipe", (const char *[]){ "-k", "4", "--resume", root, NULL });
   g_assert_cmpint(r.status, ==, 2);
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
@@ -336,7 +314,7 @@ static void test_usage(void)
     g_error("expected '%s' in '%s'", says, r.err);
   g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 int main(int argc, char **argv)

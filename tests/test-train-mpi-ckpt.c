@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tp_test.h"
 #include "tp_test_mpi.h"
 
 static const char *bin;
@@ -57,28 +58,6 @@ static void expect_success(const TptMpiRun *r)
 {
   if (r->status != 0)
     g_error("exit status %d\n--- stdout\n%s--- stderr\n%s", r->status, r->out, r->err);
-}
-
-static char *tmp_dir(void)
-{
-  GError *e = NULL;
-  char *d = g_dir_make_tmp("tp-mpi-ckpt-XXXXXX", &e);
-  g_assert_no_error(e);
-  return d;
-}
-
-static void rm_tree(const char *dir)
-{
-  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-  const char *name;
-  while (d && (name = g_dir_read_name(d))) {
-    g_autofree char *p = g_build_filename(dir, name, NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_DIR))
-      rm_tree(p);
-    else
-      g_unlink(p);
-  }
-  g_rmdir(dir);
 }
 
 /* weights_sha256 of a run that succeeded: np ranks (0: the local transport), args, then more. */
@@ -132,7 +111,7 @@ static void test_kill_resume(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
   g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
   g_autofree char *want = sha_of_run(0, LONG, more);
@@ -162,7 +141,7 @@ static void test_kill_resume(void)
   g_autofree char *got = sha_of_run(3, LONG, resumed);
   g_assert_cmpstr(got, ==, want);
   tpt_mpi_run_clear(&k);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* SIGTERM to rank 1 of 3: every rank stops at the next checkpoint, exit 143, one "interrupted" line
@@ -172,7 +151,7 @@ static void test_sigterm_resume(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
   g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
   g_autofree char *want = sha_of_run(0, LONG, more);
@@ -201,7 +180,7 @@ static void test_sigterm_resume(void)
   g_autofree char *got = sha_of_run(3, LONG, resumed);
   g_assert_cmpstr(got, ==, want);
   tpt_mpi_run_clear(&t);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* A checkpoint of the local transport resumes under MPI, one of MPI under the local transport. */
@@ -209,7 +188,7 @@ static void test_across_transports(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
   g_autofree char *whole = g_build_filename(root, "whole", NULL), *a = g_build_filename(root, "a", NULL),
                   *b = g_build_filename(root, "b", NULL);
   g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
@@ -226,7 +205,7 @@ static void test_across_transports(void)
     g_autofree char *got = sha_of_run(np ? 0 : 2, SHORT, resumed);
     g_assert_cmpstr(got, ==, want);
   }
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* Rank 0 killed (SIGKILL, TIMEPREST_CHECKPOINT_KILL) during the second checkpoint's commit, every
@@ -236,7 +215,7 @@ static void test_kill_during_commit(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
   g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
   g_autofree char *want = sha_of_run(0, SHORT, more);
@@ -255,7 +234,7 @@ static void test_kill_during_commit(void)
   g_autofree char *got = sha_of_run(2, SHORT, resumed);
   g_assert_cmpstr(got, ==, want);
   tpt_mpi_run_clear(&k);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* Rank 1 cannot write its part of the second checkpoint (its file's name is taken by a directory):
@@ -265,7 +244,7 @@ static void test_part_unwritable(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
   g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
   g_autofree char *want = sha_of_run(0, SHORT, more);
@@ -285,11 +264,11 @@ static void test_part_unwritable(void)
   g_assert_cmpstr(k.out, ==, "");
   g_assert_cmpint(done_of(dir), ==, 3);
   tpt_mpi_run_clear(&k);
-  rm_tree(blocker);
+  tpt_rm_tree(blocker);
   g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
   g_autofree char *got = sha_of_run(2, SHORT, resumed);
   g_assert_cmpstr(got, ==, want);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 /* Another run's checkpoint (-n, -w) and a damaged stage file: exit 2, one line. */
@@ -297,7 +276,7 @@ static void test_refused(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *root = tmp_dir();
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   g_autofree char *stop = g_strdup_printf("--transport mpi " SHORT " --checkpoint %s --stop-after 4", dir);
   TptMpiRun s = run(2, stop);
@@ -335,7 +314,7 @@ static void test_refused(void)
   g_assert_cmpint(tpt_count(r.err, says), ==, 1);
   g_assert_cmpint(tpt_count(r.err, "timeprest train:"), ==, 1);
   tpt_mpi_run_clear(&r);
-  rm_tree(root);
+  tpt_rm_tree(root);
 }
 
 int main(int argc, char **argv)

@@ -90,4 +90,29 @@ static inline void tpt_tmp_remove(const char *path)
   g_rmdir(dir);
 }
 
+/* A fresh private directory (PREFIX-XXXXXX in the temporary directory), and its removal with
+ * everything below it. */
+static inline char *tpt_tmp_dir(const char *prefix)
+{
+  GError *e = NULL;
+  g_autofree char *tmpl = g_strdup_printf("%s-XXXXXX", prefix);
+  char *d = g_dir_make_tmp(tmpl, &e);
+  g_assert_no_error(e);
+  return d;
+}
+
+static inline void tpt_rm_tree(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    g_autofree char *p = g_build_filename(dir, name, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_DIR) && !g_file_test(p, G_FILE_TEST_IS_SYMLINK))
+      tpt_rm_tree(p);
+    else
+      g_unlink(p);
+  }
+  g_rmdir(dir);
+}
+
 #endif
