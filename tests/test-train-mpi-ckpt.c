@@ -39,20 +39,7 @@ static TptMpiRun run(int np, const char *args)
   return tpt_mpi_run(np, env, bin, (const char *const[]){ "train", NULL }, args);
 }
 
-static gboolean mpi_usable(void)
-{
-  static int usable = -1;
-  static const char *why;
-  if (usable < 0) {
-    TptMpiRun r = run(0, "--transport mpi -w 2");
-    why = strstr(r.err, "no MPI support") ? "this build has no MPI support" : tpt_mpi_unusable();
-    tpt_mpi_run_clear(&r);
-    usable = why == NULL;
-  }
-  if (!usable)
-    g_test_skip(why);
-  return usable;
-}
+static gboolean mpi_usable(void) { return tpt_mpi_train_usable(bin); }
 
 static void expect_success(const TptMpiRun *r)
 {

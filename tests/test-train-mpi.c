@@ -29,21 +29,7 @@ static Run run(int np, const char *args)
   return tpt_mpi_run(np, NULL, bin, (const char *const[]){ "train", NULL }, args);
 }
 
-/* Whether mpirun can start this build's --transport mpi here (else the test skips, saying why). */
-static gboolean mpi_usable(void)
-{
-  static int usable = -1;
-  static const char *why;
-  if (usable < 0) {
-    Run r = run(0, "--transport mpi -w 2");
-    why = strstr(r.err, "no MPI support") ? "this build has no MPI support" : tpt_mpi_unusable();
-    run_clear(&r);
-    usable = why == NULL;
-  }
-  if (!usable)
-    g_test_skip(why);
-  return usable;
-}
+static gboolean mpi_usable(void) { return tpt_mpi_train_usable(bin); }
 
 #define json_value tpt_json_value
 

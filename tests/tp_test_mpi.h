@@ -114,6 +114,23 @@ static inline const char *tpt_mpi_unusable(void)
   return why;
 }
 
+/* Whether mpirun can start `BIN train --transport mpi` here (a build without MPI, or an mpirun that
+ * cannot start processes, makes the calling test skip, saying why). */
+static inline gboolean tpt_mpi_train_usable(const char *bin)
+{
+  static int usable = -1;
+  static const char *why;
+  if (usable < 0) {
+    TptMpiRun r = tpt_mpi_run(0, NULL, bin, (const char *const[]){ "train", NULL }, "--transport mpi -w 2");
+    why = strstr(r.err, "no MPI support") ? "this build has no MPI support" : tpt_mpi_unusable();
+    tpt_mpi_run_clear(&r);
+    usable = why == NULL;
+  }
+  if (!usable)
+    g_test_skip(why);
+  return usable;
+}
+
 /* Start argv with envp without waiting: its pid and a pipe of its stderr (stdout goes to /dev/null). */
 static inline GPid tpt_mpi_start(GPtrArray *argv, char **envp, int *err_fd)
 {
