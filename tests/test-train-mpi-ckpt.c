@@ -60,14 +60,34 @@ static char *sha_of_run(int np, const char *args, const char *more)
   return sha;
 }
 
-/* The "done" the committed checkpoint in dir records. */
-static int done_of(const char *dir)
+/* An integer key (e.g. done, generation) of the committed checkpoint in dir. */
+static int ini_int(const char *dir, const char *key)
 {
   g_autofree char *path = g_build_filename(dir, "checkpoint.ini", NULL), *text = NULL;
+  g_autofree char *at = g_strdup_printf("\n%s=", key);
   g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
-  const char *p = strstr(text, "\ndone=");
+  const char *p = strstr(text, at);
   g_assert_nonnull(p);
-  return atoi(p + 6);
+  return atoi(p + strlen(at));
+}
+
+static int done_of(const char *dir) { return ini_int(dir, "done"); }
+
+/* weights_sha256 of args run whole on the local transport (checkpointing into root/whole, as the
+ * runs compared with it do into their directory). */
+static char *uninterrupted_sha(const char *root, const char *args)
+{
+  g_autofree char *whole = g_build_filename(root, "whole", NULL);
+  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
+  return sha_of_run(0, args, more);
+}
+
+/* args resumed from dir on np ranks (0: the local transport) ends with the weights want. */
+static void expect_resumes_to(int np, const char *args, const char *dir, const char *want)
+{
+  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
+  g_autofree char *got = sha_of_run(np, args, resumed);
+  g_assert_cmpstr(got, ==, want);
 }
 
 /* LONG under 3 ranks into dir; once its first checkpoint is committed, rank 1 gets sig. */
@@ -99,9 +119,8 @@ static void test_kill_resume(void)
   if (!mpi_usable())
     return;
   g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
-  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
-  g_autofree char *want = sha_of_run(0, LONG, more);
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *want = uninterrupted_sha(root, LONG);
   TptMpiRun k = interrupted(dir, SIGKILL);
   g_assert_cmpint(k.status, !=, 0);
   g_assert_cmpint(k.status, !=, 124); /* the outer timeout: a hang */
@@ -124,9 +143,7 @@ static void test_kill_resume(void)
   int done = done_of(dir);
   g_assert_cmpint(done, <, 300);
   g_test_message("resuming after mini-batch %d", done);
-  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
-  g_autofree char *got = sha_of_run(3, LONG, resumed);
-  g_assert_cmpstr(got, ==, want);
+  expect_resumes_to(3, LONG, dir, want);
   tpt_mpi_run_clear(&k);
   tpt_rm_tree(root);
 }
@@ -139,9 +156,8 @@ static void test_sigterm_resume(void)
   if (!mpi_usable())
     return;
   g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
-  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
-  g_autofree char *want = sha_of_run(0, LONG, more);
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *want = uninterrupted_sha(root, LONG);
   TptMpiRun t = interrupted(dir, SIGTERM);
   g_assert_cmpint(t.status, ==, 143);
   g_autofree char *stopped = g_strdup_printf("interrupted: checkpoint at epoch 1, mini-batch %d written to %s; resume "
@@ -152,20 +168,14 @@ static void test_sigterm_resume(void)
   g_auto(GStrv) lines = g_strsplit(t.err, "\n", -1);
   for (int i = 0; lines[i]; i++) /* nothing failed: no line of ranks 0 and 2 */
     g_assert_false(g_str_has_prefix(lines[i], "stage 1 (rank 0): ") || g_str_has_prefix(lines[i], "stage 3 (rank 2): "));
-  int g = -1;
-  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL), *text = NULL;
-  g_assert_true(g_file_get_contents(ini, &text, NULL, NULL));
-  g_assert_nonnull(strstr(text, "\ngeneration="));
-  g = atoi(strstr(text, "\ngeneration=") + 12);
+  int g = ini_int(dir, "generation");
   for (int s = 1; s <= 3; s++) { /* each rank's part of the last checkpoint, and no older one */
     g_autofree char *part = g_strdup_printf("%s/state-%d-stage%d.bin", dir, g, s);
     g_autofree char *old = g_strdup_printf("%s/state-%d-stage%d.bin", dir, g - 1, s);
     g_assert_true(g_file_test(part, G_FILE_TEST_EXISTS));
     g_assert_false(g_file_test(old, G_FILE_TEST_EXISTS));
   }
-  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
-  g_autofree char *got = sha_of_run(3, LONG, resumed);
-  g_assert_cmpstr(got, ==, want);
+  expect_resumes_to(3, LONG, dir, want);
   tpt_mpi_run_clear(&t);
   tpt_rm_tree(root);
 }
@@ -176,10 +186,8 @@ static void test_across_transports(void)
   if (!mpi_usable())
     return;
   g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
-  g_autofree char *whole = g_build_filename(root, "whole", NULL), *a = g_build_filename(root, "a", NULL),
-                  *b = g_build_filename(root, "b", NULL);
-  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
-  g_autofree char *want = sha_of_run(0, SHORT, more);
+  g_autofree char *a = g_build_filename(root, "a", NULL), *b = g_build_filename(root, "b", NULL);
+  g_autofree char *want = uninterrupted_sha(root, SHORT);
   for (int np = 0; np <= 2; np += 2) {
     const char *dir = np ? b : a;
     g_autofree char *stop = g_strdup_printf("%s" SHORT " --checkpoint %s --stop-after 4", np ? "--transport mpi " : "",
@@ -188,9 +196,7 @@ static void test_across_transports(void)
     expect_success(&s);
     g_assert_cmpint(tpt_count(s.err, "stopped: checkpoint at epoch 1, mini-batch 6"), ==, 1);
     tpt_mpi_run_clear(&s);
-    g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
-    g_autofree char *got = sha_of_run(np ? 0 : 2, SHORT, resumed);
-    g_assert_cmpstr(got, ==, want);
+    expect_resumes_to(np ? 0 : 2, SHORT, dir, want);
   }
   tpt_rm_tree(root);
 }
@@ -203,9 +209,8 @@ static void test_kill_during_commit(void)
   if (!mpi_usable())
     return;
   g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
-  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
-  g_autofree char *want = sha_of_run(0, SHORT, more);
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *want = uninterrupted_sha(root, SHORT);
   g_autofree char *args = g_strdup_printf("--transport mpi " SHORT " --checkpoint %s", dir);
   const char *kill_env[] = { env[0], "TIMEPREST_CHECKPOINT_KILL=2", NULL };
   TptMpiRun k = tpt_mpi_run(2, kill_env, bin, (const char *const[]){ "train", NULL }, args);
@@ -217,9 +222,7 @@ static void test_kill_during_commit(void)
     g_assert_true(g_file_test(part, G_FILE_TEST_EXISTS));
   }
   g_assert_cmpint(done_of(dir), ==, 3);
-  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
-  g_autofree char *got = sha_of_run(2, SHORT, resumed);
-  g_assert_cmpstr(got, ==, want);
+  expect_resumes_to(2, SHORT, dir, want);
   tpt_mpi_run_clear(&k);
   tpt_rm_tree(root);
 }
@@ -232,9 +235,8 @@ static void test_part_unwritable(void)
   if (!mpi_usable())
     return;
   g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL), *whole = g_build_filename(root, "whole", NULL);
-  g_autofree char *more = g_strdup_printf("--checkpoint %s", whole);
-  g_autofree char *want = sha_of_run(0, SHORT, more);
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *want = uninterrupted_sha(root, SHORT);
   g_autofree char *blocker = g_build_filename(dir, "state-1-stage2.bin", NULL), *inside = NULL;
   inside = g_build_filename(blocker, "x", NULL);
   g_assert_cmpint(g_mkdir_with_parents(blocker, 0700), ==, 0);
@@ -252,9 +254,7 @@ static void test_part_unwritable(void)
   g_assert_cmpint(done_of(dir), ==, 3);
   tpt_mpi_run_clear(&k);
   tpt_rm_tree(blocker);
-  g_autofree char *resumed = g_strdup_printf("--resume %s", dir);
-  g_autofree char *got = sha_of_run(2, SHORT, resumed);
-  g_assert_cmpstr(got, ==, want);
+  expect_resumes_to(2, SHORT, dir, want);
   tpt_rm_tree(root);
 }
 
@@ -286,9 +286,7 @@ static void test_refused(void)
     tpt_mpi_run_clear(&r);
   }
   /* stage 2's state, damaged: rank 1 names its file */
-  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL), *text = NULL;
-  g_assert_true(g_file_get_contents(ini, &text, NULL, NULL));
-  int g = atoi(strstr(text, "\ngeneration=") + 12);
+  int g = ini_int(dir, "generation");
   g_autofree char *part = g_strdup_printf("%s/state-%d-stage2.bin", dir, g), *data = NULL;
   gsize len = 0;
   g_assert_true(g_file_get_contents(part, &data, &len, NULL));
