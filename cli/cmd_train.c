@@ -284,7 +284,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
-                          (float)t->wd, t->seed, t->timeout, t->lr_cosine ? (long)t->K * t->runs : 0 };
+                          (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t) };
   if (!make_stage_backends(t, be, err) ||
       !(t->rt = tp_runtime_new_on(&cfg, (const TpBackend *const *)t->stage_be, err)))
     return FALSE;

@@ -72,6 +72,9 @@ typedef struct {
   int gpus;                 /* the distinct GPUs they use */
 } Train;
 
+/* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
+static inline long tp_train_lr_steps(const Train *t) { return t->lr_cosine ? (long)t->K * t->runs : 0; }
+
 /* cmd_train.c: the set-up (model, data, stages, runtime; --resume's state) and the teardown. */
 gboolean tp_train_setup(Train *t, GError **err);
 void tp_train_clear(Train *t);

@@ -153,7 +153,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   g_string_append_printf(out, "optimizer    SGD, lr %g", t->lr);
   if (t->lr_cosine)
-    g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", (long)t->K * t->runs);
+    g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", tp_train_lr_steps(t));
   g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", t->momentum, t->wd, t->seed);
   for (guint e = 0; e < t->test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
