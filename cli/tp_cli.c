@@ -208,7 +208,7 @@ gboolean tp_cli_emit(const char *path, const GString *text, GError **err)
 void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
 {
   GOptionEntry entries[] = {
-    { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &o->cost, "Cost file (key file, see README); default: unit slots", "FILE" },
+    { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &o->cost, "Cost file (key file, see docs/formats.md); default: unit slots", "FILE" },
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model description: a name from models/ or a .model file",
       "NAME" },
     { "cluster", 0, 0, G_OPTION_ARG_STRING, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
