@@ -268,8 +268,15 @@ static void run_example(gconstpointer data)
   g_assert_true(g_spawn_sync(NULL, (char **)argv_rm, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, &e));
   g_assert_no_error(e);
   if (!output_matches(x->expect, out)) {
-    g_test_message("%s: the example's output differs from the text shown.\n--- shown:\n%s--- printed:\n%s---",
-                   x->where, x->expect, out);
+    /* the first line that differs, up to the first "…" line */
+    g_auto(GStrv) w = text_lines(x->expect);
+    g_auto(GStrv) g = text_lines(out);
+    int i = 0;
+    while (w[i] && g[i] && strcmp(w[i], "…") != 0 && line_matches(w[i], g[i]))
+      i++;
+    g_test_message("%s: the example's output differs from the text shown (first at its line %d: '%s' printed as "
+                   "'%s').\n--- shown:\n%s--- printed:\n%s---",
+                   x->where, i + 1, w[i] ? w[i] : "(end)", g[i] ? g[i] : "(end)", x->expect, out);
     g_test_fail();
   }
 }
