@@ -1,5 +1,5 @@
 #!/bin/sh
-# convergence-plot.sh — the README's convergence picture from bench/convergence.sh's training logs:
+# convergence-plot.sh — the convergence pictures of docs/findings.md from bench/convergence.sh's training logs:
 # each run's per-epoch rows (test = 1: test accuracy and the epoch's mean training loss) copied
 # under the run's short name, drawn by `timeprest plot convergence` (accuracy left, loss right).
 # Usage: bench/convergence-plot.sh BUILDDIR DIR OUTPUT.png TITLE NAME=LOG... (LOG relative to DIR)

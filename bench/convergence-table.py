@@ -2,7 +2,7 @@
 # convergence-table.py — turns the JSON reports and training logs that bench/convergence.sh writes
 # into the Markdown table of bench/RESULTS.md (final test accuracy, epochs and wall time to a target
 # accuracy, measured peak memory per stage, steady v, samples/s) and a small summary CSV.
-# With --compact: one row per preset and model, the final test accuracy (v) per (W, N), for the README.
+# With --compact: one row per preset and model, the final test accuracy (v) per (W, N), for docs/findings.md.
 # Usage: bench/convergence-table.py [--compact] [DIR [TARGET [SUMMARY.csv]]]
 import csv, glob, json, os, re, sys
 

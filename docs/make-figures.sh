@@ -1,5 +1,5 @@
 #!/bin/sh
-# make-figures.sh — regenerates the pictures of README.md with the tool itself.
+# make-figures.sh — regenerates the pictures of README.md and docs/ with the tool itself.
 # Usage: docs/make-figures.sh [BUILDDIR]   (run from the source tree)
 # With a cost model the nf1b and 1f1b-async orders are fixed on the costs (the default); the
 # TiMePReSt timeline is drawn in both orders to show what the unit-slot order costs.

@@ -1,4 +1,4 @@
-/* tp_cost.c — unit cost model and the cost-file reader (GKeyFile, keys documented in README). */
+/* tp_cost.c — unit cost model and the cost-file reader (GKeyFile, keys documented in docs/formats.md). */
 #include "tp_cost.h"
 #include "tp_error.h"
 #include "tp_keyfile.h"
