@@ -88,7 +88,7 @@ static void read_page(const char *path)
       i++;
       continue;
     }
-    g_autoptr(GMatchInfo) m = NULL;
+    g_autoptr(GMatchInfo) m = NULL, ms = NULL;
     char *where = g_strdup_printf("%s:%d", name, i + 1);
     if (!in_fence && g_regex_match(ex, lines[i], 0, &m)) {
       char *needs = g_match_info_fetch(m, 1);
@@ -106,7 +106,7 @@ static void read_page(const char *path)
       g_free(needs), g_free(script), g_free(expect), g_free(where);
       continue;
     }
-    if (!in_fence && g_regex_match(syn, lines[i], 0, &m)) {
+    if (!in_fence && g_regex_match(syn, lines[i], 0, &ms)) {
       i++;
       const char *info = NULL;
       if (lines[i] && is_fence(lines[i], &info)) {
@@ -117,7 +117,7 @@ static void read_page(const char *path)
         if (lines[i])
           i++;
         Synopsis *s = g_new(Synopsis, 1);
-        *s = (Synopsis){ .where = where, .command = g_match_info_fetch(m, 1), .block = g_string_free(b, FALSE) };
+        *s = (Synopsis){ .where = where, .command = g_match_info_fetch(ms, 1), .block = g_string_free(b, FALSE) };
         g_ptr_array_add(synopses, s);
         continue;
       }
@@ -428,7 +428,8 @@ static gboolean has_anchor(const char *path, const char *anchor)
     if (in_fence || lines[i][0] != '#')
       continue;
     const char *h = lines[i] + strspn(lines[i], "#");
-    g_autofree char *a = anchor_of(g_strstrip(g_strdup(h)));
+    g_autofree char *title = g_strstrip(g_strdup(h));
+    g_autofree char *a = anchor_of(title);
     if (strcmp(a, anchor) == 0)
       return TRUE;
   }
