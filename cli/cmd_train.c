@@ -105,6 +105,7 @@ static gboolean check_nccl(const Opts *o, GError **err)
     return FALSE;
   }
 #ifdef HAVE_CUDA
+  tp_cuda_load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
   char *why = NULL;
   if (tp_cuda_device_count(&why) == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s", why);

@@ -645,6 +645,35 @@ static void test_require(void)
   g_test_trap_assert_stdout("*failed, as required*");
 }
 
+/* CUDA_MODULE_LOADING=EAGER is asked for before CUDA starts (a fresh process: the module is not
+ * loaded yet), never over the environment's own choice, and not at all once CUDA may have started. */
+static void test_load_eagerly(void)
+{
+#ifdef HAVE_CUDA
+  if (!g_test_subprocess()) {
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    g_test_trap_assert_stdout("*eager: kept LAZY, set EAGER, too late*");
+    return;
+  }
+  GString *said = g_string_new("eager:");
+  g_setenv("CUDA_MODULE_LOADING", "LAZY", TRUE);
+  if (!tp_cuda_load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "LAZY"))
+    g_string_append(said, " kept LAZY,");
+  g_unsetenv("CUDA_MODULE_LOADING");
+  if (tp_cuda_load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "EAGER"))
+    g_string_append(said, " set EAGER,");
+  g_unsetenv("CUDA_MODULE_LOADING");
+  tp_cuda_device_count(NULL); /* the module is loaded: CUDA may have started */
+  if (!tp_cuda_load_eagerly() && !g_getenv("CUDA_MODULE_LOADING"))
+    g_string_append(said, " too late");
+  g_print("%s\n", said->str);
+  g_string_free(said, TRUE);
+#else
+  g_test_skip("this build has no CUDA support");
+#endif
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -662,6 +691,7 @@ int main(int argc, char **argv)
   g_test_add_func("/backend/harness/detects-wrong-results", test_harness_fails);
   g_test_add_func("/backend/cuda/instances", test_cuda_instances);
   g_test_add_func("/backend/cuda/required-fails", test_require);
+  g_test_add_func("/backend/cuda/load-eagerly", test_load_eagerly);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-mlp", "mlp", test_cuda_net);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-cnn", "cnn", test_cuda_net);
   return g_test_run();

@@ -30,6 +30,14 @@ gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total);
  * the process (the executor makes its own per stage with tp_backend_cuda_new). */
 const TpBackend *tp_backend_cuda_default(GError **err);
 
+/* Ask CUDA to load every module (kernels of this backend, cuBLAS's, NCCL's) when a context is made
+ * rather than at a kernel's first launch: CUDA_MODULE_LOADING=EAGER unless the environment sets it.
+ * A lazy load inside a launch may wait for the whole context, an ncclSend waiting for its peer
+ * included, and two ranks would then wait for each other.  To be called before the process's first
+ * CUDA call (the setting is read when CUDA starts); FALSE, changing nothing, once the cuda module is
+ * loaded (too late) or when the environment asks for another mode. */
+gboolean tp_cuda_load_eagerly(void);
+
 /* W instances, one per pipeline stage: stage s (0-based) on device list[s mod len] of devices
  * ("0,1,…", the --devices flag), or on visible device s mod count when devices is NULL; *n_devices (may be NULL)
  * gets the number of distinct devices they use.  TP_ERROR_INPUT naming the flag for a bad list,
