@@ -40,10 +40,12 @@ gboolean tp_cuda_load_eagerly(void);
 
 /* W instances, one per pipeline stage: stage s (0-based) on device list[s mod len] of devices
  * ("0,1,…", the --devices flag), or on visible device s mod count when devices is NULL; *n_devices (may be NULL)
- * gets the number of distinct devices they use.  TP_ERROR_INPUT naming the flag for a bad list,
+ * gets the number of distinct devices they use.  only ≥ 0: the instance of stage `only` alone (a
+ * process that runs one stage makes no context, stream, handle or pool for the others), the other
+ * entries NULL; -1: every stage's.  TP_ERROR_INPUT naming the flag for a bad list,
  * a device not present or no device at all.  (exec/cuda/cuda_stages.c: built into the executor,
  * on the entry points above.) */
-TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err);
+TpBackend **tp_backend_cuda_stages(int W, const char *devices, int only, int *n_devices, GError **err);
 void tp_backend_cuda_stages_free(TpBackend **be, int W);
 
 /* The device stage s (0-based) runs on under a --devices list already accepted by
