@@ -47,6 +47,7 @@ fail() {
   failed="$failed
   - $current: $*"
 }
+chmod +x "$kit/run" "$kit"/bin/* 2>/dev/null # in case the carried copy lost its modes
 [ -x "$kit/run" ] || { echo "gpu-check: no kit at $kit (make it with bench/gpu-kit.sh and carry _gpukit)" >&2; exit 1; }
 mkdir -p "$OUT/runs" || { echo "gpu-check: cannot make $OUT" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -101,13 +102,14 @@ cands=$(
   ls -d /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3*/dist-packages/nvidia/*/lib \
     /opt/conda/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null
 )
+ldc=$(command -v ldconfig || echo /sbin/ldconfig)
 TP_CUDA_LIBS=""
 while read -r so; do
   found=""
   for d in $cands; do
     if [ -e "$d/$so" ]; then found=$d; break; fi
   done
-  [ -n "$found" ] || found=$(ldconfig -p 2>/dev/null | awk -v s="$so" '$1 == s { sub(/\/[^\/]*$/, "", $NF); print $NF; exit }')
+  [ -n "$found" ] || found=$("$ldc" -p 2>/dev/null | awk -v s="$so" '$1 == s { sub(/\/[^\/]*$/, "", $NF); print $NF; exit }')
   if [ -n "$found" ]; then
     case $found in */nvidia/*) how="PyTorch's wheel" ;; */cuda*) how="CUDA toolkit" ;; *) how="system" ;; esac
     echo "   $so: $found ($how)"
@@ -116,7 +118,7 @@ while read -r so; do
     fail "$so not found (give its folder in CUDA_LIBS)"
   fi
 done <"$kit/cuda-needs"
-libcuda=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" { print $NF; exit }')
+libcuda=$("$ldc" -p 2>/dev/null | awk '$1 == "libcuda.so.1" { print $NF; exit }')
 echo "   libcuda.so.1 (the driver's): ${libcuda:-not in the loader's cache}"
 export TP_CUDA_LIBS
 
@@ -195,7 +197,7 @@ finite() { awk -v x="$1" 'BEGIN { exit !(x == x + 0 && x != "nan" && x != "inf" 
 train() {
   n=$1 be=$2 m=$3 d=$4 b=$5 w=$6
   shift 6
-  if ! timeout 240 "$kit/run" timeprest train -q -f json --backend "$be" -m "$m" --data "$d" -w "$w" -n "$N" -b "$b" \
+  if ! timeout 150 "$kit/run" timeprest train -q -f json --backend "$be" -m "$m" --data "$d" -w "$w" -n "$N" -b "$b" \
       --order-from slots --seed 7 "$@" >"$OUT/runs/$n.json" 2>"$tmp/$n.err"; then
     fail "train $n: $(tail -n 2 "$tmp/$n.err" | tr '\n' ' ')"
     return 1
