@@ -65,11 +65,7 @@ fi
 
 # ---- the dry run's hidden system library folder ----------------------------------------------------
 if [ "$DRY" = 1 ] && [ "${HIDE:-1}" = 1 ]; then
-  mkdir "$tmp/hide"
-  for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libutil.so.1 \
-      ld-linux-x86-64.so.2 libgcc_s.so.1 libstdc++.so.6; do
-    [ -e "/usr/lib/x86_64-linux-gnu/$l" ] && cp -L "/usr/lib/x86_64-linux-gnu/$l" "$tmp/hide/"
-  done
+  "$kit/libc-only" "$tmp/hide"
   if TP_KIT_HIDE=$tmp/hide run /lib64/ld-linux-x86-64.so.2 --list "$kit/bin/timeprest" >/dev/null 2>&1; then
     export TP_KIT_HIDE="$tmp/hide"
     echo "DRY=1: /usr/lib/x86_64-linux-gnu is hidden from every carried program but for the C library's files"

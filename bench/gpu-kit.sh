@@ -17,7 +17,8 @@
 #   data/fashion-mnist/  the first TRAIN (6000) training and TEST (1000) test samples of
 #             Fashion-MNIST as IDX gzip files the data loader reads;
 #   cuda-needs  the CUDA sonames the carried programs ask for (gpu-check.sh resolves each);
-#   run       runs a carried program with the kit's libraries (see the file);
+#   run       runs a carried program with the kit's libraries (see the file); libc-only, the folder
+#             of C library files the dry run puts in place of the system's;
 #   MANIFEST  the commit, the build, every carried file with its origin and size.
 # The lent machine's glibc is newer than this one's: programs linked here run there.
 # What travels to the lent machine is the working tree (tracked and untracked, not ignored files) and
@@ -143,6 +144,17 @@ fi
 exec "$p" "$@"
 EOF
 chmod +x "$kit/run"
+cat >"$kit/libc-only" <<'EOF'
+#!/bin/sh
+# libc-only DIR — fills DIR with copies of the C library's files and the compiler runtime's (what a
+# bare CUDA image has too): the folder the dry run mounts over /usr/lib/x86_64-linux-gnu (run).
+mkdir -p "$1" || exit 1
+for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libutil.so.1 \
+    ld-linux-x86-64.so.2 libgcc_s.so.1 libstdc++.so.6; do
+  [ ! -e "/usr/lib/x86_64-linux-gnu/$l" ] || cp -L "/usr/lib/x86_64-linux-gnu/$l" "$1/" || exit 1
+done
+EOF
+chmod +x "$kit/libc-only"
 
 # ---- size ---------------------------------------------------------------------------------------------
 kit_b=$(du -sb "$kit" | cut -f1)

@@ -28,10 +28,7 @@ notok() { echo "not ok - $*"; bad=1; }
 sed -n 's/^gpu-kit: //p' "$tmp/kit.out" | sed 's/^/# /'
 
 # 1. hiding works
-mkdir "$tmp/hide"
-for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 ld-linux-x86-64.so.2 libgcc_s.so.1 libstdc++.so.6; do
-  cp -L "/usr/lib/x86_64-linux-gnu/$l" "$tmp/hide/"
-done
+"$kit/libc-only" "$tmp/hide" || notok "$kit/libc-only failed"
 if TP_KIT_HIDE=$tmp/hide TP_KIT_NOLIB=1 "$kit/run" timeprest --help >"$tmp/nolib" 2>&1; then
   notok "timeprest started with the system libraries hidden and without the kit's: hiding does not work"
 elif grep -q 'error while loading shared libraries: lib.*cannot open shared object file' "$tmp/nolib"; then
