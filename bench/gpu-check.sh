@@ -255,7 +255,9 @@ if train det-a "$gpu" cnn synthetic "$B" "$W" -s gpipe -k "$DET_K" && train det-
 fi
 
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ "$DRY" != 1 ]; then
+if [ "$DRY" = 1 ]; then
+  sanitizer="not run (dry run)"
+else
   step "the parity test under compute-sanitizer"
   if [ -z "$sanitizer" ]; then
     sanitizer="not found"
