@@ -17,6 +17,7 @@ int tp_cuda_device_count(char **why)
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess || n <= 0) {
+    (void)cudaGetLastError(); /* reported here, not by a later call */
     if (why)
       *why = g_strdup(rc != cudaSuccess ? cudaGetErrorString(rc) : "the CUDA runtime reports 0 devices");
     return 0;

@@ -106,6 +106,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   int count = 0;
   cudaError_t crc = cudaGetDeviceCount(&count);
   if (crc != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s",
                 crc != cudaSuccess ? cudaGetErrorString(crc) : "the CUDA runtime reports 0 devices");
     return NULL;
@@ -144,6 +145,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   }
   crc = cudaSetDevice(m->device);
   if (crc != cudaSuccess) {
+    (void)cudaGetLastError();
     TP_NCCL_FAIL(err, "cudaSetDevice", cudaGetErrorString(crc));
     nccl_free(&m->base);
     return NULL;
