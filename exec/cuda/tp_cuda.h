@@ -73,7 +73,8 @@ gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch
 void tp_cuda_fill_elementwise(TpBackend *be);
 #endif
 
-/* ---- launchers (the .cu files of exec/cuda); every one enqueues on `st` and returns cudaGetLastError() ---- */
+/* ---- launchers (the .cu files of exec/cuda); every one clears stale errors, enqueues on `st` and returns
+ * cudaGetLastError(): its launch's status (tp_cuda_kernel.cuh) ---- */
 
 /* cuda_im2col.cu: nb samples of x [nb][cin][hin][win] to cols [cin·k·k][nb·hout·wout] and back
  * (col2im overwrites dx: each input element gathers its columns, no atomics). */
