@@ -68,10 +68,11 @@ static double range_flops(int s, int lo, int hi, gpointer data)
 /* ---- device backends: one instance per stage ---------------------------------------------------- */
 
 /* --backend cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
- * (s − 1) mod count or on the --devices list round-robin; other backends share one instance and take no --devices. */
-static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
+ * (s − 1) mod count or on the --devices list round-robin; a rank of --transport mpi or nccl makes
+ * its own stage's alone.  Other backends share one instance and take no --devices. */
+static gboolean make_stage_backends(Train *t, const char *backend, GError **err)
 {
-  if (g_strcmp0(be->name, "cuda") != 0) {
+  if (g_strcmp0(backend, "cuda") != 0) {
     if (t->o.devices) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
       return FALSE;
@@ -86,7 +87,7 @@ static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
       g_string_append_printf(list, ",%d", d);
     t->o.devices = g_string_free(list, FALSE);
   }
-  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, &t->gpus, err)) != NULL;
+  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, t->mpi ? t->rank : -1, &t->gpus, err)) != NULL;
 #else
   return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
 #endif
@@ -105,6 +106,7 @@ static gboolean check_nccl(const Opts *o, GError **err)
     return FALSE;
   }
 #ifdef HAVE_CUDA
+  tp_cuda_load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
   char *why = NULL;
   if (tp_cuda_device_count(&why) == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s", why);
@@ -260,7 +262,18 @@ gboolean tp_train_setup(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: %d stages, but model %s has only %d layers", t->W, t->model->name, L);
     return FALSE;
   }
-  const TpBackend *be = tp_backend_get(o->backend ? o->backend : "cpu", err);
+  /* one rank per stage on a GPU: its stage's instance is the run's backend (no instance on device 0
+   * for every rank, tp_backend_get's); the other stages' nets and weights, which this rank only
+   * sizes (and rank 0 evaluates with the weights gathered at the end), live on the host */
+  const char *bname = o->backend ? o->backend : "cpu";
+  gboolean own_stage = FALSE;
+#ifdef HAVE_CUDA
+  own_stage = t->mpi && g_strcmp0(bname, "cuda") == 0;
+#endif
+  if (own_stage && !make_stage_backends(t, bname, err))
+    return FALSE;
+  const TpBackend *be = !own_stage ? tp_backend_get(bname, err)
+                        : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
   /* synthetic data takes the model's input shape and classes (labels are bytes: at most 255) */
   const TpLayer *top = tp_model_layer(t->model, L - 1);
   TpDataShape shape = { (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w,
@@ -285,8 +298,12 @@ gboolean tp_train_setup(Train *t, GError **err)
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
                           (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t) };
-  if (!make_stage_backends(t, be, err) ||
-      !(t->rt = tp_runtime_new_on(&cfg, (const TpBackend *const *)t->stage_be, err)))
+  if (!own_stage && !make_stage_backends(t, bname, err))
+    return FALSE;
+  g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
+  for (int s = 0; s < t->W && t->stage_be; s++)
+    per_stage[s] = t->stage_be[s] ? t->stage_be[s] : tp_backend_cpu();
+  if (!(t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)))
     return FALSE;
   t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
   t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));

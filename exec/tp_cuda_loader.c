@@ -20,9 +20,12 @@ typedef struct {
   gboolean (*memory)(int device, guint64 *peak, guint64 *total);
 } CudaModule;
 
+static gint started; /* set once loading began: CUDA may have started */
+
 static gpointer load(gpointer data)
 {
   CudaModule *m = data;
+  g_atomic_int_set(&started, 1);
   static const char *const names[] = { "tp_backend_cuda_new", "tp_backend_cuda_free", "tp_cuda_device_count",
                                        "tp_backend_cuda_sync", "tp_cuda_memory", NULL };
   gpointer *const out[] = { (gpointer *)&m->make, (gpointer *)&m->release, (gpointer *)&m->count,
@@ -37,11 +40,12 @@ static gpointer load(gpointer data)
   return m;
 }
 
+static GOnce once = G_ONCE_INIT;
+
 /* The loaded module, or NULL with the reason in *why (not to be freed). */
 static CudaModule *module(const char **why)
 {
   static CudaModule m;
-  static GOnce once = G_ONCE_INIT;
   CudaModule *ok = g_once(&once, load, &m);
   if (!ok)
     *why = m.error;
@@ -106,4 +110,12 @@ gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
   const char *why = NULL;
   CudaModule *m = module(&why);
   return m && m->memory(device, peak, total);
+}
+
+gboolean tp_cuda_load_eagerly(void)
+{
+  if (g_atomic_int_get(&started))
+    return FALSE;
+  g_setenv("CUDA_MODULE_LOADING", "EAGER", FALSE);
+  return g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "EAGER") == 0;
 }

@@ -18,10 +18,22 @@
 
 /* ---- weight buffers through the backend ----------------------------------------------------------- */
 
+/* The weight store's allocator has no error channel: the backend's reason for a failure is one line
+ * on stderr here (the store then fails the operation with its own error) rather than lost. */
+static void be_said(GError *err)
+{
+  if (err)
+    g_printerr("weight store: %s\n", err->message);
+  g_clear_error(&err);
+}
+
 static float *be_alloc(void *ctx, size_t n)
 {
   const TpBackend *be = ctx;
-  return be->alloc(be, n ? n : 1, NULL);
+  GError *err = NULL;
+  float *p = be->alloc(be, n ? n : 1, &err);
+  be_said(err);
+  return p;
 }
 static void be_free(void *ctx, float *buf)
 {
@@ -31,8 +43,9 @@ static void be_free(void *ctx, float *buf)
 static void be_copy(void *ctx, float *dst, const float *src, size_t n)
 {
   const TpBackend *be = ctx;
-  if (dst != src)
-    be->copy(be, dst, src, n, NULL);
+  GError *err = NULL;
+  if (dst != src && !be->copy(be, dst, src, n, &err))
+    be_said(err);
 }
 
 gboolean tp_rt_sync(const TpBackend *be, GError **err)

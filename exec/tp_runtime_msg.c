@@ -62,7 +62,7 @@ TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr)
       k->cap = (size_t)rt->cfg.batch * (d ? tp_net_in_elems(rt->st[from].net) : tp_net_out_elems(rt->st[from].net));
       if (tp_rt_on_host(a) && tp_rt_on_host(b))
         k->mode = MODE_HOST;
-      else if (nccl && !tp_rt_on_host(a))
+      else if (nccl && (!tp_rt_on_host(a) || !tp_rt_on_host(b))) /* a rank holds its own stage's instance only */
         k->mode = MODE_DEVICE;
       else if (local && !tp_rt_on_host(a) && !tp_rt_on_host(b) && a->copy_peer && g_strcmp0(a->name, b->name) == 0)
         k->mode = MODE_PEER;

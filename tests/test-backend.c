@@ -15,6 +15,7 @@
 #include "tp_error.h"
 #include "tp_model.h"
 #include "tp_net.h"
+#include "tp_test.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
@@ -494,7 +495,7 @@ static void test_harness_fails(void)
 
 /* ---- cuda ---------------------------------------------------------------------------------- */
 
-/* The cuda backend, or NULL after g_test_skip with the reason. */
+/* The cuda backend, or NULL after skipping with the reason (failing instead under TP_REQUIRE=cuda). */
 static const TpBackend *cuda_or_skip(void)
 {
   GError *err = NULL;
@@ -502,7 +503,7 @@ static const TpBackend *cuda_or_skip(void)
   if (!be) {
     g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
     g_assert_true(g_str_has_prefix(err->message, "--backend cuda: "));
-    g_test_skip(err->message);
+    tpt_skip_unless_required("cuda", err->message);
     g_error_free(err);
   }
   return be;
@@ -608,8 +609,68 @@ static void test_cuda_instances(void)
   g_assert_null(tp_backend_get("cuda", &err));
   g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
   g_assert_cmpstr(err->message, ==, "--backend cuda: this build has no CUDA support");
-  g_test_skip(err->message);
+  tpt_skip_unless_required("cuda", err->message);
   g_error_free(err);
+#endif
+}
+
+/* Where no GPU answers, TP_REQUIRE=cuda turns the cuda cases' skip into a failure (the GPU check's
+ * guarantee that its parity run did run). */
+static void test_require(void)
+{
+  if (g_test_subprocess()) {
+    g_setenv("TP_REQUIRE", "mpi,cuda", TRUE);
+    cuda_or_skip();
+    g_print("%s\n", tpt_failed_as_required ? "failed, as required" : "passed or skipped");
+    return;
+  }
+  const char *const lists[] = { "cuda", "mpi,cuda", "cuda,nccl" }, *const not[] = { "", "cudax", "mpi, cuda" };
+  for (guint i = 0; i < G_N_ELEMENTS(lists); i++) {
+    g_setenv("TP_REQUIRE", lists[i], TRUE);
+    g_assert_true(tpt_required("cuda"));
+    g_setenv("TP_REQUIRE", not[i], TRUE);
+    g_assert_false(tpt_required("cuda"));
+  }
+  g_unsetenv("TP_REQUIRE");
+  g_assert_false(tpt_required("cuda"));
+  GError *err = NULL;
+  const TpBackend *be = tp_backend_get("cuda", &err);
+  g_clear_error(&err);
+  if (be) {
+    g_test_skip("a GPU answers here: nothing to refuse");
+    return;
+  }
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed();
+  g_test_trap_assert_stdout("*failed, as required*");
+}
+
+/* CUDA_MODULE_LOADING=EAGER is asked for before CUDA starts (a fresh process: the module is not
+ * loaded yet), never over the environment's own choice, and not at all once CUDA may have started. */
+static void test_load_eagerly(void)
+{
+#ifdef HAVE_CUDA
+  if (!g_test_subprocess()) {
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    g_test_trap_assert_stdout("*eager: kept LAZY, set EAGER, too late*");
+    return;
+  }
+  GString *said = g_string_new("eager:");
+  g_setenv("CUDA_MODULE_LOADING", "LAZY", TRUE);
+  if (!tp_cuda_load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "LAZY"))
+    g_string_append(said, " kept LAZY,");
+  g_unsetenv("CUDA_MODULE_LOADING");
+  if (tp_cuda_load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "EAGER"))
+    g_string_append(said, " set EAGER,");
+  g_unsetenv("CUDA_MODULE_LOADING");
+  tp_cuda_device_count(NULL); /* the module is loaded: CUDA may have started */
+  if (!tp_cuda_load_eagerly() && !g_getenv("CUDA_MODULE_LOADING"))
+    g_string_append(said, " too late");
+  g_print("%s\n", said->str);
+  g_string_free(said, TRUE);
+#else
+  g_test_skip("this build has no CUDA support");
 #endif
 }
 
@@ -629,6 +690,8 @@ int main(int argc, char **argv)
   }
   g_test_add_func("/backend/harness/detects-wrong-results", test_harness_fails);
   g_test_add_func("/backend/cuda/instances", test_cuda_instances);
+  g_test_add_func("/backend/cuda/required-fails", test_require);
+  g_test_add_func("/backend/cuda/load-eagerly", test_load_eagerly);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-mlp", "mlp", test_cuda_net);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-cnn", "cnn", test_cuda_net);
   return g_test_run();

@@ -73,6 +73,27 @@ static void test_held(void)
   g_assert_true(g_queue_is_empty(&q));
 }
 
+/* Two ranks on one GPU of one node are found before NCCL starts (it would fail inside ncclGroupEnd
+ * with "Duplicate GPU"); one GPU per rank, or the same device number on two nodes, is fine. */
+static void test_shared_gpu(void)
+{
+  TpNcclPlace p[4] = { { "node-a", { 1 }, 0 }, { "node-a", { 2 }, 1 }, { "node-b", { 1 }, 0 }, { "node-b", { 3 }, 1 } };
+  int a = -1, b = -1;
+  g_assert_false(tp_nccl_shared_gpu(p, 4, &a, &b));
+  g_assert_false(tp_nccl_shared_gpu(p, 1, &a, &b));
+  p[3].uuid[0] = 1; /* rank 3 on rank 2's GPU */
+  g_assert_true(tp_nccl_shared_gpu(p, 4, &a, &b));
+  g_assert_cmpint(a, ==, 2);
+  g_assert_cmpint(b, ==, 3);
+  p[1].uuid[0] = 1, p[1].uuid[15] = 9; /* one byte apart: another GPU */
+  g_assert_true(tp_nccl_shared_gpu(p, 4, &a, &b));
+  g_assert_cmpint(a, ==, 2);
+  p[1].uuid[15] = 0; /* now rank 1 is on rank 0's */
+  g_assert_true(tp_nccl_shared_gpu(p, 4, &a, &b));
+  g_assert_cmpint(a, ==, 0);
+  g_assert_cmpint(b, ==, 1);
+}
+
 /* Without NCCL or MPI the transport refuses with one line naming the flag; without a GPU it
  * refuses before any MPI call, naming the reason. */
 static void test_refusal(void)
@@ -255,6 +276,7 @@ int main(int argc, char **argv)
   g_test_add_func("/nccl/comm-of", test_comm_of);
   g_test_add_func("/nccl/header", test_header);
   g_test_add_func("/nccl/held", test_held);
+  g_test_add_func("/nccl/shared-gpu", test_shared_gpu);
   g_test_add_func("/nccl/refusal", test_refusal);
   g_test_add_func("/nccl/train-refusal", test_train_refusal);
   g_test_add_func("/nccl/two-ranks", test_two_ranks);

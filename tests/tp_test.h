@@ -32,6 +32,25 @@ static inline char *tpt_grid(const TpSchedule *s)
   return g_string_free(g, FALSE);
 }
 
+/* A case that cannot run here (no GPU, no second GPU, …): skipped with the reason, unless TP_REQUIRE
+ * (a comma-separated list, e.g. "cuda") names what it needs; then it fails, so that a machine that
+ * must run it (bench/gpu-check.sh on a lent GPU) cannot pass by skipping. */
+static inline gboolean tpt_required(const char *what)
+{
+  g_auto(GStrv) list = g_getenv("TP_REQUIRE") ? g_strsplit(g_getenv("TP_REQUIRE"), ",", -1) : NULL;
+  return list && g_strv_contains((const char *const *)list, what);
+}
+
+static gboolean tpt_failed_as_required; /* set when tpt_skip_unless_required failed a case */
+
+static inline void tpt_skip_unless_required(const char *what, const char *why)
+{
+  if ((tpt_failed_as_required = tpt_required(what)))
+    g_test_fail_printf("%s is required here (TP_REQUIRE=%s) but unavailable: %s", what, g_getenv("TP_REQUIRE"), why);
+  else
+    g_test_skip(why);
+}
+
 /* Run the built program with argv (NULL-terminated, without the program name). */
 typedef struct {
   int status;

@@ -39,6 +39,7 @@ extern "C" cudaError_t tp_cuda_probe_kernels(void)
 
 extern "C" cudaError_t tp_cuda_relu_fwd(cudaStream_t st, size_t n, const float *x, float *y)
 {
+  tp_cuda_launch_begin();
   if (n)
     relu_fwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, x, y);
   return cudaGetLastError();
@@ -46,6 +47,7 @@ extern "C" cudaError_t tp_cuda_relu_fwd(cudaStream_t st, size_t n, const float *
 
 extern "C" cudaError_t tp_cuda_relu_bwd(cudaStream_t st, size_t n, const float *x, const float *dy, float *dx)
 {
+  tp_cuda_launch_begin();
   if (n)
     relu_bwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, x, dy, dx);
   return cudaGetLastError();
@@ -54,6 +56,7 @@ extern "C" cudaError_t tp_cuda_relu_bwd(cudaStream_t st, size_t n, const float *
 extern "C" cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed,
                                            const float *x, float *y, float *mask)
 {
+  tp_cuda_launch_begin();
   if (n)
     dropout_fwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, p, keep, seed, x, y, mask);
   return cudaGetLastError();
@@ -61,6 +64,7 @@ extern "C" cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, f
 
 extern "C" cudaError_t tp_cuda_mul(cudaStream_t st, size_t n, const float *a, const float *b, float *out)
 {
+  tp_cuda_launch_begin();
   if (n)
     mul_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, a, b, out);
   return cudaGetLastError();

@@ -17,6 +17,7 @@ int tp_cuda_device_count(char **why)
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess || n <= 0) {
+    (void)cudaGetLastError(); /* reported here, not by a later call */
     if (why)
       *why = g_strdup(rc != cudaSuccess ? cudaGetErrorString(rc) : "the CUDA runtime reports 0 devices");
     return 0;
@@ -24,25 +25,20 @@ int tp_cuda_device_count(char **why)
   return n;
 }
 
-/* Make the instance's device current on the calling thread (stages run on threads of their own). */
-static gboolean use_device(const TpBackend *be, GError **err)
-{
-  TP_CUDA_CHECK(cudaSetDevice(tp_cuda_ctx(be)->device), err);
-  return TRUE;
-}
-
 /* Device memory during a run comes and goes stream-ordered (cudaMallocAsync / cudaFreeAsync on the
  * instance's stream) where the device has memory pools: cudaMalloc and cudaFree may wait for the
  * whole device, which stalls every other stage on it and, under the NCCL transport, can hang two
  * ranks whose sends each wait on the GPU for the other's receive.  An allocation is complete on
  * return (usable from any stream: peer copies, the NCCL transport); a buffer freed must be idle,
- * as the runtime's operations end with their stream synchronised. */
+ * as the runtime's operations end with their stream synchronised.  Allocations are made on a stream
+ * of their own and waited for there: a stage that takes a buffer of its neighbour's instance (a peer
+ * message, tp_runtime_msg.c) then waits for that allocation only, not for the neighbour's work. */
 static cudaError_t dev_alloc(TpCudaCtx *c, void **p, size_t bytes)
 {
   if (!c->pools)
     return cudaMalloc(p, bytes);
-  cudaError_t rc = cudaMallocAsync(p, bytes, c->stream);
-  return rc == cudaSuccess ? cudaStreamSynchronize(c->stream) : rc;
+  cudaError_t rc = cudaMallocAsync(p, bytes, c->alloc);
+  return rc == cudaSuccess ? cudaStreamSynchronize(c->alloc) : rc;
 }
 
 static cudaError_t dev_release(TpCudaCtx *c, void *p)
@@ -57,10 +53,11 @@ static float *cuda_alloc(const TpBackend *be, size_t n, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: cannot allocate %zu floats", n);
     return NULL;
   }
-  if (!use_device(be, err))
-    return NULL;
-  cudaError_t rc = dev_alloc(tp_cuda_ctx(be), &p, (n ? n : 1) * sizeof(float));
+  cudaError_t rc = tp_cuda_use(be);
+  if (rc == cudaSuccess)
+    rc = dev_alloc(tp_cuda_ctx(be), &p, (n ? n : 1) * sizeof(float));
   if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: cannot allocate %zu floats on device %d: %s",
                 __FILE__, __LINE__, n, tp_cuda_ctx(be)->device, cudaGetErrorString(rc));
     return NULL;
@@ -68,20 +65,25 @@ static float *cuda_alloc(const TpBackend *be, size_t n, GError **err)
   return p;
 }
 
+/* Nothing to report to: a failure is one line on stderr (the memory is left to the process's end). */
 static void cuda_free(const TpBackend *be, float *p)
 {
-  if (p && use_device(be, NULL))
-    dev_release(tp_cuda_ctx(be), p); /* nothing to report to: a failure leaves it to the process's end */
+  if (!p)
+    return;
+  TP_CUDA_LOG(tp_cuda_use(be));
+  TP_CUDA_LOG(dev_release(tp_cuda_ctx(be), p));
 }
 
 static gboolean cuda_zero(const TpBackend *be, float *p, size_t n, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), tp_cuda_stream(be)), err);
   return TRUE;
 }
 
 static gboolean cuda_copy(const TpBackend *be, float *dst, const float *src, size_t n, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   if (dst != src && n)
     TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, tp_cuda_stream(be)), err);
   return TRUE;
@@ -92,6 +94,7 @@ static gboolean cuda_copy(const TpBackend *be, float *dst, const float *src, siz
 static gboolean cuda_copy_peer(const TpBackend *be, float *dst, const TpBackend *dst_be, const float *src, size_t n,
                                GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   if (g_strcmp0(dst_be->name, "cuda") != 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: a peer copy to a %s buffer", dst_be->name);
     return FALSE;
@@ -135,15 +138,17 @@ enum { MAX_DEVICES = 64 };
 static GMutex used_lock;
 static guint64 used_peak[MAX_DEVICES], used_total[MAX_DEVICES];
 
-static void note_used(int device)
+static gboolean note_used(int device, GError **err)
 {
   size_t free_b = 0, total_b = 0;
-  if (device < 0 || device >= MAX_DEVICES || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
-    return;
+  if (device < 0 || device >= MAX_DEVICES)
+    return TRUE;
+  TP_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b), err);
   g_mutex_lock(&used_lock);
   used_peak[device] = MAX(used_peak[device], (guint64)(total_b - free_b));
   used_total[device] = total_b;
   g_mutex_unlock(&used_lock);
+  return TRUE;
 }
 
 gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
@@ -158,9 +163,9 @@ gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
 
 gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(cudaStreamSynchronize(tp_cuda_stream(be)), err);
-  note_used(tp_cuda_ctx(be)->device); /* its device is current (tp_cuda_stream) */
-  return TRUE;
+  return note_used(tp_cuda_ctx(be)->device, err); /* its device is current (tp_cuda_use) */
 }
 
 gboolean tp_cuda_scratch(const TpBackend *be, size_t bytes, void **out, GError **err)
@@ -211,34 +216,36 @@ static const TpBackend cuda_table = {
   .conv_backward = tp_cuda_conv_backward,
 };
 
-/* Whether c's buffers come from the device's memory pool (dev_alloc): where the device has pools and
- * every other device can reach them (peer copies between stages read and write them), which is
- * granted here; else plain allocations.  The pool keeps what is freed (no release to the system at
- * each synchronisation). */
+/* Whether c's buffers come from the device's memory pool (dev_alloc): wherever the device has pools.
+ * Every other device that can reach this one is granted access to the pool (peer copies between
+ * stages read and write its buffers); a device that cannot reach it copies through the host
+ * (cuda_copy_peer), which needs no access.  The pool keeps what is freed (no release to the system
+ * at each synchronisation), and plain cudaMalloc/cudaFree — which wait for the whole device — are
+ * left to devices without pools. */
 static gboolean pool_init(TpCudaCtx *c, GError **err)
 {
   int pools = 0, count = 0;
   c->pools = FALSE;
   TP_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, c->device), err);
   TP_CUDA_CHECK(cudaGetDeviceCount(&count), err);
-  for (int d = 0; d < count && pools; d++) {
-    int peer = 1;
-    if (d != c->device)
-      TP_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, d, c->device), err);
-    pools = peer;
-  }
   if (!pools)
     return TRUE;
   cudaMemPool_t pool;
   unsigned long long keep = ~0ULL;
   TP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, c->device), err);
   TP_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), err);
-  for (int d = 0; d < count; d++)
-    if (d != c->device) {
+  for (int d = 0; d < count; d++) {
+    int reach = 0;
+    if (d == c->device)
+      continue;
+    TP_CUDA_CHECK(cudaDeviceCanAccessPeer(&reach, d, c->device), err);
+    if (reach) {
       struct cudaMemAccessDesc a = { .location = { .type = cudaMemLocationTypeDevice, .id = d },
                                      .flags = cudaMemAccessFlagsProtReadWrite };
       TP_CUDA_CHECK(cudaMemPoolSetAccess(pool, &a, 1), err);
     }
+  }
+  TP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->alloc, cudaStreamNonBlocking), err);
   c->pools = TRUE;
   return TRUE;
 }
@@ -251,8 +258,10 @@ static gboolean ctx_init(TpCudaCtx *c, GError **err)
   cudaError_t rc = tp_cuda_probe_kernels();
   if (rc != cudaSuccess) {
     int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device) != cudaSuccess)
+      major = minor = 0;
+    (void)cudaGetLastError(); /* reported here, not by a later launch */
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "no CUDA device: device %d (compute capability %d.%d) cannot run this build's kernels: %s", c->device,
                 major, minor, cudaGetErrorString(rc));
@@ -299,13 +308,15 @@ void tp_backend_cuda_free(TpBackend *be)
   TpCudaCtx *c = tp_cuda_ctx(be);
   if (cudaSetDevice(c->device) == cudaSuccess) {
     if (c->stream)
-      cudaStreamSynchronize(c->stream);
+      TP_CUDA_LOG(cudaStreamSynchronize(c->stream));
     if (c->scratch)
-      dev_release(c, c->scratch);
+      TP_CUDA_LOG(dev_release(c, c->scratch));
     if (c->blas)
       cublasDestroy(c->blas);
+    if (c->alloc)
+      TP_CUDA_LOG(cudaStreamDestroy(c->alloc));
     if (c->stream)
-      cudaStreamDestroy(c->stream);
+      TP_CUDA_LOG(cudaStreamDestroy(c->stream));
   }
   g_free(c);
   g_free(be);

@@ -61,6 +61,7 @@ __global__ static void conv_bias_grad_kernel(int nb, int c, size_t hw, const flo
 
 extern "C" cudaError_t tp_cuda_bias_rows(cudaStream_t st, int rows, int cols, const float *b, float *y)
 {
+  tp_cuda_launch_begin();
   size_t n = (size_t)rows * cols;
   if (n)
     bias_rows_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(rows, cols, b, y);
@@ -69,6 +70,7 @@ extern "C" cudaError_t tp_cuda_bias_rows(cudaStream_t st, int rows, int cols, co
 
 extern "C" cudaError_t tp_cuda_bias_grad_rows(cudaStream_t st, int rows, int cols, const float *dy, float *db)
 {
+  tp_cuda_launch_begin();
   if (cols > 0)
     bias_grad_rows_kernel<<<tp_cuda_grid((size_t)cols), TP_CUDA_BLOCK, 0, st>>>(rows, cols, dy, db);
   return cudaGetLastError();
@@ -77,6 +79,7 @@ extern "C" cudaError_t tp_cuda_bias_grad_rows(cudaStream_t st, int rows, int col
 extern "C" cudaError_t tp_cuda_conv_scatter(cudaStream_t st, int nb, int c, size_t hw, const float *prod,
                                             const float *b, float *y)
 {
+  tp_cuda_launch_begin();
   size_t n = (size_t)nb * c * hw;
   if (n)
     conv_scatter_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(nb, c, hw, prod, b, y);
@@ -85,6 +88,7 @@ extern "C" cudaError_t tp_cuda_conv_scatter(cudaStream_t st, int nb, int c, size
 
 extern "C" cudaError_t tp_cuda_conv_gather(cudaStream_t st, int nb, int c, size_t hw, const float *dy, float *dyt)
 {
+  tp_cuda_launch_begin();
   size_t n = (size_t)nb * c * hw;
   if (n)
     conv_gather_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(nb, c, hw, dy, dyt);
@@ -94,6 +98,7 @@ extern "C" cudaError_t tp_cuda_conv_gather(cudaStream_t st, int nb, int c, size_
 extern "C" cudaError_t tp_cuda_conv_bias_grad(cudaStream_t st, int nb, int c, size_t hw, const float *dy,
                                               float *db)
 {
+  tp_cuda_launch_begin();
   if (c > 0)
     conv_bias_grad_kernel<<<c, TP_CUDA_BLOCK, 0, st>>>(nb, c, hw, dy, db);
   return cudaGetLastError();

@@ -47,6 +47,7 @@ __global__ static void col2im_kernel(TpWindow s, int nb, const float *cols, floa
 
 extern "C" cudaError_t tp_cuda_im2col(cudaStream_t st, const TpWindow *s, int nb, const float *x, float *cols)
 {
+  tp_cuda_launch_begin();
   size_t total = (size_t)s->cin * s->k * s->k * nb * s->hout * s->wout;
   if (total)
     im2col_kernel<<<tp_cuda_grid(total), TP_CUDA_BLOCK, 0, st>>>(*s, nb, x, cols);
@@ -55,6 +56,7 @@ extern "C" cudaError_t tp_cuda_im2col(cudaStream_t st, const TpWindow *s, int nb
 
 extern "C" cudaError_t tp_cuda_col2im(cudaStream_t st, const TpWindow *s, int nb, const float *cols, float *dx)
 {
+  tp_cuda_launch_begin();
   size_t total = (size_t)nb * s->cin * s->hin * s->win;
   if (total)
     col2im_kernel<<<tp_cuda_grid(total), TP_CUDA_BLOCK, 0, st>>>(*s, nb, cols, dx);

@@ -12,6 +12,7 @@
 gboolean tp_cuda_linear_forward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
                                 const float *b, float *y, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
   if (b)
     TP_CUDA_CHECK(tp_cuda_bias_rows(st, batch, out, b, y), err);
@@ -21,6 +22,7 @@ gboolean tp_cuda_linear_forward(const TpBackend *be, int batch, int in, int out,
 gboolean tp_cuda_linear_backward(const TpBackend *be, int batch, int in, int out, const float *x, const float *w,
                                  const float *dy, float *dx, float *dw, float *db, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   if (db)
     TP_CUDA_CHECK(tp_cuda_bias_grad_rows(tp_cuda_stream(be), batch, out, dy, db), err);
   if (!tp_cuda_sgemm(be, TRUE, FALSE, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in, err))
@@ -47,6 +49,7 @@ size_t tp_cuda_conv_workspace(const TpBackend *be, const TpWindow *s, int batch)
 gboolean tp_cuda_conv_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                               const float *b, float *y, float *work, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
   int K = s->cin * s->k * s->k, chunk = chunk_samples(s, batch);
   size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = s->cout * hw;
@@ -66,6 +69,7 @@ gboolean tp_cuda_conv_forward(const TpBackend *be, const TpWindow *s, int batch,
 gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                                const float *dy, float *dx, float *dw, float *db, float *work, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
   int K = s->cin * s->k * s->k, chunk = chunk_samples(s, batch);
   size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = s->cout * hw;

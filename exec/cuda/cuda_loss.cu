@@ -63,6 +63,7 @@ extern "C" cudaError_t tp_cuda_softmax_ce_fwd(cudaStream_t st, int batch, int cl
                                               const gint32 *labels, float *probs, double *sample_loss,
                                               int *sample_hit, double *result)
 {
+  tp_cuda_launch_begin();
   if (batch > 0)
     softmax_ce_kernel<<<tp_cuda_grid((size_t)batch), TP_CUDA_BLOCK, 0, st>>>(batch, classes, x, labels, probs,
                                                                               sample_loss, sample_hit);
@@ -75,6 +76,7 @@ extern "C" cudaError_t tp_cuda_softmax_ce_fwd(cudaStream_t st, int batch, int cl
 extern "C" cudaError_t tp_cuda_softmax_ce_bwd(cudaStream_t st, int batch, int classes, const float *probs,
                                               const gint32 *labels, float scale, float *dx)
 {
+  tp_cuda_launch_begin();
   size_t n = (size_t)batch * classes;
   if (n)
     softmax_ce_bwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(batch, classes, probs, labels, scale, dx);

@@ -7,6 +7,7 @@
 static gboolean maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
                                 gint32 *argmax, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_maxpool_fwd(tp_cuda_stream(be), s, batch, x, y, argmax), err);
   return TRUE;
 }
@@ -14,6 +15,7 @@ static gboolean maxpool_forward(const TpBackend *be, const TpWindow *s, int batc
 static gboolean maxpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
                                  const gint32 *argmax, float *dx, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_maxpool_bwd(tp_cuda_stream(be), s, batch, dy, argmax, dx), err);
   return TRUE;
 }
@@ -21,6 +23,7 @@ static gboolean maxpool_backward(const TpBackend *be, const TpWindow *s, int bat
 static gboolean avgpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
                                 GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_avgpool_fwd(tp_cuda_stream(be), s, batch, x, y), err);
   return TRUE;
 }
@@ -28,12 +31,14 @@ static gboolean avgpool_forward(const TpBackend *be, const TpWindow *s, int batc
 static gboolean avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
                                  GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_avgpool_bwd(tp_cuda_stream(be), s, batch, dy, dx), err);
   return TRUE;
 }
 
 static gboolean relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_relu_fwd(tp_cuda_stream(be), n, x, y), err);
   return TRUE;
 }
@@ -41,6 +46,7 @@ static gboolean relu_forward(const TpBackend *be, size_t n, const float *x, floa
 static gboolean relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,
                               GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_relu_bwd(tp_cuda_stream(be), n, x, dy, dx), err);
   return TRUE;
 }
@@ -48,6 +54,7 @@ static gboolean relu_backward(const TpBackend *be, size_t n, const float *x, con
 static gboolean dropout_forward(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
                                 float *mask, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
   if (!mask) {
     if (y != x && n)
@@ -63,6 +70,7 @@ static gboolean dropout_forward(const TpBackend *be, size_t n, float p, guint64 
 static gboolean dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
                                  GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_mul(tp_cuda_stream(be), n, dy, mask, dx), err);
   return TRUE;
 }
@@ -80,6 +88,7 @@ typedef struct {
 static gboolean loss_scratch(const TpBackend *be, int batch, int classes, const gint32 *labels, LossScratch *ls,
                              GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   void *base;
   size_t b = (size_t)batch;
   if (labels)
@@ -106,6 +115,7 @@ static gboolean loss_scratch(const TpBackend *be, int batch, int classes, const 
 static gboolean softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
                                    const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
   LossScratch ls;
   if (!loss_scratch(be, batch, classes, labels, &ls, err))
@@ -133,6 +143,7 @@ static gboolean softmax_ce_forward(const TpBackend *be, int batch, int classes, 
 static gboolean softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
                                     const gint32 *labels, float scale, float *dx, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
   LossScratch ls;
   if (!loss_scratch(be, batch, classes, labels, &ls, err))
@@ -144,6 +155,7 @@ static gboolean softmax_ce_backward(const TpBackend *be, int batch, int classes,
 static gboolean sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
                          const float *w_in, const float *grad, float *mom, float *w_out, GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_sgd(tp_cuda_stream(be), n, lr, momentum, weight_decay, w_in, grad, mom, w_out), err);
   return TRUE;
 }
@@ -151,6 +163,7 @@ static gboolean sgd_step(const TpBackend *be, size_t n, float lr, float momentum
 static gboolean blend(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                       GError **err)
 {
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_blend(tp_cuda_stream(be), n, s, a, b, out), err);
   return TRUE;
 }

@@ -24,6 +24,7 @@ __global__ static void blend_kernel(size_t n, float s, const float *a, const flo
 extern "C" cudaError_t tp_cuda_sgd(cudaStream_t st, size_t n, float lr, float momentum, float weight_decay,
                                    const float *w_in, const float *grad, float *mom, float *w_out)
 {
+  tp_cuda_launch_begin();
   if (n)
     sgd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, lr, momentum, weight_decay, w_in, grad, mom, w_out);
   return cudaGetLastError();
@@ -31,6 +32,7 @@ extern "C" cudaError_t tp_cuda_sgd(cudaStream_t st, size_t n, float lr, float mo
 
 extern "C" cudaError_t tp_cuda_blend(cudaStream_t st, size_t n, float s, const float *a, const float *b, float *out)
 {
+  tp_cuda_launch_begin();
   if (n)
     blend_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, s, a, b, out);
   return cudaGetLastError();

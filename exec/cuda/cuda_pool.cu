@@ -85,6 +85,7 @@ __global__ static void avgpool_bwd_kernel(TpWindow s, size_t total, const float 
 extern "C" cudaError_t tp_cuda_maxpool_fwd(cudaStream_t st, const TpWindow *s, int batch, const float *x, float *y,
                                            gint32 *argmax)
 {
+  tp_cuda_launch_begin();
   size_t total = (size_t)batch * s->cin * s->hout * s->wout;
   if (total)
     maxpool_fwd_kernel<<<tp_cuda_grid(total), TP_CUDA_BLOCK, 0, st>>>(*s, total, x, y, argmax);
@@ -94,6 +95,7 @@ extern "C" cudaError_t tp_cuda_maxpool_fwd(cudaStream_t st, const TpWindow *s, i
 extern "C" cudaError_t tp_cuda_maxpool_bwd(cudaStream_t st, const TpWindow *s, int batch, const float *dy,
                                            const gint32 *argmax, float *dx)
 {
+  tp_cuda_launch_begin();
   size_t total = (size_t)batch * s->cin * s->hin * s->win;
   if (total)
     maxpool_bwd_kernel<<<tp_cuda_grid(total), TP_CUDA_BLOCK, 0, st>>>(*s, total, dy, argmax, dx);
@@ -102,6 +104,7 @@ extern "C" cudaError_t tp_cuda_maxpool_bwd(cudaStream_t st, const TpWindow *s, i
 
 extern "C" cudaError_t tp_cuda_avgpool_fwd(cudaStream_t st, const TpWindow *s, int batch, const float *x, float *y)
 {
+  tp_cuda_launch_begin();
   size_t total = (size_t)batch * s->cin * s->hout * s->wout;
   if (total)
     avgpool_fwd_kernel<<<tp_cuda_grid(total), TP_CUDA_BLOCK, 0, st>>>(*s, total, x, y);
@@ -110,6 +113,7 @@ extern "C" cudaError_t tp_cuda_avgpool_fwd(cudaStream_t st, const TpWindow *s, i
 
 extern "C" cudaError_t tp_cuda_avgpool_bwd(cudaStream_t st, const TpWindow *s, int batch, const float *dy, float *dx)
 {
+  tp_cuda_launch_begin();
   size_t total = (size_t)batch * s->cin * s->hin * s->win;
   if (total)
     avgpool_bwd_kernel<<<tp_cuda_grid(total), TP_CUDA_BLOCK, 0, st>>>(*s, total, dy, dx);

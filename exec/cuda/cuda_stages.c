@@ -1,7 +1,8 @@
 /* cuda_stages.c — the cuda backend instances of a pipeline's stages: one instance (device, stream,
  * cuBLAS handle) per stage, stage s on the s-th device of a --devices list taken round-robin, or
  * by default on visible GPU (s − 1) mod count (stages 1-based); so the stages of one process never
- * share a stream.  It uses only the
+ * share a stream.  A process that runs one stage (a rank of --transport mpi or nccl) makes that
+ * stage's instance only.  It uses only the
  * public entry points (tp_backend_cuda.h) and no CUDA header, so it builds with the executor
  * whichever way the backend itself is linked. */
 #include "config.h"
@@ -46,7 +47,7 @@ static int stage_device(const GArray *dev, int count, int s)
   return dev ? g_array_index(dev, int, s % (int)dev->len) : s % count;
 }
 
-TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err)
+TpBackend **tp_backend_cuda_stages(int W, const char *devices, int only, int *n_devices, GError **err)
 {
   char *why = NULL;
   int count = tp_cuda_device_count(&why);
@@ -60,6 +61,8 @@ TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, G
     return NULL;
   TpBackend **be = g_new0(TpBackend *, W);
   for (int s = 0; s < W; s++) {
+    if (only >= 0 && s != only)
+      continue;
     if (!(be[s] = tp_backend_cuda_new(stage_device(dev, count, s), err))) {
       g_prefix_error(err, "stage %d: ", s + 1);
       tp_backend_cuda_stages_free(be, W);

@@ -30,12 +30,22 @@ gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total);
  * the process (the executor makes its own per stage with tp_backend_cuda_new). */
 const TpBackend *tp_backend_cuda_default(GError **err);
 
+/* Ask CUDA to load every module (kernels of this backend, cuBLAS's, NCCL's) when a context is made
+ * rather than at a kernel's first launch: CUDA_MODULE_LOADING=EAGER unless the environment sets it.
+ * A lazy load inside a launch may wait for the whole context, an ncclSend waiting for its peer
+ * included, and two ranks would then wait for each other.  To be called before the process's first
+ * CUDA call (the setting is read when CUDA starts); FALSE, changing nothing, once the cuda module is
+ * loaded (too late) or when the environment asks for another mode. */
+gboolean tp_cuda_load_eagerly(void);
+
 /* W instances, one per pipeline stage: stage s (0-based) on device list[s mod len] of devices
  * ("0,1,…", the --devices flag), or on visible device s mod count when devices is NULL; *n_devices (may be NULL)
- * gets the number of distinct devices they use.  TP_ERROR_INPUT naming the flag for a bad list,
+ * gets the number of distinct devices they use.  only ≥ 0: the instance of stage `only` alone (a
+ * process that runs one stage makes no context, stream, handle or pool for the others), the other
+ * entries NULL; -1: every stage's.  TP_ERROR_INPUT naming the flag for a bad list,
  * a device not present or no device at all.  (exec/cuda/cuda_stages.c: built into the executor,
  * on the entry points above.) */
-TpBackend **tp_backend_cuda_stages(int W, const char *devices, int *n_devices, GError **err);
+TpBackend **tp_backend_cuda_stages(int W, const char *devices, int only, int *n_devices, GError **err);
 void tp_backend_cuda_stages_free(TpBackend **be, int W);
 
 /* The device stage s (0-based) runs on under a --devices list already accepted by

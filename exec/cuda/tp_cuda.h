@@ -1,6 +1,6 @@
 /* tp_cuda.h — the cuda backend's internals: its per-instance state (device, stream, cuBLAS handle,
- * scratch for labels and reductions), the checking macros that turn a failed CUDA or cuBLAS call
- * into a TP_ERROR_RUNTIME carrying file and line, and the kernel launchers. The launchers live in
+ * scratch for labels and reductions), its checking macros (tp_gpu_check.h's, naming the backend), and
+ * the kernel launchers. The launchers live in
  * the .cu files (one per kernel family, compiled by nvcc), enqueue on the given stream and return
  * the launch status; the host glue (.c files, compiled by the C compiler against the CUDA runtime
  * API) checks it. Public entry points are in tp_backend_cuda.h. */
@@ -18,6 +18,7 @@ extern "C" {
 
 #ifndef __CUDACC__ /* host glue only: the .cu files see the launchers and nothing else */
 #include "tp_error.h"
+#include "tp_gpu_check.h"
 
 typedef struct {
   int device;
@@ -26,6 +27,7 @@ typedef struct {
   void *scratch; /* device: labels, per-sample losses and counts, the reduced result */
   size_t scratch_bytes;
   gboolean pools; /* allocations stream-ordered from the device's memory pool (cuda_backend.c) */
+  cudaStream_t alloc; /* where those allocations are made: a stream that carries nothing else */
 } TpCudaCtx;
 
 static inline TpCudaCtx *tp_cuda_ctx(const TpBackend *be)
@@ -33,37 +35,24 @@ static inline TpCudaCtx *tp_cuda_ctx(const TpBackend *be)
   return (TpCudaCtx *)be->ctx;
 }
 
-/* The instance's stream, its device made current on the calling thread first: a stage's thread
- * need not have set it, and cudaSetDevice on the current device costs next to nothing. A failure
- * to set it is the runtime's last error, which the launch that follows reports. */
+/* The instance's stream (its device made current first: tp_cuda_use). */
 static inline cudaStream_t tp_cuda_stream(const TpBackend *be)
 {
-  TpCudaCtx *c = tp_cuda_ctx(be);
-  (void)cudaSetDevice(c->device);
-  return c->stream;
+  return tp_cuda_ctx(be)->stream;
 }
 
-/* Run `call` (a cudaError_t expression); on failure set *err and return FALSE from the caller. */
-#define TP_CUDA_CHECK(call, err)                                                                       \
-  do {                                                                                                 \
-    cudaError_t tp_cuda_rc_ = (call);                                                                  \
-    if (tp_cuda_rc_ != cudaSuccess) {                                                                  \
-      g_set_error((err), TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: %s: %s", __FILE__, __LINE__, \
-                  #call, cudaGetErrorString(tp_cuda_rc_));                                             \
-      return FALSE;                                                                                    \
-    }                                                                                                  \
-  } while (0)
+/* Make the instance's device current on the calling thread: a stage's thread need not have set it,
+ * and cudaSetDevice on the current device costs next to nothing.  Every member that enqueues work
+ * starts with TP_CUDA_CHECK(tp_cuda_use(be), err). */
+static inline cudaError_t tp_cuda_use(const TpBackend *be)
+{
+  return cudaSetDevice(tp_cuda_ctx(be)->device);
+}
 
-/* The same for a cublasStatus_t expression. */
-#define TP_CUBLAS_CHECK(call, err)                                                                     \
-  do {                                                                                                 \
-    cublasStatus_t tp_cublas_rc_ = (call);                                                             \
-    if (tp_cublas_rc_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-      g_set_error((err), TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: %s:%d: %s: %s", __FILE__, __LINE__, \
-                  #call, cublasGetStatusString(tp_cublas_rc_));                                        \
-      return FALSE;                                                                                    \
-    }                                                                                                  \
-  } while (0)
+/* The checks of tp_gpu_check.h, naming the cuda backend. */
+#define TP_CUDA_CHECK(call, err) TP_GPU_CUDA("cuda backend", call, err)
+#define TP_CUBLAS_CHECK(call, err) TP_GPU_CUBLAS("cuda backend", call, err)
+#define TP_CUDA_LOG(call) TP_GPU_CUDA_LOG("cuda backend", call)
 
 /* Device scratch of at least `bytes` on the backend's device (grown, never shrunk). */
 gboolean tp_cuda_scratch(const TpBackend *be, size_t bytes, void **out, GError **err);
@@ -84,7 +73,8 @@ gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch
 void tp_cuda_fill_elementwise(TpBackend *be);
 #endif
 
-/* ---- launchers (the .cu files of exec/cuda); every one enqueues on `st` and returns cudaGetLastError() ---- */
+/* ---- launchers (the .cu files of exec/cuda); every one clears stale errors, enqueues on `st` and returns
+ * cudaGetLastError(): its launch's status (tp_cuda_kernel.cuh) ---- */
 
 /* cuda_im2col.cu: nb samples of x [nb][cin][hin][win] to cols [cin·k·k][nb·hout·wout] and back
  * (col2im overwrites dx: each input element gathers its columns, no atomics). */

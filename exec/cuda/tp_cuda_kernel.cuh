@@ -1,5 +1,6 @@
 /* tp_cuda_kernel.cuh — what every kernel file of the cuda backend shares: the launch geometry of the
- * grid-stride loops (a fixed block size, a grid capped so that huge n reuses the threads) and the
+ * grid-stride loops (a fixed block size, a grid capped so that huge n reuses the threads), the
+ * launchers' first step (stale errors cleared) and the
  * window arithmetic of the gathering backward passes (col2im, pooling). */
 #ifndef TP_CUDA_KERNEL_CUH
 #define TP_CUDA_KERNEL_CUH
@@ -7,6 +8,14 @@
 #include "tp_cuda.h"
 
 #define TP_CUDA_BLOCK 256
+
+/* Every launcher starts here: what an earlier call left as the thread's last error (cudaEventQuery's
+ * cudaErrorNotReady while the NCCL transport polls, a failure already reported) is cleared, so that
+ * the cudaGetLastError() a launcher returns is its own launch's status. */
+static inline void tp_cuda_launch_begin(void)
+{
+  (void)cudaGetLastError();
+}
 
 /* Blocks for n items: enough to cover n, at most 4096 (the loops stride over the rest); ≥ 1. */
 static inline unsigned tp_cuda_grid(size_t n)

@@ -67,6 +67,7 @@ static int wait_event(TpNccl *m, cudaEvent_t ev, int c, gint64 deadline, GError 
     cudaError_t rc = cudaEventQuery(ev);
     if (rc == cudaSuccess)
       return 0;
+    (void)cudaGetLastError(); /* not ready is no error: it must not stay the thread's last error */
     if (rc != cudaErrorNotReady) {
       TP_NCCL_FAIL(err, "cudaEventQuery", cudaGetErrorString(rc));
       return 3;
@@ -92,9 +93,9 @@ void tp_nccl_send_free(gpointer p)
   if (!s)
     return;
   if (s->buf)
-    cudaFree(s->buf);
+    TP_NCCL_CUDA_LOG(cudaFree(s->buf));
   if (s->done)
-    cudaEventDestroy(s->done);
+    TP_NCCL_CUDA_LOG(cudaEventDestroy(s->done));
   g_free(s);
 }
 
@@ -104,7 +105,7 @@ void tp_nccl_held_free(gpointer p)
   if (!h)
     return;
   if (h->buf)
-    cudaFree(h->buf);
+    TP_NCCL_CUDA_LOG(cudaFree(h->buf));
   g_free(h);
 }
 
@@ -119,15 +120,18 @@ static cudaError_t dev_alloc(TpNccl *m, void **p, size_t len)
   if (!m->pools) /* a device without memory pools: plain allocations */
     return cudaMalloc(p, MAX(len, 1));
   cudaError_t rc = cudaMallocAsync(p, MAX(len, 1), m->copy);
-  return rc == cudaSuccess ? cudaStreamSynchronize(m->copy) : rc;
+  rc = rc == cudaSuccess ? cudaStreamSynchronize(m->copy) : rc;
+  if (rc != cudaSuccess)
+    (void)cudaGetLastError(); /* reported by the caller, not left behind */
+  return rc;
 }
 
 static void dev_release(TpNccl *m, void *p)
 {
   if (p && m->pools)
-    cudaFreeAsync(p, m->copy);
+    TP_NCCL_CUDA_LOG(cudaFreeAsync(p, m->copy));
   else if (p)
-    cudaFree(p);
+    TP_NCCL_CUDA_LOG(cudaFree(p));
 }
 
 static void send_release(TpNccl *m, TpNcclSend *s)
@@ -150,8 +154,12 @@ static void reap(TpNccl *m)
   for (guint i = 0; i < m->pending->len;) {
     TpNcclSend *s = g_ptr_array_index(m->pending, i);
     int done = 0;
-    MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
-    if (!done || cudaEventQuery(s->done) != cudaSuccess) {
+    if (MPI_Test(&s->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+      cudaError_t rc = cudaEventQuery(s->done);
+      (void)cudaGetLastError(); /* not ready (or a failure the receive's wait reports) is not left behind */
+      done = rc == cudaSuccess;
+    }
+    if (!done) {
       i++;
       continue;
     }

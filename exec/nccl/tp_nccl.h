@@ -68,6 +68,19 @@ enum { TP_NCCL_N_COMMS = 4 };
  * are not neighbours. */
 int tp_nccl_comm_of(int from, int to);
 
+/* Where a rank's GPU is: its node's name and the device's UUID (the device number is for messages).
+ * The ranks gather theirs before NCCL starts: NCCL refuses two ranks on one GPU ("Duplicate GPU"
+ * inside ncclGroupEnd), and the transport refuses it first, with one line on every rank. */
+typedef struct {
+  char node[64];
+  unsigned char uuid[16];
+  int device;
+} TpNcclPlace;
+
+/* Whether two of the n ranks' places are one GPU of one node: TRUE with the first such pair in
+ * *a < *b; FALSE when every rank has a GPU of its own. */
+gboolean tp_nccl_shared_gpu(const TpNcclPlace *places, int n, int *a, int *b);
+
 /* A message received ahead of its turn: its header (sent over MPI ahead of every payload, as the
  * MPI transport's: tp_msg_hdr.h, which also takes held messages by tag) and its payload (a device
  * buffer owned by the transport; opaque here). */

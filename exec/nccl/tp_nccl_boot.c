@@ -5,6 +5,7 @@
 #include "tp_nccl_priv.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 gboolean tp_nccl_available(void) { return TRUE; }
 
@@ -32,6 +33,38 @@ static gboolean pick_device(const char *devices, int local, int count, int *out,
 }
 
 static void nccl_free(TpTransport *t);
+
+/* Every rank's GPU gathered (collective: every rank reaches the gather, whatever it found);
+ * TP_ERROR_INPUT, alike on every rank, when two share one; an error on every rank when one cannot
+ * tell its GPU. */
+static gboolean check_places(TpNccl *m, GError **err)
+{
+  TpNcclPlace mine = { .device = m->device }, *all = g_new0(TpNcclPlace, (size_t)m->base.W);
+  struct cudaDeviceProp prop;
+  char node[MPI_MAX_PROCESSOR_NAME] = "";
+  int len = 0, a = 0, b = 0;
+  if (cudaGetDeviceProperties(&prop, m->device) == cudaSuccess)
+    memcpy(mine.uuid, prop.uuid.bytes, sizeof mine.uuid);
+  else
+    mine.device = -1, (void)cudaGetLastError();
+  if (MPI_Get_processor_name(node, &len) == MPI_SUCCESS)
+    g_strlcpy(mine.node, node, sizeof mine.node);
+  gboolean ok = FALSE;
+  if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, m->mpi) != MPI_SUCCESS)
+    TP_NCCL_FAIL(err, "MPI_Allgather", "cannot gather the ranks' GPUs");
+  else if (!tp_nccl_shared_gpu(all, m->base.W, &a, &b))
+    ok = TRUE;
+  else if (all[a].device < 0 || all[b].device < 0)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--transport nccl: rank %d cannot identify its GPU",
+                all[a].device < 0 ? a : b);
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "--transport nccl: ranks %d and %d (stages %d and %d) would share GPU %d of %s: NCCL runs one rank "
+                "per GPU (give every rank a GPU of its own, --devices, or use --transport mpi)",
+                a, b, a + 1, b + 1, all[a].device, all[a].node);
+  g_free(all);
+  return ok;
+}
 
 /* The communicators and streams (m->device current). */
 static gboolean bootstrap(TpNccl *m, GError **err)
@@ -73,6 +106,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   int count = 0;
   cudaError_t crc = cudaGetDeviceCount(&count);
   if (crc != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s",
                 crc != cudaSuccess ? cudaGetErrorString(crc) : "the CUDA runtime reports 0 devices");
     return NULL;
@@ -111,7 +145,12 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   }
   crc = cudaSetDevice(m->device);
   if (crc != cudaSuccess) {
+    (void)cudaGetLastError();
     TP_NCCL_FAIL(err, "cudaSetDevice", cudaGetErrorString(crc));
+    nccl_free(&m->base);
+    return NULL;
+  }
+  if (!check_places(m, err)) {
     nccl_free(&m->base);
     return NULL;
   }
@@ -135,7 +174,7 @@ static void nccl_free(TpTransport *t)
     aborted = TRUE;
   }
   g_clear_error(&err);
-  cudaSetDevice(m->device);
+  TP_NCCL_CUDA_LOG(cudaSetDevice(m->device));
   for (int c = 0; c < TP_NCCL_N_COMMS; c++)
     if (m->comm[c]) {
       if (aborted)
@@ -145,11 +184,11 @@ static void nccl_free(TpTransport *t)
     }
   for (int c = 0; c < TP_NCCL_N_COMMS; c++)
     if (m->stream[c])
-      cudaStreamDestroy(m->stream[c]);
+      TP_NCCL_CUDA_LOG(cudaStreamDestroy(m->stream[c]));
   if (m->copy)
-    cudaStreamDestroy(m->copy);
+    TP_NCCL_CUDA_LOG(cudaStreamDestroy(m->copy));
   if (m->recv_done)
-    cudaEventDestroy(m->recv_done);
+    TP_NCCL_CUDA_LOG(cudaEventDestroy(m->recv_done));
   /* MPI requests still in flight after an abort are left to MPI_Finalize/MPI_Abort */
   for (guint i = 0; !aborted && i < m->pending->len; i++)
     tp_nccl_send_free(g_ptr_array_index(m->pending, i));

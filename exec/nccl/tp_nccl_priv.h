@@ -1,6 +1,6 @@
 /* tp_nccl_priv.h — what the NCCL transport's files share (tp_nccl_boot.c: start-up and shutdown;
- * tp_nccl.c: send, receive, abort): its state, and the checking macros that turn a failed CUDA,
- * NCCL or MPI call into a TP_ERROR_RUNTIME carrying file and line. */
+ * tp_nccl.c: send, receive, abort): its state, and its checking macros (tp_gpu_check.h's, naming
+ * the transport). */
 #ifndef TP_NCCL_PRIV_H
 #define TP_NCCL_PRIV_H
 
@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
+
+#include "tp_gpu_check.h"
 
 enum { TP_NCCL_TAG_HDR = 1, TP_NCCL_TAG_ABORT = 2 };
 
@@ -42,46 +44,12 @@ typedef struct {
   char *reason;
 } TpNccl;
 
-#define TP_NCCL_FAIL(err, what, detail)                                                               \
-  g_set_error((err), TP_ERROR, TP_ERROR_RUNTIME, "nccl transport: %s:%d: %s: %s", __FILE__, __LINE__, \
-              (what), (detail))
-
-/* Run `call` (a cudaError_t expression); on failure set *err and return FALSE from the caller. */
-#define TP_NCCL_CUDA(call, err)                                                                       \
-  do {                                                                                                \
-    cudaError_t tp_rc_ = (call);                                                                      \
-    if (tp_rc_ != cudaSuccess) {                                                                      \
-      TP_NCCL_FAIL(err, #call, cudaGetErrorString(tp_rc_));                                           \
-      return FALSE;                                                                                   \
-    }                                                                                                 \
-  } while (0)
-
-/* The same for an ncclResult_t expression (NCCL's last error text when it has one). */
-#define TP_NCCL_CALL(call, comm, err)                                                                 \
-  do {                                                                                                \
-    ncclResult_t tp_rc_ = (call);                                                                     \
-    if (tp_rc_ != ncclSuccess) {                                                                      \
-      const char *tp_last_ = ncclGetLastError(comm);                                                  \
-      g_set_error((err), TP_ERROR, TP_ERROR_RUNTIME, "nccl transport: %s:%d: %s: %s%s%s", __FILE__,   \
-                  __LINE__, #call, ncclGetErrorString(tp_rc_), tp_last_ && *tp_last_ ? ": " : "",      \
-                  tp_last_ ? tp_last_ : "");                                                          \
-      return FALSE;                                                                                   \
-    }                                                                                                 \
-  } while (0)
-
-/* The same for an MPI call's return code. */
-#define TP_NCCL_MPI(call, err)                                                                        \
-  do {                                                                                                \
-    int tp_rc_ = (call);                                                                              \
-    if (tp_rc_ != MPI_SUCCESS) {                                                                      \
-      char tp_msg_[MPI_MAX_ERROR_STRING];                                                             \
-      int tp_n_ = 0;                                                                                  \
-      if (MPI_Error_string(tp_rc_, tp_msg_, &tp_n_) != MPI_SUCCESS)                                  \
-        g_snprintf(tp_msg_, sizeof tp_msg_, "MPI error %d", tp_rc_);                                  \
-      TP_NCCL_FAIL(err, #call, tp_msg_);                                                              \
-      return FALSE;                                                                                   \
-    }                                                                                                 \
-  } while (0)
+/* The checks of tp_gpu_check.h, naming the transport. */
+#define TP_NCCL_FAIL(err, what, detail) TP_GPU_FAIL(err, "nccl transport", what, detail)
+#define TP_NCCL_CUDA(call, err) TP_GPU_CUDA("nccl transport", call, err)
+#define TP_NCCL_CUDA_LOG(call) TP_GPU_CUDA_LOG("nccl transport", call)
+#define TP_NCCL_CALL(call, comm, err) TP_GPU_NCCL("nccl transport", call, comm, err)
+#define TP_NCCL_MPI(call, err) TP_GPU_MPI("nccl transport", call, err)
 
 /* Poll the abort notices of other ranks (lock held); TRUE when the run is aborted. */
 gboolean tp_nccl_poll_abort(TpNccl *m);
