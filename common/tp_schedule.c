@@ -234,7 +234,8 @@ long long tp_schedule_n_ops(const TpSchedule *s)
 
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
 {
-  if (a->order != b->order || a->policy != b->policy || a->W != b->W || a->N != b->N || a->K != b->K)
+  if (a->order != b->order || a->policy != b->policy || a->W != b->W || a->N != b->N || a->K != b->K ||
+      a->recompute != b->recompute)
     return FALSE;
   if (a->policy == TP_POLICY_INTERMEDIATE && (a->sig.kind != b->sig.kind || a->sig.param != b->sig.param))
     return FALSE;
