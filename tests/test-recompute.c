@@ -8,6 +8,7 @@
 #include "tp_runtime.h"
 #include "tp_sim.h"
 #include "tp_test.h"
+#include "tp_test_run.h"
 
 #include <math.h>
 
@@ -41,43 +42,11 @@ typedef struct {
 /* Train s->K mini-batches of the seeded order; every stage's weights concatenated, the record in res. */
 static float *train(const Setup *u, const TpSchedule *s, TpRunResult *res, size_t *n_out)
 {
-  GError *err = NULL;
   TpRuntimeConfig cfg = { .model = u->model, .bounds = u->bounds, .W = s->W, .N = s->N, .batch = BATCH,
                           .be = tp_backend_cpu(), .train = data, .lr = u->lr, .momentum = u->momentum,
                           .weight_decay = u->wd, .seed = 7, .timeout_s = 60, .recompute = s->recompute,
                           .per_micro_backward = u->per_micro };
-  TpRuntime *rt = tp_runtime_new(&cfg, &err);
-  g_assert_no_error(err);
-  TpBatcher *b = tp_batcher_new(data, BATCH, s->N, 3, &err);
-  g_assert_no_error(err);
-  int **idx = g_new(int *, s->K);
-  for (int i = 0; i < s->K; i++)
-    idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * BATCH);
-  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), NULL, res, &err));
-  g_assert_no_error(err);
-  size_t n = 0;
-  for (int st = 0; st < s->W; st++)
-    n += tp_runtime_n_params(rt, st);
-  float *w = g_new(float, n), *p = w;
-  for (int st = 0; st < s->W; st++) {
-    memcpy(p, tp_runtime_weights(rt, st), sizeof(float) * tp_runtime_n_params(rt, st));
-    p += tp_runtime_n_params(rt, st);
-  }
-  *n_out = n;
-  for (int i = 0; i < s->K; i++)
-    g_free(idx[i]);
-  g_free(idx);
-  tp_batcher_free(b);
-  tp_runtime_free(rt);
-  return w;
-}
-
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-  double d = 0, r = 0;
-  for (size_t i = 0; i < n; i++)
-    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
-  return sqrt(d / r);
+  return tpt_train(&cfg, s, res, n_out);
 }
 
 /* Tolerance of the batched backward against the per-micro-batch one: the same products, their
@@ -102,7 +71,7 @@ static void test_batched_equals_per_micro(gconstpointer name)
       u.per_micro = FALSE;
       float *w2 = train(&u, s, &r2, &n2);
       g_assert_cmpuint(n1, ==, n2);
-      double d = rel_diff(w2, w1, n1);
+      double d = tpt_rel_diff(w2, w1, n1);
       g_test_message("%s W=%d N=%d: batched vs per-micro-batch, relative difference %g", (const char *)name, W, N, d);
       if (!(d <= BATCHED_TOL))
         g_error("%s W=%d N=%d: the batched backward's weights differ by %g (relative)", (const char *)name, W, N, d);
@@ -199,7 +168,7 @@ static void test_finite_differences(void)
   g_autofree float *stale = g_new0(float, np);
   g_assert_true(tp_net_forward(net, wf, x, BATCH, NULL, whole, y, NULL, &err));
   g_assert_true(tp_net_backward(net, wb, whole, NULL, NULL, stale, BATCH, &err));
-  g_assert_cmpfloat(rel_diff(stale, grad, np), >, 1e-2);
+  g_assert_cmpfloat(tpt_rel_diff(stale, grad, np), >, 1e-2);
   g_assert_no_error(err);
   tp_saved_free(whole);
   tp_net_free(net);
@@ -224,7 +193,7 @@ static void test_recompute_same_weights(gconstpointer name)
     g_assert_cmpuint(n0, ==, n1);
     if (memcmp(w0, w1, sizeof(float) * n0) != 0)
       g_error("%s N=%d: --recompute changed the weights (relative difference %g)", (const char *)name, N,
-              rel_diff(w1, w0, n0));
+              tpt_rel_diff(w1, w0, n0));
     g_assert_true(r1.versions_match);
     for (int st = 0; st < 2; st++) {
       g_test_message("%s N=%d stage %d: stored activations %" G_GINT64_FORMAT " B, recomputing %" G_GINT64_FORMAT
@@ -306,7 +275,7 @@ static void test_recompute_exact_gradient(gconstpointer name)
     latest = i;
   }
   g_assert_true(differ); /* some backward read another version than its forwards */
-  double d = rel_diff(w_rc, ver[K], np), d0 = rel_diff(w_saved, ver[K], np);
+  double d = tpt_rel_diff(w_rc, ver[K], np), d0 = tpt_rel_diff(w_saved, ver[K], np);
   g_test_message("%s: recomputing %g, saved activations %g from the reference", (const char *)name, d, d0);
   g_assert_cmpfloat(d, <=, 1e-5);
   g_assert_cmpfloat(d0, >, 1e-4); /* the two rules are told apart */
