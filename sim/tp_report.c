@@ -50,7 +50,7 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
                              tp_num(b, "%.4g", c->stage[st].bwd));
   g_string_append_printf(out, "order        %s\n", order_note(s, c));
   g_string_append_printf(out, "recompute    %s\n", s->recompute ? "true: a backward first runs its forward again from "
-                         "the stored stage input (stored activations: stage inputs only)" : "false");
+                         "the stored stage input (stored activations: stage inputs and one workspace)" : "false");
   g_string_append_printf(out, "makespan     %s %s%s\n", tp_num(a, "%.6g", m->makespan), tu, c->unit ? "s" : "");
   g_string_append_printf(out, "mini-batch   %s %s%s in the steady state (spacing of stage 1's updates); %s over the "
                               "whole run (makespan / K)\n", tp_num(a, "%.6g", m->t_minibatch), tu, c->unit ? "s" : "",
