@@ -50,6 +50,11 @@ gboolean tp_train_resume(Train *t, GError **err)
   if (ok && !t->o.schedule) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
          (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+  if (ok && !t->o.schedule && t->s->recompute != t->o.recompute) { /* the plan's header says which rule ran */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: recompute '%s' there, '%s' here",
+                dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->o.recompute ? "true" : "false");
+    ok = FALSE;
+  }
   if (ok) {
     t->start_epoch = c.epoch, t->start_index = c.index, t->generation = c.generation + 1;
     t->done_before = t->bar_base = c.done;

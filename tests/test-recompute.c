@@ -380,6 +380,50 @@ static void test_reports(void)
   tpt_run_clear(&t);
 }
 
+/* A checkpoint continues under the rule it was written with: resuming it with the other rule is
+ * refused, resuming it with the same one ends where the uninterrupted run ends. */
+static void test_resume(void)
+{
+  g_autofree char *dir = tpt_tmp_dir("tp-recompute"), *ck = g_build_filename(dir, "ck", NULL);
+  const char *base[] = { "train", "-s", "timeprest", "-w", "3", "-n", "2", "-k", "8", "--batch", "16", "--data",
+                         "synthetic:256:32", "--order-from", "slots", "--checkpoint-every", "4", "--quiet",
+                         "--format", "json", "--recompute" };
+  const int nb = G_N_ELEMENTS(base);
+  const char *args[G_N_ELEMENTS(base) + 5];
+  char *sha[2] = { NULL, NULL };
+  for (int k = 0; k < 2; k++) { /* the whole run, then the run stopped after 4 mini-batches and resumed */
+    memcpy(args, base, sizeof base);
+    int n = nb;
+    args[n++] = "--checkpoint", args[n++] = ck;
+    if (k)
+      args[n++] = "--stop-after", args[n++] = "4";
+    args[n] = NULL;
+    TptRun t = tpt_run(args);
+    g_assert_cmpint(t.status, ==, 0);
+    if (k == 0) {
+      sha[0] = g_strdup(strstr(t.out, "\"weights_sha256\""));
+      tpt_rm_tree(ck);
+    }
+    tpt_run_clear(&t);
+  }
+  memcpy(args, base, sizeof base);
+  args[nb - 1] = "--resume", args[nb] = ck, args[nb + 1] = NULL; /* without --recompute */
+  TptRun t = tpt_run(args);
+  g_assert_cmpint(t.status, ==, 2);
+  g_assert_nonnull(strstr(t.err, "recompute 'true' there, 'false' here"));
+  tpt_run_clear(&t);
+  args[nb - 1] = "--recompute", args[nb] = "--resume", args[nb + 1] = ck, args[nb + 2] = NULL;
+  t = tpt_run(args);
+  g_assert_cmpint(t.status, ==, 0);
+  sha[1] = g_strdup(strstr(t.out, "\"weights_sha256\""));
+  g_assert_nonnull(sha[0]);
+  g_assert_nonnull(sha[1]);
+  g_assert_cmpint(strncmp(sha[0], sha[1], 86), ==, 0); /* the key and its 64 hex digits */
+  tpt_run_clear(&t);
+  g_free(sha[0]), g_free(sha[1]);
+  tpt_rm_tree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -403,6 +447,7 @@ int main(int argc, char **argv)
   g_test_add_func("/recompute/simulator", test_simulator);
   g_test_add_func("/recompute/header", test_header);
   g_test_add_func("/recompute/reports", test_reports);
+  g_test_add_func("/recompute/resume", test_resume);
   int rc = g_test_run();
   tp_dataset_free(data);
   return rc;
