@@ -3,7 +3,10 @@
 # into the Markdown table of bench/RESULTS.md (final test accuracy, epochs and wall time to a target
 # accuracy, measured peak memory per stage, steady v, samples/s) and a small summary CSV.
 # With --compact: one row per preset and model, the final test accuracy (v) per (W, N), for docs/findings.md.
-# Usage: bench/convergence-table.py [--compact] [DIR [TARGET [SUMMARY.csv]]]
+# With --claims: the runs of bench/claims.sh — one row per run (order, recompute, lr, momentum, preset;
+# epochs and seconds to 85 % and 88 %, final accuracy, measured peak bytes per stage) and, per seed
+# claim, at how many settings it holds.
+# Usage: bench/convergence-table.py [--compact | --claims] [DIR [TARGET [SUMMARY.csv]]]
 import csv, glob, json, os, re, sys
 
 PRESETS = ["gpipe", "1f1b", "pipedream", "pipedream-2bw", "timeprest", "v-timeprest", "i-timeprest"]
@@ -69,7 +72,85 @@ def compact(runs, failed):
         print()
 
 
+CLAIM_TAG = re.compile(r"(?P<model>mlp-deep|mlp|cnn)-(?P<preset>[a-z0-9-]+?)(?:-s(?P<sig>[a-z0-9_.]+))?-w(?P<w>\d+)"
+                       r"-n(?P<n>\d+)-e(?P<e>\d+)(?:-(?P<order>slots|costs))?-rc(?P<rc>[01])-lr(?P<lr>[0-9.]+)"
+                       r"-m(?P<mom>[0-9.]+)")
+
+
+def claims(d):
+    """The table of bench/claims.sh's runs, then each seed claim checked at every setting."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+        m = CLAIM_TAG.fullmatch(os.path.basename(path)[:-5])
+        if not m:
+            continue
+        with open(path) as f:
+            j = json.load(f)
+        t85 = to_target(path[:-5] + ".csv", j["test_accuracy"], 0.85)
+        t88 = to_target(path[:-5] + ".csv", j["test_accuracy"], 0.88)
+        rows.append(dict(m.groupdict(), j=j, t85=t85, t88=t88, failed=None))
+    for name in ("refused.txt", "failed.txt"):
+        for line in open(os.path.join(d, name)) if os.path.exists(os.path.join(d, name)) else []:
+            tag, _, why = line.partition(" ")
+            m = CLAIM_TAG.fullmatch(tag)
+            if m:
+                rows.append(dict(m.groupdict(), j=None, t85=(None, None), t88=(None, None),
+                                 failed="NaN loss" if "NaN" in why else "refused"))
+    for r in rows:
+        r["name"] = r["preset"] + (" s=" + r["sig"].replace("_", ":") if r["sig"] else "")
+        r["setting"] = (r["model"], r["n"], r["e"], r["rc"], r["lr"], r["mom"])
+    rows.sort(key=lambda r: (r["setting"], r["order"] or "", PRESETS.index(r["preset"]), r["name"]))
+    fmt = lambda x, f: f % x if x is not None else "—"
+    print("| model | N | epochs | order | recompute | lr | momentum | preset | v | final test acc. | epochs to 85 % "
+          "| s to 85 % | epochs to 88 % | s to 88 % | peak bytes per stage (measured) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        j = r["j"]
+        if j is None:
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | | %s | | | | | |" % (
+                r["model"], r["n"], r["e"], r["order"] or "—", r["rc"], r["lr"], r["mom"], r["name"], r["failed"]))
+            continue
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.4f | %s | %s | %s | %s | %s |" % (
+            r["model"], r["n"], r["e"], r["order"] or "—", r["rc"], r["lr"], r["mom"], r["name"], j["v_steady"],
+            j["final_test_accuracy"], fmt(r["t85"][0], "%d"), fmt(r["t85"][1], "%.0f"), fmt(r["t88"][0], "%d"),
+            fmt(r["t88"][1], "%.0f"), " / ".join(kib(s["peak_bytes"]) for s in j["measured"]["stages"])))
+    # the seed claims, setting by setting (a setting: model, N, epochs, recompute, lr, momentum, order)
+    def get(setting, order, name):
+        for r in rows:
+            if r["setting"] == setting and r["name"] == name and (r["order"] == order or r["preset"] == "gpipe"):
+                return r
+        return None
+    acc = lambda r: r["j"]["final_test_accuracy"] if r and r["j"] else None
+    ep = lambda r: (r["t85"][0] or 10 ** 9) if r and r["j"] else 10 ** 9  # never reached or failed: last
+    peak = lambda r: max(s["peak_bytes"] for s in r["j"]["measured"]["stages"])
+    verdict = {"a": [0, 0], "b": [0, 0], "c": [0, 0]}
+    for setting, order in sorted({(r["setting"], r["order"]) for r in rows if r["order"]}):
+        g, t = get(setting, order, "gpipe"), get(setting, order, "timeprest")
+        if acc(g) is not None and t:  # (a) within 1 point of GPipe's final accuracy (a NaN run: lower)
+            verdict["a"][1] += 1
+            verdict["a"][0] += acc(t) is not None and acc(t) >= acc(g) - 0.01
+        v, pd = get(setting, order, "v-timeprest"), get(setting, order, "pipedream")
+        if v and pd and min(ep(v), ep(pd)) < 10 ** 9:  # (b) more epochs to 85 % than stashing
+            verdict["b"][1] += 1
+            verdict["b"][0] += ep(v) > ep(pd)
+        for r in rows:  # (c) each significance function: fewer epochs than V-TiMePReSt, less memory than PipeDream
+            if r["setting"] == setting and r["order"] == order and r["preset"] == "i-timeprest" and v and pd \
+                    and r["j"] and pd["j"] and min(ep(r), ep(v)) < 10 ** 9:
+                verdict["c"][1] += 1
+                verdict["c"][0] += ep(r) < ep(v) and peak(r) < peak(pd)
+    print()
+    texts = {"a": "TiMePReSt's final test accuracy within 1 point of GPipe's",
+             "b": "V-TiMePReSt needs more epochs to 85 % than PipeDream (weight stashing)",
+             "c": "I-TiMePReSt reaches 85 % in fewer epochs than V-TiMePReSt with a lower peak than PipeDream"}
+    for k in "abc":
+        print("- (%s) %s: holds at %d of %d settings" % (k, texts[k], verdict[k][0], verdict[k][1]))
+
+
 def main():
+    if "--claims" in sys.argv:
+        args = [a for a in sys.argv[1:] if a != "--claims"]
+        claims(args[0] if args else "bench/results/claims")
+        return
     args = [a for a in sys.argv[1:] if a != "--compact"]
     d = args[0] if args else "bench/results/convergence"
     target = float(args[1]) if len(args) > 1 else 0.85

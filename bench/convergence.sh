@@ -18,24 +18,12 @@ e_cnn=${E_CNN:-5}
 dataopt=""
 [ -n "$DATA" ] && dataopt="--data $DATA"
 mkdir -p "$out"
+. "$(dirname "$0")/train-run.sh"
 run() { # model preset W N epochs [order-from]
-  tag="$1-$2-w$3-n$4-e$5${6:+-$6}"
   orderopt=""
   [ -n "$6" ] && orderopt="--order-from $6"
-  if [ -s "$out/$tag.json" ] || grep -qs "^$tag \\(refused\\|failed\\)" "$out/refused.txt" "$out/failed.txt"; then return 0; fi
-  l0=$(cut -d' ' -f1-3 /proc/loadavg)
-  if ! "$b/timeprest" train --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $orderopt $dataopt $ARGS -q \
-      --csv "$out/$tag.csv" --format json -o "$out/$tag.json.tmp" 2> "$out/$tag.err"; then
-    # a configuration the preset refuses (pipedream-2bw needs N >= W) or a run that fails (a loss
-    # that turns NaN) is noted with its message and skipped
-    echo "$tag failed: $(cat "$out/$tag.err")" | tee -a "$out/failed.txt"
-    rm -f "$out/$tag.json.tmp" "$out/$tag.csv"
-    return 0
-  fi
-  rm -f "$out/$tag.err"
-  mv "$out/$tag.json.tmp" "$out/$tag.json"
-  echo "$tag $l0 $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/loadavg.txt"
-  echo "$(date -u +%H:%M:%S) $tag done (load average before / after: $l0 / $(cut -d' ' -f1-3 /proc/loadavg))"
+  # shellcheck disable=SC2086 # $orderopt: none or one option with its value
+  run_train "$1-$2-w$3-n$4-e$5${6:+-$6}" --model "$1" -s "$2" -w "$3" -n "$4" --epochs "$5" $orderopt
 }
 if [ -z "$ONLY" ] || [ "$ONLY" = mlp ]; then
   for w in 2 4; do for n in 2 4; do

@@ -63,7 +63,8 @@ static void table(Row *rows, int n, long long dataset, GString *out)
   const TpSchedule *s = ref->s;
   gboolean unit = c->unit;
   const char *tu = c->time_unit;
-  g_string_append_printf(out, "compare: W=%d, N=%d, K=%d; costs: %s\n", s->W, s->N, s->K, unit ? "unit slots" : c->source);
+  g_string_append_printf(out, "compare: W=%d, N=%d, K=%d; costs: %s; recompute: %s\n", s->W, s->N, s->K,
+                         unit ? "unit slots" : c->source, s->recompute ? "true" : "false");
   g_string_append_printf(out,
                          "steady    the steady state: time = spacing of stage 1's updates; bubble, throughput over that "
                          "window\n"

@@ -234,6 +234,7 @@ static gboolean load_schedule_file(Train *t, GError **err)
 {
   if (!(t->s = tp_schedule_load(t->o.schedule, err)))
     return FALSE;
+  t->s->recompute = t->s->recompute || t->o.recompute;
   if ((t->o.workers && t->s->W != t->W) || (t->o.micro && t->s->N != t->N)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: %s has W=%d, N=%d; -w/-n say %d, %d", t->o.schedule,
                 t->s->W, t->s->N, t->W, t->N);
@@ -297,7 +298,8 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   }
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
-                          (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t) };
+                          (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t),
+                          .recompute = t->s ? t->s->recompute : o->recompute };
   if (!own_stage && !make_stage_backends(t, bname, err))
     return FALSE;
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
@@ -387,6 +389,9 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
       "Fix the nf1b/1f1b-async order on the profiled costs (default) or on unit slots", "costs|slots" },
     { "schedule", 0, 0, G_OPTION_ARG_FILENAME, &o->schedule, "Run this schedule file (CSV or JSON)", "FILE" },
+    { "recompute", 0, 0, G_OPTION_ARG_NONE, &o->recompute,
+      "Store only each stage's input of a forward; a backward first runs the forward again with the weights it "
+      "reads (docs/recompute.md)", NULL },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "I-TiMePReSt's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },

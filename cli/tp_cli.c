@@ -93,6 +93,9 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
       "intermediate policy's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "input", 'i', 0, G_OPTION_ARG_FILENAME, &o->input, "Read the schedule from a CSV or JSON file instead",
       "FILE" },
+    { "recompute", 0, 0, G_OPTION_ARG_NONE, &o->recompute,
+      "Store only each stage's input of a forward; a backward first runs the forward again (docs/recompute.md)",
+      NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -118,7 +121,10 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives the schedule; drop -s/--order/--policy/-w/-n/-k");
       return NULL;
     }
-    return tp_schedule_load(o->input, err);
+    TpSchedule *s = tp_schedule_load(o->input, err);
+    if (s && o->recompute)
+      s->recompute = TRUE;
+    return s;
   }
   TpOrder order;
   TpPolicy policy;
@@ -171,7 +177,7 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
     return NULL;
   TpSchedule *s = tp_schedule_generate_prepared(order, policy, W, N, K, prep, err);
   if (s)
-    s->sig = sig;
+    s->sig = sig, s->recompute = o->recompute;
   return s;
 }
 
@@ -310,7 +316,7 @@ static gboolean order_depends_on_costs(const TpSchedule *s)
 /* Generated schedule s with its order fixed on cost model c. */
 static TpSchedule *costed_schedule(const TpSchedule *s, const TpCost *c, GError **err)
 {
-  TpSchedule *t = tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K, c, err);
+  TpSchedule *t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
   if (t)
     t->sig = s->sig;
   return t;

@@ -32,6 +32,7 @@ GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long ma
 /* Options that select a schedule, shared by `schedule` and `simulate`. */
 typedef struct {
   char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance;
+  gboolean recompute;
 } TpCliSchedule;
 
 /* Add the schedule options to a context's main group. */

@@ -122,8 +122,10 @@ static void report_json(const Train *t, const char *sha, GString *out)
   json_array(out, "epoch_time", t->epoch_time);
   json_array(out, "train_loss", t->train_loss);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
-                         "\"order_fixed_on\": \"%s\", \"time_unit\": \"s\", \"byte_unit\": \"B\", \"profile\": [",
-                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s));
+                         "\"order_fixed_on\": \"%s\", \"recompute\": %s, \"time_unit\": \"s\", \"byte_unit\": \"B\", "
+                         "\"profile\": [",
+                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s),
+                         t->s->recompute ? "true" : "false");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
@@ -149,6 +151,8 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
                          t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
                          t->pm->chains, t->pm->chains == 1 ? "" : "s");
+  g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
+                         "again from the stored stage input, with the weights the backward read" : "false");
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   g_string_append_printf(out, "optimizer    SGD, lr %g", t->lr);

@@ -50,6 +50,11 @@ gboolean tp_train_resume(Train *t, GError **err)
   if (ok && !t->o.schedule) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
          (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+  if (ok && !t->o.schedule && t->s->recompute != t->o.recompute) { /* the plan's header says which rule ran */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: recompute '%s' there, '%s' here",
+                dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->o.recompute ? "true" : "false");
+    ok = FALSE;
+  }
   if (ok) {
     t->start_epoch = c.epoch, t->start_index = c.index, t->generation = c.generation + 1;
     t->done_before = t->bar_base = c.done;
@@ -103,8 +108,11 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
 static gboolean plan(Train *t, const int *first_idx, GError **err)
 {
   gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : t->preset->order == TP_ORDER_1F1B_ASYNC;
+  /* nf1b: forwards per micro-batch, one backward of the whole mini-batch (run as one where its
+   * micro-batches read one version) */
+  gboolean whole_bwd = whole || (t->s ? t->s->order : t->preset->order) == TP_ORDER_NF1B;
   t->prof = g_new0(TpStageProfile, t->W);
-  if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, t->prof, err) || (t->mpi && !tp_train_mpi_share_profile(t, err)))
+  if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, whole_bwd, t->prof, err) || (t->mpi && !tp_train_mpi_share_profile(t, err)))
     return FALSE;
   /* where every stage has a device (core) of its own, time the operations as the run will see them:
    * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
@@ -135,9 +143,11 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
       if (!ks[i])
         continue;
       *to[i] = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, ks[i], err)
-                        : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, ks[i], t->cost, err);
+                        : tp_schedule_generate_costed_rc(t->preset->order, t->preset->policy, t->W, t->N, ks[i],
+                                                         t->o.recompute, t->cost, err);
       if (!*to[i])
         return FALSE;
+      (*to[i])->recompute = t->o.recompute;
     }
   }
   if (t->mpi && !tp_train_mpi_same_schedule(t, err))

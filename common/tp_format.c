@@ -57,6 +57,8 @@ static void format_header(const TpSchedule *s, GString *out, const char *lead)
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, " significance=%s", sig);
   }
+  if (s->recompute) /* absent: false, so files written before recomputation read the same */
+    g_string_append(out, " recompute=true");
   g_string_append_c(out, '\n');
 }
 
@@ -111,6 +113,10 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
     ok = tp_fixed_on_from_name(value, &s->fixed_on);
   else if (strcmp(key, "significance") == 0)
     return tp_significance_parse(value, &s->sig, err);
+  else if (strcmp(key, "recompute") == 0) {
+    if ((ok = strcmp(value, "true") == 0 || strcmp(value, "false") == 0))
+      s->recompute = strcmp(value, "true") == 0;
+  }
   else {
     g_autofree char *q = tp_quote(key);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "unknown header key %s", q);

@@ -8,7 +8,8 @@
 
 /* A schedule shell with unset header fields, filled by a reader; name is kept for messages. */
 TpSchedule *tp_schedule_blank(const char *name);
-/* Apply one header item (order, policy, preset, workers, micro_batches, mini_batches, significance). */
+/* Apply one header item (order, policy, preset, workers, micro_batches, mini_batches, significance,
+ * fixed_on, recompute). */
 gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err);
 /* Check the header is complete and allocate the stage arrays. */
 gboolean tp_header_finish(TpSchedule *s, GError **err);

@@ -20,6 +20,8 @@ void tp_format_json(const TpSchedule *s, GString *out)
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, "  \"significance\": \"%s\",\n", sig);
   }
+  if (s->recompute) /* absent: false, so files written before recomputation read the same */
+    g_string_append(out, "  \"recompute\": true,\n");
   g_string_append(out, "  \"stages\": [\n");
   for (int st = 0; st < s->W; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
@@ -163,6 +165,8 @@ static char *member_text(JsonObject *o, const char *key, GHashTable *raw, gboole
       return g_strdup(g_hash_table_lookup(raw, key));
     if (t == G_TYPE_INT64)
       return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(n));
+    if (t == G_TYPE_BOOLEAN)
+      return g_strdup(json_node_get_boolean(n) ? "true" : "false");
   }
   *bad = TRUE;
   return g_strdup("?");
@@ -189,7 +193,7 @@ static gboolean known_members(JsonObject *o, const char *const *known, const cha
 static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top, const char *name, GError **err)
 {
   static const char *const keys[] = { "preset", "order", "policy", "workers", "micro_batches", "mini_batches",
-                                      "significance", "order_fixed_on", NULL };
+                                      "significance", "order_fixed_on", "recompute", NULL };
   static const char *const frame[] = { "format", "stages", NULL };
   GError *e = NULL;
   const char *unknown = NULL;

@@ -19,7 +19,7 @@ const TpPreset tp_presets[] = {
   { "1f1b", TP_ORDER_1F1B, TP_POLICY_SYNC, "1F1B with a flush (PipeDream-Flush, DAPPLE)" },
   { "pipedream", TP_ORDER_1F1B_ASYNC, TP_POLICY_STASH, "PipeDream: asynchronous 1F1B, weight stashing" },
   { "pipedream-2bw", TP_ORDER_2BW, TP_POLICY_2BW, "PipeDream-2BW: 1F1B, double-buffered weights" },
-  { "timeprest", TP_ORDER_NF1B, TP_POLICY_VSYNC_LATEST, "TiMePReSt: nF1B, latest weights in backward" },
+  { "timeprest", TP_ORDER_NF1B, TP_POLICY_VSYNC_LATEST, "TiMePReSt: nF1B, backward reads c(i) (the latest version only where v = 1)" },
   { "v-timeprest", TP_ORDER_NF1B, TP_POLICY_LATEST, "V-TiMePReSt: nF1B, latest weights everywhere" },
   { "i-timeprest", TP_ORDER_NF1B, TP_POLICY_INTERMEDIATE, "I-TiMePReSt: nF1B, blended stale/latest backward" },
   { "timeprest-stash", TP_ORDER_NF1B, TP_POLICY_STASH, "ablation: nF1B with weight stashing" },
@@ -234,7 +234,8 @@ long long tp_schedule_n_ops(const TpSchedule *s)
 
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
 {
-  if (a->order != b->order || a->policy != b->policy || a->W != b->W || a->N != b->N || a->K != b->K)
+  if (a->order != b->order || a->policy != b->policy || a->W != b->W || a->N != b->N || a->K != b->K ||
+      a->recompute != b->recompute)
     return FALSE;
   if (a->policy == TP_POLICY_INTERMEDIATE && (a->sig.kind != b->sig.kind || a->sig.param != b->sig.param))
     return FALSE;

@@ -63,6 +63,8 @@ typedef struct {
   int W, N, K;
   TpFixedOn fixed_on; /* COSTS when tp_schedule_generate_costed fixed the order (or a file says so) */
   TpSignificance sig;
+  gboolean recompute; /* a backward first re-runs its stage's forward from the stored stage input,
+                         with the weights the backward reads (only stage inputs are stored) */
   GArray **stage; /* W arrays of TpOp, in execution order */
   char *source;   /* file the schedule was read from, NULL when generated */
 } TpSchedule;
@@ -136,7 +138,7 @@ static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
 }
 
 /* Operations compare equal when kind, mini-batch, micro-batch, version and source agree (the
- * header's order, policy, sizes and significance too; fixed_on is not compared). */
+ * header's order, policy, sizes, significance and recompute too; fixed_on is not compared). */
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
 
 /* How an operation is named.  CALL, in messages: "F(3,B)", "F(3)", "B(3)", "B(3,B)", "U(3)",

@@ -39,9 +39,12 @@ struct TpNet {
 struct TpSaved {
   TpNet *net;
   int max_batch, batch;
-  float *data;    /* layer regions, each n_save × max_batch floats */
+  float *data;    /* layer regions, each n_save × stride floats */
   gint32 *labels; /* host copy, last stage only */
   guint64 seed;
+  int stride;     /* samples per layer region: the owner's max_batch */
+  int off;        /* a slice's first sample in its owner's regions (0 for an owner) */
+  TpSaved *owner; /* a slice's owner, NULL for an owner */
 };
 
 static gboolean supported(TpLayerKind k)
@@ -233,7 +236,7 @@ TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err)
 {
   g_return_val_if_fail(max_batch >= 1, NULL);
   TpSaved *s = g_new0(TpSaved, 1);
-  s->net = net, s->max_batch = max_batch;
+  s->net = net, s->max_batch = s->stride = max_batch;
   if (!(s->data = net->be->alloc(net->be, net->save_per_sample * max_batch, err))) {
     g_free(s);
     return NULL;
@@ -247,15 +250,38 @@ void tp_saved_free(TpSaved *s)
 {
   if (!s)
     return;
-  s->net->be->free(s->net->be, s->data);
-  g_free(s->labels);
+  if (!s->owner) {
+    s->net->be->free(s->net->be, s->data);
+    g_free(s->labels);
+  }
   g_free(s);
+}
+
+TpSaved *tp_saved_slice(TpSaved *whole, int off, int n)
+{
+  g_return_val_if_fail(!whole->owner && off >= 0 && n >= 1 && off + n <= whole->max_batch, NULL);
+  TpSaved *s = g_new0(TpSaved, 1);
+  *s = (TpSaved){ .net = whole->net, .max_batch = n, .batch = n, .data = whole->data,
+                  .labels = whole->labels ? whole->labels + off : NULL, .seed = whole->seed, .stride = whole->stride,
+                  .off = off, .owner = whole };
+  return s;
+}
+
+gboolean tp_saved_is_slice(const TpSaved *s) { return s->owner != NULL; }
+
+void tp_saved_set_batch(TpSaved *s, int batch)
+{
+  g_return_if_fail(batch >= 1 && batch <= s->max_batch);
+  s->batch = batch;
 }
 
 void tp_saved_set_seed(TpSaved *s, guint64 seed) { s->seed = seed; }
 int tp_saved_batch(const TpSaved *s) { return s->batch; }
 
-static float *region(const TpSaved *s, const NetLayer *L) { return s->data + L->save_off * s->max_batch; }
+static float *region(const TpSaved *s, const NetLayer *L)
+{
+  return s->data + L->save_off * s->stride + (size_t)s->off * L->n_save;
+}
 
 static float *other(TpNet *net, const float *p) { return p == net->buf[0] ? net->buf[1] : net->buf[0]; }
 

@@ -58,6 +58,16 @@ void tp_saved_free(TpSaved *saved);
 /* Seed of the dropout masks of the next forward (layer L's mask uses tp_mix64(seed ^ L)). */
 void tp_saved_set_seed(TpSaved *saved, guint64 seed);
 int tp_saved_batch(const TpSaved *saved);           /* samples of the forward it holds */
+/* Samples [off, off+n) of `whole` as a TpSaved of their own, sharing whole's memory (freed with
+ * tp_saved_free, which then frees only the slice; whole must outlive it).  A forward into a slice
+ * writes its samples' part of whole, so the forwards of consecutive micro-batches into slices
+ * leave in whole what one forward of all their samples would: one backward of all of them
+ * (a slice of several micro-batches, or whole with tp_saved_set_batch) then runs products of
+ * all their rows.  The slice starts with n samples (its batch) and the seed whole had. */
+TpSaved *tp_saved_slice(TpSaved *whole, int off, int n);
+/* Declare that saved holds `batch` samples (at most its max_batch): after forwards into slices. */
+void tp_saved_set_batch(TpSaved *saved, int batch);
+gboolean tp_saved_is_slice(const TpSaved *saved);
 
 typedef struct {
   double loss_sum; /* Σ over the samples of −log p(label) */

@@ -193,12 +193,29 @@ gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, co
          (!momentum || !S->np || be->upload(be, S->mom, momentum, S->np, err));
 }
 
-void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
+/* With recomputation a forward keeps only its input (the stage's input of its samples). */
+static void runtime_sizes(const TpRuntime *rt, int stage, gboolean recompute, TpWStoreSizes *out)
 {
   const TpNet *net = rt->st[stage].net;
   gint64 pb = (gint64)tp_net_param_bytes(net);
+  size_t per_sample = recompute ? tp_net_in_elems(net) * sizeof(float) : tp_net_saved_bytes_per_sample(net);
   *out = (TpWStoreSizes){ MAX(rt->st[stage].np, 1), pb, pb, /* a stage without parameters keeps one float */
-                          (gint64)tp_net_saved_bytes_per_sample(net) * (rt->cfg.batch / rt->cfg.N) };
+                          (gint64)per_sample * (rt->cfg.batch / rt->cfg.N) };
+}
+
+void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
+{
+  runtime_sizes(rt, stage, rt->cfg.recompute, out);
+}
+
+size_t tp_runtime_input_bytes_per_sample(const TpRuntime *rt, int stage)
+{
+  return tp_net_in_elems(rt->st[stage].net) * sizeof(float);
+}
+
+size_t tp_runtime_saved_bytes_per_sample(const TpRuntime *rt, int stage)
+{
+  return tp_net_saved_bytes_per_sample(rt->st[stage].net);
 }
 
 size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage)
@@ -252,7 +269,7 @@ typedef struct {
   RtStage *S;
   TpNet *net;
   const TpBackend *be;
-  TpWStore *ws;
+  TpWStore *store;
   size_t in_e, out_e;
   gboolean host;     /* the backend works on host memory: the staging buffers are the buffers */
   float *in, *out, *dout, *din;         /* in the backend's memory */
@@ -260,9 +277,20 @@ typedef struct {
   TpOutbox *box[2];  /* h_out, h_din: taken from these for each message, lent with its send */
   gint32 *labels;
   uint8_t *lab8;
-  TpSaved **saved;   /* [tp_key] the forward's saved state until its backward */
+  TpSaved **saved;   /* [tp_key] the forward's saved state until its backward (a slice of mbuf[mb]
+                        where the mini-batch's backward is whole and its forwards are not) */
+  TpSaved **mbuf;    /* [K] the saved state of all micro-batches of a mini-batch, in one buffer */
+  gboolean batched;  /* whole backwards over micro-batch forwards run batched (not per_micro_backward) */
   int *fver;         /* [tp_key] the version that forward read */
   GPtrArray *pool[2];/* free TpSaved of micro-batch / whole-mini-batch size */
+  gboolean *whole_b; /* [K] the mini-batch's backward on this stage is one whole-mini-batch backward */
+  /* recomputation (s->recompute): a forward keeps only its input; the backward re-runs it */
+  gboolean rc;
+  float **kept;      /* [tp_key] the forward's input, until its backward */
+  guint64 *kseed;    /* [tp_key] its dropout seed */
+  GPtrArray *kpool[2]; /* free input buffers of micro-batch / whole-mini-batch size */
+  TpSaved *ws;       /* the workspace every forward and re-run forward writes (max op samples) */
+  float *rc_out;     /* where a re-run forward writes its output (discarded) */
   int *fwd_done;     /* [K] forwards done on the last stage, to know when a loss is complete */
 } Stage;
 
@@ -298,7 +326,31 @@ static TpSaved *saved_take(Stage *g, int n, GError **err)
   return tp_saved_new(g->net, n, err);
 }
 
-static void saved_give(Stage *g, TpSaved *sv, int n) { g_ptr_array_add(g->pool[n != g->m], sv); }
+/* Back to its pool (n: the samples it was taken for); a slice is only let go. */
+static void saved_give(Stage *g, TpSaved *sv, int n)
+{
+  if (tp_saved_is_slice(sv))
+    tp_saved_free(sv);
+  else
+    g_ptr_array_add(g->pool[n != g->m], sv);
+}
+
+/* A buffer for the input of a forward of n samples (recomputation), in the backend's memory. */
+static float *kept_take(Stage *g, int n, GError **err)
+{
+  GPtrArray *p = g->kpool[n != g->m];
+  if (p->len)
+    return g_ptr_array_steal_index_fast(p, p->len - 1);
+  return tp_rt_buf(g->be, FALSE, (size_t)n * g->in_e, err);
+}
+
+static void kept_give(Stage *g, float *buf, int n) { g_ptr_array_add(g->kpool[n != g->m], buf); }
+
+static void kept_free(gpointer data, gpointer user)
+{
+  const Stage *g = user;
+  tp_rt_buf_free(g->be, FALSE, data);
+}
 
 static gboolean fail(Stage *g, const TpOp *op, GError **err, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
 static gboolean fail(Stage *g, const TpOp *op, GError **err, const char *fmt, ...)
@@ -328,9 +380,9 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
       return FALSE;
   } else {
     size_t len = (size_t)n * g->in_e * sizeof(float);
-    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
+    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
     gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->in, g->h_in, (size_t)n * g->in_e, err);
-    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
+    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, -(gint64)len);
     if (!ok)
       return FALSE;
     rec->start = now_s(sh); /* the operation starts when its input is there */
@@ -341,18 +393,27 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     for (int i = 0; i < n; i++)
       g->labels[i] = g->lab8[i];
   }
-  int v = tp_wstore_read_version(g->ws, 0);
-  float *w = tp_wstore_version(g->ws, v);
+  int v = tp_wstore_read_version(g->store, 0);
+  float *w = tp_wstore_version(g->store, v);
   rec->version = v;
   rec->match = v == op->ver && w != NULL;
   if (!w)
     return fail(g, op, err, "version %d is not in the weight store", v);
   int key = tp_key(g->N, op->mb, op->micro);
-  TpSaved *sv = saved_take(g, n, err);
-  if (!sv)
-    return FALSE;
   guint64 gmb = (guint64)(sh->first_mb + op->mb - 1);
-  tp_saved_set_seed(sv, tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1))));
+  guint64 seed = tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1)));
+  /* where its saved state goes: the workspace (recomputation keeps only the input), its part of
+   * the mini-batch's buffer (for one backward of all its micro-batches), or a buffer of its own */
+  TpSaved *sv, **mbuf = &g->mbuf[op->mb - 1];
+  if (g->rc)
+    sv = tp_saved_slice(g->ws, 0, n);
+  else if (!whole && g->batched && g->whole_b[op->mb - 1]) {
+    if (!*mbuf && !(*mbuf = saved_take(g, g->B, err)))
+      return FALSE;
+    sv = tp_saved_slice(*mbuf, off, n);
+  } else if (!(sv = saved_take(g, n, err)))
+    return FALSE;
+  tp_saved_set_seed(sv, seed);
   if (!last)
     take_message(g, 0);
   TpLossStats stats = { 0, 0 };
@@ -361,7 +422,15 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     saved_give(g, sv, n);
     return FALSE;
   }
-  g->saved[key] = sv;
+  if (g->rc) {
+    saved_give(g, sv, n);
+    float *keep = kept_take(g, n, err);
+    if (!keep || !g->be->copy(g->be, keep, g->in, (size_t)n * g->in_e, err))
+      return FALSE;
+    g->kept[key] = keep;
+    g->kseed[key] = seed;
+  } else
+    g->saved[key] = sv;
   g->fver[key] = v;
   if (last) {
     if (!isfinite(stats.loss_sum))
@@ -391,40 +460,44 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   TpTag tag = tp_tag_of(op);
   if (!last) {
     size_t len = (size_t)n * g->out_e * sizeof(float);
-    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, (gint64)len);
+    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
     gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->dout, g->h_dout,
                              (size_t)n * g->out_e, err);
-    tp_wstore_mem_add(g->ws, TP_MEMCAT_COMM, -(gint64)len);
+    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, -(gint64)len);
     if (!ok)
       return FALSE;
     rec->start = now_s(sh);
   }
   /* the forwards this backward consumes: one whole-mini-batch forward, or micro-batches lo..hi-1 */
   int whole_key = tp_key(g->N, op->mb, TP_WHOLE);
-  gboolean from_whole = whole && g->saved[whole_key] != NULL;
+  gboolean from_whole = whole && (g->rc ? g->kept[whole_key] != NULL : g->saved[whole_key] != NULL);
   int lo = whole ? 0 : op->micro, hi = whole ? (from_whole ? 1 : g->N) : op->micro + 1;
+  int un = from_whole ? g->B : g->m; /* samples of each of those forwards */
   rec->version = G_MAXINT;
   rec->match = TRUE;
   if (g->st > 0)
     take_message(g, 1);
   int blended = -1; /* the stashed version the blend buffer holds (micro-batches mostly share one) */
-  for (int j = lo; j < hi; j++) {
-    int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
-    int fn = from_whole ? g->B : g->m; /* samples of that forward */
-    TpSaved *sv = g->saved[key];
-    if (!sv)
-      return fail(g, op, err, "no stored activations of micro-batch %d's forward", j + 1);
-    int v = tp_wstore_read_version(g->ws, j);
-    int expect = op->src == TP_SRC_FIXED ? op->ver : g->fver[key];
-    float *w = tp_wstore_version(g->ws, v);
-    rec->match = rec->match && v == expect && w != NULL;
+  /* each run j0..j1-1 of forwards that read one version: one backward of all their samples */
+  for (int j0 = lo, j1; j0 < hi; j0 = j1) {
+    int v = tp_wstore_read_version(g->store, j0);
+    for (j1 = j0 + 1; g->batched && j1 < hi && tp_wstore_read_version(g->store, j1) == v; j1++)
+      ;
+    float *w = tp_wstore_version(g->store, v);
+    for (int j = j0; j < j1; j++) {
+      int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
+      if (g->rc ? !g->kept[key] : !g->saved[key])
+        return fail(g, op, err, "no stored %s of micro-batch %d's forward", g->rc ? "input" : "activations", j + 1);
+      int expect = op->src == TP_SRC_FIXED ? op->ver : g->fver[key];
+      rec->match = rec->match && v == expect && w != NULL;
+    }
     rec->version = MIN(rec->version, v);
     if (!w)
       return fail(g, op, err, "version %d is not in the weight store", v);
     if (op->src == TP_SRC_BLEND) {
-      int latest = tp_wstore_latest(g->ws), d = latest - v;
+      int latest = tp_wstore_latest(g->store), d = latest - v;
       if (d > 0) {
-        float *blend = tp_wstore_blend_buffer(g->ws), *wl = tp_wstore_version(g->ws, latest);
+        float *blend = tp_wstore_blend_buffer(g->store), *wl = tp_wstore_version(g->store, latest);
         float sig = (float)tp_significance(&s->sig, d);
         if (!blend || !wl)
           return fail(g, op, err, "no buffer to blend versions %d and %d", v, latest);
@@ -434,12 +507,49 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
         w = blend;
       }
     }
-    size_t o = (size_t)(from_whole ? 0 : (j - lo) * g->m);
-    if (!tp_net_backward(g->net, w, sv, last ? NULL : g->dout + o * g->out_e, g->st ? g->din + o * g->in_e : NULL,
-                         g->S->grad, g->B, err))
-      return FALSE;
-    g->saved[key] = NULL;
+    int fn = (j1 - j0) * un; /* samples of this backward */
+    TpSaved *sv;
+    if (g->rc) { /* re-run each forward from its input with w, into the workspace */
+      for (int j = j0; j < j1; j++) {
+        int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
+        TpSaved *part = tp_saved_slice(g->ws, (j - j0) * un, un);
+        tp_saved_set_seed(part, g->kseed[key]);
+        if (last) {
+          tp_dataset_gather(sh->rt->cfg.train, sh->idx[op->mb - 1] + (from_whole ? 0 : j * g->m), un, NULL, g->lab8);
+          for (int i = 0; i < un; i++)
+            g->labels[i] = g->lab8[i];
+        }
+        gboolean ok = tp_net_forward(g->net, w, g->kept[key], un, last ? NULL : g->rc_out, part,
+                                     last ? g->labels : NULL, NULL, err);
+        tp_saved_free(part);
+        if (!ok)
+          return FALSE;
+        kept_give(g, g->kept[key], un);
+        g->kept[key] = NULL;
+      }
+      sv = tp_saved_slice(g->ws, 0, fn);
+    } else if (j1 - j0 > 1) { /* forwards into the mini-batch's buffer: one slice of all of them */
+      for (int j = j0; j < j1; j++) {
+        int key = tp_key(g->N, op->mb, j);
+        saved_give(g, g->saved[key], un);
+        g->saved[key] = NULL;
+      }
+      sv = tp_saved_slice(g->mbuf[op->mb - 1], j0 * g->m, fn);
+    } else {
+      int key = from_whole ? whole_key : tp_key(g->N, op->mb, j0);
+      sv = g->saved[key];
+      g->saved[key] = NULL;
+    }
+    size_t o = (size_t)(from_whole ? 0 : (j0 - lo) * g->m);
+    gboolean ok = tp_net_backward(g->net, w, sv, last ? NULL : g->dout + o * g->out_e,
+                                  g->st ? g->din + o * g->in_e : NULL, g->S->grad, g->B, err);
     saved_give(g, sv, fn);
+    if (!ok)
+      return FALSE;
+  }
+  if (whole && g->mbuf[op->mb - 1]) {
+    saved_give(g, g->mbuf[op->mb - 1], g->B);
+    g->mbuf[op->mb - 1] = NULL;
   }
   if (g->st == 0)
     return TRUE;
@@ -454,9 +564,9 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
 static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
 {
   const TpRuntimeConfig *cfg = &g->sh->rt->cfg;
-  rec->version = tp_wstore_latest(g->ws);
+  rec->version = tp_wstore_latest(g->store);
   rec->match = rec->version == op->ver;
-  float *ub = tp_wstore_update_buffer(g->ws), *wl = tp_wstore_version(g->ws, rec->version);
+  float *ub = tp_wstore_update_buffer(g->store), *wl = tp_wstore_version(g->store, rec->version);
   if (!ub || !wl)
     return fail(g, op, err, "no buffer for the new version");
   float lr = tp_runtime_lr(cfg, (long)g->sh->first_mb + op->mb - 1);
@@ -473,31 +583,43 @@ static gboolean stage_walk(Stage *g, GError **err)
   Shared *sh = g->sh;
   const TpSchedule *s = sh->s;
   TpWStoreSizes sz;
-  tp_runtime_sizes(sh->rt, g->st, &sz);
-  if (!(g->ws = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
+  runtime_sizes(sh->rt, g->st, g->rc, &sz);
+  if (!(g->store = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
-  float *v0 = tp_wstore_version(g->ws, 0);
+  if (g->rc) { /* the workspace of the largest operation, held for the whole run */
+    int most = 1;
+    for (int k = 0; k < tp_stage_len(s, g->st); k++) {
+      const TpOp *op = &tp_stage_ops(s, g->st)[k];
+      most = MAX(most, op->kind == TP_OP_U ? 1 : tp_op_count(s, op));
+    }
+    if (!(g->ws = tp_saved_new(g->net, most * g->m, err)) ||
+        (g->st + 1 < g->W && !(g->rc_out = tp_rt_buf(g->be, FALSE, (size_t)most * g->m * g->out_e, err))))
+      return FALSE;
+    tp_wstore_mem_add(g->store, TP_MEMCAT_ACTIVATIONS,
+                      (gint64)(tp_net_saved_bytes_per_sample(g->net) * (size_t)(most * g->m)));
+  }
+  float *v0 = tp_wstore_version(g->store, 0);
   if (!g->be->copy(g->be, v0, g->S->weights, g->S->np ? g->S->np : 1, err))
     return FALSE;
   const int n_ops = tp_stage_len(s, g->st);
   TpOpRecord *recs = sh->out->rec[g->st];
   for (int k = 0; k < n_ops; k++) {
-    const TpOp *op = tp_wstore_op_begin(g->ws, k, err);
+    const TpOp *op = tp_wstore_op_begin(g->store, k, err);
     if (!op)
       return FALSE;
     TpOpRecord *rec = &recs[k];
-    rec->latest = tp_wstore_latest(g->ws);
+    rec->latest = tp_wstore_latest(g->store);
     rec->start = now_s(sh);
     gboolean ok = op->kind == TP_OP_F ? forward(g, op, rec, err)
                   : op->kind == TP_OP_B ? backward(g, op, rec, err)
                                         : update(g, op, rec, err);
     if (!ok || !tp_rt_sync(g->be, err)) /* a device operation ends when its work is done */
       return FALSE;
-    tp_wstore_op_end(g->ws);
+    tp_wstore_op_end(g->store);
     rec->end = now_s(sh);
   }
-  tp_wstore_stats(g->ws, &sh->out->stats[g->st]);
-  return g->be->copy(g->be, g->S->weights, tp_wstore_version(g->ws, tp_wstore_latest(g->ws)),
+  tp_wstore_stats(g->store, &sh->out->stats[g->st]);
+  return g->be->copy(g->be, g->S->weights, tp_wstore_version(g->store, tp_wstore_latest(g->store)),
                      g->S->np ? g->S->np : 1, err) &&
          sync_host_weights(g->S, err);
 }
@@ -524,8 +646,23 @@ static gpointer stage_main(gpointer data)
   g.saved = g_new0(TpSaved *, nkeys);
   g.fver = g_new(int, nkeys);
   g.fwd_done = g_new0(int, s->K);
-  for (int i = 0; i < 2; i++)
+  g.mbuf = g_new0(TpSaved *, s->K);
+  g.whole_b = g_new0(gboolean, s->K);
+  for (int k = 0; k < tp_stage_len(s, g.st); k++) {
+    const TpOp *op = &tp_stage_ops(s, g.st)[k];
+    if (op->kind == TP_OP_B && op->micro == TP_WHOLE)
+      g.whole_b[op->mb - 1] = TRUE;
+  }
+  g.batched = !rt->cfg.per_micro_backward;
+  g.rc = s->recompute;
+  if (g.rc) {
+    g.kept = g_new0(float *, nkeys);
+    g.kseed = g_new0(guint64, nkeys);
+  }
+  for (int i = 0; i < 2; i++) {
     g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
+    g.kpool[i] = g_ptr_array_new();
+  }
   GError *err = NULL;
   if (g.host)
     g.in = g.h_in, g.dout = g.h_dout; /* out and din: the message buffers, taken for each message */
@@ -548,11 +685,20 @@ static gpointer stage_main(gpointer data)
   sh->finished++;
   g_cond_signal(&sh->cond);
   g_mutex_unlock(&sh->lock);
-  for (size_t k = 0; k < nkeys; k++)
+  for (size_t k = 0; k < nkeys; k++) /* slices before the buffers they are part of */
     tp_saved_free(g.saved[k]);
-  for (int i = 0; i < 2; i++)
+  for (int k = 0; k < s->K; k++)
+    tp_saved_free(g.mbuf[k]);
+  for (size_t k = 0; g.kept && k < nkeys; k++)
+    tp_rt_buf_free(g.be, FALSE, g.kept[k]);
+  tp_saved_free(g.ws);
+  tp_rt_buf_free(g.be, FALSE, g.rc_out);
+  for (int i = 0; i < 2; i++) {
     g_ptr_array_unref(g.pool[i]);
-  tp_wstore_free(g.ws);
+    g_ptr_array_foreach(g.kpool[i], kept_free, &g);
+    g_ptr_array_unref(g.kpool[i]);
+  }
+  tp_wstore_free(g.store);
   if (!g.host) {
     float *dev[] = { g.in, g.din, g.out, g.dout };
     for (int i = 0; i < 4; i++)
@@ -565,7 +711,8 @@ static gpointer stage_main(gpointer data)
     tp_outbox_release(g.box[i]);
   }
   g_free(g.h_in), g_free(g.h_dout), g_free(g.labels), g_free(g.lab8);
-  g_free(g.saved), g_free(g.fver), g_free(g.fwd_done);
+  g_free(g.saved), g_free(g.fver), g_free(g.fwd_done), g_free(g.mbuf), g_free(g.whole_b);
+  g_free(g.kept), g_free(g.kseed);
   return NULL;
 }
 

@@ -43,6 +43,10 @@ typedef struct {
   double timeout_s;         /* how long a stage waits for a message before the run fails */
   long lr_steps;            /* > 0: cosine learning-rate decay over this many mini-batches (the
                                whole run); 0: lr constant */
+  gboolean recompute;       /* the schedules it runs recompute (TpSchedule.recompute): what
+                               tp_runtime_sizes counts as stored activations */
+  gboolean per_micro_backward; /* run a whole-mini-batch backward micro-batch by micro-batch even
+                                  where its micro-batches read one version (the reference path) */
 } TpRuntimeConfig;
 
 /* The learning rate of the update that ends global mini-batch g (1-based): lr, or with lr_steps
@@ -138,6 +142,11 @@ gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, co
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out);
 /* Bytes of the message a forward (activations) / backward (input gradients) of one sample sends. */
 size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage);
+/* Bytes a forward of one sample keeps for its backward: its input with recomputation, else every
+ * layer's saved state (the workspace a recomputing stage holds is saved bytes × its largest
+ * operation's samples, counted as activations for the whole run). */
+size_t tp_runtime_input_bytes_per_sample(const TpRuntime *rt, int stage);
+size_t tp_runtime_saved_bytes_per_sample(const TpRuntime *rt, int stage);
 size_t tp_runtime_grad_bytes_per_sample(const TpRuntime *rt, int stage);
 
 /* Run schedule s (s->W stages, s->N micro-batches) on mini-batches whose sample indices are
@@ -158,7 +167,8 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
  * calling thread: forward (stage 1's with the gathering of its input) and backward per micro-batch,
  * and an update — `reps` repetitions after
  * one warm-up, the median kept.  whole: the schedule's forwards and backwards cover the whole
- * mini-batch, so time it at once and divide by N.  Gradients and updates go to scratch copies and
+ * mini-batch, so time it at once and divide by N.  whole_bwd: only its backwards do (nf1b): the
+ * forward is timed per micro-batch, the backward over the whole mini-batch at once divided by N.  Gradients and updates go to scratch copies and
  * are discarded; the weights, momentum and gradient buffer are left as they were.  A process that
  * runs some stages times only those (out[s] of the others is 0); the stages before them run their
  * forward once, and those after them their forward and backward once, untimed, for real inputs. */
@@ -166,8 +176,8 @@ typedef struct {
   double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
 } TpStageProfile;
 
-gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, TpStageProfile *out,
-                            GError **err);
+gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, gboolean whole_bwd,
+                            TpStageProfile *out, GError **err);
 
 /* The profile as the run will see it: schedule s (a short one: a few mini-batches, all on the
  * sample indices idx) run through the stage threads as training runs it, and each of this

@@ -165,12 +165,15 @@ typedef struct {
   float *in, *out, *dout, *din;
 } ProfBufs;
 
-gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, TpStageProfile *out,
-                            GError **err)
+gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, gboolean whole_bwd,
+                            TpStageProfile *out, GError **err)
 {
   const TpRuntimeConfig *cfg = &rt->cfg;
-  int n = whole ? cfg->batch : cfg->batch / cfg->N, W = rt->W;
-  double per = whole ? (double)cfg->N : 1.0;
+  whole_bwd = whole_bwd || whole;
+  /* a whole backward over micro-batch forwards: the forwards timed per micro-batch, then all N of
+   * them into one saved state for one backward of the whole mini-batch (as the run does) */
+  int m = cfg->batch / cfg->N, n = whole_bwd ? cfg->batch : m, W = rt->W;
+  double per = whole_bwd ? (double)cfg->N : 1.0, fper = whole ? (double)cfg->N : 1.0;
   size_t width = max_width(rt);
   reps = MAX(reps, 1);
   /* acts[s]: stage s's input; grads[s]: the gradient stage s receives (host memory) */
@@ -199,11 +202,16 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     const TpNet *net = rt->st[s].net;
     gboolean mine = s >= rt->lo && s < rt->hi;
     ProfCtx c = { rt, s, n, be, bufs[s].in, bufs[s].out, NULL, NULL, NULL, NULL, NULL, acts[0], NULL, labels, idx };
-    ok = (c.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
+    ProfCtx micro = c;
+    double all;
+    micro.n = whole ? n : m;
+    ok = (c.saved = micro.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
          tp_rt_up(be, c.in, acts[s], (size_t)n * tp_net_in_elems(net), err) &&
-         (mine ? time_median(prof_forward, &c, reps, &out[s].fwd, err) : run_once(prof_forward, &c, &out[s].fwd, err)) &&
+         (mine ? time_median(prof_forward, &micro, reps, &out[s].fwd, err)
+               : run_once(prof_forward, &micro, &out[s].fwd, err)) &&
+         (micro.n == n || run_once(prof_forward, &c, &all, err)) &&
          (s == W - 1 || tp_rt_down(be, acts[s + 1], c.out, (size_t)n * tp_net_out_elems(net), err));
-    out[s].fwd /= per;
+    out[s].fwd /= fper;
   }
   for (int s = W - 1; s >= rt->lo && ok; s--) {
     const RtStage *S = &rt->st[s];

@@ -17,7 +17,7 @@ TpCost *tp_cost_unit(int W)
   c->stage = g_new0(TpStageCost, W);
   c->link = g_new0(TpLinkCost, MAX(W - 1, 1));
   for (int s = 0; s < W; s++)
-    c->stage[s] = (TpStageCost){ 1, 1, 0, 1, 1, 1, 1, 1, 1, s };
+    c->stage[s] = (TpStageCost){ 1, 1, 0, 1, 1, 1, 1, 1, 1, s, 1 };
   tp_cost_update_devices(c);
   return c;
 }
@@ -236,7 +236,7 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
   c->byte_unit = "B";
   c->source = g_strdup(name);
   for (int s = 0; s < W; s++)
-    c->stage[s] = (TpStageCost){ 0, 0, 0, 0, 0, 0, 0, 0, 0, s };
+    c->stage[s] = (TpStageCost){ 0, 0, 0, 0, 0, 0, 0, 0, 0, s, 0 };
   guint32 *set = g_new0(guint32, W);
   gboolean ok = TRUE;
   g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);

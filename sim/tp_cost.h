@@ -15,6 +15,9 @@ typedef struct {
   double optimizer_bytes;    /* optimizer state (lives with the latest weights) */
   double grad_buffer_bytes;  /* gradient (accumulation) buffer */
   int device;                /* 0-based device the stage runs on */
+  double input_bytes;        /* bytes of the stage's input per micro-batch: what a recomputing
+                                schedule stores instead of stored_bytes (0: gradient_bytes, the
+                                same elements) */
 } TpStageCost;
 
 typedef struct {

@@ -126,8 +126,18 @@ static void start(void *ctx, int st) { try_start(ctx, st); }
 
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
 {
-  if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC)
-    return tp_schedule_generate(o, p, W, N, K, err);
+  return tp_schedule_generate_costed_rc(o, p, W, N, K, FALSE, c, err);
+}
+
+TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
+                                           const TpCost *c, GError **err)
+{
+  if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC) {
+    TpSchedule *s = tp_schedule_generate(o, p, W, N, K, err);
+    if (s)
+      s->recompute = recompute;
+    return s;
+  }
   if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err))
     return NULL;
   if (c->W != W) {
@@ -141,6 +151,7 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   Gen g = { .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
   g.s = tp_schedule_new(o, p, W, N, K);
   g.s->fixed_on = TP_FIXED_ON_COSTS;
+  g.s->recompute = recompute; /* its backwards cost their forwards again */
   g.units = (long)K * g.per;
   g.cap = g.units + 2L * K;
   tp_engine_init(&g.eng, W);

@@ -10,5 +10,9 @@
 /* Generate, assign versions on the costed timeline (vsync-latest's c(i) from real times) and
  * validate.  Orders that do not depend on costs (gpipe, 1f1b, 2bw) come out as from unit slots. */
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err);
+/* The same for a schedule that recomputes (TpSchedule.recompute): fixed on backwards that cost
+ * their forwards again. */
+TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
+                                           const TpCost *c, GError **err);
 
 #endif

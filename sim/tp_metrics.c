@@ -260,6 +260,16 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
   for (int v = 0; v <= s->K; v++)
     add(&q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), 1);
   merge_start(&q);
+  /* recomputation stores each forward's stage input, and holds one workspace for the largest
+   * operation's saved activations (its forward, and a backward's forwards run again) */
+  double stored = sc->stored_bytes, workspace = 0;
+  if (s->recompute) {
+    int most = 1;
+    for (int k = 0; k < n; k++)
+      most = MAX(most, ops[k].kind == TP_OP_U ? 1 : tp_op_count(s, &ops[k]));
+    stored = sc->input_bytes > 0 ? sc->input_bytes : sc->grad_bytes;
+    workspace = most * sc->stored_bytes;
+  }
   double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
   sm->peak_bytes = -1;
   int cc;
@@ -268,13 +278,13 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
      * the other changes are compared against the peaks so far (the same maxima as below) */
     sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
     sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
-    const double wb = sc->weight_bytes, sb = sc->stored_bytes;
-    double comp0 = 0, comp3 = 0, comp4 = 0;
+    const double wb = sc->weight_bytes, sb = stored;
+    double comp0 = 0, comp3 = workspace, comp4 = 0;
     gboolean first = TRUE;
     for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
       cur[cc] += c->delta;
       if (cc == C_ACTS)
-        comp3 = cur[C_ACTS] * sb;
+        comp3 = cur[C_ACTS] * sb + workspace;
       else if (cc == C_COMM)
         comp4 = cur[C_COMM];
       else
@@ -302,7 +312,7 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
     double comp[TP_N_MEM] = { cur[C_VERSIONS] * sc->weight_bytes + cur[C_BLEND], sc->optimizer_bytes,
-                              sc->grad_buffer_bytes, cur[C_ACTS] * sc->stored_bytes, cur[C_COMM] };
+                              sc->grad_buffer_bytes, cur[C_ACTS] * stored + workspace, cur[C_COMM] };
     double total = comp[0] + comp[3] + comp[4] + fixed;
     for (int k = 0; k < TP_N_MEM; k++)
       sm->comp_peak[k] = MAX(sm->comp_peak[k], comp[k]);

@@ -49,6 +49,8 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
                              c->stage_note[st], c->device_name[st], tp_num(a, "%.4g", c->stage[st].fwd),
                              tp_num(b, "%.4g", c->stage[st].bwd));
   g_string_append_printf(out, "order        %s\n", order_note(s, c));
+  g_string_append_printf(out, "recompute    %s\n", s->recompute ? "true: a backward first runs its forward again from "
+                         "the stored stage input (stored activations: stage inputs and one workspace)" : "false");
   g_string_append_printf(out, "makespan     %s %s%s\n", tp_num(a, "%.6g", m->makespan), tu, c->unit ? "s" : "");
   g_string_append_printf(out, "mini-batch   %s %s%s in the steady state (spacing of stage 1's updates); %s over the "
                               "whole run (makespan / K)\n", tp_num(a, "%.6g", m->t_minibatch), tu, c->unit ? "s" : "",
@@ -121,6 +123,7 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "  \"cost_model\": \"%s\",\n  \"time_unit\": \"%s\",\n  \"byte_unit\": \"%s\",\n",
                          c->unit ? "unit" : "file", c->time_unit, c->byte_unit);
   g_string_append_printf(out, "  \"order_fixed_on\": \"%s\",\n", tp_report_fixed_on(s));
+  g_string_append_printf(out, "  \"recompute\": %s,\n", s->recompute ? "true" : "false");
   g_string_append(out, "  \"makespan\": "), num(out, m->makespan);
   g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);
   g_string_append(out, ",\n  \"bubble_definition\": \"idle stage-time / (W * makespan)\"");

@@ -26,7 +26,9 @@ double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *
   if (c->unit)
     return op->kind == TP_OP_U ? 0.0 : 1.0;
   const TpStageCost *sc = &c->stage[st];
-  return op->kind == TP_OP_U ? sc->upd : tp_op_count(s, op) * (op->kind == TP_OP_F ? sc->fwd : sc->bwd);
+  /* recomputation: a backward first runs its forwards again */
+  double b = s->recompute ? sc->fwd + sc->bwd : sc->bwd;
+  return op->kind == TP_OP_U ? sc->upd : tp_op_count(s, op) * (op->kind == TP_OP_F ? sc->fwd : b);
 }
 
 double tp_sim_link_time(const TpCost *c, int link, double bytes)

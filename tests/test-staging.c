@@ -99,7 +99,7 @@ static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be,
   for (int i = 0; i < K; i++)
     idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * BATCH);
   TpStageProfile prof[MAX_W];
-  g_assert_true(tp_runtime_profile(rt, idx[0], 1, FALSE, prof, &err));
+  g_assert_true(tp_runtime_profile(rt, idx[0], 1, FALSE, FALSE, prof, &err));
   g_assert_no_error(err);
   double busy = 0;
   for (int st = 0; st < W; st++) {

@@ -11,6 +11,7 @@
 #include "tp_runtime.h"
 #include "tp_sim.h"
 #include "tp_test.h"
+#include "tp_test_run.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -39,32 +40,9 @@ static float *train(const TpSchedule *s, TpRunResult *res, size_t *n_out)
   int W = s->W, L = tp_model_n_layers(fx.model);
   int *bounds = g_new(int, W + 1);
   even_bounds(L, W, bounds);
-  GError *err = NULL;
   TpRuntimeConfig cfg = { fx.model, bounds, W, s->N, BATCH, tp_backend_cpu(), fx.train, 0.05f, 0.9f, 1e-4f, 7, 60,
-                          lr_steps };
-  TpRuntime *rt = tp_runtime_new(&cfg, &err);
-  g_assert_no_error(err);
-  TpBatcher *b = tp_batcher_new(fx.train, BATCH, s->N, 3, &err);
-  g_assert_no_error(err);
-  int **idx = g_new(int *, s->K);
-  for (int i = 0; i < s->K; i++)
-    idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * BATCH);
-  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), NULL, res, &err));
-  g_assert_no_error(err);
-  size_t n = 0;
-  for (int st = 0; st < W; st++)
-    n += tp_runtime_n_params(rt, st);
-  float *w = g_new(float, n), *p = w;
-  for (int st = 0; st < W; st++) {
-    memcpy(p, tp_runtime_weights(rt, st), sizeof(float) * tp_runtime_n_params(rt, st));
-    p += tp_runtime_n_params(rt, st);
-  }
-  *n_out = n;
-  for (int i = 0; i < s->K; i++)
-    g_free(idx[i]);
-  g_free(idx);
-  tp_batcher_free(b);
-  tp_runtime_free(rt);
+                          lr_steps, .recompute = s->recompute };
+  float *w = tpt_train(&cfg, s, res, n_out);
   g_free(bounds);
   return w;
 }
@@ -110,15 +88,6 @@ static float *reference_sgd(int K, size_t *n_out)
   return w;
 }
 
-/* ||a − b|| / ||b|| */
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-  double d = 0, r = 0;
-  for (size_t i = 0; i < n; i++)
-    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
-  return sqrt(d / r);
-}
-
 /* gpipe and 1f1b on W = 2, 3, 4 stages end with the weights of the same schedule on one stage. */
 static void test_flush_equals_one_stage(gconstpointer data)
 {
@@ -133,7 +102,7 @@ static void test_flush_equals_one_stage(gconstpointer data)
     size_t nr;
     g_autofree float *wr = reference_sgd(K_RUN, &nr);
     g_assert_cmpuint(nr, ==, n1);
-    double dr = rel_diff(w1, wr, n1);
+    double dr = tpt_rel_diff(w1, wr, n1);
     if (!(dr <= 1e-5))
       g_error("%s W=1 N=%d: weights differ from plain SGD's by %g (relative)", preset, N, dr);
     for (int W = 2; W <= 4; W++) {
@@ -141,7 +110,7 @@ static void test_flush_equals_one_stage(gconstpointer data)
       TpRunResult r;
       float *w = train(s, &r, &n);
       g_assert_cmpuint(n, ==, n1);
-      double d = rel_diff(w, w1, n);
+      double d = tpt_rel_diff(w, w1, n);
       g_test_message("%s W=%d N=%d: relative difference %g", preset, W, N, d);
       if (!(d <= 1e-5))
         g_error("%s W=%d N=%d: weights differ from one stage's by %g (relative)", preset, W, N, d);
@@ -157,7 +126,7 @@ static void test_flush_equals_one_stage(gconstpointer data)
     TpSchedule *s0 = tpt_preset(preset, 1, N, 1);
     TpRunResult r0;
     float *w0 = train(s0, &r0, &n);
-    g_assert_cmpfloat(rel_diff(w0, w1, n), >, 1e-3);
+    g_assert_cmpfloat(tpt_rel_diff(w0, w1, n), >, 1e-3);
     g_free(w0);
     tp_run_result_clear(&r0);
     tp_schedule_free(s0);
@@ -231,16 +200,16 @@ static void test_blend(void)
   float *wb = train(blend, &r, &n);
   g_assert_true(r.versions_match);
   tp_run_result_clear(&r);
-  g_assert_cmpfloat(rel_diff(wb, wl, n), >, 1e-6);
-  g_assert_cmpfloat(rel_diff(wb, ws, n), >, 1e-6);
+  g_assert_cmpfloat(tpt_rel_diff(wb, wl, n), >, 1e-6);
+  g_assert_cmpfloat(tpt_rel_diff(wb, ws, n), >, 1e-6);
   blend->sig = (TpSignificance){ TP_SIG_CONST, 0.0 };
   float *w0 = train(blend, &r, &n);
   tp_run_result_clear(&r);
   blend->sig = (TpSignificance){ TP_SIG_CONST, 1.0 };
   float *w1 = train(blend, &r, &n);
   tp_run_result_clear(&r);
-  g_assert_cmpfloat(rel_diff(w0, wl, n), <=, 1e-7);
-  g_assert_cmpfloat(rel_diff(w1, ws, n), <=, 1e-7);
+  g_assert_cmpfloat(tpt_rel_diff(w0, wl, n), <=, 1e-7);
+  g_assert_cmpfloat(tpt_rel_diff(w1, ws, n), <=, 1e-7);
   g_free(wl), g_free(ws), g_free(wb), g_free(w0), g_free(w1);
   tp_schedule_free(blend), tp_schedule_free(latest), tp_schedule_free(stash);
 }
@@ -589,11 +558,11 @@ static void test_lr_cosine(void)
   lr_steps = 0;
   float *wc = train(s, &rc, &nc);
   g_assert_cmpuint(n, ==, nr);
-  double d = rel_diff(w, wr, n);
+  double d = tpt_rel_diff(w, wr, n);
   if (!(d <= 1e-5))
     g_error("cosine lr: GPipe W=2 differs from plain SGD with the same decay by %g (relative)", d);
   /* and the decay changed something */
-  g_assert_cmpfloat(rel_diff(w, wc, n), >, 1e-3);
+  g_assert_cmpfloat(tpt_rel_diff(w, wc, n), >, 1e-3);
   tp_run_result_clear(&r);
   tp_run_result_clear(&rc);
   g_free(w), g_free(wr), g_free(wc);

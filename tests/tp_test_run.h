@@ -1,0 +1,52 @@
+/* tp_test_run.h — for the tests that train through the runtime: run a schedule on the seeded order
+ * of a data set and collect every stage's weights. */
+#ifndef TP_TEST_RUN_H
+#define TP_TEST_RUN_H
+
+#include "tp_runtime.h"
+
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+/* ||a − b|| / ||b|| */
+static inline double tpt_rel_diff(const float *a, const float *b, size_t n)
+{
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; i++)
+    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+  return sqrt(d / r);
+}
+
+/* Train s->K mini-batches of cfg->train's seeded order (batcher seed 3) with the run cfg describes;
+ * returns every stage's weights, concatenated in stage order, and the run's record in *res. */
+static inline float *tpt_train(const TpRuntimeConfig *cfg, const TpSchedule *s, TpRunResult *res, size_t *n_out)
+{
+  GError *err = NULL;
+  TpRuntime *rt = tp_runtime_new(cfg, &err);
+  g_assert_no_error(err);
+  TpBatcher *b = tp_batcher_new(cfg->train, cfg->batch, s->N, 3, &err);
+  g_assert_no_error(err);
+  int **idx = g_new(int *, s->K);
+  for (int i = 0; i < s->K; i++)
+    idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * cfg->batch);
+  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), NULL, res, &err));
+  g_assert_no_error(err);
+  size_t n = 0;
+  for (int st = 0; st < s->W; st++)
+    n += tp_runtime_n_params(rt, st);
+  float *w = g_new(float, n), *p = w;
+  for (int st = 0; st < s->W; st++) {
+    memcpy(p, tp_runtime_weights(rt, st), sizeof(float) * tp_runtime_n_params(rt, st));
+    p += tp_runtime_n_params(rt, st);
+  }
+  *n_out = n;
+  for (int i = 0; i < s->K; i++)
+    g_free(idx[i]);
+  g_free(idx);
+  tp_batcher_free(b);
+  tp_runtime_free(rt);
+  return w;
+}
+
+#endif
