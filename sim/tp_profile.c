@@ -72,7 +72,7 @@ static void put_list(GKeyFile *kf, const char *g, const char *k, const double *v
   GString *s = g_string_new(NULL);
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
   for (int i = 0; i < n; i++)
-    g_string_append_printf(s, "%s%s", i ? ", " : "", g_ascii_formatd(buf, sizeof buf, "%.6g", v[i]));
+    g_string_append_printf(s, "%s%s", i ? ", " : "", g_ascii_formatd(buf, sizeof buf, "%.9g", v[i]));
   g_key_file_set_value(kf, g, k, s->str);
   g_string_free(s, TRUE);
 }
