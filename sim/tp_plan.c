@@ -390,8 +390,13 @@ char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
   }
   g_autofree char *b = label(next);
   double gain = next->t_minibatch > 0 ? 100 * (next->t_minibatch - top->t_minibatch) / next->t_minibatch : 0;
-  g_string_append_printf(s, "It beats the runner-up, %s, by %.1f %% in time per mini-batch: bubbles %.1f %% against "
-                         "%.1f %% of the steady window", b, gain, 100 * top->bubble, 100 * next->bubble);
+  if (top->t_minibatch == next->t_minibatch)
+    g_string_append_printf(s, "It ties with the runner-up, %s, in time per mini-batch (bubbles %.1f %% of the steady "
+                           "window) and ranks first for its %s peak", b, 100 * top->bubble,
+                           top->peak < next->peak ? "smaller" : "equal");
+  else
+    g_string_append_printf(s, "It beats the runner-up, %s, by %.1f %% in time per mini-batch: bubbles %.1f %% against "
+                           "%.1f %% of the steady window", b, gain, 100 * top->bubble, 100 * next->bubble);
   if (top->W != next->W || top->N != next->N)
     g_string_append_printf(s, ", %d×%d against %d×%d stages × micro-batches", top->W, top->N, next->W, next->N);
   g_string_append(s, ".\n");
