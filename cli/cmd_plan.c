@@ -122,14 +122,6 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, long batch, int k, 
 
 /* ---- printing ------------------------------------------------------------------------------------ */
 
-static void num(GString *out, double x)
-{
-  if (isfinite(x))
-    g_string_append_printf(out, "%.9g", x);
-  else
-    g_string_append(out, "null");
-}
-
 static gboolean on_front(const TpPlanResult *res, const TpPlan *p)
 {
   for (guint i = 0; i < res->pareto->len; i++)
@@ -148,24 +140,24 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
                          p->preset->name, p->W, p->N, split, p->recompute ? "true" : "false", p->v_steady,
                          p->max_mismatch, on_front(res, p) ? "true" : "false", p->bottleneck_stage + 1, p->bottleneck,
                          p->peak_stage + 1, tp_mem_names[p->peak_component]);
-  num(out, p->t_minibatch);
+  tp_append_num(out, p->t_minibatch);
   g_string_append(out, ", \"samples_per_second\": ");
-  num(out, p->samples_per_second);
+  tp_append_num(out, p->samples_per_second);
   g_string_append(out, ", \"bubble_fraction\": ");
-  num(out, p->bubble);
+  tp_append_num(out, p->bubble);
   g_string_append(out, ", \"peak_bytes\": [");
   for (int s = 0; s < p->W; s++) {
     g_string_append(out, s ? ", " : "");
-    num(out, p->peak_bytes[s]);
+    tp_append_num(out, p->peak_bytes[s]);
   }
   g_string_append(out, "]}");
   if (m) {
     g_string_append(out, ", \"measured\": {\"time_per_mini_batch\": ");
-    num(out, m->t_minibatch);
+    tp_append_num(out, m->t_minibatch);
     g_string_append(out, ", \"samples_per_second\": ");
-    num(out, m->samples_per_second);
+    tp_append_num(out, m->samples_per_second);
     g_string_append(out, "}, \"error\": {\"time_per_mini_batch\": ");
-    num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
+    tp_append_num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
     g_string_append(out, "}");
   }
   g_string_append(out, "}");
@@ -317,7 +309,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   if (ok && fmt == 1) {
     g_string_append_printf(out, "{\"model\": \"%s\", \"batch\": %d, \"cost_source\": \"%s\", \"memory_limit\": ",
                            m->name, batch, prof ? "profile" : "cluster");
-    num(out, limit);
+    tp_append_num(out, limit);
     g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
                            "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
                            res->n_dominated, res->n_failed);
@@ -328,7 +320,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     g_string_append(out, "]");
     if (runs > 0) {
       g_string_append(out, ", \"kendall_tau\": ");
-      num(out, tau);
+      tp_append_num(out, tau);
       g_string_append_printf(out, ", \"top_choice_confirmed\": %s", confirmed ? "true" : "false");
     }
     g_string_append(out, "}\n");

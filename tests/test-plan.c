@@ -198,6 +198,37 @@ static void test_profile_program(void)
   g_assert_cmpint(r.status, ==, 2);
   g_assert_nonnull(strstr(r.err, "no micro-batch of 6 samples"));
   tpt_run_clear(&r);
+  /* --run-top: the best two trained by train --split, measured beside predicted */
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "-w", "1-2", "-n",
+                                     "2-4", "--presets", "gpipe,1f1b", "--run-top", "2", "--run-mini-batches", "6",
+                                     "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  {
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_assert_true(json_parser_load_from_data(parser, r.out, -1, &err));
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    JsonArray *plans = json_object_get_array_member(o, "plans");
+    g_assert_cmpuint(json_array_get_length(plans), >=, 2);
+    for (guint i = 0; i < json_array_get_length(plans); i++) {
+      JsonObject *pl = json_array_get_object_element(plans, i);
+      g_assert_true(json_object_has_member(pl, "measured") == (i < 2));
+      if (i < 2) {
+        double t = json_object_get_double_member(json_object_get_object_member(pl, "measured"), "time_per_mini_batch");
+        g_assert_cmpfloat(t, >, 0);
+        g_assert_true(json_object_has_member(pl, "error"));
+      }
+    }
+    double tau = json_object_get_double_member(o, "kendall_tau");
+    g_assert_cmpfloat(fabs(tau), <=, 1);
+    g_assert_true(json_object_has_member(o, "top_choice_confirmed"));
+  }
+  tpt_run_clear(&r);
+  /* train --split: the layers per stage as given, their sum checked */
+  r = tpt_run((const char *const[]){ "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "8", "-k", "2", "--model",
+                                     "mlp", "--data", "synthetic", "--split", "1,99", "--quiet", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "--split: the stages get 100 layers"));
+  tpt_run_clear(&r);
   /* broken: exit 2 with file:line */
   g_autofree char *text = NULL;
   g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
