@@ -351,54 +351,17 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL, err);
   if (!a)
     return NULL;
-  g_autofree int *counts = NULL, *acts = NULL, *versions = NULL;
+  if (o->fit_memory) /* rounds: the estimate, then 16 corrections at most */
+    return tp_analytic_fit(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err);
+  g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);
     if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
-  if (o->fit_memory) {
-    /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
-    g_autoptr(TpCost) unit = tp_cost_unit(s->W);
-    g_autoptr(TpSim) sim = tp_sim_run(s, unit, err);
-    if (!sim)
-      return NULL;
-    g_autoptr(TpMetrics) um = tp_metrics_compute(sim);
-    acts = g_new(int, s->W);
-    versions = g_new(int, s->W);
-    for (int st = 0; st < s->W; st++)
-      acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
-  }
-  if (!tp_analytic_split(a, counts, acts, versions, err))
+  if (!tp_analytic_split(a, counts, NULL, NULL, err))
     return NULL;
-  TpCost *cost = tp_analytic_cost(a);
-  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
-   * what a stage overran, and split again until every stage fits (or no split does). */
-  for (int round = 0; o->fit_memory && round < 16; round++) {
-    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
-    GError *e = NULL;
-    g_autoptr(TpSchedule) t = tp_cli_order_on_costs(o) && !s->source && order_depends_on_costs(s) ? costed_schedule(s, cost, &e) : NULL;
-    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
-    if (!sim) {
-      g_propagate_error(err, e);
-      tp_cost_free(cost);
-      return NULL;
-    }
-    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
-    gboolean over = FALSE;
-    for (int st = 0; st < s->W; st++)
-      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
-        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
-        over = TRUE;
-      }
-    if (!over)
-      break;
-    tp_cost_free(cost);
-    if (!tp_analytic_split(a, NULL, acts, versions, err))
-      return NULL;
-    cost = tp_analytic_cost(a);
-  }
-  return cost;
+  return tp_analytic_cost(a);
 }
 
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)

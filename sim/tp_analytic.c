@@ -1,6 +1,8 @@
 /* tp_analytic.c — the analytic cost model: model description × cluster → per-stage costs. */
 #include "tp_analytic.h"
 #include "tp_error.h"
+#include "tp_costed.h"
+#include "tp_metrics.h"
 #include "tp_partition.h"
 
 #define FLOAT_BYTES 4.0
@@ -178,7 +180,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
     return TRUE;
   }
   a->acts = acts, a->versions = versions;
-  gboolean ok = tp_partition(L, a->W, range_cost, acts && versions ? range_fits : NULL, a, a->bounds, NULL);
+  gboolean ok = tp_partition(L, a->W, range_cost, acts && versions ? range_fits : NULL, a, a->bounds, &a->pace);
   a->acts = a->versions = NULL;
   if (!ok)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
@@ -189,7 +191,56 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
 
 double tp_analytic_capacity(const TpAnalytic *a, int s)
 {
-  return a->profile ? a->profile->memory : a->cluster->dev[a->device[s]].memory;
+  double own = a->profile ? a->profile->memory : a->cluster->dev[a->device[s]].memory;
+  return a->cap > 0 && (own <= 0 || a->cap < own) ? a->cap : own;
+}
+
+TpCost *tp_analytic_fit(TpAnalytic *a, const TpSchedule *s, gboolean costed, int rounds, GError **err)
+{
+  /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
+  g_autoptr(TpCost) unit = tp_cost_unit(s->W);
+  g_autoptr(TpSim) usim = tp_sim_run(s, unit, err);
+  if (!usim)
+    return NULL;
+  g_autoptr(TpMetrics) um = tp_metrics_compute(usim);
+  g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
+  for (int st = 0; st < s->W; st++)
+    acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
+  if (!tp_analytic_split(a, NULL, acts, versions, err))
+    return NULL;
+  TpCost *cost = tp_analytic_cost(a);
+  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
+   * what a stage overran, and split again until every stage fits (or no split does). */
+  gboolean depends = s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
+  for (int round = 0; round < rounds; round++) {
+    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
+    GError *e = NULL;
+    g_autoptr(TpSchedule) t = costed && depends ? tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K,
+                                                                              cost, &e)
+                                                : NULL;
+    if (t)
+      t->sig = s->sig;
+    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
+    if (!sim) {
+      g_propagate_error(err, e);
+      tp_cost_free(cost);
+      return NULL;
+    }
+    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
+    gboolean over = FALSE;
+    for (int st = 0; st < s->W; st++)
+      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
+        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
+        over = TRUE;
+      }
+    if (!over)
+      break;
+    tp_cost_free(cost);
+    if (!tp_analytic_split(a, NULL, acts, versions, err))
+      return NULL;
+    cost = tp_analytic_cost(a);
+  }
+  return cost;
 }
 
 TpCost *tp_analytic_cost(const TpAnalytic *a)

@@ -10,6 +10,7 @@
 #include "tp_cost.h"
 #include "tp_model.h"
 #include "tp_profile.h"
+#include "tp_schedule.h"
 
 typedef struct {
   const TpModel *model;
@@ -27,6 +28,8 @@ typedef struct {
   double link_latency, link_bandwidth; /* bandwidth 0: links are free */
   const int *acts, *versions;      /* per stage counts for the memory test, or NULL */
   double *reserve;                 /* [W] bytes held back from each device in the memory test */
+  double cap;                      /* > 0: no device holds more than this (a memory limit) */
+  double pace;                     /* after a split chosen here: its slowest stage's cost per micro-batch */
 } TpAnalytic;
 
 /* Checks W against the cluster (one device per stage, or one device for all) and batch vs N. */
@@ -52,8 +55,16 @@ double tp_layer_time(const TpLayer *L, const TpDevice *d, double b, gboolean bwd
 gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, const int *versions, GError **err);
 /* Stage bytes as the simulator's cost model counts them, with the given counts. */
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions);
-/* Bytes stage s may hold: its device's memory, or the memory available where the profile was taken. */
+/* Bytes stage s may hold: its device's memory, or the memory available where the profile was taken,
+ * capped by a->cap. */
 double tp_analytic_capacity(const TpAnalytic *a, int s);
+/* The split under the devices' memory for schedule s (generated, its order fixed on unit slots): the
+ * schedule's peaks of micro-batch activations and live versions on unit slots give each stage's
+ * bytes; then up to `rounds` times the schedule (its order fixed on the costs when `costed` and the
+ * order depends on them) is simulated, what a stage overran is held back from it, and the layers are
+ * split again.  Returns the last split's cost model (it may still overrun: the caller checks);
+ * TP_ERROR_INPUT when no split fits. */
+TpCost *tp_analytic_fit(TpAnalytic *a, const TpSchedule *s, gboolean costed, int rounds, GError **err);
 /* The cost model for the simulator, from the current split. */
 TpCost *tp_analytic_cost(const TpAnalytic *a);
 

@@ -10,6 +10,8 @@
 /* A plan already simulated prunes a candidate only when it beats the candidate's time bound by this
  * factor: the steady window's spacing may fall a little below the work bound at its edges. */
 #define TP_PLAN_PRUNE_MARGIN 0.9
+/* Rounds of simulation that correct a split under the memory limit (tp_analytic_fit). */
+#define TP_PLAN_FIT_ROUNDS 4
 
 static void plan_free(gpointer data)
 {
@@ -100,19 +102,14 @@ typedef struct {
   GPtrArray *all;
 } Search;
 
-/* The limit of the device stage s runs on: its own memory, capped by the request's limit. */
-static double limit_of(const TpPlanRequest *r, const TpAnalytic *a, int s)
-{
-  double own = tp_analytic_capacity(a, s);
-  return r->memory_limit > 0 && (own <= 0 || r->memory_limit < own) ? r->memory_limit : own;
-}
-
 /* The cost model of candidate p (its split set), or NULL with err. */
 static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
 {
   /* recompute plugs in here: the stage's stored bytes become its input's, and its backward gains
    * a forward (SPEC §5), once the analytic model carries it */
   TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, err);
+  if (a)
+    a->cap = r->memory_limit;
   if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
     tp_analytic_free(a);
     return NULL;
@@ -137,23 +134,19 @@ static double device_max(const TpCost *c, const double *per_stage, int *which_st
   return best;
 }
 
-/* Bounds, bottleneck: from the cost model alone. */
-static void bound(const TpPlanRequest *r, TpPlan *p, const TpAnalytic *a, const TpCost *c)
+/* The bottleneck of p's split: the stage with the most work per mini-batch (compute, or the transfer
+ * of its messages if slower) and the largest part of it. */
+static void bottleneck(TpPlan *p, const TpCost *c)
 {
   int W = p->W, N = p->N;
-  g_autofree double *work = g_new0(double, W), *mem = g_new0(double, W);
   double worst = -1;
   static const char *const names[] = { "forward", "backward", "update", "link" };
   for (int s = 0; s < W; s++) {
     const TpStageCost *sc = &c->stage[s];
     double link_out = s < W - 1 ? N * tp_sim_link_time(c, s, sc->act_bytes) : 0;
     double link_in = s > 0 ? N * tp_sim_link_time(c, W - 1 + s - 1, sc->grad_bytes) : 0;
-    work[s] = N * (sc->fwd + sc->bwd) + sc->upd;
-    /* every stage holds at least one weight version, its optimizer state, its gradient buffer and
-     * one micro-batch's activations */
-    mem[s] = sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + sc->stored_bytes;
     double parts[] = { N * sc->fwd, N * sc->bwd, sc->upd, MAX(link_out, link_in) };
-    double pace = MAX(work[s], parts[3]);
+    double pace = MAX(parts[0] + parts[1] + parts[2], parts[3]);
     if (pace > worst) {
       int k = 0;
       for (int i = 1; i < 4; i++)
@@ -161,15 +154,36 @@ static void bound(const TpPlanRequest *r, TpPlan *p, const TpAnalytic *a, const 
       worst = pace, p->bottleneck_stage = s, p->bottleneck = names[k];
     }
   }
-  int ws = 0, ms = 0;
-  p->t_bound = device_max(c, work, &ws);
-  p->mem_bound = device_max(c, mem, &ms);
-  p->limit = limit_of(r, a, ms);
 }
 
-static void simulate(TpPlan *p, const TpCost *c, const TpPlanRequest *r, const TpAnalytic *a)
+/* Lower bounds that hold for every split (the search may split again to fit the memory): time per
+ * mini-batch from the fastest split's slowest stage, N micro-batches at its pace; the largest
+ * device's bytes from the average device's — all stages' weights, optimizer state, gradient buffer
+ * and one micro-batch of activations over the devices in use.  limit: the average device's limit,
+ * so that mem_bound > limit says the devices together cannot hold the plan. */
+static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
+{
+  p->t_bound = p->N * a->pace;
+  double mem = 0, cap = 0;
+  gboolean *seen = g_new0(gboolean, MAX(c->n_devices, 1));
+  for (int s = 0; s < p->W; s++) {
+    const TpStageCost *sc = &c->stage[s];
+    mem += sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + sc->stored_bytes;
+    if (!seen[sc->device])
+      cap += tp_analytic_capacity(a, s), seen[sc->device] = TRUE;
+  }
+  int used = 0;
+  for (int d = 0; d < c->n_devices; d++)
+    used += seen[d];
+  g_free(seen);
+  p->mem_bound = mem / MAX(used, 1);
+  p->limit = cap / MAX(used, 1);
+}
+
+static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
 {
   GError *e = NULL;
+  bottleneck(p, c);
   int K = tp_default_mini_batches(p->W);
   g_autoptr(TpSchedule) s = tp_schedule_generate_costed(p->preset->order, p->preset->policy, p->W, p->N, K, c, &e);
   g_autoptr(TpSim) sim = s ? tp_sim_run(s, c, &e) : NULL;
@@ -193,7 +207,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpPlanRequest *r, const T
   int ps = 0;
   p->peak = device_max(c, p->peak_bytes, &ps);
   p->peak_stage = ps;
-  p->limit = limit_of(r, a, ps);
+  p->limit = tp_analytic_capacity(a, ps);
   int comp = 0;
   for (int k = 1; k < TP_N_MEM; k++)
     if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
@@ -205,9 +219,38 @@ static void simulate(TpPlan *p, const TpCost *c, const TpPlanRequest *r, const T
   for (int st = 0; st < p->W; st++)
     dev[c->stage[st].device] += p->peak_bytes[st];
   for (int st = 0; st < p->W; st++)
-    over = over || dev[c->stage[st].device] > limit_of(r, a, st);
+    over = over || dev[c->stage[st].device] > tp_analytic_capacity(a, st);
   g_free(dev);
   p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
+}
+
+/* p over its memory limit with the fastest split: split under the memory instead (the schedule's
+ * activations and versions per stage, corrected by simulation a few rounds), and keep that split
+ * when it fits, or when it brings the peak down. */
+static void refit(const TpPlanRequest *r, TpPlan *p)
+{
+  GError *e = NULL;
+  g_autoptr(TpSchedule) s = tp_schedule_generate(p->preset->order, p->preset->policy, p->W, p->N,
+                                                 tp_default_mini_batches(p->W), &e);
+  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, &e) : NULL;
+  if (a)
+    a->cap = r->memory_limit;
+  g_autoptr(TpCost) c = a ? tp_analytic_fit(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  if (!c) { /* no split fits: the fastest one stays, over the limit */
+    g_clear_error(&e);
+    return;
+  }
+  TpPlan q = *p;
+  q.split = g_new(int, p->W), q.peak_bytes = g_new(double, p->W), q.failure = NULL;
+  for (int st = 0; st < p->W; st++)
+    q.split[st] = a->bounds[st + 1] - a->bounds[st];
+  simulate(&q, c, a);
+  if (q.status == TP_PLAN_FITS || (q.status == TP_PLAN_OVER_MEMORY && q.peak < p->peak)) {
+    TpPlan old = *p;
+    *p = q;
+    q = old;
+  }
+  g_free(q.split), g_free(q.peak_bytes), g_free(q.failure);
 }
 
 /* Build, bound and (unless pruned) simulate: the pool's work item. */
@@ -230,9 +273,12 @@ static void evaluate(gpointer data, gpointer user)
     return;
   }
   if (!j->simulate)
-    bound(j->r, p, a, c);
-  else
-    simulate(p, c, j->r, a);
+    bound(p, a, c);
+  else {
+    simulate(p, c, a);
+    if (p->status == TP_PLAN_OVER_MEMORY)
+      refit(j->r, p);
+  }
   tp_analytic_free(a);
 }
 

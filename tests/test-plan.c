@@ -300,13 +300,13 @@ static void test_memory_limit(void)
 
 /* The front: no listed plan beats a front member in both; every fitting plan off the front is beaten
  * by one on it — against every candidate simulated (no pruning). */
-static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, gboolean no_prune)
+static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w1, int n1, double limit, gboolean no_prune)
 {
   GError *err = NULL;
   g_autoptr(TpCluster) c = tp_cluster_load(cluster, &err);
   g_assert_no_error(err);
-  TpPlanRequest r = { .model = m, .cluster = c, .batch = 128, .w0 = 1, .w1 = 8, .n0 = 1, .n1 = 128, .threads = 2,
-                      .no_prune = no_prune };
+  TpPlanRequest r = { .model = m, .cluster = c, .batch = 128, .w0 = 1, .w1 = w1, .n0 = 1, .n1 = n1, .threads = 2,
+                      .memory_limit = limit, .no_prune = no_prune };
   r.presets = all_presets(&r.n_presets);
   TpPlanResult *res = tp_plan_search(&r, &err);
   g_assert_no_error(err);
@@ -317,8 +317,8 @@ static void test_pareto_brute(void)
 {
   /* VGG-16 on cluster C: a front from fast and large to slow and small */
   g_autoptr(TpModel) m = load_model("vgg16-imagenet");
-  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", FALSE);
-  g_autoptr(TpPlanResult) full = search_cluster(m, "C", TRUE);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TRUE);
   g_assert_cmpint(pruned->n_dominated, >, 0); /* the pruning is exercised */
   g_assert_cmpint(full->n_dominated, ==, 0);
   /* brute force over every fitting plan: not strictly beaten, first of its (time, peak) ties */
@@ -351,6 +351,32 @@ static void test_pareto_brute(void)
     const TpPlan *a = full->ranked->pdata[i], *b = pruned->ranked->pdata[i];
     g_assert_true(a->preset == b->preset && a->W == b->W && a->N == b->N);
   }
+}
+
+/* A plan whose fastest split is over the limit is split under the memory instead: VGG-16's nf1b
+ * plans on two or three Quadros fit 12 GiB with fewer layers on stage 1. */
+static void test_split_under_memory(void)
+{
+  g_autoptr(TpModel) m = load_model("vgg16-imagenet");
+  double limit = 12.0 * (1 << 30);
+  g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, FALSE);
+  g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, FALSE);
+  int moved = 0;
+  for (guint i = 0; i < capped->ranked->len; i++) {
+    const TpPlan *p = capped->ranked->pdata[i];
+    g_assert_cmpfloat(p->peak, <=, limit);
+    g_autofree char *split = tp_plan_split_text(p);
+    for (guint j = 0; j < uncapped->all->len; j++) {
+      const TpPlan *q = uncapped->all->pdata[j];
+      g_autofree char *fast = tp_plan_split_text(q);
+      if (q->simulated && q->preset == p->preset && q->W == p->W && q->N == p->N && strcmp(fast, split) != 0) {
+        g_assert_cmpfloat(q->peak, >, limit); /* split again only because the fastest split is over */
+        g_assert_cmpfloat(p->t_minibatch, >=, q->t_minibatch);
+        moved++;
+      }
+    }
+  }
+  g_assert_cmpint(moved, >, 0);
 }
 
 static void test_nothing_fits(void)
@@ -455,6 +481,7 @@ int main(int argc, char **argv)
   g_test_add_func("/plan/profile-program", test_profile_program);
   g_test_add_func("/plan/memory-limit", test_memory_limit);
   g_test_add_func("/plan/pareto-brute-force", test_pareto_brute);
+  g_test_add_func("/plan/split-under-memory", test_split_under_memory);
   g_test_add_func("/plan/nothing-fits", test_nothing_fits);
   g_test_add_func("/plan/json", test_json);
   g_test_add_func("/plan/deterministic", test_deterministic);
