@@ -30,7 +30,7 @@ static void opts_clear(Opts *o)
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
-                   &o->devices, &o->lr_schedule };
+                   &o->devices, &o->lr_schedule, &o->split };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -275,10 +275,8 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   const TpBackend *be = !own_stage ? tp_backend_get(bname, err)
                         : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
-  /* synthetic data takes the model's input shape and classes (labels are bytes: at most 255) */
-  const TpLayer *top = tp_model_layer(t->model, L - 1);
-  TpDataShape shape = { (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w,
-                        top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
+  /* synthetic data takes the model's input shape and classes */
+  TpDataShape shape = tp_data_shape_of(t->model);
   if (!be || !tp_data_open_shaped(o->data, &shape, t->seed, &t->train, &t->test, err) ||
       !(t->batcher = tp_batcher_new(t->train, t->batch, t->N, t->seed, err)))
     return FALSE;
@@ -293,7 +291,19 @@ gboolean tp_train_setup(Train *t, GError **err)
     t->runs = 1;
   t->bounds = g_new(int, t->W + 1);
   double best;
-  if (!tp_partition(L, t->W, range_flops, NULL, t->model, t->bounds, &best)) {
+  if (o->split) { /* the layers per stage given (e.g. by plan --run-top) */
+    g_autofree int *counts = g_new(int, t->W);
+    if (!tp_cli_split(o->split, t->W, counts, err))
+      return FALSE;
+    t->bounds[0] = 0;
+    for (int s = 0; s < t->W; s++)
+      t->bounds[s + 1] = t->bounds[s] + counts[s];
+    if (t->bounds[t->W] != L) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", t->bounds[t->W],
+                  t->model->name, L);
+      return FALSE;
+    }
+  } else if (!tp_partition(L, t->W, range_flops, NULL, t->model, t->bounds, &best)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: cannot split %d layers into %d stages", L, t->W);
     return FALSE;
   }
@@ -371,6 +381,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch (default 128)", "B" },
+    { "split", 0, 0, G_OPTION_ARG_STRING, &o->split,
+      "Layers per stage, e.g. 6,5,5 (default: split balancing FLOPs)", "COUNTS" },
     { "data", 'd', 0, G_OPTION_ARG_STRING, &o->data, "Fashion-MNIST directory (default " TP_DATA_DEFAULT_DIR
       ") or synthetic[:TRAIN[:TEST]]", "DIR" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },

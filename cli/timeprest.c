@@ -20,6 +20,8 @@ static const Command commands[] = {
   { "validate", tp_cmd_validate, "sweep (W, N) and check the published version-difference formulas" },
   { "compare", tp_cmd_compare, "every preset on one configuration, side by side (table or CSV)" },
   { "train", tp_cmd_train, "train a network for real with a schedule; predicted vs measured" },
+  { "profile", tp_cmd_profile, "measure each layer's costs on this machine: a cost model for simulate and plan" },
+  { "plan", tp_cmd_plan, "search preset, W, N and split under a memory limit; --run-top K checks the best" },
   { "plot", tp_cmd_plot, "pictures with gnuplot: timeline, memory, vmap, convergence (PNG or SVG)" },
 };
 
@@ -71,7 +73,7 @@ int main(int argc, char **argv)
       return status;
     }
   g_autofree char *q = tp_quote(argv[1]);
-  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, train, plot; try "
+  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, train, profile, plan, plot; try "
                   "'timeprest --help')\n", q);
   return 2;
 }

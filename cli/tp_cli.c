@@ -219,6 +219,8 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
       "NAME" },
     { "cluster", 0, 0, G_OPTION_ARG_STRING, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
       "FILE" },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o->profile,
+      "Measured profile with --model (timeprest profile; a --cluster then gives only the links)", "FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch with --model (default 32 N)", "B" },
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split, "Layers per stage, e.g. 10,12,8,6 (default: the optimal split)",
       "COUNTS" },
@@ -238,6 +240,7 @@ void tp_cli_cost_clear(TpCliCost *o)
   g_free(o->cost);
   g_free(o->model);
   g_free(o->cluster);
+  g_free(o->profile);
   g_free(o->batch);
   g_free(o->split);
   g_free(o->order_from);
@@ -245,12 +248,16 @@ void tp_cli_cost_clear(TpCliCost *o)
 
 gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err)
 {
-  if (o->cost && (o->model || o->cluster)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cost: give a cost file or --model with --cluster, not both");
+  if (o->cost && (o->model || o->cluster || o->profile)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cost: give a cost file, or --model with --cluster or --profile, not both");
     return FALSE;
   }
-  if (!o->model != !o->cluster) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model and --cluster go together");
+  if (o->profile && !o->model) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--profile: give the model it was taken of (--model)");
+    return FALSE;
+  }
+  if (!o->profile && !o->model != !o->cluster) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model and --cluster go together (or --model with --profile)");
     return FALSE;
   }
   if (!o->model && (o->batch || o->split || o->fit_memory)) {
@@ -271,10 +278,10 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
   }
   if ((o->costed_order || which == 1) && !o->cost && !o->model) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: fixing the order on costs needs a cost model (--cost FILE, or --model "
-                "with --cluster)", o->costed_order ? "--costed-order" : "--order-from costs");
+                "with --cluster or --profile)", o->costed_order ? "--costed-order" : "--order-from costs");
     return FALSE;
   }
-  if (o->cluster && !so->workers && !so->input) {
+  if (o->cluster && !o->profile && !so->workers && !so->input) {
     g_autoptr(TpCluster) c = tp_cluster_load(o->cluster, err);
     if (!c)
       return FALSE;
@@ -284,7 +291,7 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
   return TRUE;
 }
 
-static gboolean parse_split(const char *text, int W, int *counts, GError **err)
+gboolean tp_cli_split(const char *text, int W, int *counts, GError **err)
 {
   g_auto(GStrv) parts = g_strsplit(text, ",", -1);
   if ((int)g_strv_length(parts) != W) {
@@ -340,63 +347,27 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   if (!o->model)
     return tp_cost_unit(s->W);
   g_autoptr(TpModel) m = tp_model_load(o->model, err);
-  g_autoptr(TpCluster) c = m ? tp_cluster_load(o->cluster, err) : NULL;
-  if (!c)
+  g_autoptr(TpCluster) c = m && o->cluster ? tp_cluster_load(o->cluster, err) : NULL;
+  g_autoptr(TpProfile) prof = m && o->profile && (c || !o->cluster) ? tp_profile_load(o->profile, err) : NULL;
+  if (!m || (o->cluster && !c) || (o->profile && !prof))
     return NULL;
   int batch = 32 * s->N;
   if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))
     return NULL;
-  g_autoptr(TpAnalytic) a = tp_analytic_new(m, c, s->W, s->N, batch, err);
+  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL, err);
   if (!a)
     return NULL;
-  g_autofree int *counts = NULL, *acts = NULL, *versions = NULL;
+  if (o->fit_memory) /* rounds: the estimate, then 16 corrections at most */
+    return tp_analytic_fit(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err);
+  g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);
-    if (!parse_split(o->split, s->W, counts, err))
+    if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
-  if (o->fit_memory) {
-    /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
-    g_autoptr(TpCost) unit = tp_cost_unit(s->W);
-    g_autoptr(TpSim) sim = tp_sim_run(s, unit, err);
-    if (!sim)
-      return NULL;
-    g_autoptr(TpMetrics) um = tp_metrics_compute(sim);
-    acts = g_new(int, s->W);
-    versions = g_new(int, s->W);
-    for (int st = 0; st < s->W; st++)
-      acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
-  }
-  if (!tp_analytic_split(a, counts, acts, versions, err))
+  if (!tp_analytic_split(a, counts, NULL, NULL, err))
     return NULL;
-  TpCost *cost = tp_analytic_cost(a);
-  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
-   * what a stage overran, and split again until every stage fits (or no split does). */
-  for (int round = 0; o->fit_memory && round < 16; round++) {
-    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
-    GError *e = NULL;
-    g_autoptr(TpSchedule) t = tp_cli_order_on_costs(o) && !s->source && order_depends_on_costs(s) ? costed_schedule(s, cost, &e) : NULL;
-    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
-    if (!sim) {
-      g_propagate_error(err, e);
-      tp_cost_free(cost);
-      return NULL;
-    }
-    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
-    gboolean over = FALSE;
-    for (int st = 0; st < s->W; st++)
-      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
-        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
-        over = TRUE;
-      }
-    if (!over)
-      break;
-    tp_cost_free(cost);
-    if (!tp_analytic_split(a, NULL, acts, versions, err))
-      return NULL;
-    cost = tp_analytic_cost(a);
-  }
-  return cost;
+  return tp_analytic_cost(a);
 }
 
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)

@@ -14,11 +14,15 @@ gboolean tp_cmd_validate(int argc, char **argv, GError **err);
 gboolean tp_cmd_compare(int argc, char **argv, GError **err);
 gboolean tp_cmd_plot(int argc, char **argv, GError **err);
 gboolean tp_cmd_train(int argc, char **argv, GError **err);
+gboolean tp_cmd_profile(int argc, char **argv, GError **err);
+gboolean tp_cmd_plan(int argc, char **argv, GError **err);
 
 /* A whole number in [lo, hi] for option `flag`; a usage error otherwise. */
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err);
 /* "A-B" or "A" within [lo, hi], A <= B. */
 gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a, int *b, GError **err);
+/* --split: W comma-separated layer counts, each at least 1 (their sum is checked by the user). */
+gboolean tp_cli_split(const char *text, int W, int *counts, GError **err);
 /* One of the words in `choices` (NULL-terminated); its index. */
 gboolean tp_cli_choice(const char *flag, const char *text, const char *const *choices, int *out, GError **err);
 
@@ -44,7 +48,7 @@ void tp_cli_schedule_clear(TpCliSchedule *o);
 /* Options that choose a cost model, shared by `simulate`, `compare` and `plot`, and the timeline the
  * nf1b / 1f1b-async orders are fixed on (--order-from slots|costs; --costed-order = costs). */
 typedef struct {
-  char *cost, *model, *cluster, *batch, *split, *order_from;
+  char *cost, *model, *cluster, *profile, *batch, *split, *order_from;
   gboolean fit_memory, costed_order;
 } TpCliCost;
 
@@ -55,8 +59,8 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
 /* Whether the order is to be fixed on the cost model: --order-from costs or --costed-order, or by
  * default whenever a cost model is given (after tp_cli_cost_defaults accepted the options). */
 gboolean tp_cli_order_on_costs(const TpCliCost *o);
-/* The cost model for schedule s: unit slots, a cost file, or model × cluster (split optimally,
- * by --split, or under the devices' memory with --fit-memory). */
+/* The cost model for schedule s: unit slots, a cost file, or model × cluster or × measured profile
+ * (split optimally, by --split, or under the devices' memory with --fit-memory). */
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
 void tp_cli_cost_clear(TpCliCost *o);
 /* When tp_cli_order_on_costs, fix the order of a generated rule-based schedule (nf1b, 1f1b-async) on

@@ -13,6 +13,7 @@ typedef struct {
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
   char *significance, *peer_timeout, *devices, *lr_schedule;
   char *checkpoint, *resume, *ck_every, *stop_after;
+  char *split;
   gboolean quiet, recompute;
 } Opts;
 

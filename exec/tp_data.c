@@ -389,3 +389,10 @@ gboolean tp_batcher_seek(TpBatcher *b, TpDataPos pos, GError **err)
   b->pos = pos;
   return TRUE;
 }
+
+TpDataShape tp_data_shape_of(const TpModel *m)
+{
+  const TpLayer *top = tp_model_layer(m, tp_model_n_layers(m) - 1);
+  return (TpDataShape){ (int)m->in_c, (int)m->in_h, (int)m->in_w,
+                        top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
+}

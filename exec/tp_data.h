@@ -7,6 +7,8 @@
 #ifndef TP_DATA_H
 #define TP_DATA_H
 
+#include "tp_model.h"
+
 #include <glib.h>
 #include <stdint.h>
 
@@ -45,6 +47,9 @@ typedef struct {
 } TpDataShape;
 
 TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 seed);
+/* The shape of model m's data: its input, and the classes its softmax_ce top layer tells apart (at
+ * most 255: labels are bytes; TP_DATA_CLASSES without one). */
+TpDataShape tp_data_shape_of(const TpModel *m);
 
 /* The training and test sets named by a --data value: NULL for the default directory, a
  * directory holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,

@@ -1,6 +1,8 @@
 /* tp_analytic.c — the analytic cost model: model description × cluster → per-stage costs. */
 #include "tp_analytic.h"
 #include "tp_error.h"
+#include "tp_costed.h"
+#include "tp_metrics.h"
 #include "tp_partition.h"
 
 #define FLOAT_BYTES 4.0
@@ -18,16 +20,45 @@ void tp_analytic_free(TpAnalytic *a)
   if (!a)
     return;
   g_free(a->bounds);
+  g_free(a->device);
   g_free(a->reserve);
   g_free(a->fwd_prefix);
   g_free(a->bwd_prefix);
+  g_free(a->upd_prefix);
+  g_free(a->param_prefix);
+  g_free(a->stored_prefix);
+  g_free(a->in_bytes);
+  g_free(a->out_bytes);
   g_free(a);
+}
+
+gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **err)
+{
+  int L = tp_model_n_layers(m);
+  if (p->L != L) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: a profile of %d layers (model %s), model %s has %d", p->source,
+                p->L, p->model, m->name, L);
+    return FALSE;
+  }
+  for (int i = 0; i < L; i++)
+    if (g_strcmp0(p->layer[i].kind, tp_layer_names[tp_model_layer(m, i)->kind]) != 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: layer %d is a %s in the profile, a %s in model %s", p->source,
+                  i + 1, p->layer[i].kind, tp_layer_names[tp_model_layer(m, i)->kind], m->name);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, long batch, GError **err)
 {
+  return tp_analytic_new_on(m, c, NULL, W, N, batch, FALSE, err);
+}
+
+TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpProfile *p, int W, int N, long batch,
+                               gboolean any_width, GError **err)
+{
   int L = tp_model_n_layers(m);
-  if (c->n != 1 && c->n != W) {
+  if (c && !any_width && c->n != 1 && c->n != W) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cluster %s has %d workers, the pipeline %d stages (use -w %d)", c->name,
                 c->n, W, c->n);
     return NULL;
@@ -41,26 +72,66 @@ TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, 
                 batch, N);
     return NULL;
   }
+  int k = -1;
+  if (p && (!tp_profile_check_model(p, m, err)))
+    return NULL;
+  if (p && (k = tp_profile_size_index(p, (int)(batch / N))) < 0) {
+    g_autofree char *have = tp_profile_sizes_text(p);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
+                "(it has %s); profile with --batch %ld or --micro-batch-sizes", p->source, batch / N, batch, N, have,
+                batch);
+    return NULL;
+  }
   TpAnalytic *a = g_new0(TpAnalytic, 1);
-  a->model = m, a->cluster = c, a->W = W, a->N = N, a->batch = batch, a->micro = (double)batch / N;
+  a->model = m, a->cluster = c, a->profile = p, a->W = W, a->N = N, a->batch = batch, a->micro = (double)batch / N;
   a->bounds = g_new0(int, W + 1);
+  a->device = g_new0(int, W);
   a->reserve = g_new0(double, W);
   a->fwd_prefix = g_new0(double, (size_t)W * (L + 1));
   a->bwd_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->param_prefix = g_new0(double, L + 1);
+  a->stored_prefix = g_new0(double, L + 1);
+  a->in_bytes = g_new0(double, L);
+  a->out_bytes = g_new0(double, L);
+  if (c)
+    a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth;
+  int n_dev = p ? p->cores : c->n;
+  for (int s = 0; s < W; s++)
+    a->device[s] = !p && c->n == 1 ? 0 : n_dev > 0 && W > n_dev ? s % n_dev : s;
+  for (int i = 0; i < L; i++) {
+    const TpLayer *ly = tp_model_layer(m, i);
+    if (p) {
+      const TpProfileLayer *pl = &p->layer[i];
+      a->param_prefix[i + 1] = a->param_prefix[i] + pl->weight_bytes;
+      a->stored_prefix[i + 1] = a->stored_prefix[i] + pl->stored_bytes;
+      a->in_bytes[i] = pl->in_bytes, a->out_bytes[i] = pl->out_bytes;
+    } else {
+      a->param_prefix[i + 1] = a->param_prefix[i] + FLOAT_BYTES * (double)ly->params;
+      a->stored_prefix[i + 1] = a->stored_prefix[i] + FLOAT_BYTES * (double)ly->stored_elems;
+      a->in_bytes[i] = FLOAT_BYTES * (double)ly->in_elems, a->out_bytes[i] = FLOAT_BYTES * (double)ly->out_elems;
+    }
+  }
+  if (p) {
+    a->upd_prefix = g_new0(double, L + 1);
+    for (int i = 0; i < L; i++)
+      a->upd_prefix[i + 1] = a->upd_prefix[i] + p->layer[i].upd;
+  }
   for (int s = 0; s < W; s++) {
-    const TpDevice *d = &c->dev[tp_cluster_device_of(c, s)];
+    const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
     double *fp = a->fwd_prefix + (size_t)s * (L + 1), *bp = a->bwd_prefix + (size_t)s * (L + 1);
     for (int i = 0; i < L; i++) {
-      fp[i + 1] = fp[i] + tp_layer_time(tp_model_layer(m, i), d, a->micro, FALSE);
-      bp[i + 1] = bp[i] + tp_layer_time(tp_model_layer(m, i), d, a->micro, TRUE);
+      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, FALSE));
+      bp[i + 1] = bp[i] + (p ? p->layer[i].bwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, TRUE));
     }
   }
   return a;
 }
 
-static double link_time(const TpAnalytic *a, double elems)
+static double link_time(const TpAnalytic *a, double bytes_per_sample)
 {
-  return a->cluster->link_latency + FLOAT_BYTES * a->micro * elems / a->cluster->link_bandwidth;
+  if (a->link_bandwidth <= 0)
+    return a->link_latency;
+  return a->link_latency + a->micro * bytes_per_sample / a->link_bandwidth;
 }
 
 /* A stage's share of the pipeline's pace for one micro-batch: its compute, or the transfer of its
@@ -71,35 +142,24 @@ static double range_cost(int s, int lo, int hi, gpointer data)
   size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
   double t = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo] + a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
   if (s < a->W - 1)
-    t = MAX(t, link_time(a, (double)tp_model_layer(a->model, hi - 1)->out_elems));
+    t = MAX(t, link_time(a, a->out_bytes[hi - 1]));
   if (s > 0)
-    t = MAX(t, link_time(a, (double)tp_model_layer(a->model, lo)->in_elems));
+    t = MAX(t, link_time(a, a->in_bytes[lo]));
   return t;
-}
-
-static void range_sums(const TpAnalytic *a, int lo, int hi, double *params, double *stored)
-{
-  *params = *stored = 0;
-  for (int i = lo; i < hi; i++) {
-    *params += (double)tp_model_layer(a->model, i)->params;
-    *stored += (double)tp_model_layer(a->model, i)->stored_elems;
-  }
 }
 
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions)
 {
   (void)s;
-  double params, stored;
-  range_sums(a, lo, hi, &params, &stored);
+  double params = a->param_prefix[hi] - a->param_prefix[lo], stored = a->stored_prefix[hi] - a->stored_prefix[lo];
   /* weight versions, optimizer state, gradient buffer; stored activations */
-  return FLOAT_BYTES * params * (versions + 2) + FLOAT_BYTES * a->micro * stored * acts;
+  return params * (versions + 2) + a->micro * stored * acts;
 }
 
 static gboolean range_fits(int s, int lo, int hi, gpointer data)
 {
   const TpAnalytic *a = data;
-  const TpDevice *d = &a->cluster->dev[tp_cluster_device_of(a->cluster, s)];
-  return tp_analytic_stage_bytes(a, s, lo, hi, a->acts[s], a->versions[s]) + a->reserve[s] <= d->memory;
+  return tp_analytic_stage_bytes(a, s, lo, hi, a->acts[s], a->versions[s]) + a->reserve[s] <= tp_analytic_capacity(a, s);
 }
 
 gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, const int *versions, GError **err)
@@ -120,7 +180,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
     return TRUE;
   }
   a->acts = acts, a->versions = versions;
-  gboolean ok = tp_partition(L, a->W, range_cost, acts && versions ? range_fits : NULL, a, a->bounds, NULL);
+  gboolean ok = tp_partition(L, a->W, range_cost, acts && versions ? range_fits : NULL, a, a->bounds, &a->pace);
   a->acts = a->versions = NULL;
   if (!ok)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
@@ -129,42 +189,107 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
   return ok;
 }
 
+double tp_analytic_capacity(const TpAnalytic *a, int s)
+{
+  double own = a->profile ? a->profile->memory : a->cluster->dev[a->device[s]].memory;
+  return a->cap > 0 && (own <= 0 || a->cap < own) ? a->cap : own;
+}
+
+TpCost *tp_analytic_fit(TpAnalytic *a, const TpSchedule *s, gboolean costed, int rounds, GError **err)
+{
+  /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
+  g_autoptr(TpCost) unit = tp_cost_unit(s->W);
+  g_autoptr(TpSim) usim = tp_sim_run(s, unit, err);
+  if (!usim)
+    return NULL;
+  g_autoptr(TpMetrics) um = tp_metrics_compute(usim);
+  g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
+  for (int st = 0; st < s->W; st++)
+    acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
+  if (!tp_analytic_split(a, NULL, acts, versions, err))
+    return NULL;
+  TpCost *cost = tp_analytic_cost(a);
+  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
+   * what a stage overran, and split again until every stage fits (or no split does). */
+  gboolean depends = s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
+  for (int round = 0; round < rounds; round++) {
+    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
+    GError *e = NULL;
+    g_autoptr(TpSchedule) t = costed && depends ? tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K,
+                                                                              cost, &e)
+                                                : NULL;
+    if (t)
+      t->sig = s->sig;
+    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
+    if (!sim) {
+      g_propagate_error(err, e);
+      tp_cost_free(cost);
+      return NULL;
+    }
+    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
+    gboolean over = FALSE;
+    for (int st = 0; st < s->W; st++)
+      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
+        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
+        over = TRUE;
+      }
+    if (!over)
+      break;
+    tp_cost_free(cost);
+    if (!tp_analytic_split(a, NULL, acts, versions, err))
+      return NULL;
+    cost = tp_analytic_cost(a);
+  }
+  return cost;
+}
+
 TpCost *tp_analytic_cost(const TpAnalytic *a)
 {
   const TpCluster *c = a->cluster;
+  const TpProfile *p = a->profile;
   TpCost *cost = tp_cost_unit(a->W);
   cost->unit = FALSE;
   cost->time_unit = "s";
   cost->byte_unit = "B";
   cost->samples_per_micro = a->micro;
-  cost->source = g_strdup_printf("model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name,
-                                 a->batch);
+  if (p)
+    cost->source = g_strdup_printf("model %s profiled in %s (%s, %s)%s%s, %ld samples per mini-batch", a->model->name,
+                                   p->source, p->backend, p->machine ? p->machine : "?", c ? ", links of cluster " : "",
+                                   c ? c->name : "", a->batch);
+  else
+    cost->source = g_strdup_printf("model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name,
+                                   a->batch);
   cost->device_name = g_new0(char *, a->W + 1);
   cost->stage_note = g_new0(char *, a->W + 1);
   cost->capacity = g_new0(double, a->W);
   for (int s = 0; s < a->W; s++) {
     int lo = a->bounds[s], hi = a->bounds[s + 1];
-    const TpDevice *d = &c->dev[tp_cluster_device_of(c, s)];
     const TpLayer *first = tp_model_layer(a->model, lo), *last = tp_model_layer(a->model, hi - 1);
     size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
-    double params, stored;
-    range_sums(a, lo, hi, &params, &stored);
+    double params = a->param_prefix[hi] - a->param_prefix[lo], stored = a->stored_prefix[hi] - a->stored_prefix[lo];
     TpStageCost *sc = &cost->stage[s];
     sc->fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
     sc->bwd = a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
-    sc->upd = 5 * FLOAT_BYTES * params / (d->bandwidth * d->efficiency); /* SGD momentum: 3 reads, 2 writes */
-    sc->act_bytes = FLOAT_BYTES * a->micro * (double)last->out_elems;
-    sc->grad_bytes = FLOAT_BYTES * a->micro * (double)first->in_elems;
-    sc->stored_bytes = FLOAT_BYTES * a->micro * stored;
-    sc->weight_bytes = sc->optimizer_bytes = sc->grad_buffer_bytes = FLOAT_BYTES * params;
-    sc->device = tp_cluster_device_of(c, s);
-    cost->device_name[s] = g_strdup(d->name);
-    cost->capacity[s] = d->memory;
+    if (p)
+      sc->upd = a->upd_prefix[hi] - a->upd_prefix[lo];
+    else {
+      const TpDevice *d = &c->dev[a->device[s]];
+      sc->upd = 5 * params / (d->bandwidth * d->efficiency); /* SGD momentum: 3 reads, 2 writes */
+    }
+    sc->act_bytes = a->micro * a->out_bytes[hi - 1];
+    sc->grad_bytes = a->micro * a->in_bytes[lo];
+    sc->stored_bytes = a->micro * stored;
+    sc->weight_bytes = sc->optimizer_bytes = sc->grad_buffer_bytes = params;
+    sc->device = a->device[s];
+    cost->device_name[s] = p ? g_strdup_printf("%s core %d", p->backend, a->device[s] + 1)
+                             : g_strdup(c->dev[a->device[s]].name);
+    cost->capacity[s] = tp_analytic_capacity(a, s);
     cost->stage_note[s] = g_strdup_printf("layers %d-%d (%s .. %s), %.4g M parameters", lo + 1, hi,
-                                          tp_layer_names[first->kind], tp_layer_names[last->kind], params / 1e6);
+                                          tp_layer_names[first->kind], tp_layer_names[last->kind],
+                                          params / FLOAT_BYTES / 1e6);
   }
   for (int l = 0; l < a->W - 1; l++)
-    cost->link[l] = (TpLinkCost){ c->link_latency, c->link_bandwidth };
+    cost->link[l] = (TpLinkCost){ a->link_latency, a->link_bandwidth };
   tp_cost_update_devices(cost);
   return cost;
 }

@@ -1,27 +1,48 @@
-/* tp_analytic.h — per-stage costs from a model description and a cluster: layer times from
- * FLOPs and bytes against each device's FLOP/s and bandwidth (roofline, scaled by its efficiency),
- * stage bytes from activation sizes, and the split of the layers into stages. */
+/* tp_analytic.h — per-stage costs from a model description and either a cluster (layer times from
+ * FLOPs and bytes against each device's FLOP/s and bandwidth: roofline, scaled by its efficiency;
+ * stage bytes from activation sizes) or a measured profile (tp_profile.h: the layers' measured
+ * times and bytes; links from a cluster when one is given, free otherwise), and the split of the
+ * layers into stages. */
 #ifndef TP_ANALYTIC_H
 #define TP_ANALYTIC_H
 
 #include "tp_cluster.h"
 #include "tp_cost.h"
 #include "tp_model.h"
+#include "tp_profile.h"
+#include "tp_schedule.h"
 
 typedef struct {
   const TpModel *model;
-  const TpCluster *cluster;
+  const TpCluster *cluster;   /* NULL with a profile alone */
+  const TpProfile *profile;   /* NULL for the roofline model */
   int W, N;
   long batch;   /* samples per mini-batch */
   double micro; /* samples per micro-batch (batch / N) */
   int *bounds;  /* [W+1]: stage s has layers [bounds[s], bounds[s+1]) */
+  int *device;  /* [W]: the device (cluster worker, or processor for a profile) stage s runs on */
   double *fwd_prefix, *bwd_prefix; /* [W][L+1] prefix sums of layer times on stage s's device */
+  double *upd_prefix;              /* [L+1] measured update seconds (profile), else NULL */
+  double *param_prefix, *stored_prefix; /* [L+1] weight bytes; bytes kept per sample */
+  double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
+  double link_latency, link_bandwidth; /* bandwidth 0: links are free */
   const int *acts, *versions;      /* per stage counts for the memory test, or NULL */
   double *reserve;                 /* [W] bytes held back from each device in the memory test */
+  double cap;                      /* > 0: no device holds more than this (a memory limit) */
+  double pace;                     /* after a split chosen here: its slowest stage's cost per micro-batch */
 } TpAnalytic;
 
 /* Checks W against the cluster (one device per stage, or one device for all) and batch vs N. */
 TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, long batch, GError **err);
+/* The general form: with a profile p (c may then be NULL: free links) or without (c required);
+ * any_width: W need not match the cluster's workers — with fewer stages they take the first
+ * devices, with more stage s runs on device s mod n (they share it).  A profile's stages beyond its
+ * cores share them the same way.  The profile must be of model m and hold micro-batches of
+ * batch / N samples (errors name the profile and what to profile). */
+TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpProfile *p, int W, int N, long batch,
+                               gboolean any_width, GError **err);
+/* Whether profile p was taken of model m (layer count and kinds); the error names the profile. */
+gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **err);
 void tp_analytic_free(TpAnalytic *a);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpAnalytic, tp_analytic_free)
 
@@ -34,6 +55,16 @@ double tp_layer_time(const TpLayer *L, const TpDevice *d, double b, gboolean bwd
 gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, const int *versions, GError **err);
 /* Stage bytes as the simulator's cost model counts them, with the given counts. */
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions);
+/* Bytes stage s may hold: its device's memory, or the memory available where the profile was taken,
+ * capped by a->cap. */
+double tp_analytic_capacity(const TpAnalytic *a, int s);
+/* The split under the devices' memory for schedule s (generated, its order fixed on unit slots): the
+ * schedule's peaks of micro-batch activations and live versions on unit slots give each stage's
+ * bytes; then up to `rounds` times the schedule (its order fixed on the costs when `costed` and the
+ * order depends on them) is simulated, what a stage overran is held back from it, and the layers are
+ * split again.  Returns the last split's cost model (it may still overrun: the caller checks);
+ * TP_ERROR_INPUT when no split fits. */
+TpCost *tp_analytic_fit(TpAnalytic *a, const TpSchedule *s, gboolean costed, int rounds, GError **err);
 /* The cost model for the simulator, from the current split. */
 TpCost *tp_analytic_cost(const TpAnalytic *a);
 

@@ -1,0 +1,379 @@
+/* cmd_plan.c — `timeprest plan`: the options of the plan search (sim/tp_plan.h) and its report —
+ * the ranked plans, their Pareto front, the explanation of the top choice — and --run-top K, which
+ * trains each of the K best plans for a short run (`timeprest train` as a child process, its JSON
+ * report read back) and puts the measurement beside the prediction. */
+#include "tp_cli.h"
+#include "tp_error.h"
+#include "tp_plan.h"
+#include "tp_predict.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  char *model, *cluster, *profile, *batch, *limit, *workers, *micro, *presets, *run_top, *format, *show, *threads;
+  char *output, *run_k;
+} PlanOpts;
+
+/* A measured plan (--run-top). */
+typedef struct {
+  double t_minibatch, samples_per_second;
+} Measured;
+
+/* Bytes: a number with an optional K, M, G or T suffix (powers of 1024, as TP_MEMORY_LIMIT). */
+static gboolean parse_bytes(const char *flag, const char *text, double *out, GError **err)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  double mul = 1;
+  if (end != text && *end && !end[1]) {
+    const char *units = "KMGT", *u = strchr(units, g_ascii_toupper(*end));
+    if (u && *u)
+      mul = pow(1024, (double)(u - units + 1)), end++;
+  }
+  if (end == text || *end || !isfinite(v) || v <= 0 || v * mul > 1e18) {
+    g_autofree char *q = tp_quote(text);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: expected a positive number of bytes with an optional K, M, G or T "
+                "suffix (powers of 1024), got %s", flag, q);
+    return FALSE;
+  }
+  *out = v * mul;
+  return TRUE;
+}
+
+/* --presets a,b,c (default: all). */
+static GPtrArray *parse_presets(const char *text, GError **err)
+{
+  GPtrArray *a = g_ptr_array_new();
+  if (!text) {
+    for (int i = 0; i < tp_n_presets; i++)
+      g_ptr_array_add(a, (gpointer)&tp_presets[i]);
+    return a;
+  }
+  g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+  for (int i = 0; parts[i]; i++) {
+    const TpPreset *p = tp_preset_find(g_strstrip(parts[i]));
+    if (!p) {
+      g_autofree char *names = tp_preset_names();
+      g_autofree char *q = tp_quote(parts[i]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--presets: unknown preset %s (expected some of: %s)", q, names);
+      g_ptr_array_unref(a);
+      return NULL;
+    }
+    gboolean seen = FALSE;
+    for (guint k = 0; k < a->len; k++)
+      seen = seen || a->pdata[k] == p;
+    if (!seen)
+      g_ptr_array_add(a, (gpointer)p);
+  }
+  return a;
+}
+
+/* ---- --run-top ------------------------------------------------------------------------------------ */
+
+/* measured.time_per_mini_batch of a train report. */
+static gboolean read_measured(const char *json, Measured *m, long batch, GError **err)
+{
+  g_autoptr(JsonParser) parser = json_parser_new();
+  GError *e = NULL;
+  if (!json_parser_load_from_data(parser, json, -1, &e)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "train's report is not JSON: %s", e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  JsonNode *root = json_parser_get_root(parser);
+  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+  JsonObject *ms = o && json_object_has_member(o, "measured") ? json_object_get_object_member(o, "measured") : NULL;
+  if (!ms || !json_object_has_member(ms, "time_per_mini_batch")) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "train's report has no measured.time_per_mini_batch");
+    return FALSE;
+  }
+  m->t_minibatch = json_object_get_double_member(ms, "time_per_mini_batch");
+  m->samples_per_second = m->t_minibatch > 0 ? (double)batch / m->t_minibatch : 0;
+  return TRUE;
+}
+
+/* Train plan p for K mini-batches: this program's own `train` as a child process. */
+static gboolean run_plan(const TpPlan *p, const PlanOpts *o, long batch, int k, const char *backend, Measured *m,
+                         GError **err)
+{
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  g_autofree char *w = g_strdup_printf("%d", p->W), *n = g_strdup_printf("%d", p->N);
+  g_autofree char *b = g_strdup_printf("%ld", batch), *kk = g_strdup_printf("%d", k);
+  g_autofree char *split = tp_plan_split_text(p);
+  const char *argv[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
+                         "--split", split, "-k", kk, "--model", o->model, "--data", "synthetic", "--backend", backend,
+                         "--format", "json", "--quiet", NULL };
+  g_autofree char *out = NULL, *errtext = NULL;
+  int status = 0;
+  GError *e = NULL;
+  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, &e) ||
+      !g_spawn_check_wait_status(status, &e)) {
+    g_autofree char *why = tp_one_line(errtext && *errtext ? errtext : e->message);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d failed: %s", p->preset->name,
+                p->W, p->N, why);
+    g_error_free(e);
+    return FALSE;
+  }
+  return read_measured(out, m, batch, err);
+}
+
+/* ---- printing ------------------------------------------------------------------------------------ */
+
+static gboolean on_front(const TpPlanResult *res, const TpPlan *p)
+{
+  for (guint i = 0; i < res->pareto->len; i++)
+    if (res->pareto->pdata[i] == p)
+      return TRUE;
+  return FALSE;
+}
+
+static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, const Measured *m)
+{
+  g_autofree char *split = tp_plan_split_text(p);
+  g_string_append_printf(out, "{\"preset\": \"%s\", \"workers\": %d, \"micro_batches\": %d, \"split\": [%s], "
+                         "\"recompute\": %s, \"v_steady\": %d, \"max_version_mismatch\": %d, \"pareto\": %s, "
+                         "\"bottleneck\": {\"stage\": %d, \"component\": \"%s\"}, \"peak\": {\"stage\": %d, "
+                         "\"component\": \"%s\"}, \"predicted\": {\"time_per_mini_batch\": ",
+                         p->preset->name, p->W, p->N, split, p->recompute ? "true" : "false", p->v_steady,
+                         p->max_mismatch, on_front(res, p) ? "true" : "false", p->bottleneck_stage + 1, p->bottleneck,
+                         p->peak_stage + 1, tp_mem_names[p->peak_component]);
+  tp_append_num(out, p->t_minibatch);
+  g_string_append(out, ", \"samples_per_second\": ");
+  tp_append_num(out, p->samples_per_second);
+  g_string_append(out, ", \"bubble_fraction\": ");
+  tp_append_num(out, p->bubble);
+  g_string_append(out, ", \"peak_bytes\": [");
+  for (int s = 0; s < p->W; s++) {
+    g_string_append(out, s ? ", " : "");
+    tp_append_num(out, p->peak_bytes[s]);
+  }
+  g_string_append(out, "]}");
+  if (m) {
+    g_string_append(out, ", \"measured\": {\"time_per_mini_batch\": ");
+    tp_append_num(out, m->t_minibatch);
+    g_string_append(out, ", \"samples_per_second\": ");
+    tp_append_num(out, m->samples_per_second);
+    g_string_append(out, "}, \"error\": {\"time_per_mini_batch\": ");
+    tp_append_num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
+    g_string_append(out, "}");
+  }
+  g_string_append(out, "}");
+}
+
+static void bytes_list(GString *out, const TpPlan *p)
+{
+  for (int s = 0; s < p->W; s++)
+    g_string_append_printf(out, "%s%.3g", s ? "/" : "", p->peak_bytes[s] / 1e9);
+}
+
+static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResult *res)
+{
+  g_autofree char *split = tp_plan_split_text(p);
+  g_autoptr(GString) peaks = g_string_new(NULL);
+  bytes_list(peaks, p);
+  g_autofree char *bn = g_strdup_printf("stage %d %s", p->bottleneck_stage + 1, p->bottleneck);
+  g_string_append_printf(out, "%4d %c %-16s %2d %4d  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", rank,
+                         on_front(res, p) ? '*' : ' ', p->preset->name, p->W, p->N, split, p->v_steady, p->max_mismatch,
+                         1e3 * p->t_minibatch, p->samples_per_second, bn, peaks->str);
+}
+
+static const char *table_head =
+  "rank   preset            W    N  split           v mis  ms/mini-b  samples/s  bottleneck              "
+  "peak GB per stage\n";
+
+/* ---- the command -------------------------------------------------------------------------------- */
+
+static void opts_clear(PlanOpts *o)
+{
+  char **all[] = { &o->model, &o->cluster, &o->profile, &o->batch, &o->limit, &o->workers, &o->micro, &o->presets,
+                   &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k };
+  for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
+    g_clear_pointer(all[i], g_free);
+}
+
+gboolean tp_cmd_plan(int argc, char **argv, GError **err)
+{
+  PlanOpts o = { 0 };
+  GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "Model name or .model file", "NAME|FILE" },
+    { "cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
+      "Analytic costs and device memory of a cluster (A, B, C, h200 or a .cluster file); with --profile: its links",
+      "FILE" },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o.profile, "Measured costs (timeprest profile)", "FILE" },
+    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o.batch, "Samples per mini-batch (default 128)", "B" },
+    { "memory-limit", 0, 0, G_OPTION_ARG_STRING, &o.limit,
+      "Bytes per device, K/M/G/T suffixes in powers of 1024: caps each device's memory (default: each device's "
+      "memory from the cluster, or the memory available when the profile was taken)", "BYTES" },
+    { "workers", 'w', 0, G_OPTION_ARG_STRING, &o.workers, "Stages to consider, A-B (default 1-8)", "RANGE" },
+    { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o.micro,
+      "Micro-batches to consider, A-B; only divisors of the batch (default 1-B)", "RANGE" },
+    { "presets", 's', 0, G_OPTION_ARG_STRING, &o.presets, "Presets to consider, comma-separated (default: all)",
+      "LIST" },
+    { "run-top", 0, 0, G_OPTION_ARG_STRING, &o.run_top,
+      "Train the K best plans for a short run on this machine and report measured beside predicted", "K" },
+    { "run-mini-batches", 0, 0, G_OPTION_ARG_STRING, &o.run_k,
+      "Mini-batches of each --run-top run (default 4W + 4)", "K" },
+    { "show", 0, 0, G_OPTION_ARG_STRING, &o.show, "Rows of the ranked table (default 10; JSON lists every plan)",
+      "M" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &o.threads, "Threads simulating candidates (default: every core)", "T" },
+    { "format", 'f', 0, G_OPTION_ARG_STRING, &o.format, "table (default) or json", "FORMAT" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the report to FILE", "FILE" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- choose preset, W, N and split for a model under a memory limit");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx,
+    "Every preset x W x N (dividing the batch) is split by the exact partitioner on its costs, bounded, and\n"
+    "simulated unless a bound rules it out (over the memory limit, or slower and larger than a plan already\n"
+    "simulated).  Plans are ranked by steady time per mini-batch; '*' marks the Pareto front of time against\n"
+    "the largest device's peak memory.  Nothing within the limit: exit 2 naming the smallest peak found.\n"
+    "--run-top K trains the K best with `timeprest train` (synthetic data, local transport) and reports the\n"
+    "relative error, Kendall's tau of the two orders and whether the top choice is measured fastest.\n\n"
+    "Example: timeprest plan --model vgg16-cifar100 --cluster C --batch 128 --memory-limit 12G\n"
+    "         timeprest plan --model mlp-deep --profile mlp-deep.profile --batch 128 -w 1-4 --run-top 3");
+  static const char *const formats[] = { "table", "json", NULL };
+  int fmt = 0, batch = 128, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
+  double limit = 0;
+  g_autoptr(GPtrArray) presets = NULL;
+  g_autoptr(TpModel) m = NULL;
+  g_autoptr(TpCluster) c = NULL;
+  g_autoptr(TpProfile) prof = NULL;
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
+  if (ok && !o.model) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: give the model to plan for");
+    ok = FALSE;
+  }
+  if (ok && !o.cluster && !o.profile) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cluster or --profile: give the costs to plan with");
+    ok = FALSE;
+  }
+  ok = ok && (!o.format || tp_cli_choice("--format", o.format, formats, &fmt, err)) &&
+       (!o.batch || tp_cli_int("--batch", o.batch, 1, 1 << 24, &batch, err));
+  n1 = batch;
+  ok = ok && (!o.workers || tp_cli_range("-w", o.workers, 1, TP_MAX_WORKERS, &w0, &w1, err)) &&
+       (!o.micro || tp_cli_range("-n", o.micro, 1, TP_MAX_MICRO, &n0, &n1, err)) &&
+       (!o.run_top || tp_cli_int("--run-top", o.run_top, 1, 100, &top, err)) &&
+       (!o.run_k || tp_cli_int("--run-mini-batches", o.run_k, 1, 100000, &run_k, err)) &&
+       (!o.show || tp_cli_int("--show", o.show, 1, 1 << 20, &show, err)) &&
+       (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
+       (!o.limit || parse_bytes("--memory-limit", o.limit, &limit, err)) &&
+       (presets = parse_presets(o.presets, err)) && (m = tp_model_load(o.model, err)) &&
+       (!o.cluster || (c = tp_cluster_load(o.cluster, err))) && (!o.profile || (prof = tp_profile_load(o.profile, err)));
+  if (ok && o.run_top && !prof) {
+    /* measured against costs of this machine only; a cluster's roofline says nothing about it */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: trains on this machine; plan with its --profile");
+    ok = FALSE;
+  }
+  TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch, .w0 = w0, .w1 = w1, .n0 = n0,
+                        .n1 = n1, .presets = presets ? (const TpPreset *const *)presets->pdata : NULL,
+                        .n_presets = presets ? (int)presets->len : 0, .memory_limit = limit, .threads = threads };
+  g_autoptr(TpPlanResult) res = ok ? tp_plan_search(&req, err) : NULL;
+  ok = res != NULL;
+  if (ok && !res->ranked->len) {
+    const TpPlan *s = res->smallest;
+    if (s)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: %d candidates over the memory limit; the smallest peak "
+                  "found is %.4g GB against %.4g GB (%s W=%d N=%d, stage %d), dominated by its %s", res->n_over_memory,
+                  s->peak / 1e9, s->limit / 1e9, s->preset->name, s->W, s->N, s->peak_stage + 1,
+                  tp_mem_names[s->peak_component]);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: no candidate could be simulated (%d failed)",
+                  res->n_failed);
+    ok = FALSE;
+  }
+  /* --run-top: the K best measured */
+  int runs = ok ? MIN(top, (int)res->ranked->len) : 0;
+  g_autofree Measured *meas = g_new0(Measured, MAX(runs, 1));
+  for (int i = 0; i < runs && ok; i++) {
+    const TpPlan *p = res->ranked->pdata[i];
+    fprintf(stderr, "timeprest plan: training plan %d of %d (%s W=%d N=%d)\n", i + 1, runs, p->preset->name, p->W, p->N);
+    ok = run_plan(p, &o, batch, run_k ? run_k : 4 * p->W + 4, prof->backend, &meas[i], err);
+  }
+  double tau = 1;
+  gboolean confirmed = TRUE;
+  int fastest = 0;
+  if (ok && runs > 0) {
+    g_autofree double *pt = g_new(double, runs), *mt = g_new(double, runs);
+    for (int i = 0; i < runs; i++) {
+      pt[i] = ((const TpPlan *)res->ranked->pdata[i])->t_minibatch, mt[i] = meas[i].t_minibatch;
+      if (mt[i] < mt[fastest])
+        fastest = i;
+    }
+    tau = tp_kendall_tau(pt, mt, runs);
+    confirmed = fastest == 0;
+  }
+  g_autoptr(GString) out = g_string_new(NULL);
+  if (ok && fmt == 1) {
+    g_string_append_printf(out, "{\"model\": \"%s\", \"batch\": %d, \"cost_source\": \"%s\", \"memory_limit\": ",
+                           m->name, batch, prof ? "profile" : "cluster");
+    tp_append_num(out, limit);
+    g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
+                           "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
+                           res->n_dominated, res->n_failed);
+    for (guint i = 0; i < res->ranked->len; i++) {
+      g_string_append(out, i ? ",\n  " : "\n  ");
+      plan_json(out, res, res->ranked->pdata[i], (int)i < runs ? &meas[i] : NULL);
+    }
+    g_string_append(out, "]");
+    if (runs > 0) {
+      g_string_append(out, ", \"kendall_tau\": ");
+      tp_append_num(out, tau);
+      g_string_append_printf(out, ", \"top_choice_confirmed\": %s", confirmed ? "true" : "false");
+    }
+    g_string_append(out, "}\n");
+  } else if (ok) {
+    g_string_append_printf(out, "plan: model %s, %d samples per mini-batch, costs from %s%s%s\n", m->name, batch,
+                           prof ? "profile " : "cluster ", prof ? prof->source : c->name,
+                           prof && c ? " (links of that cluster)" : "");
+    if (limit > 0)
+      g_string_append_printf(out, "memory limit: %.4g GB per device (or the device's own memory, if smaller)\n",
+                             limit / 1e9);
+    else
+      g_string_append(out, "memory limit: each device's own memory\n");
+    g_string_append_printf(out, "candidates: %d (presets x W x N dividing the batch); simulated %d; over the memory "
+                           "limit %d (dropped); dominated before simulating %d; failed %d; fitting %u\n\n",
+                           res->n_candidates, res->n_simulated, res->n_over_memory, res->n_dominated, res->n_failed,
+                           res->ranked->len);
+    g_string_append(out, table_head);
+    for (guint i = 0; i < res->ranked->len && (int)i < show; i++)
+      table_row(out, (int)i + 1, res->ranked->pdata[i], res);
+    if ((int)res->ranked->len > show)
+      g_string_append_printf(out, "  … %u more (--show, or --format json for all)\n", res->ranked->len - show);
+    g_string_append(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
+                         "bottleneck: the stage with the most work per mini-batch and its largest part\n");
+    g_string_append_printf(out, "\nPareto front (time per mini-batch against the largest device's peak), %u plans:\n",
+                           res->pareto->len);
+    for (guint i = 0; i < res->pareto->len; i++) {
+      const TpPlan *p = res->pareto->pdata[i];
+      g_string_append_printf(out, "  %-16s W=%-2d N=%-4d %10.4f ms  %8.4g GB\n", p->preset->name, p->W, p->N,
+                             1e3 * p->t_minibatch, p->peak / 1e9);
+    }
+    g_autofree char *why = tp_plan_explain(res->ranked->pdata[0], res->ranked->len > 1 ? res->ranked->pdata[1] : NULL);
+    g_string_append_printf(out, "\nTop choice: %s", why);
+    if (runs > 0) {
+      g_string_append_printf(out, "\nMeasured (%d short runs of timeprest train on this machine):\n", runs);
+      g_string_append_printf(out, "  %-16s %2s %4s %14s %14s %9s\n", "preset", "W", "N", "predicted ms", "measured ms",
+                             "error");
+      for (int i = 0; i < runs; i++) {
+        const TpPlan *p = res->ranked->pdata[i];
+        g_string_append_printf(out, "  %-16s %2d %4d %14.3f %14.3f %+8.1f%%\n", p->preset->name, p->W, p->N,
+                               1e3 * p->t_minibatch, 1e3 * meas[i].t_minibatch,
+                               100 * tp_rel_error(p->t_minibatch, meas[i].t_minibatch));
+      }
+      const TpPlan *f = res->ranked->pdata[fastest];
+      g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", tau);
+      if (confirmed)
+        g_string_append(out, "top choice confirmed: yes (measured fastest)\n");
+      else
+        g_string_append_printf(out, "top choice confirmed: no (%s W=%d N=%d measured fastest; the top choice %.1f %% "
+                               "slower)\n", f->preset->name, f->W, f->N,
+                               100 * (meas[0].t_minibatch - meas[fastest].t_minibatch) / meas[fastest].t_minibatch);
+    }
+  }
+  ok = ok && tp_cli_emit(o.output, out, err);
+  opts_clear(&o);
+  return ok;
+}

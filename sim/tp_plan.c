@@ -1,0 +1,454 @@
+/* tp_plan.c — the plan search: candidates, bounds, pruning, simulation on a thread pool, ranking,
+ * the Pareto front and the explanation of the top choice. */
+#include "tp_plan.h"
+#include "tp_costed.h"
+#include "tp_error.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A plan already simulated prunes a candidate only when it beats the candidate's time bound by this
+ * factor: the steady window's spacing may fall a little below the work bound at its edges. */
+#define TP_PLAN_PRUNE_MARGIN 0.9
+/* Rounds of simulation that correct a split under the memory limit (tp_analytic_fit). */
+#define TP_PLAN_FIT_ROUNDS 4
+
+static void plan_free(gpointer data)
+{
+  TpPlan *p = data;
+  g_free(p->split);
+  g_free(p->peak_bytes);
+  g_free(p->failure);
+  g_free(p);
+}
+
+void tp_plan_result_free(TpPlanResult *res)
+{
+  if (!res)
+    return;
+  if (res->ranked)
+    g_ptr_array_unref(res->ranked);
+  if (res->pareto)
+    g_ptr_array_unref(res->pareto);
+  if (res->all)
+    g_ptr_array_unref(res->all);
+  g_free(res);
+}
+
+int tp_plan_compare(const TpPlan *a, const TpPlan *b)
+{
+  if (a->t_minibatch != b->t_minibatch)
+    return a->t_minibatch < b->t_minibatch ? -1 : 1;
+  if (a->peak != b->peak)
+    return a->peak < b->peak ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+/* A copy of the pointers alone (g_ptr_array_copy would take over the free function). */
+static GPtrArray *borrow(const GPtrArray *a)
+{
+  GPtrArray *b = g_ptr_array_sized_new(a->len);
+  for (guint i = 0; i < a->len; i++)
+    g_ptr_array_add(b, a->pdata[i]);
+  return b;
+}
+
+static int compare_ptr(gconstpointer a, gconstpointer b)
+{
+  return tp_plan_compare(*(const TpPlan *const *)a, *(const TpPlan *const *)b);
+}
+
+GPtrArray *tp_plan_pareto(const GPtrArray *plans)
+{
+  g_autoptr(GPtrArray) sorted = borrow(plans);
+  g_ptr_array_sort(sorted, compare_ptr);
+  GPtrArray *front = g_ptr_array_new();
+  double best_peak = INFINITY;
+  /* in ranking order, a plan is on the front when its peak is below every faster plan's */
+  for (guint i = 0; i < sorted->len; i++) {
+    TpPlan *p = sorted->pdata[i];
+    if (p->peak < best_peak) {
+      g_ptr_array_add(front, p);
+      best_peak = p->peak;
+    }
+  }
+  return front;
+}
+
+char *tp_plan_split_text(const TpPlan *p)
+{
+  GString *s = g_string_new(NULL);
+  for (int i = 0; i < p->W; i++)
+    g_string_append_printf(s, "%s%d", i ? "," : "", p->split[i]);
+  return g_string_free(s, FALSE);
+}
+
+double tp_kendall_tau(const double *x, const double *y, int n)
+{
+  long conc = 0, disc = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) {
+      double s = (x[i] - x[j]) * (y[i] - y[j]);
+      conc += s > 0, disc += s < 0;
+    }
+  long pairs = (long)n * (n - 1) / 2;
+  return pairs ? (double)(conc - disc) / (double)pairs : 1.0;
+}
+
+/* ---- one candidate ------------------------------------------------------------------------------ */
+
+typedef struct {
+  const TpPlanRequest *r;
+  GPtrArray *all;
+} Search;
+
+/* The cost model of candidate p (its split set), or NULL with err. */
+static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
+{
+  /* recompute plugs in here: the stage's stored bytes become its input's, and its backward gains
+   * a forward (SPEC §5), once the analytic model carries it */
+  TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, err);
+  if (a)
+    a->cap = r->memory_limit;
+  if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
+    tp_analytic_free(a);
+    return NULL;
+  }
+  for (int s = 0; s < p->W; s++)
+    p->split[s] = a->bounds[s + 1] - a->bounds[s];
+  *out_a = a;
+  return tp_analytic_cost(a);
+}
+
+/* Per-device sums of per-stage values. */
+static double device_max(const TpCost *c, const double *per_stage, int *which_stage)
+{
+  double *dev = g_new0(double, MAX(c->n_devices, 1));
+  for (int s = 0; s < c->W; s++)
+    dev[c->stage[s].device] += per_stage[s];
+  double best = -1;
+  for (int s = 0; s < c->W; s++)
+    if (dev[c->stage[s].device] > best || (dev[c->stage[s].device] == best && per_stage[s] > per_stage[*which_stage]))
+      best = dev[c->stage[s].device], *which_stage = s;
+  g_free(dev);
+  return best;
+}
+
+/* The bottleneck of p's split: the stage with the most work per mini-batch (compute, or the transfer
+ * of its messages if slower) and the largest part of it. */
+static void bottleneck(TpPlan *p, const TpCost *c)
+{
+  int W = p->W, N = p->N;
+  double worst = -1;
+  static const char *const names[] = { "forward", "backward", "update", "link" };
+  for (int s = 0; s < W; s++) {
+    const TpStageCost *sc = &c->stage[s];
+    double link_out = s < W - 1 ? N * tp_sim_link_time(c, s, sc->act_bytes) : 0;
+    double link_in = s > 0 ? N * tp_sim_link_time(c, W - 1 + s - 1, sc->grad_bytes) : 0;
+    double parts[] = { N * sc->fwd, N * sc->bwd, sc->upd, MAX(link_out, link_in) };
+    double pace = MAX(parts[0] + parts[1] + parts[2], parts[3]);
+    if (pace > worst) {
+      int k = 0;
+      for (int i = 1; i < 4; i++)
+        k = parts[i] > parts[k] ? i : k;
+      worst = pace, p->bottleneck_stage = s, p->bottleneck = names[k];
+    }
+  }
+}
+
+/* Lower bounds that hold for every split (the search may split again to fit the memory): time per
+ * mini-batch from the fastest split's slowest stage, N micro-batches at its pace; the largest
+ * device's bytes from the average device's — all stages' weights, optimizer state, gradient buffer
+ * and one micro-batch of activations over the devices in use.  limit: the average device's limit,
+ * so that mem_bound > limit says the devices together cannot hold the plan. */
+static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
+{
+  p->t_bound = p->N * a->pace;
+  double mem = 0, cap = 0;
+  gboolean *seen = g_new0(gboolean, MAX(c->n_devices, 1));
+  for (int s = 0; s < p->W; s++) {
+    const TpStageCost *sc = &c->stage[s];
+    mem += sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + sc->stored_bytes;
+    if (!seen[sc->device])
+      cap += tp_analytic_capacity(a, s), seen[sc->device] = TRUE;
+  }
+  int used = 0;
+  for (int d = 0; d < c->n_devices; d++)
+    used += seen[d];
+  g_free(seen);
+  p->mem_bound = mem / MAX(used, 1);
+  p->limit = cap / MAX(used, 1);
+}
+
+static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
+{
+  GError *e = NULL;
+  bottleneck(p, c);
+  int K = tp_default_mini_batches(p->W);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_costed(p->preset->order, p->preset->policy, p->W, p->N, K, c, &e);
+  g_autoptr(TpSim) sim = s ? tp_sim_run(s, c, &e) : NULL;
+  if (!sim) {
+    p->status = TP_PLAN_FAILED;
+    p->failure = g_strdup(e->message);
+    g_error_free(e);
+    return;
+  }
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  p->simulated = TRUE;
+  p->t_minibatch = m->t_minibatch;
+  p->samples_per_second = m->throughput_steady;
+  p->bubble = m->bubble_steady;
+  p->v_steady = m->v_steady;
+  p->max_mismatch = 0;
+  for (int st = 0; st < p->W; st++) {
+    p->peak_bytes[st] = m->stage[st].peak_bytes;
+    p->max_mismatch = MAX(p->max_mismatch, m->stage[st].max_version_mismatch);
+  }
+  int ps = 0;
+  p->peak = device_max(c, p->peak_bytes, &ps);
+  p->peak_stage = ps;
+  p->limit = tp_analytic_capacity(a, ps);
+  int comp = 0;
+  for (int k = 1; k < TP_N_MEM; k++)
+    if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
+      comp = k;
+  p->peak_component = comp;
+  /* over the limit on any device */
+  gboolean over = FALSE;
+  double *dev = g_new0(double, MAX(c->n_devices, 1));
+  for (int st = 0; st < p->W; st++)
+    dev[c->stage[st].device] += p->peak_bytes[st];
+  for (int st = 0; st < p->W; st++)
+    over = over || dev[c->stage[st].device] > tp_analytic_capacity(a, st);
+  g_free(dev);
+  p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
+}
+
+/* p over its memory limit with the fastest split: split under the memory instead (the schedule's
+ * activations and versions per stage, corrected by simulation a few rounds), and keep that split
+ * when it fits, or when it brings the peak down. */
+static void refit(const TpPlanRequest *r, TpPlan *p)
+{
+  GError *e = NULL;
+  g_autoptr(TpSchedule) s = tp_schedule_generate(p->preset->order, p->preset->policy, p->W, p->N,
+                                                 tp_default_mini_batches(p->W), &e);
+  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, &e) : NULL;
+  if (a)
+    a->cap = r->memory_limit;
+  g_autoptr(TpCost) c = a ? tp_analytic_fit(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  if (!c) { /* no split fits: the fastest one stays, over the limit */
+    g_clear_error(&e);
+    return;
+  }
+  TpPlan q = *p;
+  q.split = g_new(int, p->W), q.peak_bytes = g_new(double, p->W), q.failure = NULL;
+  for (int st = 0; st < p->W; st++)
+    q.split[st] = a->bounds[st + 1] - a->bounds[st];
+  simulate(&q, c, a);
+  if (q.status == TP_PLAN_FITS || (q.status == TP_PLAN_OVER_MEMORY && q.peak < p->peak)) {
+    TpPlan old = *p;
+    *p = q;
+    q = old;
+  }
+  g_free(q.split), g_free(q.peak_bytes), g_free(q.failure);
+}
+
+/* Build, bound and (unless pruned) simulate: the pool's work item. */
+typedef struct {
+  const TpPlanRequest *r;
+  gboolean simulate;
+} Job;
+
+static void evaluate(gpointer data, gpointer user)
+{
+  TpPlan *p = data;
+  const Job *j = user;
+  GError *e = NULL;
+  TpAnalytic *a = NULL;
+  g_autoptr(TpCost) c = candidate_cost(j->r, p, &a, &e);
+  if (!c) {
+    p->status = TP_PLAN_FAILED;
+    p->failure = g_strdup(e->message);
+    g_error_free(e);
+    return;
+  }
+  if (!j->simulate)
+    bound(p, a, c);
+  else {
+    simulate(p, c, a);
+    if (p->status == TP_PLAN_OVER_MEMORY)
+      refit(j->r, p);
+  }
+  tp_analytic_free(a);
+}
+
+static void run_pool(GPtrArray *items, const Job *job, int threads)
+{
+  if (!items->len)
+    return;
+  GThreadPool *pool = g_thread_pool_new(evaluate, (gpointer)job, MAX(threads, 1), TRUE, NULL);
+  for (guint i = 0; i < items->len; i++)
+    g_thread_pool_push(pool, items->pdata[i], NULL);
+  g_thread_pool_free(pool, FALSE, TRUE);
+}
+
+static int compare_bound(gconstpointer a, gconstpointer b)
+{
+  const TpPlan *x = *(const TpPlan *const *)a, *y = *(const TpPlan *const *)b;
+  if (x->t_bound != y->t_bound)
+    return x->t_bound < y->t_bound ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+/* ---- the search --------------------------------------------------------------------------------- */
+
+/* Every applicable candidate, in enumeration order: preset, W, N, recompute. */
+static int candidates(const TpPlanRequest *r, GPtrArray *all)
+{
+  int inapplicable = 0, L = tp_model_n_layers(r->model);
+  for (int k = 0; k < r->n_presets; k++)
+    for (int W = r->w0; W <= MIN(r->w1, L); W++)
+      for (int N = r->n0; N <= r->n1 && N <= r->batch; N++) {
+        if (r->batch % N)
+          continue;
+        /* the recompute dimension: {FALSE} until the cost model carries it */
+        for (int rc = 0; rc <= 0; rc++) {
+          const TpPreset *ps = r->presets[k];
+          /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
+          if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)
+            continue;
+          if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
+              !tp_size_check(W, N, tp_default_mini_batches(W), NULL)) {
+            inapplicable++;
+            continue;
+          }
+          TpPlan *p = g_new0(TpPlan, 1);
+          *p = (TpPlan){ .preset = ps, .W = W, .N = N, .recompute = rc, .split = g_new0(int, W),
+                         .peak_bytes = g_new0(double, W), .index = (int)all->len };
+          g_ptr_array_add(all, p);
+        }
+      }
+  return inapplicable;
+}
+
+TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
+{
+  if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
+    return NULL;
+  g_autoptr(TpPlanResult) res = g_new0(TpPlanResult, 1);
+  res->all = g_ptr_array_new_with_free_func(plan_free);
+  res->n_inapplicable = candidates(r, res->all);
+  res->n_candidates = (int)res->all->len;
+  if (!res->all->len) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch of %ld "
+                "suits any of the presets", r->w0, r->w1, r->n0, r->n1, r->batch);
+    return NULL;
+  }
+  /* a profile without the micro-batch size a candidate needs: said once, up front */
+  if (r->profile)
+    for (guint i = 0; i < res->all->len; i++) {
+      const TpPlan *p = res->all->pdata[i];
+      if (tp_profile_size_index(r->profile, (int)(r->batch / p->N)) < 0) {
+        g_autofree char *have = tp_profile_sizes_text(r->profile);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
+                    "(it has %s); profile with --batch %ld, or narrow -n", r->profile->source, r->batch / p->N,
+                    r->batch, p->N, have, r->batch);
+        return NULL;
+      }
+    }
+  int threads = r->threads > 0 ? r->threads : (int)g_get_num_processors();
+  /* bounds of every candidate, then simulation in waves of increasing time bound: a candidate is
+   * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
+   * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
+   * nor lie on the front).  Waves, not a shared running best, keep the outcome independent of the
+   * threads' timing. */
+  Job bjob = { r, FALSE }, sjob = { r, TRUE };
+  run_pool(res->all, &bjob, threads);
+  g_autoptr(GPtrArray) order = borrow(res->all);
+  g_ptr_array_sort(order, compare_bound);
+  g_autoptr(GPtrArray) fitting = g_ptr_array_new();
+  g_autoptr(GPtrArray) over_bound = g_ptr_array_new();
+  guint wave = (guint)MAX(threads * 4, 8);
+  for (guint i = 0; i < order->len; i += wave) {
+    g_autoptr(GPtrArray) batch = g_ptr_array_new();
+    for (guint j = i; j < MIN(i + wave, order->len); j++) {
+      TpPlan *p = order->pdata[j];
+      if (p->status == TP_PLAN_FAILED)
+        continue;
+      if (!r->no_prune && p->mem_bound > p->limit) {
+        p->status = TP_PLAN_OVER_MEMORY;
+        g_ptr_array_add(over_bound, p);
+        continue;
+      }
+      gboolean dominated = FALSE;
+      for (guint k = 0; !r->no_prune && k < fitting->len && !dominated; k++) {
+        const TpPlan *f = fitting->pdata[k];
+        dominated = f->t_minibatch <= TP_PLAN_PRUNE_MARGIN * p->t_bound && f->peak <= p->mem_bound;
+      }
+      if (dominated)
+        p->status = TP_PLAN_DOMINATED;
+      else
+        g_ptr_array_add(batch, p);
+    }
+    run_pool(batch, &sjob, threads);
+    for (guint j = 0; j < batch->len; j++)
+      if (((TpPlan *)batch->pdata[j])->status == TP_PLAN_FITS)
+        g_ptr_array_add(fitting, batch->pdata[j]);
+  }
+  res->ranked = borrow(fitting);
+  g_ptr_array_sort(res->ranked, compare_ptr);
+  /* nothing fits: the candidates pruned by their memory bound are simulated too, so that the
+   * smallest peak named is one found, not a bound */
+  if (!res->ranked->len)
+    run_pool(over_bound, &sjob, threads);
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    res->n_simulated += p->simulated;
+    res->n_over_memory += p->status == TP_PLAN_OVER_MEMORY;
+    res->n_dominated += p->status == TP_PLAN_DOMINATED;
+    res->n_failed += p->status == TP_PLAN_FAILED;
+    if (p->simulated && p->status == TP_PLAN_OVER_MEMORY &&
+        (!res->smallest || p->peak < res->smallest->peak || (p->peak == res->smallest->peak && p->index < res->smallest->index)))
+      res->smallest = p;
+  }
+  res->pareto = tp_plan_pareto(res->ranked);
+  return g_steal_pointer(&res);
+}
+
+/* ---- explanation -------------------------------------------------------------------------------- */
+
+static char *label(const TpPlan *p)
+{
+  return g_strdup_printf("%s W=%d N=%d%s", p->preset->name, p->W, p->N, p->recompute ? " recompute" : "");
+}
+
+char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
+{
+  g_autofree char *a = label(top);
+  GString *s = g_string_new(NULL);
+  g_string_append_printf(s, "%s: %.4g s per mini-batch (%.4g samples/s), %.3g GB at peak (stage %d, %s); "
+                         "bottleneck stage %d (%s).\n", a, top->t_minibatch, top->samples_per_second, top->peak / 1e9,
+                         top->peak_stage + 1, tp_mem_names[top->peak_component], top->bottleneck_stage + 1,
+                         top->bottleneck);
+  if (!next) {
+    g_string_append(s, "No other plan fits.\n");
+    return g_string_free(s, FALSE);
+  }
+  g_autofree char *b = label(next);
+  double gain = next->t_minibatch > 0 ? 100 * (next->t_minibatch - top->t_minibatch) / next->t_minibatch : 0;
+  if (top->t_minibatch == next->t_minibatch)
+    g_string_append_printf(s, "It ties with the runner-up, %s, in time per mini-batch (bubbles %.1f %% of the steady "
+                           "window) and ranks first for its %s peak", b, 100 * top->bubble,
+                           top->peak < next->peak ? "smaller" : "equal");
+  else
+    g_string_append_printf(s, "It beats the runner-up, %s, by %.1f %% in time per mini-batch: bubbles %.1f %% against "
+                           "%.1f %% of the steady window", b, gain, 100 * top->bubble, 100 * next->bubble);
+  if (top->W != next->W || top->N != next->N)
+    g_string_append_printf(s, ", %d×%d against %d×%d stages × micro-batches", top->W, top->N, next->W, next->N);
+  g_string_append(s, ".\n");
+  double dm = next->peak > 0 ? 100 * (top->peak - next->peak) / next->peak : 0;
+  g_string_append_printf(s, "Its price: peak memory %+.1f %% (%.3g against %.3g GB); v = %d against %d, version "
+                         "mismatch up to %d against %d.\n", dm, top->peak / 1e9, next->peak / 1e9, top->v_steady,
+                         next->v_steady, top->max_mismatch, next->max_mismatch);
+  return g_string_free(s, FALSE);
+}

@@ -1,0 +1,84 @@
+/* tp_plan.h — the search behind `timeprest plan`: every candidate preset × W × N (a divisor of the
+ * batch) × recomputation, each split by the exact partitioner on its costs (tp_analytic.h: a cluster's
+ * roofline or a measured profile), bounded, simulated on every core, and judged against a memory
+ * limit per device; the fitting plans ranked by steady time per mini-batch and their Pareto front of
+ * time against peak memory. */
+#ifndef TP_PLAN_H
+#define TP_PLAN_H
+
+#include "tp_analytic.h"
+#include "tp_metrics.h"
+
+typedef struct {
+  const TpModel *model;
+  const TpCluster *cluster;   /* roofline times and device memory; with a profile: the links only */
+  const TpProfile *profile;   /* measured times and bytes, or NULL */
+  long batch;                 /* samples per mini-batch */
+  int w0, w1, n0, n1;         /* W range; N range (only divisors of batch are candidates) */
+  const TpPreset *const *presets; /* n_presets of them */
+  int n_presets;
+  /* Recomputation (SPEC §5: a stage keeps only its inputs and re-runs its forward in the
+   * backward) is a candidate dimension: the search enumerates recompute ∈ {FALSE} until the cost
+   * model carries it (then also TRUE where asked: see candidates() in tp_plan.c). */
+  gboolean recompute;
+  double memory_limit;        /* bytes per device, capping each device's own memory (a profile's: the
+                                 memory available when it was taken); 0: no cap */
+  int threads;                /* 0: every core */
+  gboolean no_prune;          /* simulate every candidate (for checking the pruning) */
+} TpPlanRequest;
+
+typedef enum {
+  TP_PLAN_FITS,         /* simulated, within the limit */
+  TP_PLAN_OVER_MEMORY,  /* simulated, or bounded, over the limit */
+  TP_PLAN_DOMINATED,    /* not simulated: a plan already simulated is faster than its time bound and
+                           smaller than its memory bound */
+  TP_PLAN_FAILED,       /* the simulation refused it (too large) */
+} TpPlanStatus;
+
+typedef struct {
+  const TpPreset *preset;
+  int W, N;
+  gboolean recompute;         /* FALSE for now (see TpPlanRequest) */
+  int *split;                 /* [W] layers per stage */
+  double t_bound, mem_bound;  /* lower bounds before simulating: time per mini-batch, largest device's bytes */
+  gboolean simulated;
+  int v_steady, max_mismatch; /* steady version difference; largest backward-forward version mismatch */
+  double t_minibatch, samples_per_second, bubble; /* steady state */
+  double *peak_bytes;         /* [W] per stage */
+  double peak;                /* largest device's bytes at peak (a stage's, when each has a device) */
+  double limit;               /* the limit that device had */
+  int peak_stage, peak_component; /* the stage with the largest peak, and its largest component (TP_MEM_…) */
+  int bottleneck_stage;       /* the stage with the most work per mini-batch (on a shared device: that device's) */
+  const char *bottleneck;     /* its largest part: "forward", "backward", "update", "link" */
+  TpPlanStatus status;
+  char *failure;              /* TP_PLAN_FAILED: why */
+  int index;                  /* order of enumeration (ties) */
+} TpPlan;
+
+typedef struct {
+  GPtrArray *all;       /* TpPlan, every candidate (owned) */
+  GPtrArray *ranked;    /* the fitting plans, best first */
+  GPtrArray *pareto;    /* the Pareto front of the fitting plans (time vs peak), fastest first */
+  int n_candidates, n_simulated, n_over_memory, n_dominated, n_failed, n_inapplicable;
+  const TpPlan *smallest; /* nothing fits: the simulated candidate with the smallest peak */
+} TpPlanResult;
+
+/* TP_ERROR_INPUT: a profile that does not match the model or lacks a micro-batch size, no
+ * candidate at all (empty ranges, no divisor of the batch). */
+TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err);
+void tp_plan_result_free(TpPlanResult *res);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
+
+/* Ranking: faster first, then smaller peak, then preset, W, N in enumeration order. */
+int tp_plan_compare(const TpPlan *a, const TpPlan *b);
+/* The plans of `plans` no other one beats in both time and peak (ties: the first in ranking),
+ * fastest first. */
+GPtrArray *tp_plan_pareto(const GPtrArray *plans);
+/* Two or three lines: why `top` is ranked above `next`. */
+char *tp_plan_explain(const TpPlan *top, const TpPlan *next);
+/* "10,12,9" */
+char *tp_plan_split_text(const TpPlan *p);
+/* Kendall's tau-a between two orders given as values (n > 1; ties count as neither). */
+double tp_kendall_tau(const double *x, const double *y, int n);
+
+#endif

@@ -1,0 +1,258 @@
+/* tp_profile.c — the measured profile's key file: written by `timeprest profile`, read wherever a
+ * cost model is taken (keys documented in docs/plan.md). */
+#include "tp_profile.h"
+#include "tp_error.h"
+#include "tp_keyfile.h"
+
+#include <string.h>
+
+/* Bounds of the numbers a profile may hold (those of a cost file: every total stays finite). */
+#define PROF_MAX_TIME 1e9
+#define PROF_MAX_BYTES 1e18
+#define PROF_MAX_SIZES 64
+#define PROF_MAX_LAYERS 1000
+
+TpProfile *tp_profile_new(int L, int n_sizes)
+{
+  TpProfile *p = g_new0(TpProfile, 1);
+  p->format_version = TP_PROFILE_FORMAT_VERSION;
+  p->L = L, p->n_sizes = n_sizes;
+  p->sizes = g_new0(int, MAX(n_sizes, 1));
+  p->layer = g_new0(TpProfileLayer, MAX(L, 1));
+  for (int i = 0; i < L; i++) {
+    TpProfileLayer *l = &p->layer[i];
+    l->fwd = g_new0(double, MAX(n_sizes, 1)), l->bwd = g_new0(double, MAX(n_sizes, 1));
+    l->fwd_spread = g_new0(double, MAX(n_sizes, 1)), l->bwd_spread = g_new0(double, MAX(n_sizes, 1));
+  }
+  return p;
+}
+
+void tp_profile_free(TpProfile *p)
+{
+  if (!p)
+    return;
+  for (int i = 0; i < p->L; i++) {
+    TpProfileLayer *l = &p->layer[i];
+    g_free(l->kind);
+    g_free(l->fwd), g_free(l->bwd), g_free(l->fwd_spread), g_free(l->bwd_spread);
+  }
+  g_free(p->layer);
+  g_free(p->sizes);
+  g_free(p->model), g_free(p->backend), g_free(p->machine), g_free(p->hostname), g_free(p->date);
+  g_free(p->source);
+  g_free(p);
+}
+
+int tp_profile_size_index(const TpProfile *p, int m)
+{
+  for (int i = 0; i < p->n_sizes; i++)
+    if (p->sizes[i] == m)
+      return i;
+  return -1;
+}
+
+char *tp_profile_sizes_text(const TpProfile *p)
+{
+  GString *s = g_string_new(NULL);
+  for (int i = 0; i < p->n_sizes; i++)
+    g_string_append_printf(s, "%s%d", i ? ", " : "", p->sizes[i]);
+  return g_string_free(s, FALSE);
+}
+
+/* ---- writing ------------------------------------------------------------------------------------- */
+
+static void put_num(GKeyFile *kf, const char *g, const char *k, double v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  g_key_file_set_value(kf, g, k, g_ascii_formatd(buf, sizeof buf, "%.9g", v));
+}
+
+static void put_list(GKeyFile *kf, const char *g, const char *k, const double *v, int n)
+{
+  GString *s = g_string_new(NULL);
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(s, "%s%s", i ? ", " : "", g_ascii_formatd(buf, sizeof buf, "%.9g", v[i]));
+  g_key_file_set_value(kf, g, k, s->str);
+  g_string_free(s, TRUE);
+}
+
+void tp_profile_format(const TpProfile *p, GString *out)
+{
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  const char *g = "profile";
+  g_key_file_set_integer(kf, g, "format_version", p->format_version);
+  g_key_file_set_string(kf, g, "model", p->model ? p->model : "");
+  g_key_file_set_string(kf, g, "backend", p->backend ? p->backend : "");
+  g_key_file_set_integer(kf, g, "threads", p->threads);
+  g_key_file_set_integer(kf, g, "cores", p->cores);
+  g_key_file_set_string(kf, g, "machine", p->machine ? p->machine : "");
+  g_key_file_set_string(kf, g, "hostname", p->hostname ? p->hostname : "");
+  g_key_file_set_string(kf, g, "date", p->date ? p->date : "");
+  put_num(kf, g, "memory_available", p->memory);
+  g_key_file_set_integer(kf, g, "repetitions", p->repetitions);
+  g_key_file_set_integer(kf, g, "layers", p->L);
+  g_autofree double *sz = g_new(double, MAX(p->n_sizes, 1));
+  for (int i = 0; i < p->n_sizes; i++)
+    sz[i] = p->sizes[i];
+  put_list(kf, g, "micro_batch_sizes", sz, p->n_sizes);
+  for (int i = 0; i < p->L; i++) {
+    const TpProfileLayer *l = &p->layer[i];
+    g_autofree char *lg = g_strdup_printf("layer.%d", i + 1);
+    g_key_file_set_string(kf, lg, "kind", l->kind ? l->kind : "");
+    put_num(kf, lg, "weight_bytes", l->weight_bytes);
+    put_num(kf, lg, "output_bytes_per_sample", l->out_bytes);
+    put_num(kf, lg, "input_bytes_per_sample", l->in_bytes);
+    put_num(kf, lg, "stored_bytes_per_sample", l->stored_bytes);
+    put_num(kf, lg, "update", l->upd);
+    put_num(kf, lg, "update_spread", l->upd_spread);
+    put_list(kf, lg, "forward", l->fwd, p->n_sizes);
+    put_list(kf, lg, "forward_spread", l->fwd_spread, p->n_sizes);
+    put_list(kf, lg, "backward", l->bwd, p->n_sizes);
+    put_list(kf, lg, "backward_spread", l->bwd_spread, p->n_sizes);
+  }
+  gsize len;
+  g_autofree char *text = g_key_file_to_data(kf, &len, NULL);
+  g_string_append(out, "# timeprest profile: each layer's measured forward and backward seconds per micro-batch\n"
+                       "# of each size in micro_batch_sizes (medians over the repetitions; *_spread: (largest -\n"
+                       "# smallest) / median), update seconds, and bytes.  Keys: docs/plan.md.\n");
+  g_string_append_len(out, text, (gssize)len);
+}
+
+/* ---- reading ------------------------------------------------------------------------------------- */
+
+static gboolean get_string(const TpKeyFile *r, const char *g, const char *k, char **out, GError **err)
+{
+  GError *e = NULL;
+  *out = g_key_file_get_string(r->kf, g, k, &e);
+  if (!*out) {
+    g_error_free(e);
+    return tp_kf_line(r, g, k) ? tp_kf_fail(r, err, g, k, "not a string") : tp_kf_fail(r, err, g, NULL, "missing key '%s'", k);
+  }
+  return TRUE;
+}
+
+/* Exactly n comma-separated numbers in [lo, hi]. */
+static gboolean get_list(const TpKeyFile *r, const char *g, const char *k, int n, double lo, double hi, double *out,
+                         GError **err)
+{
+  g_autofree char *raw = g_key_file_get_value(r->kf, g, k, NULL);
+  if (!raw)
+    return tp_kf_fail(r, err, g, NULL, "missing key '%s'", k);
+  g_auto(GStrv) parts = g_strsplit(raw, ",", -1);
+  int m = (int)g_strv_length(parts);
+  if (m != n)
+    return tp_kf_fail(r, err, g, k, "expected %d comma-separated numbers (one per micro-batch size), got %d", n, m);
+  for (int i = 0; i < n; i++)
+    if (!tp_kf_parse_number(parts[i], &out[i]) || out[i] < lo || out[i] > hi) {
+      g_autofree char *q = tp_quote(g_strstrip(parts[i]));
+      return tp_kf_fail(r, err, g, k, "expected numbers from %g to %g, got %s", lo, hi, q);
+    }
+  return TRUE;
+}
+
+static gboolean get_int(const TpKeyFile *r, const char *g, const char *k, int lo, int hi, int *out, GError **err)
+{
+  double v = 0;
+  if (!tp_kf_number(r, g, k, TRUE, lo, hi, &v, err))
+    return FALSE;
+  if (v != (int)v)
+    return tp_kf_fail(r, err, g, k, "expected a whole number");
+  *out = (int)v;
+  return TRUE;
+}
+
+static gboolean read_layer(const TpKeyFile *r, TpProfile *p, int i, GError **err)
+{
+  static const char *const known[] = { "kind", "weight_bytes", "output_bytes_per_sample", "input_bytes_per_sample",
+                                       "stored_bytes_per_sample", "update", "update_spread", "forward",
+                                       "forward_spread", "backward", "backward_spread", NULL };
+  g_autofree char *g = g_strdup_printf("layer.%d", i + 1);
+  TpProfileLayer *l = &p->layer[i];
+  if (!g_key_file_has_group(r->kf, g))
+    return tp_kf_fail(r, err, "profile", "layers", "%d layers, but there is no [%s]", p->L, g);
+  return tp_kf_known_keys(r, g, known, err) && get_string(r, g, "kind", &l->kind, err) &&
+         tp_kf_number(r, g, "weight_bytes", TRUE, 0, PROF_MAX_BYTES, &l->weight_bytes, err) &&
+         tp_kf_number(r, g, "output_bytes_per_sample", TRUE, 0, PROF_MAX_BYTES, &l->out_bytes, err) &&
+         tp_kf_number(r, g, "input_bytes_per_sample", TRUE, 0, PROF_MAX_BYTES, &l->in_bytes, err) &&
+         tp_kf_number(r, g, "stored_bytes_per_sample", TRUE, 0, PROF_MAX_BYTES, &l->stored_bytes, err) &&
+         tp_kf_number(r, g, "update", TRUE, 0, PROF_MAX_TIME, &l->upd, err) &&
+         tp_kf_number(r, g, "update_spread", TRUE, 0, 1e6, &l->upd_spread, err) &&
+         get_list(r, g, "forward", p->n_sizes, 0, PROF_MAX_TIME, l->fwd, err) &&
+         get_list(r, g, "forward_spread", p->n_sizes, 0, 1e6, l->fwd_spread, err) &&
+         get_list(r, g, "backward", p->n_sizes, 0, PROF_MAX_TIME, l->bwd, err) &&
+         get_list(r, g, "backward_spread", p->n_sizes, 0, 1e6, l->bwd_spread, err);
+}
+
+TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GError **err)
+{
+  static const char *const known[] = { "format_version", "model", "backend", "threads", "cores", "machine",
+                                       "hostname", "date", "memory_available", "repetitions", "layers",
+                                       "micro_batch_sizes", NULL };
+  TpKeyFile r;
+  if (!tp_kf_open(&r, name, text, len, err))
+    return NULL;
+  const char *g = "profile";
+  int version = 0, L = 0;
+  gboolean ok = TRUE;
+  if (!g_key_file_has_group(r.kf, g))
+    ok = tp_kf_fail(&r, err, g, NULL, "no [profile] group: not a profile file (write one with timeprest profile)");
+  ok = ok && get_int(&r, g, "format_version", 1, 1000, &version, err);
+  if (ok && version != TP_PROFILE_FORMAT_VERSION)
+    ok = tp_kf_fail(&r, err, g, "format_version", "version %d; this timeprest reads version %d (profile again)",
+                    version, TP_PROFILE_FORMAT_VERSION);
+  ok = ok && tp_kf_known_keys(&r, g, known, err) && get_int(&r, g, "layers", 1, PROF_MAX_LAYERS, &L, err);
+  /* the sizes: at least one, whole, ascending */
+  g_autofree char *raw = ok ? g_key_file_get_value(r.kf, g, "micro_batch_sizes", NULL) : NULL;
+  if (ok && !raw)
+    ok = tp_kf_fail(&r, err, g, NULL, "missing key 'micro_batch_sizes'");
+  g_auto(GStrv) parts = raw ? g_strsplit(raw, ",", -1) : NULL;
+  int n = parts ? (int)g_strv_length(parts) : 0;
+  if (ok && (n < 1 || n > PROF_MAX_SIZES))
+    ok = tp_kf_fail(&r, err, g, "micro_batch_sizes", "expected 1 to %d sizes, got %d", PROF_MAX_SIZES, n);
+  g_autoptr(TpProfile) p = ok ? tp_profile_new(L, n) : NULL;
+  for (int i = 0; ok && i < n; i++) {
+    double v;
+    if (!tp_kf_parse_number(parts[i], &v) || v < 1 || v > (1 << 24) || v != (int)v ||
+        (i && (int)v <= p->sizes[i - 1])) {
+      g_autofree char *q = tp_quote(g_strstrip(parts[i]));
+      ok = tp_kf_fail(&r, err, g, "micro_batch_sizes", "expected ascending whole numbers of samples, got %s", q);
+    } else
+      p->sizes[i] = (int)v;
+  }
+  double threads = 1, cores = 1, reps = 1;
+  ok = ok && get_string(&r, g, "model", &p->model, err) && get_string(&r, g, "backend", &p->backend, err) &&
+       tp_kf_number(&r, g, "threads", TRUE, 1, 4096, &threads, err) &&
+       tp_kf_number(&r, g, "cores", TRUE, 1, 65536, &cores, err) &&
+       tp_kf_number(&r, g, "repetitions", TRUE, 1, 100000, &reps, err) &&
+       tp_kf_number(&r, g, "memory_available", TRUE, 0, PROF_MAX_BYTES, &p->memory, err);
+  if (ok) {
+    p->threads = (int)threads, p->cores = (int)cores, p->repetitions = (int)reps;
+    p->machine = g_key_file_get_string(r.kf, g, "machine", NULL);
+    p->hostname = g_key_file_get_string(r.kf, g, "hostname", NULL);
+    p->date = g_key_file_get_string(r.kf, g, "date", NULL);
+  }
+  for (int i = 0; ok && i < L; i++)
+    ok = read_layer(&r, p, i, err);
+  g_auto(GStrv) groups = ok ? g_key_file_get_groups(r.kf, NULL) : NULL;
+  for (int i = 0; ok && groups[i]; i++) {
+    int idx;
+    if (strcmp(groups[i], g) != 0 && !(g_str_has_prefix(groups[i], "layer.") &&
+                                       tp_parse_int(groups[i] + 6, 1, L, &idx, NULL)))
+      ok = tp_kf_fail(&r, err, groups[i], NULL, "unknown group (known: profile, layer.1 .. layer.%d)", L);
+  }
+  tp_kf_close(&r);
+  if (!ok)
+    return NULL;
+  p->source = g_strdup(name);
+  return g_steal_pointer(&p);
+}
+
+TpProfile *tp_profile_load(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len;
+  if (!tp_read_file(path, "profile", &text, &len, err))
+    return NULL;
+  return tp_profile_parse(text, len, tp_input_name(path), err);
+}

@@ -1,0 +1,490 @@
+/* test-plan.c — the measured profile's file (round trip, malformed files refused with file:line)
+ * and the plan search (memory limit honoured, Pareto front against a brute-force check, nothing
+ * fits, JSON fields, deterministic ranking), through the library and the program. */
+#include "tp_plan.h"
+#include "tp_test.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+
+/* A profile of model m with times from its FLOPs (1 ns per FLOP, plus 1 µs) and bytes from its
+ * sizes, at the divisors of `batch`; `cores` processors, `memory` bytes. */
+static TpProfile *synthetic_profile(const TpModel *m, int batch, int cores, double memory)
+{
+  int n = 0, L = tp_model_n_layers(m);
+  for (int d = 1; d <= batch; d++)
+    n += batch % d == 0;
+  TpProfile *p = tp_profile_new(L, n);
+  p->model = g_strdup(m->name), p->backend = g_strdup("cpu"), p->machine = g_strdup("test machine");
+  p->hostname = g_strdup("host"), p->date = g_strdup("2026-01-01T00:00:00Z");
+  p->threads = 1, p->cores = cores, p->memory = memory, p->repetitions = 3;
+  p->source = g_strdup("synthetic");
+  for (int d = 1, k = 0; d <= batch; d++)
+    if (batch % d == 0)
+      p->sizes[k++] = d;
+  for (int i = 0; i < L; i++) {
+    const TpLayer *ly = tp_model_layer(m, i);
+    TpProfileLayer *l = &p->layer[i];
+    l->kind = g_strdup(tp_layer_names[ly->kind]);
+    l->weight_bytes = 4.0 * (double)ly->params;
+    l->out_bytes = 4.0 * (double)ly->out_elems, l->in_bytes = 4.0 * (double)ly->in_elems;
+    l->stored_bytes = 4.0 * (double)ly->stored_elems;
+    l->upd = 1e-6 + 1e-9 * (double)ly->params, l->upd_spread = 0.01 * i;
+    for (int k = 0; k < n; k++) {
+      l->fwd[k] = 1e-6 + 1e-9 * ly->fwd_flops * p->sizes[k];
+      l->bwd[k] = 1e-6 + 1e-9 * ly->bwd_flops * p->sizes[k];
+      l->fwd_spread[k] = 0.05, l->bwd_spread[k] = 0.1 + 0.01 * k;
+    }
+  }
+  return p;
+}
+
+static TpModel *load_model(const char *name)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(name, &err);
+  g_assert_no_error(err);
+  return m;
+}
+
+static char *format(const TpProfile *p)
+{
+  GString *s = g_string_new(NULL);
+  tp_profile_format(p, s);
+  return g_string_free(s, FALSE);
+}
+
+static void assert_close(double a, double b)
+{
+  g_assert_cmpfloat(fabs(a - b), <=, 1e-8 * MAX(fabs(a), fabs(b)));
+}
+
+static void test_profile_roundtrip(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 3.5e9);
+  g_autofree char *text = format(p);
+  GError *err = NULL;
+  g_autoptr(TpProfile) q = tp_profile_parse(text, strlen(text), "a.profile", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(q->format_version, ==, TP_PROFILE_FORMAT_VERSION);
+  g_assert_cmpstr(q->model, ==, p->model);
+  g_assert_cmpstr(q->backend, ==, "cpu");
+  g_assert_cmpstr(q->machine, ==, "test machine");
+  g_assert_cmpint(q->cores, ==, 2);
+  g_assert_cmpint(q->threads, ==, 1);
+  g_assert_cmpint(q->repetitions, ==, 3);
+  assert_close(q->memory, 3.5e9);
+  g_assert_cmpint(q->n_sizes, ==, p->n_sizes);
+  g_assert_cmpint(q->L, ==, p->L);
+  for (int k = 0; k < p->n_sizes; k++)
+    g_assert_cmpint(q->sizes[k], ==, p->sizes[k]);
+  for (int i = 0; i < p->L; i++) {
+    const TpProfileLayer *a = &p->layer[i], *b = &q->layer[i];
+    g_assert_cmpstr(a->kind, ==, b->kind);
+    assert_close(a->weight_bytes, b->weight_bytes);
+    assert_close(a->out_bytes, b->out_bytes);
+    assert_close(a->in_bytes, b->in_bytes);
+    assert_close(a->stored_bytes, b->stored_bytes);
+    assert_close(a->upd, b->upd);
+    assert_close(a->upd_spread, b->upd_spread);
+    for (int k = 0; k < p->n_sizes; k++) {
+      assert_close(a->fwd[k], b->fwd[k]);
+      assert_close(a->bwd[k], b->bwd[k]);
+      assert_close(a->fwd_spread[k], b->fwd_spread[k]);
+      assert_close(a->bwd_spread[k], b->bwd_spread[k]);
+    }
+  }
+  /* the same text again: formatting is a function of the profile */
+  g_autofree char *again = format(q);
+  g_assert_cmpstr(text, ==, again);
+  g_assert_true(tp_profile_check_model(q, m, &err));
+  g_autoptr(TpModel) other = load_model("mlp");
+  g_assert_false(tp_profile_check_model(q, other, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_clear_error(&err);
+}
+
+/* Replace the first occurrence of `from` in text by `to`. */
+static char *edit(const char *text, const char *from, const char *to)
+{
+  const char *at = strstr(text, from);
+  g_assert_nonnull(at);
+  return g_strdup_printf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
+/* The line (from 1) where `what` first appears. */
+static int line_of(const char *text, const char *what)
+{
+  const char *at = strstr(text, what);
+  g_assert_nonnull(at);
+  int line = 1;
+  for (const char *c = text; c < at; c++)
+    line += *c == '\n';
+  return line;
+}
+
+static void expect_refused(const char *text, const char *needle)
+{
+  GError *err = NULL;
+  g_autoptr(TpProfile) p = tp_profile_parse(text, strlen(text), "bad.profile", &err);
+  g_assert_null(p);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("expected '%s' in: %s", needle, err->message);
+  g_error_free(err);
+}
+
+static void test_profile_malformed(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 4, 2, 1e9);
+  g_autofree char *text = format(p);
+  struct {
+    const char *from, *to, *key;
+  } cases[] = {
+    { "format_version=1", "format_version=2", "format_version=2" },
+    { "forward=", "forward=x, ", "forward=x" },
+    { "backward=", "backward=1, ", "backward=1" },
+    { "output_bytes_per_sample=", "output_bytes_per_sample=-", "output_bytes_per_sample=-" },
+    { "micro_batch_sizes=1, 2, 4", "micro_batch_sizes=1, 4, 2", "micro_batch_sizes=" },
+    { "cores=2", "cores=2\ncolour=red", "colour=red" },
+    { "update=", "update=1e99", "update=1e99" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *bad = edit(text, cases[i].from, cases[i].to);
+    g_autofree char *where = g_strdup_printf("bad.profile:%d: ", line_of(bad, cases[i].key));
+    expect_refused(bad, where);
+  }
+  /* a missing layer group, an unknown group, a line that is no key file's, no [profile] */
+  g_autofree char *no_layer = edit(text, "[layer.2]", "[extra]");
+  expect_refused(no_layer, "no [layer.2]");
+  g_autofree char *junk = edit(text, "[layer.1]", "[layer.1]\nnot a key");
+  g_autofree char *junk_at = g_strdup_printf("bad.profile:%d: ", line_of(junk, "not a key"));
+  expect_refused(junk, junk_at);
+  expect_refused("[cost]\nx=1\n", "no [profile] group");
+}
+
+/* Through the program: a malformed profile is exit 2 naming file:line; a measured one round-trips
+ * and drives simulate; a micro-batch size not profiled is named. */
+static void test_profile_program(void)
+{
+  g_autofree char *path = tpt_tmp_path("mlp.profile");
+  TptRun r = tpt_run((const char *const[]){ "profile", "--model", "mlp", "--micro-batch-sizes", "4,2", "-r", "2", "-o",
+                                            path, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.err, "spread"));
+  tpt_run_clear(&r);
+  GError *err = NULL;
+  g_autoptr(TpProfile) p = tp_profile_load(path, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpModel) m = load_model("mlp");
+  g_assert_true(tp_profile_check_model(p, m, &err));
+  g_assert_cmpint(p->n_sizes, ==, 2);
+  g_assert_cmpint(p->sizes[0], ==, 2);
+  g_assert_cmpint(p->repetitions, ==, 2);
+  double total = 0, params = 0;
+  for (int i = 0; i < p->L; i++)
+    total += p->layer[i].fwd[1] + p->layer[i].bwd[1], params += p->layer[i].weight_bytes / 4;
+  g_assert_cmpfloat(total, >, 0);
+  g_assert_cmpfloat(params, ==, (double)m->params);
+  r = tpt_run((const char *const[]){ "simulate", "-s", "timeprest", "-w", "2", "-n", "2", "--batch", "8", "--model",
+                                     "mlp", "--profile", path, "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"makespan\""));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "simulate", "-w", "2", "-n", "2", "--batch", "12", "--model", "mlp",
+                                     "--profile", path, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "no micro-batch of 6 samples"));
+  tpt_run_clear(&r);
+  /* --run-top: the best two trained by train --split, measured beside predicted */
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "-w", "1-2", "-n",
+                                     "2-4", "--presets", "gpipe,1f1b", "--run-top", "2", "--run-mini-batches", "6",
+                                     "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  {
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_assert_true(json_parser_load_from_data(parser, r.out, -1, &err));
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    JsonArray *plans = json_object_get_array_member(o, "plans");
+    g_assert_cmpuint(json_array_get_length(plans), >=, 2);
+    for (guint i = 0; i < json_array_get_length(plans); i++) {
+      JsonObject *pl = json_array_get_object_element(plans, i);
+      g_assert_true(json_object_has_member(pl, "measured") == (i < 2));
+      if (i < 2) {
+        double t = json_object_get_double_member(json_object_get_object_member(pl, "measured"), "time_per_mini_batch");
+        g_assert_cmpfloat(t, >, 0);
+        g_assert_true(json_object_has_member(pl, "error"));
+      }
+    }
+    double tau = json_object_get_double_member(o, "kendall_tau");
+    g_assert_cmpfloat(fabs(tau), <=, 1);
+    g_assert_true(json_object_has_member(o, "top_choice_confirmed"));
+  }
+  tpt_run_clear(&r);
+  /* train --split: the layers per stage as given, their sum checked */
+  r = tpt_run((const char *const[]){ "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "8", "-k", "2", "--model",
+                                     "mlp", "--data", "synthetic", "--split", "1,99", "--quiet", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "--split: the stages get 100 layers"));
+  tpt_run_clear(&r);
+  /* broken: exit 2 with file:line */
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_autofree char *bad = edit(text, "backward=", "backward=oops, ");
+  g_assert_true(g_file_set_contents(path, bad, -1, NULL));
+  g_autofree char *where = g_strdup_printf("mlp.profile:%d: [layer.1] backward", line_of(bad, "backward=oops"));
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, where));
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+  tpt_tmp_remove(path);
+}
+
+/* ---- the search ---------------------------------------------------------------------------------- */
+
+static const TpPreset *const *all_presets(int *n)
+{
+  static const TpPreset *list[64];
+  for (int i = 0; i < tp_n_presets; i++)
+    list[i] = &tp_presets[i];
+  *n = tp_n_presets;
+  return list;
+}
+
+static TpPlanResult *search(const TpModel *m, const TpProfile *p, double limit, int threads, gboolean no_prune)
+{
+  TpPlanRequest r = { .model = m, .profile = p, .batch = 64, .w0 = 1, .w1 = 4, .n0 = 1, .n1 = 64,
+                      .memory_limit = limit, .threads = threads, .no_prune = no_prune };
+  r.presets = all_presets(&r.n_presets);
+  GError *err = NULL;
+  TpPlanResult *res = tp_plan_search(&r, &err);
+  g_assert_no_error(err);
+  return res;
+}
+
+static gboolean stashes(const TpPlan *p)
+{
+  return p->preset->policy == TP_POLICY_STASH || p->preset->policy == TP_POLICY_INTERMEDIATE;
+}
+
+static void test_memory_limit(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 4, 1e12);
+  g_autoptr(TpPlanResult) all = search(m, p, 0, 2, TRUE);
+  /* the smallest peak of any stashing plan: a limit just below it excludes them all */
+  double stash_min = INFINITY, other_min = INFINITY;
+  for (guint i = 0; i < all->ranked->len; i++) {
+    const TpPlan *q = all->ranked->pdata[i];
+    if (stashes(q))
+      stash_min = MIN(stash_min, q->peak);
+    else
+      other_min = MIN(other_min, q->peak);
+  }
+  g_assert_cmpfloat(other_min, <, stash_min);
+  double limit = 0.5 * (other_min + stash_min);
+  g_autoptr(TpPlanResult) res = search(m, p, limit, 2, FALSE);
+  g_assert_cmpuint(res->ranked->len, >, 0);
+  g_assert_cmpint(res->n_over_memory, >, 0);
+  for (guint i = 0; i < res->ranked->len; i++) {
+    const TpPlan *q = res->ranked->pdata[i];
+    g_assert_false(stashes(q));
+    g_assert_cmpfloat(q->peak, <=, limit);
+    for (int s = 0; s < q->W; s++)
+      g_assert_cmpfloat(q->peak_bytes[s], <=, limit); /* a device per stage (4 cores) */
+  }
+}
+
+/* The front: no listed plan beats a front member in both; every fitting plan off the front is beaten
+ * by one on it — against every candidate simulated (no pruning). */
+static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w1, int n1, double limit, gboolean no_prune)
+{
+  GError *err = NULL;
+  g_autoptr(TpCluster) c = tp_cluster_load(cluster, &err);
+  g_assert_no_error(err);
+  TpPlanRequest r = { .model = m, .cluster = c, .batch = 128, .w0 = 1, .w1 = w1, .n0 = 1, .n1 = n1, .threads = 2,
+                      .memory_limit = limit, .no_prune = no_prune };
+  r.presets = all_presets(&r.n_presets);
+  TpPlanResult *res = tp_plan_search(&r, &err);
+  g_assert_no_error(err);
+  return res;
+}
+
+static void test_pareto_brute(void)
+{
+  /* VGG-16 on cluster C: a front from fast and large to slow and small */
+  g_autoptr(TpModel) m = load_model("vgg16-imagenet");
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TRUE);
+  g_assert_cmpint(pruned->n_dominated, >, 0); /* the pruning is exercised */
+  g_assert_cmpint(full->n_dominated, ==, 0);
+  /* brute force over every fitting plan: not strictly beaten, first of its (time, peak) ties */
+  GPtrArray *fit = full->ranked;
+  g_autoptr(GPtrArray) front = g_ptr_array_new();
+  for (guint i = 0; i < fit->len; i++) {
+    const TpPlan *a = fit->pdata[i];
+    gboolean beaten = FALSE;
+    for (guint j = 0; j < fit->len && !beaten; j++) {
+      const TpPlan *b = fit->pdata[j];
+      gboolean le = b->t_minibatch <= a->t_minibatch && b->peak <= a->peak;
+      gboolean lt = b->t_minibatch < a->t_minibatch || b->peak < a->peak;
+      beaten = j != i && le && (lt || j < i);
+    }
+    if (!beaten)
+      g_ptr_array_add(front, (gpointer)a);
+  }
+  g_assert_cmpuint(front->len, >, 5);
+  g_assert_cmpuint(pruned->pareto->len, ==, front->len);
+  g_assert_cmpuint(full->pareto->len, ==, front->len);
+  for (guint i = 0; i < front->len; i++) {
+    const TpPlan *a = front->pdata[i], *b = pruned->pareto->pdata[i];
+    g_assert_true(a->preset == b->preset);
+    g_assert_cmpint(a->W, ==, b->W);
+    g_assert_cmpint(a->N, ==, b->N);
+    g_assert_cmpfloat(a->t_minibatch, ==, b->t_minibatch);
+  }
+  /* pruning keeps the top of the ranking */
+  for (guint i = 0; i < 5; i++) {
+    const TpPlan *a = full->ranked->pdata[i], *b = pruned->ranked->pdata[i];
+    g_assert_true(a->preset == b->preset && a->W == b->W && a->N == b->N);
+  }
+}
+
+/* A plan whose fastest split is over the limit is split under the memory instead: VGG-16's nf1b
+ * plans on two or three Quadros fit 12 GiB with fewer layers on stage 1. */
+static void test_split_under_memory(void)
+{
+  g_autoptr(TpModel) m = load_model("vgg16-imagenet");
+  double limit = 12.0 * (1 << 30);
+  g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, FALSE);
+  g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, FALSE);
+  int moved = 0;
+  for (guint i = 0; i < capped->ranked->len; i++) {
+    const TpPlan *p = capped->ranked->pdata[i];
+    g_assert_cmpfloat(p->peak, <=, limit);
+    g_autofree char *split = tp_plan_split_text(p);
+    for (guint j = 0; j < uncapped->all->len; j++) {
+      const TpPlan *q = uncapped->all->pdata[j];
+      g_autofree char *fast = tp_plan_split_text(q);
+      if (q->simulated && q->preset == p->preset && q->W == p->W && q->N == p->N && strcmp(fast, split) != 0) {
+        g_assert_cmpfloat(q->peak, >, limit); /* split again only because the fastest split is over */
+        g_assert_cmpfloat(p->t_minibatch, >=, q->t_minibatch);
+        moved++;
+      }
+    }
+  }
+  g_assert_cmpint(moved, >, 0);
+}
+
+static void test_nothing_fits(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
+  g_autoptr(TpPlanResult) res = search(m, p, 1e6, 2, FALSE);
+  g_assert_cmpuint(res->ranked->len, ==, 0);
+  g_assert_nonnull(res->smallest);
+  g_assert_cmpfloat(res->smallest->peak, >, 1e6);
+  g_assert_cmpint(res->n_over_memory, ==, res->n_candidates);
+  /* the smallest is the smallest of all simulated */
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *q = res->all->pdata[i];
+    g_assert_true(q->simulated);
+    g_assert_cmpfloat(q->peak, >=, res->smallest->peak);
+  }
+  TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64",
+                                            "-w", "1-3", "-n", "1-4", "--memory-limit", "1M", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "nothing fits"));
+  g_assert_nonnull(strstr(r.err, "dominated by its weights"));
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+}
+
+static void test_json(void)
+{
+  TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64",
+                                            "-w", "1-4", "-n", "1-8", "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autoptr(JsonParser) parser = json_parser_new();
+  GError *err = NULL;
+  g_assert_true(json_parser_load_from_data(parser, r.out, -1, &err));
+  g_assert_no_error(err);
+  JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+  JsonArray *plans = json_object_get_array_member(o, "plans");
+  g_assert_cmpuint(json_array_get_length(plans), >, 1);
+  g_assert_cmpint(json_object_get_int_member(o, "candidates"), >=, (gint64)json_array_get_length(plans));
+  double prev = 0;
+  for (guint i = 0; i < json_array_get_length(plans); i++) {
+    JsonObject *p = json_array_get_object_element(plans, i);
+    const char *keys[] = { "preset", "workers", "micro_batches", "split", "recompute", "v_steady",
+                           "max_version_mismatch", "predicted" };
+    for (size_t k = 0; k < G_N_ELEMENTS(keys); k++)
+      g_assert_true(json_object_has_member(p, keys[k]));
+    g_assert_nonnull(tp_preset_find(json_object_get_string_member(p, "preset")));
+    g_assert_false(json_object_get_boolean_member(p, "recompute"));
+    int W = (int)json_object_get_int_member(p, "workers");
+    JsonArray *split = json_object_get_array_member(p, "split");
+    g_assert_cmpuint(json_array_get_length(split), ==, W);
+    JsonObject *pr = json_object_get_object_member(p, "predicted");
+    double t = json_object_get_double_member(pr, "time_per_mini_batch");
+    g_assert_cmpfloat(t, >=, prev); /* best first */
+    prev = t;
+    g_assert_cmpfloat(json_object_get_double_member(pr, "samples_per_second"), >, 0);
+    g_assert_cmpuint(json_array_get_length(json_object_get_array_member(pr, "peak_bytes")), ==, W);
+    g_assert_cmpint(64 % json_object_get_int_member(p, "micro_batches"), ==, 0);
+  }
+  tpt_run_clear(&r);
+}
+
+static char *ranking(const TpPlanResult *res)
+{
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < res->ranked->len; i++) {
+    const TpPlan *p = res->ranked->pdata[i];
+    g_autofree char *split = tp_plan_split_text(p);
+    g_string_append_printf(s, "%s %d %d %s %.17g\n", p->preset->name, p->W, p->N, split, p->t_minibatch);
+  }
+  return g_string_free(s, FALSE);
+}
+
+static void test_deterministic(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
+  g_autoptr(TpPlanResult) a = search(m, p, 0, 1, FALSE);
+  g_autoptr(TpPlanResult) b = search(m, p, 0, 2, FALSE);
+  g_autoptr(TpPlanResult) c = search(m, p, 0, 3, FALSE);
+  g_autofree char *ra = ranking(a), *rb = ranking(b), *rc = ranking(c);
+  g_assert_cmpstr(ra, ==, rb);
+  g_assert_cmpstr(ra, ==, rc);
+  for (guint i = 1; i < a->ranked->len; i++)
+    g_assert_cmpint(tp_plan_compare(a->ranked->pdata[i - 1], a->ranked->pdata[i]), <, 0);
+}
+
+static void test_kendall(void)
+{
+  double x[] = { 1, 2, 3, 4 }, up[] = { 10, 20, 30, 40 }, down[] = { 4, 3, 2, 1 }, one[] = { 1, 3, 2, 4 };
+  g_assert_cmpfloat(tp_kendall_tau(x, up, 4), ==, 1);
+  g_assert_cmpfloat(tp_kendall_tau(x, down, 4), ==, -1);
+  /* one swapped pair of six */
+  g_assert_cmpfloat(fabs(tp_kendall_tau(x, one, 4) - 4.0 / 6.0), <, 1e-12);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/plan/profile-roundtrip", test_profile_roundtrip);
+  g_test_add_func("/plan/profile-malformed", test_profile_malformed);
+  g_test_add_func("/plan/profile-program", test_profile_program);
+  g_test_add_func("/plan/memory-limit", test_memory_limit);
+  g_test_add_func("/plan/pareto-brute-force", test_pareto_brute);
+  g_test_add_func("/plan/split-under-memory", test_split_under_memory);
+  g_test_add_func("/plan/nothing-fits", test_nothing_fits);
+  g_test_add_func("/plan/json", test_json);
+  g_test_add_func("/plan/deterministic", test_deterministic);
+  g_test_add_func("/plan/kendall", test_kendall);
+  return g_test_run();
+}
