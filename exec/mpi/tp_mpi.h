@@ -30,7 +30,6 @@
 #ifndef TP_MPI_H
 #define TP_MPI_H
 
-#include "tp_runtime.h"
 #include "tp_transport.h"
 
 #include <glib.h>
@@ -92,12 +91,6 @@ gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const cha
  * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on
  * every rank (so each exits 2; rank 0 prints it).  Collective. */
 gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err);
-
-/* After schedule s: every rank sends rank 0 its stage's part of r (records, weight-store
- * statistics, the losses and correct counts of the last stage) and its stage's latest weights;
- * rank 0 fills r for every stage (versions_match and wall over all of them) and sets the other
- * stages' weights in rt.  Other ranks' r and rt are left as they are.  Collective. */
-gboolean tp_mpi_gather_run(TpTransport *t, const TpSchedule *s, TpRuntime *rt, TpRunResult *r, GError **err);
 
 /* One link's measured cost: latency (s) and bandwidth (bytes/s) from stage s to s+1. */
 typedef struct {

@@ -71,13 +71,6 @@ gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err)
   return FALSE;
 }
 
-gboolean tp_mpi_gather_run(TpTransport *t, const TpSchedule *s, TpRuntime *rt, TpRunResult *r, GError **err)
-{
-  (void)t, (void)s, (void)rt, (void)r;
-  missing(err);
-  return FALSE;
-}
-
 gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err)
 {
   (void)t, (void)root, (void)buf, (void)len, (void)doing;
