@@ -5,6 +5,7 @@
 #include "tp_output.h"
 #include "tp_analytic.h"
 #include "tp_costed.h"
+#include "tp_fit.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
 #include "tp_sweep.h"
@@ -301,21 +302,6 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o)
   return o->cost || o->model;
 }
 
-/* Whether s's order depends on the timeline it is fixed on (nf1b, 1f1b-async; not gpipe, 1f1b, 2bw). */
-static gboolean order_depends_on_costs(const TpSchedule *s)
-{
-  return s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
-}
-
-/* Generated schedule s with its order fixed on cost model c. */
-static TpSchedule *costed_schedule(const TpSchedule *s, const TpCost *c, GError **err)
-{
-  TpSchedule *t = tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K, c, err);
-  if (t)
-    t->sig = s->sig;
-  return t;
-}
-
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
   if (o->cost) {
@@ -343,54 +329,17 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   g_autoptr(TpAnalytic) a = tp_analytic_new(m, c, s->W, s->N, batch, err);
   if (!a)
     return NULL;
-  g_autofree int *counts = NULL, *acts = NULL, *versions = NULL;
+  g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);
     if (!parse_split(o->split, s->W, counts, err))
       return NULL;
   }
-  if (o->fit_memory) {
-    /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
-    g_autoptr(TpCost) unit = tp_cost_unit(s->W);
-    g_autoptr(TpSim) sim = tp_sim_run(s, unit, err);
-    if (!sim)
-      return NULL;
-    g_autoptr(TpMetrics) um = tp_metrics_compute(sim);
-    acts = g_new(int, s->W);
-    versions = g_new(int, s->W);
-    for (int st = 0; st < s->W; st++)
-      acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
-  }
-  if (!tp_analytic_split(a, counts, acts, versions, err))
+  if (o->fit_memory)
+    return tp_fit_memory(a, s, tp_cli_order_on_costs(o) && !s->source, err);
+  if (!tp_analytic_split(a, counts, NULL, NULL, err))
     return NULL;
-  TpCost *cost = tp_analytic_cost(a);
-  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
-   * what a stage overran, and split again until every stage fits (or no split does). */
-  for (int round = 0; o->fit_memory && round < 16; round++) {
-    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
-    GError *e = NULL;
-    g_autoptr(TpSchedule) t = tp_cli_order_on_costs(o) && !s->source && order_depends_on_costs(s) ? costed_schedule(s, cost, &e) : NULL;
-    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
-    if (!sim) {
-      g_propagate_error(err, e);
-      tp_cost_free(cost);
-      return NULL;
-    }
-    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
-    gboolean over = FALSE;
-    for (int st = 0; st < s->W; st++)
-      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
-        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
-        over = TRUE;
-      }
-    if (!over)
-      break;
-    tp_cost_free(cost);
-    if (!tp_analytic_split(a, NULL, acts, versions, err))
-      return NULL;
-    cost = tp_analytic_cost(a);
-  }
-  return cost;
+  return tp_analytic_cost(a);
 }
 
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)
@@ -428,9 +377,9 @@ gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c
                 o->costed_order ? "--costed-order" : "--order-from");
     return FALSE;
   }
-  if (!order_depends_on_costs(*s))
+  if (!tp_order_depends_on_costs((*s)->order))
     return TRUE;
-  TpSchedule *t = costed_schedule(*s, c, err);
+  TpSchedule *t = tp_schedule_costed_like(*s, c, err);
   if (!t)
     return FALSE;
   tp_schedule_free(*s);

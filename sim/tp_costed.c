@@ -196,3 +196,16 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   }
   return s;
 }
+
+gboolean tp_order_depends_on_costs(TpOrder o)
+{
+  return o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC;
+}
+
+TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err)
+{
+  TpSchedule *t = tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K, c, err);
+  if (t)
+    t->sig = s->sig;
+  return t;
+}

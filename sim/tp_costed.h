@@ -11,4 +11,10 @@
  * validate.  Orders that do not depend on costs (gpipe, 1f1b, 2bw) come out as from unit slots. */
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err);
 
+/* Whether an order depends on the timeline it is fixed on (nf1b, 1f1b-async; not gpipe, 1f1b, 2bw). */
+gboolean tp_order_depends_on_costs(TpOrder o);
+
+/* Generated schedule s again, its order fixed on cost model c (its significance kept). */
+TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err);
+
 #endif
