@@ -433,3 +433,12 @@ void tp_cli_run_clear(TpCliRun *r)
   tp_cli_schedule_clear(&r->so);
   tp_cli_cost_clear(&r->co);
 }
+
+void tp_cli_name_flag(GError **err)
+{
+  const char *param = err ? tp_error_param_name(*err) : NULL;
+  if (!param)
+    return;
+  g_prefix_error(err, "--%s: ", param); /* each parameter's flag is --NAME */
+  (*err)->code = TP_ERROR_INPUT;
+}

@@ -74,7 +74,7 @@ TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
 TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const *stage_be, GError **err)
 {
   if (cfg->W < 1 || cfg->N < 1 || cfg->batch < cfg->N || cfg->batch % cfg->N) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples cannot be split into %d equal micro-batches",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%d samples cannot be split into %d equal micro-batches",
                 cfg->batch, cfg->N);
     return NULL;
   }
@@ -352,7 +352,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   g->fver[key] = v;
   if (last) {
     if (!isfinite(stats.loss_sum))
-      return fail(g, op, err, "the loss is %s; lower --lr or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
+      return fail(g, op, err, "the loss is %s; lower the learning rate or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
     sh->out->loss_sum[op->mb - 1] += stats.loss_sum;
     sh->out->correct[op->mb - 1] += stats.correct;
     if ((g->fwd_done[op->mb - 1] += n) == g->B && sh->progress) {

@@ -37,7 +37,7 @@ TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, 
     return NULL;
   }
   if (batch < N || batch % N != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %ld samples do not split into N=%d equal micro-batches",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%ld samples do not split into N=%d equal micro-batches",
                 batch, N);
     return NULL;
   }
@@ -113,7 +113,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
     }
     a->bounds[a->W] = sum;
     if (sum != L) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", sum,
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SPLIT, "the stages get %d layers, model %s has %d", sum,
                   a->model->name, L);
       return FALSE;
     }
@@ -124,7 +124,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
   a->acts = a->versions = NULL;
   if (!ok)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                "no split of model %s into %d stages fits the devices' memory (try a smaller --batch or more stages)",
+                "no split of model %s into %d stages fits the devices' memory (try a smaller batch or more stages)",
                 a->model->name, a->W);
   return ok;
 }
