@@ -131,9 +131,4 @@ gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError
 /* A schedule of the checkpoint's plan (CSV text), parsed and validated. */
 TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err);
 
-/* SIGINT and SIGTERM caught: the first is recorded (tp_checkpoint_signal returns it) so that the run
- * stops at its next checkpoint; a second one ends the process at once with 128 + the signal. */
-void tp_checkpoint_catch_signals(void);
-int tp_checkpoint_signal(void);
-
 #endif

@@ -1,6 +1,6 @@
 /* tp_checkpoint_run.c — the run's side of checkpoints (tp_checkpoint.h): the options, the run's
  * identity that a checkpoint must share to be continued, the state moved between the runtime and
- * a checkpoint, the stored plan read back, and the signals that stop a run at a checkpoint. */
+ * a checkpoint, the stored plan read back, and a checkpoint saved and loaded by a run's group. */
 #include "config.h"
 #include "tp_checkpoint.h"
 #include "tp_error.h"
@@ -8,7 +8,6 @@
 #include "tp_policy.h"
 #include "tp_validate.h"
 
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -178,29 +177,3 @@ gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError
   return tp_group_broadcast(g, 0, meta, (size_t)len, doing, err) &&
          tp_checkpoint_parse(dir, meta, (gsize)len, lo, hi, c, err);
 }
-
-static volatile sig_atomic_t caught_signal;
-
-static void on_signal(int sig)
-{
-  if (caught_signal) {
-    static const char msg[] = "timeprest: second signal: aborted at once (the last checkpoint stays)\n";
-    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)n;
-    _exit(128 + sig);
-  }
-  caught_signal = sig;
-}
-
-void tp_checkpoint_catch_signals(void)
-{
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-}
-
-int tp_checkpoint_signal(void) { return caught_signal; }

@@ -6,12 +6,12 @@
 #include "tp_train.h"
 #include "tp_error.h"
 #include "tp_group_mpi.h"
+#include "tp_signal.h"
 #include "tp_nccl.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +48,7 @@ static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
     tp_mpi_fail(t->mpi, ge->message, 1);
   for (int r = 0; r < tp_mpi_size(); r++)
     if (all[r]) {
-      signal(SIGTERM, SIG_IGN); /* mpirun's, once the first rank has exited: nothing to report */
+      tp_signal_ignore_end(); /* mpirun's SIGTERM, once the first rank has exited: nothing to report */
       tp_mpi_finalize(t->mpi);
       t->mpi = NULL;
       if (r == t->rank) {
@@ -102,7 +102,7 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
   tp_transport_free(t->nccl); /* waits for its last sends */
   t->nccl = NULL;
   if (t->interrupted) {
-    signal(SIGTERM, SIG_IGN);
+    tp_signal_ignore_end();
     tp_mpi_finalize(t->mpi);
     t->mpi = NULL;
     tp_train_stopped(t);

@@ -9,7 +9,7 @@
 #include "tp_format.h"
 #include "tp_policy.h"
 #include "tp_trainlog.h"
-#include "tp_mpi.h"
+#include "tp_signal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,13 +44,6 @@ static void run_identity(const Train *t, TpCheckpoint *c)
   tp_checkpoint_identity(c, &id);
 }
 
-/* The stop signal a checkpoint shares: the one caught (tp_checkpoint_catch_signals, or an MPI
- * rank's tp_mpi_catch_signals), 0: none. */
-static int stop_signal(void)
-{
-  int sig = tp_checkpoint_signal();
-  return sig ? sig : tp_mpi_signal();
-}
 
 /* --resume: the checkpoint read and checked against this run, its state restored. */
 gboolean tp_train_resume(Train *t, GError **err)
@@ -119,7 +112,7 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], from[i]->data, from[i]->len);
   *sig = 0;
-  ok = ok && tp_checkpoint_save(t->group, t->cfg.ck.dir, &c, stop_signal, sig, err);
+  ok = ok && tp_checkpoint_save(t->group, t->cfg.ck.dir, &c, tp_signal_stop_requested, sig, err);
   tp_checkpoint_clear(&c);
   return ok;
 }

@@ -5,6 +5,7 @@
 #include "tp_train.h"
 #include "tp_trainlog.h"
 #include "tp_error.h"
+#include "tp_signal.h"
 #include "tp_format.h"
 #include "tp_net.h"
 #include "tp_partition.h"
@@ -249,7 +250,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
   if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
     return tp_train_mpi(t, args, report, data, err);
   if (t->cfg.ck.dir)
-    tp_checkpoint_catch_signals();
+    tp_signal_catch_stop(NULL); /* the run stops at its next checkpoint */
   gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
   if (ok && t->interrupted)
     tp_train_stopped(t);

@@ -22,7 +22,8 @@
  * receive and send fails) and sends its reason on a third communicator to every other rank; each
  * waiting loop polls it.  tp_mpi_fail() prints the rank's line, aborts, gives the others a moment
  * to print theirs and ends the job with MPI_Abort.  When a rank dies, mpirun sends SIGTERM to the
- * others: the handler tp_mpi_init() installs prints the line of what the rank was waiting for.
+ * others: the end hook tp_mpi_init() sets (common/tp_signal.h) prints the line of what the rank was
+ * waiting for.
  *
  * Threads.  Calls may come from any thread but never two at once inside MPI: the transport
  * serialises its MPI calls with a mutex, so MPI_THREAD_SERIALIZED is enough (MPI_THREAD_MULTIPLE is
@@ -44,15 +45,14 @@ gboolean tp_mpi_available(void);
 gboolean tp_mpi_launched(void);
 
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails when less than MPI_THREAD_SERIALIZED is
- * provided.  Installs the SIGTERM handler described above. */
+ * provided.  Sets the SIGTERM hook described above. */
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err);
 
-/* For runs that stop at a checkpoint: SIGINT and SIGTERM no longer end the rank; the first is
- * recorded (tp_mpi_signal returns it) with one line saying so and what the rank waits for, if
- * anything (so that the line is there should mpirun kill the rank next); a second one ends the
- * rank at once with the line of the SIGTERM handler above. */
+/* For runs that stop at a checkpoint: SIGINT, SIGTERM and SIGHUP no longer end the rank; the first
+ * is recorded (tp_signal_stop_requested returns it, common/tp_signal.h) with one line saying so and
+ * what the rank waits for, if anything (so that the line is there should mpirun kill the rank
+ * next); a second one ends the rank at once with the line of the SIGTERM hook above. */
 void tp_mpi_catch_signals(void);
-int tp_mpi_signal(void);
 int tp_mpi_rank(void);
 int tp_mpi_size(void);
 
