@@ -48,8 +48,9 @@ typedef struct {
 typedef struct TpTransport TpTransport;
 struct TpTransport {
   const char *name; /* "local", "mpi", "nccl" */
-  int W;            /* stages */
-  int N;            /* micro-batches per mini-batch (names micro-batches in messages) */
+  int W;            /* stages (fixed at creation) */
+  int N;            /* micro-batches per mini-batch, fixed at creation (names micro-batches in messages;
+                       the MPI transport's tags are made of it) */
   double timeout_s; /* how long a receive waits before it fails */
 
   /* Send len bytes from stage `from` to its neighbour `to`, tagged tag.  Returns at once. */

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "tp_train.h"
 #include "tp_error.h"
+#include "tp_format.h"
 #include "tp_group_mpi.h"
 #include "tp_signal.h"
 #include "tp_nccl.h"
@@ -30,8 +31,17 @@ static gboolean start_nccl(Train *t)
   if (!(t->nccl = tp_nccl_new(t->N, t->cfg.peer_timeout, gpu, &e)) ||
       !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e))
     tp_mpi_fail(t->mpi, e->message, tp_error_exit_status(e));
-  t->nccl->N = t->N;
   return TRUE;
+}
+
+/* The micro-batches per mini-batch the run will have, which the transport is made with: a schedule
+ * file's (when it cannot be read, the set-up says so on every rank), else the configuration's. */
+static int micro_batches(const TpTrainConfig *c)
+{
+  if (!c->schedule_file)
+    return c->N;
+  g_autoptr(TpSchedule) s = tp_schedule_load(c->schedule_file, NULL);
+  return s ? s->N : c->N;
 }
 
 /* ---- the command ------------------------------------------------------------------------------------ */
@@ -73,13 +83,12 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
   if (t->cfg.ck.dir)
     tp_mpi_catch_signals();
   GError *e = NULL;
-  if (!(t->mpi = tp_mpi_new(t->cfg.N, t->cfg.peer_timeout, &e)))
+  if (!(t->mpi = tp_mpi_new(micro_batches(&t->cfg), t->cfg.peer_timeout, &e)))
     tp_mpi_fail(NULL, e->message, 1);
   t->group = tp_group_mpi_new(t->mpi);
   t->rank = tp_group_rank(t->group);
   gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
                 tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
-  t->mpi->N = t->N; /* a schedule file's N */
   if (!agree(t, ok, e, err))
     return FALSE;
   if (t->cfg.resume) {
