@@ -96,7 +96,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpTransport, tp_transport_free)
 static inline void tp_tag_name(const TpTransport *t, const TpTag *tag, char *buf, size_t len)
 {
   TpSchedule stub = { .N = t->N };
-  TpOp op = { (uint8_t)tag->kind, TP_SRC_FIXED, tag->mb, tag->micro, 0, 0 };
+  TpOp op = { .kind = (uint8_t)tag->kind, .src = TP_SRC_FIXED, .mb = tag->mb, .micro = tag->micro };
   tp_op_name(&stub, &op, buf, len);
 }
 

@@ -279,14 +279,26 @@ static void log_run(Train *t, int e, double acc)
     ls += l;
     win_loss += l, win_correct += g_array_index(t->ep_correct, int, i), win++;
     if ((i + 1) % every == 0 && i + 1 < K) {
-      TpTrainLogRow row = { e + (double)(i + 1) / K, e * K + i + 1, g_array_index(t->ep_upd, double, i),
-                            win_loss / ((double)win * batch), (double)win_correct / ((double)win * batch), FALSE };
+      TpTrainLogRow row = {
+        .epoch = e + (double)(i + 1) / K,
+        .mini_batch = e * K + i + 1,
+        .time = g_array_index(t->ep_upd, double, i),
+        .loss = win_loss / ((double)win * batch),
+        .accuracy = (double)win_correct / ((double)win * batch),
+        .test = FALSE,
+      };
       tp_trainlog_append(t->log, &row);
       win_loss = 0, win_correct = 0, win = 0;
     }
   }
-  TpTrainLogRow end = { e + 1, (e + 1) * K, g_array_index(t->ep_upd, double, K - 1), ls / ((double)K * batch), acc,
-                        TRUE };
+  TpTrainLogRow end = {
+    .epoch = e + 1,
+    .mini_batch = (e + 1) * K,
+    .time = g_array_index(t->ep_upd, double, K - 1),
+    .loss = ls / ((double)K * batch),
+    .accuracy = acc,
+    .test = TRUE,
+  };
   tp_trainlog_append(t->log, &end);
 }
 
@@ -294,7 +306,7 @@ static void log_run(Train *t, int e, double acc)
 static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError **err)
 {
   const TpSchedule *s = len == t->s->K ? t->s : t->s_tail;
-  TpProgress prog = { 0, 0, 0, t->bar ? tick : NULL, t, 0.25 };
+  TpProgress prog = { .tick = t->bar ? tick : NULL, .data = t, .interval_s = 0.25 };
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
   gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->origin, &prog, &r, err);

@@ -148,8 +148,12 @@ gboolean tp_train_setup(Train *t, GError **err)
   const TpBackend *be = tp_backend_get(c->backend ? c->backend : "cpu", err);
   /* synthetic data takes the model's input shape and classes (labels are bytes: at most 255) */
   const TpLayer *top = tp_model_layer(t->model, L - 1);
-  TpDataShape shape = { (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w,
-                        top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
+  TpDataShape shape = {
+    .channels = (int)t->model->in_c,
+    .rows = (int)t->model->in_h,
+    .cols = (int)t->model->in_w,
+    .classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES,
+  };
   if (!be || !tp_data_open_shaped(c->data, &shape, c->seed, &t->train, &t->test, err) ||
       !(t->batcher = tp_batcher_new(t->train, c->batch, t->N, c->seed, err)))
     return FALSE;
