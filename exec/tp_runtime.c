@@ -18,21 +18,15 @@
 
 /* ---- weight buffers through the backend ----------------------------------------------------------- */
 
-static float *be_alloc(void *ctx, size_t n)
+static float *be_alloc(void *ctx, size_t n, GError **err)
 {
   const TpBackend *be = ctx;
-  return be->alloc(be, n ? n : 1, NULL);
+  return be->alloc(be, n ? n : 1, err);
 }
 static void be_free(void *ctx, float *buf)
 {
   const TpBackend *be = ctx;
   be->free(be, buf);
-}
-static void be_copy(void *ctx, float *dst, const float *src, size_t n)
-{
-  const TpBackend *be = ctx;
-  if (dst != src)
-    be->copy(be, dst, src, n, NULL);
 }
 
 gboolean tp_rt_sync(const TpBackend *be, GError **err)
@@ -91,7 +85,7 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
   for (int s = 0; s < cfg->W; s++) {
     RtStage *S = &rt->st[s];
     const TpBackend *be = S->be = stage_be && stage_be[s] ? stage_be[s] : cfg->be;
-    rt->alloc[s] = (TpWAlloc){ be_alloc, be_free, be_copy, (void *)be };
+    rt->alloc[s] = (TpWAlloc){ .alloc = be_alloc, .free = be_free, .ctx = (void *)be };
     if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], be, err)))
       return NULL;
     if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
