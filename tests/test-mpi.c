@@ -87,10 +87,11 @@ static void check_pipeline(const TpPreset *p, int W, int N, int K)
   TpSchedule *s = tp_schedule_generate(p->order, p->policy, W, N, K, &err);
   CHECK(s, "%s", err->message);
   const int me = tp_mpi_rank();
-  TpTransport *t = tp_mpi_new(N, 20, &err);
+  TpMpi *m = tp_mpi_new(N, 20, &err);
+  TpTransport *t = tp_mpi_transport(m);
   CHECK(t, "%s", err->message);
   if (!run_stage(t, s, me, FAULT_NONE, 0, &err))
-    tp_mpi_fail(t, err->message, 1);
+    tp_mpi_fail(m, err->message, 1);
   guint64 nf = 0, nb = 0, bf = 0, bb = 0;
   for (int k = 0; k < tp_stage_len(s, me); k++) {
     const TpOp *op = &tp_stage_ops(s, me)[k];
@@ -135,7 +136,8 @@ static void worker_tags(void)
 {
   const int me = tp_mpi_rank();
   GError *e = NULL;
-  TpTransport *t = tp_mpi_new(4, 5, &e), *last = tp_mpi_new(4, 5, &e);
+  TpMpi *m = tp_mpi_new(4, 5, &e), *last = tp_mpi_new(4, 5, &e);
+  TpTransport *t = tp_mpi_transport(m);
   CHECK(t && last, "tp_mpi_new");
   int v = 0;
   if (me == 0) {
@@ -201,7 +203,7 @@ static void worker_tags(void)
   /* the links, through the transport and through plain MPI */
   for (int raw = 0; raw < 2; raw++) {
     TpMpiLink link[1] = { { 0, 0 } };
-    CHECK(tp_mpi_measure_links(t, 3, 1 << 20, raw, link, &e), "measure: %s", e ? e->message : "");
+    CHECK(tp_mpi_measure_links(m, 3, 1 << 20, raw, link, &e), "measure: %s", e ? e->message : "");
     CHECK(link[0].latency_s > 0 && link[0].latency_s < 0.1 && link[0].bandwidth_Bps > 1e6, "link %g s %g B/s",
           link[0].latency_s, link[0].bandwidth_Bps);
     if (me == 0)
@@ -213,12 +215,12 @@ static void worker_tags(void)
   }
   /* gathering, and arguments that agree or not */
   int mine = 10 * (me + 1), all[2] = { 0, 0 };
-  CHECK(tp_mpi_gather(t, 0, &mine, sizeof mine, all, &e), "gather");
+  CHECK(tp_mpi_gather(m, 0, &mine, sizeof mine, all, &e), "gather");
   CHECK(me != 0 || (all[0] == 10 && all[1] == 20), "gathered %d %d", all[0], all[1]);
   all[0] = all[1] = 0;
-  CHECK(tp_mpi_gather(t, -1, &mine, sizeof mine, all, &e) && all[0] == 10 && all[1] == 20, "gathered everywhere");
-  CHECK(tp_mpi_check_same(t, "-s timeprest -w 2", &e), "the same arguments");
-  CHECK(!tp_mpi_check_same(t, me ? "-s timeprest -w 2" : "-s gpipe -w 2", &e), "other arguments");
+  CHECK(tp_mpi_gather(m, -1, &mine, sizeof mine, all, &e) && all[0] == 10 && all[1] == 20, "gathered everywhere");
+  CHECK(tp_mpi_check_same(m, "-s timeprest -w 2", &e), "the same arguments");
+  CHECK(!tp_mpi_check_same(m, me ? "-s timeprest -w 2" : "-s gpipe -w 2", &e), "other arguments");
   CHECK(e->code == TP_ERROR_INPUT && !strcmp(e->message, "rank 1 (stage 2) was started with other arguments than rank 0"),
         "%s", e->message);
   g_clear_error(&e);
@@ -238,7 +240,7 @@ static void worker_tags(void)
                               "(rank 0): loss is NaN at mini-batch 4"),
           "%s", e->message);
     g_clear_error(&e);
-    CHECK(tp_mpi_check_abort(t, &e), "check_abort");
+    CHECK(tp_mpi_check_abort(m, &e), "check_abort");
     g_clear_error(&e);
   }
   tp_transport_free(t);
@@ -256,13 +258,14 @@ static void worker_fault(const char *kind, double timeout_s)
             : FAULT_MUTE;
   GError *e = NULL;
   TpSchedule *s = tpt_preset("timeprest", tp_mpi_size(), 2, 20);
-  TpTransport *t = tp_mpi_new(2, timeout_s, &e);
+  TpMpi *m = tp_mpi_new(2, timeout_s, &e);
+  TpTransport *t = tp_mpi_transport(m);
   CHECK(t, "tp_mpi_new");
   const int me = tp_mpi_rank();
   if (!run_stage(t, s, me, me == 1 ? f : FAULT_NONE, tp_stage_len(s, me) / 2, &e))
-    tp_mpi_fail(t, e->message, 1);
+    tp_mpi_fail(m, e->message, 1);
   tp_schedule_free(s);
-  tp_mpi_finalize(t);
+  tp_mpi_finalize(m);
   exit(0);
 }
 

@@ -3,7 +3,7 @@
  * measured by a ping-pong between neighbouring ranks. */
 #include "tp_group_mpi.h"
 
-static TpTransport *mpi_of(const TpGroup *g) { return g->ctx; }
+static TpMpi *mpi_of(const TpGroup *g) { return g->ctx; }
 
 static int mpi_rank(const TpGroup *g) { (void)g; return tp_mpi_rank(); }
 static int mpi_size(const TpGroup *g) { (void)g; return tp_mpi_size(); }
@@ -39,7 +39,7 @@ static const TpGroupIface mpi_iface = {
   .free = mpi_free,
 };
 
-TpGroup *tp_group_mpi_new(TpTransport *mpi)
+TpGroup *tp_group_mpi_new(TpMpi *mpi)
 {
   TpGroup *g = g_new0(TpGroup, 1);
   g->iface = &mpi_iface;

@@ -7,6 +7,6 @@
 #include "tp_mpi.h"
 
 /* The group over mpi (tp_mpi_new), which stays the caller's and must outlive it. */
-TpGroup *tp_group_mpi_new(TpTransport *mpi);
+TpGroup *tp_group_mpi_new(TpMpi *mpi);
 
 #endif

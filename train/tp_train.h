@@ -8,6 +8,7 @@
 
 #include "tp_checkpoint.h"
 #include "tp_group.h"
+#include "tp_mpi.h"
 #include "tp_predict.h"
 #include "tp_report.h"
 
@@ -79,7 +80,8 @@ typedef struct {
   GArray *events;           /* measured event rows (cfg.keep_events) */
   TpGroupLink *links;       /* [W-1] measured before training (NULL: free links) */
   /* one process per stage: this rank's transports (the stages' own when nccl; MPI serves the rest) */
-  TpTransport *mpi, *nccl;
+  TpMpi *mpi;
+  TpTransport *nccl;
   int rank;
   /* progress */
   gboolean bar;

@@ -88,7 +88,7 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
   t->group = tp_group_mpi_new(t->mpi);
   t->rank = tp_group_rank(t->group);
   gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
-                tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
+                tp_runtime_set_part(t->rt, t->rank, t->rank + 1, tp_mpi_transport(t->mpi), &e);
   if (!agree(t, ok, e, err))
     return FALSE;
   if (t->cfg.resume) {

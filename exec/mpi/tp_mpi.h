@@ -37,6 +37,9 @@
 
 #define TP_MPI_MISSING "this build has no MPI support (configure found no mpicc)"
 
+/* This rank's MPI transport: the stage links (tp_mpi_transport) and the collectives below. */
+typedef struct TpMpi TpMpi;
+
 /* Whether this build has the MPI transport. */
 gboolean tp_mpi_available(void);
 
@@ -62,35 +65,38 @@ gboolean tp_mpi_check_size(int W, GError **err);
 
 /* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size());
  * N: micro-batches per mini-batch; receives wait at most timeout_s.  Collective. */
-TpTransport *tp_mpi_new(int N, double timeout_s, GError **err);
+TpMpi *tp_mpi_new(int N, double timeout_s, GError **err);
+/* Its stage links, as every transport offers them (tp_transport_free of them frees m; a run ends
+ * with tp_mpi_finalize instead). */
+TpTransport *tp_mpi_transport(TpMpi *m);
 
-/* Note: t->stats() counts the messages this rank sent (from = its stage); other links read 0 —
+/* Note: the transport's stats() counts the messages this rank sent (from = its stage); other links read 0 —
  * gather them with tp_mpi_gather for a report. */
 
 /* Whether another rank has aborted the run (polls its messages); the reason in err. */
-gboolean tp_mpi_check_abort(TpTransport *t, GError **err);
+gboolean tp_mpi_check_abort(TpMpi *m, GError **err);
 
-/* Print line (one line, to stderr), abort t (so the other ranks end too; t may be NULL), wait a
+/* Print line (one line, to stderr), abort m (so the other ranks end too; m may be NULL), wait a
  * moment for them, and end the job with MPI_Abort(status). */
-G_GNUC_NORETURN void tp_mpi_fail(TpTransport *t, const char *line, int status);
+G_GNUC_NORETURN void tp_mpi_fail(TpMpi *m, const char *line, int status);
 
 /* End of a run: waits (at most t's timeout, polling aborts) until every rank arrives, completes
- * pending sends, frees t and finalizes MPI.  On an abort or a rank that never arrives it calls
+ * pending sends, frees m and finalizes MPI.  On an abort or a rank that never arrives it calls
  * tp_mpi_fail and does not return. */
-void tp_mpi_finalize(TpTransport *t);
+void tp_mpi_finalize(TpMpi *m);
 
 /* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
- * every rank when root < 0.  Waits at most t's timeout (at least 1 s), polling aborts.  Collective. */
-gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err);
+ * every rank when root < 0.  Waits at most the transport's timeout (at least 1 s), polling aborts.  Collective. */
+gboolean tp_mpi_gather(TpMpi *m, int root, const void *mine, size_t len, void *all, GError **err);
 
 /* Broadcast len bytes of buf from rank root to every rank; doing names the step in errors ("while
  * reading the checkpoint").  Waits as tp_mpi_gather does.  Collective. */
-gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err);
+gboolean tp_mpi_bcast(TpMpi *m, int root, void *buf, size_t len, const char *doing, GError **err);
 
 /* Whether text (the arguments that must agree, e.g. the command line) is the same on every rank;
  * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on
  * every rank (so each exits 2; rank 0 prints it).  Collective. */
-gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err);
+gboolean tp_mpi_check_same(TpMpi *m, const char *text, GError **err);
 
 /* One link's measured cost: latency (s) and bandwidth (bytes/s) from stage s to s+1. */
 typedef struct {
@@ -102,7 +108,7 @@ typedef struct {
  * messages between every pair of neighbouring ranks; links[0..W-2] gets every link on every rank.  raw:
  * plain blocking MPI_Send/MPI_Recv instead of the transport's send and receive (to compare the
  * two).  The transport's counters are reset afterwards.  Collective. */
-gboolean tp_mpi_measure_links(TpTransport *t, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
+gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err);
 
 #endif

@@ -31,7 +31,7 @@ typedef struct {
   unsigned char data[];
 } TpMpiSend;
 
-typedef struct {
+struct TpMpi {
   TpTransport base;
   int rank;
   int tag_ub;
@@ -44,7 +44,7 @@ typedef struct {
   GPtrArray *ctl_sends;  /* abort notices in flight (char * with an MPI_Request ahead) */
   gint aborted;
   char *reason;          /* under lock */
-} TpMpi;
+};
 
 /* The operation's MPI tag (see tp_mpi.h). */
 int tp_mpi_code(const TpMpi *m, const TpTag *tag);

@@ -154,7 +154,7 @@ static void end_on_signals(void)
   tp_signal_set_end(on_sigterm, TRUE);
 }
 
-void tp_mpi_fail(TpTransport *t, const char *line, int status)
+void tp_mpi_fail(TpMpi *m, const char *line, int status)
 {
   if (!line_printed) {
     line_printed = 1;
@@ -162,9 +162,8 @@ void tp_mpi_fail(TpTransport *t, const char *line, int status)
     fflush(stderr);
   }
   end_on_signals(); /* a run stopping at a checkpoint no longer can: mpirun's SIGTERM ends it */
-  if (t) {
-    TpMpi *m = (TpMpi *)t;
-    t->abort(t, line);
+  if (m) {
+    m->base.abort(&m->base, line);
     /* let the notices go out (at most 1 s), then give the others a moment to print */
     gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC;
     for (;;) {
@@ -186,10 +185,10 @@ void tp_mpi_fail(TpTransport *t, const char *line, int status)
   _exit(status); /* MPI_Abort does not return; should it, the process still ends */
 }
 
-void tp_mpi_finalize(TpTransport *t)
+void tp_mpi_finalize(TpMpi *m)
 {
-  if (t) {
-    TpMpi *m = (TpMpi *)t;
+  if (m) {
+    TpTransport *t = &m->base;
     char me[40], line[512];
     tp_mpi_who(m->rank, me, sizeof me);
     double wait_s = MAX(t->timeout_s, 1.0);
@@ -206,7 +205,7 @@ void tp_mpi_finalize(TpTransport *t)
       g_snprintf(line, sizeof line, "%s: MPI failed at the end of the run (a rank is lost)", me);
     g_rec_mutex_unlock(&m->lock);
     if (w != 0)
-      tp_mpi_fail(t, line, 1);
+      tp_mpi_fail(m, line, 1);
     t->free(t);
   }
   tp_mpi_note_wait(NULL);
