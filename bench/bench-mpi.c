@@ -45,13 +45,13 @@ static void round_trip(TpMpi *m, int way, int me, int seq, char *buf, size_t len
   gint lent_back = 0;
   gboolean ok = TRUE;
   if (me == 1)
-    ok = t->recv(t, me, peer, in, buf, len, &e);
+    ok = t->recv(t, tp_link_ends(me, peer), in, buf, len, &e);
   if (ok && way == COPY)
-    ok = t->send(t, me, peer, out, buf, len, &e);
+    ok = t->send(t, tp_link_ends(me, peer), out, buf, len, &e);
   else if (ok)
-    ok = tp_transport_send_borrowed(t, me, peer, out, buf, len, given_back, &lent_back, &e);
+    ok = tp_transport_send_borrowed(t, tp_link_ends(me, peer), out, buf, len, given_back, &lent_back, &e);
   if (ok && me == 0)
-    ok = t->recv(t, me, peer, in, buf, len, &e);
+    ok = t->recv(t, tp_link_ends(me, peer), in, buf, len, &e);
   /* the lent buffer is written by the next receive: wait until the transport gives it back */
   while (ok && way == LENT && !g_atomic_int_get(&lent_back))
     if (tp_mpi_check_abort(m, &e))

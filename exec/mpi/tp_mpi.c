@@ -220,16 +220,15 @@ static gboolean post_send(TpTransport *t, int from, int to, const TpTag *tag, co
   return TRUE;
 }
 
-static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
-                         GError **err)
+static gboolean mpi_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len, GError **err)
 {
-  return post_send(t, from, to, tag, data, len, FALSE, NULL, NULL, err);
+  return post_send(t, link.local, link.peer, tag, data, len, FALSE, NULL, NULL, err);
 }
 
-static gboolean mpi_send_borrowed(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+static gboolean mpi_send_borrowed(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                                   void (*done)(void *), void *done_data, GError **err)
 {
-  return post_send(t, from, to, tag, data, len, TRUE, done, done_data, err);
+  return post_send(t, link.local, link.peer, tag, data, len, TRUE, done, done_data, err);
 }
 
 /* The held message of this operation from side, removed from the held list, or NULL. */
@@ -311,8 +310,9 @@ static gboolean recv_locked(TpMpi *m, int side, int from, const TpTag *tag, void
   return ok;
 }
 
-static gboolean mpi_recv(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
+static gboolean mpi_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, void *data, size_t len, GError **err)
 {
+  const int to = link.local, from = link.peer;
   TpMpi *m = (TpMpi *)t;
   int side = tp_transport_side(m->base.W, m->rank, from);
   if (to != m->rank || side < 0)
