@@ -122,6 +122,10 @@ static gboolean parse_opts(const Opts *o, TpTrainConfig *c, int *fmt, GError **e
       !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||
       !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err))
     return FALSE;
+  if (o->devices && (!o->backend || !strcmp(o->backend, "cpu"))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
+    return FALSE;
+  }
   if (o->mini && o->epochs) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;

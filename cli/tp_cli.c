@@ -439,6 +439,9 @@ void tp_cli_name_flag(GError **err)
   const char *param = err ? tp_error_param_name(*err) : NULL;
   if (!param)
     return;
-  g_prefix_error(err, "--%s: ", param); /* each parameter's flag is --NAME */
+  if (strcmp(param, "workers") == 0)
+    g_prefix_error(err, "-w: ");
+  else
+    g_prefix_error(err, "--%s: ", param); /* the other parameters' flags are --NAME */
   (*err)->code = TP_ERROR_INPUT;
 }

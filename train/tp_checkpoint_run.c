@@ -80,7 +80,7 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
 {
   for (int s = 0; s < tp_runtime_stages(rt); s++)
     if (c->W != tp_runtime_stages(rt) || c->np[s] != tp_runtime_n_params(rt, s)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s: stage %d's parameters differ from this run's", dir,
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: stage %d's parameters differ from this run's", dir,
                   TP_CHECKPOINT_INI, s + 1);
       return FALSE;
     }

@@ -52,7 +52,7 @@ gboolean tp_train_resume(Train *t, GError **err)
   TpCheckpoint c, run;
   /* rank 0's metadata, each process's stages' state */
   if (!tp_checkpoint_load(t->group, dir, &c, err)) {
-    g_prefix_error(err, "--resume: ");
+    tp_error_about(err, TP_ERROR_PARAM_RESUME);
     return FALSE;
   }
   tp_checkpoint_init(&run, 0, NULL);
@@ -60,10 +60,10 @@ gboolean tp_train_resume(Train *t, GError **err)
   g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
   gboolean ok = TRUE;
   if (diff) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
     ok = FALSE;
   } else if (c.epoch >= t->runs) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s holds the end of the run (%d run%s): nothing left to do",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s holds the end of the run (%d run%s): nothing left to do",
                 dir, c.epoch, c.epoch == 1 ? "" : "s");
     ok = FALSE;
   }

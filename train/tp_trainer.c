@@ -41,7 +41,7 @@ static gboolean make_stage_backends(Train *t, const TpBackend *be, GError **err)
 {
   if (g_strcmp0(be->name, "cuda") != 0) {
     if (t->cfg.devices) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "only with the cuda backend");
       return FALSE;
     }
     return TRUE;
@@ -142,7 +142,8 @@ gboolean tp_train_setup(Train *t, GError **err)
     return FALSE;
   int L = tp_model_n_layers(t->model);
   if (t->W > L) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: %d stages, but model %s has only %d layers", t->W, t->model->name, L);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "%d stages, but model %s has only %d layers", t->W, t->model->name,
+                L);
     return FALSE;
   }
   const TpBackend *be = tp_backend_get(c->backend ? c->backend : "cpu", err);
@@ -158,7 +159,7 @@ gboolean tp_train_setup(Train *t, GError **err)
       !(t->batcher = tp_batcher_new(t->train, c->batch, t->N, c->seed, err)))
     return FALSE;
   if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: %s takes %d×%d×%d inputs, the data has %d×%d", t->model->name,
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "%s takes %d×%d×%d inputs, the data has %d×%d", t->model->name,
                 (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
     return FALSE;
   }
@@ -169,7 +170,7 @@ gboolean tp_train_setup(Train *t, GError **err)
   t->bounds = g_new(int, t->W + 1);
   double best;
   if (!tp_partition(L, t->W, range_flops, NULL, t->model, t->bounds, &best)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: cannot split %d layers into %d stages", L, t->W);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "cannot split %d layers into %d stages", L, t->W);
     return FALSE;
   }
   TpRuntimeConfig cfg = {
@@ -211,7 +212,7 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
   if (!t->cfg.ck.dir)
     return TRUE;
   if (!tp_checkpoint_check_dir(t->cfg.ck.dir, err)) {
-    g_prefix_error(err, "%s: ", t->cfg.ck_dir_is_resume ? "--resume" : "--checkpoint");
+    tp_error_about(err, t->cfg.ck_dir_is_resume ? TP_ERROR_PARAM_RESUME : TP_ERROR_PARAM_CHECKPOINT);
     return FALSE;
   }
   t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->cfg.ck.dir));
