@@ -25,8 +25,9 @@ static void die(const char *what, GError *e)
 }
 
 /* One round trip of len bytes by way; the transport's tags count up with seq. */
-static void round_trip(TpTransport *t, int way, int me, int seq, char *buf, size_t len)
+static void round_trip(TpMpi *m, int way, int me, int seq, char *buf, size_t len)
 {
+  TpTransport *t = tp_mpi_transport(m);
   GError *e = NULL;
   int peer = 1 - me;
   if (way == PLAIN) {
@@ -44,16 +45,16 @@ static void round_trip(TpTransport *t, int way, int me, int seq, char *buf, size
   gint lent_back = 0;
   gboolean ok = TRUE;
   if (me == 1)
-    ok = t->recv(t, me, peer, in, buf, len, &e);
+    ok = t->recv(t, tp_link_ends(me, peer), in, buf, len, &e);
   if (ok && way == COPY)
-    ok = t->send(t, me, peer, out, buf, len, &e);
+    ok = t->send(t, tp_link_ends(me, peer), out, buf, len, &e);
   else if (ok)
-    ok = tp_transport_send_borrowed(t, me, peer, out, buf, len, given_back, &lent_back, &e);
+    ok = tp_transport_send_borrowed(t, tp_link_ends(me, peer), out, buf, len, given_back, &lent_back, &e);
   if (ok && me == 0)
-    ok = t->recv(t, me, peer, in, buf, len, &e);
+    ok = t->recv(t, tp_link_ends(me, peer), in, buf, len, &e);
   /* the lent buffer is written by the next receive: wait until the transport gives it back */
   while (ok && way == LENT && !g_atomic_int_get(&lent_back))
-    if (tp_mpi_check_abort(t, &e))
+    if (tp_mpi_check_abort(m, &e))
       ok = FALSE;
   if (!ok)
     die("ping-pong", e);
@@ -71,8 +72,8 @@ int main(int argc, char **argv)
     MPI_Finalize();
     return 2;
   }
-  TpTransport *t = tp_mpi_new(1, 60, &e);
-  if (!t)
+  TpMpi *m = tp_mpi_new(1, 60, &e);
+  if (!m)
     die("transport", e);
   const size_t max = 16u << 20;
   char *buf = g_malloc(max);
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
         int way = (k + i) % WAYS; /* each way after each other as often */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        round_trip(t, way, me, seq++, buf, len);
+        round_trip(m, way, me, seq++, buf, len);
         double dt = MPI_Wtime() - t0;
         if (i > 0)
           best[way] = MIN(best[way], dt);
@@ -110,6 +111,6 @@ int main(int argc, char **argv)
     printf("\n(%s, %s, %s: best of %d round trips per size, %d for 4 MiB and more)\n", names[PLAIN], names[COPY],
            names[LENT], reps, MAX(reps / 3, 5));
   g_free(buf);
-  tp_mpi_finalize(t);
+  tp_mpi_finalize(m);
   return 0;
 }

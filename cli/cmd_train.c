@@ -1,18 +1,14 @@
-/* cmd_train.c — `timeprest train`: real training with a schedule (exec/tp_runtime.h), the layers
- * split into W stages balanced by FLOPs, each stage profiled before training, the order fixed on the
- * profiled costs (or on unit slots, or read from a file), the run simulated with those costs, and
- * the measurement reported beside the prediction.  This file: the options, the set-up and the
- * command; the run loop is in tp_train_run.c, the outputs in tp_train_report.c, --transport mpi in
- * tp_train_mpi.c. */
+/* cmd_train.c — `timeprest train`: real training with a schedule by the trainer (train/tp_train.h):
+ * the layers split into W stages balanced by FLOPs, each stage profiled before training, the order
+ * fixed on the profiled costs (or on unit slots, or read from a file), the run simulated with those
+ * costs, and the measurement reported beside the prediction.  This file: the options, checked and
+ * parsed into the trainer's configuration, and the command; the outputs are in tp_train_report.c. */
 #include "config.h"
 #include "tp_train.h"
-#include "tp_trainlog.h"
+#include "tp_train_report.h"
 #include "tp_cli.h"
 #include "tp_error.h"
-#include "tp_format.h"
 #include "tp_mpi.h"
-#include "tp_net.h"
-#include "tp_partition.h"
 #include "tp_policy.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
@@ -24,6 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The options as given (strings), parsed into the trainer's configuration by parse_opts. */
+typedef struct {
+  char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
+  char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
+  char *significance, *peer_timeout, *devices, *lr_schedule;
+  char *checkpoint, *resume, *ck_every, *stop_after, *split;
+  gboolean quiet, recompute;
+  int *split_counts;        /* --split parsed: [W] layers per stage */
+} Opts;
+
 static void opts_clear(Opts *o)
 {
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
@@ -33,6 +39,7 @@ static void opts_clear(Opts *o)
                    &o->devices, &o->lr_schedule, &o->split };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
+  g_clear_pointer(&o->split_counts, g_free);
 }
 
 /* A finite number in [lo, hi] for option flag. */
@@ -48,49 +55,6 @@ static gboolean opt_double(const char *flag, const char *text, double lo, double
   }
   *out = x;
   return TRUE;
-}
-
-/* ---- the split of the layers into stages ---------------------------------------------------------- */
-
-static double range_flops(int s, int lo, int hi, gpointer data)
-{
-  (void)s;
-  const TpModel *m = data;
-  double c = 0;
-  for (int i = lo; i < hi; i++) {
-    const TpLayer *L = tp_model_layer(m, i);
-    c += L->fwd_flops + L->bwd_flops + (double)(L->in_elems + L->out_elems); /* + memory traffic */
-  }
-  return c;
-}
-
-
-/* ---- device backends: one instance per stage ---------------------------------------------------- */
-
-/* --backend cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
- * (s − 1) mod count or on the --devices list round-robin; a rank of --transport mpi or nccl makes
- * its own stage's alone.  Other backends share one instance and take no --devices. */
-static gboolean make_stage_backends(Train *t, const char *backend, GError **err)
-{
-  if (g_strcmp0(backend, "cuda") != 0) {
-    if (t->o.devices) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
-      return FALSE;
-    }
-    return TRUE;
-  }
-#ifdef HAVE_CUDA
-  if (!t->o.devices && !g_strcmp0(t->o.transport, "nccl")) { /* one GPU per rank: stage s on GPU s mod count */
-    int count = tp_cuda_device_count(NULL);
-    GString *list = g_string_new("0");
-    for (int d = 1; d < count; d++)
-      g_string_append_printf(list, ",%d", d);
-    t->o.devices = g_string_free(list, FALSE);
-  }
-  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, t->mpi ? t->rank : -1, &t->gpus, err)) != NULL;
-#else
-  return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
-#endif
 }
 
 /* --transport nccl links GPU stages that run one process (MPI rank) per GPU: it needs the NCCL
@@ -117,60 +81,38 @@ static gboolean check_nccl(const Opts *o, GError **err)
   return TRUE;
 }
 
-/* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
-int tp_train_prediction_devices(const Train *t)
+/* The checkpoint options, checked: --checkpoint DIR, --resume DIR (which keeps checkpointing there
+ * unless --checkpoint names another), --checkpoint-every M, --stop-after D. */
+static gboolean checkpoint_options(const char *checkpoint, const char *resume, const char *every, const char *stop_after,
+                               gboolean schedule_file, TpCheckpointOpts *out, GError **err)
 {
-  return t->stage_be ? t->gpus : t->cores;
+  memset(out, 0, sizeof *out);
+  if ((every && !tp_cli_int("--checkpoint-every", every, 1, TP_MAX_MINI, &out->every, err)) ||
+      (stop_after && !tp_cli_int("--stop-after", stop_after, 1, G_MAXINT, &out->stop_after, err)))
+    return FALSE;
+  out->dir = checkpoint ? checkpoint : resume;
+  if ((every || stop_after) && !out->dir) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: needs --checkpoint DIR (or --resume DIR)",
+                every ? "--checkpoint-every" : "--stop-after");
+    return FALSE;
+  }
+  if (every && schedule_file) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--checkpoint-every: a --schedule file runs whole; checkpoints at its end");
+    return FALSE;
+  }
+  return TRUE;
 }
 
-static void free_stage_backends(Train *t)
+static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
 {
-#ifdef HAVE_CUDA
-  tp_backend_cuda_stages_free(t->stage_be, t->W);
-#endif
-  t->stage_be = NULL;
-}
-
-void tp_train_clear(Train *t)
-{
-  opts_clear(&t->o);
-  tp_model_free(t->model);
-  tp_dataset_free(t->train);
-  tp_dataset_free(t->test);
-  tp_batcher_free(t->batcher);
-  g_free(t->bounds);
-  tp_runtime_free(t->rt);
-  free_stage_backends(t);
-  tp_schedule_free(t->s);
-  tp_schedule_free(t->s_tail);
-  tp_cost_free(t->cost);
-  g_free(t->prof);
-  tp_metrics_free(t->pm);
-  tp_sim_free(t->psim);
-  if (t->cmp_ready)
-    tp_comparison_clear(&t->cmp);
-  const GArray *arrs[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->events,
-                           t->ep_loss, t->ep_upd, t->ep_correct };
-  for (size_t i = 0; i < G_N_ELEMENTS(arrs); i++)
-    if (arrs[i])
-      g_array_unref((GArray *)arrs[i]);
-  if (t->log)
-    g_string_free(t->log, TRUE);
-  g_free(t->links);
-}
-
-
-static gboolean parse_opts(Train *t, GError **err)
-{
-  Opts *o = &t->o;
   static const char *const formats[] = { "text", "json", NULL };
   static const char *const froms[] = { "costs", "slots", NULL };
   static const char *const lr_schedules[] = { "constant", "cosine", NULL };
-  int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3;
-  t->lr = 0.01, t->momentum = 0.9, t->wd = 1e-4, t->timeout = 300, t->peer_timeout = 60;
-  if ((o->format && !tp_cli_choice("--format", o->format, formats, &t->fmt, err)) ||
+  int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3, cosine = 0;
+  c->lr = 0.01, c->momentum = 0.9, c->wd = 1e-4, c->timeout = 300, c->peer_timeout = 60;
+  if ((o->format && !tp_cli_choice("--format", o->format, formats, fmt, err)) ||
       (o->order_from && !tp_cli_choice("--order-from", o->order_from, froms, &from, err)) ||
-      (o->lr_schedule && !tp_cli_choice("--lr-schedule", o->lr_schedule, lr_schedules, &t->lr_cosine, err)) ||
+      (o->lr_schedule && !tp_cli_choice("--lr-schedule", o->lr_schedule, lr_schedules, &cosine, err)) ||
       (o->workers && !tp_cli_int("-w", o->workers, 1, 64, &w, err)) ||
       (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &n, err)) ||
       (o->mini && !tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &k, err)) ||
@@ -178,11 +120,15 @@ static gboolean parse_opts(Train *t, GError **err)
       (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 20, &batch, err)) ||
       (o->seed && !tp_cli_int("--seed", o->seed, 0, G_MAXINT, &seed, err)) ||
       (o->reps && !tp_cli_int("--profile-reps", o->reps, 1, 1000, &reps, err)) ||
-      !opt_double("--lr", o->lr, 0, 1e6, &t->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &t->momentum, err) ||
-      !opt_double("--weight-decay", o->wd, 0, 1e6, &t->wd, err) ||
-      !opt_double("--timeout", o->timeout, 0.001, 1e7, &t->timeout, err) ||
-      !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &t->peer_timeout, err))
+      !opt_double("--lr", o->lr, 0, 1e6, &c->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->momentum, err) ||
+      !opt_double("--weight-decay", o->wd, 0, 1e6, &c->wd, err) ||
+      !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||
+      !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err))
     return FALSE;
+  if (o->devices && (!o->backend || !strcmp(o->backend, "cpu"))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
+    return FALSE;
+  }
   if (o->mini && o->epochs) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;
@@ -213,151 +159,41 @@ static gboolean parse_opts(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: the file gives the schedule; drop -s, -k and --order-from");
     return FALSE;
   }
-  if (!o->schedule && !(t->preset = tp_cli_preset(o->preset, err)))
+  if (!o->schedule && !(c->preset = tp_cli_preset(o->preset, err)))
     return FALSE;
-  t->W = w, t->N = n, t->K = k, t->runs = e, t->batch = batch, t->seed = (guint32)seed, t->reps = reps;
-  t->per_epoch = !o->mini;
-  t->cores = (int)g_get_num_processors();
-  t->slots = from == 1;
+  c->W = w, c->N = n, c->K = k, c->epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
+  c->W_given = o->workers != NULL, c->N_given = o->micro != NULL;
+  c->per_epoch = !o->mini;
+  c->lr_cosine = cosine == 1;
+  c->slots = from == 1;
+  c->recompute = o->recompute;
+  if (o->split) { /* the layers per stage (plan --run-top gives the split it chose) */
+    if (o->schedule) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: not with --schedule (the file gives W)");
+      return FALSE;
+    }
+    o->split_counts = g_new(int, w);
+    if (!tp_cli_split(o->split, w, o->split_counts, err))
+      return FALSE;
+    c->split = o->split_counts;
+  }
   if (o->significance) {
-    if (!tp_significance_parse(o->significance, &t->sig, err)) {
+    if (!tp_significance_parse(o->significance, &c->sig, err)) {
       g_prefix_error(err, "--significance: ");
       return FALSE;
     }
-    t->has_sig = TRUE;
+    c->has_sig = TRUE;
   }
-  return tp_checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &t->ck, err);
-}
-
-/* The schedule file given with --schedule: W and N from it (-w, -n must agree when given). */
-static gboolean load_schedule_file(Train *t, GError **err)
-{
-  if (!(t->s = tp_schedule_load(t->o.schedule, err)))
-    return FALSE;
-  t->s->recompute = t->s->recompute || t->o.recompute;
-  if ((t->o.workers && t->s->W != t->W) || (t->o.micro && t->s->N != t->N)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: %s has W=%d, N=%d; -w/-n say %d, %d", t->o.schedule,
-                t->s->W, t->s->N, t->W, t->N);
-    return FALSE;
-  }
-  t->W = t->s->W, t->N = t->s->N, t->K = t->s->K;
-  t->per_epoch = FALSE;
-  return TRUE;
-}
-
-gboolean tp_train_setup(Train *t, GError **err)
-{
-  Opts *o = &t->o;
-  if (o->schedule && !load_schedule_file(t, err))
-    return FALSE;
-  if (!t->s && !tp_pair_check(t->preset->order, t->preset->policy, t->W, t->N, err))
-    return FALSE;
-  if (t->has_sig && (t->s ? t->s->policy : t->preset->policy) != TP_POLICY_INTERMEDIATE) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
-    return FALSE;
-  }
-  if (!(t->model = tp_model_load(o->model ? o->model : "mlp", err)) || !tp_net_check_model(t->model, err))
-    return FALSE;
-  int L = tp_model_n_layers(t->model);
-  if (t->W > L) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: %d stages, but model %s has only %d layers", t->W, t->model->name, L);
-    return FALSE;
-  }
-  /* one rank per stage on a GPU: its stage's instance is the run's backend (no instance on device 0
-   * for every rank, tp_backend_get's); the other stages' nets and weights, which this rank only
-   * sizes (and rank 0 evaluates with the weights gathered at the end), live on the host */
-  const char *bname = o->backend ? o->backend : "cpu";
-  gboolean own_stage = FALSE;
-#ifdef HAVE_CUDA
-  own_stage = t->mpi && g_strcmp0(bname, "cuda") == 0;
-#endif
-  if (own_stage && !make_stage_backends(t, bname, err))
-    return FALSE;
-  const TpBackend *be = !own_stage ? tp_backend_get(bname, err)
-                        : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
-  /* synthetic data takes the model's input shape and classes */
-  TpDataShape shape = tp_data_shape_of(t->model);
-  if (!be || !tp_data_open_shaped(o->data, &shape, t->seed, &t->train, &t->test, err) ||
-      !(t->batcher = tp_batcher_new(t->train, t->batch, t->N, t->seed, err)))
-    return FALSE;
-  if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: %s takes %d×%d×%d inputs, the data has %d×%d", t->model->name,
-                (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
-    return FALSE;
-  }
-  if (t->per_epoch)
-    t->K = tp_batcher_per_epoch(t->batcher);
-  else if (!o->schedule)
-    t->runs = 1;
-  t->bounds = g_new(int, t->W + 1);
-  double best;
-  if (o->split) { /* the layers per stage given (e.g. by plan --run-top) */
-    g_autofree int *counts = g_new(int, t->W);
-    if (!tp_cli_split(o->split, t->W, counts, err))
-      return FALSE;
-    t->bounds[0] = 0;
-    for (int s = 0; s < t->W; s++)
-      t->bounds[s + 1] = t->bounds[s] + counts[s];
-    if (t->bounds[t->W] != L) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", t->bounds[t->W],
-                  t->model->name, L);
-      return FALSE;
-    }
-  } else if (!tp_partition(L, t->W, range_flops, NULL, t->model, t->bounds, &best)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: cannot split %d layers into %d stages", L, t->W);
-    return FALSE;
-  }
-  TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
-                          (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t),
-                          .recompute = t->s ? t->s->recompute : o->recompute };
-  if (!own_stage && !make_stage_backends(t, bname, err))
-    return FALSE;
-  g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
-  for (int s = 0; s < t->W && t->stage_be; s++)
-    per_stage[s] = t->stage_be[s] ? t->stage_be[s] : tp_backend_cpu();
-  if (!(t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)))
-    return FALSE;
-  t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
-  t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
-  t->train_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->ep_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
-  t->ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
-  t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
-  t->log = g_string_new(NULL);
-  tp_trainlog_header(t->log);
-  t->versions_match = TRUE;
-  if (t->ck.every > t->K)
-    t->ck.every = t->K; /* one segment: the run itself */
-  if (!o->resume && !tp_train_check_ck_dir(t, err))
-    return FALSE;
-  return !o->resume || t->mpi || tp_train_resume(t, err); /* --transport mpi: once every rank is set up */
-}
-
-gboolean tp_train_check_ck_dir(Train *t, GError **err)
-{
-  if (!t->ck.dir)
-    return TRUE;
-  if (!tp_checkpoint_check_dir(t->ck.dir, err)) {
-    g_prefix_error(err, "%s: ", t->o.checkpoint ? "--checkpoint" : "--resume");
-    return FALSE;
-  }
-  t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->ck.dir));
-  return TRUE;
-}
-
-/* A run stopped at a checkpoint: one line (--transport mpi: from rank 0), and exit 128 + the signal
- * (130 SIGINT, 143 SIGTERM), or 0 for --stop-after. */
-G_NORETURN void tp_train_stopped(Train *t)
-{
-  int sig = t->interrupted;
-  if (t->rank == 0)
-    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-            sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->ck.dir, t->ck.dir);
-  fflush(stdout);
-  tp_train_clear(t);
-  exit(sig > 0 ? 128 + sig : 0);
+  c->schedule_file = o->schedule, c->model = o->model, c->data = o->data, c->backend = o->backend;
+  c->devices = o->devices, c->resume = o->resume;
+  c->transport = !o->transport || !strcmp(o->transport, "local") ? TP_TRAIN_LOCAL
+                 : !strcmp(o->transport, "mpi")                  ? TP_TRAIN_MPI
+                                                                 : TP_TRAIN_NCCL;
+  c->transport_name = o->transport ? o->transport : "local";
+  c->ck_dir_is_resume = !o->checkpoint && o->resume;
+  c->progress = !o->quiet;
+  c->keep_events = o->trace != NULL;
+  return checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
 }
 
 /* The arguments that must agree across ranks. */
@@ -371,8 +207,8 @@ static char *join_args(int argc, char **argv)
 
 gboolean tp_cmd_train(int argc, char **argv, GError **err)
 {
-  Train t = { 0 };
-  Opts *o = &t.o;
+  Opts opts = { 0 };
+  Opts *o = &opts;
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest)", "PRESET" },
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Pipeline stages W (default 4; 1 = plain mini-batch SGD)", "W" },
@@ -442,17 +278,14 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "Example: timeprest train -s timeprest -w 2 -n 4 -k 50\n"
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
   g_autofree char *args = join_args(argc, argv);
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err);
-  if (ok && o->transport && strcmp(o->transport, "local") != 0) /* mpi, nccl: one rank per stage */
-    ok = tp_train_mpi(&t, args, err);
-  else {
-    if (ok && t.ck.dir)
-      tp_checkpoint_catch_signals();
-    ok = ok && tp_train_setup(&t, err) && tp_train_run_all(&t, err);
-    if (ok && t.interrupted)
-      tp_train_stopped(&t);
-    ok = ok && tp_train_write_outputs(&t, err);
+  Train t = { 0 };
+  TpTrainOutputs out = { 0 };
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(o, &t.cfg, &out.json, err);
+  if (ok) {
+    out.csv = o->csv, out.trace = o->trace, out.output = o->output;
+    ok = tp_train_main(&t, args, tp_train_write_outputs, &out, err);
   }
   tp_train_clear(&t);
+  opts_clear(o);
   return ok;
 }

@@ -66,6 +66,7 @@ int main(int argc, char **argv)
       argv[1] = prg;
       if (commands[i].fn(argc - 1, argv + 1, &err))
         return 0;
+      tp_cli_name_flag(&err);
       g_autofree char *line = tp_one_line(err->message); /* one line, whatever a message quotes */
       fprintf(stderr, "timeprest %s: %s\n", commands[i].name, line);
       int status = tp_error_exit_status(err);

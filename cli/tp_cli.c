@@ -5,6 +5,7 @@
 #include "tp_output.h"
 #include "tp_analytic.h"
 #include "tp_costed.h"
+#include "tp_fit.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
 #include "tp_sweep.h"
@@ -314,21 +315,6 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o)
   return o->cost || o->model;
 }
 
-/* Whether s's order depends on the timeline it is fixed on (nf1b, 1f1b-async; not gpipe, 1f1b, 2bw). */
-static gboolean order_depends_on_costs(const TpSchedule *s)
-{
-  return s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
-}
-
-/* Generated schedule s with its order fixed on cost model c. */
-static TpSchedule *costed_schedule(const TpSchedule *s, const TpCost *c, GError **err)
-{
-  TpSchedule *t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
-  if (t)
-    t->sig = s->sig;
-  return t;
-}
-
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
   if (o->cost) {
@@ -357,14 +343,14 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL, err);
   if (!a)
     return NULL;
-  if (o->fit_memory) /* rounds: the estimate, then 16 corrections at most */
-    return tp_analytic_fit(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err);
   g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);
     if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
+  if (o->fit_memory)
+    return tp_fit_memory(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err);
   if (!tp_analytic_split(a, counts, NULL, NULL, err))
     return NULL;
   return tp_analytic_cost(a);
@@ -405,9 +391,9 @@ gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c
                 o->costed_order ? "--costed-order" : "--order-from");
     return FALSE;
   }
-  if (!order_depends_on_costs(*s))
+  if (!tp_order_depends_on_costs((*s)->order))
     return TRUE;
-  TpSchedule *t = costed_schedule(*s, c, err);
+  TpSchedule *t = tp_schedule_costed_like(*s, c, err);
   if (!t)
     return FALSE;
   tp_schedule_free(*s);
@@ -460,4 +446,16 @@ void tp_cli_run_clear(TpCliRun *r)
   tp_schedule_free(r->s);
   tp_cli_schedule_clear(&r->so);
   tp_cli_cost_clear(&r->co);
+}
+
+void tp_cli_name_flag(GError **err)
+{
+  const char *param = err ? tp_error_param_name(*err) : NULL;
+  if (!param)
+    return;
+  if (strcmp(param, "workers") == 0)
+    g_prefix_error(err, "-w: ");
+  else
+    g_prefix_error(err, "--%s: ", param); /* the other parameters' flags are --NAME */
+  (*err)->code = TP_ERROR_INPUT;
 }

@@ -1,8 +1,7 @@
-/* tp_train_report.c — what `timeprest train` writes: the weights' digest, the report (text or
+/* tp_train_report.c — what `timeprest train` writes from the trainer's results: the report (text or
  * JSON), the training log and the trace files, staged so that all or none are written. */
 #include "config.h"
-#include "tp_train.h"
-#include "tp_cli.h"
+#include "tp_train_report.h"
 #include "tp_format.h"
 #include "tp_output.h"
 #include "tp_policy.h"
@@ -23,22 +22,25 @@ static char *beside(const char *trace, const char *what)
 
 /* ---- reports ------------------------------------------------------------------------------------- */
 
-static char *weights_sha256(const Train *t)
+/* The links between processes as measured before training (one process per stage). */
+static void links_json(const Train *t, GString *out)
 {
-  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
-  for (int s = 0; s < t->W; s++) {
-    const float *w = tp_runtime_weights(t->rt, s);
-    size_t n = tp_runtime_n_params(t->rt, s);
-    for (size_t i = 0; i < n; i++) {
-      guint32 u;
-      memcpy(&u, &w[i], 4);
-      u = GUINT32_TO_LE(u);
-      g_checksum_update(c, (const guchar *)&u, 4);
-    }
-  }
-  char *hex = g_strdup(g_checksum_get_string(c));
-  g_checksum_free(c);
-  return hex;
+  g_string_append(out, "\"links\": [");
+  for (int l = 0; l < t->W - 1; l++)
+    g_string_append_printf(out, "%s{\"from\": %d, \"to\": %d, \"latency\": %.9g, \"bandwidth\": %.9g}", l ? ", " : "",
+                           l + 1, l + 2, t->links[l].latency_s, t->links[l].bandwidth_Bps);
+  g_string_append(out, "], ");
+}
+
+static void links_text(const Train *t, GString *out)
+{
+  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", t->cfg.transport_name, t->W,
+                         t->W == 1 ? "" : "s",
+                         t->W == 1 ? "no links" : "links (ping-pong before training):");
+  for (int l = 0; l < t->W - 1; l++)
+    g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
+                           t->links[l].latency_s * 1e6, t->links[l].bandwidth_Bps / 1e9);
+  g_string_append_c(out, '\n');
 }
 
 static void json_array(GString *out, const char *name, const GArray *a)
@@ -64,15 +66,15 @@ static void report_gpu_memory(const Train *t, gboolean json, GString *out)
     g_string_append(out, "\"gpu_memory\": [");
   int shown = 0;
   for (int s = 0; s < t->W; s++) {
-    int d = tp_backend_cuda_stage_device(t->o.devices, s), first = 1;
+    int d = tp_backend_cuda_stage_device(t->devices, s), first = 1;
     for (int r = 0; r < s; r++)
-      first &= tp_backend_cuda_stage_device(t->o.devices, r) != d;
+      first &= tp_backend_cuda_stage_device(t->devices, r) != d;
     if (!first)
       continue;
     double store = 0;
     g_autoptr(GString) stages = g_string_new(NULL);
     for (int r = s; r < t->W; r++)
-      if (tp_backend_cuda_stage_device(t->o.devices, r) == d) {
+      if (tp_backend_cuda_stage_device(t->devices, r) == d) {
         store += t->cmp.measured.peak_bytes[r];
         g_string_append_printf(stages, "%s%d", stages->len ? ", " : "", r + 1);
       }
@@ -97,19 +99,19 @@ static void report_gpu_memory(const Train *t, gboolean json, GString *out)
 
 static void report_json(const Train *t, const char *sha, GString *out)
 {
-  const char *name = t->preset ? t->preset->name : tp_preset_name(t->s->order, t->s->policy);
+  const TpTrainConfig *c = &t->cfg;
+  const char *name = c->preset ? c->preset->name : tp_preset_name(t->s->order, t->s->policy);
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
-                         t->W, t->N, t->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name,
-                         t->mpi ? t->o.transport : "local",
+                         t->W, t->N, c->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name, c->transport_name,
                          t->cores);
   g_string_append_printf(out, "\"seed\": %u, \"lr\": %.9g, \"lr_schedule\": \"%s\", \"momentum\": %.9g, "
-                         "\"weight_decay\": %.9g, ", t->seed, t->lr, t->lr_cosine ? "cosine" : "constant", t->momentum,
-                         t->wd);
+                         "\"weight_decay\": %.9g, ", c->seed, c->lr, c->lr_cosine ? "cosine" : "constant", c->momentum,
+                         c->wd);
   if (t->links)
-    tp_train_mpi_links_json(t, out);
+    links_json(t, out);
   g_string_append(out, "\"stages\": [");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
@@ -138,16 +140,17 @@ static void report_json(const Train *t, const char *sha, GString *out)
 
 static void report_text(const Train *t, const char *sha, GString *out)
 {
-  const char *name = t->preset ? t->preset->name : t->o.schedule;
+  const TpTrainConfig *c = &t->cfg;
+  const char *name = c->preset ? c->preset->name : c->schedule_file;
   g_string_append_printf(out, "train        %s (%s + %s): W=%d stages, N=%d micro-batches, batch %d, model %s\n", name,
-                         tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->W, t->N, t->batch,
+                         tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->W, t->N, c->batch,
                          t->model->name);
   g_string_append(out, "stages       layers");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
   g_string_append(out, " (split balancing FLOPs)\n");
   if (t->links)
-    tp_train_mpi_links_text(t, out);
+    links_text(t, out);
   g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
                          t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
                          t->pm->chains, t->pm->chains == 1 ? "" : "s");
@@ -155,10 +158,10 @@ static void report_text(const Train *t, const char *sha, GString *out)
                          "again from the stored stage input, with the weights the backward read" : "false");
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
-  g_string_append_printf(out, "optimizer    SGD, lr %g", t->lr);
-  if (t->lr_cosine)
+  g_string_append_printf(out, "optimizer    SGD, lr %g", c->lr);
+  if (c->lr_cosine)
     g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", tp_train_lr_steps(t));
-  g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", t->momentum, t->wd, t->seed);
+  g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->momentum, c->wd, c->seed);
   for (guint e = 0; e < t->test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,
@@ -177,11 +180,11 @@ static void report_text(const Train *t, const char *sha, GString *out)
   tp_comparison_text(&t->cmp, out);
 }
 
-/* The training log, the trace files and the report: all of them or none (cli/tp_output.h). */
-gboolean tp_train_write_outputs(Train *t, GError **err)
+/* The training log, the trace files and the report: all of them or none (common/tp_output.h). */
+gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err)
 {
-  const Opts *o = &t->o;
-  g_autofree char *sha = weights_sha256(t);
+  const TpTrainOutputs *o = data;
+  g_autofree char *sha = tp_train_weights_sha256(t);
   g_autoptr(TpOutputs) out = tp_outputs_new();
   g_autoptr(GString) text = g_string_new(NULL);
   gboolean ok = !o->csv || tp_outputs_add_text(out, o->csv, t->log, err);
@@ -205,7 +208,7 @@ gboolean tp_train_write_outputs(Train *t, GError **err)
     }
   }
   if (ok) {
-    (t->fmt ? report_json : report_text)(t, sha, text);
+    (o->json ? report_json : report_text)(t, sha, text);
     ok = tp_outputs_add_text(out, o->output, text, err);
   }
   return ok && tp_outputs_commit(out, err);

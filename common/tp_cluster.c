@@ -89,7 +89,7 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
     path = g_strdup(name_or_path);
   else if (!(path = tp_data_find("TP_CLUSTERS_DIR", "models/clusters", name_or_path, ".cluster"))) {
     g_autofree char *q = tp_quote(name_or_path);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cluster: no cluster named %s (shipped: A, B, C, h200)", q);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_CLUSTER, "no cluster named %s (shipped: A, B, C, h200)", q);
     return NULL;
   }
   TpKeyFile k;

@@ -13,6 +13,22 @@
 
 G_DEFINE_QUARK(timeprest-error-quark, tp_error)
 
+const char *tp_error_param_name(const GError *err)
+{
+  static const char *const names[] = { "batch", "model", "cluster", "split", "data", "workers", "devices", "checkpoint",
+                                       "resume" };
+  if (!err || err->domain != TP_ERROR || err->code < TP_ERROR_PARAM_BATCH ||
+      err->code >= TP_ERROR_PARAM_BATCH + (int)G_N_ELEMENTS(names))
+    return NULL;
+  return names[err->code - TP_ERROR_PARAM_BATCH];
+}
+
+void tp_error_about(GError **err, TpErrorCode param)
+{
+  if (err && *err && (*err)->domain == TP_ERROR && (*err)->code == TP_ERROR_INPUT)
+    (*err)->code = param;
+}
+
 int tp_error_exit_status(const GError *err)
 {
   if (err == NULL)

@@ -12,7 +12,25 @@
 typedef enum {
   TP_ERROR_RUNTIME = 1, /* something failed while running: exit 1 */
   TP_ERROR_INPUT = 2,   /* bad flag, file or schedule: exit 2 */
+  /* A parameter's value refused (exit 2, as TP_ERROR_INPUT).  The message says what is wrong with
+   * the value, not how it was given: the caller that knows (the command line: its flag) names it
+   * with g_prefix_error (tp_error_param_name says which parameter). */
+  TP_ERROR_PARAM_BATCH = 16, /* samples per mini-batch */
+  TP_ERROR_PARAM_MODEL,      /* the model's name or file */
+  TP_ERROR_PARAM_CLUSTER,    /* the cluster's name or file */
+  TP_ERROR_PARAM_SPLIT,      /* the layers per stage */
+  TP_ERROR_PARAM_DATA,       /* the data set's directory or synthetic spec */
+  TP_ERROR_PARAM_WORKERS,    /* the pipeline's stages W */
+  TP_ERROR_PARAM_DEVICES,    /* the stages' GPUs */
+  TP_ERROR_PARAM_CHECKPOINT, /* the directory checkpoints go to */
+  TP_ERROR_PARAM_RESUME,     /* the checkpoint a run continues from */
 } TpErrorCode;
+
+/* For a TP_ERROR_PARAM_* error, the parameter's name ("batch", "model", ...); NULL otherwise. */
+const char *tp_error_param_name(const GError *err);
+/* An error about the value of parameter param: a TP_ERROR_INPUT one becomes param (the caller
+ * names the parameter); others (a runtime failure) stay as they are. */
+void tp_error_about(GError **err, TpErrorCode param);
 
 GQuark tp_error_quark(void);
 

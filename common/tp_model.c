@@ -345,8 +345,8 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
     path = g_strdup(name_or_path);
   else if (!(path = tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model"))) {
     g_autofree char *q = tp_quote(name_or_path);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: no model named %s (looked for NAME.model in $TP_MODELS_DIR, "
-                                               "%s/models and %s/models)", q, TP_DATADIR, TP_SRCDIR);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "no model named %s (looked for NAME.model in $TP_MODELS_DIR, "
+                                                     "%s/models and %s/models)", q, TP_DATADIR, TP_SRCDIR);
     return NULL;
   }
   g_autofree char *text = NULL;

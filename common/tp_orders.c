@@ -6,7 +6,7 @@
 static inline void put(TpSchedule *s, int *len, int st, TpOpKind k, int mb, int micro)
 {
   TpOp *op = &tp_stage_ops(s, st)[len[st]++];
-  *op = (TpOp){ (uint8_t)k, TP_SRC_FIXED, mb, micro, 0, 0 };
+  *op = (TpOp){ .kind = (uint8_t)k, .src = TP_SRC_FIXED, .mb = mb, .micro = micro };
 }
 
 static void order_gpipe(TpSchedule *s, int *len)

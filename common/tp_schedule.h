@@ -126,7 +126,7 @@ static inline TpOp *tp_stage_ops(const TpSchedule *s, int st) { return (TpOp *)s
 static inline int tp_stage_len(const TpSchedule *s, int st) { return (int)s->stage[st]->len; }
 static inline void tp_push(TpSchedule *s, int st, TpOpKind k, int mb, int micro)
 {
-  TpOp op = { (uint8_t)k, TP_SRC_FIXED, mb, micro, 0, 0 };
+  TpOp op = { .kind = (uint8_t)k, .src = TP_SRC_FIXED, .mb = mb, .micro = micro };
   g_array_append_val(s->stage[st], op);
 }
 long long tp_schedule_n_ops(const TpSchedule *s);

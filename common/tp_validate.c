@@ -25,7 +25,7 @@ static gboolean fail(GError **err, const TpSchedule *s, int st, const TpOp *op, 
 
 static gboolean missing(GError **err, const TpSchedule *s, int st, TpOpKind kind, int mb, int micro)
 {
-  TpOp op = { (uint8_t)kind, 0, mb, micro, 0, 0 };
+  TpOp op = { .kind = (uint8_t)kind, .mb = mb, .micro = micro };
   char what[64];
   tp_op_name(s, &op, what, sizeof what);
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sstage %d has no %s: the schedule is incomplete",
@@ -146,7 +146,7 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
         p = MAX(p, row[j]);
     int which = TP_WHOLE;
     if (p > k && (p = last_forward(s, ix, st, op, &which)) > k) {
-      TpOp f = { TP_OP_F, 0, op->mb, which, 0, 0 };
+      TpOp f = { .kind = TP_OP_F, .mb = op->mb, .micro = which };
       tp_op_name(s, &f, need, sizeof need);
       return fail(err, s, st, op, "needs the activations of %s, which comes later in that stage's order", need);
     }

@@ -238,7 +238,7 @@ static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GErro
   }
   g_strfreev(parts);
   if (!ok)
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--data: bad value '%s' (expected DIR or synthetic[:TRAIN[:TEST]])",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "bad value '%s' (expected DIR or synthetic[:TRAIN[:TEST]])",
                 spec);
   return ok;
 }
@@ -264,7 +264,7 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
   const char *dir = spec ? spec : TP_DATA_DEFAULT_DIR;
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no such data directory%s", dir,
-                spec ? "" : " (install the Fashion-MNIST dataset package or pass --data DIR)");
+                spec ? "" : " (install the Fashion-MNIST dataset package or give the data's directory)");
     return FALSE;
   }
   static const char *const files[4] = { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
@@ -336,13 +336,13 @@ void tp_data_permutation(guint32 seed, int epoch, int n, int *perm)
 TpBatcher *tp_batcher_new(const TpDataset *d, int batch, int n_micro, guint32 seed, GError **err)
 {
   if (n_micro < 1 || batch < 1 || batch % n_micro != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                "--batch: %d samples cannot be split into %d equal micro-batches (use a multiple of %d)", batch,
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH,
+                "%d samples cannot be split into %d equal micro-batches (use a multiple of %d)", batch,
                 n_micro, MAX(n_micro, 1));
     return NULL;
   }
   if (batch > d->n) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples per mini-batch but %s has only %d", batch,
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%d samples per mini-batch but %s has only %d", batch,
                 d->name, d->n);
     return NULL;
   }

@@ -69,7 +69,7 @@ gboolean tp_outbox_send(TpOutbox *o, float *buf, TpTransport *t, int from, int t
   g_mutex_lock(&o->lock);
   o->refs++;
   g_mutex_unlock(&o->lock);
-  return tp_transport_send_borrowed(t, from, to, tag, buf, len, given_back, l, err);
+  return tp_transport_send_borrowed(t, tp_link_ends(from, to), tag, buf, len, given_back, l, err);
 }
 
 void tp_outbox_release(TpOutbox *o)

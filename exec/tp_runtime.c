@@ -18,34 +18,15 @@
 
 /* ---- weight buffers through the backend ----------------------------------------------------------- */
 
-/* The weight store's allocator has no error channel: the backend's reason for a failure is one line
- * on stderr here (the store then fails the operation with its own error) rather than lost. */
-static void be_said(GError *err)
-{
-  if (err)
-    g_printerr("weight store: %s\n", err->message);
-  g_clear_error(&err);
-}
-
-static float *be_alloc(void *ctx, size_t n)
+static float *be_alloc(void *ctx, size_t n, GError **err)
 {
   const TpBackend *be = ctx;
-  GError *err = NULL;
-  float *p = be->alloc(be, n ? n : 1, &err);
-  be_said(err);
-  return p;
+  return be->alloc(be, n ? n : 1, err);
 }
 static void be_free(void *ctx, float *buf)
 {
   const TpBackend *be = ctx;
   be->free(be, buf);
-}
-static void be_copy(void *ctx, float *dst, const float *src, size_t n)
-{
-  const TpBackend *be = ctx;
-  GError *err = NULL;
-  if (dst != src && !be->copy(be, dst, src, n, &err))
-    be_said(err);
 }
 
 gboolean tp_rt_sync(const TpBackend *be, GError **err)
@@ -87,7 +68,7 @@ TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
 TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const *stage_be, GError **err)
 {
   if (cfg->W < 1 || cfg->N < 1 || cfg->batch < cfg->N || cfg->batch % cfg->N) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples cannot be split into %d equal micro-batches",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%d samples cannot be split into %d equal micro-batches",
                 cfg->batch, cfg->N);
     return NULL;
   }
@@ -104,7 +85,7 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
   for (int s = 0; s < cfg->W; s++) {
     RtStage *S = &rt->st[s];
     const TpBackend *be = S->be = stage_be && stage_be[s] ? stage_be[s] : cfg->be;
-    rt->alloc[s] = (TpWAlloc){ be_alloc, be_free, be_copy, (void *)be };
+    rt->alloc[s] = (TpWAlloc){ .alloc = be_alloc, .free = be_free, .ctx = (void *)be };
     if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], be, err)))
       return NULL;
     if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
@@ -434,7 +415,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   g->fver[key] = v;
   if (last) {
     if (!isfinite(stats.loss_sum))
-      return fail(g, op, err, "the loss is %s; lower --lr or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
+      return fail(g, op, err, "the loss is %s; lower the learning rate or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
     sh->out->loss_sum[op->mb - 1] += stats.loss_sum;
     sh->out->correct[op->mb - 1] += stats.correct;
     if ((g->fwd_done[op->mb - 1] += n) == g->B && sh->progress) {

@@ -201,7 +201,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     const TpBackend *be = rt->st[s].be;
     const TpNet *net = rt->st[s].net;
     gboolean mine = s >= rt->lo && s < rt->hi;
-    ProfCtx c = { rt, s, n, be, bufs[s].in, bufs[s].out, NULL, NULL, NULL, NULL, NULL, acts[0], NULL, labels, idx };
+    ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .in = bufs[s].in, .out = bufs[s].out, .h_in = acts[0],
+                  .labels = labels, .idx = idx };
     ProfCtx micro = c;
     double all;
     micro.n = whole ? n : m;
@@ -219,7 +220,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     if (s >= rt->hi) { /* after this process's stages: the gradient they receive */
       size_t np = S->np ? S->np : 1;
       float *grad = be->alloc(be, np, err);
-      ProfCtx c = { rt, s, n, be, NULL, NULL, bufs[s].dout, bufs[s].din, grad, NULL, NULL, NULL, saved[s], labels, idx };
+      ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad,
+                    .saved = saved[s], .labels = labels, .idx = idx };
       ok = grad && be->zero(be, grad, np, err) &&
            (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
            run_once(prof_backward, &c, &out[s].bwd, err) &&
@@ -232,7 +234,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     size_t np = S->np ? S->np : 1;
     float *grad = be->alloc(be, np, err), *w = grad ? be->alloc(be, np, err) : NULL;
     float *mom = w ? be->alloc(be, np, err) : NULL;
-    ProfCtx c = { rt, s, n, be, NULL, NULL, bufs[s].dout, bufs[s].din, grad, w, mom, NULL, saved[s], labels, idx };
+    ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad, .w = w,
+                  .mom = mom, .saved = saved[s], .labels = labels, .idx = idx };
     ok = mom && be->zero(be, grad, np, err) &&
          (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
          time_median(prof_backward, &c, reps, &out[s].bwd, err) &&

@@ -121,9 +121,9 @@ gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from
   switch (k->mode) {
   case MODE_HOST:
   case MODE_STAGED:
-    return tp_rt_down(be, host, dev, n, err) && tr->send(tr, from, to, tag, host, n * sizeof(float), err);
+    return tp_rt_down(be, host, dev, n, err) && tr->send(tr, tp_link_ends(from, to), tag, host, n * sizeof(float), err);
   case MODE_DEVICE:
-    return tp_rt_sync(be, err) && tr->send(tr, from, to, tag, dev, n * sizeof(float), err);
+    return tp_rt_sync(be, err) && tr->send(tr, tp_link_ends(from, to), tag, dev, n * sizeof(float), err);
   case MODE_PEER: {
     if (n > k->cap) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "a message of %zu floats from stage %d to stage %d (at most %zu)", n,
@@ -134,7 +134,7 @@ gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from
     if (!m.buf)
       return FALSE;
     if (!be->copy_peer(be, m.buf, k->to_be, dev, n, err) || !tp_rt_sync(be, err) ||
-        !tr->send(tr, from, to, tag, &m, sizeof m, err)) {
+        !tr->send(tr, tp_link_ends(from, to), tag, &m, sizeof m, err)) {
       pool_give(k, m.buf);
       return FALSE;
     }
@@ -151,12 +151,12 @@ gboolean tp_rt_recv(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int to, 
   switch (k->mode) {
   case MODE_HOST:
   case MODE_STAGED:
-    return tr->recv(tr, to, from, tag, host, n * sizeof(float), err) && tp_rt_up(be, dev, host, n, err);
+    return tr->recv(tr, tp_link_ends(to, from), tag, host, n * sizeof(float), err) && tp_rt_up(be, dev, host, n, err);
   case MODE_DEVICE:
-    return tr->recv(tr, to, from, tag, dev, n * sizeof(float), err);
+    return tr->recv(tr, tp_link_ends(to, from), tag, dev, n * sizeof(float), err);
   case MODE_PEER: {
     PeerMsg m;
-    if (!tr->recv(tr, to, from, tag, &m, sizeof m, err))
+    if (!tr->recv(tr, tp_link_ends(to, from), tag, &m, sizeof m, err))
       return FALSE;
     gboolean ok = m.n == n || (g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "message from stage %d holds %"
                                            G_GUINT64_FORMAT " floats, %zu expected", from + 1, m.n, n), FALSE);

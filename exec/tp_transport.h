@@ -39,6 +39,19 @@ static inline TpTag tp_tag_of(const TpOp *op)
   return t;
 }
 
+/* The two ends of a link as one stage sees it: the stage that sends or receives (local) and its
+ * neighbour at the other end (peer).  0-based stages. */
+typedef struct {
+  int local;
+  int peer;
+} TpLinkEnds;
+
+static inline TpLinkEnds tp_link_ends(int local, int peer)
+{
+  TpLinkEnds l = { .local = local, .peer = peer };
+  return l;
+}
+
 /* Counters of one link direction (from → to). */
 typedef struct {
   guint64 messages;
@@ -48,16 +61,16 @@ typedef struct {
 typedef struct TpTransport TpTransport;
 struct TpTransport {
   const char *name; /* "local", "mpi", "nccl" */
-  int W;            /* stages */
-  int N;            /* micro-batches per mini-batch (names micro-batches in messages) */
+  int W;            /* stages (fixed at creation) */
+  int N;            /* micro-batches per mini-batch, fixed at creation (names micro-batches in messages;
+                       the MPI transport's tags are made of it) */
   double timeout_s; /* how long a receive waits before it fails */
 
-  /* Send len bytes from stage `from` to its neighbour `to`, tagged tag.  Returns at once. */
-  gboolean (*send)(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
-                   GError **err);
-  /* Receive at stage `to` the message tagged tag from its neighbour `from` into data, which must
-   * be exactly len bytes long; waits at most timeout_s (TP_ERROR_RUNTIME then, and on abort). */
-  gboolean (*recv)(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err);
+  /* Send len bytes from stage link.local to its neighbour link.peer, tagged tag.  Returns at once. */
+  gboolean (*send)(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len, GError **err);
+  /* Receive at stage link.local the message tagged tag from its neighbour link.peer into data, which
+   * must be exactly len bytes long; waits at most timeout_s (TP_ERROR_RUNTIME then, and on abort). */
+  gboolean (*recv)(TpTransport *t, TpLinkEnds link, const TpTag *tag, void *data, size_t len, GError **err);
   /* End the run: every waiting and later receive (and later send) fails with reason. */
   void (*abort)(TpTransport *t, const char *reason);
   /* Messages and bytes sent from → to so far. */
@@ -67,18 +80,18 @@ struct TpTransport {
    * transport reads data until it calls done(done_data) — once, from any thread, when the payload
    * is sent or the send failed; the caller must not write data before.  A transport freed with a
    * send in flight may never call it (the run failed; MPI may still read the buffer). */
-  gboolean (*send_borrowed)(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+  gboolean (*send_borrowed)(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                             void (*done)(void *done_data), void *done_data, GError **err);
 };
 
 /* Send data lent to the transport until done(done_data) (see send_borrowed); a transport without
  * its own way copies it at once and calls done before returning. */
-static inline gboolean tp_transport_send_borrowed(TpTransport *t, int from, int to, const TpTag *tag, const void *data,
+static inline gboolean tp_transport_send_borrowed(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data,
                                                   size_t len, void (*done)(void *), void *done_data, GError **err)
 {
   if (t->send_borrowed)
-    return t->send_borrowed(t, from, to, tag, data, len, done, done_data, err);
-  gboolean ok = t->send(t, from, to, tag, data, len, err);
+    return t->send_borrowed(t, link, tag, data, len, done, done_data, err);
+  gboolean ok = t->send(t, link, tag, data, len, err);
   if (done)
     done(done_data);
   return ok;
@@ -95,7 +108,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpTransport, tp_transport_free)
 static inline void tp_tag_name(const TpTransport *t, const TpTag *tag, char *buf, size_t len)
 {
   TpSchedule stub = { .N = t->N };
-  TpOp op = { (uint8_t)tag->kind, TP_SRC_FIXED, tag->mb, tag->micro, 0, 0 };
+  TpOp op = { .kind = (uint8_t)tag->kind, .src = TP_SRC_FIXED, .mb = tag->mb, .micro = tag->micro };
   tp_op_name(&stub, &op, buf, len);
 }
 

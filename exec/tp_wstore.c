@@ -8,9 +8,9 @@
 
 const char *const tp_wstore_mem_names[TP_N_MEMCAT] = { "weights", "optimizer", "gradients", "activations", "comm" };
 
-static float *host_alloc(void *ctx, size_t n)
+static float *host_alloc(void *ctx, size_t n, GError **err)
 {
-  (void)ctx;
+  (void)ctx, (void)err;
   return g_new(float, n);
 }
 static void host_free(void *ctx, float *buf)
@@ -18,13 +18,7 @@ static void host_free(void *ctx, float *buf)
   (void)ctx;
   g_free(buf);
 }
-static void host_copy(void *ctx, float *dst, const float *src, size_t n)
-{
-  (void)ctx;
-  if (dst != src)
-    memcpy(dst, src, n * sizeof(float));
-}
-const TpWAlloc tp_walloc_host = { host_alloc, host_free, host_copy, NULL };
+const TpWAlloc tp_walloc_host = { .alloc = host_alloc, .free = host_free, .ctx = NULL };
 
 struct TpWStore {
   const TpSchedule *s;
@@ -71,10 +65,20 @@ void tp_wstore_mem_add(TpWStore *w, TpMemCat cat, gint64 delta)
 
 static gint64 wbytes(const TpWStore *w) { return (gint64)(w->sz.n_params * sizeof(float)); }
 
-static float *take(TpWStore *w)
+/* A buffer for a version: a spare one, or a new one from the allocator (NULL and err on failure). */
+static float *take(TpWStore *w, GError **err)
 {
+  GError *e = NULL;
   float *b = w->spare->len ? g_ptr_array_steal_index(w->spare, w->spare->len - 1)
-                           : w->a.alloc(w->a.ctx, w->sz.n_params);
+                           : w->a.alloc(w->a.ctx, w->sz.n_params, &e);
+  if (!b) {
+    if (e)
+      g_propagate_prefixed_error(err, e, "stage %d: a weight version of %zu floats: ", w->st + 1, w->sz.n_params);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate a weight version of %zu floats",
+                  w->st + 1, w->sz.n_params);
+    return NULL;
+  }
   w->stats.cur[TP_MEMCAT_WEIGHTS] += wbytes(w);
   return b;
 }
@@ -216,7 +220,10 @@ TpWStore *tp_wstore_new(const TpSchedule *s, int stage, int first_op, const TpWS
   w->stats.cur[TP_MEMCAT_GRADIENTS] = sz->gradient_bytes;
   for (int v = 0; v <= w->latest; v++)
     if (v == w->latest || w->refs[v] > 0) {
-      w->buf[v] = take(w);
+      if (!(w->buf[v] = take(w, err))) {
+        tp_wstore_free(w);
+        return NULL;
+      }
       w->stats.live_versions++;
     }
   note(w);
@@ -277,18 +284,23 @@ const TpOp *tp_wstore_op_begin(TpWStore *w, int k, GError **err)
   if (op->kind == TP_OP_F) {
     acts_add(w, tp_op_count(w->s, op));
   } else if (op->kind == TP_OP_B && op->src == TP_SRC_BLEND && w->latest > op->ver) {
-    w->blend = take(w);
+    if (!(w->blend = take(w, err)))
+      goto failed;
   } else if (op->kind == TP_OP_U) {
     w->in_place = w->refs[w->latest] == 0;
     if (w->in_place) {
       w->upd = w->buf[w->latest];
     } else {
-      w->upd = take(w); /* written by the step from the latest version: no copy first */
+      if (!(w->upd = take(w, err))) /* written by the step from the latest version: no copy first */
+        goto failed;
       w->stats.live_versions++;
     }
   }
   note(w);
   return op;
+failed:
+  w->cur = -1;
+  return NULL;
 }
 
 int tp_wstore_read_version(const TpWStore *w, int j)

@@ -36,11 +36,11 @@ typedef enum {
 
 extern const char *const tp_wstore_mem_names[TP_N_MEMCAT];
 
-/* Where weight buffers live.  copy must accept dst == src as a no-op. */
+/* Where weight buffers live.  alloc returns NULL with err set when it cannot (the store then fails
+ * the operation that needed the buffer, naming its stage). */
 typedef struct {
-  float *(*alloc)(void *ctx, size_t n_floats);
+  float *(*alloc)(void *ctx, size_t n_floats, GError **err);
   void (*free)(void *ctx, float *buf);
-  void (*copy)(void *ctx, float *dst, const float *src, size_t n_floats);
   void *ctx;
 } TpWAlloc;
 

@@ -68,7 +68,7 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     return NULL;
   }
   if (batch < N || batch % N != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %ld samples do not split into N=%d equal micro-batches",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%ld samples do not split into N=%d equal micro-batches",
                 batch, N);
     return NULL;
   }
@@ -173,7 +173,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
     }
     a->bounds[a->W] = sum;
     if (sum != L) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", sum,
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SPLIT, "the stages get %d layers, model %s has %d", sum,
                   a->model->name, L);
       return FALSE;
     }
@@ -184,7 +184,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
   a->acts = a->versions = NULL;
   if (!ok)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                "no split of model %s into %d stages fits the devices' memory (try a smaller --batch or more stages)",
+                "no split of model %s into %d stages fits the devices' memory (try a smaller batch or more stages)",
                 a->model->name, a->W);
   return ok;
 }
@@ -193,54 +193,6 @@ double tp_analytic_capacity(const TpAnalytic *a, int s)
 {
   double own = a->profile ? a->profile->memory : a->cluster->dev[a->device[s]].memory;
   return a->cap > 0 && (own <= 0 || a->cap < own) ? a->cap : own;
-}
-
-TpCost *tp_analytic_fit(TpAnalytic *a, const TpSchedule *s, gboolean costed, int rounds, GError **err)
-{
-  /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
-  g_autoptr(TpCost) unit = tp_cost_unit(s->W);
-  g_autoptr(TpSim) usim = tp_sim_run(s, unit, err);
-  if (!usim)
-    return NULL;
-  g_autoptr(TpMetrics) um = tp_metrics_compute(usim);
-  g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
-  for (int st = 0; st < s->W; st++)
-    acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
-  if (!tp_analytic_split(a, NULL, acts, versions, err))
-    return NULL;
-  TpCost *cost = tp_analytic_cost(a);
-  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
-   * what a stage overran, and split again until every stage fits (or no split does). */
-  gboolean depends = s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
-  for (int round = 0; round < rounds; round++) {
-    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
-    GError *e = NULL;
-    g_autoptr(TpSchedule) t = costed && depends ? tp_schedule_generate_costed(s->order, s->policy, s->W, s->N, s->K,
-                                                                              cost, &e)
-                                                : NULL;
-    if (t)
-      t->sig = s->sig;
-    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
-    if (!sim) {
-      g_propagate_error(err, e);
-      tp_cost_free(cost);
-      return NULL;
-    }
-    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
-    gboolean over = FALSE;
-    for (int st = 0; st < s->W; st++)
-      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
-        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
-        over = TRUE;
-      }
-    if (!over)
-      break;
-    tp_cost_free(cost);
-    if (!tp_analytic_split(a, NULL, acts, versions, err))
-      return NULL;
-    cost = tp_analytic_cost(a);
-  }
-  return cost;
 }
 
 TpCost *tp_analytic_cost(const TpAnalytic *a)

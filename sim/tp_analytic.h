@@ -58,13 +58,6 @@ double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int a
 /* Bytes stage s may hold: its device's memory, or the memory available where the profile was taken,
  * capped by a->cap. */
 double tp_analytic_capacity(const TpAnalytic *a, int s);
-/* The split under the devices' memory for schedule s (generated, its order fixed on unit slots): the
- * schedule's peaks of micro-batch activations and live versions on unit slots give each stage's
- * bytes; then up to `rounds` times the schedule (its order fixed on the costs when `costed` and the
- * order depends on them) is simulated, what a stage overran is held back from it, and the layers are
- * split again.  Returns the last split's cost model (it may still overrun: the caller checks);
- * TP_ERROR_INPUT when no split fits. */
-TpCost *tp_analytic_fit(TpAnalytic *a, const TpSchedule *s, gboolean costed, int rounds, GError **err);
 /* The cost model for the simulator, from the current split. */
 TpCost *tp_analytic_cost(const TpAnalytic *a);
 

@@ -66,7 +66,7 @@ static void try_start(Gen *g, int st)
   if (g->busy[st] || g->dev_busy[g->c->stage[st].device])
     return;
   if (g->pending_u[st]) { /* the update follows its backward */
-    TpOp u = { TP_OP_U, 0, g->pending_u[st], TP_WHOLE, 0, 0 };
+    TpOp u = { .kind = TP_OP_U, .mb = g->pending_u[st], .micro = TP_WHOLE };
     g->pending_u[st] = 0;
     push_op(g, st, TP_OP_U, u.mb, TP_WHOLE, tp_sim_op_time(g->c, s, st, &u));
     return;
@@ -77,13 +77,13 @@ static void try_start(Gen *g, int st)
   gboolean bready = st < g->W - 1 && i <= s->K && g->g_in[(size_t)st * (s->K + 1) + i];
   switch (tp_nf1b_next(g->W, s->K, g->per, st, f, i, g->inflight[st], fready, bready)) {
   case TP_NEXT_BACKWARD: {
-    TpOp op = { TP_OP_B, 0, i, TP_WHOLE, 0, 0 };
+    TpOp op = { .kind = TP_OP_B, .mb = i, .micro = TP_WHOLE };
     push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
     break;
   }
   case TP_NEXT_FORWARD: {
     int fi = (int)(f / g->per) + 1, micro = g->per == 1 ? TP_WHOLE : (int)(f % g->per);
-    TpOp op = { TP_OP_F, 0, fi, micro, 0, 0 };
+    TpOp op = { .kind = TP_OP_F, .mb = fi, .micro = micro };
     push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
     break;
   }
@@ -206,4 +206,17 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
     return NULL;
   }
   return s;
+}
+
+gboolean tp_order_depends_on_costs(TpOrder o)
+{
+  return o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC;
+}
+
+TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err)
+{
+  TpSchedule *t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
+  if (t)
+    t->sig = s->sig;
+  return t;
 }

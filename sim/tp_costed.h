@@ -15,4 +15,10 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
 TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
                                            const TpCost *c, GError **err);
 
+/* Whether an order depends on the timeline it is fixed on (nf1b, 1f1b-async; not gpipe, 1f1b, 2bw). */
+gboolean tp_order_depends_on_costs(TpOrder o);
+
+/* Generated schedule s again, its order fixed on cost model c (its significance kept). */
+TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err);
+
 #endif

@@ -2,6 +2,7 @@
  * the Pareto front and the explanation of the top choice. */
 #include "tp_plan.h"
 #include "tp_costed.h"
+#include "tp_fit.h"
 #include "tp_error.h"
 
 #include <math.h>
@@ -10,7 +11,7 @@
 /* A plan already simulated prunes a candidate only when it beats the candidate's time bound by this
  * factor: the steady window's spacing may fall a little below the work bound at its edges. */
 #define TP_PLAN_PRUNE_MARGIN 0.9
-/* Rounds of simulation that correct a split under the memory limit (tp_analytic_fit). */
+/* Rounds of simulation that correct a split under the memory limit (tp_fit_memory). */
 #define TP_PLAN_FIT_ROUNDS 4
 
 static void plan_free(gpointer data)
@@ -235,7 +236,7 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
   g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, &e) : NULL;
   if (a)
     a->cap = r->memory_limit;
-  g_autoptr(TpCost) c = a ? tp_analytic_fit(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  g_autoptr(TpCost) c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
   if (!c) { /* no split fits: the fastest one stays, over the limit */
     g_clear_error(&e);
     return;

@@ -1,9 +1,12 @@
-/* test-checkpoint.c — checkpoints of `timeprest train`, through the program on small synthetic data:
- * a run stopped at a checkpoint and resumed ends with the weights of the uninterrupted run (bit for
+/* test-checkpoint.c — checkpoints of `timeprest train`.  Through the library (train/tp_checkpoint.h):
+ * a checkpoint written and read back (whole, and in parts per stage through a group), a damaged
+ * state file refused.  Through the program on small synthetic data: a run stopped at a checkpoint and resumed ends with the weights of the uninterrupted run (bit for
  * bit, several presets, -k segments and epochs); a checkpoint of another run, a damaged one, a
  * SIGTERM during a run and a kill during the checkpoint's write (also of a new run over an older
  * checkpoint); a checkpoint directory that cannot be written. */
 #include "tp_test.h"
+#include "tp_checkpoint.h"
+#include "tp_error.h"
 
 #include <signal.h>
 #include <sys/types.h>
@@ -142,6 +145,121 @@ static void test_other_run(void)
   }
   tpt_rm_tree(root);
 }
+
+/* ---- the library -------------------------------------------------------------------------------- */
+
+/* A checkpoint of two stages of 3 and 5 floats, every member set to something to compare. */
+static void fill_checkpoint(TpCheckpoint *c, int generation)
+{
+  const size_t np[] = { 3, 5 };
+  tp_checkpoint_init(c, 2, np);
+  tp_checkpoint_id(c, "model", "mlp");
+  tp_checkpoint_id(c, "seed", "7");
+  c->generation = generation, c->epoch = 1, c->index = 4, c->done = 12, c->seed = 7;
+  c->pos = (TpDataPos){ 0 };
+  for (int s = 0; s < 2; s++)
+    for (size_t i = 0; i < np[s]; i++)
+      c->weights[s][i] = (float)(s * 10 + i) + 0.25f, c->mom[s][i] = -(float)i / 8;
+  c->plan = g_strdup("a plan\n"), c->log = g_strdup("a log\n");
+  c->elapsed = 1.5, c->train_time = 1.25, c->samples = 384, c->epoch_wall = 0.5;
+  c->versions_match = TRUE, c->mismatched = 0;
+  double d = 0.875;
+  int k = 3;
+  g_array_append_val(c->test_acc, d);
+  g_array_append_val(c->loss_sum, d);
+  g_array_append_val(c->correct, k);
+}
+
+static void check_same(const TpCheckpoint *a, const TpCheckpoint *b, int lo, int hi)
+{
+  g_assert_cmpint(a->W, ==, b->W);
+  g_assert_cmpint(a->generation, ==, b->generation);
+  g_assert_cmpint(a->epoch, ==, b->epoch);
+  g_assert_cmpint(a->index, ==, b->index);
+  g_assert_cmpint(a->done, ==, b->done);
+  g_assert_cmpstr(a->plan, ==, b->plan);
+  g_assert_cmpstr(a->log, ==, b->log);
+  g_assert_cmpfloat(a->elapsed, ==, b->elapsed);
+  g_assert_cmpfloat(a->samples, ==, b->samples);
+  g_assert_cmpuint(a->test_acc->len, ==, b->test_acc->len);
+  g_assert_cmpfloat(g_array_index(a->test_acc, double, 0), ==, g_array_index(b->test_acc, double, 0));
+  g_assert_cmpint(g_array_index(a->correct, int, 0), ==, g_array_index(b->correct, int, 0));
+  g_assert_null(tp_checkpoint_id_diff(a, b));
+  for (int s = lo; s < hi; s++) {
+    g_assert_cmpuint(a->np[s], ==, b->np[s]);
+    g_assert_cmpmem(a->weights[s], a->np[s] * sizeof(float), b->weights[s], b->np[s] * sizeof(float));
+    g_assert_cmpmem(a->mom[s], a->np[s] * sizeof(float), b->mom[s], b->np[s] * sizeof(float));
+  }
+}
+
+static int no_signal(void) { return 0; }
+
+/* Written whole (as a group of one saves it), read back equal; a state file with one byte flipped
+ * is refused naming it. */
+static void test_lib_round_trip(void)
+{
+  g_autofree char *dir = tpt_tmp_dir("tp-ckpt-lib");
+  TpCheckpoint c, back;
+  fill_checkpoint(&c, 3);
+  TpGroup *g = tp_group_single_new();
+  GError *e = NULL;
+  int sig = -1;
+  g_assert_true(tp_checkpoint_save(g, dir, &c, no_signal, &sig, &e));
+  g_assert_no_error(e);
+  g_assert_cmpint(sig, ==, 0);
+  g_assert_cmpint(tp_checkpoint_first_generation(dir), ==, 4);
+  g_assert_true(tp_checkpoint_load(g, dir, &back, &e));
+  g_assert_no_error(e);
+  check_same(&c, &back, 0, 2);
+  tp_checkpoint_clear(&back);
+  /* a flipped byte in the state file: the checksum refuses it */
+  g_autofree char *state = g_build_filename(dir, "state-3.bin", NULL), *data = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(state, &data, &len, NULL));
+  g_assert_cmpuint(len, ==, (3 + 5) * 2 * sizeof(float));
+  data[len / 2] ^= 1;
+  g_assert_true(g_file_set_contents(state, data, (gssize)len, NULL));
+  g_assert_false(tp_checkpoint_read(dir, &back, &e));
+  g_assert_error(e, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_nonnull(strstr(e->message, "state-3.bin"));
+  g_clear_error(&e);
+  tp_checkpoint_clear(&back);
+  tp_checkpoint_clear(&c);
+  tp_group_free(g);
+  tpt_rm_tree(dir);
+}
+
+/* One part per stage, committed by the metadata that names both: every stage reads back, and a
+ * process that reads only stage 2 gets stage 2's floats. */
+static void test_lib_parts(void)
+{
+  g_autofree char *dir = tpt_tmp_dir("tp-ckpt-parts");
+  TpCheckpoint c, back;
+  fill_checkpoint(&c, 5);
+  char sha[2][65];
+  GError *e = NULL;
+  for (int s = 0; s < 2; s++)
+    g_assert_true(tp_checkpoint_write_part(dir, &c, s, sha[s], &e));
+  const char *shas[] = { sha[0], sha[1] };
+  g_assert_true(tp_checkpoint_commit_parts(dir, &c, shas, &e));
+  g_assert_no_error(e);
+  g_assert_true(tp_checkpoint_read(dir, &back, &e));
+  g_assert_no_error(e);
+  check_same(&c, &back, 0, 2);
+  tp_checkpoint_clear(&back);
+  gsize len = 0;
+  g_autofree char *meta = tp_checkpoint_read_meta(dir, &len, &e);
+  g_assert_nonnull(meta);
+  memset(&back, 0, sizeof back);
+  g_assert_true(tp_checkpoint_parse(dir, meta, len, 1, 2, &back, &e));
+  g_assert_no_error(e);
+  check_same(&c, &back, 1, 2);
+  tp_checkpoint_clear(&back);
+  tp_checkpoint_clear(&c);
+  tpt_rm_tree(dir);
+}
+
+/* ---- the program ----------------------------------------------------------------------------------- */
 
 static char *state_file(const char *dir)
 {
@@ -320,6 +438,8 @@ static void test_usage(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/checkpoint/lib/round-trip", test_lib_round_trip);
+  g_test_add_func("/checkpoint/lib/parts", test_lib_parts);
   g_test_add_func("/checkpoint/resume-segments", test_resume_segments);
   g_test_add_func("/checkpoint/resume-epochs", test_resume_epochs);
   g_test_add_func("/checkpoint/other-run", test_other_run);

@@ -306,8 +306,8 @@ static void test_synthetic(void)
   const char *bad[] = { "synthetic:", "synthetic:0", "synthetic:5:x", "synthetic:1:2:3", "synthetics" };
   for (guint k = 0; k < G_N_ELEMENTS(bad); k++) {
     g_assert_false(tp_data_open(bad[k], 1, &train, &test, &e));
-    g_assert_error(e, TP_ERROR, TP_ERROR_INPUT);
-    g_assert_nonnull(strstr(e->message, "--data"));
+    g_assert_error(e, TP_ERROR, TP_ERROR_PARAM_DATA); /* the program names it --data */
+    g_assert_cmpstr(tp_error_param_name(e), ==, "data");
     g_clear_error(&e);
   }
   tp_dataset_free(again);
@@ -351,11 +351,11 @@ static void test_batcher(void)
   g_autoptr(TpDataset) d = tp_dataset_synthetic(103, 2, 2, 1);
   GError *e = NULL;
   g_assert_null(tp_batcher_new(d, 10, 4, 5, &e));
-  g_assert_error(e, TP_ERROR, TP_ERROR_INPUT);
-  g_assert_nonnull(strstr(e->message, "--batch"));
+  g_assert_error(e, TP_ERROR, TP_ERROR_PARAM_BATCH); /* the program names it --batch */
+  g_assert_cmpstr(tp_error_param_name(e), ==, "batch");
   g_clear_error(&e);
   g_assert_null(tp_batcher_new(d, 104, 4, 5, &e));
-  g_assert_error(e, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_error(e, TP_ERROR, TP_ERROR_PARAM_BATCH);
   g_clear_error(&e);
   g_autoptr(TpBatcher) b = tp_batcher_new(d, 20, 4, 5, &e);
   g_assert_no_error(e);

@@ -204,7 +204,7 @@ static void test_read_limits(void)
   g_assert_cmpint(tp_stage_ops(back, 0)[0].line, ==, 3);
   /* the longest operation the JSON form writes fits TP_MAX_OP_TEXT, so the largest schedule loads */
   g_autoptr(TpSchedule) wide = tp_schedule_new(TP_ORDER_NF1B, TP_POLICY_STASH, 1, TP_MAX_MICRO, TP_MAX_MINI);
-  TpOp op = { TP_OP_B, TP_SRC_STASH, -TP_MAX_MINI, TP_MAX_MICRO - 1, -TP_MAX_MINI, 0 };
+  TpOp op = { .kind = TP_OP_B, .src = TP_SRC_STASH, .mb = -TP_MAX_MINI, .micro = TP_MAX_MICRO - 1, .ver = -TP_MAX_MINI };
   g_array_append_val(wide->stage[0], op);
   g_autoptr(GString) json = g_string_new(NULL);
   tp_format_json(wide, json);

@@ -65,14 +65,14 @@ static gboolean run_stage(TpTransport *t, const TpSchedule *s, int st, Fault fau
     int to = op->kind == TP_OP_F ? st + 1 : st - 1;
     if (from >= 0 && from < s->W) {
       size_t len = payload_len(&tag);
-      if (!t->recv(t, st, from, &tag, buf, len, err))
+      if (!t->recv(t, tp_link_ends(st, from), &tag, buf, len, err))
         return FALSE;
       payload(from, &tag, want);
       CHECK(memcmp(buf, want, len) == 0, "stage %d op %d: wrong payload", st + 1, k);
     }
     if (to >= 0 && to < s->W) {
       payload(st, &tag, buf);
-      if (!t->send(t, st, to, &tag, buf, payload_len(&tag), err))
+      if (!t->send(t, tp_link_ends(st, to), &tag, buf, payload_len(&tag), err))
         return FALSE;
     }
   }
@@ -87,10 +87,11 @@ static void check_pipeline(const TpPreset *p, int W, int N, int K)
   TpSchedule *s = tp_schedule_generate(p->order, p->policy, W, N, K, &err);
   CHECK(s, "%s", err->message);
   const int me = tp_mpi_rank();
-  TpTransport *t = tp_mpi_new(N, 20, &err);
+  TpMpi *m = tp_mpi_new(N, 20, &err);
+  TpTransport *t = tp_mpi_transport(m);
   CHECK(t, "%s", err->message);
   if (!run_stage(t, s, me, FAULT_NONE, 0, &err))
-    tp_mpi_fail(t, err->message, 1);
+    tp_mpi_fail(m, err->message, 1);
   guint64 nf = 0, nb = 0, bf = 0, bb = 0;
   for (int k = 0; k < tp_stage_len(s, me); k++) {
     const TpOp *op = &tp_stage_ops(s, me)[k];
@@ -135,7 +136,8 @@ static void worker_tags(void)
 {
   const int me = tp_mpi_rank();
   GError *e = NULL;
-  TpTransport *t = tp_mpi_new(4, 5, &e), *last = tp_mpi_new(4, 5, &e);
+  TpMpi *m = tp_mpi_new(4, 5, &e), *last = tp_mpi_new(4, 5, &e);
+  TpTransport *t = tp_mpi_transport(m);
   CHECK(t && last, "tp_mpi_new");
   int v = 0;
   if (me == 0) {
@@ -143,37 +145,37 @@ static void worker_tags(void)
     for (int i = 0; i < 4; i++) {
       TpTag tag = tag_of(TP_OP_F, 1, order[i]);
       v = 100 + order[i];
-      CHECK(t->send(t, 0, 1, &tag, &v, sizeof v, &e), "send");
+      CHECK(t->send(t, tp_link_ends(0, 1), &tag, &v, sizeof v, &e), "send");
     }
     TpTag b = tag_of(TP_OP_B, 1, TP_WHOLE);
-    CHECK(t->recv(t, 0, 1, &b, &v, sizeof v, &e) && v == 7, "backward");
-    CHECK(!t->send(t, 0, 2, &b, &v, sizeof v, &e), "no link");
+    CHECK(t->recv(t, tp_link_ends(0, 1), &b, &v, sizeof v, &e) && v == 7, "backward");
+    CHECK(!t->send(t, tp_link_ends(0, 2), &b, &v, sizeof v, &e), "no link");
     CHECK(!strcmp(e->message, "no link from stage 1 to stage 3 (of 2)"), "%s", e->message);
     g_clear_error(&e);
-    CHECK(!t->recv(t, 1, 0, &b, &v, sizeof v, &e), "not this rank");
+    CHECK(!t->recv(t, tp_link_ends(1, 0), &b, &v, sizeof v, &e), "not this rank");
     CHECK(!strcmp(e->message, "stage 2 is not on this rank (rank 0 runs stage 1)"), "%s", e->message);
     g_clear_error(&e);
     TpTag f = tag_of(TP_OP_F, 2, 1);
-    CHECK(t->send(t, 0, 1, &f, &v, sizeof v, &e), "send");
+    CHECK(t->send(t, tp_link_ends(0, 1), &f, &v, sizeof v, &e), "send");
     /* many operations, of several lengths, received in the reverse order */
     for (int mb = 1; mb <= 6; mb++)
       for (int micro = 0; micro < 4; micro++) {
         TpTag tag = tag_of(TP_OP_F, 10 + mb, micro);
         int32_t w[3] = { mb, micro, mb * micro };
-        CHECK(t->send(t, 0, 1, &tag, w, sizeof(int32_t) * (size_t)(1 + (mb + micro) % 3), &e), "send");
+        CHECK(t->send(t, tp_link_ends(0, 1), &tag, w, sizeof(int32_t) * (size_t)(1 + (mb + micro) % 3), &e), "send");
       }
   } else {
     for (int j = 0; j < 4; j++) {
       TpTag tag = tag_of(TP_OP_F, 1, j);
       v = -1;
-      CHECK(t->recv(t, 1, 0, &tag, &v, sizeof v, &e) && v == 100 + j, "micro %d: %d", j, v);
+      CHECK(t->recv(t, tp_link_ends(1, 0), &tag, &v, sizeof v, &e) && v == 100 + j, "micro %d: %d", j, v);
     }
     TpTag b = tag_of(TP_OP_B, 1, TP_WHOLE);
     v = 7;
-    CHECK(t->send(t, 1, 0, &b, &v, sizeof v, &e), "send");
+    CHECK(t->send(t, tp_link_ends(1, 0), &b, &v, sizeof v, &e), "send");
     TpTag f = tag_of(TP_OP_F, 2, 1);
     char big[8];
-    CHECK(!t->recv(t, 1, 0, &f, big, sizeof big, &e), "length");
+    CHECK(!t->recv(t, tp_link_ends(1, 0), &f, big, sizeof big, &e), "length");
     CHECK(!strcmp(e->message, "stage 2 (rank 1): message F(2,B) from stage 1 (rank 0) has 4 bytes, expected 8"), "%s",
           e->message);
     g_clear_error(&e);
@@ -181,7 +183,7 @@ static void worker_tags(void)
       for (int micro = 3; micro >= 0; micro--) {
         TpTag tag = tag_of(TP_OP_F, 10 + mb, micro);
         int32_t w[3] = { -1, -1, -1 };
-        CHECK(t->recv(t, 1, 0, &tag, w, sizeof(int32_t) * (size_t)(1 + (mb + micro) % 3), &e), "%s", e->message);
+        CHECK(t->recv(t, tp_link_ends(1, 0), &tag, w, sizeof(int32_t) * (size_t)(1 + (mb + micro) % 3), &e), "%s", e->message);
         CHECK(w[0] == mb && (w[1] == micro || (mb + micro) % 3 < 1) && (w[2] == mb * micro || (mb + micro) % 3 < 2),
               "F(%d,%d): %d %d %d", 10 + mb, micro, w[0], w[1], w[2]);
       }
@@ -189,7 +191,7 @@ static void worker_tags(void)
     t->timeout_s = 0.3;
     TpTag never = tag_of(TP_OP_F, 3, 1);
     gint64 t0 = g_get_monotonic_time();
-    CHECK(!t->recv(t, 1, 0, &never, &v, sizeof v, &e), "timeout");
+    CHECK(!t->recv(t, tp_link_ends(1, 0), &never, &v, sizeof v, &e), "timeout");
     double dt = (g_get_monotonic_time() - t0) / 1e6;
     CHECK(!strcmp(e->message, "stage 2 (rank 1): no message F(3,B) from stage 1 (rank 0) within 0.3 s (the peer is "
                               "dead or stuck)"),
@@ -201,7 +203,7 @@ static void worker_tags(void)
   /* the links, through the transport and through plain MPI */
   for (int raw = 0; raw < 2; raw++) {
     TpMpiLink link[1] = { { 0, 0 } };
-    CHECK(tp_mpi_measure_links(t, 3, 1 << 20, raw, link, &e), "measure: %s", e ? e->message : "");
+    CHECK(tp_mpi_measure_links(m, 3, 1 << 20, raw, link, &e), "measure: %s", e ? e->message : "");
     CHECK(link[0].latency_s > 0 && link[0].latency_s < 0.1 && link[0].bandwidth_Bps > 1e6, "link %g s %g B/s",
           link[0].latency_s, link[0].bandwidth_Bps);
     if (me == 0)
@@ -213,12 +215,12 @@ static void worker_tags(void)
   }
   /* gathering, and arguments that agree or not */
   int mine = 10 * (me + 1), all[2] = { 0, 0 };
-  CHECK(tp_mpi_gather(t, 0, &mine, sizeof mine, all, &e), "gather");
+  CHECK(tp_mpi_gather(m, 0, &mine, sizeof mine, all, &e), "gather");
   CHECK(me != 0 || (all[0] == 10 && all[1] == 20), "gathered %d %d", all[0], all[1]);
   all[0] = all[1] = 0;
-  CHECK(tp_mpi_gather(t, -1, &mine, sizeof mine, all, &e) && all[0] == 10 && all[1] == 20, "gathered everywhere");
-  CHECK(tp_mpi_check_same(t, "-s timeprest -w 2", &e), "the same arguments");
-  CHECK(!tp_mpi_check_same(t, me ? "-s timeprest -w 2" : "-s gpipe -w 2", &e), "other arguments");
+  CHECK(tp_mpi_gather(m, -1, &mine, sizeof mine, all, &e) && all[0] == 10 && all[1] == 20, "gathered everywhere");
+  CHECK(tp_mpi_check_same(m, "-s timeprest -w 2", &e), "the same arguments");
+  CHECK(!tp_mpi_check_same(m, me ? "-s timeprest -w 2" : "-s gpipe -w 2", &e), "other arguments");
   CHECK(e->code == TP_ERROR_INPUT && !strcmp(e->message, "rank 1 (stage 2) was started with other arguments than rank 0"),
         "%s", e->message);
   g_clear_error(&e);
@@ -228,17 +230,17 @@ static void worker_tags(void)
   if (me == 0) {
     g_usleep(200000);
     t->abort(t, "stage 1 (rank 0): loss is NaN at mini-batch 4");
-    CHECK(!t->send(t, 0, 1, &f5, &v, sizeof v, &e), "send after abort");
+    CHECK(!t->send(t, tp_link_ends(0, 1), &f5, &v, sizeof v, &e), "send after abort");
     g_clear_error(&e);
   } else {
     gint64 t0 = g_get_monotonic_time();
-    CHECK(!t->recv(t, 1, 0, &f5, &v, sizeof v, &e), "abort");
+    CHECK(!t->recv(t, tp_link_ends(1, 0), &f5, &v, sizeof v, &e), "abort");
     CHECK((g_get_monotonic_time() - t0) / 1e6 < 5, "abort took too long");
     CHECK(!strcmp(e->message, "stage 2 (rank 1): run aborted while waiting for F(5) from stage 1 (rank 0): stage 1 "
                               "(rank 0): loss is NaN at mini-batch 4"),
           "%s", e->message);
     g_clear_error(&e);
-    CHECK(tp_mpi_check_abort(t, &e), "check_abort");
+    CHECK(tp_mpi_check_abort(m, &e), "check_abort");
     g_clear_error(&e);
   }
   tp_transport_free(t);
@@ -256,13 +258,14 @@ static void worker_fault(const char *kind, double timeout_s)
             : FAULT_MUTE;
   GError *e = NULL;
   TpSchedule *s = tpt_preset("timeprest", tp_mpi_size(), 2, 20);
-  TpTransport *t = tp_mpi_new(2, timeout_s, &e);
+  TpMpi *m = tp_mpi_new(2, timeout_s, &e);
+  TpTransport *t = tp_mpi_transport(m);
   CHECK(t, "tp_mpi_new");
   const int me = tp_mpi_rank();
   if (!run_stage(t, s, me, me == 1 ? f : FAULT_NONE, tp_stage_len(s, me) / 2, &e))
-    tp_mpi_fail(t, e->message, 1);
+    tp_mpi_fail(m, e->message, 1);
   tp_schedule_free(s);
-  tp_mpi_finalize(t);
+  tp_mpi_finalize(m);
   exit(0);
 }
 

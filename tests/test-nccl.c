@@ -190,10 +190,10 @@ static int worker(int *argc, char ***argv)
         host[i] = pattern(k, i);
       TpTag tag = { TP_OP_F, 1, k };
       ok = cudaMemcpy(dev, host, LEN, cudaMemcpyHostToDevice) == cudaSuccess &&
-           t->send(t, 0, 1, &tag, dev, LEN, &err); /* the buffer is reused at once: send copies it */
+           t->send(t, tp_link_ends(0, 1), &tag, dev, LEN, &err); /* the buffer is reused at once: send copies it */
     }
     TpTag back = { TP_OP_B, 1, 0 };
-    ok = ok && t->recv(t, 0, 1, &back, host, LEN, &err);
+    ok = ok && t->recv(t, tp_link_ends(0, 1), &back, host, LEN, &err);
     for (size_t i = 0; ok && i < LEN; i++)
       WCHECK(host[i] == pattern(9, i), "B(1,1) arrived damaged");
   } else {
@@ -203,16 +203,16 @@ static int worker(int *argc, char ***argv)
       TpTag tag = { TP_OP_F, 1, k };
       memset(host, 0, LEN);
       if (j == 1)
-        ok = t->recv(t, 1, 0, &tag, dev, LEN, &err) && cudaMemcpy(host, dev, LEN, cudaMemcpyDeviceToHost) == cudaSuccess;
+        ok = t->recv(t, tp_link_ends(1, 0), &tag, dev, LEN, &err) && cudaMemcpy(host, dev, LEN, cudaMemcpyDeviceToHost) == cudaSuccess;
       else
-        ok = t->recv(t, 1, 0, &tag, host, LEN, &err);
+        ok = t->recv(t, tp_link_ends(1, 0), &tag, host, LEN, &err);
       for (size_t i = 0; ok && i < LEN; i++)
         WCHECK(host[i] == pattern(k, i), "a forward message arrived damaged or out of place");
     }
     for (size_t i = 0; i < LEN; i++)
       host[i] = pattern(9, i);
     TpTag back = { TP_OP_B, 1, 0 };
-    ok = ok && t->send(t, 1, 0, &back, host, LEN, &err);
+    ok = ok && t->send(t, tp_link_ends(1, 0), &back, host, LEN, &err);
   }
   if (!ok) {
     g_printerr("rank %d: %s\n", rank, err ? err->message : "failed");

@@ -294,14 +294,14 @@ static int costed_rule_breaks(const TpSim *sim)
       }
       double rb = INFINITY, rf = INFINITY; /* when the next backward and forward were ready */
       if (nb <= s->K) {
-        TpOp b = { TP_OP_B, 0, nb, TP_WHOLE, 0, 0 };
+        TpOp b = { .kind = TP_OP_B, .mb = nb, .micro = TP_WHOLE };
         long bg = ix->off[st] + tp_index_pos(ix, st, &b);
         if (st < W - 1) {
           rb = sim->xend[sim->prod[bg]];
         } else { /* stage W: when its forwards are done, if they come before position k */
           double r = 0;
           for (int j = 0; j < s->N && r < INFINITY; j++) {
-            TpOp f = { TP_OP_F, 0, nb, s->order == TP_ORDER_1F1B_ASYNC ? TP_WHOLE : j, 0, 0 };
+            TpOp f = { .kind = TP_OP_F, .mb = nb, .micro = s->order == TP_ORDER_1F1B_ASYNC ? TP_WHOLE : j };
             int p = tp_index_pos(ix, st, &f);
             r = p < k ? MAX(r, sim->end[ix->off[st] + p]) : INFINITY;
           }

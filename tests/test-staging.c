@@ -87,7 +87,8 @@ static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be,
   for (int s = 0; s < W; s++)
     inst[s] = staged_backend(peer), stage_be[s] = &inst[s];
   GError *err = NULL;
-  TpRuntimeConfig cfg = { model, bounds, W, N, BATCH, be, data, 0.05f, 0.9f, 1e-4f, 7, 60, 0 };
+  TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = W, .N = N, .batch = BATCH, .be = be, .train = data,
+                          .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7, .timeout_s = 60 };
   TpRuntime *rt = tp_runtime_new_on(&cfg, per_stage ? stage_be : NULL, &err);
   g_assert_no_error(err);
   for (int s = 0; per_stage && s < W; s++)

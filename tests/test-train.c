@@ -40,8 +40,9 @@ static float *train(const TpSchedule *s, TpRunResult *res, size_t *n_out)
   int W = s->W, L = tp_model_n_layers(fx.model);
   int *bounds = g_new(int, W + 1);
   even_bounds(L, W, bounds);
-  TpRuntimeConfig cfg = { fx.model, bounds, W, s->N, BATCH, tp_backend_cpu(), fx.train, 0.05f, 0.9f, 1e-4f, 7, 60,
-                          lr_steps, .recompute = s->recompute };
+  TpRuntimeConfig cfg = { .model = fx.model, .bounds = bounds, .W = W, .N = s->N, .batch = BATCH, .be = tp_backend_cpu(),
+                          .train = fx.train, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7,
+                          .timeout_s = 60, .lr_steps = lr_steps, .recompute = s->recompute };
   float *w = tpt_train(&cfg, s, res, n_out);
   g_free(bounds);
   return w;

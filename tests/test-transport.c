@@ -33,16 +33,16 @@ static gpointer play(gpointer data)
     TpTag want = { p->me == 0 ? TP_OP_B : TP_OP_F, r, TP_WHOLE };
     if (p->me == 0) {
       v = (guint64)r * 2;
-      if (!p->t->send(p->t, 0, 1, &tag, &v, sizeof v, &p->err) ||
-          !p->t->recv(p->t, 0, 1, &want, &v, sizeof v, &p->err))
+      if (!p->t->send(p->t, tp_link_ends(0, 1), &tag, &v, sizeof v, &p->err) ||
+          !p->t->recv(p->t, tp_link_ends(0, 1), &want, &v, sizeof v, &p->err))
         return NULL;
       if (v != (guint64)r * 2 + 1)
         g_set_error(&p->err, TP_ERROR, TP_ERROR_RUNTIME, "round %d: got %" G_GUINT64_FORMAT, r, v);
     } else {
-      if (!p->t->recv(p->t, 1, 0, &want, &v, sizeof v, &p->err))
+      if (!p->t->recv(p->t, tp_link_ends(1, 0), &want, &v, sizeof v, &p->err))
         return NULL;
       v++;
-      if (!p->t->send(p->t, 1, 0, &tag, &v, sizeof v, &p->err))
+      if (!p->t->send(p->t, tp_link_ends(1, 0), &tag, &v, sizeof v, &p->err))
         return NULL;
     }
     if (p->err)
@@ -104,7 +104,7 @@ static gpointer run_stage(gpointer data)
     int to = op->kind == TP_OP_F ? g->st + 1 : g->st - 1;   /* the stage it sends to */
     if (from >= 0 && from < s->W) {
       size_t len = payload_len(&tag);
-      if (!g->t->recv(g->t, g->st, from, &tag, buf, len, &g->err))
+      if (!g->t->recv(g->t, tp_link_ends(g->st, from), &tag, buf, len, &g->err))
         break;
       payload(from, &tag, want);
       if (memcmp(buf, want, len) != 0) {
@@ -114,7 +114,7 @@ static gpointer run_stage(gpointer data)
     }
     if (to >= 0 && to < s->W) {
       payload(g->st, &tag, buf);
-      if (!g->t->send(g->t, g->st, to, &tag, buf, payload_len(&tag), &g->err))
+      if (!g->t->send(g->t, tp_link_ends(g->st, to), &tag, buf, payload_len(&tag), &g->err))
         break;
     }
   }
@@ -186,29 +186,29 @@ static void test_out_of_order(void)
   for (int i = 0; i < 4; i++) {
     TpTag tag = tag_f(1, order[i]);
     int v = 100 + order[i];
-    g_assert_true(t->send(t, 1, 2, &tag, &v, sizeof v, &e));
+    g_assert_true(t->send(t, tp_link_ends(1, 2), &tag, &v, sizeof v, &e));
   }
   for (int j = 0; j < 4; j++) {
     TpTag tag = tag_f(1, j);
     int v = -1;
-    g_assert_true(t->recv(t, 2, 1, &tag, &v, sizeof v, &e));
+    g_assert_true(t->recv(t, tp_link_ends(2, 1), &tag, &v, sizeof v, &e));
     g_assert_no_error(e);
     g_assert_cmpint(v, ==, 100 + j);
   }
   /* a message of another kind on the same pair of stages is another link direction */
   TpTag b = { TP_OP_B, 1, TP_WHOLE };
   int v = 7;
-  g_assert_true(t->send(t, 2, 1, &b, &v, sizeof v, &e));
-  g_assert_true(t->recv(t, 1, 2, &b, &v, sizeof v, &e));
+  g_assert_true(t->send(t, tp_link_ends(2, 1), &b, &v, sizeof v, &e));
+  g_assert_true(t->recv(t, tp_link_ends(1, 2), &b, &v, sizeof v, &e));
   /* no link between stages that are not neighbours; a length that is not the expected one */
-  g_assert_false(t->send(t, 0, 2, &b, &v, sizeof v, &e));
+  g_assert_false(t->send(t, tp_link_ends(0, 2), &b, &v, sizeof v, &e));
   g_assert_error(e, TP_ERROR, TP_ERROR_RUNTIME);
   g_assert_cmpstr(e->message, ==, "no link from stage 1 to stage 3 (of 3)");
   g_clear_error(&e);
   TpTag f = tag_f(2, 1);
-  g_assert_true(t->send(t, 0, 1, &f, &v, sizeof v, &e));
+  g_assert_true(t->send(t, tp_link_ends(0, 1), &f, &v, sizeof v, &e));
   char big[8];
-  g_assert_false(t->recv(t, 1, 0, &f, big, sizeof big, &e));
+  g_assert_false(t->recv(t, tp_link_ends(1, 0), &f, big, sizeof big, &e));
   g_assert_error(e, TP_ERROR, TP_ERROR_RUNTIME);
   g_assert_cmpstr(e->message, ==, "stage 2: message F(2,B) from stage 1 has 4 bytes, expected 8");
   g_clear_error(&e);
@@ -220,9 +220,9 @@ static void test_timeout(void)
   GError *e = NULL;
   TpTag other = tag_f(3, 0), want = tag_f(3, 1);
   int v = 1;
-  g_assert_true(t->send(t, 0, 1, &other, &v, sizeof v, &e)); /* not the one asked for */
+  g_assert_true(t->send(t, tp_link_ends(0, 1), &other, &v, sizeof v, &e)); /* not the one asked for */
   gint64 t0 = g_get_monotonic_time();
-  g_assert_false(t->recv(t, 1, 0, &want, &v, sizeof v, &e));
+  g_assert_false(t->recv(t, tp_link_ends(1, 0), &want, &v, sizeof v, &e));
   double dt = (g_get_monotonic_time() - t0) / 1e6;
   g_assert_error(e, TP_ERROR, TP_ERROR_RUNTIME);
   g_assert_cmpstr(e->message, ==, "stage 2: no message F(3,B) from stage 1 within 0.2 s (the peer is dead or stuck)");
@@ -230,7 +230,7 @@ static void test_timeout(void)
   g_assert_cmpfloat(dt, <, 5);
   g_clear_error(&e);
   /* the message that came first is still there */
-  g_assert_true(t->recv(t, 1, 0, &other, &v, sizeof v, &e));
+  g_assert_true(t->recv(t, tp_link_ends(1, 0), &other, &v, sizeof v, &e));
   g_assert_no_error(e);
   g_assert_cmpint(v, ==, 1);
 }
@@ -246,7 +246,7 @@ static gpointer wait_forever(gpointer data)
   Waiter *w = data;
   TpTag tag = { TP_OP_B, 4, TP_WHOLE };
   int v;
-  w->t->recv(w->t, 0, 1, &tag, &v, sizeof v, &w->err);
+  w->t->recv(w->t, tp_link_ends(0, 1), &tag, &v, sizeof v, &w->err);
   w->woke = g_get_monotonic_time();
   return NULL;
 }
@@ -270,10 +270,10 @@ static void test_abort(void)
   TpTag tag = tag_f(1, 0);
   int v = 0;
   GError *e = NULL;
-  g_assert_false(t->recv(t, 2, 1, &tag, &v, sizeof v, &e));
+  g_assert_false(t->recv(t, tp_link_ends(2, 1), &tag, &v, sizeof v, &e));
   g_assert_nonnull(strstr(e->message, "loss is NaN"));
   g_clear_error(&e);
-  g_assert_false(t->send(t, 1, 2, &tag, &v, sizeof v, &e));
+  g_assert_false(t->send(t, tp_link_ends(1, 2), &tag, &v, sizeof v, &e));
   g_assert_cmpstr(e->message, ==, "stage 2: run aborted before F(1,A) was sent to stage 3: stage 3: loss is NaN at mini-batch 4");
   g_clear_error(&e);
 }
@@ -315,12 +315,12 @@ typedef struct {
   int n;
 } Lender;
 
-static gboolean lender_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+static gboolean lender_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                             void (*done)(void *), void *done_data, GError **err)
 {
-  (void)from, (void)tag, (void)len;
+  (void)tag, (void)len;
   Lender *l = (Lender *)t;
-  if (to == 9) {
+  if (link.peer == 9) {
     done(done_data); /* a failed send gives the buffer back at once */
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "no stage 9");
     return FALSE;
@@ -371,7 +371,7 @@ static void test_outbox(void)
   g_assert_true(tp_outbox_take(o) == c);
   c[0] = -1; /* the message is the copy */
   float got[4];
-  g_assert_true(t->recv(t, 1, 0, &tag, got, sizeof got, &e));
+  g_assert_true(t->recv(t, tp_link_ends(1, 0), &tag, got, sizeof got, &e));
   g_assert_no_error(e);
   g_assert_cmpfloat(got[0], ==, 10);
   g_assert_cmpfloat(got[3], ==, 13);

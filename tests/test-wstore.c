@@ -12,10 +12,15 @@
 /* Host allocator that counts outstanding buffers. */
 typedef struct {
   int live, allocs;
+  int fail_after; /* > 0: allocations after this many fail */
 } Counter;
-static float *c_alloc(void *ctx, size_t n)
+static float *c_alloc(void *ctx, size_t n, GError **err)
 {
   Counter *c = ctx;
+  if (c->fail_after > 0 && c->allocs >= c->fail_after) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "out of device memory");
+    return NULL;
+  }
   c->live++, c->allocs++;
   return g_new(float, n);
 }
@@ -23,11 +28,6 @@ static void c_free(void *ctx, float *b)
 {
   ((Counter *)ctx)->live--;
   g_free(b);
-}
-static void c_copy(void *ctx, float *d, const float *s, size_t n)
-{
-  (void)ctx;
-  memmove(d, s, n * sizeof(float));
 }
 
 enum { NP = 16 };
@@ -185,7 +185,7 @@ static void check_schedule(const char *preset, int W, int N, int K, gboolean cos
     int *live = g_new(int, n + 1);
     int max_v = count_versions(s, st, live), max_a = count_activations(s, st);
     Counter cnt = { 0 };
-    TpWAlloc a = { c_alloc, c_free, c_copy, &cnt };
+    TpWAlloc a = { .alloc = c_alloc, .free = c_free, .ctx = &cnt };
     TpWStore *w = tp_wstore_new(s, st, 0, &sizes, &a, &e);
     g_assert_no_error(e);
     fill(tp_wstore_version(w, 0), 0);
@@ -275,6 +275,29 @@ static void test_resume(void)
   }
 }
 
+/* An allocator that fails: the update that needs a new version's buffer fails with the allocator's
+ * error naming the stage, instead of a missing buffer later. */
+static void test_alloc_fails(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("pipedream", 2, 1, 4);
+  Counter cnt = { .fail_after = 1 };
+  TpWAlloc a = { .alloc = c_alloc, .free = c_free, .ctx = &cnt };
+  GError *e = NULL;
+  TpWStore *w = tp_wstore_new(s, 0, 0, &sizes, &a, &e);
+  g_assert_no_error(e);
+  const TpOp *ops = tp_stage_ops(s, 0), *op = NULL;
+  int k = 0;
+  for (; k < tp_stage_len(s, 0) && (op = tp_wstore_op_begin(w, k, &e)); k++)
+    tp_wstore_op_end(w);
+  g_assert_null(op);
+  g_assert_cmpint(ops[k].kind, ==, TP_OP_U);
+  g_assert_error(e, TP_ERROR, TP_ERROR_RUNTIME);
+  g_assert_cmpstr(e->message, ==, "stage 1: a weight version of 16 floats: out of device memory");
+  g_clear_error(&e);
+  tp_wstore_free(w);
+  g_assert_cmpint(cnt.live, ==, 0);
+}
+
 static void test_errors(void)
 {
   g_autoptr(TpSchedule) s = tpt_preset("timeprest", 2, 2, 4);
@@ -343,6 +366,7 @@ int main(int argc, char **argv)
   g_test_add_func("/wstore/presets", test_presets);
   g_test_add_func("/wstore/resume", test_resume);
   g_test_add_func("/wstore/errors", test_errors);
+  g_test_add_func("/wstore/alloc-fails", test_alloc_fails);
   g_test_add_func("/wstore/comm-bytes", test_comm_bytes);
   return g_test_run();
 }

@@ -67,9 +67,10 @@ static gboolean fail_aborted(Local *l, int to, int from, const TpTag *tag, GErro
   return FALSE;
 }
 
-static gboolean local_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+static gboolean local_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                            GError **err)
 {
+  const int from = link.local, to = link.peer;
   Local *l = (Local *)t;
   Link *k = link_of(l, from, to);
   if (!k)
@@ -108,8 +109,9 @@ static Msg *take_held(Link *k, const TpTag *tag)
   return NULL;
 }
 
-static gboolean local_recv(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
+static gboolean local_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, void *data, size_t len, GError **err)
 {
+  const int to = link.local, from = link.peer;
   Local *l = (Local *)t;
   Link *k = link_of(l, from, to);
   if (!k)

@@ -220,16 +220,15 @@ static gboolean post_send(TpTransport *t, int from, int to, const TpTag *tag, co
   return TRUE;
 }
 
-static gboolean mpi_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
-                         GError **err)
+static gboolean mpi_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len, GError **err)
 {
-  return post_send(t, from, to, tag, data, len, FALSE, NULL, NULL, err);
+  return post_send(t, link.local, link.peer, tag, data, len, FALSE, NULL, NULL, err);
 }
 
-static gboolean mpi_send_borrowed(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+static gboolean mpi_send_borrowed(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                                   void (*done)(void *), void *done_data, GError **err)
 {
-  return post_send(t, from, to, tag, data, len, TRUE, done, done_data, err);
+  return post_send(t, link.local, link.peer, tag, data, len, TRUE, done, done_data, err);
 }
 
 /* The held message of this operation from side, removed from the held list, or NULL. */
@@ -311,8 +310,9 @@ static gboolean recv_locked(TpMpi *m, int side, int from, const TpTag *tag, void
   return ok;
 }
 
-static gboolean mpi_recv(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
+static gboolean mpi_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, void *data, size_t len, GError **err)
 {
+  const int to = link.local, from = link.peer;
   TpMpi *m = (TpMpi *)t;
   int side = tp_transport_side(m->base.W, m->rank, from);
   if (to != m->rank || side < 0)
@@ -406,12 +406,22 @@ static void mpi_free(TpTransport *t)
   g_free(m);
 }
 
-TpTransport *tp_mpi_new(int N, double timeout_s, GError **err)
+TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
 {
   g_return_val_if_fail(N >= 1 && timeout_s >= 0, NULL);
   TpMpi *m = g_new0(TpMpi, 1);
-  m->base = (TpTransport){ "mpi",     tp_mpi_size(), N,        timeout_s,        mpi_send,
-                           mpi_recv,  mpi_abort,     mpi_stats, mpi_free,         mpi_send_borrowed };
+  m->base = (TpTransport){
+    .name = "mpi",
+    .W = tp_mpi_size(),
+    .N = N,
+    .timeout_s = timeout_s,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .abort = mpi_abort,
+    .stats = mpi_stats,
+    .free = mpi_free,
+    .send_borrowed = mpi_send_borrowed,
+  };
   m->rank = tp_mpi_rank();
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -435,12 +445,13 @@ TpTransport *tp_mpi_new(int N, double timeout_s, GError **err)
   m->ctl_sends = g_ptr_array_new_with_free_func(g_free);
   g_queue_init(&m->held[0]);
   g_queue_init(&m->held[1]);
-  return &m->base;
+  return m;
 }
 
-gboolean tp_mpi_check_abort(TpTransport *t, GError **err)
+TpTransport *tp_mpi_transport(TpMpi *m) { return m ? &m->base : NULL; }
+
+gboolean tp_mpi_check_abort(TpMpi *m, GError **err)
 {
-  TpMpi *m = (TpMpi *)t;
   g_rec_mutex_lock(&m->lock);
   gboolean aborted = tp_mpi_poll_abort(m);
   if (!aborted)

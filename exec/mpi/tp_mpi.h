@@ -22,7 +22,8 @@
  * receive and send fails) and sends its reason on a third communicator to every other rank; each
  * waiting loop polls it.  tp_mpi_fail() prints the rank's line, aborts, gives the others a moment
  * to print theirs and ends the job with MPI_Abort.  When a rank dies, mpirun sends SIGTERM to the
- * others: the handler tp_mpi_init() installs prints the line of what the rank was waiting for.
+ * others: the end hook tp_mpi_init() sets (common/tp_signal.h) prints the line of what the rank was
+ * waiting for.
  *
  * Threads.  Calls may come from any thread but never two at once inside MPI: the transport
  * serialises its MPI calls with a mutex, so MPI_THREAD_SERIALIZED is enough (MPI_THREAD_MULTIPLE is
@@ -30,12 +31,14 @@
 #ifndef TP_MPI_H
 #define TP_MPI_H
 
-#include "tp_runtime.h"
 #include "tp_transport.h"
 
 #include <glib.h>
 
 #define TP_MPI_MISSING "this build has no MPI support (configure found no mpicc)"
+
+/* This rank's MPI transport: the stage links (tp_mpi_transport) and the collectives below. */
+typedef struct TpMpi TpMpi;
 
 /* Whether this build has the MPI transport. */
 gboolean tp_mpi_available(void);
@@ -45,15 +48,14 @@ gboolean tp_mpi_available(void);
 gboolean tp_mpi_launched(void);
 
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails when less than MPI_THREAD_SERIALIZED is
- * provided.  Installs the SIGTERM handler described above. */
+ * provided.  Sets the SIGTERM hook described above. */
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err);
 
-/* For runs that stop at a checkpoint: SIGINT and SIGTERM no longer end the rank; the first is
- * recorded (tp_mpi_signal returns it) with one line saying so and what the rank waits for, if
- * anything (so that the line is there should mpirun kill the rank next); a second one ends the
- * rank at once with the line of the SIGTERM handler above. */
+/* For runs that stop at a checkpoint: SIGINT, SIGTERM and SIGHUP no longer end the rank; the first
+ * is recorded (tp_signal_stop_requested returns it, common/tp_signal.h) with one line saying so and
+ * what the rank waits for, if anything (so that the line is there should mpirun kill the rank
+ * next); a second one ends the rank at once with the line of the SIGTERM hook above. */
 void tp_mpi_catch_signals(void);
-int tp_mpi_signal(void);
 int tp_mpi_rank(void);
 int tp_mpi_size(void);
 
@@ -63,41 +65,38 @@ gboolean tp_mpi_check_size(int W, GError **err);
 
 /* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size());
  * N: micro-batches per mini-batch; receives wait at most timeout_s.  Collective. */
-TpTransport *tp_mpi_new(int N, double timeout_s, GError **err);
+TpMpi *tp_mpi_new(int N, double timeout_s, GError **err);
+/* Its stage links, as every transport offers them (tp_transport_free of them frees m; a run ends
+ * with tp_mpi_finalize instead). */
+TpTransport *tp_mpi_transport(TpMpi *m);
 
-/* Note: t->stats() counts the messages this rank sent (from = its stage); other links read 0 —
+/* Note: the transport's stats() counts the messages this rank sent (from = its stage); other links read 0 —
  * gather them with tp_mpi_gather for a report. */
 
 /* Whether another rank has aborted the run (polls its messages); the reason in err. */
-gboolean tp_mpi_check_abort(TpTransport *t, GError **err);
+gboolean tp_mpi_check_abort(TpMpi *m, GError **err);
 
-/* Print line (one line, to stderr), abort t (so the other ranks end too; t may be NULL), wait a
+/* Print line (one line, to stderr), abort m (so the other ranks end too; m may be NULL), wait a
  * moment for them, and end the job with MPI_Abort(status). */
-G_GNUC_NORETURN void tp_mpi_fail(TpTransport *t, const char *line, int status);
+G_GNUC_NORETURN void tp_mpi_fail(TpMpi *m, const char *line, int status);
 
 /* End of a run: waits (at most t's timeout, polling aborts) until every rank arrives, completes
- * pending sends, frees t and finalizes MPI.  On an abort or a rank that never arrives it calls
+ * pending sends, frees m and finalizes MPI.  On an abort or a rank that never arrives it calls
  * tp_mpi_fail and does not return. */
-void tp_mpi_finalize(TpTransport *t);
+void tp_mpi_finalize(TpMpi *m);
 
 /* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
- * every rank when root < 0.  Waits at most t's timeout (at least 1 s), polling aborts.  Collective. */
-gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err);
+ * every rank when root < 0.  Waits at most the transport's timeout (at least 1 s), polling aborts.  Collective. */
+gboolean tp_mpi_gather(TpMpi *m, int root, const void *mine, size_t len, void *all, GError **err);
 
 /* Broadcast len bytes of buf from rank root to every rank; doing names the step in errors ("while
  * reading the checkpoint").  Waits as tp_mpi_gather does.  Collective. */
-gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err);
+gboolean tp_mpi_bcast(TpMpi *m, int root, void *buf, size_t len, const char *doing, GError **err);
 
 /* Whether text (the arguments that must agree, e.g. the command line) is the same on every rank;
  * else TP_ERROR_INPUT "rank R (stage S) was started with other arguments than rank 0", the same on
  * every rank (so each exits 2; rank 0 prints it).  Collective. */
-gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err);
-
-/* After schedule s: every rank sends rank 0 its stage's part of r (records, weight-store
- * statistics, the losses and correct counts of the last stage) and its stage's latest weights;
- * rank 0 fills r for every stage (versions_match and wall over all of them) and sets the other
- * stages' weights in rt.  Other ranks' r and rt are left as they are.  Collective. */
-gboolean tp_mpi_gather_run(TpTransport *t, const TpSchedule *s, TpRuntime *rt, TpRunResult *r, GError **err);
+gboolean tp_mpi_check_same(TpMpi *m, const char *text, GError **err);
 
 /* One link's measured cost: latency (s) and bandwidth (bytes/s) from stage s to s+1. */
 typedef struct {
@@ -109,7 +108,7 @@ typedef struct {
  * messages between every pair of neighbouring ranks; links[0..W-2] gets every link on every rank.  raw:
  * plain blocking MPI_Send/MPI_Recv instead of the transport's send and receive (to compare the
  * two).  The transport's counters are reset afterwards.  Collective. */
-gboolean tp_mpi_measure_links(TpTransport *t, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
+gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err);
 
 #endif

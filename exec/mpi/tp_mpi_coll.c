@@ -56,9 +56,9 @@ static gboolean post(TpMpi *m, gboolean recv, void *buf, size_t len, int peer, i
   return rc == MPI_SUCCESS;
 }
 
-gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, void *all, GError **err)
+gboolean tp_mpi_gather(TpMpi *m, int root, const void *mine, size_t len, void *all, GError **err)
 {
-  TpMpi *m = (TpMpi *)t;
+  TpTransport *t = &m->base;
   const int W = t->W, me = m->rank;
   MPI_Request *req = g_new(MPI_Request, 2 * (size_t)W);
   int *peer = g_new(int, 2 * (size_t)W), n = 0;
@@ -89,9 +89,9 @@ gboolean tp_mpi_gather(TpTransport *t, int root, const void *mine, size_t len, v
   return ok;
 }
 
-gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const char *doing, GError **err)
+gboolean tp_mpi_bcast(TpMpi *m, int root, void *buf, size_t len, const char *doing, GError **err)
 {
-  TpMpi *m = (TpMpi *)t;
+  TpTransport *t = &m->base;
   const int W = t->W, me = m->rank;
   MPI_Request *req = g_new(MPI_Request, (size_t)W);
   int *peer = g_new(int, (size_t)W), n = 0;
@@ -114,8 +114,9 @@ gboolean tp_mpi_bcast(TpTransport *t, int root, void *buf, size_t len, const cha
   return ok;
 }
 
-gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err)
+gboolean tp_mpi_check_same(TpMpi *m, const char *text, GError **err)
 {
+  TpTransport *t = &m->base;
   guint8 mine[32];
   gsize n = sizeof mine;
   GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
@@ -123,7 +124,7 @@ gboolean tp_mpi_check_same(TpTransport *t, const char *text, GError **err)
   g_checksum_get_digest(c, mine, &n);
   g_checksum_free(c);
   guint8 *all = g_malloc((size_t)t->W * sizeof mine);
-  gboolean ok = tp_mpi_gather(t, -1, mine, sizeof mine, all, err);
+  gboolean ok = tp_mpi_gather(m, -1, mine, sizeof mine, all, err);
   for (int r = 1; ok && r < t->W; r++)
     if (memcmp(all + (size_t)r * sizeof mine, all, sizeof mine) != 0) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "rank %d (stage %d) was started with other arguments than rank 0", r,

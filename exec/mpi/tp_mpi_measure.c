@@ -28,14 +28,14 @@ static gboolean round_trip(TpMpi *m, gboolean raw, gboolean left, int peer, int 
     return rc == MPI_SUCCESS;
   }
   if (left)
-    return t->send(t, m->rank, peer, &go, buf, len, err) && t->recv(t, m->rank, peer, &back, buf, len, err);
-  return t->recv(t, m->rank, peer, &go, buf, len, err) && t->send(t, m->rank, peer, &back, buf, len, err);
+    return t->send(t, tp_link_ends(m->rank, peer), &go, buf, len, err) && t->recv(t, tp_link_ends(m->rank, peer), &back, buf, len, err);
+  return t->recv(t, tp_link_ends(m->rank, peer), &go, buf, len, err) && t->send(t, tp_link_ends(m->rank, peer), &back, buf, len, err);
 }
 
-gboolean tp_mpi_measure_links(TpTransport *t, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
+gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err)
 {
-  TpMpi *m = (TpMpi *)t;
+  TpTransport *t = &m->base;
   const int W = t->W, me = m->rank;
   reps = MAX(reps, 1);
   if (!large_bytes)

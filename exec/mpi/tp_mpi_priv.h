@@ -1,5 +1,5 @@
 /* tp_mpi_priv.h — what the MPI transport's files share: the transport's state, the message header,
- * and the note of what the rank is waiting for (read by the SIGTERM handler). */
+ * and the note of what the rank is waiting for (read by the SIGTERM hook). */
 #ifndef TP_MPI_PRIV_H
 #define TP_MPI_PRIV_H
 
@@ -31,7 +31,7 @@ typedef struct {
   unsigned char data[];
 } TpMpiSend;
 
-typedef struct {
+struct TpMpi {
   TpTransport base;
   int rank;
   int tag_ub;
@@ -44,7 +44,7 @@ typedef struct {
   GPtrArray *ctl_sends;  /* abort notices in flight (char * with an MPI_Request ahead) */
   gint aborted;
   char *reason;          /* under lock */
-} TpMpi;
+};
 
 /* The operation's MPI tag (see tp_mpi.h). */
 int tp_mpi_code(const TpMpi *m, const TpTag *tag);
@@ -65,7 +65,7 @@ int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv);
 /* "stage 2 (rank 1)" */
 void tp_mpi_who(int rank, char *buf, size_t len);
 
-/* Note what the rank is waiting for (NULL: nothing), for the SIGTERM handler's line. */
+/* Note what the rank is waiting for (NULL: nothing), for the SIGTERM hook's line. */
 void tp_mpi_note_wait(const char *what);
 
 #endif

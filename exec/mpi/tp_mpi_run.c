@@ -1,16 +1,16 @@
 /* tp_mpi_run.c — starting and ending an MPI run: MPI_Init_thread and the thread level, the rank
- * count check, the SIGTERM handler that names what a rank waited for when mpirun ends the job,
+ * count check, the SIGTERM hook (common/tp_signal.h) that names what a rank waited for when mpirun ends the job,
  * tp_mpi_fail (one line, abort notices, MPI_Abort) and a finalize that cannot hang on a lost peer. */
 #include "tp_mpi_priv.h"
 #include "tp_error.h"
+#include "tp_signal.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- what the rank waits for, for the SIGTERM handler (async-signal-safe reads) ----------------- */
+/* ---- what the rank waits for, for its signal hooks (common/tp_signal.h; async-signal-safe reads) -- */
 
 enum { NOTE_LEN = 192 };
 static char who_line[48];             /* "stage 2 (rank 1)" */
@@ -38,9 +38,7 @@ static size_t put(char *buf, size_t at, size_t cap, const char *s)
   return at + n;
 }
 
-static volatile sig_atomic_t caught;
-
-/* The line of a rank ended by a signal: who it is and what it waited for; then _exit(1). */
+/* The end hook: the line of a rank ended by a signal, who it is and what it waited for; then _exit(1). */
 static void on_sigterm(int sig)
 {
   (void)sig;
@@ -61,17 +59,13 @@ static void on_sigterm(int sig)
   _exit(1);
 }
 
-/* tp_mpi_catch_signals: the first signal is recorded, a second one ends the rank. */
+/* The stop hook (tp_mpi_catch_signals): the first signal's line; a second one ends the rank through
+ * the end hook. */
 static void on_stop_signal(int sig)
 {
-  if (caught) {
-    on_sigterm(sig);
-    return;
-  }
-  caught = sig;
   char line[NOTE_LEN + 160];
   size_t n = put(line, 0, sizeof line, who_line);
-  n = put(line, n, sizeof line, sig == SIGINT ? ": SIGINT" : ": SIGTERM");
+  n = put(line, n, sizeof line, sig == SIGINT ? ": SIGINT" : sig == SIGHUP ? ": SIGHUP" : ": SIGTERM");
   int at = note_at;
   if (at >= 0) {
     n = put(line, n, sizeof line, " while waiting for ");
@@ -82,18 +76,7 @@ static void on_stop_signal(int sig)
   (void)w;
 }
 
-void tp_mpi_catch_signals(void)
-{
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-}
-
-int tp_mpi_signal(void) { return caught; }
+void tp_mpi_catch_signals(void) { tp_signal_catch_stop(on_stop_signal); }
 
 /* ---- start ---------------------------------------------------------------------------------------- */
 
@@ -134,11 +117,7 @@ gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
     return FALSE;
   }
   tp_mpi_who(tp_mpi_rank(), who_line, sizeof who_line);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigterm;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
+  tp_signal_set_end(on_sigterm, FALSE);
   return TRUE;
 }
 
@@ -168,18 +147,14 @@ gboolean tp_mpi_check_size(int W, GError **err)
 
 /* ---- end ------------------------------------------------------------------------------------------ */
 
-/* SIGTERM and SIGINT end the rank at once (silently once its line is printed). */
+/* SIGTERM, SIGHUP and SIGINT end the rank at once (silently once its line is printed). */
 static void end_on_signals(void)
 {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigterm;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  tp_signal_leave_stop();
+  tp_signal_set_end(on_sigterm, TRUE);
 }
 
-void tp_mpi_fail(TpTransport *t, const char *line, int status)
+void tp_mpi_fail(TpMpi *m, const char *line, int status)
 {
   if (!line_printed) {
     line_printed = 1;
@@ -187,9 +162,8 @@ void tp_mpi_fail(TpTransport *t, const char *line, int status)
     fflush(stderr);
   }
   end_on_signals(); /* a run stopping at a checkpoint no longer can: mpirun's SIGTERM ends it */
-  if (t) {
-    TpMpi *m = (TpMpi *)t;
-    t->abort(t, line);
+  if (m) {
+    m->base.abort(&m->base, line);
     /* let the notices go out (at most 1 s), then give the others a moment to print */
     gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC;
     for (;;) {
@@ -211,10 +185,10 @@ void tp_mpi_fail(TpTransport *t, const char *line, int status)
   _exit(status); /* MPI_Abort does not return; should it, the process still ends */
 }
 
-void tp_mpi_finalize(TpTransport *t)
+void tp_mpi_finalize(TpMpi *m)
 {
-  if (t) {
-    TpMpi *m = (TpMpi *)t;
+  if (m) {
+    TpTransport *t = &m->base;
     char me[40], line[512];
     tp_mpi_who(m->rank, me, sizeof me);
     double wait_s = MAX(t->timeout_s, 1.0);
@@ -231,7 +205,7 @@ void tp_mpi_finalize(TpTransport *t)
       g_snprintf(line, sizeof line, "%s: MPI failed at the end of the run (a rank is lost)", me);
     g_rec_mutex_unlock(&m->lock);
     if (w != 0)
-      tp_mpi_fail(t, line, 1);
+      tp_mpi_fail(m, line, 1);
     t->free(t);
   }
   tp_mpi_note_wait(NULL);

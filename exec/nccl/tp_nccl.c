@@ -249,9 +249,10 @@ static gboolean send_locked(TpNccl *m, int from, int to, const TpTag *tag, const
   return TRUE;
 }
 
-static gboolean nccl_send(TpTransport *t, int from, int to, const TpTag *tag, const void *data, size_t len,
+static gboolean nccl_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                           GError **err)
 {
+  const int from = link.local, to = link.peer;
   TpNccl *m = (TpNccl *)t;
   g_mutex_lock(&m->lock);
   gboolean ok = send_locked(m, from, to, tag, data, len, err);
@@ -347,8 +348,9 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
   }
 }
 
-static gboolean nccl_recv(TpTransport *t, int to, int from, const TpTag *tag, void *data, size_t len, GError **err)
+static gboolean nccl_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, void *data, size_t len, GError **err)
 {
+  const int to = link.local, from = link.peer;
   TpNccl *m = (TpNccl *)t;
   g_mutex_lock(&m->lock);
   gboolean ok = recv_locked(m, to, from, tag, data, len, err);

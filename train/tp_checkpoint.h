@@ -10,6 +10,7 @@
 #define TP_CHECKPOINT_H
 
 #include "tp_data.h"
+#include "tp_group.h"
 #include "tp_model.h"
 #include "tp_runtime.h"
 #include "tp_schedule.h"
@@ -92,17 +93,6 @@ char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run);
 
 /* ---- the run's side (tp_checkpoint_run.c) ------------------------------------------------------ */
 
-/* The checkpoint options of `train`, checked: --checkpoint DIR, --resume DIR (which keeps
- * checkpointing there unless --checkpoint names another), --checkpoint-every M, --stop-after D. */
-typedef struct {
-  const char *dir;   /* where checkpoints go (NULL: none) */
-  int every;         /* M: mini-batches per drained segment (0: whole runs) */
-  int stop_after;    /* stop at the first checkpoint after D mini-batches (0: never) */
-} TpCheckpointOpts;
-
-gboolean tp_checkpoint_options(const char *checkpoint, const char *resume, const char *every, const char *stop_after,
-                               gboolean schedule_file, TpCheckpointOpts *out, GError **err);
-
 /* What a checkpoint must agree on to be continued by a run. */
 typedef struct {
   const TpModel *model;
@@ -125,12 +115,20 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);
 gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi, GError **err);
 gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char *dir, GError **err);
 
+/* A run's checkpoint written by its group: a group of one writes the whole run (tp_checkpoint_write);
+ * otherwise each rank writes its stage's part durably, a gather (which also shares stop, the
+ * signal each rank caught, into *sig: the first one, 0: none) tells rank 0 that every part is on
+ * disk, rank 0 commits the metadata and says so, and only then does each rank remove its stage's
+ * files of older checkpoints.  A rank that fails returns FALSE (its error names its stage): until
+ * the commit the previous checkpoint is the one in force.  Collective. */
+gboolean tp_checkpoint_save(TpGroup *g, const char *dir, const TpCheckpoint *c, int (*stop)(void), int *sig,
+                            GError **err);
+
+/* The checkpoint in dir read by a group: rank 0 reads the metadata and broadcasts it, every rank
+ * takes the state of its stages (tp_group_stages).  Collective. */
+gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError **err);
+
 /* A schedule of the checkpoint's plan (CSV text), parsed and validated. */
 TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err);
-
-/* SIGINT and SIGTERM caught: the first is recorded (tp_checkpoint_signal returns it) so that the run
- * stops at its next checkpoint; a second one ends the process at once with 128 + the signal. */
-void tp_checkpoint_catch_signals(void);
-int tp_checkpoint_signal(void);
 
 #endif

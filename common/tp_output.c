@@ -1,7 +1,9 @@
 /* tp_output.c — staged outputs (all of a command's files or none) and the registry of temporary
- * paths that a terminating signal removes before the program dies of it. */
+ * paths that a terminating signal removes before the program dies of it (a clean-up hook of
+ * common/tp_signal.h). */
 #include "tp_output.h"
 #include "tp_error.h"
+#include "tp_signal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,59 +19,25 @@
 
 #define MAX_TEMPS 64
 static char *volatile temps[MAX_TEMPS];
-static const int caught[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM };
-static gboolean handlers_installed;
 
-static struct sigaction previous[G_N_ELEMENTS(caught)];
-
-/* Only async-signal-safe calls: unlink files, then remove directories, then hand the signal to
- * what was there before (the default action ends the program as the signal asked; a handler the
- * program installed earlier, such as a transport's, still runs). */
-static void on_signal(int sig)
+/* The clean-up hook (common/tp_signal.h), async-signal-safe: unlink files, then remove directories. */
+static void remove_temps(int sig)
 {
+  (void)sig;
   for (int i = 0; i < MAX_TEMPS; i++)
     if (temps[i])
       unlink(temps[i]);
   for (int i = MAX_TEMPS - 1; i >= 0; i--)
     if (temps[i])
       rmdir(temps[i]);
-  for (guint i = 0; i < G_N_ELEMENTS(caught); i++)
-    if (caught[i] == sig)
-      sigaction(sig, &previous[i], NULL);
-  raise(sig); /* delivered when this handler returns */
 }
 
-static void block_signals(sigset_t *old)
-{
-  sigset_t set;
-  sigemptyset(&set);
-  for (guint i = 0; i < G_N_ELEMENTS(caught); i++)
-    sigaddset(&set, caught[i]);
-  sigprocmask(SIG_BLOCK, &set, old);
-}
-
-static void install_handlers(void)
-{
-  if (handlers_installed)
-    return;
-  handlers_installed = TRUE;
-  for (guint i = 0; i < G_N_ELEMENTS(caught); i++) {
-    struct sigaction sa;
-    if (sigaction(caught[i], NULL, &previous[i]) != 0 || previous[i].sa_handler == SIG_IGN)
-      continue; /* a signal the caller ignores (nohup) stays ignored */
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    for (guint j = 0; j < G_N_ELEMENTS(caught); j++)
-      sigaddset(&sa.sa_mask, caught[j]);
-    sigaction(caught[i], &sa, NULL);
-  }
-}
+static void block_signals(sigset_t *old) { tp_signal_block(old); }
 
 /* Register path (signals blocked by the caller); the slot, or -1 when the registry is full. */
 static int temp_register(char *path)
 {
-  install_handlers();
+  tp_signal_add_cleanup(remove_temps);
   for (int i = 0; i < MAX_TEMPS; i++)
     if (!temps[i]) {
       temps[i] = path;

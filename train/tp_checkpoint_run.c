@@ -1,37 +1,15 @@
 /* tp_checkpoint_run.c — the run's side of checkpoints (tp_checkpoint.h): the options, the run's
  * identity that a checkpoint must share to be continued, the state moved between the runtime and
- * a checkpoint, the stored plan read back, and the signals that stop a run at a checkpoint. */
+ * a checkpoint, the stored plan read back, and a checkpoint saved and loaded by a run's group. */
 #include "config.h"
 #include "tp_checkpoint.h"
-#include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_format.h"
 #include "tp_policy.h"
 #include "tp_validate.h"
 
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
-
-gboolean tp_checkpoint_options(const char *checkpoint, const char *resume, const char *every, const char *stop_after,
-                               gboolean schedule_file, TpCheckpointOpts *out, GError **err)
-{
-  memset(out, 0, sizeof *out);
-  if ((every && !tp_cli_int("--checkpoint-every", every, 1, TP_MAX_MINI, &out->every, err)) ||
-      (stop_after && !tp_cli_int("--stop-after", stop_after, 1, G_MAXINT, &out->stop_after, err)))
-    return FALSE;
-  out->dir = checkpoint ? checkpoint : resume;
-  if ((every || stop_after) && !out->dir) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: needs --checkpoint DIR (or --resume DIR)",
-                every ? "--checkpoint-every" : "--stop-after");
-    return FALSE;
-  }
-  if (every && schedule_file) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--checkpoint-every: a --schedule file runs whole; checkpoints at its end");
-    return FALSE;
-  }
-  return TRUE;
-}
 
 /* A hash of the model's description: its layers as parsed (comments and spacing do not count). */
 static char *model_sha256(const TpModel *m)
@@ -102,7 +80,7 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
 {
   for (int s = 0; s < tp_runtime_stages(rt); s++)
     if (c->W != tp_runtime_stages(rt) || c->np[s] != tp_runtime_n_params(rt, s)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s: stage %d's parameters differ from this run's", dir,
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: stage %d's parameters differ from this run's", dir,
                   TP_CHECKPOINT_INI, s + 1);
       return FALSE;
     }
@@ -121,28 +99,81 @@ TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err)
   return s;
 }
 
-static volatile sig_atomic_t caught_signal;
-
-static void on_signal(int sig)
+gboolean tp_checkpoint_save(TpGroup *g, const char *dir, const TpCheckpoint *c, int (*stop)(void), int *sig,
+                            GError **err)
 {
-  if (caught_signal) {
-    static const char msg[] = "timeprest: second signal: aborted at once (the last checkpoint stays)\n";
-    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)n;
-    _exit(128 + sig);
+  *sig = 0;
+  if (tp_group_size(g) == 1) {
+    gboolean ok = tp_checkpoint_write(dir, c, err);
+    *sig = stop();
+    return ok;
   }
-  caught_signal = sig;
+  typedef struct {
+    gint32 sig;
+    char sha[65];
+  } Part;
+  const int W = tp_group_size(g), rank = tp_group_rank(g);
+  Part mine;
+  memset(&mine, 0, sizeof mine);
+  if (!tp_checkpoint_write_part(dir, c, rank, mine.sha, err)) {
+    g_prefix_error(err, "stage %d (rank %d): ", rank + 1, rank); /* the line of the rank that failed */
+    return FALSE;
+  }
+  mine.sig = stop();
+  g_autofree Part *all = g_new0(Part, W);
+  if (!tp_group_gather(g, -1, &mine, sizeof mine, all, err))
+    return FALSE;
+  for (int r = 0; r < W && !*sig; r++)
+    *sig = all[r].sig;
+  gint64 committed = 0;
+  if (rank == 0) {
+    g_autofree const char **shas = g_new(const char *, W);
+    for (int r = 0; r < W; r++)
+      shas[r] = all[r].sha;
+    if (!tp_checkpoint_commit_parts(dir, c, shas, err)) {
+      g_prefix_error(err, "stage 1 (rank 0): ");
+      return FALSE;
+    }
+    committed = 1;
+  }
+  if (!tp_group_broadcast(g, 0, &committed, sizeof committed, "committing the checkpoint", err))
+    return FALSE;
+  tp_checkpoint_remove_stale(dir, c->generation, rank);
+  if (rank == 0)
+    tp_checkpoint_remove_stale(dir, c->generation, -1);
+  return TRUE;
 }
 
-void tp_checkpoint_catch_signals(void)
+gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError **err)
 {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  const char *doing = "reading the checkpoint";
+  const int rank = tp_group_rank(g);
+  gint64 len = -1;
+  g_autofree char *meta = NULL;
+  GError *e = NULL;
+  memset(c, 0, sizeof *c);
+  if (rank == 0) {
+    gsize n = 0;
+    if ((meta = tp_checkpoint_read_meta(dir, &n, &e)))
+      len = (gint64)n;
+  }
+  if (!tp_group_broadcast(g, 0, &len, sizeof len, doing, err)) {
+    g_clear_error(&e);
+    return FALSE;
+  }
+  if (len < 0) { /* rank 0 says why */
+    if (e)
+      g_propagate_error(err, e);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "rank 0 cannot read the checkpoint in %s", dir);
+    return FALSE;
+  }
+  if (rank != 0)
+    meta = g_malloc((gsize)len + 1);
+  int lo, hi;
+  tp_group_stages(g, c->W, &lo, &hi);
+  if (tp_group_size(g) == 1)
+    hi = -1; /* every stage the checkpoint holds */
+  return tp_group_broadcast(g, 0, meta, (size_t)len, doing, err) &&
+         tp_checkpoint_parse(dir, meta, (gsize)len, lo, hi, c, err);
 }
-
-int tp_checkpoint_signal(void) { return caught_signal; }

@@ -1,6 +1,7 @@
-/* tp_train_run.c — the run loop of `timeprest train`: the plan fixed on the profiled stages, every
- * run (epoch) of the schedule cut into segments that drain, each followed by a checkpoint when asked
- * (cli/tp_checkpoint.h), the test set at the end of a run, the progress bar; --resume's state. */
+/* tp_train_run.c — the trainer's run loop: the plan fixed on the profiled stages, every run
+ * (epoch) of the schedule cut into segments that drain, each followed by a checkpoint when asked
+ * (tp_checkpoint.h), the test set at the end of a run, the progress bar; a resumed run's state.
+ * What the processes of the run do together goes through its group (tp_group.h). */
 #include "config.h"
 #include "tp_train.h"
 #include "tp_costed.h"
@@ -8,30 +9,50 @@
 #include "tp_format.h"
 #include "tp_policy.h"
 #include "tp_trainlog.h"
+#include "tp_signal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- checkpoints: the run's identity, saving and resuming (cli/tp_checkpoint.h) -------------------- */
+/* ---- checkpoints: the run's identity, saving and resuming (tp_checkpoint.h) ------------------------ */
 
 static void run_identity(const Train *t, TpCheckpoint *c)
 {
-  TpRunIdentity id = { t->model, t->preset, t->s, t->slots, t->per_epoch, t->has_sig ? &t->sig : NULL, t->W, t->N,
-                       t->batch, t->K, t->ck.every, t->seed, t->lr, t->momentum, t->wd, t->o.backend, t->o.data,
-                       tp_train_lr_steps(t) };
+  const TpTrainConfig *cfg = &t->cfg;
+  TpRunIdentity id = {
+    .model = t->model,
+    .preset = cfg->preset,
+    .file = t->s,
+    .slots = cfg->slots,
+    .per_epoch = t->per_epoch,
+    .sig = cfg->has_sig ? &cfg->sig : NULL,
+    .W = t->W,
+    .N = t->N,
+    .batch = cfg->batch,
+    .K = t->K,
+    .every = cfg->ck.every,
+    .seed = cfg->seed,
+    .lr = cfg->lr,
+    .momentum = cfg->momentum,
+    .weight_decay = cfg->wd,
+    .backend = cfg->backend,
+    .data = cfg->data,
+    .lr_steps = tp_train_lr_steps(t),
+  };
   tp_checkpoint_identity(c, &id);
 }
+
 
 /* --resume: the checkpoint read and checked against this run, its state restored. */
 gboolean tp_train_resume(Train *t, GError **err)
 {
-  const char *dir = t->o.resume;
+  const char *dir = t->cfg.resume;
   TpCheckpoint c, run;
-  /* --transport mpi: rank 0's metadata, this rank's stage's state */
-  if (!(t->mpi ? tp_train_mpi_read_checkpoint(t, dir, &c, err) : tp_checkpoint_read(dir, &c, err))) {
-    g_prefix_error(err, "--resume: ");
+  /* rank 0's metadata, each process's stages' state */
+  if (!tp_checkpoint_load(t->group, dir, &c, err)) {
+    tp_error_about(err, TP_ERROR_PARAM_RESUME);
     return FALSE;
   }
   tp_checkpoint_init(&run, 0, NULL);
@@ -39,20 +60,20 @@ gboolean tp_train_resume(Train *t, GError **err)
   g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
   gboolean ok = TRUE;
   if (diff) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
     ok = FALSE;
   } else if (c.epoch >= t->runs) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s holds the end of the run (%d run%s): nothing left to do",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s holds the end of the run (%d run%s): nothing left to do",
                 dir, c.epoch, c.epoch == 1 ? "" : "s");
     ok = FALSE;
   }
   ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
-  if (ok && !t->o.schedule) /* the plan it ran, not one fixed on this process's profile */
+  if (ok && !t->cfg.schedule_file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
          (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
-  if (ok && !t->o.schedule && t->s->recompute != t->o.recompute) { /* the plan's header says which rule ran */
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--resume: %s/%s is of another run: recompute '%s' there, '%s' here",
-                dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->o.recompute ? "true" : "false");
+  if (ok && !t->cfg.schedule_file && t->s->recompute != t->cfg.recompute) { /* the plan's header says which rule ran */
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: recompute '%s' there, '%s' here",
+                dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.recompute ? "true" : "false");
     ok = FALSE;
   }
   if (ok) {
@@ -72,19 +93,21 @@ gboolean tp_train_resume(Train *t, GError **err)
 }
 
 /* The run's state at a drained point: epoch complete runs, index mini-batches into the next
- * (--transport mpi: every rank its stage's, rank 0 the metadata).  *sig: a signal caught (on any
- * rank), so that the run stops here. */
+ * (every process its stages', rank 0 the metadata).  *sig: a signal caught (by any process), so
+ * that the run stops here. */
 static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError **err)
 {
   TpCheckpoint c;
-  gboolean ok = tp_checkpoint_take(&c, t->rt, t->mpi ? t->rank : 0, t->mpi ? t->rank + 1 : -1, err);
+  int lo, hi;
+  tp_group_stages(t->group, t->W, &lo, &hi);
+  gboolean ok = tp_checkpoint_take(&c, t->rt, lo, hi, err);
   run_identity(t, &c);
   g_autoptr(GString) plan = g_string_new(NULL), tail = g_string_new(NULL);
   tp_format_csv(t->s, plan);
   if (t->s_tail)
     tp_format_csv(t->s_tail, tail);
   c.generation = t->generation++;
-  c.epoch = epoch, c.index = index, c.done = t->done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->seed;
+  c.epoch = epoch, c.index = index, c.done = t->done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->cfg.seed;
   c.plan = g_strdup(plan->str), c.plan_tail = t->s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->log->str);
   c.elapsed = (double)(g_get_monotonic_time() - t->origin) / 1e6;
   c.train_time = t->train_time, c.samples = t->samples, c.epoch_wall = t->epoch_wall;
@@ -94,68 +117,125 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], from[i]->data, from[i]->len);
   *sig = 0;
-  if (t->mpi)
-    ok = ok && tp_train_mpi_save(t, &c, sig, err);
-  else {
-    ok = ok && tp_checkpoint_write(t->ck.dir, &c, err);
-    *sig = tp_checkpoint_signal();
-  }
+  ok = ok && tp_checkpoint_save(t->group, t->cfg.ck.dir, &c, tp_signal_stop_requested, sig, err);
   tp_checkpoint_clear(&c);
   return ok;
+}
+
+/* ---- the plan ------------------------------------------------------------------------------------- */
+
+/* Every process profiles its own stages; the profiles (and the first process's core count, for the
+ * device map) are gathered onto every process, so each plans from the same numbers.  The links
+ * between processes are measured here, before training. */
+static gboolean share_profiles(Train *t, GError **err)
+{
+  typedef struct {
+    TpStageProfile p;
+    gint64 cores;
+  } Part;
+  int lo, hi, n = tp_group_size(t->group);
+  tp_group_stages(t->group, t->W, &lo, &hi);
+  size_t per = (size_t)(hi - lo);
+  g_autofree Part *mine = g_new(Part, per), *all = g_new(Part, per * (size_t)n);
+  for (int s = lo; s < hi; s++)
+    mine[s - lo] = (Part){ .p = t->prof[s], .cores = t->cores };
+  if (!tp_group_gather(t->group, -1, mine, per * sizeof(Part), all, err))
+    return FALSE;
+  for (size_t i = 0; i < per * (size_t)n && i < (size_t)t->W; i++) /* in rank order: stage order */
+    t->prof[i] = all[i].p;
+  t->cores = (int)all[0].cores;
+  return tp_group_measure_links(t->group, t->W, &t->links, err);
+}
+
+static void links_to_cost(Train *t)
+{
+  g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W);
+  for (int l = 0; l < t->W - 1; l++)
+    lat[l] = t->links[l].latency_s, bw[l] = t->links[l].bandwidth_Bps;
+  tp_predict_set_links(t->cost, lat, bw);
+}
+
+/* The schedule every process is about to run is the first one's (a digest compared across them). */
+static gboolean same_schedule(Train *t, GError **err)
+{
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_format_csv(t->s, text);
+  g_string_append_printf(text, "fixed_on=%s\n", tp_report_fixed_on(t->s));
+  guint8 mine[32];
+  gsize n = sizeof mine;
+  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
+  g_checksum_update(c, (const guchar *)text->str, (gssize)text->len);
+  g_checksum_get_digest(c, mine, &n);
+  g_checksum_free(c);
+  int size = tp_group_size(t->group);
+  g_autofree guint8 *all = g_malloc((size_t)size * sizeof mine);
+  if (!tp_group_gather(t->group, -1, mine, sizeof mine, all, err))
+    return FALSE;
+  for (int r = 1; r < size; r++)
+    if (memcmp(all + (size_t)r * sizeof mine, all, sizeof mine) != 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d (rank %d): rank %d (stage %d) fixed another schedule than "
+                  "rank 0", t->rank + 1, t->rank, r, r + 1);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
 static gboolean plan(Train *t, const int *first_idx, GError **err)
 {
-  gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : t->preset->order == TP_ORDER_1F1B_ASYNC;
+  const TpTrainConfig *cfg = &t->cfg;
+  const TpPreset *p = cfg->preset;
+  gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : p->order == TP_ORDER_1F1B_ASYNC;
   /* nf1b: forwards per micro-batch, one backward of the whole mini-batch (run as one where its
    * micro-batches read one version) */
-  gboolean whole_bwd = whole || (t->s ? t->s->order : t->preset->order) == TP_ORDER_NF1B;
+  gboolean whole_bwd = whole || (t->s ? t->s->order : p->order) == TP_ORDER_NF1B;
   t->prof = g_new0(TpStageProfile, t->W);
-  if (!tp_runtime_profile(t->rt, first_idx, t->reps, whole, whole_bwd, t->prof, err) || (t->mpi && !tp_train_mpi_share_profile(t, err)))
+  if (!tp_runtime_profile(t->rt, first_idx, cfg->reps, whole, whole_bwd, t->prof, err) || !share_profiles(t, err))
     return FALSE;
   /* where every stage has a device (core) of its own, time the operations as the run will see them:
    * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
    * stages alone, or on slots), the first mini-batch warming up and reps more timed, its updates
    * discarded.  With more stages than cores the simulator shares the devices itself, so the
-   * stages are timed alone. */
+   * stages are timed alone, as they are when each process runs one stage. */
   int devices = tp_train_prediction_devices(t);
-  if (!t->s && !t->mpi && t->W <= devices) {
-    int kw = 2 * t->W + t->reps + 1;
-    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, t->batch, devices);
+  if (!t->s && tp_group_size(t->group) == 1 && t->W <= devices) {
+    int kw = 2 * t->W + cfg->reps + 1;
+    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
     g_autoptr(TpSchedule) warm =
-        t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, kw, err)
-                 : tp_schedule_generate_costed(t->preset->order, t->preset->policy, t->W, t->N, kw, alone, err);
-    if (warm && t->has_sig)
-      warm->sig = t->sig;
+        cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, kw, err)
+                   : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, kw, cfg->recompute, alone, err);
+    if (warm)
+      warm->recompute = cfg->recompute; /* timed as the run will do it */
+    if (warm && cfg->has_sig)
+      warm->sig = cfg->sig;
     if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->prof, err))
       return FALSE;
   }
-  t->cost = tp_predict_cost(t->rt, t->prof, t->N, t->batch, devices);
+  t->cost = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
   if (t->links)
-    tp_train_mpi_links_to_cost(t);
+    links_to_cost(t);
   if (!t->s) {
-    /* with --checkpoint-every M, a run is cut into segments of M mini-batches, each a whole schedule */
-    int seg = t->ck.every ? t->ck.every : t->K, tail = t->ck.every ? t->K % t->ck.every : 0;
+    /* with checkpoints every M mini-batches, a run is cut into segments of M, each a whole schedule */
+    int seg = cfg->ck.every ? cfg->ck.every : t->K, tail = cfg->ck.every ? t->K % cfg->ck.every : 0;
     TpSchedule **to[] = { &t->s, &t->s_tail };
     int ks[] = { seg, tail };
     for (int i = 0; i < 2; i++) {
       if (!ks[i])
         continue;
-      *to[i] = t->slots ? tp_schedule_generate(t->preset->order, t->preset->policy, t->W, t->N, ks[i], err)
-                        : tp_schedule_generate_costed_rc(t->preset->order, t->preset->policy, t->W, t->N, ks[i],
-                                                         t->o.recompute, t->cost, err);
+      *to[i] = cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, ks[i], err)
+                          : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, ks[i], cfg->recompute,
+                                                           t->cost, err);
       if (!*to[i])
         return FALSE;
-      (*to[i])->recompute = t->o.recompute;
+      (*to[i])->recompute = cfg->recompute;
     }
   }
-  if (t->mpi && !tp_train_mpi_same_schedule(t, err))
+  if (!same_schedule(t, err))
     return FALSE;
-  if (t->has_sig) {
-    t->s->sig = t->sig;
+  if (cfg->has_sig) {
+    t->s->sig = cfg->sig;
     if (t->s_tail)
-      t->s_tail->sig = t->sig;
+      t->s_tail->sig = cfg->sig;
   }
   if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
@@ -173,7 +253,7 @@ static void tick(TpProgress *p, void *data)
   int total = t->runs * t->K, done = t->done_before + g_atomic_int_get(&p->done);
   double el = (double)(g_get_monotonic_time() - t->bar_start) / 1e6;
   int here = done - t->bar_base; /* a resumed run: those of this process */
-  double rate = el > 0 ? here * (double)t->batch / el : 0;
+  double rate = el > 0 ? here * (double)t->cfg.batch / el : 0;
   double eta = here > 0 ? el * (total - done) / here : 0;
   int width = 24, fill = total ? (int)((double)width * done / total) : 0;
   char bar[32];
@@ -202,7 +282,7 @@ static double update_time(const TpSchedule *s, const TpRunResult *r, int mb)
 
 static void log_run(Train *t, int e, double acc)
 {
-  int K = t->K, every = MAX(1, K / 10);
+  int K = t->K, every = MAX(1, K / 10), batch = t->cfg.batch;
   double ls = 0, win_loss = 0;
   long win_correct = 0;
   int win = 0;
@@ -211,14 +291,26 @@ static void log_run(Train *t, int e, double acc)
     ls += l;
     win_loss += l, win_correct += g_array_index(t->ep_correct, int, i), win++;
     if ((i + 1) % every == 0 && i + 1 < K) {
-      TpTrainLogRow row = { e + (double)(i + 1) / K, e * K + i + 1, g_array_index(t->ep_upd, double, i),
-                            win_loss / ((double)win * t->batch), (double)win_correct / ((double)win * t->batch), FALSE };
+      TpTrainLogRow row = {
+        .epoch = e + (double)(i + 1) / K,
+        .mini_batch = e * K + i + 1,
+        .time = g_array_index(t->ep_upd, double, i),
+        .loss = win_loss / ((double)win * batch),
+        .accuracy = (double)win_correct / ((double)win * batch),
+        .test = FALSE,
+      };
       tp_trainlog_append(t->log, &row);
       win_loss = 0, win_correct = 0, win = 0;
     }
   }
-  TpTrainLogRow end = { e + 1, (e + 1) * K, g_array_index(t->ep_upd, double, K - 1), ls / ((double)K * t->batch), acc,
-                        TRUE };
+  TpTrainLogRow end = {
+    .epoch = e + 1,
+    .mini_batch = (e + 1) * K,
+    .time = g_array_index(t->ep_upd, double, K - 1),
+    .loss = ls / ((double)K * batch),
+    .accuracy = acc,
+    .test = TRUE,
+  };
   tp_trainlog_append(t->log, &end);
 }
 
@@ -226,14 +318,14 @@ static void log_run(Train *t, int e, double acc)
 static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError **err)
 {
   const TpSchedule *s = len == t->s->K ? t->s : t->s_tail;
-  TpProgress prog = { 0, 0, 0, t->bar ? tick : NULL, t, 0.25 };
+  TpProgress prog = { .tick = t->bar ? tick : NULL, .data = t, .interval_s = 0.25 };
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
   gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->origin, &prog, &r, err);
   double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
   t->done_before += len;
-  if (ok && t->mpi) /* rank 0 gets every stage's part; the others only train */
-    ok = tp_mpi_gather_run(t->mpi, s, t->rt, &r, err);
+  if (ok) /* rank 0 gets every stage's part; the others only train */
+    ok = tp_group_gather_run(t->group, s, t->rt, &r, err);
   if (ok && t->rank == 0) {
     for (int i = 0; i < len; i++) {
       double u = update_time(s, &r, i + 1);
@@ -243,7 +335,7 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
     }
     t->epoch_wall += wall;
     t->train_time += wall;
-    t->samples += (double)len * t->batch;
+    t->samples += (double)len * t->cfg.batch;
     t->versions_match = t->versions_match && r.versions_match;
     t->mismatched += r.mismatched_reads;
     TpTimeline *tl = tp_run_result_timeline(&r, s, err);
@@ -253,7 +345,7 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
       g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
       if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
         tp_comparison_add(&t->cmp, mm, &r);
-      if (t->o.trace) {
+      if (t->cfg.keep_events) {
         GArray *rows = tp_events_from_sim(msim, mm);
         tp_events_renumber(rows, e * t->K + i0);
         g_array_append_vals(t->events, rows->data, rows->len);
@@ -272,7 +364,7 @@ static gboolean end_run(Train *t, int e, GError **err)
   double acc = 0, tl = 0, ls = 0;
   for (int i = 0; i < t->K; i++)
     ls += g_array_index(t->ep_loss, double, i);
-  ls /= (double)t->K * t->batch;
+  ls /= (double)t->K * t->cfg.batch;
   if (!tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err))
     return FALSE;
   g_array_append_val(t->test_acc, acc);
@@ -289,19 +381,19 @@ static gboolean end_run(Train *t, int e, GError **err)
 
 gboolean tp_train_run_all(Train *t, GError **err)
 {
-  int K = t->K, B = t->batch, M = t->ck.every ? t->ck.every : K;
+  int K = t->K, B = t->cfg.batch, M = t->cfg.ck.every ? t->cfg.ck.every : K;
   int **idx = g_new(int *, M);
   for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
   gboolean ok = TRUE, planned = FALSE;
-  t->bar = !t->o.quiet && isatty(STDERR_FILENO) && t->rank == 0;
+  t->bar = t->cfg.progress && isatty(STDERR_FILENO) && t->rank == 0;
   for (int e = t->start_epoch; e < t->runs && ok && !t->interrupted; e++) {
     for (int i0 = e == t->start_epoch ? t->start_index : 0; i0 < K && ok && !t->interrupted; i0 += M) {
       int len = MIN(M, K - i0);
       for (int i = 0; i < len; i++)
         memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
       if (!planned) {
-        if (!(ok = plan(t, idx[0], err) && (!t->mpi || tp_train_mpi_barrier(t, err))))
+        if (!(ok = plan(t, idx[0], err) && tp_group_barrier(t->group, err)))
           break;
         planned = TRUE;
         /* a resumed run's times continue from where the checkpoint left them */
@@ -311,12 +403,12 @@ gboolean tp_train_run_all(Train *t, GError **err)
       ok = run_segment(t, e, i0, len, idx, err);
       gboolean ends = i0 + len == K;
       ok = ok && (!ends || t->rank != 0 || end_run(t, e, err)); /* --transport mpi: rank 0 reports */
-      if (ok && t->ck.dir && (ends || t->ck.every)) {
+      if (ok && t->cfg.ck.dir && (ends || t->cfg.ck.every)) {
         int sig = 0;
         ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, &sig, err);
         t->ck_epoch = e + 1, t->ck_index = i0 + len;
         gboolean last = ends && e + 1 == t->runs;
-        if (ok && !last && (sig || (t->ck.stop_after && t->done_before >= t->ck.stop_after)))
+        if (ok && !last && (sig || (t->cfg.ck.stop_after && t->done_before >= t->cfg.ck.stop_after)))
           t->interrupted = sig ? sig : -1;
       }
     }

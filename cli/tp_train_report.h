@@ -1,0 +1,18 @@
+/* tp_train_report.h — what `timeprest train` writes from the trainer's results (train/tp_train.h):
+ * the report (text or JSON), the training log and the trace files, all or none. */
+#ifndef TP_TRAIN_REPORT_H
+#define TP_TRAIN_REPORT_H
+
+#include "tp_train.h"
+
+typedef struct {
+  const char *csv;     /* --csv LOG */
+  const char *trace;   /* --trace EVENTS.csv (and .schedule.csv, .predicted.csv beside it) */
+  const char *output;  /* --output FILE (NULL: standard output) */
+  int json;            /* --format json */
+} TpTrainOutputs;
+
+/* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */
+gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err);
+
+#endif

@@ -1,0 +1,116 @@
+/* tp_signal.c — the program's one set of handlers for the terminating signals (tp_signal.h). */
+#include "tp_signal.h"
+
+#include <string.h>
+#include <unistd.h>
+
+static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM };
+#define MAX_HOOKS 8
+static TpSignalHook cleanups[MAX_HOOKS];
+static volatile sig_atomic_t n_cleanups;
+static TpSignalHook end_hook, stop_hook;
+static volatile sig_atomic_t end_on_int, stop_mode, stop_sig, ignore_end;
+static gboolean installed;
+
+static gboolean stopping(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+
+static void run_cleanups(int sig)
+{
+  for (int i = 0; i < n_cleanups; i++)
+    cleanups[i](sig);
+}
+
+static void on_signal(int sig)
+{
+  if (ignore_end && (sig == SIGTERM || sig == SIGHUP))
+    return;
+  if (stop_mode && stopping(sig)) {
+    if (!stop_sig) {
+      stop_sig = sig;
+      if (stop_hook)
+        stop_hook(sig);
+      return;
+    }
+    run_cleanups(sig);
+    if (end_hook)
+      end_hook(sig); /* does not return */
+    static const char msg[] = "timeprest: second signal: aborted at once (the last checkpoint stays)\n";
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)n;
+    _exit(128 + sig);
+  }
+  run_cleanups(sig);
+  if (end_hook && (sig == SIGTERM || sig == SIGHUP || (sig == SIGINT && end_on_int)))
+    end_hook(sig); /* does not return */
+  signal(sig, SIG_DFL);
+  raise(sig); /* delivered when this handler returns: the process dies of it */
+}
+
+void tp_signal_block(sigset_t *old)
+{
+  sigset_t set;
+  sigemptyset(&set);
+  for (guint i = 0; i < G_N_ELEMENTS(sigs); i++)
+    sigaddset(&set, sigs[i]);
+  sigprocmask(SIG_BLOCK, &set, old);
+}
+
+static void install(void)
+{
+  if (installed)
+    return;
+  installed = TRUE;
+  for (guint i = 0; i < G_N_ELEMENTS(sigs); i++) {
+    struct sigaction sa, previous;
+    if (sigaction(sigs[i], NULL, &previous) != 0 || previous.sa_handler == SIG_IGN)
+      continue; /* a signal the caller ignores (nohup) stays ignored */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (guint j = 0; j < G_N_ELEMENTS(sigs); j++)
+      sigaddset(&sa.sa_mask, sigs[j]);
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+void tp_signal_add_cleanup(TpSignalHook hook)
+{
+  sigset_t old;
+  tp_signal_block(&old);
+  install();
+  gboolean known = FALSE;
+  for (int i = 0; i < n_cleanups; i++)
+    known = known || cleanups[i] == hook;
+  if (!known && n_cleanups < MAX_HOOKS)
+    cleanups[n_cleanups] = hook, n_cleanups = n_cleanups + 1;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+void tp_signal_set_end(TpSignalHook hook, gboolean interrupt)
+{
+  sigset_t old;
+  tp_signal_block(&old);
+  install();
+  end_hook = hook, end_on_int = interrupt;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+void tp_signal_catch_stop(TpSignalHook announce)
+{
+  sigset_t old;
+  tp_signal_block(&old);
+  install();
+  stop_hook = announce, stop_mode = 1;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+void tp_signal_leave_stop(void) { stop_mode = 0; }
+
+int tp_signal_stop_requested(void) { return stop_sig; }
+
+void tp_signal_ignore_end(void)
+{
+  install();
+  ignore_end = 1;
+}

@@ -1,0 +1,36 @@
+/* tp_signal.h — the one owner of the program's handlers for the terminating signals (SIGHUP,
+ * SIGINT, SIGQUIT, SIGPIPE, SIGTERM).  Libraries install no handler: they say what a signal must do.
+ *  - Clean-up hooks run before the process ends by a signal (the staged outputs' temporaries are
+ *    removed).  Then the process dies of the signal (its default action), unless
+ *  - an end hook is set: SIGTERM and SIGHUP (and SIGINT, when asked) end the process through it
+ *    instead (an MPI rank prints what it was waiting for and exits 1).
+ *  - In stop mode, SIGINT, SIGTERM and SIGHUP request a stop instead (tp_signal_stop_requested
+ *    returns the first; a training run stops at its next checkpoint), announced by a stop hook;
+ *    a second one ends the process at once: through the end hook if there is one, else with a
+ *    line and status 128 + the signal.
+ * A signal the program was started ignoring (nohup) stays ignored.  Hooks run inside the handler:
+ * only async-signal-safe calls. */
+#ifndef TP_SIGNAL_H
+#define TP_SIGNAL_H
+
+#include <glib.h>
+#include <signal.h>
+
+typedef void (*TpSignalHook)(int sig);
+
+/* Run hook before the process ends by a signal (at most 8 hooks, each once). */
+void tp_signal_add_cleanup(TpSignalHook hook);
+/* End the process through hook on SIGTERM and SIGHUP, and on SIGINT too when interrupt. */
+void tp_signal_set_end(TpSignalHook hook, gboolean interrupt);
+/* Stop mode on (announce: called at the first signal, may be NULL) or off. */
+void tp_signal_catch_stop(TpSignalHook announce);
+void tp_signal_leave_stop(void);
+/* The first signal that requested a stop, 0: none. */
+int tp_signal_stop_requested(void);
+/* SIGTERM and SIGHUP ignored from now on (a process that ends on its own status). */
+void tp_signal_ignore_end(void);
+/* Block the terminating signals (the previous mask into old), e.g. around a change of what a hook
+ * reads; sigprocmask(SIG_SETMASK, old, NULL) restores it. */
+void tp_signal_block(sigset_t *old);
+
+#endif

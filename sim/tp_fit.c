@@ -1,0 +1,49 @@
+/* tp_fit.c — the split of the layers that fits the devices' memory (tp_fit.h). */
+#include "tp_fit.h"
+#include "tp_costed.h"
+#include "tp_metrics.h"
+#include "tp_sim.h"
+
+TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, gboolean order_on_costs, int rounds, GError **err)
+{
+  /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
+  g_autoptr(TpCost) unit = tp_cost_unit(s->W);
+  g_autoptr(TpSim) usim = tp_sim_run(s, unit, err);
+  if (!usim)
+    return NULL;
+  g_autoptr(TpMetrics) um = tp_metrics_compute(usim);
+  g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
+  for (int st = 0; st < s->W; st++)
+    acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
+  if (!tp_analytic_split(a, NULL, acts, versions, err))
+    return NULL;
+  TpCost *cost = tp_analytic_cost(a);
+  /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
+   * what a stage overran, and split again until every stage fits (or no split does). */
+  for (int round = 0; round < rounds; round++) {
+    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
+    GError *e = NULL;
+    g_autoptr(TpSchedule) t =
+        order_on_costs && tp_order_depends_on_costs(s->order) ? tp_schedule_costed_like(s, cost, &e) : NULL;
+    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
+    if (!sim) {
+      g_propagate_error(err, e);
+      tp_cost_free(cost);
+      return NULL;
+    }
+    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
+    gboolean over = FALSE;
+    for (int st = 0; st < s->W; st++)
+      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
+        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
+        over = TRUE;
+      }
+    if (!over)
+      break;
+    tp_cost_free(cost);
+    if (!tp_analytic_split(a, NULL, acts, versions, err))
+      return NULL;
+    cost = tp_analytic_cost(a);
+  }
+  return cost;
+}

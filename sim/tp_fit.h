@@ -1,0 +1,17 @@
+/* tp_fit.h — a split of the layers into stages that fits every device's memory: the analytic
+ * model's split, then the schedule simulated on its costs, what each stage overran held back from
+ * its device, and the split made again until every stage fits (or no split does). */
+#ifndef TP_FIT_H
+#define TP_FIT_H
+
+#include "tp_analytic.h"
+#include "tp_schedule.h"
+
+/* The cost model of schedule s under a, split so that every stage's simulated peak fits its
+ * device.  The split's first estimate takes the schedule's own peaks (micro-batch activations,
+ * live versions) on unit slots; each round simulates the order that will run (fixed on that
+ * round's costs when order_on_costs and s's order depends on them), at most `rounds` rounds.
+ * a->reserve keeps what was held back. */
+TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, gboolean order_on_costs, int rounds, GError **err);
+
+#endif

@@ -1,0 +1,97 @@
+/* test-signal.c — the program's one signal module (common/tp_signal.h), each case in a child
+ * process: clean-up hooks run before the process dies of the signal; in stop mode SIGINT, SIGTERM
+ * and SIGHUP request a stop and a second one ends the process with 128 + the signal; an end hook
+ * ends it instead of the signal. */
+#include "tp_signal.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *marker;
+
+static void remove_marker(int sig)
+{
+  (void)sig;
+  unlink(marker);
+}
+
+static void end_with_7(int sig)
+{
+  (void)sig;
+  _exit(7);
+}
+
+/* Run body in a child; its wait status. */
+static int in_child(void (*body)(void))
+{
+  fflush(NULL);
+  pid_t pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    body();
+    _exit(99); /* not reached when the signal ends it */
+  }
+  int status = 0;
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  return status;
+}
+
+static void cleanup_then_die(void)
+{
+  tp_signal_add_cleanup(remove_marker);
+  raise(SIGTERM);
+}
+
+static void test_cleanup(void)
+{
+  marker = g_build_filename(g_get_tmp_dir(), "tp-signal-XXXXXX", NULL);
+  int fd = g_mkstemp(marker);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+  int status = in_child(cleanup_then_die);
+  g_assert_true(WIFSIGNALED(status));
+  g_assert_cmpint(WTERMSIG(status), ==, SIGTERM);
+  g_assert_false(g_file_test(marker, G_FILE_TEST_EXISTS));
+  g_free(marker);
+}
+
+static void stop_then_second(void)
+{
+  tp_signal_catch_stop(NULL);
+  raise(SIGHUP);
+  if (tp_signal_stop_requested() != SIGHUP)
+    _exit(3);
+  raise(SIGINT); /* a second signal ends the process at once */
+}
+
+static void test_stop_hup(void)
+{
+  int status = in_child(stop_then_second);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 128 + SIGINT);
+}
+
+static void end_hook_on_hup(void)
+{
+  tp_signal_set_end(end_with_7, FALSE);
+  raise(SIGHUP);
+}
+
+static void test_end_hook(void)
+{
+  int status = in_child(end_hook_on_hup);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 7);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/signal/cleanup", test_cleanup);
+  g_test_add_func("/signal/stop-on-sighup", test_stop_hup);
+  g_test_add_func("/signal/end-hook", test_end_hook);
+  return g_test_run();
+}

@@ -1,0 +1,139 @@
+/* tp_train.h — training with a schedule (libtptrain.a): the run's configuration as parsed values,
+ * the trainer (set-up, the runs of the schedule cut into checkpointed segments, the profile, the
+ * plan and the prediction joined with the measurement) and its results as data, which the command
+ * line prints.  What several processes do together goes through a group (tp_group.h): a run in one
+ * process and a run of one MPI rank per stage follow the same code. */
+#ifndef TP_TRAIN_H
+#define TP_TRAIN_H
+
+#include "tp_checkpoint.h"
+#include "tp_group.h"
+#include "tp_mpi.h"
+#include "tp_predict.h"
+#include "tp_report.h"
+
+typedef enum { TP_TRAIN_LOCAL, TP_TRAIN_MPI, TP_TRAIN_NCCL } TpTrainTransport;
+
+/* Where checkpoints go and how often (from --checkpoint / --resume DIR, --checkpoint-every M,
+ * --stop-after D). */
+typedef struct {
+  const char *dir;   /* where checkpoints go (NULL: none) */
+  int every;         /* M: mini-batches per drained segment (0: whole runs) */
+  int stop_after;    /* stop at the first checkpoint after D mini-batches (0: never) */
+} TpCheckpointOpts;
+
+/* A training run as asked for.  Strings are borrowed (they outlive the run). */
+typedef struct {
+  const TpPreset *preset;   /* NULL: schedule_file gives the schedule */
+  const char *schedule_file;
+  const char *model;        /* name or .model file (NULL: mlp) */
+  const char *data;         /* directory or synthetic[:TRAIN[:TEST]] (NULL: the default directory) */
+  const char *backend;      /* NULL: cpu */
+  const char *devices;      /* GPUs of the stages, round-robin (NULL: stage s on GPU s mod count) */
+  TpTrainTransport transport;
+  const char *transport_name;
+  int W, N, K;              /* K: mini-batches of one run when !per_epoch */
+  gboolean W_given, N_given; /* a schedule file must agree with those given */
+  int epochs;
+  gboolean per_epoch;       /* runs are epochs (else one run of K mini-batches, or of the file) */
+  int batch;
+  guint32 seed;
+  double lr, momentum, wd;
+  gboolean lr_cosine;       /* lr decayed by a cosine over the whole run */
+  double timeout;           /* seconds a stage waits for a message */
+  double peer_timeout;      /* one process per stage: seconds a rank waits for another */
+  int reps;                 /* timed repetitions per profiled operation */
+  gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
+  gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
+  const int *split;         /* [W] layers per stage (NULL: balanced by FLOPs); borrowed */
+  gboolean has_sig;
+  TpSignificance sig;
+  TpCheckpointOpts ck;
+  const char *resume;       /* continue the run whose checkpoint is in this directory */
+  gboolean ck_dir_is_resume; /* ck.dir came from resume (errors about it name that parameter) */
+  gboolean progress;        /* a progress bar on standard error when it is a terminal */
+  gboolean keep_events;     /* keep the measured events (for a trace) */
+} TpTrainConfig;
+
+typedef struct {
+  TpTrainConfig cfg;
+  TpGroup *group;           /* the processes of the run (a group of one: every stage here) */
+  int W, N, K, runs;        /* as run (a schedule file gives W, N and K; an epoch gives K) */
+  gboolean per_epoch;
+  int cores;                /* the first rank's processors (the prediction's devices on cpu) */
+  TpModel *model;
+  TpDataset *train, *test;
+  TpBatcher *batcher;
+  int *bounds;              /* [W+1] the stages' first layers */
+  TpRuntime *rt;
+  TpSchedule *s;
+  TpCost *cost;
+  TpStageProfile *prof;
+  TpSim *psim;
+  TpMetrics *pm;
+  TpComparison cmp;
+  gboolean cmp_ready;
+  /* results per run (epoch) */
+  GArray *test_acc, *test_loss, *epoch_time, *train_loss;
+  gboolean versions_match;
+  long mismatched;
+  double train_time, samples;
+  GString *log;             /* training log (CSV) */
+  GArray *events;           /* measured event rows (cfg.keep_events) */
+  TpGroupLink *links;       /* [W-1] measured before training (NULL: free links) */
+  /* one process per stage: this rank's transports (the stages' own when nccl; MPI serves the rest) */
+  TpMpi *mpi;
+  TpTransport *nccl;
+  int rank;
+  /* progress */
+  gboolean bar;
+  gint64 origin, bar_start;
+  int done_before;
+  /* checkpoints (docs: Checkpoints) */
+  TpSchedule *s_tail;       /* the shorter last segment of a run, when M does not divide K */
+  int start_epoch, start_index, generation;
+  double elapsed0;          /* seconds of the run before this process (resumed) */
+  double epoch_wall;        /* the current epoch's training seconds so far */
+  GArray *ep_loss, *ep_upd, *ep_correct; /* the current epoch's mini-batches: loss sum, update time, correct */
+  int bar_base;             /* mini-batches done before this process (resumed) */
+  int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
+  int interrupted;          /* the signal that stopped the run at a checkpoint (-1: stop_after) */
+  TpBackend **stage_be;     /* cuda: each stage's own instance */
+  int gpus;                 /* the distinct GPUs they use */
+  char *devices;            /* their list (cfg.devices, or every GPU for nccl) */
+} Train;
+
+/* What the trainer hands its results to, on the process that holds them (rank 0), before the run
+ * shuts down: the report's writer. */
+typedef gboolean (*TpTrainReportFn)(Train *t, gpointer data, GError **err);
+
+/* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
+static inline long tp_train_lr_steps(const Train *t) { return t->cfg.lr_cosine ? (long)t->K * t->runs : 0; }
+
+/* The whole run: set-up, training, then report(t, data) on the process that holds the results.
+ * args: the arguments every process must agree on (one process per stage).  A run stopped at a
+ * checkpoint prints its line and ends the process (tp_train_stopped). */
+gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err);
+
+/* tp_trainer.c: the set-up (model, data, stages, runtime) and the teardown. */
+gboolean tp_train_setup(Train *t, GError **err);
+void tp_train_clear(Train *t);
+/* What the stages' compute shares, for the prediction: the cores on cpu; on cuda the GPUs in use. */
+int tp_train_prediction_devices(const Train *t);
+/* Whether the checkpoint directory (if any) takes files: checked before training (resume: once
+ * its checkpoint is read), TP_ERROR_INPUT naming it when not; the run's first generation is then
+ * past every state file there (tp_checkpoint_first_generation). */
+gboolean tp_train_check_ck_dir(Train *t, GError **err);
+/* A run stopped at a checkpoint (t->interrupted): its line, and the exit. */
+G_NORETURN void tp_train_stopped(Train *t);
+/* sha256 of every stage's latest weights (little-endian float32, stage 1 first). */
+char *tp_train_weights_sha256(const Train *t);
+
+/* tp_train_run.c: every run (epoch) of the schedule, cut into checkpointed segments; resume. */
+gboolean tp_train_run_all(Train *t, GError **err);
+gboolean tp_train_resume(Train *t, GError **err);
+
+/* tp_train_mpi.c: one process (MPI rank) per stage. */
+gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err);
+
+#endif

@@ -1,0 +1,284 @@
+/* tp_trainer.c — the trainer's set-up and teardown: the model, the data, the layers split into W
+ * stages balanced by FLOPs, one backend instance per stage on GPUs, the runtime; the run in one
+ * process (tp_train_main), the line of a run stopped at a checkpoint, the weights' digest. */
+#include "config.h"
+#include "tp_train.h"
+#include "tp_trainlog.h"
+#include "tp_error.h"
+#include "tp_signal.h"
+#include "tp_format.h"
+#include "tp_net.h"
+#include "tp_partition.h"
+#include "tp_policy.h"
+#ifdef HAVE_CUDA
+#include "tp_backend_cuda.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the split of the layers into stages ---------------------------------------------------------- */
+
+static double range_flops(int s, int lo, int hi, gpointer data)
+{
+  (void)s;
+  const TpModel *m = data;
+  double c = 0;
+  for (int i = lo; i < hi; i++) {
+    const TpLayer *L = tp_model_layer(m, i);
+    c += L->fwd_flops + L->bwd_flops + (double)(L->in_elems + L->out_elems); /* + memory traffic */
+  }
+  return c;
+}
+
+/* ---- device backends: one instance per stage ---------------------------------------------------- */
+
+/* cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
+ * (s − 1) mod count or on the devices list round-robin; a rank of one process per stage makes its
+ * own stage's alone.  Other backends share one instance and take no devices. */
+static gboolean make_stage_backends(Train *t, const char *backend, GError **err)
+{
+  if (g_strcmp0(backend, "cuda") != 0) {
+    if (t->cfg.devices) {
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "only with the cuda backend");
+      return FALSE;
+    }
+    return TRUE;
+  }
+#ifdef HAVE_CUDA
+  t->devices = g_strdup(t->cfg.devices);
+  if (!t->devices && t->cfg.transport == TP_TRAIN_NCCL) { /* one GPU per rank: stage s on GPU s mod count */
+    int count = tp_cuda_device_count(NULL);
+    GString *list = g_string_new("0");
+    for (int d = 1; d < count; d++)
+      g_string_append_printf(list, ",%d", d);
+    t->devices = g_string_free(list, FALSE);
+  }
+  return (t->stage_be = tp_backend_cuda_stages(t->W, t->devices, t->cfg.transport != TP_TRAIN_LOCAL ? t->rank : -1,
+                                                &t->gpus, err)) != NULL;
+#else
+  return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
+#endif
+}
+
+/* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
+int tp_train_prediction_devices(const Train *t)
+{
+  return t->stage_be ? t->gpus : t->cores;
+}
+
+static void free_stage_backends(Train *t)
+{
+#ifdef HAVE_CUDA
+  tp_backend_cuda_stages_free(t->stage_be, t->W);
+#endif
+  t->stage_be = NULL;
+}
+
+void tp_train_clear(Train *t)
+{
+  tp_model_free(t->model);
+  tp_dataset_free(t->train);
+  tp_dataset_free(t->test);
+  tp_batcher_free(t->batcher);
+  g_free(t->bounds);
+  tp_runtime_free(t->rt);
+  free_stage_backends(t);
+  tp_schedule_free(t->s);
+  tp_schedule_free(t->s_tail);
+  tp_cost_free(t->cost);
+  g_free(t->prof);
+  tp_metrics_free(t->pm);
+  tp_sim_free(t->psim);
+  if (t->cmp_ready)
+    tp_comparison_clear(&t->cmp);
+  const GArray *arrs[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->events,
+                           t->ep_loss, t->ep_upd, t->ep_correct };
+  for (size_t i = 0; i < G_N_ELEMENTS(arrs); i++)
+    if (arrs[i])
+      g_array_unref((GArray *)arrs[i]);
+  if (t->log)
+    g_string_free(t->log, TRUE);
+  g_free(t->links);
+  g_free(t->devices);
+  tp_group_free(t->group);
+  TpTrainConfig cfg = t->cfg;
+  memset(t, 0, sizeof *t);
+  t->cfg = cfg;
+}
+
+/* The schedule file: W and N from it (those given must agree). */
+static gboolean load_schedule_file(Train *t, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  if (!(t->s = tp_schedule_load(c->schedule_file, err)))
+    return FALSE;
+  t->s->recompute = t->s->recompute || c->recompute;
+  if ((c->W_given && t->s->W != t->W) || (c->N_given && t->s->N != t->N)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: %s has W=%d, N=%d; -w/-n say %d, %d", c->schedule_file,
+                t->s->W, t->s->N, t->W, t->N);
+    return FALSE;
+  }
+  t->W = t->s->W, t->N = t->s->N, t->K = t->s->K;
+  t->per_epoch = FALSE;
+  return TRUE;
+}
+
+gboolean tp_train_setup(Train *t, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  t->W = c->W, t->N = c->N, t->K = c->K, t->runs = c->epochs, t->per_epoch = c->per_epoch;
+  t->cores = (int)g_get_num_processors();
+  if (!t->group)
+    t->group = tp_group_single_new();
+  if (c->schedule_file && !load_schedule_file(t, err))
+    return FALSE;
+  if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
+    return FALSE;
+  if (c->has_sig && (t->s ? t->s->policy : c->preset->policy) != TP_POLICY_INTERMEDIATE) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
+    return FALSE;
+  }
+  if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_model(t->model, err))
+    return FALSE;
+  int L = tp_model_n_layers(t->model);
+  if (t->W > L) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "%d stages, but model %s has only %d layers", t->W, t->model->name,
+                L);
+    return FALSE;
+  }
+  /* one rank per stage on a GPU: its stage's instance is the run's backend (no instance on device 0
+   * for every rank, tp_backend_get's); the other stages' nets and weights, which this rank only
+   * sizes (and rank 0 evaluates with the weights gathered at the end), live on the host */
+  const char *bname = c->backend ? c->backend : "cpu";
+  gboolean own_stage = FALSE;
+#ifdef HAVE_CUDA
+  own_stage = c->transport != TP_TRAIN_LOCAL && g_strcmp0(bname, "cuda") == 0;
+#endif
+  if (own_stage && !make_stage_backends(t, bname, err))
+    return FALSE;
+  const TpBackend *be = !own_stage ? tp_backend_get(bname, err)
+                        : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
+  /* synthetic data takes the model's input shape and classes */
+  TpDataShape shape = tp_data_shape_of(t->model);
+  if (!be || !tp_data_open_shaped(c->data, &shape, c->seed, &t->train, &t->test, err) ||
+      !(t->batcher = tp_batcher_new(t->train, c->batch, t->N, c->seed, err)))
+    return FALSE;
+  if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "%s takes %d×%d×%d inputs, the data has %d×%d", t->model->name,
+                (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
+    return FALSE;
+  }
+  if (t->per_epoch)
+    t->K = tp_batcher_per_epoch(t->batcher);
+  else if (!c->schedule_file)
+    t->runs = 1;
+  t->bounds = g_new(int, t->W + 1);
+  double best;
+  if (c->split) { /* the layers per stage given (e.g. by plan --run-top) */
+    t->bounds[0] = 0;
+    for (int s = 0; s < t->W; s++)
+      t->bounds[s + 1] = t->bounds[s] + c->split[s];
+    if (t->bounds[t->W] != L) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", t->bounds[t->W],
+                  t->model->name, L);
+      return FALSE;
+    }
+  } else if (!tp_partition(L, t->W, range_flops, NULL, t->model, t->bounds, &best)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "cannot split %d layers into %d stages", L, t->W);
+    return FALSE;
+  }
+  TpRuntimeConfig cfg = {
+    .model = t->model,
+    .bounds = t->bounds,
+    .W = t->W,
+    .N = t->N,
+    .batch = c->batch,
+    .be = be,
+    .train = t->train,
+    .lr = (float)c->lr,
+    .momentum = (float)c->momentum,
+    .weight_decay = (float)c->wd,
+    .seed = c->seed,
+    .timeout_s = c->timeout,
+    .lr_steps = tp_train_lr_steps(t),
+    .recompute = t->s ? t->s->recompute : c->recompute,
+  };
+  if (!own_stage && !make_stage_backends(t, bname, err))
+    return FALSE;
+  g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
+  for (int s = 0; s < t->W && t->stage_be; s++)
+    per_stage[s] = t->stage_be[s] ? t->stage_be[s] : tp_backend_cpu();
+  if (!(t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)))
+    return FALSE;
+  t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
+  t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
+  t->train_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->ep_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
+  t->ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
+  t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
+  t->log = g_string_new(NULL);
+  tp_trainlog_header(t->log);
+  t->versions_match = TRUE;
+  if (t->cfg.ck.every > t->K)
+    t->cfg.ck.every = t->K; /* one segment: the run itself */
+  return c->resume || tp_train_check_ck_dir(t, err); /* resume: once its checkpoint is read */
+}
+
+gboolean tp_train_check_ck_dir(Train *t, GError **err)
+{
+  if (!t->cfg.ck.dir)
+    return TRUE;
+  if (!tp_checkpoint_check_dir(t->cfg.ck.dir, err)) {
+    tp_error_about(err, t->cfg.ck_dir_is_resume ? TP_ERROR_PARAM_RESUME : TP_ERROR_PARAM_CHECKPOINT);
+    return FALSE;
+  }
+  t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->cfg.ck.dir));
+  return TRUE;
+}
+
+/* A run stopped at a checkpoint: one line (one process per stage: from rank 0), and exit 128 + the
+ * signal (130 SIGINT, 143 SIGTERM), or 0 for stop_after. */
+G_NORETURN void tp_train_stopped(Train *t)
+{
+  int sig = t->interrupted;
+  if (t->rank == 0)
+    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
+            sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->cfg.ck.dir, t->cfg.ck.dir);
+  fflush(stdout);
+  tp_train_clear(t);
+  exit(sig > 0 ? 128 + sig : 0);
+}
+
+char *tp_train_weights_sha256(const Train *t)
+{
+  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
+  for (int s = 0; s < t->W; s++) {
+    const float *w = tp_runtime_weights(t->rt, s);
+    size_t n = tp_runtime_n_params(t->rt, s);
+    for (size_t i = 0; i < n; i++) {
+      guint32 u;
+      memcpy(&u, &w[i], 4);
+      u = GUINT32_TO_LE(u);
+      g_checksum_update(c, (const guchar *)&u, 4);
+    }
+  }
+  char *hex = g_strdup(g_checksum_get_string(c));
+  g_checksum_free(c);
+  return hex;
+}
+
+gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err)
+{
+  if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
+    return tp_train_mpi(t, args, report, data, err);
+  if (t->cfg.ck.dir)
+    tp_signal_catch_stop(NULL); /* the run stops at its next checkpoint */
+  gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
+  if (ok && t->interrupted)
+    tp_train_stopped(t);
+  return ok && report(t, data, err);
+}
