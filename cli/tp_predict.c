@@ -24,7 +24,7 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
                                  m * (double)tp_runtime_act_bytes_per_sample(rt, s),
                                  m * (double)tp_runtime_grad_bytes_per_sample(rt, s),
                                  (double)sz.activation_bytes, pb, (double)sz.optimizer_bytes,
-                                 (double)sz.gradient_bytes, cores > 0 && W > cores ? s % cores : s };
+                                 (double)sz.gradient_bytes, cores > 0 && W > cores ? s % cores : s, 0 };
   }
   for (int l = 0; l < MAX(W - 1, 1); l++)
     c->link[l] = (TpLinkCost){ 0, 0 };

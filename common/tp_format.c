@@ -70,7 +70,7 @@ void tp_format_csv(const TpSchedule *s, GString *out)
     const TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &ops[k];
-      g_string_append_printf(out, "%d,%c,%d,", st + 1, "FBU"[op->kind], op->mb);
+      g_string_append_printf(out, "%d,%c,%d,", st + 1, tp_op_letters[op->kind], op->mb);
       if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
         g_string_append_printf(out, "%d", op->micro + 1);
       g_string_append_printf(out, ",%d,%s\n", op->ver, tp_source_names[op->src]);
@@ -156,8 +156,8 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
   memset(op, 0, sizeof *op);
   if (!parse_int(stage, 1, s->W, st))
     bad = "stage (expected 1..W)", val = stage;
-  else if (strlen(kind) != 1 || !strchr("FBU", kind[0]))
-    bad = "op (expected F, B or U)", val = kind;
+  else if (strlen(kind) != 1 || !strchr(tp_op_letters, kind[0]))
+    bad = "op (expected F, B, U, I or W)", val = kind;
   else if (!parse_int(mb, 1, s->K, &op->mb))
     bad = "mini_batch (expected 1..K)", val = mb;
   else if (micro && *micro && !parse_int(micro, 1, s->N, &op->micro))
@@ -165,7 +165,7 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
   else if (!parse_int(ver, 0, s->K, &op->ver))
     bad = "version (expected 0..K)", val = ver;
   if (!bad) {
-    op->kind = (uint8_t)(strchr("FBU", kind[0]) - "FBU");
+    op->kind = (uint8_t)(strchr(tp_op_letters, kind[0]) - tp_op_letters);
     op->micro = micro && *micro && op->kind != TP_OP_U ? op->micro - 1 : TP_WHOLE;
     if (micro && *micro && op->kind == TP_OP_U)
       bad = "micro_batch (an update has none)", val = micro;

@@ -15,7 +15,12 @@ typedef struct {
   double optimizer_bytes;    /* optimizer state (lives with the latest weights) */
   double grad_buffer_bytes;  /* gradient (accumulation) buffer */
   int device;                /* 0-based device the stage runs on */
+  double bwd_input;          /* a split backward's input gradient I per micro-batch; 0: half of bwd */
 } TpStageCost;
+
+/* Times of a split backward's parts per micro-batch: I = bwd_input (default bwd/2), W = bwd - I. */
+static inline double tp_cost_input_grad(const TpStageCost *sc) { return sc->bwd_input > 0 ? sc->bwd_input : sc->bwd / 2; }
+static inline double tp_cost_weight_grad(const TpStageCost *sc) { return sc->bwd - tp_cost_input_grad(sc); }
 
 typedef struct {
   double latency;   /* time before the first byte arrives */
