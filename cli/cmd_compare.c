@@ -35,11 +35,21 @@ static char *presets_with_whole(const Row *rows, int n, TpOpKind kind, int also,
     gboolean has[2] = { FALSE, FALSE };
     const TpOp *ops = tp_stage_ops(rows[i].s, 0);
     for (int k = 0; k < tp_stage_len(rows[i].s, 0); k++)
-      if (ops[k].kind != TP_OP_U && ops[k].micro == TP_WHOLE)
+      if (ops[k].kind <= TP_OP_B && ops[k].micro == TP_WHOLE)
         has[ops[k].kind] = TRUE;
     if (has[kind] && (also < 0 || has[also] != negate))
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
   }
+  return g_string_free(names, FALSE);
+}
+
+/* "a, b" list of the applicable presets whose backward is split into I and W. */
+static char *presets_split(const Row *rows, int n)
+{
+  GString *names = g_string_new(NULL);
+  for (int i = 0; i < n; i++)
+    if (!rows[i].skip && tp_schedule_has_split(rows[i].s))
+      g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
   return g_string_free(names, FALSE);
 }
 
@@ -83,6 +93,9 @@ static void table(Row *rows, int n, long long dataset, GString *out)
       g_string_append_printf(out, " whole-mini-batch forward and backward: %s;", fb);
     if (*b)
       g_string_append_printf(out, " whole-mini-batch backward: %s;", b);
+    g_autofree char *split = presets_split(rows, n);
+    if (*split)
+      g_string_append_printf(out, " and these look slower, a backward in two slots (I and W): %s;", split);
     g_string_append(out, " use a cost model to compare times\n\n");
   }
   gboolean any_over = FALSE;

@@ -247,6 +247,12 @@ gboolean tp_train_setup(Train *t, GError **err)
   Opts *o = &t->o;
   if (o->schedule && !load_schedule_file(t, err))
     return FALSE;
+  if (t->s ? tp_schedule_has_split(t->s) : tp_order_split(t->preset->order)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s: the executor does not run a split backward (I and W operations) "
+                "yet; schedule, simulate and compare take it", t->s ? "--schedule " : "-s ",
+                t->s ? t->o.schedule : t->preset->name);
+    return FALSE;
+  }
   if (!t->s && !tp_pair_check(t->preset->order, t->preset->policy, t->W, t->N, err))
     return FALSE;
   if (t->has_sig && (t->s ? t->s->policy : t->preset->policy) != TP_POLICY_INTERMEDIATE) {

@@ -91,7 +91,7 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
       "K" },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "intermediate policy's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
-    { "input", 'i', 0, G_OPTION_ARG_FILENAME, &o->input, "Read the schedule from a CSV or JSON file instead",
+    { "input", 'i', 0, G_OPTION_ARG_FILENAME, &o->input, "Read the schedule from a CSV (ours or PyTorch's compute-only one) or JSON file instead",
       "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };

@@ -282,6 +282,8 @@ TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GEr
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a text file", name);
     return NULL;
   }
+  if (p < text + len && (g_ascii_isdigit(*p) || *p == ',' || *p == '('))
+    return tp_schedule_parse_torch(text, name, err);
   return parse_csv(text, name, err);
 }
 
