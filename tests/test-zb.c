@@ -3,6 +3,7 @@
  * and written, and what is refused. */
 #include "tp_test.h"
 #include "tp_cost.h"
+#include "tp_metrics.h"
 #include "tp_sim.h"
 #include "tp_validate.h"
 
@@ -69,6 +70,31 @@ static void test_in_flight(void)
           g_assert_cmpint(most, <=, MIN(N, h2 ? 2 * W : W));
         }
       }
+}
+
+/* The simulator's memory: a pending W keeps its micro-batch's activations, so the peak per stage is
+ * the most forwards not yet followed by their W, counted on the order (unit slots, one mini-batch). */
+static void test_pending_w_memory(void)
+{
+  g_autoptr(TpCost) c = tp_cost_unit(4);
+  for (int h2 = 0; h2 < 2; h2++)
+    for (int N = 4; N <= 12; N += 4) {
+      g_autoptr(TpSchedule) s = tpt_preset(h2 ? "zb-h2" : "zb-h1", 4, N, 1);
+      GError *err = NULL;
+      g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+      g_assert_no_error(err);
+      TpMetrics *m = tp_metrics_compute(sim);
+      for (int st = 0; st < 4; st++) {
+        int held = 0, most = 0;
+        for (int k = 0; k < tp_stage_len(s, st); k++) {
+          const TpOp *op = &tp_stage_ops(s, st)[k];
+          held += op->kind == TP_OP_F ? 1 : op->kind == TP_OP_W ? -1 : 0;
+          most = MAX(most, held);
+        }
+        g_assert_cmpint(m->stage[st].peak_activations, ==, most);
+      }
+      tp_metrics_free(m);
+    }
 }
 
 /* Edit one generated zb-h1 schedule and expect the validator's line to contain `want`. */
@@ -247,6 +273,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/zb/closed-forms", test_closed_forms);
   g_test_add_func("/zb/in-flight", test_in_flight);
+  g_test_add_func("/zb/pending-w-memory", test_pending_w_memory);
   g_test_add_func("/zb/validate-split", test_validate_split);
   g_test_add_func("/zb/torch-round-trip", test_torch_round_trip);
   g_test_add_func("/zb/torch-read", test_torch_read);
