@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Actions that move data or shard weights and compute nothing: the transfers they name follow from
- * the compute order, the gradient reduction is data-parallel work outside the pipeline. */
-static const char *const ignored[] = { "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", NULL };
+/* Actions that move data, wait for it or shard weights, and compute nothing: the transfers they name
+ * follow from the compute order, the gradient reduction is data-parallel work outside the pipeline
+ * (PyTorch's own orders end every rank with REDUCE_GRAD and WAIT_REDUCE_GRAD). */
+static const char *const ignored[] = { "SEND_F",  "RECV_F",      "SEND_B",           "RECV_B",      "WAIT_SEND_F",
+                                       "WAIT_SEND_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "WAIT_REDUCE_GRAD", NULL };
 
 gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
 {
@@ -76,7 +78,7 @@ static gboolean parse_simple(const char *cell, Action *a, const char **why)
   const char *r = q;
   while (g_ascii_isdigit(*r))
     r++;
-  if (p == cell || q == p || *r || p - cell > 6 || r - q > 6) {
+  if (p == cell || q == p || *r || p - cell > 6 || r - q > 6 || q - p > 16) {
     *why = "not an action (stage index, kind, micro-batch index: 0F0, 3I2, 1W0, 2B1)";
     return FALSE;
   }
@@ -87,8 +89,8 @@ static gboolean parse_simple(const char *cell, Action *a, const char **why)
   if (strlen(kind) == 1 && strchr("FBIW", kind[0]))
     a->kind = (int)(strchr(tp_op_letters, kind[0]) - tp_op_letters);
   else if (!g_strv_contains(ignored, kind)) {
-    *why = "unknown action kind (read: F, I, W, B, OVERLAP_F_B; ignored: SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, "
-           "RESHARD, REDUCE_GRAD)";
+    *why = "unknown action kind (read: F, I, W, B, OVERLAP_F_B; skipped: SEND_F, RECV_F, SEND_B, RECV_B, "
+           "WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD, WAIT_REDUCE_GRAD)";
     return FALSE;
   }
   if (a->kind >= 0 && a->micro < 0) {

@@ -208,7 +208,8 @@ static void test_torch_read(void)
 {
   GError *err = NULL;
   /* OVERLAP_F_B as its parts, the transfers and the gradient reduction skipped */
-  g_autoptr(TpSchedule) s = parse("0F0,0UNSHARD,0SEND_F0,,0RECV_B0,(0F1;0B0)OVERLAP_F_B,0B1,0REDUCE_GRAD\n"
+  g_autoptr(TpSchedule) s = parse("0F0,0UNSHARD,0SEND_F0,,0RECV_B0,(0F1;0B0)OVERLAP_F_B,0B1,0REDUCE_GRAD,"
+                                  "0WAIT_REDUCE_GRAD\n"
                                   ",1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1\n", &err);
   g_assert_no_error(err);
   g_assert_cmpint(s->W, ==, 2);
