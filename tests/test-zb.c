@@ -266,6 +266,13 @@ static void test_cli(void)
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "\"makespan\": 20"));
   tpt_run_clear(&r);
+  /* compare: the presets beside the file's schedule, its row last, named after the file */
+  const char *const cmp[] = { "compare", "-i", path, "--format", "csv", NULL };
+  r = tpt_run(cmp);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\nzb-h1,zb-h1,sync,1,"));
+  g_assert_nonnull(strstr(r.out, "\nzb-h2.csv,zb-h2,sync,1,"));
+  tpt_run_clear(&r);
   tpt_tmp_remove(path);
 }
 
