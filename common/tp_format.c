@@ -14,13 +14,11 @@ const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
 
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 {
-  g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix)
-    return FALSE;
-  long total = ix->off[s->W];
-  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  gboolean ok = tp_replay(s, ix, start, end, err);
+  g_autoptr(TpIndex) ix = NULL;
+  int64_t *start, *end;
+  gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
   if (ok) {
+    long total = ix->off[s->W];
     int64_t span = 0;
     for (long g = 0; g < total; g++)
       span = MAX(span, end[g]);

@@ -206,6 +206,17 @@ gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64
   return replay(s, ix, start, end, NULL, NULL, err);
 }
 
+gboolean tp_replay_indexed(const TpSchedule *s, TpIndex **ix, int64_t **start, int64_t **end, GError **err)
+{
+  *start = *end = NULL;
+  if (!(*ix = tp_index_new(s, err)))
+    return FALSE;
+  long total = (*ix)->off[s->W];
+  *start = g_new(int64_t, total);
+  *end = g_new(int64_t, total);
+  return tp_replay(s, *ix, *start, *end, err);
+}
+
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err)
 {
   return replay(s, ix, NULL, NULL, start, end, err);

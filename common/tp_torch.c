@@ -32,15 +32,9 @@ gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
                     "PyTorch's actions are per micro-batch", st + 1);
         return FALSE;
       }
-  g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix)
-    return FALSE;
-  long total = ix->off[s->W];
-  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  gboolean ok = tp_replay(s, ix, start, end, err);
-  int64_t span = 0;
-  for (long g = 0; ok && g < total; g++)
-    span = MAX(span, end[g]);
+  g_autoptr(TpIndex) ix = NULL;
+  int64_t *start, *end;
+  gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
   for (int st = 0; ok && st < s->W; st++) {
     /* one cell per unit slot up to the stage's last operation; updates take none */
     int64_t t = 0;
