@@ -50,6 +50,32 @@ static void test_closed_forms(void)
   }
 }
 
+/* A cost file's backward splits into I = backward_input (default half) and W = the rest; an
+ * input gradient not shorter than the backward is refused with one line naming the key. */
+static void test_split_costs(void)
+{
+  static const char half[] = "[stages]\nforward = 1\nbackward = 3\n",
+                    given[] = "[stages]\nforward = 1\nbackward = 3\n[stage.2]\nbackward_input = 1\n",
+                    bad[] = "[stages]\nforward = 1\nbackward = 3\nbackward_input = 3\n";
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tpt_preset("zb-h1", 2, 2, 1);
+  g_autoptr(TpCost) c1 = tp_cost_parse(half, sizeof half - 1, "half", 2, &err);
+  g_autoptr(TpCost) c2 = tp_cost_parse(given, sizeof given - 1, "given", 2, &err);
+  g_assert_no_error(err);
+  TpOp i = { .kind = TP_OP_I, .mb = 1, .micro = 0 }, w = { .kind = TP_OP_W, .mb = 1, .micro = 0 },
+       b = { .kind = TP_OP_B, .mb = 1, .micro = 0 };
+  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &i), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &w), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 0, &i), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &i), ==, 1);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &w), ==, 2);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &b), ==, 3);
+  g_assert_null(tp_cost_parse(bad, sizeof bad - 1, "bad", 2, &err));
+  g_assert_nonnull(strstr(err->message, "backward_input 3 is not less than backward 3"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
 /* The zero-bubble orders keep their memory promises: at most W (zb-h1, 1F1B's stage 1) and 2W
  * (zb-h2: 2W-1 forwards ahead of the first I, one more while the next W waits behind an F)
  * micro-batches' activations held from a forward until its W, on every stage. */
@@ -280,6 +306,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/zb/closed-forms", test_closed_forms);
+  g_test_add_func("/zb/split-costs", test_split_costs);
   g_test_add_func("/zb/in-flight", test_in_flight);
   g_test_add_func("/zb/pending-w-memory", test_pending_w_memory);
   g_test_add_func("/zb/validate-split", test_validate_split);
