@@ -76,6 +76,20 @@ static void test_split_costs(void)
   g_error_free(err);
 }
 
+/* The most micro-batches stage st holds from a forward until its W, counted on its order (each
+ * forward has its W: nothing is held at the end). */
+static int most_held(const TpSchedule *s, int st)
+{
+  int held = 0, most = 0;
+  for (int k = 0; k < tp_stage_len(s, st); k++) {
+    const TpOp *op = &tp_stage_ops(s, st)[k];
+    held += op->kind == TP_OP_F ? 1 : op->kind == TP_OP_W ? -1 : 0;
+    most = MAX(most, held);
+  }
+  g_assert_cmpint(held, ==, 0);
+  return most;
+}
+
 /* The zero-bubble orders keep their memory promises: at most W (zb-h1, 1F1B's stage 1) and 2W
  * (zb-h2: 2W-1 forwards ahead of the first I, one more while the next W waits behind an F)
  * micro-batches' activations held from a forward until its W, on every stage. */
@@ -85,16 +99,8 @@ static void test_in_flight(void)
     for (int N = 1; N <= 3 * W; N++)
       for (int h2 = 0; h2 < 2; h2++) {
         g_autoptr(TpSchedule) s = tpt_preset(h2 ? "zb-h2" : "zb-h1", W, N, 2);
-        for (int st = 0; st < W; st++) {
-          int held = 0, most = 0;
-          for (int k = 0; k < tp_stage_len(s, st); k++) {
-            const TpOp *op = &tp_stage_ops(s, st)[k];
-            held += op->kind == TP_OP_F ? 1 : op->kind == TP_OP_W ? -1 : 0;
-            most = MAX(most, held);
-          }
-          g_assert_cmpint(held, ==, 0);
-          g_assert_cmpint(most, <=, MIN(N, h2 ? 2 * W : W));
-        }
+        for (int st = 0; st < W; st++)
+          g_assert_cmpint(most_held(s, st), <=, MIN(N, h2 ? 2 * W : W));
       }
 }
 
@@ -110,15 +116,8 @@ static void test_pending_w_memory(void)
       g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
       g_assert_no_error(err);
       TpMetrics *m = tp_metrics_compute(sim);
-      for (int st = 0; st < 4; st++) {
-        int held = 0, most = 0;
-        for (int k = 0; k < tp_stage_len(s, st); k++) {
-          const TpOp *op = &tp_stage_ops(s, st)[k];
-          held += op->kind == TP_OP_F ? 1 : op->kind == TP_OP_W ? -1 : 0;
-          most = MAX(most, held);
-        }
-        g_assert_cmpint(m->stage[st].peak_activations, ==, most);
-      }
+      for (int st = 0; st < 4; st++)
+        g_assert_cmpint(m->stage[st].peak_activations, ==, most_held(s, st));
       tp_metrics_free(m);
     }
 }
