@@ -81,7 +81,7 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest; see 'timeprest --help')",
       "PRESET" },
-    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw",
+    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2",
       "ORDER" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &o->policy,
       "Weight policy with --order: sync, stash, vsync-latest, latest, intermediate, 2bw", "POLICY" },
@@ -133,7 +133,7 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
     }
     if (!tp_order_from_name(o->order, &order)) {
       g_autofree char *q = tp_quote(o->order);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw)", q);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2)", q);
       return NULL;
     }
     if (!tp_policy_from_name(o->policy, &policy)) {

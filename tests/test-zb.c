@@ -274,9 +274,10 @@ static void test_cli(void)
   g_assert_nonnull(strstr(r.err, "-s zb-h1: the executor does not run a split backward"));
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   tpt_run_clear(&r);
-  const char *const policy[] = { "schedule", "-o", "zb-h1", "-p", "vsync-latest", "-w", "4", "-n", "8", NULL };
+  const char *const policy[] = { "schedule", "--order", "zb-h1", "--policy", "vsync-latest", "-w", "4", "-n", "8", NULL };
   r = tpt_run(policy);
   g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "order zb-h1 takes policy sync only"));
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   tpt_run_clear(&r);
   /* a PyTorch file read on --input, simulated */
