@@ -35,11 +35,21 @@ static char *presets_with_whole(const Row *rows, int n, TpOpKind kind, int also,
     gboolean has[2] = { FALSE, FALSE };
     const TpOp *ops = tp_stage_ops(rows[i].s, 0);
     for (int k = 0; k < tp_stage_len(rows[i].s, 0); k++)
-      if (ops[k].kind != TP_OP_U && ops[k].micro == TP_WHOLE)
+      if (ops[k].kind <= TP_OP_B && ops[k].micro == TP_WHOLE)
         has[ops[k].kind] = TRUE;
     if (has[kind] && (also < 0 || has[also] != negate))
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
   }
+  return g_string_free(names, FALSE);
+}
+
+/* "a, b" list of the applicable presets whose backward is split into I and W. */
+static char *presets_split(const Row *rows, int n)
+{
+  GString *names = g_string_new(NULL);
+  for (int i = 0; i < n; i++)
+    if (!rows[i].skip && tp_schedule_has_split(rows[i].s))
+      g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
   return g_string_free(names, FALSE);
 }
 
@@ -84,6 +94,9 @@ static void table(Row *rows, int n, long long dataset, GString *out)
       g_string_append_printf(out, " whole-mini-batch forward and backward: %s;", fb);
     if (*b)
       g_string_append_printf(out, " whole-mini-batch backward: %s;", b);
+    g_autofree char *split = presets_split(rows, n);
+    if (*split)
+      g_string_append_printf(out, " and these look slower, a backward in two slots (I and W): %s;", split);
     g_string_append(out, " use a cost model to compare times\n\n");
   }
   gboolean any_over = FALSE;
@@ -161,7 +174,9 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
 {
   TpCliSchedule o = { 0 };
   TpCliCost co = { 0 };
-  g_autofree char *format = NULL, *output = NULL;
+  g_autofree char *format = NULL, *output = NULL, *file_name = NULL;
+  TpSchedule *file = NULL;
+  TpPreset file_row = { 0 };
   GOptionEntry entries[] = {
     { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "table (default) or csv", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write to FILE instead of standard output", "FILE" },
@@ -173,7 +188,9 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Runs every preset with the same W, N, K and cost model (with --model the layer split is chosen once, for\n"
-    "the first preset, so that every preset runs the same stages).  -s, --order, --policy and --input do not apply.\n"
+    "the first preset, so that every preset runs the same stages).  -s, --order and --policy do not apply.\n"
+    "--input FILE (ours, JSON or PyTorch's CSV) adds the file's schedule as a last row, named after the file;\n"
+    "W, N and K are then the file's.\n"
     "With a cost model the nf1b and 1f1b-async orders are fixed on it (--order-from slots: on unit slots).\n"
     "Throughput and bubble are given over the whole run (fill and drain included) and over the steady state.\n\n"
     "Example: timeprest compare --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
@@ -181,16 +198,38 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   int fmt = 0;
   if (!tp_cli_parse(ctx, &argc, &argv, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
     goto fail;
-  if (o.preset || o.order || o.policy || o.input) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "compare runs every preset: drop -s, --order, --policy and --input");
+  if (o.preset || o.order || o.policy) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "compare runs every preset: drop -s, --order and --policy");
     goto fail;
   }
-  if (!tp_cli_cost_defaults(&co, &o, err))
+  if (o.input && (o.workers || o.micro || o.mini)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives W, N and K; drop -w, -n and -k");
     goto fail;
-  Row *rows = g_new0(Row, tp_n_presets);
+  }
+  /* a schedule file: its row comes last, and the presets run on its W, N and K */
+  if (o.input) {
+    if (!(file = tp_cli_schedule_build(&o, err)))
+      goto fail;
+    file_name = g_path_get_basename(o.input);
+    file_row = (TpPreset){ .name = file_name, .order = file->order, .policy = file->policy, .summary = o.input };
+    g_clear_pointer(&o.input, g_free);
+    o.workers = g_strdup_printf("%d", file->W);
+    o.micro = g_strdup_printf("%d", file->N);
+    o.mini = g_strdup_printf("%d", file->K);
+  }
+  if (!tp_cli_cost_defaults(&co, &o, err)) {
+    tp_schedule_free(file);
+    goto fail;
+  }
+  const int n = tp_n_presets + (file != NULL);
+  Row *rows = g_new0(Row, n);
   TpCost *shared = NULL;
   long long dataset = 0;
   gboolean ok = TRUE;
+  if (file) {
+    rows[n - 1].p = &file_row;
+    rows[n - 1].s = file;
+  }
   for (int i = 0; i < tp_n_presets && ok; i++) {
     Row *r = &rows[i];
     r->p = &tp_presets[i];
@@ -212,16 +251,25 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
       r->c = shared;
     }
   }
+  if (ok && file) {
+    Row *r = &rows[n - 1];
+    if (!shared && !(shared = tp_cli_cost_build(&co, r->s, err)))
+      ok = FALSE;
+    else if (!(r->sim = tp_sim_run(r->s, shared, err)))
+      ok = FALSE;
+    else
+      r->m = tp_metrics_compute(r->sim), r->c = shared;
+  }
   if (ok && co.model) {
     g_autoptr(TpModel) m = tp_model_load(co.model, NULL);
     dataset = m ? m->dataset : 0;
   }
   if (ok) {
     g_autoptr(GString) out = g_string_new(NULL);
-    (fmt ? csv : table)(rows, tp_n_presets, dataset, out);
+    (fmt ? csv : table)(rows, n, dataset, out);
     ok = tp_cli_emit(output, out, err);
   }
-  for (int i = 0; i < tp_n_presets; i++) {
+  for (int i = 0; i < n; i++) {
     tp_metrics_free(rows[i].m);
     tp_sim_free(rows[i].sim);
     tp_schedule_free(rows[i].s);

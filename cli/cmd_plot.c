@@ -18,7 +18,7 @@ static void event_label(const TpEventRow *r, gboolean letters, gboolean versions
   char v[16] = "";
   if (versions)
     g_snprintf(v, sizeof v, "/%d", r->version);
-  tp_op_format(TP_NAME_GRID, (TpOpKind)r->kind, r->mb, r->micro > 0 ? r->micro - 1 : TP_WHOLE, !letters, buf, len);
+  tp_op_format(TP_NAME_GRID, (TpOpKind)tp_ev_to_op(r->kind), r->mb, r->micro > 0 ? r->micro - 1 : TP_WHOLE, !letters, buf, len);
   g_strlcat(buf, v, len);
 }
 
@@ -31,7 +31,7 @@ static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double
     maxmicro = MAX(maxmicro, g_array_index(ev, TpEventRow, i).micro);
   for (guint i = 0; i < ev->len; i++) {
     const TpEventRow *r = &g_array_index(ev, TpEventRow, i);
-    gboolean xfer = r->kind >= TP_EV_SEND_ACT;
+    gboolean xfer = !tp_ev_is_op(r->kind);
     if (xfer && (nseries > 1 || r->end <= r->start)) /* instant transfers show nothing */
       continue;
     double lane = lanes - r->stage + 1, y, h;
@@ -47,9 +47,9 @@ static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double
       x0 = c - min_half, x1 = c + min_half;
     }
     char label[48] = "";
-    if (labels_on && r->kind <= TP_EV_B)
+    if (labels_on && tp_ev_is_compute(r->kind))
       event_label(r, maxmicro <= 26, versions, label, sizeof label);
-    int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer */
+    int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer, 5 I, 6 W */
     char a[TP_NUM_LEN], b[TP_NUM_LEN];
     g_string_append_printf(out, "%.4f %s %s %d %d %.3f \"%s\"\n", y, tp_num(a, "%.9g", x0), tp_num(b, "%.9g", x1), kind,
                            series, h, label);
@@ -71,7 +71,7 @@ static double events_end(GArray *ev, int *lanes)
 static gboolean has_operations(GArray *ev, const char *path, GError **err)
 {
   for (guint i = 0; i < ev->len; i++)
-    if (g_array_index(ev, TpEventRow, i).kind <= TP_EV_U)
+    if (tp_ev_is_op(g_array_index(ev, TpEventRow, i).kind))
       return TRUE;
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no forward, backward or update events to draw", tp_input_name(path));
   return FALSE;
@@ -131,15 +131,16 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     if (xmax <= 0)
       xmax = 1; /* every operation takes no time: ticks on a unit axis */
     long boxes = 0, labelled = 0;
-    gboolean has_update = FALSE, has_xfer = FALSE;
+    gboolean has_update = FALSE, has_xfer = FALSE, has_split = FALSE;
     for (guint i = 0; i < sim_ev->len; i++) {
       const TpEventRow *r = &g_array_index(sim_ev, TpEventRow, i);
-      boxes += r->kind <= TP_EV_B;
+      boxes += tp_ev_is_compute(r->kind);
+      has_split |= r->kind >= TP_EV_I;
       has_update |= r->kind == TP_EV_U && r->end > r->start;
-      has_xfer |= r->kind >= TP_EV_SEND_ACT && r->end > r->start;
+      has_xfer |= !tp_ev_is_op(r->kind) && r->end > r->start;
     }
     for (guint i = 0; meas_ev && i < meas_ev->len; i++)
-      labelled += g_array_index(meas_ev, TpEventRow, i).kind <= TP_EV_B;
+      labelled += tp_ev_is_compute(g_array_index(meas_ev, TpEventRow, i).kind);
     labelled += boxes;
     /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
     int labels_on = !no_labels && labelled > 0 && (labels || boxes <= 400);
@@ -165,6 +166,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "xmax", xmax);
       tp_plot_num(p, "has_update", has_update);
       tp_plot_num(p, "has_xfer", has_xfer);
+      tp_plot_num(p, "has_split", has_split);
       int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
       /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
       gint64 height = 160 + (gint64)70 * lanes * nseries;

@@ -10,7 +10,7 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
   TpCliCost co = { 0 };
   g_autofree char *format = NULL, *output = NULL;
   GOptionEntry entries[] = {
-    { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: grid (default), csv, json", "FORMAT" },
+    { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output format: grid (default), csv, json, torch (PyTorch's compute-only CSV; K=1)", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write to FILE instead of standard output", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -26,7 +26,7 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
     "With a cost model (--cost, or --model with --cluster) the nf1b/1f1b-async order is fixed on it\n"
     "(--order-from costs, the default then; --costed-order is the same).\n\n"
     "Example: timeprest schedule -s timeprest -w 3 -n 2 -k 6");
-  static const char *const formats[] = { "grid", "csv", "json", NULL };
+  static const char *const formats[] = { "grid", "csv", "json", "torch", NULL };
   int fmt = 0;
   TpSchedule *s = NULL;
   TpCost *c = NULL;
@@ -39,7 +39,7 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
   }
   /* the text held before it is written: about 40 (grid, with its replay), 32 (csv) or 96 (json)
    * bytes per operation */
-  static const long long text_bytes[] = { 40, 32, 96 };
+  static const long long text_bytes[] = { 40, 32, 96, 16 };
   ok = ok && tp_memory_check("writing the schedule", s->W, s->N, s->K, tp_schedule_n_ops(s) * text_bytes[fmt], err);
   if (ok) {
     g_autoptr(GString) text = g_string_new(NULL);
@@ -47,8 +47,10 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
       ok = tp_format_grid(s, text, err);
     else if (fmt == 1)
       tp_format_csv(s, text);
-    else
+    else if (fmt == 2)
       tp_format_json(s, text);
+    else
+      ok = tp_format_torch(s, text, err);
     ok = ok && tp_cli_emit(output, text, err);
   }
   tp_schedule_free(s);

@@ -82,7 +82,7 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest; see 'timeprest --help')",
       "PRESET" },
-    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw",
+    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2",
       "ORDER" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &o->policy,
       "Weight policy with --order: sync, stash, vsync-latest, latest, intermediate, 2bw", "POLICY" },
@@ -92,7 +92,7 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
       "K" },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "intermediate policy's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
-    { "input", 'i', 0, G_OPTION_ARG_FILENAME, &o->input, "Read the schedule from a CSV or JSON file instead",
+    { "input", 'i', 0, G_OPTION_ARG_FILENAME, &o->input, "Read the schedule from a CSV (ours or PyTorch's compute-only one) or JSON file instead",
       "FILE" },
     { "recompute", 0, 0, G_OPTION_ARG_NONE, &o->recompute,
       "Store only each stage's input of a forward; a backward first runs the forward again (docs/recompute.md)",
@@ -140,7 +140,7 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
     }
     if (!tp_order_from_name(o->order, &order)) {
       g_autofree char *q = tp_quote(o->order);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw)", q);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2)", q);
       return NULL;
     }
     if (!tp_policy_from_name(o->policy, &policy)) {

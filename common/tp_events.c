@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-const char *const tp_ev_kind_names[TP_N_EV_KINDS] = { "F", "B", "U", "send-act", "send-grad" };
+const char *const tp_ev_kind_names[TP_N_EV_KINDS] = { "F", "B", "U", "send-act", "send-grad", "I", "W" };
 
 /* The columns every event file has; files written since the version mismatch was added have one more. */
 #define EVENTS_HEADER "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer"
@@ -23,7 +23,7 @@ void tp_events_write_csv(GArray *rows, GString *out)
       g_snprintf(micro, sizeof micro, "%d", r->micro);
     g_string_append_printf(out, "%d,%s,%d,%s,%s,%s,", r->stage, tp_ev_kind_names[r->kind], r->mb, micro,
                            tp_num(t0, "%.9g", r->start), tp_num(t1, "%.9g", r->end));
-    if (r->kind <= TP_EV_U)
+    if (tp_ev_is_op(r->kind))
       g_string_append_printf(out, "%d,%d,%d,,,", r->version, r->latest, r->kind == TP_EV_U ? 0 : r->latest - r->version);
     else
       g_string_append_printf(out, ",,,%s,%d,", tp_num(b, "%.9g", r->bytes), r->peer);
@@ -38,7 +38,7 @@ void tp_events_renumber(GArray *rows, int mb_offset)
   for (guint i = 0; i < rows->len; i++) {
     TpEventRow *r = &g_array_index(rows, TpEventRow, i);
     r->mb += mb_offset;
-    if (r->kind <= TP_EV_U)
+    if (tp_ev_is_op(r->kind))
       r->version += mb_offset, r->latest += mb_offset;
   }
 }
@@ -93,13 +93,13 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
         bad = "bad micro_batch (expected 1.." G_STRINGIFY(TP_MAX_MICRO) " or empty)";
       else if (!field_num(f[4], &r.start) || !field_num(f[5], &r.end) || r.end < r.start)
         bad = "bad start/end (numbers from 0 to 1e30, end >= start)";
-      else if (r.kind <= TP_EV_U && (!field_int(f[6], 0, TP_MAX_MINI, &r.version) ||
+      else if (tp_ev_is_op(r.kind) && (!field_int(f[6], 0, TP_MAX_MINI, &r.version) ||
                                      !field_int(f[7], 0, TP_MAX_MINI, &r.latest)))
         bad = "bad version/latest (expected 0.." G_STRINGIFY(TP_MAX_MINI) ")";
-      else if (r.kind > TP_EV_U && (!field_num(f[9], &r.bytes) || !field_int(f[10], 1, TP_MAX_WORKERS, &r.peer) ||
+      else if (!tp_ev_is_op(r.kind) && (!field_num(f[9], &r.bytes) || !field_int(f[10], 1, TP_MAX_WORKERS, &r.peer) ||
                                     (r.peer != r.stage + 1 && r.peer != r.stage - 1)))
         bad = "bad bytes/peer of a transfer (a number of bytes; the neighbouring stage it goes to)";
-      else if (has_mismatch && *f[11] && (r.kind != TP_EV_B || !field_int(f[11], 0, TP_MAX_MINI, &r.mismatch)))
+      else if (has_mismatch && *f[11] && ((r.kind != TP_EV_B && r.kind != TP_EV_I) || !field_int(f[11], 0, TP_MAX_MINI, &r.mismatch)))
         bad = "bad version_mismatch (a whole number, on backward rows only)";
     }
     if (bad) {

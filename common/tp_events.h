@@ -7,7 +7,15 @@
 
 #include <glib.h>
 
-typedef enum { TP_EV_F, TP_EV_B, TP_EV_U, TP_EV_SEND_ACT, TP_EV_SEND_GRAD, TP_N_EV_KINDS } TpEvKind;
+/* A split backward's parts (I, W) come last so that the other kinds keep their values. */
+typedef enum { TP_EV_F, TP_EV_B, TP_EV_U, TP_EV_SEND_ACT, TP_EV_SEND_GRAD, TP_EV_I, TP_EV_W, TP_N_EV_KINDS } TpEvKind;
+/* An operation (F, B, U, I, W), not a transfer. */
+static inline gboolean tp_ev_is_op(int k) { return k <= TP_EV_U || k >= TP_EV_I; }
+/* A computation that carries a micro-batch label: F, B, I, W. */
+static inline gboolean tp_ev_is_compute(int k) { return k <= TP_EV_B || k >= TP_EV_I; }
+/* The event kind of an operation kind (TpOpKind: F, B, U, I, W = 0..4) and back. */
+static inline TpEvKind tp_ev_from_op(int op_kind) { return (TpEvKind)(op_kind <= TP_EV_U ? op_kind : op_kind + 2); }
+static inline int tp_ev_to_op(TpEvKind k) { return k <= TP_EV_U ? (int)k : (int)k - 2; }
 extern const char *const tp_ev_kind_names[TP_N_EV_KINDS];
 
 typedef struct {

@@ -14,13 +14,11 @@ const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
 
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 {
-  g_autoptr(TpIndex) ix = tp_index_new(s, err);
-  if (!ix)
-    return FALSE;
-  long total = ix->off[s->W];
-  int64_t *start = g_new(int64_t, total), *end = g_new(int64_t, total);
-  gboolean ok = tp_replay(s, ix, start, end, err);
+  g_autoptr(TpIndex) ix = NULL;
+  int64_t *start, *end;
+  gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
   if (ok) {
+    long total = ix->off[s->W];
     int64_t span = 0;
     for (long g = 0; g < total; g++)
       span = MAX(span, end[g]);
@@ -72,7 +70,7 @@ void tp_format_csv(const TpSchedule *s, GString *out)
     const TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &ops[k];
-      g_string_append_printf(out, "%d,%c,%d,", st + 1, "FBU"[op->kind], op->mb);
+      g_string_append_printf(out, "%d,%c,%d,", st + 1, tp_op_letters[op->kind], op->mb);
       if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
         g_string_append_printf(out, "%d", op->micro + 1);
       g_string_append_printf(out, ",%d,%s\n", op->ver, tp_source_names[op->src]);
@@ -162,8 +160,8 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
   memset(op, 0, sizeof *op);
   if (!parse_int(stage, 1, s->W, st))
     bad = "stage (expected 1..W)", val = stage;
-  else if (strlen(kind) != 1 || !strchr("FBU", kind[0]))
-    bad = "op (expected F, B or U)", val = kind;
+  else if (strlen(kind) != 1 || !strchr(tp_op_letters, kind[0]))
+    bad = "op (expected F, B, U, I or W)", val = kind;
   else if (!parse_int(mb, 1, s->K, &op->mb))
     bad = "mini_batch (expected 1..K)", val = mb;
   else if (micro && *micro && !parse_int(micro, 1, s->N, &op->micro))
@@ -171,7 +169,7 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
   else if (!parse_int(ver, 0, s->K, &op->ver))
     bad = "version (expected 0..K)", val = ver;
   if (!bad) {
-    op->kind = (uint8_t)(strchr("FBU", kind[0]) - "FBU");
+    op->kind = (uint8_t)(strchr(tp_op_letters, kind[0]) - tp_op_letters);
     op->micro = micro && *micro && op->kind != TP_OP_U ? op->micro - 1 : TP_WHOLE;
     if (micro && *micro && op->kind == TP_OP_U)
       bad = "micro_batch (an update has none)", val = micro;
@@ -288,6 +286,8 @@ TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GEr
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a text file", name);
     return NULL;
   }
+  if (p < text + len && (g_ascii_isdigit(*p) || *p == ',' || *p == '('))
+    return tp_schedule_parse_torch(text, name, err);
   return parse_csv(text, name, err);
 }
 

@@ -9,9 +9,14 @@
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err);
 
 void tp_format_csv(const TpSchedule *s, GString *out);
+/* PyTorch's compute-only pipeline CSV (torch.distributed.pipelining): one row per rank, one cell per
+ * unit slot ("0F0", "3I2", "1W0", "2B1", empty when idle).  Only K=1, policy sync, operations per
+ * micro-batch; fails (TP_ERROR_INPUT) otherwise, or if the schedule deadlocks. */
+gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err);
 void tp_format_json(const TpSchedule *s, GString *out);
 
-/* Parse a schedule from text (CSV or JSON, told apart by the first non-blank character).
+/* Parse a schedule from text (CSV, JSON or PyTorch's CSV, told apart by the first non-blank
+ * character: '#' ours, '{' JSON, a digit, ',' or '(' PyTorch's).
  * `name` is used in messages ("name:line: …").  The result is parsed, not validated. */
 TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GError **err);
 /* Read, parse and validate a schedule file. */

@@ -18,6 +18,8 @@ gboolean tp_header_finish(TpSchedule *s, GError **err);
 gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, const char *mb, const char *micro,
                      const char *ver, const char *src, int *st, TpOp *op, GError **err);
 TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err);
+/* PyTorch's compute-only CSV (tp_torch.c). */
+TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err);
 
 extern const char *const tp_source_names[3];
 

@@ -10,6 +10,7 @@ void tp_index_free(TpIndex *ix)
     return;
   g_free(ix->fpos);
   g_free(ix->bpos);
+  g_free(ix->wpos);
   g_free(ix->upos);
   g_free(ix->off);
   g_free(ix->prod);
@@ -18,12 +19,12 @@ void tp_index_free(TpIndex *ix)
 
 static gboolean op_fields_ok(const TpSchedule *s, int st, const TpOp *op, GError **err)
 {
-  if (G_LIKELY(op->kind <= TP_OP_U && op->mb >= 1 && op->mb <= s->K && op->ver >= 0 && op->ver <= s->K &&
+  if (G_LIKELY(op->kind < TP_N_OP_KINDS && op->mb >= 1 && op->mb <= s->K && op->ver >= 0 && op->ver <= s->K &&
                op->src <= TP_SRC_BLEND && (op->kind == TP_OP_U || (op->micro >= TP_WHOLE && op->micro < s->N))))
     return TRUE;
   char where[512], what[64];
   const char *bad = NULL;
-  if (op->kind > TP_OP_U)
+  if (op->kind >= TP_N_OP_KINDS)
     bad = "unknown operation kind";
   else if (op->mb < 1 || op->mb > s->K)
     bad = "mini-batch out of range 1..K";
@@ -51,9 +52,11 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
   size_t nk = (size_t)s->W * ix->nkeys, nu = (size_t)s->W * (s->K + 1);
   ix->fpos = g_new(int32_t, nk);
   ix->bpos = g_new(int32_t, nk);
+  ix->wpos = g_new(int32_t, nk);
   ix->upos = g_new(int32_t, nu);
   memset(ix->fpos, 0xff, nk * sizeof(int32_t));
   memset(ix->bpos, 0xff, nk * sizeof(int32_t));
+  memset(ix->wpos, 0xff, nk * sizeof(int32_t));
   memset(ix->upos, 0xff, nu * sizeof(int32_t));
   ix->off = g_new(long, s->W + 1);
   ix->off[0] = 0;
@@ -67,7 +70,8 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
     const TpOp *ops = tp_stage_ops(s, st);
     const int n = tp_stage_len(s, st);
     const long off = ix->off[st];
-    int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys, *bpos = ix->bpos + (size_t)st * ix->nkeys;
+    int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys, *bpos = ix->bpos + (size_t)st * ix->nkeys,
+            *wpos = ix->wpos + (size_t)st * ix->nkeys;
     const int32_t *fprev = st > 0 ? fpos - ix->nkeys : NULL, *bprev = st > 0 ? bpos - ix->nkeys : NULL;
     for (int k = 0; k < n; k++) {
       const TpOp *op = &ops[k];
@@ -78,6 +82,7 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
       int key = op->kind == TP_OP_U ? 0 : tp_key(s->N, op->mb, op->micro);
       int32_t *slot = op->kind == TP_OP_U ? &ix->upos[(size_t)st * (s->K + 1) + op->mb]
                       : op->kind == TP_OP_F ? &fpos[key]
+                      : op->kind == TP_OP_W ? &wpos[key]
                                             : &bpos[key];
       if (*slot >= 0) {
         char where[512], what[64];
@@ -93,7 +98,7 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
       if (op->kind == TP_OP_F) {
         int32_t p = fprev ? fprev[key] : -1;
         *prod = !fprev ? -1 : p < 0 ? -2 : (int32_t)(ix->off[st - 1] + p);
-      } else if (op->kind == TP_OP_B) {
+      } else if (tp_op_sends_up(op->kind)) {
         *prod = st < s->W - 1 ? -2 : -1; /* until stage st+1's backward says otherwise */
         int32_t q = bprev ? bprev[key] : -1;
         if (q >= 0)
@@ -111,7 +116,7 @@ long tp_index_producer(const TpIndex *ix, const TpSchedule *s, int st, const TpO
   int src;
   if (op->kind == TP_OP_F && st > 0)
     src = st - 1;
-  else if (op->kind == TP_OP_B && st < s->W - 1)
+  else if (tp_op_sends_up(op->kind) && st < s->W - 1)
     src = st + 1;
   else
     return -1;

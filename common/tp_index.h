@@ -8,7 +8,8 @@
 typedef struct {
   int W, N, K, nkeys;
   int32_t *fpos; /* [st * nkeys + key] position of the forward in stage st, or -1 */
-  int32_t *bpos; /* [st * nkeys + key] position of the backward, or -1 */
+  int32_t *bpos; /* [st * nkeys + key] position of the backward (B, or a split backward's I), or -1 */
+  int32_t *wpos; /* [st * nkeys + key] position of a split backward's W, or -1 */
   int32_t *upos; /* [st * (K+1) + mb] position of the update, or -1 */
   long *off;     /* [st] global index of the stage's first op; off[W] = total ops */
   int32_t *prod; /* [g] global index of the op g receives from (tp_index_producer), -1 or -2 */
@@ -28,12 +29,13 @@ static inline int32_t tp_index_pos(const TpIndex *ix, int st, const TpOp *op)
 {
   if (op->kind == TP_OP_U)
     return ix->upos[(size_t)st * (ix->K + 1) + op->mb];
-  const int32_t *a = op->kind == TP_OP_F ? ix->fpos : ix->bpos;
+  const int32_t *a = op->kind == TP_OP_F ? ix->fpos : op->kind == TP_OP_W ? ix->wpos : ix->bpos;
   return a[(size_t)st * ix->nkeys + tp_key(ix->N, op->mb, op->micro)];
 }
 
 /* Global index of the op that op (at stage st) needs from a neighbouring stage: the same forward
- * at st-1, or the same backward at st+1.  -1 when it needs none; -2 when the producer is missing. */
+ * at st-1, or the same backward at st+1 (a B or an I needs the B or I of the same micro-batches
+ * there: both send the input gradient; a W needs nothing from another stage).  -1 when it needs none; -2 when the producer is missing. */
 long tp_index_producer(const TpIndex *ix, const TpSchedule *s, int st, const TpOp *op, int *pst);
 
 #endif

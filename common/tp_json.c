@@ -29,7 +29,7 @@ void tp_format_json(const TpSchedule *s, GString *out)
     g_string_append(out, "    [\n");
     for (int k = 0; k < n; k++) {
       const TpOp *op = &ops[k];
-      g_string_append_printf(out, "      {\"op\": \"%c\", \"mini_batch\": %d, \"micro_batch\": ", "FBU"[op->kind], op->mb);
+      g_string_append_printf(out, "      {\"op\": \"%c\", \"mini_batch\": %d, \"micro_batch\": ", tp_op_letters[op->kind], op->mb);
       if (op->micro == TP_WHOLE || op->kind == TP_OP_U)
         g_string_append(out, "null");
       else

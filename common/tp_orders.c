@@ -1,5 +1,6 @@
-/* tp_orders.c — the per-stage operation orders of spec §2.1: gpipe, 1f1b, 2bw in closed form;
- * nf1b and 1f1b-async by their unit-slot rules (backward first, bounded admission). */
+/* tp_orders.c — the per-stage operation orders of spec §2.1: gpipe, 1f1b, 2bw and the zero-bubble
+ * orders zb-h1 and zb-h2 (§2.3, split backward) in closed form; nf1b and 1f1b-async by their
+ * unit-slot rules (backward first, bounded admission). */
 #include "tp_schedule.h"
 
 /* Append an operation to stage st, whose array is sized already (len[st]: operations so far). */
@@ -34,6 +35,39 @@ static void order_1f1b(TpSchedule *s, int *len)
       }
       while (b < s->N)
         put(s, len, st, TP_OP_B, i, b++);
+      put(s, len, st, TP_OP_U, i, TP_WHOLE);
+    }
+}
+
+/* The zero-bubble handcrafted orders, per mini-batch and stage st (0-based), with a flush: `warm`
+ * forwards, then while forwards remain one input gradient I and one forward (zb-h1: the forward
+ * first, as 1F1B), then the remaining I; after each I, the oldest weight gradient W still owed runs
+ * once more than `defer` I have run, so up to `defer` W wait to fill what would be idle time; the
+ * W left over close the mini-batch before its update.
+ *   zb-h1: warm = W-1-st (1F1B's), defer = st: at most W micro-batches' activations on any stage,
+ *          1F1B's peak; bubble per stage and mini-batch (W-1)(F+I-W) against 1F1B's (W-1)(F+I+W).
+ *   zb-h2: warm = 2(W-1-st)+1, defer = 2st: at most 2W-1 micro-batches' activations on every stage;
+ *          on unit slots F = I = W no bubble in the steady state once N >= 2W-1 (docs/zero-bubble.md). */
+static void order_zb(TpSchedule *s, int *len, gboolean h2)
+{
+  for (int i = 1; i <= s->K; i++)
+    for (int st = 0; st < s->W; st++) {
+      int warm = MIN(h2 ? 2 * (s->W - 1 - st) + 1 : s->W - 1 - st, s->N), defer = h2 ? 2 * st : st;
+      int f = 0, b = 0, w = 0;
+      while (f < warm)
+        put(s, len, st, TP_OP_F, i, f++);
+      while (b < s->N) {
+        gboolean fwd = f < s->N;
+        if (fwd && !h2)
+          put(s, len, st, TP_OP_F, i, f++);
+        put(s, len, st, TP_OP_I, i, b++);
+        if (fwd && h2)
+          put(s, len, st, TP_OP_F, i, f++);
+        if (b > defer)
+          put(s, len, st, TP_OP_W, i, w++);
+      }
+      while (w < s->N)
+        put(s, len, st, TP_OP_W, i, w++);
       put(s, len, st, TP_OP_U, i, TP_WHOLE);
     }
 }
@@ -121,6 +155,8 @@ void tp_order_fill(TpSchedule *s)
   case TP_ORDER_GPIPE: order_gpipe(s, len); break;
   case TP_ORDER_1F1B: order_1f1b(s, len); break;
   case TP_ORDER_2BW: order_2bw(s, len); break;
+  case TP_ORDER_ZB_H1: order_zb(s, len, FALSE); break;
+  case TP_ORDER_ZB_H2: order_zb(s, len, TRUE); break;
   case TP_ORDER_NF1B: order_slots(s, len, FALSE); break;
   case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE); break;
   default: g_assert_not_reached();

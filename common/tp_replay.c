@@ -85,7 +85,7 @@ static TP_INLINE gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t
       else
         is[off + k] = ready, ie[off + k] = clk;
       sent_down |= kind == TP_OP_F;
-      sent_up |= kind == TP_OP_B;
+      sent_up |= tp_op_sends_up(kind);
     }
     pos[st] = k;
     clock[st] = clk;
@@ -151,9 +151,9 @@ static gboolean causal_walk(const TpSchedule *s, const TpIndex *ix, gboolean for
           v = MAX(v, val[p]);
         if (st == 0 && op->kind == TP_OP_U)
           v = MAX(v, op->mb);
-        nb = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
+        nb = op->kind == TP_OP_F ? st + 1 : tp_op_sends_up(op->kind) ? st - 1 : -1;
       } else {
-        int cst = op->kind == TP_OP_F ? st + 1 : op->kind == TP_OP_B ? st - 1 : -1;
+        int cst = op->kind == TP_OP_F ? st + 1 : tp_op_sends_up(op->kind) ? st - 1 : -1;
         v = pos[st] < n - 1 ? val[g + 1] : s->K + 1;
         int32_t cp = cst >= 0 && cst < W ? tp_index_pos(ix, cst, op) : -1; /* -1: none (or missing) */
         if (cp >= 0) {
@@ -164,7 +164,7 @@ static gboolean causal_walk(const TpSchedule *s, const TpIndex *ix, gboolean for
         }
         if (st == 0 && op->kind == TP_OP_U)
           v = MIN(v, op->mb);
-        nb = op->kind == TP_OP_F ? st - 1 : op->kind == TP_OP_B ? st + 1 : -1;
+        nb = op->kind == TP_OP_F ? st - 1 : tp_op_sends_up(op->kind) ? st + 1 : -1;
       }
       val[g] = v;
       left--;
@@ -204,6 +204,17 @@ gboolean tp_causal_bounds(const TpSchedule *s, const TpIndex *ix, int32_t *lo, i
 gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err)
 {
   return replay(s, ix, start, end, NULL, NULL, err);
+}
+
+gboolean tp_replay_indexed(const TpSchedule *s, TpIndex **ix, int64_t **start, int64_t **end, GError **err)
+{
+  *start = *end = NULL;
+  if (!(*ix = tp_index_new(s, err)))
+    return FALSE;
+  long total = (*ix)->off[s->W];
+  *start = g_new(int64_t, total);
+  *end = g_new(int64_t, total);
+  return tp_replay(s, *ix, *start, *end, err);
 }
 
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err)

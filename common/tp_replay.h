@@ -11,6 +11,9 @@
  * Fails with TP_ERROR_INPUT "deadlock: …" naming the wait cycle when the orders cannot finish (the
  * times of the operations that did not run are then left unset). */
 gboolean tp_replay(const TpSchedule *s, const TpIndex *ix, int64_t *start, int64_t *end, GError **err);
+/* Index s and replay it on unit slots: *ix, *start and *end (by global operation index) for the
+ * caller to free, also on failure (an index-less failure leaves all three NULL). */
+gboolean tp_replay_indexed(const TpSchedule *s, TpIndex **ix, int64_t **start, int64_t **end, GError **err);
 /* The same with the times as doubles (the simulator's unit-slot timeline). */
 gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, double *end, GError **err);
 

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw" };
+static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw", "zb-h1", "zb-h2" };
+const char tp_op_letters[TP_N_OP_KINDS + 1] = "FBUIW";
 static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
                                                          "intermediate", "2bw" };
 
@@ -24,6 +25,8 @@ const TpPreset tp_presets[] = {
   { "i-timeprest", TP_ORDER_NF1B, TP_POLICY_INTERMEDIATE, "I-TiMePReSt: nF1B, blended stale/latest backward" },
   { "timeprest-stash", TP_ORDER_NF1B, TP_POLICY_STASH, "ablation: nF1B with weight stashing" },
   { "timeprest-1f1b", TP_ORDER_1F1B_ASYNC, TP_POLICY_VSYNC_LATEST, "ablation: asynchronous 1F1B, no stashing" },
+  { "zb-h1", TP_ORDER_ZB_H1, TP_POLICY_SYNC, "zero bubble H1: 1F1B's memory, weight gradients deferred" },
+  { "zb-h2", TP_ORDER_ZB_H2, TP_POLICY_SYNC, "zero bubble H2: longer warm-up, no bubble once N >= 2W-1" },
 };
 const int tp_n_presets = G_N_ELEMENTS(tp_presets);
 
@@ -85,7 +88,14 @@ char *tp_preset_names(void)
 
 gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err)
 {
-  gboolean flush = o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B;
+  gboolean flush = o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B || tp_order_split(o);
+  if (tp_order_split(o) && p != TP_POLICY_SYNC) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "order %s takes policy sync only: it flushes every mini-batch, so no operation ever has a "
+                "newer version than i-1 to read, and policy %s would only rename version i-1",
+                tp_order_name(o), tp_policy_name(p));
+    return FALSE;
+  }
   if (p == TP_POLICY_SYNC && !flush) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "policy sync needs a flush order (gpipe or 1f1b): order %s starts mini-batch i before "
@@ -185,7 +195,18 @@ gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, 
 long long tp_stage_ops_count(TpOrder o, int N, int K)
 {
   gboolean whole_f = o == TP_ORDER_1F1B_ASYNC, whole_b = whole_f || o == TP_ORDER_NF1B;
-  return (long long)K * ((whole_f ? 1 : N) + (whole_b ? 1 : N) + 1);
+  return (long long)K * ((whole_f ? 1 : N) + (whole_b ? 1 : N) * (tp_order_split(o) ? 2 : 1) + 1);
+}
+
+gboolean tp_schedule_has_split(const TpSchedule *s)
+{
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      if (ops[k].kind == TP_OP_I || ops[k].kind == TP_OP_W)
+        return TRUE;
+  }
+  return FALSE;
 }
 
 long long tp_generate_bytes(TpOrder o, int W, int N, int K)
@@ -254,18 +275,21 @@ gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
 
 void tp_op_format(TpNameStyle style, TpOpKind kind, int mb, int micro, gboolean wide, char *buf, size_t len)
 {
-  const char k = "FBU"[kind];
-  gboolean part = kind != TP_OP_U && micro != TP_WHOLE;
+  const char k = tp_op_letters[kind];
+  gboolean part = kind != TP_OP_U && micro != TP_WHOLE, split = kind == TP_OP_I || kind == TP_OP_W;
   char mp[16] = ""; /* the micro-batch: "B", "b", ".27"; "A" for a whole forward in a grid */
   if (part && wide)
     snprintf(mp, sizeof mp, ".%d", micro + 1);
   else if (part)
-    mp[0] = (char)((style == TP_NAME_GRID && kind == TP_OP_B ? 'a' : 'A') + micro);
+    mp[0] = (char)((style == TP_NAME_GRID && kind != TP_OP_F ? 'a' : 'A') + micro);
   else if (style == TP_NAME_GRID && kind == TP_OP_F)
     mp[0] = 'A';
   switch (style) {
   case TP_NAME_CALL: snprintf(buf, len, part && !wide ? "%c(%d,%s)" : "%c(%d%s)", k, mb, mp); break;
-  case TP_NAME_GRID: snprintf(buf, len, "%d%s%s", mb, mp, part && wide && kind == TP_OP_B ? "b" : ""); break;
+  case TP_NAME_GRID:
+    snprintf(buf, len, "%s%d%s%s", split ? (kind == TP_OP_I ? "I" : "W") : "", mb, mp,
+             part && wide && kind == TP_OP_B ? "b" : "");
+    break;
   case TP_NAME_LABEL: snprintf(buf, len, "%c %d%s", k, mb, mp); break;
   }
 }
@@ -292,8 +316,14 @@ TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GEr
 
 TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, int K, TpPrepared *prep, GError **err)
 {
-  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err) ||
-      !tp_memory_check("generating the schedule", W, N, K, tp_generate_bytes(o, W, N, K), err))
+  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err))
+    return NULL;
+  if (W * tp_stage_ops_count(o, N, K) > TP_MAX_OPS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "W=%d, N=%d, K=%d gives %lld operations under order %s, more than the "
+                "limit of %lld", W, N, K, W * tp_stage_ops_count(o, N, K), tp_order_name(o), TP_MAX_OPS);
+    return NULL;
+  }
+  if (!tp_memory_check("generating the schedule", W, N, K, tp_generate_bytes(o, W, N, K), err))
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   tp_order_fill(s);

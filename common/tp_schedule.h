@@ -2,7 +2,9 @@
  *
  * A schedule is, for each of W stages, an ordered list of operations (forward of a micro-batch or
  * of a whole mini-batch, backward of a micro-batch or of a whole mini-batch, update), each with the
- * weight version it reads.  Stages, mini-batches and micro-batches are 0-based in memory except
+ * weight version it reads.  A backward is one operation (B) or two (split backward, the
+ * zero-bubble family): I, the input gradient, sent to the stage before, and W, the weight
+ * gradient, local, after its I and before the update that applies it.  Stages, mini-batches and micro-batches are 0-based in memory except
  * mini-batches, which keep the spec's numbering 1..K (version k = weights after k updates). */
 #ifndef TP_SCHEDULE_H
 #define TP_SCHEDULE_H
@@ -16,6 +18,8 @@ typedef enum {
   TP_ORDER_1F1B_ASYNC,
   TP_ORDER_NF1B,
   TP_ORDER_2BW,
+  TP_ORDER_ZB_H1,
+  TP_ORDER_ZB_H2,
   TP_N_ORDERS
 } TpOrder;
 
@@ -29,7 +33,16 @@ typedef enum {
   TP_N_POLICIES
 } TpPolicy;
 
-typedef enum { TP_OP_F, TP_OP_B, TP_OP_U } TpOpKind;
+/* I and W come after U so that the kinds of schedules without a split backward keep their values. */
+typedef enum { TP_OP_F, TP_OP_B, TP_OP_U, TP_OP_I, TP_OP_W } TpOpKind;
+#define TP_N_OP_KINDS 5
+/* One letter per kind, indexed by TpOpKind: "FBUIW". */
+extern const char tp_op_letters[TP_N_OP_KINDS + 1];
+/* B or I: the operation that needs the gradient from the stage after and sends one to the stage before. */
+static inline gboolean tp_op_sends_up(int kind) { return kind == TP_OP_B || kind == TP_OP_I; }
+/* The orders whose backward is split into I and W. */
+static inline gboolean tp_order_split(TpOrder o) { return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2; }
+
 
 /* Where a backward's weights come from.  FIXED: the version in `ver`.  STASH: each micro-batch
  * uses the version its own forward read on this stage (`ver` is the oldest of them).  BLEND:
@@ -124,6 +137,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSchedule, tp_schedule_free)
 
 static inline TpOp *tp_stage_ops(const TpSchedule *s, int st) { return (TpOp *)s->stage[st]->data; }
 static inline int tp_stage_len(const TpSchedule *s, int st) { return (int)s->stage[st]->len; }
+/* Whether any operation of s is an I or a W (a split backward). */
+gboolean tp_schedule_has_split(const TpSchedule *s);
 static inline void tp_push(TpSchedule *s, int st, TpOpKind k, int mb, int micro)
 {
   TpOp op = { .kind = (uint8_t)k, .src = TP_SRC_FIXED, .mb = mb, .micro = micro };
@@ -142,8 +157,10 @@ static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
 
 /* How an operation is named.  CALL, in messages: "F(3,B)", "F(3)", "B(3)", "B(3,B)", "U(3)",
- * "F(3.27)".  GRID, in grids and timeline labels: "3B", "3A" (whole-mini-batch forward),
- * "3" (whole backward), "3b", "3.27", "3.27b".  LABEL, in traces: "F 3B", "F 3", "B 3", "U 3", "F 3.27". */
+ * "F(3.27)", "I(3,B)", "W(3)".  GRID, in grids and timeline labels: "3B", "3A" (whole-mini-batch
+ * forward), "3" (whole backward), "3b", "3.27", "3.27b"; a split backward's parts lead with their
+ * letter, which no other token does: "I3b", "W3b", "I3" (whole mini-batch), "I3.27".  LABEL, in
+ * traces: "F 3B", "F 3", "B 3", "U 3", "F 3.27", "I 3B", "W 3B". */
 typedef enum { TP_NAME_CALL, TP_NAME_GRID, TP_NAME_LABEL } TpNameStyle;
 /* The one formatter of operation names.  micro: 0-based or TP_WHOLE; wide: N > 26 (micro-batch j
  * written ".j" instead of a letter). */

@@ -33,6 +33,34 @@ static gboolean missing(GError **err, const TpSchedule *s, int st, TpOpKind kind
   return FALSE;
 }
 
+/* A split backward of mini-batch i at stage st: every I has its W, after it; every W has its I. */
+static gboolean check_split(const TpSchedule *s, const TpIndex *ix, int st, int i, GError **err)
+{
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *wp = ix->wpos + (size_t)st * ix->nkeys;
+  const TpOp *ops = tp_stage_ops(s, st);
+  for (int j = TP_WHOLE; j < s->N; j++) {
+    int key = tp_key(s->N, i, j);
+    int32_t b = bp[key], w = wp[key];
+    if (b < 0 && w < 0)
+      continue;
+    if (w >= 0 && (b < 0 || ops[b].kind != TP_OP_I))
+      return fail(err, s, st, &ops[w], "has no input gradient %s on its stage to follow (a W follows the I of "
+                  "the same micro-batches)", b < 0 ? "I" : "I (a whole backward B is there)");
+    if (w < 0 && ops[b].kind == TP_OP_I)
+      return missing(err, s, st, TP_OP_W, i, j);
+    if (w >= 0 && w < b)
+      return fail(err, s, st, &ops[w], "comes before its input gradient at position %d: a W follows its I",
+                  b + 1);
+  }
+  if (s->policy != TP_POLICY_SYNC)
+    for (int j = TP_WHOLE; j < s->N; j++)
+      if (wp[tp_key(s->N, i, j)] >= 0)
+        return fail(err, s, st, &ops[wp[tp_key(s->N, i, j)]],
+                    "a split backward (I and W) is defined under policy sync only, not %s",
+                    tp_policy_name(s->policy));
+  return TRUE;
+}
+
 /* Every mini-batch is covered once by forwards and once by backwards (whole or per micro-batch),
  * and has one update, on every stage. */
 static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **err)
@@ -63,6 +91,8 @@ static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **
       }
       if (ix->upos[(size_t)st * (s->K + 1) + i] < 0)
         return missing(err, s, st, TP_OP_U, i, 0);
+      if (!check_split(s, ix, st, i, err))
+        return FALSE;
     }
   }
   /* the producer on the neighbouring stage must exist with the same granularity */
@@ -134,9 +164,17 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
         return fail(err, s, st, op, "comes before %s, whose gradient it applies", need);
       }
     }
+    const int32_t *wp = ix->wpos + (size_t)st * ix->nkeys;
+    for (int j = TP_WHOLE; j < s->N; j++) {
+      int32_t p = wp[tp_key(s->N, op->mb, j)];
+      if (p > k) {
+        tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
+        return fail(err, s, st, op, "comes before %s, the weight gradient it applies", need);
+      }
+    }
     return TRUE;
   }
-  if (op->kind == TP_OP_B) {
+  if (tp_op_sends_up(op->kind)) {
     const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys, *row = &fp[tp_key(s->N, op->mb, TP_WHOLE)];
     int32_t p = row[0];
     if (p < 0 && op->micro != TP_WHOLE)

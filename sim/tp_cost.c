@@ -17,7 +17,9 @@ TpCost *tp_cost_unit(int W)
   c->stage = g_new0(TpStageCost, W);
   c->link = g_new0(TpLinkCost, MAX(W - 1, 1));
   for (int s = 0; s < W; s++)
-    c->stage[s] = (TpStageCost){ 1, 1, 0, 1, 1, 1, 1, 1, 1, s, 1 };
+    c->stage[s] = (TpStageCost){ .fwd = 1, .bwd = 1, .act_bytes = 1, .grad_bytes = 1, .stored_bytes = 1,
+                                 .weight_bytes = 1, .optimizer_bytes = 1, .grad_buffer_bytes = 1, .device = s,
+                                 .input_bytes = 1 };
   tp_cost_update_devices(c);
   return c;
 }
@@ -70,11 +72,12 @@ typedef struct {
   ValueKind kind;
 } CostKey;
 
-enum { K_FORWARD, K_BACKWARD, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
+enum { K_FORWARD, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
 
 static const CostKey stage_keys[N_STAGE_KEYS] = {
   [K_FORWARD] = { "forward", G_STRUCT_OFFSET(TpStageCost, fwd), V_TIME },
   [K_BACKWARD] = { "backward", G_STRUCT_OFFSET(TpStageCost, bwd), V_TIME },
+  [K_BACKWARD_INPUT] = { "backward_input", G_STRUCT_OFFSET(TpStageCost, bwd_input), V_TIME },
   [K_UPDATE] = { "update", G_STRUCT_OFFSET(TpStageCost, upd), V_TIME },
   [K_ACT] = { "activation_bytes", G_STRUCT_OFFSET(TpStageCost, act_bytes), V_BYTES },
   [K_GRAD] = { "gradient_bytes", G_STRUCT_OFFSET(TpStageCost, grad_bytes), V_BYTES },
@@ -236,7 +239,7 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
   c->byte_unit = "B";
   c->source = g_strdup(name);
   for (int s = 0; s < W; s++)
-    c->stage[s] = (TpStageCost){ 0, 0, 0, 0, 0, 0, 0, 0, 0, s, 0 };
+    c->stage[s] = (TpStageCost){ .device = s };
   guint32 *set = g_new0(guint32, W);
   gboolean ok = TRUE;
   g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
@@ -291,6 +294,12 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
       if (!GIVEN(K_FORWARD) || !GIVEN(K_BACKWARD)) {
         ok = tp_kf_fail(&r, err, "stages", NULL, "stage %d has no %s time: give forward and backward", s + 1,
                  GIVEN(K_FORWARD) ? "backward" : "forward");
+        break;
+      }
+      if (GIVEN(K_BACKWARD_INPUT) && sc->bwd_input >= sc->bwd) {
+        ok = tp_kf_fail(&r, err, "stages", "backward_input",
+                        "stage %d: backward_input %g is not less than backward %g (the weight gradient W takes the "
+                        "rest of the backward)", s + 1, sc->bwd_input, sc->bwd);
         break;
       }
       if (!GIVEN(K_GRAD))

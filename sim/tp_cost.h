@@ -18,7 +18,12 @@ typedef struct {
   double input_bytes;        /* bytes of the stage's input per micro-batch: what a recomputing
                                 schedule stores instead of stored_bytes (0: gradient_bytes, the
                                 same elements) */
+  double bwd_input;          /* a split backward's input gradient I per micro-batch; 0: half of bwd */
 } TpStageCost;
+
+/* Times of a split backward's parts per micro-batch: I = bwd_input (default bwd/2), W = bwd - I. */
+static inline double tp_cost_input_grad(const TpStageCost *sc) { return sc->bwd_input > 0 ? sc->bwd_input : sc->bwd / 2; }
+static inline double tp_cost_weight_grad(const TpStageCost *sc) { return sc->bwd - tp_cost_input_grad(sc); }
 
 typedef struct {
   double latency;   /* time before the first byte arrives */

@@ -16,7 +16,7 @@ static void version_difference(const TpSchedule *s, int *v, int *g)
     g[i] = G_MAXINT;
   const TpOp *ops = tp_stage_ops(s, 0);
   for (int k = 0; k < tp_stage_len(s, 0); k++)
-    if (ops[k].kind == TP_OP_B)
+    if (tp_op_sends_up(ops[k].kind))
       g[ops[k].mb] = MIN(g[ops[k].mb], ops[k].ver);
   v[0] = g[0] = 0;
   for (int i = 1; i <= s->K; i++)
@@ -192,18 +192,20 @@ static inline const Change *merge_next(Streams *q, int *comp)
   return c;
 }
 
-/* End of the backward that consumes the activations of forward op f at stage st. */
+/* End of the backward that consumes the activations of forward op f at stage st: of its W when
+ * the backward is split (a pending W keeps the stage's inputs and output gradients alive). */
 static double release_time(const TpSim *sim, int st, const TpOp *f)
 {
   const TpSchedule *s = sim->s;
   const TpIndex *ix = sim->ix;
-  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
-  int32_t p = bp[tp_key(s->N, f->mb, TP_WHOLE)];
-  if (p < 0 && f->micro != TP_WHOLE)
-    p = bp[tp_key(s->N, f->mb, f->micro)];
-  if (p < 0) /* whole forward, per-micro backwards: the last of them */
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *wp = ix->wpos + (size_t)st * ix->nkeys;
+  int key = tp_key(s->N, f->mb, TP_WHOLE);
+  if (bp[key] < 0 && f->micro != TP_WHOLE)
+    key = tp_key(s->N, f->mb, f->micro);
+  int32_t p = MAX(bp[key], wp[key]);
+  if (bp[key] < 0) /* whole forward, per-micro backwards: the last of them */
     for (int j = 0; j < s->N; j++)
-      p = MAX(p, bp[tp_key(s->N, f->mb, j)]);
+      p = MAX(p, MAX(bp[tp_key(s->N, f->mb, j)], wp[tp_key(s->N, f->mb, j)]));
   return sim->end[ix->off[st] + p];
 }
 
@@ -219,7 +221,7 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
   Streams q;
   long nf = 0, nb = 0;
   for (int k = 0; k < n; k++)
-    nf += ops[k].kind == TP_OP_F, nb += ops[k].kind == TP_OP_B;
+    nf += ops[k].kind == TP_OP_F, nb += tp_op_sends_up(ops[k].kind);
   long room = streams_layout(&q, nf, nb, s->K);
   g_array_set_size(ch, (guint)room);
   q.buf = (Change *)ch->data;
@@ -470,7 +472,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
       if (m->staleness->len <= d)
         g_array_set_size(m->staleness, d + 1);
       g_array_index(m->staleness, long, d)++;
-      if (op->kind == TP_OP_B) {
+      if (tp_op_sends_up(op->kind)) {
         int d_b = tp_backward_mismatch(s, sim->ix, st, op, latest, m->mismatch, &m->mismatch_older);
         worst = MAX(worst, d_b);
       }

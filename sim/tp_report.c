@@ -211,9 +211,9 @@ GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
       const TpOp *op = &ops[k];
       long g = sim->ix->off[st] + k;
       int micro = op->kind != TP_OP_U && op->micro != TP_WHOLE ? op->micro + 1 : 0;
-      int mismatch = op->kind == TP_OP_B ? tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL) : -1;
+      int mismatch = tp_op_sends_up(op->kind) ? tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL) : -1;
       latest += op->kind == TP_OP_U;
-      TpEventRow r = { st + 1, (TpEvKind)op->kind, op->mb, micro, t0 + sim->start[g], t0 + sim->end[g],
+      TpEventRow r = { st + 1, tp_ev_from_op(op->kind), op->mb, micro, t0 + sim->start[g], t0 + sim->end[g],
                        tp_timeline_version(&sim->tl, g, op), sim->latest ? sim->latest[g] : m->latest[g], 0, 0, mismatch };
       g_array_append_val(rows, r);
       if (sim->cons[g] >= 0) {

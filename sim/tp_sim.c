@@ -26,9 +26,15 @@ double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *
   if (c->unit)
     return op->kind == TP_OP_U ? 0.0 : 1.0;
   const TpStageCost *sc = &c->stage[st];
-  /* recomputation: a backward first runs its forwards again */
-  double b = s->recompute ? sc->fwd + sc->bwd : sc->bwd;
-  return op->kind == TP_OP_U ? sc->upd : tp_op_count(s, op) * (op->kind == TP_OP_F ? sc->fwd : b);
+  /* recomputation: a backward (its input-gradient part, when split) first runs its forwards again */
+  double again = s->recompute ? sc->fwd : 0;
+  switch (op->kind) {
+  case TP_OP_U: return sc->upd;
+  case TP_OP_F: return tp_op_count(s, op) * sc->fwd;
+  case TP_OP_I: return tp_op_count(s, op) * (again + tp_cost_input_grad(sc));
+  case TP_OP_W: return tp_op_count(s, op) * tp_cost_weight_grad(sc);
+  default: return tp_op_count(s, op) * (again + sc->bwd);
+  }
 }
 
 double tp_sim_link_time(const TpCost *c, int link, double bytes)

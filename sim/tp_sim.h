@@ -65,7 +65,7 @@ static inline double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int s
 {
   if (op->kind == TP_OP_F && st < s->W - 1)
     return tp_op_count(s, op) * c->stage[st].act_bytes;
-  if (op->kind == TP_OP_B && st > 0)
+  if (tp_op_sends_up(op->kind) && st > 0)
     return tp_op_count(s, op) * c->stage[st].grad_bytes;
   return 0;
 }

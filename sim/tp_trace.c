@@ -17,7 +17,8 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   const TpSchedule *s = sim->s;
   const double scale = sim->c->unit ? 1e3 : 1e6; /* to microseconds */
-  static const char *const cat[] = { "forward", "backward", "update" };
+  static const char *const cat[TP_N_OP_KINDS] = { "forward", "backward", "update", "input-gradient",
+                                                  "weight-gradient" };
   g_string_append_printf(out, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"time_unit\": \"%s\", \"note\": \"%s\", "
                               "\"order_fixed_on\": \"%s\"},\n\"traceEvents\": [\n",
                          sim->c->time_unit, sim->c->unit ? "1 unit slot is drawn as 1 ms" : "times in microseconds",

@@ -245,12 +245,14 @@ static void test_profile_program(void)
 
 /* ---- the search ---------------------------------------------------------------------------------- */
 
+/* plan's default candidates: every preset train runs (not the split-backward ones) */
 static const TpPreset *const *all_presets(int *n)
 {
   static const TpPreset *list[64];
+  *n = 0;
   for (int i = 0; i < tp_n_presets; i++)
-    list[i] = &tp_presets[i];
-  *n = tp_n_presets;
+    if (!tp_order_split(tp_presets[i].order))
+      list[(*n)++] = &tp_presets[i];
   return list;
 }
 

@@ -47,9 +47,11 @@ static void test_grid_shape(void)
       int busy = 0;
       for (int t = 0; tok[t]; t++)
         busy += strcmp(tok[t], ".") != 0;
-      /* a forward and a backward per unit of work: whole mini-batches for 1f1b-async, micro-batches else */
+      /* a forward and a backward per unit of work: whole mini-batches for 1f1b-async, micro-batches else;
+       * a split backward's I and W a slot each */
       int units = tp_presets[i].order == TP_ORDER_1F1B_ASYNC ? 2 * K
                   : tp_presets[i].order == TP_ORDER_NF1B   ? K * N + K
+                  : tp_order_split(tp_presets[i].order)    ? 3 * K * N
                                                            : 2 * K * N;
       g_assert_cmpint(busy, ==, units);
     }

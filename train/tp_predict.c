@@ -20,12 +20,19 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
     TpWStoreSizes sz;
     tp_runtime_sizes(rt, s, &sz);
     double pb = (double)sz.n_params * sizeof(float);
-    c->stage[s] = (TpStageCost){ prof[s].fwd, prof[s].bwd, prof[s].upd,
-                                 m * (double)tp_runtime_act_bytes_per_sample(rt, s),
-                                 m * (double)tp_runtime_grad_bytes_per_sample(rt, s),
-                                 m * (double)tp_runtime_saved_bytes_per_sample(rt, s), pb, (double)sz.optimizer_bytes,
-                                 (double)sz.gradient_bytes, cores > 0 && W > cores ? s % cores : s,
-                                 m * (double)tp_runtime_input_bytes_per_sample(rt, s) };
+    c->stage[s] = (TpStageCost){
+      .fwd = prof[s].fwd,
+      .bwd = prof[s].bwd,
+      .upd = prof[s].upd,
+      .act_bytes = m * (double)tp_runtime_act_bytes_per_sample(rt, s),
+      .grad_bytes = m * (double)tp_runtime_grad_bytes_per_sample(rt, s),
+      .stored_bytes = m * (double)tp_runtime_saved_bytes_per_sample(rt, s),
+      .weight_bytes = pb,
+      .optimizer_bytes = (double)sz.optimizer_bytes,
+      .grad_buffer_bytes = (double)sz.gradient_bytes,
+      .device = cores > 0 && W > cores ? s % cores : s,
+      .input_bytes = m * (double)tp_runtime_input_bytes_per_sample(rt, s),
+    };
   }
   for (int l = 0; l < MAX(W - 1, 1); l++)
     c->link[l] = (TpLinkCost){ 0, 0 };

@@ -134,6 +134,12 @@ gboolean tp_train_setup(Train *t, GError **err)
     t->group = tp_group_single_new();
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
+  if (t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->preset->order)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s: the executor does not run a split backward (I and W operations) "
+                "yet; schedule, simulate and compare take it", t->s ? "--schedule " : "-s ",
+                t->s ? c->schedule_file : c->preset->name);
+    return FALSE;
+  }
   if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
     return FALSE;
   if (c->has_sig && (t->s ? t->s->policy : c->preset->policy) != TP_POLICY_INTERMEDIATE) {

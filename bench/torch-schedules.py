@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""torch-schedules.py — PyTorch's pipeline schedules against timeprest's reader and writer.
+
+For W in {2, 4, 8} and N in {4, 8, 16}:
+  import: every schedule class of torch.distributed.pipelining is built without a process group (its
+          order computed as its constructor does), written as PyTorch's compute-only CSV (its own
+          _Action repr, empty cells idle), checked by PyTorch's _validate_schedule, then read by
+          `timeprest schedule --input` (our validator) and simulated with `timeprest simulate`;
+          the two verdicts must agree, except where we refuse on purpose (interleaved stages:
+          more stages than ranks; a forward the rank before never ran, PyTorch's own
+          Schedule1F1B defect on the last rank, which its validator does not see).
+  export: timeprest's gpipe, 1f1b, zb-h1, zb-h2 (N >= W) written with --format torch are parsed by
+          PyTorch's _Action.from_str and accepted by its _validate_schedule.
+Run by bench/torch-schedules.sh in a virtual environment with torch; exit 1 on any disagreement."""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch.distributed.pipelining.schedules as S
+
+TP = os.environ.get("TP_BIN", "./timeprest")
+
+
+def order_of(cls, W, N):
+    """The pipeline order a schedule class computes for W ranks and N micro-batches (one stage per
+    rank, or two for the V-shaped ones), without a process group."""
+    o = cls.__new__(cls)
+    o._n_microbatches = N
+    if issubclass(cls, S.PipelineScheduleSingle):
+        o._num_stages = W
+        return o._get_pipeline_order()
+    v = cls in (S.ScheduleZBVZeroBubble, S.ScheduleDualPipeV)
+    local = 2 if v else 1
+    o.pp_group_size = W
+    o.n_local_stages = local
+    o._num_stages = o.num_stages = W * local
+    o.number_of_rounds = max(1, N // W)
+    o.microbatches_per_round = N // o.number_of_rounds
+    o.stage_index_to_group_rank = S.generate_stage_to_rank_mapping(W, W * local, style="v" if v else "loop")
+    order = {r: o._calculate_single_rank_operations(r) for r in range(W)}
+    o.pipeline_order = order
+    if hasattr(o, "_add_bubbles_to_actions") and not v:
+        order = o._add_bubbles_to_actions(W * local)
+    return order
+
+
+def torch_verdict(order, W, stages, N):
+    try:
+        S._validate_schedule(order, W, stages, N)
+        return "ok"
+    except Exception as e:  # its validator raises AssertionError with the whole schedule
+        return "refused: " + str(e).splitlines()[0]
+
+
+def ours(*args):
+    r = subprocess.run([TP, *args], capture_output=True, text=True)
+    return r.returncode, (r.stderr.strip().splitlines() or [""])[0]
+
+
+def main():
+    bad = 0
+    classes = [S.ScheduleGPipe, S.Schedule1F1B, S.ScheduleInterleaved1F1B, S.ScheduleInterleavedZeroBubble,
+               S.ScheduleZBVZeroBubble, S.ScheduleDualPipeV]
+    with tempfile.TemporaryDirectory() as d:
+        for W in (2, 4, 8):
+            for N in (4, 8, 16):
+                for cls in classes:
+                    name = cls.__name__
+                    try:
+                        order = order_of(cls, W, N)
+                    except Exception as e:
+                        print(f"import W={W} N={N} {name}: PyTorch does not build it: {str(e).splitlines()[0]}")
+                        continue
+                    path = os.path.join(d, f"{name}-{W}-{N}.csv")
+                    with open(path, "w", newline="") as f:
+                        w = csv.writer(f)
+                        for r in range(W):
+                            w.writerow(["" if a is None else repr(a) for a in order[r]])
+                    stages = max(a.stage_index for acts in order.values() for a in acts
+                                 if a is not None and a.sub_actions is None) + 1
+                    tv = torch_verdict(order, W, stages, N)
+                    rc, line = ours("schedule", "-i", path, "-f", "csv", "-o", os.path.join(d, "x.csv"))
+                    if rc == 0:
+                        src, sline = ours("simulate", "-i", path)
+                        rc = src or rc
+                        line = sline if src else line
+                    on_purpose = "interleaved" in line or "runs no forward of micro-batch" in line
+                    agree = (rc == 0) == (tv == "ok") or (rc == 2 and on_purpose)
+                    bad += not agree
+                    print(f"import W={W} N={N} {name}: torch {tv}; timeprest "
+                          f"{'ok (read, validated, simulated)' if rc == 0 else 'refused: ' + line}"
+                          f"{'' if agree else '  <-- DISAGREE'}")
+                for preset in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
+                    if N < W:
+                        continue
+                    path = os.path.join(d, f"{preset}-{W}-{N}.csv")
+                    rc, line = ours("schedule", "-s", preset, "-w", str(W), "-n", str(N), "-k", "1",
+                                    "--format", "torch", "-o", path)
+                    if rc != 0:
+                        print(f"export W={W} N={N} {preset}: timeprest failed: {line}  <-- FAIL")
+                        bad += 1
+                        continue
+                    with open(path, newline="") as f:
+                        order = {r: [S._Action.from_str(c) for c in row] for r, row in enumerate(csv.reader(f))}
+                    tv = torch_verdict(order, W, W, N)
+                    bad += tv != "ok"
+                    print(f"export W={W} N={N} {preset}: torch {tv}{'' if tv == 'ok' else '  <-- FAIL'}")
+    print(f"{bad} disagreement(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

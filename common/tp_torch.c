@@ -1,0 +1,235 @@
+/* tp_torch.c — PyTorch's compute-only pipeline CSV (torch.distributed.pipelining), read and
+ * written as one more schedule format: one row per rank, one cell per time step, actions such as
+ * "0F0" (stage, kind, micro-batch), empty cells for idle steps.  One mini-batch of N micro-batches,
+ * stage s on rank s (interleaved chunk maps are refused), policy sync, one update per stage after
+ * its last operation.  What is read, ignored and refused: docs/zero-bubble.md. */
+#include "tp_format.h"
+#include "tp_format_priv.h"
+#include "tp_error.h"
+#include "tp_index.h"
+#include "tp_replay.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Actions that move data, wait for it or shard weights, and compute nothing: the transfers they name
+ * follow from the compute order, the gradient reduction is data-parallel work outside the pipeline
+ * (PyTorch's own orders end every rank with REDUCE_GRAD and WAIT_REDUCE_GRAD). */
+static const char *const ignored[] = { "SEND_F",  "RECV_F",      "SEND_B",           "RECV_B",      "WAIT_SEND_F",
+                                       "WAIT_SEND_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "WAIT_REDUCE_GRAD", NULL };
+
+gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
+{
+  if (s->K != 1 || s->policy != TP_POLICY_SYNC) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--format torch: PyTorch's CSV holds one flushed mini-batch: K=1 and "
+                "policy sync (got K=%d, policy %s)", s->K, tp_policy_name(s->policy));
+    return FALSE;
+  }
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      if (tp_stage_ops(s, st)[k].kind != TP_OP_U && tp_stage_ops(s, st)[k].micro == TP_WHOLE) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--format torch: stage %d has a whole-mini-batch operation; "
+                    "PyTorch's actions are per micro-batch", st + 1);
+        return FALSE;
+      }
+  g_autoptr(TpIndex) ix = NULL;
+  int64_t *start, *end;
+  gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
+  for (int st = 0; ok && st < s->W; st++) {
+    /* one cell per unit slot up to the stage's last operation; updates take none */
+    int64_t t = 0;
+    for (long g = ix->off[st]; g < ix->off[st + 1]; g++) {
+      const TpOp *op = &tp_stage_ops(s, st)[g - ix->off[st]];
+      if (op->kind == TP_OP_U)
+        continue;
+      for (; t < start[g]; t++) /* idle steps: empty cells */
+        if (t > 0)
+          g_string_append_c(out, ',');
+      g_string_append_printf(out, "%s%d%c%d", t > 0 ? "," : "", st, tp_op_letters[op->kind], op->micro);
+      t = start[g] + 1;
+    }
+    g_string_append_c(out, '\n');
+  }
+  g_free(start);
+  g_free(end);
+  return ok;
+}
+
+typedef struct {
+  int stage, kind, micro; /* kind: TpOpKind, or -1 for an ignored action */
+  int col;                /* step (cell) it was read from */
+} Action;
+
+/* One simple action "0F0", "2W1", "0UNSHARD", "1SEND_F3"; FALSE with *why when it is not one. */
+static gboolean parse_simple(const char *cell, Action *a, const char **why)
+{
+  const char *p = cell;
+  while (g_ascii_isdigit(*p))
+    p++;
+  const char *q = p;
+  while (g_ascii_isupper(*q) || *q == '_')
+    q++;
+  const char *r = q;
+  while (g_ascii_isdigit(*r))
+    r++;
+  if (p == cell || q == p || *r || p - cell > 6 || r - q > 6 || q - p > 16) {
+    *why = "not an action (stage index, kind, micro-batch index: 0F0, 3I2, 1W0, 2B1)";
+    return FALSE;
+  }
+  a->stage = (int)g_ascii_strtoll(cell, NULL, 10);
+  a->micro = q < r ? (int)g_ascii_strtoll(q, NULL, 10) : -1;
+  g_autofree char *kind = g_strndup(p, (gsize)(q - p));
+  a->kind = -1;
+  if (strlen(kind) == 1 && strchr("FBIW", kind[0]))
+    a->kind = (int)(strchr(tp_op_letters, kind[0]) - tp_op_letters);
+  else if (!g_strv_contains(ignored, kind)) {
+    *why = "unknown action kind (read: F, I, W, B, OVERLAP_F_B; skipped: SEND_F, RECV_F, SEND_B, RECV_B, "
+           "WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD, WAIT_REDUCE_GRAD)";
+    return FALSE;
+  }
+  if (a->kind >= 0 && a->micro < 0) {
+    *why = "a computation without its micro-batch index";
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean cell_error(GError **err, const char *name, int row, int col, const char *cell, const char *why)
+{
+  g_autofree char *q = tp_quote(cell);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: rank %d, step %d: action %s: %s", name, row, row - 1, col, q, why);
+  return FALSE;
+}
+
+/* The actions of one cell: none (empty), one, or the parts of "(0F1;0B0)OVERLAP_F_B" in order. */
+static gboolean parse_cell(const char *cell, GArray *acts, const char *name, int row, int col, GError **err)
+{
+  const char *why = NULL;
+  Action a;
+  if (!*cell)
+    return TRUE;
+  if (cell[0] == '(') {
+    const char *close = strchr(cell, ')');
+    if (!close || strcmp(close + 1, "OVERLAP_F_B") != 0)
+      return cell_error(err, name, row, col, cell, "a composite action is read only as (A;B)OVERLAP_F_B");
+    g_autofree char *inner = g_strndup(cell + 1, (gsize)(close - cell - 1));
+    g_auto(GStrv) parts = g_strsplit(inner, ";", -1);
+    for (int i = 0; parts[i]; i++) {
+      char *part = g_strstrip(parts[i]);
+      if (!parse_simple(part, &a, &why) || a.kind < 0)
+        return cell_error(err, name, row, col, cell, why ? why : "a part of OVERLAP_F_B must be a computation");
+      a.col = col;
+      g_array_append_val(acts, a);
+    }
+    return TRUE;
+  }
+  if (!parse_simple(cell, &a, &why))
+    return cell_error(err, name, row, col, cell, why);
+  a.col = col;
+  if (a.kind >= 0)
+    g_array_append_val(acts, a);
+  return TRUE;
+}
+
+/* The order a file's operations are: the flush preset that generates the very same, else 1f1b
+ * (zb-h1 with a split backward), which then only names the family. */
+static TpOrder infer_order(const TpSchedule *s)
+{
+  static const TpOrder cand[] = { TP_ORDER_GPIPE, TP_ORDER_1F1B, TP_ORDER_ZB_H1, TP_ORDER_ZB_H2 };
+  for (guint i = 0; i < G_N_ELEMENTS(cand); i++) {
+    g_autoptr(TpSchedule) g = tp_schedule_generate(cand[i], TP_POLICY_SYNC, s->W, s->N, 1, NULL);
+    TpOrder keep = ((TpSchedule *)s)->order;
+    ((TpSchedule *)s)->order = cand[i];
+    gboolean same = g && tp_schedule_equal(g, s);
+    ((TpSchedule *)s)->order = keep;
+    if (same)
+      return cand[i];
+  }
+  return tp_schedule_has_split(s) ? TP_ORDER_ZB_H1 : TP_ORDER_1F1B;
+}
+
+TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err)
+{
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  int rows = g_strv_length(lines);
+  while (rows > 0 && !*g_strstrip(lines[rows - 1]))
+    rows--;
+  if (rows < 1 || rows > TP_MAX_WORKERS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: PyTorch schedule CSV with %d ranks (rows), expected 1..%d", name,
+                rows, TP_MAX_WORKERS);
+    return NULL;
+  }
+  GArray **acts = g_new0(GArray *, rows);
+  int stages = 0, N = 0;
+  gboolean ok = TRUE;
+  for (int r = 0; r < rows && ok; r++) {
+    acts[r] = g_array_new(FALSE, FALSE, sizeof(Action));
+    g_auto(GStrv) cells = g_strsplit(g_strstrip(lines[r]), ",", -1);
+    for (int c = 0; cells[c] && ok; c++) {
+      guint before = acts[r]->len;
+      ok = parse_cell(g_strstrip(cells[c]), acts[r], name, r + 1, c, err);
+      for (guint i = before; ok && i < acts[r]->len; i++) {
+        Action *a = &g_array_index(acts[r], Action, i);
+        stages = MAX(stages, a->stage + 1);
+        if (a->micro >= TP_MAX_MICRO)
+          ok = cell_error(err, name, r + 1, c, cells[c], "micro-batch index beyond the limit");
+        else if (a->stage != r && a->stage < rows)
+          ok = cell_error(err, name, r + 1, c, cells[c], "stage s runs on rank s here (interleaved chunk maps are "
+                          "not read)");
+        N = MAX(N, a->micro + 1);
+      }
+    }
+  }
+  if (ok && stages > rows) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d stages on %d ranks: interleaved (virtual) stages are not read",
+                name, stages, rows);
+    ok = FALSE;
+  }
+  /* a forward names the micro-batch the rank before sent: PyTorch 2.15's Schedule1F1B numbers the
+   * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action */
+  for (int r = 1; ok && r < rows; r++) {
+    const GArray *prev = acts[r - 1];
+    for (guint i = 0; ok && i < acts[r]->len; i++) {
+      const Action *a = &g_array_index(acts[r], Action, i);
+      gboolean found = a->kind != TP_OP_F;
+      for (guint j = 0; !found && j < prev->len; j++)
+        found = g_array_index(prev, Action, j).kind == TP_OP_F && g_array_index(prev, Action, j).micro == a->micro;
+      if (!found) {
+        char cell[32];
+        g_snprintf(cell, sizeof cell, "%dF%d", a->stage, a->micro);
+        g_autofree char *why = g_strdup_printf("rank %d runs no forward of micro-batch %d to send it", r - 1, a->micro);
+        ok = cell_error(err, name, r + 1, a->col, cell, why);
+      }
+    }
+  }
+  if (ok && N == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no computation in the PyTorch schedule CSV", name);
+    ok = FALSE;
+  }
+  TpSchedule *s = NULL;
+  if (ok) {
+    s = tp_schedule_blank(name);
+    s->order = TP_ORDER_1F1B, s->policy = TP_POLICY_SYNC, s->W = rows, s->N = N, s->K = 1;
+    ok = tp_header_finish(s, err);
+    for (int r = 0; ok && r < rows; r++) {
+      for (guint i = 0; i < acts[r]->len; i++) {
+        const Action *a = &g_array_index(acts[r], Action, i);
+        TpOp op = { .kind = (uint8_t)a->kind, .src = TP_SRC_FIXED, .mb = 1, .micro = a->micro, .ver = 0, .line = r + 1 };
+        g_array_append_val(s->stage[r], op);
+      }
+      TpOp u = { .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = 1, .micro = TP_WHOLE, .ver = 0, .line = r + 1 };
+      g_array_append_val(s->stage[r], u);
+    }
+    if (ok)
+      s->order = infer_order(s);
+  }
+  for (int r = 0; r < rows; r++)
+    if (acts[r])
+      g_array_unref(acts[r]);
+  g_free(acts);
+  if (!ok) {
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}

@@ -1,0 +1,318 @@
+/* test-zb.c — the split backward (I and W) and the zero-bubble orders: their bubbles against closed
+ * forms on unit slots F = I = W = 1 (B = 2), validation of I and W, PyTorch's compute-only CSV read
+ * and written, and what is refused. */
+#include "tp_test.h"
+#include "tp_cost.h"
+#include "tp_metrics.h"
+#include "tp_sim.h"
+#include "tp_validate.h"
+
+/* F = 1, B = 2 per micro-batch (a split backward: I = W = 1, the default half each), transfers free. */
+static const char unit3[] = "[stages]\nforward = 1\nbackward = 2\n";
+
+static double makespan(const char *preset, int W, int N, int K, const TpCost *c)
+{
+  g_autoptr(TpSchedule) s = tpt_preset(preset, W, N, K);
+  GError *err = NULL;
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  double end = 0;
+  for (long g = 0; g < sim->n_ops; g++)
+    end = MAX(end, sim->end[g]);
+  return end;
+}
+
+/* Bubble per stage and mini-batch, in the first mini-batch (K = 1: makespan - 3N) and in the steady
+ * state (what a second mini-batch adds beyond its 3N of work), for W in 2..16 and N in W..4W:
+ * 1F1B (W-1)·3 both; ZB-H1 (W-1)·1 both; ZB-H2 max(0, 2W-1-N) steady, so 0 once N >= 2W-1. */
+static void test_closed_forms(void)
+{
+  GError *err = NULL;
+  for (int W = 2; W <= 16; W++) {
+    g_autoptr(TpCost) c = tp_cost_parse(unit3, sizeof unit3 - 1, "unit3", W, &err);
+    g_assert_no_error(err);
+    for (int N = W; N <= 4 * W; N++) {
+      struct {
+        const char *preset;
+        int first, steady; /* -1: not stated */
+      } want[] = {
+        { "1f1b", 3 * (W - 1), 3 * (W - 1) },
+        { "zb-h1", W - 1, W - 1 },
+        { "zb-h2", -1, MAX(0, 2 * W - 1 - N) },
+      };
+      for (guint i = 0; i < G_N_ELEMENTS(want); i++) {
+        double m1 = makespan(want[i].preset, W, N, 1, c), m2 = makespan(want[i].preset, W, N, 2, c);
+        if (want[i].first >= 0)
+          g_assert_cmpfloat(m1 - 3 * N, ==, want[i].first);
+        g_assert_cmpfloat(m2 - m1 - 3 * N, ==, want[i].steady);
+      }
+    }
+  }
+}
+
+/* A cost file's backward splits into I = backward_input (default half) and W = the rest; an
+ * input gradient not shorter than the backward is refused with one line naming the key. */
+static void test_split_costs(void)
+{
+  static const char half[] = "[stages]\nforward = 1\nbackward = 3\n",
+                    given[] = "[stages]\nforward = 1\nbackward = 3\n[stage.2]\nbackward_input = 1\n",
+                    bad[] = "[stages]\nforward = 1\nbackward = 3\nbackward_input = 3\n";
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tpt_preset("zb-h1", 2, 2, 1);
+  g_autoptr(TpCost) c1 = tp_cost_parse(half, sizeof half - 1, "half", 2, &err);
+  g_autoptr(TpCost) c2 = tp_cost_parse(given, sizeof given - 1, "given", 2, &err);
+  g_assert_no_error(err);
+  TpOp i = { .kind = TP_OP_I, .mb = 1, .micro = 0 }, w = { .kind = TP_OP_W, .mb = 1, .micro = 0 },
+       b = { .kind = TP_OP_B, .mb = 1, .micro = 0 };
+  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &i), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &w), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 0, &i), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &i), ==, 1);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &w), ==, 2);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &b), ==, 3);
+  g_assert_null(tp_cost_parse(bad, sizeof bad - 1, "bad", 2, &err));
+  g_assert_nonnull(strstr(err->message, "backward_input 3 is not less than backward 3"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+/* The most micro-batches stage st holds from a forward until its W, counted on its order (each
+ * forward has its W: nothing is held at the end). */
+static int most_held(const TpSchedule *s, int st)
+{
+  int held = 0, most = 0;
+  for (int k = 0; k < tp_stage_len(s, st); k++) {
+    const TpOp *op = &tp_stage_ops(s, st)[k];
+    held += op->kind == TP_OP_F ? 1 : op->kind == TP_OP_W ? -1 : 0;
+    most = MAX(most, held);
+  }
+  g_assert_cmpint(held, ==, 0);
+  return most;
+}
+
+/* The zero-bubble orders keep their memory promises: at most W (zb-h1, 1F1B's stage 1) and 2W
+ * (zb-h2: 2W-1 forwards ahead of the first I, one more while the next W waits behind an F)
+ * micro-batches' activations held from a forward until its W, on every stage. */
+static void test_in_flight(void)
+{
+  for (int W = 2; W <= 8; W++)
+    for (int N = 1; N <= 3 * W; N++)
+      for (int h2 = 0; h2 < 2; h2++) {
+        g_autoptr(TpSchedule) s = tpt_preset(h2 ? "zb-h2" : "zb-h1", W, N, 2);
+        for (int st = 0; st < W; st++)
+          g_assert_cmpint(most_held(s, st), <=, MIN(N, h2 ? 2 * W : W));
+      }
+}
+
+/* The simulator's memory: a pending W keeps its micro-batch's activations, so the peak per stage is
+ * the most forwards not yet followed by their W, counted on the order (unit slots, one mini-batch). */
+static void test_pending_w_memory(void)
+{
+  g_autoptr(TpCost) c = tp_cost_unit(4);
+  for (int h2 = 0; h2 < 2; h2++)
+    for (int N = 4; N <= 12; N += 4) {
+      g_autoptr(TpSchedule) s = tpt_preset(h2 ? "zb-h2" : "zb-h1", 4, N, 1);
+      GError *err = NULL;
+      g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+      g_assert_no_error(err);
+      TpMetrics *m = tp_metrics_compute(sim);
+      for (int st = 0; st < 4; st++)
+        g_assert_cmpint(m->stage[st].peak_activations, ==, most_held(s, st));
+      tp_metrics_free(m);
+    }
+}
+
+/* Edit one generated zb-h1 schedule and expect the validator's line to contain `want`. */
+static void expect_invalid(void (*edit)(TpSchedule *), const char *want)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("zb-h1", 3, 3, 1);
+  edit(s);
+  GError *err = NULL;
+  g_assert_false(tp_validate(s, &err));
+  g_assert_nonnull(err);
+  if (!strstr(err->message, want))
+    g_error("expected '%s' in: %s", want, err->message);
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+static int find(const TpSchedule *s, int st, TpOpKind kind, int micro)
+{
+  for (int k = 0; k < tp_stage_len(s, st); k++)
+    if (tp_stage_ops(s, st)[k].kind == kind && tp_stage_ops(s, st)[k].micro == micro)
+      return k;
+  g_assert_not_reached();
+}
+
+static void swap(TpSchedule *s, int st, int a, int b)
+{
+  TpOp *o = tp_stage_ops(s, st), t = o[a];
+  o[a] = o[b], o[b] = t;
+}
+
+static void w_before_i(TpSchedule *s) { swap(s, 2, find(s, 2, TP_OP_I, 0), find(s, 2, TP_OP_W, 0)); }
+static void w_dropped(TpSchedule *s) { g_array_remove_index(s->stage[1], find(s, 1, TP_OP_W, 2)); }
+static void w_becomes_b(TpSchedule *s) { tp_stage_ops(s, 0)[find(s, 0, TP_OP_I, 1)].kind = TP_OP_B; }
+static void update_before_w(TpSchedule *s)
+{
+  int n = tp_stage_len(s, 2);
+  swap(s, 2, n - 1, n - 2); /* the update and the last W */
+}
+static void i_before_next_stage(TpSchedule *s) { swap(s, 1, find(s, 1, TP_OP_I, 0), find(s, 1, TP_OP_F, 0)); }
+
+static void test_validate_split(void)
+{
+  expect_invalid(w_before_i, "W(1,A) at stage 3: comes before its input gradient");
+  expect_invalid(w_dropped, "stage 2 has no W(1,C)");
+  expect_invalid(w_becomes_b, "W(1,B) at stage 1: has no input gradient I (a whole backward B is there)");
+  expect_invalid(update_before_w, "U(1) at stage 3: comes before W(1,C), the weight gradient it applies");
+  expect_invalid(i_before_next_stage, "I(1,A) at stage 2: needs the activations of F(1,A)");
+  g_autoptr(TpSchedule) s = tpt_preset("zb-h1", 3, 3, 1);
+  s->policy = TP_POLICY_LATEST;
+  s->order = TP_ORDER_1F1B; /* an order that takes latest, with I and W: refused by the split check */
+  GError *err = NULL;
+  g_assert_false(tp_validate(s, &err));
+  g_assert_nonnull(strstr(err->message, "split backward (I and W) is defined under policy sync only"));
+  g_clear_error(&err);
+  g_assert_false(tp_pair_check(TP_ORDER_ZB_H2, TP_POLICY_VSYNC_LATEST, 4, 8, &err));
+  g_assert_nonnull(strstr(err->message, "order zb-h2 takes policy sync only"));
+  g_error_free(err);
+}
+
+static TpSchedule *parse(const char *text, GError **err)
+{
+  TpSchedule *s = tp_schedule_parse(text, strlen(text), "t.csv", err);
+  if (s && !tp_validate(s, err)) {
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* Our flush schedules in PyTorch's CSV and back are the same schedule, order included (W = 1..8,
+ * N = W..3W). */
+static void test_torch_round_trip(void)
+{
+  static const char *const presets[] = { "gpipe", "1f1b", "zb-h1", "zb-h2" };
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++)
+    for (int W = 1; W <= 8; W++)
+      for (int N = W; N <= 3 * W; N++) {
+        g_autoptr(TpSchedule) s = tpt_preset(presets[i], W, N, 1);
+        g_autoptr(GString) out = g_string_new(NULL);
+        GError *err = NULL;
+        g_assert_true(tp_format_torch(s, out, &err));
+        g_autoptr(TpSchedule) back = parse(out->str, &err);
+        g_assert_no_error(err);
+        /* where two orders give the very same operations (W = 1, N = 1: gpipe and 1f1b) the file
+         * names the first of them */
+        if (back->order != s->order) {
+          g_autoptr(TpSchedule) twin = tp_schedule_generate(back->order, TP_POLICY_SYNC, W, N, 1, &err);
+          g_assert_no_error(err);
+          twin->order = s->order;
+          g_assert_true(tp_schedule_equal(s, twin));
+          back->order = s->order;
+        }
+        if (!tp_schedule_equal(s, back))
+          g_error("%s W=%d N=%d read back as order %s", presets[i], W, N, tp_order_name(back->order));
+      }
+}
+
+static void expect_refused(const char *text, const char *want)
+{
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = parse(text, &err);
+  g_assert_null(s);
+  g_assert_nonnull(err);
+  if (!strstr(err->message, want))
+    g_error("expected '%s' in: %s", want, err->message);
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+static void test_torch_read(void)
+{
+  GError *err = NULL;
+  /* OVERLAP_F_B as its parts, the transfers and the gradient reduction skipped */
+  g_autoptr(TpSchedule) s = parse("0F0,0UNSHARD,0SEND_F0,,0RECV_B0,(0F1;0B0)OVERLAP_F_B,0B1,0REDUCE_GRAD,"
+                                  "0WAIT_REDUCE_GRAD\n"
+                                  ",1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1\n", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(s->W, ==, 2);
+  g_assert_cmpint(s->N, ==, 2);
+  g_assert_cmpint(tp_stage_len(s, 0), ==, 5);
+  g_assert_cmpint(tp_stage_ops(s, 0)[1].kind, ==, TP_OP_F);
+  g_assert_cmpint(tp_stage_ops(s, 0)[2].kind, ==, TP_OP_B);
+  g_assert_cmpint(s->order, ==, TP_ORDER_1F1B);
+  expect_refused("0F0,0B0\n1F0,1B0,1F1\n", "t.csv:2: rank 1, step 2: action '1F1': rank 0 runs no forward of micro-batch 1");
+  expect_refused("0F0,0X0\n", "t.csv:1: rank 0, step 1: action '0X0': unknown action kind");
+  expect_refused("0F0,(0F1;0SEND_F0)OVERLAP_F_B\n", "a part of OVERLAP_F_B must be a computation");
+  expect_refused("0F0,(0F1;0B0)OVERLAP_X\n", "a composite action is read only as (A;B)OVERLAP_F_B");
+  expect_refused("0F0,2F0\n1F0\n", "interleaved (virtual) stages are not read");
+  expect_refused("0F0,1F0\n1F0\n", "stage s runs on rank s here");
+  expect_refused("0F,0B0\n", "a computation without its micro-batch index");
+  expect_refused("0F0\n1F0,1I0,1W0\n", "stage 1 has no B(1,A)");
+}
+
+/* PyTorch 2.15's Schedule1F1B numbers the last rank's forwards 1..M: refused naming the action and rank. */
+static void test_torch_broken_1f1b(void)
+{
+  g_autofree char *path = g_build_filename(TP_SRCDIR, "tests", "data", "torch-1f1b-last-rank-1-based.csv", NULL);
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tp_schedule_load(path, &err);
+  g_assert_null(s);
+  g_assert_nonnull(strstr(err->message, "torch-1f1b-last-rank-1-based.csv:4: rank 3, step 9: action '3F4': rank 2 runs "
+                                        "no forward of micro-batch 4 to send it"));
+  g_error_free(err);
+}
+
+static void test_cli(void)
+{
+  /* the executor does not run I and W yet: one line, exit 2 */
+  const char *const train[] = { "train", "-s", "zb-h1", "-w", "2", "-n", "4", "--data", "synthetic", "--quiet", NULL };
+  TptRun r = tpt_run(train);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "-s zb-h1: the executor does not run a split backward"));
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  tpt_run_clear(&r);
+  const char *const policy[] = { "schedule", "--order", "zb-h1", "--policy", "vsync-latest", "-w", "4", "-n", "8", NULL };
+  r = tpt_run(policy);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "order zb-h1 takes policy sync only"));
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  tpt_run_clear(&r);
+  /* a PyTorch file read on --input, simulated */
+  g_autofree char *path = tpt_tmp_path("zb-h2.csv");
+  const char *const exp[] = { "schedule", "-s", "zb-h2", "-w", "3", "-n", "6", "-k", "1", "--format", "torch",
+                              "--output", path, NULL };
+  r = tpt_run(exp);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  const char *const sim[] = { "simulate", "-i", path, "--format", "json", NULL };
+  r = tpt_run(sim);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"makespan\": 20"));
+  tpt_run_clear(&r);
+  /* compare: the presets beside the file's schedule, its row last, named after the file */
+  const char *const cmp[] = { "compare", "-i", path, "--format", "csv", NULL };
+  r = tpt_run(cmp);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\nzb-h1,zb-h1,sync,1,"));
+  g_assert_nonnull(strstr(r.out, "\nzb-h2.csv,zb-h2,sync,1,"));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(path);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/zb/closed-forms", test_closed_forms);
+  g_test_add_func("/zb/split-costs", test_split_costs);
+  g_test_add_func("/zb/in-flight", test_in_flight);
+  g_test_add_func("/zb/pending-w-memory", test_pending_w_memory);
+  g_test_add_func("/zb/validate-split", test_validate_split);
+  g_test_add_func("/zb/torch-round-trip", test_torch_round_trip);
+  g_test_add_func("/zb/torch-read", test_torch_read);
+  g_test_add_func("/zb/torch-broken-1f1b", test_torch_broken_1f1b);
+  g_test_add_func("/zb/cli", test_cli);
+  return g_test_run();
+}
