@@ -14,9 +14,6 @@
 #include "tp_net.h"
 #include "tp_partition.h"
 #include "tp_policy.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
 #include "tp_nccl.h"
 
 #include <math.h>
@@ -67,30 +64,26 @@ static double range_flops(int s, int lo, int hi, gpointer data)
 
 /* ---- device backends: one instance per stage ---------------------------------------------------- */
 
-/* --backend cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
- * (s − 1) mod count or on the --devices list round-robin; a rank of --transport mpi or nccl makes
- * its own stage's alone.  Other backends share one instance and take no --devices. */
-static gboolean make_stage_backends(Train *t, const char *backend, GError **err)
+/* A device backend (--backend cuda): every stage gets an instance of its own (its own stream), stage s
+ * on device (s − 1) mod count or on the --devices list round-robin; a rank of --transport mpi or nccl
+ * makes its own stage's alone.  Host backends share one instance and take no --devices. */
+static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **err)
 {
-  if (g_strcmp0(backend, "cuda") != 0) {
+  if (!reg->device_noun) {
     if (t->o.devices) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
       return FALSE;
     }
     return TRUE;
   }
-#ifdef HAVE_CUDA
-  if (!t->o.devices && !g_strcmp0(t->o.transport, "nccl")) { /* one GPU per rank: stage s on GPU s mod count */
-    int count = tp_cuda_device_count(NULL);
+  if (!t->o.devices && !g_strcmp0(t->o.transport, "nccl")) { /* one device per rank: stage s on device s mod count */
+    int count = reg->device_count(NULL);
     GString *list = g_string_new("0");
     for (int d = 1; d < count; d++)
       g_string_append_printf(list, ",%d", d);
     t->o.devices = g_string_free(list, FALSE);
   }
-  return (t->stage_be = tp_backend_cuda_stages(t->W, t->o.devices, t->mpi ? t->rank : -1, &t->gpus, err)) != NULL;
-#else
-  return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
-#endif
+  return (t->stage_be = tp_backend_stages(reg, t->W, t->o.devices, t->mpi ? t->rank : -1, &t->gpus, err)) != NULL;
 }
 
 /* --transport nccl links GPU stages that run one process (MPI rank) per GPU: it needs the NCCL
@@ -101,19 +94,19 @@ static gboolean check_nccl(const Opts *o, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
     return FALSE;
   }
-  if (g_strcmp0(o->backend, "cuda") != 0) {
+  const TpBackendReg *reg = tp_backend_find(o->backend ? o->backend : "cpu", NULL);
+  if (!reg || !reg->device_noun) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: links GPU stages; give --backend cuda");
     return FALSE;
   }
-#ifdef HAVE_CUDA
-  tp_cuda_load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
+  if (reg->load_eagerly)
+    reg->load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
   char *why = NULL;
-  if (tp_cuda_device_count(&why) == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s", why);
+  if (reg->device_count(&why) == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no %s: %s", reg->device_noun, why);
     g_free(why);
     return FALSE;
   }
-#endif
   return TRUE;
 }
 
@@ -125,9 +118,7 @@ int tp_train_prediction_devices(const Train *t)
 
 static void free_stage_backends(Train *t)
 {
-#ifdef HAVE_CUDA
-  tp_backend_cuda_stages_free(t->stage_be, t->W);
-#endif
+  tp_backend_stages_free(t->stage_be, t->W);
   t->stage_be = NULL;
 }
 
@@ -266,14 +257,13 @@ gboolean tp_train_setup(Train *t, GError **err)
   /* one rank per stage on a GPU: its stage's instance is the run's backend (no instance on device 0
    * for every rank, tp_backend_get's); the other stages' nets and weights, which this rank only
    * sizes (and rank 0 evaluates with the weights gathered at the end), live on the host */
-  const char *bname = o->backend ? o->backend : "cpu";
-  gboolean own_stage = FALSE;
-#ifdef HAVE_CUDA
-  own_stage = t->mpi && g_strcmp0(bname, "cuda") == 0;
-#endif
-  if (own_stage && !make_stage_backends(t, bname, err))
+  const TpBackendReg *reg = tp_backend_find(o->backend ? o->backend : "cpu", err);
+  if (!reg)
     return FALSE;
-  const TpBackend *be = !own_stage ? tp_backend_get(bname, err)
+  gboolean own_stage = t->mpi && reg->device_noun;
+  if (own_stage && !make_stage_backends(t, reg, err))
+    return FALSE;
+  const TpBackend *be = !own_stage ? tp_backend_get(reg->name, err)
                         : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
   /* synthetic data takes the model's input shape and classes */
   TpDataShape shape = tp_data_shape_of(t->model);
@@ -310,7 +300,7 @@ gboolean tp_train_setup(Train *t, GError **err)
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
                           (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t),
                           .recompute = t->s ? t->s->recompute : o->recompute };
-  if (!own_stage && !make_stage_backends(t, bname, err))
+  if (!own_stage && !make_stage_backends(t, reg, err))
     return FALSE;
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
   for (int s = 0; s < t->W && t->stage_be; s++)
