@@ -874,6 +874,51 @@ static void test_members(void)
   }
 }
 
+/* The registry: cpu and cuda from the start (cuda with the reason where the build lacks it), in
+ * that order; an unknown name refused with the known ones; a backend registered later found by
+ * its name, listed, and its instances made by its own constructor. */
+static int one_device(char **why)
+{
+  (void)why;
+  return 1;
+}
+
+static TpBackend *make_reference(int device, GError **err)
+{
+  (void)device, (void)err;
+  return (TpBackend *)test_backend_reference();
+}
+
+static void test_registry(void)
+{
+  static const TpBackendReg ref = { .name = "reference", .device_count = one_device, .create = make_reference };
+  GError *err = NULL;
+  guint n = tp_backend_n_registered();
+  g_assert_cmpuint(n, >=, 2);
+  g_assert_cmpstr(tp_backend_registered(0)->name, ==, "cpu");
+  g_assert_null(tp_backend_registered(0)->device_noun);
+  g_assert_cmpstr(tp_backend_registered(1)->name, ==, "cuda");
+  g_assert_cmpstr(tp_backend_registered(1)->device_noun, ==, "CUDA device");
+  g_assert_true(!tp_backend_registered(1)->missing == (tp_backend_registered(1)->create != NULL));
+  g_assert_null(tp_backend_registered(n));
+  g_assert_null(tp_backend_find("tpu", &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_cmpstr(err->message, ==, "--backend: unknown backend 'tpu' (known: cpu, cuda)");
+  g_clear_error(&err);
+  g_assert_true(tp_backend_get("cpu", &err) == tp_backend_cpu());
+  g_assert_cmpint(tp_backend_device(tp_backend_cpu()), ==, -1);
+  g_assert_true(tp_backend_host_memory(tp_backend_cpu()));
+  tp_backend_register(&ref);
+  g_assert_cmpuint(tp_backend_n_registered(), ==, n + 1);
+  g_assert_true(tp_backend_registered(n) == &ref);
+  g_assert_true(tp_backend_find("reference", &err) == &ref);
+  g_assert_true(tp_backend_get("reference", &err) == test_backend_reference());
+  g_assert_no_error(err);
+  g_assert_null(tp_backend_find("tpu", &err));
+  g_assert_cmpstr(err->message, ==, "--backend: unknown backend 'tpu' (known: cpu, cuda, reference)");
+  g_clear_error(&err);
+}
+
 /* Whether some member of the interface is exercised by op's cases. */
 static gboolean op_in_interface(Op op)
 {
@@ -887,6 +932,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/backend/interface/every-member-has-a-case", test_members);
+  g_test_add_func("/backend/interface/registry", test_registry);
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     char *path;
     if (!op_in_interface(cases[i].op))
