@@ -8,7 +8,6 @@
  * The last line is machine-readable: total layers_gflops=… raw_gflops=… efficiency=… (raw: cuBLAS)
  * Usage: bench-gemm-cuda [MODEL [BATCH [REPS [DEVICE]]]]   (default: cnn 128 5 0) */
 #include "tp_backend.h"
-#include "tp_backend_cuda.h"
 #include "tp_model.h"
 
 #include <cublas_v2.h>
@@ -83,27 +82,27 @@ static double layer_time(const TpBackend *be, const TpLayer *d, int B, gboolean 
   size_t in = (size_t)d->in_elems * B, out = (size_t)d->out_elems * B;
   TpWindow win = { d->cin, d->hin, d->win, d->cout, d->hout, d->wout, d->k, d->stride, d->pad };
   size_t nw = d->kind == TP_LAYER_CONV ? (size_t)d->cout * d->cin * d->k * d->k : (size_t)d->cout * d->cin;
-  size_t nwork = d->kind == TP_LAYER_CONV ? be->conv_workspace(be, &win, B) : 0;
+  size_t nwork = d->kind == TP_LAYER_CONV ? be->iface->conv_workspace(be, &win, B) : 0;
   float *x = dbuf(in), *y = dbuf(out), *dy = dbuf(out), *dx = dbuf(in), *w = dbuf(nw + d->cout);
   float *gw = dbuf(nw + d->cout), *work = dbuf(nwork);
   GError *err = NULL;
   double best = 1e30;
   for (int r = 0; r < 2; r++) {
-    if (!tp_backend_cuda_sync(be, &err))
+    if (!tp_backend_sync(be, &err))
       die_err(err);
     gint64 t0 = g_get_monotonic_time();
     for (int it = 0; it < INNER; it++) {
       gboolean ok;
       if (d->kind == TP_LAYER_CONV)
-        ok = be->conv_forward(be, &win, B, x, w, w + nw, y, work, &err) &&
-             be->conv_backward(be, &win, B, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, work, &err);
+        ok = be->iface->conv_forward(be, &win, B, x, w, w + nw, y, work, &err) &&
+             be->iface->conv_backward(be, &win, B, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, work, &err);
       else
-        ok = be->linear_forward(be, B, d->cin, d->cout, x, w, w + nw, y, &err) &&
-             be->linear_backward(be, B, d->cin, d->cout, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, &err);
+        ok = be->iface->linear_forward(be, B, d->cin, d->cout, x, w, w + nw, y, &err) &&
+             be->iface->linear_backward(be, B, d->cin, d->cout, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, &err);
       if (!ok)
         die_err(err);
     }
-    if (!tp_backend_cuda_sync(be, &err))
+    if (!tp_backend_sync(be, &err))
       die_err(err);
     double t = (double)(g_get_monotonic_time() - t0) / 1e6 / INNER;
     best = r ? MIN(best, t) : best;
@@ -118,7 +117,8 @@ int main(int argc, char **argv)
   int B = argc > 2 ? atoi(argv[2]) : 128, reps = argc > 3 ? atoi(argv[3]) : 5, dev = argc > 4 ? atoi(argv[4]) : 0;
   GError *err = NULL;
   TpModel *m = tp_model_load(name, &err);
-  TpBackend *be = m ? tp_backend_cuda_new(dev, &err) : NULL;
+  const TpBackendReg *reg = m ? tp_backend_find("cuda", &err) : NULL;
+  TpBackend *be = reg ? reg->create(dev, &err) : NULL;
   if (!be)
     die_err(err);
   CK(cudaSetDevice(dev));
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
          sum_flops / sum_raw / 1e9, 100 * sum_raw / sum_layer);
   cublasDestroy(h);
   cudaStreamDestroy(st);
-  tp_backend_cuda_free(be);
+  tp_backend_free(be);
   tp_model_free(m);
   return 0;
 }

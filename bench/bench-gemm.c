@@ -68,7 +68,7 @@ static double layer_time(const TpBackend *be, const TpLayer *d, int B, gboolean 
   size_t in = (size_t)d->in_elems * B, out = (size_t)d->out_elems * B;
   TpWindow win = { d->cin, d->hin, d->win, d->cout, d->hout, d->wout, d->k, d->stride, d->pad };
   size_t nw = d->kind == TP_LAYER_CONV ? (size_t)d->cout * d->cin * d->k * d->k : (size_t)d->cout * d->cin;
-  size_t nwork = d->kind == TP_LAYER_CONV ? be->conv_workspace(be, &win, B) : 0;
+  size_t nwork = d->kind == TP_LAYER_CONV ? be->iface->conv_workspace(be, &win, B) : 0;
   float *x = buffer(in), *y = buffer(out), *dy = buffer(out), *dx = buffer(in), *w = buffer(nw + d->cout);
   float *gw = buffer(nw + d->cout), *work = buffer(nwork);
   GError *err = NULL;
@@ -77,11 +77,11 @@ static double layer_time(const TpBackend *be, const TpLayer *d, int B, gboolean 
     double t0 = now();
     gboolean ok;
     if (d->kind == TP_LAYER_CONV)
-      ok = be->conv_forward(be, &win, B, x, w, w + nw, y, work, &err) &&
-           be->conv_backward(be, &win, B, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, work, &err);
+      ok = be->iface->conv_forward(be, &win, B, x, w, w + nw, y, work, &err) &&
+           be->iface->conv_backward(be, &win, B, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, work, &err);
     else
-      ok = be->linear_forward(be, B, d->cin, d->cout, x, w, w + nw, y, &err) &&
-           be->linear_backward(be, B, d->cin, d->cout, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, &err);
+      ok = be->iface->linear_forward(be, B, d->cin, d->cout, x, w, w + nw, y, &err) &&
+           be->iface->linear_backward(be, B, d->cin, d->cout, x, w, dy, want_dx ? dx : NULL, gw, gw + nw, &err);
     if (!ok)
       die(err);
     double t = now() - t0;

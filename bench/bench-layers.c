@@ -21,11 +21,11 @@ static void die(GError *err)
 /* A backend buffer of n floats with fixed pseudo-random values in [−0.5, 0.5). */
 static float *buffer(const TpBackend *be, size_t n, GError **err)
 {
-  float *host = g_new(float, n ? n : 1), *d = be->alloc(be, n, err);
+  float *host = g_new(float, n ? n : 1), *d = be->iface->alloc(be, n, err);
   for (size_t i = 0; i < n; i++)
     host[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-  if (d && !be->upload(be, d, host, n, err))
-    be->free(be, d), d = NULL;
+  if (d && !be->iface->upload(be, d, host, n, err))
+    be->iface->free(be, d), d = NULL;
   g_free(host);
   return d;
 }
@@ -52,7 +52,7 @@ static double time_layer(const TpModel *m, int L, const TpBackend *be, int batch
     for (int r = 0; ok && r < (round ? reps : 1); r++)
       ok = tp_net_forward(net, w, x, batch, loss ? NULL : y, s, labels, NULL, err) &&
            tp_net_backward(net, w, s, loss ? NULL : dy, L ? dx : NULL, g, batch, err);
-    ok = ok && be->download(be, &probe, g ? g : x, 1, err);
+    ok = ok && be->iface->download(be, &probe, g ? g : x, 1, err);
     if (ok && round)
       best = MIN(best, (g_get_monotonic_time() - t0) / 1e3 / reps);
   }
@@ -60,7 +60,7 @@ static double time_layer(const TpModel *m, int L, const TpBackend *be, int batch
   float *bufs[] = { w, g, x, y, dy, dx };
   for (size_t i = 0; i < G_N_ELEMENTS(bufs); i++)
     if (bufs[i])
-      be->free(be, bufs[i]);
+      be->iface->free(be, bufs[i]);
   g_free(labels);
   tp_net_free(net);
   return ok ? best : -1.0;
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
       die(err);
   printf("%s, batch %d: ms per forward + backward\n%-3s %-11s", m->name, batch, "L", "layer");
   for (int b = 0; b < nb; b++)
-    printf(" %10s", be[b]->name);
+    printf(" %10s", tp_backend_name(be[b]));
   printf(nb > 1 ? " %8s\n" : "\n", "ratio");
   double *total = g_new0(double, nb);
   for (int L = 0; L < tp_model_n_layers(m); L++) {

@@ -173,7 +173,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     g_autoptr(TpProfile) p = tp_profile_new(L, (int)sizes->len);
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     p->model = g_strdup(m->name);
-    p->backend = g_strdup(be->name);
+    p->backend = g_strdup(tp_backend_name(be));
     p->threads = 1; /* one BLAS thread per stage, as training runs them */
     p->cores = (int)g_get_num_processors();
     p->machine = cpu_model();
@@ -196,7 +196,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
       ok = tp_cli_emit(o.output, text, err);
       if (ok)
         fprintf(stderr, "profiled %d layers of %s on %s, %d repetitions; spread of the whole model's forward + "
-                "backward per micro-batch size: %s\n", L, m->name, be->name, reps, spread->str);
+                "backward per micro-batch size: %s\n", L, m->name, tp_backend_name(be), reps, spread->str);
     }
   }
   g_free(o.model), g_free(o.backend), g_free(o.batch), g_free(o.sizes), g_free(o.reps), g_free(o.output);

@@ -10,9 +10,6 @@
 #include "tp_error.h"
 #include "tp_mpi.h"
 #include "tp_policy.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
 #include "tp_nccl.h"
 
 #include <math.h>
@@ -65,19 +62,19 @@ static gboolean check_nccl(const Opts *o, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
     return FALSE;
   }
-  if (g_strcmp0(o->backend, "cuda") != 0) {
+  const TpBackendReg *reg = tp_backend_find(o->backend ? o->backend : "cpu", NULL);
+  if (!reg || !reg->device_noun) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: links GPU stages; give --backend cuda");
     return FALSE;
   }
-#ifdef HAVE_CUDA
-  tp_cuda_load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
+  if (reg->load_eagerly)
+    reg->load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
   char *why = NULL;
-  if (tp_cuda_device_count(&why) == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s", why);
+  if (reg->device_count(&why) == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no %s: %s", reg->device_noun, why);
     g_free(why);
     return FALSE;
   }
-#endif
   return TRUE;
 }
 

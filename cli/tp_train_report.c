@@ -5,9 +5,6 @@
 #include "tp_format.h"
 #include "tp_output.h"
 #include "tp_policy.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
 
 #include <string.h>
 
@@ -59,27 +56,26 @@ static double last_of(const GArray *a) { return a->len ? g_array_index(a, double
  * cuBLAS and scratch buffers, other processes).  json: the "gpu_memory" member; else text lines. */
 static void report_gpu_memory(const Train *t, gboolean json, GString *out)
 {
-#ifdef HAVE_CUDA
   if (!t->stage_be || t->mpi)
     return;
   if (json)
     g_string_append(out, "\"gpu_memory\": [");
   int shown = 0;
   for (int s = 0; s < t->W; s++) {
-    int d = tp_backend_cuda_stage_device(t->devices, s), first = 1;
+    int d = tp_backend_device(t->stage_be[s]), first = 1;
     for (int r = 0; r < s; r++)
-      first &= tp_backend_cuda_stage_device(t->devices, r) != d;
+      first &= tp_backend_device(t->stage_be[r]) != d;
     if (!first)
       continue;
     double store = 0;
     g_autoptr(GString) stages = g_string_new(NULL);
     for (int r = s; r < t->W; r++)
-      if (tp_backend_cuda_stage_device(t->devices, r) == d) {
+      if (tp_backend_device(t->stage_be[r]) == d) {
         store += t->cmp.measured.peak_bytes[r];
         g_string_append_printf(stages, "%s%d", stages->len ? ", " : "", r + 1);
       }
     guint64 used = 0, total = 0;
-    tp_cuda_memory(d, &used, &total);
+    t->stage_be[s]->iface->memory(t->stage_be[s], &used, &total);
     if (json)
       g_string_append_printf(out, "%s{\"device\": %d, \"stages\": [%s], \"weight_store_peak\": %.9g, "
                              "\"used_peak\": %" G_GUINT64_FORMAT ", \"total\": %" G_GUINT64_FORMAT "}",
@@ -92,9 +88,6 @@ static void report_gpu_memory(const Train *t, gboolean json, GString *out)
   }
   if (json)
     g_string_append(out, "], ");
-#else
-  (void)t, (void)json, (void)out;
-#endif
 }
 
 static void report_json(const Train *t, const char *sha, GString *out)
@@ -105,7 +98,7 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
-                         t->W, t->N, c->batch, t->K, t->runs, tp_runtime_backend(t->rt, 0)->name, c->transport_name,
+                         t->W, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), c->transport_name,
                          t->cores);
   g_string_append_printf(out, "\"seed\": %u, \"lr\": %.9g, \"lr_schedule\": \"%s\", \"momentum\": %.9g, "
                          "\"weight_decay\": %.9g, ", c->seed, c->lr, c->lr_cosine ? "cosine" : "constant", c->momentum,

@@ -1,11 +1,17 @@
-/* tp_backend.h — the compute backend interface of the executor: one struct of function pointers
- * (memory, GEMM, every layer family's forward and backward, the optimizer step and the blend).
- * Each backend lives in its own folder (exec/cpu/, later exec/cuda/) and fills this struct; the
- * stage network (tp_net.h) calls nothing else, so it runs unchanged on any of them.
+/* tp_backend.h — the compute backend interface of the executor, the ggml way: an instance
+ * (TpBackend) is an interface (TpBackendIface, one table of function pointers shared by every
+ * instance of a backend) and a context (the instance's own state: device, stream, handles).  The
+ * interface covers the instance itself (name, release, synchronisation, its device, whether its
+ * buffers are host memory, device memory in use), memory, GEMM, every layer family's forward and
+ * backward, the optimizer step and the blend.  Each backend lives in its own folder (exec/cpu/,
+ * exec/cuda/) and registers itself (name, device count, a constructor) in the registry below; the
+ * stage network (tp_net.h) and the runtime call nothing else, so they run unchanged on any of them.
+ * docs/backends.md describes how to add one.
  *
  * Conventions shared by every backend:
- *  - Buffers are arrays of float in the backend's memory (host memory for `cpu`). A buffer of
- *    32-bit indices (max-pool argmax) is a float buffer of the same length reinterpreted as gint32.
+ *  - Buffers are arrays of float in the backend's memory (host memory where host_memory says so).
+ *    A buffer of 32-bit indices (max-pool argmax) is a float buffer of the same length
+ *    reinterpreted as gint32.
  *  - Row-major layouts: activations are [batch][channels][height][width]; a linear layer's weight
  *    is [out][in] followed by its bias [out]; a convolution's weight is [cout][cin][k][k] followed
  *    by its bias [cout].
@@ -13,7 +19,8 @@
  *    accumulated (+=), so the gradients of several micro-batches sum in one buffer.
  *  - dx may be NULL where the input gradient is not wanted (the first stage's first layer).
  *  - Labels are host arrays of gint32 (a device backend copies them itself).
- *  - Every function returns FALSE with a TP_ERROR_RUNTIME error on failure; none exits. */
+ *  - Every function returns FALSE with a TP_ERROR_RUNTIME error on failure; none exits.
+ *  - Every member is set (tests/test-backend.c runs a case per member), copy_peer excepted. */
 #ifndef TP_BACKEND_H
 #define TP_BACKEND_H
 
@@ -21,6 +28,7 @@
 #include <stddef.h>
 
 typedef struct TpBackend TpBackend;
+typedef struct TpBackendIface TpBackendIface;
 
 /* A window over an image: convolution (cout output channels) or pooling (cout == cin). */
 typedef struct {
@@ -29,9 +37,25 @@ typedef struct {
   int k, stride, pad;
 } TpWindow;
 
+/* An instance: the backend's table and the instance's own state (NULL for cpu). */
 struct TpBackend {
-  const char *name;
-  void *ctx; /* the backend's own state (handles, streams); NULL for cpu */
+  const TpBackendIface *iface;
+  void *ctx;
+};
+
+struct TpBackendIface {
+  /* the instance: its backend's name ("cpu", "cuda"); release it (after its buffers are freed;
+   * nothing for an instance shared for the life of the process); wait for everything enqueued on
+   * it; the device it runs on (0-based), -1 on the host; whether its buffers are host memory (the
+   * host may read and write them directly: callers skip staging copies); the most memory seen in
+   * use on its device (after any synchronisation, every allocation of every process included) and
+   * the device's total, FALSE where it has no device memory to report. */
+  const char *(*get_name)(const TpBackend *be);
+  void (*release)(TpBackend *be);
+  gboolean (*sync)(const TpBackend *be, GError **err);
+  int (*device)(const TpBackend *be);
+  gboolean (*host_memory)(const TpBackend *be);
+  gboolean (*memory)(const TpBackend *be, guint64 *peak, guint64 *total);
 
   /* memory: n counts floats */
   float *(*alloc)(const TpBackend *be, size_t n, GError **err);
@@ -103,12 +127,76 @@ struct TpBackend {
                         GError **err);
 };
 
-/* The backend named `name` ("cpu"; "cuda" where built), ready to use; TP_ERROR_INPUT naming the
- * flag for an unknown or unavailable one. */
+static inline const char *tp_backend_name(const TpBackend *be)
+{
+  return be->iface->get_name(be);
+}
+static inline int tp_backend_device(const TpBackend *be)
+{
+  return be->iface->device(be);
+}
+static inline gboolean tp_backend_host_memory(const TpBackend *be)
+{
+  return be->iface->host_memory(be);
+}
+static inline gboolean tp_backend_sync(const TpBackend *be, GError **err)
+{
+  return be->iface->sync(be, err);
+}
+/* Release an instance (NULL is fine). */
+static inline void tp_backend_free(TpBackend *be)
+{
+  if (be)
+    be->iface->release(be);
+}
+
+/* ---- the registry ---- */
+
+/* A backend as the registry knows it.  A device backend (device_noun set) makes an instance per
+ * device and the executor one per pipeline stage; a host backend (device_noun NULL) makes one
+ * instance, shared by every stage (create ignores the device).  `missing` says why a backend the
+ * project knows is not in this build (create and device_count are then NULL). */
+typedef struct {
+  const char *name;        /* as --backend names it */
+  const char *device_noun; /* "CUDA device"; NULL for a host backend */
+  const char *missing;     /* "this build has no CUDA support", or NULL */
+  /* the devices present; 0 with the reason in *why (to be freed; why may be NULL) when none is usable */
+  int (*device_count)(char **why);
+  /* an instance on `device` (0-based); NULL and TP_ERROR_INPUT when there is no such device */
+  TpBackend *(*create)(int device, GError **err);
+  /* optional: ask the backend to load all its code when it starts rather than lazily (before any
+   * instance exists; FALSE, changing nothing, when it is too late or the environment chose) */
+  gboolean (*load_eagerly)(void);
+} TpBackendReg;
+
+/* Add a backend to the registry (reg must live as long as the process); the built-in ones (cpu,
+ * cuda) are there from the start. */
+void tp_backend_register(const TpBackendReg *reg);
+
+/* The registered backends, in the order registered (n_registered of them). */
+guint tp_backend_n_registered(void);
+const TpBackendReg *tp_backend_registered(guint i);
+
+/* The backend named `name`; TP_ERROR_INPUT naming the flag for an unknown or missing one. */
+const TpBackendReg *tp_backend_find(const char *name, GError **err);
+
+/* The instance of backend `name` on its first device, made on first use and kept for the life of
+ * the process (the cpu instance on the host); TP_ERROR_INPUT naming the flag for an unknown or
+ * unavailable one. */
 const TpBackend *tp_backend_get(const char *name, GError **err);
 
-/* The cpu backend. Its first use sets OpenBLAS to one thread per call: the executor runs one
- * thread per stage and each stage's GEMMs must stay on that stage's core. */
+/* W instances of a device backend, one per pipeline stage: stage s (0-based) on device
+ * list[s mod len] of devices ("0,1,…", the --devices flag), or on device s mod count when devices is
+ * NULL; *n_devices (may be NULL) gets the number of distinct devices they use.  only ≥ 0: the
+ * instance of stage `only` alone (a process that runs one stage makes nothing for the others), the
+ * other entries NULL; -1: every stage's.  TP_ERROR_INPUT naming the flag for a bad list, a device
+ * not present or no device at all.  (exec/tp_backend_stages.c) */
+TpBackend **tp_backend_stages(const TpBackendReg *reg, int W, const char *devices, int only, int *n_devices,
+                              GError **err);
+void tp_backend_stages_free(TpBackend **be, int W);
+
+/* The cpu backend's one instance. Its first use sets OpenBLAS to one thread per call: the executor
+ * runs one thread per stage and each stage's GEMMs must stay on that stage's core. */
 const TpBackend *tp_backend_cpu(void);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value

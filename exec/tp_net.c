@@ -126,9 +126,9 @@ static void release_scratch(TpNet *net)
 {
   for (int i = 0; i < 2; i++)
     if (net->buf[i])
-      net->be->free(net->be, net->buf[i]), net->buf[i] = NULL;
+      net->be->iface->free(net->be, net->buf[i]), net->buf[i] = NULL;
   if (net->work)
-    net->be->free(net->be, net->work), net->work = NULL;
+    net->be->iface->free(net->be, net->work), net->work = NULL;
   net->cap = 0;
 }
 
@@ -139,7 +139,7 @@ void tp_net_free(TpNet *net)
   release_scratch(net);
   for (int i = 0; i < net->n; i++)
     if (net->layers[i].pool)
-      net->be->free(net->be, net->layers[i].pool);
+      net->be->iface->free(net->be, net->layers[i].pool);
   g_free(net->layers);
   g_free(net);
 }
@@ -171,7 +171,7 @@ gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **
     for (size_t j = 0; j < L->n_w; j++)
       host[L->w_off + j] = (2.0f * tp_uniform(seed, (guint64)L->index, j) - 1.0f) * bound;
   }
-  return net->be->upload(net->be, weights, host, net->n_params, err);
+  return net->be->iface->upload(net->be, weights, host, net->n_params, err);
 }
 
 /* avgpool_to (PyTorch's adaptive average pooling) as a matrix product: output cell (i, j) averages
@@ -192,21 +192,21 @@ static gboolean make_pool_matrix(const TpBackend *be, NetLayer *L, GError **err)
         for (int c = c0; c < c1; c++)
           m[((size_t)r * s->win + c) * out + (size_t)i * s->wout + j] = inv;
     }
-  return (L->pool = be->alloc(be, in * out, err)) != NULL && be->upload(be, L->pool, m, in * out, err);
+  return (L->pool = be->iface->alloc(be, in * out, err)) != NULL && be->iface->upload(be, L->pool, m, in * out, err);
 }
 
 static gboolean avgpool_to_forward(const TpBackend *be, const NetLayer *L, int batch, const float *x, float *y,
                                    GError **err)
 {
   int in = L->win.hin * L->win.win, out = L->win.hout * L->win.wout;
-  return be->sgemm(be, FALSE, FALSE, batch * L->win.cin, out, in, 1.0f, x, in, L->pool, out, 0.0f, y, out, err);
+  return be->iface->sgemm(be, FALSE, FALSE, batch * L->win.cin, out, in, 1.0f, x, in, L->pool, out, 0.0f, y, out, err);
 }
 
 static gboolean avgpool_to_backward(const TpBackend *be, const NetLayer *L, int batch, const float *dy, float *dx,
                                     GError **err)
 {
   int in = L->win.hin * L->win.win, out = L->win.hout * L->win.wout;
-  return be->sgemm(be, FALSE, TRUE, batch * L->win.cin, in, out, 1.0f, dy, out, L->pool, out, 0.0f, dx, in, err);
+  return be->iface->sgemm(be, FALSE, TRUE, batch * L->win.cin, in, out, 1.0f, dy, out, L->pool, out, 0.0f, dx, in, err);
 }
 
 /* Scratch buffers and workspace for `batch` samples (and the avgpool_to matrices, once). */
@@ -222,11 +222,11 @@ static gboolean reserve(TpNet *net, int batch, GError **err)
   size_t work = 0;
   for (int i = 0; i < net->n; i++)
     if (net->layers[i].d.kind == TP_LAYER_CONV)
-      work = MAX(work, net->be->conv_workspace(net->be, &net->layers[i].win, batch));
+      work = MAX(work, net->be->iface->conv_workspace(net->be, &net->layers[i].win, batch));
   for (int i = 0; i < 2; i++)
-    if (!(net->buf[i] = net->be->alloc(net->be, net->max_elems * batch, err)))
+    if (!(net->buf[i] = net->be->iface->alloc(net->be, net->max_elems * batch, err)))
       return FALSE;
-  if (work && !(net->work = net->be->alloc(net->be, work, err)))
+  if (work && !(net->work = net->be->iface->alloc(net->be, work, err)))
     return FALSE;
   net->cap = batch;
   return TRUE;
@@ -237,7 +237,7 @@ TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err)
   g_return_val_if_fail(max_batch >= 1, NULL);
   TpSaved *s = g_new0(TpSaved, 1);
   s->net = net, s->max_batch = s->stride = max_batch;
-  if (!(s->data = net->be->alloc(net->be, net->save_per_sample * max_batch, err))) {
+  if (!(s->data = net->be->iface->alloc(net->be, net->save_per_sample * max_batch, err))) {
     g_free(s);
     return NULL;
   }
@@ -251,7 +251,7 @@ void tp_saved_free(TpSaved *s)
   if (!s)
     return;
   if (!s->owner) {
-    s->net->be->free(s->net->be, s->data);
+    s->net->be->iface->free(s->net->be, s->data);
     g_free(s->labels);
   }
   g_free(s);
@@ -321,38 +321,38 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
     const NetLayer *L = &net->layers[i];
     const float *w = L->n_w ? weights + L->w_off : NULL, *b = L->n_b ? w + L->n_w : NULL;
     if (saved && L->saves_input && cur != region(saved, L)) {
-      if (!be->copy(be, region(saved, L), cur, L->in * batch, err))
+      if (!be->iface->copy(be, region(saved, L), cur, L->in * batch, err))
         return FALSE;
       cur = region(saved, L);
     }
     if (L->d.kind == TP_LAYER_FLATTEN) {
-      if (i == net->n - 1 && !be->copy(be, out, cur, L->in * batch, err))
+      if (i == net->n - 1 && !be->iface->copy(be, out, cur, L->in * batch, err))
         return FALSE;
       continue;
     }
     float *dst = destination(net, i, saved, out, cur);
     gboolean ok = TRUE;
     switch (L->d.kind) {
-    case TP_LAYER_LINEAR: ok = be->linear_forward(be, batch, (int)L->in, (int)L->out, cur, w, b, dst, err); break;
-    case TP_LAYER_CONV: ok = be->conv_forward(be, &L->win, batch, cur, w, b, dst, net->work, err); break;
-    case TP_LAYER_RELU: ok = be->relu_forward(be, L->in * batch, cur, dst, err); break;
+    case TP_LAYER_LINEAR: ok = be->iface->linear_forward(be, batch, (int)L->in, (int)L->out, cur, w, b, dst, err); break;
+    case TP_LAYER_CONV: ok = be->iface->conv_forward(be, &L->win, batch, cur, w, b, dst, net->work, err); break;
+    case TP_LAYER_RELU: ok = be->iface->relu_forward(be, L->in * batch, cur, dst, err); break;
     case TP_LAYER_DROPOUT:
-      ok = be->dropout_forward(be, L->in * batch, TP_DROPOUT_P, tp_mix64(saved ? saved->seed ^ (guint64)L->index : 0),
+      ok = be->iface->dropout_forward(be, L->in * batch, TP_DROPOUT_P, tp_mix64(saved ? saved->seed ^ (guint64)L->index : 0),
                                cur, dst, saved ? region(saved, L) : NULL, err);
       break;
     case TP_LAYER_MAXPOOL:
-      ok = be->maxpool_forward(be, &L->win, batch, cur, dst, saved ? (gint32 *)region(saved, L) : NULL, err);
+      ok = be->iface->maxpool_forward(be, &L->win, batch, cur, dst, saved ? (gint32 *)region(saved, L) : NULL, err);
       break;
-    case TP_LAYER_AVGPOOL: ok = be->avgpool_forward(be, &L->win, batch, cur, dst, err); break;
+    case TP_LAYER_AVGPOOL: ok = be->iface->avgpool_forward(be, &L->win, batch, cur, dst, err); break;
     case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_forward(be, L, batch, cur, dst, err); break;
     case TP_LAYER_SOFTMAX_CE: {
       double loss = 0.0;
       int correct = 0;
-      ok = be->softmax_ce_forward(be, batch, (int)L->in, cur, labels, dst, &loss, &correct, err);
+      ok = be->iface->softmax_ce_forward(be, batch, (int)L->in, cur, labels, dst, &loss, &correct, err);
       if (ok && stats)
         stats->loss_sum = loss, stats->correct = correct;
       if (ok && out)
-        ok = be->copy(be, out, dst, L->in * batch, err);
+        ok = be->iface->copy(be, out, dst, L->in * batch, err);
       break;
     }
     default: g_assert_not_reached();
@@ -386,25 +386,25 @@ gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const
     gboolean ok = TRUE;
     switch (L->d.kind) {
     case TP_LAYER_FLATTEN:
-      if (i == 0 && !be->copy(be, din, g, L->in * batch, err))
+      if (i == 0 && !be->iface->copy(be, din, g, L->in * batch, err))
         return FALSE;
       continue;
     case TP_LAYER_SOFTMAX_CE:
-      ok = be->softmax_ce_backward(be, batch, (int)L->in, region(saved, L), saved->labels,
+      ok = be->iface->softmax_ce_backward(be, batch, (int)L->in, region(saved, L), saved->labels,
                                    1.0f / (float)minibatch_samples, dst, err);
       break;
     case TP_LAYER_LINEAR:
-      ok = be->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w, g, dst, gw, gb, err);
+      ok = be->iface->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w, g, dst, gw, gb, err);
       break;
     case TP_LAYER_CONV:
-      ok = be->conv_backward(be, &L->win, batch, region(saved, L), w, g, dst, gw, gb, net->work, err);
+      ok = be->iface->conv_backward(be, &L->win, batch, region(saved, L), w, g, dst, gw, gb, net->work, err);
       break;
-    case TP_LAYER_RELU: ok = be->relu_backward(be, L->in * batch, region(saved, L), g, dst, err); break;
-    case TP_LAYER_DROPOUT: ok = be->dropout_backward(be, L->in * batch, region(saved, L), g, dst, err); break;
+    case TP_LAYER_RELU: ok = be->iface->relu_backward(be, L->in * batch, region(saved, L), g, dst, err); break;
+    case TP_LAYER_DROPOUT: ok = be->iface->dropout_backward(be, L->in * batch, region(saved, L), g, dst, err); break;
     case TP_LAYER_MAXPOOL:
-      ok = be->maxpool_backward(be, &L->win, batch, g, (const gint32 *)region(saved, L), dst, err);
+      ok = be->iface->maxpool_backward(be, &L->win, batch, g, (const gint32 *)region(saved, L), dst, err);
       break;
-    case TP_LAYER_AVGPOOL: ok = be->avgpool_backward(be, &L->win, batch, g, dst, err); break;
+    case TP_LAYER_AVGPOOL: ok = be->iface->avgpool_backward(be, &L->win, batch, g, dst, err); break;
     case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_backward(be, L, batch, g, dst, err); break;
     default: g_assert_not_reached();
     }

@@ -8,9 +8,6 @@
 #include "tp_local.h"
 #include "tp_outbox.h"
 #include "tp_policy.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
 
 #include <math.h>
 #include <stdatomic.h>
@@ -21,27 +18,17 @@
 static float *be_alloc(void *ctx, size_t n, GError **err)
 {
   const TpBackend *be = ctx;
-  return be->alloc(be, n ? n : 1, err);
+  return be->iface->alloc(be, n ? n : 1, err);
 }
 static void be_free(void *ctx, float *buf)
 {
   const TpBackend *be = ctx;
-  be->free(be, buf);
-}
-
-gboolean tp_rt_sync(const TpBackend *be, GError **err)
-{
-#ifdef HAVE_CUDA
-  if (g_strcmp0(be->name, "cuda") == 0)
-    return tp_backend_cuda_sync(be, err);
-#endif
-  (void)be, (void)err;
-  return TRUE;
+  be->iface->free(be, buf);
 }
 
 float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err)
 {
-  return host ? g_new(float, n) : be->alloc(be, n ? n : 1, err);
+  return host ? g_new(float, n) : be->iface->alloc(be, n ? n : 1, err);
 }
 
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p)
@@ -49,7 +36,7 @@ void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p)
   if (host)
     g_free(p);
   else if (p)
-    be->free(be, p);
+    be->iface->free(be, p);
 }
 
 /* Refresh the host copy of a device stage's latest weights. */
@@ -94,11 +81,11 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
     }
     S->np = tp_net_n_params(S->net);
     size_t n = S->np ? S->np : 1;
-    if (!(S->weights = be->alloc(be, n, err)) || !(S->mom = be->alloc(be, n, err)) ||
-        !(S->grad = be->alloc(be, n, err)) || !be->zero(be, S->mom, n, err) || !be->zero(be, S->grad, n, err) ||
+    if (!(S->weights = be->iface->alloc(be, n, err)) || !(S->mom = be->iface->alloc(be, n, err)) ||
+        !(S->grad = be->iface->alloc(be, n, err)) || !be->iface->zero(be, S->mom, n, err) || !be->iface->zero(be, S->grad, n, err) ||
         !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
       return NULL;
-    S->host_w = tp_rt_on_host(be) ? S->weights : g_new(float, n);
+    S->host_w = tp_backend_host_memory(be) ? S->weights : g_new(float, n);
     if (!sync_host_weights(S, err))
       return NULL;
   }
@@ -119,11 +106,11 @@ void tp_runtime_free(TpRuntime *rt)
     if (S->host_w != S->weights)
       g_free(S->host_w);
     if (S->weights)
-      be->free(be, S->weights);
+      be->iface->free(be, S->weights);
     if (S->mom)
-      be->free(be, S->mom);
+      be->iface->free(be, S->mom);
     if (S->grad)
-      be->free(be, S->grad);
+      be->iface->free(be, S->grad);
     tp_net_free(S->net);
   }
   g_free(rt->st);
@@ -150,9 +137,9 @@ gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError
   RtStage *S = &rt->st[stage];
   if (S->np == 0)
     return TRUE;
-  if (!tp_rt_on_host(S->be))
+  if (!tp_backend_host_memory(S->be))
     memcpy(S->host_w, w, sizeof(float) * S->np);
-  return S->be->upload(S->be, S->weights, w, S->np, err);
+  return S->be->iface->upload(S->be, S->weights, w, S->np, err);
 }
 const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].host_w; }
 const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage) { return rt->st[stage].be; }
@@ -162,16 +149,16 @@ gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, fl
 {
   const RtStage *S = &rt->st[stage];
   const TpBackend *be = S->be;
-  return (!weights || !S->np || be->download(be, weights, S->weights, S->np, err)) &&
-         (!momentum || !S->np || be->download(be, momentum, S->mom, S->np, err));
+  return (!weights || !S->np || be->iface->download(be, weights, S->weights, S->np, err)) &&
+         (!momentum || !S->np || be->iface->download(be, momentum, S->mom, S->np, err));
 }
 
 gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err)
 {
   RtStage *S = &rt->st[stage];
   const TpBackend *be = S->be;
-  return (!weights || !S->np || (be->upload(be, S->weights, weights, S->np, err) && sync_host_weights(S, err))) &&
-         (!momentum || !S->np || be->upload(be, S->mom, momentum, S->np, err));
+  return (!weights || !S->np || (be->iface->upload(be, S->weights, weights, S->np, err) && sync_host_weights(S, err))) &&
+         (!momentum || !S->np || be->iface->upload(be, S->mom, momentum, S->np, err));
 }
 
 /* With recomputation a forward keeps only its input (the stage's input of its samples). */
@@ -406,7 +393,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   if (g->rc) {
     saved_give(g, sv, n);
     float *keep = kept_take(g, n, err);
-    if (!keep || !g->be->copy(g->be, keep, g->in, (size_t)n * g->in_e, err))
+    if (!keep || !g->be->iface->copy(g->be, keep, g->in, (size_t)n * g->in_e, err))
       return FALSE;
     g->kept[key] = keep;
     g->kseed[key] = seed;
@@ -482,7 +469,7 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
         float sig = (float)tp_significance(&s->sig, d);
         if (!blend || !wl)
           return fail(g, op, err, "no buffer to blend versions %d and %d", v, latest);
-        if (blended != v && !g->be->blend(g->be, g->S->np, sig, w, wl, blend, err))
+        if (blended != v && !g->be->iface->blend(g->be, g->S->np, sig, w, wl, blend, err))
           return FALSE;
         blended = v;
         w = blend;
@@ -551,8 +538,8 @@ static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   if (!ub || !wl)
     return fail(g, op, err, "no buffer for the new version");
   float lr = tp_runtime_lr(cfg, (long)g->sh->first_mb + op->mb - 1);
-  if (!g->be->sgd_step(g->be, g->S->np, lr, cfg->momentum, cfg->weight_decay, wl, g->S->grad, g->S->mom, ub, err) ||
-      !g->be->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
+  if (!g->be->iface->sgd_step(g->be, g->S->np, lr, cfg->momentum, cfg->weight_decay, wl, g->S->grad, g->S->mom, ub, err) ||
+      !g->be->iface->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
     return FALSE;
   if (g->st == 0 && g->sh->progress)
     g_atomic_int_inc(&g->sh->progress->done);
@@ -580,7 +567,7 @@ static gboolean stage_walk(Stage *g, GError **err)
                       (gint64)(tp_net_saved_bytes_per_sample(g->net) * (size_t)(most * g->m)));
   }
   float *v0 = tp_wstore_version(g->store, 0);
-  if (!g->be->copy(g->be, v0, g->S->weights, g->S->np ? g->S->np : 1, err))
+  if (!g->be->iface->copy(g->be, v0, g->S->weights, g->S->np ? g->S->np : 1, err))
     return FALSE;
   const int n_ops = tp_stage_len(s, g->st);
   TpOpRecord *recs = sh->out->rec[g->st];
@@ -594,13 +581,13 @@ static gboolean stage_walk(Stage *g, GError **err)
     gboolean ok = op->kind == TP_OP_F ? forward(g, op, rec, err)
                   : op->kind == TP_OP_B ? backward(g, op, rec, err)
                                         : update(g, op, rec, err);
-    if (!ok || !tp_rt_sync(g->be, err)) /* a device operation ends when its work is done */
+    if (!ok || !tp_backend_sync(g->be, err)) /* a device operation ends when its work is done */
       return FALSE;
     tp_wstore_op_end(g->store);
     rec->end = now_s(sh);
   }
   tp_wstore_stats(g->store, &sh->out->stats[g->st]);
-  return g->be->copy(g->be, g->S->weights, tp_wstore_version(g->store, tp_wstore_latest(g->store)),
+  return g->be->iface->copy(g->be, g->S->weights, tp_wstore_version(g->store, tp_wstore_latest(g->store)),
                      g->S->np ? g->S->np : 1, err) &&
          sync_host_weights(g->S, err);
 }
@@ -615,7 +602,7 @@ static gpointer stage_main(gpointer data)
   g.S = &rt->st[a->st];
   g.net = g.S->net;
   g.be = g.S->be;
-  g.host = tp_rt_on_host(g.be);
+  g.host = tp_backend_host_memory(g.be);
   g.in_e = tp_net_in_elems(g.net), g.out_e = tp_net_out_elems(g.net);
   g.h_in = g_new(float, (size_t)g.B * g.in_e);
   g.box[0] = tp_outbox_new((size_t)g.B * g.out_e);

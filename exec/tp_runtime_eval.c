@@ -25,7 +25,7 @@ static gboolean eval_stage(TpRuntime *rt, int s, float **dev, const float *in, i
                            const gint32 *labels, TpLossStats *st, GError **err)
 {
   const RtStage *S = &rt->st[s];
-  gboolean last = s == rt->W - 1, host = tp_rt_on_host(S->be);
+  gboolean last = s == rt->W - 1, host = tp_backend_host_memory(S->be);
   float *din = host ? (float *)in : dev[0], *dout = host ? out : dev[1];
   return tp_rt_up(S->be, din, in, (size_t)n * tp_net_in_elems(S->net), err) &&
          tp_net_forward(S->net, S->weights, din, n, last ? NULL : dout, NULL, last ? labels : NULL, last ? st : NULL,
@@ -39,7 +39,7 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
   float **dev = g_new0(float *, 2 * (size_t)rt->W); /* device stages' input and output buffers */
   gboolean ok = TRUE;
   for (int s = 0; s < rt->W && ok; s++)
-    if (!tp_rt_on_host(rt->st[s].be))
+    if (!tp_backend_host_memory(rt->st[s].be))
       ok = (dev[2 * s] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err)) &&
            (dev[2 * s + 1] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err));
   g_autofree float *a = g_new(float, (size_t)EVAL_CHUNK * width), *b = g_new(float, (size_t)EVAL_CHUNK * width);
@@ -70,7 +70,7 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
   for (int s = 0; s < rt->W; s++)
     for (int i = 0; i < 2; i++)
       if (dev[2 * s + i])
-        rt->st[s].be->free(rt->st[s].be, dev[2 * s + i]);
+        rt->st[s].be->iface->free(rt->st[s].be, dev[2 * s + i]);
   g_free(dev);
   if (!ok)
     return FALSE;
@@ -136,7 +136,7 @@ static gboolean prof_forward(void *ctx, GError **err)
   }
   return tp_net_forward(S->net, S->weights, c->in, c->n, last ? NULL : c->out, c->saved, last ? c->labels : NULL,
                         last ? &st : NULL, err) &&
-         tp_rt_sync(c->be, err);
+         tp_backend_sync(c->be, err);
 }
 
 static gboolean prof_backward(void *ctx, GError **err)
@@ -145,7 +145,7 @@ static gboolean prof_backward(void *ctx, GError **err)
   gboolean last = c->s == c->rt->W - 1;
   return tp_net_backward(c->rt->st[c->s].net, c->rt->st[c->s].weights, c->saved, last ? NULL : c->dout,
                          c->s ? c->din : NULL, c->grad, c->rt->cfg.batch, err) &&
-         tp_rt_sync(c->be, err);
+         tp_backend_sync(c->be, err);
 }
 
 static gboolean prof_update(void *ctx, GError **err)
@@ -153,9 +153,9 @@ static gboolean prof_update(void *ctx, GError **err)
   ProfCtx *c = ctx;
   const TpRuntimeConfig *cfg = &c->rt->cfg;
   const RtStage *S = &c->rt->st[c->s];
-  return c->be->sgd_step(c->be, S->np, cfg->lr, cfg->momentum, cfg->weight_decay, c->w, c->grad, c->mom, c->w,
+  return c->be->iface->sgd_step(c->be, S->np, cfg->lr, cfg->momentum, cfg->weight_decay, c->w, c->grad, c->mom, c->w,
                          err) &&
-         tp_rt_sync(c->be, err);
+         tp_backend_sync(c->be, err);
 }
 
 /* Stage s's forward then backward buffers: on a host backend the shared host arrays themselves;
@@ -191,7 +191,7 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
   for (int s = 0; s < W && ok; s++) {
     const TpBackend *be = rt->st[s].be;
     ProfBufs *b = &bufs[s];
-    if (tp_rt_on_host(be))
+    if (tp_backend_host_memory(be))
       *b = (ProfBufs){ acts[s], acts[s + 1], grads[s + 1], grads[s] };
     else
       ok = (b->in = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->out = tp_rt_buf(be, FALSE, (size_t)n * width, err)) &&
@@ -219,39 +219,39 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     const TpBackend *be = S->be;
     if (s >= rt->hi) { /* after this process's stages: the gradient they receive */
       size_t np = S->np ? S->np : 1;
-      float *grad = be->alloc(be, np, err);
+      float *grad = be->iface->alloc(be, np, err);
       ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad,
                     .saved = saved[s], .labels = labels, .idx = idx };
-      ok = grad && be->zero(be, grad, np, err) &&
+      ok = grad && be->iface->zero(be, grad, np, err) &&
            (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
            run_once(prof_backward, &c, &out[s].bwd, err) &&
            tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err);
       out[s].upd = 0;
       if (grad)
-        be->free(be, grad);
+        be->iface->free(be, grad);
       continue;
     }
     size_t np = S->np ? S->np : 1;
-    float *grad = be->alloc(be, np, err), *w = grad ? be->alloc(be, np, err) : NULL;
-    float *mom = w ? be->alloc(be, np, err) : NULL;
+    float *grad = be->iface->alloc(be, np, err), *w = grad ? be->iface->alloc(be, np, err) : NULL;
+    float *mom = w ? be->iface->alloc(be, np, err) : NULL;
     ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad, .w = w,
                   .mom = mom, .saved = saved[s], .labels = labels, .idx = idx };
-    ok = mom && be->zero(be, grad, np, err) &&
+    ok = mom && be->iface->zero(be, grad, np, err) &&
          (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
          time_median(prof_backward, &c, reps, &out[s].bwd, err) &&
          (s == 0 || tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err)) &&
-         be->copy(be, w, S->weights, np, err) && be->copy(be, mom, S->mom, np, err) &&
+         be->iface->copy(be, w, S->weights, np, err) && be->iface->copy(be, mom, S->mom, np, err) &&
          time_median(prof_update, &c, reps, &out[s].upd, err);
     out[s].bwd /= per;
     if (grad)
-      be->free(be, grad);
+      be->iface->free(be, grad);
     if (w)
-      be->free(be, w);
+      be->iface->free(be, w);
     if (mom)
-      be->free(be, mom);
+      be->iface->free(be, mom);
   }
   for (int s = 0; s < W; s++)
-    if (!tp_rt_on_host(rt->st[s].be)) {
+    if (!tp_backend_host_memory(rt->st[s].be)) {
       float *dev[] = { bufs[s].in, bufs[s].out, bufs[s].dout, bufs[s].din };
       for (int i = 0; i < 4; i++)
         tp_rt_buf_free(rt->st[s].be, FALSE, dev[i]);
@@ -285,7 +285,7 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
     size_t np = S->np ? S->np : 1;
     float *now[3] = { S->weights, S->mom, S->grad };
     for (int i = 0; i < 3 && ok; i++)
-      ok = (keep[3 * st + i] = S->be->alloc(S->be, np, err)) && S->be->copy(S->be, keep[3 * st + i], now[i], np, err);
+      ok = (keep[3 * st + i] = S->be->iface->alloc(S->be, np, err)) && S->be->iface->copy(S->be, keep[3 * st + i], now[i], np, err);
   }
   const int **ids = g_new(const int *, MAX(s->K, 1));
   for (int i = 0; i < s->K; i++)
@@ -299,11 +299,11 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
     for (int i = 0; i < 3; i++)
       if (keep[3 * st + i]) {
         if (ok)
-          ok = S->be->copy(S->be, now[i], keep[3 * st + i], np, err);
-        S->be->free(S->be, keep[3 * st + i]);
+          ok = S->be->iface->copy(S->be, now[i], keep[3 * st + i], np, err);
+        S->be->iface->free(S->be, keep[3 * st + i]);
       }
     if (ok && S->host_w != S->weights)
-      ok = S->be->download(S->be, S->host_w, S->weights, np, err);
+      ok = S->be->iface->download(S->be, S->host_w, S->weights, np, err);
   }
   for (int st = rt->lo; st < rt->hi && ok; st++) {
     int n = tp_stage_len(s, st), cnt[3] = { 0, 0, 0 };

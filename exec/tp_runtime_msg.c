@@ -60,11 +60,12 @@ TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr)
       const TpBackend *a = rt->st[from].be, *b = rt->st[to].be;
       k->to_be = b;
       k->cap = (size_t)rt->cfg.batch * (d ? tp_net_in_elems(rt->st[from].net) : tp_net_out_elems(rt->st[from].net));
-      if (tp_rt_on_host(a) && tp_rt_on_host(b))
+      if (tp_backend_host_memory(a) && tp_backend_host_memory(b))
         k->mode = MODE_HOST;
-      else if (nccl && (!tp_rt_on_host(a) || !tp_rt_on_host(b))) /* a rank holds its own stage's instance only */
+      else if (nccl && (!tp_backend_host_memory(a) || !tp_backend_host_memory(b))) /* a rank holds its own stage's instance only */
         k->mode = MODE_DEVICE;
-      else if (local && !tp_rt_on_host(a) && !tp_rt_on_host(b) && a->copy_peer && g_strcmp0(a->name, b->name) == 0)
+      else if (local && !tp_backend_host_memory(a) && !tp_backend_host_memory(b) && a->iface->copy_peer &&
+               a->iface == b->iface)
         k->mode = MODE_PEER;
       else
         k->mode = MODE_STAGED;
@@ -79,7 +80,7 @@ void tp_rt_links_free(TpRtLinks *l)
   for (int i = 0; i < 2 * l->W; i++) {
     Link *k = &l->link[i];
     for (guint j = 0; j < k->all->len; j++)
-      k->to_be->free(k->to_be, g_ptr_array_index(k->all, j));
+      k->to_be->iface->free(k->to_be, g_ptr_array_index(k->all, j));
     g_ptr_array_free(k->spare, TRUE);
     g_ptr_array_free(k->all, TRUE);
     g_mutex_clear(&k->lock);
@@ -93,7 +94,7 @@ static float *pool_take(Link *k, GError **err)
   g_mutex_lock(&k->lock);
   float *p = k->spare->len ? g_ptr_array_steal_index_fast(k->spare, k->spare->len - 1) : NULL;
   g_mutex_unlock(&k->lock);
-  if (p || !(p = k->to_be->alloc(k->to_be, k->cap ? k->cap : 1, err)))
+  if (p || !(p = k->to_be->iface->alloc(k->to_be, k->cap ? k->cap : 1, err)))
     return p;
   g_mutex_lock(&k->lock);
   g_ptr_array_add(k->all, p);
@@ -123,7 +124,7 @@ gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from
   case MODE_STAGED:
     return tp_rt_down(be, host, dev, n, err) && tr->send(tr, tp_link_ends(from, to), tag, host, n * sizeof(float), err);
   case MODE_DEVICE:
-    return tp_rt_sync(be, err) && tr->send(tr, tp_link_ends(from, to), tag, dev, n * sizeof(float), err);
+    return tp_backend_sync(be, err) && tr->send(tr, tp_link_ends(from, to), tag, dev, n * sizeof(float), err);
   case MODE_PEER: {
     if (n > k->cap) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "a message of %zu floats from stage %d to stage %d (at most %zu)", n,
@@ -133,7 +134,7 @@ gboolean tp_rt_send(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int from
     PeerMsg m = { pool_take(k, err), n };
     if (!m.buf)
       return FALSE;
-    if (!be->copy_peer(be, m.buf, k->to_be, dev, n, err) || !tp_rt_sync(be, err) ||
+    if (!be->iface->copy_peer(be, m.buf, k->to_be, dev, n, err) || !tp_backend_sync(be, err) ||
         !tr->send(tr, tp_link_ends(from, to), tag, &m, sizeof m, err)) {
       pool_give(k, m.buf);
       return FALSE;
@@ -160,7 +161,7 @@ gboolean tp_rt_recv(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int to, 
       return FALSE;
     gboolean ok = m.n == n || (g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "message from stage %d holds %"
                                            G_GUINT64_FORMAT " floats, %zu expected", from + 1, m.n, n), FALSE);
-    ok = ok && be->copy(be, dev, m.buf, n, err) && tp_rt_sync(be, err);
+    ok = ok && be->iface->copy(be, dev, m.buf, n, err) && tp_backend_sync(be, err);
     pool_give(k, m.buf); /* copied (or failed): the buffer is free again */
     return ok;
   }

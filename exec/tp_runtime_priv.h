@@ -24,26 +24,19 @@ struct TpRuntime {
   TpWAlloc *alloc; /* [W] weight-store buffers through each stage's backend */
 };
 
-/* Device backends keep buffers in their own memory: whatever the host reads or writes (data,
- * labels, messages a transport carries through host memory) is staged through host copies.  Only `cpu` works on
- * host memory directly (so the cpu path makes no copies at all). */
-static inline gboolean tp_rt_on_host(const TpBackend *be)
-{
-  return g_strcmp0(be->name, "cpu") == 0;
-}
-
-/* Wait until everything enqueued on be is done (nothing to wait for on a host backend), so that
- * a measured time covers the work and not only its launch. */
-gboolean tp_rt_sync(const TpBackend *be, GError **err);
+/* Backends whose buffers are not host memory (tp_backend_host_memory) have whatever the host reads
+ * or writes (data, labels, messages a transport carries through host memory) staged through host
+ * copies; a host-memory backend (cpu) makes no copies at all.  Times are measured after
+ * tp_backend_sync, so that they cover the work and not only its launch. */
 
 /* Copy n floats from host to be's memory (nothing when they are the same buffer). */
 static inline gboolean tp_rt_up(const TpBackend *be, float *dev, const float *host, size_t n, GError **err)
 {
-  return dev == host || be->upload(be, dev, host, n, err);
+  return dev == host || be->iface->upload(be, dev, host, n, err);
 }
 static inline gboolean tp_rt_down(const TpBackend *be, float *host, const float *dev, size_t n, GError **err)
 {
-  return dev == host || be->download(be, host, dev, n, err);
+  return dev == host || be->iface->download(be, host, dev, n, err);
 }
 /* How one run's stages move activations and gradients, link by link (tp_runtime_msg.c): through
  * host memory, as device buffers through a transport that takes them (nccl), or device to device

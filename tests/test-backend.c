@@ -1,6 +1,6 @@
-/* test-backend.c — parity of compute backends, op by op: every member of TpBackend (sgemm with each
- * transpose combination, each layer's forward and backward, dropout, the optimizer step and the
- * blend) runs on random inputs at a few shapes (odd sizes, conv with stride 2 and padding, pooling
+/* test-backend.c — parity of compute backends, op by op: every member of TpBackendIface (the
+ * instance's own members, memory, sgemm with each transpose combination, each layer's forward and
+ * backward, dropout, the optimizer step, the blend, the copy between instances) runs on random inputs at a few shapes (odd sizes, conv with stride 2 and padding, pooling
  * with padding) on a reference and on the backend under test, and their outputs are compared:
  * normalised error ‖a−b‖/‖a‖ under a per-op threshold, bit-exact where the result is discrete
  * (argmax, dropout masks, correct counts) or has one rounding only. mlp and cnn also run whole,
@@ -8,7 +8,11 @@
  *
  * Pairs: cuda against cpu (skipped, with the reason, where there is no CUDA build or device); cpu
  * against a naive double-precision reference (test-backend-ref.c, the GEMM-based ops), so that the
- * harness runs everywhere; and cpu against a deliberately perturbed cpu, which must fail. */
+ * harness runs everywhere; and cpu against a deliberately perturbed cpu, which must fail.
+ *
+ * The list of operations is the interface's: a table maps every member of TpBackendIface (by its
+ * offset) to the op whose cases exercise it, and a test fails unless the table covers every member
+ * and every op has a case — a member cannot be added to the interface without a case here. */
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_backend_ref.h"
@@ -16,15 +20,14 @@
 #include "tp_model.h"
 #include "tp_net.h"
 #include "tp_test.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
-
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef enum {
+  OP_INSTANCE,
   OP_MEMORY,
+  OP_PEER,
   OP_SGEMM,
   OP_LINEAR_FWD,
   OP_LINEAR_BWD,
@@ -57,8 +60,53 @@ typedef struct {
 
 #define WIN(cin, h, w, cout, k, s, p) { cin, h, w, cout, k, s, p }
 
+/* Every member of the interface and the op whose cases exercise it. */
+typedef struct {
+  size_t offset;
+  const char *member;
+  Op op;
+} Member;
+
+#define MEMBER(name, op) { offsetof(TpBackendIface, name), #name, op }
+
+static const Member members[] = {
+  MEMBER(get_name, OP_INSTANCE),
+  MEMBER(release, OP_INSTANCE),
+  MEMBER(sync, OP_INSTANCE),
+  MEMBER(device, OP_INSTANCE),
+  MEMBER(host_memory, OP_INSTANCE),
+  MEMBER(memory, OP_INSTANCE),
+  MEMBER(alloc, OP_MEMORY),
+  MEMBER(free, OP_MEMORY),
+  MEMBER(zero, OP_MEMORY),
+  MEMBER(copy, OP_MEMORY),
+  MEMBER(upload, OP_MEMORY),
+  MEMBER(download, OP_MEMORY),
+  MEMBER(sgemm, OP_SGEMM),
+  MEMBER(linear_forward, OP_LINEAR_FWD),
+  MEMBER(linear_backward, OP_LINEAR_BWD),
+  MEMBER(conv_workspace, OP_CONV_FWD),
+  MEMBER(conv_forward, OP_CONV_FWD),
+  MEMBER(conv_backward, OP_CONV_BWD),
+  MEMBER(maxpool_forward, OP_MAXPOOL_FWD),
+  MEMBER(maxpool_backward, OP_MAXPOOL_BWD),
+  MEMBER(avgpool_forward, OP_AVGPOOL_FWD),
+  MEMBER(avgpool_backward, OP_AVGPOOL_BWD),
+  MEMBER(relu_forward, OP_RELU_FWD),
+  MEMBER(relu_backward, OP_RELU_BWD),
+  MEMBER(dropout_forward, OP_DROPOUT_FWD),
+  MEMBER(dropout_backward, OP_DROPOUT_BWD),
+  MEMBER(softmax_ce_forward, OP_SOFTMAX_FWD),
+  MEMBER(softmax_ce_backward, OP_SOFTMAX_BWD),
+  MEMBER(sgd_step, OP_SGD),
+  MEMBER(blend, OP_BLEND),
+  MEMBER(copy_peer, OP_PEER),
+};
+
 static const Case cases[] = {
+  { "instance", OP_INSTANCE, 3, 0, 0, 0, 0, 0, { 0 } },
   { "memory-1001", OP_MEMORY, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "copy-peer-1001", OP_PEER, 1001, 0, 0, 0, 0, 0, { 0 } },
   { "sgemm-nn-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, FALSE, 0, { 0 } },
   { "sgemm-nt-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, TRUE, 0, { 0 } },
   { "sgemm-tn-7x5x3", OP_SGEMM, 7, 5, 3, TRUE, FALSE, 0, { 0 } },
@@ -147,9 +195,9 @@ static float *input(Run *r, size_t n, double lo, double hi)
   float *host = g_new(float, n ? n : 1);
   for (size_t i = 0; i < n; i++)
     host[i] = lo == hi ? (float)lo : (float)g_rand_double_range(r->rand, lo, hi);
-  float *d = r->be->alloc(r->be, n, &r->err);
+  float *d = r->be->iface->alloc(r->be, n, &r->err);
   g_assert_no_error(r->err);
-  g_assert_true(r->be->upload(r->be, d, host, n, &r->err));
+  g_assert_true(r->be->iface->upload(r->be, d, host, n, &r->err));
   g_free(host);
   return r->buf[r->nbuf++] = d;
 }
@@ -160,18 +208,23 @@ static void output(Run *r, const char *name, const float *d, size_t n, double to
   Out *o = &r->out[r->nout++];
   o->name = name, o->n = n, o->tol = tol;
   o->v = g_new(float, n ? n : 1);
-  g_assert_true(r->be->download(r->be, o->v, d, n, &r->err));
+  g_assert_true(r->be->iface->download(r->be, o->v, d, n, &r->err));
   g_assert_no_error(r->err);
+}
+
+/* n host values as an output. */
+static void host_output(Run *r, const char *name, const float *v, size_t n, double tol)
+{
+  g_assert_cmpint(r->nout, <, MAX_OUT);
+  Out *o = &r->out[r->nout++];
+  o->name = name, o->n = n, o->tol = tol;
+  o->v = g_memdup2(v, sizeof(float) * (n ? n : 1));
 }
 
 /* A host scalar as a one-element output. */
 static void scalar(Run *r, const char *name, float v, double tol)
 {
-  g_assert_cmpint(r->nout, <, MAX_OUT);
-  Out *o = &r->out[r->nout++];
-  o->name = name, o->n = 1, o->tol = tol;
-  o->v = g_new(float, 1);
-  o->v[0] = v;
+  host_output(r, name, &v, 1, tol);
 }
 
 static gint32 *random_labels(GRand *rand, int batch, int classes)
@@ -180,6 +233,72 @@ static gint32 *random_labels(GRand *rand, int batch, int classes)
   for (int i = 0; i < batch; i++)
     labels[i] = g_rand_int_range(rand, 0, classes);
   return labels;
+}
+
+/* A second instance of be's backend on be's device, from the registry (where be's backend must be):
+ * it shares be's interface. */
+static TpBackend *twin(const TpBackend *be, GError **err)
+{
+  const TpBackendReg *reg = tp_backend_find(tp_backend_name(be), err);
+  TpBackend *other = reg ? reg->create(MAX(tp_backend_device(be), 0), err) : NULL;
+  if (other && (other->iface != be->iface || tp_backend_device(other) != tp_backend_device(be))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "the registry's %s instance on device %d has another %s",
+                tp_backend_name(be), tp_backend_device(be), other->iface != be->iface ? "interface" : "device");
+    tp_backend_free(other);
+    return NULL;
+  }
+  return other;
+}
+
+/* The instance's own members agree with each other: a name; a host backend (device -1) keeps host
+ * memory, which the host reads directly; synchronisation succeeds; device memory, where reported,
+ * has 0 < peak ≤ total, and none is reported without a device; a second instance from the registry shares
+ * the interface, holds a buffer and is released.  FALSE with the first that does not. */
+static gboolean instance_consistent(const TpBackend *be, size_t n, GError **err)
+{
+  int device = tp_backend_device(be);
+  gboolean host = tp_backend_host_memory(be);
+  guint64 peak = 0, total = 0;
+  const char *wrong = NULL;
+  if (!tp_backend_name(be) || !*tp_backend_name(be))
+    wrong = "no name";
+  else if (device < -1)
+    wrong = "a device below -1";
+  else if (device < 0 && !host)
+    wrong = "no device and no host memory";
+  if (wrong) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", wrong);
+    return FALSE;
+  }
+  float *buf = be->iface->alloc(be, n, err);
+  gboolean ok = buf && be->iface->zero(be, buf, n, err) && tp_backend_sync(be, err);
+  if (ok && host) { /* written by the host, read back by the backend */
+    float back[8] = { 0 };
+    g_assert_cmpuint(n, <=, G_N_ELEMENTS(back));
+    for (size_t i = 0; i < n; i++)
+      buf[i] = (float)i + 0.5f;
+    ok = be->iface->download(be, back, buf, n, err);
+    for (size_t i = 0; ok && i < n; i++)
+      if (back[i] != (float)i + 0.5f)
+        ok = FALSE, g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "host memory: element %zu not read back", i);
+  }
+  if (buf)
+    be->iface->free(be, buf);
+  if (!ok)
+    return FALSE;
+  gboolean reported = be->iface->memory(be, &peak, &total);
+  if ((reported && device < 0) || (reported && !(peak > 0 && peak <= total))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "device %d: memory %s (peak %" G_GUINT64_FORMAT ", total %"
+                G_GUINT64_FORMAT ")", device, reported ? "reported" : "not reported", peak, total);
+    return FALSE;
+  }
+  TpBackend *other = twin(be, err);
+  float *p = other ? other->iface->alloc(other, n, err) : NULL;
+  ok = p && tp_backend_sync(other, err);
+  if (p)
+    other->iface->free(other, p);
+  tp_backend_free(other);
+  return ok;
 }
 
 /* Run case c on be; FALSE (with r->err) where the backend failed. Outputs in r->out. */
@@ -194,9 +313,29 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   GError **err = &r->err;
   gboolean ok = TRUE;
   switch (c->op) {
+  case OP_INSTANCE:
+    if ((ok = instance_consistent(be, n, err)))
+      scalar(r, "consistent", 1.0f, EXACT);
+    break;
+  case OP_PEER: { /* to a second instance: by copy_peer where the backend has it, else through the host */
+    float *a = input(r, n, -1, 1), *back = g_new(float, n);
+    TpBackend *other = twin(be, err);
+    float *b = other ? other->iface->alloc(other, n, err) : NULL;
+    if (be->iface->copy_peer)
+      ok = b && be->iface->copy_peer(be, b, other, a, n, err) && tp_backend_sync(be, err);
+    else
+      ok = b && be->iface->download(be, back, a, n, err) && other->iface->upload(other, b, back, n, err);
+    if (ok && (ok = other->iface->download(other, back, b, n, err)))
+      host_output(r, "copy", back, n, EXACT);
+    if (b)
+      other->iface->free(other, b);
+    tp_backend_free(other);
+    g_free(back);
+    break;
+  }
   case OP_MEMORY: { /* upload and download are every case's; here copy and zero, on parts */
     float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1);
-    ok = be->copy(be, b + 1, a, n - 2, err) && be->zero(be, a + 2, n - 3, err);
+    ok = be->iface->copy(be, b + 1, a, n - 2, err) && be->iface->zero(be, a + 2, n - 3, err);
     if (ok) {
       output(r, "a", a, n, EXACT);
       output(r, "b", b, n, EXACT);
@@ -208,7 +347,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
     float *a = input(r, (size_t)(c->ta ? c->k : c->m) * lda, -1, 1);
     float *b = input(r, (size_t)(c->tb ? c->n : c->k) * ldb, -1, 1);
     float *cc = input(r, (size_t)c->m * ldc, -1, 1);
-    ok = be->sgemm(be, c->ta, c->tb, c->m, c->n, c->k, 0.7f, a, lda, b, ldb, 0.3f, cc, ldc, err);
+    ok = be->iface->sgemm(be, c->ta, c->tb, c->m, c->n, c->k, 0.7f, a, lda, b, ldb, 0.3f, cc, ldc, err);
     if (ok)
       output(r, "c", cc, (size_t)c->m * ldc, TOL_GEMM);
     break;
@@ -216,7 +355,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   case OP_LINEAR_FWD: {
     float *x = input(r, (size_t)c->m * c->n, -1, 1), *wt = input(r, (size_t)c->k * c->n, -1, 1);
     float *b = input(r, c->k, -1, 1), *y = input(r, (size_t)c->m * c->k, -1, 1);
-    ok = be->linear_forward(be, c->m, c->n, c->k, x, wt, c->flag ? b : NULL, y, err);
+    ok = be->iface->linear_forward(be, c->m, c->n, c->k, x, wt, c->flag ? b : NULL, y, err);
     if (ok)
       output(r, "y", y, (size_t)c->m * c->k, TOL_GEMM);
     break;
@@ -225,7 +364,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
     float *x = input(r, (size_t)c->m * c->n, -1, 1), *wt = input(r, (size_t)c->k * c->n, -1, 1);
     float *dy = input(r, (size_t)c->m * c->k, -1, 1), *dx = input(r, (size_t)c->m * c->n, -1, 1);
     float *dw = input(r, (size_t)c->k * c->n, -1, 1), *db = input(r, c->k, -1, 1);
-    ok = be->linear_backward(be, c->m, c->n, c->k, x, wt, dy, c->flag ? dx : NULL, dw, db, err);
+    ok = be->iface->linear_backward(be, c->m, c->n, c->k, x, wt, dy, c->flag ? dx : NULL, dw, db, err);
     if (ok) {
       output(r, "dx", dx, (size_t)c->m * c->n, TOL_GEMM);
       output(r, "dw", dw, (size_t)c->k * c->n, TOL_GEMM);
@@ -238,14 +377,14 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
     size_t wn = (size_t)w.cout * w.cin * w.k * w.k;
     float *x = input(r, in_n, -1, 1), *wt = input(r, wn, -1, 1), *b = input(r, w.cout, -1, 1);
     float *y = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1), *dw = input(r, wn, -1, 1);
-    float *work = input(r, be->conv_workspace(be, &w, c->m), 0, 0);
+    float *work = input(r, be->iface->conv_workspace(be, &w, c->m), 0, 0);
     if (c->op == OP_CONV_FWD) {
-      ok = be->conv_forward(be, &w, c->m, x, wt, c->flag ? b : NULL, y, work, err);
+      ok = be->iface->conv_forward(be, &w, c->m, x, wt, c->flag ? b : NULL, y, work, err);
       if (ok)
         output(r, "y", y, out_n, TOL_GEMM);
       break;
     }
-    ok = be->conv_backward(be, &w, c->m, x, wt, y, c->flag ? dx : NULL, dw, b, work, err); /* y is dy */
+    ok = be->iface->conv_backward(be, &w, c->m, x, wt, y, c->flag ? dx : NULL, dw, b, work, err); /* y is dy */
     if (ok) {
       output(r, "dx", dx, in_n, TOL_GEMM);
       output(r, "dw", dw, wn, TOL_GEMM);
@@ -257,11 +396,11 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   case OP_MAXPOOL_BWD: {
     float *x = input(r, in_n, -1, 1), *y = input(r, out_n, -1, 1), *arg = input(r, out_n, 0, 0);
     float *dy = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1);
-    ok = be->maxpool_forward(be, &w, c->m, x, y, (gint32 *)arg, err);
+    ok = be->iface->maxpool_forward(be, &w, c->m, x, y, (gint32 *)arg, err);
     if (ok && c->op == OP_MAXPOOL_FWD) {
       output(r, "y", y, out_n, EXACT);
       output(r, "argmax", arg, out_n, EXACT);
-    } else if (ok && (ok = be->maxpool_backward(be, &w, c->m, dy, (gint32 *)arg, dx, err)))
+    } else if (ok && (ok = be->iface->maxpool_backward(be, &w, c->m, dy, (gint32 *)arg, dx, err)))
       output(r, "dx", dx, in_n, EXACT);
     break;
   }
@@ -269,9 +408,9 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   case OP_AVGPOOL_BWD: {
     float *x = input(r, in_n, -1, 1), *y = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1);
     if (c->op == OP_AVGPOOL_FWD) {
-      if ((ok = be->avgpool_forward(be, &w, c->m, x, y, err)))
+      if ((ok = be->iface->avgpool_forward(be, &w, c->m, x, y, err)))
         output(r, "y", y, out_n, TOL_ELEM);
-    } else if ((ok = be->avgpool_backward(be, &w, c->m, y, dx, err)))
+    } else if ((ok = be->iface->avgpool_backward(be, &w, c->m, y, dx, err)))
       output(r, "dx", dx, in_n, TOL_ELEM);
     break;
   }
@@ -279,16 +418,16 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   case OP_RELU_BWD: {
     float *x = input(r, n, -1, 1), *dy = input(r, n, -1, 1), *y = input(r, n, -1, 1);
     if (c->op == OP_RELU_FWD)
-      ok = be->relu_forward(be, n, x, y, err);
+      ok = be->iface->relu_forward(be, n, x, y, err);
     else
-      ok = be->relu_backward(be, n, x, dy, y, err);
+      ok = be->iface->relu_backward(be, n, x, dy, y, err);
     if (ok)
       output(r, c->op == OP_RELU_FWD ? "y" : "dx", y, n, EXACT);
     break;
   }
   case OP_DROPOUT_FWD: {
     float *x = input(r, n, -1, 1), *y = input(r, n, -1, 1), *mask = input(r, n, -1, 1);
-    ok = be->dropout_forward(be, n, 0.3f, G_GUINT64_CONSTANT(0x1234567890abcdef), x, y, c->flag ? mask : NULL, err);
+    ok = be->iface->dropout_forward(be, n, 0.3f, G_GUINT64_CONSTANT(0x1234567890abcdef), x, y, c->flag ? mask : NULL, err);
     if (ok) {
       output(r, "y", y, n, EXACT);
       if (c->flag)
@@ -298,7 +437,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   }
   case OP_DROPOUT_BWD: {
     float *mask = input(r, n, 0, 2), *dy = input(r, n, -1, 1), *dx = input(r, n, -1, 1);
-    if ((ok = be->dropout_backward(be, n, mask, dy, dx, err)))
+    if ((ok = be->iface->dropout_backward(be, n, mask, dy, dx, err)))
       output(r, "dx", dx, n, EXACT);
     break;
   }
@@ -310,12 +449,12 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
     if (c->op == OP_SOFTMAX_FWD) {
       double loss = -1.0;
       int correct = -1;
-      if ((ok = be->softmax_ce_forward(be, c->m, c->n, x, labels, probs, &loss, &correct, err))) {
+      if ((ok = be->iface->softmax_ce_forward(be, c->m, c->n, x, labels, probs, &loss, &correct, err))) {
         output(r, "probs", probs, bc, TOL_ELEM);
         scalar(r, "loss", (float)loss, TOL_ELEM);
         scalar(r, "correct", (float)correct, EXACT);
       }
-    } else if ((ok = be->softmax_ce_backward(be, c->m, c->n, probs, labels, 1.0f / c->m, dx, err)))
+    } else if ((ok = be->iface->softmax_ce_backward(be, c->m, c->n, probs, labels, 1.0f / c->m, dx, err)))
       output(r, "dx", dx, bc, TOL_ELEM);
     g_free(labels);
     break;
@@ -323,7 +462,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   case OP_SGD: {
     float *w_in = input(r, n, -1, 1), *grad = input(r, n, -1, 1), *mom = input(r, n, -1, 1);
     float *w_out = c->flag ? w_in : input(r, n, -1, 1);
-    if ((ok = be->sgd_step(be, n, 0.05f, 0.9f, 5e-4f, w_in, grad, mom, w_out, err))) {
+    if ((ok = be->iface->sgd_step(be, n, 0.05f, 0.9f, 5e-4f, w_in, grad, mom, w_out, err))) {
       output(r, "mom", mom, n, TOL_ELEM);
       output(r, "w_out", w_out, n, TOL_ELEM);
     }
@@ -331,7 +470,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   }
   case OP_BLEND: {
     float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1), *out = c->flag ? a : input(r, n, -1, 1);
-    if ((ok = be->blend(be, n, 0.25f, a, b, out, err)))
+    if ((ok = be->iface->blend(be, n, 0.25f, a, b, out, err)))
       output(r, "out", out, n, TOL_ELEM);
     break;
   }
@@ -342,7 +481,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
 static void run_clear(Run *r)
 {
   for (int i = 0; i < r->nbuf; i++)
-    r->be->free(r->be, r->buf[i]);
+    r->be->iface->free(r->be, r->buf[i]);
   for (int i = 0; i < r->nout; i++)
     g_free(r->out[i].v);
   g_clear_error(&r->err);
@@ -359,7 +498,7 @@ static gboolean check_case(const TpBackend *ref, const TpBackend *test, const Ca
   g_assert_no_error(a.err);
   g_assert_true(ok);
   if (!run_case(test, c, &b)) {
-    g_string_append_printf(report, "%s on %s: %s\n", c->name, test->name, b.err->message);
+    g_string_append_printf(report, "%s on %s: %s\n", c->name, tp_backend_name(test), b.err->message);
     same = FALSE;
   } else {
     g_assert_cmpint(a.nout, ==, b.nout);
@@ -373,10 +512,10 @@ static gboolean check_case(const TpBackend *ref, const TpBackend *test, const Ca
           memcpy(&xi, &x->v[j], sizeof xi), memcpy(&yi, &y->v[j], sizeof yi);
           if (strcmp(x->name, "argmax") == 0)
             g_string_append_printf(report, "%s: %s[%zu] is %d on %s, %d on %s (must be equal)\n", c->name, x->name,
-                                   j, yi, test->name, xi, ref->name);
+                                   j, yi, tp_backend_name(test), xi, tp_backend_name(ref));
           else
             g_string_append_printf(report, "%s: %s[%zu] is %.9g on %s, %.9g on %s (must be equal)\n", c->name,
-                                   x->name, j, y->v[j], test->name, x->v[j], ref->name);
+                                   x->name, j, y->v[j], tp_backend_name(test), x->v[j], tp_backend_name(ref));
           same = FALSE;
           break;
         }
@@ -390,7 +529,7 @@ static gboolean check_case(const TpBackend *ref, const TpBackend *test, const Ca
     double e = norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
     if (!(e <= x->tol)) { /* NaN fails too */
       g_string_append_printf(report, "%s: %s differs between %s and %s by %.3g (limit %.0e)\n", c->name, x->name,
-                             test->name, ref->name, e, x->tol);
+                             tp_backend_name(test), tp_backend_name(ref), e, x->tol);
       same = FALSE;
     }
   }
@@ -417,15 +556,28 @@ static void test_cpu_vs_ref(gconstpointer data)
   expect_agree(test_backend_reference(), tp_backend_cpu(), data);
 }
 
+/* The ops the reference lacks (the instance's own members, the copy between instances), on cpu. */
+static void test_cpu_alone(gconstpointer data)
+{
+  expect_agree(tp_backend_cpu(), tp_backend_cpu(), data);
+}
+
 /* ---- the harness must be able to fail: a cpu backend with one wrong value per op ------------ */
 
-static TpBackend bad_backend;
+static TpBackendIface bad_iface;
+static const TpBackend bad_backend = { .iface = &bad_iface };
+
+static const char *bad_name(const TpBackend *be)
+{
+  (void)be;
+  return "perturbed cpu";
+}
 
 static gboolean bad_sgemm(const TpBackend *be, gboolean ta, gboolean tb, int m, int n, int k, float alpha,
                           const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
                           GError **err)
 {
-  gboolean ok = tp_backend_cpu()->sgemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+  gboolean ok = tp_backend_cpu()->iface->sgemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
   c[(size_t)(m - 1) * ldc + n - 1] += 1.0f;
   return ok;
 }
@@ -433,7 +585,7 @@ static gboolean bad_sgemm(const TpBackend *be, gboolean ta, gboolean tb, int m, 
 static gboolean bad_dropout(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
                             float *mask, GError **err)
 {
-  gboolean ok = tp_backend_cpu()->dropout_forward(be, n, p, seed, x, y, mask, err);
+  gboolean ok = tp_backend_cpu()->iface->dropout_forward(be, n, p, seed, x, y, mask, err);
   if (mask) /* the last element's keep decision reversed */
     mask[n - 1] = mask[n - 1] == 0.0f ? 1.0f / (1.0f - p) : 0.0f;
   return ok;
@@ -442,7 +594,7 @@ static gboolean bad_dropout(const TpBackend *be, size_t n, float p, guint64 seed
 static gboolean bad_maxpool(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
                             gint32 *argmax, GError **err)
 {
-  gboolean ok = tp_backend_cpu()->maxpool_forward(be, s, batch, x, y, argmax, err);
+  gboolean ok = tp_backend_cpu()->iface->maxpool_forward(be, s, batch, x, y, argmax, err);
   argmax[0] ^= 1;
   return ok;
 }
@@ -450,7 +602,7 @@ static gboolean bad_maxpool(const TpBackend *be, const TpWindow *s, int batch, c
 static gboolean bad_softmax(const TpBackend *be, int batch, int classes, const float *x, const gint32 *labels,
                             float *probs, double *loss_sum, int *correct, GError **err)
 {
-  gboolean ok = tp_backend_cpu()->softmax_ce_forward(be, batch, classes, x, labels, probs, loss_sum, correct, err);
+  gboolean ok = tp_backend_cpu()->iface->softmax_ce_forward(be, batch, classes, x, labels, probs, loss_sum, correct, err);
   *correct += 1;
   return ok;
 }
@@ -459,7 +611,7 @@ static gboolean bad_sgd(const TpBackend *be, size_t n, float lr, float momentum,
                         const float *w_in, const float *grad, float *mom, float *w_out, GError **err)
 {
   /* the classic slip: weight decay left out */
-  return tp_backend_cpu()->sgd_step(be, n, lr, momentum, weight_decay * 0.0f, w_in, grad, mom, w_out, err);
+  return tp_backend_cpu()->iface->sgd_step(be, n, lr, momentum, weight_decay * 0.0f, w_in, grad, mom, w_out, err);
 }
 
 static const Case *find_case(const char *name)
@@ -475,13 +627,13 @@ static void test_harness_fails(void)
   static const char *const broken[] = { "sgemm-tn-33x17x65", "dropout-fwd-1001", "maxpool-fwd-3x2x7x9-k3s2p1",
                                         "softmax-ce-fwd-128x100", "sgd-1001" };
   static const char *const intact[] = { "relu-fwd-1001", "linear-fwd-5x7x3", "dropout-fwd-1001-inference" };
-  bad_backend = *tp_backend_cpu();
-  bad_backend.name = "perturbed cpu";
-  bad_backend.sgemm = bad_sgemm;
-  bad_backend.dropout_forward = bad_dropout;
-  bad_backend.maxpool_forward = bad_maxpool;
-  bad_backend.softmax_ce_forward = bad_softmax;
-  bad_backend.sgd_step = bad_sgd;
+  bad_iface = *tp_backend_cpu()->iface;
+  bad_iface.get_name = bad_name;
+  bad_iface.sgemm = bad_sgemm;
+  bad_iface.dropout_forward = bad_dropout;
+  bad_iface.maxpool_forward = bad_maxpool;
+  bad_iface.softmax_ce_forward = bad_softmax;
+  bad_iface.sgd_step = bad_sgd;
   for (size_t i = 0; i < G_N_ELEMENTS(broken); i++) {
     GString *report = g_string_new(NULL);
     g_assert_false(check_case(tp_backend_cpu(), &bad_backend, find_case(broken[i]), report));
@@ -541,23 +693,23 @@ static void run_net(const TpBackend *be, const char *model, int batch, NetRun *o
     x[i] = (float)g_rand_double_range(rand, 0, 1);
   for (int n = 0; n < batch; n++)
     labels[n] = g_rand_int_range(rand, 0, (gint32)tp_net_out_elems(net));
-  float *dw = be->alloc(be, out->np, &err), *dgrad = be->alloc(be, out->np, &err);
-  float *dx = be->alloc(be, out->in, &err), *din = be->alloc(be, out->in, &err);
+  float *dw = be->iface->alloc(be, out->np, &err), *dgrad = be->iface->alloc(be, out->np, &err);
+  float *dx = be->iface->alloc(be, out->in, &err), *din = be->iface->alloc(be, out->in, &err);
   g_assert_no_error(err);
   TpSaved *saved = tp_saved_new(net, batch, &err);
   g_assert_no_error(err);
   TpLossStats st;
-  g_assert_true(tp_net_init_weights(net, 42, dw, &err) && be->zero(be, dgrad, out->np, &err) &&
-                be->upload(be, dx, x, out->in, &err) &&
+  g_assert_true(tp_net_init_weights(net, 42, dw, &err) && be->iface->zero(be, dgrad, out->np, &err) &&
+                be->iface->upload(be, dx, x, out->in, &err) &&
                 tp_net_forward(net, dw, dx, batch, NULL, saved, labels, &st, &err) &&
                 tp_net_backward(net, dw, saved, NULL, din, dgrad, batch, &err));
   out->loss = st.loss_sum, out->correct = st.correct;
   out->din = g_new(float, out->in), out->grad = g_new(float, out->np);
-  g_assert_true(be->download(be, out->din, din, out->in, &err) &&
-                be->download(be, out->grad, dgrad, out->np, &err));
+  g_assert_true(be->iface->download(be, out->din, din, out->in, &err) &&
+                be->iface->download(be, out->grad, dgrad, out->np, &err));
   g_assert_no_error(err);
   tp_saved_free(saved);
-  be->free(be, dw), be->free(be, dgrad), be->free(be, dx), be->free(be, din);
+  be->iface->free(be, dw), be->iface->free(be, dgrad), be->iface->free(be, dx), be->iface->free(be, din);
   tp_net_free(net);
   g_rand_free(rand), g_free(x), g_free(labels);
 }
@@ -588,30 +740,34 @@ static void test_cuda_net(gconstpointer data)
 /* Two instances (two streams, two cuBLAS handles) side by side, and a device that is not there. */
 static void test_cuda_instances(void)
 {
-#ifdef HAVE_CUDA
+  GError *err = NULL;
+  const TpBackendReg *reg = tp_backend_find("cuda", &err);
+  if (!reg) { /* a build without CUDA: the registry knows the name and says why */
+    g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+    g_assert_cmpstr(err->message, ==, "--backend cuda: this build has no CUDA support");
+    tpt_skip_unless_required("cuda", err->message);
+    g_error_free(err);
+    return;
+  }
   if (!cuda_or_skip())
     return;
-  GError *err = NULL;
-  TpBackend *one = tp_backend_cuda_new(0, &err);
+  TpBackend *one = reg->create(0, &err);
   g_assert_no_error(err);
-  TpBackend *two = tp_backend_cuda_new(0, &err);
+  TpBackend *two = reg->create(0, &err);
   g_assert_no_error(err);
+  g_assert_true(one->iface == two->iface); /* one table, shared */
+  g_assert_cmpint(tp_backend_device(one), ==, 0);
+  g_assert_false(tp_backend_host_memory(one));
+  guint64 peak = 0, total = 0;
+  g_assert_true(tp_backend_sync(one, &err) && one->iface->memory(one, &peak, &total)); /* seen at a sync */
   expect_agree(tp_backend_cpu(), one, find_case("conv-bwd-2x3x9x7-k3s2p1"));
   expect_agree(tp_backend_cpu(), two, find_case("softmax-ce-fwd-128x100"));
-  g_assert_true(tp_backend_cuda_sync(one, &err));
-  tp_backend_cuda_free(one);
-  tp_backend_cuda_free(two);
-  g_assert_null(tp_backend_cuda_new(1 << 20, &err));
+  g_assert_true(tp_backend_sync(one, &err));
+  tp_backend_free(one);
+  tp_backend_free(two);
+  g_assert_null(reg->create(1 << 20, &err));
   g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
   g_error_free(err);
-#else
-  GError *err = NULL;
-  g_assert_null(tp_backend_get("cuda", &err));
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  g_assert_cmpstr(err->message, ==, "--backend cuda: this build has no CUDA support");
-  tpt_skip_unless_required("cuda", err->message);
-  g_error_free(err);
-#endif
 }
 
 /* Where no GPU answers, TP_REQUIRE=cuda turns the cuda cases' skip into a failure (the GPU check's
@@ -649,7 +805,11 @@ static void test_require(void)
  * loaded yet), never over the environment's own choice, and not at all once CUDA may have started. */
 static void test_load_eagerly(void)
 {
-#ifdef HAVE_CUDA
+  const TpBackendReg *reg = tp_backend_find("cuda", NULL);
+  if (!reg || !reg->load_eagerly) {
+    g_test_skip("this build has no CUDA support");
+    return;
+  }
   if (!g_test_subprocess()) {
     g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
     g_test_trap_assert_passed();
@@ -658,30 +818,132 @@ static void test_load_eagerly(void)
   }
   GString *said = g_string_new("eager:");
   g_setenv("CUDA_MODULE_LOADING", "LAZY", TRUE);
-  if (!tp_cuda_load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "LAZY"))
+  if (!reg->load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "LAZY"))
     g_string_append(said, " kept LAZY,");
   g_unsetenv("CUDA_MODULE_LOADING");
-  if (tp_cuda_load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "EAGER"))
+  if (reg->load_eagerly() && !g_strcmp0(g_getenv("CUDA_MODULE_LOADING"), "EAGER"))
     g_string_append(said, " set EAGER,");
   g_unsetenv("CUDA_MODULE_LOADING");
-  tp_cuda_device_count(NULL); /* the module is loaded: CUDA may have started */
-  if (!tp_cuda_load_eagerly() && !g_getenv("CUDA_MODULE_LOADING"))
+  reg->device_count(NULL); /* the module is loaded: CUDA may have started */
+  if (!reg->load_eagerly() && !g_getenv("CUDA_MODULE_LOADING"))
     g_string_append(said, " too late");
   g_print("%s\n", said->str);
   g_string_free(said, TRUE);
-#else
-  g_test_skip("this build has no CUDA support");
-#endif
+}
+
+/* ---- the list of operations is the interface's --------------------------------------------- */
+
+static gboolean op_has_case(Op op)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+    if (cases[i].op == op)
+      return TRUE;
+  return FALSE;
+}
+
+/* Every member of TpBackendIface (all function pointers) has a row in `members`, once, and every
+ * row's op has a case. */
+static void test_members(void)
+{
+  size_t n = sizeof(TpBackendIface) / sizeof(void (*)(void));
+  g_assert_cmpuint(sizeof(TpBackendIface) % sizeof(void (*)(void)), ==, 0);
+  if (G_N_ELEMENTS(members) != n)
+    g_test_fail_printf("TpBackendIface has %zu members, the parity table %zu: give every member a case", n,
+                       G_N_ELEMENTS(members));
+  gboolean *seen = g_new0(gboolean, n);
+  for (size_t i = 0; i < G_N_ELEMENTS(members); i++) {
+    size_t at = members[i].offset / sizeof(void (*)(void));
+    g_assert_cmpuint(members[i].offset % sizeof(void (*)(void)), ==, 0);
+    g_assert_cmpuint(at, <, n);
+    if (seen[at])
+      g_test_fail_printf("member %s appears twice", members[i].member);
+    seen[at] = TRUE;
+    if (!op_has_case(members[i].op))
+      g_test_fail_printf("member %s: its op has no case", members[i].member);
+  }
+  g_free(seen);
+  /* every member of the backends' own tables is set (copy_peer may be NULL) */
+  for (guint b = 0; b < 2; b++) {
+    const TpBackend *be = b ? tp_backend_cpu() : test_backend_reference();
+    for (size_t i = 0; i < G_N_ELEMENTS(members); i++) {
+      void (*fn)(void);
+      memcpy(&fn, (const char *)be->iface + members[i].offset, sizeof fn);
+      if (!fn && members[i].op != OP_PEER)
+        g_test_fail_printf("%s: member %s is not set", tp_backend_name(be), members[i].member);
+    }
+  }
+}
+
+/* The registry: cpu and cuda from the start (cuda with the reason where the build lacks it), in
+ * that order; an unknown name refused with the known ones; a backend registered later found by
+ * its name, listed, and its instances made by its own constructor. */
+static int one_device(char **why)
+{
+  (void)why;
+  return 1;
+}
+
+static TpBackend *make_reference(int device, GError **err)
+{
+  (void)device, (void)err;
+  return (TpBackend *)test_backend_reference();
+}
+
+static void test_registry(void)
+{
+  static const TpBackendReg ref = { .name = "reference", .device_count = one_device, .create = make_reference };
+  GError *err = NULL;
+  guint n = tp_backend_n_registered();
+  g_assert_cmpuint(n, >=, 2);
+  g_assert_cmpstr(tp_backend_registered(0)->name, ==, "cpu");
+  g_assert_null(tp_backend_registered(0)->device_noun);
+  g_assert_cmpstr(tp_backend_registered(1)->name, ==, "cuda");
+  g_assert_cmpstr(tp_backend_registered(1)->device_noun, ==, "CUDA device");
+  g_assert_true(!tp_backend_registered(1)->missing == (tp_backend_registered(1)->create != NULL));
+  g_assert_null(tp_backend_registered(n));
+  g_assert_null(tp_backend_find("tpu", &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_cmpstr(err->message, ==, "--backend: unknown backend 'tpu' (known: cpu, cuda)");
+  g_clear_error(&err);
+  g_assert_true(tp_backend_get("cpu", &err) == tp_backend_cpu());
+  g_assert_cmpint(tp_backend_device(tp_backend_cpu()), ==, -1);
+  g_assert_true(tp_backend_host_memory(tp_backend_cpu()));
+  tp_backend_register(&ref);
+  g_assert_cmpuint(tp_backend_n_registered(), ==, n + 1);
+  g_assert_true(tp_backend_registered(n) == &ref);
+  g_assert_true(tp_backend_find("reference", &err) == &ref);
+  g_assert_true(tp_backend_get("reference", &err) == test_backend_reference());
+  g_assert_no_error(err);
+  g_assert_null(tp_backend_find("tpu", &err));
+  g_assert_cmpstr(err->message, ==, "--backend: unknown backend 'tpu' (known: cpu, cuda, reference)");
+  g_clear_error(&err);
+}
+
+/* Whether some member of the interface is exercised by op's cases. */
+static gboolean op_in_interface(Op op)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(members); i++)
+    if (members[i].op == op)
+      return TRUE;
+  return FALSE;
 }
 
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/backend/interface/every-member-has-a-case", test_members);
+  g_test_add_func("/backend/interface/registry", test_registry);
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     char *path;
+    if (!op_in_interface(cases[i].op))
+      continue;
     if (ref_has(cases[i].op)) {
       path = g_strdup_printf("/backend/cpu-vs-reference/%s", cases[i].name);
       g_test_add_data_func(path, &cases[i], test_cpu_vs_ref);
+      g_free(path);
+    } else if (cases[i].op == OP_INSTANCE || cases[i].op == OP_PEER) {
+      path = g_strdup_printf("/backend/cpu/%s", cases[i].name);
+      g_test_add_data_func(path, &cases[i], test_cpu_alone);
       g_free(path);
     }
     path = g_strdup_printf("/backend/cuda-vs-cpu/%s", cases[i].name);

@@ -35,13 +35,13 @@ static Out run(const Shape *sh, gboolean avx512)
   size_t nw = (size_t)s.cout * s.cin * s.k * s.k;
   GRand *r = g_rand_new_with_seed(0xc0de + (guint32)s.wout);
   float *x = g_new(float, nx), *w = g_new(float, nw), *b = g_new(float, s.cout), *dy = g_new(float, ny);
-  float *work = g_new0(float, be->conv_workspace(be, &s, sh->batch));
+  float *work = g_new0(float, be->iface->conv_workspace(be, &s, sh->batch));
   Out o = { g_new(float, ny), g_new(float, nx), g_new(float, nw), g_new(float, s.cout) };
   fill(r, x, nx), fill(r, w, nw), fill(r, b, s.cout), fill(r, dy, ny), fill(r, o.dw, nw), fill(r, o.db, s.cout);
   GError *err = NULL;
   tp_cpu_conv_allow_avx512(avx512);
-  g_assert_true(be->conv_forward(be, &s, sh->batch, x, w, b, o.y, work, &err));
-  g_assert_true(be->conv_backward(be, &s, sh->batch, x, w, dy, o.dx, o.dw, o.db, work, &err));
+  g_assert_true(be->iface->conv_forward(be, &s, sh->batch, x, w, b, o.y, work, &err));
+  g_assert_true(be->iface->conv_backward(be, &s, sh->batch, x, w, dy, o.dx, o.dw, o.db, work, &err));
   g_assert_no_error(err);
   tp_cpu_conv_allow_avx512(TRUE);
   g_free(x), g_free(w), g_free(b), g_free(dy), g_free(work);

@@ -309,7 +309,7 @@ static void test_maxpool_ties(void)
   float y[4];
   gint32 arg[4];
   GError *err = NULL;
-  g_assert_true(be->maxpool_forward(be, &s, 1, x, y, arg, &err));
+  g_assert_true(be->iface->maxpool_forward(be, &s, 1, x, y, arg, &err));
   g_assert_no_error(err);
   g_assert_cmpint(arg[0], ==, 0);
   g_assert_cmpint(arg[1], ==, 3);
@@ -513,12 +513,12 @@ static void test_sgd(void)
 {
   float w[3] = { 1, 1, -2 }, w1[3], g[3] = { 0.5f, 0.5f, 0 }, mom[3] = { 0 };
   GError *err = NULL;
-  g_assert_true(be->sgd_step(be, 3, 0.1f, 0.9f, 0.01f, w, g, mom, w1, &err));
+  g_assert_true(be->iface->sgd_step(be, 3, 0.1f, 0.9f, 0.01f, w, g, mom, w1, &err));
   g_assert_cmpfloat(w[0], ==, 1.0f); /* out of place: the input version is untouched */
   g_assert_cmpfloat_with_epsilon(w1[0], 0.949, 1e-6);
   g_assert_cmpfloat_with_epsilon(mom[1], 0.51, 1e-6);
   g_assert_cmpfloat_with_epsilon(w1[2], -2 + 0.1 * 0.02, 1e-6); /* decay alone: -2 − 0.1·(0.01·−2) */
-  g_assert_true(be->sgd_step(be, 3, 0.1f, 0.9f, 0.01f, w1, g, mom, w1, &err));
+  g_assert_true(be->iface->sgd_step(be, 3, 0.1f, 0.9f, 0.01f, w1, g, mom, w1, &err));
   g_assert_cmpfloat_with_epsilon(mom[0], 0.96849, 1e-6);
   g_assert_cmpfloat_with_epsilon(w1[0], 0.852151, 1e-6);
   g_assert_no_error(err);
@@ -533,12 +533,12 @@ static void test_blend(void)
   memcpy(a2, a, sizeof a);
   const float s = 0.3678794f; /* exp(−1): d = 1, τ = 1 */
   GError *err = NULL;
-  g_assert_true(be->blend(be, N, s, a, b, out, &err));
+  g_assert_true(be->iface->blend(be, N, s, a, b, out, &err));
   for (int i = 0; i < N; i++)
     g_assert_cmpfloat(fabs(out[i] - ((double)s * a[i] + (1.0 - s) * b[i])), <=, 4e-7 * (1 + fabs(out[i])));
-  g_assert_true(be->blend(be, N, s, a2, b, a2, &err)); /* in place */
+  g_assert_true(be->iface->blend(be, N, s, a2, b, a2, &err)); /* in place */
   g_assert_cmpmem(a2, sizeof a2, out, sizeof out);
-  g_assert_true(be->blend(be, N, 1.0f, a, b, out, &err));
+  g_assert_true(be->iface->blend(be, N, 1.0f, a, b, out, &err));
   g_assert_cmpmem(a, sizeof a, out, sizeof out);
   g_assert_no_error(err);
   g_rand_free(r);

@@ -1,5 +1,6 @@
 /* test-staging.c — the runtime's device path without a device: a backend that computes like cpu
- * but is not named cpu, so the runtime treats its memory as a device's (every datum, label and
+ * but is a device backend of its own, registered as one (devices, an instance per device, memory that
+ * is not the host's), so the runtime treats its memory as a device's (every datum, label and
  * message staged through host copies, one buffer set per stage backend, a host copy of the
  * weights).  It keeps its own allocations apart and poisons them, and it counts them.  Trained,
  * evaluated and profiled, it must give the cpu backend's weights bit for bit (the staging moves
@@ -43,30 +44,111 @@ static void staged_free(const TpBackend *be, float *p)
 static gboolean staged_up(const TpBackend *be, float *dst, const float *src, size_t n, GError **err)
 {
   g_atomic_int_inc(&transfers);
-  return tp_backend_cpu()->copy(be, dst, src, n, err);
+  return tp_backend_cpu()->iface->copy(be, dst, src, n, err);
 }
 
 /* Between two instances: both must be staged ones (a "device" copy, never through the host). */
 static gboolean staged_copy_peer(const TpBackend *be, float *dst, const TpBackend *dst_be, const float *src, size_t n,
                                  GError **err)
 {
-  g_assert_cmpstr(dst_be->name, ==, be->name);
-  g_assert_true(dst_be->alloc == staged_alloc);
+  g_assert_true(dst_be->iface == be->iface);
   g_atomic_int_inc(&peer_copies);
-  return tp_backend_cpu()->copy(be, dst, src, n, err);
+  return tp_backend_cpu()->iface->copy(be, dst, src, n, err);
 }
 
-/* A staged instance: cpu's table under another name, with its own memory; with peer, it also
- * copies between instances as the cuda backend does between stages. */
-static TpBackend staged_backend(gboolean peer)
+static const char *staged_name(const TpBackend *be)
 {
-  TpBackend be = *tp_backend_cpu();
-  be.name = "cpu-staged";
-  be.alloc = staged_alloc;
-  be.free = staged_free;
-  be.upload = staged_up;
-  be.download = staged_up;
-  be.copy_peer = peer ? staged_copy_peer : NULL;
+  (void)be;
+  return "cpu-staged";
+}
+
+static const char *staged_peer_name(const TpBackend *be)
+{
+  (void)be;
+  return "cpu-staged-peer";
+}
+
+static int staged_device(const TpBackend *be)
+{
+  return GPOINTER_TO_INT(be->ctx) - 1;
+}
+
+static gboolean staged_host_memory(const TpBackend *be)
+{
+  (void)be;
+  return FALSE;
+}
+
+static void staged_release(TpBackend *be)
+{
+  g_free(be);
+}
+
+static int staged_count(char **why)
+{
+  (void)why;
+  return MAX_W;
+}
+
+/* cpu's table with its own memory and its own instances (one per "device"); with peer, it also
+ * copies between instances as the cuda backend does between stages. */
+static TpBackendIface staged_iface, staged_peer_iface;
+
+static TpBackend *staged_create(const TpBackendIface *iface, int device, GError **err)
+{
+  if (device < 0 || device >= MAX_W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no staged device %d", device);
+    return NULL;
+  }
+  TpBackend *be = g_new(TpBackend, 1);
+  *be = (TpBackend){ .iface = iface, .ctx = GINT_TO_POINTER(device + 1) };
+  return be;
+}
+
+static TpBackend *staged_new(int device, GError **err)
+{
+  return staged_create(&staged_iface, device, err);
+}
+
+static TpBackend *staged_peer_new(int device, GError **err)
+{
+  return staged_create(&staged_peer_iface, device, err);
+}
+
+static const TpBackendReg staged_reg = {
+  .name = "cpu-staged", .device_noun = "staged device", .device_count = staged_count, .create = staged_new
+};
+static const TpBackendReg staged_peer_reg = {
+  .name = "cpu-staged-peer", .device_noun = "staged device", .device_count = staged_count, .create = staged_peer_new
+};
+
+static void register_staged(void)
+{
+  staged_iface = *tp_backend_cpu()->iface;
+  staged_iface.get_name = staged_name;
+  staged_iface.release = staged_release;
+  staged_iface.device = staged_device;
+  staged_iface.host_memory = staged_host_memory;
+  staged_iface.alloc = staged_alloc;
+  staged_iface.free = staged_free;
+  staged_iface.upload = staged_up;
+  staged_iface.download = staged_up;
+  staged_iface.copy_peer = NULL;
+  staged_peer_iface = staged_iface;
+  staged_peer_iface.get_name = staged_peer_name;
+  staged_peer_iface.copy_peer = staged_copy_peer;
+  tp_backend_register(&staged_reg);
+  tp_backend_register(&staged_peer_reg);
+}
+
+/* An instance of the staged backend (with copy_peer or without) on device 0, from the registry. */
+static TpBackend *staged_backend(gboolean peer)
+{
+  GError *err = NULL;
+  const TpBackendReg *reg = tp_backend_find(peer ? "cpu-staged-peer" : "cpu-staged", &err);
+  g_assert_no_error(err);
+  TpBackend *be = reg->create(0, &err);
+  g_assert_no_error(err);
   return be;
 }
 
@@ -82,17 +164,24 @@ static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be,
   int L = tp_model_n_layers(model), bounds[MAX_W + 1];
   for (int s = 0; s <= W; s++)
     bounds[s] = s * L / W;
-  TpBackend inst[MAX_W];
-  const TpBackend *stage_be[MAX_W];
-  for (int s = 0; s < W; s++)
-    inst[s] = staged_backend(peer), stage_be[s] = &inst[s];
   GError *err = NULL;
+  /* one instance per stage, as `train --backend cuda` makes them: stage s on device s */
+  int devices = 0;
+  TpBackend **inst = tp_backend_stages(tp_backend_find(peer ? "cpu-staged-peer" : "cpu-staged", NULL), W, NULL, -1,
+                                       &devices, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(devices, ==, W);
+  const TpBackend *stage_be[MAX_W];
+  for (int s = 0; s < W; s++) {
+    stage_be[s] = inst[s];
+    g_assert_cmpint(tp_backend_device(inst[s]), ==, s);
+  }
   TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = W, .N = N, .batch = BATCH, .be = be, .train = data,
                           .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7, .timeout_s = 60 };
   TpRuntime *rt = tp_runtime_new_on(&cfg, per_stage ? stage_be : NULL, &err);
   g_assert_no_error(err);
   for (int s = 0; per_stage && s < W; s++)
-    g_assert_true(tp_runtime_backend(rt, s) == &inst[s]);
+    g_assert_true(tp_runtime_backend(rt, s) == inst[s]);
   TpSchedule *s = tpt_preset(preset, W, N, K);
   TpBatcher *b = tp_batcher_new(data, BATCH, N, 3, &err);
   g_assert_no_error(err);
@@ -126,14 +215,16 @@ static Outcome run(const char *preset, int W, int N, int K, const TpBackend *be,
   tp_batcher_free(b);
   tp_schedule_free(s);
   tp_runtime_free(rt);
+  tp_backend_stages_free(inst, W);
   return o;
 }
 
 static void check(const char *preset, int W, int N, int K, gboolean per_stage)
 {
-  TpBackend shared = staged_backend(FALSE);
+  TpBackend *shared = staged_backend(FALSE);
   Outcome c = run(preset, W, N, K, tp_backend_cpu(), FALSE, FALSE);
-  Outcome g = run(preset, W, N, K, &shared, per_stage, FALSE);
+  Outcome g = run(preset, W, N, K, shared, per_stage, FALSE);
+  tp_backend_free(shared);
   g_assert_cmpint(g_atomic_int_get(&live), ==, 0);
   g_assert_true(c.match && g.match);
   g_assert_cmpuint(c.n, ==, g.n);
@@ -170,15 +261,16 @@ static int messages(const char *preset, int W, int N, int K)
  * gradient moves that way, none through the host, and the weights are still cpu's bit for bit. */
 static void check_peer(const char *preset, int W, int N, int K)
 {
-  TpBackend shared = staged_backend(FALSE);
+  TpBackend *shared = staged_backend(FALSE);
   Outcome c = run(preset, W, N, K, tp_backend_cpu(), FALSE, FALSE);
   g_atomic_int_set(&transfers, 0);
   g_atomic_int_set(&peer_copies, 0);
-  Outcome h = run(preset, W, N, K, &shared, TRUE, FALSE);
+  Outcome h = run(preset, W, N, K, shared, TRUE, FALSE);
   int staged = g_atomic_int_get(&transfers);
   g_assert_cmpint(g_atomic_int_get(&peer_copies), ==, 0);
   g_atomic_int_set(&transfers, 0);
-  Outcome g = run(preset, W, N, K, &shared, TRUE, TRUE);
+  Outcome g = run(preset, W, N, K, shared, TRUE, TRUE);
+  tp_backend_free(shared);
   int m = messages(preset, W, N, K);
   g_assert_cmpint(m, >, 0);
   g_assert_cmpint(g_atomic_int_get(&peer_copies), ==, m);
@@ -232,6 +324,7 @@ static void test_flags(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  register_staged();
   GError *err = NULL;
   model = tp_model_load(TP_SRCDIR "/models/mlp.model", &err);
   g_assert_no_error(err);

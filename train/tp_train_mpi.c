@@ -9,9 +9,6 @@
 #include "tp_group_mpi.h"
 #include "tp_signal.h"
 #include "tp_nccl.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +20,7 @@
 static gboolean start_nccl(Train *t)
 {
   GError *e = NULL;
-#ifdef HAVE_CUDA
-  g_autofree char *gpu = g_strdup_printf("%d", tp_backend_cuda_stage_device(t->devices, t->rank));
-#else
-  const char *gpu = NULL; /* not reached: a build without CUDA has no NCCL transport */
-#endif
+  g_autofree char *gpu = g_strdup_printf("%d", tp_backend_device(t->stage_be[t->rank]));
   if (!(t->nccl = tp_nccl_new(t->N, t->cfg.peer_timeout, gpu, &e)) ||
       !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e))
     tp_mpi_fail(t->mpi, e->message, tp_error_exit_status(e));

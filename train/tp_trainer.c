@@ -10,9 +10,6 @@
 #include "tp_net.h"
 #include "tp_partition.h"
 #include "tp_policy.h"
-#ifdef HAVE_CUDA
-#include "tp_backend_cuda.h"
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,29 +34,25 @@ static double range_flops(int s, int lo, int hi, gpointer data)
 /* cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
  * (s − 1) mod count or on the devices list round-robin; a rank of one process per stage makes its
  * own stage's alone.  Other backends share one instance and take no devices. */
-static gboolean make_stage_backends(Train *t, const char *backend, GError **err)
+static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **err)
 {
-  if (g_strcmp0(backend, "cuda") != 0) {
+  if (!reg->device_noun) {
     if (t->cfg.devices) {
       g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "only with the cuda backend");
       return FALSE;
     }
     return TRUE;
   }
-#ifdef HAVE_CUDA
   t->devices = g_strdup(t->cfg.devices);
-  if (!t->devices && t->cfg.transport == TP_TRAIN_NCCL) { /* one GPU per rank: stage s on GPU s mod count */
-    int count = tp_cuda_device_count(NULL);
+  if (!t->devices && t->cfg.transport == TP_TRAIN_NCCL) { /* one device per rank: stage s on device s mod count */
+    int count = reg->device_count(NULL);
     GString *list = g_string_new("0");
     for (int d = 1; d < count; d++)
       g_string_append_printf(list, ",%d", d);
     t->devices = g_string_free(list, FALSE);
   }
-  return (t->stage_be = tp_backend_cuda_stages(t->W, t->devices, t->cfg.transport != TP_TRAIN_LOCAL ? t->rank : -1,
-                                                &t->gpus, err)) != NULL;
-#else
-  return TRUE; /* not reached: tp_backend_get refuses cuda in a build without it */
-#endif
+  return (t->stage_be = tp_backend_stages(reg, t->W, t->devices, t->cfg.transport != TP_TRAIN_LOCAL ? t->rank : -1,
+                                          &t->gpus, err)) != NULL;
 }
 
 /* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
@@ -70,9 +63,7 @@ int tp_train_prediction_devices(const Train *t)
 
 static void free_stage_backends(Train *t)
 {
-#ifdef HAVE_CUDA
-  tp_backend_cuda_stages_free(t->stage_be, t->W);
-#endif
+  tp_backend_stages_free(t->stage_be, t->W);
   t->stage_be = NULL;
 }
 
@@ -157,14 +148,13 @@ gboolean tp_train_setup(Train *t, GError **err)
   /* one rank per stage on a GPU: its stage's instance is the run's backend (no instance on device 0
    * for every rank, tp_backend_get's); the other stages' nets and weights, which this rank only
    * sizes (and rank 0 evaluates with the weights gathered at the end), live on the host */
-  const char *bname = c->backend ? c->backend : "cpu";
-  gboolean own_stage = FALSE;
-#ifdef HAVE_CUDA
-  own_stage = c->transport != TP_TRAIN_LOCAL && g_strcmp0(bname, "cuda") == 0;
-#endif
-  if (own_stage && !make_stage_backends(t, bname, err))
+  const TpBackendReg *reg = tp_backend_find(c->backend ? c->backend : "cpu", err);
+  if (!reg)
     return FALSE;
-  const TpBackend *be = !own_stage ? tp_backend_get(bname, err)
+  gboolean own_stage = c->transport != TP_TRAIN_LOCAL && reg->device_noun;
+  if (own_stage && !make_stage_backends(t, reg, err))
+    return FALSE;
+  const TpBackend *be = !own_stage ? tp_backend_get(reg->name, err)
                         : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
   /* synthetic data takes the model's input shape and classes */
   TpDataShape shape = tp_data_shape_of(t->model);
@@ -211,7 +201,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     .lr_steps = tp_train_lr_steps(t),
     .recompute = t->s ? t->s->recompute : c->recompute,
   };
-  if (!own_stage && !make_stage_backends(t, bname, err))
+  if (!own_stage && !make_stage_backends(t, reg, err))
     return FALSE;
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
   for (int s = 0; s < t->W && t->stage_be; s++)

@@ -56,9 +56,51 @@ gboolean tp_cpu_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, i
   return TRUE;
 }
 
-static const TpBackend cpu_backend = {
-  .name = "cpu",
-  .ctx = NULL,
+static const char *cpu_name(const TpBackend *be)
+{
+  (void)be;
+  return "cpu";
+}
+
+/* One instance for the life of the process: nothing to release. */
+static void cpu_release(TpBackend *be)
+{
+  (void)be;
+}
+
+/* Every call has finished when it returns. */
+static gboolean cpu_sync(const TpBackend *be, GError **err)
+{
+  (void)be, (void)err;
+  return TRUE;
+}
+
+static int cpu_device(const TpBackend *be)
+{
+  (void)be;
+  return -1;
+}
+
+static gboolean cpu_host_memory(const TpBackend *be)
+{
+  (void)be;
+  return TRUE;
+}
+
+static gboolean cpu_memory(const TpBackend *be, guint64 *peak, guint64 *total)
+{
+  (void)be;
+  *peak = *total = 0;
+  return FALSE;
+}
+
+static const TpBackendIface cpu_iface = {
+  .get_name = cpu_name,
+  .release = cpu_release,
+  .sync = cpu_sync,
+  .device = cpu_device,
+  .host_memory = cpu_host_memory,
+  .memory = cpu_memory,
   .alloc = cpu_alloc,
   .free = cpu_free,
   .zero = cpu_zero,
@@ -85,12 +127,20 @@ static const TpBackend cpu_backend = {
   .blend = tp_cpu_blend,
 };
 
-const TpBackend *tp_backend_cpu(void)
+static TpBackend cpu_backend = { .iface = &cpu_iface, .ctx = NULL };
+
+TpBackend *tp_cpu_instance(int device, GError **err)
 {
+  (void)device, (void)err;
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
     openblas_set_num_threads(1);
     g_once_init_leave(&once, 1);
   }
   return &cpu_backend;
+}
+
+const TpBackend *tp_backend_cpu(void)
+{
+  return tp_cpu_instance(0, NULL);
 }

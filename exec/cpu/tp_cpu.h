@@ -6,6 +6,9 @@
 
 #include "tp_backend.h"
 
+/* The registry's constructor of the cpu backend: its one instance, whatever the device. */
+TpBackend *tp_cpu_instance(int device, GError **err);
+
 gboolean tp_cpu_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc, GError **err);
 

@@ -1,5 +1,6 @@
 /* cuda_backend.c — the `cuda` backend: instances (device, stream, cuBLAS handle), device memory,
- * cuBLAS SGEMM on row-major matrices and the kernel table.
+ * cuBLAS SGEMM on row-major matrices, the interface (one table, shared by every instance) and the
+ * module's one exported entry point, tp_cuda_module().
  *
  * Every call of an instance goes to its own stream, in order, so one stage's work never waits for
  * another's; uploads and downloads synchronise that stream (the host buffer is usable on return).
@@ -12,7 +13,7 @@
 
 #include <string.h>
 
-int tp_cuda_device_count(char **why)
+static int cuda_device_count(char **why)
 {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
@@ -95,8 +96,8 @@ static gboolean cuda_copy_peer(const TpBackend *be, float *dst, const TpBackend 
                                GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
-  if (g_strcmp0(dst_be->name, "cuda") != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: a peer copy to a %s buffer", dst_be->name);
+  if (dst_be->iface != be->iface) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cuda backend: a peer copy to a %s buffer", tp_backend_name(dst_be));
     return FALSE;
   }
   int from = tp_cuda_ctx(be)->device, to = tp_cuda_ctx(dst_be)->device;
@@ -151,8 +152,10 @@ static gboolean note_used(int device, GError **err)
   return TRUE;
 }
 
-gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
+static gboolean cuda_memory(const TpBackend *be, guint64 *peak, guint64 *total)
 {
+  int device = tp_cuda_ctx(be)->device;
+  *peak = *total = 0;
   if (device < 0 || device >= MAX_DEVICES)
     return FALSE;
   g_mutex_lock(&used_lock);
@@ -161,7 +164,7 @@ gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total)
   return *total > 0;
 }
 
-gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err)
+static gboolean cuda_sync(const TpBackend *be, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(cudaStreamSynchronize(tp_cuda_stream(be)), err);
@@ -198,23 +201,6 @@ gboolean tp_cuda_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, 
                   err);
   return TRUE;
 }
-
-static const TpBackend cuda_table = {
-  .name = "cuda",
-  .alloc = cuda_alloc,
-  .free = cuda_free,
-  .zero = cuda_zero,
-  .copy = cuda_copy,
-  .copy_peer = cuda_copy_peer,
-  .upload = cuda_upload,
-  .download = cuda_download,
-  .sgemm = tp_cuda_sgemm,
-  .linear_forward = tp_cuda_linear_forward,
-  .linear_backward = tp_cuda_linear_backward,
-  .conv_workspace = tp_cuda_conv_workspace,
-  .conv_forward = tp_cuda_conv_forward,
-  .conv_backward = tp_cuda_conv_backward,
-};
 
 /* Whether c's buffers come from the device's memory pool (dev_alloc): wherever the device has pools.
  * Every other device that can reach this one is granted access to the pool (peer copies between
@@ -276,10 +262,63 @@ static gboolean ctx_init(TpCudaCtx *c, GError **err)
   return pool_init(c, err);
 }
 
-TpBackend *tp_backend_cuda_new(int device, GError **err)
+static void cuda_release(TpBackend *be);
+
+static const char *cuda_name(const TpBackend *be)
+{
+  (void)be;
+  return "cuda";
+}
+
+static int cuda_device(const TpBackend *be)
+{
+  return tp_cuda_ctx(be)->device;
+}
+
+static gboolean cuda_host_memory(const TpBackend *be)
+{
+  (void)be;
+  return FALSE;
+}
+
+static const TpBackendIface cuda_iface = {
+  .get_name = cuda_name,
+  .release = cuda_release,
+  .sync = cuda_sync,
+  .device = cuda_device,
+  .host_memory = cuda_host_memory,
+  .memory = cuda_memory,
+  .alloc = cuda_alloc,
+  .free = cuda_free,
+  .zero = cuda_zero,
+  .copy = cuda_copy,
+  .copy_peer = cuda_copy_peer,
+  .upload = cuda_upload,
+  .download = cuda_download,
+  .sgemm = tp_cuda_sgemm,
+  .linear_forward = tp_cuda_linear_forward,
+  .linear_backward = tp_cuda_linear_backward,
+  .conv_workspace = tp_cuda_conv_workspace,
+  .conv_forward = tp_cuda_conv_forward,
+  .conv_backward = tp_cuda_conv_backward,
+  .maxpool_forward = tp_cuda_maxpool_forward,
+  .maxpool_backward = tp_cuda_maxpool_backward,
+  .avgpool_forward = tp_cuda_avgpool_forward,
+  .avgpool_backward = tp_cuda_avgpool_backward,
+  .relu_forward = tp_cuda_relu_forward,
+  .relu_backward = tp_cuda_relu_backward,
+  .dropout_forward = tp_cuda_dropout_forward,
+  .dropout_backward = tp_cuda_dropout_backward,
+  .softmax_ce_forward = tp_cuda_softmax_ce_forward,
+  .softmax_ce_backward = tp_cuda_softmax_ce_backward,
+  .sgd_step = tp_cuda_sgd_step,
+  .blend = tp_cuda_blend_weights,
+};
+
+static TpBackend *cuda_create(int device, GError **err)
 {
   char *why = NULL;
-  int count = tp_cuda_device_count(&why);
+  int count = cuda_device_count(&why);
   if (count == 0 || device < 0 || device >= count) {
     if (count == 0)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no CUDA device: %s", why);
@@ -288,23 +327,20 @@ TpBackend *tp_backend_cuda_new(int device, GError **err)
     g_free(why);
     return NULL;
   }
-  TpBackend *be = g_new(TpBackend, 1);
   TpCudaCtx *c = g_new0(TpCudaCtx, 1);
-  *be = cuda_table;
-  tp_cuda_fill_elementwise(be);
-  be->ctx = c;
+  TpBackend *be = g_new(TpBackend, 1);
+  *be = (TpBackend){ .iface = &cuda_iface, .ctx = c };
   c->device = device;
   if (!ctx_init(c, err)) {
-    tp_backend_cuda_free(be);
+    cuda_release(be);
     return NULL;
   }
   return be;
 }
 
-void tp_backend_cuda_free(TpBackend *be)
+/* Synchronises the instance's stream and releases it; its buffers must be freed before. */
+static void cuda_release(TpBackend *be)
 {
-  if (!be)
-    return;
   TpCudaCtx *c = tp_cuda_ctx(be);
   if (cudaSetDevice(c->device) == cudaSuccess) {
     if (c->stream)
@@ -320,4 +356,10 @@ void tp_backend_cuda_free(TpBackend *be)
   }
   g_free(c);
   g_free(be);
+}
+
+const TpCudaModule *tp_cuda_module(void)
+{
+  static const TpCudaModule entries = { .device_count = cuda_device_count, .create = cuda_create };
+  return &entries;
 }

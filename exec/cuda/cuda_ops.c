@@ -1,58 +1,58 @@
 /* cuda_ops.c — the host side of the cuda backend's own kernels: pooling, ReLU, dropout,
  * softmax-cross-entropy (labels copied to the device, loss sum and correct count reduced there and
- * fetched as one small copy), the SGD step and the blend; and their place in the kernel table. */
+ * fetched as one small copy), the SGD step and the blend (members of the table in cuda_backend.c). */
 #include "config.h"
 #include "tp_cuda.h"
 
-static gboolean maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
-                                gint32 *argmax, GError **err)
+gboolean tp_cuda_maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                                 gint32 *argmax, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_maxpool_fwd(tp_cuda_stream(be), s, batch, x, y, argmax), err);
   return TRUE;
 }
 
-static gboolean maxpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
-                                 const gint32 *argmax, float *dx, GError **err)
+gboolean tp_cuda_maxpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
+                                  const gint32 *argmax, float *dx, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_maxpool_bwd(tp_cuda_stream(be), s, batch, dy, argmax, dx), err);
   return TRUE;
 }
 
-static gboolean avgpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
-                                GError **err)
+gboolean tp_cuda_avgpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                                 GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_avgpool_fwd(tp_cuda_stream(be), s, batch, x, y), err);
   return TRUE;
 }
 
-static gboolean avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
-                                 GError **err)
+gboolean tp_cuda_avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
+                                  GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_avgpool_bwd(tp_cuda_stream(be), s, batch, dy, dx), err);
   return TRUE;
 }
 
-static gboolean relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err)
+gboolean tp_cuda_relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_relu_fwd(tp_cuda_stream(be), n, x, y), err);
   return TRUE;
 }
 
-static gboolean relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,
-                              GError **err)
+gboolean tp_cuda_relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,
+                               GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_relu_bwd(tp_cuda_stream(be), n, x, dy, dx), err);
   return TRUE;
 }
 
-static gboolean dropout_forward(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
-                                float *mask, GError **err)
+gboolean tp_cuda_dropout_forward(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
+                                 float *mask, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
@@ -67,8 +67,8 @@ static gboolean dropout_forward(const TpBackend *be, size_t n, float p, guint64 
   return TRUE;
 }
 
-static gboolean dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
-                                 GError **err)
+gboolean tp_cuda_dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
+                                  GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_mul(tp_cuda_stream(be), n, dy, mask, dx), err);
@@ -112,8 +112,8 @@ static gboolean loss_scratch(const TpBackend *be, int batch, int classes, const 
   return TRUE;
 }
 
-static gboolean softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
-                                   const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err)
+gboolean tp_cuda_softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
+                                    const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
@@ -140,8 +140,8 @@ static gboolean softmax_ce_forward(const TpBackend *be, int batch, int classes, 
   return TRUE;
 }
 
-static gboolean softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
-                                    const gint32 *labels, float scale, float *dx, GError **err)
+gboolean tp_cuda_softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
+                                     const gint32 *labels, float scale, float *dx, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   cudaStream_t st = tp_cuda_stream(be);
@@ -152,34 +152,18 @@ static gboolean softmax_ce_backward(const TpBackend *be, int batch, int classes,
   return TRUE;
 }
 
-static gboolean sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
-                         const float *w_in, const float *grad, float *mom, float *w_out, GError **err)
+gboolean tp_cuda_sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
+                          const float *w_in, const float *grad, float *mom, float *w_out, GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_sgd(tp_cuda_stream(be), n, lr, momentum, weight_decay, w_in, grad, mom, w_out), err);
   return TRUE;
 }
 
-static gboolean blend(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
-                      GError **err)
+gboolean tp_cuda_blend_weights(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
+                               GError **err)
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_blend(tp_cuda_stream(be), n, s, a, b, out), err);
   return TRUE;
-}
-
-void tp_cuda_fill_elementwise(TpBackend *be)
-{
-  be->maxpool_forward = maxpool_forward;
-  be->maxpool_backward = maxpool_backward;
-  be->avgpool_forward = avgpool_forward;
-  be->avgpool_backward = avgpool_backward;
-  be->relu_forward = relu_forward;
-  be->relu_backward = relu_backward;
-  be->dropout_forward = dropout_forward;
-  be->dropout_backward = dropout_backward;
-  be->softmax_ce_forward = softmax_ce_forward;
-  be->softmax_ce_backward = softmax_ce_backward;
-  be->sgd_step = sgd_step;
-  be->blend = blend;
 }

@@ -1,34 +1,32 @@
-/* tp_backend_cuda.h — the cuda backend's public entry points: one instance per pipeline stage, each
- * with its own device, stream and cuBLAS handle, so stages never serialise on each other. */
+/* tp_backend_cuda.h — the cuda backend as the executor sees it (no CUDA header).  The backend is the
+ * module tpcuda.so; it exports one symbol, tp_cuda_module(), the table of its entry points.  The
+ * executor's loader (exec/tp_cuda_loader.c) loads it on first use and gives the registry
+ * (tp_backend.c) the functions below.  An instance's own members (sync, release, device, memory
+ * and the compute) are in its interface, one table in the module shared by every instance. */
 #ifndef TP_BACKEND_CUDA_H
 #define TP_BACKEND_CUDA_H
 
 #include "tp_backend.h"
 
-/* A backend on CUDA device `device` (0-based), with its own stream and cuBLAS handle; NULL and
- * TP_ERROR_INPUT "no CUDA device: …" when there is none, `device` is out of range or the device
- * cannot run the build's kernels (compiled for sm_90, with compute_90 PTX), or
- * TP_ERROR_RUNTIME when the device cannot be set up. */
-TpBackend *tp_backend_cuda_new(int device, GError **err);
+/* The module's entry points. */
+typedef struct {
+  /* the number of CUDA devices present; 0 with the reason in `why` (may be NULL) when none is usable */
+  int (*device_count)(char **why);
+  /* an instance on CUDA device `device` (0-based), with its own stream and cuBLAS handle; NULL and
+   * TP_ERROR_INPUT "no CUDA device: …" when there is none, `device` is out of range or the device
+   * cannot run the build's kernels (compiled for sm_90, with compute_90 PTX), or TP_ERROR_RUNTIME
+   * when the device cannot be set up */
+  TpBackend *(*create)(int device, GError **err);
+} TpCudaModule;
 
-/* Synchronises the instance's stream and releases it (NULL is fine). Buffers it allocated must be
- * freed before. */
-void tp_backend_cuda_free(TpBackend *be);
+/* The module's one exported symbol (exec/cuda/cuda_backend.c). */
+#define TP_CUDA_MODULE_SYMBOL "tp_cuda_module"
+const TpCudaModule *tp_cuda_module(void);
 
-/* The number of CUDA devices present; 0 with the reason in `why` (may be NULL) when none is usable. */
+/* The loader's (exec/tp_cuda_loader.c): the module's entry points, the module loaded first; where it
+ * cannot be, no device (with the reason) and no instance (TP_ERROR_INPUT "no CUDA device: …"). */
 int tp_cuda_device_count(char **why);
-
-/* Wait for everything enqueued on the instance's stream. */
-gboolean tp_backend_cuda_sync(const TpBackend *be, GError **err);
-
-/* The most memory in use on `device` (cudaMemGetInfo's total − free: every allocation of every
- * process and the CUDA context included) seen after any synchronisation so far, and the device's
- * total; FALSE when none was seen. */
-gboolean tp_cuda_memory(int device, guint64 *peak, guint64 *total);
-
-/* The instance `--backend cuda` names: one on device 0, made on first use and kept for the life of
- * the process (the executor makes its own per stage with tp_backend_cuda_new). */
-const TpBackend *tp_backend_cuda_default(GError **err);
+TpBackend *tp_cuda_create(int device, GError **err);
 
 /* Ask CUDA to load every module (kernels of this backend, cuBLAS's, NCCL's) when a context is made
  * rather than at a kernel's first launch: CUDA_MODULE_LOADING=EAGER unless the environment sets it.
@@ -37,19 +35,5 @@ const TpBackend *tp_backend_cuda_default(GError **err);
  * CUDA call (the setting is read when CUDA starts); FALSE, changing nothing, once the cuda module is
  * loaded (too late) or when the environment asks for another mode. */
 gboolean tp_cuda_load_eagerly(void);
-
-/* W instances, one per pipeline stage: stage s (0-based) on device list[s mod len] of devices
- * ("0,1,…", the --devices flag), or on visible device s mod count when devices is NULL; *n_devices (may be NULL)
- * gets the number of distinct devices they use.  only ≥ 0: the instance of stage `only` alone (a
- * process that runs one stage makes no context, stream, handle or pool for the others), the other
- * entries NULL; -1: every stage's.  TP_ERROR_INPUT naming the flag for a bad list,
- * a device not present or no device at all.  (exec/cuda/cuda_stages.c: built into the executor,
- * on the entry points above.) */
-TpBackend **tp_backend_cuda_stages(int W, const char *devices, int only, int *n_devices, GError **err);
-void tp_backend_cuda_stages_free(TpBackend **be, int W);
-
-/* The device stage s (0-based) runs on under a --devices list already accepted by
- * tp_backend_cuda_stages (NULL: visible device s mod count, 0 where none can be counted). */
-int tp_backend_cuda_stage_device(const char *devices, int s);
 
 #endif

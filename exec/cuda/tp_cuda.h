@@ -3,7 +3,7 @@
  * the kernel launchers. The launchers live in
  * the .cu files (one per kernel family, compiled by nvcc), enqueue on the given stream and return
  * the launch status; the host glue (.c files, compiled by the C compiler against the CUDA runtime
- * API) checks it. Public entry points are in tp_backend_cuda.h. */
+ * API) checks it. The module's one exported entry point is in tp_backend_cuda.h. */
 #ifndef TP_CUDA_H
 #define TP_CUDA_H
 
@@ -70,7 +70,30 @@ gboolean tp_cuda_conv_forward(const TpBackend *be, const TpWindow *s, int batch,
                               const float *b, float *y, float *work, GError **err);
 gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
                                const float *dy, float *dx, float *dw, float *db, float *work, GError **err);
-void tp_cuda_fill_elementwise(TpBackend *be);
+/* cuda_ops.c: the members on the backend's own kernels */
+gboolean tp_cuda_maxpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                                 gint32 *argmax, GError **err);
+gboolean tp_cuda_maxpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy,
+                                  const gint32 *argmax, float *dx, GError **err);
+gboolean tp_cuda_avgpool_forward(const TpBackend *be, const TpWindow *s, int batch, const float *x, float *y,
+                                 GError **err);
+gboolean tp_cuda_avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
+                                  GError **err);
+gboolean tp_cuda_relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
+gboolean tp_cuda_relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,
+                               GError **err);
+gboolean tp_cuda_dropout_forward(const TpBackend *be, size_t n, float p, guint64 seed, const float *x, float *y,
+                                 float *mask, GError **err);
+gboolean tp_cuda_dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
+                                  GError **err);
+gboolean tp_cuda_softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
+                                    const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err);
+gboolean tp_cuda_softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
+                                     const gint32 *labels, float scale, float *dx, GError **err);
+gboolean tp_cuda_sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
+                          const float *w_in, const float *grad, float *mom, float *w_out, GError **err);
+gboolean tp_cuda_blend_weights(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
+                               GError **err);
 #endif
 
 /* ---- launchers (the .cu files of exec/cuda); every one clears stale errors, enqueues on `st` and returns

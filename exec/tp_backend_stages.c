@@ -1,18 +1,16 @@
-/* cuda_stages.c — the cuda backend instances of a pipeline's stages: one instance (device, stream,
- * cuBLAS handle) per stage, stage s on the s-th device of a --devices list taken round-robin, or
- * by default on visible GPU (s − 1) mod count (stages 1-based); so the stages of one process never
- * share a stream.  A process that runs one stage (a rank of --transport mpi or nccl) makes that
- * stage's instance only.  It uses only the
- * public entry points (tp_backend_cuda.h) and no CUDA header, so it builds with the executor
- * whichever way the backend itself is linked. */
+/* tp_backend_stages.c — the instances of a pipeline's stages on a device backend: one instance
+ * (device, stream, handles) per stage, stage s on the s-th device of a --devices list taken
+ * round-robin, or by default on device (s − 1) mod count (stages 1-based); so the stages of one
+ * process never share a stream.  A process that runs one stage (a rank of --transport mpi or nccl)
+ * makes that stage's instance only.  It uses only the registry's entry points (tp_backend.h). */
 #include "config.h"
-#include "tp_backend_cuda.h"
+#include "tp_backend.h"
 #include "tp_error.h"
 
 #include <stdlib.h>
 
 /* "0,1,3" → [0, 1, 3]; TP_ERROR_INPUT naming --devices for anything else. */
-static GArray *parse_devices(const char *text, int count, GError **err)
+static GArray *parse_devices(const char *text, int count, const char *noun, GError **err)
 {
   GArray *dev = g_array_new(FALSE, FALSE, sizeof(int));
   g_auto(GStrv) parts = g_strsplit(text, ",", -1);
@@ -26,7 +24,7 @@ static GArray *parse_devices(const char *text, int count, GError **err)
       return NULL;
     }
     if (d >= count) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: no CUDA device %ld (%d present)", d, count);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: no %s %ld (%d present)", noun, d, count);
       g_array_free(dev, TRUE);
       return NULL;
     }
@@ -47,25 +45,26 @@ static int stage_device(const GArray *dev, int count, int s)
   return dev ? g_array_index(dev, int, s % (int)dev->len) : s % count;
 }
 
-TpBackend **tp_backend_cuda_stages(int W, const char *devices, int only, int *n_devices, GError **err)
+TpBackend **tp_backend_stages(const TpBackendReg *reg, int W, const char *devices, int only, int *n_devices,
+                              GError **err)
 {
   char *why = NULL;
-  int count = tp_cuda_device_count(&why);
+  int count = reg->device_count(&why);
   if (count == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--backend cuda: no CUDA device: %s", why);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--backend %s: no %s: %s", reg->name, reg->device_noun, why);
     g_free(why);
     return NULL;
   }
   GArray *dev = NULL;
-  if (devices && !(dev = parse_devices(devices, count, err)))
+  if (devices && !(dev = parse_devices(devices, count, reg->device_noun, err)))
     return NULL;
   TpBackend **be = g_new0(TpBackend *, W);
   for (int s = 0; s < W; s++) {
     if (only >= 0 && s != only)
       continue;
-    if (!(be[s] = tp_backend_cuda_new(stage_device(dev, count, s), err))) {
+    if (!(be[s] = reg->create(stage_device(dev, count, s), err))) {
       g_prefix_error(err, "stage %d: ", s + 1);
-      tp_backend_cuda_stages_free(be, W);
+      tp_backend_stages_free(be, W);
       be = NULL;
       break;
     }
@@ -84,20 +83,9 @@ TpBackend **tp_backend_cuda_stages(int W, const char *devices, int only, int *n_
   return be;
 }
 
-void tp_backend_cuda_stages_free(TpBackend **be, int W)
+void tp_backend_stages_free(TpBackend **be, int W)
 {
   for (int s = 0; be && s < W; s++)
-    tp_backend_cuda_free(be[s]);
+    tp_backend_free(be[s]);
   g_free(be);
-}
-
-
-int tp_backend_cuda_stage_device(const char *devices, int s)
-{
-  GArray *dev = devices ? parse_devices(devices, G_MAXINT, NULL) : NULL;
-  int count = dev ? 1 : tp_cuda_device_count(NULL);
-  int d = stage_device(dev, count > 0 ? count : 1, s);
-  if (dev)
-    g_array_free(dev, TRUE);
-  return d;
 }
