@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #define FORMAT 1
+/* More parameters than any stage of a model the project loads can hold (tp_model limits layers far below). */
+#define TP_CHECKPOINT_MAX_PARAMS ((guint64)1 << 36)
 #define SEAL "\n[integrity]\nsha256="
 
 void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np)
@@ -499,60 +501,76 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
   if (!k)
     return FALSE;
   GError *e = NULL;
-  int W = g_key_file_get_integer(k, "position", "stages", &e);
-  if (e || W < 1 || W > 4096 || g_key_file_get_integer(k, "checkpoint", "format", NULL) != FORMAT) {
-    g_clear_error(&e);
+  if (g_key_file_get_integer(k, "checkpoint", "format", NULL) != FORMAT)
     return bad(err, path, "not a checkpoint of this format");
+  int W = g_key_file_get_integer(k, "position", "stages", &e);
+  if (e || W < 1 || W > 4096) {
+    g_clear_error(&e);
+    return bad(err, path, "stages is not a number of stages (1 to 4096)");
   }
-  size_t *np = g_new0(size_t, W);
-  for (int s = 0; s < W && !e; s++) {
+  /* the parameter counts, each in range (before anything is allocated for it), and the state's size
+   * agree */
+  g_autofree size_t *np = g_new0(size_t, W);
+  guint64 sum = 0;
+  for (int s = 0; s < W; s++) {
     g_autofree char *key = g_strdup_printf("params_%d", s + 1);
-    np[s] = g_key_file_get_uint64(k, "position", key, &e);
+    guint64 v = g_key_file_get_uint64(k, "position", key, &e);
+    if (e) {
+      g_clear_error(&e);
+      return bad(err, path, "stages=%d, but %s is missing or not a count", W, key);
+    }
+    if (v > TP_CHECKPOINT_MAX_PARAMS)
+      return bad(err, path, "%s=%" G_GUINT64_FORMAT " is more parameters than a stage holds", key, v);
+    np[s] = (size_t)v;
+    sum += 2 * 4 * v;
   }
-  tp_checkpoint_init(c, W, e ? NULL : np);
-  g_free(np);
+  guint64 bytes = g_key_file_get_uint64(k, "checkpoint", "state_bytes", &e);
+  if (e || bytes != sum) {
+    g_clear_error(&e);
+    return bad(err, path, "state_bytes disagrees with params_1..params_%d (%" G_GUINT64_FORMAT " bytes of state)", W,
+               sum);
+  }
+  tp_checkpoint_init(c, W, np);
   c->lo = hi < 0 ? 0 : MIN(MAX(lo, 0), W);
   c->hi = hi < 0 ? W : MIN(MAX(hi, c->lo), W);
-  if (e) {
-    g_error_free(e);
-    return bad(err, path, "not a checkpoint of this format");
-  }
   g_auto(GStrv) keys = g_key_file_get_keys(k, "identity", NULL, NULL);
   for (int i = 0; keys && keys[i]; i++) {
     g_autofree char *v = g_key_file_get_string(k, "identity", keys[i], NULL);
     tp_checkpoint_id(c, keys[i], v ? v : "");
   }
+  const char *which = NULL; /* the key missing or malformed */
   int *iv[] = { &c->generation, &c->epoch, &c->index, &c->done, &c->pos.epoch, &c->pos.index };
   const char *ig[] = { "checkpoint", "position", "position", "position", "position", "position" };
   const char *ik[] = { "generation", "epoch", "index", "done", "data_epoch", "data_index" };
   for (size_t i = 0; i < G_N_ELEMENTS(iv) && !e; i++)
-    *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e);
+    *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e), which = ik[i];
   if (!e)
-    c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e);
+    c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e), which = "seed";
   double *dv[] = { &c->elapsed, &c->train_time, &c->samples, &c->epoch_wall };
   const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
   for (size_t i = 0; i < G_N_ELEMENTS(dv) && !e; i++)
-    *dv[i] = g_key_file_get_double(k, "results", dk[i], &e);
+    *dv[i] = g_key_file_get_double(k, "results", dk[i], &e), which = dk[i];
   if (!e)
-    c->versions_match = g_key_file_get_boolean(k, "results", "versions_match", &e);
+    c->versions_match = g_key_file_get_boolean(k, "results", "versions_match", &e), which = "versions_match";
   if (!e)
-    c->mismatched = (long)g_key_file_get_int64(k, "results", "mismatched_reads", &e);
+    c->mismatched = (long)g_key_file_get_int64(k, "results", "mismatched_reads", &e), which = "mismatched_reads";
   char **sv[] = { &c->plan, &c->plan_tail, &c->log };
   const char *sg[] = { "plan", "plan", "results" }, *sk[] = { "segment", "last_segment", "log" };
   for (size_t i = 0; i < G_N_ELEMENTS(sv) && !e; i++)
-    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e);
+    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e), which = sk[i];
   gboolean ok = !e;
   const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time" };
   GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time };
   for (size_t i = 0; i < G_N_ELEMENTS(ak) && ok; i++) {
     g_autofree char *v = g_key_file_get_string(k, "results", ak[i], NULL);
-    ok = v && split_doubles(v, av[i]);
+    ok = v && split_doubles(v, av[i]), which = ak[i];
   }
   g_autofree char *cv = ok ? g_key_file_get_string(k, "results", "correct", NULL) : NULL;
-  ok = ok && cv && split_ints(cv, c->correct);
+  if (ok)
+    ok = cv && split_ints(cv, c->correct), which = "correct";
   g_clear_error(&e);
   if (!ok)
-    return bad(err, path, "not a checkpoint of this format (a key is missing or malformed)");
+    return bad(err, path, "not a checkpoint of this format (%s is missing or malformed)", which);
   if (c->plan_tail && !*c->plan_tail)
     g_clear_pointer(&c->plan_tail, g_free);
   return read_state(dir, path, k, c, err);
