@@ -283,6 +283,16 @@ gboolean tp_train_setup(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w: cannot split %d layers into %d stages", L, t->W);
     return FALSE;
   }
+  /* the least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
+   * mini-batch's activations), checked against the memory left before any of it is allocated */
+  long long need = 0;
+  for (int i = 0; i < L; i++) {
+    const TpLayer *ly = tp_model_layer(t->model, i);
+    need += 4 * (4 * ly->params + (long long)t->batch * ly->out_elems);
+  }
+  g_autofree char *what = g_strdup_printf("training %s with --batch %d", t->model->name, t->batch);
+  if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
+    return FALSE;
   TpRuntimeConfig cfg = { t->model, t->bounds, t->W, t->N, t->batch, be, t->train, (float)t->lr, (float)t->momentum,
                           (float)t->wd, t->seed, t->timeout, tp_train_lr_steps(t) };
   if (!make_stage_backends(t, be, err) ||

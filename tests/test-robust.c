@@ -110,9 +110,51 @@ static void test_edited_checkpoint(void)
   tpt_rm_tree(root);
 }
 
+/* The program under a shell's `ulimit -v KB`: its status and stderr (skips under a sanitizer, whose
+ * shadow memory needs an unlimited address space). */
+static TptRun run_limited(const char *kb, const char *cmd)
+{
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  g_autofree char *line = g_strdup_printf("ulimit -v %s && exec %s %s", kb, bin, cmd);
+  const char *argv[] = { "/bin/sh", "-c", line, NULL };
+  TptRun r = { 0 };
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
+  g_assert_no_error(e);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+  return r;
+}
+
+/* 2. Out of memory by the process's own limit (ulimit -v): refused or failed in one line, never an
+ * abort in GLib's allocator. */
+static void test_memory_limit(void)
+{
+  struct {
+    const char *cmd, *want;
+  } cases[] = {
+    { "simulate -w 10 -n 10 -k 900000", "address-space limit" },
+    { "train -w 2 -k 2 -m vgg16-imagenet --batch 32 --data synthetic:100 --quiet", "address-space limit" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = run_limited("2000000", cases[i].cmd);
+    if (strstr(r.err, "Sanitizer")) {
+      g_test_skip("a sanitizer build needs an unlimited address space");
+      tpt_run_clear(&r);
+      return;
+    }
+    g_test_message("%s: status %d, stderr: %s", cases[i].cmd, r.status, r.err);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, cases[i].want));
+    tpt_run_clear(&r);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robust/edited-checkpoint", test_edited_checkpoint);
+  g_test_add_func("/robust/memory-limit", test_memory_limit);
   return g_test_run();
 }
