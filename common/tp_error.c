@@ -57,9 +57,15 @@ static gboolean read_fail(GError **err, const char *what, const char *path, cons
 gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err)
 {
   gboolean is_stdin = strcmp(path, "-") == 0;
-  int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+  /* opened without blocking: a FIFO without a writer reads as empty instead of blocking in open() */
+  int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return read_fail(err, what, path, "%s", g_strerror(errno));
+  if (!is_stdin) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+      (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* then read as usual: a writer's data is waited for */
+  }
   struct stat st;
   gsize cap = MIN((gsize)1 << 16, max + 2);
   g_autofree char *lim = size_text(max);

@@ -4,8 +4,11 @@
 #include "tp_error.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 void tp_dataset_free(TpDataset *d)
@@ -60,11 +63,27 @@ static gboolean idx_open(Idx *x, const char *path, guint32 magic, const char *ki
                          GError **err)
 {
   x->path = path;
+  /* opened without blocking (a FIFO without a writer) and refused unless a regular file */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot open: %s", path, g_strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return FALSE;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", path,
+                S_ISDIR(st.st_mode) ? "a directory, not an IDX file" : "not a regular file (an IDX file is read whole)");
+    close(fd);
+    return FALSE;
+  }
   errno = 0;
-  x->f = gzopen(path, "rb");
+  x->f = gzdopen(fd, "rb");
   if (!x->f) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot open: %s", path,
                 errno ? g_strerror(errno) : "out of memory");
+    close(fd);
     return FALSE;
   }
   uint8_t head[4 + 4 * 3];
