@@ -191,6 +191,17 @@ static gboolean parse_opts(Train *t, GError **err)
     return FALSE;
   }
   gboolean ranks = o->transport && strcmp(o->transport, "local") != 0; /* one process per stage */
+  /* mpirun -np P (P > 1) with the local transport: P whole runs, each of every stage */
+  const char *size_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS" };
+  for (size_t i = 0; i < G_N_ELEMENTS(size_vars) && !ranks; i++) {
+    const char *v = g_getenv(size_vars[i]);
+    if (v && atoi(v) > 1) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport local: started by mpirun with %d processes (%s), each "
+                  "would run every stage; give --transport mpi (one stage per process) or start one process",
+                  atoi(v), size_vars[i]);
+      return FALSE;
+    }
+  }
   if (g_strcmp0(o->transport, "nccl") == 0 && !check_nccl(o, err))
     return FALSE;
   if (g_strcmp0(o->transport, "nccl") == 0 && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
@@ -320,16 +331,20 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
 {
   if (!t->ck.dir)
     return TRUE;
+  const char *flag = t->o.checkpoint ? "--checkpoint" : "--resume";
   if (!tp_checkpoint_check_dir(t->ck.dir, err)) {
-    g_prefix_error(err, "%s: ", t->o.checkpoint ? "--checkpoint" : "--resume");
+    g_prefix_error(err, "%s: ", flag);
     return FALSE;
   }
+  /* one run at a time writes there (--transport mpi: rank 0 holds the lock for the job) */
+  if (t->rank == 0 && !tp_checkpoint_lock(t->ck.dir, flag, err))
+    return FALSE;
   t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->ck.dir));
   return TRUE;
 }
 
 /* A run stopped at a checkpoint: one line (--transport mpi: from rank 0), and exit 128 + the signal
- * (130 SIGINT, 143 SIGTERM), or 0 for --stop-after. */
+ * (130 SIGINT, 143 SIGTERM, 129 SIGHUP), or 0 for --stop-after. */
 G_NORETURN void tp_train_stopped(Train *t)
 {
   int sig = t->interrupted;
@@ -392,7 +407,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "No progress bar", NULL },
     { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &o->checkpoint,
       "Write checkpoints into DIR: at the end of every run (epoch), every --checkpoint-every mini-batches, "
-      "and on SIGINT/SIGTERM", "DIR" },
+      "and on SIGINT/SIGTERM/SIGHUP", "DIR" },
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &o->ck_every,
       "Cut every run into segments of M mini-batches (the pipeline drains after each) and checkpoint after each", "M" },
     { "resume", 0, 0, G_OPTION_ARG_FILENAME, &o->resume,

@@ -59,6 +59,13 @@ gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **er
  * naming dir when not. */
 gboolean tp_checkpoint_check_dir(const char *dir, GError **err);
 
+/* The lock file of a checkpoint directory: held (fcntl) for the life of the run that writes there,
+ * holding "PID P on HOST". */
+#define TP_CHECKPOINT_LOCK "checkpoint.lock"
+/* Take dir's lock for this process (again for the same dir: nothing to do).  TP_ERROR_INPUT, naming
+ * flag, dir and the holder, when another process holds it. */
+gboolean tp_checkpoint_lock(const char *dir, const char *flag, GError **err);
+
 /* The first generation a run may write into dir: past every state file there (temporaries too),
  * so that no file of the checkpoint in force, whatever run made it, is overwritten before the new
  * one is committed.  0 for an empty or missing directory. */
@@ -128,7 +135,7 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
 /* A schedule of the checkpoint's plan (CSV text), parsed and validated. */
 TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err);
 
-/* SIGINT and SIGTERM caught: the first is recorded (tp_checkpoint_signal returns it) so that the run
+/* SIGINT, SIGTERM and SIGHUP caught: the first is recorded (tp_checkpoint_signal returns it) so that the run
  * stops at its next checkpoint; a second one ends the process at once with 128 + the signal. */
 void tp_checkpoint_catch_signals(void);
 int tp_checkpoint_signal(void);

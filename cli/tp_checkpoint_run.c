@@ -143,6 +143,7 @@ void tp_checkpoint_catch_signals(void)
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL); /* a closed terminal: as SIGTERM */
 }
 
 int tp_checkpoint_signal(void) { return caught_signal; }

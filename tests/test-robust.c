@@ -151,10 +151,202 @@ static void test_memory_limit(void)
   }
 }
 
+/* 3. A checkpoint directory is one run's at a time: a second run into it, while the first trains, is
+ * refused with exit 2 naming the holder; once the holder is gone the directory is free again. */
+static void test_directory_lock(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  const char *argv[] = { bin, "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+                         "--order-from", "slots", "--quiet", "--epochs", "100000", "--checkpoint", dir, NULL };
+  GPid pid;
+  GError *e = NULL;
+  g_assert_true(g_spawn_async(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
+                                                          G_SPAWN_STDERR_TO_DEV_NULL,
+                              NULL, NULL, &pid, &e));
+  g_assert_no_error(e);
+  for (int i = 0; i < 600 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
+    g_usleep(50000);
+  g_assert_true(g_file_test(ini, G_FILE_TEST_EXISTS));
+  g_autofree char *holder = g_strdup_printf("PID %d", (int)pid);
+  const char *const flags[] = { "--checkpoint", "--resume" };
+  TptRun second[2];
+  for (size_t i = 0; i < G_N_ELEMENTS(flags); i++)
+    second[i] = train((const char *[]){ "--epochs", "100000", flags[i], dir, "--stop-after", "1", NULL });
+  kill(pid, SIGKILL); /* before any assertion: never left running */
+  int status = 0;
+  waitpid(pid, &status, 0);
+  g_spawn_close_pid(pid);
+  for (size_t i = 0; i < G_N_ELEMENTS(flags); i++) {
+    assert_refused(&second[i], holder);
+    g_assert_nonnull(strstr(second[i].err, flags[i]));
+    tpt_run_clear(&second[i]);
+  }
+  TptRun r = train((const char *[]){ "--epochs", "100000", "--resume", dir, "--stop-after", "1", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 3. train with the local transport started by mpirun (several processes) is refused: each process
+ * would run every stage. */
+static void test_local_under_mpirun(void)
+{
+  const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE" };
+  for (size_t i = 0; i < G_N_ELEMENTS(vars); i++) {
+    g_setenv(vars[i], "2", TRUE);
+    TptRun r = train((const char *[]){ "-k", "2", NULL });
+    g_unsetenv(vars[i]);
+    assert_refused(&r, "mpirun");
+    g_assert_nonnull(strstr(r.err, "--transport mpi"));
+    tpt_run_clear(&r);
+  }
+  g_setenv("OMPI_COMM_WORLD_SIZE", "1", TRUE); /* one process: nothing to say */
+  TptRun r = train((const char *[]){ "-k", "2", NULL });
+  g_unsetenv("OMPI_COMM_WORLD_SIZE");
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+}
+
+/* The state file a checkpoint.ini names (the whole-run one). */
+static char *state_file(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d)))
+    if (g_str_has_prefix(name, "state-"))
+      return g_build_filename(dir, name, NULL);
+  g_assert_not_reached();
+}
+
+/* 4. Checkpoint files that are not regular files (a device, a FIFO without a writer) are refused at
+ * once, naming the file, instead of being read without end or blocking. */
+static void test_not_regular(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *dir = make_checkpoint(root);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL), *state = state_file(dir);
+  g_autofree char *good = NULL;
+  g_assert_true(g_file_get_contents(ini, &good, NULL, NULL));
+  g_assert_cmpint(g_unlink(state), ==, 0);
+  g_assert_cmpint(symlink("/dev/zero", state), ==, 0);
+  TptRun r = train((const char *[]){ "-k", "10", "--checkpoint-every", "3", "--resume", dir, NULL });
+  assert_refused(&r, state);
+  g_assert_nonnull(strstr(r.err, "not a regular file"));
+  tpt_run_clear(&r);
+  g_assert_cmpint(g_unlink(ini), ==, 0);
+  g_assert_cmpint(mkfifo(ini, 0600), ==, 0);
+  r = train((const char *[]){ "-k", "10", "--checkpoint-every", "3", "--resume", dir, NULL });
+  assert_refused(&r, ini);
+  g_assert_nonnull(strstr(r.err, "not a regular file"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 10. A checkpoint directory where a checkpoint's file name is taken by something that is not a
+ * file is refused before training. */
+static void test_names_taken(void)
+{
+  const char *names[] = { "checkpoint.ini", "state-0.bin", "checkpoint.lock" };
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autofree char *root = tpt_tmp_dir("tp-robust");
+    g_autofree char *dir = g_build_filename(root, "ck", NULL);
+    g_autofree char *taken = g_build_filename(dir, names[i], NULL);
+    g_assert_cmpint(g_mkdir_with_parents(taken, 0700), ==, 0);
+    TptRun r = train((const char *[]){ "-k", "4", "--checkpoint", dir, NULL });
+    assert_refused(&r, taken);
+    g_assert_nonnull(strstr(r.err, "--checkpoint"));
+    tpt_run_clear(&r);
+    tpt_rm_tree(root);
+  }
+}
+
+/* 11, 12. A FIFO without a writer given where a file is read (model, schedule, simulate -i, data) ends
+ * at once with exit 2 naming it, never blocks in open(); a directory given as a data file says so. */
+static void test_fifo_inputs(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *fifo = g_build_filename(root, "in.fifo", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  g_autofree char *data = g_build_filename(root, "data", NULL);
+  g_autofree char *images = g_build_filename(data, "train-images-idx3-ubyte.gz", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(data, 0700), ==, 0);
+  g_assert_cmpint(mkfifo(images, 0600), ==, 0);
+  struct {
+    const char *const *args;
+    const char *names;
+  } cases[] = {
+    { (const char *[]){ "train", "-m", fifo, "-k", "2", "--quiet", NULL }, fifo },
+    { (const char *[]){ "train", "--schedule", fifo, "--quiet", NULL }, fifo },
+    { (const char *[]){ "simulate", "-i", fifo, NULL }, fifo },
+    { (const char *[]){ "train", "--data", data, "-k", "2", "--quiet", NULL }, images },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run(cases[i].args);
+    g_test_message("%s", r.err);
+    assert_refused(&r, cases[i].names);
+    tpt_run_clear(&r);
+  }
+  g_assert_cmpint(g_unlink(images), ==, 0);
+  g_assert_cmpint(g_mkdir(images, 0700), ==, 0);
+  TptRun r = tpt_run((const char *[]){ "train", "--data", data, "-k", "2", "--quiet", NULL });
+  assert_refused(&r, "a directory");
+  g_assert_null(strstr(r.err, "gzip"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 6. SIGHUP (a closed terminal) stops a run with --checkpoint as SIGTERM does: at the next checkpoint,
+ * with its line, exit 128 + 1. */
+static void test_sighup(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  const char *argv[] = { bin, "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+                         "--order-from", "slots", "--quiet", "--epochs", "100000", "--checkpoint", dir, NULL };
+  GPid pid;
+  int err_fd = -1;
+  GError *e = NULL;
+  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL,
+                                         G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, &pid,
+                                         NULL, NULL, &err_fd, &e));
+  g_assert_no_error(e);
+  for (int i = 0; i < 600 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
+    g_usleep(50000);
+  kill(pid, SIGHUP);
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
+    g_usleep(50000);
+  if (!WIFEXITED(status) && !WIFSIGNALED(status)) { /* still running: never left behind */
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  g_spawn_close_pid(pid);
+  char buf[4096];
+  ssize_t n = read(err_fd, buf, sizeof buf - 1);
+  close(err_fd);
+  buf[MAX(n, 0)] = '\0';
+  g_test_message("status 0x%x, stderr: %s", status, buf);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 128 + SIGHUP);
+  g_assert_nonnull(strstr(buf, "interrupted: checkpoint at epoch"));
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robust/edited-checkpoint", test_edited_checkpoint);
   g_test_add_func("/robust/memory-limit", test_memory_limit);
+  g_test_add_func("/robust/directory-lock", test_directory_lock);
+  g_test_add_func("/robust/local-under-mpirun", test_local_under_mpirun);
+  g_test_add_func("/robust/not-regular", test_not_regular);
+  g_test_add_func("/robust/names-taken", test_names_taken);
+  g_test_add_func("/robust/fifo-inputs", test_fifo_inputs);
+  g_test_add_func("/robust/sighup", test_sighup);
   return g_test_run();
 }

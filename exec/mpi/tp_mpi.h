@@ -48,7 +48,7 @@ gboolean tp_mpi_launched(void);
  * provided.  Installs the SIGTERM handler described above. */
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err);
 
-/* For runs that stop at a checkpoint: SIGINT and SIGTERM no longer end the rank; the first is
+/* For runs that stop at a checkpoint: SIGINT, SIGTERM and SIGHUP no longer end the rank; the first is
  * recorded (tp_mpi_signal returns it) with one line saying so and what the rank waits for, if
  * anything (so that the line is there should mpirun kill the rank next); a second one ends the
  * rank at once with the line of the SIGTERM handler above. */

@@ -71,7 +71,7 @@ static void on_stop_signal(int sig)
   caught = sig;
   char line[NOTE_LEN + 160];
   size_t n = put(line, 0, sizeof line, who_line);
-  n = put(line, n, sizeof line, sig == SIGINT ? ": SIGINT" : ": SIGTERM");
+  n = put(line, n, sizeof line, sig == SIGINT ? ": SIGINT" : sig == SIGHUP ? ": SIGHUP" : ": SIGTERM");
   int at = note_at;
   if (at >= 0) {
     n = put(line, n, sizeof line, " while waiting for ");
@@ -91,6 +91,7 @@ void tp_mpi_catch_signals(void)
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL); /* a closed terminal: as SIGTERM */
 }
 
 int tp_mpi_signal(void) { return caught; }
