@@ -135,6 +135,7 @@ void tp_train_clear(Train *t)
   tp_model_free(t->model);
   tp_dataset_free(t->train);
   tp_dataset_free(t->test);
+  g_free(t->data_id);
   tp_batcher_free(t->batcher);
   g_free(t->bounds);
   tp_runtime_free(t->rt);
@@ -284,6 +285,19 @@ gboolean tp_train_setup(Train *t, GError **err)
                 (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
     return FALSE;
   }
+  /* the data's identity by content: a copy elsewhere is the same data, the same path with other
+   * contents is not */
+  GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+  const TpDataset *sets[] = { t->train, t->test };
+  for (int i = 0; i < 2; i++) {
+    g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
+    g_checksum_update(sum, (const guchar *)head, -1);
+    g_checksum_update(sum, sets[i]->labels, sets[i]->n);
+    g_checksum_update(sum, sets[i]->pixels, (gssize)sets[i]->n * sets[i]->dim);
+  }
+  t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim,
+                               g_checksum_get_string(sum));
+  g_checksum_free(sum);
   if (t->per_epoch)
     t->K = tp_batcher_per_epoch(t->batcher);
   else if (!o->schedule)

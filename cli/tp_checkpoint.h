@@ -120,7 +120,7 @@ typedef struct {
   int W, N, batch, K, every;
   guint32 seed;
   double lr, momentum, weight_decay;
-  const char *backend, *data;
+  const char *backend, *data;  /* data: the data by content (sizes and digest), not its path */
   long lr_steps;              /* cosine decay over this many mini-batches; 0: constant lr */
 } TpRunIdentity;
 

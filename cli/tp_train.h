@@ -31,6 +31,7 @@ typedef struct {
   TpSignificance sig;
   TpModel *model;
   TpDataset *train, *test;
+  char *data_id;            /* the data by content (sizes, sha256): what a checkpoint names, not the path */
   TpBatcher *batcher;
   int *bounds;
   TpRuntime *rt;

@@ -20,7 +20,7 @@
 static void run_identity(const Train *t, TpCheckpoint *c)
 {
   TpRunIdentity id = { t->model, t->preset, t->s, t->slots, t->per_epoch, t->has_sig ? &t->sig : NULL, t->W, t->N,
-                       t->batch, t->K, t->ck.every, t->seed, t->lr, t->momentum, t->wd, t->o.backend, t->o.data,
+                       t->batch, t->K, t->ck.every, t->seed, t->lr, t->momentum, t->wd, t->o.backend, t->data_id,
                        tp_train_lr_steps(t) };
   tp_checkpoint_identity(c, &id);
 }

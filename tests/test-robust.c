@@ -337,6 +337,66 @@ static void test_sighup(void)
   tpt_rm_tree(root);
 }
 
+/* An IDX file (plain; the reader takes gzip or not): magic, dims, then bytes. */
+static void write_idx(const char *path, guint32 magic, int ndim, const guint32 *dims, const guint8 *data, gsize n)
+{
+  GByteArray *b = g_byte_array_new();
+  guint32 words[4] = { GUINT32_TO_BE(magic) };
+  for (int i = 0; i < ndim; i++)
+    words[i + 1] = GUINT32_TO_BE(dims[i]);
+  g_byte_array_append(b, (const guint8 *)words, 4 * (guint)(ndim + 1));
+  g_byte_array_append(b, data, (guint)n);
+  g_assert_true(g_file_set_contents(path, (const char *)b->data, (gssize)b->len, NULL));
+  g_byte_array_unref(b);
+}
+
+/* A Fashion-MNIST-shaped directory of n training and m test samples; labels shifted by shift. */
+static void write_data(const char *dir, int n, int m, int shift)
+{
+  g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+  const char *names[2][2] = { { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz" },
+                              { "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz" } };
+  for (int set = 0; set < 2; set++) {
+    int k = set ? m : n;
+    g_autofree guint8 *px = g_malloc((gsize)k * 784), *lab = g_malloc((gsize)k);
+    for (int i = 0; i < k; i++) {
+      lab[i] = (guint8)((i + shift) % 10);
+      for (int j = 0; j < 784; j++)
+        px[(gsize)i * 784 + j] = (guint8)((i * 7 + j * 13 + (i % 10) * 31) & 0xff);
+    }
+    guint32 di[3] = { (guint32)k, 28, 28 }, dl[1] = { (guint32)k };
+    g_autofree char *pi = g_build_filename(dir, names[set][0], NULL), *pl = g_build_filename(dir, names[set][1], NULL);
+    write_idx(pi, 0x803, 3, di, px, (gsize)k * 784);
+    write_idx(pl, 0x801, 1, dl, lab, (gsize)k);
+  }
+}
+
+/* 5. A checkpoint names its data by content: the same files elsewhere (or the path with a trailing
+ * slash) continue it; the same path with other labels is refused, naming the data. */
+static void test_data_identity(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *data = g_build_filename(root, "fm", NULL), *copy = g_build_filename(root, "copy", NULL);
+  g_autofree char *slash = g_strconcat(copy, "/", NULL);
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  write_data(data, 256, 64, 0);
+  write_data(copy, 256, 64, 0);
+  TptRun s = train((const char *[]){ "--data", data, "-k", "6", "--checkpoint-every", "2", "--checkpoint", dir,
+                                     "--stop-after", "2", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  write_data(data, 256, 64, 3); /* the same path, every training label shifted */
+  TptRun r = train((const char *[]){ "--data", data, "-k", "6", "--checkpoint-every", "2", "--resume", dir, NULL });
+  assert_refused(&r, "is of another run: data");
+  tpt_run_clear(&r);
+  r = train((const char *[]){ "--data", slash, "-k", "6", "--checkpoint-every", "2", "--resume", dir,
+                              "--stop-after", "4", NULL });
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -348,5 +408,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/names-taken", test_names_taken);
   g_test_add_func("/robust/fifo-inputs", test_fifo_inputs);
   g_test_add_func("/robust/sighup", test_sighup);
+  g_test_add_func("/robust/data-identity", test_data_identity);
   return g_test_run();
 }
