@@ -236,7 +236,8 @@ static gboolean parse_opts(Train *t, GError **err)
     }
     t->has_sig = TRUE;
   }
-  return tp_checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &t->ck, err);
+  return tp_train_check_outputs(o, err) &&
+         tp_checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &t->ck, err);
 }
 
 /* The schedule file given with --schedule: W and N from it (-w, -n must agree when given). */

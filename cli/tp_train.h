@@ -92,8 +92,10 @@ G_NORETURN void tp_train_stopped(Train *t);
 gboolean tp_train_run_all(Train *t, GError **err);
 gboolean tp_train_resume(Train *t, GError **err);
 
-/* tp_train_report.c: the training log, the trace files and the report, all or none. */
+/* tp_train_report.c: the training log, the trace files and the report, all or none; before the run,
+ * those outputs' names checked (none empty, no file named twice). */
 gboolean tp_train_write_outputs(Train *t, GError **err);
+gboolean tp_train_check_outputs(const Opts *o, GError **err);
 
 /* tp_train_mpi.c: --transport mpi, one rank per stage. */
 gboolean tp_train_mpi(Train *t, const char *args, GError **err);

@@ -21,6 +21,15 @@ static char *beside(const char *trace, const char *what)
   return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
 }
 
+gboolean tp_train_check_outputs(const Opts *o, GError **err)
+{
+  g_autofree char *plan = o->trace ? beside(o->trace, "schedule") : NULL;
+  g_autofree char *pred = o->trace ? beside(o->trace, "predicted") : NULL;
+  const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };
+  const char *paths[] = { o->csv, o->trace, plan, pred, o->output };
+  return tp_cli_check_outputs(G_N_ELEMENTS(paths), flags, paths, err);
+}
+
 /* ---- reports ------------------------------------------------------------------------------------- */
 
 static char *weights_sha256(const Train *t)

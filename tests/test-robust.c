@@ -397,6 +397,36 @@ static void test_data_identity(void)
   tpt_rm_tree(root);
 }
 
+/* 7, 13. Outputs that name one file twice, and an empty output name, are refused before any work:
+ * exit 2, one line naming both flags (or the empty one), nothing written. */
+static void test_output_collisions(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *x = g_build_filename(root, "x", NULL), *run = g_build_filename(root, "run", NULL);
+  g_autofree char *run_plan = g_build_filename(root, "run.schedule.csv", NULL);
+  g_autofree char *dotted = g_build_filename(root, ".", "x", NULL);
+  struct {
+    const char *const *args;
+    const char *want;
+  } cases[] = {
+    { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "-o", x, NULL }, "--csv and -o" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "--trace", dotted, NULL }, "--csv and --trace" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", run_plan, "--trace", run, NULL }, "--csv and --trace" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "-o", "", NULL }, "-o" },
+    { (const char *[]){ "simulate", "--csv", x, "-o", x, NULL }, "--csv and -o" },
+    { (const char *[]){ "simulate", "--trace", x, "--csv", x, NULL }, "--csv and --trace" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run(cases[i].args);
+    g_test_message("case %zu: %s", i, r.err);
+    assert_refused(&r, cases[i].want);
+    g_assert_false(g_file_test(x, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(run_plan, G_FILE_TEST_EXISTS));
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -409,5 +439,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/fifo-inputs", test_fifo_inputs);
   g_test_add_func("/robust/sighup", test_sighup);
   g_test_add_func("/robust/data-identity", test_data_identity);
+  g_test_add_func("/robust/output-collisions", test_output_collisions);
   return g_test_run();
 }
