@@ -390,9 +390,9 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch N (default 4)", "N" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
-    { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch (default 128)", "B" },
-    { "data", 'd', 0, G_OPTION_ARG_STRING, &o->data, "Fashion-MNIST directory (default " TP_DATA_DEFAULT_DIR
+    { "data", 'd', 0, G_OPTION_ARG_FILENAME, &o->data, "Fashion-MNIST directory (default " TP_DATA_DEFAULT_DIR
       ") or synthetic[:TRAIN[:TEST]]", "DIR" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },

@@ -242,9 +242,9 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
 {
   GOptionEntry entries[] = {
     { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &o->cost, "Cost file (key file, see README); default: unit slots", "FILE" },
-    { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model description: a name from models/ or a .model file",
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model description: a name from models/ or a .model file",
       "NAME" },
-    { "cluster", 0, 0, G_OPTION_ARG_STRING, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
+    { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
       "FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch with --model (default 32 N)", "B" },
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split, "Layers per stage, e.g. 10,12,8,6 (default: the optimal split)",

@@ -427,6 +427,53 @@ static void test_output_collisions(void)
   tpt_rm_tree(root);
 }
 
+/* 9. File names are bytes: a model file and a data directory whose names are not UTF-8 are read. */
+static void test_byte_names(void)
+{
+  const char *src = g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".";
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *model = g_build_filename(root, "m\xff.model", NULL), *data = g_build_filename(root, "d\xfe", NULL);
+  g_autofree char *orig = g_build_filename(src, "models", "mlp.model", NULL), *text = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(orig, &text, &len, NULL));
+  g_assert_true(g_file_set_contents(model, text, (gssize)len, NULL));
+  write_data(data, 64, 32, 0);
+  TptRun r = tpt_run((const char *[]){ "train", "-w", "2", "-n", "2", "--batch", "32", "-k", "2", "--quiet", "-m", model,
+                                       "--data", data, "--order-from", "slots", NULL });
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "simulate", "-w", "2", "-m", model, "--cluster", "A", NULL });
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 14. Standard output that cannot be written (a full device) is a failure, --help included. */
+static void test_stdout_full(void)
+{
+  if (!g_file_test("/dev/full", G_FILE_TEST_EXISTS)) {
+    g_test_skip("no /dev/full here");
+    return;
+  }
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  const char *cmds[] = { "--help", "schedule --help", "schedule -w 2 -n 2 -k 3" };
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    g_autofree char *line = g_strdup_printf("exec %s %s > /dev/full", bin, cmds[i]);
+    const char *argv[] = { "/bin/sh", "-c", line, NULL };
+    TptRun r = { 0 };
+    int wait = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, NULL));
+    g_test_message("%s: 0x%x %s", cmds[i], wait, r.err);
+    g_assert_true(WIFEXITED(wait));
+    g_assert_cmpint(WEXITSTATUS(wait), ==, 1);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, "standard output"));
+    tpt_run_clear(&r);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -440,5 +487,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/sighup", test_sighup);
   g_test_add_func("/robust/data-identity", test_data_identity);
   g_test_add_func("/robust/output-collisions", test_output_collisions);
+  g_test_add_func("/robust/byte-names", test_byte_names);
+  g_test_add_func("/robust/stdout-full", test_stdout_full);
   return g_test_run();
 }
