@@ -40,14 +40,10 @@ static gboolean opt_double(const char *flag, const char *text, double lo, double
 {
   if (!text)
     return TRUE;
-  char *end = NULL;
-  double x = g_ascii_strtod(text, &end);
-  if (!*text || end == text || *end || !isfinite(x) || x < lo || x > hi) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: '%s' is not a number in [%g, %g]", flag, text, lo, hi);
-    return FALSE;
-  }
-  *out = x;
-  return TRUE;
+  if (tp_parse_double(text, lo, hi, out, err))
+    return TRUE;
+  g_prefix_error(err, "%s: ", flag);
+  return FALSE;
 }
 
 /* ---- the split of the layers into stages ---------------------------------------------------------- */

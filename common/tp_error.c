@@ -156,6 +156,29 @@ gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err)
   return TRUE;
 }
 
+gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GError **err)
+{
+  char *end = NULL;
+  double x = 0;
+  /* only decimal digits, a sign, a point and an exponent: no blanks, no 0x…, no inf or nan */
+  gboolean ok = text && *text && strspn(text, "0123456789+-.eE") == strlen(text);
+  if (ok) {
+    errno = 0;
+    x = g_ascii_strtod(text, &end);
+    /* out of range: an overflow (not finite) or an underflow to 0; a subnormal value stays itself */
+    ok = end != text && !*end && !(errno == ERANGE && x == 0) && isfinite(x) && x >= lo && x <= hi;
+  }
+  if (ok) {
+    *out = x;
+    return TRUE;
+  }
+  g_autofree char *q = tp_quote(text ? text : "");
+  char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE];
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a decimal number from %s to %s, got %s",
+              g_ascii_formatd(a, sizeof a, "%g", lo), g_ascii_formatd(b, sizeof b, "%g", hi), q);
+  return FALSE;
+}
+
 /* ---- quoting ------------------------------------------------------------------------------ */
 
 char *tp_quote(const char *text)

@@ -247,18 +247,14 @@ static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GErro
   char **parts = g_strsplit(p + 1, ":", -1);
   gboolean ok = *p == ':' && p[1] && g_strv_length(parts) <= 2;
   int *out[2] = { ntrain, ntest };
-  for (int k = 0; ok && parts[k]; k++) {
-    char *end;
-    errno = 0;
-    long v = strtol(parts[k], &end, 10);
-    ok = *parts[k] && !*end && !errno && v >= 1 && v <= TP_DATA_MAX_SAMPLES;
-    if (ok)
-      *out[k] = (int)v;
-  }
+  for (int k = 0; ok && parts[k]; k++)
+    ok = tp_parse_int(parts[k], 1, TP_DATA_MAX_SAMPLES, out[k], NULL);
   g_strfreev(parts);
-  if (!ok)
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--data: bad value '%s' (expected DIR or synthetic[:TRAIN[:TEST]])",
-                spec);
+  if (!ok) {
+    g_autofree char *q = tp_quote(spec);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--data: bad value %s (expected DIR or synthetic[:TRAIN[:TEST]], "
+                "sizes from 1 to %d samples)", q, TP_DATA_MAX_SAMPLES);
+  }
   return ok;
 }
 

@@ -474,6 +474,28 @@ static void test_stdout_full(void)
   }
 }
 
+/* 15, 16. One rule for every number: no hexadecimal, no blanks around it, no value that underflows
+ * to 0, integers and floats alike; the synthetic: sizes say their limit. */
+static void test_numbers(void)
+{
+  struct {
+    const char *flag, *value, *want;
+  } cases[] = {
+    { "--lr", "1e-400", "--lr" },          { "--lr", "0x10", "--lr" },          { "--lr", " 0.1", "--lr" },
+    { "--lr", "0.1 ", "--lr" },            { "--momentum", "nan", "--momentum" }, { "--timeout", "1e999", "--timeout" },
+    { "--data", "synthetic: 100", "--data" }, { "--data", "synthetic:0x40", "--data" },
+    { "--data", "synthetic:99999999", "10000000" }, { "--significance", "const:0x1", "--significance" },
+    { "--batch", " 32", "--batch" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run((const char *[]){ "train", "-s", "i-timeprest", "-k", "2", "--quiet", cases[i].flag,
+                                         cases[i].value, NULL });
+    g_test_message("%s '%s': %s", cases[i].flag, cases[i].value, r.err);
+    assert_refused(&r, cases[i].want);
+    tpt_run_clear(&r);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -489,5 +511,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/output-collisions", test_output_collisions);
   g_test_add_func("/robust/byte-names", test_byte_names);
   g_test_add_func("/robust/stdout-full", test_stdout_full);
+  g_test_add_func("/robust/numbers", test_numbers);
   return g_test_run();
 }
