@@ -221,6 +221,7 @@ static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
  * every rank with the same status. */
 gboolean tp_train_mpi(Train *t, const char *args, GError **err)
 {
+  tp_mpi_watchdog(t->peer_timeout, "starting MPI"); /* MPI_Init and the communicators: no timeout of their own */
   if (!tp_mpi_init(NULL, NULL, err))
     return FALSE;
   if (t->ck.dir)
@@ -229,6 +230,7 @@ gboolean tp_train_mpi(Train *t, const char *args, GError **err)
   GError *e = NULL;
   if (!(t->mpi = tp_mpi_new(t->N, t->peer_timeout, &e)))
     tp_mpi_fail(NULL, e->message, 1);
+  tp_mpi_watchdog(0, NULL);
   gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
                 tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->mpi, &e);
   t->mpi->N = t->N; /* a schedule file's N */
