@@ -130,9 +130,11 @@ static void report_json(const Train *t, const char *sha, GString *out)
   json_array(out, "test_accuracy", t->test_acc);
   json_array(out, "epoch_time", t->epoch_time);
   json_array(out, "train_loss", t->train_loss);
+  g_autofree char *ssha = tp_schedule_sha256(t->s);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
-                         "\"order_fixed_on\": \"%s\", \"time_unit\": \"s\", \"byte_unit\": \"B\", \"profile\": [",
-                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s));
+                         "\"order_fixed_on\": \"%s\", \"schedule_sha256\": \"%s\", \"time_unit\": \"s\", "
+                         "\"byte_unit\": \"B\", \"profile\": [",
+                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s), ssha);
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
@@ -155,9 +157,18 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append(out, " (split balancing FLOPs)\n");
   if (t->links)
     tp_train_mpi_links_text(t, out);
-  g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
-                         t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
-                         t->pm->chains, t->pm->chains == 1 ? "" : "s");
+  /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state
+   * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON */
+  g_autofree char *ssha = tp_schedule_sha256(t->s);
+  char vs[48];
+  if (t->pm->v_steady_min != t->pm->v_steady)
+    g_snprintf(vs, sizeof vs, "v from %d to %d", t->pm->v_steady_min, t->pm->v_steady);
+  else
+    g_snprintf(vs, sizeof vs, "v = %d", t->pm->v_steady);
+  g_string_append_printf(out, "order        %s, fixed on %s; plan sha256 %s\n", tp_order_name(t->s->order),
+                         t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", ssha);
+  g_string_append_printf(out, "steady state %s, %d chain%s; multiple-sequence problem: %s\n", vs, t->pm->chains,
+                         t->pm->chains == 1 ? "" : "s", t->pm->multiple_sequences ? "yes" : "no");
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   g_string_append_printf(out, "optimizer    SGD, lr %g", t->lr);

@@ -9,6 +9,9 @@
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err);
 
 void tp_format_csv(const TpSchedule *s, GString *out);
+/* The schedule's digest: the sha256 (hex) of its CSV form, as `schedule --format csv` prints it;
+ * what tells two runs' plans apart in reports and checkpoints.  g_free the result. */
+char *tp_schedule_sha256(const TpSchedule *s);
 void tp_format_json(const TpSchedule *s, GString *out);
 
 /* Parse a schedule from text (CSV or JSON, told apart by the first non-blank character).

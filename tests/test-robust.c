@@ -496,6 +496,63 @@ static void test_numbers(void)
   }
 }
 
+/* The value of "key": "…" in a JSON text (NULL when absent). */
+static char *json_string(const char *json, const char *key)
+{
+  g_autofree char *k = g_strdup_printf("\"%s\": \"", key);
+  const char *p = strstr(json, k);
+  return p ? g_strndup(p + strlen(k), strcspn(p + strlen(k), "\"")) : NULL;
+}
+
+/* 25. Every report carries the digest of the schedule it ran (schedule_sha256: the sha256 of the
+ * schedule's CSV form), and train's text report says which order and plan ran. */
+static void test_schedule_digest(void)
+{
+  TptRun csv = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", "--format", "csv",
+                                         NULL });
+  g_assert_cmpint(csv.status, ==, 0);
+  g_autofree char *want = g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv.out, -1);
+  tpt_run_clear(&csv);
+  TptRun sim = tpt_run((const char *[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", "--format", "json",
+                                         NULL });
+  g_autofree char *sim_sha = json_string(sim.out, "schedule_sha256");
+  g_assert_cmpstr(sim_sha, ==, want);
+  tpt_run_clear(&sim);
+  sim = tpt_run((const char *[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", NULL });
+  g_assert_nonnull(strstr(sim.out, want));
+  tpt_run_clear(&sim);
+  TptRun r = train((const char *[]){ "-k", "2", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *train_sha = json_string(r.out, "schedule_sha256");
+  g_assert_cmpstr(train_sha, ==, want);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+                                "--order-from", "slots", "--quiet", "-k", "2", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, want));
+  g_assert_nonnull(strstr(r.out, "gpipe"));
+  tpt_run_clear(&r);
+}
+
+/* 23. The text report says what the steady state holds as the JSON does (v, chains, the
+ * multiple-sequence problem): pipedream W=2 N=4 on unit slots has v = 2 on 2 chains. */
+static void test_steady_state_text(void)
+{
+  const char *args[] = { "train", "-s", "pipedream", "-w", "2", "-n", "4", "--batch", "32", "--data", DATA,
+                         "--order-from", "slots", "--quiet", "-k", "12", NULL, NULL, NULL };
+  TptRun text = tpt_run(args);
+  args[16] = "--format", args[17] = "json";
+  TptRun json = tpt_run(args);
+  g_assert_cmpint(text.status, ==, 0);
+  g_assert_cmpint(json.status, ==, 0);
+  g_assert_nonnull(strstr(json.out, "\"multiple_sequences\": true"));
+  g_test_message("%s", text.out);
+  g_assert_nonnull(strstr(text.out, "multiple-sequence problem: yes"));
+  g_assert_nonnull(strstr(text.out, "steady state v = 2, 2 chains"));
+  tpt_run_clear(&text);
+  tpt_run_clear(&json);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -512,5 +569,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/byte-names", test_byte_names);
   g_test_add_func("/robust/stdout-full", test_stdout_full);
   g_test_add_func("/robust/numbers", test_numbers);
+  g_test_add_func("/robust/schedule-digest", test_schedule_digest);
+  g_test_add_func("/robust/steady-state-text", test_steady_state_text);
   return g_test_run();
 }
