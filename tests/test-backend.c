@@ -12,6 +12,7 @@
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_backend_ref.h"
+#include "tp_test_skip.h"
 #include "tp_error.h"
 #include "tp_model.h"
 #include "tp_net.h"
@@ -502,7 +503,8 @@ static const TpBackend *cuda_or_skip(void)
   if (!be) {
     g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
     g_assert_true(g_str_has_prefix(err->message, "--backend cuda: "));
-    g_test_skip(err->message);
+    g_autofree char *why = g_strdup_printf("no GPU (or no driver) here (%s)", err->message + strlen("--backend cuda: "));
+    tpt_skip_missing("cuda", why);
     g_error_free(err);
   }
   return be;
@@ -608,7 +610,7 @@ static void test_cuda_instances(void)
   g_assert_null(tp_backend_get("cuda", &err));
   g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
   g_assert_cmpstr(err->message, ==, "--backend cuda: this build has no CUDA support");
-  g_test_skip(err->message);
+  tpt_skip_missing("cuda", err->message);
   g_error_free(err);
 #endif
 }

@@ -553,6 +553,34 @@ static void test_steady_state_text(void)
   tpt_run_clear(&json);
 }
 
+/* 19. A GPU test on a machine without one skips saying so, and fails instead when TP_REQUIRE names
+ * cuda (a machine meant to have one must not pass by skipping). */
+static void test_require(void)
+{
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  g_autofree char *dir = g_path_get_dirname(bin);
+  g_autofree char *prog = g_build_filename(dir, "tests", "test-backend", NULL);
+  const char *argv[] = { prog, "-p", "/backend/cuda/instances", NULL };
+  char **envs[2] = { g_environ_unsetenv(g_get_environ(), "TP_REQUIRE"),
+                     g_environ_setenv(g_get_environ(), "TP_REQUIRE", "mpi,cuda", TRUE) };
+  int status[2];
+  char *out[2], *err[2];
+  for (int i = 0; i < 2; i++)
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, envs[i], G_SPAWN_DEFAULT, NULL, NULL, &out[i], &err[i], &status[i],
+                               NULL));
+  if (!strstr(out[0], "# SKIP"))
+    g_test_skip("the cuda backend runs here: nothing is skipped");
+  else {
+    g_test_message("without TP_REQUIRE: %s", out[0]);
+    g_assert_nonnull(strstr(out[0], "no GPU (or no driver) here"));
+    g_assert_true(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0);
+    g_test_message("TP_REQUIRE=mpi,cuda: %s", out[1]);
+    g_assert_false(WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 0);
+  }
+  for (int i = 0; i < 2; i++)
+    g_free(out[i]), g_free(err[i]), g_strfreev(envs[i]);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -571,5 +599,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/numbers", test_numbers);
   g_test_add_func("/robust/schedule-digest", test_schedule_digest);
   g_test_add_func("/robust/steady-state-text", test_steady_state_text);
+  g_test_add_func("/robust/require", test_require);
   return g_test_run();
 }

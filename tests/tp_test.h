@@ -8,6 +8,8 @@
 #include "tp_schedule.h"
 
 #include <glib.h>
+#include <string.h>
+#include "tp_test_skip.h"
 #include <glib/gstdio.h>
 #include <string.h>
 #include <sys/wait.h>
