@@ -282,6 +282,16 @@ gboolean tp_train_setup(Train *t, GError **err)
                 (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
     return FALSE;
   }
+  /* every label a class of the model (files may hold more classes than the model has) */
+  int classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)top->in_elems : TP_DATA_CLASSES;
+  const TpDataset *sets0[] = { t->train, t->test };
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < sets0[i]->n; j++)
+      if (sets0[i]->labels[j] >= classes) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s (its labels): label %d of sample %d is not a class of model %s (0..%d)",
+                    sets0[i]->name, sets0[i]->labels[j], j + 1, t->model->name, classes - 1);
+        return FALSE;
+      }
   /* the data's identity by content: a copy elsewhere is the same data, the same path with other
    * contents is not */
   GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
@@ -410,8 +420,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       "I-TiMePReSt's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
-      "Write the measured events (the simulator's event CSV) to FILE.csv, the schedule run to FILE.schedule.csv "
-      "and its predicted events to FILE.predicted.csv",
+      "Write the measured events (the simulator's event CSV) to FILE, the schedule run to FILE.schedule.csv "
+      "and its predicted events to FILE.predicted.csv (FILE without its .csv)",
       "FILE" },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "Report format: text (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },

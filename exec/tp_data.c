@@ -278,7 +278,9 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
   }
   const char *dir = spec ? spec : TP_DATA_DEFAULT_DIR;
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no such data directory%s", dir,
+    gboolean exists = g_file_test(dir, G_FILE_TEST_EXISTS);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s%s", dir,
+                exists ? "not a directory (--data takes the directory of the four IDX files)" : "no such data directory",
                 spec ? "" : " (install the Fashion-MNIST dataset package or pass --data DIR)");
     return FALSE;
   }

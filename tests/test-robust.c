@@ -581,6 +581,31 @@ static void test_require(void)
     g_free(out[i]), g_free(err[i]), g_strfreev(envs[i]);
 }
 
+/* 12, 16. Messages name what is wrong: a file given as the data directory, labels that are not classes
+ * of the model (naming the labels' file and the model), the --trace help naming the files it writes. */
+static void test_messages(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *data = g_build_filename(root, "fm", NULL), *model = g_build_filename(root, "five.model", NULL);
+  g_autofree char *labels = g_build_filename(data, "train-labels-idx1-ubyte.gz", NULL);
+  write_data(data, 64, 32, 0);
+  g_assert_true(g_file_set_contents(model, "name five\ninput 1 28 28\nflatten\nlinear 16\nrelu\nlinear 5\nsoftmax_ce\n",
+                                    -1, NULL));
+  TptRun r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "--quiet", "--data", labels, NULL });
+  assert_refused(&r, "not a directory");
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "-n", "2", "--batch", "32", "--quiet", "--data", data,
+                                "-m", model, NULL });
+  assert_refused(&r, data);
+  g_assert_nonnull(strstr(r.err, "is not a class of model five"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "train", "--help", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_null(strstr(r.out, "to FILE.csv"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -600,5 +625,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/schedule-digest", test_schedule_digest);
   g_test_add_func("/robust/steady-state-text", test_steady_state_text);
   g_test_add_func("/robust/require", test_require);
+  g_test_add_func("/robust/messages", test_messages);
   return g_test_run();
 }
