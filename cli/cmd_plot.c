@@ -282,9 +282,11 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
 /* ---- convergence -------------------------------------------------------------------------- */
 
 /* Read a training log (tp_trainlog.h) and check that it has the first two columns of cols; has[k]:
- * whether it has cols[k]; *header_line: the line of its column names.  Returns the table as read
- * (column names, then numbers), for gnuplot to read exactly what was checked. */
-static GString *read_log(const char *path, const char *const *cols, gboolean *has, int *header_line, GError **err)
+ * whether it has cols[k]; *header_line: the line of its column names; *xmax raised to the largest
+ * value of cols[0].  Returns the table as read (column names, then numbers), for gnuplot to read
+ * exactly what was checked. */
+static GString *read_log(const char *path, const char *const *cols, gboolean *has, int *header_line, double *xmax,
+                         GError **err)
 {
   g_autoptr(TpTrainLog) log = tp_trainlog_load(path, err);
   if (!log)
@@ -297,6 +299,9 @@ static GString *read_log(const char *path, const char *const *cols, gboolean *ha
                   log->header_line, q);
       return NULL;
     }
+  int xc = tp_trainlog_column(log, cols[0]);
+  for (int i = 0; i < log->n_rows; i++)
+    *xmax = MAX(*xmax, log->values[(size_t)i * log->n_columns + xc]);
   GString *table = g_string_new(NULL);
   for (int j = 0; j < log->n_columns; j++)
     g_string_append_printf(table, "%s%s", j ? "," : "", log->columns[j]);
@@ -336,16 +341,20 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   }
   const char *ycol = y ? y : "loss";
   /* the right axis shows the other of loss and accuracy unless told otherwise */
-  const char *cols[] = { x ? x : "epoch", ycol, y2 ? y2 : strcmp(ycol, "accuracy") == 0 ? "loss" : "accuracy", NULL };
+  /* "test" (train --csv's logs): its tenth-of-an-epoch training rows (0) and its per-epoch rows (1) are
+   * drawn as two series */
+  const char *cols[] = { x ? x : "epoch", ycol, y2 ? y2 : strcmp(ycol, "accuracy") == 0 ? "loss" : "accuracy", "test",
+                         NULL };
   gboolean all_y2 = TRUE;
+  double xmax = 0;
   g_autoptr(TpPlot) p = tp_plot_new(err);
   if (!p)
     return FALSE;
-  g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL);
+  g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL), split = g_string_new(NULL);
   for (int i = 0; inputs[i]; i++) {
-    gboolean has[3];
+    gboolean has[4];
     int header_line = 1;
-    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, err);
+    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, &xmax, err);
     if (!table)
       return FALSE;
     if (!has[2] && y2) {
@@ -364,6 +373,7 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
     g_strdelimit(base, " \t\"\\", '_');
     g_string_append_printf(files, "%s%s", i ? " " : "", name);
     g_string_append_printf(titles, "%s%s", i ? " " : "", base);
+    g_string_append_printf(split, "%s%d", i ? " " : "", has[3]);
   }
   tp_plot_str(p, "files", files->str);
   tp_plot_str(p, "titles", titles->str);
@@ -372,6 +382,9 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   tp_plot_str(p, "y2col", all_y2 ? cols[2] : "");
   tp_plot_str(p, "title", title ? title : "convergence");
   tp_plot_str(p, "xlabel", cols[0]);
+  tp_plot_str(p, "split", split->str);
+  /* epochs are whole numbers: one tick per epoch while they fit */
+  tp_plot_num(p, "xint", strcmp(cols[0], "epoch") == 0 && xmax <= 30 ? 1 : 0);
   return tp_plot_render(p, "convergence", output, 1100, 600, err);
 }
 

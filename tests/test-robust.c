@@ -606,6 +606,30 @@ static void test_messages(void)
   tpt_rm_tree(root);
 }
 
+/* 20. plot convergence on a train --csv log draws its tenth-of-an-epoch training rows and its
+ * per-epoch rows as separate series (not one curve that jumps at each epoch). */
+static void test_convergence_series(void)
+{
+  g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+  if (!gnuplot) {
+    g_test_skip("gnuplot is not installed");
+    return;
+  }
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *log = g_build_filename(root, "run.csv", NULL), *svg = g_build_filename(root, "conv.svg", NULL);
+  TptRun r = train((const char *[]){ "--epochs", "2", "--csv", log, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "plot", "convergence", "-i", log, "-o", svg, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(svg, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, "run loss (tenth of an epoch)"));
+  g_assert_nonnull(strstr(text, "run loss (per epoch)"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -626,5 +650,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/steady-state-text", test_steady_state_text);
   g_test_add_func("/robust/require", test_require);
   g_test_add_func("/robust/messages", test_messages);
+  g_test_add_func("/robust/convergence-series", test_convergence_series);
   return g_test_run();
 }
