@@ -22,10 +22,15 @@ static void event_label(const TpEventRow *r, gboolean letters, gboolean versions
   g_strlcat(buf, v, len);
 }
 
-/* Rows "y x0 x1 kind series halfh label" for one event list. */
-static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double min_half, int labels_on, gboolean versions,
-                          GString *out)
+/* Pixels a label of n characters needs in the timeline's label fonts (8 and 7 points), with a margin. */
+#define LABEL_PX(n) (6.5 * (n) + 4)
+
+/* Rows "y x0 x1 kind series halfh label" for one event list; a forward's or backward's label only
+ * when labels_on and it fits its box at px pixels per unit of time.  Returns the labels written. */
+static long timeline_rows(GArray *ev, int series, int nseries, int lanes, double min_half, int labels_on, double px,
+                          gboolean versions, GString *out)
 {
+  long written = 0;
   int maxmicro = 0;
   for (guint i = 0; i < ev->len; i++)
     maxmicro = MAX(maxmicro, g_array_index(ev, TpEventRow, i).micro);
@@ -47,13 +52,18 @@ static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double
       x0 = c - min_half, x1 = c + min_half;
     }
     char label[48] = "";
-    if (labels_on && r->kind <= TP_EV_B)
+    if (labels_on && r->kind <= TP_EV_B) {
       event_label(r, maxmicro <= 26, versions, label, sizeof label);
+      if ((r->end - r->start) * px < LABEL_PX(g_utf8_strlen(label, -1)))
+        label[0] = '\0'; /* it would run over its neighbours */
+      written += label[0] != '\0';
+    }
     int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer */
     char a[TP_NUM_LEN], b[TP_NUM_LEN];
     g_string_append_printf(out, "%.4f %s %s %d %d %.3f \"%s\"\n", y, tp_num(a, "%.9g", x0), tp_num(b, "%.9g", x1), kind,
                            series, h, label);
   }
+  return written;
 }
 
 static double events_end(GArray *ev, int *lanes)
@@ -144,9 +154,13 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
     int labels_on = !no_labels && labelled > 0 && (labels || boxes <= 400);
     g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
-    timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, versions, data);
+    gboolean unit = r.c ? r.c->unit : FALSE;
+    int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
+    double px = (width - 200) / xmax; /* the plot's pixels per unit of time, less the margins */
+    long written = timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
     if (meas_ev)
-      timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, versions, data);
+      written += timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
+    labels_on = labels_on && written > 0; /* gnuplot fails on a label plot without points */
     for (int st = 1; st <= lanes; st++)
       g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
     g_string_append(ytics, ")");
@@ -158,14 +172,12 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "lanes", lanes);
       tp_plot_str(p, "ytics_cmd", ytics->str);
       tp_plot_str(p, "title", t);
-      gboolean unit = r.c ? r.c->unit : FALSE;
       tp_plot_str(p, "xlabel", unit ? "time (unit slots)" : "time (s)");
       tp_plot_num(p, "series", nseries);
       tp_plot_num(p, "labels", labels_on);
       tp_plot_num(p, "xmax", xmax);
       tp_plot_num(p, "has_update", has_update);
       tp_plot_num(p, "has_xfer", has_xfer);
-      int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
       /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
       gint64 height = 160 + (gint64)70 * lanes * nseries;
       ok = tp_plot_render(p, "timeline", output, width, (int)MIN(height, TP_PLOT_MAX_SIDE), err);

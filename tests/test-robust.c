@@ -630,6 +630,39 @@ static void test_convergence_series(void)
   tpt_rm_tree(root);
 }
 
+/* Whether `plot timeline ARGS -o x.svg` draws the label text. */
+static gboolean timeline_has_label(const char *const *args, const char *text)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *svg = g_build_filename(root, "t.svg", NULL);
+  const char *argv[24] = { "plot", "timeline" };
+  int n = 2;
+  for (int i = 0; args[i]; i++)
+    argv[n++] = args[i];
+  argv[n++] = "-o", argv[n++] = svg, argv[n] = NULL;
+  TptRun r = tpt_run(argv);
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *data = NULL, *want = g_strdup_printf(">%s<", text);
+  g_assert_true(g_file_get_contents(svg, &data, NULL, NULL));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+  return strstr(data, want) != NULL;
+}
+
+/* 21. Timeline labels are drawn only where they fit their box: on a short timeline every operation
+ * is labelled; on a long one (--labels asks for them) the boxes are too narrow and none is. */
+static void test_timeline_labels(void)
+{
+  g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+  if (!gnuplot) {
+    g_test_skip("gnuplot is not installed");
+    return;
+  }
+  g_assert_true(timeline_has_label((const char *[]){ "-s", "timeprest", "-w", "2", "-n", "2", "-k", "3", NULL }, "1A"));
+  g_assert_false(timeline_has_label((const char *[]){ "-s", "timeprest", "-w", "2", "-n", "2", "-k", "400", "--labels",
+                                                      NULL }, "1A"));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -651,5 +684,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/require", test_require);
   g_test_add_func("/robust/messages", test_messages);
   g_test_add_func("/robust/convergence-series", test_convergence_series);
+  g_test_add_func("/robust/timeline-labels", test_timeline_labels);
   return g_test_run();
 }
