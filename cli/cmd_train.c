@@ -455,6 +455,14 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
   g_autofree char *args = join_args(argc, argv);
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&t, err);
+  /* a flag refused before MPI starts is refused alike by every rank of mpirun: rank 0 says it (the
+   * others end with the same status, silently), as for every refusal after MPI starts */
+  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+  if (!ok && rank && atoi(rank) > 0 && tp_error_exit_status(*err) == 2) {
+    g_clear_error(err);
+    tp_train_clear(&t);
+    exit(2);
+  }
   if (ok && o->transport && strcmp(o->transport, "local") != 0) /* mpi, nccl: one rank per stage */
     ok = tp_train_mpi(&t, args, err);
   else {

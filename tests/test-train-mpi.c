@@ -127,6 +127,18 @@ static void test_other_args(void)
   g_assert_cmpint(count(err, "timeprest train:"), ==, 1);
 }
 
+/* A bad flag under mpirun: every rank refuses it before MPI starts; one line (rank 0's), exit 2. */
+static void test_flag_error_once(void)
+{
+  if (!mpi_usable())
+    return;
+  Run r = run(2, "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet --lr abc");
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(count(r.err, "timeprest train: --lr:"), ==, 1);
+  run_clear(&r);
+}
+
 /* A rank that never starts MPI (mpirun's A : B form with a program that is not timeprest): the
  * start-up is bounded by --peer-timeout, the job ends non-zero (not killed by `timeout`) with a line
  * saying what was waited for. */
@@ -260,6 +272,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train-mpi/size", test_size);
   g_test_add_func("/train-mpi/other-arguments", test_other_args);
   g_test_add_func("/train-mpi/startup-bounded", test_startup_bounded);
+  g_test_add_func("/train-mpi/flag-error-once", test_flag_error_once);
   g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);
   g_test_add_data_func("/train-mpi/fault/stop", GINT_TO_POINTER(SIGSTOP), test_fault);
   return g_test_run();
