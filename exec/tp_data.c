@@ -37,10 +37,15 @@ static gboolean idx_read(Idx *x, void *buf, size_t n, size_t before, size_t tota
     unsigned chunk = (unsigned)MIN(n - got, (size_t)1 << 30);
     int r = gzread(x->f, (char *)buf + got, chunk);
     if (r < 0) {
-      int zerr = 0;
+      int zerr = 0, eno = errno;
       const char *msg = gzerror(x->f, &zerr);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt gzip data in the %s (%s)", x->path, what,
-                  msg && *msg ? msg : "read error");
+      if (msg && g_str_has_prefix(msg, "<fd:") && strstr(msg, ": ")) /* zlib names the descriptor, not the file */
+        msg = strstr(msg, ": ") + 2;
+      if (zerr == Z_ERRNO) /* the file could not be read: a failure, not damaged data */
+        g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: cannot read: %s", x->path, g_strerror(eno));
+      else /* zlib reads ahead: the damage lies at or past the compressed offset it has reached */
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt gzip data (%s) within the first %lld compressed bytes, "
+                    "reading the %s", x->path, msg && *msg ? msg : "read error", (long long)gzoffset(x->f), what);
       return FALSE;
     }
     if (r == 0) {

@@ -6,6 +6,7 @@
 #include "tp_test.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -663,6 +664,52 @@ static void test_timeline_labels(void)
                                                       NULL }, "1A"));
 }
 
+/* 12. A gzip data file damaged far into its compressed bytes is not said to be damaged "in the
+ * header"; an I/O error while reading data is a failure (exit 1), not corrupt data (exit 2). */
+static void test_gzip_messages(void)
+{
+  g_autofree char *gzip = g_find_program_in_path("gzip");
+  if (!gzip) {
+    g_test_skip("gzip is not installed");
+    return;
+  }
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *data = g_build_filename(root, "fm", NULL);
+  write_data(data, 256, 64, 0);
+  g_autofree char *images = g_build_filename(data, "train-images-idx3-ubyte.gz", NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(images, &text, &len, NULL));
+  GRand *rng = g_rand_new_with_seed(7);
+  for (gsize i = 16; i < len; i++)
+    text[i] = (char)g_rand_int_range(rng, 0, 256); /* incompressible pixels */
+  g_rand_free(rng);
+  g_assert_true(g_file_set_contents(images, text, (gssize)len, NULL));
+  g_autofree char *cmd = g_strdup_printf("gzip -n -c '%s' > '%s.z' && mv '%s.z' '%s'", images, images, images, images);
+  g_assert_cmpint(system(cmd), ==, 0);
+  g_autofree char *gz = NULL;
+  g_assert_true(g_file_get_contents(images, &gz, &len, NULL));
+  g_assert_cmpuint(len, >, 20000);
+  gz[5000] ^= 0x5a;
+  g_assert_true(g_file_set_contents(images, gz, (gssize)len, NULL));
+  TptRun r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "--quiet", "--data", data, NULL });
+  g_test_message("%s", r.err);
+  assert_refused(&r, images);
+  g_assert_null(strstr(r.err, "in the header"));
+  tpt_run_clear(&r);
+  if (g_file_test("/proc/self/mem", G_FILE_TEST_EXISTS)) {
+    g_assert_cmpint(g_unlink(images), ==, 0);
+    g_assert_cmpint(symlink("/proc/self/mem", images), ==, 0);
+    r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "--quiet", "--data", data, NULL });
+    g_test_message("%s", r.err);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, images));
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -685,5 +732,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/messages", test_messages);
   g_test_add_func("/robust/convergence-series", test_convergence_series);
   g_test_add_func("/robust/timeline-labels", test_timeline_labels);
+  g_test_add_func("/robust/gzip-messages", test_gzip_messages);
   return g_test_run();
 }
