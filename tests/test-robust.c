@@ -111,20 +111,11 @@ static void test_edited_checkpoint(void)
   tpt_rm_tree(root);
 }
 
-/* The program under a shell's `ulimit -v KB`: its status and stderr (skips under a sanitizer, whose
- * shadow memory needs an unlimited address space). */
+/* The program under a shell's `ulimit -v KB`: its status and stderr. */
 static TptRun run_limited(const char *kb, const char *cmd)
 {
-  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
-  g_autofree char *line = g_strdup_printf("ulimit -v %s && exec %s %s", kb, bin, cmd);
-  const char *argv[] = { "/bin/sh", "-c", line, NULL };
-  TptRun r = { 0 };
-  int wait = 0;
-  GError *e = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
-  g_assert_no_error(e);
-  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
-  return r;
+  g_autofree char *script = g_strdup_printf("ulimit -v %s && exec \"$TP\" %s", kb, cmd);
+  return tpt_run_shell(script);
 }
 
 /* 2. Out of memory by the process's own limit (ulimit -v): refused or failed in one line, never an
@@ -152,25 +143,35 @@ static void test_memory_limit(void)
   }
 }
 
-/* 3. A checkpoint directory is one run's at a time: a second run into it, while the first trains, is
- * refused with exit 2 naming the holder; once the holder is gone the directory is free again. */
-static void test_directory_lock(void)
+/* A run of many epochs checkpointing into dir, started (stdout to /dev/null; stderr to *err_fd, or
+ * to /dev/null when err_fd is NULL) and waited for until its first checkpoint is there. */
+static GPid start_long_run(const char *dir, int *err_fd)
 {
-  g_autofree char *root = tpt_tmp_dir("tp-robust");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL);
   g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
   const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
   const char *argv[] = { bin, "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
                          "--order-from", "slots", "--quiet", "--epochs", "100000", "--checkpoint", dir, NULL };
   GPid pid;
   GError *e = NULL;
-  g_assert_true(g_spawn_async(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
-                                                          G_SPAWN_STDERR_TO_DEV_NULL,
-                              NULL, NULL, &pid, &e));
+  GSpawnFlags fl = G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL | (err_fd ? 0 : G_SPAWN_STDERR_TO_DEV_NULL);
+  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, fl, NULL, NULL, &pid, NULL, NULL, err_fd, &e));
   g_assert_no_error(e);
   for (int i = 0; i < 600 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
     g_usleep(50000);
-  g_assert_true(g_file_test(ini, G_FILE_TEST_EXISTS));
+  if (!g_file_test(ini, G_FILE_TEST_EXISTS)) {
+    kill(pid, SIGKILL);
+    g_error("no checkpoint in %s after 30 s", dir);
+  }
+  return pid;
+}
+
+/* 3. A checkpoint directory is one run's at a time: a second run into it, while the first trains, is
+ * refused with exit 2 naming the holder; once the holder is gone the directory is free again. */
+static void test_directory_lock(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL);
+  GPid pid = start_long_run(dir, NULL);
   g_autofree char *holder = g_strdup_printf("PID %d", (int)pid);
   const char *const flags[] = { "--checkpoint", "--resume" };
   TptRun second[2];
@@ -305,19 +306,8 @@ static void test_sighup(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-robust");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
-  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
-  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
-  const char *argv[] = { bin, "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
-                         "--order-from", "slots", "--quiet", "--epochs", "100000", "--checkpoint", dir, NULL };
-  GPid pid;
   int err_fd = -1;
-  GError *e = NULL;
-  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL,
-                                         G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, &pid,
-                                         NULL, NULL, &err_fd, &e));
-  g_assert_no_error(e);
-  for (int i = 0; i < 600 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
-    g_usleep(50000);
+  GPid pid = start_long_run(dir, &err_fd);
   kill(pid, SIGHUP);
   int status = 0;
   for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
@@ -458,17 +448,12 @@ static void test_stdout_full(void)
     g_test_skip("no /dev/full here");
     return;
   }
-  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
   const char *cmds[] = { "--help", "schedule --help", "schedule -w 2 -n 2 -k 3" };
   for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
-    g_autofree char *line = g_strdup_printf("exec %s %s > /dev/full", bin, cmds[i]);
-    const char *argv[] = { "/bin/sh", "-c", line, NULL };
-    TptRun r = { 0 };
-    int wait = 0;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, NULL));
-    g_test_message("%s: 0x%x %s", cmds[i], wait, r.err);
-    g_assert_true(WIFEXITED(wait));
-    g_assert_cmpint(WEXITSTATUS(wait), ==, 1);
+    g_autofree char *line = g_strdup_printf("exec \"$TP\" %s > /dev/full", cmds[i]);
+    TptRun r = tpt_run_shell(line);
+    g_test_message("%s: %d %s", cmds[i], r.status, r.err);
+    g_assert_cmpint(r.status, ==, 1);
     g_assert_cmpint(tpt_lines(r.err), ==, 1);
     g_assert_nonnull(strstr(r.err, "standard output"));
     tpt_run_clear(&r);

@@ -60,6 +60,23 @@ static inline TptRun tpt_run(const char *const *args)
   return r;
 }
 
+/* Run `sh -c script` with $TP (the program, quoted) set; status and outputs. */
+static inline TptRun tpt_run_shell(const char *script)
+{
+  const char *bin = g_getenv("TP_BIN");
+  g_autofree char *abs = g_canonicalize_filename(bin ? bin : "./timeprest", NULL);
+  g_autofree char *quoted = g_shell_quote(abs);
+  g_autofree char *full = g_strdup_printf("TP=%s; %s", quoted, script);
+  const char *argv[] = { "/bin/sh", "-c", full, NULL };
+  TptRun r = { 0 };
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
+  g_assert_no_error(e);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+  return r;
+}
+
 static inline void tpt_run_clear(TptRun *r)
 {
   g_free(r->out);
