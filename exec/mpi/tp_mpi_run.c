@@ -252,6 +252,7 @@ void tp_mpi_fail(TpTransport *t, const char *line, int status)
 
 void tp_mpi_finalize(TpTransport *t)
 {
+  double bound = t ? MAX(t->timeout_s, 1.0) : watch_default; /* MPI_Finalize's, taken before t is freed */
   if (t) {
     TpMpi *m = (TpMpi *)t;
     char me[40], line[512];
@@ -276,7 +277,7 @@ void tp_mpi_finalize(TpTransport *t)
   tp_mpi_note_wait(NULL);
   /* MPI_Finalize waits for every rank: bounded like the rest (a rank stopped there, or one that
    * never started MPI, would hold the job forever) */
-  tp_mpi_watchdog(t ? MAX(t->timeout_s, 1.0) : watch_default, "ending MPI (MPI_Finalize)");
+  tp_mpi_watchdog(bound, "ending MPI (MPI_Finalize)");
   MPI_Finalize();
   tp_mpi_watchdog(0, NULL);
 }
