@@ -98,7 +98,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
                                                         "instead of simulating", "FILE" },
     { "measured", 0, 0, G_OPTION_ARG_FILENAME, &measured, "Overlay a measured event CSV on the same time axis", "FILE" },
     { "versions", 0, 0, G_OPTION_ARG_NONE, &versions, "Label operations with the weight version they read (3B/2)", NULL },
-    { "labels", 0, 0, G_OPTION_ARG_NONE, &labels, "Label every operation even on long timelines", NULL },
+    { "labels", 0, 0, G_OPTION_ARG_NONE, &labels, "Label the operations even on long timelines (each where its label fits its box)", NULL },
     { "no-labels", 0, 0, G_OPTION_ARG_NONE, &no_labels, "No operation labels", NULL },
     { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
