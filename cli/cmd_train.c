@@ -292,19 +292,21 @@ gboolean tp_train_setup(Train *t, GError **err)
                     sets0[i]->name, sets0[i]->labels[j], j + 1, t->model->name, classes - 1);
         return FALSE;
       }
-  /* the data's identity by content: a copy elsewhere is the same data, the same path with other
-   * contents is not */
-  GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
-  const TpDataset *sets[] = { t->train, t->test };
-  for (int i = 0; i < 2; i++) {
-    g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
-    g_checksum_update(sum, (const guchar *)head, -1);
-    g_checksum_update(sum, sets[i]->labels, sets[i]->n);
-    g_checksum_update(sum, sets[i]->pixels, (gssize)sets[i]->n * sets[i]->dim);
+  /* the data's identity by content, for checkpoints only (a digest of every byte): a copy elsewhere
+   * is the same data, the same path with other contents is not */
+  if (t->ck.dir || o->resume) {
+    GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+    const TpDataset *sets[] = { t->train, t->test };
+    for (int i = 0; i < 2; i++) {
+      g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
+      g_checksum_update(sum, (const guchar *)head, -1);
+      g_checksum_update(sum, sets[i]->labels, sets[i]->n);
+      g_checksum_update(sum, sets[i]->pixels, (gssize)sets[i]->n * sets[i]->dim);
+    }
+    t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim,
+                                 g_checksum_get_string(sum));
+    g_checksum_free(sum);
   }
-  t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim,
-                               g_checksum_get_string(sum));
-  g_checksum_free(sum);
   if (t->per_epoch)
     t->K = tp_batcher_per_epoch(t->batcher);
   else if (!o->schedule)
