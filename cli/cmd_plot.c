@@ -22,10 +22,15 @@ static void event_label(const TpEventRow *r, gboolean letters, gboolean versions
   g_strlcat(buf, v, len);
 }
 
-/* Rows "y x0 x1 kind series halfh label" for one event list. */
-static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double min_half, int labels_on, gboolean versions,
-                          GString *out)
+/* Pixels a label of n characters needs in the timeline's label fonts (8 and 7 points), with a margin. */
+#define LABEL_PX(n) (6.5 * (n) + 4)
+
+/* Rows "y x0 x1 kind series halfh label" for one event list; a forward's or backward's label only
+ * when labels_on and it fits its box at px pixels per unit of time.  Returns the labels written. */
+static long timeline_rows(GArray *ev, int series, int nseries, int lanes, double min_half, int labels_on, double px,
+                          gboolean versions, GString *out)
 {
+  long written = 0;
   int maxmicro = 0;
   for (guint i = 0; i < ev->len; i++)
     maxmicro = MAX(maxmicro, g_array_index(ev, TpEventRow, i).micro);
@@ -47,13 +52,18 @@ static void timeline_rows(GArray *ev, int series, int nseries, int lanes, double
       x0 = c - min_half, x1 = c + min_half;
     }
     char label[48] = "";
-    if (labels_on && tp_ev_is_compute(r->kind))
+    if (labels_on && tp_ev_is_compute(r->kind)) {
       event_label(r, maxmicro <= 26, versions, label, sizeof label);
+      if ((r->end - r->start) * px < LABEL_PX(g_utf8_strlen(label, -1)))
+        label[0] = '\0'; /* it would run over its neighbours */
+      written += label[0] != '\0';
+    }
     int kind = (int)r->kind; /* 0 F, 1 B, 2 U, 3 activation transfer, 4 gradient transfer, 5 I, 6 W */
     char a[TP_NUM_LEN], b[TP_NUM_LEN];
     g_string_append_printf(out, "%.4f %s %s %d %d %.3f \"%s\"\n", y, tp_num(a, "%.9g", x0), tp_num(b, "%.9g", x1), kind,
                            series, h, label);
   }
+  return written;
 }
 
 static double events_end(GArray *ev, int *lanes)
@@ -88,7 +98,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
                                                         "instead of simulating", "FILE" },
     { "measured", 0, 0, G_OPTION_ARG_FILENAME, &measured, "Overlay a measured event CSV on the same time axis", "FILE" },
     { "versions", 0, 0, G_OPTION_ARG_NONE, &versions, "Label operations with the weight version they read (3B/2)", NULL },
-    { "labels", 0, 0, G_OPTION_ARG_NONE, &labels, "Label every operation even on long timelines", NULL },
+    { "labels", 0, 0, G_OPTION_ARG_NONE, &labels, "Label the operations even on long timelines (each where its label fits its box)", NULL },
     { "no-labels", 0, 0, G_OPTION_ARG_NONE, &no_labels, "No operation labels", NULL },
     { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
@@ -145,9 +155,13 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
     int labels_on = !no_labels && labelled > 0 && (labels || boxes <= 400);
     g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
-    timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, versions, data);
+    gboolean unit = r.c ? r.c->unit : FALSE;
+    int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
+    double px = (width - 200) / xmax; /* the plot's pixels per unit of time, less the margins */
+    long written = timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
     if (meas_ev)
-      timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, versions, data);
+      written += timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
+    labels_on = labels_on && written > 0; /* gnuplot fails on a label plot without points */
     for (int st = 1; st <= lanes; st++)
       g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
     g_string_append(ytics, ")");
@@ -159,7 +173,6 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "lanes", lanes);
       tp_plot_str(p, "ytics_cmd", ytics->str);
       tp_plot_str(p, "title", t);
-      gboolean unit = r.c ? r.c->unit : FALSE;
       tp_plot_str(p, "xlabel", unit ? "time (unit slots)" : "time (s)");
       tp_plot_num(p, "series", nseries);
       tp_plot_num(p, "labels", labels_on);
@@ -167,7 +180,6 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
       tp_plot_num(p, "has_update", has_update);
       tp_plot_num(p, "has_xfer", has_xfer);
       tp_plot_num(p, "has_split", has_split);
-      int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
       /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
       gint64 height = 160 + (gint64)70 * lanes * nseries;
       ok = tp_plot_render(p, "timeline", output, width, (int)MIN(height, TP_PLOT_MAX_SIDE), err);
@@ -284,9 +296,11 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
 /* ---- convergence -------------------------------------------------------------------------- */
 
 /* Read a training log (tp_trainlog.h) and check that it has the first two columns of cols; has[k]:
- * whether it has cols[k]; *header_line: the line of its column names.  Returns the table as read
- * (column names, then numbers), for gnuplot to read exactly what was checked. */
-static GString *read_log(const char *path, const char *const *cols, gboolean *has, int *header_line, GError **err)
+ * whether it has cols[k]; *header_line: the line of its column names; *xmax raised to the largest
+ * value of cols[0].  Returns the table as read (column names, then numbers), for gnuplot to read
+ * exactly what was checked. */
+static GString *read_log(const char *path, const char *const *cols, gboolean *has, int *header_line, double *xmax,
+                         GError **err)
 {
   g_autoptr(TpTrainLog) log = tp_trainlog_load(path, err);
   if (!log)
@@ -299,6 +313,9 @@ static GString *read_log(const char *path, const char *const *cols, gboolean *ha
                   log->header_line, q);
       return NULL;
     }
+  int xc = tp_trainlog_column(log, cols[0]);
+  for (int i = 0; i < log->n_rows; i++)
+    *xmax = MAX(*xmax, log->values[(size_t)i * log->n_columns + xc]);
   GString *table = g_string_new(NULL);
   for (int j = 0; j < log->n_columns; j++)
     g_string_append_printf(table, "%s%s", j ? "," : "", log->columns[j]);
@@ -338,16 +355,20 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   }
   const char *ycol = y ? y : "loss";
   /* the right axis shows the other of loss and accuracy unless told otherwise */
-  const char *cols[] = { x ? x : "epoch", ycol, y2 ? y2 : strcmp(ycol, "accuracy") == 0 ? "loss" : "accuracy", NULL };
+  /* "test" (train --csv's logs): its tenth-of-an-epoch training rows (0) and its per-epoch rows (1) are
+   * drawn as two series */
+  const char *cols[] = { x ? x : "epoch", ycol, y2 ? y2 : strcmp(ycol, "accuracy") == 0 ? "loss" : "accuracy", "test",
+                         NULL };
   gboolean all_y2 = TRUE;
+  double xmax = 0;
   g_autoptr(TpPlot) p = tp_plot_new(err);
   if (!p)
     return FALSE;
-  g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL);
+  g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL), split = g_string_new(NULL);
   for (int i = 0; inputs[i]; i++) {
-    gboolean has[3];
+    gboolean has[4];
     int header_line = 1;
-    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, err);
+    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, &xmax, err);
     if (!table)
       return FALSE;
     if (!has[2] && y2) {
@@ -366,6 +387,7 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
     g_strdelimit(base, " \t\"\\", '_');
     g_string_append_printf(files, "%s%s", i ? " " : "", name);
     g_string_append_printf(titles, "%s%s", i ? " " : "", base);
+    g_string_append_printf(split, "%s%d", i ? " " : "", has[3]);
   }
   tp_plot_str(p, "files", files->str);
   tp_plot_str(p, "titles", titles->str);
@@ -374,6 +396,9 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   tp_plot_str(p, "y2col", all_y2 ? cols[2] : "");
   tp_plot_str(p, "title", title ? title : "convergence");
   tp_plot_str(p, "xlabel", cols[0]);
+  tp_plot_str(p, "split", split->str);
+  /* epochs are whole numbers: one tick per epoch while they fit */
+  tp_plot_num(p, "xint", strcmp(cols[0], "epoch") == 0 && xmax <= 30 ? 1 : 0);
   return tp_plot_render(p, "convergence", output, 1100, 600, err);
 }
 

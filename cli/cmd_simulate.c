@@ -34,8 +34,9 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
     "         timeprest simulate -s pipedream --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
   static const char *const formats[] = { "text", "json", NULL };
   int fmt = 0;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err)) &&
-                tp_cli_run_simulate(&r, err);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
+  const char *flags[] = { "--csv", "--trace", "-o" }, *paths[] = { csv, trace, output };
+  ok = ok && tp_cli_check_outputs(3, flags, paths, err) && tp_cli_run_simulate(&r, err);
   /* the events CSV (about 96 bytes per operation) and the trace (about 512) are held before written */
   long long ops = ok ? tp_schedule_n_ops(r.s) : 0;
   ok = ok && (!csv || tp_memory_check("writing the events CSV", r.s->W, r.s->N, r.s->K, ops * 96, err)) &&

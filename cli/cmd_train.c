@@ -44,14 +44,10 @@ static gboolean opt_double(const char *flag, const char *text, double lo, double
 {
   if (!text)
     return TRUE;
-  char *end = NULL;
-  double x = g_ascii_strtod(text, &end);
-  if (!*text || end == text || *end || !isfinite(x) || x < lo || x > hi) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: '%s' is not a number in [%g, %g]", flag, text, lo, hi);
-    return FALSE;
-  }
-  *out = x;
-  return TRUE;
+  if (tp_parse_double(text, lo, hi, out, err))
+    return TRUE;
+  g_prefix_error(err, "%s: ", flag);
+  return FALSE;
 }
 
 /* --transport nccl links GPU stages that run one process (MPI rank) per GPU: it needs the NCCL
@@ -136,6 +132,17 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
     return FALSE;
   }
   gboolean ranks = o->transport && strcmp(o->transport, "local") != 0; /* one process per stage */
+  /* mpirun -np P (P > 1) with the local transport: P whole runs, each of every stage */
+  const char *size_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS" };
+  for (size_t i = 0; i < G_N_ELEMENTS(size_vars) && !ranks; i++) {
+    const char *v = g_getenv(size_vars[i]);
+    if (v && atoi(v) > 1) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport local: started by mpirun with %d processes (%s), each "
+                  "would run every stage; give --transport mpi (one stage per process) or start one process",
+                  atoi(v), size_vars[i]);
+      return FALSE;
+    }
+  }
   if (g_strcmp0(o->transport, "nccl") == 0 && !check_nccl(o, err))
     return FALSE;
   if (g_strcmp0(o->transport, "nccl") == 0 && (o->checkpoint || o->resume || o->ck_every || o->stop_after)) {
@@ -190,7 +197,8 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   c->ck_dir_is_resume = !o->checkpoint && o->resume;
   c->progress = !o->quiet;
   c->keep_events = o->trace != NULL;
-  return checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
+  return tp_train_check_outputs(o->csv, o->trace, o->output, err) &&
+         checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
 }
 
 /* The arguments that must agree across ranks. */
@@ -212,11 +220,11 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch N (default 4)", "N" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
-    { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch (default 128)", "B" },
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split,
       "Layers per stage, e.g. 6,5,5 (default: split balancing FLOPs)", "COUNTS" },
-    { "data", 'd', 0, G_OPTION_ARG_STRING, &o->data, "Fashion-MNIST directory (default " TP_DATA_DEFAULT_DIR
+    { "data", 'd', 0, G_OPTION_ARG_FILENAME, &o->data, "Fashion-MNIST directory (default " TP_DATA_DEFAULT_DIR
       ") or synthetic[:TRAIN[:TEST]]", "DIR" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
@@ -241,15 +249,15 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       "I-TiMePReSt's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
-      "Write the measured events (the simulator's event CSV) to FILE.csv, the schedule run to FILE.schedule.csv "
-      "and its predicted events to FILE.predicted.csv",
+      "Write the measured events (the simulator's event CSV) to FILE, the schedule run to FILE.schedule.csv "
+      "and its predicted events to FILE.predicted.csv (FILE without its .csv)",
       "FILE" },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "Report format: text (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "No progress bar", NULL },
     { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &o->checkpoint,
       "Write checkpoints into DIR: at the end of every run (epoch), every --checkpoint-every mini-batches, "
-      "and on SIGINT/SIGTERM", "DIR" },
+      "and on SIGINT/SIGTERM/SIGHUP", "DIR" },
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &o->ck_every,
       "Cut every run into segments of M mini-batches (the pipeline drains after each) and checkpoint after each", "M" },
     { "resume", 0, 0, G_OPTION_ARG_FILENAME, &o->resume,
@@ -278,6 +286,15 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
   Train t = { 0 };
   TpTrainOutputs out = { 0 };
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(o, &t.cfg, &out.json, err);
+  /* a flag refused before MPI starts is refused alike by every rank of mpirun: rank 0 says it (the
+   * others end with the same status, silently), as for every refusal after MPI starts */
+  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+  if (!ok && rank && atoi(rank) > 0 && tp_error_exit_status(*err) == 2) {
+    g_clear_error(err);
+    tp_train_clear(&t);
+    opts_clear(o);
+    exit(2);
+  }
   if (ok) {
     out.csv = o->csv, out.trace = o->trace, out.output = o->output;
     ok = tp_train_main(&t, args, tp_train_write_outputs, &out, err);

@@ -4,9 +4,12 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 
+#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   const char *name;
@@ -39,9 +42,24 @@ static void usage(FILE *f)
              "1 runtime failure.\n");
 }
 
+/* At exit: standard output flushed, and a write to it that failed (a full disk, /dev/full) is a
+ * runtime failure: exit 1 with its line, --help's text included (GOption prints it and exits 0). */
+static gboolean failed; /* a failure already said: its line is the one */
+
+static void check_stdout(void)
+{
+  errno = 0;
+  if ((fflush(stdout) == 0 && !ferror(stdout)) || failed)
+    return;
+  int e = errno;
+  fprintf(stderr, "timeprest: cannot write standard output%s%s\n", e ? ": " : "", e ? g_strerror(e) : "");
+  _exit(1);
+}
+
 int main(int argc, char **argv)
 {
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
+  atexit(check_stdout);
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -71,6 +89,7 @@ int main(int argc, char **argv)
       fprintf(stderr, "timeprest %s: %s\n", commands[i].name, line);
       int status = tp_error_exit_status(err);
       g_error_free(err);
+      failed = TRUE;
       return status;
     }
   g_autofree char *q = tp_quote(argv[1]);

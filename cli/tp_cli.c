@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <glib/gstdio.h>
 #include <string.h>
 
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err)
@@ -204,6 +205,38 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
   return TRUE;
 }
 
+gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err)
+{
+  char **canon = g_new0(char *, n + 1);
+  gboolean ok = TRUE;
+  for (int i = 0; i < n && ok; i++) {
+    if (paths[i] && !*paths[i]) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: an empty file name", flags[i]);
+      ok = FALSE;
+    } else if (paths[i] && strcmp(paths[i], "-") != 0) {
+      GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
+      if (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode))
+        canon[i] = g_canonicalize_filename(paths[i], NULL);
+    }
+  }
+  for (int i = 0; i < n && ok; i++)
+    for (int j = i + 1; j < n && ok && canon[i]; j++) {
+      GStatBuf a, b;
+      if (!canon[j] || (strcmp(canon[i], canon[j]) != 0 &&
+                        !(g_stat(canon[i], &a) == 0 && g_stat(canon[j], &b) == 0 && a.st_dev == b.st_dev &&
+                          a.st_ino == b.st_ino)))
+        continue;
+      g_autofree char *q = tp_quote(paths[j]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; each output needs a file of its own",
+                  flags[i], flags[j], q);
+      ok = FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    g_free(canon[i]);
+  g_free(canon);
+  return ok;
+}
+
 gboolean tp_cli_emit(const char *path, const GString *text, GError **err)
 {
   g_autoptr(TpOutputs) o = tp_outputs_new();
@@ -216,9 +249,9 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
 {
   GOptionEntry entries[] = {
     { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &o->cost, "Cost file (key file, see docs/formats.md); default: unit slots", "FILE" },
-    { "model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model description: a name from models/ or a .model file",
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model description: a name from models/ or a .model file",
       "NAME" },
-    { "cluster", 0, 0, G_OPTION_ARG_STRING, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
+    { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o->cluster, "Cluster with --model: A, B, C, h200 or a .cluster file",
       "FILE" },
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o->profile,
       "Measured profile with --model (timeprest profile; a --cluster then gives only the links)", "FILE" },

@@ -95,6 +95,11 @@ void tp_cli_name_flag(GError **err);
 /* Parse argv with ctx; no positional arguments allowed. */
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
 
+/* The n output files of a command, paths[i] given by flags[i] (NULL: not given; "-": standard
+ * output), checked before any work: a usage error when one is empty or two name the same regular
+ * file (by name, or an existing file by identity; a device or FIFO may take several). */
+gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err);
+
 /* Write text to path atomically (nothing half-written), or to stdout for NULL or "-" (see tp_output.h;
  * a command with several outputs stages them all in one TpOutputs). */
 gboolean tp_cli_emit(const char *path, const GString *text, GError **err);

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "tp_train_report.h"
 #include "tp_format.h"
+#include "tp_cli.h"
 #include "tp_output.h"
 #include "tp_policy.h"
 
@@ -15,6 +16,15 @@ static char *beside(const char *trace, const char *what)
   if (n > 4 && strcmp(trace + n - 4, ".csv") == 0)
     n -= 4;
   return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
+}
+
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, GError **err)
+{
+  g_autofree char *plan = trace ? beside(trace, "schedule") : NULL;
+  g_autofree char *pred = trace ? beside(trace, "predicted") : NULL;
+  const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };
+  const char *paths[] = { csv, trace, plan, pred, output };
+  return tp_cli_check_outputs(G_N_ELEMENTS(paths), flags, paths, err);
 }
 
 /* ---- reports ------------------------------------------------------------------------------------- */
@@ -116,10 +126,11 @@ static void report_json(const Train *t, const char *sha, GString *out)
   json_array(out, "test_accuracy", t->test_acc);
   json_array(out, "epoch_time", t->epoch_time);
   json_array(out, "train_loss", t->train_loss);
+  g_autofree char *ssha = tp_schedule_sha256(t->s);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
-                         "\"order_fixed_on\": \"%s\", \"recompute\": %s, \"time_unit\": \"s\", \"byte_unit\": \"B\", "
-                         "\"profile\": [",
-                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s),
+                         "\"order_fixed_on\": \"%s\", \"schedule_sha256\": \"%s\", \"recompute\": %s, \"time_unit\": \"s\", "
+                         "\"byte_unit\": \"B\", \"profile\": [",
+                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s), ssha,
                          t->s->recompute ? "true" : "false");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
@@ -144,9 +155,18 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append(out, " (split balancing FLOPs)\n");
   if (t->links)
     links_text(t, out);
-  g_string_append_printf(out, "order        fixed on %s; v = %d in the steady state (%d chain%s)\n",
-                         t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", t->pm->v_steady,
-                         t->pm->chains, t->pm->chains == 1 ? "" : "s");
+  /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state
+   * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON */
+  g_autofree char *ssha = tp_schedule_sha256(t->s);
+  char vs[48];
+  if (t->pm->v_steady_min != t->pm->v_steady)
+    g_snprintf(vs, sizeof vs, "v from %d to %d", t->pm->v_steady_min, t->pm->v_steady);
+  else
+    g_snprintf(vs, sizeof vs, "v = %d", t->pm->v_steady);
+  g_string_append_printf(out, "order        %s, fixed on %s; plan sha256 %s\n", tp_order_name(t->s->order),
+                         t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", ssha);
+  g_string_append_printf(out, "steady state %s, %d chain%s; multiple-sequence problem: %s\n", vs, t->pm->chains,
+                         t->pm->chains == 1 ? "" : "s", t->pm->multiple_sequences ? "yes" : "no");
   g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
                          "again from the stored stage input, with the weights the backward read" : "false");
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,

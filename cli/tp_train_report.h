@@ -12,6 +12,10 @@ typedef struct {
   int json;            /* --format json */
 } TpTrainOutputs;
 
+/* Before the run: the outputs' names checked (none empty, no file named twice, the trace's files
+ * beside it included); TP_ERROR_INPUT naming the flags. */
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, GError **err);
+
 /* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */
 gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err);
 

@@ -73,9 +73,15 @@ static gboolean read_fail(GError **err, const char *what, const char *path, cons
 gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err)
 {
   gboolean is_stdin = strcmp(path, "-") == 0;
-  int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+  /* opened without blocking: a FIFO without a writer reads as empty instead of blocking in open() */
+  int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return read_fail(err, what, path, "%s", g_strerror(errno));
+  if (!is_stdin) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+      (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* then read as usual: a writer's data is waited for */
+  }
   struct stat st;
   gsize cap = MIN((gsize)1 << 16, max + 2);
   g_autofree char *lim = size_text(max);
@@ -164,6 +170,29 @@ gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err)
     return FALSE;
   *out = (int)v;
   return TRUE;
+}
+
+gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GError **err)
+{
+  char *end = NULL;
+  double x = 0;
+  /* only decimal digits, a sign, a point and an exponent: no blanks, no 0x…, no inf or nan */
+  gboolean ok = text && *text && strspn(text, "0123456789+-.eE") == strlen(text);
+  if (ok) {
+    errno = 0;
+    x = g_ascii_strtod(text, &end);
+    /* out of range: an overflow (not finite) or an underflow to 0; a subnormal value stays itself */
+    ok = end != text && !*end && !(errno == ERANGE && x == 0) && isfinite(x) && x >= lo && x <= hi;
+  }
+  if (ok) {
+    *out = x;
+    return TRUE;
+  }
+  g_autofree char *q = tp_quote(text ? text : "");
+  char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE];
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a decimal number from %s to %s, got %s",
+              g_ascii_formatd(a, sizeof a, "%g", lo), g_ascii_formatd(b, sizeof b, "%g", hi), q);
+  return FALSE;
 }
 
 /* ---- quoting ------------------------------------------------------------------------------ */

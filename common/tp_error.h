@@ -58,6 +58,10 @@ const char *tp_input_name(const char *path);
  * the text. */
 gboolean tp_parse_int64(const char *text, gint64 lo, gint64 hi, gint64 *out, GError **err);
 gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err);
+/* A finite decimal number in [lo, hi] by the same rule: nothing around it (no blanks), no
+ * hexadecimal, no infinity or NaN, and none so small that it would be read as 0 (1e-400).  The error
+ * (TP_ERROR_INPUT, without a location) says the range and quotes the text. */
+gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GError **err);
 
 /* User text for a message, in single quotes: control and non-UTF-8 bytes escaped (\n, \xNN),
  * at most TP_QUOTE_MAX characters of it, then an ellipsis.  g_free the result. */

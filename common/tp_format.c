@@ -62,6 +62,13 @@ static void format_header(const TpSchedule *s, GString *out, const char *lead)
 
 #define CSV_COLUMNS "stage,op,mini_batch,micro_batch,version,source"
 
+char *tp_schedule_sha256(const TpSchedule *s)
+{
+  g_autoptr(GString) csv = g_string_new(NULL);
+  tp_format_csv(s, csv);
+  return g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv->str, (gssize)csv->len);
+}
+
 void tp_format_csv(const TpSchedule *s, GString *out)
 {
   format_header(s, out, "# timeprest-schedule ");

@@ -13,6 +13,10 @@ void tp_format_csv(const TpSchedule *s, GString *out);
  * unit slot ("0F0", "3I2", "1W0", "2B1", empty when idle).  Only K=1, policy sync, operations per
  * micro-batch; fails (TP_ERROR_INPUT) otherwise, or if the schedule deadlocks. */
 gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err);
+
+/* The schedule's digest: the sha256 (hex) of its CSV form, as `schedule --format csv` prints it;
+ * what tells two runs' plans apart in reports and checkpoints.  g_free the result. */
+char *tp_schedule_sha256(const TpSchedule *s);
 void tp_format_json(const TpSchedule *s, GString *out);
 
 /* Parse a schedule from text (CSV, JSON or PyTorch's CSV, told apart by the first non-blank

@@ -109,16 +109,9 @@ gboolean tp_kf_fail(const TpKeyFile *k, GError **err, const char *group, const c
 
 gboolean tp_kf_parse_number(const char *t, double *out)
 {
-  char *end = NULL;
-  while (*t == ' ' || *t == '\t')
-    t++;
-  double v = g_ascii_strtod(t, &end);
-  while (end && (*end == ' ' || *end == '\t'))
-    end++;
-  if (end == t || *end != '\0' || !isfinite(v))
-    return FALSE;
-  *out = v;
-  return TRUE;
+  /* a key file's value may have blanks around it; the number itself follows tp_parse_double's rule */
+  g_autofree char *v = g_strstrip(g_strdup(t));
+  return tp_parse_double(v, -G_MAXDOUBLE, G_MAXDOUBLE, out, NULL);
 }
 
 gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gboolean required, double lo, double hi,

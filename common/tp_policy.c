@@ -183,12 +183,7 @@ double tp_significance(const TpSignificance *sig, int d)
 
 static gboolean parse_param(const char *text, double lo, double hi, double *out)
 {
-  char *endp = NULL;
-  double v = g_ascii_strtod(text, &endp);
-  if (endp == text || *endp != '\0' || !(v >= lo && v <= hi))
-    return FALSE;
-  *out = v;
-  return TRUE;
+  return tp_parse_double(text, lo, hi, out, NULL);
 }
 
 gboolean tp_significance_parse(const char *text, TpSignificance *out, GError **err)

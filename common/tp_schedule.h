@@ -121,7 +121,9 @@ gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err);
 gboolean tp_size_check(int W, int N, int K, GError **err);
 
 /* Memory a run may use, in bytes: TP_MEMORY_LIMIT when set (bytes, or with a K, M or G suffix),
- * else the kernel's MemAvailable (or free pages); -1 when TP_MEMORY_LIMIT is not understood. */
+ * else the least of the kernel's MemAvailable (or free pages), what the process's address-space and
+ * data limits (RLIMIT_AS, RLIMIT_DATA) leave and what its cgroup's memory limit (v2 memory.max, v1
+ * memory.limit_in_bytes) leaves; -1 when TP_MEMORY_LIMIT is not understood. */
 long long tp_memory_available(void);
 /* Refuse, before allocating, a step that needs `need` bytes while less is available: one
  * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available". */

@@ -4,8 +4,11 @@
 #include "tp_error.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 void tp_dataset_free(TpDataset *d)
@@ -34,10 +37,15 @@ static gboolean idx_read(Idx *x, void *buf, size_t n, size_t before, size_t tota
     unsigned chunk = (unsigned)MIN(n - got, (size_t)1 << 30);
     int r = gzread(x->f, (char *)buf + got, chunk);
     if (r < 0) {
-      int zerr = 0;
+      int zerr = 0, eno = errno;
       const char *msg = gzerror(x->f, &zerr);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt gzip data in the %s (%s)", x->path, what,
-                  msg && *msg ? msg : "read error");
+      if (msg && g_str_has_prefix(msg, "<fd:") && strstr(msg, ": ")) /* zlib names the descriptor, not the file */
+        msg = strstr(msg, ": ") + 2;
+      if (zerr == Z_ERRNO) /* the file could not be read: a failure, not damaged data */
+        g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: cannot read: %s", x->path, g_strerror(eno));
+      else /* zlib reads ahead: the damage lies at or past the compressed offset it has reached */
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: corrupt gzip data (%s) within the first %lld compressed bytes, "
+                    "reading the %s", x->path, msg && *msg ? msg : "read error", (long long)gzoffset(x->f), what);
       return FALSE;
     }
     if (r == 0) {
@@ -60,11 +68,27 @@ static gboolean idx_open(Idx *x, const char *path, guint32 magic, const char *ki
                          GError **err)
 {
   x->path = path;
+  /* opened without blocking (a FIFO without a writer) and refused unless a regular file */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot open: %s", path, g_strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return FALSE;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", path,
+                S_ISDIR(st.st_mode) ? "a directory, not an IDX file" : "not a regular file (an IDX file is read whole)");
+    close(fd);
+    return FALSE;
+  }
   errno = 0;
-  x->f = gzopen(path, "rb");
+  x->f = gzdopen(fd, "rb");
   if (!x->f) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot open: %s", path,
                 errno ? g_strerror(errno) : "out of memory");
+    close(fd);
     return FALSE;
   }
   uint8_t head[4 + 4 * 3];
@@ -228,18 +252,14 @@ static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GErro
   char **parts = g_strsplit(p + 1, ":", -1);
   gboolean ok = *p == ':' && p[1] && g_strv_length(parts) <= 2;
   int *out[2] = { ntrain, ntest };
-  for (int k = 0; ok && parts[k]; k++) {
-    char *end;
-    errno = 0;
-    long v = strtol(parts[k], &end, 10);
-    ok = *parts[k] && !*end && !errno && v >= 1 && v <= TP_DATA_MAX_SAMPLES;
-    if (ok)
-      *out[k] = (int)v;
-  }
+  for (int k = 0; ok && parts[k]; k++)
+    ok = tp_parse_int(parts[k], 1, TP_DATA_MAX_SAMPLES, out[k], NULL);
   g_strfreev(parts);
-  if (!ok)
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "bad value '%s' (expected DIR or synthetic[:TRAIN[:TEST]])",
-                spec);
+  if (!ok) {
+    g_autofree char *q = tp_quote(spec);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "bad value %s (expected DIR or synthetic[:TRAIN[:TEST]], "
+                "sizes from 1 to %d samples)", q, TP_DATA_MAX_SAMPLES);
+  }
   return ok;
 }
 
@@ -263,7 +283,9 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
   }
   const char *dir = spec ? spec : TP_DATA_DEFAULT_DIR;
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no such data directory%s", dir,
+    gboolean exists = g_file_test(dir, G_FILE_TEST_EXISTS);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s%s", dir,
+                exists ? "not a directory (the data is the directory of the four IDX files)" : "no such data directory",
                 spec ? "" : " (install the Fashion-MNIST dataset package or give the data's directory)");
     return FALSE;
   }

@@ -161,7 +161,12 @@ size_t tp_net_saved_bytes_per_sample(const TpNet *net)
 
 gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **err)
 {
-  g_autofree float *host = g_new0(float, net->n_params ? net->n_params : 1);
+  g_autofree float *host = g_try_new0(float, net->n_params ? net->n_params : 1);
+  if (!host) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate %zu floats for the initial weights of layers %d-%d",
+                net->n_params, net->first + 1, net->last);
+    return FALSE;
+  }
   for (int i = 0; i < net->n; i++) {
     const NetLayer *L = &net->layers[i];
     if (!L->n_w)
@@ -182,7 +187,11 @@ static gboolean make_pool_matrix(const TpBackend *be, NetLayer *L, GError **err)
 {
   const TpWindow *s = &L->win;
   size_t in = (size_t)s->hin * s->win, out = (size_t)s->hout * s->wout;
-  g_autofree float *m = g_new0(float, in * out);
+  g_autofree float *m = g_try_new0(float, in * out);
+  if (!m) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the %zu × %zu matrix of avgpool_to", in, out);
+    return FALSE;
+  }
   for (int i = 0; i < s->hout; i++)
     for (int j = 0; j < s->wout; j++) {
       int r0 = i * s->hin / s->hout, r1 = ((i + 1) * s->hin + s->hout - 1) / s->hout;
@@ -241,8 +250,11 @@ TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err)
     g_free(s);
     return NULL;
   }
-  if (net->has_loss)
-    s->labels = g_new0(gint32, max_batch);
+  if (net->has_loss && !(s->labels = g_try_new0(gint32, max_batch))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the labels of %d samples", max_batch);
+    tp_saved_free(s);
+    return NULL;
+  }
   return s;
 }
 

@@ -28,7 +28,12 @@ static void be_free(void *ctx, float *buf)
 
 float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err)
 {
-  return host ? g_new(float, n) : be->iface->alloc(be, n ? n : 1, err);
+  if (!host)
+    return be->iface->alloc(be, n ? n : 1, err);
+  float *p = g_try_new(float, n ? n : 1);
+  if (!p)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate a buffer of %zu floats", n);
+  return p;
 }
 
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p)
@@ -85,8 +90,8 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
         !(S->grad = be->iface->alloc(be, n, err)) || !be->iface->zero(be, S->mom, n, err) || !be->iface->zero(be, S->grad, n, err) ||
         !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
       return NULL;
-    S->host_w = tp_backend_host_memory(be) ? S->weights : g_new(float, n);
-    if (!sync_host_weights(S, err))
+    S->host_w = tp_backend_host_memory(be) ? S->weights : tp_rt_buf(be, TRUE, n, err);
+    if (!S->host_w || !sync_host_weights(S, err))
       return NULL;
   }
   if (!tp_net_has_loss(rt->st[cfg->W - 1].net)) {
@@ -604,19 +609,18 @@ static gpointer stage_main(gpointer data)
   g.be = g.S->be;
   g.host = tp_backend_host_memory(g.be);
   g.in_e = tp_net_in_elems(g.net), g.out_e = tp_net_out_elems(g.net);
-  g.h_in = g_new(float, (size_t)g.B * g.in_e);
+  GError *err = NULL;
   g.box[0] = tp_outbox_new((size_t)g.B * g.out_e);
   g.box[1] = tp_outbox_new((size_t)g.B * g.in_e);
-  g.h_dout = g_new(float, (size_t)g.B * g.out_e);
-  g.labels = g_new(gint32, g.B);
-  g.lab8 = g_new(uint8_t, g.B);
   size_t nkeys = (size_t)s->K * (s->N + 1);
-  g.saved = g_new0(TpSaved *, nkeys);
-  g.fver = g_new(int, nkeys);
-  g.fwd_done = g_new0(int, s->K);
-  g.mbuf = g_new0(TpSaved *, s->K);
-  g.whole_b = g_new0(gboolean, s->K);
-  for (int k = 0; k < tp_stage_len(s, g.st); k++) {
+  g.labels = g_try_new(gint32, g.B);
+  g.lab8 = g_try_new(uint8_t, g.B);
+  g.saved = g_try_new0(TpSaved *, nkeys);
+  g.fver = g_try_new(int, nkeys);
+  g.fwd_done = g_try_new0(int, s->K);
+  g.mbuf = g_try_new0(TpSaved *, s->K);
+  g.whole_b = g_try_new0(gboolean, s->K);
+  for (int k = 0; g.whole_b && k < tp_stage_len(s, g.st); k++) {
     const TpOp *op = &tp_stage_ops(s, g.st)[k];
     if (op->kind == TP_OP_B && op->micro == TP_WHOLE)
       g.whole_b[op->mb - 1] = TRUE;
@@ -624,15 +628,21 @@ static gpointer stage_main(gpointer data)
   g.batched = !rt->cfg.per_micro_backward;
   g.rc = s->recompute;
   if (g.rc) {
-    g.kept = g_new0(float *, nkeys);
-    g.kseed = g_new0(guint64, nkeys);
+    g.kept = g_try_new0(float *, nkeys);
+    g.kseed = g_try_new0(guint64, nkeys);
   }
   for (int i = 0; i < 2; i++) {
     g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
     g.kpool[i] = g_ptr_array_new();
   }
-  GError *err = NULL;
-  if (g.host)
+  if (!(g.h_in = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.in_e, &err)) ||
+      !(g.h_dout = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.out_e, &err)))
+    g_prefix_error(&err, "stage %d: ", g.st + 1);
+  else if (!g.labels || !g.lab8 || !g.saved || !g.fver || !g.fwd_done || !g.mbuf || !g.whole_b ||
+           (g.rc && (!g.kept || !g.kseed)))
+    g_set_error(&err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate its bookkeeping of %zu operations",
+                g.st + 1, nkeys);
+  else if (g.host)
     g.in = g.h_in, g.dout = g.h_dout; /* out and din: the message buffers, taken for each message */
   else if (!(g.in = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
            !(g.din = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
@@ -653,9 +663,9 @@ static gpointer stage_main(gpointer data)
   sh->finished++;
   g_cond_signal(&sh->cond);
   g_mutex_unlock(&sh->lock);
-  for (size_t k = 0; k < nkeys; k++) /* slices before the buffers they are part of */
+  for (size_t k = 0; g.saved && k < nkeys; k++) /* slices before the buffers they are part of */
     tp_saved_free(g.saved[k]);
-  for (int k = 0; k < s->K; k++)
+  for (int k = 0; g.mbuf && k < s->K; k++)
     tp_saved_free(g.mbuf[k]);
   for (size_t k = 0; g.kept && k < nkeys; k++)
     tp_rt_buf_free(g.be, FALSE, g.kept[k]);
@@ -710,11 +720,25 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   sh.links = tp_rt_links_new(rt, sh.tr);
   StageArg *args = g_new(StageArg, n_th);
   GThread **th = g_new(GThread *, n_th);
-  for (int i = 0; i < n_th; i++) {
+  int started = 0;
+  for (int i = 0; i < n_th; i++, started++) {
     int st = lo + i;
     args[i] = (StageArg){ &sh, st };
     g_autofree char *name = g_strdup_printf("stage-%d", st + 1);
-    th[i] = g_thread_new(name, stage_main, &args[i]);
+    GError *te = NULL;
+    if (!(th[i] = g_thread_try_new(name, stage_main, &args[i], &te))) {
+      /* the stages running end by the transport's abort; the run fails with this line */
+      g_mutex_lock(&sh.lock);
+      if (!sh.first_err) {
+        sh.first_err = g_error_new(TP_ERROR, TP_ERROR_RUNTIME, "cannot start the thread of stage %d: %s", st + 1,
+                                   te->message);
+        sh.tr->abort(sh.tr, sh.first_err->message);
+      }
+      sh.finished += n_th - i; /* the stages never started count as finished */
+      g_mutex_unlock(&sh.lock);
+      g_error_free(te);
+      break;
+    }
   }
   if (progress && progress->tick) {
     gint64 step = (gint64)(1e6 * (progress->interval_s > 0 ? progress->interval_s : 0.25));
@@ -727,7 +751,7 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
     }
     g_mutex_unlock(&sh.lock);
   }
-  for (int i = 0; i < n_th; i++)
+  for (int i = 0; i < started; i++)
     g_thread_join(th[i]);
   g_free(th);
   g_free(args);

@@ -2,6 +2,7 @@
 #include "tp_report.h"
 #include "tp_error.h"
 #include "tp_events.h"
+#include "tp_format.h"
 
 static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
 {
@@ -36,8 +37,9 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   const TpCost *c = sim->c;
   const char *tu = c->time_unit, *bu = c->byte_unit;
   char name[128], a[TP_NUM_LEN], b[TP_NUM_LEN];
-  g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches\n",
-                         preset_or_pair(s, name, sizeof name), s->W, s->N, s->K);
+  g_autofree char *ssha = tp_schedule_sha256(s);
+  g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches; sha256 %s\n",
+                         preset_or_pair(s, name, sizeof name), s->W, s->N, s->K, ssha);
   if (c->unit)
     g_string_append(out, "costs        unit slots: a forward or backward takes 1 slot; updates and transfers are free\n");
   else
@@ -122,7 +124,9 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n", s->W, s->N, s->K);
   g_string_append_printf(out, "  \"cost_model\": \"%s\",\n  \"time_unit\": \"%s\",\n  \"byte_unit\": \"%s\",\n",
                          c->unit ? "unit" : "file", c->time_unit, c->byte_unit);
-  g_string_append_printf(out, "  \"order_fixed_on\": \"%s\",\n", tp_report_fixed_on(s));
+  g_autofree char *ssha = tp_schedule_sha256(s);
+  g_string_append_printf(out, "  \"order_fixed_on\": \"%s\",\n  \"schedule_sha256\": \"%s\",\n", tp_report_fixed_on(s),
+                         ssha);
   g_string_append_printf(out, "  \"recompute\": %s,\n", s->recompute ? "true" : "false");
   g_string_append(out, "  \"makespan\": "), num(out, m->makespan);
   g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);

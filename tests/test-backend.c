@@ -16,6 +16,7 @@
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_backend_ref.h"
+#include "tp_test_skip.h"
 #include "tp_error.h"
 #include "tp_model.h"
 #include "tp_net.h"
@@ -655,7 +656,8 @@ static const TpBackend *cuda_or_skip(void)
   if (!be) {
     g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
     g_assert_true(g_str_has_prefix(err->message, "--backend cuda: "));
-    tpt_skip_unless_required("cuda", err->message);
+    g_autofree char *why = g_strdup_printf("no GPU (or no driver) here (%s)", err->message + strlen("--backend cuda: "));
+    tpt_skip_unless_required("cuda", why);
     g_error_free(err);
   }
   return be;

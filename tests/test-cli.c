@@ -609,22 +609,7 @@ static void test_compare_labels(void)
   tpt_run_clear(&c);
 }
 
-/* Run `sh -c script` with $TP (the program) set; status and outputs. */
-static TptRun run_shell(const char *script)
-{
-  const char *bin = g_getenv("TP_BIN");
-  g_autofree char *abs = g_canonicalize_filename(bin ? bin : "./timeprest", NULL);
-  g_autofree char *quoted = g_shell_quote(abs);
-  g_autofree char *full = g_strdup_printf("TP=%s; %s", quoted, script);
-  const char *argv[] = { "/bin/sh", "-c", full, NULL };
-  TptRun r = { 0 };
-  int wait = 0;
-  GError *e = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
-  g_assert_no_error(e);
-  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
-  return r;
-}
+#define run_shell tpt_run_shell
 
 /* Quoted user text is escaped and shortened; "--" ends the options; every integer option goes
  * through one parser with one message. */

@@ -324,7 +324,7 @@ static gboolean mpi_usable(void)
 {
   const char *why = tpt_mpi_unusable();
   if (why)
-    g_test_skip(why);
+    tpt_skip_unless_required("mpi", why);
   return why == NULL;
 }
 

@@ -234,7 +234,7 @@ static int worker(int *argc, char ***argv)
 static void test_two_ranks(void)
 {
 #ifndef HAVE_NCCL_TRANSPORT
-  g_test_skip(TP_NCCL_MISSING);
+  tpt_skip_unless_required("nccl", TP_NCCL_MISSING);
 #else
   char *why = NULL;
   int gpus = tp_cuda_device_count(&why);
@@ -243,11 +243,11 @@ static void test_two_ranks(void)
     g_autofree char *msg = g_strdup_printf("needs 2 GPUs (NCCL runs one rank per GPU); %d here%s%s", gpus,
                                            why ? ": " : "", why ? why : "");
     g_free(why);
-    g_test_skip(msg);
+    tpt_skip_unless_required(gpus == 0 ? "cuda" : "nccl", msg);
     return;
   }
   if (!mpirun || !timeout) {
-    g_test_skip(!mpirun ? "mpirun not found" : "timeout not found");
+    tpt_skip_unless_required("mpi", !mpirun ? "mpirun not found" : "timeout not found");
     return;
   }
   const char *argv[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np", "2", self, "--worker", NULL };

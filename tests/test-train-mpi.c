@@ -127,6 +127,45 @@ static void test_other_args(void)
   g_assert_cmpint(count(err, "timeprest train:"), ==, 1);
 }
 
+/* A bad flag under mpirun: every rank refuses it before MPI starts; one line (rank 0's), exit 2. */
+static void test_flag_error_once(void)
+{
+  if (!mpi_usable())
+    return;
+  Run r = run(2, "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet --lr abc");
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(count(r.err, "timeprest train: --lr:"), ==, 1);
+  run_clear(&r);
+}
+
+/* A rank that never starts MPI (mpirun's A : B form with a program that is not timeprest): the
+ * start-up is bounded by --peer-timeout, the job ends non-zero (not killed by `timeout`) with a line
+ * saying what was waited for. */
+static void test_startup_bounded(void)
+{
+  if (!mpi_usable())
+    return;
+  const char *common = "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet --peer-timeout 2";
+  g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 %s train %s : -np 1 true", bin,
+                                          common);
+  g_auto(GStrv) argv = g_strsplit(line, " ", -1);
+  g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int wait = 0;
+  GError *e = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e));
+  g_assert_no_error(e);
+  double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
+  g_test_message("status 0x%x after %.1f s: %s", wait, secs, err);
+  g_assert_true(WIFEXITED(wait));
+  g_assert_cmpint(WEXITSTATUS(wait), !=, 0);
+  g_assert_cmpint(WEXITSTATUS(wait), !=, 124);
+  g_assert_cmpfloat(secs, <, 30);
+  g_assert_nonnull(strstr(err, "within 2 s while starting MPI"));
+}
+
 /* Without mpirun (or in a build without MPI): exit 2, one line. */
 static void test_no_mpirun(void)
 {
@@ -232,6 +271,8 @@ int main(int argc, char **argv)
   }
   g_test_add_func("/train-mpi/size", test_size);
   g_test_add_func("/train-mpi/other-arguments", test_other_args);
+  g_test_add_func("/train-mpi/startup-bounded", test_startup_bounded);
+  g_test_add_func("/train-mpi/flag-error-once", test_flag_error_once);
   g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);
   g_test_add_data_func("/train-mpi/fault/stop", GINT_TO_POINTER(SIGSTOP), test_fault);
   return g_test_run();

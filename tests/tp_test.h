@@ -7,6 +7,8 @@
 #include "tp_format.h"
 #include "tp_schedule.h"
 
+#include "tp_test_skip.h"
+
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -32,25 +34,6 @@ static inline char *tpt_grid(const TpSchedule *s)
   return g_string_free(g, FALSE);
 }
 
-/* A case that cannot run here (no GPU, no second GPU, …): skipped with the reason, unless TP_REQUIRE
- * (a comma-separated list, e.g. "cuda") names what it needs; then it fails, so that a machine that
- * must run it (bench/gpu-check.sh on a lent GPU) cannot pass by skipping. */
-static inline gboolean tpt_required(const char *what)
-{
-  g_auto(GStrv) list = g_getenv("TP_REQUIRE") ? g_strsplit(g_getenv("TP_REQUIRE"), ",", -1) : NULL;
-  return list && g_strv_contains((const char *const *)list, what);
-}
-
-static gboolean tpt_failed_as_required; /* set when tpt_skip_unless_required failed a case */
-
-static inline void tpt_skip_unless_required(const char *what, const char *why)
-{
-  if ((tpt_failed_as_required = tpt_required(what)))
-    g_test_fail_printf("%s is required here (TP_REQUIRE=%s) but unavailable: %s", what, g_getenv("TP_REQUIRE"), why);
-  else
-    g_test_skip(why);
-}
-
 /* Run the built program with argv (NULL-terminated, without the program name). */
 typedef struct {
   int status;
@@ -74,6 +57,23 @@ static inline TptRun tpt_run(const char *const *args)
   g_assert_no_error(e);
   r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
   g_ptr_array_free(argv, TRUE);
+  return r;
+}
+
+/* Run `sh -c script` with $TP (the program, quoted) set; status and outputs. */
+static inline TptRun tpt_run_shell(const char *script)
+{
+  const char *bin = g_getenv("TP_BIN");
+  g_autofree char *abs = g_canonicalize_filename(bin ? bin : "./timeprest", NULL);
+  g_autofree char *quoted = g_shell_quote(abs);
+  g_autofree char *full = g_strdup_printf("TP=%s; %s", quoted, script);
+  const char *argv[] = { "/bin/sh", "-c", full, NULL };
+  TptRun r = { 0 };
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err, &wait, &e));
+  g_assert_no_error(e);
+  r.status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
   return r;
 }
 

@@ -8,6 +8,8 @@
 #define TP_TEST_MPI_H
 
 #include <glib.h>
+#include <string.h>
+#include "tp_test_skip.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -127,7 +129,7 @@ static inline gboolean tpt_mpi_train_usable(const char *bin)
     usable = why == NULL;
   }
   if (!usable)
-    g_test_skip(why);
+    tpt_skip_unless_required("mpi", why);
   return usable;
 }
 

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #define FORMAT 1
+/* More parameters than any stage of a model the project loads can hold (tp_model limits layers far below). */
+#define TP_CHECKPOINT_MAX_PARAMS ((guint64)1 << 36)
 #define SEAL "\n[integrity]\nsha256="
 
 void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np)
@@ -317,6 +319,22 @@ gboolean tp_checkpoint_check_dir(const char *dir, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot create the directory: %s", dir, g_strerror(e));
     return FALSE;
   }
+  /* the checkpoint's own names taken by something that is not a file: refused now, not at the first
+   * checkpoint after training */
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    gboolean ini;
+    int gen, st;
+    gboolean ours = strcmp(name, TP_CHECKPOINT_INI) == 0 || strcmp(name, TP_CHECKPOINT_LOCK) == 0 ||
+                    (file_kind(name, &ini, &gen, &st) && !ini && name[0] != '.');
+    g_autofree char *p = g_build_filename(dir, name, NULL);
+    if (ours && !g_file_test(p, G_FILE_TEST_IS_REGULAR)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: a checkpoint's file name taken by something that is not a "
+                  "regular file (a checkpoint directory holds only the checkpoint's files)", p);
+      return FALSE;
+    }
+  }
   g_autofree char *probe = g_build_filename(dir, ".write-test.XXXXXX", NULL);
   int fd = g_mkstemp(probe);
   if (fd < 0) {
@@ -326,6 +344,51 @@ gboolean tp_checkpoint_check_dir(const char *dir, GError **err)
   }
   close(fd);
   g_unlink(probe);
+  return TRUE;
+}
+
+gboolean tp_checkpoint_lock(const char *dir, GError **err)
+{
+  static int held = -1; /* kept open for the process's life: closing any descriptor of it drops the lock */
+  static char *held_dir;
+  if (held >= 0 && g_strcmp0(held_dir, dir) == 0)
+    return TRUE;
+  g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_LOCK, NULL);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int e = fd < 0 ? errno : EINVAL;
+    if (fd >= 0)
+      close(fd);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot take the directory's lock: %s", path,
+                e == EINVAL ? "not a regular file" : g_strerror(e));
+    return FALSE;
+  }
+  struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+  if (fcntl(fd, F_SETLK, &fl) != 0) {
+    int e = errno;
+    char who[256] = "";
+    ssize_t n = e == EAGAIN || e == EACCES ? pread(fd, who, sizeof who - 1, 0) : -1;
+    close(fd);
+    if (n < 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot take the directory's lock: %s", path, g_strerror(e));
+      return FALSE;
+    }
+    who[n] = '\0';
+    g_strchomp(who);
+    g_autofree char *q = tp_quote(*who ? who : "an unknown process");
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s is in use by another run (%s holds %s); one run at a time "
+                "writes a checkpoint directory", dir, q, TP_CHECKPOINT_LOCK);
+    return FALSE;
+  }
+  /* who holds it, for the message of a run refused */
+  g_autofree char *me = g_strdup_printf("PID %d on %s\n", (int)getpid(), g_get_host_name());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, me, strlen(me), 0) < 0) {
+    /* the lock holds without its text */
+  }
+  held = fd;
+  g_free(held_dir);
+  held_dir = g_strdup(dir);
   return TRUE;
 }
 
@@ -420,18 +483,60 @@ static GKeyFile *parse_metadata(const char *path, const char *text, gsize len, G
   return k;
 }
 
+/* A regular file of the checkpoint, whole: at most max bytes, or exactly `exact` when >= 0.  Opened
+ * without blocking (a FIFO without a writer) and refused unless a regular file, so that neither a
+ * device nor a pipe is read without end.  *what: the reason on failure (errno's text, or ours). */
+static char *read_regular(const char *path, guint64 max, gint64 exact, gsize *len, int *eno, const char **what)
+{
+  *eno = 0, *what = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *eno = errno;
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode))
+    *what = S_ISDIR(st.st_mode) ? "a directory, not a regular file" : "not a regular file";
+  else if (exact >= 0 && (guint64)st.st_size != (guint64)exact)
+    *what = "of another size than the checkpoint says (truncated or corrupt)";
+  else if ((guint64)st.st_size > max)
+    *what = "larger than a checkpoint's metadata can be";
+  char *buf = *what ? NULL : g_try_malloc((gsize)st.st_size + 1);
+  if (!*what && !buf)
+    *what = "too large to hold in memory";
+  gsize n = 0;
+  while (buf && n < (gsize)st.st_size) {
+    ssize_t r = read(fd, buf + n, MIN((gsize)st.st_size - n, (gsize)1 << 24));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      *eno = r < 0 ? errno : 0, *what = r < 0 ? NULL : "shorter than its size (changed while read)";
+      g_clear_pointer(&buf, g_free);
+      break;
+    }
+    n += (gsize)r;
+  }
+  close(fd);
+  if (buf) {
+    buf[n] = '\0';
+    *len = n;
+  }
+  return buf;
+}
+
 char *tp_checkpoint_read_meta(const char *dir, gsize *len, GError **err)
 {
   g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
-  char *text = NULL;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, len, &e)) {
-    if (g_error_matches(e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+  int eno;
+  const char *what;
+  char *text = read_regular(path, tp_max_schedule_bytes() * 2 + TP_MAX_TEXT_BYTES, -1, len, &eno, &what);
+  if (!text) {
+    if (eno == ENOENT)
       bad(err, path, "no checkpoint here");
     else
-      bad(err, path, "cannot read the checkpoint: %s", e->message);
-    g_error_free(e);
-    return NULL;
+      bad(err, path, "cannot read the checkpoint: %s", what ? what : g_strerror(eno));
   }
   return text;
 }
@@ -453,10 +558,11 @@ static gboolean read_state_file(const char *dir, const char *name, const char *w
   g_autofree char *path = g_build_filename(dir, name ? name : "?", NULL);
   g_autofree char *bytes = NULL;
   gsize len = 0, n = range_bytes(c, lo, hi);
-  if (!name || !*name || strchr(name, '/') || !want || !g_file_get_contents(path, &bytes, &len, NULL))
-    return bad(err, path, "cannot read the checkpoint's state");
-  if (len != n)
-    return bad(err, path, "%zu bytes, the checkpoint says %zu (truncated or corrupt)", (size_t)len, (size_t)n);
+  int eno = 0;
+  const char *what = NULL;
+  if (!name || !*name || strchr(name, '/') || !want ||
+      !(bytes = read_regular(path, n, (gint64)n, &len, &eno, &what)))
+    return bad(err, path, "cannot read the checkpoint's state: %s", what ? what : eno ? g_strerror(eno) : "not named");
   g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
   if (strcmp(sha, want) != 0)
     return bad(err, path, "corrupt: its sha256 does not match the checkpoint's");
@@ -499,60 +605,76 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
   if (!k)
     return FALSE;
   GError *e = NULL;
-  int W = g_key_file_get_integer(k, "position", "stages", &e);
-  if (e || W < 1 || W > 4096 || g_key_file_get_integer(k, "checkpoint", "format", NULL) != FORMAT) {
-    g_clear_error(&e);
+  if (g_key_file_get_integer(k, "checkpoint", "format", NULL) != FORMAT)
     return bad(err, path, "not a checkpoint of this format");
+  int W = g_key_file_get_integer(k, "position", "stages", &e);
+  if (e || W < 1 || W > 4096) {
+    g_clear_error(&e);
+    return bad(err, path, "stages is not a number of stages (1 to 4096)");
   }
-  size_t *np = g_new0(size_t, W);
-  for (int s = 0; s < W && !e; s++) {
+  /* the parameter counts, each in range (before anything is allocated for it), and the state's size
+   * agree */
+  g_autofree size_t *np = g_new0(size_t, W);
+  guint64 sum = 0;
+  for (int s = 0; s < W; s++) {
     g_autofree char *key = g_strdup_printf("params_%d", s + 1);
-    np[s] = g_key_file_get_uint64(k, "position", key, &e);
+    guint64 v = g_key_file_get_uint64(k, "position", key, &e);
+    if (e) {
+      g_clear_error(&e);
+      return bad(err, path, "stages=%d, but %s is missing or not a count", W, key);
+    }
+    if (v > TP_CHECKPOINT_MAX_PARAMS)
+      return bad(err, path, "%s=%" G_GUINT64_FORMAT " is more parameters than a stage holds", key, v);
+    np[s] = (size_t)v;
+    sum += 2 * 4 * v;
   }
-  tp_checkpoint_init(c, W, e ? NULL : np);
-  g_free(np);
+  guint64 bytes = g_key_file_get_uint64(k, "checkpoint", "state_bytes", &e);
+  if (e || bytes != sum) {
+    g_clear_error(&e);
+    return bad(err, path, "state_bytes disagrees with params_1..params_%d (%" G_GUINT64_FORMAT " bytes of state)", W,
+               sum);
+  }
+  tp_checkpoint_init(c, W, np);
   c->lo = hi < 0 ? 0 : MIN(MAX(lo, 0), W);
   c->hi = hi < 0 ? W : MIN(MAX(hi, c->lo), W);
-  if (e) {
-    g_error_free(e);
-    return bad(err, path, "not a checkpoint of this format");
-  }
   g_auto(GStrv) keys = g_key_file_get_keys(k, "identity", NULL, NULL);
   for (int i = 0; keys && keys[i]; i++) {
     g_autofree char *v = g_key_file_get_string(k, "identity", keys[i], NULL);
     tp_checkpoint_id(c, keys[i], v ? v : "");
   }
+  const char *which = NULL; /* the key missing or malformed */
   int *iv[] = { &c->generation, &c->epoch, &c->index, &c->done, &c->pos.epoch, &c->pos.index };
   const char *ig[] = { "checkpoint", "position", "position", "position", "position", "position" };
   const char *ik[] = { "generation", "epoch", "index", "done", "data_epoch", "data_index" };
   for (size_t i = 0; i < G_N_ELEMENTS(iv) && !e; i++)
-    *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e);
+    *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e), which = ik[i];
   if (!e)
-    c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e);
+    c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e), which = "seed";
   double *dv[] = { &c->elapsed, &c->train_time, &c->samples, &c->epoch_wall };
   const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
   for (size_t i = 0; i < G_N_ELEMENTS(dv) && !e; i++)
-    *dv[i] = g_key_file_get_double(k, "results", dk[i], &e);
+    *dv[i] = g_key_file_get_double(k, "results", dk[i], &e), which = dk[i];
   if (!e)
-    c->versions_match = g_key_file_get_boolean(k, "results", "versions_match", &e);
+    c->versions_match = g_key_file_get_boolean(k, "results", "versions_match", &e), which = "versions_match";
   if (!e)
-    c->mismatched = (long)g_key_file_get_int64(k, "results", "mismatched_reads", &e);
+    c->mismatched = (long)g_key_file_get_int64(k, "results", "mismatched_reads", &e), which = "mismatched_reads";
   char **sv[] = { &c->plan, &c->plan_tail, &c->log };
   const char *sg[] = { "plan", "plan", "results" }, *sk[] = { "segment", "last_segment", "log" };
   for (size_t i = 0; i < G_N_ELEMENTS(sv) && !e; i++)
-    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e);
+    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e), which = sk[i];
   gboolean ok = !e;
   const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time" };
   GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time };
   for (size_t i = 0; i < G_N_ELEMENTS(ak) && ok; i++) {
     g_autofree char *v = g_key_file_get_string(k, "results", ak[i], NULL);
-    ok = v && split_doubles(v, av[i]);
+    ok = v && split_doubles(v, av[i]), which = ak[i];
   }
   g_autofree char *cv = ok ? g_key_file_get_string(k, "results", "correct", NULL) : NULL;
-  ok = ok && cv && split_ints(cv, c->correct);
+  if (ok)
+    ok = cv && split_ints(cv, c->correct), which = "correct";
   g_clear_error(&e);
   if (!ok)
-    return bad(err, path, "not a checkpoint of this format (a key is missing or malformed)");
+    return bad(err, path, "not a checkpoint of this format (%s is missing or malformed)", which);
   if (c->plan_tail && !*c->plan_tail)
     g_clear_pointer(&c->plan_tail, g_free);
   return read_state(dir, path, k, c, err);

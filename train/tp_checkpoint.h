@@ -60,6 +60,13 @@ gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **er
  * naming dir when not. */
 gboolean tp_checkpoint_check_dir(const char *dir, GError **err);
 
+/* The lock file of a checkpoint directory: held (fcntl) for the life of the run that writes there,
+ * holding "PID P on HOST". */
+#define TP_CHECKPOINT_LOCK "checkpoint.lock"
+/* Take dir's lock for this process (again for the same dir: nothing to do).  TP_ERROR_INPUT, naming
+ * flag, dir and the holder, when another process holds it. */
+gboolean tp_checkpoint_lock(const char *dir, GError **err);
+
 /* The first generation a run may write into dir: past every state file there (temporaries too),
  * so that no file of the checkpoint in force, whatever run made it, is overwritten before the new
  * one is committed.  0 for an empty or missing directory. */
@@ -103,7 +110,7 @@ typedef struct {
   int W, N, batch, K, every;
   guint32 seed;
   double lr, momentum, weight_decay;
-  const char *backend, *data;
+  const char *backend, *data;  /* data: the data by content (sizes and digest), not its path */
   long lr_steps;              /* cosine decay over this many mini-batches; 0: constant lr */
 } TpRunIdentity;
 

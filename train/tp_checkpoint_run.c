@@ -34,9 +34,7 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)
   tp_checkpoint_id(c, "model_sha256", msha);
   tp_checkpoint_id(c, "preset", id->preset ? id->preset->name : "(schedule file)");
   if (!id->preset) {
-    g_autoptr(GString) csv = g_string_new(NULL);
-    tp_format_csv(id->file, csv);
-    g_autofree char *ssha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv->str, (gssize)csv->len);
+    g_autofree char *ssha = tp_schedule_sha256(id->file);
     tp_checkpoint_id(c, "schedule_sha256", ssha);
   } else {
     tp_checkpoint_id(c, "order", tp_order_name(id->preset->order));

@@ -63,6 +63,7 @@ typedef struct {
   int cores;                /* the first rank's processors (the prediction's devices on cpu) */
   TpModel *model;
   TpDataset *train, *test;
+  char *data_id;            /* the data by content (sizes, sha256): what a checkpoint names, not the path */
   TpBatcher *batcher;
   int *bounds;              /* [W+1] the stages' first layers */
   TpRuntime *rt;

@@ -71,6 +71,7 @@ static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
  * every rank with the same status. */
 gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err)
 {
+  tp_mpi_watchdog(t->cfg.peer_timeout, "starting MPI"); /* MPI_Init and the communicators: no timeout of their own */
   if (!tp_mpi_init(NULL, NULL, err))
     return FALSE;
   if (t->cfg.ck.dir)
@@ -78,6 +79,7 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
   GError *e = NULL;
   if (!(t->mpi = tp_mpi_new(micro_batches(&t->cfg), t->cfg.peer_timeout, &e)))
     tp_mpi_fail(NULL, e->message, 1);
+  tp_mpi_watchdog(0, NULL);
   t->group = tp_group_mpi_new(t->mpi);
   t->rank = tp_group_rank(t->group);
   gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&

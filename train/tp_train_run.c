@@ -11,6 +11,7 @@
 #include "tp_trainlog.h"
 #include "tp_signal.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,12 +39,68 @@ static void run_identity(const Train *t, TpCheckpoint *c)
     .momentum = cfg->momentum,
     .weight_decay = cfg->wd,
     .backend = cfg->backend,
-    .data = cfg->data,
+    .data = t->data_id,
     .lr_steps = tp_train_lr_steps(t),
   };
   tp_checkpoint_identity(c, &id);
 }
 
+/* The position and results of checkpoint c checked for meaning against this run (a checkpoint whose
+ * seal was recomputed after an edit passes its integrity check): every key in range, the position a
+ * segment boundary, the counts and the data position agreeing with it.  One line naming the key. */
+static gboolean check_position(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
+{
+  int K = t->K, M = t->cfg.ck.every ? t->cfg.ck.every : K, P = tp_batcher_per_epoch(t->batcher);
+  gint64 done = (gint64)c->epoch * K + c->index;
+  /* the data position after `done` mini-batches from the start: each epoch of the data holds P */
+  gint64 de = done > 0 ? (done - 1) / P : 0, di = done > 0 ? ((done - 1) % P + 1) * (gint64)t->cfg.batch : 0;
+  const char *key = NULL, *why = NULL;
+  g_autofree char *val = NULL;
+#define BAD(k, v, w) (key = (k), val = g_strdup_printf("%" G_GINT64_FORMAT, (gint64)(v)), why = (w))
+  if (c->generation < 0)
+    BAD("generation", c->generation, "is negative");
+  else if (c->W != t->W)
+    BAD("stages", c->W, "differs from this run's stages");
+  else if (c->seed != t->cfg.seed)
+    BAD("seed", c->seed, "differs from this run's seed");
+  else if (c->epoch < 0 || c->epoch > t->runs || (c->epoch == t->runs && c->index != 0))
+    BAD("epoch", c->epoch, "is not a run of this one");
+  else if (c->index < 0 || c->index >= K || c->index % M != 0)
+    BAD("index", c->index, "is not a segment boundary of this run");
+  else if (c->done != done)
+    BAD("done", c->done, "disagrees with epoch and index");
+  else if (c->pos.epoch != de)
+    BAD("data_epoch", c->pos.epoch, "disagrees with the mini-batches done");
+  else if (c->pos.index != di)
+    BAD("data_index", c->pos.index, "disagrees with the mini-batches done");
+  else if (c->mismatched < 0)
+    BAD("mismatched_reads", c->mismatched, "is negative");
+  if (key) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s=%s %s", dir, TP_CHECKPOINT_INI, key, val, why);
+    return FALSE;
+  }
+#undef BAD
+  const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
+  const double dv[] = { c->elapsed, c->train_time, c->samples, c->epoch_wall };
+  for (size_t i = 0; i < G_N_ELEMENTS(dk); i++)
+    if (!isfinite(dv[i]) || dv[i] < 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s is not a finite number of 0 or more", dir,
+                  TP_CHECKPOINT_INI, dk[i]);
+      return FALSE;
+    }
+  /* one value per run complete, and one per mini-batch of the current run done */
+  const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time", "correct" };
+  const GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time, c->correct };
+  for (size_t i = 0; i < G_N_ELEMENTS(ak); i++) {
+    guint want = (guint)(i < 4 ? c->epoch : c->index);
+    if (av[i]->len != want) {
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s holds %u values, the position says %u", dir,
+                  TP_CHECKPOINT_INI, ak[i], av[i]->len, want);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
 
 /* --resume: the checkpoint read and checked against this run, its state restored. */
 gboolean tp_train_resume(Train *t, GError **err)
@@ -62,11 +119,12 @@ gboolean tp_train_resume(Train *t, GError **err)
   if (diff) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: %s", dir, TP_CHECKPOINT_INI, diff);
     ok = FALSE;
-  } else if (c.epoch >= t->runs) {
+  } else if (c.epoch == t->runs && c.index == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s holds the end of the run (%d run%s): nothing left to do",
                 dir, c.epoch, c.epoch == 1 ? "" : "s");
     ok = FALSE;
-  }
+  } else
+    ok = check_position(t, &c, dir, err);
   ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
   if (ok && !t->cfg.schedule_file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&

@@ -93,6 +93,7 @@ void tp_train_clear(Train *t)
     g_string_free(t->log, TRUE);
   g_free(t->links);
   g_free(t->devices);
+  g_free(t->data_id);
   tp_group_free(t->group);
   TpTrainConfig cfg = t->cfg;
   memset(t, 0, sizeof *t);
@@ -166,6 +167,31 @@ gboolean tp_train_setup(Train *t, GError **err)
                 (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
     return FALSE;
   }
+  /* every label a class of the model (files may hold more classes than the model has) */
+  const TpLayer *top = tp_model_layer(t->model, L - 1);
+  int classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)top->in_elems : TP_DATA_CLASSES;
+  const TpDataset *sets[] = { t->train, t->test };
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < sets[i]->n; j++)
+      if (sets[i]->labels[j] >= classes) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s (its labels): label %d of sample %d is not a class of model %s (0..%d)",
+                    sets[i]->name, sets[i]->labels[j], j + 1, t->model->name, classes - 1);
+        return FALSE;
+      }
+  /* the data's identity by content, for checkpoints only (a digest of every byte): a copy elsewhere
+   * is the same data, the same path with other contents is not */
+  if (c->ck.dir || c->resume) {
+    GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+    for (int i = 0; i < 2; i++) {
+      g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
+      g_checksum_update(sum, (const guchar *)head, -1);
+      g_checksum_update(sum, sets[i]->labels, sets[i]->n);
+      g_checksum_update(sum, sets[i]->pixels, (gssize)sets[i]->n * sets[i]->dim);
+    }
+    t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim,
+                                 g_checksum_get_string(sum));
+    g_checksum_free(sum);
+  }
   if (t->per_epoch)
     t->K = tp_batcher_per_epoch(t->batcher);
   else if (!c->schedule_file)
@@ -185,6 +211,16 @@ gboolean tp_train_setup(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "cannot split %d layers into %d stages", L, t->W);
     return FALSE;
   }
+  /* the least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
+   * mini-batch's activations), checked against the memory left before any of it is allocated */
+  long long need = 0;
+  for (int i = 0; i < L; i++) {
+    const TpLayer *ly = tp_model_layer(t->model, i);
+    need += 4 * (4 * ly->params + (long long)c->batch * ly->out_elems);
+  }
+  g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
+  if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
+    return FALSE;
   TpRuntimeConfig cfg = {
     .model = t->model,
     .bounds = t->bounds,
@@ -228,7 +264,8 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
 {
   if (!t->cfg.ck.dir)
     return TRUE;
-  if (!tp_checkpoint_check_dir(t->cfg.ck.dir, err)) {
+  /* writable, and one run at a time writes there (one process per stage: rank 0 holds the lock) */
+  if (!tp_checkpoint_check_dir(t->cfg.ck.dir, err) || (t->rank == 0 && !tp_checkpoint_lock(t->cfg.ck.dir, err))) {
     tp_error_about(err, t->cfg.ck_dir_is_resume ? TP_ERROR_PARAM_RESUME : TP_ERROR_PARAM_CHECKPOINT);
     return FALSE;
   }
@@ -237,7 +274,7 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
 }
 
 /* A run stopped at a checkpoint: one line (one process per stage: from rank 0), and exit 128 + the
- * signal (130 SIGINT, 143 SIGTERM), or 0 for stop_after. */
+ * signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP), or 0 for stop_after. */
 G_NORETURN void tp_train_stopped(Train *t)
 {
   int sig = t->interrupted;

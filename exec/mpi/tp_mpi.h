@@ -47,6 +47,11 @@ gboolean tp_mpi_available(void);
  * environment variables); a --transport mpi run without one is refused before MPI starts. */
 gboolean tp_mpi_launched(void);
 
+/* Bound a wait that no timeout of the transport covers (MPI's start-up, MPI_Init_thread and the
+ * communicators' creation; MPI_Finalize): after seconds, one line naming what was waited for and
+ * _exit(1), so that mpirun ends the job.  seconds <= 0 disarms it.  (SIGALRM.) */
+void tp_mpi_watchdog(double seconds, const char *what);
+
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails when less than MPI_THREAD_SERIALIZED is
  * provided.  Sets the SIGTERM hook described above. */
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 /* ---- what the rank waits for, for its signal hooks (common/tp_signal.h; async-signal-safe reads) -- */
@@ -77,6 +78,43 @@ static void on_stop_signal(int sig)
 }
 
 void tp_mpi_catch_signals(void) { tp_signal_catch_stop(on_stop_signal); }
+
+/* ---- the watchdog of start-up and shut-down ----------------------------------------------------- */
+
+static char watch_line[NOTE_LEN + 160];
+static size_t watch_len;
+static double watch_default = 60; /* the last bound armed: for a shut-down without a transport */
+
+static void on_watchdog(int sig)
+{
+  (void)sig;
+  ssize_t w = write(STDERR_FILENO, watch_line, watch_len);
+  (void)w;
+  _exit(1);
+}
+
+void tp_mpi_watchdog(double seconds, const char *what)
+{
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  if (seconds > 0) {
+    const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+    g_snprintf(watch_line, sizeof watch_line, "timeprest: rank %s: no answer from the other ranks within %g s while %s "
+               "(a rank never started MPI, is stuck or is lost)\n", rank ? rank : "?", seconds, what);
+    watch_len = strlen(watch_line);
+    watch_default = seconds;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_watchdog;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    it.it_value.tv_sec = (time_t)seconds;
+    it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+    if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+      it.it_value.tv_usec = 1;
+  }
+  setitimer(ITIMER_REAL, &it, NULL); /* zero: disarmed */
+}
 
 /* ---- start ---------------------------------------------------------------------------------------- */
 
@@ -187,6 +225,7 @@ void tp_mpi_fail(TpMpi *m, const char *line, int status)
 
 void tp_mpi_finalize(TpMpi *m)
 {
+  double bound = m ? MAX(m->base.timeout_s, 1.0) : watch_default; /* MPI_Finalize's, taken before m is freed */
   if (m) {
     TpTransport *t = &m->base;
     char me[40], line[512];
@@ -209,5 +248,9 @@ void tp_mpi_finalize(TpMpi *m)
     t->free(t);
   }
   tp_mpi_note_wait(NULL);
+  /* MPI_Finalize waits for every rank: bounded like the rest (a rank stopped there, or one that
+   * never started MPI, would hold the job forever) */
+  tp_mpi_watchdog(bound, "ending MPI (MPI_Finalize)");
   MPI_Finalize();
+  tp_mpi_watchdog(0, NULL);
 }
