@@ -14,7 +14,7 @@
 
 typedef struct {
   char *model, *cluster, *profile, *batch, *limit, *workers, *micro, *presets, *run_top, *format, *show, *threads;
-  char *output, *run_k;
+  char *output, *run_k, *recompute;
 } PlanOpts;
 
 /* A measured plan (--run-top). */
@@ -107,15 +107,15 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, long batch, int k, 
   g_autofree char *split = tp_plan_split_text(p);
   const char *argv[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
                          "--split", split, "-k", kk, "--model", o->model, "--data", "synthetic", "--backend", backend,
-                         "--format", "json", "--quiet", NULL };
+                         "--format", "json", "--quiet", p->recompute ? "--recompute" : NULL, NULL };
   g_autofree char *out = NULL, *errtext = NULL;
   int status = 0;
   GError *e = NULL;
   if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, &e) ||
       !g_spawn_check_wait_status(status, &e)) {
     g_autofree char *why = tp_one_line(errtext && *errtext ? errtext : e->message);
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d failed: %s", p->preset->name,
-                p->W, p->N, why);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,
+                p->W, p->N, p->recompute ? " recompute" : "", why);
     g_error_free(e);
     return FALSE;
   }
@@ -171,27 +171,36 @@ static void bytes_list(GString *out, const TpPlan *p)
     g_string_append_printf(out, "%s%.3g", s ? "/" : "", p->peak_bytes[s] / 1e9);
 }
 
-static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResult *res)
+/* The table's optional columns: rc (recompute), shown when recomputing candidates were searched. */
+typedef struct {
+  gboolean rc;
+} Columns;
+
+static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResult *res, const Columns *cols)
 {
   g_autofree char *split = tp_plan_split_text(p);
   g_autoptr(GString) peaks = g_string_new(NULL);
   bytes_list(peaks, p);
   g_autofree char *bn = g_strdup_printf("stage %d %s", p->bottleneck_stage + 1, p->bottleneck);
-  g_string_append_printf(out, "%4d %c %-16s %2d %4d  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", rank,
-                         on_front(res, p) ? '*' : ' ', p->preset->name, p->W, p->N, split, p->v_steady, p->max_mismatch,
+  g_string_append_printf(out, "%4d %c %-16s %2d %4d", rank, on_front(res, p) ? '*' : ' ', p->preset->name, p->W, p->N);
+  if (cols->rc)
+    g_string_append_printf(out, " %-2s", p->recompute ? "rc" : "");
+  g_string_append_printf(out, "  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", split, p->v_steady, p->max_mismatch,
                          1e3 * p->t_minibatch, p->samples_per_second, bn, peaks->str);
 }
 
-static const char *table_head =
-  "rank   preset            W    N  split           v mis  ms/mini-b  samples/s  bottleneck              "
-  "peak GB per stage\n";
+static void table_head(GString *out, const Columns *cols)
+{
+  g_string_append_printf(out, "rank   preset            W    N%s  split           v mis  ms/mini-b  samples/s  "
+                         "bottleneck              peak GB per stage\n", cols->rc ? " rc" : "");
+}
 
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static void opts_clear(PlanOpts *o)
 {
   char **all[] = { &o->model, &o->cluster, &o->profile, &o->batch, &o->limit, &o->workers, &o->micro, &o->presets,
-                   &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k };
+                   &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k, &o->recompute };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -214,6 +223,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
       "Micro-batches to consider, A-B; only divisors of the batch (default 1-B)", "RANGE" },
     { "presets", 's', 0, G_OPTION_ARG_STRING, &o.presets, "Presets to consider, comma-separated (default: every preset train runs; zb-h1 and zb-h2 when named)",
       "LIST" },
+    { "recompute", 0, 0, G_OPTION_ARG_STRING, &o.recompute,
+      "Candidates that recompute (store each stage's input only, a backward runs its forward again; "
+      "docs/recompute.md): no (default), yes or both", "no|yes|both" },
     { "run-top", 0, 0, G_OPTION_ARG_STRING, &o.run_top,
       "Train the K best plans for a short run on this machine and report measured beside predicted", "K" },
     { "run-mini-batches", 0, 0, G_OPTION_ARG_STRING, &o.run_k,
@@ -228,7 +240,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   g_autoptr(GOptionContext) ctx = g_option_context_new("- choose preset, W, N and split for a model under a memory limit");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
-    "Every preset x W x N (dividing the batch) is split by the exact partitioner on its costs, bounded, and\n"
+    "Every preset x W x N (dividing the batch) [x recompute] is split by the exact partitioner on its costs, bounded, and\n"
     "simulated unless a bound rules it out (over the memory limit, or slower and larger than a plan already\n"
     "simulated).  Plans are ranked by steady time per mini-batch; '*' marks the Pareto front of time against\n"
     "the largest device's peak memory.  Nothing within the limit: exit 2 naming the smallest peak found.\n"
@@ -237,7 +249,8 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     "Example: timeprest plan --model vgg16-cifar100 --cluster C --batch 128 --memory-limit 12G\n"
     "         timeprest plan --model mlp-deep --profile mlp-deep.profile --batch 128 -w 1-4 --run-top 3");
   static const char *const formats[] = { "table", "json", NULL };
-  int fmt = 0, batch = 128, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
+  static const char *const recomputes[] = { "no", "yes", "both", NULL }; /* in TpPlanRecompute's order */
+  int fmt = 0, rc = TP_PLAN_RECOMPUTE_NO, batch = 128, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
   double limit = 0;
   g_autoptr(GPtrArray) presets = NULL;
   g_autoptr(TpModel) m = NULL;
@@ -253,6 +266,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     ok = FALSE;
   }
   ok = ok && (!o.format || tp_cli_choice("--format", o.format, formats, &fmt, err)) &&
+       (!o.recompute || tp_cli_choice("--recompute", o.recompute, recomputes, &rc, err)) &&
        (!o.batch || tp_cli_int("--batch", o.batch, 1, 1 << 24, &batch, err));
   n1 = batch;
   ok = ok && (!o.workers || tp_cli_range("-w", o.workers, 1, TP_MAX_WORKERS, &w0, &w1, err)) &&
@@ -271,16 +285,19 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   }
   TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch, .w0 = w0, .w1 = w1, .n0 = n0,
                         .n1 = n1, .presets = presets ? (const TpPreset *const *)presets->pdata : NULL,
-                        .n_presets = presets ? (int)presets->len : 0, .memory_limit = limit, .threads = threads };
+                        .n_presets = presets ? (int)presets->len : 0, .recompute = (TpPlanRecompute)rc,
+                        .memory_limit = limit, .threads = threads };
   g_autoptr(TpPlanResult) res = ok ? tp_plan_search(&req, err) : NULL;
   ok = res != NULL;
   if (ok && !res->ranked->len) {
     const TpPlan *s = res->smallest;
     if (s)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: %d candidates over the memory limit; the smallest peak "
-                  "found is %.4g GB against %.4g GB (%s W=%d N=%d, stage %d), dominated by its %s", res->n_over_memory,
-                  s->peak / 1e9, s->limit / 1e9, s->preset->name, s->W, s->N, s->peak_stage + 1,
-                  tp_mem_names[s->peak_component]);
+                  "found is %.4g GB against %.4g GB (%s W=%d N=%d%s, stage %d), dominated by its %s%s",
+                  res->n_over_memory, s->peak / 1e9, s->limit / 1e9, s->preset->name, s->W, s->N,
+                  s->recompute ? " recompute" : "", s->peak_stage + 1, tp_mem_names[s->peak_component],
+                  rc == TP_PLAN_RECOMPUTE_NO && s->peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
+                  "less of them)" : "");
     else
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: no candidate could be simulated (%d failed)",
                   res->n_failed);
@@ -291,7 +308,8 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   g_autofree Measured *meas = g_new0(Measured, MAX(runs, 1));
   for (int i = 0; i < runs && ok; i++) {
     const TpPlan *p = res->ranked->pdata[i];
-    fprintf(stderr, "timeprest plan: training plan %d of %d (%s W=%d N=%d)\n", i + 1, runs, p->preset->name, p->W, p->N);
+    fprintf(stderr, "timeprest plan: training plan %d of %d (%s W=%d N=%d%s)\n", i + 1, runs, p->preset->name, p->W,
+            p->N, p->recompute ? " recompute" : "");
     ok = run_plan(p, &o, batch, run_k ? run_k : 4 * p->W + 4, prof->backend, &meas[i], err);
   }
   double tau = 1;
@@ -308,6 +326,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     confirmed = fastest == 0;
   }
   g_autoptr(GString) out = g_string_new(NULL);
+  const Columns cols = { .rc = rc != TP_PLAN_RECOMPUTE_NO };
   if (ok && fmt == 1) {
     g_string_append_printf(out, "{\"model\": \"%s\", \"batch\": %d, \"cost_source\": \"%s\", \"memory_limit\": ",
                            m->name, batch, prof ? "profile" : "cluster");
@@ -335,33 +354,36 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
                              limit / 1e9);
     else
       g_string_append(out, "memory limit: each device's own memory\n");
-    g_string_append_printf(out, "candidates: %d (presets x W x N dividing the batch); simulated %d; over the memory "
+    g_string_append_printf(out, "candidates: %d (presets x W x N dividing the batch%s); simulated %d; over the memory "
                            "limit %d (dropped); dominated before simulating %d; failed %d; fitting %u\n\n",
-                           res->n_candidates, res->n_simulated, res->n_over_memory, res->n_dominated, res->n_failed,
-                           res->ranked->len);
-    g_string_append(out, table_head);
+                           res->n_candidates, rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
+                           : rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
+                           res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
+    table_head(out, &cols);
     for (guint i = 0; i < res->ranked->len && (int)i < show; i++)
-      table_row(out, (int)i + 1, res->ranked->pdata[i], res);
+      table_row(out, (int)i + 1, res->ranked->pdata[i], res, &cols);
     if ((int)res->ranked->len > show)
       g_string_append_printf(out, "  … %u more (--show, or --format json for all)\n", res->ranked->len - show);
-    g_string_append(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
-                         "bottleneck: the stage with the most work per mini-batch and its largest part\n");
+    g_string_append_printf(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
+                           "%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
+                           cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "");
     g_string_append_printf(out, "\nPareto front (time per mini-batch against the largest device's peak), %u plans:\n",
                            res->pareto->len);
     for (guint i = 0; i < res->pareto->len; i++) {
       const TpPlan *p = res->pareto->pdata[i];
-      g_string_append_printf(out, "  %-16s W=%-2d N=%-4d %10.4f ms  %8.4g GB\n", p->preset->name, p->W, p->N,
-                             1e3 * p->t_minibatch, p->peak / 1e9);
+      g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s %10.4f ms  %8.4g GB\n", p->preset->name, p->W, p->N,
+                             !cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->t_minibatch, p->peak / 1e9);
     }
     g_autofree char *why = tp_plan_explain(res->ranked->pdata[0], res->ranked->len > 1 ? res->ranked->pdata[1] : NULL);
     g_string_append_printf(out, "\nTop choice: %s", why);
     if (runs > 0) {
       g_string_append_printf(out, "\nMeasured (%d short runs of timeprest train on this machine):\n", runs);
-      g_string_append_printf(out, "  %-16s %2s %4s %14s %14s %9s\n", "preset", "W", "N", "predicted ms", "measured ms",
-                             "error");
+      g_string_append_printf(out, "  %-16s %2s %4s%s %14s %14s %9s\n", "preset", "W", "N", cols.rc ? " rc" : "",
+                             "predicted ms", "measured ms", "error");
       for (int i = 0; i < runs; i++) {
         const TpPlan *p = res->ranked->pdata[i];
-        g_string_append_printf(out, "  %-16s %2d %4d %14.3f %14.3f %+8.1f%%\n", p->preset->name, p->W, p->N,
+        g_string_append_printf(out, "  %-16s %2d %4d%s %14.3f %14.3f %+8.1f%%\n", p->preset->name, p->W, p->N,
+                               !cols.rc ? "" : p->recompute ? " rc" : "   ",
                                1e3 * p->t_minibatch, 1e3 * meas[i].t_minibatch,
                                100 * tp_rel_error(p->t_minibatch, meas[i].t_minibatch));
       }
@@ -370,8 +392,8 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
       if (confirmed)
         g_string_append(out, "top choice confirmed: yes (measured fastest)\n");
       else
-        g_string_append_printf(out, "top choice confirmed: no (%s W=%d N=%d measured fastest; the top choice %.1f %% "
-                               "slower)\n", f->preset->name, f->W, f->N,
+        g_string_append_printf(out, "top choice confirmed: no (%s W=%d N=%d%s measured fastest; the top choice %.1f %% "
+                               "slower)\n", f->preset->name, f->W, f->N, f->recompute ? " recompute" : "",
                                100 * (meas[0].t_minibatch - meas[fastest].t_minibatch) / meas[fastest].t_minibatch);
     }
   }

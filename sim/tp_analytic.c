@@ -140,7 +140,9 @@ static double range_cost(int s, int lo, int hi, gpointer data)
 {
   const TpAnalytic *a = data;
   size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
-  double t = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo] + a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
+  double fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
+  /* recomputing: the backward runs the forward again */
+  double t = (a->recompute ? 2 : 1) * fwd + a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
   if (s < a->W - 1)
     t = MAX(t, link_time(a, a->out_bytes[hi - 1]));
   if (s > 0)
@@ -152,7 +154,11 @@ double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int a
 {
   (void)s;
   double params = a->param_prefix[hi] - a->param_prefix[lo], stored = a->stored_prefix[hi] - a->stored_prefix[lo];
-  /* weight versions, optimizer state, gradient buffer; stored activations */
+  /* weight versions, optimizer state, gradient buffer; stored activations (recomputing: the stage's
+   * input per micro-batch in flight and one workspace of a micro-batch's activations, as the
+   * simulator counts them; tp_fit_memory corrects a larger workspace by simulation) */
+  if (a->recompute)
+    return params * (versions + 2) + a->micro * (a->in_bytes[lo] * acts + stored);
   return params * (versions + 2) + a->micro * stored * acts;
 }
 

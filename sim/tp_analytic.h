@@ -30,6 +30,9 @@ typedef struct {
   double *reserve;                 /* [W] bytes held back from each device in the memory test */
   double cap;                      /* > 0: no device holds more than this (a memory limit) */
   double pace;                     /* after a split chosen here: its slowest stage's cost per micro-batch */
+  gboolean recompute;              /* the split is for a recomputing schedule (docs/recompute.md): a stage's
+                                      pace gains its forward again, its memory test stores the stage's
+                                      input per micro-batch plus one micro-batch's activations */
 } TpAnalytic;
 
 /* Checks W against the cluster (one device per stage, or one device for all) and batch vs N. */

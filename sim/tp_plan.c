@@ -106,11 +106,9 @@ typedef struct {
 /* The cost model of candidate p (its split set), or NULL with err. */
 static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
 {
-  /* recompute plugs in here: the stage's stored bytes become its input's, and its backward gains
-   * a forward (SPEC §5), once the analytic model carries it */
   TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, err);
-  if (a)
-    a->cap = r->memory_limit;
+  if (a) /* recomputing: the split is chosen on backwards that cost their forwards again */
+    a->cap = r->memory_limit, a->recompute = p->recompute;
   if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
     tp_analytic_free(a);
     return NULL;
@@ -146,7 +144,8 @@ static void bottleneck(TpPlan *p, const TpCost *c)
     const TpStageCost *sc = &c->stage[s];
     double link_out = s < W - 1 ? N * tp_sim_link_time(c, s, sc->act_bytes) : 0;
     double link_in = s > 0 ? N * tp_sim_link_time(c, W - 1 + s - 1, sc->grad_bytes) : 0;
-    double parts[] = { N * sc->fwd, N * sc->bwd, sc->upd, MAX(link_out, link_in) };
+    /* recomputing, a backward runs its forward again (tp_sim_op_time) */
+    double parts[] = { N * sc->fwd, N * (sc->bwd + (p->recompute ? sc->fwd : 0)), sc->upd, MAX(link_out, link_in) };
     double pace = MAX(parts[0] + parts[1] + parts[2], parts[3]);
     if (pace > worst) {
       int k = 0;
@@ -158,10 +157,13 @@ static void bottleneck(TpPlan *p, const TpCost *c)
 }
 
 /* Lower bounds that hold for every split (the search may split again to fit the memory): time per
- * mini-batch from the fastest split's slowest stage, N micro-batches at its pace; the largest
- * device's bytes from the average device's — all stages' weights, optimizer state, gradient buffer
- * and one micro-batch of activations over the devices in use.  limit: the average device's limit,
- * so that mem_bound > limit says the devices together cannot hold the plan. */
+ * mini-batch from the fastest split's slowest stage, N micro-batches at its pace (recomputing: the
+ * pace of forward twice and backward, as the simulator charges it); the largest device's bytes from
+ * the average device's — all stages' weights, optimizer state, gradient buffer and one micro-batch
+ * of activations over the devices in use (recomputing too: a stage holds at least one micro-batch's
+ * activations as its workspace throughout; its stored inputs depend on the split and are left out).
+ * limit: the average device's limit, so that mem_bound > limit says the devices together cannot
+ * hold the plan. */
 static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
 {
   p->t_bound = p->N * a->pace;
@@ -186,7 +188,8 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   GError *e = NULL;
   bottleneck(p, c);
   int K = tp_default_mini_batches(p->W);
-  g_autoptr(TpSchedule) s = tp_schedule_generate_costed(p->preset->order, p->preset->policy, p->W, p->N, K, c, &e);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N, K,
+                                                           p->recompute, c, &e);
   g_autoptr(TpSim) sim = s ? tp_sim_run(s, c, &e) : NULL;
   if (!sim) {
     p->status = TP_PLAN_FAILED;
@@ -233,9 +236,11 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
   GError *e = NULL;
   g_autoptr(TpSchedule) s = tp_schedule_generate(p->preset->order, p->preset->policy, p->W, p->N,
                                                  tp_default_mini_batches(p->W), &e);
+  if (s)
+    s->recompute = p->recompute;
   g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, &e) : NULL;
   if (a)
-    a->cap = r->memory_limit;
+    a->cap = r->memory_limit, a->recompute = p->recompute;
   g_autoptr(TpCost) c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
   if (!c) { /* no split fits: the fastest one stays, over the limit */
     g_clear_error(&e);
@@ -312,8 +317,7 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
       for (int N = r->n0; N <= r->n1 && N <= r->batch; N++) {
         if (r->batch % N)
           continue;
-        /* the recompute dimension: {FALSE} until the cost model carries it */
-        for (int rc = 0; rc <= 0; rc++) {
+        for (int rc = r->recompute == TP_PLAN_RECOMPUTE_YES; rc <= (r->recompute != TP_PLAN_RECOMPUTE_NO); rc++) {
           const TpPreset *ps = r->presets[k];
           /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
           if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)

@@ -9,6 +9,13 @@
 #include "tp_analytic.h"
 #include "tp_metrics.h"
 
+/* Which recomputation the candidates take (docs/recompute.md). */
+typedef enum {
+  TP_PLAN_RECOMPUTE_NO,   /* store every layer's activations (the default) */
+  TP_PLAN_RECOMPUTE_YES,  /* store each stage's input only; a backward runs its forward again */
+  TP_PLAN_RECOMPUTE_BOTH, /* each candidate both ways */
+} TpPlanRecompute;
+
 typedef struct {
   const TpModel *model;
   const TpCluster *cluster;   /* roofline times and device memory; with a profile: the links only */
@@ -18,9 +25,8 @@ typedef struct {
   const TpPreset *const *presets; /* n_presets of them */
   int n_presets;
   /* Recomputation (SPEC §5: a stage keeps only its inputs and re-runs its forward in the
-   * backward) is a candidate dimension: the search enumerates recompute ∈ {FALSE} until the cost
-   * model carries it (then also TRUE where asked: see candidates() in tp_plan.c). */
-  gboolean recompute;
+   * backward) is a candidate dimension: recompute ∈ {FALSE}, {TRUE} or both. */
+  TpPlanRecompute recompute;
   double memory_limit;        /* bytes per device, capping each device's own memory (a profile's: the
                                  memory available when it was taken); 0: no cap */
   int threads;                /* 0: every core */
@@ -38,7 +44,7 @@ typedef enum {
 typedef struct {
   const TpPreset *preset;
   int W, N;
-  gboolean recompute;         /* FALSE for now (see TpPlanRequest) */
+  gboolean recompute;         /* its stages store their inputs only and recompute in the backward */
   int *split;                 /* [W] layers per stage */
   double t_bound, mem_bound;  /* lower bounds before simulating: time per mini-batch, largest device's bytes */
   gboolean simulated;

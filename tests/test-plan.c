@@ -441,6 +441,108 @@ static void test_json(void)
   tpt_run_clear(&r);
 }
 
+/* Recomputation as a candidate dimension: a limit between a plan's peak with and without it lists the
+ * recomputing plan within the limit and drops the other; the bounds hold for recomputing plans and
+ * their time bound counts the forward run again; pruning keeps the ranking's top and the front. */
+static TpPlanResult *search_rc(const TpModel *m, const TpProfile *p, const char *presets, int w1, int n0, int n1,
+                               TpPlanRecompute rc, double limit, gboolean no_prune)
+{
+  g_auto(GStrv) names = g_strsplit(presets, ",", -1);
+  const TpPreset *list[64];
+  int n = 0;
+  if (!*presets)
+    memcpy(list, all_presets(&n), sizeof list);
+  for (int i = 0; names[i] && *presets; i++)
+    g_assert_nonnull(list[n++] = tp_preset_find(names[i]));
+  TpPlanRequest r = { .model = m, .profile = p, .batch = 64, .w0 = 1, .w1 = w1, .n0 = n0, .n1 = n1, .presets = list,
+                      .n_presets = n, .recompute = rc, .memory_limit = limit, .threads = 2, .no_prune = no_prune };
+  GError *err = NULL;
+  TpPlanResult *res = tp_plan_search(&r, &err);
+  g_assert_no_error(err);
+  return res;
+}
+
+static const TpPlan *find_plan(const TpPlanResult *res, const char *preset, int W, int N, gboolean rc)
+{
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    if (strcmp(p->preset->name, preset) == 0 && p->W == W && p->N == N && p->recompute == rc)
+      return p;
+  }
+  return NULL;
+}
+
+static void test_recompute(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 4, 1e12);
+  /* GPipe on one stage with 8 micro-batches: without recomputation it stores every layer's
+   * activations of the mini-batch, with it the inputs and one micro-batch's */
+  g_autoptr(TpPlanResult) both = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_BOTH, 0, TRUE);
+  g_assert_cmpint(both->n_candidates, ==, 2);
+  const TpPlan *plain = find_plan(both, "gpipe", 1, 8, FALSE), *rc = find_plan(both, "gpipe", 1, 8, TRUE);
+  g_assert_nonnull(plain);
+  g_assert_nonnull(rc);
+  g_assert_cmpfloat(rc->peak, <, plain->peak);
+  g_assert_cmpfloat(rc->t_minibatch, >, plain->t_minibatch);     /* the forward again */
+  g_assert_cmpfloat(rc->t_bound, >, 1.2 * plain->t_bound);       /* counted by the bound */
+  double limit = 0.5 * (rc->peak + plain->peak);
+  g_autoptr(TpPlanResult) none = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_NO, limit, FALSE);
+  g_assert_cmpuint(none->ranked->len, ==, 0); /* the limit excludes the plan without recomputation */
+  g_autoptr(TpPlanResult) fit = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_BOTH, limit, FALSE);
+  g_assert_cmpuint(fit->ranked->len, ==, 1);
+  const TpPlan *listed = fit->ranked->pdata[0];
+  g_assert_true(listed->recompute);
+  g_assert_cmpfloat(listed->peak, <=, limit);
+  g_assert_cmpint(fit->n_over_memory, ==, 1);
+  g_autoptr(TpPlanResult) yes = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_YES, limit, FALSE);
+  g_assert_cmpint(yes->n_candidates, ==, 1);
+  g_assert_cmpuint(yes->ranked->len, ==, 1);
+  /* every preset, W 1-4, N | 64, both ways: the bounds hold for every plan simulated (the time bound
+   * within the pruning margin, as the steady window's edges may fall a little below it) */
+  g_autoptr(TpPlanResult) full = search_rc(m, p, "", 4, 1, 64, TP_PLAN_RECOMPUTE_BOTH, 0, TRUE);
+  g_autoptr(TpPlanResult) pruned = search_rc(m, p, "", 4, 1, 64, TP_PLAN_RECOMPUTE_BOTH, 0, FALSE);
+  int checked = 0;
+  for (guint i = 0; i < full->all->len; i++) {
+    const TpPlan *q = full->all->pdata[i];
+    if (!q->simulated || !q->recompute)
+      continue;
+    g_assert_cmpfloat(q->peak, >=, q->mem_bound);
+    g_assert_cmpfloat(q->t_minibatch, >=, 0.9 * q->t_bound);
+    const TpPlan *twin = find_plan(full, q->preset->name, q->W, q->N, FALSE);
+    g_assert_cmpfloat(q->t_bound, >, twin->t_bound);
+    checked++;
+  }
+  g_assert_cmpint(checked, >, 50);
+  g_assert_cmpint(pruned->n_dominated, >, 0);
+  g_assert_cmpuint(pruned->pareto->len, ==, full->pareto->len);
+  for (guint i = 0; i < full->pareto->len; i++)
+    g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
+  for (guint i = 0; i < 5; i++)
+    g_assert_cmpint(((const TpPlan *)pruned->ranked->pdata[i])->index, ==, ((const TpPlan *)full->ranked->pdata[i])->index);
+  /* through the program: the column, the JSON field, a bad value */
+  TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64",
+                                            "-w", "1-2", "-n", "1-4", "--presets", "gpipe", "--recompute", "both",
+                                            "--show", "100", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "x recompute no/yes)"));
+  g_assert_nonnull(strstr(r.out, "   N rc  split"));
+  g_assert_nonnull(strstr(r.out, " rc  "));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64", "-w",
+                                     "1-2", "-n", "1-4", "--presets", "gpipe", "--recompute", "yes", "--format", "json",
+                                     NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"recompute\": true"));
+  g_assert_null(strstr(r.out, "\"recompute\": false"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--cluster", "C", "--recompute", "maybe", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "--recompute"));
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+}
+
 static char *ranking(const TpPlanResult *res)
 {
   GString *s = g_string_new(NULL);
@@ -486,6 +588,7 @@ int main(int argc, char **argv)
   g_test_add_func("/plan/split-under-memory", test_split_under_memory);
   g_test_add_func("/plan/nothing-fits", test_nothing_fits);
   g_test_add_func("/plan/json", test_json);
+  g_test_add_func("/plan/recompute", test_recompute);
   g_test_add_func("/plan/deterministic", test_deterministic);
   g_test_add_func("/plan/kendall", test_kendall);
   return g_test_run();
