@@ -43,6 +43,34 @@ static gboolean parse_bytes(const char *flag, const char *text, double *out, GEr
   return TRUE;
 }
 
+static gint compare_long(gconstpointer a, gconstpointer b)
+{
+  long x = *(const long *)a, y = *(const long *)b;
+  return (x > y) - (x < y);
+}
+
+/* --batch: a comma-separated list of sizes, each B or A-B (A, 2A, 4A, … up to B); ascending, each
+ * once. */
+static GArray *parse_batches(const char *text, GError **err)
+{
+  g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(long));
+  g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+  for (int i = 0; parts[i]; i++) {
+    int a = 0, b = 0;
+    if (!tp_cli_range("--batch", g_strstrip(parts[i]), 1, 1 << 24, &a, &b, err))
+      return NULL;
+    for (long v = a; v <= b; v *= 2)
+      g_array_append_val(out, v);
+  }
+  g_array_sort(out, compare_long);
+  for (guint i = 1; i < out->len;)
+    if (g_array_index(out, long, i) == g_array_index(out, long, i - 1))
+      g_array_remove_index(out, i);
+    else
+      i++;
+  return g_steal_pointer(&out);
+}
+
 /* --presets a,b,c (default: every preset the executor can train — not yet the split-backward ones,
  * zb-h1 and zb-h2, which are searched when named). */
 static GPtrArray *parse_presets(const char *text, GError **err)
@@ -98,9 +126,9 @@ static gboolean read_measured(const char *json, Measured *m, long batch, GError 
 }
 
 /* Train plan p for K mini-batches: this program's own `train` as a child process. */
-static gboolean run_plan(const TpPlan *p, const PlanOpts *o, long batch, int k, const char *backend, Measured *m,
-                         GError **err)
+static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *backend, Measured *m, GError **err)
 {
+  long batch = p->batch;
   g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
   g_autofree char *w = g_strdup_printf("%d", p->W), *n = g_strdup_printf("%d", p->N);
   g_autofree char *b = g_strdup_printf("%ld", batch), *kk = g_strdup_printf("%d", k);
@@ -135,11 +163,11 @@ static gboolean on_front(const TpPlanResult *res, const TpPlan *p)
 static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, const Measured *m)
 {
   g_autofree char *split = tp_plan_split_text(p);
-  g_string_append_printf(out, "{\"preset\": \"%s\", \"workers\": %d, \"micro_batches\": %d, \"split\": [%s], "
-                         "\"recompute\": %s, \"v_steady\": %d, \"max_version_mismatch\": %d, \"pareto\": %s, "
+  g_string_append_printf(out, "{\"preset\": \"%s\", \"workers\": %d, \"micro_batches\": %d, \"batch\": %ld, "
+                         "\"split\": [%s], \"recompute\": %s, \"v_steady\": %d, \"max_version_mismatch\": %d, \"pareto\": %s, "
                          "\"bottleneck\": {\"stage\": %d, \"component\": \"%s\"}, \"peak\": {\"stage\": %d, "
                          "\"component\": \"%s\"}, \"predicted\": {\"time_per_mini_batch\": ",
-                         p->preset->name, p->W, p->N, split, p->recompute ? "true" : "false", p->v_steady,
+                         p->preset->name, p->W, p->N, p->batch, split, p->recompute ? "true" : "false", p->v_steady,
                          p->max_mismatch, on_front(res, p) ? "true" : "false", p->bottleneck_stage + 1, p->bottleneck,
                          p->peak_stage + 1, tp_mem_names[p->peak_component]);
   tp_append_num(out, p->t_minibatch);
@@ -173,7 +201,7 @@ static void bytes_list(GString *out, const TpPlan *p)
 
 /* The table's optional columns: rc (recompute), shown when recomputing candidates were searched. */
 typedef struct {
-  gboolean rc;
+  gboolean rc, batch;
 } Columns;
 
 static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResult *res, const Columns *cols)
@@ -183,6 +211,8 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
   bytes_list(peaks, p);
   g_autofree char *bn = g_strdup_printf("stage %d %s", p->bottleneck_stage + 1, p->bottleneck);
   g_string_append_printf(out, "%4d %c %-16s %2d %4d", rank, on_front(res, p) ? '*' : ' ', p->preset->name, p->W, p->N);
+  if (cols->batch)
+    g_string_append_printf(out, " %6ld", p->batch);
   if (cols->rc)
     g_string_append_printf(out, " %-2s", p->recompute ? "rc" : "");
   g_string_append_printf(out, "  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", split, p->v_steady, p->max_mismatch,
@@ -191,8 +221,8 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
 
 static void table_head(GString *out, const Columns *cols)
 {
-  g_string_append_printf(out, "rank   preset            W    N%s  split           v mis  ms/mini-b  samples/s  "
-                         "bottleneck              peak GB per stage\n", cols->rc ? " rc" : "");
+  g_string_append_printf(out, "rank   preset            W    N%s%s  split           v mis  ms/mini-b  samples/s  "
+                         "bottleneck              peak GB per stage\n", cols->batch ? "  batch" : "", cols->rc ? " rc" : "");
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -214,7 +244,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
       "Analytic costs and device memory of a cluster (A, B, C, h200 or a .cluster file); with --profile: its links",
       "FILE" },
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o.profile, "Measured costs (timeprest profile)", "FILE" },
-    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o.batch, "Samples per mini-batch (default 128)", "B" },
+    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o.batch,
+      "Samples per mini-batch (default 128); a comma-separated list, A-B for A, 2A, 4A, ... up to B, searches "
+      "each and ranks by samples/s", "B|LIST" },
     { "memory-limit", 0, 0, G_OPTION_ARG_STRING, &o.limit,
       "Bytes per device, K/M/G/T suffixes in powers of 1024: caps each device's memory (default: each device's "
       "memory from the cluster, or the memory available when the profile was taken)", "BYTES" },
@@ -242,7 +274,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   g_option_context_set_description(ctx,
     "Every preset x W x N (dividing the batch) [x recompute] is split by the exact partitioner on its costs, bounded, and\n"
     "simulated unless a bound rules it out (over the memory limit, or slower and larger than a plan already\n"
-    "simulated).  Plans are ranked by steady time per mini-batch; '*' marks the Pareto front of time against\n"
+    "simulated).  Plans are ranked by steady time per mini-batch (by samples/s over several batches); '*' marks the Pareto front of time against\n"
     "the largest device's peak memory.  Nothing within the limit: exit 2 naming the smallest peak found.\n"
     "--run-top K trains the K best with `timeprest train` (synthetic data, local transport) and reports the\n"
     "relative error, Kendall's tau of the two orders and whether the top choice is measured fastest.\n\n"
@@ -250,9 +282,10 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     "         timeprest plan --model mlp-deep --profile mlp-deep.profile --batch 128 -w 1-4 --run-top 3");
   static const char *const formats[] = { "table", "json", NULL };
   static const char *const recomputes[] = { "no", "yes", "both", NULL }; /* in TpPlanRecompute's order */
-  int fmt = 0, rc = TP_PLAN_RECOMPUTE_NO, batch = 128, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
+  int fmt = 0, rc = TP_PLAN_RECOMPUTE_NO, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
   double limit = 0;
   g_autoptr(GPtrArray) presets = NULL;
+  g_autoptr(GArray) batches = NULL;
   g_autoptr(TpModel) m = NULL;
   g_autoptr(TpCluster) c = NULL;
   g_autoptr(TpProfile) prof = NULL;
@@ -267,8 +300,14 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   }
   ok = ok && (!o.format || tp_cli_choice("--format", o.format, formats, &fmt, err)) &&
        (!o.recompute || tp_cli_choice("--recompute", o.recompute, recomputes, &rc, err)) &&
-       (!o.batch || tp_cli_int("--batch", o.batch, 1, 1 << 24, &batch, err));
-  n1 = batch;
+       (batches = o.batch ? parse_batches(o.batch, err) : g_array_new(FALSE, FALSE, sizeof(long))) != NULL;
+  if (batches && !batches->len) {
+    long def = 128;
+    g_array_append_val(batches, def);
+  }
+  long batch = batches ? g_array_index(batches, long, 0) : 128;
+  n1 = batches ? (int)g_array_index(batches, long, batches->len - 1) : 128;
+  gboolean several = batches && batches->len > 1;
   ok = ok && (!o.workers || tp_cli_range("-w", o.workers, 1, TP_MAX_WORKERS, &w0, &w1, err)) &&
        (!o.micro || tp_cli_range("-n", o.micro, 1, TP_MAX_MICRO, &n0, &n1, err)) &&
        (!o.run_top || tp_cli_int("--run-top", o.run_top, 1, 100, &top, err)) &&
@@ -283,7 +322,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: trains on this machine; plan with its --profile");
     ok = FALSE;
   }
-  TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch, .w0 = w0, .w1 = w1, .n0 = n0,
+  TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch,
+                        .batches = batches ? (const long *)batches->data : NULL,
+                        .n_batches = batches ? (int)batches->len : 0, .w0 = w0, .w1 = w1, .n0 = n0,
                         .n1 = n1, .presets = presets ? (const TpPreset *const *)presets->pdata : NULL,
                         .n_presets = presets ? (int)presets->len : 0, .recompute = (TpPlanRecompute)rc,
                         .memory_limit = limit, .threads = threads };
@@ -310,7 +351,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     const TpPlan *p = res->ranked->pdata[i];
     fprintf(stderr, "timeprest plan: training plan %d of %d (%s W=%d N=%d%s)\n", i + 1, runs, p->preset->name, p->W,
             p->N, p->recompute ? " recompute" : "");
-    ok = run_plan(p, &o, batch, run_k ? run_k : 4 * p->W + 4, prof->backend, &meas[i], err);
+    ok = run_plan(p, &o, run_k ? run_k : 4 * p->W + 4, prof->backend, &meas[i], err);
   }
   double tau = 1;
   gboolean confirmed = TRUE;
@@ -318,7 +359,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   if (ok && runs > 0) {
     g_autofree double *pt = g_new(double, runs), *mt = g_new(double, runs);
     for (int i = 0; i < runs; i++) {
-      pt[i] = ((const TpPlan *)res->ranked->pdata[i])->t_minibatch, mt[i] = meas[i].t_minibatch;
+      /* the ranking's times: per sample over several batches */
+      const TpPlan *p = res->ranked->pdata[i];
+      pt[i] = p->rank_time, mt[i] = several ? meas[i].t_minibatch / (double)p->batch : meas[i].t_minibatch;
       if (mt[i] < mt[fastest])
         fastest = i;
     }
@@ -326,10 +369,17 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     confirmed = fastest == 0;
   }
   g_autoptr(GString) out = g_string_new(NULL);
-  const Columns cols = { .rc = rc != TP_PLAN_RECOMPUTE_NO };
+  const Columns cols = { .rc = rc != TP_PLAN_RECOMPUTE_NO, .batch = several };
   if (ok && fmt == 1) {
-    g_string_append_printf(out, "{\"model\": \"%s\", \"batch\": %d, \"cost_source\": \"%s\", \"memory_limit\": ",
-                           m->name, batch, prof ? "profile" : "cluster");
+    g_string_append_printf(out, "{\"model\": \"%s\", ", m->name);
+    if (several) {
+      g_string_append(out, "\"batches\": [");
+      for (guint i = 0; i < batches->len; i++)
+        g_string_append_printf(out, "%s%ld", i ? ", " : "", g_array_index(batches, long, i));
+      g_string_append(out, "], \"ranked_by\": \"samples_per_second\", ");
+    } else
+      g_string_append_printf(out, "\"batch\": %ld, ", batch);
+    g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": ", prof ? "profile" : "cluster");
     tp_append_num(out, limit);
     g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
                            "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
@@ -346,17 +396,20 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     }
     g_string_append(out, "}\n");
   } else if (ok) {
-    g_string_append_printf(out, "plan: model %s, %d samples per mini-batch, costs from %s%s%s\n", m->name, batch,
-                           prof ? "profile " : "cluster ", prof ? prof->source : c->name,
-                           prof && c ? " (links of that cluster)" : "");
+    g_autoptr(GString) bs = g_string_new(NULL);
+    for (guint i = 0; i < batches->len; i++)
+      g_string_append_printf(bs, "%s%ld", i ? ", " : "", g_array_index(batches, long, i));
+    g_string_append_printf(out, "plan: model %s, %s samples per mini-batch%s, costs from %s%s%s\n", m->name, bs->str,
+                           several ? " (ranked by samples/s: the batches differ)" : "", prof ? "profile " : "cluster ",
+                           prof ? prof->source : c->name, prof && c ? " (links of that cluster)" : "");
     if (limit > 0)
       g_string_append_printf(out, "memory limit: %.4g GB per device (or the device's own memory, if smaller)\n",
                              limit / 1e9);
     else
       g_string_append(out, "memory limit: each device's own memory\n");
-    g_string_append_printf(out, "candidates: %d (presets x W x N dividing the batch%s); simulated %d; over the memory "
+    g_string_append_printf(out, "candidates: %d (%spresets x W x N dividing the batch%s); simulated %d; over the memory "
                            "limit %d (dropped); dominated before simulating %d; failed %d; fitting %u\n\n",
-                           res->n_candidates, rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
+                           res->n_candidates, several ? "batches x " : "", rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
                            : rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
                            res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
     table_head(out, &cols);
@@ -367,12 +420,16 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     g_string_append_printf(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
                            "%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
                            cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "");
-    g_string_append_printf(out, "\nPareto front (time per mini-batch against the largest device's peak), %u plans:\n",
-                           res->pareto->len);
+    g_string_append_printf(out, "\nPareto front (%s against the largest device's peak), %u plans:\n",
+                           several ? "samples/s" : "time per mini-batch", res->pareto->len);
     for (guint i = 0; i < res->pareto->len; i++) {
       const TpPlan *p = res->pareto->pdata[i];
-      g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s %10.4f ms  %8.4g GB\n", p->preset->name, p->W, p->N,
+      g_autofree char *b = several ? g_strdup_printf(" B=%-6ld", p->batch) : g_strdup("");
+      g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s%s %10.4f ms  %8.4g GB", p->preset->name, p->W, p->N, b,
                              !cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->t_minibatch, p->peak / 1e9);
+      if (several)
+        g_string_append_printf(out, "  %11.1f samples/s", p->samples_per_second);
+      g_string_append_c(out, '\n');
     }
     g_autofree char *why = tp_plan_explain(res->ranked->pdata[0], res->ranked->len > 1 ? res->ranked->pdata[1] : NULL);
     g_string_append_printf(out, "\nTop choice: %s", why);

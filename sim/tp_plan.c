@@ -38,8 +38,8 @@ void tp_plan_result_free(TpPlanResult *res)
 
 int tp_plan_compare(const TpPlan *a, const TpPlan *b)
 {
-  if (a->t_minibatch != b->t_minibatch)
-    return a->t_minibatch < b->t_minibatch ? -1 : 1;
+  if (a->rank_time != b->rank_time)
+    return a->rank_time < b->rank_time ? -1 : 1;
   if (a->peak != b->peak)
     return a->peak < b->peak ? -1 : 1;
   return (a->index > b->index) - (a->index < b->index);
@@ -106,7 +106,7 @@ typedef struct {
 /* The cost model of candidate p (its split set), or NULL with err. */
 static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
 {
-  TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, err);
+  TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, p->batch, TRUE, err);
   if (a) /* recomputing: the split is chosen on backwards that cost their forwards again */
     a->cap = r->memory_limit, a->recompute = p->recompute;
   if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
@@ -238,7 +238,7 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
                                                  tp_default_mini_batches(p->W), &e);
   if (s)
     s->recompute = p->recompute;
-  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, r->batch, TRUE, &e) : NULL;
+  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, p->batch, TRUE, &e) : NULL;
   if (a)
     a->cap = r->memory_limit, a->recompute = p->recompute;
   g_autoptr(TpCost) c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
@@ -263,6 +263,7 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
 typedef struct {
   const TpPlanRequest *r;
   gboolean simulate;
+  gboolean per_sample; /* several batches: rank by time per sample */
 } Job;
 
 static void evaluate(gpointer data, gpointer user)
@@ -278,12 +279,15 @@ static void evaluate(gpointer data, gpointer user)
     g_error_free(e);
     return;
   }
-  if (!j->simulate)
+  double scale = j->per_sample ? 1.0 / (double)p->batch : 1.0;
+  if (!j->simulate) {
     bound(p, a, c);
-  else {
+    p->rank_bound = p->t_bound * scale;
+  } else {
     simulate(p, c, a);
     if (p->status == TP_PLAN_OVER_MEMORY)
       refit(j->r, p);
+    p->rank_time = p->t_minibatch * scale;
   }
   tp_analytic_free(a);
 }
@@ -301,38 +305,47 @@ static void run_pool(GPtrArray *items, const Job *job, int threads)
 static int compare_bound(gconstpointer a, gconstpointer b)
 {
   const TpPlan *x = *(const TpPlan *const *)a, *y = *(const TpPlan *const *)b;
-  if (x->t_bound != y->t_bound)
-    return x->t_bound < y->t_bound ? -1 : 1;
+  if (x->rank_bound != y->rank_bound)
+    return x->rank_bound < y->rank_bound ? -1 : 1;
   return (x->index > y->index) - (x->index < y->index);
 }
 
 /* ---- the search --------------------------------------------------------------------------------- */
 
-/* Every applicable candidate, in enumeration order: preset, W, N, recompute. */
+/* The b-th mini-batch size of the request. */
+static long batch_of(const TpPlanRequest *r, int b)
+{
+  return r->n_batches > 0 ? r->batches[b] : r->batch;
+}
+
+/* Every applicable candidate, in enumeration order: batch, preset, W, N, recompute. */
 static int candidates(const TpPlanRequest *r, GPtrArray *all)
 {
   int inapplicable = 0, L = tp_model_n_layers(r->model);
-  for (int k = 0; k < r->n_presets; k++)
-    for (int W = r->w0; W <= MIN(r->w1, L); W++)
-      for (int N = r->n0; N <= r->n1 && N <= r->batch; N++) {
-        if (r->batch % N)
-          continue;
-        for (int rc = r->recompute == TP_PLAN_RECOMPUTE_YES; rc <= (r->recompute != TP_PLAN_RECOMPUTE_NO); rc++) {
-          const TpPreset *ps = r->presets[k];
-          /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
-          if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)
+  for (int b = 0; b < MAX(r->n_batches, 1); b++) {
+    long B = batch_of(r, b);
+    for (int k = 0; k < r->n_presets; k++)
+      for (int W = r->w0; W <= MIN(r->w1, L); W++)
+        for (int N = r->n0; N <= r->n1 && N <= B; N++) {
+          if (B % N)
             continue;
-          if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
-              !tp_size_check(W, N, tp_default_mini_batches(W), NULL)) {
-            inapplicable++;
-            continue;
+          for (int rc = r->recompute == TP_PLAN_RECOMPUTE_YES; rc <= (r->recompute != TP_PLAN_RECOMPUTE_NO); rc++) {
+            const TpPreset *ps = r->presets[k];
+            /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
+            if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)
+              continue;
+            if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
+                !tp_size_check(W, N, tp_default_mini_batches(W), NULL)) {
+              inapplicable++;
+              continue;
+            }
+            TpPlan *p = g_new0(TpPlan, 1);
+            *p = (TpPlan){ .preset = ps, .batch = B, .W = W, .N = N, .recompute = rc, .split = g_new0(int, W),
+                           .peak_bytes = g_new0(double, W), .index = (int)all->len };
+            g_ptr_array_add(all, p);
           }
-          TpPlan *p = g_new0(TpPlan, 1);
-          *p = (TpPlan){ .preset = ps, .W = W, .N = N, .recompute = rc, .split = g_new0(int, W),
-                         .peak_bytes = g_new0(double, W), .index = (int)all->len };
-          g_ptr_array_add(all, p);
         }
-      }
+  }
   return inapplicable;
 }
 
@@ -345,19 +358,20 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   res->n_inapplicable = candidates(r, res->all);
   res->n_candidates = (int)res->all->len;
   if (!res->all->len) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch of %ld "
-                "suits any of the presets", r->w0, r->w1, r->n0, r->n1, r->batch);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
+                "suits any of the presets", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
+                batch_of(r, 0));
     return NULL;
   }
   /* a profile without the micro-batch size a candidate needs: said once, up front */
   if (r->profile)
     for (guint i = 0; i < res->all->len; i++) {
       const TpPlan *p = res->all->pdata[i];
-      if (tp_profile_size_index(r->profile, (int)(r->batch / p->N)) < 0) {
+      if (tp_profile_size_index(r->profile, (int)(p->batch / p->N)) < 0) {
         g_autofree char *have = tp_profile_sizes_text(r->profile);
         g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
-                    "(it has %s); profile with --batch %ld, or narrow -n", r->profile->source, r->batch / p->N,
-                    r->batch, p->N, have, r->batch);
+                    "(it has %s); profile with --batch %ld, or narrow -n", r->profile->source, p->batch / p->N,
+                    p->batch, p->N, have, p->batch);
         return NULL;
       }
     }
@@ -367,7 +381,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
    * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
    * nor lie on the front).  Waves, not a shared running best, keep the outcome independent of the
    * threads' timing. */
-  Job bjob = { r, FALSE }, sjob = { r, TRUE };
+  gboolean per_sample = FALSE;
+  for (int b = 1; b < r->n_batches; b++)
+    per_sample = per_sample || r->batches[b] != r->batches[0];
+  Job bjob = { r, FALSE, per_sample }, sjob = { r, TRUE, per_sample };
   run_pool(res->all, &bjob, threads);
   g_autoptr(GPtrArray) order = borrow(res->all);
   g_ptr_array_sort(order, compare_bound);
@@ -388,7 +405,7 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
       gboolean dominated = FALSE;
       for (guint k = 0; !r->no_prune && k < fitting->len && !dominated; k++) {
         const TpPlan *f = fitting->pdata[k];
-        dominated = f->t_minibatch <= TP_PLAN_PRUNE_MARGIN * p->t_bound && f->peak <= p->mem_bound;
+        dominated = f->rank_time <= TP_PLAN_PRUNE_MARGIN * p->rank_bound && f->peak <= p->mem_bound;
       }
       if (dominated)
         p->status = TP_PLAN_DOMINATED;
@@ -422,14 +439,17 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
 
 /* ---- explanation -------------------------------------------------------------------------------- */
 
-static char *label(const TpPlan *p)
+/* with_batch: the batches of the plans compared differ */
+static char *label(const TpPlan *p, gboolean with_batch)
 {
-  return g_strdup_printf("%s W=%d N=%d%s", p->preset->name, p->W, p->N, p->recompute ? " recompute" : "");
+  g_autofree char *b = with_batch ? g_strdup_printf(" B=%ld", p->batch) : g_strdup("");
+  return g_strdup_printf("%s W=%d N=%d%s%s", p->preset->name, p->W, p->N, b, p->recompute ? " recompute" : "");
 }
 
 char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
 {
-  g_autofree char *a = label(top);
+  gboolean batches = next && next->batch != top->batch;
+  g_autofree char *a = label(top, batches);
   GString *s = g_string_new(NULL);
   g_string_append_printf(s, "%s: %.4g s per mini-batch (%.4g samples/s), %.3g GB at peak (stage %d, %s); "
                          "bottleneck stage %d (%s).\n", a, top->t_minibatch, top->samples_per_second, top->peak / 1e9,
@@ -439,15 +459,17 @@ char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
     g_string_append(s, "No other plan fits.\n");
     return g_string_free(s, FALSE);
   }
-  g_autofree char *b = label(next);
-  double gain = next->t_minibatch > 0 ? 100 * (next->t_minibatch - top->t_minibatch) / next->t_minibatch : 0;
-  if (top->t_minibatch == next->t_minibatch)
-    g_string_append_printf(s, "It ties with the runner-up, %s, in time per mini-batch (bubbles %.1f %% of the steady "
-                           "window) and ranks first for its %s peak", b, 100 * top->bubble,
+  g_autofree char *b = label(next, batches);
+  /* of different batches, the plans compare in samples/s (the ranking's time per sample) */
+  const char *per = batches ? "time per sample" : "time per mini-batch";
+  double gain = next->rank_time > 0 ? 100 * (next->rank_time - top->rank_time) / next->rank_time : 0;
+  if (top->rank_time == next->rank_time)
+    g_string_append_printf(s, "It ties with the runner-up, %s, in %s (bubbles %.1f %% of the steady "
+                           "window) and ranks first for its %s peak", b, per, 100 * top->bubble,
                            top->peak < next->peak ? "smaller" : "equal");
   else
-    g_string_append_printf(s, "It beats the runner-up, %s, by %.1f %% in time per mini-batch: bubbles %.1f %% against "
-                           "%.1f %% of the steady window", b, gain, 100 * top->bubble, 100 * next->bubble);
+    g_string_append_printf(s, "It beats the runner-up, %s, by %.1f %% in %s: bubbles %.1f %% against "
+                           "%.1f %% of the steady window", b, gain, per, 100 * top->bubble, 100 * next->bubble);
   if (top->W != next->W || top->N != next->N)
     g_string_append_printf(s, ", %d×%d against %d×%d stages × micro-batches", top->W, top->N, next->W, next->N);
   g_string_append(s, ".\n");

@@ -21,6 +21,10 @@ typedef struct {
   const TpCluster *cluster;   /* roofline times and device memory; with a profile: the links only */
   const TpProfile *profile;   /* measured times and bytes, or NULL */
   long batch;                 /* samples per mini-batch */
+  const long *batches;        /* n_batches > 0: the mini-batch sizes to search instead of batch; with more
+                                 than one, plans are ranked by samples/s (time per sample), not time per
+                                 mini-batch */
+  int n_batches;
   int w0, w1, n0, n1;         /* W range; N range (only divisors of batch are candidates) */
   const TpPreset *const *presets; /* n_presets of them */
   int n_presets;
@@ -43,10 +47,13 @@ typedef enum {
 
 typedef struct {
   const TpPreset *preset;
+  long batch;                 /* samples per mini-batch */
   int W, N;
   gboolean recompute;         /* its stages store their inputs only and recompute in the backward */
   int *split;                 /* [W] layers per stage */
   double t_bound, mem_bound;  /* lower bounds before simulating: time per mini-batch, largest device's bytes */
+  double rank_time, rank_bound; /* the ranking's time and its bound: per mini-batch, or per sample when
+                                   several batches are searched */
   gboolean simulated;
   int v_steady, max_mismatch; /* steady version difference; largest backward-forward version mismatch */
   double t_minibatch, samples_per_second, bubble; /* steady state */
@@ -75,9 +82,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err);
 void tp_plan_result_free(TpPlanResult *res);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 
-/* Ranking: faster first, then smaller peak, then preset, W, N in enumeration order. */
+/* Ranking: faster first (rank_time), then smaller peak, then batch, preset, W, N, recompute in
+ * enumeration order. */
 int tp_plan_compare(const TpPlan *a, const TpPlan *b);
-/* The plans of `plans` no other one beats in both time and peak (ties: the first in ranking),
+/* The plans of `plans` no other one beats in both time (rank_time) and peak (ties: the first in ranking),
  * fastest first. */
 GPtrArray *tp_plan_pareto(const GPtrArray *plans);
 /* Two or three lines: why `top` is ranked above `next`. */

@@ -543,6 +543,77 @@ static void test_recompute(void)
   tpt_run_clear(&r);
 }
 
+/* Several batches: candidates over each, ranked by samples/s; the top is the best of the batches
+ * searched one by one; pruning (per sample) keeps the ranking's top and the front. */
+static TpPlanResult *search_batches(const TpModel *m, const TpProfile *p, const long *batches, int n,
+                                    gboolean no_prune)
+{
+  TpPlanRequest r = { .model = m, .profile = p, .batch = batches[0], .batches = batches, .n_batches = n, .w0 = 1,
+                      .w1 = 4, .n0 = 1, .n1 = 64, .threads = 2, .no_prune = no_prune };
+  r.presets = all_presets(&r.n_presets);
+  GError *err = NULL;
+  TpPlanResult *res = tp_plan_search(&r, &err);
+  g_assert_no_error(err);
+  return res;
+}
+
+static void test_batches(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
+  const long both[] = { 8, 64 };
+  g_autoptr(TpPlanResult) res = search_batches(m, p, both, 2, FALSE);
+  g_autoptr(TpPlanResult) full = search_batches(m, p, both, 2, TRUE);
+  g_autoptr(TpPlanResult) small = search_batches(m, p, both, 1, FALSE);
+  g_autoptr(TpPlanResult) large = search_batches(m, p, both + 1, 1, FALSE);
+  g_assert_cmpint(res->n_candidates, ==, small->n_candidates + large->n_candidates);
+  gboolean seen[2] = { FALSE, FALSE };
+  for (guint i = 0; i < res->ranked->len; i++) {
+    const TpPlan *q = res->ranked->pdata[i];
+    g_assert_true(q->batch == 8 || q->batch == 64);
+    g_assert_cmpint(q->batch % q->N, ==, 0);
+    seen[q->batch == 64] = TRUE;
+    assert_close(q->samples_per_second, (double)q->batch / q->t_minibatch);
+    if (i > 0) /* by samples/s, not by time per mini-batch */
+      g_assert_cmpfloat(q->samples_per_second, <=, ((const TpPlan *)res->ranked->pdata[i - 1])->samples_per_second);
+  }
+  g_assert_true(seen[0] && seen[1]);
+  const TpPlan *top = res->ranked->pdata[0], *a = small->ranked->pdata[0], *b = large->ranked->pdata[0];
+  const TpPlan *best = a->samples_per_second > b->samples_per_second ? a : b;
+  g_assert_cmpfloat(top->samples_per_second, ==, best->samples_per_second);
+  /* here the larger batch pipelines better and wins, though its mini-batch takes longer */
+  g_assert_cmpint(top->batch, ==, 64);
+  g_assert_cmpfloat(top->t_minibatch, >, a->t_minibatch);
+  g_assert_cmpuint(res->pareto->len, ==, full->pareto->len);
+  for (guint i = 0; i < full->pareto->len; i++)
+    g_assert_cmpint(((const TpPlan *)res->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
+  for (guint i = 0; i < 5; i++)
+    g_assert_cmpint(((const TpPlan *)res->ranked->pdata[i])->index, ==, ((const TpPlan *)full->ranked->pdata[i])->index);
+  /* through the program: A-B doubles from A, a list is sorted and each size searched once */
+  TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch",
+                                            "256,32-128,64", "-w", "1-2", "-n", "1-2", "--presets", "gpipe", "--format",
+                                            "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"batches\": [32, 64, 128, 256], \"ranked_by\": \"samples_per_second\""));
+  g_assert_nonnull(strstr(r.out, "\"batch\": 32, "));
+  g_assert_nonnull(strstr(r.out, "\"batch\": 256, "));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64,128", "-w",
+                                     "1-2", "-n", "1-2", "--presets", "gpipe", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "64, 128 samples per mini-batch (ranked by samples/s: the batches differ)"));
+  g_assert_nonnull(strstr(r.out, "   N  batch  split"));
+  tpt_run_clear(&r);
+  const char *bad[] = { "128-64", "0", "64,", "64-x" };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--cluster", "C", "--batch", bad[i], NULL });
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "--batch"));
+    g_assert_cmpstr(r.out, ==, "");
+    tpt_run_clear(&r);
+  }
+}
+
 static char *ranking(const TpPlanResult *res)
 {
   GString *s = g_string_new(NULL);
@@ -589,6 +660,7 @@ int main(int argc, char **argv)
   g_test_add_func("/plan/nothing-fits", test_nothing_fits);
   g_test_add_func("/plan/json", test_json);
   g_test_add_func("/plan/recompute", test_recompute);
+  g_test_add_func("/plan/batches", test_batches);
   g_test_add_func("/plan/deterministic", test_deterministic);
   g_test_add_func("/plan/kendall", test_kendall);
   return g_test_run();
