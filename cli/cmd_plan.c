@@ -43,31 +43,20 @@ static gboolean parse_bytes(const char *flag, const char *text, double *out, GEr
   return TRUE;
 }
 
-static gint compare_long(gconstpointer a, gconstpointer b)
-{
-  long x = *(const long *)a, y = *(const long *)b;
-  return (x > y) - (x < y);
-}
-
 /* --batch: a comma-separated list of sizes, each B or A-B (A, 2A, 4A, … up to B); ascending, each
  * once. */
 static GArray *parse_batches(const char *text, GError **err)
 {
-  g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(long));
+  g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(int));
   g_auto(GStrv) parts = g_strsplit(text, ",", -1);
   for (int i = 0; parts[i]; i++) {
     int a = 0, b = 0;
     if (!tp_cli_range("--batch", g_strstrip(parts[i]), 1, 1 << 24, &a, &b, err))
       return NULL;
-    for (long v = a; v <= b; v *= 2)
+    for (int v = a; v <= b; v *= 2)
       g_array_append_val(out, v);
   }
-  g_array_sort(out, compare_long);
-  for (guint i = 1; i < out->len;)
-    if (g_array_index(out, long, i) == g_array_index(out, long, i - 1))
-      g_array_remove_index(out, i);
-    else
-      i++;
+  tp_cli_sort_unique(out);
   return g_steal_pointer(&out);
 }
 
@@ -300,13 +289,13 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   }
   ok = ok && (!o.format || tp_cli_choice("--format", o.format, formats, &fmt, err)) &&
        (!o.recompute || tp_cli_choice("--recompute", o.recompute, recomputes, &rc, err)) &&
-       (batches = o.batch ? parse_batches(o.batch, err) : g_array_new(FALSE, FALSE, sizeof(long))) != NULL;
+       (batches = o.batch ? parse_batches(o.batch, err) : g_array_new(FALSE, FALSE, sizeof(int))) != NULL;
   if (batches && !batches->len) {
-    long def = 128;
+    int def = 128;
     g_array_append_val(batches, def);
   }
-  long batch = batches ? g_array_index(batches, long, 0) : 128;
-  n1 = batches ? (int)g_array_index(batches, long, batches->len - 1) : 128;
+  long batch = batches ? g_array_index(batches, int, 0) : 128;
+  n1 = batches ? (int)g_array_index(batches, int, batches->len - 1) : 128;
   gboolean several = batches && batches->len > 1;
   ok = ok && (!o.workers || tp_cli_range("-w", o.workers, 1, TP_MAX_WORKERS, &w0, &w1, err)) &&
        (!o.micro || tp_cli_range("-n", o.micro, 1, TP_MAX_MICRO, &n0, &n1, err)) &&
@@ -323,7 +312,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     ok = FALSE;
   }
   TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch,
-                        .batches = batches ? (const long *)batches->data : NULL,
+                        .batches = batches ? (const int *)batches->data : NULL,
                         .n_batches = batches ? (int)batches->len : 0, .w0 = w0, .w1 = w1, .n0 = n0,
                         .n1 = n1, .presets = presets ? (const TpPreset *const *)presets->pdata : NULL,
                         .n_presets = presets ? (int)presets->len : 0, .recompute = (TpPlanRecompute)rc,
@@ -375,7 +364,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     if (several) {
       g_string_append(out, "\"batches\": [");
       for (guint i = 0; i < batches->len; i++)
-        g_string_append_printf(out, "%s%ld", i ? ", " : "", g_array_index(batches, long, i));
+        g_string_append_printf(out, "%s%d", i ? ", " : "", g_array_index(batches, int, i));
       g_string_append(out, "], \"ranked_by\": \"samples_per_second\", ");
     } else
       g_string_append_printf(out, "\"batch\": %ld, ", batch);
@@ -398,7 +387,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   } else if (ok) {
     g_autoptr(GString) bs = g_string_new(NULL);
     for (guint i = 0; i < batches->len; i++)
-      g_string_append_printf(bs, "%s%ld", i ? ", " : "", g_array_index(batches, long, i));
+      g_string_append_printf(bs, "%s%d", i ? ", " : "", g_array_index(batches, int, i));
     g_string_append_printf(out, "plan: model %s, %s samples per mini-batch%s, costs from %s%s%s\n", m->name, bs->str,
                            several ? " (ranked by samples/s: the batches differ)" : "", prof ? "profile " : "cluster ",
                            prof ? prof->source : c->name, prof && c ? " (links of that cluster)" : "");

@@ -23,12 +23,6 @@ static int cmp_double(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-static gint cmp_int(gconstpointer a, gconstpointer b)
-{
-  int x = *(const int *)a, y = *(const int *)b;
-  return (x > y) - (x < y);
-}
-
 /* Median of v[0..n) (sorted in place) and (largest − smallest) / median. */
 static double median_spread(double *v, int n, double *spread)
 {
@@ -63,12 +57,7 @@ static GArray *parse_sizes(const ProfOpts *o, GError **err)
         g_array_append_val(a, d);
   }
   /* ascending, each once */
-  g_array_sort(a, cmp_int);
-  for (guint i = 1; i < a->len;)
-    if (g_array_index(a, int, i) == g_array_index(a, int, i - 1))
-      g_array_remove_index(a, i);
-    else
-      i++;
+  tp_cli_sort_unique(a);
   return a;
 }
 

@@ -39,6 +39,22 @@ gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a
   return TRUE;
 }
 
+static gint compare_int(gconstpointer a, gconstpointer b)
+{
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+void tp_cli_sort_unique(GArray *a)
+{
+  g_array_sort(a, compare_int);
+  for (guint i = 1; i < a->len;)
+    if (g_array_index(a, int, i) == g_array_index(a, int, i - 1))
+      g_array_remove_index(a, i);
+    else
+      i++;
+}
+
 gboolean tp_cli_choice(const char *flag, const char *text, const char *const *choices, int *out, GError **err)
 {
   for (int i = 0; choices[i]; i++)

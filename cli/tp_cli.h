@@ -25,6 +25,8 @@ gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a
 gboolean tp_cli_split(const char *text, int W, int *counts, GError **err);
 /* One of the words in `choices` (NULL-terminated); its index. */
 gboolean tp_cli_choice(const char *flag, const char *text, const char *const *choices, int *out, GError **err);
+/* Sorts an array of int ascending and keeps each value once. */
+void tp_cli_sort_unique(GArray *a);
 
 /* The preset named by -s (NULL: timeprest); a usage error listing the presets otherwise. */
 const TpPreset *tp_cli_preset(const char *name, GError **err);

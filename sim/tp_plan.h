@@ -21,7 +21,7 @@ typedef struct {
   const TpCluster *cluster;   /* roofline times and device memory; with a profile: the links only */
   const TpProfile *profile;   /* measured times and bytes, or NULL */
   long batch;                 /* samples per mini-batch */
-  const long *batches;        /* n_batches > 0: the mini-batch sizes to search instead of batch; with more
+  const int *batches;         /* n_batches > 0: the mini-batch sizes to search instead of batch; with more
                                  than one, plans are ranked by samples/s (time per sample), not time per
                                  mini-batch */
   int n_batches;

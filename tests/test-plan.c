@@ -444,6 +444,16 @@ static void test_json(void)
 /* Recomputation as a candidate dimension: a limit between a plan's peak with and without it lists the
  * recomputing plan within the limit and drops the other; the bounds hold for recomputing plans and
  * their time bound counts the forward run again; pruning keeps the ranking's top and the front. */
+/* A pruned search keeps the unpruned one's Pareto front and the top five of its ranking. */
+static void assert_same_top(const TpPlanResult *pruned, const TpPlanResult *full)
+{
+  g_assert_cmpuint(pruned->pareto->len, ==, full->pareto->len);
+  for (guint i = 0; i < full->pareto->len; i++)
+    g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
+  for (guint i = 0; i < 5; i++)
+    g_assert_cmpint(((const TpPlan *)pruned->ranked->pdata[i])->index, ==, ((const TpPlan *)full->ranked->pdata[i])->index);
+}
+
 static TpPlanResult *search_rc(const TpModel *m, const TpProfile *p, const char *presets, int w1, int n0, int n1,
                                TpPlanRecompute rc, double limit, gboolean no_prune)
 {
@@ -515,11 +525,7 @@ static void test_recompute(void)
   }
   g_assert_cmpint(checked, >, 50);
   g_assert_cmpint(pruned->n_dominated, >, 0);
-  g_assert_cmpuint(pruned->pareto->len, ==, full->pareto->len);
-  for (guint i = 0; i < full->pareto->len; i++)
-    g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
-  for (guint i = 0; i < 5; i++)
-    g_assert_cmpint(((const TpPlan *)pruned->ranked->pdata[i])->index, ==, ((const TpPlan *)full->ranked->pdata[i])->index);
+  assert_same_top(pruned, full);
   /* through the program: the column, the JSON field, a bad value */
   TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64",
                                             "-w", "1-2", "-n", "1-4", "--presets", "gpipe", "--recompute", "both",
@@ -545,7 +551,7 @@ static void test_recompute(void)
 
 /* Several batches: candidates over each, ranked by samples/s; the top is the best of the batches
  * searched one by one; pruning (per sample) keeps the ranking's top and the front. */
-static TpPlanResult *search_batches(const TpModel *m, const TpProfile *p, const long *batches, int n,
+static TpPlanResult *search_batches(const TpModel *m, const TpProfile *p, const int *batches, int n,
                                     gboolean no_prune)
 {
   TpPlanRequest r = { .model = m, .profile = p, .batch = batches[0], .batches = batches, .n_batches = n, .w0 = 1,
@@ -561,7 +567,7 @@ static void test_batches(void)
 {
   g_autoptr(TpModel) m = load_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
-  const long both[] = { 8, 64 };
+  const int both[] = { 8, 64 };
   g_autoptr(TpPlanResult) res = search_batches(m, p, both, 2, FALSE);
   g_autoptr(TpPlanResult) full = search_batches(m, p, both, 2, TRUE);
   g_autoptr(TpPlanResult) small = search_batches(m, p, both, 1, FALSE);
@@ -584,11 +590,7 @@ static void test_batches(void)
   /* here the larger batch pipelines better and wins, though its mini-batch takes longer */
   g_assert_cmpint(top->batch, ==, 64);
   g_assert_cmpfloat(top->t_minibatch, >, a->t_minibatch);
-  g_assert_cmpuint(res->pareto->len, ==, full->pareto->len);
-  for (guint i = 0; i < full->pareto->len; i++)
-    g_assert_cmpint(((const TpPlan *)res->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
-  for (guint i = 0; i < 5; i++)
-    g_assert_cmpint(((const TpPlan *)res->ranked->pdata[i])->index, ==, ((const TpPlan *)full->ranked->pdata[i])->index);
+  assert_same_top(res, full);
   /* through the program: A-B doubles from A, a list is sorted and each size searched once */
   TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch",
                                             "256,32-128,64", "-w", "1-2", "-n", "1-2", "--presets", "gpipe", "--format",
