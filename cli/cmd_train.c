@@ -197,6 +197,7 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   c->ck_dir_is_resume = !o->checkpoint && o->resume;
   c->progress = !o->quiet;
   c->keep_events = o->trace != NULL;
+  c->name_param = tp_cli_name_flag;
   return tp_train_check_outputs(o->csv, o->trace, o->output, err) &&
          checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
 }

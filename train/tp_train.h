@@ -53,6 +53,9 @@ typedef struct {
   gboolean ck_dir_is_resume; /* ck.dir came from resume (errors about it name that parameter) */
   gboolean progress;        /* a progress bar on standard error when it is a terminal */
   gboolean keep_events;     /* keep the measured events (for a trace) */
+  /* How the caller names a parameter in an error it does not get back but a rank prints as it ends
+   * the job (the command line: by its flag; NULL: as the library words it). */
+  void (*name_param)(GError **err);
 } TpTrainConfig;
 
 typedef struct {

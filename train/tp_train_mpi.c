@@ -22,8 +22,11 @@ static gboolean start_nccl(Train *t)
   GError *e = NULL;
   g_autofree char *gpu = g_strdup_printf("%d", tp_backend_device(t->stage_be[t->rank]));
   if (!(t->nccl = tp_nccl_new(t->N, t->cfg.peer_timeout, gpu, &e)) ||
-      !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e))
+      !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e)) {
+    if (t->cfg.name_param)
+      t->cfg.name_param(&e);
     tp_mpi_fail(t->mpi, e->message, tp_error_exit_status(e));
+  }
   return TRUE;
 }
 

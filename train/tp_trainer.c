@@ -108,7 +108,8 @@ static gboolean load_schedule_file(Train *t, GError **err)
     return FALSE;
   t->s->recompute = t->s->recompute || c->recompute;
   if ((c->W_given && t->s->W != t->W) || (c->N_given && t->s->N != t->N)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: %s has W=%d, N=%d; -w/-n say %d, %d", c->schedule_file,
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the stages and micro-batches given are %d, %d",
+                c->schedule_file,
                 t->s->W, t->s->N, t->W, t->N);
     return FALSE;
   }
@@ -127,15 +128,16 @@ gboolean tp_train_setup(Train *t, GError **err)
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
   if (t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->preset->order)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s: the executor does not run a split backward (I and W operations) "
-                "yet; schedule, simulate and compare take it", t->s ? "--schedule " : "-s ",
+    g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET,
+                "%s %s: the executor does not run a split backward (I and W operations) yet; schedule, simulate and "
+                "compare take it", t->s ? "schedule" : "preset",
                 t->s ? c->schedule_file : c->preset->name);
     return FALSE;
   }
   if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
     return FALSE;
   if (c->has_sig && (t->s ? t->s->policy : c->preset->policy) != TP_POLICY_INTERMEDIATE) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SIGNIFICANCE, "only the intermediate policy blends weights");
     return FALSE;
   }
   if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_model(t->model, err))
@@ -203,7 +205,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     for (int s = 0; s < t->W; s++)
       t->bounds[s + 1] = t->bounds[s] + c->split[s];
     if (t->bounds[t->W] != L) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", t->bounds[t->W],
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SPLIT, "the stages get %d layers, model %s has %d", t->bounds[t->W],
                   t->model->name, L);
       return FALSE;
     }
