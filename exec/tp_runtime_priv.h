@@ -39,8 +39,9 @@ static inline gboolean tp_rt_down(const TpBackend *be, float *host, const float 
   return dev == host || be->iface->download(be, host, dev, n, err);
 }
 /* How one run's stages move activations and gradients, link by link (tp_runtime_msg.c): through
- * host memory, as device buffers through a transport that takes them (nccl), or device to device
- * within the process (local transport between stages whose backend has copy_peer).  dev is the
+ * host memory, as device buffers through a transport that takes them (device_memory: nccl), or
+ * device to device within the process (an in_process transport between stages whose backend has
+ * copy_peer).  dev is the
  * stage's buffer in its backend's memory, host its host staging buffer, n the floats. */
 typedef struct TpRtLinks TpRtLinks;
 TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr);
