@@ -275,17 +275,10 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
   return TRUE;
 }
 
-/* A run stopped at a checkpoint: one line (one process per stage: from rank 0), and exit 128 + the
- * signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP), or 0 for stop_after. */
-G_NORETURN void tp_train_stopped(Train *t)
+void tp_train_stopped(const Train *t, TpTrainEnd *end)
 {
   int sig = t->interrupted;
-  if (t->rank == 0)
-    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-            sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->cfg.ck.dir, t->cfg.ck.dir);
-  fflush(stdout);
-  tp_train_clear(t);
-  exit(sig > 0 ? 128 + sig : 0);
+  *end = (TpTrainEnd){ .ended = TRUE, .status = sig > 0 ? 128 + sig : 0, .signal = sig, .says = t->rank == 0 };
 }
 
 char *tp_train_weights_sha256(const Train *t)
@@ -306,14 +299,18 @@ char *tp_train_weights_sha256(const Train *t)
   return hex;
 }
 
-gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err)
+gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
+                       GError **err)
 {
+  *end = (TpTrainEnd){ .ended = FALSE };
   if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
-    return tp_train_mpi(t, args, report, data, err);
+    return tp_train_mpi(t, args, report, data, end, err);
   if (t->cfg.ck.dir)
     tp_signal_catch_stop(NULL); /* the run stops at its next checkpoint */
   gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
-  if (ok && t->interrupted)
-    tp_train_stopped(t);
+  if (ok && t->interrupted) {
+    tp_train_stopped(t, end);
+    return TRUE;
+  }
   return ok && report(t, data, err);
 }
