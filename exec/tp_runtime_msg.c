@@ -61,8 +61,8 @@ TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr)
       k->cap = (size_t)rt->cfg.batch * (d ? tp_net_in_elems(rt->st[from].net) : tp_net_out_elems(rt->st[from].net));
       if (tp_backend_host_memory(a) && tp_backend_host_memory(b))
         k->mode = MODE_HOST;
-      else if (tr->device_memory && (!tp_backend_host_memory(a) || !tp_backend_host_memory(b))) /* a rank holds its own stage's instance only */
-        k->mode = MODE_DEVICE;
+      else if (tr->device_memory && (!tp_backend_host_memory(a) || !tp_backend_host_memory(b)))
+        k->mode = MODE_DEVICE; /* a rank holds its own stage's instance only */
       else if (tr->in_process && !tp_backend_host_memory(a) && !tp_backend_host_memory(b) && a->iface->copy_peer &&
                a->iface == b->iface)
         k->mode = MODE_PEER;
