@@ -197,6 +197,7 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   c->ck_dir_is_resume = !o->checkpoint && o->resume;
   c->progress = !o->quiet;
   c->keep_events = o->trace != NULL;
+  c->name_param = tp_cli_name_flag;
   return tp_train_check_outputs(o->csv, o->trace, o->output, err) &&
          checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
 }
@@ -295,11 +296,19 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     opts_clear(o);
     exit(2);
   }
+  TpTrainEnd end = { .ended = FALSE };
   if (ok) {
     out.csv = o->csv, out.trace = o->trace, out.output = o->output;
-    ok = tp_train_main(&t, args, tp_train_write_outputs, &out, err);
+    ok = tp_train_main(&t, args, tp_train_write_outputs, &out, &end, err);
   }
+  if (end.ended && end.says) /* stopped at a checkpoint */
+    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
+            end.signal > 0 ? "interrupted" : "stopped", t.ck_epoch, t.ck_index, t.cfg.ck.dir, t.cfg.ck.dir);
   tp_train_clear(&t);
   opts_clear(o);
+  if (end.ended) { /* its status, whatever the line (another rank's failure: that rank says why) */
+    fflush(stdout);
+    exit(end.status);
+  }
   return ok;
 }

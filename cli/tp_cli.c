@@ -502,9 +502,16 @@ void tp_cli_name_flag(GError **err)
   const char *param = err ? tp_error_param_name(*err) : NULL;
   if (!param)
     return;
-  if (strcmp(param, "workers") == 0)
-    g_prefix_error(err, "-w: ");
-  else
-    g_prefix_error(err, "--%s: ", param); /* the other parameters' flags are --NAME */
+  g_autofree char *flag = strcmp(param, "workers") == 0  ? g_strdup("-w")
+                          : strcmp(param, "preset") == 0 ? g_strdup("-s")
+                                                         : g_strdup_printf("--%s", param);
+  size_t n = strlen(param);
+  char *msg = (*err)->message;
+  if (strncmp(msg, param, n) == 0 && msg[n] == ' ') { /* "backend cuda: …": the flag for the name */
+    (*err)->message = g_strconcat(flag, msg + n, NULL);
+    g_free(msg);
+  } else {
+    g_prefix_error(err, "%s: ", flag);
+  }
   (*err)->code = TP_ERROR_INPUT;
 }

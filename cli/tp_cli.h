@@ -90,8 +90,9 @@ void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r);
 gboolean tp_cli_run_simulate(TpCliRun *r, GError **err);
 void tp_cli_run_clear(TpCliRun *r);
 
-/* A library's error about a parameter's value (tp_error_param_name) named by its flag ("--batch: "),
- * then a plain TP_ERROR_INPUT; other errors are left as they are. */
+/* A library's error about a parameter's value (tp_error_param_name) named by its flag ("--batch: ";
+ * "backend cuda: …" becomes "--backend cuda: …"), then a plain TP_ERROR_INPUT; other errors are left
+ * as they are. */
 void tp_cli_name_flag(GError **err);
 
 /* Parse argv with ctx; no positional arguments allowed. */

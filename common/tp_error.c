@@ -16,7 +16,8 @@ G_DEFINE_QUARK(timeprest-error-quark, tp_error)
 const char *tp_error_param_name(const GError *err)
 {
   static const char *const names[] = { "batch", "model", "cluster", "split", "data", "workers", "devices", "checkpoint",
-                                       "resume" };
+                                       "resume", "backend", "transport", "schedule", "significance",
+                                       "preset", "format" };
   if (!err || err->domain != TP_ERROR || err->code < TP_ERROR_PARAM_BATCH ||
       err->code >= TP_ERROR_PARAM_BATCH + (int)G_N_ELEMENTS(names))
     return NULL;

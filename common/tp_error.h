@@ -14,7 +14,9 @@ typedef enum {
   TP_ERROR_INPUT = 2,   /* bad flag, file or schedule: exit 2 */
   /* A parameter's value refused (exit 2, as TP_ERROR_INPUT).  The message says what is wrong with
    * the value, not how it was given: the caller that knows (the command line: its flag) names it
-   * with g_prefix_error (tp_error_param_name says which parameter). */
+   * with g_prefix_error (tp_error_param_name says which parameter).  A message may open with the
+   * parameter's name and its value ("backend cuda: no GPU …"): the caller then writes its own name
+   * for the parameter in place of the first word. */
   TP_ERROR_PARAM_BATCH = 16, /* samples per mini-batch */
   TP_ERROR_PARAM_MODEL,      /* the model's name or file */
   TP_ERROR_PARAM_CLUSTER,    /* the cluster's name or file */
@@ -24,6 +26,12 @@ typedef enum {
   TP_ERROR_PARAM_DEVICES,    /* the stages' GPUs */
   TP_ERROR_PARAM_CHECKPOINT, /* the directory checkpoints go to */
   TP_ERROR_PARAM_RESUME,     /* the checkpoint a run continues from */
+  TP_ERROR_PARAM_BACKEND,    /* the backend the stages compute on */
+  TP_ERROR_PARAM_TRANSPORT,  /* the transport between the stages */
+  TP_ERROR_PARAM_SCHEDULE,   /* the schedule file a run follows */
+  TP_ERROR_PARAM_SIGNIFICANCE, /* the weight blending of the intermediate policy */
+  TP_ERROR_PARAM_PRESET,     /* the preset schedule a run follows */
+  TP_ERROR_PARAM_FORMAT,     /* the format a schedule is written in */
 } TpErrorCode;
 
 /* For a TP_ERROR_PARAM_* error, the parameter's name ("batch", "model", ...); NULL otherwise. */

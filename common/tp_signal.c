@@ -1,7 +1,9 @@
-/* tp_signal.c — the program's one set of handlers for the terminating signals (tp_signal.h). */
+/* tp_signal.c — the program's one set of signal handlers: the terminating signals and the alarm
+ * (tp_signal.h). */
 #include "tp_signal.h"
 
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM };
@@ -113,4 +115,33 @@ void tp_signal_ignore_end(void)
 {
   install();
   ignore_end = 1;
+}
+
+/* ---- the alarm ------------------------------------------------------------------------------------ */
+
+static TpSignalHook alarm_hook;
+
+static void on_alarm(int sig)
+{
+  if (alarm_hook)
+    alarm_hook(sig);
+}
+
+void tp_signal_alarm(double seconds, TpSignalHook hook)
+{
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  if (seconds > 0 && hook) {
+    alarm_hook = hook;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    it.it_value.tv_sec = (time_t)seconds;
+    it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+    if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+      it.it_value.tv_usec = 1;
+  }
+  setitimer(ITIMER_REAL, &it, NULL); /* zero: disarmed */
 }

@@ -1,5 +1,6 @@
-/* tp_signal.h — the one owner of the program's handlers for the terminating signals (SIGHUP,
- * SIGINT, SIGQUIT, SIGPIPE, SIGTERM).  Libraries install no handler: they say what a signal must do.
+/* tp_signal.h — the one owner of the program's signal handlers: the terminating signals (SIGHUP,
+ * SIGINT, SIGQUIT, SIGPIPE, SIGTERM) and the alarm (SIGALRM, a watchdog's timer).  Libraries install
+ * no handler: they say what a signal must do.
  *  - Clean-up hooks run before the process ends by a signal (the staged outputs' temporaries are
  *    removed).  Then the process dies of the signal (its default action), unless
  *  - an end hook is set: SIGTERM and SIGHUP (and SIGINT, when asked) end the process through it
@@ -29,6 +30,9 @@ void tp_signal_leave_stop(void);
 int tp_signal_stop_requested(void);
 /* SIGTERM and SIGHUP ignored from now on (a process that ends on its own status). */
 void tp_signal_ignore_end(void);
+/* An alarm: hook runs (in the handler) once seconds have passed, unless it is re-armed or disarmed
+ * first; seconds <= 0 disarms it.  One alarm at a time (the real-time interval timer). */
+void tp_signal_alarm(double seconds, TpSignalHook hook);
 /* Block the terminating signals (the previous mask into old), e.g. around a change of what a hook
  * reads; sigprocmask(SIG_SETMASK, old, NULL) restores it. */
 void tp_signal_block(sigset_t *old);

@@ -21,14 +21,14 @@ static const char *const ignored[] = { "SEND_F",  "RECV_F",      "SEND_B",      
 gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
 {
   if (s->K != 1 || s->policy != TP_POLICY_SYNC) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--format torch: PyTorch's CSV holds one flushed mini-batch: K=1 and "
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_FORMAT, "format torch: PyTorch's CSV holds one flushed mini-batch: K=1 and "
                 "policy sync (got K=%d, policy %s)", s->K, tp_policy_name(s->policy));
     return FALSE;
   }
   for (int st = 0; st < s->W; st++)
     for (int k = 0; k < tp_stage_len(s, st); k++)
       if (tp_stage_ops(s, st)[k].kind != TP_OP_U && tp_stage_ops(s, st)[k].micro == TP_WHOLE) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--format torch: stage %d has a whole-mini-batch operation; "
+        g_set_error(err, TP_ERROR, TP_ERROR_PARAM_FORMAT, "format torch: stage %d has a whole-mini-batch operation; "
                     "PyTorch's actions are per micro-batch", st + 1);
         return FALSE;
       }

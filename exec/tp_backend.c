@@ -90,7 +90,7 @@ static Entry *entry_of(const char *name)
   return NULL;
 }
 
-/* Unknown or missing: TP_ERROR_INPUT naming the flag (lock held). */
+/* Unknown or missing: TP_ERROR_PARAM_BACKEND (lock held). */
 static Entry *usable_entry(const char *name, GError **err)
 {
   Entry *e = entry_of(name);
@@ -98,12 +98,12 @@ static Entry *usable_entry(const char *name, GError **err)
     GString *known = g_string_new(NULL);
     for (guint i = 0; i < entries->len; i++)
       g_string_append_printf(known, "%s%s", i ? ", " : "", g_array_index(entries, Entry, i).reg->name);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--backend: unknown backend '%s' (known: %s)", name, known->str);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND, "unknown backend '%s' (known: %s)", name, known->str);
     g_string_free(known, TRUE);
     return NULL;
   }
   if (e->reg->missing) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--backend %s: %s", name, e->reg->missing);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND, "backend %s: %s", name, e->reg->missing);
     return NULL;
   }
   return e;
@@ -124,7 +124,10 @@ const TpBackend *tp_backend_get(const char *name, GError **err)
   Entry *e = usable_entry(name, err);
   GError *why = NULL;
   if (e && !e->shared && !(e->shared = e->reg->create(0, &why))) {
-    g_set_error(err, TP_ERROR, why->code, "--backend %s: %s", name, why->message);
+    if (why->domain == TP_ERROR && why->code == TP_ERROR_RUNTIME)
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s backend: %s", name, why->message);
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND, "backend %s: %s", name, why->message);
     g_error_free(why);
   }
   TpBackend *be = e ? e->shared : NULL;

@@ -19,12 +19,12 @@ static GArray *parse_devices(const char *text, int count, const char *noun, GErr
     const char *p = g_strstrip(parts[i]);
     long d = strtol(p, &end, 10);
     if (!*p || *end || d < 0 || d > G_MAXINT) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: '%s' is not a list of device numbers (e.g. 0,1)", text);
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "'%s' is not a list of device numbers (e.g. 0,1)", text);
       g_array_free(dev, TRUE);
       return NULL;
     }
     if (d >= count) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: no %s %ld (%d present)", noun, d, count);
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "no %s %ld (%d present)", noun, d, count);
       g_array_free(dev, TRUE);
       return NULL;
     }
@@ -32,7 +32,7 @@ static GArray *parse_devices(const char *text, int count, const char *noun, GErr
     g_array_append_val(dev, v);
   }
   if (dev->len == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: empty list");
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "empty list");
     g_array_free(dev, TRUE);
     return NULL;
   }
@@ -51,7 +51,7 @@ TpBackend **tp_backend_stages(const TpBackendReg *reg, int W, const char *device
   char *why = NULL;
   int count = reg->device_count(&why);
   if (count == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--backend %s: no %s: %s", reg->name, reg->device_noun, why);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND, "backend %s: no %s: %s", reg->name, reg->device_noun, why);
     g_free(why);
     return NULL;
   }

@@ -1,6 +1,6 @@
-/* tp_runtime.c — running a schedule for real: the per-run state of every stage (network, latest
- * weights, momentum, gradient buffer) and one thread per stage that walks the stage's operation
- * list with its weight store and the transport, recording what every operation did and when. */
+/* tp_runtime.c — running a schedule for real: one thread per stage that walks the stage's operation
+ * list with its weight store and the transport, recording what every operation did and when (the
+ * stages' state itself is made in tp_runtime_state.c). */
 #include "config.h"
 #include "tp_runtime_priv.h"
 #include "tp_error.h"
@@ -12,194 +12,6 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
-
-/* ---- weight buffers through the backend ----------------------------------------------------------- */
-
-static float *be_alloc(void *ctx, size_t n, GError **err)
-{
-  const TpBackend *be = ctx;
-  return be->iface->alloc(be, n ? n : 1, err);
-}
-static void be_free(void *ctx, float *buf)
-{
-  const TpBackend *be = ctx;
-  be->iface->free(be, buf);
-}
-
-float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err)
-{
-  if (!host)
-    return be->iface->alloc(be, n ? n : 1, err);
-  float *p = g_try_new(float, n ? n : 1);
-  if (!p)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate a buffer of %zu floats", n);
-  return p;
-}
-
-void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p)
-{
-  if (host)
-    g_free(p);
-  else if (p)
-    be->iface->free(be, p);
-}
-
-/* Refresh the host copy of a device stage's latest weights. */
-static gboolean sync_host_weights(RtStage *S, GError **err)
-{
-  return tp_rt_down(S->be, S->host_w, S->weights, S->np ? S->np : 1, err);
-}
-
-/* ---- the run's state ----------------------------------------------------------------------------- */
-
-TpRuntime *tp_runtime_new(const TpRuntimeConfig *cfg, GError **err)
-{
-  return tp_runtime_new_on(cfg, NULL, err);
-}
-
-TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const *stage_be, GError **err)
-{
-  if (cfg->W < 1 || cfg->N < 1 || cfg->batch < cfg->N || cfg->batch % cfg->N) {
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%d samples cannot be split into %d equal micro-batches",
-                cfg->batch, cfg->N);
-    return NULL;
-  }
-  if (!tp_net_check_model(cfg->model, err))
-    return NULL;
-  g_autoptr(TpRuntime) rt = g_new0(TpRuntime, 1);
-  rt->cfg = *cfg;
-  rt->W = cfg->W;
-  rt->lo = 0, rt->hi = cfg->W;
-  rt->bounds = g_memdup2(cfg->bounds, sizeof(int) * (cfg->W + 1));
-  rt->cfg.bounds = rt->bounds;
-  rt->alloc = g_new(TpWAlloc, cfg->W);
-  rt->st = g_new0(RtStage, cfg->W);
-  for (int s = 0; s < cfg->W; s++) {
-    RtStage *S = &rt->st[s];
-    const TpBackend *be = S->be = stage_be && stage_be[s] ? stage_be[s] : cfg->be;
-    rt->alloc[s] = (TpWAlloc){ .alloc = be_alloc, .free = be_free, .ctx = (void *)be };
-    if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], be, err)))
-      return NULL;
-    if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the loss layer must be on the last stage", cfg->model->source);
-      return NULL;
-    }
-    S->np = tp_net_n_params(S->net);
-    size_t n = S->np ? S->np : 1;
-    if (!(S->weights = be->iface->alloc(be, n, err)) || !(S->mom = be->iface->alloc(be, n, err)) ||
-        !(S->grad = be->iface->alloc(be, n, err)) || !be->iface->zero(be, S->mom, n, err) || !be->iface->zero(be, S->grad, n, err) ||
-        !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
-      return NULL;
-    S->host_w = tp_backend_host_memory(be) ? S->weights : tp_rt_buf(be, TRUE, n, err);
-    if (!S->host_w || !sync_host_weights(S, err))
-      return NULL;
-  }
-  if (!tp_net_has_loss(rt->st[cfg->W - 1].net)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the model must end with softmax_ce", cfg->model->source);
-    return NULL;
-  }
-  return g_steal_pointer(&rt);
-}
-
-void tp_runtime_free(TpRuntime *rt)
-{
-  if (!rt)
-    return;
-  for (int s = 0; s < rt->W && rt->st; s++) {
-    RtStage *S = &rt->st[s];
-    const TpBackend *be = S->be;
-    if (S->host_w != S->weights)
-      g_free(S->host_w);
-    if (S->weights)
-      be->iface->free(be, S->weights);
-    if (S->mom)
-      be->iface->free(be, S->mom);
-    if (S->grad)
-      be->iface->free(be, S->grad);
-    tp_net_free(S->net);
-  }
-  g_free(rt->st);
-  g_free(rt->alloc);
-  g_free(rt->bounds);
-  g_free(rt);
-}
-
-gboolean tp_runtime_set_part(TpRuntime *rt, int lo, int hi, TpTransport *tr, GError **err)
-{
-  if (lo < 0 || lo >= hi || hi > rt->W) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "stages %d-%d are not stages of a %d-stage run", lo + 1, hi, rt->W);
-    return FALSE;
-  }
-  rt->lo = lo, rt->hi = hi, rt->tr = tr;
-  return TRUE;
-}
-
-int tp_runtime_stages(const TpRuntime *rt) { return rt->W; }
-void tp_runtime_range(const TpRuntime *rt, int *lo, int *hi) { *lo = rt->lo, *hi = rt->hi; }
-
-gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError **err)
-{
-  RtStage *S = &rt->st[stage];
-  if (S->np == 0)
-    return TRUE;
-  if (!tp_backend_host_memory(S->be))
-    memcpy(S->host_w, w, sizeof(float) * S->np);
-  return S->be->iface->upload(S->be, S->weights, w, S->np, err);
-}
-const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].host_w; }
-const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage) { return rt->st[stage].be; }
-size_t tp_runtime_n_params(const TpRuntime *rt, int stage) { return rt->st[stage].np; }
-
-gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err)
-{
-  const RtStage *S = &rt->st[stage];
-  const TpBackend *be = S->be;
-  return (!weights || !S->np || be->iface->download(be, weights, S->weights, S->np, err)) &&
-         (!momentum || !S->np || be->iface->download(be, momentum, S->mom, S->np, err));
-}
-
-gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err)
-{
-  RtStage *S = &rt->st[stage];
-  const TpBackend *be = S->be;
-  return (!weights || !S->np || (be->iface->upload(be, S->weights, weights, S->np, err) && sync_host_weights(S, err))) &&
-         (!momentum || !S->np || be->iface->upload(be, S->mom, momentum, S->np, err));
-}
-
-/* With recomputation a forward keeps only its input (the stage's input of its samples). */
-static void runtime_sizes(const TpRuntime *rt, int stage, gboolean recompute, TpWStoreSizes *out)
-{
-  const TpNet *net = rt->st[stage].net;
-  gint64 pb = (gint64)tp_net_param_bytes(net);
-  size_t per_sample = recompute ? tp_net_in_elems(net) * sizeof(float) : tp_net_saved_bytes_per_sample(net);
-  *out = (TpWStoreSizes){ MAX(rt->st[stage].np, 1), pb, pb, /* a stage without parameters keeps one float */
-                          (gint64)per_sample * (rt->cfg.batch / rt->cfg.N) };
-}
-
-void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
-{
-  runtime_sizes(rt, stage, rt->cfg.recompute, out);
-}
-
-size_t tp_runtime_input_bytes_per_sample(const TpRuntime *rt, int stage)
-{
-  return tp_net_in_elems(rt->st[stage].net) * sizeof(float);
-}
-
-size_t tp_runtime_saved_bytes_per_sample(const TpRuntime *rt, int stage)
-{
-  return tp_net_saved_bytes_per_sample(rt->st[stage].net);
-}
-
-size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage)
-{
-  return stage + 1 < rt->W ? tp_net_out_bytes_per_sample(rt->st[stage].net) : 0;
-}
-
-size_t tp_runtime_grad_bytes_per_sample(const TpRuntime *rt, int stage)
-{
-  return stage > 0 ? tp_net_in_elems(rt->st[stage].net) * sizeof(float) : 0;
-}
 
 void tp_run_result_clear(TpRunResult *r)
 {
@@ -556,7 +368,7 @@ static gboolean stage_walk(Stage *g, GError **err)
   Shared *sh = g->sh;
   const TpSchedule *s = sh->s;
   TpWStoreSizes sz;
-  runtime_sizes(sh->rt, g->st, g->rc, &sz);
+  tp_rt_sizes(sh->rt, g->st, g->rc, &sz);
   if (!(g->store = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
   if (g->rc) { /* the workspace of the largest operation, held for the whole run */
@@ -594,7 +406,7 @@ static gboolean stage_walk(Stage *g, GError **err)
   tp_wstore_stats(g->store, &sh->out->stats[g->st]);
   return g->be->iface->copy(g->be, g->S->weights, tp_wstore_version(g->store, tp_wstore_latest(g->store)),
                      g->S->np ? g->S->np : 1, err) &&
-         sync_host_weights(g->S, err);
+         tp_rt_sync_host_weights(g->S, err);
 }
 
 static gpointer stage_main(gpointer data)

@@ -47,7 +47,6 @@ TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr)
   TpRtLinks *l = g_new0(TpRtLinks, 1);
   l->W = rt->W;
   l->link = g_new0(Link, 2 * (size_t)rt->W);
-  gboolean nccl = g_strcmp0(tr->name, "nccl") == 0, local = g_strcmp0(tr->name, "local") == 0;
   for (int from = 0; from < rt->W; from++)
     for (int d = 0; d < 2; d++) {
       int to = d ? from - 1 : from + 1;
@@ -62,9 +61,9 @@ TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr)
       k->cap = (size_t)rt->cfg.batch * (d ? tp_net_in_elems(rt->st[from].net) : tp_net_out_elems(rt->st[from].net));
       if (tp_backend_host_memory(a) && tp_backend_host_memory(b))
         k->mode = MODE_HOST;
-      else if (nccl && (!tp_backend_host_memory(a) || !tp_backend_host_memory(b))) /* a rank holds its own stage's instance only */
-        k->mode = MODE_DEVICE;
-      else if (local && !tp_backend_host_memory(a) && !tp_backend_host_memory(b) && a->iface->copy_peer &&
+      else if (tr->device_memory && (!tp_backend_host_memory(a) || !tp_backend_host_memory(b)))
+        k->mode = MODE_DEVICE; /* a rank holds its own stage's instance only */
+      else if (tr->in_process && !tp_backend_host_memory(a) && !tp_backend_host_memory(b) && a->iface->copy_peer &&
                a->iface == b->iface)
         k->mode = MODE_PEER;
       else

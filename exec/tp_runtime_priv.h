@@ -1,5 +1,6 @@
-/* tp_runtime_priv.h — the run's state shared by the runtime's files (tp_runtime.c: the stage
- * threads; tp_runtime_eval.c: evaluation and profiling). */
+/* tp_runtime_priv.h — the run's state shared by the runtime's files (tp_runtime_state.c: the
+ * stages' state made and read; tp_runtime.c: the stage threads; tp_runtime_eval.c: evaluation and
+ * profiling; tp_runtime_msg.c: the links). */
 #ifndef TP_RUNTIME_PRIV_H
 #define TP_RUNTIME_PRIV_H
 
@@ -39,8 +40,9 @@ static inline gboolean tp_rt_down(const TpBackend *be, float *host, const float 
   return dev == host || be->iface->download(be, host, dev, n, err);
 }
 /* How one run's stages move activations and gradients, link by link (tp_runtime_msg.c): through
- * host memory, as device buffers through a transport that takes them (nccl), or device to device
- * within the process (local transport between stages whose backend has copy_peer).  dev is the
+ * host memory, as device buffers through a transport that takes them (device_memory: nccl), or
+ * device to device within the process (an in_process transport between stages whose backend has
+ * copy_peer).  dev is the
  * stage's buffer in its backend's memory, host its host staging buffer, n the floats. */
 typedef struct TpRtLinks TpRtLinks;
 TpRtLinks *tp_rt_links_new(const TpRuntime *rt, const TpTransport *tr);
@@ -56,5 +58,9 @@ gboolean tp_rt_recv(TpRtLinks *l, TpTransport *tr, const TpBackend *be, int to, 
 /* n floats in be's memory, or host memory when host is TRUE */
 float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err);
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p);
+/* The host copy of a stage's latest weights brought up to date (nothing on a host backend). */
+gboolean tp_rt_sync_host_weights(RtStage *S, GError **err);
+/* A stage's weight-store sizes, with or without recomputation (a forward keeping its input only). */
+void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, TpWStoreSizes *out);
 
 #endif

@@ -65,6 +65,10 @@ struct TpTransport {
   int N;            /* micro-batches per mini-batch, fixed at creation (names micro-batches in messages;
                        the MPI transport's tags are made of it) */
   double timeout_s; /* how long a receive waits before it fails */
+  /* What the transport can do, set at creation (callers decide by these, never by name): */
+  gboolean in_process;    /* every stage runs in this process (a neighbour's backend instance is at
+                             hand: two devices' buffers may be copied directly) */
+  gboolean device_memory; /* sends and receives take buffers in a device's memory as they are */
 
   /* Send len bytes from stage link.local to its neighbour link.peer, tagged tag.  Returns at once. */
   gboolean (*send)(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len, GError **err);

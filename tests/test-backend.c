@@ -654,9 +654,9 @@ static const TpBackend *cuda_or_skip(void)
   GError *err = NULL;
   const TpBackend *be = tp_backend_get("cuda", &err);
   if (!be) {
-    g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-    g_assert_true(g_str_has_prefix(err->message, "--backend cuda: "));
-    g_autofree char *why = g_strdup_printf("no GPU (or no driver) here (%s)", err->message + strlen("--backend cuda: "));
+    g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND); /* the program names it --backend */
+    g_assert_true(g_str_has_prefix(err->message, "backend cuda: "));
+    g_autofree char *why = g_strdup_printf("no GPU (or no driver) here (%s)", err->message + strlen("backend cuda: "));
     tpt_skip_unless_required("cuda", why);
     g_error_free(err);
   }
@@ -745,8 +745,8 @@ static void test_cuda_instances(void)
   GError *err = NULL;
   const TpBackendReg *reg = tp_backend_find("cuda", &err);
   if (!reg) { /* a build without CUDA: the registry knows the name and says why */
-    g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-    g_assert_cmpstr(err->message, ==, "--backend cuda: this build has no CUDA support");
+    g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND);
+    g_assert_cmpstr(err->message, ==, "backend cuda: this build has no CUDA support");
     tpt_skip_unless_required("cuda", err->message);
     g_error_free(err);
     return;
@@ -904,8 +904,8 @@ static void test_registry(void)
   g_assert_true(!tp_backend_registered(1)->missing == (tp_backend_registered(1)->create != NULL));
   g_assert_null(tp_backend_registered(n));
   g_assert_null(tp_backend_find("tpu", &err));
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  g_assert_cmpstr(err->message, ==, "--backend: unknown backend 'tpu' (known: cpu, cuda)");
+  g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND);
+  g_assert_cmpstr(err->message, ==, "unknown backend 'tpu' (known: cpu, cuda)");
   g_clear_error(&err);
   g_assert_true(tp_backend_get("cpu", &err) == tp_backend_cpu());
   g_assert_cmpint(tp_backend_device(tp_backend_cpu()), ==, -1);
@@ -917,7 +917,7 @@ static void test_registry(void)
   g_assert_true(tp_backend_get("reference", &err) == test_backend_reference());
   g_assert_no_error(err);
   g_assert_null(tp_backend_find("tpu", &err));
-  g_assert_cmpstr(err->message, ==, "--backend: unknown backend 'tpu' (known: cpu, cuda, reference)");
+  g_assert_cmpstr(err->message, ==, "unknown backend 'tpu' (known: cpu, cuda, reference)");
   g_clear_error(&err);
 }
 

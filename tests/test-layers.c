@@ -663,7 +663,7 @@ static void test_unsupported(void)
   g_error_free(err);
   err = NULL;
   g_assert_null(tp_backend_get("tpu", &err));
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_BACKEND); /* the program names it --backend */
   g_error_free(err);
 }
 

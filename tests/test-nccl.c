@@ -109,14 +109,14 @@ static void test_refusal(void)
   g_free(why);
   t = tp_nccl_new(4, 1, NULL, &err);
   g_assert_null(t);
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  g_assert_true(g_str_has_prefix(err->message, "--transport nccl: no CUDA device"));
+  g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_TRANSPORT); /* the program names it --transport */
+  g_assert_true(g_str_has_prefix(err->message, "transport nccl: no CUDA device"));
 #else
   g_assert_false(tp_nccl_available());
   t = tp_nccl_new(4, 1, NULL, &err);
   g_assert_null(t);
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  g_assert_cmpstr(err->message, ==, "--transport nccl: " TP_NCCL_MISSING);
+  g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_TRANSPORT);
+  g_assert_cmpstr(err->message, ==, "transport nccl: " TP_NCCL_MISSING);
 #endif
   g_clear_error(&err);
 }

@@ -1,7 +1,8 @@
 /* test-signal.c — the program's one signal module (common/tp_signal.h), each case in a child
  * process: clean-up hooks run before the process dies of the signal; in stop mode SIGINT, SIGTERM
  * and SIGHUP request a stop and a second one ends the process with 128 + the signal; an end hook
- * ends it instead of the signal. */
+ * ends it instead of the signal; an alarm runs its hook once its time has passed, never once
+ * disarmed. */
 #include "tp_signal.h"
 
 #include <glib.h>
@@ -87,11 +88,36 @@ static void test_end_hook(void)
   g_assert_cmpint(WEXITSTATUS(status), ==, 7);
 }
 
+static void alarm_fires(void)
+{
+  tp_signal_alarm(0.05, end_with_7);
+  g_usleep(5 * G_USEC_PER_SEC); /* the alarm ends it first */
+}
+
+static void alarm_disarmed(void)
+{
+  tp_signal_alarm(0.05, end_with_7);
+  tp_signal_alarm(0, NULL);
+  g_usleep(G_USEC_PER_SEC / 5);
+  _exit(5);
+}
+
+static void test_alarm(void)
+{
+  int status = in_child(alarm_fires);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 7);
+  status = in_child(alarm_disarmed);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 5);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/signal/cleanup", test_cleanup);
   g_test_add_func("/signal/stop-on-sighup", test_stop_hup);
   g_test_add_func("/signal/end-hook", test_end_hook);
+  g_test_add_func("/signal/alarm", test_alarm);
   return g_test_run();
 }

@@ -53,6 +53,9 @@ typedef struct {
   gboolean ck_dir_is_resume; /* ck.dir came from resume (errors about it name that parameter) */
   gboolean progress;        /* a progress bar on standard error when it is a terminal */
   gboolean keep_events;     /* keep the measured events (for a trace) */
+  /* How the caller names a parameter in an error it does not get back but a rank prints as it ends
+   * the job (the command line: by its flag; NULL: as the library words it). */
+  void (*name_param)(GError **err);
 } TpTrainConfig;
 
 typedef struct {
@@ -111,10 +114,21 @@ typedef gboolean (*TpTrainReportFn)(Train *t, gpointer data, GError **err);
 /* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
 static inline long tp_train_lr_steps(const Train *t) { return t->cfg.lr_cosine ? (long)t->K * t->runs : 0; }
 
+/* How a run ended before its report, for the caller to say (or not) and end the process with. */
+typedef struct {
+  gboolean ended;  /* TRUE: no report; the process ends with status */
+  int status;      /* 128 + the signal that stopped the run, 0 for stop_after, else another rank's failure */
+  int signal;      /* stopped at a checkpoint (t->ck_epoch, t->ck_index in t->cfg.ck.dir): the signal, -1 for
+                      stop_after; 0: another rank failed and says why */
+  gboolean says;   /* this process says it (the stopped run's line: from rank 0 alone) */
+} TpTrainEnd;
+
 /* The whole run: set-up, training, then report(t, data) on the process that holds the results.
- * args: the arguments every process must agree on (one process per stage).  A run stopped at a
- * checkpoint prints its line and ends the process (tp_train_stopped). */
-gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err);
+ * args: the arguments every process must agree on (one process per stage).  FALSE and err when the
+ * run failed here; TRUE when it ran, or ended before its report (end->ended: stopped at a checkpoint,
+ * or another rank failed), which the caller then says and ends the process with. */
+gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
+                       GError **err);
 
 /* tp_trainer.c: the set-up (model, data, stages, runtime) and the teardown. */
 gboolean tp_train_setup(Train *t, GError **err);
@@ -125,8 +139,9 @@ int tp_train_prediction_devices(const Train *t);
  * its checkpoint is read), TP_ERROR_INPUT naming it when not; the run's first generation is then
  * past every state file there (tp_checkpoint_first_generation). */
 gboolean tp_train_check_ck_dir(Train *t, GError **err);
-/* A run stopped at a checkpoint (t->interrupted): its line, and the exit. */
-G_NORETURN void tp_train_stopped(Train *t);
+/* A run stopped at a checkpoint (t->interrupted): how it ends (status 128 + the signal: 130 SIGINT,
+ * 143 SIGTERM, 129 SIGHUP, or 0 for stop_after; rank 0 says it). */
+void tp_train_stopped(const Train *t, TpTrainEnd *end);
 /* sha256 of every stage's latest weights (little-endian float32, stage 1 first). */
 char *tp_train_weights_sha256(const Train *t);
 
@@ -135,6 +150,7 @@ gboolean tp_train_run_all(Train *t, GError **err);
 gboolean tp_train_resume(Train *t, GError **err);
 
 /* tp_train_mpi.c: one process (MPI rank) per stage. */
-gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err);
+gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
+                      GError **err);
 
 #endif

@@ -22,8 +22,11 @@ static gboolean start_nccl(Train *t)
   GError *e = NULL;
   g_autofree char *gpu = g_strdup_printf("%d", tp_backend_device(t->stage_be[t->rank]));
   if (!(t->nccl = tp_nccl_new(t->N, t->cfg.peer_timeout, gpu, &e)) ||
-      !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e))
+      !tp_runtime_set_part(t->rt, t->rank, t->rank + 1, t->nccl, &e)) {
+    if (t->cfg.name_param)
+      t->cfg.name_param(&e);
     tp_mpi_fail(t->mpi, e->message, tp_error_exit_status(e));
+  }
   return TRUE;
 }
 
@@ -41,8 +44,8 @@ static int micro_batches(const TpTrainConfig *c)
 
 /* What every rank must agree on before training: ok (this rank's outcome, e its error) on every
  * rank, else every rank ends with the first failing rank's status, printed by that rank alone (it
- * gets FALSE and err; the others exit). */
-static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
+ * gets FALSE and err; the others FALSE and end, ended with that status, saying nothing). */
+static gboolean agree(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError **err)
 {
   gint64 status = ok ? 0 : tp_error_exit_status(e);
   g_autofree gint64 *all = g_new(gint64, tp_mpi_size());
@@ -59,8 +62,8 @@ static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
         return FALSE;
       }
       g_clear_error(&e);
-      tp_train_clear(t);
-      exit((int)all[r]); /* rank r says why */
+      *end = (TpTrainEnd){ .ended = TRUE, .status = (int)all[r] }; /* rank r says why */
+      return FALSE;
     }
   return TRUE;
 }
@@ -69,7 +72,8 @@ static gboolean agree(Train *t, gboolean ok, GError *e, GError **err)
  * setup that worked, then --resume's checkpoint read); a failure once training has begun ends the
  * job with one line per rank (tp_mpi_fail); rank 0 reports.  A run stopped at a checkpoint ends
  * every rank with the same status. */
-gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err)
+gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
+                      GError **err)
 {
   tp_mpi_watchdog(t->cfg.peer_timeout, "starting MPI"); /* MPI_Init and the communicators: no timeout of their own */
   if (!tp_mpi_init(NULL, NULL, err))
@@ -84,12 +88,12 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
   t->rank = tp_group_rank(t->group);
   gboolean ok = tp_mpi_check_same(t->mpi, args, &e) && tp_train_setup(t, &e) && tp_mpi_check_size(t->W, &e) &&
                 tp_runtime_set_part(t->rt, t->rank, t->rank + 1, tp_mpi_transport(t->mpi), &e);
-  if (!agree(t, ok, e, err))
-    return FALSE;
+  if (!agree(t, ok, e, end, err))
+    return end->ended;
   if (t->cfg.resume) {
     ok = tp_train_resume(t, &e);
-    if (!agree(t, ok, e, err))
-      return FALSE;
+    if (!agree(t, ok, e, end, err))
+      return end->ended;
   }
   if (t->cfg.ck.dir) { /* one generation for every rank's parts: past the files of every rank's directory */
     gint64 mine = t->generation;
@@ -109,7 +113,8 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
     tp_signal_ignore_end();
     tp_mpi_finalize(t->mpi);
     t->mpi = NULL;
-    tp_train_stopped(t);
+    tp_train_stopped(t, end);
+    return TRUE;
   }
   ok = t->rank != 0 || report(t, data, err);
   tp_mpi_finalize(t->mpi);

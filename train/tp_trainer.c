@@ -108,7 +108,8 @@ static gboolean load_schedule_file(Train *t, GError **err)
     return FALSE;
   t->s->recompute = t->s->recompute || c->recompute;
   if ((c->W_given && t->s->W != t->W) || (c->N_given && t->s->N != t->N)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: %s has W=%d, N=%d; -w/-n say %d, %d", c->schedule_file,
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the stages and micro-batches given are %d, %d",
+                c->schedule_file,
                 t->s->W, t->s->N, t->W, t->N);
     return FALSE;
   }
@@ -127,15 +128,16 @@ gboolean tp_train_setup(Train *t, GError **err)
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
   if (t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->preset->order)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s: the executor does not run a split backward (I and W operations) "
-                "yet; schedule, simulate and compare take it", t->s ? "--schedule " : "-s ",
+    g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET,
+                "%s %s: the executor does not run a split backward (I and W operations) yet; schedule, simulate and "
+                "compare take it", t->s ? "schedule" : "preset",
                 t->s ? c->schedule_file : c->preset->name);
     return FALSE;
   }
   if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
     return FALSE;
   if (c->has_sig && (t->s ? t->s->policy : c->preset->policy) != TP_POLICY_INTERMEDIATE) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--significance: only the intermediate policy blends weights");
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SIGNIFICANCE, "only the intermediate policy blends weights");
     return FALSE;
   }
   if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_model(t->model, err))
@@ -203,7 +205,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     for (int s = 0; s < t->W; s++)
       t->bounds[s + 1] = t->bounds[s] + c->split[s];
     if (t->bounds[t->W] != L) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: the stages get %d layers, model %s has %d", t->bounds[t->W],
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SPLIT, "the stages get %d layers, model %s has %d", t->bounds[t->W],
                   t->model->name, L);
       return FALSE;
     }
@@ -273,17 +275,10 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
   return TRUE;
 }
 
-/* A run stopped at a checkpoint: one line (one process per stage: from rank 0), and exit 128 + the
- * signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP), or 0 for stop_after. */
-G_NORETURN void tp_train_stopped(Train *t)
+void tp_train_stopped(const Train *t, TpTrainEnd *end)
 {
   int sig = t->interrupted;
-  if (t->rank == 0)
-    fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-            sig > 0 ? "interrupted" : "stopped", t->ck_epoch, t->ck_index, t->cfg.ck.dir, t->cfg.ck.dir);
-  fflush(stdout);
-  tp_train_clear(t);
-  exit(sig > 0 ? 128 + sig : 0);
+  *end = (TpTrainEnd){ .ended = TRUE, .status = sig > 0 ? 128 + sig : 0, .signal = sig, .says = t->rank == 0 };
 }
 
 char *tp_train_weights_sha256(const Train *t)
@@ -304,14 +299,18 @@ char *tp_train_weights_sha256(const Train *t)
   return hex;
 }
 
-gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, GError **err)
+gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
+                       GError **err)
 {
+  *end = (TpTrainEnd){ .ended = FALSE };
   if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
-    return tp_train_mpi(t, args, report, data, err);
+    return tp_train_mpi(t, args, report, data, end, err);
   if (t->cfg.ck.dir)
     tp_signal_catch_stop(NULL); /* the run stops at its next checkpoint */
   gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
-  if (ok && t->interrupted)
-    tp_train_stopped(t);
+  if (ok && t->interrupted) {
+    tp_train_stopped(t, end);
+    return TRUE;
+  }
   return ok && report(t, data, err);
 }

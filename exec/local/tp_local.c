@@ -206,8 +206,19 @@ TpTransport *tp_local_new(int W, int N, double timeout_s)
 {
   g_return_val_if_fail(W >= 1 && N >= 1 && timeout_s >= 0, NULL);
   Local *l = g_new0(Local, 1);
-  l->base = (TpTransport){ "local", W, N, timeout_s, local_send, local_recv, local_abort, local_stats, local_free,
-                           NULL /* send_borrowed: sends copy */ };
+  l->base = (TpTransport){
+    .name = "local",
+    .W = W,
+    .N = N,
+    .timeout_s = timeout_s,
+    .in_process = TRUE,
+    .send = local_send,
+    .recv = local_recv,
+    .abort = local_abort,
+    .stats = local_stats,
+    .free = local_free,
+    .send_borrowed = NULL, /* sends copy */
+  };
   l->link = g_new0(Link, MAX(2 * (W - 1), 1));
   for (int i = 0; i < 2 * (W - 1); i++) {
     l->link[i].q = g_async_queue_new();

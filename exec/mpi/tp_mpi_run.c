@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 /* ---- what the rank waits for, for its signal hooks (common/tp_signal.h; async-signal-safe reads) -- */
@@ -95,25 +94,14 @@ static void on_watchdog(int sig)
 
 void tp_mpi_watchdog(double seconds, const char *what)
 {
-  struct itimerval it;
-  memset(&it, 0, sizeof it);
   if (seconds > 0) {
     const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
     g_snprintf(watch_line, sizeof watch_line, "timeprest: rank %s: no answer from the other ranks within %g s while %s "
                "(a rank never started MPI, is stuck or is lost)\n", rank ? rank : "?", seconds, what);
     watch_len = strlen(watch_line);
     watch_default = seconds;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_watchdog;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    it.it_value.tv_sec = (time_t)seconds;
-    it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
-    if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
-      it.it_value.tv_usec = 1;
   }
-  setitimer(ITIMER_REAL, &it, NULL); /* zero: disarmed */
+  tp_signal_alarm(seconds, on_watchdog); /* zero: disarmed */
 }
 
 /* ---- start ---------------------------------------------------------------------------------------- */

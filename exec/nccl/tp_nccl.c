@@ -395,6 +395,7 @@ static void nccl_stats(TpTransport *t, int from, int to, TpLinkStats *out)
 void tp_nccl_fill(TpNccl *m)
 {
   m->base.name = "nccl";
+  m->base.device_memory = TRUE; /* GPU buffers straight to the peer's GPU */
   m->base.send = nccl_send;
   m->base.recv = nccl_recv;
   m->base.abort = nccl_abort;

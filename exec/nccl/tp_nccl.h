@@ -51,7 +51,7 @@ gboolean tp_nccl_available(void);
 
 /* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size()), on the GPU
  * chosen as described above (devices: "0,1,…" or NULL); N: micro-batches per mini-batch; receives
- * wait at most timeout_s.  Collective over MPI_COMM_WORLD.  TP_ERROR_INPUT "--transport nccl: …"
+ * wait at most timeout_s.  Collective over MPI_COMM_WORLD.  TP_ERROR_PARAM_TRANSPORT "transport nccl: …"
  * when the build has no NCCL or there is no usable GPU (checked before any MPI call, so that every
  * rank fails alike); TP_ERROR_RUNTIME when the bootstrap fails. */
 TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **err);

@@ -25,7 +25,7 @@ static gboolean pick_device(const char *devices, int local, int count, int *out,
   char *end = NULL;
   long d = strtol(p, &end, 10);
   if (!*p || *end || d < 0 || d >= count) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: '%s' is not a list of devices 0..%d", devices, count - 1);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DEVICES, "'%s' is not a list of devices 0..%d", devices, count - 1);
     return FALSE;
   }
   *out = (int)d;
@@ -55,12 +55,12 @@ static gboolean check_places(TpNccl *m, GError **err)
   else if (!tp_nccl_shared_gpu(all, m->base.W, &a, &b))
     ok = TRUE;
   else if (all[a].device < 0 || all[b].device < 0)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--transport nccl: rank %d cannot identify its GPU",
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl transport: rank %d cannot identify its GPU",
                 all[a].device < 0 ? a : b);
   else
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                "--transport nccl: ranks %d and %d (stages %d and %d) would share GPU %d of %s: NCCL runs one rank "
-                "per GPU (give every rank a GPU of its own, --devices, or use --transport mpi)",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_TRANSPORT,
+                "transport nccl: ranks %d and %d (stages %d and %d) would share GPU %d of %s: NCCL runs one rank "
+                "per GPU (give every rank a GPU of its own in the devices' list, or use the mpi transport)",
                 a, b, a + 1, b + 1, all[a].device, all[a].node);
   g_free(all);
   return ok;
@@ -107,13 +107,13 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   cudaError_t crc = cudaGetDeviceCount(&count);
   if (crc != cudaSuccess || count <= 0) {
     (void)cudaGetLastError();
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no CUDA device: %s",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_TRANSPORT, "transport nccl: no CUDA device: %s",
                 crc != cudaSuccess ? cudaGetErrorString(crc) : "the CUDA runtime reports 0 devices");
     return NULL;
   }
   int inited = 0;
   if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--transport nccl: MPI is not started (tp_mpi_init first)");
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl transport: MPI is not started (tp_mpi_init first)");
     return NULL;
   }
   TpNccl *m = g_new0(TpNccl, 1);
@@ -135,7 +135,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   if (node != MPI_COMM_NULL)
     MPI_Comm_free(&node);
   if (!ok) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--transport nccl: the MPI communicators could not be set up");
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl transport: the MPI communicators could not be set up");
     nccl_free(&m->base);
     return NULL;
   }
@@ -155,7 +155,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
     return NULL;
   }
   if (!bootstrap(m, err)) {
-    g_prefix_error(err, "--transport nccl: rank %d (GPU %d): ", m->rank, m->device);
+    g_prefix_error(err, "nccl transport: rank %d (GPU %d): ", m->rank, m->device);
     g_atomic_int_set(&m->aborted, 1); /* communicators half made are aborted, not destroyed */
     nccl_free(&m->base);
     return NULL;

@@ -48,7 +48,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
   const char *why = NULL;
   NcclModule *m = module(&why);
   if (!m) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: %s", why);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_TRANSPORT, "transport nccl: %s", why);
     return NULL;
   }
   return m->make(N, timeout_s, devices, err);

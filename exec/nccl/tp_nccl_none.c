@@ -9,7 +9,7 @@ gboolean tp_nccl_available(void) { return FALSE; }
 TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **err)
 {
   (void)N, (void)timeout_s, (void)devices;
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: " TP_NCCL_MISSING);
+  g_set_error(err, TP_ERROR, TP_ERROR_PARAM_TRANSPORT, "transport nccl: " TP_NCCL_MISSING);
   return NULL;
 }
 
