@@ -91,6 +91,11 @@ gboolean tp_checkpoint_check_dir(const char *dir, GError **err)
     gboolean ours = strcmp(name, TP_CHECKPOINT_INI) == 0 || strcmp(name, TP_CHECKPOINT_LOCK) == 0 ||
                     (file_kind(name, &ini, &gen, &st) && !ini && name[0] != '.');
     g_autofree char *p = g_build_filename(dir, name, NULL);
+    struct stat sb;
+    /* gone between the listing and now: a run writing there removed an older file (its lock, taken
+     * next, says who) */
+    if (ours && stat(p, &sb) != 0 && errno == ENOENT)
+      continue;
     if (ours && !g_file_test(p, G_FILE_TEST_IS_REGULAR)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: a checkpoint's file name taken by something that is not a "
                   "regular file (a checkpoint directory holds only the checkpoint's files)", p);
