@@ -303,7 +303,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
   }
   if (end.ended && end.says) /* stopped at a checkpoint */
     fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",
-            end.signal > 0 ? "interrupted" : "stopped", t.ck_epoch, t.ck_index, t.cfg.ck.dir, t.cfg.ck.dir);
+            end.signal > 0 ? "interrupted" : "stopped", t.pos.ck_epoch, t.pos.ck_index, t.cfg.ck.dir, t.cfg.ck.dir);
   tp_train_clear(&t);
   opts_clear(o);
   if (end.ended) { /* its status, whatever the line (another rank's failure: that rank says why) */

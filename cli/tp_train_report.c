@@ -35,7 +35,7 @@ static void links_json(const Train *t, GString *out)
   g_string_append(out, "\"links\": [");
   for (int l = 0; l < t->W - 1; l++)
     g_string_append_printf(out, "%s{\"from\": %d, \"to\": %d, \"latency\": %.9g, \"bandwidth\": %.9g}", l ? ", " : "",
-                           l + 1, l + 2, t->links[l].latency_s, t->links[l].bandwidth_Bps);
+                           l + 1, l + 2, t->res.links[l].latency_s, t->res.links[l].bandwidth_Bps);
   g_string_append(out, "], ");
 }
 
@@ -46,7 +46,7 @@ static void links_text(const Train *t, GString *out)
                          t->W == 1 ? "no links" : "links (ping-pong before training):");
   for (int l = 0; l < t->W - 1; l++)
     g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
-                           t->links[l].latency_s * 1e6, t->links[l].bandwidth_Bps / 1e9);
+                           t->res.links[l].latency_s * 1e6, t->res.links[l].bandwidth_Bps / 1e9);
   g_string_append_c(out, '\n');
 }
 
@@ -81,7 +81,7 @@ static void report_gpu_memory(const Train *t, gboolean json, GString *out)
     g_autoptr(GString) stages = g_string_new(NULL);
     for (int r = s; r < t->W; r++)
       if (tp_backend_device(t->stage_be[r]) == d) {
-        store += t->cmp.measured.peak_bytes[r];
+        store += t->res.cmp.measured.peak_bytes[r];
         g_string_append_printf(stages, "%s%d", stages->len ? ", " : "", r + 1);
       }
     guint64 used = 0, total = 0;
@@ -113,7 +113,7 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "\"seed\": %u, \"lr\": %.9g, \"lr_schedule\": \"%s\", \"momentum\": %.9g, "
                          "\"weight_decay\": %.9g, ", c->seed, c->lr, c->lr_cosine ? "cosine" : "constant", c->momentum,
                          c->wd);
-  if (t->links)
+  if (t->res.links)
     links_json(t, out);
   g_string_append(out, "\"stages\": [");
   for (int s = 0; s < t->W; s++)
@@ -121,16 +121,16 @@ static void report_json(const Train *t, const char *sha, GString *out)
                            s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
   g_string_append_printf(out, "], \"samples_per_second\": %.9g, \"train_time\": %.9g, \"final_train_loss\": %.9g, "
                          "\"final_test_accuracy\": %.9g, \"final_test_loss\": %.9g",
-                         t->train_time > 0 ? t->samples / t->train_time : 0, t->train_time, last_of(t->train_loss),
-                         last_of(t->test_acc), last_of(t->test_loss));
-  json_array(out, "test_accuracy", t->test_acc);
-  json_array(out, "epoch_time", t->epoch_time);
-  json_array(out, "train_loss", t->train_loss);
+                         t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0, t->res.train_time, last_of(t->res.train_loss),
+                         last_of(t->res.test_acc), last_of(t->res.test_loss));
+  json_array(out, "test_accuracy", t->res.test_acc);
+  json_array(out, "epoch_time", t->res.epoch_time);
+  json_array(out, "train_loss", t->res.train_loss);
   g_autofree char *ssha = tp_schedule_sha256(t->s);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
                          "\"order_fixed_on\": \"%s\", \"schedule_sha256\": \"%s\", \"recompute\": %s, \"time_unit\": \"s\", "
                          "\"byte_unit\": \"B\", \"profile\": [",
-                         sha, t->versions_match ? "true" : "false", t->mismatched, tp_report_fixed_on(t->s), ssha,
+                         sha, t->res.versions_match ? "true" : "false", t->res.mismatched, tp_report_fixed_on(t->s), ssha,
                          t->s->recompute ? "true" : "false");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
@@ -138,7 +138,7 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pm->v_steady,
                          t->pm->chains, t->pm->multiple_sequences ? "true" : "false");
   report_gpu_memory(t, TRUE, out);
-  tp_comparison_json(&t->cmp, out);
+  tp_comparison_json(&t->res.cmp, out);
   g_string_append(out, "}\n");
 }
 
@@ -153,7 +153,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
   g_string_append(out, " (split balancing FLOPs)\n");
-  if (t->links)
+  if (t->res.links)
     links_text(t, out);
   /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state
    * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON */
@@ -175,14 +175,14 @@ static void report_text(const Train *t, const char *sha, GString *out)
   if (c->lr_cosine)
     g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", tp_train_lr_steps(t));
   g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->momentum, c->wd, c->seed);
-  for (guint e = 0; e < t->test_acc->len; e++)
+  for (guint e = 0; e < t->res.test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,
-                           g_array_index(t->train_loss, double, e), g_array_index(t->test_acc, double, e),
-                           g_array_index(t->test_loss, double, e), g_array_index(t->epoch_time, double, e));
+                           g_array_index(t->res.train_loss, double, e), g_array_index(t->res.test_acc, double, e),
+                           g_array_index(t->res.test_loss, double, e), g_array_index(t->res.epoch_time, double, e));
   g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n",
-                         t->train_time > 0 ? t->samples / t->train_time : 0, t->train_time);
-  g_string_append_printf(out, "versions     %s\n", t->versions_match ? "every read was of the version the schedule names"
+                         t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0, t->res.train_time);
+  g_string_append_printf(out, "versions     %s\n", t->res.versions_match ? "every read was of the version the schedule names"
                                                                       : "SOME READS DIFFER from the schedule");
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
   report_gpu_memory(t, FALSE, out);
@@ -190,7 +190,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
   if (t->W > t->cores)
     g_string_append_printf(out, "             %d stages on %d cores: the prediction runs stage s on core s mod %d\n", t->W,
                            t->cores, t->cores);
-  tp_comparison_text(&t->cmp, out);
+  tp_comparison_text(&t->res.cmp, out);
 }
 
 /* The training log, the trace files and the report: all of them or none (common/tp_output.h). */
@@ -200,10 +200,10 @@ gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err)
   g_autofree char *sha = tp_train_weights_sha256(t);
   g_autoptr(TpOutputs) out = tp_outputs_new();
   g_autoptr(GString) text = g_string_new(NULL);
-  gboolean ok = !o->csv || tp_outputs_add_text(out, o->csv, t->log, err);
+  gboolean ok = !o->csv || tp_outputs_add_text(out, o->csv, t->res.log, err);
   if (ok && o->trace) {
     g_string_append_printf(text, "# timeprest-events order_fixed_on=%s measured=1\n", tp_report_fixed_on(t->s));
-    tp_events_write_csv(t->events, text);
+    tp_events_write_csv(t->res.events, text);
     ok = tp_outputs_add_text(out, o->trace, text, err);
     g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
     /* the plan is part of the run's record: the schedule it ran, beside the events, and the

@@ -58,6 +58,38 @@ typedef struct {
   void (*name_param)(GError **err);
 } TpTrainConfig;
 
+/* What a run measured: the report's data (rank 0 holds it), apart from the state that produced it. */
+typedef struct {
+  GArray *test_acc, *test_loss, *epoch_time, *train_loss; /* per run (epoch) */
+  gboolean versions_match;
+  long mismatched;
+  double train_time, samples;
+  GString *log;             /* training log (CSV) */
+  GArray *events;           /* measured event rows (cfg.keep_events) */
+  TpGroupLink *links;       /* [W-1] measured before training (NULL: free links) */
+  TpComparison cmp;         /* the prediction joined with the measurement */
+  gboolean cmp_ready;
+} TpTrainResults;
+
+/* The progress bar. */
+typedef struct {
+  gboolean bar;
+  gint64 origin, bar_start;
+  int done_before;
+  int bar_base;             /* mini-batches done before this process (resumed) */
+} TpTrainProgress;
+
+/* Where the run is, in checkpointed segments (docs: Checkpoints). */
+typedef struct {
+  TpSchedule *s_tail;       /* the shorter last segment of a run, when M does not divide K */
+  int start_epoch, start_index, generation;
+  double elapsed0;          /* seconds of the run before this process (resumed) */
+  double epoch_wall;        /* the current epoch's training seconds so far */
+  GArray *ep_loss, *ep_upd, *ep_correct; /* the current epoch's mini-batches: loss sum, update time, correct */
+  int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
+  int interrupted;          /* the signal that stopped the run at a checkpoint (-1: stop_after) */
+} TpTrainPosition;
+
 typedef struct {
   TpTrainConfig cfg;
   TpGroup *group;           /* the processes of the run (a group of one: every stage here) */
@@ -75,33 +107,13 @@ typedef struct {
   TpStageProfile *prof;
   TpSim *psim;
   TpMetrics *pm;
-  TpComparison cmp;
-  gboolean cmp_ready;
-  /* results per run (epoch) */
-  GArray *test_acc, *test_loss, *epoch_time, *train_loss;
-  gboolean versions_match;
-  long mismatched;
-  double train_time, samples;
-  GString *log;             /* training log (CSV) */
-  GArray *events;           /* measured event rows (cfg.keep_events) */
-  TpGroupLink *links;       /* [W-1] measured before training (NULL: free links) */
+  TpTrainResults res;
   /* one process per stage: this rank's transports (the stages' own when nccl; MPI serves the rest) */
   TpMpi *mpi;
   TpTransport *nccl;
   int rank;
-  /* progress */
-  gboolean bar;
-  gint64 origin, bar_start;
-  int done_before;
-  /* checkpoints (docs: Checkpoints) */
-  TpSchedule *s_tail;       /* the shorter last segment of a run, when M does not divide K */
-  int start_epoch, start_index, generation;
-  double elapsed0;          /* seconds of the run before this process (resumed) */
-  double epoch_wall;        /* the current epoch's training seconds so far */
-  GArray *ep_loss, *ep_upd, *ep_correct; /* the current epoch's mini-batches: loss sum, update time, correct */
-  int bar_base;             /* mini-batches done before this process (resumed) */
-  int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
-  int interrupted;          /* the signal that stopped the run at a checkpoint (-1: stop_after) */
+  TpTrainProgress prog;
+  TpTrainPosition pos;
   TpBackend **stage_be;     /* cuda: each stage's own instance */
   int gpus;                 /* the distinct GPUs they use */
   char *devices;            /* their list (cfg.devices, or every GPU for nccl) */
@@ -118,7 +130,7 @@ static inline long tp_train_lr_steps(const Train *t) { return t->cfg.lr_cosine ?
 typedef struct {
   gboolean ended;  /* TRUE: no report; the process ends with status */
   int status;      /* 128 + the signal that stopped the run, 0 for stop_after, else another rank's failure */
-  int signal;      /* stopped at a checkpoint (t->ck_epoch, t->ck_index in t->cfg.ck.dir): the signal, -1 for
+  int signal;      /* stopped at a checkpoint (t->pos.ck_epoch, t->pos.ck_index in t->cfg.ck.dir): the signal, -1 for
                       stop_after; 0: another rank failed and says why */
   gboolean says;   /* this process says it (the stopped run's line: from rank 0 alone) */
 } TpTrainEnd;
@@ -139,7 +151,7 @@ int tp_train_prediction_devices(const Train *t);
  * its checkpoint is read), TP_ERROR_INPUT naming it when not; the run's first generation is then
  * past every state file there (tp_checkpoint_first_generation). */
 gboolean tp_train_check_ck_dir(Train *t, GError **err);
-/* A run stopped at a checkpoint (t->interrupted): how it ends (status 128 + the signal: 130 SIGINT,
+/* A run stopped at a checkpoint (t->pos.interrupted): how it ends (status 128 + the signal: 130 SIGINT,
  * 143 SIGTERM, 129 SIGHUP, or 0 for stop_after; rank 0 says it). */
 void tp_train_stopped(const Train *t, TpTrainEnd *end);
 /* sha256 of every stage's latest weights (little-endian float32, stage 1 first). */

@@ -96,12 +96,12 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
       return end->ended;
   }
   if (t->cfg.ck.dir) { /* one generation for every rank's parts: past the files of every rank's directory */
-    gint64 mine = t->generation;
+    gint64 mine = t->pos.generation;
     g_autofree gint64 *all = g_new(gint64, t->W);
     if (!tp_group_gather(t->group, -1, &mine, sizeof mine, all, &e))
       tp_mpi_fail(t->mpi, e->message, 1);
     for (int r = 0; r < t->W; r++)
-      t->generation = MAX(t->generation, (int)all[r]);
+      t->pos.generation = MAX(t->pos.generation, (int)all[r]);
   }
   if (t->cfg.transport == TP_TRAIN_NCCL && !start_nccl(t))
     return FALSE; /* not reached */
@@ -109,7 +109,7 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
     tp_mpi_fail(t->mpi, e->message, 1);
   tp_transport_free(t->nccl); /* waits for its last sends */
   t->nccl = NULL;
-  if (t->interrupted) {
+  if (t->pos.interrupted) {
     tp_signal_ignore_end();
     tp_mpi_finalize(t->mpi);
     t->mpi = NULL;

@@ -128,20 +128,20 @@ gboolean tp_train_resume(Train *t, GError **err)
   ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
   if (ok && !t->cfg.schedule_file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
-         (!c.plan_tail || (t->s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+         (!c.plan_tail || (t->pos.s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
   if (ok && !t->cfg.schedule_file && t->s->recompute != t->cfg.recompute) { /* the plan's header says which rule ran */
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: recompute '%s' there, '%s' here",
                 dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.recompute ? "true" : "false");
     ok = FALSE;
   }
   if (ok) {
-    t->start_epoch = c.epoch, t->start_index = c.index, t->generation = c.generation + 1;
-    t->done_before = t->bar_base = c.done;
-    t->elapsed0 = c.elapsed, t->train_time = c.train_time, t->samples = c.samples, t->epoch_wall = c.epoch_wall;
-    t->versions_match = c.versions_match, t->mismatched = c.mismatched;
-    g_string_assign(t->log, c.log);
+    t->pos.start_epoch = c.epoch, t->pos.start_index = c.index, t->pos.generation = c.generation + 1;
+    t->prog.done_before = t->prog.bar_base = c.done;
+    t->pos.elapsed0 = c.elapsed, t->res.train_time = c.train_time, t->res.samples = c.samples, t->pos.epoch_wall = c.epoch_wall;
+    t->res.versions_match = c.versions_match, t->res.mismatched = c.mismatched;
+    g_string_assign(t->res.log, c.log);
     GArray *from[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
-    GArray *to[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->ep_loss, t->ep_upd, t->ep_correct };
+    GArray *to[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->pos.ep_loss, t->pos.ep_upd, t->pos.ep_correct };
     for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
       g_array_append_vals(to[i], from[i]->data, from[i]->len);
   }
@@ -162,15 +162,15 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   run_identity(t, &c);
   g_autoptr(GString) plan = g_string_new(NULL), tail = g_string_new(NULL);
   tp_format_csv(t->s, plan);
-  if (t->s_tail)
-    tp_format_csv(t->s_tail, tail);
-  c.generation = t->generation++;
-  c.epoch = epoch, c.index = index, c.done = t->done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->cfg.seed;
-  c.plan = g_strdup(plan->str), c.plan_tail = t->s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->log->str);
-  c.elapsed = (double)(g_get_monotonic_time() - t->origin) / 1e6;
-  c.train_time = t->train_time, c.samples = t->samples, c.epoch_wall = t->epoch_wall;
-  c.versions_match = t->versions_match, c.mismatched = t->mismatched;
-  GArray *from[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->ep_loss, t->ep_upd, t->ep_correct };
+  if (t->pos.s_tail)
+    tp_format_csv(t->pos.s_tail, tail);
+  c.generation = t->pos.generation++;
+  c.epoch = epoch, c.index = index, c.done = t->prog.done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->cfg.seed;
+  c.plan = g_strdup(plan->str), c.plan_tail = t->pos.s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->res.log->str);
+  c.elapsed = (double)(g_get_monotonic_time() - t->prog.origin) / 1e6;
+  c.train_time = t->res.train_time, c.samples = t->res.samples, c.epoch_wall = t->pos.epoch_wall;
+  c.versions_match = t->res.versions_match, c.mismatched = t->res.mismatched;
+  GArray *from[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->pos.ep_loss, t->pos.ep_upd, t->pos.ep_correct };
   GArray *to[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
   for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], from[i]->data, from[i]->len);
@@ -202,14 +202,14 @@ static gboolean share_profiles(Train *t, GError **err)
   for (size_t i = 0; i < per * (size_t)n && i < (size_t)t->W; i++) /* in rank order: stage order */
     t->prof[i] = all[i].p;
   t->cores = (int)all[0].cores;
-  return tp_group_measure_links(t->group, t->W, &t->links, err);
+  return tp_group_measure_links(t->group, t->W, &t->res.links, err);
 }
 
 static void links_to_cost(Train *t)
 {
   g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W);
   for (int l = 0; l < t->W - 1; l++)
-    lat[l] = t->links[l].latency_s, bw[l] = t->links[l].bandwidth_Bps;
+    lat[l] = t->res.links[l].latency_s, bw[l] = t->res.links[l].bandwidth_Bps;
   tp_predict_set_links(t->cost, lat, bw);
 }
 
@@ -270,12 +270,12 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
       return FALSE;
   }
   t->cost = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
-  if (t->links)
+  if (t->res.links)
     links_to_cost(t);
   if (!t->s) {
     /* with checkpoints every M mini-batches, a run is cut into segments of M, each a whole schedule */
     int seg = cfg->ck.every ? cfg->ck.every : t->K, tail = cfg->ck.every ? t->K % cfg->ck.every : 0;
-    TpSchedule **to[] = { &t->s, &t->s_tail };
+    TpSchedule **to[] = { &t->s, &t->pos.s_tail };
     int ks[] = { seg, tail };
     for (int i = 0; i < 2; i++) {
       if (!ks[i])
@@ -292,14 +292,14 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     return FALSE;
   if (cfg->has_sig) {
     t->s->sig = cfg->sig;
-    if (t->s_tail)
-      t->s_tail->sig = cfg->sig;
+    if (t->pos.s_tail)
+      t->pos.s_tail->sig = cfg->sig;
   }
   if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
   t->pm = tp_metrics_compute(t->psim);
-  tp_comparison_init(&t->cmp, t->pm);
-  t->cmp_ready = TRUE;
+  tp_comparison_init(&t->res.cmp, t->pm);
+  t->res.cmp_ready = TRUE;
   return TRUE;
 }
 
@@ -308,9 +308,9 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
 static void tick(TpProgress *p, void *data)
 {
   Train *t = data;
-  int total = t->runs * t->K, done = t->done_before + g_atomic_int_get(&p->done);
-  double el = (double)(g_get_monotonic_time() - t->bar_start) / 1e6;
-  int here = done - t->bar_base; /* a resumed run: those of this process */
+  int total = t->runs * t->K, done = t->prog.done_before + g_atomic_int_get(&p->done);
+  double el = (double)(g_get_monotonic_time() - t->prog.bar_start) / 1e6;
+  int here = done - t->prog.bar_base; /* a resumed run: those of this process */
   double rate = el > 0 ? here * (double)t->cfg.batch / el : 0;
   double eta = here > 0 ? el * (total - done) / here : 0;
   int width = 24, fill = total ? (int)((double)width * done / total) : 0;
@@ -345,68 +345,68 @@ static void log_run(Train *t, int e, double acc)
   long win_correct = 0;
   int win = 0;
   for (int i = 0; i < K; i++) {
-    double l = g_array_index(t->ep_loss, double, i);
+    double l = g_array_index(t->pos.ep_loss, double, i);
     ls += l;
-    win_loss += l, win_correct += g_array_index(t->ep_correct, int, i), win++;
+    win_loss += l, win_correct += g_array_index(t->pos.ep_correct, int, i), win++;
     if ((i + 1) % every == 0 && i + 1 < K) {
       TpTrainLogRow row = {
         .epoch = e + (double)(i + 1) / K,
         .mini_batch = e * K + i + 1,
-        .time = g_array_index(t->ep_upd, double, i),
+        .time = g_array_index(t->pos.ep_upd, double, i),
         .loss = win_loss / ((double)win * batch),
         .accuracy = (double)win_correct / ((double)win * batch),
         .test = FALSE,
       };
-      tp_trainlog_append(t->log, &row);
+      tp_trainlog_append(t->res.log, &row);
       win_loss = 0, win_correct = 0, win = 0;
     }
   }
   TpTrainLogRow end = {
     .epoch = e + 1,
     .mini_batch = (e + 1) * K,
-    .time = g_array_index(t->ep_upd, double, K - 1),
+    .time = g_array_index(t->pos.ep_upd, double, K - 1),
     .loss = ls / ((double)K * batch),
     .accuracy = acc,
     .test = TRUE,
   };
-  tp_trainlog_append(t->log, &end);
+  tp_trainlog_append(t->res.log, &end);
 }
 
 /* One segment: mini-batches i0+1 .. i0+len of run e, a whole schedule that drains at its end. */
 static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError **err)
 {
-  const TpSchedule *s = len == t->s->K ? t->s : t->s_tail;
-  TpProgress prog = { .tick = t->bar ? tick : NULL, .data = t, .interval_s = 0.25 };
+  const TpSchedule *s = len == t->s->K ? t->s : t->pos.s_tail;
+  TpProgress prog = { .tick = t->prog.bar ? tick : NULL, .data = t, .interval_s = 0.25 };
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->origin, &prog, &r, err);
+  gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->prog.origin, &prog, &r, err);
   double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
-  t->done_before += len;
+  t->prog.done_before += len;
   if (ok) /* rank 0 gets every stage's part; the others only train */
     ok = tp_group_gather_run(t->group, s, t->rt, &r, err);
   if (ok && t->rank == 0) {
     for (int i = 0; i < len; i++) {
       double u = update_time(s, &r, i + 1);
-      g_array_append_val(t->ep_loss, r.loss_sum[i]);
-      g_array_append_val(t->ep_correct, r.correct[i]);
-      g_array_append_val(t->ep_upd, u);
+      g_array_append_val(t->pos.ep_loss, r.loss_sum[i]);
+      g_array_append_val(t->pos.ep_correct, r.correct[i]);
+      g_array_append_val(t->pos.ep_upd, u);
     }
-    t->epoch_wall += wall;
-    t->train_time += wall;
-    t->samples += (double)len * t->cfg.batch;
-    t->versions_match = t->versions_match && r.versions_match;
-    t->mismatched += r.mismatched_reads;
+    t->pos.epoch_wall += wall;
+    t->res.train_time += wall;
+    t->res.samples += (double)len * t->cfg.batch;
+    t->res.versions_match = t->res.versions_match && r.versions_match;
+    t->res.mismatched += r.mismatched_reads;
     TpTimeline *tl = tp_run_result_timeline(&r, s, err);
     ok = tl != NULL;
     if (ok) {
       g_autoptr(TpSim) msim = tp_sim_from_timeline(tl, t->cost);
       g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
       if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
-        tp_comparison_add(&t->cmp, mm, &r);
+        tp_comparison_add(&t->res.cmp, mm, &r);
       if (t->cfg.keep_events) {
         GArray *rows = tp_events_from_sim(msim, mm);
         tp_events_renumber(rows, e * t->K + i0);
-        g_array_append_vals(t->events, rows->data, rows->len);
+        g_array_append_vals(t->res.events, rows->data, rows->len);
         g_array_unref(rows);
       }
     }
@@ -421,19 +421,19 @@ static gboolean end_run(Train *t, int e, GError **err)
 {
   double acc = 0, tl = 0, ls = 0;
   for (int i = 0; i < t->K; i++)
-    ls += g_array_index(t->ep_loss, double, i);
+    ls += g_array_index(t->pos.ep_loss, double, i);
   ls /= (double)t->K * t->cfg.batch;
   if (!tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err))
     return FALSE;
-  g_array_append_val(t->test_acc, acc);
-  g_array_append_val(t->test_loss, tl);
-  g_array_append_val(t->epoch_time, t->epoch_wall);
-  g_array_append_val(t->train_loss, ls);
+  g_array_append_val(t->res.test_acc, acc);
+  g_array_append_val(t->res.test_loss, tl);
+  g_array_append_val(t->res.epoch_time, t->pos.epoch_wall);
+  g_array_append_val(t->res.train_loss, ls);
   log_run(t, e, acc);
-  g_array_set_size(t->ep_loss, 0);
-  g_array_set_size(t->ep_upd, 0);
-  g_array_set_size(t->ep_correct, 0);
-  t->epoch_wall = 0;
+  g_array_set_size(t->pos.ep_loss, 0);
+  g_array_set_size(t->pos.ep_upd, 0);
+  g_array_set_size(t->pos.ep_correct, 0);
+  t->pos.epoch_wall = 0;
   return TRUE;
 }
 
@@ -444,9 +444,9 @@ gboolean tp_train_run_all(Train *t, GError **err)
   for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
   gboolean ok = TRUE, planned = FALSE;
-  t->bar = t->cfg.progress && isatty(STDERR_FILENO) && t->rank == 0;
-  for (int e = t->start_epoch; e < t->runs && ok && !t->interrupted; e++) {
-    for (int i0 = e == t->start_epoch ? t->start_index : 0; i0 < K && ok && !t->interrupted; i0 += M) {
+  t->prog.bar = t->cfg.progress && isatty(STDERR_FILENO) && t->rank == 0;
+  for (int e = t->pos.start_epoch; e < t->runs && ok && !t->pos.interrupted; e++) {
+    for (int i0 = e == t->pos.start_epoch ? t->pos.start_index : 0; i0 < K && ok && !t->pos.interrupted; i0 += M) {
       int len = MIN(M, K - i0);
       for (int i = 0; i < len; i++)
         memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
@@ -455,8 +455,8 @@ gboolean tp_train_run_all(Train *t, GError **err)
           break;
         planned = TRUE;
         /* a resumed run's times continue from where the checkpoint left them */
-        t->origin = g_get_monotonic_time() - (gint64)(t->elapsed0 * 1e6);
-        t->bar_start = g_get_monotonic_time();
+        t->prog.origin = g_get_monotonic_time() - (gint64)(t->pos.elapsed0 * 1e6);
+        t->prog.bar_start = g_get_monotonic_time();
       }
       ok = run_segment(t, e, i0, len, idx, err);
       gboolean ends = i0 + len == K;
@@ -464,14 +464,14 @@ gboolean tp_train_run_all(Train *t, GError **err)
       if (ok && t->cfg.ck.dir && (ends || t->cfg.ck.every)) {
         int sig = 0;
         ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, &sig, err);
-        t->ck_epoch = e + 1, t->ck_index = i0 + len;
+        t->pos.ck_epoch = e + 1, t->pos.ck_index = i0 + len;
         gboolean last = ends && e + 1 == t->runs;
-        if (ok && !last && (sig || (t->cfg.ck.stop_after && t->done_before >= t->cfg.ck.stop_after)))
-          t->interrupted = sig ? sig : -1;
+        if (ok && !last && (sig || (t->cfg.ck.stop_after && t->prog.done_before >= t->cfg.ck.stop_after)))
+          t->pos.interrupted = sig ? sig : -1;
       }
     }
   }
-  if (t->bar)
+  if (t->prog.bar)
     fprintf(stderr, "\r\033[K");
   for (int i = 0; i < M; i++)
     g_free(idx[i]);

@@ -77,21 +77,21 @@ void tp_train_clear(Train *t)
   tp_runtime_free(t->rt);
   free_stage_backends(t);
   tp_schedule_free(t->s);
-  tp_schedule_free(t->s_tail);
+  tp_schedule_free(t->pos.s_tail);
   tp_cost_free(t->cost);
   g_free(t->prof);
   tp_metrics_free(t->pm);
   tp_sim_free(t->psim);
-  if (t->cmp_ready)
-    tp_comparison_clear(&t->cmp);
-  const GArray *arrs[] = { t->test_acc, t->test_loss, t->epoch_time, t->train_loss, t->events,
-                           t->ep_loss, t->ep_upd, t->ep_correct };
+  if (t->res.cmp_ready)
+    tp_comparison_clear(&t->res.cmp);
+  const GArray *arrs[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->res.events,
+                           t->pos.ep_loss, t->pos.ep_upd, t->pos.ep_correct };
   for (size_t i = 0; i < G_N_ELEMENTS(arrs); i++)
     if (arrs[i])
       g_array_unref((GArray *)arrs[i]);
-  if (t->log)
-    g_string_free(t->log, TRUE);
-  g_free(t->links);
+  if (t->res.log)
+    g_string_free(t->res.log, TRUE);
+  g_free(t->res.links);
   g_free(t->devices);
   g_free(t->data_id);
   tp_group_free(t->group);
@@ -246,17 +246,17 @@ gboolean tp_train_setup(Train *t, GError **err)
     per_stage[s] = t->stage_be[s] ? t->stage_be[s] : tp_backend_cpu();
   if (!(t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)))
     return FALSE;
-  t->test_acc = g_array_new(FALSE, FALSE, sizeof(double));
-  t->test_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
-  t->train_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->ep_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
-  t->ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
-  t->events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
-  t->log = g_string_new(NULL);
-  tp_trainlog_header(t->log);
-  t->versions_match = TRUE;
+  t->res.test_acc = g_array_new(FALSE, FALSE, sizeof(double));
+  t->res.test_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->res.epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
+  t->res.train_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->pos.ep_loss = g_array_new(FALSE, FALSE, sizeof(double));
+  t->pos.ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
+  t->pos.ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
+  t->res.events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
+  t->res.log = g_string_new(NULL);
+  tp_trainlog_header(t->res.log);
+  t->res.versions_match = TRUE;
   if (t->cfg.ck.every > t->K)
     t->cfg.ck.every = t->K; /* one segment: the run itself */
   return c->resume || tp_train_check_ck_dir(t, err); /* resume: once its checkpoint is read */
@@ -271,13 +271,13 @@ gboolean tp_train_check_ck_dir(Train *t, GError **err)
     tp_error_about(err, t->cfg.ck_dir_is_resume ? TP_ERROR_PARAM_RESUME : TP_ERROR_PARAM_CHECKPOINT);
     return FALSE;
   }
-  t->generation = MAX(t->generation, tp_checkpoint_first_generation(t->cfg.ck.dir));
+  t->pos.generation = MAX(t->pos.generation, tp_checkpoint_first_generation(t->cfg.ck.dir));
   return TRUE;
 }
 
 void tp_train_stopped(const Train *t, TpTrainEnd *end)
 {
-  int sig = t->interrupted;
+  int sig = t->pos.interrupted;
   *end = (TpTrainEnd){ .ended = TRUE, .status = sig > 0 ? 128 + sig : 0, .signal = sig, .says = t->rank == 0 };
 }
 
@@ -308,7 +308,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
   if (t->cfg.ck.dir)
     tp_signal_catch_stop(NULL); /* the run stops at its next checkpoint */
   gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
-  if (ok && t->interrupted) {
+  if (ok && t->pos.interrupted) {
     tp_train_stopped(t, end);
     return TRUE;
   }
