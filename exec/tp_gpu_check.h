@@ -4,6 +4,9 @@
  * call's error is also taken off the thread's last error (cudaGetLastError), so that it is reported
  * once, here, and not again by a later kernel launch under that kernel's name.  TP_GPU_CUDA_LOG is
  * for the few calls that have nobody to report to (releases): one line on stderr, the error cleared.
+ * TP_GPU_MPI_TRY is for MPI's clean-up and cancel paths, where the run has already ended or failed
+ * and a second line would hide the first: the call's outcome as a gboolean for the caller to act on,
+ * a failure logged (g_debug, G_MESSAGES_DEBUG=all shows it) with file, line and MPI's own words.
  * Include it after the headers of the libraries whose macros are used. */
 #ifndef TP_GPU_CHECK_H
 #define TP_GPU_CHECK_H
@@ -73,5 +76,21 @@
       return FALSE;                                                                                   \
     }                                                                                                 \
   } while (0)
+
+#ifdef MPI_VERSION
+static inline gboolean tp_gpu_mpi_try_(int rc, const char *call, const char *file, int line)
+{
+  if (rc == MPI_SUCCESS)
+    return TRUE;
+  char msg[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
+    g_snprintf(msg, sizeof msg, "MPI error %d", rc);
+  g_debug("%s:%d: %s: %s", file, line, call, msg);
+  return FALSE;
+}
+/* an MPI call on a clean-up or cancel path: TRUE when it succeeded */
+#define TP_GPU_MPI_TRY(call) tp_gpu_mpi_try_((call), #call, __FILE__, __LINE__)
+#endif
 
 #endif

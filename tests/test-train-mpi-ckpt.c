@@ -283,6 +283,8 @@ static void test_refused(void)
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *args = g_strdup_printf("--transport mpi " SHORT " %s --resume %s", cases[i].more, dir);
     TptMpiRun r = run(cases[i].np, args);
+    if (r.status != 2 || tpt_count(r.err, cases[i].says) != 1)
+      g_test_message("status %d, stderr:\n%s", r.status, r.err);
     g_assert_cmpint(r.status, ==, 2);
     g_assert_cmpint(tpt_count(r.err, cases[i].says), ==, 1);
     g_assert_cmpint(tpt_count(r.err, "timeprest train:"), ==, 1);

@@ -38,9 +38,12 @@ gboolean tp_mpi_poll_abort(TpMpi *m)
   if (!g_atomic_int_get(&m->aborted) &&
       MPI_Iprobe(MPI_ANY_SOURCE, TP_MPI_CTL_ABORT, m->ctl_comm, &flag, &st) == MPI_SUCCESS && flag) {
     int n = 0;
-    MPI_Get_count(&st, MPI_CHAR, &n);
+    if (!TP_GPU_MPI_TRY(MPI_Get_count(&st, MPI_CHAR, &n)) || n == MPI_UNDEFINED)
+      n = 0;
     char *text = g_malloc0((size_t)MAX(n, 0) + 1);
-    MPI_Recv(text, n, MPI_CHAR, st.MPI_SOURCE, TP_MPI_CTL_ABORT, m->ctl_comm, MPI_STATUS_IGNORE);
+    /* the notice's words lost: the peer aborted all the same */
+    if (!TP_GPU_MPI_TRY(MPI_Recv(text, n, MPI_CHAR, st.MPI_SOURCE, TP_MPI_CTL_ABORT, m->ctl_comm, MPI_STATUS_IGNORE)) || !*text)
+      g_free(text), text = g_strdup_printf("stage %d aborted", st.MPI_SOURCE + 1);
     if (!m->reason)
       m->reason = text;
     else
@@ -50,14 +53,15 @@ gboolean tp_mpi_poll_abort(TpMpi *m)
   return g_atomic_int_get(&m->aborted);
 }
 
-/* Cancel a posted receive; TRUE when it was cancelled, FALSE when it had completed meanwhile. */
+/* Cancel a posted receive; TRUE when it was cancelled (or MPI could not say: the peer is lost, its
+ * message is not to be read), FALSE when it had completed meanwhile. */
 static gboolean cancel_recv(MPI_Request *req)
 {
   MPI_Status st;
   int cancelled = 0;
-  MPI_Cancel(req);
-  MPI_Wait(req, &st);
-  MPI_Test_cancelled(&st, &cancelled);
+  if (!TP_GPU_MPI_TRY(MPI_Cancel(req)) || !TP_GPU_MPI_TRY(MPI_Wait(req, &st)) ||
+      !TP_GPU_MPI_TRY(MPI_Test_cancelled(&st, &cancelled)))
+    return TRUE;
   return cancelled;
 }
 
@@ -127,8 +131,8 @@ static void reap(TpMpi *m)
   for (guint i = 0; i < m->pending->len;) {
     TpMpiSend *s = g_ptr_array_index(m->pending, i);
     int done = 0;
-    MPI_Testall(2, s->req, &done, MPI_STATUSES_IGNORE);
-    if (!done) {
+    /* a send MPI failed on is not done: its buffer stays with the request until the free's bounded wait */
+    if (!TP_GPU_MPI_TRY(MPI_Testall(2, s->req, &done, MPI_STATUSES_IGNORE)) || !done) {
       i++;
       continue;
     }
@@ -389,16 +393,15 @@ static void mpi_free(TpTransport *t)
   gboolean notices_sent = TRUE;
   for (guint i = 0; i < m->ctl_sends->len; i++) {
     int done = 0;
-    MPI_Test(g_ptr_array_index(m->ctl_sends, i), &done, MPI_STATUS_IGNORE);
-    if (!done)
+    if (!TP_GPU_MPI_TRY(MPI_Test(g_ptr_array_index(m->ctl_sends, i), &done, MPI_STATUS_IGNORE)) || !done)
       g_ptr_array_index(m->ctl_sends, i) = NULL, notices_sent = FALSE;
   }
   g_ptr_array_free(m->ctl_sends, TRUE);
   for (int i = 0; i < 2; i++)
     g_queue_clear_full(&m->held[i], held_free);
-  MPI_Comm_free(&m->hdr_comm);
-  MPI_Comm_free(&m->data_comm);
-  MPI_Comm_free(&m->ctl_comm);
+  /* a communicator MPI cannot free (a lost peer) is left to MPI_Finalize or the job's end */
+  (void)(TP_GPU_MPI_TRY(MPI_Comm_free(&m->hdr_comm)) & TP_GPU_MPI_TRY(MPI_Comm_free(&m->data_comm)) &
+         TP_GPU_MPI_TRY(MPI_Comm_free(&m->ctl_comm)));
   g_rec_mutex_unlock(&m->lock);
   g_rec_mutex_clear(&m->lock);
   if (notices_sent) /* else a notice may still be read from it: it stays */
@@ -424,7 +427,8 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
   };
   m->rank = tp_mpi_rank();
   int *ub = NULL, flag = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  if (!TP_GPU_MPI_TRY(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag)))
+    flag = 0; /* the standard's least upper bound, below */
   m->tag_ub = flag && ub ? *ub : 32767;
   /* tests narrow the tag space to make operations share codes */
   const char *narrow = g_getenv("TP_MPI_TAG_UB");
@@ -432,12 +436,13 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
     m->tag_ub = atoi(narrow);
   MPI_Comm *comms[3] = { &m->hdr_comm, &m->data_comm, &m->ctl_comm };
   for (int i = 0; i < 3; i++) {
-    if (MPI_Comm_dup(MPI_COMM_WORLD, comms[i]) != MPI_SUCCESS) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot duplicate MPI_COMM_WORLD", m->rank);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, comms[i]) != MPI_SUCCESS ||
+        MPI_Comm_set_errhandler(*comms[i], MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot duplicate MPI_COMM_WORLD with errors returned",
+                  m->rank);
       g_free(m);
       return NULL;
     }
-    MPI_Comm_set_errhandler(*comms[i], MPI_ERRORS_RETURN);
   }
   g_rec_mutex_init(&m->lock);
   m->pending = g_ptr_array_new_with_free_func(g_free);

@@ -37,11 +37,11 @@ static gboolean wait_peers(TpMpi *m, MPI_Request *req, const int *peer, const gb
   for (; i < n; i++) { /* the job is about to end: nothing may write into the caller's buffers */
     if (req[i] == MPI_REQUEST_NULL)
       continue;
-    if (recv[i]) {
-      MPI_Cancel(&req[i]);
-      MPI_Wait(&req[i], MPI_STATUS_IGNORE);
-    } else
-      MPI_Request_free(&req[i]);
+    /* what MPI cannot cancel or free here, the job's end (MPI_Abort, the caller's next step) takes */
+    if (recv[i])
+      (void)(TP_GPU_MPI_TRY(MPI_Cancel(&req[i])) && TP_GPU_MPI_TRY(MPI_Wait(&req[i], MPI_STATUS_IGNORE)));
+    else
+      (void)TP_GPU_MPI_TRY(MPI_Request_free(&req[i]));
   }
   return FALSE;
 }

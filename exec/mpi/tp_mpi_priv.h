@@ -7,6 +7,7 @@
 #include "tp_msg_hdr.h"
 
 #include <mpi.h>
+#include "tp_gpu_check.h"
 #include <stdint.h>
 
 enum { TP_MPI_CTL_ABORT = 1 };

@@ -128,10 +128,16 @@ static const char *level_name(int level)
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
 {
   int provided = MPI_THREAD_SINGLE, started = 0;
-  MPI_Initialized(&started);
-  if (started)
-    MPI_Query_thread(&provided);
-  else if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+  if (MPI_Initialized(&started) != MPI_SUCCESS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "MPI_Initialized failed");
+    return FALSE;
+  }
+  if (started) {
+    if (MPI_Query_thread(&provided) != MPI_SUCCESS) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "MPI_Query_thread failed");
+      return FALSE;
+    }
+  } else if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "MPI_Init_thread failed");
     return FALSE;
   }
@@ -139,7 +145,7 @@ gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME,
                 "the MPI library provides only %s; the MPI transport needs MPI_THREAD_SERIALIZED or more",
                 level_name(provided));
-    MPI_Finalize();
+    (void)TP_GPU_MPI_TRY(MPI_Finalize());
     return FALSE;
   }
   tp_mpi_who(tp_mpi_rank(), who_line, sizeof who_line);
@@ -151,14 +157,16 @@ gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
 int tp_mpi_rank(void)
 {
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  if (!TP_GPU_MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &r)))
+    tp_mpi_fail(NULL, "MPI_Comm_rank(MPI_COMM_WORLD) failed", 1);
   return r;
 }
 
 int tp_mpi_size(void)
 {
   int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (!TP_GPU_MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &n)))
+    tp_mpi_fail(NULL, "MPI_Comm_size(MPI_COMM_WORLD) failed", 1);
   return n;
 }
 
@@ -197,8 +205,7 @@ void tp_mpi_fail(TpMpi *m, const char *line, int status)
       g_rec_mutex_lock(&m->lock);
       for (guint i = 0; i < m->ctl_sends->len; i++) {
         int d = 0;
-        MPI_Test(g_ptr_array_index(m->ctl_sends, i), &d, MPI_STATUS_IGNORE);
-        done &= d;
+        done &= TP_GPU_MPI_TRY(MPI_Test(g_ptr_array_index(m->ctl_sends, i), &d, MPI_STATUS_IGNORE)) ? d : 1;
       }
       g_rec_mutex_unlock(&m->lock);
       if (done || g_get_monotonic_time() > until)
@@ -239,6 +246,9 @@ void tp_mpi_finalize(TpMpi *m)
   /* MPI_Finalize waits for every rank: bounded like the rest (a rank stopped there, or one that
    * never started MPI, would hold the job forever) */
   tp_mpi_watchdog(bound, "ending MPI (MPI_Finalize)");
-  MPI_Finalize();
+  if (!TP_GPU_MPI_TRY(MPI_Finalize())) { /* MPI_Abort is no longer allowed: the line, then the end */
+    fprintf(stderr, "%s: MPI_Finalize failed (a rank was lost at the end of the run)\n", who_line);
+    _exit(1);
+  }
   tp_mpi_watchdog(0, NULL);
 }

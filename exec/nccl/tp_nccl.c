@@ -21,9 +21,12 @@ gboolean tp_nccl_poll_abort(TpNccl *m)
   if (!g_atomic_int_get(&m->aborted) &&
       MPI_Iprobe(MPI_ANY_SOURCE, TP_NCCL_TAG_ABORT, m->mpi, &flag, &st) == MPI_SUCCESS && flag) {
     int n = 0;
-    MPI_Get_count(&st, MPI_CHAR, &n);
+    if (!TP_GPU_MPI_TRY(MPI_Get_count(&st, MPI_CHAR, &n)) || n == MPI_UNDEFINED)
+      n = 0;
     char *text = g_malloc0((size_t)MAX(n, 0) + 1);
-    MPI_Recv(text, n, MPI_CHAR, st.MPI_SOURCE, TP_NCCL_TAG_ABORT, m->mpi, MPI_STATUS_IGNORE);
+    /* the notice's words lost: the peer aborted all the same */
+    if (!TP_GPU_MPI_TRY(MPI_Recv(text, n, MPI_CHAR, st.MPI_SOURCE, TP_NCCL_TAG_ABORT, m->mpi, MPI_STATUS_IGNORE)) || !*text)
+      g_free(text), text = g_strdup_printf("stage %d aborted", st.MPI_SOURCE + 1);
     if (!m->reason)
       m->reason = text;
     else
@@ -314,8 +317,7 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
     TP_NCCL_MPI(MPI_Irecv(&hdr, (int)sizeof hdr, MPI_BYTE, from, TP_NCCL_TAG_HDR, m->mpi, &req), err);
     int rc = wait_mpi(m, &req, deadline);
     if (rc) {
-      MPI_Cancel(&req);
-      MPI_Request_free(&req);
+      (void)(TP_GPU_MPI_TRY(MPI_Cancel(&req)) && TP_GPU_MPI_TRY(MPI_Request_free(&req)));
       return recv_failed(m, rc, from, tag, err);
     }
     gboolean mine = tp_msg_hdr_is(&hdr, tag);
@@ -369,8 +371,9 @@ static void nccl_abort(TpTransport *t, const char *reason)
     m->abort_req = g_new(MPI_Request, size);
     for (int r = 0; r < size; r++) {
       m->abort_req[r] = MPI_REQUEST_NULL;
-      if (r != m->rank)
-        MPI_Isend(m->abort_msg, (int)strlen(m->abort_msg), MPI_CHAR, r, TP_NCCL_TAG_ABORT, m->mpi, &m->abort_req[r]);
+      if (r != m->rank && !TP_GPU_MPI_TRY(MPI_Isend(m->abort_msg, (int)strlen(m->abort_msg), MPI_CHAR, r,
+                                                    TP_NCCL_TAG_ABORT, m->mpi, &m->abort_req[r])))
+        m->abort_req[r] = MPI_REQUEST_NULL; /* that peer learns of it from the job's end */
     }
     g_atomic_int_set(&m->aborted, 1);
   }

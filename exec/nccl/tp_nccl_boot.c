@@ -133,7 +133,7 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
                 MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
                 MPI_Comm_rank(node, &local) == MPI_SUCCESS;
   if (node != MPI_COMM_NULL)
-    MPI_Comm_free(&node);
+    ok = TP_GPU_MPI_TRY(MPI_Comm_free(&node)) && ok;
   if (!ok) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl transport: the MPI communicators could not be set up");
     nccl_free(&m->base);
@@ -198,13 +198,13 @@ static void nccl_free(TpTransport *t)
   g_ptr_array_free(m->spare, TRUE);
   for (int i = 0; i < 2; i++)
     g_queue_clear_full(&m->held[i], tp_nccl_held_free);
-  if (m->abort_req)
-    MPI_Waitall(m->base.W, m->abort_req, MPI_STATUSES_IGNORE);
+  if (m->abort_req) /* the notices out (a lost peer's fails at once) */
+    (void)TP_GPU_MPI_TRY(MPI_Waitall(m->base.W, m->abort_req, MPI_STATUSES_IGNORE));
   g_free(m->abort_req);
   g_free(m->abort_msg);
   g_free(m->reason);
   if (m->mpi != MPI_COMM_NULL)
-    MPI_Comm_free(&m->mpi);
+    (void)TP_GPU_MPI_TRY(MPI_Comm_free(&m->mpi)); /* else left to MPI_Finalize */
   g_mutex_unlock(&m->lock);
   g_mutex_clear(&m->lock);
   g_free(m);
