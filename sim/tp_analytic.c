@@ -78,8 +78,8 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
   if (p && (k = tp_profile_size_index(p, (int)(batch / N))) < 0) {
     g_autofree char *have = tp_profile_sizes_text(p);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
-                "(it has %s); profile with --batch %ld or --micro-batch-sizes", p->source, batch / N, batch, N, have,
-                batch);
+                "(it has %s); profile micro-batches of %ld samples", p->source, batch / N, batch, N, have,
+                batch / N);
     return NULL;
   }
   TpAnalytic *a = g_new0(TpAnalytic, 1);

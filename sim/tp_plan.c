@@ -370,8 +370,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
       if (tp_profile_size_index(r->profile, (int)(p->batch / p->N)) < 0) {
         g_autofree char *have = tp_profile_sizes_text(r->profile);
         g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
-                    "(it has %s); profile with --batch %ld, or narrow -n", r->profile->source, p->batch / p->N,
-                    p->batch, p->N, have, p->batch);
+                    "(it has %s); profile micro-batches of %ld samples, or narrow the micro-batch counts",
+                    r->profile->source, p->batch / p->N, p->batch, p->N, have, p->batch / p->N);
         return NULL;
       }
     }

@@ -21,14 +21,14 @@ const char *tp_report_fixed_on(const TpSchedule *s) { return s->fixed_on == TP_F
 static const char *order_note(const TpSchedule *s, const TpCost *c)
 {
   if (s->fixed_on == TP_FIXED_ON_COSTS)
-    return "fixed on the costs: each stage ran what was ready under the order's rules (--order-from slots: the "
+    return "fixed on the costs: each stage ran what was ready under the order's rules (the other choice: the "
            "unit-slot order)";
   if (s->order != TP_ORDER_NF1B && s->order != TP_ORDER_1F1B_ASYNC)
     return "fixed on unit slots (this order does not depend on costs)";
   if (c->unit)
     return "fixed on unit slots";
   return s->source ? "as the schedule file gives it (fixed on unit slots), replayed under the costs"
-                   : "fixed on unit slots, replayed under the costs (--order-from costs: fixed on the costs)";
+                   : "fixed on unit slots, replayed under the costs (the other choice: fixed on the costs)";
 }
 
 void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
