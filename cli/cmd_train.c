@@ -20,7 +20,7 @@
 /* The options as given (strings), parsed into the trainer's configuration by parse_opts. */
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
-  char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps;
+  char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps, *threads;
   char *significance, *peer_timeout, *devices, *lr_schedule;
   char *checkpoint, *resume, *ck_every, *stop_after, *split;
   gboolean quiet, recompute;
@@ -31,7 +31,7 @@ static void opts_clear(Opts *o)
 {
   char **all[] = { &o->preset, &o->workers, &o->micro, &o->mini, &o->epochs, &o->model, &o->batch, &o->data,
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
-                   &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps,
+                   &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps, &o->threads,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
                    &o->devices, &o->lr_schedule, &o->split };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
@@ -113,12 +113,18 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 20, &batch, err)) ||
       (o->seed && !tp_cli_int("--seed", o->seed, 0, G_MAXINT, &seed, err)) ||
       (o->reps && !tp_cli_int("--profile-reps", o->reps, 1, 1000, &reps, err)) ||
+      (o->threads && !tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) ||
       !opt_double("--lr", o->lr, 0, 1e6, &c->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->momentum, err) ||
       !opt_double("--weight-decay", o->wd, 0, 1e6, &c->wd, err) ||
       !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||
       !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err))
     return FALSE;
-  if (o->devices && (!o->backend || !strcmp(o->backend, "cpu"))) {
+  const TpBackendReg *reg = tp_backend_find(o->backend ? o->backend : "cpu", NULL);
+  if (c->threads && reg && !reg->set_threads) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--threads: backend %s has no threads per call to set", reg->name);
+    return FALSE;
+  }
+  if (o->devices && reg && !reg->device_noun) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--devices: only with --backend cuda");
     return FALSE;
   }
@@ -237,6 +243,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
     { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
       "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default: stage s on GPU (s-1) mod count)", "D0,D1,…" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &o->threads,
+      "--backend cpu: BLAS threads per call (default 1: each stage on its own core; one stage on every core: -w 1 --threads CORES)", "T" },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
       "Stage transport: local (default; threads), mpi (under mpirun -np W: rank r runs stage r+1) or nccl "
       "(as mpi, GPU stages: activations and gradients by NCCL between GPU buffers; needs --backend cuda)", "NAME" },

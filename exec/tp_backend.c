@@ -19,6 +19,7 @@ static const TpBackendReg cpu_reg = {
   .name = "cpu",
   .device_count = cpu_count,
   .create = tp_cpu_instance,
+  .set_threads = tp_cpu_set_threads,
 };
 
 #ifdef HAVE_CUDA

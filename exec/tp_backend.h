@@ -167,6 +167,9 @@ typedef struct {
   /* optional: ask the backend to load all its code when it starts rather than lazily (before any
    * instance exists; FALSE, changing nothing, when it is too late or the environment chose) */
   gboolean (*load_eagerly)(void);
+  /* optional, host backends: the threads each call may use from now on (cpu: OpenBLAS's; 1, the
+   * default, keeps each stage's GEMMs on the stage's own core); NULL where the backend has none */
+  void (*set_threads)(int n);
 } TpBackendReg;
 
 /* Add a backend to the registry (reg must live as long as the process); the built-in ones (cpu,
@@ -195,8 +198,9 @@ TpBackend **tp_backend_stages(const TpBackendReg *reg, int W, const char *device
                               GError **err);
 void tp_backend_stages_free(TpBackend **be, int W);
 
-/* The cpu backend's one instance. Its first use sets OpenBLAS to one thread per call: the executor
- * runs one thread per stage and each stage's GEMMs must stay on that stage's core. */
+/* The cpu backend's one instance. Its first use sets OpenBLAS to one thread per call (unless the
+ * registration's set_threads asked for more): the executor runs one thread per stage and each
+ * stage's GEMMs must stay on that stage's core. */
 const TpBackend *tp_backend_cpu(void);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value

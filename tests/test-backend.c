@@ -21,6 +21,7 @@
 #include "tp_model.h"
 #include "tp_net.h"
 #include "tp_test.h"
+#include <cblas.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -921,6 +922,20 @@ static void test_registry(void)
   g_clear_error(&err);
 }
 
+/* The cpu registration's set_threads sets OpenBLAS's threads per call; the default stays one. */
+static void test_cpu_threads(void)
+{
+  const TpBackendReg *reg = tp_backend_find("cpu", NULL);
+  g_assert_nonnull(reg);
+  g_assert_nonnull(tp_backend_get("cpu", NULL));
+  g_assert_cmpint(openblas_get_num_threads(), ==, 1);
+  g_assert_nonnull(reg->set_threads);
+  reg->set_threads(2);
+  g_assert_cmpint(openblas_get_num_threads(), ==, 2);
+  reg->set_threads(1);
+  g_assert_cmpint(openblas_get_num_threads(), ==, 1);
+}
+
 /* Whether some member of the interface is exercised by op's cases. */
 static gboolean op_in_interface(Op op)
 {
@@ -935,6 +950,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/backend/interface/every-member-has-a-case", test_members);
   g_test_add_func("/backend/interface/registry", test_registry);
+  g_test_add_func("/backend/cpu/threads", test_cpu_threads);
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     char *path;
     if (!op_in_interface(cases[i].op))

@@ -309,6 +309,8 @@ static void test_flags(void)
   expect_refusal(devices, "timeprest train: --devices: only with --backend cuda");
   const char *nccl[] = { "train", "--transport", "nccl", "--data", "synthetic", "-k", "2", "-q", NULL };
   expect_refusal(nccl, "timeprest train: --transport nccl: ");
+  const char *threads[] = { "train", "--backend", "cuda", "--threads", "2", "--data", "synthetic", "-k", "2", "-q", NULL };
+  expect_refusal(threads, "timeprest train: --threads: backend cuda has no threads per call to set");
   const char *cuda[] = { "train", "--backend", "cuda", "--data", "synthetic", "-k", "2", "-q", NULL };
   TptRun r = tpt_run(cuda);
   if (r.status == 0) {

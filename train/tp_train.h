@@ -43,6 +43,7 @@ typedef struct {
   double timeout;           /* seconds a stage waits for a message */
   double peer_timeout;      /* one process per stage: seconds a rank waits for another */
   int reps;                 /* timed repetitions per profiled operation */
+  int threads;              /* a host backend's threads per call (0: its default, one per stage) */
   gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
   gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
   const int *split;         /* [W] layers per stage (NULL: balanced by FLOPs); borrowed */

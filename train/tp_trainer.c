@@ -154,6 +154,13 @@ gboolean tp_train_setup(Train *t, GError **err)
   const TpBackendReg *reg = tp_backend_find(c->backend ? c->backend : "cpu", err);
   if (!reg)
     return FALSE;
+  if (c->threads > 0) {
+    if (!reg->set_threads) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "backend %s has no threads per call to set", reg->name);
+      return FALSE;
+    }
+    reg->set_threads(c->threads);
+  }
   gboolean own_stage = c->transport != TP_TRAIN_LOCAL && reg->device_noun;
   if (own_stage && !make_stage_backends(t, reg, err))
     return FALSE;

@@ -128,13 +128,21 @@ static const TpBackendIface cpu_iface = {
 };
 
 static TpBackend cpu_backend = { .iface = &cpu_iface, .ctx = NULL };
+static gint threads_set;
+
+void tp_cpu_set_threads(int n)
+{
+  openblas_set_num_threads(MAX(n, 1));
+  g_atomic_int_set(&threads_set, 1);
+}
 
 TpBackend *tp_cpu_instance(int device, GError **err)
 {
   (void)device, (void)err;
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
-    openblas_set_num_threads(1);
+    if (!g_atomic_int_get(&threads_set))
+      openblas_set_num_threads(1);
     g_once_init_leave(&once, 1);
   }
   return &cpu_backend;

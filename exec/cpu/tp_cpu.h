@@ -8,6 +8,8 @@
 
 /* The registry's constructor of the cpu backend: its one instance, whatever the device. */
 TpBackend *tp_cpu_instance(int device, GError **err);
+/* The registry's set_threads: OpenBLAS's threads per call (1 unless asked). */
+void tp_cpu_set_threads(int n);
 
 gboolean tp_cpu_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc, GError **err);
