@@ -1,14 +1,25 @@
 #!/usr/bin/env python3
 # peer-torch.py — the peer reference for `timeprest train -w 1`: the same network (cnn or mlp-deep,
 # layer for layer as in models/*.model), the same Fashion-MNIST gzip IDX files, batch, SGD with
-# momentum and weight decay, trained by PyTorch on one CPU thread.  Times K mini-batches after a
+# momentum and weight decay, trained by PyTorch on --threads T CPU threads (default 1).  Times K mini-batches after a
 # warm-up (the mini-batch gather from the training set included, as in `train`) and prints one JSON
 # object: samples_per_second (wall), cpu_samples_per_second (process CPU time), versions.
-# Run by bench/peer.sh; not part of `make check`.
+# Run by bench/peer.sh and bench/speedup.sh; not part of `make check`.
 import argparse, gzip, json, os, platform, struct, sys, time
 
+
+def threads_asked(argv):
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+# the thread pools are sized when torch starts: the count goes in before the import
 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(v, "1")
+    os.environ[v] = threads_asked(sys.argv)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
@@ -48,8 +59,9 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=1e-4)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     a = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).float().div_(255.0)
     x = x.reshape(-1, 1, 28, 28).contiguous()
