@@ -289,7 +289,8 @@ static char *json_field(const char *json, const char *key)
   return g_strndup(p, strcspn(p, ",}"));
 }
 
-/* train: a preset and a PyTorch schedule file with I and W (the same operations: the same weights). */
+/* train: a preset and a PyTorch schedule file with I and W (the same operations: the same weights);
+ * the file with --recompute refused. */
 static void test_cli(void)
 {
   g_autofree char *model = g_build_filename(TP_SRCDIR, "models", "mlp-deep.model", NULL);
@@ -316,6 +317,14 @@ static void test_cli(void)
   g_assert_cmpstr(vm, ==, "true");
   tpt_run_clear(&a);
   tpt_run_clear(&b);
+  /* with recomputation W would have no saved state: refused, one line naming the file's operation */
+  const char *const rc[] = { "train", "--schedule", path, "--recompute", "--data", "synthetic", "--quiet", NULL };
+  TptRun c = tpt_run(rc);
+  g_assert_cmpint(c.status, ==, 2);
+  g_assert_cmpint(tpt_lines(c.err), ==, 1);
+  g_assert_nonnull(strstr(c.err, ".csv:1: stage 1: I(1,A): the executor runs a split backward (I and W) without "
+                                 "recomputation"));
+  tpt_run_clear(&c);
   tpt_tmp_remove(path);
 }
 
