@@ -153,6 +153,19 @@ static gboolean fail(Stage *g, const TpOp *op, GError **err, const char *fmt, ..
   return FALSE;
 }
 
+/* The weights an operation of one version reads (a forward, a W), recorded in rec->version and
+ * rec->match; NULL with err when the store does not hold them. */
+static float *read_weights(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
+{
+  int v = tp_wstore_read_version(g->store, 0);
+  float *w = tp_wstore_version(g->store, v);
+  rec->version = v;
+  rec->match = v == op->ver && w != NULL;
+  if (!w)
+    fail(g, op, err, "version %d is not in the weight store", v);
+  return w;
+}
+
 static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
 {
   Shared *sh = g->sh;
@@ -180,12 +193,9 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     for (int i = 0; i < n; i++)
       g->labels[i] = g->lab8[i];
   }
-  int v = tp_wstore_read_version(g->store, 0);
-  float *w = tp_wstore_version(g->store, v);
-  rec->version = v;
-  rec->match = v == op->ver && w != NULL;
+  float *w = read_weights(g, op, rec, err);
   if (!w)
-    return fail(g, op, err, "version %d is not in the weight store", v);
+    return FALSE;
   int key = tp_key(g->N, op->mb, op->micro);
   guint64 gmb = (guint64)(sh->first_mb + op->mb - 1);
   guint64 seed = tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1)));
@@ -218,7 +228,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     g->kseed[key] = seed;
   } else
     g->saved[key] = sv;
-  g->fver[key] = v;
+  g->fver[key] = rec->version;
   if (last) {
     if (!isfinite(stats.loss_sum))
       return fail(g, op, err, "the loss is %s; lower the learning rate or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
@@ -364,12 +374,9 @@ static gboolean weight_grad(Stage *g, const TpOp *op, TpOpRecord *rec, GError **
   TpSaved *sv = op->micro == TP_WHOLE ? NULL : g->saved[key];
   if (!sv)
     return fail(g, op, err, "no output gradients of its I");
-  int v = tp_wstore_read_version(g->store, 0);
-  float *w = tp_wstore_version(g->store, v);
-  rec->version = v;
-  rec->match = v == op->ver && w != NULL;
+  float *w = read_weights(g, op, rec, err);
   if (!w)
-    return fail(g, op, err, "version %d is not in the weight store", v);
+    return FALSE;
   gboolean ok = tp_net_backward_weight(g->net, w, sv, g->S->grad, err);
   g->saved[key] = NULL;
   saved_give(g, sv, g->m);

@@ -12,6 +12,7 @@
 #include "tp_runtime.h"
 #include "tp_sim.h"
 #include "tp_test.h"
+#include "tp_test_mpi.h" /* tpt_json_value */
 #include "tp_test_run.h"
 
 #include <math.h>
@@ -115,6 +116,21 @@ static double objective(const TpModel *m, const float *x, const float *w, const 
   return j;
 }
 
+/* g[i] = ∂objective/∂v[i] by central differences of step h, v being x or w (restored after). */
+static void central_diff(const TpModel *m, float *x, float *w, const float *dout, const gint32 *labels, int B, float *v,
+                         size_t n, double h, double *g)
+{
+  for (size_t i = 0; i < n; i++) {
+    float keep = v[i];
+    v[i] = keep + (float)h;
+    double up = objective(m, x, w, dout, labels, B);
+    v[i] = keep - (float)h;
+    double down = objective(m, x, w, dout, labels, B);
+    v[i] = keep;
+    g[i] = (up - down) / (2 * h);
+  }
+}
+
 static double rel_err(const float *a, const double *b, size_t n)
 {
   double d = 0, r = 0;
@@ -151,25 +167,10 @@ static void check_backend(const TpBackend *be)
         const double h = 1e-3;
         g_autofree double *gw = g_new(double, np), *gx = g_new(double, B * in);
         g_autofree float *got = g_new(float, np);
-        for (size_t i = 0; i < np; i++) {
-          float keep = w[i];
-          w[i] = keep + (float)h;
-          double up = objective(m, x, w, dout, labels, B);
-          w[i] = keep - (float)h;
-          double down = objective(m, x, w, dout, labels, B);
-          w[i] = keep;
-          gw[i] = (up - down) / (2 * h);
+        central_diff(m, x, w, dout, labels, B, w, np, h, gw);
+        central_diff(m, x, w, dout, labels, B, x, B * in, h, gx);
+        for (size_t i = 0; i < np; i++)
           got[i] = s.grad[i] - grad0[i];
-        }
-        for (size_t i = 0; i < B * in; i++) {
-          float keep = x[i];
-          x[i] = keep + (float)h;
-          double up = objective(m, x, w, dout, labels, B);
-          x[i] = keep - (float)h;
-          double down = objective(m, x, w, dout, labels, B);
-          x[i] = keep;
-          gx[i] = (up - down) / (2 * h);
-        }
         double ew = rel_err(got, gw, np), ex = rel_err(s.dx, gx, B * in);
         g_test_message("%s, model %zu: weight gradient %g, input gradient %g from finite differences",
                        tp_backend_name(be), k, ew, ex);
@@ -280,15 +281,6 @@ static void test_memory(void)
   }
 }
 
-static char *json_field(const char *json, const char *key)
-{
-  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
-  const char *p = strstr(json, k);
-  g_assert_nonnull(p);
-  p += strlen(k);
-  return g_strndup(p, strcspn(p, ",}"));
-}
-
 /* train: a preset and a PyTorch schedule file with I and W (the same operations: the same weights);
  * the file with --recompute refused. */
 static void test_cli(void)
@@ -311,8 +303,8 @@ static void test_cli(void)
   TptRun b = tpt_run(file);
   if (b.status != 0)
     g_error("train --schedule (PyTorch CSV): status %d: %s", b.status, b.err);
-  g_autofree char *sa = json_field(a.out, "weights_sha256"), *sb = json_field(b.out, "weights_sha256");
-  g_autofree char *vm = json_field(b.out, "versions_match");
+  g_autofree char *sa = tpt_json_value(a.out, "weights_sha256"), *sb = tpt_json_value(b.out, "weights_sha256");
+  g_autofree char *vm = tpt_json_value(b.out, "versions_match");
   g_assert_cmpstr(sa, ==, sb);
   g_assert_cmpstr(vm, ==, "true");
   tpt_run_clear(&a);
