@@ -3,8 +3,8 @@
  * the accumulated weight gradient of the fused backward bit for bit, and agree with central finite
  * differences of the loss; through the runtime, zb-h1 and zb-h2 end with the weights of 1f1b (the
  * same order of gradient sums: bit for bit) and of gpipe (within 1e-5) on mlp-deep, keep the
- * activations and output gradients the simulator counts, and train runs a preset and a PyTorch
- * schedule file with I and W. */
+ * activations and output gradients the simulator counts, and train runs a preset, a PyTorch
+ * schedule file with I and W, and a file whose I is fed by a fused B (one message tag for both). */
 #include "tp_backend_ref.h"
 #include "tp_cost.h"
 #include "tp_metrics.h"
@@ -320,6 +320,31 @@ static void test_cli(void)
   tpt_tmp_remove(path);
 }
 
+/* I on stage 1 fed by a fused B on stage 2 (the same message): 1f1b's operations, its weights. */
+static void test_mixed(void)
+{
+  static const char csv[] = "# timeprest-schedule order=zb-h1 policy=sync workers=2 micro_batches=2 mini_batches=1 "
+                            "fixed_on=slots\nstage,op,mini_batch,micro_batch,version,source\n"
+                            "1,F,1,1,0,fixed\n1,F,1,2,0,fixed\n1,I,1,1,0,fixed\n1,W,1,1,0,fixed\n1,I,1,2,0,fixed\n"
+                            "1,W,1,2,0,fixed\n1,U,1,,0,fixed\n"
+                            "2,F,1,1,0,fixed\n2,B,1,1,0,fixed\n2,F,1,2,0,fixed\n2,B,1,2,0,fixed\n2,U,1,,0,fixed\n";
+  g_autofree char *path = tpt_tmp_path("mixed.csv");
+  g_assert_true(g_file_set_contents(path, csv, -1, NULL));
+  const char *const file[] = { "train", "--schedule", path, "--batch", "32", "--data", "synthetic:256:32", "--timeout",
+                               "20", "--profile-reps", "1", "--format", "json", "--quiet", NULL };
+  const char *const ref[] = { "train", "-s", "1f1b", "-w", "2", "-n", "2", "-k", "1", "--order-from", "slots", "--batch",
+                              "32", "--data", "synthetic:256:32", "--profile-reps", "1", "--format", "json", "--quiet",
+                              NULL };
+  TptRun a = tpt_run(file), b = tpt_run(ref);
+  if (a.status != 0 || b.status != 0)
+    g_error("status %d (%s), %d (%s)", a.status, a.err, b.status, b.err);
+  g_autofree char *sa = tpt_json_value(a.out, "weights_sha256"), *sb = tpt_json_value(b.out, "weights_sha256");
+  g_assert_cmpstr(sa, ==, sb);
+  tpt_run_clear(&a);
+  tpt_run_clear(&b);
+  tpt_tmp_remove(path);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -333,6 +358,7 @@ int main(int argc, char **argv)
   g_test_add_func("/split/runtime/same-weights", test_same_weights);
   g_test_add_func("/split/runtime/memory", test_memory);
   g_test_add_func("/split/cli", test_cli);
+  g_test_add_func("/split/mixed", test_mixed);
   int rc = g_test_run();
   tp_model_free(deep);
   tp_dataset_free(data);
