@@ -132,9 +132,13 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          "\"byte_unit\": \"B\", \"profile\": [",
                          sha, t->res.versions_match ? "true" : "false", t->res.mismatched, tp_report_fixed_on(t->s), ssha,
                          t->s->recompute ? "true" : "false");
-  for (int s = 0; s < t->W; s++)
-    g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g}",
+  for (int s = 0; s < t->W; s++) {
+    g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g",
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
+    if (t->prof[s].inp > 0) /* a split backward: its I and W as profiled (backward: their sum) */
+      g_string_append_printf(out, ", \"input_grad\": %.9g, \"weight_grad\": %.9g", t->prof[s].inp, t->prof[s].wgt);
+    g_string_append(out, "}");
+  }
   g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pm->v_steady,
                          t->pm->chains, t->pm->multiple_sequences ? "true" : "false");
   report_gpu_memory(t, TRUE, out);

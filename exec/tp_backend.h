@@ -18,6 +18,8 @@
  *  - Forward outputs and input gradients (dx) are overwritten; parameter gradients (dw, db) are
  *    accumulated (+=), so the gradients of several micro-batches sum in one buffer.
  *  - dx may be NULL where the input gradient is not wanted (the first stage's first layer).
+ *  - In linear_backward and conv_backward, dw and db may be NULL together where only the input
+ *    gradient is wanted (a split backward's I; W then calls them with dx NULL).
  *  - Labels are host arrays of gint32 (a device backend copies them itself).
  *  - Every function returns FALSE with a TP_ERROR_RUNTIME error on failure; none exits.
  *  - Every member is set (tests/test-backend.c runs a case per member), copy_peer excepted. */

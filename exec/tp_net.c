@@ -19,6 +19,8 @@ typedef struct {
   TpWindow win;           /* conv and pooling geometry */
   size_t w_off, n_w, n_b; /* weights at w_off, then n_b bias values */
   size_t save_off, n_save; /* per-sample floats kept for the backward (offset is per sample) */
+  size_t dy_off;          /* a layer with parameters: its output gradient's offset in a split
+                             backward's TpSaved (per sample, L->out floats) */
   gboolean saves_input;
   size_t in, out;         /* elements per sample */
   float *pool;            /* avgpool_to: its [hin·win][hout·wout] averaging matrix, in the backend's memory */
@@ -30,6 +32,7 @@ struct TpNet {
   NetLayer *layers;
   int n;
   size_t n_params, save_per_sample, in_elems, out_elems, max_elems;
+  size_t dy_per_sample; /* output gradients of the layers with parameters, kept from I to W */
   gboolean has_loss;
   int cap;        /* samples the scratch buffers hold */
   float *buf[2];  /* activations and gradients between layers */
@@ -40,6 +43,8 @@ struct TpSaved {
   TpNet *net;
   int max_batch, batch;
   float *data;    /* layer regions, each n_save × stride floats */
+  float *dy;      /* split backward (tp_saved_new_split): each layer with parameters' output
+                     gradient, L->out × stride floats at L->dy_off × stride; NULL otherwise */
   gint32 *labels; /* host copy, last stage only */
   guint64 seed;
   int stride;     /* samples per layer region: the owner's max_batch */
@@ -115,6 +120,10 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
     net->n_params += L->n_w + L->n_b;
     L->save_off = net->save_per_sample;
     net->save_per_sample += L->n_save;
+    if (L->n_w) {
+      L->dy_off = net->dy_per_sample;
+      net->dy_per_sample += L->out;
+    }
     net->max_elems = MAX(net->max_elems, MAX(L->in, L->out));
   }
   net->in_elems = net->layers[0].in;
@@ -158,6 +167,8 @@ size_t tp_net_saved_bytes_per_sample(const TpNet *net)
 {
   return net->save_per_sample * sizeof(float) + (net->has_loss ? sizeof(gint32) : 0);
 }
+
+size_t tp_net_dy_bytes_per_sample(const TpNet *net) { return net->dy_per_sample * sizeof(float); }
 
 gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **err)
 {
@@ -241,13 +252,14 @@ static gboolean reserve(TpNet *net, int batch, GError **err)
   return TRUE;
 }
 
-TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err)
+static TpSaved *saved_new(TpNet *net, int max_batch, gboolean split, GError **err)
 {
   g_return_val_if_fail(max_batch >= 1, NULL);
   TpSaved *s = g_new0(TpSaved, 1);
   s->net = net, s->max_batch = s->stride = max_batch;
-  if (!(s->data = net->be->iface->alloc(net->be, net->save_per_sample * max_batch, err))) {
-    g_free(s);
+  if (!(s->data = net->be->iface->alloc(net->be, net->save_per_sample * max_batch, err)) ||
+      (split && net->dy_per_sample && !(s->dy = net->be->iface->alloc(net->be, net->dy_per_sample * max_batch, err)))) {
+    tp_saved_free(s);
     return NULL;
   }
   if (net->has_loss && !(s->labels = g_try_new0(gint32, max_batch))) {
@@ -258,12 +270,18 @@ TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err)
   return s;
 }
 
+TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err) { return saved_new(net, max_batch, FALSE, err); }
+TpSaved *tp_saved_new_split(TpNet *net, int max_batch, GError **err) { return saved_new(net, max_batch, TRUE, err); }
+
 void tp_saved_free(TpSaved *s)
 {
   if (!s)
     return;
   if (!s->owner) {
-    s->net->be->iface->free(s->net->be, s->data);
+    if (s->data)
+      s->net->be->iface->free(s->net->be, s->data);
+    if (s->dy)
+      s->net->be->iface->free(s->net->be, s->dy);
     g_free(s->labels);
   }
   g_free(s);
@@ -273,7 +291,7 @@ TpSaved *tp_saved_slice(TpSaved *whole, int off, int n)
 {
   g_return_val_if_fail(!whole->owner && off >= 0 && n >= 1 && off + n <= whole->max_batch, NULL);
   TpSaved *s = g_new0(TpSaved, 1);
-  *s = (TpSaved){ .net = whole->net, .max_batch = n, .batch = n, .data = whole->data,
+  *s = (TpSaved){ .net = whole->net, .max_batch = n, .batch = n, .data = whole->data, .dy = whole->dy,
                   .labels = whole->labels ? whole->labels + off : NULL, .seed = whole->seed, .stride = whole->stride,
                   .off = off, .owner = whole };
   return s;
@@ -293,6 +311,12 @@ int tp_saved_batch(const TpSaved *s) { return s->batch; }
 static float *region(const TpSaved *s, const NetLayer *L)
 {
   return s->data + L->save_off * s->stride + (size_t)s->off * L->n_save;
+}
+
+/* A split backward's output gradient of layer L (one with parameters). */
+static float *dy_region(const TpSaved *s, const NetLayer *L)
+{
+  return s->dy + L->dy_off * s->stride + (size_t)s->off * L->out;
 }
 
 static float *other(TpNet *net, const float *p) { return p == net->buf[0] ? net->buf[1] : net->buf[0]; }
@@ -376,12 +400,15 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
   return TRUE;
 }
 
-gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din, float *grad,
-                         int minibatch_samples, GError **err)
+/* The backward through the layers; split: the input gradient only, each layer with parameters'
+ * output gradient kept in saved for tp_net_backward_weight (grad is not touched). */
+static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din, float *grad,
+                         int minibatch_samples, gboolean split, GError **err)
 {
   const TpBackend *be = net->be;
   int batch = saved->batch;
   g_return_val_if_fail(saved->net == net && batch >= 1, FALSE);
+  g_return_val_if_fail(!split || saved->dy || !net->dy_per_sample, FALSE);
   g_return_val_if_fail(net->has_loss ? minibatch_samples >= 1 : dout != NULL, FALSE);
   if (!reserve(net, batch, err))
     return FALSE;
@@ -393,9 +420,15 @@ gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const
   for (int i = net->n - 1; i >= stop; i--) {
     const NetLayer *L = &net->layers[i];
     const float *w = L->n_w ? weights + L->w_off : NULL;
-    float *gw = L->n_w ? grad + L->w_off : NULL, *gb = L->n_b ? gw + L->n_w : NULL;
+    float *gw = L->n_w && !split ? grad + L->w_off : NULL, *gb = L->n_b && !split ? gw + L->n_w : NULL;
     float *dst = i == 0 ? din : i == stop && !din ? NULL : other(net, g);
     gboolean ok = TRUE;
+    if (split && L->n_w) { /* W reads it later; without an input gradient to compute, nothing more */
+      if (!be->iface->copy(be, dy_region(saved, L), g, L->out * batch, err))
+        return FALSE;
+      if (!dst)
+        continue;
+    }
     switch (L->d.kind) {
     case TP_LAYER_FLATTEN:
       if (i == 0 && !be->iface->copy(be, din, g, L->in * batch, err))
@@ -423,6 +456,42 @@ gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const
     if (!ok)
       return FALSE;
     g = dst;
+  }
+  return TRUE;
+}
+
+gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din, float *grad,
+                         int minibatch_samples, GError **err)
+{
+  return backward(net, weights, saved, dout, din, grad, minibatch_samples, FALSE, err);
+}
+
+gboolean tp_net_backward_input(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din,
+                               int minibatch_samples, GError **err)
+{
+  return backward(net, weights, saved, dout, din, NULL, minibatch_samples, TRUE, err);
+}
+
+gboolean tp_net_backward_weight(TpNet *net, const float *weights, TpSaved *saved, float *grad, GError **err)
+{
+  const TpBackend *be = net->be;
+  int batch = saved->batch;
+  g_return_val_if_fail(saved->net == net && batch >= 1 && (saved->dy || !net->dy_per_sample), FALSE);
+  if (!reserve(net, batch, err))
+    return FALSE;
+  for (int i = net->n - 1; i >= 0; i--) { /* the fused backward's order */
+    const NetLayer *L = &net->layers[i];
+    if (!L->n_w)
+      continue;
+    const float *w = weights + L->w_off;
+    float *gw = grad + L->w_off, *gb = L->n_b ? gw + L->n_w : NULL;
+    gboolean ok = L->d.kind == TP_LAYER_LINEAR
+                    ? be->iface->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w,
+                                                 dy_region(saved, L), NULL, gw, gb, err)
+                    : be->iface->conv_backward(be, &L->win, batch, region(saved, L), w, dy_region(saved, L), NULL, gw,
+                                               gb, net->work, err);
+    if (!ok)
+      return FALSE;
   }
   return TRUE;
 }

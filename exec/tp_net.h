@@ -43,6 +43,9 @@ size_t tp_net_in_elems(const TpNet *net);             /* per sample */
 size_t tp_net_out_elems(const TpNet *net);            /* per sample (class probabilities on the last stage) */
 size_t tp_net_out_bytes_per_sample(const TpNet *net);
 size_t tp_net_saved_bytes_per_sample(const TpNet *net);
+/* What a split backward keeps besides (tp_saved_new_split): the output gradient of each layer with
+ * parameters, from its I to its W. */
+size_t tp_net_dy_bytes_per_sample(const TpNet *net);
 gboolean tp_net_has_loss(const TpNet *net);           /* the stage ends with softmax_ce */
 int tp_net_first(const TpNet *net);
 int tp_net_last(const TpNet *net);
@@ -54,6 +57,9 @@ gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **
 
 /* Saved state of one forward, for at most max_batch samples. */
 TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err);
+/* The same with room for a split backward's output gradients (tp_net_backward_input keeps them
+ * there for tp_net_backward_weight); slices of it share them. */
+TpSaved *tp_saved_new_split(TpNet *net, int max_batch, GError **err);
 void tp_saved_free(TpSaved *saved);
 /* Seed of the dropout masks of the next forward (layer L's mask uses tp_mix64(seed ^ L)). */
 void tp_saved_set_seed(TpSaved *saved, guint64 seed);
@@ -86,5 +92,16 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
  * overwritten (NULL: not wanted); grad accumulates. */
 gboolean tp_net_backward(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din, float *grad,
                          int minibatch_samples, GError **err);
+
+/* The same backward split in two (zero-bubble schedules' I and W).  backward_input: din as
+ * tp_net_backward computes it, grad untouched; each layer with parameters' output gradient dY is
+ * kept in saved (made by tp_saved_new_split), which must then live until backward_weight.
+ * backward_weight: grad accumulates each such layer's dW = dYᵀ·X (and db = Σ dY) from the kept dY
+ * and the saved inputs X — the same products as tp_net_backward's, so I then W leave the gradient
+ * tp_net_backward leaves, bit for bit.  weights: any version (W reads none: the products need only
+ * dY and X; a backend may be given them). */
+gboolean tp_net_backward_input(TpNet *net, const float *weights, TpSaved *saved, const float *dout, float *din,
+                               int minibatch_samples, GError **err);
+gboolean tp_net_backward_weight(TpNet *net, const float *weights, TpSaved *saved, float *grad, GError **err);
 
 #endif

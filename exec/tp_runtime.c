@@ -77,6 +77,8 @@ typedef struct {
   TpSaved *ws;       /* the workspace every forward and re-run forward writes (max op samples) */
   float *rc_out;     /* where a re-run forward writes its output (discarded) */
   int *fwd_done;     /* [K] forwards done on the last stage, to know when a loss is complete */
+  gboolean split;    /* the schedule splits backwards into I and W: saved states keep output
+                        gradients (tp_saved_new_split), and saved[key] lives from I to W */
 } Stage;
 
 static double now_s(const Shared *sh) { return (double)(g_get_monotonic_time() - sh->origin) / 1e6; }
@@ -108,7 +110,7 @@ static TpSaved *saved_take(Stage *g, int n, GError **err)
   GPtrArray *p = g->pool[n != g->m];
   if (p->len)
     return g_ptr_array_steal_index_fast(p, p->len - 1);
-  return tp_saved_new(g->net, n, err);
+  return g->split ? tp_saved_new_split(g->net, n, err) : tp_saved_new(g->net, n, err);
 }
 
 /* Back to its pool (n: the samples it was taken for); a slice is only let go. */
@@ -151,6 +153,19 @@ static gboolean fail(Stage *g, const TpOp *op, GError **err, const char *fmt, ..
   return FALSE;
 }
 
+/* The weights an operation of one version reads (a forward, a W), recorded in rec->version and
+ * rec->match; NULL with err when the store does not hold them. */
+static float *read_weights(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
+{
+  int v = tp_wstore_read_version(g->store, 0);
+  float *w = tp_wstore_version(g->store, v);
+  rec->version = v;
+  rec->match = v == op->ver && w != NULL;
+  if (!w)
+    fail(g, op, err, "version %d is not in the weight store", v);
+  return w;
+}
+
 static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
 {
   Shared *sh = g->sh;
@@ -178,12 +193,9 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     for (int i = 0; i < n; i++)
       g->labels[i] = g->lab8[i];
   }
-  int v = tp_wstore_read_version(g->store, 0);
-  float *w = tp_wstore_version(g->store, v);
-  rec->version = v;
-  rec->match = v == op->ver && w != NULL;
+  float *w = read_weights(g, op, rec, err);
   if (!w)
-    return fail(g, op, err, "version %d is not in the weight store", v);
+    return FALSE;
   int key = tp_key(g->N, op->mb, op->micro);
   guint64 gmb = (guint64)(sh->first_mb + op->mb - 1);
   guint64 seed = tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1)));
@@ -216,7 +228,7 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     g->kseed[key] = seed;
   } else
     g->saved[key] = sv;
-  g->fver[key] = v;
+  g->fver[key] = rec->version;
   if (last) {
     if (!isfinite(stats.loss_sum))
       return fail(g, op, err, "the loss is %s; lower the learning rate or check the data", isnan(stats.loss_sum) ? "NaN" : "infinite");
@@ -236,13 +248,17 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   return tp_rt_send(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->out, g->h_out, (size_t)n * g->out_e, err);
 }
 
+/* A backward B, or a split backward's input gradient I (the same, but the weight gradient is left
+ * to its W: the forward's saved state, with the output gradients I keeps there, stays until then). */
 static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
 {
   Shared *sh = g->sh;
   const TpSchedule *s = sh->s;
-  gboolean whole = op->micro == TP_WHOLE, last = g->st == g->W - 1;
+  gboolean whole = op->micro == TP_WHOLE, last = g->st == g->W - 1, input_only = op->kind == TP_OP_I;
   int n = whole ? g->B : g->m;
   TpTag tag = tp_tag_of(op);
+  if (input_only && (whole || g->rc)) /* refused before training (tp_runtime_check_schedule) */
+    return fail(g, op, err, "a split backward runs per micro-batch and without recomputation");
   if (!last) {
     size_t len = (size_t)n * g->out_e * sizeof(float);
     tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
@@ -323,12 +339,16 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
     } else {
       int key = from_whole ? whole_key : tp_key(g->N, op->mb, j0);
       sv = g->saved[key];
-      g->saved[key] = NULL;
+      if (!input_only)
+        g->saved[key] = NULL;
     }
     size_t o = (size_t)(from_whole ? 0 : (j0 - lo) * g->m);
-    gboolean ok = tp_net_backward(g->net, w, sv, last ? NULL : g->dout + o * g->out_e,
-                                  g->st ? g->din + o * g->in_e : NULL, g->S->grad, g->B, err);
-    saved_give(g, sv, fn);
+    const float *dout = last ? NULL : g->dout + o * g->out_e;
+    float *din = g->st ? g->din + o * g->in_e : NULL;
+    gboolean ok = input_only ? tp_net_backward_input(g->net, w, sv, dout, din, g->B, err)
+                             : tp_net_backward(g->net, w, sv, dout, din, g->S->grad, g->B, err);
+    if (!input_only)
+      saved_give(g, sv, fn);
     if (!ok)
       return FALSE;
   }
@@ -344,6 +364,23 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
     return tp_rt_down(g->be, g->h_din, g->din, (size_t)n * g->in_e, err) &&
            send_message(g, 1, g->st - 1, &tag, len, err);
   return tp_rt_send(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->din, g->h_din, (size_t)n * g->in_e, err);
+}
+
+/* A split backward's weight gradient W: the gradient accumulates dW from the output gradients its I
+ * kept and the forward's saved inputs, which are let go. */
+static gboolean weight_grad(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
+{
+  int key = tp_key(g->N, op->mb, op->micro);
+  TpSaved *sv = op->micro == TP_WHOLE ? NULL : g->saved[key];
+  if (!sv)
+    return fail(g, op, err, "no output gradients of its I");
+  float *w = read_weights(g, op, rec, err);
+  if (!w)
+    return FALSE;
+  gboolean ok = tp_net_backward_weight(g->net, w, sv, g->S->grad, err);
+  g->saved[key] = NULL;
+  saved_give(g, sv, g->m);
+  return ok;
 }
 
 static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
@@ -368,7 +405,7 @@ static gboolean stage_walk(Stage *g, GError **err)
   Shared *sh = g->sh;
   const TpSchedule *s = sh->s;
   TpWStoreSizes sz;
-  tp_rt_sizes(sh->rt, g->st, g->rc, &sz);
+  tp_rt_sizes(sh->rt, g->st, g->rc, g->split, &sz);
   if (!(g->store = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
   if (g->rc) { /* the workspace of the largest operation, held for the whole run */
@@ -395,9 +432,10 @@ static gboolean stage_walk(Stage *g, GError **err)
     TpOpRecord *rec = &recs[k];
     rec->latest = tp_wstore_latest(g->store);
     rec->start = now_s(sh);
-    gboolean ok = op->kind == TP_OP_F ? forward(g, op, rec, err)
-                  : op->kind == TP_OP_B ? backward(g, op, rec, err)
-                                        : update(g, op, rec, err);
+    gboolean ok = op->kind == TP_OP_F   ? forward(g, op, rec, err)
+                  : op->kind == TP_OP_W ? weight_grad(g, op, rec, err)
+                  : op->kind == TP_OP_U ? update(g, op, rec, err)
+                                        : backward(g, op, rec, err);
     if (!ok || !tp_backend_sync(g->be, err)) /* a device operation ends when its work is done */
       return FALSE;
     tp_wstore_op_end(g->store);
@@ -439,6 +477,7 @@ static gpointer stage_main(gpointer data)
   }
   g.batched = !rt->cfg.per_micro_backward;
   g.rc = s->recompute;
+  g.split = tp_schedule_has_split(s);
   if (g.rc) {
     g.kept = g_try_new0(float *, nkeys);
     g.kseed = g_try_new0(guint64, nkeys);
@@ -506,9 +545,29 @@ static gpointer stage_main(gpointer data)
   return NULL;
 }
 
+gboolean tp_runtime_check_schedule(const TpSchedule *s, GError **err)
+{
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &tp_stage_ops(s, st)[k];
+      if ((op->kind != TP_OP_I && op->kind != TP_OP_W) || (op->micro != TP_WHOLE && !s->recompute))
+        continue;
+      char name[64], where[256];
+      tp_op_name(s, op, name, sizeof name);
+      tp_op_where(s, op, where, sizeof where);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sstage %d: %s: the executor runs a split backward (I and W) %s",
+                  where, st + 1, name, s->recompute ? "without recomputation (its W needs the forward's saved state)"
+                                                    : "per micro-batch only");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *idx, int first_mb, gint64 origin,
                         TpProgress *progress, TpRunResult *out, GError **err)
 {
+  if (!tp_runtime_check_schedule(s, err))
+    return FALSE;
   if (s->W != rt->W || rt->cfg.batch % s->N) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the schedule has %d stages and %d micro-batches; the run %d stages "
                 "and batch %d", s->W, s->N, rt->W, rt->cfg.batch);

@@ -45,6 +45,10 @@ typedef struct {
                                whole run); 0: lr constant */
   gboolean recompute;       /* the schedules it runs recompute (TpSchedule.recompute): what
                                tp_runtime_sizes counts as stored activations */
+  gboolean split_backward;  /* the schedules it runs split backwards into I and W
+                               (tp_schedule_has_split): a forward's stored state also keeps the
+                               output gradients from I to W, in tp_runtime_sizes and
+                               tp_runtime_saved_bytes_per_sample */
   gboolean per_micro_backward; /* run a whole-mini-batch backward micro-batch by micro-batch even
                                   where its micro-batches read one version (the reference path) */
 } TpRuntimeConfig;
@@ -143,11 +147,16 @@ void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out);
 /* Bytes of the message a forward (activations) / backward (input gradients) of one sample sends. */
 size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage);
 /* Bytes a forward of one sample keeps for its backward: its input with recomputation, else every
- * layer's saved state (the workspace a recomputing stage holds is saved bytes × its largest
+ * layer's saved state (with split_backward: and the output gradients a pending W keeps; the workspace a recomputing stage holds is saved bytes × its largest
  * operation's samples, counted as activations for the whole run). */
 size_t tp_runtime_input_bytes_per_sample(const TpRuntime *rt, int stage);
 size_t tp_runtime_saved_bytes_per_sample(const TpRuntime *rt, int stage);
 size_t tp_runtime_grad_bytes_per_sample(const TpRuntime *rt, int stage);
+
+/* Whether the executor runs schedule s: a split backward (I and W) runs per micro-batch and without
+ * recomputation (its W needs the forward's saved state, which a recomputing stage re-makes in one
+ * workspace for its backward only).  TP_ERROR_INPUT, one line naming the operation, otherwise. */
+gboolean tp_runtime_check_schedule(const TpSchedule *s, GError **err);
 
 /* Run schedule s (s->W stages, s->N micro-batches) on mini-batches whose sample indices are
  * idx[i] (batch of them, for mini-batch i+1 of the schedule); origin: the monotonic time
@@ -164,8 +173,8 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err);
 
 /* Each stage's operations timed alone on real data (one mini-batch, idx), before training, in the
- * calling thread: forward (stage 1's with the gathering of its input) and backward per micro-batch,
- * and an update — `reps` repetitions after
+ * calling thread: forward (stage 1's with the gathering of its input) and backward per micro-batch
+ * (with cfg.split_backward also its I and W, each alone), and an update — `reps` repetitions after
  * one warm-up, the median kept.  whole: the schedule's forwards and backwards cover the whole
  * mini-batch, so time it at once and divide by N.  whole_bwd: only its backwards do (nf1b): the
  * forward is timed per micro-batch, the backward over the whole mini-batch at once divided by N.  Gradients and updates go to scratch copies and
@@ -174,6 +183,8 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
  * forward once, and those after them their forward and backward once, untimed, for real inputs. */
 typedef struct {
   double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
+  double inp, wgt;           /* with cfg.split_backward: a split backward's I and W per micro-batch,
+                                each timed alone (0 otherwise) */
 } TpStageProfile;
 
 gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, gboolean whole_bwd,
@@ -184,7 +195,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
  * process's stages' operations timed there — while the other stages run theirs (sharing memory
  * bandwidth and caches), with everything an operation does in a run (messages, the blend, new
  * weight versions).  out[s] gets the median over the mini-batches after the first (which warms up)
- * of each kind per micro-batch: a whole-mini-batch operation's time divided by N.  The weights,
+ * of each kind per micro-batch: a whole-mini-batch operation's time divided by N (a split backward:
+ * inp and wgt, and bwd their sum).  The weights,
  * momentum and gradient buffers are put back as they were: the run's updates are discarded.
  * Kinds the schedule does not run on a stage keep out[s]'s value. */
 gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,

@@ -148,6 +148,24 @@ static gboolean prof_backward(void *ctx, GError **err)
          tp_backend_sync(c->be, err);
 }
 
+/* A split backward's parts (the saved state made by tp_saved_new_split): I keeps the output
+ * gradients that W then reads. */
+static gboolean prof_input(void *ctx, GError **err)
+{
+  ProfCtx *c = ctx;
+  gboolean last = c->s == c->rt->W - 1;
+  return tp_net_backward_input(c->rt->st[c->s].net, c->rt->st[c->s].weights, c->saved, last ? NULL : c->dout,
+                               c->s ? c->din : NULL, c->rt->cfg.batch, err) &&
+         tp_backend_sync(c->be, err);
+}
+
+static gboolean prof_weight(void *ctx, GError **err)
+{
+  ProfCtx *c = ctx;
+  return tp_net_backward_weight(c->rt->st[c->s].net, c->rt->st[c->s].weights, c->saved, c->grad, err) &&
+         tp_backend_sync(c->be, err);
+}
+
 static gboolean prof_update(void *ctx, GError **err)
 {
   ProfCtx *c = ctx;
@@ -206,7 +224,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     ProfCtx micro = c;
     double all;
     micro.n = whole ? n : m;
-    ok = (c.saved = micro.saved = saved[s] = tp_saved_new(rt->st[s].net, n, err)) != NULL &&
+    ok = (c.saved = micro.saved = saved[s] = cfg->split_backward ? tp_saved_new_split(rt->st[s].net, n, err)
+                                                                  : tp_saved_new(rt->st[s].net, n, err)) != NULL &&
          tp_rt_up(be, c.in, acts[s], (size_t)n * tp_net_in_elems(net), err) &&
          (mine ? time_median(prof_forward, &micro, reps, &out[s].fwd, err)
                : run_once(prof_forward, &micro, &out[s].fwd, err)) &&
@@ -239,10 +258,12 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     ok = mom && be->iface->zero(be, grad, np, err) &&
          (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
          time_median(prof_backward, &c, reps, &out[s].bwd, err) &&
+         (!cfg->split_backward || (time_median(prof_input, &c, reps, &out[s].inp, err) &&
+                                   time_median(prof_weight, &c, reps, &out[s].wgt, err))) &&
          (s == 0 || tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err)) &&
          be->iface->copy(be, w, S->weights, np, err) && be->iface->copy(be, mom, S->mom, np, err) &&
          time_median(prof_update, &c, reps, &out[s].upd, err);
-    out[s].bwd /= per;
+    out[s].bwd /= per, out[s].inp /= per, out[s].wgt /= per;
     if (grad)
       be->iface->free(be, grad);
     if (w)
@@ -306,23 +327,26 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
       ok = S->be->iface->download(S->be, S->host_w, S->weights, np, err);
   }
   for (int st = rt->lo; st < rt->hi && ok; st++) {
-    int n = tp_stage_len(s, st), cnt[3] = { 0, 0, 0 };
+    int n = tp_stage_len(s, st), cnt[5] = { 0 };
     const TpOp *ops = tp_stage_ops(s, st);
-    double *t[3];
-    for (int k = 0; k < 3; k++)
+    double *t[5];
+    for (int k = 0; k < 5; k++) /* by TpOpKind: F, B, U, I, W */
       t[k] = g_new(double, MAX(n, 1));
     for (int i = 0; i < n; i++) {
       const TpOp *op = &ops[i];
       if (op->mb < 2 && s->K > 1) /* the first mini-batch warms up */
         continue;
-      int kind = op->kind == TP_OP_F ? 0 : op->kind == TP_OP_B ? 1 : 2;
       double d = r.rec[st][i].end - r.rec[st][i].start;
-      t[kind][cnt[kind]++] = kind == 2 ? d : d / tp_op_count(s, op);
+      t[op->kind][cnt[op->kind]++] = op->kind == TP_OP_U ? d : d / tp_op_count(s, op);
     }
-    out[st].fwd = median_or(t[0], cnt[0], out[st].fwd);
-    out[st].bwd = median_or(t[1], cnt[1], out[st].bwd);
-    out[st].upd = median_or(t[2], cnt[2], out[st].upd);
-    for (int k = 0; k < 3; k++)
+    out[st].fwd = median_or(t[TP_OP_F], cnt[TP_OP_F], out[st].fwd);
+    out[st].bwd = median_or(t[TP_OP_B], cnt[TP_OP_B], out[st].bwd);
+    out[st].upd = median_or(t[TP_OP_U], cnt[TP_OP_U], out[st].upd);
+    out[st].inp = median_or(t[TP_OP_I], cnt[TP_OP_I], out[st].inp);
+    out[st].wgt = median_or(t[TP_OP_W], cnt[TP_OP_W], out[st].wgt);
+    if (cnt[TP_OP_I] && cnt[TP_OP_W] && !cnt[TP_OP_B])
+      out[st].bwd = out[st].inp + out[st].wgt;
+    for (int k = 0; k < 5; k++)
       g_free(t[k]);
   }
   tp_run_result_clear(&r);

@@ -60,7 +60,8 @@ float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err);
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p);
 /* The host copy of a stage's latest weights brought up to date (nothing on a host backend). */
 gboolean tp_rt_sync_host_weights(RtStage *S, GError **err);
-/* A stage's weight-store sizes, with or without recomputation (a forward keeping its input only). */
-void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, TpWStoreSizes *out);
+/* A stage's weight-store sizes, with or without recomputation (a forward keeping its input only), with
+ * or without a split backward (a forward's state also keeping the output gradients from I to W). */
+void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, gboolean split, TpWStoreSizes *out);
 
 #endif

@@ -162,19 +162,21 @@ gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, co
          (!momentum || !S->np || be->iface->upload(be, S->mom, momentum, S->np, err));
 }
 
-/* With recomputation a forward keeps only its input (the stage's input of its samples). */
-void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, TpWStoreSizes *out)
+/* With recomputation a forward keeps only its input (the stage's input of its samples); with a split
+ * backward, its saved state and the output gradients its I keeps for its W. */
+void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, gboolean split, TpWStoreSizes *out)
 {
   const TpNet *net = rt->st[stage].net;
   gint64 pb = (gint64)tp_net_param_bytes(net);
-  size_t per_sample = recompute ? tp_net_in_elems(net) * sizeof(float) : tp_net_saved_bytes_per_sample(net);
+  size_t per_sample = recompute ? tp_net_in_elems(net) * sizeof(float)
+                                : tp_net_saved_bytes_per_sample(net) + (split ? tp_net_dy_bytes_per_sample(net) : 0);
   *out = (TpWStoreSizes){ MAX(rt->st[stage].np, 1), pb, pb, /* a stage without parameters keeps one float */
                           (gint64)per_sample * (rt->cfg.batch / rt->cfg.N) };
 }
 
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)
 {
-  tp_rt_sizes(rt, stage, rt->cfg.recompute, out);
+  tp_rt_sizes(rt, stage, rt->cfg.recompute, rt->cfg.split_backward, out);
 }
 
 size_t tp_runtime_input_bytes_per_sample(const TpRuntime *rt, int stage)
@@ -184,7 +186,8 @@ size_t tp_runtime_input_bytes_per_sample(const TpRuntime *rt, int stage)
 
 size_t tp_runtime_saved_bytes_per_sample(const TpRuntime *rt, int stage)
 {
-  return tp_net_saved_bytes_per_sample(rt->st[stage].net);
+  const TpNet *net = rt->st[stage].net;
+  return tp_net_saved_bytes_per_sample(net) + (rt->cfg.split_backward ? tp_net_dy_bytes_per_sample(net) : 0);
 }
 
 size_t tp_runtime_act_bytes_per_sample(const TpRuntime *rt, int stage)

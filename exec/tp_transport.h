@@ -32,10 +32,12 @@ static inline gboolean tp_tag_equal(const TpTag *a, const TpTag *b)
 }
 
 /* The tag of the message an operation sends; the operation that receives it (the same forward on
- * the next stage, the same backward on the previous one) asks for the same tag. */
+ * the next stage, the same backward on the previous one) asks for the same tag.  A split
+ * backward's I sends what B sends, under B's tag: a stage's I or B may feed its neighbour's I or
+ * B alike (the transports know two kinds). */
 static inline TpTag tp_tag_of(const TpOp *op)
 {
-  TpTag t = { op->kind, op->mb, op->micro };
+  TpTag t = { tp_op_sends_up(op->kind) ? TP_OP_B : op->kind, op->mb, op->micro };
   return t;
 }
 

@@ -111,7 +111,12 @@ static int forward_version(const TpWStore *w, int mb, int j)
   return v >= 0 ? v : w->fver[tp_key(w->N, mb, TP_WHOLE)];
 }
 
-static gboolean stashed(const TpOp *op) { return op->kind == TP_OP_B && op->src != TP_SRC_FIXED; }
+/* A backward, or a split backward's input gradient I, reading its forwards' versions (W reads
+ * op->ver: its products need no weights, but the version stays live until it, as simulated). */
+static gboolean stashed(const TpOp *op)
+{
+  return (op->kind == TP_OP_B || op->kind == TP_OP_I) && op->src != TP_SRC_FIXED;
+}
 
 /* Add d to the reference count of every version op reads (once per micro-batch it covers).
  * Returns FALSE when a stashed read has no forward. */
@@ -153,7 +158,7 @@ static gboolean derive(TpWStore *w, int first_op, GError **err)
   for (int i = 0; i < nkeys; i++)
     bpos[i] = w->fver[i] = -1;
   for (int k = 0; k < w->n_ops; k++)
-    if (w->ops[k].kind == TP_OP_B)
+    if (w->ops[k].kind == TP_OP_B || w->ops[k].kind == TP_OP_W) /* a pending W keeps the activations */
       bpos[tp_key(w->N, w->ops[k].mb, w->ops[k].micro)] = k;
   gboolean ok = TRUE;
   int latest = 0;
@@ -283,7 +288,7 @@ const TpOp *tp_wstore_op_begin(TpWStore *w, int k, GError **err)
   w->cur = k;
   if (op->kind == TP_OP_F) {
     acts_add(w, tp_op_count(w->s, op));
-  } else if (op->kind == TP_OP_B && op->src == TP_SRC_BLEND && w->latest > op->ver) {
+  } else if ((op->kind == TP_OP_B || op->kind == TP_OP_I) && op->src == TP_SRC_BLEND && w->latest > op->ver) {
     if (!(w->blend = take(w, err)))
       goto failed;
   } else if (op->kind == TP_OP_U) {

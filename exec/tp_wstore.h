@@ -11,7 +11,8 @@
  *   - the latest version is always live.
  * Stored activations are counted in micro-batches from the start of a forward to the end of the
  * backward that consumes them (a whole-mini-batch forward consumed by per-micro-batch backwards:
- * the last of them), as the simulator counts them.
+ * the last of them; a split backward: to the end of its W, I and W together consuming them), as
+ * the simulator counts them.
  *
  * Buffers (n_params floats) come from the allocator given at creation, so that a device backend
  * can keep them in its own memory.  The caller drives the store through the stage's operations in

@@ -42,8 +42,9 @@ static gboolean ref_linear_backward(const TpBackend *be, int batch, int in, int 
     double sb = 0.0;
     for (int n = 0; n < batch; n++)
       sb += dy[(size_t)n * out + o];
-    db[o] = (float)(db[o] + sb);
-    for (int i = 0; i < in; i++) {
+    if (db)
+      db[o] = (float)(db[o] + sb);
+    for (int i = 0; dw && i < in; i++) {
       double s = 0.0;
       for (int n = 0; n < batch; n++)
         s += (double)dy[(size_t)n * out + o] * x[(size_t)n * in + i];
@@ -105,7 +106,7 @@ static void ref_conv(const TpWindow *s, int batch, const float *x, const float *
   if (dy) {
     for (size_t i = 0; dx && i < in_n; i++)
       dx[i] = (float)gx[i];
-    for (size_t i = 0; i < wn; i++)
+    for (size_t i = 0; dw && i < wn; i++)
       dw[i] = (float)(dw[i] + gw[i]);
     for (int o = 0; db && o < s->cout; o++)
       db[o] = (float)(db[o] + gb[o]);

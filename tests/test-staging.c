@@ -6,7 +6,8 @@
  * evaluated and profiled, it must give the cpu backend's weights bit for bit (the staging moves
  * bytes, it computes nothing), on one instance per stage as `train --backend cuda` makes them, and
  * free everything it allocated.  Given a copy between instances (copy_peer), the stages of one process
- * move activations and gradients device to device, none through the host, with the same weights.  And the flags of GPU training refuse what they cannot do with one
+ * move activations and gradients device to device, none through the host, with the same weights (a
+ * split backward's I as B).  And the flags of GPU training refuse what they cannot do with one
  * line and status 2. */
 #include "tp_data.h"
 #include "tp_net.h"
@@ -251,7 +252,7 @@ static int messages(const char *preset, int W, int N, int K)
   for (int st = 0; st < W; st++)
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &tp_stage_ops(s, st)[k];
-      n += (op->kind == TP_OP_F && st < W - 1) || (op->kind == TP_OP_B && st > 0);
+      n += (op->kind == TP_OP_F && st < W - 1) || (tp_op_sends_up(op->kind) && st > 0);
     }
   tp_schedule_free(s);
   return n;
@@ -289,6 +290,13 @@ static void test_peer(void)
   check_peer("timeprest", 4, 4, 10);
   check_peer("pipedream", 3, 2, 8);
   check_peer("i-timeprest", 3, 2, 8);
+}
+
+/* A split backward (I then W): its input gradients staged or copied device to device as B's are. */
+static void test_split(void)
+{
+  check("zb-h1", 3, 4, 8, TRUE);
+  check_peer("zb-h2", 3, 4, 8);
 }
 
 /* One line on standard error that begins with prefix, status 2, nothing on standard output. */
@@ -336,6 +344,7 @@ int main(int argc, char **argv)
   g_test_add_func("/staging/instance-per-stage", test_instance_per_stage);
   g_test_add_func("/staging/blend", test_blend);
   g_test_add_func("/staging/peer", test_peer);
+  g_test_add_func("/staging/split", test_split);
   g_test_add_func("/staging/flags", test_flags);
   int rc = g_test_run();
   tp_dataset_free(data);

@@ -1,7 +1,7 @@
 /* test-train-mpi.c — `timeprest train --transport mpi` through the binary ($TP_BIN) under
  * `timeout 60 mpirun`: W = 2, 3 and 4 ranks end with the weights (weights_sha256) of the local
- * transport for gpipe, pipedream and timeprest with the same arguments and the unit-slot order,
- * every read of the version the schedule names; -np other than W and a run without mpirun are
+ * transport for gpipe, pipedream, timeprest and the split backwards of zb-h1 and zb-h2 (I sends what
+ * B sends) with the same arguments and the unit-slot order, every read of the version the schedule names; -np other than W and a run without mpirun are
  * refused (exit 2, one line); a rank killed or stopped (SIGSTOP) mid-run ends every other rank with
  * one line naming the rank, stage and operation it waited for, well within the outer timeout.
  * Checkpoints (test-train-mpi-ckpt.c) are tested in a program of their own.  The mpirun cases skip,
@@ -263,7 +263,8 @@ int main(int argc, char **argv)
   }
   g_test_add_func("/train-mpi/no-mpirun", test_no_mpirun);
   static const char *const cases[] = { "gpipe 2", "pipedream 2", "timeprest 2", "gpipe 3", "pipedream 3",
-                                       "timeprest 3", "gpipe 4", "pipedream 4", "timeprest 4" };
+                                       "timeprest 3", "gpipe 4", "pipedream 4", "timeprest 4", "zb-h1 2",
+                                       "zb-h2 3" };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *path = g_strdup_printf("/train-mpi/weights/%s", cases[i]);
     *strchr(path + strlen("/train-mpi/weights/"), ' ') = '-';

@@ -97,7 +97,7 @@ static gpointer run_stage(gpointer data)
   int32_t buf[64], want[64];
   for (int k = 0; k < tp_stage_len(s, g->st) && !g->err; k++) {
     const TpOp *op = &ops[k];
-    if (op->kind == TP_OP_U)
+    if (op->kind == TP_OP_U || op->kind == TP_OP_W) /* W, like U, moves nothing; I sends what B sends */
       continue;
     TpTag tag = tp_tag_of(op);
     int from = op->kind == TP_OP_F ? g->st - 1 : g->st + 1; /* the stage this op receives from */
@@ -149,7 +149,7 @@ static void check_pipeline(const char *preset, int W, int N, int K)
       TpTag tag = tp_tag_of(op);
       if (op->kind == TP_OP_F)
         nf++, bf += payload_len(&tag);
-      if (op->kind == TP_OP_B)
+      if (tp_op_sends_up(op->kind))
         nb++, bb += payload_len(&tag);
     }
     TpLinkStats ls;
@@ -173,8 +173,7 @@ static void test_pipelines(void)
   static const int wnk[][3] = { { 1, 1, 2 }, { 2, 2, 6 }, { 3, 3, 8 }, { 4, 2, 10 }, { 4, 4, 10 }, { 6, 3, 12 } };
   for (int p = 0; p < tp_n_presets; p++)
     for (guint i = 0; i < G_N_ELEMENTS(wnk); i++)
-      if (!tp_order_split(tp_presets[p].order)) /* the executor runs no split backward yet */
-        check_pipeline(tp_presets[p].name, wnk[i][0], wnk[i][1], wnk[i][2]);
+      check_pipeline(tp_presets[p].name, wnk[i][0], wnk[i][1], wnk[i][2]);
 }
 
 /* ---- tags, timeouts, abort ------------------------------------------------------------------------- */

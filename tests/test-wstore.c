@@ -35,13 +35,14 @@ static const TpWStoreSizes sizes = { NP, 1000, 2000, 300 };
 
 /* ---- the count made here, from the lists alone -------------------------------------------------- */
 
-/* Index of the backward on stage st that consumes forward ops[f]'s activations. */
+/* Index of the backward on stage st that consumes forward ops[f]'s activations (of a split backward:
+ * its W, which keeps them after the I). */
 static int consumer(const TpSchedule *s, int st, int f)
 {
   const TpOp *ops = tp_stage_ops(s, st), *fo = &ops[f];
   int whole = -1, same = -1, last = -1;
   for (int k = f + 1; k < tp_stage_len(s, st); k++) {
-    if (ops[k].kind != TP_OP_B || ops[k].mb != fo->mb)
+    if ((ops[k].kind != TP_OP_B && ops[k].kind != TP_OP_W) || ops[k].mb != fo->mb)
       continue;
     if (ops[k].micro == TP_WHOLE)
       whole = k;
@@ -231,7 +232,7 @@ static void test_presets(void)
   static const int wnk[][3] = { { 1, 1, 3 }, { 2, 2, 6 }, { 3, 2, 8 }, { 3, 3, 9 }, { 4, 2, 12 },
                                 { 4, 4, 12 }, { 5, 2, 14 }, { 6, 3, 16 } };
   for (int p = 0; p < tp_n_presets; p++)
-    for (guint i = 0; i < G_N_ELEMENTS(wnk) && !tp_order_split(tp_presets[p].order); i++) /* no I, W in exec yet */
+    for (guint i = 0; i < G_N_ELEMENTS(wnk); i++)
       for (int costed = 0; costed < 2; costed++)
         check_schedule(tp_presets[p].name, wnk[i][0], wnk[i][1], wnk[i][2], costed);
 }

@@ -1,6 +1,6 @@
 /* test-zb.c — the split backward (I and W) and the zero-bubble orders: their bubbles against closed
  * forms on unit slots F = I = W = 1 (B = 2), validation of I and W, PyTorch's compute-only CSV read
- * and written, and what is refused. */
+ * and written, and what is refused (the executor's I and W: test-split). */
 #include "tp_test.h"
 #include "tp_cost.h"
 #include "tp_metrics.h"
@@ -267,11 +267,12 @@ static void test_torch_broken_1f1b(void)
 
 static void test_cli(void)
 {
-  /* the executor does not run I and W yet: one line, exit 2 */
-  const char *const train[] = { "train", "-s", "zb-h1", "-w", "2", "-n", "4", "--data", "synthetic", "--quiet", NULL };
+  /* the executor runs I and W without recomputation only: one line, exit 2 (test-split trains them) */
+  const char *const train[] = { "train", "-s", "zb-h1", "-w", "2", "-n", "4", "--recompute", "--data", "synthetic",
+                                "--quiet", NULL };
   TptRun r = tpt_run(train);
   g_assert_cmpint(r.status, ==, 2);
-  g_assert_nonnull(strstr(r.err, "-s zb-h1: the executor does not run a split backward"));
+  g_assert_nonnull(strstr(r.err, "-s zb-h1: the executor runs a split backward (I and W) without recomputation"));
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   tpt_run_clear(&r);
   const char *const policy[] = { "schedule", "--order", "zb-h1", "--policy", "vsync-latest", "-w", "4", "-n", "8", NULL };

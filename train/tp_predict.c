@@ -32,7 +32,10 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
       .grad_buffer_bytes = (double)sz.gradient_bytes,
       .device = cores > 0 && W > cores ? s % cores : s,
       .input_bytes = m * (double)tp_runtime_input_bytes_per_sample(rt, s),
+      .bwd_input = prof[s].inp, /* a split backward's I as profiled (0: not split) */
     };
+    if (prof[s].inp > 0 && prof[s].wgt > 0) /* the backward the schedule runs: I + W */
+      c->stage[s].bwd = prof[s].inp + prof[s].wgt;
   }
   for (int l = 0; l < MAX(W - 1, 1); l++)
     c->link[l] = (TpLinkCost){ 0, 0 };

@@ -127,11 +127,13 @@ gboolean tp_train_setup(Train *t, GError **err)
     t->group = tp_group_single_new();
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
-  if (t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->preset->order)) {
-    g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET,
-                "%s %s: the executor does not run a split backward (I and W operations) yet; schedule, simulate and "
-                "compare take it", t->s ? "schedule" : "preset",
-                t->s ? c->schedule_file : c->preset->name);
+  if (t->s && !tp_runtime_check_schedule(t->s, err)) { /* names the file, line and operation */
+    (*err)->code = TP_ERROR_PARAM_SCHEDULE;
+    return FALSE;
+  }
+  if (!t->s && c->recompute && tp_order_split(c->preset->order)) { /* as tp_runtime_check_schedule */
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_PRESET, "preset %s: the executor runs a split backward (I and W) "
+                "without recomputation (its W needs the forward's saved state); drop --recompute", c->preset->name);
     return FALSE;
   }
   if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
@@ -245,6 +247,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     .timeout_s = c->timeout,
     .lr_steps = tp_train_lr_steps(t),
     .recompute = t->s ? t->s->recompute : c->recompute,
+    .split_backward = t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->preset->order),
   };
   if (!own_stage && !make_stage_backends(t, reg, err))
     return FALSE;

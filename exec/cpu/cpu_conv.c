@@ -243,7 +243,8 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
   size_t hw = (size_t)s->hout * s->wout, in_sz = (size_t)s->cin * s->hin * s->win, out_sz = cout * hw;
   float *cols = work, *dyt = cols + (size_t)K * chunk * hw, *dwt = dyt + (size_t)cout * chunk * hw;
   float *pb = dwt + (size_t)K * cout;
-  memset(dwt, 0, sizeof(float) * K * cout);
+  if (dw)
+    memset(dwt, 0, sizeof(float) * K * cout);
   if (chunk == 1 && cout < TP_CONV_TRANSPOSED_MIN_COUT) {
     for (int n = 0; n < batch; n++) {
       const float *dyn = dy + n * out_sz;
@@ -257,9 +258,11 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
             s0 += dyn[c * hw + p];
           db[c] += (s0 + s1) + (s2 + s3);
         }
-      im2col(s, 1, x + n * in_sz, cols, pb);
-      if (!tp_cpu_sgemm(be, FALSE, TRUE, cout, K, (int)hw, 1.0f, dyn, (int)hw, cols, (int)hw, 1.0f, dw, K, err))
-        return FALSE;
+      if (dw) {
+        im2col(s, 1, x + n * in_sz, cols, pb);
+        if (!tp_cpu_sgemm(be, FALSE, TRUE, cout, K, (int)hw, 1.0f, dyn, (int)hw, cols, (int)hw, 1.0f, dw, K, err))
+          return FALSE;
+      }
       if (!dx)
         continue;
       if (!tp_cpu_sgemm(be, TRUE, FALSE, K, (int)hw, cout, 1.0f, w, K, dyn, (int)hw, 0.0f, cols, (int)hw, err))
@@ -283,17 +286,19 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
           db[c] += sum;
       }
     }
-    im2col(s, nb, x + n0 * in_sz, cols, pb);
-    if (!tp_cpu_sgemm(be, FALSE, FALSE, K, cout, (int)ncols, 1.0f, cols, (int)ncols, dyt, cout, 1.0f, dwt, cout,
-                      err))
-      return FALSE;
+    if (dw) {
+      im2col(s, nb, x + n0 * in_sz, cols, pb);
+      if (!tp_cpu_sgemm(be, FALSE, FALSE, K, cout, (int)ncols, 1.0f, cols, (int)ncols, dyt, cout, 1.0f, dwt, cout,
+                        err))
+        return FALSE;
+    }
     if (!dx)
       continue;
     if (!tp_cpu_sgemm(be, TRUE, TRUE, K, (int)ncols, cout, 1.0f, w, K, dyt, cout, 0.0f, cols, (int)ncols, err))
       return FALSE;
     col2im(s, nb, cols, dx + n0 * in_sz, pb);
   }
-  for (int c = 0; c < cout; c++)
+  for (int c = 0; dw && c < cout; c++)
     for (int k = 0; k < K; k++)
       dw[(size_t)c * K + k] += dwt[(size_t)k * cout + c];
   return TRUE;

@@ -25,7 +25,7 @@ gboolean tp_cpu_linear_backward(const TpBackend *be, int batch, int in, int out,
       for (int o = 0; o < out; o++)
         db[o] += row[o];
     }
-  if (!tp_cpu_sgemm(be, TRUE, FALSE, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in, err))
+  if (dw && !tp_cpu_sgemm(be, TRUE, FALSE, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in, err))
     return FALSE;
   return !dx || tp_cpu_sgemm(be, FALSE, FALSE, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
 }

@@ -1,7 +1,8 @@
 /* cuda_layers.c — the GEMM layers on the cuda backend: linear (cuBLAS, bias by its own kernel) and
  * conv2d as im2col + cuBLAS SGEMM over chunks of samples, the same decomposition as the cpu backend
  * (exec/cpu/cpu_conv.c): cols [cin·k·k][nb·hout·wout], prod = w·cols, scattered into y with the
- * bias; backward dw += dy'·colsᵀ, db += Σ dy', dcols = wᵀ·dy', then col2im. */
+ * bias; backward dw += dy'·colsᵀ, db += Σ dy', dcols = wᵀ·dy', then col2im.  dw NULL (an input-gradient
+ * operation I): no weight gradient; dx NULL (a weight-gradient operation W): no input gradient. */
 #include "config.h"
 #include "tp_cuda.h"
 
@@ -25,7 +26,7 @@ gboolean tp_cuda_linear_backward(const TpBackend *be, int batch, int in, int out
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   if (db)
     TP_CUDA_CHECK(tp_cuda_bias_grad_rows(tp_cuda_stream(be), batch, out, dy, db), err);
-  if (!tp_cuda_sgemm(be, TRUE, FALSE, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in, err))
+  if (dw && !tp_cuda_sgemm(be, TRUE, FALSE, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in, err))
     return FALSE;
   return !dx || tp_cuda_sgemm(be, FALSE, FALSE, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
 }
@@ -80,10 +81,12 @@ gboolean tp_cuda_conv_backward(const TpBackend *be, const TpWindow *s, int batch
     size_t ncols = nb * hw;
     float *cols = work, *dyt = work + (size_t)K * ncols;
     TP_CUDA_CHECK(tp_cuda_conv_gather(st, nb, s->cout, hw, dy + n0 * out_sz, dyt), err);
-    TP_CUDA_CHECK(tp_cuda_im2col(st, s, nb, x + n0 * in_sz, cols), err);
-    if (!tp_cuda_sgemm(be, FALSE, TRUE, s->cout, K, (int)ncols, 1.0f, dyt, (int)ncols, cols, (int)ncols, 1.0f, dw,
-                       K, err))
-      return FALSE;
+    if (dw) {
+      TP_CUDA_CHECK(tp_cuda_im2col(st, s, nb, x + n0 * in_sz, cols), err);
+      if (!tp_cuda_sgemm(be, FALSE, TRUE, s->cout, K, (int)ncols, 1.0f, dyt, (int)ncols, cols, (int)ncols, 1.0f, dw,
+                         K, err))
+        return FALSE;
+    }
     if (!dx)
       continue;
     if (!tp_cuda_sgemm(be, TRUE, FALSE, K, (int)ncols, s->cout, 1.0f, w, K, dyt, (int)ncols, 0.0f, cols,
