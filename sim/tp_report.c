@@ -40,6 +40,9 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   g_autofree char *ssha = tp_schedule_sha256(s);
   g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches; sha256 %s\n",
                          preset_or_pair(s, name, sizeof name), s->W, s->N, s->K, ssha);
+  if (s->rank_seq)
+    g_string_append_printf(out, "chunks       %d workers hold %d chunks each (map %s); the bubble is each worker's idle "
+                           "time across its chunks\n", tp_schedule_ranks(s), s->V, tp_chunk_map_name(s->map));
   if (c->unit)
     g_string_append(out, "costs        unit slots: a forward or backward takes 1 slot; updates and transfers are free\n");
   else
