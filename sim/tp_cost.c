@@ -53,6 +53,18 @@ void tp_cost_update_devices(TpCost *c)
   g_free(used);
 }
 
+void tp_cost_place_chunks(TpCost *c, const TpSchedule *s)
+{
+  if (!s->rank_seq || c->W != s->W)
+    return;
+  for (int st = 0; st < c->W; st++) {
+    c->stage[st].device = tp_stage_rank(s, st);
+    if (st + 1 < c->W && tp_stage_rank(s, st) == tp_stage_rank(s, st + 1))
+      c->link[st].latency = 0, c->link[st].bandwidth = 0;
+  }
+  tp_cost_update_devices(c);
+}
+
 /* ---- cost file ---------------------------------------------------------------------------- */
 
 /* Bounds of a cost file's numbers: every total the simulator forms (TP_MAX_OPS operations, each
