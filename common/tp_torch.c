@@ -161,10 +161,11 @@ static TpOrder infer_order(const TpSchedule *s)
 }
 
 /* The chunk map of S stages on R ranks that puts each stage where the file runs it (rank[st]):
- * round-robin or V-shaped; FALSE with a message naming the first stage that fits neither. */
-static gboolean derive_map(const int *rank, int S, int R, TpChunkMap *m, const char *name, GError **err)
+ * round-robin or V-shaped (where both fit, on one rank, V-shaped for a split backward, as zb-v's);
+ * FALSE with a message naming the first stage that fits neither. */
+static gboolean derive_map(const int *rank, int S, int R, gboolean split, TpChunkMap *m, const char *name, GError **err)
 {
-  static const TpChunkMap maps[] = { TP_MAP_ROUND_ROBIN, TP_MAP_V_SHAPE };
+  const TpChunkMap maps[] = { split ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN, split ? TP_MAP_ROUND_ROBIN : TP_MAP_V_SHAPE };
   for (guint i = 0; i < G_N_ELEMENTS(maps); i++) {
     int st = 0;
     while (st < S && rank[st] == tp_chunk_map_rank(maps[i], R, st))
@@ -237,8 +238,12 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
                   "stage s runs on rank s", name, rank_of[st] + 1, st, rank_of[st]);
       ok = FALSE;
     }
+  gboolean split = FALSE;
+  for (int r = 0; r < rows && !split; r++)
+    for (guint i = 0; i < acts[r]->len && !split; i++)
+      split = g_array_index(acts[r], Action, i).kind == TP_OP_I || g_array_index(acts[r], Action, i).kind == TP_OP_W;
   if (ok && stages > rows)
-    ok = derive_map(rank_of, stages, rows, &map, name, err);
+    ok = derive_map(rank_of, stages, rows, split, &map, name, err);
   /* a forward names the micro-batch the stage before sent: PyTorch 2.15's Schedule1F1B numbers the
    * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action */
   for (int r = 0; ok && r < rows; r++)

@@ -247,8 +247,9 @@ static void test_torch_read(void)
   expect_refused("0F0,0X0\n", "t.csv:1: rank 0, step 1: action '0X0': unknown action kind");
   expect_refused("0F0,(0F1;0SEND_F0)OVERLAP_F_B\n", "a part of OVERLAP_F_B must be a computation");
   expect_refused("0F0,(0F1;0B0)OVERLAP_X\n", "a composite action is read only as (A;B)OVERLAP_F_B");
-  expect_refused("0F0,2F0\n1F0\n", "interleaved (virtual) stages are not read");
-  expect_refused("0F0,1F0\n1F0\n", "stage s runs on rank s here");
+  expect_refused("0F0,2F0\n1F0\n", "3 stages on 2 ranks: interleaved stages need the same number of chunks");
+  expect_refused("0F0,1F0\n1F0\n", "stage 1 runs on rank 0 already: a stage runs on one rank");
+  expect_refused("1F0\n0F0\n", "t.csv:2: stage 0 runs on rank 1: with as many stages as ranks stage s runs on rank s");
   expect_refused("0F,0B0\n", "a computation without its micro-batch index");
   expect_refused("0F0\n1F0,1I0,1W0\n", "stage 1 has no B(1,A)");
 }
