@@ -241,8 +241,8 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "compare runs every preset: drop -s, --order and --policy");
     goto fail;
   }
-  if (o.input && (o.workers || o.micro || o.mini)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives W, N and K; drop -w, -n and -k");
+  if (o.input && (o.workers || o.micro || o.mini || o.chunks)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives W, N and K; drop -w, -n, -k and --chunks");
     goto fail;
   }
   /* a schedule file: its row comes last, and the presets run on its W, N and K */
@@ -252,7 +252,7 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     file_name = g_path_get_basename(o.input);
     file_row = (TpPreset){ .name = file_name, .order = file->order, .policy = file->policy, .summary = o.input };
     g_clear_pointer(&o.input, g_free);
-    o.workers = g_strdup_printf("%d", file->W);
+    o.workers = g_strdup_printf("%d", tp_schedule_ranks(file));
     o.micro = g_strdup_printf("%d", file->N);
     o.mini = g_strdup_printf("%d", file->K);
   }
@@ -273,9 +273,12 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     Row *r = &rows[i];
     r->p = &tp_presets[i];
     o.preset = (char *)r->p->name;
+    char *chunks = o.chunks; /* --chunks is interleaved-1f1b's (zb-v holds two) */
+    if (r->p->order != TP_ORDER_INTERLEAVED_1F1B)
+      o.chunks = NULL;
     GError *e = NULL;
     r->s = tp_cli_schedule_build(&o, &e);
-    o.preset = NULL;
+    o.preset = NULL, o.chunks = chunks;
     if (!r->s) {
       r->skip = g_strdup_printf("n/a: %s", e->message);
       g_error_free(e);
