@@ -8,7 +8,9 @@ For W in {2, 4, 8} and N in {4, 8, 16}:
           `timeprest schedule --input` (our validator) and simulated with `timeprest simulate`;
           the two verdicts must agree, except where we refuse on purpose (a forward the rank before
           never ran, PyTorch's own Schedule1F1B defect on the last rank, which its validator does not
-          see).  The interleaved classes run with one and with two stages per rank.
+          see).  The interleaved classes run with one and with two stages per rank; read back,
+          ScheduleInterleaved1F1B (two stages per rank) and ScheduleZBVZeroBubble must be our
+          interleaved-1f1b and zb-v, operation for operation and rank order for rank order.
   export: timeprest's gpipe, 1f1b, zb-h1, zb-h2 (N >= W), interleaved-1f1b (N a multiple of W) and
           zb-v written with --format torch are parsed by PyTorch's _Action.from_str and accepted by
           its _validate_schedule (2W stages for the last two).
@@ -90,9 +92,22 @@ def main():
                         line = sline if src else line
                     on_purpose = "runs no forward of micro-batch" in line
                     agree = (rc == 0) == (tv == "ok") or (rc == 2 and on_purpose)
+                    # PyTorch's interleaved 1F1B (two stages per rank) and ZB-V are our presets, op for op
+                    twin = {("ScheduleInterleaved1F1B", 2): "interleaved-1f1b", ("ScheduleZBVZeroBubble", 2): "zb-v"}
+                    extra = ""
+                    preset = twin.get((cls.__name__, 2 if cls is S.ScheduleZBVZeroBubble else local))
+                    if rc == 0 and preset and (preset != "interleaved-1f1b" or N % W == 0):
+                        with open(os.path.join(d, "x.csv")) as f:
+                            read = f.read()
+                        _, gen = ours("schedule", "-s", preset, "-w", str(W), "-n", str(N), "-k", "1", "-f", "csv",
+                                      "-o", os.path.join(d, "y.csv"))
+                        with open(os.path.join(d, "y.csv")) as f:
+                            same = f.read() == read
+                        agree = agree and same
+                        extra = f"; the same schedule as our {preset}" if same else f"; NOT our {preset}"
                     bad += not agree
                     print(f"import W={W} N={N} {name}: torch {tv}; timeprest "
-                          f"{'ok (read, validated, simulated)' if rc == 0 else 'refused: ' + line}"
+                          f"{'ok (read, validated, simulated)' + extra if rc == 0 else 'refused: ' + line}"
                           f"{'' if agree else '  <-- DISAGREE'}")
                 for preset in ("gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v"):
                     chunks = 2 if preset in ("interleaved-1f1b", "zb-v") else 1
