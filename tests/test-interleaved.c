@@ -142,10 +142,15 @@ static void test_free_links(void)
   g_autoptr(TpSchedule) s = chunked(TP_ORDER_ZB_V, W, 2, 6, 1);
   g_autoptr(TpCost) c = tp_cost_parse(lat, sizeof lat - 1, "lat", s->W, &err);
   g_assert_no_error(err);
+  g_autoptr(TpCost) raw = tp_cost_parse(lat, sizeof lat - 1, "lat", s->W, &err);
+  g_assert_no_error(err);
   tp_cost_place_chunks(c, s);
   g_assert_true(c->shared_devices);
   g_assert_cmpint(c->n_devices, ==, W);
-  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  for (int l = 0; l < s->W - 1; l++) /* the placed cost: the turn's link is free */
+    g_assert_cmpfloat(c->link[l].latency, ==, l == W - 1 ? 0 : 0.25);
+  /* the simulator frees it too, on a cost model that was not placed */
+  g_autoptr(TpSim) sim = tp_sim_run(s, raw, &err);
   g_assert_no_error(err);
   int free_ = 0, paid = 0;
   for (int st = 0; st < s->W; st++)
