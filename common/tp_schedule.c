@@ -48,36 +48,35 @@ gboolean tp_fixed_on_from_name(const char *name, TpFixedOn *out)
 }
 const char *tp_chunk_map_name(TpChunkMap m) { return m < TP_N_MAPS ? map_names[m] : "?"; }
 
-gboolean tp_chunk_map_from_name(const char *name, TpChunkMap *out)
+/* The index of name in names[0..n-1] into *out; FALSE (leaving *out) when it is none of them. */
+static gboolean name_index(const char *name, const char *const *names, int n, int *out)
 {
-  for (int i = 0; i < TP_N_MAPS; i++)
-    if (g_strcmp0(name, map_names[i]) == 0) {
-      *out = (TpChunkMap)i;
+  for (int i = 0; i < n; i++)
+    if (g_strcmp0(name, names[i]) == 0) {
+      *out = i;
       return TRUE;
     }
   return FALSE;
+}
+
+gboolean tp_chunk_map_from_name(const char *name, TpChunkMap *out)
+{
+  int i;
+  return name_index(name, map_names, TP_N_MAPS, &i) && (*out = (TpChunkMap)i, TRUE);
 }
 
 const char *tp_policy_name(TpPolicy p) { return p < TP_N_POLICIES ? policy_names[p] : "?"; }
 
 gboolean tp_order_from_name(const char *name, TpOrder *out)
 {
-  for (int i = 0; i < TP_N_ORDERS; i++)
-    if (g_strcmp0(name, order_names[i]) == 0) {
-      *out = (TpOrder)i;
-      return TRUE;
-    }
-  return FALSE;
+  int i;
+  return name_index(name, order_names, TP_N_ORDERS, &i) && (*out = (TpOrder)i, TRUE);
 }
 
 gboolean tp_policy_from_name(const char *name, TpPolicy *out)
 {
-  for (int i = 0; i < TP_N_POLICIES; i++)
-    if (g_strcmp0(name, policy_names[i]) == 0) {
-      *out = (TpPolicy)i;
-      return TRUE;
-    }
-  return FALSE;
+  int i;
+  return name_index(name, policy_names, TP_N_POLICIES, &i) && (*out = (TpPolicy)i, TRUE);
 }
 
 const TpPreset *tp_preset_find(const char *name)

@@ -223,16 +223,6 @@ static void test_validate(void)
   g_error_free(err);
 }
 
-static TpSchedule *parse(const char *text, GError **err)
-{
-  TpSchedule *s = tp_schedule_parse(text, strlen(text), "t.csv", err);
-  if (s && !tp_validate(s, err)) {
-    tp_schedule_free(s);
-    return NULL;
-  }
-  return s;
-}
-
 /* Ours (CSV, JSON) and PyTorch's CSV written and read back: the same schedule, the rank orders
  * included, and the order named again (W = 1..6). */
 static void test_round_trip(void)
@@ -252,7 +242,7 @@ static void test_round_trip(void)
             continue;
           else
             g_assert_true(tp_format_torch(s, out, &err));
-          g_autoptr(TpSchedule) back = parse(out->str, &err);
+          g_autoptr(TpSchedule) back = tpt_parse(out->str, &err);
           g_assert_no_error(err);
           if (!tp_schedule_equal(s, back))
             g_error("%s W=%d N=%d format %d read back differently", tp_order_name(s->order), W, N, f);
@@ -260,35 +250,23 @@ static void test_round_trip(void)
       }
 }
 
-static void expect_refused(const char *text, const char *want)
-{
-  GError *err = NULL;
-  g_autoptr(TpSchedule) s = parse(text, &err);
-  g_assert_null(s);
-  g_assert_nonnull(err);
-  if (!strstr(err->message, want))
-    g_error("expected '%s' in: %s", want, err->message);
-  g_assert_null(strchr(err->message, '\n'));
-  g_error_free(err);
-}
-
 /* PyTorch's CSV with more stages than ranks: the map follows from the rows, then is checked. */
 static void test_torch_read(void)
 {
   GError *err = NULL;
   /* 4 stages on 2 ranks, round-robin: rank 0 holds 0 and 2 */
-  g_autoptr(TpSchedule) s = parse("0F0,,2F0,,,,2B0,,,0B0\n,1F0,,3F0,3B0,,,1B0\n", &err);
+  g_autoptr(TpSchedule) s = tpt_parse("0F0,,2F0,,,,2B0,,,0B0\n,1F0,,3F0,3B0,,,1B0\n", &err);
   g_assert_no_error(err);
   g_assert_cmpint(s->W, ==, 4);
   g_assert_cmpint(s->V, ==, 2);
   g_assert_cmpint(s->map, ==, TP_MAP_ROUND_ROBIN);
   g_assert_cmpint(s->order, ==, TP_ORDER_INTERLEAVED_1F1B);
   g_assert_cmpint(s->rank_seq[0]->len, ==, 6); /* 4 computations and 2 updates */
-  expect_refused("0F0,1F0,1B0,0B0\n2F0,3F0,3B0,2B0\n", "stage 1 runs on rank 0, which fits neither a round-robin map "
+  tpt_expect_refused("0F0,1F0,1B0,0B0\n2F0,3F0,3B0,2B0\n", "stage 1 runs on rank 0, which fits neither a round-robin map "
                  "(rank 1) nor a V-shaped one (rank 1)");
-  expect_refused("0F0,2F0\n1F0\n", "3 stages on 2 ranks: interleaved stages need the same number of chunks");
-  expect_refused("0F0,1F0\n1F0\n", "stage 1 runs on rank 0 already: a stage runs on one rank");
-  expect_refused("0F0,2F1\n1F0,3F0\n", "action '2F1': stage 1 (rank 1) runs no forward of micro-batch 1");
+  tpt_expect_refused("0F0,2F0\n1F0\n", "3 stages on 2 ranks: interleaved stages need the same number of chunks");
+  tpt_expect_refused("0F0,1F0\n1F0\n", "stage 1 runs on rank 0 already: a stage runs on one rank");
+  tpt_expect_refused("0F0,2F1\n1F0,3F0\n", "action '2F1': stage 1 (rank 1) runs no forward of micro-batch 1");
 }
 
 static void test_cli(void)
