@@ -168,28 +168,17 @@ static void test_free_links(void)
   g_assert_cmpint(paid, >, 0);
 }
 
-static void expect_invalid(TpSchedule *s, const char *want)
-{
-  GError *err = NULL;
-  g_assert_false(tp_validate(s, &err));
-  g_assert_nonnull(err);
-  if (!strstr(err->message, want))
-    g_error("expected '%s' in: %s", want, err->message);
-  g_assert_null(strchr(err->message, '\n'));
-  g_error_free(err);
-}
-
 static void test_validate(void)
 {
   { /* a rank's order naming another rank's stage */
     g_autoptr(TpSchedule) s = chunked(TP_ORDER_INTERLEAVED_1F1B, 2, 2, 2, 1);
     g_array_index(s->rank_seq[0], int32_t, 0) = 1;
-    expect_invalid(s, "worker 1 runs an operation of stage 2, which map round-robin puts on worker 2");
+    tpt_expect_invalid(s, "worker 1 runs an operation of stage 2, which map round-robin puts on worker 2");
   }
   { /* an operation missing from its rank's order */
     g_autoptr(TpSchedule) s = chunked(TP_ORDER_INTERLEAVED_1F1B, 2, 2, 2, 1);
     g_array_remove_index(s->rank_seq[1], s->rank_seq[1]->len - 1);
-    expect_invalid(s, "stage 4 has 5 operations, its worker's order runs 4 of them");
+    tpt_expect_invalid(s, "stage 4 has 5 operations, its worker's order runs 4 of them");
   }
   { /* rank 1 runs chunk 1's first forward before chunk 0's: it waits for itself */
     g_autoptr(TpSchedule) s = chunked(TP_ORDER_INTERLEAVED_1F1B, 2, 2, 2, 1);
@@ -198,15 +187,15 @@ static void test_validate(void)
     while (g_array_index(q, int32_t, k) == first)
       k++;
     g_array_index(q, int32_t, k) = first, g_array_index(q, int32_t, 0) = 2;
-    expect_invalid(s, "deadlock: rank 1 waits at F(1,A) of stage 3 for F(1,A) from stage 2 on rank 2");
+    tpt_expect_invalid(s, "deadlock: rank 1 waits at F(1,A) of stage 3 for F(1,A) from stage 2 on rank 2");
   }
   { /* a chunked order without chunks, and a flat order with them */
     g_autoptr(TpSchedule) s = tpt_preset("1f1b", 4, 4, 1);
     s->order = TP_ORDER_INTERLEAVED_1F1B;
-    expect_invalid(s, "order interleaved-1f1b needs several chunks per worker");
+    tpt_expect_invalid(s, "order interleaved-1f1b needs several chunks per worker");
     g_autoptr(TpSchedule) z = chunked(TP_ORDER_ZB_V, 2, 2, 4, 1);
     z->order = TP_ORDER_ZB_H1;
-    expect_invalid(z, "order zb-h1 holds one chunk per worker");
+    tpt_expect_invalid(z, "order zb-h1 holds one chunk per worker");
   }
   GError *err = NULL;
   g_assert_false(tp_pair_check(TP_ORDER_INTERLEAVED_1F1B, TP_POLICY_VSYNC_LATEST, 4, 8, &err));

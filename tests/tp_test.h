@@ -37,6 +37,18 @@ static inline TpSchedule *tpt_parse(const char *text, GError **err)
   return s;
 }
 
+/* The validator refuses s with one line containing want. */
+static inline void tpt_expect_invalid(const TpSchedule *s, const char *want)
+{
+  GError *err = NULL;
+  g_assert_false(tp_validate(s, &err));
+  g_assert_nonnull(err);
+  if (!strstr(err->message, want))
+    g_error("expected '%s' in: %s", want, err->message);
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
 /* The text is refused with one line containing want. */
 static inline void tpt_expect_refused(const char *text, const char *want)
 {
