@@ -73,11 +73,11 @@ static void try_start(Run *r, int st)
     return;
   long g = sim->ix->off[st] + r->pos[st];
   const TpSchedule *s = sim->s;
-  int dev = s->rank_seq ? tp_stage_rank(s, st) : sim->c->stage[st].device;
+  int dev = sim->c->stage[st].device, rk = tp_stage_rank(s, st);
   if (!r->arrived[g] || r->dev_busy[dev])
     return;
-  if (s->rank_seq && g_array_index(s->rank_seq[dev], int32_t, r->rpos[dev]) != st)
-    return; /* not this chunk's turn on its rank */
+  if (s->rank_seq && g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]) != st)
+    return; /* not this chunk's turn on its rank: the rank runs one operation at a time, in its order */
   const TpOp *op = &tp_stage_ops(sim->s, st)[r->pos[st]];
   r->busy[st] = r->dev_busy[dev] = TRUE;
   r->cur[st] = g;
@@ -111,18 +111,16 @@ static void on_compute_done(Run *r, int st)
   TpSim *sim = r->sim;
   long g = r->cur[st];
   const TpSchedule *s = sim->s;
-  int dev = s->rank_seq ? tp_stage_rank(s, st) : sim->c->stage[st].device;
+  int dev = sim->c->stage[st].device, rk = tp_stage_rank(s, st);
   sim->end[g] = r->eng.now;
   r->busy[st] = r->dev_busy[dev] = FALSE;
   r->pos[st]++;
   if (sim->cons[g] >= 0)
     send(r, st, g);
   try_later(r, st);
-  if (s->rank_seq) { /* the rank's next operation, of whichever chunk */
-    if (++r->rpos[dev] < (int)s->rank_seq[dev]->len)
-      try_later(r, g_array_index(s->rank_seq[dev], int32_t, r->rpos[dev]));
-  } else
-    tp_mark_device_sharers(&r->eng, sim->c, st);
+  if (s->rank_seq && ++r->rpos[rk] < (int)s->rank_seq[rk]->len) /* the rank's next operation, of any chunk */
+    try_later(r, g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]));
+  tp_mark_device_sharers(&r->eng, sim->c, st);
 }
 
 static void on_xfer_done(Run *r, int l) { tp_link_done(&r->eng, &r->link[l], l, &link_handlers, r); }
@@ -182,7 +180,7 @@ static gboolean run_events(TpSim *sim, GError **err)
   r.pos = g_new0(int, s->W);
   r.cur = g_new0(long, s->W);
   r.busy = g_new0(gboolean, s->W);
-  r.dev_busy = g_new0(gboolean, MAX(c->n_devices, tp_schedule_ranks(s)));
+  r.dev_busy = g_new0(gboolean, c->n_devices);
   r.rpos = g_new0(int, tp_schedule_ranks(s));
   r.arrived = g_new0(uint8_t, n);
   r.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(s->W), 1));
@@ -213,6 +211,24 @@ static gboolean run_events(TpSim *sim, GError **err)
   return ok;
 }
 
+/* Interleaved stages whose ranks share no device (the unit-slot replay runs each rank on its own). */
+static gboolean ranks_apart(const TpSchedule *s, const TpCost *c)
+{
+  if (!s->rank_seq)
+    return FALSE;
+  int *owner = g_new(int, c->n_devices); /* the rank each device serves */
+  gboolean apart = TRUE;
+  for (int d = 0; d < c->n_devices; d++)
+    owner[d] = -1;
+  for (int st = 0; st < s->W && apart; st++) {
+    int d = c->stage[st].device;
+    apart = owner[d] < 0 || owner[d] == tp_stage_rank(s, st);
+    owner[d] = tp_stage_rank(s, st);
+  }
+  g_free(owner);
+  return apart;
+}
+
 static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepared *prep, GError **err)
 {
   if (c->W != s->W) {
@@ -233,7 +249,7 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
   }
   long n = sim->n_ops = sim->ix->off[s->W];
   /* interleaved stages on unit costs: the replay follows the ranks' orders as the event loop does */
-  gboolean replay = !events && c->unit && (!c->shared_devices || s->rank_seq), replayed = FALSE;
+  gboolean replay = !events && c->unit && (!c->shared_devices || ranks_apart(s, c)), replayed = FALSE;
   if (replay && prep && prep->start && prep->end) {
     sim->start = prep->start;
     sim->end = prep->end;

@@ -168,6 +168,20 @@ static void test_free_links(void)
   g_assert_cmpint(paid, >, 0);
 }
 
+/* Ranks that share one device (a cost model whose stages all run on device 1, as on the h200
+ * cluster) still share it once the chunks are placed: every operation runs one after another. */
+static void test_shared_device(void)
+{
+  static const char one[] = "[stages]\nforward = 1\nbackward = 1\ndevice = 1\n";
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = chunked(TP_ORDER_INTERLEAVED_1F1B, 4, 2, 8, 1);
+  g_autoptr(TpCost) c = tp_cost_parse(one, sizeof one - 1, "one", s->W, &err);
+  g_assert_no_error(err);
+  tp_cost_place_chunks(c, s);
+  g_assert_cmpint(c->n_devices, ==, 1);
+  g_assert_cmpfloat(makespan(s, c), ==, 2.0 * 8 * s->W);
+}
+
 static void test_validate(void)
 {
   { /* a rank's order naming another rank's stage */
@@ -309,6 +323,7 @@ int main(int argc, char **argv)
   g_test_add_func("/interleaved/zbv-closed-form", test_zbv_closed_form);
   g_test_add_func("/interleaved/memory", test_memory);
   g_test_add_func("/interleaved/free-links", test_free_links);
+  g_test_add_func("/interleaved/shared-device", test_shared_device);
   g_test_add_func("/interleaved/validate", test_validate);
   g_test_add_func("/interleaved/round-trip", test_round_trip);
   g_test_add_func("/interleaved/torch-read", test_torch_read);
