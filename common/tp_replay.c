@@ -88,11 +88,10 @@ static gboolean replay_ranks(const TpSchedule *s, const TpIndex *ix, int64_t *is
     const TpOp *op = &tp_stage_ops(s, st)[pos[st]];
     tp_op_where(s, op, where, sizeof where);
     tp_op_name(s, op, what, sizeof what);
-    long p = tp_index_producer(ix, s, st, op, &pst);
+    tp_index_producer(ix, s, st, op, &pst);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sdeadlock: rank %d waits at %s of stage %d for %s from stage %d on "
                 "rank %d, which never gets there in its order", where, r + 1, what, st + 1, what, pst + 1,
                 tp_stage_rank(s, pst) + 1);
-    (void)p;
     ok = FALSE;
   }
   g_free(pos);
