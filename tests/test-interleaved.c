@@ -253,6 +253,36 @@ static void test_round_trip(void)
       }
 }
 
+/* Our files with a bad chunk header or worker orders: one line each. */
+static void test_bad_files(void)
+{
+  static const char head[] = "# timeprest-schedule order=interleaved-1f1b policy=sync workers=1 micro_batches=1 "
+                             "mini_batches=1";
+  static const char rows[] = "\nstage,op,mini_batch,micro_batch,version,source\n1,F,1,1,0,fixed\n2,F,1,1,0,fixed\n"
+                             "2,B,1,1,0,fixed\n2,U,1,,0,fixed\n1,B,1,1,0,fixed\n1,U,1,,0,fixed\n";
+  g_autofree char *good = g_strconcat(head, " chunks=2 chunk_map=round-robin", rows, NULL);
+  g_autofree char *no_map = g_strconcat(head, " chunks=2", rows, NULL);
+  g_autofree char *bad_map = g_strconcat(head, " chunks=2 chunk_map=zigzag", rows, NULL);
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tpt_parse(good, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(s->W, ==, 2);
+  tpt_expect_refused(no_map, "chunks (2 or more) and chunk_map (round-robin or v-shape) go together");
+  tpt_expect_refused(bad_map, "bad value 'zigzag' for chunk_map");
+  /* JSON: worker_orders needed with chunks, refused without */
+  g_autoptr(GString) json = g_string_new(NULL);
+  tp_format_json(s, json);
+  g_autofree char *cut = g_strndup(json->str, (gsize)(strstr(json->str, ",\n  \"worker_orders\"") - json->str));
+  g_autofree char *no_orders = g_strconcat(cut, "\n}\n", NULL);
+  tpt_expect_refused(no_orders, "\"worker_orders\" must be an array of 1 arrays (one per worker) of stage numbers");
+  g_autoptr(TpSchedule) flat = tpt_preset("1f1b", 2, 2, 1);
+  g_autoptr(GString) fj = g_string_new(NULL);
+  tp_format_json(flat, fj);
+  g_string_truncate(fj, (gsize)(strrchr(fj->str, ']') - fj->str + 1));
+  g_string_append(fj, ",\n  \"worker_orders\": [[1]]\n}\n");
+  tpt_expect_refused(fj->str, "\"worker_orders\" is for chunks above 1");
+}
+
 /* PyTorch's CSV with more stages than ranks: the map follows from the rows, then is checked. */
 static void test_torch_read(void)
 {
@@ -326,6 +356,7 @@ int main(int argc, char **argv)
   g_test_add_func("/interleaved/shared-device", test_shared_device);
   g_test_add_func("/interleaved/validate", test_validate);
   g_test_add_func("/interleaved/round-trip", test_round_trip);
+  g_test_add_func("/interleaved/bad-files", test_bad_files);
   g_test_add_func("/interleaved/torch-read", test_torch_read);
   g_test_add_func("/interleaved/cli", test_cli);
   return g_test_run();
