@@ -336,6 +336,13 @@ static void test_cli(void)
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "chunks       4 workers hold 2 chunks each (map v-shape)"));
   tpt_run_clear(&r);
+  /* the report adds each worker's chunks and marks the link inside a worker */
+  const char *const rep[] = { "simulate", "-s", "zb-v", "-w", "2", "-n", "4", "-k", "1", NULL };
+  r = tpt_run(rep);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\n     1 1,4                        24  0.0400           13\n"));
+  g_assert_nonnull(strstr(r.out, "  2 -> 3            4            4  (inside worker 2: free)\n"));
+  tpt_run_clear(&r);
   /* compare lists both presets; with a cost file of W stages they do not apply, with reasons */
   const char *const cmp[] = { "compare", "-w", "4", "-n", "8", "-k", "2", "--format", "csv", NULL };
   r = tpt_run(cmp);
