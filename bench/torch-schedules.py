@@ -6,11 +6,14 @@ For W in {2, 4, 8} and N in {4, 8, 16}:
           order computed as its constructor does), written as PyTorch's compute-only CSV (its own
           _Action repr, empty cells idle), checked by PyTorch's _validate_schedule, then read by
           `timeprest schedule --input` (our validator) and simulated with `timeprest simulate`;
-          the two verdicts must agree, except where we refuse on purpose (interleaved stages:
-          more stages than ranks; a forward the rank before never ran, PyTorch's own
-          Schedule1F1B defect on the last rank, which its validator does not see).
-  export: timeprest's gpipe, 1f1b, zb-h1, zb-h2 (N >= W) written with --format torch are parsed by
-          PyTorch's _Action.from_str and accepted by its _validate_schedule.
+          the two verdicts must agree, except where we refuse on purpose (a forward the rank before
+          never ran, PyTorch's own Schedule1F1B defect on the last rank, which its validator does not
+          see).  The interleaved classes run with one and with two stages per rank; read back,
+          ScheduleInterleaved1F1B (two stages per rank) and ScheduleZBVZeroBubble must be our
+          interleaved-1f1b and zb-v, operation for operation and rank order for rank order.
+  export: timeprest's gpipe, 1f1b, zb-h1, zb-h2 (N >= W), interleaved-1f1b (N a multiple of W) and
+          zb-v written with --format torch are parsed by PyTorch's _Action.from_str and accepted by
+          its _validate_schedule (2W stages for the last two).
 Run by bench/torch-schedules.sh in a virtual environment with torch; exit 1 on any disagreement."""
 import csv
 import os
@@ -23,16 +26,16 @@ import torch.distributed.pipelining.schedules as S
 TP = os.environ.get("TP_BIN", "./timeprest")
 
 
-def order_of(cls, W, N):
-    """The pipeline order a schedule class computes for W ranks and N micro-batches (one stage per
-    rank, or two for the V-shaped ones), without a process group."""
+def order_of(cls, W, N, local=1):
+    """The pipeline order a schedule class computes for W ranks and N micro-batches (`local` stages per
+    rank for the looped classes, two for the V-shaped ones), without a process group."""
     o = cls.__new__(cls)
     o._n_microbatches = N
     if issubclass(cls, S.PipelineScheduleSingle):
         o._num_stages = W
         return o._get_pipeline_order()
     v = cls in (S.ScheduleZBVZeroBubble, S.ScheduleDualPipeV)
-    local = 2 if v else 1
+    local = 2 if v else local
     o.pp_group_size = W
     o.n_local_stages = local
     o._num_stages = o.num_stages = W * local
@@ -66,14 +69,15 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         for W in (2, 4, 8):
             for N in (4, 8, 16):
-                for cls in classes:
-                    name = cls.__name__
+                looped = (S.ScheduleInterleaved1F1B, S.ScheduleInterleavedZeroBubble)
+                for cls, local in [(c, 1) for c in classes] + [(c, 2) for c in looped]:
+                    name = cls.__name__ + (f" ({local} stages per rank)" if local > 1 else "")
                     try:
-                        order = order_of(cls, W, N)
+                        order = order_of(cls, W, N, local)
                     except Exception as e:
                         print(f"import W={W} N={N} {name}: PyTorch does not build it: {str(e).splitlines()[0]}")
                         continue
-                    path = os.path.join(d, f"{name}-{W}-{N}.csv")
+                    path = os.path.join(d, f"{cls.__name__}-{local}-{W}-{N}.csv")
                     with open(path, "w", newline="") as f:
                         w = csv.writer(f)
                         for r in range(W):
@@ -86,14 +90,28 @@ def main():
                         src, sline = ours("simulate", "-i", path)
                         rc = src or rc
                         line = sline if src else line
-                    on_purpose = "interleaved" in line or "runs no forward of micro-batch" in line
+                    on_purpose = "runs no forward of micro-batch" in line
                     agree = (rc == 0) == (tv == "ok") or (rc == 2 and on_purpose)
+                    # PyTorch's interleaved 1F1B (two stages per rank) and ZB-V are our presets, op for op
+                    twin = {("ScheduleInterleaved1F1B", 2): "interleaved-1f1b", ("ScheduleZBVZeroBubble", 2): "zb-v"}
+                    extra = ""
+                    preset = twin.get((cls.__name__, 2 if cls is S.ScheduleZBVZeroBubble else local))
+                    if rc == 0 and preset and (preset != "interleaved-1f1b" or N % W == 0):
+                        with open(os.path.join(d, "x.csv")) as f:
+                            read = f.read()
+                        _, gen = ours("schedule", "-s", preset, "-w", str(W), "-n", str(N), "-k", "1", "-f", "csv",
+                                      "-o", os.path.join(d, "y.csv"))
+                        with open(os.path.join(d, "y.csv")) as f:
+                            same = f.read() == read
+                        agree = agree and same
+                        extra = f"; the same schedule as our {preset}" if same else f"; NOT our {preset}"
                     bad += not agree
                     print(f"import W={W} N={N} {name}: torch {tv}; timeprest "
-                          f"{'ok (read, validated, simulated)' if rc == 0 else 'refused: ' + line}"
+                          f"{'ok (read, validated, simulated)' + extra if rc == 0 else 'refused: ' + line}"
                           f"{'' if agree else '  <-- DISAGREE'}")
-                for preset in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
-                    if N < W:
+                for preset in ("gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v"):
+                    chunks = 2 if preset in ("interleaved-1f1b", "zb-v") else 1
+                    if N < W or (preset == "interleaved-1f1b" and N % W):
                         continue
                     path = os.path.join(d, f"{preset}-{W}-{N}.csv")
                     rc, line = ours("schedule", "-s", preset, "-w", str(W), "-n", str(N), "-k", "1",
@@ -104,7 +122,7 @@ def main():
                         continue
                     with open(path, newline="") as f:
                         order = {r: [S._Action.from_str(c) for c in row] for r, row in enumerate(csv.reader(f))}
-                    tv = torch_verdict(order, W, W, N)
+                    tv = torch_verdict(order, W, W * chunks, N)
                     bad += tv != "ok"
                     print(f"export W={W} N={N} {preset}: torch {tv}{'' if tv == 'ok' else '  <-- FAIL'}")
     print(f"{bad} disagreement(s)")

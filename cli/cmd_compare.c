@@ -8,6 +8,7 @@ typedef struct {
   const TpPreset *p;
   TpSchedule *s;
   TpCost *c;
+  TpCost *own; /* the row's own cost model (interleaved stages: a split into chunks), or NULL */
   TpSim *sim;
   TpMetrics *m;
   char *skip; /* why this preset does not apply, or NULL */
@@ -51,6 +52,29 @@ static char *presets_split(const Row *rows, int n)
     if (!rows[i].skip && tp_schedule_has_split(rows[i].s))
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
   return g_string_free(names, FALSE);
+}
+
+/* "a, b" list of the applicable presets with several chunks per worker. */
+static char *presets_chunked(const Row *rows, int n)
+{
+  GString *names = g_string_new(NULL);
+  for (int i = 0; i < n; i++)
+    if (!rows[i].skip && rows[i].s->rank_seq)
+      g_string_append_printf(names, "%s%s", names->len ? ", " : "", rows[i].p->name);
+  return g_string_free(names, FALSE);
+}
+
+/* Worker r's memory: the sum of its chunks' peaks (an upper bound: they need not peak together), the
+ * most weight versions any of them holds, and the most activations. */
+static void worker_memory(const Row *r, int w, double *bytes, int *versions, int *acts)
+{
+  *bytes = 0, *versions = 0, *acts = 0;
+  for (int st = 0; st < r->s->W; st++)
+    if (tp_stage_rank(r->s, st) == w) {
+      *bytes += r->m->stage[st].peak_bytes;
+      *versions = MAX(*versions, r->m->stage[st].max_live_versions);
+      *acts += r->m->stage[st].peak_activations;
+    }
 }
 
 static int max_mismatch(const TpMetrics *m)
@@ -97,6 +121,10 @@ static void table(Row *rows, int n, long long dataset, GString *out)
     g_autofree char *split = presets_split(rows, n);
     if (*split)
       g_string_append_printf(out, " and these look slower, a backward in two slots (I and W): %s;", split);
+    g_autofree char *chunked_u = presets_chunked(rows, n);
+    if (*chunked_u)
+      g_string_append_printf(out, " and these much slower, each operation of a chunk (1/V of a stage) in a whole "
+                             "slot: %s;", chunked_u);
     g_string_append(out, " use a cost model to compare times\n\n");
   }
   gboolean any_over = FALSE;
@@ -118,16 +146,22 @@ static void table(Row *rows, int n, long long dataset, GString *out)
                            m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
                            m->throughput_steady, m->throughput, m->v_steady, m->chains, max_mismatch(m),
                            tp_report_fixed_on(r->s));
-    for (int st = 0; st < s->W; st++) {
-      g_autofree char *b = human_bytes(m->stage[st].peak_bytes, unit);
-      gboolean over = c->capacity && m->stage[st].peak_bytes > c->capacity[st];
+    for (int w = 0; w < tp_schedule_ranks(r->s); w++) {
+      double bytes;
+      int versions, acts;
+      worker_memory(r, w, &bytes, &versions, &acts);
+      g_autofree char *b = human_bytes(bytes, unit);
+      gboolean over = r->c->capacity && bytes > r->c->capacity[w];
       any_over |= over;
-      g_string_append_printf(out, " %s/%d%s", b, m->stage[st].max_live_versions, over ? "!" : "");
+      g_string_append_printf(out, " %s/%d%s", b, versions, over ? "!" : "");
     }
     g_string_append_c(out, '\n');
   }
   if (any_over)
     g_string_append(out, "\n! = more than the stage's device memory\n");
+  g_autofree char *chunked = presets_chunked(rows, n);
+  if (*chunked)
+    g_string_append_printf(out, "\n%s: mem per worker, its chunks' peaks added (an upper bound)\n", chunked);
 }
 
 static void csv(Row *rows, int n, long long dataset, GString *out)
@@ -135,7 +169,7 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
   int W = 0;
   for (int i = 0; i < n; i++)
     if (!rows[i].skip)
-      W = rows[i].s->W;
+      W = tp_schedule_ranks(rows[i].s);
   g_string_append(out, "preset,order,policy,applies,order_fixed_on,time_per_mini_batch_steady,"
                        "time_per_mini_batch_whole_run,time_per_epoch_steady,bubble_fraction_steady,"
                        "bubble_fraction_whole_run,throughput_steady,throughput_whole_run,v_steady,chains,"
@@ -163,9 +197,14 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
                            m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
                            m->throughput_steady, m->throughput, m->v_steady, m->chains, m->multiple_sequences,
                            max_mismatch(m), m->makespan);
-    for (int st = 0; st < W; st++)
-      g_string_append_printf(out, ",%.9g,%d,%d,%d", m->stage[st].peak_bytes, m->stage[st].max_live_versions,
-                             m->stage[st].peak_activations, m->stage[st].max_version_mismatch);
+    for (int w = 0; w < W; w++) {
+      double bytes;
+      int versions, acts, worst = 0;
+      worker_memory(r, w, &bytes, &versions, &acts);
+      for (int st = 0; st < r->s->W; st++)
+        worst = MAX(worst, tp_stage_rank(r->s, st) == w ? m->stage[st].max_version_mismatch : 0);
+      g_string_append_printf(out, ",%.9g,%d,%d,%d", bytes, versions, acts, worst);
+    }
     g_string_append_c(out, '\n');
   }
 }
@@ -202,8 +241,8 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "compare runs every preset: drop -s, --order and --policy");
     goto fail;
   }
-  if (o.input && (o.workers || o.micro || o.mini)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives W, N and K; drop -w, -n and -k");
+  if (o.input && (o.workers || o.micro || o.mini || o.chunks)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives W, N and K; drop -w, -n, -k and --chunks");
     goto fail;
   }
   /* a schedule file: its row comes last, and the presets run on its W, N and K */
@@ -213,7 +252,7 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     file_name = g_path_get_basename(o.input);
     file_row = (TpPreset){ .name = file_name, .order = file->order, .policy = file->policy, .summary = o.input };
     g_clear_pointer(&o.input, g_free);
-    o.workers = g_strdup_printf("%d", file->W);
+    o.workers = g_strdup_printf("%d", tp_schedule_ranks(file));
     o.micro = g_strdup_printf("%d", file->N);
     o.mini = g_strdup_printf("%d", file->K);
   }
@@ -234,12 +273,28 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     Row *r = &rows[i];
     r->p = &tp_presets[i];
     o.preset = (char *)r->p->name;
+    char *chunks = o.chunks; /* --chunks is interleaved-1f1b's (zb-v holds two) */
+    if (r->p->order != TP_ORDER_INTERLEAVED_1F1B)
+      o.chunks = NULL;
     GError *e = NULL;
     r->s = tp_cli_schedule_build(&o, &e);
-    o.preset = NULL;
+    o.preset = NULL, o.chunks = chunks;
     if (!r->s) {
       r->skip = g_strdup_printf("n/a: %s", e->message);
       g_error_free(e);
+      continue;
+    }
+    if (r->s->rank_seq && co.cost) {
+      r->skip = g_strdup_printf("n/a: the cost file describes %d stages, this preset runs %d chunks (%d per worker): "
+                                "compare it with --model, or simulate it with a cost file of its chunks",
+                                tp_schedule_ranks(r->s), r->s->W, r->s->V);
+      continue;
+    }
+    if (r->s->rank_seq) { /* its own split of the model into W·V chunks, on the same workers */
+      if (!(r->c = r->own = tp_cli_cost_build(&co, r->s, err)) || !(r->sim = tp_sim_run(r->s, r->c, err)))
+        ok = FALSE;
+      else
+        r->m = tp_metrics_compute(r->sim);
       continue;
     }
     if (!shared && !(shared = tp_cli_cost_build(&co, r->s, err)))
@@ -253,7 +308,11 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   }
   if (ok && file) {
     Row *r = &rows[n - 1];
-    if (!shared && !(shared = tp_cli_cost_build(&co, r->s, err)))
+    if (r->s->rank_seq && (!(r->c = r->own = tp_cli_cost_build(&co, r->s, err)) || !(r->sim = tp_sim_run(r->s, r->c, err))))
+      ok = FALSE;
+    else if (r->s->rank_seq)
+      r->m = tp_metrics_compute(r->sim);
+    else if (!shared && !(shared = tp_cli_cost_build(&co, r->s, err)))
       ok = FALSE;
     else if (!(r->sim = tp_sim_run(r->s, shared, err)))
       ok = FALSE;
@@ -273,6 +332,7 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     tp_metrics_free(rows[i].m);
     tp_sim_free(rows[i].sim);
     tp_schedule_free(rows[i].s);
+    tp_cost_free(rows[i].own);
     g_free(rows[i].skip);
   }
   g_free(rows);

@@ -61,13 +61,14 @@ static GArray *parse_batches(const char *text, GError **err)
 }
 
 /* --presets a,b,c (default: every preset the executor can train — not yet the split-backward ones,
- * zb-h1 and zb-h2, which are searched when named). */
+ * zb-h1 and zb-h2, which are searched when named; interleaved-1f1b and zb-v, whose W·V chunks the
+ * search does not split, are refused). */
 static GPtrArray *parse_presets(const char *text, GError **err)
 {
   GPtrArray *a = g_ptr_array_new();
   if (!text) {
     for (int i = 0; i < tp_n_presets; i++)
-      if (!tp_order_split(tp_presets[i].order))
+      if (!tp_order_split(tp_presets[i].order) && !tp_order_chunked(tp_presets[i].order))
         g_ptr_array_add(a, (gpointer)&tp_presets[i]);
     return a;
   }
@@ -78,6 +79,12 @@ static GPtrArray *parse_presets(const char *text, GError **err)
       g_autofree char *names = tp_preset_names();
       g_autofree char *q = tp_quote(parts[i]);
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--presets: unknown preset %s (expected some of: %s)", q, names);
+      g_ptr_array_unref(a);
+      return NULL;
+    }
+    if (tp_order_chunked(p->order)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--presets: %s holds several model chunks per worker, which the plan "
+                  "search does not split; simulate or compare it", p->name);
       g_ptr_array_unref(a);
       return NULL;
     }

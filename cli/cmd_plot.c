@@ -162,8 +162,12 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     if (meas_ev)
       written += timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
     labels_on = labels_on && written > 0; /* gnuplot fails on a label plot without points */
-    for (int st = 1; st <= lanes; st++)
-      g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
+    for (int st = 1; st <= lanes; st++) /* interleaved stages: each with its worker */
+      if (r.s && r.s->rank_seq && st <= r.s->W)
+        g_string_append_printf(ytics, "%s\"stage %d (worker %d)\" %d", st > 1 ? ", " : "", st,
+                               tp_stage_rank(r.s, st - 1) + 1, lanes - st + 1);
+      else
+        g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
     g_string_append(ytics, ")");
     g_autofree char *dpath = p ? tp_plot_path(p, "timeline.dat") : NULL;
     g_autofree char *t = title ? g_strdup(title)

@@ -22,7 +22,7 @@ typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps, *threads;
   char *significance, *peer_timeout, *devices, *lr_schedule;
-  char *checkpoint, *resume, *ck_every, *stop_after, *split;
+  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks;
   gboolean quiet, recompute;
   int *split_counts;        /* --split parsed: [W] layers per stage */
 } Opts;
@@ -33,7 +33,7 @@ static void opts_clear(Opts *o)
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps, &o->threads,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
-                   &o->devices, &o->lr_schedule, &o->split };
+                   &o->devices, &o->lr_schedule, &o->split, &o->chunks };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
   g_clear_pointer(&o->split_counts, g_free);
@@ -171,6 +171,13 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   }
   if (!o->schedule && !(c->preset = tp_cli_preset(o->preset, err)))
     return FALSE;
+  int chunks = 1;
+  if (o->chunks && (o->schedule || !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &chunks, err) ||
+                    (!tp_order_chunked(c->preset->order) && !tp_chunks_check(c->preset->order, w, chunks, n, err)))) {
+    if (o->schedule)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks: the schedule file gives its chunks; drop --chunks");
+    return FALSE;
+  }
   c->W = w, c->N = n, c->K = k, c->epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
   c->W_given = o->workers != NULL, c->N_given = o->micro != NULL;
   c->per_epoch = !o->mini;
@@ -225,6 +232,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest)", "PRESET" },
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Pipeline stages W (default 4; 1 = plain mini-batch SGD)", "W" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch N (default 4)", "N" },
+    { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
+      "Model chunks per worker (interleaved-1f1b, zb-v: refused, the executor runs one stage per worker)", "V" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },

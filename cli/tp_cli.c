@@ -99,11 +99,13 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest; see 'timeprest --help')",
       "PRESET" },
-    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2",
+    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, interleaved-1f1b, zb-v",
       "ORDER" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &o->policy,
       "Weight policy with --order: sync, stash, vsync-latest, latest, intermediate, 2bw", "POLICY" },
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Workers = pipeline stages (default 4)", "W" },
+    { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
+      "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages", "V" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch (default 4)", "N" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 3W+2: W+2 of them in the steady state)",
       "K" },
@@ -129,14 +131,15 @@ void tp_cli_schedule_clear(TpCliSchedule *o)
   g_free(o->mini);
   g_free(o->input);
   g_free(o->significance);
+  g_free(o->chunks);
 }
 
 /* tp_cli_schedule_build, keeping in prep (NULL: nothing) what generating the schedule computed */
 static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GError **err)
 {
   if (o->input) {
-    if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives the schedule; drop -s/--order/--policy/-w/-n/-k");
+    if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini || o->chunks) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives the schedule; drop -s/--order/--policy/-w/-n/-k/--chunks");
       return NULL;
     }
     TpSchedule *s = tp_schedule_load(o->input, err);
@@ -157,7 +160,7 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
     }
     if (!tp_order_from_name(o->order, &order)) {
       g_autofree char *q = tp_quote(o->order);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2)", q);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, interleaved-1f1b, zb-v)", q);
       return NULL;
     }
     if (!tp_policy_from_name(o->policy, &policy)) {
@@ -191,9 +194,12 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
       return NULL;
     }
   }
-  if (!tp_size_check(W, N, K, err) || !tp_pair_check(order, policy, W, N, err))
+  int V = tp_order_default_chunks(order);
+  if (o->chunks && !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &V, err))
     return NULL;
-  TpSchedule *s = tp_schedule_generate_prepared(order, policy, W, N, K, prep, err);
+  if (!tp_size_check(W, N, K, err) || !tp_pair_check(order, policy, W, N, err) || !tp_chunks_check(order, W, V, N, err))
+    return NULL;
+  TpSchedule *s = tp_schedule_generate_chunked(order, policy, W, V, N, K, prep, err);
   if (s)
     s->sig = sig, s->recompute = o->recompute;
   return s;
@@ -364,7 +370,17 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o)
   return o->cost || o->model;
 }
 
+static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
+
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
+{
+  TpCost *c = cost_build(o, s, err);
+  if (c)
+    tp_cost_place_chunks(c, s);
+  return c;
+}
+
+static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
   if (o->cost) {
     TpCost *c = tp_cost_load(o->cost, s->W, err);
@@ -389,8 +405,8 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   int batch = 32 * s->N;
   if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))
     return NULL;
-  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL, err);
-  if (!a)
+  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL || s->rank_seq, err);
+  if (!a || (s->rank_seq && !tp_analytic_place(a, s, err)))
     return NULL;
   g_autofree int *counts = NULL;
   if (o->split) {

@@ -37,7 +37,7 @@ GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long ma
 
 /* Options that select a schedule, shared by `schedule` and `simulate`. */
 typedef struct {
-  char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance;
+  char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance, *chunks;
   gboolean recompute;
 } TpCliSchedule;
 

@@ -49,8 +49,10 @@ gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 static void format_header(const TpSchedule *s, GString *out, const char *lead)
 {
   g_string_append_printf(out, "%sorder=%s policy=%s workers=%d micro_batches=%d mini_batches=%d fixed_on=%s", lead,
-                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K,
+                         tp_order_name(s->order), tp_policy_name(s->policy), tp_schedule_ranks(s), s->N, s->K,
                          tp_fixed_on_name(s->fixed_on));
+  if (s->rank_seq) /* absent: one chunk per worker, so every other file reads and writes the same */
+    g_string_append_printf(out, " chunks=%d chunk_map=%s", s->V, tp_chunk_map_name(s->map));
   if (s->policy == TP_POLICY_INTERMEDIATE) {
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, " significance=%s", sig);
@@ -69,20 +71,31 @@ char *tp_schedule_sha256(const TpSchedule *s)
   return g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv->str, (gssize)csv->len);
 }
 
+static void csv_op(GString *out, int st, const TpOp *op)
+{
+  g_string_append_printf(out, "%d,%c,%d,", st + 1, tp_op_letters[op->kind], op->mb);
+  if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
+    g_string_append_printf(out, "%d", op->micro + 1);
+  g_string_append_printf(out, ",%d,%s\n", op->ver, tp_source_names[op->src]);
+}
+
 void tp_format_csv(const TpSchedule *s, GString *out)
 {
   format_header(s, out, "# timeprest-schedule ");
   g_string_append(out, CSV_COLUMNS "\n");
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      const TpOp *op = &ops[k];
-      g_string_append_printf(out, "%d,%c,%d,", st + 1, tp_op_letters[op->kind], op->mb);
-      if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
-        g_string_append_printf(out, "%d", op->micro + 1);
-      g_string_append_printf(out, ",%d,%s\n", op->ver, tp_source_names[op->src]);
-    }
+  if (s->rank_seq) { /* each worker's rows in its order across its chunks: the file keeps that order */
+    int *pos = g_new0(int, s->W);
+    for (int r = 0; r < tp_schedule_ranks(s); r++)
+      for (guint k = 0; k < s->rank_seq[r]->len; k++) {
+        int st = g_array_index(s->rank_seq[r], int32_t, k);
+        csv_op(out, st, &tp_stage_ops(s, st)[pos[st]++]);
+      }
+    g_free(pos);
+    return;
   }
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      csv_op(out, st, &tp_stage_ops(s, st)[k]);
 }
 
 /* Strict integer in [lo, hi]. */
@@ -118,6 +131,10 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
     ok = tp_fixed_on_from_name(value, &s->fixed_on);
   else if (strcmp(key, "significance") == 0)
     return tp_significance_parse(value, &s->sig, err);
+  else if (strcmp(key, "chunks") == 0)
+    return header_int(key, value, TP_MAX_WORKERS, &s->V, err);
+  else if (strcmp(key, "chunk_map") == 0)
+    ok = tp_chunk_map_from_name(value, &s->map) && s->map != TP_MAP_NONE;
   else if (strcmp(key, "recompute") == 0) {
     if ((ok = strcmp(value, "true") == 0 || strcmp(value, "false") == 0))
       s->recompute = strcmp(value, "true") == 0;
@@ -143,9 +160,22 @@ gboolean tp_header_finish(TpSchedule *s, GError **err)
   }
   if (!tp_size_check(s->W, s->N, s->K, err))
     return FALSE;
+  int V = MAX(s->V, 1);
+  if ((V > 1) != (s->map != TP_MAP_NONE)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "header: chunks (2 or more) and chunk_map (round-robin or v-shape) go "
+                "together");
+    return FALSE;
+  }
+  if ((long long)s->W * V > TP_MAX_WORKERS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "header: %d workers times %d chunks is more than %d stages", s->W, V,
+                TP_MAX_WORKERS);
+    return FALSE;
+  }
+  s->W *= V; /* workers= counts ranks; the IR counts stages */
   s->stage = g_new0(GArray *, s->W);
   for (int st = 0; st < s->W; st++)
     s->stage[st] = g_array_new(FALSE, FALSE, sizeof(TpOp));
+  tp_schedule_set_chunks(s, V, s->map);
   return TRUE;
 }
 
@@ -154,6 +184,7 @@ TpSchedule *tp_schedule_blank(const char *name)
   TpSchedule *s = g_new0(TpSchedule, 1);
   s->order = TP_N_ORDERS;
   s->policy = TP_N_POLICIES;
+  s->V = 1;
   s->sig.kind = TP_SIG_EXP;
   s->sig.param = 1.0;
   s->source = g_strdup(name);
@@ -239,6 +270,7 @@ static gboolean csv_row(TpSchedule *s, const char *text, const char *name, int l
     return at_line(err, name, line, e);
   op.line = line;
   g_array_append_val(s->stage[st], op);
+  tp_rank_seq_push(s, st);
   return TRUE;
 }
 

@@ -11,12 +11,20 @@ TpSchedule *tp_schedule_blank(const char *name);
 /* Apply one header item (order, policy, preset, workers, micro_batches, mini_batches, significance,
  * fixed_on, recompute). */
 gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err);
-/* Check the header is complete and allocate the stage arrays. */
+/* Check the header is complete and allocate the stage arrays (workers × chunks of them, with the
+ * workers' orders empty, when the header gives chunks and chunk_map). */
 gboolean tp_header_finish(TpSchedule *s, GError **err);
 /* One operation from its textual fields; micro NULL or "" = whole mini-batch, src NULL = fixed.
  * Sets *st (0-based stage).  The error message carries no location: the caller adds it. */
 gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, const char *mb, const char *micro,
                      const char *ver, const char *src, int *st, TpOp *op, GError **err);
+/* An operation of stage st was read: with interleaved stages it is next in its worker's order. */
+static inline void tp_rank_seq_push(TpSchedule *s, int st)
+{
+  int32_t v = st;
+  if (s->rank_seq)
+    g_array_append_val(s->rank_seq[tp_stage_rank(s, st)], v);
+}
 TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err);
 /* PyTorch's compute-only CSV (tp_torch.c). */
 TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err);

@@ -14,8 +14,10 @@ void tp_format_json(const TpSchedule *s, GString *out)
                          "{\n  \"format\": \"" TP_SCHEDULE_FORMAT "\",\n  \"order\": \"%s\",\n  \"policy\": \"%s\",\n"
                          "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n"
                          "  \"order_fixed_on\": \"%s\",\n",
-                         tp_order_name(s->order), tp_policy_name(s->policy), s->W, s->N, s->K,
+                         tp_order_name(s->order), tp_policy_name(s->policy), tp_schedule_ranks(s), s->N, s->K,
                          tp_fixed_on_name(s->fixed_on));
+  if (s->rank_seq) /* absent: one chunk per worker */
+    g_string_append_printf(out, "  \"chunks\": %d,\n  \"chunk_map\": \"%s\",\n", s->V, tp_chunk_map_name(s->map));
   if (s->policy == TP_POLICY_INTERMEDIATE) {
     g_autofree char *sig = tp_significance_to_string(&s->sig);
     g_string_append_printf(out, "  \"significance\": \"%s\",\n", sig);
@@ -41,7 +43,13 @@ void tp_format_json(const TpSchedule *s, GString *out)
     }
     g_string_append(out, st + 1 < s->W ? "    ],\n" : "    ]\n");
   }
-  g_string_append(out, "  ]\n}\n");
+  g_string_append(out, "  ]");
+  for (int r = 0; s->rank_seq && r < tp_schedule_ranks(s); r++) { /* the stage (1-based) of each op a worker runs */
+    g_string_append(out, r ? "],\n    [" : ",\n  \"worker_orders\": [\n    [");
+    for (guint k = 0; k < s->rank_seq[r]->len; k++)
+      g_string_append_printf(out, "%s%d", k ? ", " : "", g_array_index(s->rank_seq[r], int32_t, k) + 1);
+  }
+  g_string_append(out, s->rank_seq ? "]\n  ]\n}\n" : "\n}\n");
 }
 
 /* Deepest nesting a schedule file needs is 4 (object, stages, a stage, an operation); anything much
@@ -193,15 +201,15 @@ static gboolean known_members(JsonObject *o, const char *const *known, const cha
 static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top, const char *name, GError **err)
 {
   static const char *const keys[] = { "preset", "order", "policy", "workers", "micro_batches", "mini_batches",
-                                      "significance", "order_fixed_on", "recompute", NULL };
-  static const char *const frame[] = { "format", "stages", NULL };
+                                      "significance", "order_fixed_on", "recompute", "chunks", "chunk_map", NULL };
+  static const char *const frame[] = { "format", "stages", "worker_orders", NULL };
   GError *e = NULL;
   const char *unknown = NULL;
   if (!known_members(root, keys, frame, &unknown)) {
     g_autofree char *q = tp_quote(unknown);
     g_autofree char *list = g_strjoinv(", ", (char **)keys);
     g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top->line, unknown)));
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: unknown key %s (known: format, %s, stages)", at, q, list);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: unknown key %s (known: format, %s, stages, worker_orders)", at, q, list);
     return FALSE;
   }
   JsonNode *fmt = json_object_get_member(root, "format");
@@ -224,6 +232,45 @@ static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top,
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
     g_error_free(e);
     return FALSE;
+  }
+  return TRUE;
+}
+
+/* "worker_orders" of a schedule with interleaved stages: per worker, the stage (1-based) of each
+ * operation it runs, in its order; needed with chunks, refused without. */
+static gboolean read_worker_orders(TpSchedule *s, JsonObject *ro, GHashTable *lines, GHashTable *top_line,
+                                   const char *name, GError **err)
+{
+  JsonNode *wo = json_object_get_member(ro, "worker_orders");
+  g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top_line, "worker_orders")));
+  int R = tp_schedule_ranks(s);
+  if (!s->rank_seq && !wo)
+    return TRUE;
+  if (!s->rank_seq || !wo || !JSON_NODE_HOLDS_ARRAY(wo) || json_array_get_length(json_node_get_array(wo)) != (guint)R) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, s->rank_seq ? "%s: \"worker_orders\" must be an array of %d arrays (one "
+                "per worker) of stage numbers" : "%s: \"worker_orders\" is for chunks above 1 (interleaved stages)",
+                at, R);
+    return FALSE;
+  }
+  for (int r = 0; r < R; r++) {
+    JsonNode *rn = json_array_get_element(json_node_get_array(wo), (guint)r);
+    JsonArray *ra = JSON_NODE_HOLDS_ARRAY(rn) ? json_node_get_array(rn) : NULL;
+    for (guint k = 0; ra && k < json_array_get_length(ra); k++) {
+      JsonNode *n = json_array_get_element(ra, k);
+      gint64 v = JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_INT64 ? json_node_get_int(n) : 0;
+      if (v < 1 || v > s->W) {
+        g_autofree char *el = where(name, GPOINTER_TO_INT(g_hash_table_lookup(lines, n)));
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: worker_orders[%d][%u]: expected a stage number 1..%d", el, r, k,
+                    s->W);
+        return FALSE;
+      }
+      int32_t st = (int32_t)v - 1;
+      g_array_append_val(s->rank_seq[r], st);
+    }
+    if (!ra) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: worker_orders[%d] is not an array", at, r);
+      return FALSE;
+    }
   }
   return TRUE;
 }
@@ -306,5 +353,7 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
       return NULL;
     }
   }
+  if (!read_worker_orders(s, ro, lines, top_line, name, err))
+    return NULL;
   return g_steal_pointer(&s);
 }

@@ -72,6 +72,97 @@ static void order_zb(TpSchedule *s, int *len, gboolean h2)
     }
 }
 
+/* One operation of chunk c on rank r, appended to its stage and to the rank's sequence; micro-batches
+ * at or beyond N (zb-v's warm-up assumes at least 2R-1 of them) are left out. */
+static void put_chunk(TpSchedule *s, int *len, int r, int c, TpOpKind k, int mb, int micro)
+{
+  if (micro >= s->N)
+    return;
+  int R = s->W / s->V, st = c * R + (s->map == TP_MAP_V_SHAPE && c % 2 ? R - 1 - r : r);
+  put(s, len, st, k, mb, micro);
+  int32_t v = st;
+  g_array_append_val(s->rank_seq[r], v);
+}
+
+/* Every chunk of rank r applies mini-batch i's update, chunk 0 first. */
+static void put_updates(TpSchedule *s, int *len, int r, int i)
+{
+  for (int c = 0; c < s->V; c++)
+    put_chunk(s, len, r, c, TP_OP_U, i, -1);
+}
+
+/* Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM; PyTorch's ScheduleInterleaved1F1B) with a
+ * flush, N a multiple of R: rank r's k-th forward is of chunk (k / R) mod V, micro-batch
+ * (k / RV)·R + k mod R — groups of R micro-batches go through chunk 0, then chunk 1, … — and its
+ * k-th backward the same with the chunks in reverse; (R-1-r)·2 + (V-1)·R forwards warm up, then one
+ * forward and one backward alternate, then the backwards left.  Bubble per rank and mini-batch
+ * (R-1)(F+B)/V for whole-stage times F and B (docs/zero-bubble.md). */
+static void order_interleaved(TpSchedule *s, int *len)
+{
+  const int V = s->V, R = s->W / V, total = s->N * V;
+  for (int i = 1; i <= s->K; i++)
+    for (int r = 0; r < R; r++) {
+      int warm = MIN((R - 1 - r) * 2 + (V - 1) * R, total), f = 0, b = 0;
+      for (; f < warm; f++)
+        put_chunk(s, len, r, (f / R) % V, TP_OP_F, i, (f / (R * V)) * R + f % R);
+      for (; f < total; f++, b++) {
+        put_chunk(s, len, r, (f / R) % V, TP_OP_F, i, (f / (R * V)) * R + f % R);
+        put_chunk(s, len, r, V - 1 - (b / R) % V, TP_OP_B, i, (b / (R * V)) * R + b % R);
+      }
+      for (; b < total; b++)
+        put_chunk(s, len, r, V - 1 - (b / R) % V, TP_OP_B, i, (b / (R * V)) * R + b % R);
+      put_updates(s, len, r, i);
+    }
+}
+
+/* ZB-V (Qi et al., Zero Bubble Pipeline Parallelism, §6; PyTorch's ScheduleZBVZeroBubble): two chunks
+ * per rank in a V, chunk 0 = stage r going down, chunk 1 = stage 2R-1-r coming back up, backward
+ * split into I and W.  Per mini-batch, counting as if N >= 2R-1 (the extra micro-batches left out):
+ * 2(R-r)-1 forwards of chunk 0; r times F1 F0; R-r times F1 I1 W1; then F0 I0 W0 F1 I1 W1 while
+ * forwards remain; r times I0 I1; R-r times I0 and the oldest W0 owed; the W1 then W0 left. */
+static void order_zbv(TpSchedule *s, int *len)
+{
+  const int R = s->W / 2, n = MAX(2 * R - 1, s->N);
+  for (int i = 1; i <= s->K; i++)
+    for (int r = 0; r < R; r++) {
+      int f0 = 0, f1 = 0, b0 = 0, b1 = 0, w0, w1;
+      for (int k = 0; k < 2 * (R - r) - 1; k++)
+        put_chunk(s, len, r, 0, TP_OP_F, i, f0++);
+      for (int k = 0; k < r; k++) {
+        put_chunk(s, len, r, 1, TP_OP_F, i, f1++);
+        put_chunk(s, len, r, 0, TP_OP_F, i, f0++);
+      }
+      for (int k = 0; k < R - r; k++, b1++) {
+        put_chunk(s, len, r, 1, TP_OP_F, i, f1++);
+        put_chunk(s, len, r, 1, TP_OP_I, i, b1);
+        put_chunk(s, len, r, 1, TP_OP_W, i, b1);
+      }
+      while (f1 < f0 || f0 < n) {
+        if (f0 < n)
+          put_chunk(s, len, r, 0, TP_OP_F, i, f0++);
+        put_chunk(s, len, r, 0, TP_OP_I, i, b0);
+        put_chunk(s, len, r, 0, TP_OP_W, i, b0++);
+        put_chunk(s, len, r, 1, TP_OP_F, i, f1++);
+        put_chunk(s, len, r, 1, TP_OP_I, i, b1);
+        put_chunk(s, len, r, 1, TP_OP_W, i, b1++);
+      }
+      w0 = b0, w1 = b1;
+      for (int k = 0; k < r; k++) {
+        put_chunk(s, len, r, 0, TP_OP_I, i, b0++);
+        put_chunk(s, len, r, 1, TP_OP_I, i, b1++);
+      }
+      for (int k = 0; k < R - r; k++) {
+        put_chunk(s, len, r, 0, TP_OP_I, i, b0++);
+        put_chunk(s, len, r, 0, TP_OP_W, i, w0++);
+      }
+      while (w1 < b1)
+        put_chunk(s, len, r, 1, TP_OP_W, i, w1++);
+      while (w0 < b0)
+        put_chunk(s, len, r, 0, TP_OP_W, i, w0++);
+      put_updates(s, len, r, i);
+    }
+}
+
 /* PipeDream-2BW: one 1F1B stream over all K·N micro-batches, an update after the last
  * micro-batch backward of each mini-batch, no flush. */
 static void order_2bw(TpSchedule *s, int *len)
@@ -157,6 +248,8 @@ void tp_order_fill(TpSchedule *s)
   case TP_ORDER_2BW: order_2bw(s, len); break;
   case TP_ORDER_ZB_H1: order_zb(s, len, FALSE); break;
   case TP_ORDER_ZB_H2: order_zb(s, len, TRUE); break;
+  case TP_ORDER_INTERLEAVED_1F1B: order_interleaved(s, len); break;
+  case TP_ORDER_ZB_V: order_zbv(s, len); break;
   case TP_ORDER_NF1B: order_slots(s, len, FALSE); break;
   case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE); break;
   default: g_assert_not_reached();

@@ -34,6 +34,74 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   g_free(seen);
 }
 
+/* The replay of a schedule with interleaved stages: each rank runs its rank_seq one operation at a
+ * time across its chunks, an operation starting when the rank is free and its producer has ended. */
+static gboolean replay_ranks(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, GError **err)
+{
+  const int W = s->W, R = tp_schedule_ranks(s);
+  int *pos = g_new0(int, W), *rp = g_new0(int, R), *stack = g_new(int, R);
+  gboolean *queued = g_new(gboolean, R);
+  int64_t *clock = g_new0(int64_t, R);
+  int top = 0;
+  for (int r = R - 1; r >= 0; r--)
+    stack[top++] = r, queued[r] = TRUE;
+  while (top > 0) {
+    int r = stack[--top];
+    queued[r] = FALSE;
+    const GArray *seq = s->rank_seq[r];
+    for (; rp[r] < (int)seq->len; rp[r]++) {
+      int st = g_array_index(seq, int32_t, rp[r]), k = pos[st];
+      if (k >= tp_stage_len(s, st))
+        break; /* more entries than operations: validation names it */
+      const TpOp *op = &tp_stage_ops(s, st)[k];
+      long g = ix->off[st] + k;
+      int32_t p = ix->prod[g];
+      int64_t ready = clock[r];
+      if (p != -1) {
+        int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
+        if (p < 0 || p - ix->off[pst] >= pos[pst])
+          break;
+        ready = MAX(ready, ie[p]);
+      }
+      clock[r] = ready + (op->kind == TP_OP_U ? 0 : 1);
+      is[g] = ready, ie[g] = clock[r];
+      pos[st]++;
+      int nb = op->kind == TP_OP_F ? st + 1 : tp_op_sends_up(op->kind) ? st - 1 : -1;
+      if (nb >= 0 && nb < W && !queued[tp_stage_rank(s, nb)] && tp_stage_rank(s, nb) != r) {
+        stack[top++] = tp_stage_rank(s, nb);
+        queued[tp_stage_rank(s, nb)] = TRUE;
+      }
+    }
+  }
+  gboolean ok = TRUE;
+  for (int r = 0; r < R && ok; r++) {
+    if (rp[r] >= (int)s->rank_seq[r]->len)
+      continue;
+    int st = g_array_index(s->rank_seq[r], int32_t, rp[r]), pst = st;
+    char what[64], where[512];
+    if (pos[st] >= tp_stage_len(s, st)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%srank %d's order names stage %d more often than it has operations",
+                  s->source ? s->source : "", s->source ? ": " : "", r + 1, st + 1);
+      ok = FALSE;
+      break;
+    }
+    const TpOp *op = &tp_stage_ops(s, st)[pos[st]];
+    tp_op_where(s, op, where, sizeof where);
+    tp_op_name(s, op, what, sizeof what);
+    tp_index_producer(ix, s, st, op, &pst);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sdeadlock: rank %d waits at %s of stage %d for %s from stage %d on "
+                "rank %d, which never gets there in its order", where, r + 1, what, st + 1, what, pst + 1,
+                tp_stage_rank(s, pst) + 1);
+    ok = FALSE;
+  }
+  g_free(pos);
+  g_free(rp);
+  g_free(stack);
+  g_free(queued);
+  g_free(clock);
+  return ok;
+}
+
 #ifdef __GNUC__
 #define TP_INLINE inline __attribute__((always_inline))
 #else
@@ -45,6 +113,18 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
 static TP_INLINE gboolean replay(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, double *ds, double *de,
                        GError **err)
 {
+  if (s->rank_seq && !de)
+    return replay_ranks(s, ix, is, ie, err);
+  if (s->rank_seq) {
+    long total = ix->off[s->W];
+    int64_t *a = g_new(int64_t, total), *b = g_new(int64_t, total);
+    gboolean ok = replay_ranks(s, ix, a, b, err);
+    for (long g = 0; ok && g < total; g++)
+      ds[g] = (double)a[g], de[g] = (double)b[g];
+    g_free(a);
+    g_free(b);
+    return ok;
+  }
   const int W = s->W;
   int *pos = g_new0(int, W), *stack = g_new(int, W);
   gboolean *queued = g_new(gboolean, W);

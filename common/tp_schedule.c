@@ -11,7 +11,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw", "zb-h1", "zb-h2" };
+static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw", "zb-h1", "zb-h2",
+                                                      "interleaved-1f1b", "zb-v" };
+static const char *const map_names[TP_N_MAPS] = { "none", "round-robin", "v-shape" };
 const char tp_op_letters[TP_N_OP_KINDS + 1] = "FBUIW";
 static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
                                                          "intermediate", "2bw" };
@@ -28,6 +30,9 @@ const TpPreset tp_presets[] = {
   { "timeprest-1f1b", TP_ORDER_1F1B_ASYNC, TP_POLICY_VSYNC_LATEST, "ablation: asynchronous 1F1B, no stashing" },
   { "zb-h1", TP_ORDER_ZB_H1, TP_POLICY_SYNC, "zero bubble H1: 1F1B's memory, weight gradients deferred" },
   { "zb-h2", TP_ORDER_ZB_H2, TP_POLICY_SYNC, "zero bubble H2: longer warm-up, no bubble once N >= 2W-1" },
+  { "interleaved-1f1b", TP_ORDER_INTERLEAVED_1F1B, TP_POLICY_SYNC,
+    "interleaved 1F1B (Megatron): --chunks V model chunks per worker, round-robin, N a multiple of W" },
+  { "zb-v", TP_ORDER_ZB_V, TP_POLICY_SYNC, "zero bubble V: two chunks per worker in a V, split backward" },
 };
 const int tp_n_presets = G_N_ELEMENTS(tp_presets);
 
@@ -41,26 +46,37 @@ gboolean tp_fixed_on_from_name(const char *name, TpFixedOn *out)
   *out = g_strcmp0(name, "costs") == 0 ? TP_FIXED_ON_COSTS : TP_FIXED_ON_SLOTS;
   return TRUE;
 }
-const char *tp_policy_name(TpPolicy p) { return p < TP_N_POLICIES ? policy_names[p] : "?"; }
+const char *tp_chunk_map_name(TpChunkMap m) { return m < TP_N_MAPS ? map_names[m] : "?"; }
 
-gboolean tp_order_from_name(const char *name, TpOrder *out)
+/* The index of name in names[0..n-1] into *out; FALSE (leaving *out) when it is none of them. */
+static gboolean name_index(const char *name, const char *const *names, int n, int *out)
 {
-  for (int i = 0; i < TP_N_ORDERS; i++)
-    if (g_strcmp0(name, order_names[i]) == 0) {
-      *out = (TpOrder)i;
+  for (int i = 0; i < n; i++)
+    if (g_strcmp0(name, names[i]) == 0) {
+      *out = i;
       return TRUE;
     }
   return FALSE;
 }
 
+gboolean tp_chunk_map_from_name(const char *name, TpChunkMap *out)
+{
+  int i;
+  return name_index(name, map_names, TP_N_MAPS, &i) && (*out = (TpChunkMap)i, TRUE);
+}
+
+const char *tp_policy_name(TpPolicy p) { return p < TP_N_POLICIES ? policy_names[p] : "?"; }
+
+gboolean tp_order_from_name(const char *name, TpOrder *out)
+{
+  int i;
+  return name_index(name, order_names, TP_N_ORDERS, &i) && (*out = (TpOrder)i, TRUE);
+}
+
 gboolean tp_policy_from_name(const char *name, TpPolicy *out)
 {
-  for (int i = 0; i < TP_N_POLICIES; i++)
-    if (g_strcmp0(name, policy_names[i]) == 0) {
-      *out = (TpPolicy)i;
-      return TRUE;
-    }
-  return FALSE;
+  int i;
+  return name_index(name, policy_names, TP_N_POLICIES, &i) && (*out = (TpPolicy)i, TRUE);
 }
 
 const TpPreset *tp_preset_find(const char *name)
@@ -89,8 +105,8 @@ char *tp_preset_names(void)
 
 gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err)
 {
-  gboolean flush = o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B || tp_order_split(o);
-  if (tp_order_split(o) && p != TP_POLICY_SYNC) {
+  gboolean flush = o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B || tp_order_split(o) || tp_order_chunked(o);
+  if ((tp_order_split(o) || tp_order_chunked(o)) && p != TP_POLICY_SYNC) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "order %s takes policy sync only: it flushes every mini-batch, so no operation ever has a "
                 "newer version than i-1 to read, and policy %s would only rename version i-1",
@@ -113,6 +129,35 @@ gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "order 2bw needs N >= W (got N=%d, W=%d): with fewer micro-batches than stages two "
                 "weight buffers do not cover the mini-batches in flight", N, W);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean tp_chunks_check(TpOrder o, int W, int V, int N, GError **err)
+{
+  if (o == TP_ORDER_INTERLEAVED_1F1B && V < 2) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: interleaved-1f1b needs at least 2 chunks per worker "
+                "(with 1 it is 1f1b)", V);
+    return FALSE;
+  }
+  if (o == TP_ORDER_ZB_V && V != 2) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: zb-v holds exactly 2 chunks per worker (a V)", V);
+    return FALSE;
+  }
+  if (!tp_order_chunked(o) && V != 1) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: order %s holds one chunk per worker (chunks are for "
+                "interleaved-1f1b and zb-v)", V, tp_order_name(o));
+    return FALSE;
+  }
+  if (V < 1 || (long long)W * V > TP_MAX_WORKERS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: W=%d workers times %d chunks is out of range 1..%d stages",
+                V, W, V, TP_MAX_WORKERS);
+    return FALSE;
+  }
+  if (o == TP_ORDER_INTERLEAVED_1F1B && N % W != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "interleaved-1f1b needs N a multiple of W (Megatron's and PyTorch's "
+                "rule: micro-batches go round the workers in groups of W), got N=%d, W=%d", N, W);
     return FALSE;
   }
   return TRUE;
@@ -271,6 +316,18 @@ long long tp_stage_ops_count(TpOrder o, int N, int K)
   return (long long)K * ((whole_f ? 1 : N) + (whole_b ? 1 : N) * (tp_order_split(o) ? 2 : 1) + 1);
 }
 
+void tp_schedule_set_chunks(TpSchedule *s, int V, TpChunkMap m)
+{
+  s->V = V;
+  s->map = m;
+  if (V <= 1)
+    return;
+  int R = s->W / V;
+  s->rank_seq = g_new0(GArray *, R);
+  for (int r = 0; r < R; r++)
+    s->rank_seq[r] = g_array_new(FALSE, FALSE, sizeof(int32_t));
+}
+
 gboolean tp_schedule_has_split(const TpSchedule *s)
 {
   for (int st = 0; st < s->W; st++) {
@@ -299,6 +356,7 @@ TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K)
   s->W = W;
   s->N = N;
   s->K = K;
+  s->V = 1;
   s->sig.kind = TP_SIG_EXP;
   s->sig.param = 1.0;
   s->stage = g_new0(GArray *, W);
@@ -313,6 +371,9 @@ void tp_schedule_free(TpSchedule *s)
     return;
   for (int st = 0; s->stage && st < s->W; st++)
     g_array_unref(s->stage[st]);
+  for (int r = 0; s->rank_seq && r < tp_schedule_ranks(s); r++)
+    g_array_unref(s->rank_seq[r]);
+  g_free(s->rank_seq);
   g_free(s->stage);
   g_free(s->source);
   g_free(s);
@@ -329,8 +390,12 @@ long long tp_schedule_n_ops(const TpSchedule *s)
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
 {
   if (a->order != b->order || a->policy != b->policy || a->W != b->W || a->N != b->N || a->K != b->K ||
-      a->recompute != b->recompute)
+      a->recompute != b->recompute || a->V != b->V || a->map != b->map)
     return FALSE;
+  for (int r = 0; a->rank_seq && r < tp_schedule_ranks(a); r++)
+    if (a->rank_seq[r]->len != b->rank_seq[r]->len ||
+        memcmp(a->rank_seq[r]->data, b->rank_seq[r]->data, a->rank_seq[r]->len * sizeof(int32_t)) != 0)
+      return FALSE;
   if (a->policy == TP_POLICY_INTERMEDIATE && (a->sig.kind != b->sig.kind || a->sig.param != b->sig.param))
     return FALSE;
   for (int st = 0; st < a->W; st++) {
@@ -389,8 +454,15 @@ TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GEr
 
 TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, int K, TpPrepared *prep, GError **err)
 {
-  if (!tp_size_check(W, N, K, err) || !tp_pair_check(o, p, W, N, err))
+  return tp_schedule_generate_chunked(o, p, W, tp_order_default_chunks(o), N, K, prep, err);
+}
+
+TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, int N, int K, TpPrepared *prep,
+                                         GError **err)
+{
+  if (!tp_size_check(R, N, K, err) || !tp_pair_check(o, p, R, N, err) || !tp_chunks_check(o, R, V, N, err))
     return NULL;
+  int W = R * V; /* stages */
   if (W * tp_stage_ops_count(o, N, K) > TP_MAX_OPS) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "W=%d, N=%d, K=%d gives %lld operations under order %s, more than the "
                 "limit of %lld", W, N, K, W * tp_stage_ops_count(o, N, K), tp_order_name(o), TP_MAX_OPS);
@@ -399,6 +471,7 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
   if (!tp_memory_check("generating the schedule", W, N, K, tp_generate_bytes(o, W, N, K), err))
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
+  tp_schedule_set_chunks(s, V, V == 1 ? TP_MAP_NONE : o == TP_ORDER_ZB_V ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN);
   tp_order_fill(s);
   /* one index and one unit-slot replay serve the versions and the validation (and, kept in prep,
    * the simulator) */

@@ -20,6 +20,8 @@ typedef enum {
   TP_ORDER_2BW,
   TP_ORDER_ZB_H1,
   TP_ORDER_ZB_H2,
+  TP_ORDER_INTERLEAVED_1F1B,
+  TP_ORDER_ZB_V,
   TP_N_ORDERS
 } TpOrder;
 
@@ -41,7 +43,31 @@ extern const char tp_op_letters[TP_N_OP_KINDS + 1];
 /* B or I: the operation that needs the gradient from the stage after and sends one to the stage before. */
 static inline gboolean tp_op_sends_up(int kind) { return kind == TP_OP_B || kind == TP_OP_I; }
 /* The orders whose backward is split into I and W. */
-static inline gboolean tp_order_split(TpOrder o) { return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2; }
+static inline gboolean tp_order_split(TpOrder o)
+{
+  return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_V;
+}
+/* The orders whose ranks hold several model chunks (interleaved, virtual stages). */
+static inline gboolean tp_order_chunked(TpOrder o) { return o == TP_ORDER_INTERLEAVED_1F1B || o == TP_ORDER_ZB_V; }
+
+/* Interleaved (virtual) stages: R ranks hold V model chunks each, W = R·V stages in all.  The map
+ * says which rank runs stage st (0-based):
+ *   ROUND_ROBIN (interleaved 1F1B, Megatron, PyTorch's ScheduleInterleaved1F1B): chunk c of rank r is
+ *               stage c·R + r, so rank(st) = st mod R;
+ *   V_SHAPE     (ZB-V, DualPipe-V): rank r holds stages r and 2R−1−r; with more chunks the direction
+ *               alternates: rank(st) = st mod R for an even chunk st / R, R−1−(st mod R) for an odd one.
+ * NONE is one chunk per rank: rank(st) = st, every schedule without interleaving. */
+typedef enum { TP_MAP_NONE, TP_MAP_ROUND_ROBIN, TP_MAP_V_SHAPE, TP_N_MAPS } TpChunkMap;
+const char *tp_chunk_map_name(TpChunkMap m);
+gboolean tp_chunk_map_from_name(const char *name, TpChunkMap *out);
+/* The rank of stage st under map m with R ranks. */
+static inline int tp_chunk_map_rank(TpChunkMap m, int R, int st)
+{
+  if (m == TP_MAP_NONE)
+    return st;
+  int c = st / R, p = st % R;
+  return m == TP_MAP_V_SHAPE && c % 2 ? R - 1 - p : p;
+}
 
 
 /* Where a backward's weights come from.  FIXED: the version in `ver`.  STASH: each micro-batch
@@ -80,7 +106,23 @@ typedef struct {
                          with the weights the backward reads (only stage inputs are stored) */
   GArray **stage; /* W arrays of TpOp, in execution order */
   char *source;   /* file the schedule was read from, NULL when generated */
+  /* Interleaved stages (V > 1): W = R·V stages on R = W / V ranks by `map`; rank_seq[r] lists the
+   * stages (int32) whose next operation rank r runs, one entry per operation of its stages (updates
+   * included), in the rank's execution order: a rank runs one operation at a time across its
+   * chunks.  V = 1, map NONE and rank_seq NULL otherwise (stage st runs on rank st). */
+  int V;
+  TpChunkMap map;
+  GArray **rank_seq;
 } TpSchedule;
+
+/* Ranks (devices) of a schedule: W / V. */
+static inline int tp_schedule_ranks(const TpSchedule *s) { return s->rank_seq ? s->W / s->V : s->W; }
+static inline int tp_stage_rank(const TpSchedule *s, int st)
+{
+  return s->rank_seq ? tp_chunk_map_rank(s->map, s->W / s->V, st) : st;
+}
+/* Give s (W stages) the chunk map m with V chunks per rank and empty rank sequences (V > 1). */
+void tp_schedule_set_chunks(TpSchedule *s, int V, TpChunkMap m);
 
 /* Limits that keep every size computation in range. */
 #define TP_MAX_WORKERS 1024
@@ -172,12 +214,22 @@ void tp_op_name(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
 /* "file:line: " or "" — the location prefix of an op read from a file. */
 void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
 
-/* Generate a schedule: the order, then versions by the policy, then a full validation. */
+/* Generate a schedule: the order, then versions by the policy, then a full validation.  W is the
+ * number of ranks; the chunked orders (tp_order_chunked) take tp_order_default_chunks(o) chunks per
+ * rank here (tp_schedule_generate_chunked for others). */
 TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err);
+/* Chunks per rank an order takes when none are asked for: 2 for interleaved-1f1b and zb-v, else 1. */
+static inline int tp_order_default_chunks(TpOrder o) { return tp_order_chunked(o) ? 2 : 1; }
+/* Whether V chunks per rank fit order o on W ranks with N micro-batches: interleaved-1f1b needs
+ * V >= 2 and N a multiple of W (Megatron's and PyTorch's rule), zb-v V = 2, the others V = 1. */
+gboolean tp_chunks_check(TpOrder o, int W, int V, int N, GError **err);
 /* The same, keeping in *prep (tp_replay.h; NULL: keep nothing) the index and unit-slot replay the
  * generation built, for tp_sim_run_prepared. */
 typedef struct TpPrepared TpPrepared;
 TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, int K, TpPrepared *prep, GError **err);
+/* The same with V chunks per rank (W ranks, so W·V stages; V = 1 for orders without chunks). */
+TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int W, int V, int N, int K, TpPrepared *prep,
+                                         GError **err);
 
 /* orders.c: fill the per-stage operation lists (versions left at 0). */
 void tp_order_fill(TpSchedule *s);

@@ -1,7 +1,8 @@
 /* tp_torch.c — PyTorch's compute-only pipeline CSV (torch.distributed.pipelining), read and
  * written as one more schedule format: one row per rank, one cell per time step, actions such as
  * "0F0" (stage, kind, micro-batch), empty cells for idle steps.  One mini-batch of N micro-batches,
- * stage s on rank s (interleaved chunk maps are refused), policy sync, one update per stage after
+ * stage s on rank s, or with more stages than ranks the round-robin or V-shaped chunk map the rows
+ * show (each rank's row is its order across its chunks), policy sync, one update per stage after
  * its last operation.  What is read, ignored and refused: docs/zero-bubble.md. */
 #include "tp_format.h"
 #include "tp_format_priv.h"
@@ -35,10 +36,14 @@ gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
   g_autoptr(TpIndex) ix = NULL;
   int64_t *start, *end;
   gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
-  for (int st = 0; ok && st < s->W; st++) {
-    /* one cell per unit slot up to the stage's last operation; updates take none */
+  int *pos = g_new0(int, s->W);
+  for (int r = 0; ok && r < tp_schedule_ranks(s); r++) {
+    /* one cell per unit slot up to the rank's last operation (across its chunks); updates take none */
     int64_t t = 0;
-    for (long g = ix->off[st]; g < ix->off[st + 1]; g++) {
+    int n = s->rank_seq ? (int)s->rank_seq[r]->len : tp_stage_len(s, r);
+    for (int k = 0; k < n; k++) {
+      int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, k) : r;
+      long g = ix->off[st] + pos[st]++;
       const TpOp *op = &tp_stage_ops(s, st)[g - ix->off[st]];
       if (op->kind == TP_OP_U)
         continue;
@@ -50,6 +55,7 @@ gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
     }
     g_string_append_c(out, '\n');
   }
+  g_free(pos);
   g_free(start);
   g_free(end);
   return ok;
@@ -135,9 +141,13 @@ static gboolean parse_cell(const char *cell, GArray *acts, const char *name, int
  * (zb-h1 with a split backward), which then only names the family. */
 static TpOrder infer_order(const TpSchedule *s)
 {
-  static const TpOrder cand[] = { TP_ORDER_GPIPE, TP_ORDER_1F1B, TP_ORDER_ZB_H1, TP_ORDER_ZB_H2 };
-  for (guint i = 0; i < G_N_ELEMENTS(cand); i++) {
-    g_autoptr(TpSchedule) g = tp_schedule_generate(cand[i], TP_POLICY_SYNC, s->W, s->N, 1, NULL);
+  static const TpOrder flat[] = { TP_ORDER_GPIPE, TP_ORDER_1F1B, TP_ORDER_ZB_H1, TP_ORDER_ZB_H2 };
+  static const TpOrder chunked[] = { TP_ORDER_INTERLEAVED_1F1B, TP_ORDER_ZB_V };
+  const TpOrder *cand = s->rank_seq ? chunked : flat;
+  guint n = s->rank_seq ? G_N_ELEMENTS(chunked) : G_N_ELEMENTS(flat);
+  for (guint i = 0; i < n; i++) {
+    g_autoptr(TpSchedule) g = tp_schedule_generate_chunked(cand[i], TP_POLICY_SYNC, tp_schedule_ranks(s), s->V, s->N, 1,
+                                                           NULL, NULL);
     TpOrder keep = ((TpSchedule *)s)->order;
     ((TpSchedule *)s)->order = cand[i];
     gboolean same = g && tp_schedule_equal(g, s);
@@ -145,7 +155,33 @@ static TpOrder infer_order(const TpSchedule *s)
     if (same)
       return cand[i];
   }
+  if (s->rank_seq)
+    return tp_schedule_has_split(s) && s->map == TP_MAP_V_SHAPE ? TP_ORDER_ZB_V : TP_ORDER_INTERLEAVED_1F1B;
   return tp_schedule_has_split(s) ? TP_ORDER_ZB_H1 : TP_ORDER_1F1B;
+}
+
+/* The chunk map of S stages on R ranks that puts each stage where the file runs it (rank[st]):
+ * round-robin or V-shaped (where both fit, on one rank, V-shaped for a split backward, as zb-v's);
+ * FALSE with a message naming the first stage that fits neither. */
+static gboolean derive_map(const int *rank, int S, int R, gboolean split, TpChunkMap *m, const char *name, GError **err)
+{
+  const TpChunkMap maps[] = { split ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN, split ? TP_MAP_ROUND_ROBIN : TP_MAP_V_SHAPE };
+  for (guint i = 0; i < G_N_ELEMENTS(maps); i++) {
+    int st = 0;
+    while (st < S && rank[st] == tp_chunk_map_rank(maps[i], R, st))
+      st++;
+    if (st == S) {
+      *m = maps[i];
+      return TRUE;
+    }
+  }
+  int bad = 0;
+  while (bad < S && rank[bad] == tp_chunk_map_rank(TP_MAP_ROUND_ROBIN, R, bad))
+    bad++;
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d stages on %d ranks: stage %d runs on rank %d, which fits neither a "
+              "round-robin map (rank %d) nor a V-shaped one (rank %d)", name, S, R, bad, rank[bad],
+              tp_chunk_map_rank(TP_MAP_ROUND_ROBIN, R, bad), tp_chunk_map_rank(TP_MAP_V_SHAPE, R, bad));
+  return FALSE;
 }
 
 TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err)
@@ -160,7 +196,10 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
     return NULL;
   }
   GArray **acts = g_new0(GArray *, rows);
-  int stages = 0, N = 0;
+  int stages = 0, N = 0, *rank_of = g_new(int, TP_MAX_WORKERS);
+  TpChunkMap map = TP_MAP_NONE;
+  for (int st = 0; st < TP_MAX_WORKERS; st++)
+    rank_of[st] = -1;
   gboolean ok = TRUE;
   for (int r = 0; r < rows && ok; r++) {
     acts[r] = g_array_new(FALSE, FALSE, sizeof(Action));
@@ -173,35 +212,61 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
         stages = MAX(stages, a->stage + 1);
         if (a->micro >= TP_MAX_MICRO)
           ok = cell_error(err, name, r + 1, c, cells[c], "micro-batch index beyond the limit");
-        else if (a->stage != r && a->stage < rows)
-          ok = cell_error(err, name, r + 1, c, cells[c], "stage s runs on rank s here (interleaved chunk maps are "
-                          "not read)");
+        else if (a->stage >= TP_MAX_WORKERS)
+          ok = cell_error(err, name, r + 1, c, cells[c], "stage index beyond the limit");
+        else if (a->kind >= 0 && rank_of[a->stage] >= 0 && rank_of[a->stage] != r) {
+          g_autofree char *why = g_strdup_printf("stage %d runs on rank %d already: a stage runs on one rank",
+                                                 a->stage, rank_of[a->stage]);
+          ok = cell_error(err, name, r + 1, c, cells[c], why);
+        } else if (a->kind >= 0)
+          rank_of[a->stage] = r;
         N = MAX(N, a->micro + 1);
       }
     }
   }
-  if (ok && stages > rows) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d stages on %d ranks: interleaved (virtual) stages are not read",
-                name, stages, rows);
+  if (ok && stages > rows && stages % rows != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d stages on %d ranks: interleaved stages need the same number of "
+                "chunks on every rank", name, stages, rows);
     ok = FALSE;
   }
-  /* a forward names the micro-batch the rank before sent: PyTorch 2.15's Schedule1F1B numbers the
+  for (int st = 0; ok && st < stages; st++)
+    if (rank_of[st] < 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stage %d runs no computation on any rank", name, st);
+      ok = FALSE;
+    } else if (stages <= rows && rank_of[st] != st) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: stage %d runs on rank %d: with as many stages as ranks "
+                  "stage s runs on rank s", name, rank_of[st] + 1, st, rank_of[st]);
+      ok = FALSE;
+    }
+  gboolean split = FALSE;
+  for (int r = 0; r < rows && !split; r++)
+    for (guint i = 0; i < acts[r]->len && !split; i++)
+      split = g_array_index(acts[r], Action, i).kind == TP_OP_I || g_array_index(acts[r], Action, i).kind == TP_OP_W;
+  if (ok && stages > rows)
+    ok = derive_map(rank_of, stages, rows, split, &map, name, err);
+  /* a forward names the micro-batch the stage before sent: PyTorch 2.15's Schedule1F1B numbers the
    * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action */
-  for (int r = 1; ok && r < rows; r++) {
-    const GArray *prev = acts[r - 1];
+  for (int r = 0; ok && r < rows; r++)
     for (guint i = 0; ok && i < acts[r]->len; i++) {
       const Action *a = &g_array_index(acts[r], Action, i);
-      gboolean found = a->kind != TP_OP_F;
-      for (guint j = 0; !found && j < prev->len; j++)
-        found = g_array_index(prev, Action, j).kind == TP_OP_F && g_array_index(prev, Action, j).micro == a->micro;
+      if (a->kind != TP_OP_F || a->stage == 0)
+        continue;
+      const GArray *prev = acts[rank_of[a->stage - 1]];
+      gboolean found = FALSE;
+      for (guint j = 0; !found && j < prev->len; j++) {
+        const Action *b = &g_array_index(prev, Action, j);
+        found = b->kind == TP_OP_F && b->stage == a->stage - 1 && b->micro == a->micro;
+      }
       if (!found) {
         char cell[32];
         g_snprintf(cell, sizeof cell, "%dF%d", a->stage, a->micro);
-        g_autofree char *why = g_strdup_printf("rank %d runs no forward of micro-batch %d to send it", r - 1, a->micro);
+        g_autofree char *why = stages > rows ? g_strdup_printf("stage %d (rank %d) runs no forward of micro-batch %d "
+                                                               "to send it", a->stage - 1, rank_of[a->stage - 1], a->micro)
+                                             : g_strdup_printf("rank %d runs no forward of micro-batch %d to send it",
+                                                               a->stage - 1, a->micro);
         ok = cell_error(err, name, r + 1, a->col, cell, why);
       }
     }
-  }
   if (ok && N == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no computation in the PyTorch schedule CSV", name);
     ok = FALSE;
@@ -210,19 +275,27 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
   if (ok) {
     s = tp_schedule_blank(name);
     s->order = TP_ORDER_1F1B, s->policy = TP_POLICY_SYNC, s->W = rows, s->N = N, s->K = 1;
+    if (stages > rows)
+      s->V = stages / rows, s->map = map;
     ok = tp_header_finish(s, err);
     for (int r = 0; ok && r < rows; r++) {
       for (guint i = 0; i < acts[r]->len; i++) {
         const Action *a = &g_array_index(acts[r], Action, i);
         TpOp op = { .kind = (uint8_t)a->kind, .src = TP_SRC_FIXED, .mb = 1, .micro = a->micro, .ver = 0, .line = r + 1 };
-        g_array_append_val(s->stage[r], op);
+        g_array_append_val(s->stage[a->stage], op);
+        tp_rank_seq_push(s, a->stage);
       }
-      TpOp u = { .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = 1, .micro = TP_WHOLE, .ver = 0, .line = r + 1 };
-      g_array_append_val(s->stage[r], u);
+      for (int st = 0; st < s->W; st++) /* each of the rank's stages applies its update after its last action */
+        if (tp_stage_rank(s, st) == r) {
+          TpOp u = { .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = 1, .micro = TP_WHOLE, .ver = 0, .line = r + 1 };
+          g_array_append_val(s->stage[st], u);
+          tp_rank_seq_push(s, st);
+        }
     }
     if (ok)
       s->order = infer_order(s);
   }
+  g_free(rank_of);
   for (int r = 0; r < rows; r++)
     if (acts[r])
       g_array_unref(acts[r]);

@@ -287,9 +287,45 @@ static gboolean check_vsync(const TpSchedule *s, const TpIndex *ix, const int64_
   return ok;
 }
 
+/* Interleaved stages: V divides W, a named map, and every rank's order lists each operation of its own
+ * stages exactly once (the replay checks that the orders can run). */
+static gboolean check_chunks(const TpSchedule *s, GError **err)
+{
+  const char *src = s->source ? s->source : "", *sep = s->source ? ": " : "";
+  if (!s->rank_seq)
+    return TRUE;
+  if (s->V < 2 || s->W % s->V != 0 || s->map == TP_MAP_NONE) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s%d stages do not split into %d chunks per worker by map %s", src, sep,
+                s->W, s->V, tp_chunk_map_name(s->map));
+    return FALSE;
+  }
+  int R = tp_schedule_ranks(s);
+  int *count = g_new0(int, s->W);
+  gboolean ok = TRUE;
+  for (int r = 0; r < R && ok; r++)
+    for (guint k = 0; k < s->rank_seq[r]->len && ok; k++) {
+      int st = g_array_index(s->rank_seq[r], int32_t, k);
+      if (st < 0 || st >= s->W || tp_stage_rank(s, st) != r) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sworker %d runs an operation of stage %d, which map %s puts on "
+                    "worker %d", src, sep, r + 1, st + 1, tp_chunk_map_name(s->map),
+                    st >= 0 && st < s->W ? tp_stage_rank(s, st) + 1 : 0);
+        ok = FALSE;
+      } else
+        count[st]++;
+    }
+  for (int st = 0; st < s->W && ok; st++)
+    if (count[st] != tp_stage_len(s, st)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sstage %d has %d operations, its worker's order runs %d of them",
+                  src, sep, st + 1, tp_stage_len(s, st), count[st]);
+      ok = FALSE;
+    }
+  g_free(count);
+  return ok;
+}
+
 gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err)
 {
-  if (!check_complete(s, ix, err))
+  if (!check_chunks(s, err) || !check_complete(s, ix, err))
     return FALSE;
   for (int st = 0; st < s->W; st++) {
     int latest = 0;
@@ -311,6 +347,12 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
   if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
     if (s->source)
       g_prefix_error(err, "%s: ", s->source);
+    return FALSE;
+  }
+  if (tp_order_chunked(s->order) != (s->rank_seq != NULL)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sorder %s %s", s->source ? s->source : "", s->source ? ": " : "",
+                tp_order_name(s->order), s->rank_seq ? "holds one chunk per worker: chunks= and chunk_map= are for "
+                "interleaved-1f1b and zb-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
     return FALSE;
   }
   g_autoptr(TpIndex) ix = tp_index_new(s, err);

@@ -49,6 +49,37 @@ gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **e
   return TRUE;
 }
 
+/* Each stage's prefix sums of layer times on its device (k: the profile's micro-batch size, or -1). */
+static void fill_prefixes(TpAnalytic *a, int k)
+{
+  const TpModel *m = a->model;
+  const TpCluster *c = a->cluster;
+  const TpProfile *p = a->profile;
+  int L = tp_model_n_layers(m);
+  for (int s = 0; s < a->W; s++) {
+    const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
+    double *fp = a->fwd_prefix + (size_t)s * (L + 1), *bp = a->bwd_prefix + (size_t)s * (L + 1);
+    for (int i = 0; i < L; i++) {
+      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, FALSE));
+      bp[i + 1] = bp[i] + (p ? p->layer[i].bwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, TRUE));
+    }
+  }
+}
+
+gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err)
+{
+  int R = tp_schedule_ranks(s), n = a->profile ? a->profile->cores : a->cluster->n;
+  if (!a->profile && n != 1 && n != R) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cluster %s has %d workers, the pipeline %d workers of %d chunks (use -w %d)",
+                a->cluster->name, n, R, s->V, n);
+    return FALSE;
+  }
+  for (int st = 0; st < a->W; st++)
+    a->device[st] = !a->profile && n == 1 ? 0 : n > 0 && R > n ? tp_stage_rank(s, st) % n : tp_stage_rank(s, st);
+  fill_prefixes(a, a->profile ? tp_profile_size_index(a->profile, (int)(a->batch / a->N)) : -1);
+  return TRUE;
+}
+
 TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, long batch, GError **err)
 {
   return tp_analytic_new_on(m, c, NULL, W, N, batch, FALSE, err);
@@ -116,14 +147,7 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     for (int i = 0; i < L; i++)
       a->upd_prefix[i + 1] = a->upd_prefix[i] + p->layer[i].upd;
   }
-  for (int s = 0; s < W; s++) {
-    const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
-    double *fp = a->fwd_prefix + (size_t)s * (L + 1), *bp = a->bwd_prefix + (size_t)s * (L + 1);
-    for (int i = 0; i < L; i++) {
-      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, FALSE));
-      bp[i + 1] = bp[i] + (p ? p->layer[i].bwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, TRUE));
-    }
-  }
+  fill_prefixes(a, k);
   return a;
 }
 

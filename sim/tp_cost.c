@@ -53,6 +53,24 @@ void tp_cost_update_devices(TpCost *c)
   g_free(used);
 }
 
+void tp_cost_place_chunks(TpCost *c, const TpSchedule *s)
+{
+  if (!s->rank_seq || c->W != s->W)
+    return;
+  /* rank r's device is its first chunk's, stage r (one device per rank unless the model shares
+   * them, as the h200 cluster's single device is shared by every stage) */
+  int R = tp_schedule_ranks(s), *dev = g_new(int, R);
+  for (int r = 0; r < R; r++)
+    dev[r] = c->stage[r].device;
+  for (int st = 0; st < c->W; st++) {
+    c->stage[st].device = dev[tp_stage_rank(s, st)];
+    if (st + 1 < c->W && tp_stage_rank(s, st) == tp_stage_rank(s, st + 1))
+      c->link[st].latency = 0, c->link[st].bandwidth = 0;
+  }
+  g_free(dev);
+  tp_cost_update_devices(c);
+}
+
 /* ---- cost file ---------------------------------------------------------------------------- */
 
 /* Bounds of a cost file's numbers: every total the simulator forms (TP_MAX_OPS operations, each

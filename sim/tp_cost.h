@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include "tp_schedule.h"
+
 typedef struct {
   double fwd, bwd;           /* time of one micro-batch forward / backward */
   double upd;                /* time of one update */
@@ -55,5 +57,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpCost, tp_cost_free)
 
 /* Recompute n_devices and shared_devices after editing stage[].device. */
 void tp_cost_update_devices(TpCost *c);
+/* Interleaved stages (s->rank_seq): each stage runs on its rank's device — rank r's is the device
+ * stage r had, so ranks that shared a device still do — and a link between two chunks of one rank
+ * costs nothing (no latency, infinite bandwidth).  Nothing to do otherwise. */
+void tp_cost_place_chunks(TpCost *c, const TpSchedule *s);
 
 #endif

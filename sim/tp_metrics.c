@@ -488,11 +488,21 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   }
   for (int l = 0; l < L; l++)
     m->messages += m->link_messages[l], m->bytes += m->link_bytes[l];
-  m->bubble = m->makespan > 0 ? 1.0 - m->busy / (W * m->makespan) : 0;
+  /* interleaved stages: a rank's bubble is its idle time across its chunks, shown on each of them */
+  const int R = tp_schedule_ranks(s);
+  for (int r = 0; s->rank_seq && r < R; r++) {
+    double busy = 0;
+    for (int st = 0; st < W; st++)
+      busy += tp_stage_rank(s, st) == r ? m->stage[st].busy : 0;
+    for (int st = 0; st < W; st++)
+      if (tp_stage_rank(s, st) == r)
+        m->stage[st].bubble = m->makespan > 0 ? 1.0 - busy / m->makespan : 0;
+  }
+  m->bubble = m->makespan > 0 ? 1.0 - m->busy / (R * m->makespan) : 0;
   m->throughput = m->makespan > 0 ? (double)s->K * s->N * sim->c->samples_per_micro / m->makespan : 0;
   m->t_minibatch_run = m->makespan / s->K;
   m->throughput_steady = m->t_minibatch > 0 ? s->N * sim->c->samples_per_micro / m->t_minibatch : 0;
-  m->bubble_steady = t1 > t0 ? 1.0 - busy_steady / (s->W * (t1 - t0)) : m->bubble;
+  m->bubble_steady = t1 > t0 ? 1.0 - busy_steady / (R * (t1 - t0)) : m->bubble;
 
   stage_memory_finish(&w, t, threads);
   return m;

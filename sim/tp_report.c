@@ -40,6 +40,9 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   g_autofree char *ssha = tp_schedule_sha256(s);
   g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches; sha256 %s\n",
                          preset_or_pair(s, name, sizeof name), s->W, s->N, s->K, ssha);
+  if (s->rank_seq)
+    g_string_append_printf(out, "chunks       %d workers hold %d chunks each (map %s); the bubble is each worker's idle "
+                           "time across its chunks\n", tp_schedule_ranks(s), s->V, tp_chunk_map_name(s->map));
   if (c->unit)
     g_string_append(out, "costs        unit slots: a forward or backward takes 1 slot; updates and transfers are free\n");
   else
@@ -101,12 +104,31 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   }
   g_string_append_printf(out, "(bubble over the whole run; mismatch: the largest above; memory in %s at each stage's "
                               "peak; versions and activations are the largest counts held at once)\n", bu);
+  if (s->rank_seq) { /* interleaved stages: each worker's chunks added up */
+    g_string_append_printf(out, "\n%6s %-16s %12s %7s %12s\n", "worker", "stages", "busy", "bubble", "peak_bytes");
+    for (int r = 0; r < tp_schedule_ranks(s); r++) {
+      g_autoptr(GString) list = g_string_new(NULL);
+      double busy = 0, peak = 0, bubble = 0;
+      for (int st = 0; st < s->W; st++)
+        if (tp_stage_rank(s, st) == r) {
+          g_string_append_printf(list, "%s%d", list->len ? "," : "", st + 1);
+          busy += m->stage[st].busy, peak += m->stage[st].peak_bytes, bubble = m->stage[st].bubble;
+        }
+      char p[TP_NUM_LEN];
+      g_string_append_printf(out, "%6d %-16s %12s %7s %12s\n", r + 1, list->str, tp_num(a, "%.6g", busy),
+                             tp_num(b, "%.4f", bubble), tp_num(p, "%.6g", peak));
+    }
+    g_string_append(out, "(a worker's busy time and its chunks' peaks added: an upper bound on its peak)\n");
+  }
   if (s->W > 1) {
     g_string_append(out, "\nlink         messages        bytes\n");
     for (int l = 0; l < tp_sim_n_links(s->W); l++) {
       int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
-      g_string_append_printf(out, "%3d -> %-3d %10ld %12s\n", from, to, m->link_messages[l],
-                             tp_num(a, "%.6g", m->link_bytes[l]));
+      char inside[48] = ""; /* two chunks of one worker: no link is crossed */
+      if (s->rank_seq && tp_stage_rank(s, from - 1) == tp_stage_rank(s, to - 1))
+        g_snprintf(inside, sizeof inside, "  (inside worker %d: free)", tp_stage_rank(s, from - 1) + 1);
+      g_string_append_printf(out, "%3d -> %-3d %10ld %12s%s\n", from, to, m->link_messages[l],
+                             tp_num(a, "%.6g", m->link_bytes[l]), inside);
     }
   }
 }

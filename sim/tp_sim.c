@@ -15,6 +15,7 @@ typedef struct {
   TpEngine eng;
   int W;
   int *pos;
+  int *rpos;         /* interleaved stages: each rank's place in its order (rank_seq) */
   long *cur;
   gboolean *busy, *dev_busy;
   uint8_t *arrived;
@@ -71,9 +72,12 @@ static void try_start(Run *r, int st)
   if (r->busy[st] || r->pos[st] >= tp_stage_len(sim->s, st))
     return;
   long g = sim->ix->off[st] + r->pos[st];
-  int dev = sim->c->stage[st].device;
+  const TpSchedule *s = sim->s;
+  int dev = sim->c->stage[st].device, rk = tp_stage_rank(s, st);
   if (!r->arrived[g] || r->dev_busy[dev])
     return;
+  if (s->rank_seq && g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]) != st)
+    return; /* not this chunk's turn on its rank: the rank runs one operation at a time, in its order */
   const TpOp *op = &tp_stage_ops(sim->s, st)[r->pos[st]];
   r->busy[st] = r->dev_busy[dev] = TRUE;
   r->cur[st] = g;
@@ -97,6 +101,8 @@ static void send(Run *r, int st, long g)
   const TpOp *op = &tp_stage_ops(sim->s, st)[g - sim->ix->off[st]];
   int l = tp_link_of(r->W, st, op->kind);
   double dur = sim->c->unit ? 0 : tp_sim_link_time(sim->c, l, tp_sim_op_bytes(sim->c, sim->s, st, op));
+  if (sim->s->rank_seq && tp_stage_rank(sim->s, tp_link_src(r->W, l)) == tp_stage_rank(sim->s, tp_link_dst(r->W, l)))
+    dur = 0; /* two chunks of one rank: nothing crosses a link */
   tp_link_send(&r->eng, &r->link[l], l, g, dur, &link_handlers, r);
 }
 
@@ -104,13 +110,16 @@ static void on_compute_done(Run *r, int st)
 {
   TpSim *sim = r->sim;
   long g = r->cur[st];
-  int dev = sim->c->stage[st].device;
+  const TpSchedule *s = sim->s;
+  int dev = sim->c->stage[st].device, rk = tp_stage_rank(s, st);
   sim->end[g] = r->eng.now;
   r->busy[st] = r->dev_busy[dev] = FALSE;
   r->pos[st]++;
   if (sim->cons[g] >= 0)
     send(r, st, g);
   try_later(r, st);
+  if (s->rank_seq && ++r->rpos[rk] < (int)s->rank_seq[rk]->len) /* the rank's next operation, of any chunk */
+    try_later(r, g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]));
   tp_mark_device_sharers(&r->eng, sim->c, st);
 }
 
@@ -172,6 +181,7 @@ static gboolean run_events(TpSim *sim, GError **err)
   r.cur = g_new0(long, s->W);
   r.busy = g_new0(gboolean, s->W);
   r.dev_busy = g_new0(gboolean, c->n_devices);
+  r.rpos = g_new0(int, tp_schedule_ranks(s));
   r.arrived = g_new0(uint8_t, n);
   r.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(s->W), 1));
   for (long g = 0; g < n; g++)
@@ -195,9 +205,28 @@ static gboolean run_events(TpSim *sim, GError **err)
   g_free(r.cur);
   g_free(r.busy);
   g_free(r.dev_busy);
+  g_free(r.rpos);
   g_free(r.arrived);
   tp_engine_clear(&r.eng);
   return ok;
+}
+
+/* Interleaved stages whose ranks share no device (the unit-slot replay runs each rank on its own). */
+static gboolean ranks_apart(const TpSchedule *s, const TpCost *c)
+{
+  if (!s->rank_seq)
+    return FALSE;
+  int *owner = g_new(int, c->n_devices); /* the rank each device serves */
+  gboolean apart = TRUE;
+  for (int d = 0; d < c->n_devices; d++)
+    owner[d] = -1;
+  for (int st = 0; st < s->W && apart; st++) {
+    int d = c->stage[st].device;
+    apart = owner[d] < 0 || owner[d] == tp_stage_rank(s, st);
+    owner[d] = tp_stage_rank(s, st);
+  }
+  g_free(owner);
+  return apart;
 }
 
 static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepared *prep, GError **err)
@@ -219,7 +248,8 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
     return NULL;
   }
   long n = sim->n_ops = sim->ix->off[s->W];
-  gboolean replay = !events && c->unit && !c->shared_devices, replayed = FALSE;
+  /* interleaved stages on unit costs: the replay follows the ranks' orders as the event loop does */
+  gboolean replay = !events && c->unit && (!c->shared_devices || ranks_apart(s, c)), replayed = FALSE;
   if (replay && prep && prep->start && prep->end) {
     sim->start = prep->start;
     sim->end = prep->end;

@@ -65,7 +65,8 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
 {
   for (int W = w0; W <= w1; W++)
     for (int N = n0; N <= n1; N++)
-      if (!tp_size_check(W, N, tp_sweep_K(W), err) || !tp_pair_check(o, p, W, N, err)) {
+      if (!tp_size_check(W, N, tp_sweep_K(W), err) || !tp_pair_check(o, p, W, N, err) ||
+          !tp_chunks_check(o, W, tp_order_default_chunks(o), N, err)) {
         g_prefix_error(err, "cell W=%d, N=%d: ", W, N);
         return NULL;
       }

@@ -24,11 +24,19 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
                          sim->c->time_unit, sim->c->unit ? "1 unit slot is drawn as 1 ms" : "times in microseconds",
                          tp_report_fixed_on(s));
   for (int st = 0; st < s->W; st++) {
+    /* interleaved stages: named with their worker, and a worker's chunks drawn next to each other */
+    char pname[48];
+    int sort = st + 1;
+    if (s->rank_seq)
+      g_snprintf(pname, sizeof pname, "worker %d, stage %d", tp_stage_rank(s, st) + 1, st + 1),
+        sort = tp_stage_rank(s, st) * s->W + st + 1;
+    else
+      g_snprintf(pname, sizeof pname, "stage %d", st + 1);
     g_string_append_printf(out,
-                           "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"stage %d\"}},\n"
+                           "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s\"}},\n"
                            "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}},\n"
                            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"compute\"}},\n",
-                           st + 1, st + 1, st + 1, st + 1, st + 1, LANE_COMPUTE);
+                           st + 1, pname, st + 1, sort, st + 1, LANE_COMPUTE);
     if (st < s->W - 1)
       g_string_append_printf(out, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
                                   "{\"name\": \"send to stage %d\"}},\n", st + 1, LANE_SEND_DOWN, st + 2);

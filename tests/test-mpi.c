@@ -121,7 +121,8 @@ static void worker_pipelines(void)
   static const int wnk[][3] = { { 2, 2, 6 }, { 2, 1, 4 }, { 3, 3, 8 }, { 3, 2, 6 }, { 4, 2, 10 } };
   for (int p = 0; p < tp_n_presets; p++)
     for (guint i = 0; i < G_N_ELEMENTS(wnk); i++)
-      if (wnk[i][0] == tp_mpi_size() && !tp_order_split(tp_presets[p].order)) /* the executor runs no I, W yet */
+      if (wnk[i][0] == tp_mpi_size() && !tp_order_split(tp_presets[p].order) &&
+          !tp_order_chunked(tp_presets[p].order)) /* the executor runs no I, W nor chunks */
         check_pipeline(&tp_presets[p], wnk[i][0], wnk[i][1], wnk[i][2]);
 }
 

@@ -251,7 +251,7 @@ static const TpPreset *const *all_presets(int *n)
   static const TpPreset *list[64];
   *n = 0;
   for (int i = 0; i < tp_n_presets; i++)
-    if (!tp_order_split(tp_presets[i].order))
+    if (!tp_order_split(tp_presets[i].order) && !tp_order_chunked(tp_presets[i].order))
       list[(*n)++] = &tp_presets[i];
   return list;
 }

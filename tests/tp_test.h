@@ -6,6 +6,7 @@
 #include "tp_error.h"
 #include "tp_format.h"
 #include "tp_schedule.h"
+#include "tp_validate.h"
 
 #include "tp_test_skip.h"
 
@@ -23,6 +24,42 @@ static inline TpSchedule *tpt_preset(const char *name, int W, int N, int K)
   g_assert_no_error(err);
   g_assert_nonnull(s);
   return s;
+}
+
+/* A schedule file's text read (as "t.csv") and validated, or NULL with *err. */
+static inline TpSchedule *tpt_parse(const char *text, GError **err)
+{
+  TpSchedule *s = tp_schedule_parse(text, strlen(text), "t.csv", err);
+  if (s && !tp_validate(s, err)) {
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* The validator refuses s with one line containing want. */
+static inline void tpt_expect_invalid(const TpSchedule *s, const char *want)
+{
+  GError *err = NULL;
+  g_assert_false(tp_validate(s, &err));
+  g_assert_nonnull(err);
+  if (!strstr(err->message, want))
+    g_error("expected '%s' in: %s", want, err->message);
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+/* The text is refused with one line containing want. */
+static inline void tpt_expect_refused(const char *text, const char *want)
+{
+  GError *err = NULL;
+  TpSchedule *s = tpt_parse(text, &err);
+  g_assert_null(s);
+  g_assert_nonnull(err);
+  if (!strstr(err->message, want))
+    g_error("expected '%s' in: %s", want, err->message);
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
 }
 
 static inline char *tpt_grid(const TpSchedule *s)

@@ -127,6 +127,13 @@ gboolean tp_train_setup(Train *t, GError **err)
     t->group = tp_group_single_new();
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
+  if (t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->preset->order)) {
+    g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET,
+                "%s %s: the executor runs one stage per worker, so interleaved stages (several model chunks per "
+                "worker) are not trained; schedule, simulate and compare take them", t->s ? "schedule" : "preset",
+                t->s ? c->schedule_file : c->preset->name);
+    return FALSE;
+  }
   if (t->s && !tp_runtime_check_schedule(t->s, err)) { /* names the file, line and operation */
     (*err)->code = TP_ERROR_PARAM_SCHEDULE;
     return FALSE;
