@@ -75,7 +75,8 @@ void tp_profile_fit_links(TpProfileLinks *l)
     a = (sxx * st - sx * sxt) / det, c = (sw * sxt - sx * st) / det;
   if (a < 0 || l->n < 2 || det <= 1e-12 * sw * sxx) /* through the origin */
     a = 0, c = sxx > 0 ? sxt / sxx : 0;
-  if (c <= 0) /* no cost per byte: the weighted mean time */
+  double xmax = l->n > 0 ? l->bytes[l->n - 1] : 0;
+  if (c <= 0 || c * xmax <= 1e-9 * a) /* no cost per byte (to rounding): the weighted mean time */
     c = 0, a = sw > 0 ? st / sw : 0;
   l->latency = a, l->bandwidth = c > 0 ? 1 / c : 0;
   l->fit_error = 0;
