@@ -140,28 +140,6 @@ static char *format(const TpProfile *p)
   return g_string_free(s, FALSE);
 }
 
-/* text with the first `from` replaced by `to`; the line (from 1) of `to` in *line */
-static char *edit(const char *text, const char *from, const char *to, int *line)
-{
-  const char *at = strstr(text, from);
-  g_assert_nonnull(at);
-  *line = 1;
-  for (const char *c = text; c < at; c++)
-    *line += *c == '\n';
-  return g_strdup_printf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-}
-
-static void expect_refused(const char *text, const char *needle)
-{
-  GError *err = NULL;
-  g_autoptr(TpProfile) p = tp_profile_parse(text, strlen(text), "bad.profile", &err);
-  g_assert_null(p);
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  if (!strstr(err->message, needle))
-    g_error("expected '%s' in: %s", needle, err->message);
-  g_error_free(err);
-}
-
 static void test_links_file(void)
 {
   g_autoptr(TpModel) m = load_model("mlp");
@@ -179,12 +157,11 @@ static void test_links_file(void)
   g_autofree char *again = format(q);
   g_assert_cmpstr(text, ==, again);
   /* version 1: no [links]; a version 1 file without them is read, with them refused */
-  int line = 0;
-  g_autofree char *v1 = edit(text, "format_version=2", "format_version=1", &line);
+  g_autofree char *v1 = edit(text, "format_version=2", "format_version=1");
   expect_refused(v1, "[links]: unknown group");
   g_autoptr(TpProfile) plain = synthetic_profile(m, 8, 2, 1e9);
   g_autofree char *plain_text = format(plain);
-  g_autofree char *plain_v1 = edit(plain_text, "format_version=2", "format_version=1", &line);
+  g_autofree char *plain_v1 = edit(plain_text, "format_version=2", "format_version=1");
   g_autoptr(TpProfile) r1 = tp_profile_parse(plain_v1, strlen(plain_v1), "v1.profile", &err);
   g_assert_no_error(err);
   g_assert_null(r1->links.transport);
@@ -201,8 +178,8 @@ static void test_links_file(void)
     { "fit_error=", "colour=red\nfit_error=", "[links] colour" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-    g_autofree char *bad = edit(text, cases[i].from, cases[i].to, &line);
-    g_autofree char *where = g_strdup_printf("bad.profile:%d: %s", line, cases[i].needle);
+    g_autofree char *bad = edit(text, cases[i].from, cases[i].to);
+    g_autofree char *where = g_strdup_printf("bad.profile:%d: %s", line_of(bad, cases[i].to), cases[i].needle);
     expect_refused(bad, where);
   }
 }

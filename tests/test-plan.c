@@ -74,36 +74,6 @@ static void test_profile_roundtrip(void)
   g_clear_error(&err);
 }
 
-/* Replace the first occurrence of `from` in text by `to`. */
-static char *edit(const char *text, const char *from, const char *to)
-{
-  const char *at = strstr(text, from);
-  g_assert_nonnull(at);
-  return g_strdup_printf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-}
-
-/* The line (from 1) where `what` first appears. */
-static int line_of(const char *text, const char *what)
-{
-  const char *at = strstr(text, what);
-  g_assert_nonnull(at);
-  int line = 1;
-  for (const char *c = text; c < at; c++)
-    line += *c == '\n';
-  return line;
-}
-
-static void expect_refused(const char *text, const char *needle)
-{
-  GError *err = NULL;
-  g_autoptr(TpProfile) p = tp_profile_parse(text, strlen(text), "bad.profile", &err);
-  g_assert_null(p);
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  if (!strstr(err->message, needle))
-    g_error("expected '%s' in: %s", needle, err->message);
-  g_error_free(err);
-}
-
 static void test_profile_malformed(void)
 {
   g_autoptr(TpModel) m = load_model("mlp");

@@ -1,10 +1,13 @@
 /* tp_test_profile.h — a synthetic measured profile for the tests of the plan search and of the
- * profile's file (test-plan.c, test-plan-run.c). */
+ * profile's file (test-plan.c, test-plan-run.c), and editing a profile's text to see it refused. */
 #ifndef TP_TEST_PROFILE_H
 #define TP_TEST_PROFILE_H
 
+#include "tp_error.h"
 #include "tp_model.h"
 #include "tp_profile.h"
+
+#include <string.h>
 
 /* A profile of model m with times from its FLOPs (1 ns per FLOP, plus 1 µs) and bytes from its
  * sizes, at the divisors of `batch`; `cores` processors, `memory` bytes. */
@@ -36,6 +39,38 @@ static inline TpProfile *synthetic_profile(const TpModel *m, int batch, int core
     }
   }
   return p;
+}
+
+/* Profile texts, edited and refused: */
+
+/* Replace the first occurrence of `from` in text by `to`. */
+static inline char *edit(const char *text, const char *from, const char *to)
+{
+  const char *at = strstr(text, from);
+  g_assert_nonnull(at);
+  return g_strdup_printf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
+/* The line (from 1) where `what` first appears. */
+static inline int line_of(const char *text, const char *what)
+{
+  const char *at = strstr(text, what);
+  g_assert_nonnull(at);
+  int line = 1;
+  for (const char *c = text; c < at; c++)
+    line += *c == '\n';
+  return line;
+}
+
+static inline void expect_refused(const char *text, const char *needle)
+{
+  GError *err = NULL;
+  g_autoptr(TpProfile) p = tp_profile_parse(text, strlen(text), "bad.profile", &err);
+  g_assert_null(p);
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  if (!strstr(err->message, needle))
+    g_error("expected '%s' in: %s", needle, err->message);
+  g_error_free(err);
 }
 
 #endif
