@@ -268,26 +268,27 @@ static void test_run_top_interleaved(void)
 
 /* ---- under mpirun --------------------------------------------------------------------------------------- */
 
-/* mpirun -np 2 profile --transport mpi: one file (rank 0's), links of the two ranks, the message sizes
- * from the model's largest activations of a micro-batch down; outside mpirun or with one rank: refused. */
+/* mpirun -np 3 profile --transport mpi: one file (rank 0's), links of the three ranks (the middle rank
+ * in two pairs, one after the other), the message sizes from the model's largest activations of a
+ * micro-batch down; outside mpirun or with one rank: refused. */
 static void test_profile_mpi(void)
 {
   if (!tpt_mpi_train_usable(bin))
     return;
   g_autofree char *path = tpt_tmp_path("mlp-mpi.profile");
   g_autofree char *line = g_strdup_printf("--model mlp --micro-batch-sizes 2,4 -r 1 --transport mpi -o %s", path);
-  TptMpiRun r = tpt_mpi_run(2, NULL, bin, (const char *const[]){ "profile", NULL }, line);
+  TptMpiRun r = tpt_mpi_run(3, NULL, bin, (const char *const[]){ "profile", NULL }, line);
   if (r.status != 0)
     g_error("status %d:\n%s", r.status, r.err);
   g_assert_cmpint(tpt_count(r.err, "profiled "), ==, 1);
-  g_assert_cmpint(tpt_count(r.err, "links between 2 MPI ranks"), ==, 1);
+  g_assert_cmpint(tpt_count(r.err, "links between 3 MPI ranks"), ==, 1);
   tpt_mpi_run_clear(&r);
   GError *err = NULL;
   g_autoptr(TpProfile) p = tp_profile_load(path, &err);
   g_assert_no_error(err);
   const TpProfileLinks *l = &p->links;
   g_assert_cmpstr(l->transport, ==, "mpi");
-  g_assert_cmpint(l->ranks, ==, 2);
+  g_assert_cmpint(l->ranks, ==, 3);
   g_assert_cmpint(l->n, >=, 2);
   /* the largest message: 4 samples of the widest activation passed between two layers, in bytes */
   g_autoptr(TpModel) m = load_model("mlp");

@@ -53,9 +53,9 @@ gboolean tp_mpi_ping_pong(TpMpi *m, const size_t *sizes, const int *rounds, int 
   double *dt = g_new(double, most);
   double *mine = g_new0(double, 2 * (size_t)n); /* the link me → me+1, measured here: best, median per size */
   gboolean ok = TRUE;
-  int seq = 0;
   /* links 0, 2, 4, … first, then 1, 3, …: a rank is in one pair at a time */
   for (int parity = 0; parity < 2 && ok; parity++) {
+    int seq = 0; /* the round trips of one pair, numbered alike at both ends */
     gboolean left = me % 2 == parity && me + 1 < W;
     gboolean right = me >= 1 && (me - 1) % 2 == parity;
     if (!left && !right)
