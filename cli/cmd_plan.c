@@ -530,6 +530,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
                                100 * meas[i].spread);
       }
       g_string_append(out, "spread: (slowest - fastest) / median of a plan's runs\n");
+      if (mpi && !c && !prof->links.transport)
+        g_string_append(out, "note: the predictions count the links as free (the profile has no [links]; mpirun -np 2 "
+                             "timeprest profile --transport mpi measures them), the runs pay MPI's messages\n");
       const TpPlan *f = res->ranked->pdata[fastest];
       g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", tau);
       if (confirmed)
