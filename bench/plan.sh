@@ -4,7 +4,8 @@
 # cluster C, best of R, and the same without the recompute dimension;
 # (2) a measured profile of mlp-deep (batch 128) and plan -w 1-4 --run-top 3 on this machine:
 # each run's measured time per mini-batch against its prediction, Kendall's tau and whether the top
-# choice is measured fastest.  Results: bench/RESULTS.md ("The plan search").
+# choice is measured fastest (each plan 3 runs interleaved, the median; about 1 s of steady state a
+# run: plan's defaults).  Results: bench/RESULTS.md ("The plan search").
 # Usage: bench/plan.sh [BUILDDIR [R [OUTDIR [search]]]]   (search: only (1))
 set -e
 b=${1:-.}

@@ -1,7 +1,8 @@
 /* cmd_plan.c — `timeprest plan`: the options of the plan search (sim/tp_plan.h) and its report —
  * the ranked plans, their Pareto front, the explanation of the top choice — and --run-top K, which
- * trains each of the K best plans for a short run (`timeprest train` as a child process, its JSON
- * report read back) and puts the measurement beside the prediction. */
+ * trains each of the K best plans for short runs (`timeprest train` as a child process, under an
+ * MPI launcher with --transport mpi, its JSON report read back), R repetitions interleaved across
+ * the K, and puts the median measurement beside the prediction. */
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_plan.h"
@@ -14,13 +15,18 @@
 
 typedef struct {
   char *model, *cluster, *profile, *batch, *limit, *workers, *micro, *presets, *run_top, *format, *show, *threads;
-  char *output, *run_k, *recompute;
+  char *output, *run_k, *recompute, *run_reps, *transport, *launcher;
 } PlanOpts;
 
-/* A measured plan (--run-top). */
+/* A measured plan (--run-top): the median over its repetitions and their spread. */
 typedef struct {
-  double t_minibatch, samples_per_second;
+  double t_minibatch, samples_per_second, spread;
+  int mini_batches;
 } Measured;
+
+/* The steady window a --run-top run aims at by default, in predicted seconds, and its repetitions. */
+#define RUN_WINDOW_S 1.0
+#define RUN_REPS 3
 
 /* Bytes: a number with an optional K, M, G or T suffix (powers of 1024, as TP_MEMORY_LIMIT). */
 static gboolean parse_bytes(const char *flag, const char *text, double *out, GError **err)
@@ -100,7 +106,7 @@ static GPtrArray *parse_presets(const char *text, GError **err)
 /* ---- --run-top ------------------------------------------------------------------------------------ */
 
 /* measured.time_per_mini_batch of a train report. */
-static gboolean read_measured(const char *json, Measured *m, long batch, GError **err)
+static gboolean read_measured(const char *json, double *t, GError **err)
 {
   g_autoptr(JsonParser) parser = json_parser_new();
   GError *e = NULL;
@@ -116,26 +122,65 @@ static gboolean read_measured(const char *json, Measured *m, long batch, GError 
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "train's report has no measured.time_per_mini_batch");
     return FALSE;
   }
-  m->t_minibatch = json_object_get_double_member(ms, "time_per_mini_batch");
-  m->samples_per_second = m->t_minibatch > 0 ? (double)batch / m->t_minibatch : 0;
+  *t = json_object_get_double_member(ms, "time_per_mini_batch");
   return TRUE;
 }
 
-/* Train plan p for K mini-batches: this program's own `train` as a child process. */
-static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *backend, Measured *m, GError **err)
+/* Mini-batches of plan p's runs: --run-mini-batches, else a steady window of about RUN_WINDOW_S
+ * predicted seconds after and before the W mini-batches of filling and draining the pipeline (at
+ * least 4W + 4, at most 1000). */
+static int run_length(const TpPlan *p, int run_k)
 {
-  long batch = p->batch;
+  if (run_k)
+    return run_k;
+  double steady = p->t_minibatch > 0 ? ceil(RUN_WINDOW_S / p->t_minibatch) : 1e9;
+  return (int)MIN(1000.0, 2.0 * p->W + MAX(2.0 * p->W + 4, steady));
+}
+
+/* The launcher's words with {W} replaced by W (--transport mpi), or NULL with err. */
+static GPtrArray *launcher_words(const char *launcher, int W, GError **err)
+{
+  g_auto(GStrv) words = NULL;
+  GError *e = NULL;
+  if (!g_shell_parse_argv(launcher, NULL, &words, &e)) {
+    g_autofree char *q = tp_quote(launcher);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--launcher: cannot split %s into words: %s", q, e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+  g_autofree char *w = g_strdup_printf("%d", W);
+  for (int i = 0; words[i]; i++) {
+    g_auto(GStrv) parts = g_strsplit(words[i], "{W}", -1);
+    g_ptr_array_add(a, g_strjoinv(w, parts));
+  }
+  return a;
+}
+
+/* Train plan p for k mini-batches: this program's own `train` as a child process (with a launcher:
+ * under it, one MPI rank per stage); *t its measured steady time per mini-batch. */
+static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *backend, gboolean mpi, double *t,
+                         GError **err)
+{
   g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
   g_autofree char *w = g_strdup_printf("%d", p->W), *n = g_strdup_printf("%d", p->N);
-  g_autofree char *b = g_strdup_printf("%ld", batch), *kk = g_strdup_printf("%d", k);
+  g_autofree char *b = g_strdup_printf("%ld", p->batch), *kk = g_strdup_printf("%d", k);
   g_autofree char *split = tp_plan_split_text(p);
-  const char *argv[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
+  const char *args[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
                          "--split", split, "-k", kk, "--model", o->model, "--data", "synthetic", "--backend", backend,
-                         "--format", "json", "--quiet", p->recompute ? "--recompute" : NULL, NULL };
+                         "--format", "json", "--quiet", "--transport", mpi ? "mpi" : "local",
+                         p->recompute ? "--recompute" : NULL };
+  g_autoptr(GPtrArray) argv = mpi ? launcher_words(o->launcher ? o->launcher : "mpirun -np {W}", p->W, err)
+                                  : g_ptr_array_new_with_free_func(g_free);
+  if (!argv)
+    return FALSE;
+  for (size_t i = 0; i < G_N_ELEMENTS(args) && args[i]; i++)
+    g_ptr_array_add(argv, g_strdup(args[i]));
+  g_ptr_array_add(argv, NULL);
   g_autofree char *out = NULL, *errtext = NULL;
   int status = 0;
   GError *e = NULL;
-  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, &e) ||
+  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &errtext, &status, &e) ||
       !g_spawn_check_wait_status(status, &e)) {
     g_autofree char *why = tp_one_line(errtext && *errtext ? errtext : e->message);
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,
@@ -143,7 +188,33 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *
     g_error_free(e);
     return FALSE;
   }
-  return read_measured(out, m, batch, err);
+  return read_measured(out, t, err);
+}
+
+/* --run-top: the K best plans, each trained reps times; the runs interleaved (round r trains every
+ * plan once, starting one plan later than round r − 1), so that a drift of the machine's speed
+ * reaches every plan alike and no plan always runs first; each plan's median and spread. */
+static gboolean run_top(const TpPlanResult *res, int runs, int reps, const PlanOpts *o, int run_k, const char *backend,
+                        gboolean mpi, Measured *meas, GError **err)
+{
+  g_autofree double *t = g_new0(double, (size_t)runs * reps);
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < runs; j++) {
+      int i = (j + r) % runs;
+      const TpPlan *p = res->ranked->pdata[i];
+      meas[i].mini_batches = run_length(p, run_k);
+      fprintf(stderr, "timeprest plan: round %d of %d: training plan %d of %d (%s W=%d N=%d%s, %d mini-batches%s)\n",
+              r + 1, reps, i + 1, runs, p->preset->name, p->W, p->N, p->recompute ? " recompute" : "",
+              meas[i].mini_batches, mpi ? ", MPI" : "");
+      if (!run_plan(p, o, meas[i].mini_batches, backend, mpi, &t[(size_t)i * reps + r], err))
+        return FALSE;
+    }
+  for (int i = 0; i < runs; i++) {
+    const TpPlan *p = res->ranked->pdata[i];
+    meas[i].t_minibatch = tp_median_spread(t + (size_t)i * reps, reps, &meas[i].spread);
+    meas[i].samples_per_second = meas[i].t_minibatch > 0 ? (double)p->batch / meas[i].t_minibatch : 0;
+  }
+  return TRUE;
 }
 
 /* ---- printing ------------------------------------------------------------------------------------ */
@@ -156,7 +227,7 @@ static gboolean on_front(const TpPlanResult *res, const TpPlan *p)
   return FALSE;
 }
 
-static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, const Measured *m)
+static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, const Measured *m, int reps)
 {
   g_autofree char *split = tp_plan_split_text(p);
   g_string_append_printf(out, "{\"preset\": \"%s\", \"workers\": %d, \"micro_batches\": %d, \"batch\": %ld, "
@@ -182,6 +253,8 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
     tp_append_num(out, m->t_minibatch);
     g_string_append(out, ", \"samples_per_second\": ");
     tp_append_num(out, m->samples_per_second);
+    g_string_append_printf(out, ", \"mini_batches\": %d, \"repetitions\": %d, \"spread\": ", m->mini_batches, reps);
+    tp_append_num(out, m->spread);
     g_string_append(out, "}, \"error\": {\"time_per_mini_batch\": ");
     tp_append_num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
     g_string_append(out, "}");
@@ -226,7 +299,8 @@ static void table_head(GString *out, const Columns *cols)
 static void opts_clear(PlanOpts *o)
 {
   char **all[] = { &o->model, &o->cluster, &o->profile, &o->batch, &o->limit, &o->workers, &o->micro, &o->presets,
-                   &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k, &o->recompute };
+                   &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k, &o->recompute,
+                   &o->run_reps, &o->transport, &o->launcher };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -257,7 +331,14 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     { "run-top", 0, 0, G_OPTION_ARG_STRING, &o.run_top,
       "Train the K best plans for a short run on this machine and report measured beside predicted", "K" },
     { "run-mini-batches", 0, 0, G_OPTION_ARG_STRING, &o.run_k,
-      "Mini-batches of each --run-top run (default 4W + 4)", "K" },
+      "Mini-batches of each --run-top run (default: 2W + about 1 s of predicted steady state, at least 4W + 4)", "K" },
+    { "run-repetitions", 0, 0, G_OPTION_ARG_STRING, &o.run_reps,
+      "Runs of each --run-top plan, interleaved across the plans; the median is kept (default 3)", "R" },
+    { "transport", 0, 0, G_OPTION_ARG_STRING, &o.transport,
+      "--run-top runs in one process (local, default) or one MPI rank per stage under the launcher (mpi)", "local|mpi" },
+    { "launcher", 0, 0, G_OPTION_ARG_STRING, &o.launcher,
+      "With --transport mpi: the command that starts W ranks, {W} standing for W (default \"mpirun -np {W}\"; "
+      "under Slurm e.g. \"srun -n {W}\")", "CMD" },
     { "show", 0, 0, G_OPTION_ARG_STRING, &o.show, "Rows of the ranked table (default 10; JSON lists every plan)",
       "M" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &o.threads, "Threads simulating candidates (default: every core)", "T" },
@@ -272,13 +353,16 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     "simulated unless a bound rules it out (over the memory limit, or slower and larger than a plan already\n"
     "simulated).  Plans are ranked by steady time per mini-batch (by samples/s over several batches); '*' marks the Pareto front of time against\n"
     "the largest device's peak memory.  Nothing within the limit: exit 2 naming the smallest peak found.\n"
-    "--run-top K trains the K best with `timeprest train` (synthetic data, local transport) and reports the\n"
-    "relative error, Kendall's tau of the two orders and whether the top choice is measured fastest.\n\n"
+    "--run-top K trains the K best with `timeprest train` (synthetic data; R runs each, interleaved, the median\n"
+    "kept; --transport mpi: under the launcher, one rank per stage) and reports the relative error, Kendall's tau\n"
+    "of the two orders and whether the top choice is measured fastest.\n\n"
     "Example: timeprest plan --model vgg16-cifar100 --cluster C --batch 128 --memory-limit 12G\n"
     "         timeprest plan --model mlp-deep --profile mlp-deep.profile --batch 128 -w 1-4 --run-top 3");
   static const char *const formats[] = { "table", "json", NULL };
   static const char *const recomputes[] = { "no", "yes", "both", NULL }; /* in TpPlanRecompute's order */
+  static const char *const transports[] = { "local", "mpi", NULL };
   int fmt = 0, rc = TP_PLAN_RECOMPUTE_NO, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
+  int reps = RUN_REPS, mpi = 0;
   double limit = 0;
   g_autoptr(GPtrArray) presets = NULL;
   g_autoptr(GArray) batches = NULL;
@@ -308,6 +392,8 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
        (!o.micro || tp_cli_range("-n", o.micro, 1, TP_MAX_MICRO, &n0, &n1, err)) &&
        (!o.run_top || tp_cli_int("--run-top", o.run_top, 1, 100, &top, err)) &&
        (!o.run_k || tp_cli_int("--run-mini-batches", o.run_k, 1, 100000, &run_k, err)) &&
+       (!o.run_reps || tp_cli_int("--run-repetitions", o.run_reps, 1, 1000, &reps, err)) &&
+       (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
        (!o.show || tp_cli_int("--show", o.show, 1, 1 << 20, &show, err)) &&
        (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
        (!o.limit || parse_bytes("--memory-limit", o.limit, &limit, err)) &&
@@ -317,6 +403,19 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     /* measured against costs of this machine only; a cluster's roofline says nothing about it */
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: trains on this machine; plan with its --profile");
     ok = FALSE;
+  }
+  if (ok && o.launcher && !mpi) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--launcher: starts the ranks of --transport mpi; give that too");
+    ok = FALSE;
+  }
+  if (ok && o.launcher && !strstr(o.launcher, "{W}")) {
+    g_autofree char *q = tp_quote(o.launcher);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--launcher: %s has no {W} (the number of ranks to start)", q);
+    ok = FALSE;
+  }
+  if (ok && o.launcher) { /* words that split */
+    g_autoptr(GPtrArray) words = launcher_words(o.launcher, 1, err);
+    ok = words != NULL;
   }
   TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch,
                         .batches = batches ? (const int *)batches->data : NULL,
@@ -343,12 +442,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   /* --run-top: the K best measured */
   int runs = ok ? MIN(top, (int)res->ranked->len) : 0;
   g_autofree Measured *meas = g_new0(Measured, MAX(runs, 1));
-  for (int i = 0; i < runs && ok; i++) {
-    const TpPlan *p = res->ranked->pdata[i];
-    fprintf(stderr, "timeprest plan: training plan %d of %d (%s W=%d N=%d%s)\n", i + 1, runs, p->preset->name, p->W,
-            p->N, p->recompute ? " recompute" : "");
-    ok = run_plan(p, &o, run_k ? run_k : 4 * p->W + 4, prof->backend, &meas[i], err);
-  }
+  ok = ok && (runs == 0 || run_top(res, runs, reps, &o, run_k, prof->backend, mpi, meas, err));
   double tau = 1;
   gboolean confirmed = TRUE;
   int fastest = 0;
@@ -382,7 +476,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
                            res->n_dominated, res->n_failed);
     for (guint i = 0; i < res->ranked->len; i++) {
       g_string_append(out, i ? ",\n  " : "\n  ");
-      plan_json(out, res, res->ranked->pdata[i], (int)i < runs ? &meas[i] : NULL);
+      plan_json(out, res, res->ranked->pdata[i], (int)i < runs ? &meas[i] : NULL, reps);
     }
     g_string_append(out, "]");
     if (runs > 0) {
@@ -430,24 +524,33 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     g_autofree char *why = tp_plan_explain(res->ranked->pdata[0], res->ranked->len > 1 ? res->ranked->pdata[1] : NULL);
     g_string_append_printf(out, "\nTop choice: %s", why);
     if (runs > 0) {
-      g_string_append_printf(out, "\nMeasured (%d short runs of timeprest train on this machine):\n", runs);
-      g_string_append_printf(out, "  %-16s %2s %4s%s %14s %14s %9s\n", "preset", "W", "N", cols.rc ? " rc" : "",
-                             "predicted ms", "measured ms", "error");
+      g_string_append_printf(out, "\nMeasured (%d plans x %d runs of timeprest train on this machine%s, interleaved; "
+                             "the median of each plan's runs):\n", runs, reps, mpi ? ", one MPI rank per stage" : "");
+      g_string_append_printf(out, "  %-16s %2s %4s%s %14s %14s %9s %6s %7s\n", "preset", "W", "N", cols.rc ? " rc" : "",
+                             "predicted ms", "measured ms", "error", "mini-b", "spread");
       for (int i = 0; i < runs; i++) {
         const TpPlan *p = res->ranked->pdata[i];
-        g_string_append_printf(out, "  %-16s %2d %4d%s %14.3f %14.3f %+8.1f%%\n", p->preset->name, p->W, p->N,
-                               !cols.rc ? "" : p->recompute ? " rc" : "   ",
+        g_string_append_printf(out, "  %-16s %2d %4d%s %14.3f %14.3f %+8.1f%% %6d %6.1f%%\n", p->preset->name, p->W,
+                               p->N, !cols.rc ? "" : p->recompute ? " rc" : "   ",
                                1e3 * p->t_minibatch, 1e3 * meas[i].t_minibatch,
-                               100 * tp_rel_error(p->t_minibatch, meas[i].t_minibatch));
+                               100 * tp_rel_error(p->t_minibatch, meas[i].t_minibatch), meas[i].mini_batches,
+                               100 * meas[i].spread);
       }
+      g_string_append(out, "spread: (slowest - fastest) / median of a plan's runs\n");
+      if (mpi && !c && !prof->links.transport)
+        g_string_append(out, "note: the predictions count the links as free (the profile has no [links]; mpirun -np 2 "
+                             "timeprest profile --transport mpi measures them), the runs pay MPI's messages\n");
       const TpPlan *f = res->ranked->pdata[fastest];
       g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", tau);
       if (confirmed)
         g_string_append(out, "top choice confirmed: yes (measured fastest)\n");
-      else
+      else {
+        double slower = (meas[0].t_minibatch - meas[fastest].t_minibatch) / meas[fastest].t_minibatch;
         g_string_append_printf(out, "top choice confirmed: no (%s W=%d N=%d%s measured fastest; the top choice %.1f %% "
-                               "slower)\n", f->preset->name, f->W, f->N, f->recompute ? " recompute" : "",
-                               100 * (meas[0].t_minibatch - meas[fastest].t_minibatch) / meas[fastest].t_minibatch);
+                               "slower%s)\n", f->preset->name, f->W, f->N, f->recompute ? " recompute" : "",
+                               100 * slower, slower <= MAX(meas[0].spread, meas[fastest].spread) ?
+                               ", less than the spread of their runs" : "");
+      }
     }
   }
   ok = ok && tp_cli_emit(o.output, out, err);

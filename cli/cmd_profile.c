@@ -1,9 +1,12 @@
 /* cmd_profile.c — `timeprest profile`: each layer of a model timed on this machine's backend at the
  * micro-batch sizes a plan may use, by the executor's own stage profile (tp_runtime_profile) run
  * on a runtime whose every stage is one layer; repeated, the medians and spreads written as a
- * profile file (sim/tp_profile.h, docs/plan.md). */
+ * profile file (sim/tp_profile.h, docs/plan.md).  Under mpirun with --transport mpi, the links
+ * between the ranks first: an MPI ping-pong (exec/mpi's, as train measures its links) at the
+ * message sizes of the model's activations, latency and bandwidth fitted; rank 0 then profiles. */
 #include "tp_cli.h"
 #include "tp_error.h"
+#include "tp_mpi.h"
 #include "tp_net.h"
 #include "tp_profile.h"
 #include "tp_runtime.h"
@@ -14,23 +17,12 @@
 #include <string.h>
 
 typedef struct {
-  char *model, *backend, *batch, *sizes, *reps, *output, *seed;
+  char *model, *backend, *batch, *sizes, *reps, *output, *seed, *transport;
 } ProfOpts;
 
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorted in place) and (largest − smallest) / median. */
-static double median_spread(double *v, int n, double *spread)
-{
-  qsort(v, n, sizeof *v, cmp_double);
-  double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  *spread = med > 0 ? (v[n - 1] - v[0]) / med : 0;
-  return med;
-}
+/* Message sizes pinged: at most this many, up to this many bytes (larger ones follow from the fit). */
+#define LINK_SIZES 12
+#define LINK_MAX_BYTES (64.0 * 1024 * 1024)
 
 /* The micro-batch sizes: --micro-batch-sizes, else the divisors of --batch. */
 static GArray *parse_sizes(const ProfOpts *o, GError **err)
@@ -76,6 +68,72 @@ static char *cpu_model(void)
   return NULL;
 }
 
+/* The message sizes to ping: from the smallest to the largest message a plan of these micro-batch
+ * sizes sends (a micro-batch's activations forward or gradient back between two layers), at most
+ * LINK_SIZES geometrically spaced, multiples of 8 bytes, capped at LINK_MAX_BYTES; a range narrower
+ * than 16× reaches down to 1/16 of its largest, so that latency and bandwidth separate. */
+static GArray *link_sizes(const TpModel *m, const GArray *sizes)
+{
+  double lo = G_MAXDOUBLE, hi = 0;
+  for (int i = 0; i + 1 < tp_model_n_layers(m); i++)
+    for (guint k = 0; k < sizes->len; k++) {
+      double b = 4.0 * g_array_index(sizes, int, k) *
+                 (double)MAX(tp_model_layer(m, i)->out_elems, tp_model_layer(m, i + 1)->in_elems);
+      lo = MIN(lo, b), hi = MAX(hi, b);
+    }
+  hi = MIN(MAX(hi, 8), LINK_MAX_BYTES);
+  lo = MAX(8, MIN(lo, hi / 16));
+  GArray *a = g_array_new(FALSE, FALSE, sizeof(size_t));
+  for (int i = 0; i < LINK_SIZES; i++) {
+    size_t b = (size_t)ceil(lo * pow(hi / lo, (double)i / (LINK_SIZES - 1)) / 8) * 8;
+    if (!a->len || b > g_array_index(a, size_t, a->len - 1))
+      g_array_append_val(a, b);
+  }
+  return a;
+}
+
+/* --transport mpi: the ping-pong between the ranks of this job (every rank), the fit into *l; MPI
+ * finalized.  *root: whether this rank goes on to profile the layers (rank 0). */
+static gboolean measure_links(const TpModel *m, const GArray *sizes, int reps, TpProfileLinks *l, gboolean *root,
+                              GError **err)
+{
+  tp_mpi_watchdog(120, "starting MPI"); /* MPI_Init and the communicators: no timeout of their own */
+  if (!tp_mpi_init(NULL, NULL, err))
+    return FALSE;
+  GError *e = NULL;
+  TpMpi *mpi = tp_mpi_new(1, 120, &e);
+  if (!mpi)
+    tp_mpi_fail(NULL, e->message, 1);
+  tp_mpi_watchdog(0, NULL);
+  const int R = tp_mpi_size();
+  *root = tp_mpi_rank() == 0;
+  if (R < 2) {
+    tp_mpi_finalize(mpi);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: one rank has no links to measure (mpirun -np 2 or "
+                "more, on the hosts or cores the stages will use)");
+    return FALSE;
+  }
+  g_autoptr(GArray) bytes = link_sizes(m, sizes);
+  const int n = (int)bytes->len;
+  g_autofree int *rounds = g_new(int, n);
+  for (int i = 0; i < n; i++) /* small messages are cheap: more of them */
+    rounds[i] = MAX(5, g_array_index(bytes, size_t, i) < (1u << 20) ? 10 * reps : reps);
+  g_autofree double *median = g_new0(double, (size_t)(R - 1) * n);
+  if (!tp_mpi_ping_pong(mpi, (const size_t *)bytes->data, rounds, n, FALSE, NULL, median, &e))
+    tp_mpi_fail(mpi, e->message, 1);
+  tp_mpi_finalize(mpi);
+  l->transport = g_strdup("mpi");
+  l->ranks = R, l->n = n;
+  l->bytes = g_new0(double, n), l->one_way = g_new0(double, n);
+  for (int i = 0; i < n; i++) {
+    l->bytes[i] = (double)g_array_index(bytes, size_t, i);
+    for (int s = 0; s < R - 1; s++)
+      l->one_way[i] += median[(size_t)s * n + i] / (R - 1);
+  }
+  tp_profile_fit_links(l);
+  return TRUE;
+}
+
 /* Time every layer at m samples, reps times; fill column k of p. */
 static gboolean profile_size(TpProfile *p, const TpModel *m, const TpBackend *be, const TpDataset *data, int size,
                              int k, int reps, guint32 seed, double *total_spread, GError **err)
@@ -105,20 +163,20 @@ static gboolean profile_size(TpProfile *p, const TpModel *m, const TpBackend *be
   }
   for (int i = 0; i < L; i++) {
     TpProfileLayer *l = &p->layer[i];
-    l->fwd[k] = median_spread(f + (size_t)i * reps, reps, &l->fwd_spread[k]);
-    l->bwd[k] = median_spread(b + (size_t)i * reps, reps, &l->bwd_spread[k]);
+    l->fwd[k] = tp_median_spread(f + (size_t)i * reps, reps, &l->fwd_spread[k]);
+    l->bwd[k] = tp_median_spread(b + (size_t)i * reps, reps, &l->bwd_spread[k]);
     /* sizes and updates do not depend on the micro-batch: taken at the first size */
     if (k == 0) {
       TpWStoreSizes sz;
       tp_runtime_sizes(rt, i, &sz);
-      l->upd = median_spread(u + (size_t)i * reps, reps, &l->upd_spread);
+      l->upd = tp_median_spread(u + (size_t)i * reps, reps, &l->upd_spread);
       l->weight_bytes = (double)tp_runtime_n_params(rt, i) * sizeof(float);
       l->stored_bytes = (double)sz.activation_bytes / size;
       l->out_bytes = (double)tp_runtime_act_bytes_per_sample(rt, i);
       l->in_bytes = (double)tp_runtime_grad_bytes_per_sample(rt, i);
     }
   }
-  median_spread(tot, reps, total_spread);
+  tp_median_spread(tot, reps, total_spread);
   return TRUE;
 }
 
@@ -134,6 +192,9 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     { "repetitions", 'r', 0, G_OPTION_ARG_STRING, &o.reps,
       "Profiles taken; the file keeps their median and spread (default 5)", "R" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o.seed, "Seed of the weights and synthetic data (default 1)", "S" },
+    { "transport", 0, 0, G_OPTION_ARG_STRING, &o.transport,
+      "mpi: under mpirun, also measure the links between the ranks (ping-pong at the activations' message sizes, "
+      "latency and bandwidth fitted); local (default): none", "local|mpi" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the profile to FILE (default: standard output)", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -144,18 +205,30 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     "one micro-batch of every size, and an update (three timed calls after a warm-up, the median kept),\n"
     "the whole taken R times; the file holds each median and its spread ((largest - smallest) / median),\n"
     "the weight and activation bytes, and the backend, threads, cores, CPU, host and date.  simulate,\n"
-    "compare and plan read it with --model NAME --profile FILE (docs/plan.md).\n\n"
-    "Example: timeprest profile --model mlp-deep --batch 128 -o mlp-deep.profile");
+    "compare and plan read it with --model NAME --profile FILE (docs/plan.md).  With --transport mpi under\n"
+    "mpirun -np R, the links between the R ranks are measured first and written too; rank 0 profiles the layers.\n\n"
+    "Example: timeprest profile --model mlp-deep --batch 128 -o mlp-deep.profile\n"
+    "         mpirun -np 2 timeprest profile --model mlp-deep --transport mpi -o mlp-deep.profile");
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
-  int reps = 5, seed = 1;
+  static const char *const transports[] = { "local", "mpi", NULL };
+  int reps = 5, seed = 1, mpi = 0;
   g_autoptr(GArray) sizes = NULL;
   g_autoptr(TpModel) m = NULL;
   const TpBackend *be = NULL;
   ok = ok && (!o.reps || tp_cli_int("--repetitions", o.reps, 1, 1000, &reps, err)) &&
        (!o.seed || tp_cli_int("--seed", o.seed, 0, G_MAXINT, &seed, err)) && (sizes = parse_sizes(&o, err)) &&
+       (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
        (m = tp_model_load(o.model ? o.model : "mlp", err)) && tp_net_check_model(m, err) &&
        (be = tp_backend_get(o.backend ? o.backend : "cpu", err));
-  if (ok) {
+  if (ok && mpi && (!tp_mpi_available() || !tp_mpi_launched())) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s", !tp_mpi_available() ? TP_MPI_MISSING :
+                "start it under mpirun (mpirun -np R timeprest profile --transport mpi ..., R >= 2)");
+    ok = FALSE;
+  }
+  TpProfileLinks links = { 0 };
+  gboolean root = TRUE;
+  ok = ok && (!mpi || measure_links(m, sizes, reps, &links, &root, err));
+  if (ok && root) { /* the other ranks' part is done */
     int L = tp_model_n_layers(m), top = g_array_index(sizes, int, sizes->len - 1);
     TpDataShape shape = tp_data_shape_of(m);
     g_autoptr(TpDataset) data = tp_dataset_synthetic_shaped(MAX(top, 64), &shape, (guint32)seed);
@@ -170,6 +243,8 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     p->date = g_date_time_format_iso8601(now);
     p->memory = (double)MAX(tp_memory_available(), 0);
     p->repetitions = reps;
+    p->links = links; /* the profile's now */
+    links = (TpProfileLinks){ 0 };
     for (int i = 0; i < L; i++)
       p->layer[i].kind = g_strdup(tp_layer_names[tp_model_layer(m, i)->kind]);
     g_autoptr(GString) spread = g_string_new(NULL);
@@ -186,9 +261,15 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
       if (ok)
         fprintf(stderr, "profiled %d layers of %s on %s, %d repetitions; spread of the whole model's forward + "
                 "backward per micro-batch size: %s\n", L, m->name, tp_backend_name(be), reps, spread->str);
+      if (ok && p->links.transport)
+        fprintf(stderr, "links between %d MPI ranks, %d message sizes from %.0f to %.0f bytes: latency %.3g us, "
+                "bandwidth %.3g GB/s (the fit within %.1f %% of every size's median)\n", p->links.ranks, p->links.n,
+                p->links.bytes[0], p->links.bytes[p->links.n - 1], 1e6 * p->links.latency, p->links.bandwidth / 1e9,
+                100 * p->links.fit_error);
     }
   }
+  g_free(links.transport), g_free(links.bytes), g_free(links.one_way);
   g_free(o.model), g_free(o.backend), g_free(o.batch), g_free(o.sizes), g_free(o.reps), g_free(o.output);
-  g_free(o.seed);
+  g_free(o.seed), g_free(o.transport);
   return ok;
 }

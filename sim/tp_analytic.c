@@ -124,8 +124,10 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
   a->stored_prefix = g_new0(double, L + 1);
   a->in_bytes = g_new0(double, L);
   a->out_bytes = g_new0(double, L);
-  if (c)
+  if (c) /* a cluster given beside a profile: its links */
     a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth;
+  else if (p && p->links.transport) /* measured between MPI ranks */
+    a->link_latency = p->links.latency, a->link_bandwidth = p->links.bandwidth;
   int n_dev = p ? p->cores : c->n;
   for (int s = 0; s < W; s++)
     a->device[s] = !p && c->n == 1 ? 0 : n_dev > 0 && W > n_dev ? s % n_dev : s;
@@ -236,7 +238,8 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
   cost->samples_per_micro = a->micro;
   if (p)
     cost->source = g_strdup_printf("model %s profiled in %s (%s, %s)%s%s, %ld samples per mini-batch", a->model->name,
-                                   p->source, p->backend, p->machine ? p->machine : "?", c ? ", links of cluster " : "",
+                                   p->source, p->backend, p->machine ? p->machine : "?",
+                                   c ? ", links of cluster " : p->links.transport ? ", links measured by MPI" : "",
                                    c ? c->name : "", a->batch);
   else
     cost->source = g_strdup_printf("model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name,

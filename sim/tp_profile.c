@@ -4,6 +4,8 @@
 #include "tp_error.h"
 #include "tp_keyfile.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Bounds of the numbers a profile may hold (those of a cost file: every total stays finite). */
@@ -38,6 +40,7 @@ void tp_profile_free(TpProfile *p)
   }
   g_free(p->layer);
   g_free(p->sizes);
+  g_free(p->links.transport), g_free(p->links.bytes), g_free(p->links.one_way);
   g_free(p->model), g_free(p->backend), g_free(p->machine), g_free(p->hostname), g_free(p->date);
   g_free(p->source);
   g_free(p);
@@ -57,6 +60,43 @@ char *tp_profile_sizes_text(const TpProfile *p)
   for (int i = 0; i < p->n_sizes; i++)
     g_string_append_printf(s, "%s%d", i ? ", " : "", p->sizes[i]);
   return g_string_free(s, FALSE);
+}
+
+void tp_profile_fit_links(TpProfileLinks *l)
+{
+  /* minimise sum ((a + c x_i - t_i) / t_i)^2: weights 1 / t_i^2, normal equations of the line */
+  double sw = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
+  for (int i = 0; i < l->n; i++) {
+    double x = l->bytes[i], t = l->one_way[i], w = t > 0 ? 1 / (t * t) : 1;
+    sw += w, sx += w * x, sxx += w * x * x, st += w * t, sxt += w * x * t;
+  }
+  double det = sw * sxx - sx * sx, a = 0, c = 0;
+  if (l->n >= 2 && det > 1e-12 * sw * sxx)
+    a = (sxx * st - sx * sxt) / det, c = (sw * sxt - sx * st) / det;
+  if (a < 0 || l->n < 2 || det <= 1e-12 * sw * sxx) /* through the origin */
+    a = 0, c = sxx > 0 ? sxt / sxx : 0;
+  double xmax = l->n > 0 ? l->bytes[l->n - 1] : 0;
+  if (c <= 0 || c * xmax <= 1e-9 * a) /* no cost per byte (to rounding): the weighted mean time */
+    c = 0, a = sw > 0 ? st / sw : 0;
+  l->latency = a, l->bandwidth = c > 0 ? 1 / c : 0;
+  l->fit_error = 0;
+  for (int i = 0; i < l->n; i++)
+    if (l->one_way[i] > 0)
+      l->fit_error = MAX(l->fit_error, fabs(a + c * l->bytes[i] - l->one_way[i]) / l->one_way[i]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double tp_median_spread(double *v, int n, double *spread)
+{
+  qsort(v, n, sizeof *v, cmp_double);
+  double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  *spread = med > 0 ? (v[n - 1] - v[0]) / med : 0;
+  return med;
 }
 
 /* ---- writing ------------------------------------------------------------------------------------- */
@@ -111,11 +151,22 @@ void tp_profile_format(const TpProfile *p, GString *out)
     put_list(kf, lg, "backward", l->bwd, p->n_sizes);
     put_list(kf, lg, "backward_spread", l->bwd_spread, p->n_sizes);
   }
+  const TpProfileLinks *ln = &p->links;
+  if (ln->transport) {
+    g_key_file_set_string(kf, "links", "transport", ln->transport);
+    g_key_file_set_integer(kf, "links", "ranks", ln->ranks);
+    put_list(kf, "links", "message_bytes", ln->bytes, ln->n);
+    put_list(kf, "links", "one_way", ln->one_way, ln->n);
+    put_num(kf, "links", "latency", ln->latency);
+    put_num(kf, "links", "bandwidth", ln->bandwidth);
+    put_num(kf, "links", "fit_error", ln->fit_error);
+  }
   gsize len;
   g_autofree char *text = g_key_file_to_data(kf, &len, NULL);
   g_string_append(out, "# timeprest profile: each layer's measured forward and backward seconds per micro-batch\n"
                        "# of each size in micro_batch_sizes (medians over the repetitions; *_spread: (largest -\n"
-                       "# smallest) / median), update seconds, and bytes.  Keys: docs/plan.md.\n");
+                       "# smallest) / median), update seconds, and bytes; [links]: one-way seconds of messages\n"
+                       "# between MPI ranks and their fit.  Keys: docs/plan.md.\n");
   g_string_append_len(out, text, (gssize)len);
 }
 
@@ -142,7 +193,8 @@ static gboolean get_list(const TpKeyFile *r, const char *g, const char *k, int n
   g_auto(GStrv) parts = g_strsplit(raw, ",", -1);
   int m = (int)g_strv_length(parts);
   if (m != n)
-    return tp_kf_fail(r, err, g, k, "expected %d comma-separated numbers (one per micro-batch size), got %d", n, m);
+    return tp_kf_fail(r, err, g, k, "expected %d comma-separated numbers (one per %s size), got %d", n,
+                      strcmp(g, "links") ? "micro-batch" : "message", m);
   for (int i = 0; i < n; i++)
     if (!tp_kf_parse_number(parts[i], &out[i]) || out[i] < lo || out[i] > hi) {
       g_autofree char *q = tp_quote(g_strstrip(parts[i]));
@@ -184,6 +236,42 @@ static gboolean read_layer(const TpKeyFile *r, TpProfile *p, int i, GError **err
          get_list(r, g, "backward_spread", p->n_sizes, 0, 1e6, l->bwd_spread, err);
 }
 
+/* [links]: the transport, the ranks, ascending message sizes with a one-way time each, the fit. */
+static gboolean read_links(const TpKeyFile *r, TpProfile *p, GError **err)
+{
+  static const char *const known[] = { "transport", "ranks", "message_bytes", "one_way", "latency", "bandwidth",
+                                       "fit_error", NULL };
+  const char *g = "links";
+  TpProfileLinks *l = &p->links;
+  g_autofree char *raw = g_key_file_get_value(r->kf, g, "message_bytes", NULL);
+  double ranks = 0;
+  if (!tp_kf_known_keys(r, g, known, err) || !get_string(r, g, "transport", &l->transport, err))
+    return FALSE;
+  if (strcmp(l->transport, "mpi") != 0)
+    return tp_kf_fail(r, err, g, "transport", "expected mpi (the only transport whose links are measured)");
+  if (!tp_kf_number(r, g, "ranks", TRUE, 2, 1 << 20, &ranks, err))
+    return FALSE;
+  if (ranks != (int)ranks)
+    return tp_kf_fail(r, err, g, "ranks", "expected a whole number");
+  l->ranks = (int)ranks;
+  if (!raw)
+    return tp_kf_fail(r, err, g, NULL, "missing key 'message_bytes'");
+  g_auto(GStrv) parts = g_strsplit(raw, ",", -1);
+  l->n = (int)g_strv_length(parts);
+  if (l->n < 1 || l->n > PROF_MAX_SIZES)
+    return tp_kf_fail(r, err, g, "message_bytes", "expected 1 to %d sizes, got %d", PROF_MAX_SIZES, l->n);
+  l->bytes = g_new0(double, l->n), l->one_way = g_new0(double, l->n);
+  if (!get_list(r, g, "message_bytes", l->n, 1, PROF_MAX_BYTES, l->bytes, err))
+    return FALSE;
+  for (int i = 1; i < l->n; i++)
+    if (l->bytes[i] <= l->bytes[i - 1])
+      return tp_kf_fail(r, err, g, "message_bytes", "expected ascending sizes");
+  return get_list(r, g, "one_way", l->n, 0, PROF_MAX_TIME, l->one_way, err) &&
+         tp_kf_number(r, g, "latency", TRUE, 0, PROF_MAX_TIME, &l->latency, err) &&
+         tp_kf_number(r, g, "bandwidth", TRUE, 0, PROF_MAX_BYTES, &l->bandwidth, err) &&
+         tp_kf_number(r, g, "fit_error", TRUE, 0, 1e6, &l->fit_error, err);
+}
+
 TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GError **err)
 {
   static const char *const known[] = { "format_version", "model", "backend", "threads", "cores", "machine",
@@ -198,8 +286,8 @@ TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GErro
   if (!g_key_file_has_group(r.kf, g))
     ok = tp_kf_fail(&r, err, g, NULL, "no [profile] group: not a profile file (write one with timeprest profile)");
   ok = ok && get_int(&r, g, "format_version", 1, 1000, &version, err);
-  if (ok && version != TP_PROFILE_FORMAT_VERSION)
-    ok = tp_kf_fail(&r, err, g, "format_version", "version %d; this timeprest reads version %d (profile again)",
+  if (ok && version != TP_PROFILE_FORMAT_VERSION && version != 1)
+    ok = tp_kf_fail(&r, err, g, "format_version", "version %d; this timeprest reads versions 1 and %d (profile again)",
                     version, TP_PROFILE_FORMAT_VERSION);
   ok = ok && tp_kf_known_keys(&r, g, known, err) && get_int(&r, g, "layers", 1, PROF_MAX_LAYERS, &L, err);
   /* the sizes: at least one, whole, ascending */
@@ -234,12 +322,17 @@ TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GErro
   }
   for (int i = 0; ok && i < L; i++)
     ok = read_layer(&r, p, i, err);
+  if (ok)
+    p->format_version = version;
+  gboolean links = version >= 2 && g_key_file_has_group(r.kf, "links");
+  ok = ok && (!links || read_links(&r, p, err));
   g_auto(GStrv) groups = ok ? g_key_file_get_groups(r.kf, NULL) : NULL;
   for (int i = 0; ok && groups[i]; i++) {
     int idx;
-    if (strcmp(groups[i], g) != 0 && !(g_str_has_prefix(groups[i], "layer.") &&
-                                       tp_parse_int(groups[i] + 6, 1, L, &idx, NULL)))
-      ok = tp_kf_fail(&r, err, groups[i], NULL, "unknown group (known: profile, layer.1 .. layer.%d)", L);
+    if (strcmp(groups[i], g) != 0 && !(links && !strcmp(groups[i], "links")) &&
+        !(g_str_has_prefix(groups[i], "layer.") && tp_parse_int(groups[i] + 6, 1, L, &idx, NULL)))
+      ok = tp_kf_fail(&r, err, groups[i], NULL, "unknown group (known: profile, layer.1 .. layer.%d%s)", L,
+                      version >= 2 ? ", links" : "; links from format_version 2");
   }
   tp_kf_close(&r);
   if (!ok)

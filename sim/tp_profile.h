@@ -1,14 +1,15 @@
 /* tp_profile.h — a measured profile (`timeprest profile`, docs/plan.md): each layer's forward,
  * backward and update time on one machine at several micro-batch sizes, its weight and activation
- * bytes, and where it was measured.  A profile is the fourth cost-model source of SPEC §4: read by
+ * bytes, where it was measured, and optionally the links between processes measured by an MPI
+ * ping-pong (`timeprest profile --transport mpi`).  A profile is the fourth cost-model source of SPEC §4: read by
  * `simulate`, `compare` and `plan` (--profile FILE), turned into per-stage costs by tp_analytic.h. */
 #ifndef TP_PROFILE_H
 #define TP_PROFILE_H
 
 #include <glib.h>
 
-/* The version this reader writes and accepts. */
-#define TP_PROFILE_FORMAT_VERSION 1
+/* The version this writer writes; the reader accepts it and version 1 (the same without [links]). */
+#define TP_PROFILE_FORMAT_VERSION 2
 
 typedef struct {
   char *kind;            /* layer kind, as in the model file (checked against the model) */
@@ -20,6 +21,19 @@ typedef struct {
   double *fwd, *bwd;     /* [n_sizes] median seconds of one forward / backward of sizes[i] samples */
   double *fwd_spread, *bwd_spread; /* [n_sizes] (largest − smallest) / median over the repetitions */
 } TpProfileLayer;
+
+/* Links measured between the ranks of an MPI job: one-way times at message sizes, and the fit
+ * one-way = latency + bytes / bandwidth that simulate, compare and plan use for every link. */
+typedef struct {
+  char *transport;       /* "mpi"; NULL: no links were measured (the group is absent) */
+  int ranks;             /* processes of the job (links: ranks − 1, pooled) */
+  int n;                 /* message sizes */
+  double *bytes;         /* [n] ascending */
+  double *one_way;       /* [n] seconds: each link's median over its round trips, the mean over the links */
+  double latency;        /* fitted seconds per message */
+  double bandwidth;      /* fitted bytes per second; 0: no cost per byte was found (latency only) */
+  double fit_error;      /* the fit's largest |fitted − measured| / measured over the sizes */
+} TpProfileLinks;
 
 typedef struct {
   int format_version;
@@ -34,6 +48,7 @@ typedef struct {
   int *sizes;            /* [n_sizes] micro-batch sizes in samples, ascending */
   int L;
   TpProfileLayer *layer; /* [L] */
+  TpProfileLinks links;  /* transport NULL: none measured */
   char *source;          /* file it was read from */
 } TpProfile;
 
@@ -52,5 +67,14 @@ TpProfile *tp_profile_load(const char *path, GError **err);
 int tp_profile_size_index(const TpProfile *p, int m);
 /* The sizes as "1, 2, 4", for messages. */
 char *tp_profile_sizes_text(const TpProfile *p);
+
+/* Fit l->latency and l->bandwidth to l's n one-way times: least squares of the relative residuals
+ * (a message of 8 bytes weighs as much as one of 8 MB), latency ≥ 0; bandwidth 0 when the times do
+ * not grow with the size.  Sets l->fit_error.  n ≥ 1. */
+void tp_profile_fit_links(TpProfileLinks *l);
+
+/* Median of v[0..n) (sorted in place, n >= 1) and *spread = (largest − smallest) / median (0 when
+ * the median is 0): the statistic of a profile's repetitions, and of plan --run-top's. */
+double tp_median_spread(double *v, int n, double *spread);
 
 #endif

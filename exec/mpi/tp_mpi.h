@@ -116,4 +116,12 @@ typedef struct {
 gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err);
 
+/* Ping-pong of n message sizes between every pair of neighbouring ranks (the transport's send and
+ * receive, or plain MPI when raw): one warm-up and rounds[i] timed round trips of sizes[i] bytes;
+ * best[l·n + i] and median[l·n + i] (either may be NULL) get link l's one-way time (half a round trip),
+ * the least and the median over the rounds, for l in 0..W-2, on every rank.  The transport's
+ * counters are reset afterwards.  Collective. */
+gboolean tp_mpi_ping_pong(TpMpi *m, const size_t *sizes, const int *rounds, int n, gboolean raw, double *best,
+                          double *median, GError **err);
+
 #endif

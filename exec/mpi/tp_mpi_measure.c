@@ -1,10 +1,12 @@
-/* tp_mpi_measure.c — ping-pong between neighbouring ranks before a run: each link's latency (half
- * the best of 10·reps round trips of an 8-byte message) and bandwidth (a large message's size over
- * half its best round trip less the latency), in the units of the simulator's cost model, on every
- * rank. */
+/* tp_mpi_measure.c — ping-pong between neighbouring ranks: each link's one-way time (half a round
+ * trip) for messages of given sizes, best and median over the rounds, on every rank; and from it,
+ * before a run, each link's latency (half the best of 10·reps round trips of an 8-byte message) and
+ * bandwidth (a large message's size over half its best round trip less the latency), in the units
+ * of the simulator's cost model. */
 #include "tp_mpi_priv.h"
 #include "tp_error.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { TAG_RAW = 2 };
@@ -32,45 +34,54 @@ static gboolean round_trip(TpMpi *m, gboolean raw, gboolean left, int peer, int 
   return t->recv(t, tp_link_ends(m->rank, peer), &go, buf, len, err) && t->send(t, tp_link_ends(m->rank, peer), &back, buf, len, err);
 }
 
-gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
-                              GError **err)
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+gboolean tp_mpi_ping_pong(TpMpi *m, const size_t *sizes, const int *rounds, int n, gboolean raw, double *best,
+                          double *median, GError **err)
 {
   TpTransport *t = &m->base;
   const int W = t->W, me = m->rank;
-  reps = MAX(reps, 1);
-  if (!large_bytes)
-    large_bytes = 4u << 20;
-  unsigned char *buf = g_malloc0(large_bytes);
-  const size_t sizes[2] = { 8, large_bytes };
-  const int rounds[2] = { 10 * reps, reps }; /* small messages are cheap: more of them */
-  double mine[2] = { 0, 0 }; /* the link me → me+1, measured here */
+  size_t largest = 8;
+  int most = 1;
+  for (int z = 0; z < n; z++)
+    largest = MAX(largest, sizes[z]), most = MAX(most, rounds[z]);
+  unsigned char *buf = g_malloc0(largest);
+  double *dt = g_new(double, most);
+  double *mine = g_new0(double, 2 * (size_t)n); /* the link me → me+1, measured here: best, median per size */
   gboolean ok = TRUE;
   /* links 0, 2, 4, … first, then 1, 3, …: a rank is in one pair at a time */
   for (int parity = 0; parity < 2 && ok; parity++) {
+    int seq = 0; /* the round trips of one pair, numbered alike at both ends */
     gboolean left = me % 2 == parity && me + 1 < W;
     gboolean right = me >= 1 && (me - 1) % 2 == parity;
     if (!left && !right)
       continue;
     int peer = left ? me + 1 : me - 1;
-    double best[2] = { G_MAXDOUBLE, G_MAXDOUBLE };
-    for (int z = 0; z < 2 && ok; z++)
-      for (int i = 0; i <= rounds[z] && ok; i++) { /* round 0 warms up */
+    for (int z = 0; z < n && ok; z++) {
+      int r = MAX(rounds[z], 1);
+      for (int i = 0; i <= r && ok; i++) { /* round 0 warms up */
         double t0 = MPI_Wtime();
-        ok = round_trip(m, raw, left, peer, z * (rounds[0] + 1) + i, buf, sizes[z], err);
-        double dt = MPI_Wtime() - t0;
+        ok = round_trip(m, raw, left, peer, seq++, buf, sizes[z], err);
         if (i > 0)
-          best[z] = MIN(best[z], dt);
+          dt[i - 1] = (MPI_Wtime() - t0) / 2;
       }
-    if (ok && left) {
-      mine[0] = MAX(best[0] / 2, 1e-9);
-      mine[1] = (double)large_bytes / MAX(best[1] / 2 - mine[0], 1e-9);
+      if (ok && left) {
+        qsort(dt, r, sizeof *dt, cmp_double);
+        mine[2 * z] = dt[0];
+        mine[2 * z + 1] = r % 2 ? dt[r / 2] : 0.5 * (dt[r / 2 - 1] + dt[r / 2]);
+      }
     }
   }
   g_free(buf);
+  g_free(dt);
   /* everyone learns every link (a rank that failed still takes part, so the others do not wait) */
-  double *all = g_new0(double, 2 * (size_t)W);
+  double *all = g_new0(double, 2 * (size_t)n * W);
   g_rec_mutex_lock(&m->lock);
-  int rc = MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, m->ctl_comm);
+  int rc = MPI_Allgather(mine, 2 * n, MPI_DOUBLE, all, 2 * n, MPI_DOUBLE, m->ctl_comm);
   memset(m->sent, 0, sizeof m->sent);
   g_rec_mutex_unlock(&m->lock);
   if (ok && rc != MPI_SUCCESS) {
@@ -78,7 +89,30 @@ gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean r
     ok = FALSE;
   }
   for (int s = 0; ok && s + 1 < W; s++)
-    links[s] = (TpMpiLink){ all[2 * s], all[2 * s + 1] };
+    for (int z = 0; z < n; z++) {
+      if (best)
+        best[(size_t)s * n + z] = all[(size_t)s * 2 * n + 2 * z];
+      if (median)
+        median[(size_t)s * n + z] = all[(size_t)s * 2 * n + 2 * z + 1];
+    }
+  g_free(mine);
   g_free(all);
+  return ok;
+}
+
+gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
+                              GError **err)
+{
+  const int W = m->base.W;
+  reps = MAX(reps, 1);
+  const size_t sizes[2] = { 8, large_bytes ? large_bytes : 4u << 20 };
+  const int rounds[2] = { 10 * reps, reps }; /* small messages are cheap: more of them */
+  double *best = g_new0(double, 2 * (size_t)MAX(W - 1, 1));
+  gboolean ok = tp_mpi_ping_pong(m, sizes, rounds, 2, raw, best, NULL, err);
+  for (int s = 0; ok && s + 1 < W; s++) {
+    double lat = MAX(best[2 * s], 1e-9);
+    links[s] = (TpMpiLink){ lat, (double)sizes[1] / MAX(best[2 * s + 1] - lat, 1e-9) };
+  }
+  g_free(best);
   return ok;
 }
