@@ -12,9 +12,11 @@
  *
  * The list of operations is the interface's: a table maps every member of TpBackendIface (by its
  * offset) to the op whose cases exercise it, and a test fails unless the table covers every member
- * and every op has a case — a member cannot be added to the interface without a case here. */
+ * and every op has a case — a member cannot be added to the interface without a case.  The tables
+ * and the runner are in tp_backend_cases.c. */
 #include "config.h"
 #include "tp_backend.h"
+#include "tp_backend_cases.h"
 #include "tp_backend_ref.h"
 #include "tp_test_skip.h"
 #include "tp_error.h"
@@ -26,528 +28,6 @@
 #include <stddef.h>
 #include <string.h>
 
-typedef enum {
-  OP_INSTANCE,
-  OP_MEMORY,
-  OP_PEER,
-  OP_SGEMM,
-  OP_LINEAR_FWD,
-  OP_LINEAR_BWD,
-  OP_CONV_FWD,
-  OP_CONV_BWD,
-  OP_MAXPOOL_FWD,
-  OP_MAXPOOL_BWD,
-  OP_AVGPOOL_FWD,
-  OP_AVGPOOL_BWD,
-  OP_RELU_FWD,
-  OP_RELU_BWD,
-  OP_DROPOUT_FWD,
-  OP_DROPOUT_BWD,
-  OP_SOFTMAX_FWD,
-  OP_SOFTMAX_BWD,
-  OP_SGD,
-  OP_BLEND,
-} Op;
-
-/* One case: an op at one shape. m, n, k: sgemm's dims; linear: batch, in, out; softmax: batch,
- * classes; elementwise ops: n. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
- * in training) / in place, depending on the op. */
-typedef struct {
-  const char *name;
-  Op op;
-  int m, n, k;
-  gboolean ta, tb, flag;
-  int win[7]; /* cin, hin, win, cout, k, stride, pad */
-} Case;
-
-#define WIN(cin, h, w, cout, k, s, p) { cin, h, w, cout, k, s, p }
-
-/* Every member of the interface and the op whose cases exercise it. */
-typedef struct {
-  size_t offset;
-  const char *member;
-  Op op;
-} Member;
-
-#define MEMBER(name, op) { offsetof(TpBackendIface, name), #name, op }
-
-static const Member members[] = {
-  MEMBER(get_name, OP_INSTANCE),
-  MEMBER(release, OP_INSTANCE),
-  MEMBER(sync, OP_INSTANCE),
-  MEMBER(device, OP_INSTANCE),
-  MEMBER(host_memory, OP_INSTANCE),
-  MEMBER(memory, OP_INSTANCE),
-  MEMBER(alloc, OP_MEMORY),
-  MEMBER(free, OP_MEMORY),
-  MEMBER(zero, OP_MEMORY),
-  MEMBER(copy, OP_MEMORY),
-  MEMBER(upload, OP_MEMORY),
-  MEMBER(download, OP_MEMORY),
-  MEMBER(sgemm, OP_SGEMM),
-  MEMBER(linear_forward, OP_LINEAR_FWD),
-  MEMBER(linear_backward, OP_LINEAR_BWD),
-  MEMBER(conv_workspace, OP_CONV_FWD),
-  MEMBER(conv_forward, OP_CONV_FWD),
-  MEMBER(conv_backward, OP_CONV_BWD),
-  MEMBER(maxpool_forward, OP_MAXPOOL_FWD),
-  MEMBER(maxpool_backward, OP_MAXPOOL_BWD),
-  MEMBER(avgpool_forward, OP_AVGPOOL_FWD),
-  MEMBER(avgpool_backward, OP_AVGPOOL_BWD),
-  MEMBER(relu_forward, OP_RELU_FWD),
-  MEMBER(relu_backward, OP_RELU_BWD),
-  MEMBER(dropout_forward, OP_DROPOUT_FWD),
-  MEMBER(dropout_backward, OP_DROPOUT_BWD),
-  MEMBER(softmax_ce_forward, OP_SOFTMAX_FWD),
-  MEMBER(softmax_ce_backward, OP_SOFTMAX_BWD),
-  MEMBER(sgd_step, OP_SGD),
-  MEMBER(blend, OP_BLEND),
-  MEMBER(copy_peer, OP_PEER),
-};
-
-static const Case cases[] = {
-  { "instance", OP_INSTANCE, 3, 0, 0, 0, 0, 0, { 0 } },
-  { "memory-1001", OP_MEMORY, 1001, 0, 0, 0, 0, 0, { 0 } },
-  { "copy-peer-1001", OP_PEER, 1001, 0, 0, 0, 0, 0, { 0 } },
-  { "sgemm-nn-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, FALSE, 0, { 0 } },
-  { "sgemm-nt-7x5x3", OP_SGEMM, 7, 5, 3, FALSE, TRUE, 0, { 0 } },
-  { "sgemm-tn-7x5x3", OP_SGEMM, 7, 5, 3, TRUE, FALSE, 0, { 0 } },
-  { "sgemm-tt-7x5x3", OP_SGEMM, 7, 5, 3, TRUE, TRUE, 0, { 0 } },
-  { "sgemm-nn-33x17x65", OP_SGEMM, 33, 17, 65, FALSE, FALSE, 0, { 0 } },
-  { "sgemm-nt-33x17x65", OP_SGEMM, 33, 17, 65, FALSE, TRUE, 0, { 0 } },
-  { "sgemm-tn-33x17x65", OP_SGEMM, 33, 17, 65, TRUE, FALSE, 0, { 0 } },
-  { "sgemm-tt-33x17x65", OP_SGEMM, 33, 17, 65, TRUE, TRUE, 0, { 0 } },
-  { "linear-fwd-5x7x3", OP_LINEAR_FWD, 5, 7, 3, 0, 0, TRUE, { 0 } },
-  { "linear-fwd-32x784x100", OP_LINEAR_FWD, 32, 784, 100, 0, 0, TRUE, { 0 } },
-  { "linear-fwd-6x9x4-nobias", OP_LINEAR_FWD, 6, 9, 4, 0, 0, FALSE, { 0 } },
-  { "linear-bwd-5x7x3", OP_LINEAR_BWD, 5, 7, 3, 0, 0, TRUE, { 0 } },
-  { "linear-bwd-32x784x100", OP_LINEAR_BWD, 32, 784, 100, 0, 0, TRUE, { 0 } },
-  { "linear-bwd-6x9x4-nodx", OP_LINEAR_BWD, 6, 9, 4, 0, 0, FALSE, { 0 } },
-  { "conv-fwd-3x1x28x28-k5", OP_CONV_FWD, 3, 0, 0, 0, 0, TRUE, WIN(1, 28, 28, 6, 5, 1, 0) },
-  { "conv-fwd-2x3x9x7-k3s2p1", OP_CONV_FWD, 2, 0, 0, 0, 0, TRUE, WIN(3, 9, 7, 5, 3, 2, 1) },
-  { "conv-fwd-3x4x6x6-k3p2-nobias", OP_CONV_FWD, 3, 0, 0, 0, 0, FALSE, WIN(4, 6, 6, 3, 3, 1, 2) },
-  { "conv-bwd-3x1x28x28-k5", OP_CONV_BWD, 3, 0, 0, 0, 0, TRUE, WIN(1, 28, 28, 6, 5, 1, 0) },
-  { "conv-bwd-2x3x9x7-k3s2p1", OP_CONV_BWD, 2, 0, 0, 0, 0, TRUE, WIN(3, 9, 7, 5, 3, 2, 1) },
-  { "conv-bwd-3x4x6x6-k3p2-nodx", OP_CONV_BWD, 3, 0, 0, 0, 0, FALSE, WIN(4, 6, 6, 3, 3, 1, 2) },
-  { "maxpool-fwd-2x3x8x8-k2s2", OP_MAXPOOL_FWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
-  { "maxpool-fwd-3x2x7x9-k3s2p1", OP_MAXPOOL_FWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
-  { "maxpool-bwd-2x3x8x8-k2s2", OP_MAXPOOL_BWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
-  { "maxpool-bwd-3x2x7x9-k3s2p1", OP_MAXPOOL_BWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
-  { "avgpool-fwd-2x3x8x8-k2s2", OP_AVGPOOL_FWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
-  { "avgpool-fwd-3x2x7x9-k3s2p1", OP_AVGPOOL_FWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
-  { "avgpool-bwd-2x3x8x8-k2s2", OP_AVGPOOL_BWD, 2, 0, 0, 0, 0, 0, WIN(3, 8, 8, 3, 2, 2, 0) },
-  { "avgpool-bwd-3x2x7x9-k3s2p1", OP_AVGPOOL_BWD, 3, 0, 0, 0, 0, 0, WIN(2, 7, 9, 2, 3, 2, 1) },
-  { "relu-fwd-1001", OP_RELU_FWD, 1001, 0, 0, 0, 0, 0, { 0 } },
-  { "relu-bwd-1001", OP_RELU_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
-  { "dropout-fwd-1001", OP_DROPOUT_FWD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
-  { "dropout-fwd-1001-inference", OP_DROPOUT_FWD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
-  { "dropout-bwd-1001", OP_DROPOUT_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
-  { "softmax-ce-fwd-7x10", OP_SOFTMAX_FWD, 7, 10, 0, 0, 0, 0, { 0 } },
-  { "softmax-ce-fwd-128x100", OP_SOFTMAX_FWD, 128, 100, 0, 0, 0, 0, { 0 } },
-  { "softmax-ce-bwd-7x10", OP_SOFTMAX_BWD, 7, 10, 0, 0, 0, 0, { 0 } },
-  { "softmax-ce-bwd-128x100", OP_SOFTMAX_BWD, 128, 100, 0, 0, 0, 0, { 0 } },
-  { "sgd-1001", OP_SGD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
-  { "sgd-1001-in-place", OP_SGD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
-  { "blend-1001", OP_BLEND, 1001, 0, 0, 0, 0, FALSE, { 0 } },
-  { "blend-1001-in-place", OP_BLEND, 1001, 0, 0, 0, 0, TRUE, { 0 } },
-};
-
-/* thresholds: GEMM-based sums reorder freely; elementwise results differ by a contraction at most */
-#define TOL_GEMM 1e-4
-#define TOL_ELEM 1e-6
-#define EXACT 0.0
-
-static TpWindow window(const Case *c)
-{
-  const int *v = c->win;
-  TpWindow w = { v[0], v[1], v[2], v[3], 0, 0, v[4], v[5], v[6] };
-  if (w.stride > 0) { /* a windowed op */
-    w.hout = (w.hin + 2 * w.pad - w.k) / w.stride + 1;
-    w.wout = (w.win + 2 * w.pad - w.k) / w.stride + 1;
-  }
-  return w;
-}
-
-/* ---- one run of a case on one backend: inputs from a seeded generator, outputs downloaded ---- */
-
-#define MAX_OUT 4
-#define MAX_BUF 10
-
-typedef struct {
-  const char *name;
-  float *v; /* host copy */
-  size_t n;
-  double tol; /* EXACT: bit for bit */
-} Out;
-
-typedef struct {
-  const TpBackend *be;
-  GRand *rand;
-  float *buf[MAX_BUF];
-  int nbuf;
-  Out out[MAX_OUT];
-  int nout;
-  GError *err;
-} Run;
-
-/* A backend buffer of n floats: uniform in [lo, hi) (uploaded), or zeros when lo == hi. */
-static float *input(Run *r, size_t n, double lo, double hi)
-{
-  g_assert_cmpint(r->nbuf, <, MAX_BUF);
-  float *host = g_new(float, n ? n : 1);
-  for (size_t i = 0; i < n; i++)
-    host[i] = lo == hi ? (float)lo : (float)g_rand_double_range(r->rand, lo, hi);
-  float *d = r->be->iface->alloc(r->be, n, &r->err);
-  g_assert_no_error(r->err);
-  g_assert_true(r->be->iface->upload(r->be, d, host, n, &r->err));
-  g_free(host);
-  return r->buf[r->nbuf++] = d;
-}
-
-static void output(Run *r, const char *name, const float *d, size_t n, double tol)
-{
-  g_assert_cmpint(r->nout, <, MAX_OUT);
-  Out *o = &r->out[r->nout++];
-  o->name = name, o->n = n, o->tol = tol;
-  o->v = g_new(float, n ? n : 1);
-  g_assert_true(r->be->iface->download(r->be, o->v, d, n, &r->err));
-  g_assert_no_error(r->err);
-}
-
-/* n host values as an output. */
-static void host_output(Run *r, const char *name, const float *v, size_t n, double tol)
-{
-  g_assert_cmpint(r->nout, <, MAX_OUT);
-  Out *o = &r->out[r->nout++];
-  o->name = name, o->n = n, o->tol = tol;
-  o->v = g_memdup2(v, sizeof(float) * (n ? n : 1));
-}
-
-/* A host scalar as a one-element output. */
-static void scalar(Run *r, const char *name, float v, double tol)
-{
-  host_output(r, name, &v, 1, tol);
-}
-
-static gint32 *random_labels(GRand *rand, int batch, int classes)
-{
-  gint32 *labels = g_new(gint32, batch);
-  for (int i = 0; i < batch; i++)
-    labels[i] = g_rand_int_range(rand, 0, classes);
-  return labels;
-}
-
-/* A second instance of be's backend on be's device, from the registry (where be's backend must be):
- * it shares be's interface. */
-static TpBackend *twin(const TpBackend *be, GError **err)
-{
-  const TpBackendReg *reg = tp_backend_find(tp_backend_name(be), err);
-  TpBackend *other = reg ? reg->create(MAX(tp_backend_device(be), 0), err) : NULL;
-  if (other && (other->iface != be->iface || tp_backend_device(other) != tp_backend_device(be))) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "the registry's %s instance on device %d has another %s",
-                tp_backend_name(be), tp_backend_device(be), other->iface != be->iface ? "interface" : "device");
-    tp_backend_free(other);
-    return NULL;
-  }
-  return other;
-}
-
-/* The instance's own members agree with each other: a name; a host backend (device -1) keeps host
- * memory, which the host reads directly; synchronisation succeeds; device memory, where reported,
- * has 0 < peak ≤ total, and none is reported without a device; a second instance from the registry shares
- * the interface, holds a buffer and is released.  FALSE with the first that does not. */
-static gboolean instance_consistent(const TpBackend *be, size_t n, GError **err)
-{
-  int device = tp_backend_device(be);
-  gboolean host = tp_backend_host_memory(be);
-  guint64 peak = 0, total = 0;
-  const char *wrong = NULL;
-  if (!tp_backend_name(be) || !*tp_backend_name(be))
-    wrong = "no name";
-  else if (device < -1)
-    wrong = "a device below -1";
-  else if (device < 0 && !host)
-    wrong = "no device and no host memory";
-  if (wrong) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", wrong);
-    return FALSE;
-  }
-  float *buf = be->iface->alloc(be, n, err);
-  gboolean ok = buf && be->iface->zero(be, buf, n, err) && tp_backend_sync(be, err);
-  if (ok && host) { /* written by the host, read back by the backend */
-    float back[8] = { 0 };
-    g_assert_cmpuint(n, <=, G_N_ELEMENTS(back));
-    for (size_t i = 0; i < n; i++)
-      buf[i] = (float)i + 0.5f;
-    ok = be->iface->download(be, back, buf, n, err);
-    for (size_t i = 0; ok && i < n; i++)
-      if (back[i] != (float)i + 0.5f)
-        ok = FALSE, g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "host memory: element %zu not read back", i);
-  }
-  if (buf)
-    be->iface->free(be, buf);
-  if (!ok)
-    return FALSE;
-  gboolean reported = be->iface->memory(be, &peak, &total);
-  if ((reported && device < 0) || (reported && !(peak > 0 && peak <= total))) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "device %d: memory %s (peak %" G_GUINT64_FORMAT ", total %"
-                G_GUINT64_FORMAT ")", device, reported ? "reported" : "not reported", peak, total);
-    return FALSE;
-  }
-  TpBackend *other = twin(be, err);
-  float *p = other ? other->iface->alloc(other, n, err) : NULL;
-  ok = p && tp_backend_sync(other, err);
-  if (p)
-    other->iface->free(other, p);
-  tp_backend_free(other);
-  return ok;
-}
-
-/* Run case c on be; FALSE (with r->err) where the backend failed. Outputs in r->out. */
-static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
-{
-  memset(r, 0, sizeof *r);
-  r->be = be;
-  r->rand = g_rand_new_with_seed(0x5eed0000u + (guint32)(c - cases));
-  TpWindow w = window(c);
-  size_t in_n = (size_t)c->m * w.cin * w.hin * w.win, out_n = (size_t)c->m * w.cout * w.hout * w.wout;
-  size_t n = (size_t)c->m;
-  GError **err = &r->err;
-  gboolean ok = TRUE;
-  switch (c->op) {
-  case OP_INSTANCE:
-    if ((ok = instance_consistent(be, n, err)))
-      scalar(r, "consistent", 1.0f, EXACT);
-    break;
-  case OP_PEER: { /* to a second instance: by copy_peer where the backend has it, else through the host */
-    float *a = input(r, n, -1, 1), *back = g_new(float, n);
-    TpBackend *other = twin(be, err);
-    float *b = other ? other->iface->alloc(other, n, err) : NULL;
-    if (be->iface->copy_peer)
-      ok = b && be->iface->copy_peer(be, b, other, a, n, err) && tp_backend_sync(be, err);
-    else
-      ok = b && be->iface->download(be, back, a, n, err) && other->iface->upload(other, b, back, n, err);
-    if (ok && (ok = other->iface->download(other, back, b, n, err)))
-      host_output(r, "copy", back, n, EXACT);
-    if (b)
-      other->iface->free(other, b);
-    tp_backend_free(other);
-    g_free(back);
-    break;
-  }
-  case OP_MEMORY: { /* upload and download are every case's; here copy and zero, on parts */
-    float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1);
-    ok = be->iface->copy(be, b + 1, a, n - 2, err) && be->iface->zero(be, a + 2, n - 3, err);
-    if (ok) {
-      output(r, "a", a, n, EXACT);
-      output(r, "b", b, n, EXACT);
-    }
-    break;
-  }
-  case OP_SGEMM: {
-    int lda = (c->ta ? c->m : c->k) + 3, ldb = (c->tb ? c->k : c->n) + 2, ldc = c->n + 1;
-    float *a = input(r, (size_t)(c->ta ? c->k : c->m) * lda, -1, 1);
-    float *b = input(r, (size_t)(c->tb ? c->n : c->k) * ldb, -1, 1);
-    float *cc = input(r, (size_t)c->m * ldc, -1, 1);
-    ok = be->iface->sgemm(be, c->ta, c->tb, c->m, c->n, c->k, 0.7f, a, lda, b, ldb, 0.3f, cc, ldc, err);
-    if (ok)
-      output(r, "c", cc, (size_t)c->m * ldc, TOL_GEMM);
-    break;
-  }
-  case OP_LINEAR_FWD: {
-    float *x = input(r, (size_t)c->m * c->n, -1, 1), *wt = input(r, (size_t)c->k * c->n, -1, 1);
-    float *b = input(r, c->k, -1, 1), *y = input(r, (size_t)c->m * c->k, -1, 1);
-    ok = be->iface->linear_forward(be, c->m, c->n, c->k, x, wt, c->flag ? b : NULL, y, err);
-    if (ok)
-      output(r, "y", y, (size_t)c->m * c->k, TOL_GEMM);
-    break;
-  }
-  case OP_LINEAR_BWD: {
-    float *x = input(r, (size_t)c->m * c->n, -1, 1), *wt = input(r, (size_t)c->k * c->n, -1, 1);
-    float *dy = input(r, (size_t)c->m * c->k, -1, 1), *dx = input(r, (size_t)c->m * c->n, -1, 1);
-    float *dw = input(r, (size_t)c->k * c->n, -1, 1), *db = input(r, c->k, -1, 1);
-    ok = be->iface->linear_backward(be, c->m, c->n, c->k, x, wt, dy, c->flag ? dx : NULL, dw, db, err);
-    if (ok) {
-      output(r, "dx", dx, (size_t)c->m * c->n, TOL_GEMM);
-      output(r, "dw", dw, (size_t)c->k * c->n, TOL_GEMM);
-      output(r, "db", db, c->k, TOL_GEMM);
-    }
-    break;
-  }
-  case OP_CONV_FWD:
-  case OP_CONV_BWD: {
-    size_t wn = (size_t)w.cout * w.cin * w.k * w.k;
-    float *x = input(r, in_n, -1, 1), *wt = input(r, wn, -1, 1), *b = input(r, w.cout, -1, 1);
-    float *y = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1), *dw = input(r, wn, -1, 1);
-    float *work = input(r, be->iface->conv_workspace(be, &w, c->m), 0, 0);
-    if (c->op == OP_CONV_FWD) {
-      ok = be->iface->conv_forward(be, &w, c->m, x, wt, c->flag ? b : NULL, y, work, err);
-      if (ok)
-        output(r, "y", y, out_n, TOL_GEMM);
-      break;
-    }
-    ok = be->iface->conv_backward(be, &w, c->m, x, wt, y, c->flag ? dx : NULL, dw, b, work, err); /* y is dy */
-    if (ok) {
-      output(r, "dx", dx, in_n, TOL_GEMM);
-      output(r, "dw", dw, wn, TOL_GEMM);
-      output(r, "db", b, w.cout, TOL_GEMM);
-    }
-    break;
-  }
-  case OP_MAXPOOL_FWD:
-  case OP_MAXPOOL_BWD: {
-    float *x = input(r, in_n, -1, 1), *y = input(r, out_n, -1, 1), *arg = input(r, out_n, 0, 0);
-    float *dy = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1);
-    ok = be->iface->maxpool_forward(be, &w, c->m, x, y, (gint32 *)arg, err);
-    if (ok && c->op == OP_MAXPOOL_FWD) {
-      output(r, "y", y, out_n, EXACT);
-      output(r, "argmax", arg, out_n, EXACT);
-    } else if (ok && (ok = be->iface->maxpool_backward(be, &w, c->m, dy, (gint32 *)arg, dx, err)))
-      output(r, "dx", dx, in_n, EXACT);
-    break;
-  }
-  case OP_AVGPOOL_FWD:
-  case OP_AVGPOOL_BWD: {
-    float *x = input(r, in_n, -1, 1), *y = input(r, out_n, -1, 1), *dx = input(r, in_n, -1, 1);
-    if (c->op == OP_AVGPOOL_FWD) {
-      if ((ok = be->iface->avgpool_forward(be, &w, c->m, x, y, err)))
-        output(r, "y", y, out_n, TOL_ELEM);
-    } else if ((ok = be->iface->avgpool_backward(be, &w, c->m, y, dx, err)))
-      output(r, "dx", dx, in_n, TOL_ELEM);
-    break;
-  }
-  case OP_RELU_FWD:
-  case OP_RELU_BWD: {
-    float *x = input(r, n, -1, 1), *dy = input(r, n, -1, 1), *y = input(r, n, -1, 1);
-    if (c->op == OP_RELU_FWD)
-      ok = be->iface->relu_forward(be, n, x, y, err);
-    else
-      ok = be->iface->relu_backward(be, n, x, dy, y, err);
-    if (ok)
-      output(r, c->op == OP_RELU_FWD ? "y" : "dx", y, n, EXACT);
-    break;
-  }
-  case OP_DROPOUT_FWD: {
-    float *x = input(r, n, -1, 1), *y = input(r, n, -1, 1), *mask = input(r, n, -1, 1);
-    ok = be->iface->dropout_forward(be, n, 0.3f, G_GUINT64_CONSTANT(0x1234567890abcdef), x, y, c->flag ? mask : NULL, err);
-    if (ok) {
-      output(r, "y", y, n, EXACT);
-      if (c->flag)
-        output(r, "mask", mask, n, EXACT);
-    }
-    break;
-  }
-  case OP_DROPOUT_BWD: {
-    float *mask = input(r, n, 0, 2), *dy = input(r, n, -1, 1), *dx = input(r, n, -1, 1);
-    if ((ok = be->iface->dropout_backward(be, n, mask, dy, dx, err)))
-      output(r, "dx", dx, n, EXACT);
-    break;
-  }
-  case OP_SOFTMAX_FWD:
-  case OP_SOFTMAX_BWD: {
-    size_t bc = (size_t)c->m * c->n;
-    gint32 *labels = random_labels(r->rand, c->m, c->n);
-    float *x = input(r, bc, -3, 3), *probs = input(r, bc, -1, 1), *dx = input(r, bc, -1, 1);
-    if (c->op == OP_SOFTMAX_FWD) {
-      double loss = -1.0;
-      int correct = -1;
-      if ((ok = be->iface->softmax_ce_forward(be, c->m, c->n, x, labels, probs, &loss, &correct, err))) {
-        output(r, "probs", probs, bc, TOL_ELEM);
-        scalar(r, "loss", (float)loss, TOL_ELEM);
-        scalar(r, "correct", (float)correct, EXACT);
-      }
-    } else if ((ok = be->iface->softmax_ce_backward(be, c->m, c->n, probs, labels, 1.0f / c->m, dx, err)))
-      output(r, "dx", dx, bc, TOL_ELEM);
-    g_free(labels);
-    break;
-  }
-  case OP_SGD: {
-    float *w_in = input(r, n, -1, 1), *grad = input(r, n, -1, 1), *mom = input(r, n, -1, 1);
-    float *w_out = c->flag ? w_in : input(r, n, -1, 1);
-    if ((ok = be->iface->sgd_step(be, n, 0.05f, 0.9f, 5e-4f, w_in, grad, mom, w_out, err))) {
-      output(r, "mom", mom, n, TOL_ELEM);
-      output(r, "w_out", w_out, n, TOL_ELEM);
-    }
-    break;
-  }
-  case OP_BLEND: {
-    float *a = input(r, n, -1, 1), *b = input(r, n, -1, 1), *out = c->flag ? a : input(r, n, -1, 1);
-    if ((ok = be->iface->blend(be, n, 0.25f, a, b, out, err)))
-      output(r, "out", out, n, TOL_ELEM);
-    break;
-  }
-  }
-  return ok;
-}
-
-static void run_clear(Run *r)
-{
-  for (int i = 0; i < r->nbuf; i++)
-    r->be->iface->free(r->be, r->buf[i]);
-  for (int i = 0; i < r->nout; i++)
-    g_free(r->out[i].v);
-  g_clear_error(&r->err);
-  g_rand_free(r->rand);
-}
-
-/* ---- comparison ------------------------------------------------------------------------------ */
-
-/* Does `test` agree with `ref` on case c? A line per output that does not goes to `report`. */
-static gboolean check_case(const TpBackend *ref, const TpBackend *test, const Case *c, GString *report)
-{
-  Run a, b;
-  gboolean ok = run_case(ref, c, &a), same = TRUE;
-  g_assert_no_error(a.err);
-  g_assert_true(ok);
-  if (!run_case(test, c, &b)) {
-    g_string_append_printf(report, "%s on %s: %s\n", c->name, tp_backend_name(test), b.err->message);
-    same = FALSE;
-  } else {
-    g_assert_cmpint(a.nout, ==, b.nout);
-  }
-  for (int i = 0; same && i < a.nout; i++) {
-    const Out *x = &a.out[i], *y = &b.out[i];
-    if (x->tol == EXACT) {
-      for (size_t j = 0; j < x->n; j++)
-        if (memcmp(&x->v[j], &y->v[j], sizeof(float)) != 0) {
-          gint32 xi, yi; /* argmax buffers hold gint32 */
-          memcpy(&xi, &x->v[j], sizeof xi), memcpy(&yi, &y->v[j], sizeof yi);
-          if (strcmp(x->name, "argmax") == 0)
-            g_string_append_printf(report, "%s: %s[%zu] is %d on %s, %d on %s (must be equal)\n", c->name, x->name,
-                                   j, yi, tp_backend_name(test), xi, tp_backend_name(ref));
-          else
-            g_string_append_printf(report, "%s: %s[%zu] is %.9g on %s, %.9g on %s (must be equal)\n", c->name,
-                                   x->name, j, y->v[j], tp_backend_name(test), x->v[j], tp_backend_name(ref));
-          same = FALSE;
-          break;
-        }
-      continue;
-    }
-    double diff = 0.0, norm = 0.0;
-    for (size_t j = 0; j < x->n; j++) {
-      double d = (double)x->v[j] - y->v[j];
-      diff += d * d, norm += (double)x->v[j] * x->v[j];
-    }
-    double e = norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
-    if (!(e <= x->tol)) { /* NaN fails too */
-      g_string_append_printf(report, "%s: %s differs between %s and %s by %.3g (limit %.0e)\n", c->name, x->name,
-                             tp_backend_name(test), tp_backend_name(ref), e, x->tol);
-      same = FALSE;
-    }
-  }
-  run_clear(&a);
-  run_clear(&b);
-  return same;
-}
-
-static void expect_agree(const TpBackend *ref, const TpBackend *test, const Case *c)
-{
-  GString *report = g_string_new(NULL);
-  if (!check_case(ref, test, c, report))
-    g_test_fail_printf("%s", report->str);
-  g_string_free(report, TRUE);
-}
-
 static gboolean ref_has(Op op)
 {
   return op == OP_SGEMM || op == OP_LINEAR_FWD || op == OP_LINEAR_BWD || op == OP_CONV_FWD || op == OP_CONV_BWD;
@@ -555,13 +35,13 @@ static gboolean ref_has(Op op)
 
 static void test_cpu_vs_ref(gconstpointer data)
 {
-  expect_agree(test_backend_reference(), tp_backend_cpu(), data);
+  tp_backend_expect_agree(test_backend_reference(), tp_backend_cpu(), data);
 }
 
 /* The ops the reference lacks (the instance's own members, the copy between instances), on cpu. */
 static void test_cpu_alone(gconstpointer data)
 {
-  expect_agree(tp_backend_cpu(), tp_backend_cpu(), data);
+  tp_backend_expect_agree(tp_backend_cpu(), tp_backend_cpu(), data);
 }
 
 /* ---- the harness must be able to fail: a cpu backend with one wrong value per op ------------ */
@@ -618,9 +98,9 @@ static gboolean bad_sgd(const TpBackend *be, size_t n, float lr, float momentum,
 
 static const Case *find_case(const char *name)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
-    if (strcmp(cases[i].name, name) == 0)
-      return &cases[i];
+  for (size_t i = 0; i < tp_backend_n_cases; i++)
+    if (strcmp(tp_backend_cases[i].name, name) == 0)
+      return &tp_backend_cases[i];
   g_assert_not_reached();
 }
 
@@ -638,13 +118,13 @@ static void test_harness_fails(void)
   bad_iface.sgd_step = bad_sgd;
   for (size_t i = 0; i < G_N_ELEMENTS(broken); i++) {
     GString *report = g_string_new(NULL);
-    g_assert_false(check_case(tp_backend_cpu(), &bad_backend, find_case(broken[i]), report));
+    g_assert_false(tp_backend_check_case(tp_backend_cpu(), &bad_backend, find_case(broken[i]), report));
     g_assert_cmpuint(report->len, >, 0);
     g_test_message("as expected: %s", report->str);
     g_string_free(report, TRUE);
   }
   for (size_t i = 0; i < G_N_ELEMENTS(intact); i++)
-    expect_agree(tp_backend_cpu(), &bad_backend, find_case(intact[i]));
+    tp_backend_expect_agree(tp_backend_cpu(), &bad_backend, find_case(intact[i]));
 }
 
 /* ---- cuda ---------------------------------------------------------------------------------- */
@@ -668,7 +148,7 @@ static void test_cuda_vs_cpu(gconstpointer data)
 {
   const TpBackend *cuda = cuda_or_skip();
   if (cuda)
-    expect_agree(tp_backend_cpu(), cuda, data);
+    tp_backend_expect_agree(tp_backend_cpu(), cuda, data);
 }
 
 /* A whole network (every layer through tp_net, as the executor calls them): forward with loss and
@@ -763,8 +243,8 @@ static void test_cuda_instances(void)
   g_assert_false(tp_backend_host_memory(one));
   guint64 peak = 0, total = 0;
   g_assert_true(tp_backend_sync(one, &err) && one->iface->memory(one, &peak, &total)); /* seen at a sync */
-  expect_agree(tp_backend_cpu(), one, find_case("conv-bwd-2x3x9x7-k3s2p1"));
-  expect_agree(tp_backend_cpu(), two, find_case("softmax-ce-fwd-128x100"));
+  tp_backend_expect_agree(tp_backend_cpu(), one, find_case("conv-bwd-2x3x9x7-k3s2p1"));
+  tp_backend_expect_agree(tp_backend_cpu(), two, find_case("softmax-ce-fwd-128x100"));
   g_assert_true(tp_backend_sync(one, &err));
   tp_backend_free(one);
   tp_backend_free(two);
@@ -838,8 +318,8 @@ static void test_load_eagerly(void)
 
 static gboolean op_has_case(Op op)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
-    if (cases[i].op == op)
+  for (size_t i = 0; i < tp_backend_n_cases; i++)
+    if (tp_backend_cases[i].op == op)
       return TRUE;
   return FALSE;
 }
@@ -850,29 +330,29 @@ static void test_members(void)
 {
   size_t n = sizeof(TpBackendIface) / sizeof(void (*)(void));
   g_assert_cmpuint(sizeof(TpBackendIface) % sizeof(void (*)(void)), ==, 0);
-  if (G_N_ELEMENTS(members) != n)
+  if (tp_backend_n_members != n)
     g_test_fail_printf("TpBackendIface has %zu members, the parity table %zu: give every member a case", n,
-                       G_N_ELEMENTS(members));
+                       tp_backend_n_members);
   gboolean *seen = g_new0(gboolean, n);
-  for (size_t i = 0; i < G_N_ELEMENTS(members); i++) {
-    size_t at = members[i].offset / sizeof(void (*)(void));
-    g_assert_cmpuint(members[i].offset % sizeof(void (*)(void)), ==, 0);
+  for (size_t i = 0; i < tp_backend_n_members; i++) {
+    size_t at = tp_backend_members[i].offset / sizeof(void (*)(void));
+    g_assert_cmpuint(tp_backend_members[i].offset % sizeof(void (*)(void)), ==, 0);
     g_assert_cmpuint(at, <, n);
     if (seen[at])
-      g_test_fail_printf("member %s appears twice", members[i].member);
+      g_test_fail_printf("member %s appears twice", tp_backend_members[i].member);
     seen[at] = TRUE;
-    if (!op_has_case(members[i].op))
-      g_test_fail_printf("member %s: its op has no case", members[i].member);
+    if (!op_has_case(tp_backend_members[i].op))
+      g_test_fail_printf("member %s: its op has no case", tp_backend_members[i].member);
   }
   g_free(seen);
   /* every member of the backends' own tables is set (copy_peer may be NULL) */
   for (guint b = 0; b < 2; b++) {
     const TpBackend *be = b ? tp_backend_cpu() : test_backend_reference();
-    for (size_t i = 0; i < G_N_ELEMENTS(members); i++) {
+    for (size_t i = 0; i < tp_backend_n_members; i++) {
       void (*fn)(void);
-      memcpy(&fn, (const char *)be->iface + members[i].offset, sizeof fn);
-      if (!fn && members[i].op != OP_PEER)
-        g_test_fail_printf("%s: member %s is not set", tp_backend_name(be), members[i].member);
+      memcpy(&fn, (const char *)be->iface + tp_backend_members[i].offset, sizeof fn);
+      if (!fn && tp_backend_members[i].op != OP_PEER)
+        g_test_fail_printf("%s: member %s is not set", tp_backend_name(be), tp_backend_members[i].member);
     }
   }
 }
@@ -939,8 +419,8 @@ static void test_cpu_threads(void)
 /* Whether some member of the interface is exercised by op's cases. */
 static gboolean op_in_interface(Op op)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS(members); i++)
-    if (members[i].op == op)
+  for (size_t i = 0; i < tp_backend_n_members; i++)
+    if (tp_backend_members[i].op == op)
       return TRUE;
   return FALSE;
 }
@@ -951,21 +431,21 @@ int main(int argc, char **argv)
   g_test_add_func("/backend/interface/every-member-has-a-case", test_members);
   g_test_add_func("/backend/interface/registry", test_registry);
   g_test_add_func("/backend/cpu/threads", test_cpu_threads);
-  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+  for (size_t i = 0; i < tp_backend_n_cases; i++) {
     char *path;
-    if (!op_in_interface(cases[i].op))
+    if (!op_in_interface(tp_backend_cases[i].op))
       continue;
-    if (ref_has(cases[i].op)) {
-      path = g_strdup_printf("/backend/cpu-vs-reference/%s", cases[i].name);
-      g_test_add_data_func(path, &cases[i], test_cpu_vs_ref);
+    if (ref_has(tp_backend_cases[i].op)) {
+      path = g_strdup_printf("/backend/cpu-vs-reference/%s", tp_backend_cases[i].name);
+      g_test_add_data_func(path, &tp_backend_cases[i], test_cpu_vs_ref);
       g_free(path);
-    } else if (cases[i].op == OP_INSTANCE || cases[i].op == OP_PEER) {
-      path = g_strdup_printf("/backend/cpu/%s", cases[i].name);
-      g_test_add_data_func(path, &cases[i], test_cpu_alone);
+    } else if (tp_backend_cases[i].op == OP_INSTANCE || tp_backend_cases[i].op == OP_PEER) {
+      path = g_strdup_printf("/backend/cpu/%s", tp_backend_cases[i].name);
+      g_test_add_data_func(path, &tp_backend_cases[i], test_cpu_alone);
       g_free(path);
     }
-    path = g_strdup_printf("/backend/cuda-vs-cpu/%s", cases[i].name);
-    g_test_add_data_func(path, &cases[i], test_cuda_vs_cpu);
+    path = g_strdup_printf("/backend/cuda-vs-cpu/%s", tp_backend_cases[i].name);
+    g_test_add_data_func(path, &tp_backend_cases[i], test_cuda_vs_cpu);
     g_free(path);
   }
   g_test_add_func("/backend/harness/detects-wrong-results", test_harness_fails);
