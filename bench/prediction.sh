@@ -8,14 +8,14 @@
 # profiled; where only the time per mini-batch is off, the waiting was).  Not part of `make check`.
 # Usage: bench/prediction.sh [BUILDDIR [OUTDIR [K]]]
 #   env: MODELS='mlp-deep cnn' RECOMPUTE='0 1' PRESETS='gpipe 1f1b pipedream pipedream-2bw timeprest
-#        v-timeprest i-timeprest timeprest-stash timeprest-1f1b'
+#        v-timeprest i-timeprest timeprest-stash timeprest-1f1b zb-h1 zb-h2'  (a refused pair is said and skipped)
 set -e
 b=${1:-.}
 out=${2:-bench/results/prediction}
 k=${3:-30}
 mkdir -p "$out"
 : > "$out/loadavg.txt"
-presets=${PRESETS:-gpipe 1f1b pipedream pipedream-2bw timeprest v-timeprest i-timeprest timeprest-stash timeprest-1f1b}
+presets=${PRESETS:-gpipe 1f1b pipedream pipedream-2bw timeprest v-timeprest i-timeprest timeprest-stash timeprest-1f1b zb-h1 zb-h2}
 cfgs="gpipe:1 timeprest:1 pipedream:1"
 for p in $presets; do cfgs="$cfgs $p:2"; done
 for m in ${MODELS:-mlp-deep cnn}; do
@@ -28,7 +28,8 @@ for m in ${MODELS:-mlp-deep cnn}; do
       echo "$tag $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/loadavg.txt"
       # shellcheck disable=SC2086 # $rcopt: an option or nothing
       "$b/timeprest" train --model "$m" -s "$p" -w "$w" -n 4 --batch 128 -k "$k" $rcopt -q --format json \
-        -o "$out/$tag.json"
+        -o "$out/$tag.json" 2> "$out/$tag.err" || echo "$tag: $(cat "$out/$tag.err")" # refused (zb with --recompute)
+      rm -f "$out/$tag.err"
     done
   done
 done
