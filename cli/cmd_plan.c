@@ -66,15 +66,15 @@ static GArray *parse_batches(const char *text, GError **err)
   return g_steal_pointer(&out);
 }
 
-/* --presets a,b,c (default: every preset the executor can train — not yet the split-backward ones,
- * zb-h1 and zb-h2, which are searched when named; interleaved-1f1b and zb-v, whose W·V chunks the
- * search does not split, are refused). */
+/* --presets a,b,c (default: every preset the executor can train, zb-h1 and zb-h2 included (without
+ * recomputation); interleaved-1f1b and zb-v, whose W·V chunks the search does not split and the
+ * executor does not run, are refused). */
 static GPtrArray *parse_presets(const char *text, GError **err)
 {
   GPtrArray *a = g_ptr_array_new();
   if (!text) {
     for (int i = 0; i < tp_n_presets; i++)
-      if (!tp_order_split(tp_presets[i].order) && !tp_order_chunked(tp_presets[i].order))
+      if (!tp_order_chunked(tp_presets[i].order))
         g_ptr_array_add(a, (gpointer)&tp_presets[i]);
     return a;
   }

@@ -334,6 +334,11 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
             /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
             if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)
               continue;
+            /* a split backward's W needs the forward's saved state: the executor does not recompute it */
+            if (rc && tp_order_split(ps->order)) {
+              inapplicable++;
+              continue;
+            }
             if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
                 !tp_size_check(W, N, tp_default_mini_batches(W), NULL)) {
               inapplicable++;
