@@ -1,5 +1,6 @@
 /* tp_outbox.c — buffers lent to a transport with each send, given back when sent (tp_outbox.h). */
 #include "tp_outbox.h"
+#include "tp_backend.h"
 
 struct TpOutbox {
   GMutex lock;
@@ -23,12 +24,12 @@ TpOutbox *tp_outbox_new(size_t n)
   return o;
 }
 
-float *tp_outbox_take(TpOutbox *o)
+float *tp_outbox_take(TpOutbox *o, GError **err)
 {
   g_mutex_lock(&o->lock);
   float *b = o->free->len ? g_ptr_array_steal_index_fast(o->free, o->free->len - 1) : NULL;
   g_mutex_unlock(&o->lock);
-  return b ? b : g_new(float, o->n);
+  return b ? b : tp_host_floats(o->n, err);
 }
 
 /* Drop one reference (lock held, released here); the last frees the outbox. */

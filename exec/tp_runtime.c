@@ -83,13 +83,16 @@ static double now_s(const Shared *sh) { return (double)(g_get_monotonic_time() -
 
 /* The buffer of the next outgoing message (which 0: activations, h_out; 1: input gradients, h_din):
  * a free one of the outbox (on a host backend it is also the buffer the network writes). */
-static void take_message(Stage *g, int which)
+static gboolean take_message(Stage *g, int which, GError **err)
 {
   float **h = which ? &g->h_din : &g->h_out, **dev = which ? &g->din : &g->out;
-  if (!*h)
-    *h = tp_outbox_take(g->box[which]);
+  if (!*h && !(*h = tp_outbox_take(g->box[which], err))) {
+    g_prefix_error(err, "stage %d: an outgoing message: ", g->st + 1);
+    return FALSE;
+  }
   if (g->host)
     *dev = *h;
+  return TRUE;
 }
 
 /* Send it, lent to the transport until sent (no copy where the transport can lend). */
@@ -199,8 +202,10 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   } else if (!(sv = saved_take(g, n, err)))
     return FALSE;
   tp_saved_set_seed(sv, seed);
-  if (!last)
-    take_message(g, 0);
+  if (!last && !take_message(g, 0, err)) {
+    saved_give(g, sv, n);
+    return FALSE;
+  }
   TpLossStats stats = { 0, 0 };
   if (!tp_net_forward(g->net, w, g->in, n, last ? NULL : g->out, sv, last ? g->labels : NULL, last ? &stats : NULL,
                       err)) {
@@ -260,8 +265,8 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   int un = from_whole ? g->B : g->m; /* samples of each of those forwards */
   rec->version = G_MAXINT;
   rec->match = TRUE;
-  if (g->st > 0)
-    take_message(g, 1);
+  if (g->st > 0 && !take_message(g, 1, err))
+    return FALSE;
   int blended = -1; /* the stashed version the blend buffer holds (micro-batches mostly share one) */
   /* each run j0..j1-1 of forwards that read one version: one backward of all their samples */
   for (int j0 = lo, j1; j0 < hi; j0 = j1) {
@@ -516,12 +521,22 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   }
   memset(out, 0, sizeof *out);
   out->W = s->W, out->K = s->K;
-  out->rec = g_new0(TpOpRecord *, s->W);
+  out->rec = g_try_new0(TpOpRecord *, s->W);
+  gboolean held = out->rec != NULL;
+  long n_ops = 0;
   for (int st = 0; st < s->W; st++)
-    out->rec[st] = g_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1));
-  out->loss_sum = g_new0(double, s->K);
-  out->correct = g_new0(int, s->K);
-  out->stats = g_new0(TpWStoreStats, s->W);
+    n_ops += tp_stage_len(s, st);
+  for (int st = 0; held && st < s->W; st++)
+    held = (out->rec[st] = g_try_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1))) != NULL;
+  out->loss_sum = g_try_new0(double, MAX(s->K, 1));
+  out->correct = g_try_new0(int, MAX(s->K, 1));
+  out->stats = g_try_new0(TpWStoreStats, s->W);
+  if (!held || !out->loss_sum || !out->correct || !out->stats) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the run's records of %ld operations and %d "
+                "mini-batches", n_ops, s->K);
+    tp_run_result_clear(out);
+    return FALSE;
+  }
 
   Shared sh = { .rt = rt, .s = s, .idx = idx, .first_mb = first_mb, .origin = origin, .progress = progress,
                 .out = out };

@@ -1,6 +1,7 @@
 /* tp_wstore.c — per-stage weight versions with reference counts taken from the operation list,
  * stored-activation counts, and byte accounting by category with current and peak values. */
 #include "tp_wstore.h"
+#include "tp_backend.h"
 #include "tp_error.h"
 #include "tp_index.h"
 
@@ -10,8 +11,8 @@ const char *const tp_wstore_mem_names[TP_N_MEMCAT] = { "weights", "optimizer", "
 
 static float *host_alloc(void *ctx, size_t n, GError **err)
 {
-  (void)ctx, (void)err;
-  return g_new(float, n);
+  (void)ctx;
+  return tp_host_floats(n, err);
 }
 static void host_free(void *ctx, float *buf)
 {
@@ -148,9 +149,14 @@ static gboolean fail(GError **err, const TpWStore *w, const TpOp *op, const char
  * operations from first_op on, and where each forward's activations are released. */
 static gboolean derive(TpWStore *w, int first_op, GError **err)
 {
-  const int nkeys = w->K * (w->N + 1) + 1;
-  int32_t *bpos = g_new(int32_t, nkeys);
-  for (int i = 0; i < nkeys; i++)
+  const size_t nkeys = (size_t)w->K * (w->N + 1) + 1;
+  int32_t *bpos = g_try_new(int32_t, nkeys);
+  if (!bpos) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate the weight store's bookkeeping of %zu "
+                "operations", w->st + 1, nkeys);
+    return FALSE;
+  }
+  for (size_t i = 0; i < nkeys; i++)
     bpos[i] = w->fver[i] = -1;
   for (int k = 0; k < w->n_ops; k++)
     if (w->ops[k].kind == TP_OP_B)
@@ -206,12 +212,19 @@ TpWStore *tp_wstore_new(const TpSchedule *s, int stage, int first_op, const TpWS
   w->n_ops = tp_stage_len(s, stage);
   w->sz = *sz;
   w->a = alloc ? *alloc : tp_walloc_host;
-  w->refs = g_new0(int32_t, s->K + 1);
-  w->buf = g_new0(float *, s->K + 1);
-  w->fver = g_new(int32_t, s->K * (s->N + 1) + 1);
-  w->release = g_new0(int32_t, MAX(w->n_ops, 1));
+  const size_t nkeys = (size_t)s->K * (s->N + 1) + 1;
+  w->refs = g_try_new0(int32_t, s->K + 1);
+  w->buf = g_try_new0(float *, s->K + 1);
+  w->fver = g_try_new(int32_t, nkeys);
+  w->release = g_try_new0(int32_t, MAX(w->n_ops, 1));
   w->pos = first_op, w->cur = -1;
   w->spare = g_ptr_array_new();
+  if (!w->refs || !w->buf || !w->fver || !w->release) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate the weight store's bookkeeping of %zu "
+                "operations", stage + 1, nkeys);
+    tp_wstore_free(w);
+    return NULL;
+  }
   if (!derive(w, first_op, err)) {
     tp_wstore_free(w);
     return NULL;
@@ -234,7 +247,7 @@ void tp_wstore_free(TpWStore *w)
 {
   if (!w)
     return;
-  for (int v = 0; v <= w->K; v++)
+  for (int v = 0; w->buf && v <= w->K; v++)
     if (w->buf[v])
       w->a.free(w->a.ctx, w->buf[v]);
   if (w->upd && !w->in_place)

@@ -83,7 +83,14 @@ static gboolean local_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, co
     g_free(r);
     return FALSE;
   }
-  Msg *m = g_malloc(sizeof(Msg) + len);
+  Msg *m = g_try_malloc(sizeof(Msg) + len);
+  if (!m) {
+    char name[48];
+    tp_tag_name(t, tag, name, sizeof name);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate the copy of %s (%zu bytes) for stage %d",
+                from + 1, name, len, to + 1);
+    return FALSE;
+  }
   m->tag = *tag;
   m->len = len;
   if (len)
