@@ -167,11 +167,8 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     if (!tp_rt_up(g->be, g->in, g->h_in, (size_t)n * g->in_e, err))
       return FALSE;
   } else {
-    size_t len = (size_t)n * g->in_e * sizeof(float);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->in, g->h_in, (size_t)n * g->in_e, err);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, -(gint64)len);
-    if (!ok)
+    tp_wstore_sample(g->store); /* with the messages that came before it asks */
+    if (!tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->in, g->h_in, (size_t)n * g->in_e, err))
       return FALSE;
     rec->start = now_s(sh); /* the operation starts when its input is there */
   }
@@ -249,12 +246,8 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   int n = whole ? g->B : g->m;
   TpTag tag = tp_tag_of(op);
   if (!last) {
-    size_t len = (size_t)n * g->out_e * sizeof(float);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->dout, g->h_dout,
-                             (size_t)n * g->out_e, err);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, -(gint64)len);
-    if (!ok)
+    tp_wstore_sample(g->store);
+    if (!tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->dout, g->h_dout, (size_t)n * g->out_e, err))
       return FALSE;
     rec->start = now_s(sh);
   }
@@ -368,6 +361,18 @@ static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   return TRUE;
 }
 
+/* The message bytes this stage holds: those that arrived and wait for their operation (queued in
+ * the transport, from their arrival on), and its outgoing ones lent to sends not yet done — what
+ * the simulator counts (a received message from its arrival to its operation's start, a sent one
+ * until its transfer ends).  The buffer a stage waits to receive into is not a message: it is the
+ * stage's own input (h_in, h_dout), held for the whole run. */
+static gint64 message_bytes(void *data)
+{
+  Stage *g = data;
+  TpTransport *tr = g->sh->tr;
+  return (tr->queued ? tr->queued(tr, g->st) : 0) + tp_outbox_lent(g->box[0]) + tp_outbox_lent(g->box[1]);
+}
+
 static gboolean stage_walk(Stage *g, GError **err)
 {
   Shared *sh = g->sh;
@@ -376,6 +381,7 @@ static gboolean stage_walk(Stage *g, GError **err)
   tp_rt_sizes(sh->rt, g->st, g->rc, &sz);
   if (!(g->store = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
+  tp_wstore_set_comm(g->store, message_bytes, g);
   if (g->rc) { /* the workspace of the largest operation, held for the whole run */
     int most = 1;
     for (int k = 0; k < tp_stage_len(s, g->st); k++) {

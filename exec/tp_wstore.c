@@ -38,6 +38,9 @@ struct TpWStore {
    * memory held is the accounted peak): no allocation, and no page faults, per update */
   GPtrArray *spare;
   TpWStoreStats stats;
+  gint64 comm_added;              /* message bytes added by tp_wstore_mem_add */
+  gint64 (*comm)(void *comm_data); /* message bytes held outside the store now (NULL: none) */
+  void *comm_data;
 };
 
 /* ---- accounting -------------------------------------------------------------------------------- */
@@ -45,6 +48,7 @@ struct TpWStore {
 static void note(TpWStore *w)
 {
   TpWStoreStats *t = &w->stats;
+  t->cur[TP_MEMCAT_COMM] = w->comm_added + (w->comm ? w->comm(w->comm_data) : 0);
   t->total = 0;
   for (int c = 0; c < TP_N_MEMCAT; c++) {
     t->total += t->cur[c];
@@ -60,9 +64,20 @@ static void note(TpWStore *w)
 
 void tp_wstore_mem_add(TpWStore *w, TpMemCat cat, gint64 delta)
 {
-  w->stats.cur[cat] += delta;
+  if (cat == TP_MEMCAT_COMM)
+    w->comm_added += delta;
+  else
+    w->stats.cur[cat] += delta;
   note(w);
 }
+
+void tp_wstore_set_comm(TpWStore *w, gint64 (*bytes)(void *data), void *data)
+{
+  w->comm = bytes, w->comm_data = data;
+  note(w);
+}
+
+void tp_wstore_sample(TpWStore *w) { note(w); }
 
 static gint64 wbytes(const TpWStore *w) { return (gint64)(w->sz.n_params * sizeof(float)); }
 
@@ -340,6 +355,7 @@ float *tp_wstore_blend_buffer(TpWStore *w)
 void tp_wstore_op_end(TpWStore *w)
 {
   g_return_if_fail(w->cur >= 0);
+  note(w); /* what is held as the operation ends, messages that came during it included */
   const TpOp *op = &w->ops[w->cur];
   if (op->kind == TP_OP_U) {
     int old = w->latest;

@@ -380,6 +380,41 @@ static void test_outbox(void)
   tp_outbox_release(o);
 }
 
+/* The bytes the local transport holds for a stage: each message from its send until a receive
+ * takes it, those taken ahead of their turn (held) included, from both neighbours; and the bytes an
+ * outbox has lent to a transport that lends, until each is given back. */
+static void test_queued(void)
+{
+  g_autoptr(TpTransport) t = tp_local_new(3, 2, 5);
+  GError *e = NULL;
+  float a[4] = { 1, 2, 3, 4 }, got[4];
+  TpTag f0 = tag_f(1, 0), f1 = tag_f(1, 1), b0 = { TP_OP_B, 1, 0 };
+  g_assert_cmpint(t->queued(t, 1), ==, 0);
+  g_assert_true(t->send(t, tp_link_ends(0, 1), &f0, a, 16, &e));
+  g_assert_true(t->send(t, tp_link_ends(0, 1), &f1, a, 8, &e));
+  g_assert_true(t->send(t, tp_link_ends(2, 1), &b0, a, 4, &e));
+  g_assert_cmpint(t->queued(t, 1), ==, 28);
+  g_assert_cmpint(t->queued(t, 0), ==, 0);
+  g_assert_cmpint(t->queued(t, 2), ==, 0);
+  g_assert_true(t->recv(t, tp_link_ends(1, 0), &f1, got, 8, &e)); /* f0 popped ahead of its turn: held */
+  g_assert_cmpint(t->queued(t, 1), ==, 20);
+  g_assert_true(t->recv(t, tp_link_ends(1, 0), &f0, got, 16, &e));
+  g_assert_true(t->recv(t, tp_link_ends(1, 2), &b0, got, 4, &e));
+  g_assert_no_error(e);
+  g_assert_cmpint(t->queued(t, 1), ==, 0);
+  Lender l = { .base = { .name = "lender", .W = 2, .N = 1, .send_borrowed = lender_send } };
+  TpOutbox *o = tp_outbox_new(4);
+  float *x = tp_outbox_take(o, &e), *y = tp_outbox_take(o, &e);
+  g_assert_true(tp_outbox_send(o, x, &l.base, 0, 1, &f0, 16, &e));
+  g_assert_true(tp_outbox_send(o, y, &l.base, 0, 1, &f1, 12, &e));
+  g_assert_cmpint(tp_outbox_lent(o), ==, 28);
+  lender_return(&l, 0);
+  g_assert_cmpint(tp_outbox_lent(o), ==, 12);
+  lender_return(&l, 1);
+  g_assert_cmpint(tp_outbox_lent(o), ==, 0);
+  tp_outbox_release(o);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -390,5 +425,6 @@ int main(int argc, char **argv)
   g_test_add_func("/transport/abort", test_abort);
   g_test_add_func("/transport/failing-stage", test_failing_stage);
   g_test_add_func("/transport/outbox", test_outbox);
+  g_test_add_func("/transport/queued", test_queued);
   return g_test_run();
 }
