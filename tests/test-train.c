@@ -1,7 +1,8 @@
 /* test-train.c — real training by schedules, small and on synthetic data: the flush schedules on
  * W stages reach the weights of one stage; the asynchronous ones read exactly the versions their
- * schedule names and keep exactly the versions and activations the simulator counts; a run is
- * reproducible from its seed; bad input and a diverging loss end the program as they should. */
+ * schedule names and keep exactly the versions and activations the simulator counts; a stage that is
+ * only a flatten holds the message bytes predicted; a run is reproducible from its seed; bad input
+ * and a diverging loss end the program as they should. */
 #include "tp_cost.h"
 #include "tp_events.h"
 #include "tp_metrics.h"
