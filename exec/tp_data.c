@@ -19,6 +19,7 @@ void tp_dataset_free(TpDataset *d)
   g_free(d->pixels);
   g_free(d->labels);
   g_free(d->name);
+  g_free(d->recipe);
   g_free(d);
 }
 
@@ -219,6 +220,8 @@ TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 
   d->pixels = g_malloc((size_t)n * d->dim);
   d->labels = g_malloc((size_t)n);
   d->name = g_strdup("synthetic");
+  d->recipe = g_strdup_printf("synthetic %d of %d×%d×%d, %d classes, seed %u, generator 2", n, shape->channels, rows,
+                              cols, classes, seed);
   /* the class patterns depend on the class alone, so train and test sets share them: 160 where a
    * class has its pattern, 0 elsewhere */
   uint8_t *pattern = g_malloc((size_t)classes * d->dim);

@@ -256,6 +256,18 @@ static void test_data_identity(void)
   g_test_message("%s", r.err);
   g_assert_cmpint(r.status, ==, 0);
   tpt_run_clear(&r);
+  /* generated data is named by what generates it: other sizes are other data, the same are not */
+  g_autofree char *gen = g_build_filename(root, "ck-synthetic", NULL);
+  s = train((const char *[]){ "-k", "6", "--checkpoint-every", "2", "--checkpoint", gen, "--stop-after", "2", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  r = train((const char *[]){ "--data", "synthetic:256:32", "-k", "6", "--checkpoint-every", "2", "--resume", gen,
+                              NULL });
+  assert_refused(&r, "is of another run: data");
+  tpt_run_clear(&r);
+  r = train((const char *[]){ "-k", "6", "--checkpoint-every", "2", "--resume", gen, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
   tpt_rm_tree(root);
 }
 
