@@ -1,6 +1,7 @@
 /* tp_backend.c — the registry of compute backends: a name (`--backend`) to its registration
  * (device count, constructor), the built-in ones (cpu; cuda, as a module loaded when first used,
- * or as a name this build lacks) registered first, and the process-wide instance of each. */
+ * or as a name this build lacks) registered first, and the process-wide instance of each; the
+ * checked allocation of host buffers. */
 #include "config.h"
 #include "tp_backend.h"
 #include "tp_cpu.h"
@@ -8,6 +9,14 @@
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
+
+float *tp_host_floats(size_t n, GError **err)
+{
+  float *p = g_try_new(float, n ? n : 1);
+  if (!p)
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate a buffer of %zu floats", n);
+  return p;
+}
 
 static int cpu_count(char **why)
 {

@@ -145,6 +145,10 @@ static inline gboolean tp_backend_sync(const TpBackend *be, GError **err)
 {
   return be->iface->sync(be, err);
 }
+/* n floats of host memory (at least one; freed with g_free), or NULL and a TP_ERROR_RUNTIME line
+ * "cannot allocate a buffer of n floats" where the process has no room: the checked allocation of
+ * every host buffer on the training path (no abort in GLib's allocator). */
+float *tp_host_floats(size_t n, GError **err);
 /* Release an instance (NULL is fine). */
 static inline void tp_backend_free(TpBackend *be)
 {

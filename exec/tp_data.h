@@ -27,6 +27,8 @@ typedef struct {
   uint8_t *pixels;  /* n × dim bytes */
   uint8_t *labels;  /* n labels, each < TP_DATA_CLASSES (synthetic data: < its classes) */
   char *name;       /* where it came from (a file, or "synthetic") */
+  char *recipe;     /* generated data: what determines every byte (count, shape, classes, seed and the
+                       generator's version), which names it as well as its contents do; NULL for files */
 } TpDataset;
 
 void tp_dataset_free(TpDataset *d);

@@ -14,11 +14,14 @@ typedef struct TpOutbox TpOutbox;
 
 /* An outbox of buffers of n floats each (made as needed, then reused). */
 TpOutbox *tp_outbox_new(size_t n);
-/* A free buffer (a new one when every buffer is lent). */
-float *tp_outbox_take(TpOutbox *o);
+/* A free buffer (a new one when every buffer is lent; NULL and err when it cannot be allocated). */
+float *tp_outbox_take(TpOutbox *o, GError **err);
 /* Send len bytes of buf (taken from o) through t, lent until the transport gives it back. */
 gboolean tp_outbox_send(TpOutbox *o, float *buf, TpTransport *t, int from, int to, const TpTag *tag, size_t len,
                         GError **err);
+/* Bytes of the messages lent to transports and not yet given back (a transport that copies gives
+ * each back before its send returns). */
+gint64 tp_outbox_lent(TpOutbox *o);
 /* A buffer taken but not sent, back to o. */
 void tp_outbox_give(TpOutbox *o, float *buf);
 /* The owner lets go (the outbox lives on until its lent buffers are back). */

@@ -85,13 +85,16 @@ static double now_s(const Shared *sh) { return (double)(g_get_monotonic_time() -
 
 /* The buffer of the next outgoing message (which 0: activations, h_out; 1: input gradients, h_din):
  * a free one of the outbox (on a host backend it is also the buffer the network writes). */
-static void take_message(Stage *g, int which)
+static gboolean take_message(Stage *g, int which, GError **err)
 {
   float **h = which ? &g->h_din : &g->h_out, **dev = which ? &g->din : &g->out;
-  if (!*h)
-    *h = tp_outbox_take(g->box[which]);
+  if (!*h && !(*h = tp_outbox_take(g->box[which], err))) {
+    g_prefix_error(err, "stage %d: an outgoing message: ", g->st + 1);
+    return FALSE;
+  }
   if (g->host)
     *dev = *h;
+  return TRUE;
 }
 
 /* Send it, lent to the transport until sent (no copy where the transport can lend). */
@@ -179,11 +182,8 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     if (!tp_rt_up(g->be, g->in, g->h_in, (size_t)n * g->in_e, err))
       return FALSE;
   } else {
-    size_t len = (size_t)n * g->in_e * sizeof(float);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->in, g->h_in, (size_t)n * g->in_e, err);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, -(gint64)len);
-    if (!ok)
+    tp_wstore_sample(g->store); /* with the messages that came before it asks */
+    if (!tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st - 1, &tag, g->in, g->h_in, (size_t)n * g->in_e, err))
       return FALSE;
     rec->start = now_s(sh); /* the operation starts when its input is there */
   }
@@ -211,8 +211,10 @@ static gboolean forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   } else if (!(sv = saved_take(g, n, err)))
     return FALSE;
   tp_saved_set_seed(sv, seed);
-  if (!last)
-    take_message(g, 0);
+  if (!last && !take_message(g, 0, err)) {
+    saved_give(g, sv, n);
+    return FALSE;
+  }
   TpLossStats stats = { 0, 0 };
   if (!tp_net_forward(g->net, w, g->in, n, last ? NULL : g->out, sv, last ? g->labels : NULL, last ? &stats : NULL,
                       err)) {
@@ -260,12 +262,8 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   if (input_only && (whole || g->rc)) /* refused before training (tp_runtime_check_schedule) */
     return fail(g, op, err, "a split backward runs per micro-batch and without recomputation");
   if (!last) {
-    size_t len = (size_t)n * g->out_e * sizeof(float);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, (gint64)len);
-    gboolean ok = tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->dout, g->h_dout,
-                             (size_t)n * g->out_e, err);
-    tp_wstore_mem_add(g->store, TP_MEMCAT_COMM, -(gint64)len);
-    if (!ok)
+    tp_wstore_sample(g->store);
+    if (!tp_rt_recv(sh->links, sh->tr, g->be, g->st, g->st + 1, &tag, g->dout, g->h_dout, (size_t)n * g->out_e, err))
       return FALSE;
     rec->start = now_s(sh);
   }
@@ -276,8 +274,8 @@ static gboolean backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err
   int un = from_whole ? g->B : g->m; /* samples of each of those forwards */
   rec->version = G_MAXINT;
   rec->match = TRUE;
-  if (g->st > 0)
-    take_message(g, 1);
+  if (g->st > 0 && !take_message(g, 1, err))
+    return FALSE;
   int blended = -1; /* the stashed version the blend buffer holds (micro-batches mostly share one) */
   /* each run j0..j1-1 of forwards that read one version: one backward of all their samples */
   for (int j0 = lo, j1; j0 < hi; j0 = j1) {
@@ -400,6 +398,18 @@ static gboolean update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   return TRUE;
 }
 
+/* The message bytes this stage holds: those that arrived and wait for their operation (queued in
+ * the transport, from their arrival on), and its outgoing ones lent to sends not yet done — what
+ * the simulator counts (a received message from its arrival to its operation's start, a sent one
+ * until its transfer ends).  The buffer a stage waits to receive into is not a message: it is the
+ * stage's own input (h_in, h_dout), held for the whole run. */
+static gint64 message_bytes(void *data)
+{
+  Stage *g = data;
+  TpTransport *tr = g->sh->tr;
+  return (tr->queued ? tr->queued(tr, g->st) : 0) + tp_outbox_lent(g->box[0]) + tp_outbox_lent(g->box[1]);
+}
+
 static gboolean stage_walk(Stage *g, GError **err)
 {
   Shared *sh = g->sh;
@@ -408,6 +418,7 @@ static gboolean stage_walk(Stage *g, GError **err)
   tp_rt_sizes(sh->rt, g->st, g->rc, g->split, &sz);
   if (!(g->store = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
+  tp_wstore_set_comm(g->store, message_bytes, g);
   if (g->rc) { /* the workspace of the largest operation, held for the whole run */
     int most = 1;
     for (int k = 0; k < tp_stage_len(s, g->st); k++) {
@@ -575,12 +586,22 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   }
   memset(out, 0, sizeof *out);
   out->W = s->W, out->K = s->K;
-  out->rec = g_new0(TpOpRecord *, s->W);
+  out->rec = g_try_new0(TpOpRecord *, s->W);
+  gboolean held = out->rec != NULL;
+  long n_ops = 0;
   for (int st = 0; st < s->W; st++)
-    out->rec[st] = g_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1));
-  out->loss_sum = g_new0(double, s->K);
-  out->correct = g_new0(int, s->K);
-  out->stats = g_new0(TpWStoreStats, s->W);
+    n_ops += tp_stage_len(s, st);
+  for (int st = 0; held && st < s->W; st++)
+    held = (out->rec[st] = g_try_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1))) != NULL;
+  out->loss_sum = g_try_new0(double, MAX(s->K, 1));
+  out->correct = g_try_new0(int, MAX(s->K, 1));
+  out->stats = g_try_new0(TpWStoreStats, s->W);
+  if (!held || !out->loss_sum || !out->correct || !out->stats) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the run's records of %ld operations and %d "
+                "mini-batches", n_ops, s->K);
+    tp_run_result_clear(out);
+    return FALSE;
+  }
 
   Shared sh = { .rt = rt, .s = s, .idx = idx, .first_mb = first_mb, .origin = origin, .progress = progress,
                 .out = out };

@@ -25,10 +25,7 @@ float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err)
 {
   if (!host)
     return be->iface->alloc(be, n ? n : 1, err);
-  float *p = g_try_new(float, n ? n : 1);
-  if (!p)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate a buffer of %zu floats", n);
-  return p;
+  return tp_host_floats(n, err);
 }
 
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p)

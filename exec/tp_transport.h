@@ -88,6 +88,11 @@ struct TpTransport {
    * send in flight may never call it (the run failed; MPI may still read the buffer). */
   gboolean (*send_borrowed)(TpTransport *t, TpLinkEnds link, const TpTag *tag, const void *data, size_t len,
                             void (*done)(void *done_data), void *done_data, GError **err);
+  /* Optional (NULL: none it can count): the payload bytes this transport holds for stage `to`, in
+   * this process, of messages that arrived and were not yet received — a message counts from its
+   * arrival until a receive takes it, and a receive that was waiting when its message came takes
+   * it at once.  Only that stage's receives lower it; any thread may call it. */
+  gint64 (*queued)(TpTransport *t, int to);
 };
 
 /* Send data lent to the transport until done(done_data) (see send_borrowed); a transport without

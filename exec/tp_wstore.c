@@ -1,6 +1,7 @@
 /* tp_wstore.c — per-stage weight versions with reference counts taken from the operation list,
  * stored-activation counts, and byte accounting by category with current and peak values. */
 #include "tp_wstore.h"
+#include "tp_backend.h"
 #include "tp_error.h"
 #include "tp_index.h"
 
@@ -10,8 +11,8 @@ const char *const tp_wstore_mem_names[TP_N_MEMCAT] = { "weights", "optimizer", "
 
 static float *host_alloc(void *ctx, size_t n, GError **err)
 {
-  (void)ctx, (void)err;
-  return g_new(float, n);
+  (void)ctx;
+  return tp_host_floats(n, err);
 }
 static void host_free(void *ctx, float *buf)
 {
@@ -37,6 +38,9 @@ struct TpWStore {
    * memory held is the accounted peak): no allocation, and no page faults, per update */
   GPtrArray *spare;
   TpWStoreStats stats;
+  gint64 comm_added;              /* message bytes added by tp_wstore_mem_add */
+  gint64 (*comm)(void *comm_data); /* message bytes held outside the store now (NULL: none) */
+  void *comm_data;
 };
 
 /* ---- accounting -------------------------------------------------------------------------------- */
@@ -44,6 +48,7 @@ struct TpWStore {
 static void note(TpWStore *w)
 {
   TpWStoreStats *t = &w->stats;
+  t->cur[TP_MEMCAT_COMM] = w->comm_added + (w->comm ? w->comm(w->comm_data) : 0);
   t->total = 0;
   for (int c = 0; c < TP_N_MEMCAT; c++) {
     t->total += t->cur[c];
@@ -59,9 +64,20 @@ static void note(TpWStore *w)
 
 void tp_wstore_mem_add(TpWStore *w, TpMemCat cat, gint64 delta)
 {
-  w->stats.cur[cat] += delta;
+  if (cat == TP_MEMCAT_COMM)
+    w->comm_added += delta;
+  else
+    w->stats.cur[cat] += delta;
   note(w);
 }
+
+void tp_wstore_set_comm(TpWStore *w, gint64 (*bytes)(void *data), void *data)
+{
+  w->comm = bytes, w->comm_data = data;
+  note(w);
+}
+
+void tp_wstore_sample(TpWStore *w) { note(w); }
 
 static gint64 wbytes(const TpWStore *w) { return (gint64)(w->sz.n_params * sizeof(float)); }
 
@@ -153,9 +169,14 @@ static gboolean fail(GError **err, const TpWStore *w, const TpOp *op, const char
  * operations from first_op on, and where each forward's activations are released. */
 static gboolean derive(TpWStore *w, int first_op, GError **err)
 {
-  const int nkeys = w->K * (w->N + 1) + 1;
-  int32_t *bpos = g_new(int32_t, nkeys);
-  for (int i = 0; i < nkeys; i++)
+  const size_t nkeys = (size_t)w->K * (w->N + 1) + 1;
+  int32_t *bpos = g_try_new(int32_t, nkeys);
+  if (!bpos) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate the weight store's bookkeeping of %zu "
+                "operations", w->st + 1, nkeys);
+    return FALSE;
+  }
+  for (size_t i = 0; i < nkeys; i++)
     bpos[i] = w->fver[i] = -1;
   for (int k = 0; k < w->n_ops; k++)
     if (w->ops[k].kind == TP_OP_B || w->ops[k].kind == TP_OP_W) /* a pending W keeps the activations */
@@ -211,12 +232,19 @@ TpWStore *tp_wstore_new(const TpSchedule *s, int stage, int first_op, const TpWS
   w->n_ops = tp_stage_len(s, stage);
   w->sz = *sz;
   w->a = alloc ? *alloc : tp_walloc_host;
-  w->refs = g_new0(int32_t, s->K + 1);
-  w->buf = g_new0(float *, s->K + 1);
-  w->fver = g_new(int32_t, s->K * (s->N + 1) + 1);
-  w->release = g_new0(int32_t, MAX(w->n_ops, 1));
+  const size_t nkeys = (size_t)s->K * (s->N + 1) + 1;
+  w->refs = g_try_new0(int32_t, s->K + 1);
+  w->buf = g_try_new0(float *, s->K + 1);
+  w->fver = g_try_new(int32_t, nkeys);
+  w->release = g_try_new0(int32_t, MAX(w->n_ops, 1));
   w->pos = first_op, w->cur = -1;
   w->spare = g_ptr_array_new();
+  if (!w->refs || !w->buf || !w->fver || !w->release) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate the weight store's bookkeeping of %zu "
+                "operations", stage + 1, nkeys);
+    tp_wstore_free(w);
+    return NULL;
+  }
   if (!derive(w, first_op, err)) {
     tp_wstore_free(w);
     return NULL;
@@ -239,7 +267,7 @@ void tp_wstore_free(TpWStore *w)
 {
   if (!w)
     return;
-  for (int v = 0; v <= w->K; v++)
+  for (int v = 0; w->buf && v <= w->K; v++)
     if (w->buf[v])
       w->a.free(w->a.ctx, w->buf[v]);
   if (w->upd && !w->in_place)
@@ -332,6 +360,7 @@ float *tp_wstore_blend_buffer(TpWStore *w)
 void tp_wstore_op_end(TpWStore *w)
 {
   g_return_if_fail(w->cur >= 0);
+  note(w); /* what is held as the operation ends, messages that came during it included */
   const TpOp *op = &w->ops[w->cur];
   if (op->kind == TP_OP_U) {
     int old = w->latest;

@@ -94,6 +94,15 @@ void tp_wstore_op_end(TpWStore *w);
 
 /* Add delta bytes to a category (communication buffers, or anything the caller holds). */
 void tp_wstore_mem_add(TpWStore *w, TpMemCat cat, gint64 delta);
+/* The message bytes held for this stage outside the store (what its transport holds that arrived
+ * and was not yet received, the buffers it lent to sends not yet done), read from bytes(data) at
+ * every change the store notes and at tp_wstore_sample; they count as TP_MEMCAT_COMM besides what
+ * tp_wstore_mem_add adds.  bytes may be called from the stage's thread only, but may change from
+ * any: the store's peak is exact when they only grow between the stage's own events (nothing else
+ * takes them away), as messages queued for the stage do. */
+void tp_wstore_set_comm(TpWStore *w, gint64 (*bytes)(void *data), void *data);
+/* Note what is held now (before a wait: the messages that came while the stage was busy). */
+void tp_wstore_sample(TpWStore *w);
 
 typedef struct {
   gint64 cur[TP_N_MEMCAT], peak[TP_N_MEMCAT]; /* bytes now, and each category's own peak */

@@ -17,17 +17,9 @@
 /* train with the common small options, then extra (NULL-terminated). */
 static TptRun train(const char *preset, const char *const *extra)
 {
-  GPtrArray *a = g_ptr_array_new();
   const char *base[] = { "train", "-s", preset, "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
                          "--order-from", "slots", "--quiet", "--format", "json" };
-  for (size_t i = 0; i < G_N_ELEMENTS(base); i++)
-    g_ptr_array_add(a, (char *)base[i]);
-  for (int i = 0; extra[i]; i++)
-    g_ptr_array_add(a, (char *)extra[i]);
-  g_ptr_array_add(a, NULL);
-  TptRun r = tpt_run((const char *const *)a->pdata);
-  g_ptr_array_free(a, TRUE);
-  return r;
+  return tpt_run_more(base, G_N_ELEMENTS(base), extra);
 }
 
 static char *sha_of(const TptRun *r)

@@ -319,6 +319,39 @@ static void test_synthetic(void)
   tp_dataset_free(test);
 }
 
+/* Synthetic pixels of a shape whose size is not a multiple of eight (75 bytes): each pixel is its
+ * class's pattern (160, the same positions for every sample of a class) or 0, plus noise 0..95 that
+ * reaches both ends; sample i depends on (seed, i) alone, not on the set's size. */
+static void test_synthetic_values(void)
+{
+  TpDataShape shape = { 3, 5, 5, 7 };
+  g_autoptr(TpDataset) d = tp_dataset_synthetic_shaped(2000, &shape, 11);
+  g_autoptr(TpDataset) few = tp_dataset_synthetic_shaped(100, &shape, 11);
+  g_assert_cmpint(d->dim, ==, 75);
+  g_assert_cmpmem(few->pixels, 100 * 75, d->pixels, 100 * 75);
+  g_assert_cmpmem(few->labels, 100, d->labels, 100);
+  int first[7], lo = 255, hi = 0;
+  for (int c = 0; c < 7; c++)
+    first[c] = -1;
+  for (int i = 0; i < d->n; i++) {
+    int c = d->labels[i];
+    g_assert_cmpint(c, <, 7);
+    if (first[c] < 0)
+      first[c] = i;
+    for (int p = 0; p < 75; p++) {
+      int v = d->pixels[i * 75 + p], on = v >= 160, on0 = d->pixels[first[c] * 75 + p] >= 160;
+      int noise = on ? v - 160 : v;
+      g_assert_cmpint(on, ==, on0);
+      g_assert_cmpint(noise, <=, 95);
+      lo = MIN(lo, noise), hi = MAX(hi, noise);
+    }
+  }
+  g_assert_cmpint(lo, ==, 0);
+  g_assert_cmpint(hi, ==, 95);
+  for (int c = 0; c < 7; c++)
+    g_assert_cmpint(first[c], >=, 0);
+}
+
 static void test_permutation(void)
 {
   int n = 1000;
@@ -439,6 +472,7 @@ int main(int argc, char **argv)
   g_test_add("/data/load-errors", Tmp, NULL, tmp_setup, test_load_errors, tmp_teardown);
   g_test_add("/data/open-dir", Tmp, NULL, tmp_setup, test_open_dir, tmp_teardown);
   g_test_add_func("/data/synthetic", test_synthetic);
+  g_test_add_func("/data/synthetic-values", test_synthetic_values);
   g_test_add_func("/data/synthetic-shaped", test_synthetic_shaped);
   g_test_add_func("/data/permutation", test_permutation);
   g_test_add_func("/data/batcher", test_batcher);

@@ -342,20 +342,20 @@ static void test_outbox(void)
   /* a transport that lends: a buffer in flight is not taken again; given back, it is reused */
   Lender l = { .base = { .name = "lender", .W = 2, .N = 1, .send_borrowed = lender_send } };
   TpOutbox *o = tp_outbox_new(4);
-  float *a = tp_outbox_take(o);
+  float *a = tp_outbox_take(o, &e);
   a[0] = 1;
   g_assert_true(tp_outbox_send(o, a, &l.base, 0, 1, &tag, 4 * sizeof(float), &e));
-  float *b = tp_outbox_take(o);
+  float *b = tp_outbox_take(o, &e);
   g_assert_true(b != a);
   g_assert_true(l.data[0] == a); /* lent, not copied */
   g_assert_true(tp_outbox_send(o, b, &l.base, 0, 1, &tag, 4 * sizeof(float), &e));
   lender_return(&l, 0);
-  g_assert_true(tp_outbox_take(o) == a);
+  g_assert_true(tp_outbox_take(o, &e) == a);
   /* a send that fails gives its buffer back (no leak, not lent twice) */
   g_assert_false(tp_outbox_send(o, a, &l.base, 0, 9, &tag, 4 * sizeof(float), &e));
   g_assert_error(e, TP_ERROR, TP_ERROR_RUNTIME);
   g_clear_error(&e);
-  g_assert_true(tp_outbox_take(o) == a);
+  g_assert_true(tp_outbox_take(o, &e) == a);
   tp_outbox_give(o, a); /* taken, not sent */
   /* the owner lets go with b still lent: the outbox lives until b is back (ASan: no leak, no use
    * after free) */
@@ -365,11 +365,11 @@ static void test_outbox(void)
    * before the send returns */
   g_autoptr(TpTransport) t = tp_local_new(2, 1, 5);
   o = tp_outbox_new(4);
-  float *c = tp_outbox_take(o);
+  float *c = tp_outbox_take(o, &e);
   for (int i = 0; i < 4; i++)
     c[i] = (float)(i + 10);
   g_assert_true(tp_outbox_send(o, c, t, 0, 1, &tag, 4 * sizeof(float), &e));
-  g_assert_true(tp_outbox_take(o) == c);
+  g_assert_true(tp_outbox_take(o, &e) == c);
   c[0] = -1; /* the message is the copy */
   float got[4];
   g_assert_true(t->recv(t, tp_link_ends(1, 0), &tag, got, sizeof got, &e));
@@ -377,6 +377,41 @@ static void test_outbox(void)
   g_assert_cmpfloat(got[0], ==, 10);
   g_assert_cmpfloat(got[3], ==, 13);
   tp_outbox_give(o, c);
+  tp_outbox_release(o);
+}
+
+/* The bytes the local transport holds for a stage: each message from its send until a receive
+ * takes it, those taken ahead of their turn (held) included, from both neighbours; and the bytes an
+ * outbox has lent to a transport that lends, until each is given back. */
+static void test_queued(void)
+{
+  g_autoptr(TpTransport) t = tp_local_new(3, 2, 5);
+  GError *e = NULL;
+  float a[4] = { 1, 2, 3, 4 }, got[4];
+  TpTag f0 = tag_f(1, 0), f1 = tag_f(1, 1), b0 = { TP_OP_B, 1, 0 };
+  g_assert_cmpint(t->queued(t, 1), ==, 0);
+  g_assert_true(t->send(t, tp_link_ends(0, 1), &f0, a, 16, &e));
+  g_assert_true(t->send(t, tp_link_ends(0, 1), &f1, a, 8, &e));
+  g_assert_true(t->send(t, tp_link_ends(2, 1), &b0, a, 4, &e));
+  g_assert_cmpint(t->queued(t, 1), ==, 28);
+  g_assert_cmpint(t->queued(t, 0), ==, 0);
+  g_assert_cmpint(t->queued(t, 2), ==, 0);
+  g_assert_true(t->recv(t, tp_link_ends(1, 0), &f1, got, 8, &e)); /* f0 popped ahead of its turn: held */
+  g_assert_cmpint(t->queued(t, 1), ==, 20);
+  g_assert_true(t->recv(t, tp_link_ends(1, 0), &f0, got, 16, &e));
+  g_assert_true(t->recv(t, tp_link_ends(1, 2), &b0, got, 4, &e));
+  g_assert_no_error(e);
+  g_assert_cmpint(t->queued(t, 1), ==, 0);
+  Lender l = { .base = { .name = "lender", .W = 2, .N = 1, .send_borrowed = lender_send } };
+  TpOutbox *o = tp_outbox_new(4);
+  float *x = tp_outbox_take(o, &e), *y = tp_outbox_take(o, &e);
+  g_assert_true(tp_outbox_send(o, x, &l.base, 0, 1, &f0, 16, &e));
+  g_assert_true(tp_outbox_send(o, y, &l.base, 0, 1, &f1, 12, &e));
+  g_assert_cmpint(tp_outbox_lent(o), ==, 28);
+  lender_return(&l, 0);
+  g_assert_cmpint(tp_outbox_lent(o), ==, 12);
+  lender_return(&l, 1);
+  g_assert_cmpint(tp_outbox_lent(o), ==, 0);
   tp_outbox_release(o);
 }
 
@@ -390,5 +425,6 @@ int main(int argc, char **argv)
   g_test_add_func("/transport/abort", test_abort);
   g_test_add_func("/transport/failing-stage", test_failing_stage);
   g_test_add_func("/transport/outbox", test_outbox);
+  g_test_add_func("/transport/queued", test_queued);
   return g_test_run();
 }

@@ -347,6 +347,8 @@ static void test_errors(void)
   g_clear_error(&e);
 }
 
+static gint64 read_bytes(void *data) { return *(gint64 *)data; }
+
 static void test_comm_bytes(void)
 {
   g_autoptr(TpSchedule) s = tpt_preset("gpipe", 2, 2, 2);
@@ -359,6 +361,17 @@ static void test_comm_bytes(void)
   g_assert_cmpint(t.peak[TP_MEMCAT_COMM], ==, 5000);
   g_assert_cmpint(t.peak_total, ==, 5000 + 3000 + NP * 4);
   g_assert_cmpint(t.at_peak[TP_MEMCAT_COMM], ==, 5000);
+  /* bytes held outside the store (messages queued for the stage), read when it notes a change or
+   * samples: on top of what was added */
+  gint64 outside = 7000;
+  tp_wstore_set_comm(w, read_bytes, &outside);
+  tp_wstore_mem_add(w, TP_MEMCAT_COMM, 100);
+  outside = 0;
+  tp_wstore_sample(w);
+  tp_wstore_stats(w, &t);
+  g_assert_cmpint(t.cur[TP_MEMCAT_COMM], ==, 100);
+  g_assert_cmpint(t.peak[TP_MEMCAT_COMM], ==, 7100);
+  g_assert_cmpint(t.peak_total, ==, 7100 + 3000 + NP * 4);
 }
 
 int main(int argc, char **argv)

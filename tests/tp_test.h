@@ -97,6 +97,20 @@ static inline TptRun tpt_run(const char *const *args)
   return r;
 }
 
+/* Run the built program with n arguments base followed by extra (NULL-terminated). */
+static inline TptRun tpt_run_more(const char *const *base, size_t n, const char *const *extra)
+{
+  GPtrArray *a = g_ptr_array_new();
+  for (size_t i = 0; i < n; i++)
+    g_ptr_array_add(a, (char *)base[i]);
+  for (int i = 0; extra[i]; i++)
+    g_ptr_array_add(a, (char *)extra[i]);
+  g_ptr_array_add(a, NULL);
+  TptRun r = tpt_run((const char *const *)a->pdata);
+  g_ptr_array_free(a, TRUE);
+  return r;
+}
+
 /* Run `sh -c script` with $TP (the program, quoted) set; status and outputs. */
 static inline TptRun tpt_run_shell(const char *script)
 {

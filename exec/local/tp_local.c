@@ -4,6 +4,7 @@
 #include "tp_local.h"
 #include "tp_error.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct {
@@ -20,6 +21,7 @@ typedef struct {
   GQueue held; /* popped ahead of their turn; touched by the receiving thread only */
   GMutex lock; /* counters */
   TpLinkStats stats;
+  _Atomic gint64 queued; /* payload bytes sent and not yet received */
 } Link;
 
 typedef struct {
@@ -83,7 +85,14 @@ static gboolean local_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, co
     g_free(r);
     return FALSE;
   }
-  Msg *m = g_malloc(sizeof(Msg) + len);
+  Msg *m = g_try_malloc(sizeof(Msg) + len);
+  if (!m) {
+    char name[48];
+    tp_tag_name(t, tag, name, sizeof name);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate the copy of %s (%zu bytes) for stage %d",
+                from + 1, name, len, to + 1);
+    return FALSE;
+  }
   m->tag = *tag;
   m->len = len;
   if (len)
@@ -92,8 +101,21 @@ static gboolean local_send(TpTransport *t, TpLinkEnds link, const TpTag *tag, co
   k->stats.messages++;
   k->stats.bytes += len;
   g_mutex_unlock(&k->lock);
+  atomic_fetch_add(&k->queued, (gint64)len); /* before the receiver can take it */
   g_async_queue_push(k->q, m);
   return TRUE;
+}
+
+static gint64 local_queued(TpTransport *t, int to)
+{
+  Local *l = (Local *)t;
+  gint64 n = 0;
+  for (int from = to - 1; from <= to + 1; from += 2) {
+    Link *k = link_of(l, from, to);
+    if (k)
+      n += atomic_load(&k->queued);
+  }
+  return n;
 }
 
 /* The held message with this tag, removed from the held list, or NULL. */
@@ -141,6 +163,7 @@ static gboolean local_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, vo
     else
       g_queue_push_tail(&k->held, got);
   }
+  atomic_fetch_sub(&k->queued, (gint64)m->len);
   gboolean ok = m->len == len;
   if (ok) {
     if (len)
@@ -218,6 +241,7 @@ TpTransport *tp_local_new(int W, int N, double timeout_s)
     .stats = local_stats,
     .free = local_free,
     .send_borrowed = NULL, /* sends copy */
+    .queued = local_queued,
   };
   l->link = g_new0(Link, MAX(2 * (W - 1), 1));
   for (int i = 0; i < 2 * (W - 1); i++) {

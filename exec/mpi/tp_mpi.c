@@ -236,7 +236,27 @@ static gboolean mpi_send_borrowed(TpTransport *t, TpLinkEnds link, const TpTag *
 }
 
 /* The held message of this operation from side, removed from the held list, or NULL. */
-static TpMpiHeld *take_held(TpMpi *m, int side, const TpTag *tag) { return tp_msg_held_take(&m->held[side], tag); }
+static TpMpiHeld *take_held(TpMpi *m, int side, const TpTag *tag)
+{
+  TpMpiHeld *h = tp_msg_held_take(&m->held[side], tag);
+  if (h)
+    m->held_bytes -= (gint64)h->hdr.len;
+  return h;
+}
+
+/* The payloads received ahead of their turn (while a receive waited for another message), held
+ * until their own receive: the rank's messages that arrived and wait.  Those MPI has not handed
+ * over yet are not in this process's count. */
+static gint64 mpi_queued(TpTransport *t, int to)
+{
+  TpMpi *m = (TpMpi *)t;
+  if (to != m->rank)
+    return 0;
+  g_rec_mutex_lock(&m->lock);
+  gint64 n = m->held_bytes;
+  g_rec_mutex_unlock(&m->lock);
+  return n;
+}
 
 static void abort_error(TpMpi *m, const char *me, const char *what, const char *peer, GError **err)
 {
@@ -295,8 +315,10 @@ static gboolean recv_locked(TpMpi *m, int side, int from, const TpTag *tag, void
       return TRUE;
     if (tp_tag_equal(&ht, tag))
       h = other; /* the length differs: reported below */
-    else
+    else {
       g_queue_push_tail(&m->held[side], other);
+      m->held_bytes += (gint64)hdr.len;
+    }
   }
   if (!h) {
     if (err && !*err)
@@ -424,6 +446,7 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
     .stats = mpi_stats,
     .free = mpi_free,
     .send_borrowed = mpi_send_borrowed,
+    .queued = mpi_queued,
   };
   m->rank = tp_mpi_rank();
   int *ub = NULL, flag = 0;

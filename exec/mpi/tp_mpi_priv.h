@@ -41,6 +41,7 @@ struct TpMpi {
   GPtrArray *pending;    /* TpMpiSend */
   GPtrArray *spare;      /* completed TpMpiSend, reused (fresh large buffers cost page faults) */
   GQueue held[2];        /* from rank-1 (forward), from rank+1 (backward) */
+  gint64 held_bytes;     /* their payloads (read by queued() under the lock) */
   TpLinkStats sent[2];   /* to rank-1, to rank+1 */
   GPtrArray *ctl_sends;  /* abort notices in flight (char * with an MPI_Request ahead) */
   gint aborted;

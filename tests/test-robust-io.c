@@ -1,0 +1,406 @@
+/* test-robust-io.c — what a hostile user tries with inputs and outputs, through the program on
+ * small synthetic data: the process's own memory limit, FIFOs without a writer, colliding output
+ * paths, file names that are bytes, standard output that cannot be written, numbers, the reports'
+ * schedule digest and steady state, TP_REQUIRE, messages naming what and where, convergence and
+ * timeline plots.  Checkpoints and runs are test-robust's. */
+#include "tp_test_robust.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* The program under a shell's `ulimit -v KB`: its status and stderr. */
+static TptRun run_limited(const char *kb, const char *cmd)
+{
+  g_autofree char *script = g_strdup_printf("ulimit -v %s && exec \"$TP\" %s", kb, cmd);
+  return tpt_run_shell(script);
+}
+
+/* 2. Out of memory by the process's own limit (ulimit -v): refused or failed in one line, never an
+ * abort in GLib's allocator. */
+static void test_memory_limit(void)
+{
+  struct {
+    const char *cmd, *want;
+  } cases[] = {
+    { "simulate -w 10 -n 10 -k 900000", "address-space limit" },
+    { "train -w 2 -k 2 -m vgg16-imagenet --batch 32 --data synthetic:100 --quiet", "address-space limit" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = run_limited("2000000", cases[i].cmd);
+    if (strstr(r.err, "Sanitizer")) {
+      g_test_skip("a sanitizer build needs an unlimited address space");
+      tpt_run_clear(&r);
+      return;
+    }
+    g_test_message("%s: status %d, stderr: %s", cases[i].cmd, r.status, r.err);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, cases[i].want));
+    tpt_run_clear(&r);
+  }
+}
+
+/* 11, 12. A FIFO without a writer given where a file is read (model, schedule, simulate -i, data) ends
+ * at once with exit 2 naming it, never blocks in open(); a directory given as a data file says so. */
+static void test_fifo_inputs(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *fifo = g_build_filename(root, "in.fifo", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  g_autofree char *data = g_build_filename(root, "data", NULL);
+  g_autofree char *images = g_build_filename(data, "train-images-idx3-ubyte.gz", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(data, 0700), ==, 0);
+  g_assert_cmpint(mkfifo(images, 0600), ==, 0);
+  struct {
+    const char *const *args;
+    const char *names;
+  } cases[] = {
+    { (const char *[]){ "train", "-m", fifo, "-k", "2", "--quiet", NULL }, fifo },
+    { (const char *[]){ "train", "--schedule", fifo, "--quiet", NULL }, fifo },
+    { (const char *[]){ "simulate", "-i", fifo, NULL }, fifo },
+    { (const char *[]){ "train", "--data", data, "-k", "2", "--quiet", NULL }, images },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run(cases[i].args);
+    g_test_message("%s", r.err);
+    assert_refused(&r, cases[i].names);
+    tpt_run_clear(&r);
+  }
+  g_assert_cmpint(g_unlink(images), ==, 0);
+  g_assert_cmpint(g_mkdir(images, 0700), ==, 0);
+  TptRun r = tpt_run((const char *[]){ "train", "--data", data, "-k", "2", "--quiet", NULL });
+  assert_refused(&r, "a directory");
+  g_assert_null(strstr(r.err, "gzip"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 7, 13. Outputs that name one file twice, and an empty output name, are refused before any work:
+ * exit 2, one line naming both flags (or the empty one), nothing written. */
+static void test_output_collisions(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *x = g_build_filename(root, "x", NULL), *run = g_build_filename(root, "run", NULL);
+  g_autofree char *run_plan = g_build_filename(root, "run.schedule.csv", NULL);
+  g_autofree char *dotted = g_build_filename(root, ".", "x", NULL);
+  struct {
+    const char *const *args;
+    const char *want;
+  } cases[] = {
+    { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "-o", x, NULL }, "--csv and -o" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "--trace", dotted, NULL }, "--csv and --trace" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", run_plan, "--trace", run, NULL }, "--csv and --trace" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "-o", "", NULL }, "-o" },
+    { (const char *[]){ "simulate", "--csv", x, "-o", x, NULL }, "--csv and -o" },
+    { (const char *[]){ "simulate", "--trace", x, "--csv", x, NULL }, "--csv and --trace" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run(cases[i].args);
+    g_test_message("case %zu: %s", i, r.err);
+    assert_refused(&r, cases[i].want);
+    g_assert_false(g_file_test(x, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(run_plan, G_FILE_TEST_EXISTS));
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(root);
+}
+
+/* 9. File names are bytes: a model file and a data directory whose names are not UTF-8 are read. */
+static void test_byte_names(void)
+{
+  const char *src = g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".";
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *model = g_build_filename(root, "m\xff.model", NULL), *data = g_build_filename(root, "d\xfe", NULL);
+  g_autofree char *orig = g_build_filename(src, "models", "mlp.model", NULL), *text = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(orig, &text, &len, NULL));
+  g_assert_true(g_file_set_contents(model, text, (gssize)len, NULL));
+  write_data(data, 64, 32, 0);
+  TptRun r = tpt_run((const char *[]){ "train", "-w", "2", "-n", "2", "--batch", "32", "-k", "2", "--quiet", "-m", model,
+                                       "--data", data, "--order-from", "slots", NULL });
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "simulate", "-w", "2", "-m", model, "--cluster", "A", NULL });
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 14. Standard output that cannot be written (a full device) is a failure, --help included. */
+static void test_stdout_full(void)
+{
+  if (!g_file_test("/dev/full", G_FILE_TEST_EXISTS)) {
+    g_test_skip("no /dev/full here");
+    return;
+  }
+  const char *cmds[] = { "--help", "schedule --help", "schedule -w 2 -n 2 -k 3" };
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    g_autofree char *line = g_strdup_printf("exec \"$TP\" %s > /dev/full", cmds[i]);
+    TptRun r = tpt_run_shell(line);
+    g_test_message("%s: %d %s", cmds[i], r.status, r.err);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, "standard output"));
+    tpt_run_clear(&r);
+  }
+}
+
+/* 15, 16. One rule for every number: no hexadecimal, no blanks around it, no value that underflows
+ * to 0, integers and floats alike; the synthetic: sizes say their limit. */
+static void test_numbers(void)
+{
+  struct {
+    const char *flag, *value, *want;
+  } cases[] = {
+    { "--lr", "1e-400", "--lr" },          { "--lr", "0x10", "--lr" },          { "--lr", " 0.1", "--lr" },
+    { "--lr", "0.1 ", "--lr" },            { "--momentum", "nan", "--momentum" }, { "--timeout", "1e999", "--timeout" },
+    { "--data", "synthetic: 100", "--data" }, { "--data", "synthetic:0x40", "--data" },
+    { "--data", "synthetic:99999999", "10000000" }, { "--significance", "const:0x1", "--significance" },
+    { "--batch", " 32", "--batch" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run((const char *[]){ "train", "-s", "i-timeprest", "-k", "2", "--quiet", cases[i].flag,
+                                         cases[i].value, NULL });
+    g_test_message("%s '%s': %s", cases[i].flag, cases[i].value, r.err);
+    assert_refused(&r, cases[i].want);
+    tpt_run_clear(&r);
+  }
+}
+
+/* The value of "key": "…" in a JSON text (NULL when absent). */
+static char *json_string(const char *json, const char *key)
+{
+  g_autofree char *k = g_strdup_printf("\"%s\": \"", key);
+  const char *p = strstr(json, k);
+  return p ? g_strndup(p + strlen(k), strcspn(p + strlen(k), "\"")) : NULL;
+}
+
+/* 25. Every report carries the digest of the schedule it ran (schedule_sha256: the sha256 of the
+ * schedule's CSV form), and train's text report says which order and plan ran. */
+static void test_schedule_digest(void)
+{
+  TptRun csv = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", "--format", "csv",
+                                         NULL });
+  g_assert_cmpint(csv.status, ==, 0);
+  g_autofree char *want = g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv.out, -1);
+  tpt_run_clear(&csv);
+  TptRun sim = tpt_run((const char *[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", "--format", "json",
+                                         NULL });
+  g_autofree char *sim_sha = json_string(sim.out, "schedule_sha256");
+  g_assert_cmpstr(sim_sha, ==, want);
+  tpt_run_clear(&sim);
+  sim = tpt_run((const char *[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", NULL });
+  g_assert_nonnull(strstr(sim.out, want));
+  tpt_run_clear(&sim);
+  TptRun r = train((const char *[]){ "-k", "2", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *train_sha = json_string(r.out, "schedule_sha256");
+  g_assert_cmpstr(train_sha, ==, want);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+                                "--order-from", "slots", "--quiet", "-k", "2", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, want));
+  g_assert_nonnull(strstr(r.out, "gpipe"));
+  tpt_run_clear(&r);
+}
+
+/* 23. The text report says what the steady state holds as the JSON does (v, chains, the
+ * multiple-sequence problem): pipedream W=2 N=4 on unit slots has v = 2 on 2 chains. */
+static void test_steady_state_text(void)
+{
+  const char *args[] = { "train", "-s", "pipedream", "-w", "2", "-n", "4", "--batch", "32", "--data", DATA,
+                         "--order-from", "slots", "--quiet", "-k", "12", NULL, NULL, NULL };
+  TptRun text = tpt_run(args);
+  args[16] = "--format", args[17] = "json";
+  TptRun json = tpt_run(args);
+  g_assert_cmpint(text.status, ==, 0);
+  g_assert_cmpint(json.status, ==, 0);
+  g_assert_nonnull(strstr(json.out, "\"multiple_sequences\": true"));
+  g_test_message("%s", text.out);
+  g_assert_nonnull(strstr(text.out, "multiple-sequence problem: yes"));
+  g_assert_nonnull(strstr(text.out, "steady state v = 2, 2 chains"));
+  tpt_run_clear(&text);
+  tpt_run_clear(&json);
+}
+
+/* 19. A GPU test on a machine without one skips saying so, and fails instead when TP_REQUIRE names
+ * cuda (a machine meant to have one must not pass by skipping). */
+static void test_require(void)
+{
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  g_autofree char *dir = g_path_get_dirname(bin);
+  g_autofree char *prog = g_build_filename(dir, "tests", "test-backend", NULL);
+  const char *argv[] = { prog, "-p", "/backend/cuda/instances", NULL };
+  char **envs[2] = { g_environ_unsetenv(g_get_environ(), "TP_REQUIRE"),
+                     g_environ_setenv(g_get_environ(), "TP_REQUIRE", "mpi,cuda", TRUE) };
+  int status[2];
+  char *out[2], *err[2];
+  for (int i = 0; i < 2; i++)
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, envs[i], G_SPAWN_DEFAULT, NULL, NULL, &out[i], &err[i], &status[i],
+                               NULL));
+  if (!strstr(out[0], "# SKIP"))
+    g_test_skip("the cuda backend runs here: nothing is skipped");
+  else {
+    g_test_message("without TP_REQUIRE: %s", out[0]);
+    g_assert_nonnull(strstr(out[0], "no GPU (or no driver) here"));
+    g_assert_true(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0);
+    g_test_message("TP_REQUIRE=mpi,cuda: %s", out[1]);
+    g_assert_false(WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 0);
+  }
+  for (int i = 0; i < 2; i++)
+    g_free(out[i]), g_free(err[i]), g_strfreev(envs[i]);
+}
+
+/* 12, 16. Messages name what is wrong: a file given as the data directory, labels that are not classes
+ * of the model (naming the labels' file and the model), the --trace help naming the files it writes. */
+static void test_messages(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *data = g_build_filename(root, "fm", NULL), *model = g_build_filename(root, "five.model", NULL);
+  g_autofree char *labels = g_build_filename(data, "train-labels-idx1-ubyte.gz", NULL);
+  write_data(data, 64, 32, 0);
+  g_assert_true(g_file_set_contents(model, "name five\ninput 1 28 28\nflatten\nlinear 16\nrelu\nlinear 5\nsoftmax_ce\n",
+                                    -1, NULL));
+  TptRun r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "--quiet", "--data", labels, NULL });
+  assert_refused(&r, "not a directory");
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "-n", "2", "--batch", "32", "--quiet", "--data", data,
+                                "-m", model, NULL });
+  assert_refused(&r, data);
+  g_assert_nonnull(strstr(r.err, "is not a class of model five"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "train", "--help", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_null(strstr(r.out, "to FILE.csv"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* 20. plot convergence on a train --csv log draws its tenth-of-an-epoch training rows and its
+ * per-epoch rows as separate series (not one curve that jumps at each epoch). */
+static void test_convergence_series(void)
+{
+  g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+  if (!gnuplot) {
+    g_test_skip("gnuplot is not installed");
+    return;
+  }
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *log = g_build_filename(root, "run.csv", NULL), *svg = g_build_filename(root, "conv.svg", NULL);
+  TptRun r = train((const char *[]){ "--epochs", "2", "--csv", log, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "plot", "convergence", "-i", log, "-o", svg, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(svg, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, "run loss (tenth of an epoch)"));
+  g_assert_nonnull(strstr(text, "run loss (per epoch)"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* Whether `plot timeline ARGS -o x.svg` draws the label text. */
+static gboolean timeline_has_label(const char *const *args, const char *text)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *svg = g_build_filename(root, "t.svg", NULL);
+  const char *argv[24] = { "plot", "timeline" };
+  int n = 2;
+  for (int i = 0; args[i]; i++)
+    argv[n++] = args[i];
+  argv[n++] = "-o", argv[n++] = svg, argv[n] = NULL;
+  TptRun r = tpt_run(argv);
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *data = NULL, *want = g_strdup_printf(">%s<", text);
+  g_assert_true(g_file_get_contents(svg, &data, NULL, NULL));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+  return strstr(data, want) != NULL;
+}
+
+/* 21. Timeline labels are drawn only where they fit their box: on a short timeline every operation
+ * is labelled; on a long one (--labels asks for them) the boxes are too narrow and none is. */
+static void test_timeline_labels(void)
+{
+  g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+  if (!gnuplot) {
+    g_test_skip("gnuplot is not installed");
+    return;
+  }
+  g_assert_true(timeline_has_label((const char *[]){ "-s", "timeprest", "-w", "2", "-n", "2", "-k", "3", NULL }, "1A"));
+  g_assert_false(timeline_has_label((const char *[]){ "-s", "timeprest", "-w", "2", "-n", "2", "-k", "400", "--labels",
+                                                      NULL }, "1A"));
+}
+
+/* 12. A gzip data file damaged far into its compressed bytes is not said to be damaged "in the
+ * header"; an I/O error while reading data is a failure (exit 1), not corrupt data (exit 2). */
+static void test_gzip_messages(void)
+{
+  g_autofree char *gzip = g_find_program_in_path("gzip");
+  if (!gzip) {
+    g_test_skip("gzip is not installed");
+    return;
+  }
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *data = g_build_filename(root, "fm", NULL);
+  write_data(data, 256, 64, 0);
+  g_autofree char *images = g_build_filename(data, "train-images-idx3-ubyte.gz", NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(images, &text, &len, NULL));
+  GRand *rng = g_rand_new_with_seed(7);
+  for (gsize i = 16; i < len; i++)
+    text[i] = (char)g_rand_int_range(rng, 0, 256); /* incompressible pixels */
+  g_rand_free(rng);
+  g_assert_true(g_file_set_contents(images, text, (gssize)len, NULL));
+  g_autofree char *cmd = g_strdup_printf("gzip -n -c '%s' > '%s.z' && mv '%s.z' '%s'", images, images, images, images);
+  g_assert_cmpint(system(cmd), ==, 0);
+  g_autofree char *gz = NULL;
+  g_assert_true(g_file_get_contents(images, &gz, &len, NULL));
+  g_assert_cmpuint(len, >, 20000);
+  gz[5000] ^= 0x5a;
+  g_assert_true(g_file_set_contents(images, gz, (gssize)len, NULL));
+  TptRun r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "--quiet", "--data", data, NULL });
+  g_test_message("%s", r.err);
+  assert_refused(&r, images);
+  g_assert_null(strstr(r.err, "in the header"));
+  tpt_run_clear(&r);
+  if (g_file_test("/proc/self/mem", G_FILE_TEST_EXISTS)) {
+    g_assert_cmpint(g_unlink(images), ==, 0);
+    g_assert_cmpint(symlink("/proc/self/mem", images), ==, 0);
+    r = tpt_run((const char *[]){ "train", "-k", "1", "-w", "2", "--quiet", "--data", data, NULL });
+    g_test_message("%s", r.err);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, images));
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(root);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/robust-io/memory-limit", test_memory_limit);
+  g_test_add_func("/robust-io/fifo-inputs", test_fifo_inputs);
+  g_test_add_func("/robust-io/output-collisions", test_output_collisions);
+  g_test_add_func("/robust-io/byte-names", test_byte_names);
+  g_test_add_func("/robust-io/stdout-full", test_stdout_full);
+  g_test_add_func("/robust-io/numbers", test_numbers);
+  g_test_add_func("/robust-io/schedule-digest", test_schedule_digest);
+  g_test_add_func("/robust-io/steady-state-text", test_steady_state_text);
+  g_test_add_func("/robust-io/require", test_require);
+  g_test_add_func("/robust-io/messages", test_messages);
+  g_test_add_func("/robust-io/convergence-series", test_convergence_series);
+  g_test_add_func("/robust-io/timeline-labels", test_timeline_labels);
+  g_test_add_func("/robust-io/gzip-messages", test_gzip_messages);
+  return g_test_run();
+}
