@@ -25,7 +25,7 @@ static const char *bin;
 
 /* A run long enough to be interrupted after its first checkpoint (every 5 mini-batches). */
 #define LONG "-s pipedream -w 3 -n 2 -k 300 --batch 16 --data synthetic --seed 3 --order-from slots --format json " \
-             "--quiet --checkpoint-every 5 --peer-timeout 1.5"
+             "--quiet --checkpoint-every 5 --peer-timeout 5"
 /* A short one, stopped after 4 mini-batches (--stop-after) */
 #define SHORT "-s timeprest -w 2 -n 2 -k 10 --batch 16 --data synthetic --seed 3 --order-from slots --format json " \
               "--quiet --checkpoint-every 3"
