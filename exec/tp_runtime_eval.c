@@ -344,6 +344,15 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
     out[st].upd = median_or(t[TP_OP_U], cnt[TP_OP_U], out[st].upd);
     out[st].inp = median_or(t[TP_OP_I], cnt[TP_OP_I], out[st].inp);
     out[st].wgt = median_or(t[TP_OP_W], cnt[TP_OP_W], out[st].wgt);
+    /* a recomputing backward (or I) ran its forwards again first; the cost model adds that forward
+     * itself (tp_sim_op_time), so the profile keeps the backward proper — a floor keeps a noisy
+     * difference positive */
+    if (s->recompute) {
+      if (cnt[TP_OP_B])
+        out[st].bwd = MAX(out[st].bwd - out[st].fwd, 0.1 * out[st].bwd);
+      if (cnt[TP_OP_I])
+        out[st].inp = MAX(out[st].inp - out[st].fwd, 0.1 * out[st].inp);
+    }
     if (cnt[TP_OP_I] && cnt[TP_OP_W] && !cnt[TP_OP_B])
       out[st].bwd = out[st].inp + out[st].wgt;
     for (int k = 0; k < 5; k++)
