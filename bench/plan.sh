@@ -11,6 +11,7 @@ set -e
 b=${1:-.}
 r=${2:-3}
 out=${3:-$(mktemp -d)}
+mkdir -p "$out"
 tp="$b/timeprest"
 echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 # search RECOMPUTE NAME: the best wall time of R searches and the counts of the last
