@@ -17,12 +17,28 @@
 #include <string.h>
 
 typedef struct {
-  char *model, *backend, *batch, *sizes, *reps, *output, *seed, *transport;
+  char *model, *backend, *batch, *sizes, *reps, *output, *seed, *transport, *threads;
 } ProfOpts;
 
 /* Message sizes pinged: at most this many, up to this many bytes (larger ones follow from the fit). */
 #define LINK_SIZES 12
 #define LINK_MAX_BYTES (64.0 * 1024 * 1024)
+
+/* --threads: the backend's threads per call, before its instance exists (a host backend's only). */
+static gboolean set_threads(const char *backend, gboolean given, int threads, GError **err)
+{
+  const TpBackendReg *reg = tp_backend_find(backend ? backend : "cpu", err);
+  if (!reg)
+    return FALSE;
+  if (!given)
+    return TRUE;
+  if (!reg->set_threads) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--threads: backend %s has no threads per call to set", reg->name);
+    return FALSE;
+  }
+  reg->set_threads(threads);
+  return TRUE;
+}
 
 /* The micro-batch sizes: --micro-batch-sizes, else the divisors of --batch. */
 static GArray *parse_sizes(const ProfOpts *o, GError **err)
@@ -186,6 +202,8 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "Model name or .model file (default mlp)", "NAME|FILE" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o.backend, "Compute backend: cpu (default) or cuda", "NAME" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &o.threads,
+      "--backend cpu: BLAS threads per call, as train --threads (default 1)", "T" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o.batch,
       "Profile the micro-batch sizes a plan of this batch may use: its divisors (default 128)", "B" },
     { "micro-batch-sizes", 0, 0, G_OPTION_ARG_STRING, &o.sizes, "Profile these sizes instead, e.g. 16,32", "LIST" },
@@ -211,14 +229,15 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     "         mpirun -np 2 timeprest profile --model mlp-deep --transport mpi -o mlp-deep.profile");
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
   static const char *const transports[] = { "local", "mpi", NULL };
-  int reps = 5, seed = 1, mpi = 0;
+  int reps = 5, seed = 1, mpi = 0, threads = 1;
   g_autoptr(GArray) sizes = NULL;
   g_autoptr(TpModel) m = NULL;
   const TpBackend *be = NULL;
   ok = ok && (!o.reps || tp_cli_int("--repetitions", o.reps, 1, 1000, &reps, err)) &&
        (!o.seed || tp_cli_int("--seed", o.seed, 0, G_MAXINT, &seed, err)) && (sizes = parse_sizes(&o, err)) &&
        (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
-       (m = tp_model_load(o.model ? o.model : "mlp", err)) && tp_net_check_model(m, err) &&
+       (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
+       set_threads(o.backend, o.threads != NULL, threads, err) && (m = tp_model_load(o.model ? o.model : "mlp", err)) && tp_net_check_model(m, err) &&
        (be = tp_backend_get(o.backend ? o.backend : "cpu", err));
   if (ok && mpi && (!tp_mpi_available() || !tp_mpi_launched())) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s", !tp_mpi_available() ? TP_MPI_MISSING :
@@ -236,7 +255,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     p->model = g_strdup(m->name);
     p->backend = g_strdup(tp_backend_name(be));
-    p->threads = 1; /* one BLAS thread per stage, as training runs them */
+    p->threads = threads; /* BLAS threads per stage, as training runs them (train --threads) */
     p->cores = (int)g_get_num_processors();
     p->machine = cpu_model();
     p->hostname = g_strdup(g_get_host_name());
@@ -270,6 +289,6 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
   }
   g_free(links.transport), g_free(links.bytes), g_free(links.one_way);
   g_free(o.model), g_free(o.backend), g_free(o.batch), g_free(o.sizes), g_free(o.reps), g_free(o.output);
-  g_free(o.seed), g_free(o.transport);
+  g_free(o.seed), g_free(o.transport), g_free(o.threads);
   return ok;
 }

@@ -104,6 +104,26 @@ static void test_profile_malformed(void)
   expect_refused("[cost]\nx=1\n", "no [profile] group");
 }
 
+/* profile --threads T: the file says the threads it was taken with; a backend without threads
+ * refuses the flag in one line. */
+static void test_profile_threads(void)
+{
+  g_autofree char *path = tpt_tmp_path("mlp-t2.profile");
+  TptRun r = tpt_run((const char *const[]){ "profile", "--model", "mlp", "--micro-batch-sizes", "2", "-r", "1",
+                                            "--threads", "2", "-o", path, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  GError *err = NULL;
+  g_autoptr(TpProfile) p = tp_profile_load(path, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(p->threads, ==, 2);
+  r = tpt_run((const char *const[]){ "profile", "--backend", "cuda", "--threads", "2", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpstr(r.err, ==, "timeprest profile: --threads: backend cuda has no threads per call to set\n");
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+}
+
 /* Through the program: a malformed profile is exit 2 naming file:line; a measured one round-trips
  * and drives simulate; a micro-batch size not profiled is named. */
 static void test_profile_program(void)
@@ -122,6 +142,7 @@ static void test_profile_program(void)
   g_assert_cmpint(p->n_sizes, ==, 2);
   g_assert_cmpint(p->sizes[0], ==, 2);
   g_assert_cmpint(p->repetitions, ==, 2);
+  g_assert_cmpint(p->threads, ==, 1);
   double total = 0, params = 0;
   for (int i = 0; i < p->L; i++)
     total += p->layer[i].fwd[1] + p->layer[i].bwd[1], params += p->layer[i].weight_bytes / 4;
@@ -595,6 +616,7 @@ int main(int argc, char **argv)
   g_test_add_func("/plan/profile-roundtrip", test_profile_roundtrip);
   g_test_add_func("/plan/profile-malformed", test_profile_malformed);
   g_test_add_func("/plan/profile-program", test_profile_program);
+  g_test_add_func("/plan/profile-threads", test_profile_threads);
   g_test_add_func("/plan/memory-limit", test_memory_limit);
   g_test_add_func("/plan/pareto-brute-force", test_pareto_brute);
   g_test_add_func("/plan/split-under-memory", test_split_under_memory);
