@@ -246,13 +246,15 @@ static TpMpiHeld *take_held(TpMpi *m, int side, const TpTag *tag)
 
 /* The payloads received ahead of their turn (while a receive waited for another message), held
  * until their own receive: the rank's messages that arrived and wait.  Those MPI has not handed
- * over yet are not in this process's count. */
+ * over yet are not in this process's count.  The sends MPI has completed are reaped first, so that
+ * the buffers lent to them count until their transfer ended, not until the next send looked. */
 static gint64 mpi_queued(TpTransport *t, int to)
 {
   TpMpi *m = (TpMpi *)t;
   if (to != m->rank)
     return 0;
   g_rec_mutex_lock(&m->lock);
+  reap(m);
   gint64 n = m->held_bytes;
   g_rec_mutex_unlock(&m->lock);
   return n;
