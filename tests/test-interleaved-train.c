@@ -14,21 +14,10 @@ static TpModel *deep;
 static TpDataset *data;
 
 /* mlp-deep on s->W stages of equal layer counts (a worker's chunks are stages too). */
-static TpRuntimeConfig config(const TpSchedule *s, int *bounds)
-{
-  int L = tp_model_n_layers(deep);
-  for (int i = 0; i <= s->W; i++)
-    bounds[i] = i * L / s->W;
-  return (TpRuntimeConfig){ .model = deep, .bounds = bounds, .W = s->W, .N = s->N, .batch = BATCH,
-                            .be = tp_backend_cpu(), .train = data, .lr = 0.02f, .momentum = 0.9f,
-                            .weight_decay = 1e-4f, .seed = 11, .timeout_s = 60,
-                            .split_backward = tp_schedule_has_split(s) };
-}
-
 static float *train(const TpSchedule *s, TpRunResult *res, size_t *n)
 {
   int bounds[16];
-  TpRuntimeConfig cfg = config(s, bounds);
+  TpRuntimeConfig cfg = tpt_even_config(deep, data, BATCH, s, bounds);
   return tpt_train(&cfg, s, res, n);
 }
 
@@ -110,7 +99,7 @@ static void test_failure(void)
 {
   g_autoptr(TpSchedule) s = chunked(TP_ORDER_INTERLEAVED_1F1B, 2, 2, 4, 2);
   int bounds[16];
-  TpRuntimeConfig cfg = config(s, bounds);
+  TpRuntimeConfig cfg = tpt_even_config(deep, data, BATCH, s, bounds);
   cfg.lr = INFINITY; /* the first update makes every weight infinite or NaN */
   GError *err = NULL;
   g_autoptr(TpRuntime) rt = tp_runtime_new(&cfg, &err);
@@ -198,14 +187,8 @@ static void test_cli(void)
     { { "train", "-s", "zb-v", "-w", "2", "--chunks", "3", "--data", "synthetic", "--quiet", NULL },
       "zb-v holds exactly 2 chunks per worker" },
   };
-  for (guint i = 0; i < G_N_ELEMENTS(refused); i++) {
-    TptRun r = tpt_run(refused[i].args);
-    g_assert_cmpint(r.status, ==, 2);
-    if (!strstr(r.err, refused[i].want))
-      g_error("expected '%s' in: %s", refused[i].want, r.err);
-    g_assert_cmpint(tpt_lines(r.err), ==, 1);
-    tpt_run_clear(&r);
-  }
+  for (guint i = 0; i < G_N_ELEMENTS(refused); i++)
+    tpt_expect_cli_refused(refused[i].args, refused[i].want);
 }
 
 /* One process per stage (mpi, nccl) cannot make a worker's chunks take turns: refused, one line. */

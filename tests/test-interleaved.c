@@ -315,14 +315,8 @@ static void test_cli(void)
     { { "train", "-s", "gpipe", "--chunks", "2", "--data", "synthetic", "--quiet", NULL },
       "order gpipe holds one chunk per worker" },
   };
-  for (guint i = 0; i < G_N_ELEMENTS(refused); i++) {
-    TptRun r = tpt_run(refused[i].args);
-    g_assert_cmpint(r.status, ==, 2);
-    if (!strstr(r.err, refused[i].want))
-      g_error("expected '%s' in: %s", refused[i].want, r.err);
-    g_assert_cmpint(tpt_lines(r.err), ==, 1);
-    tpt_run_clear(&r);
-  }
+  for (guint i = 0; i < G_N_ELEMENTS(refused); i++)
+    tpt_expect_cli_refused(refused[i].args, refused[i].want);
   /* --chunks 4: 16 stages on 4 workers; the grid has one line per stage */
   const char *const grid[] = { "schedule", "-s", "interleaved-1f1b", "-w", "4", "-n", "8", "-k", "1", "--chunks", "4",
                                NULL };
