@@ -155,6 +155,22 @@ static void test_cli(void)
     g_assert_cmpstr(ch, ==, "2");
     tpt_run_clear(&b);
   }
+  /* the schedule written to a file (with its chunk map) and trained from there: the same weights */
+  g_autofree char *path = tpt_tmp_path("zb-v.csv");
+  const char *const exp[] = { "schedule", "-s", "zb-v", "-w", "2", "-n", "4", "-k", "3", "--format", "csv",
+                              "--output", path, NULL };
+  TptRun x = tpt_run(exp);
+  g_assert_cmpint(x.status, ==, 0);
+  tpt_run_clear(&x);
+  const char *const file[] = { "train", "--schedule", path, "-m", model, "--batch", "32", "--data", "synthetic:256:32",
+                               "--profile-reps", "1", "--format", "json", "--quiet", NULL };
+  TptRun f = tpt_run(file);
+  if (f.status != 0)
+    g_error("train --schedule (zb-v): status %d: %s", f.status, f.err);
+  g_autofree char *sf = tpt_json_value(f.out, "weights_sha256");
+  g_assert_cmpstr(sf, ==, sa);
+  tpt_run_clear(&f);
+  tpt_tmp_remove(path);
   /* stopped at a checkpoint after one mini-batch and resumed: the same weights */
   TptRun st = tpt_run(stop);
   if (st.status != 0 || !strstr(st.err, "stopped: checkpoint"))

@@ -131,7 +131,7 @@ static gboolean load_schedule_file(Train *t, GError **err)
   t->s->recompute = t->s->recompute || c->recompute;
   int ranks = tp_schedule_ranks(t->s); /* the workers: -w counts them, not their chunks */
   if ((c->W_given && ranks != t->W) || (c->N_given && t->s->N != t->N)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the stages and micro-batches given are %d, %d",
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the workers and micro-batches given are %d, %d",
                 c->schedule_file,
                 ranks, t->s->N, t->W, t->N);
     return FALSE;
