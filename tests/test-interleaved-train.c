@@ -121,6 +121,17 @@ static void test_failure(void)
   tp_batcher_free(b);
 }
 
+/* The JSON report's `key` of a run of the program that must succeed. */
+static char *run_value(const char *const *args, const char *key)
+{
+  TptRun r = tpt_run(args);
+  if (r.status != 0)
+    g_error("%s %s %s: status %d: %s", args[0], args[1], args[2], r.status, r.err);
+  char *v = tpt_json_value(r.out, key);
+  tpt_run_clear(&r);
+  return v;
+}
+
 /* train: interleaved-1f1b (W = 2, --chunks 2) and zb-v (W = 2) end with the weights of 1f1b on
  * W = 4, whose split into four stages is the same (the partitioner splits W·V chunks as W·V
  * stages); the report says the workers and chunks. */
@@ -138,10 +149,7 @@ static void test_cli(void)
                                       "--stop-after", "1");
   const char *const resume[] = RUN_ARGS("-s", "zb-v", "-w", "2", "--checkpoint-every", "1", "--resume", dir);
 #undef RUN_ARGS
-  TptRun a = tpt_run(ref);
-  if (a.status != 0)
-    g_error("train -s 1f1b: status %d: %s", a.status, a.err);
-  g_autofree char *sa = tpt_json_value(a.out, "weights_sha256");
+  g_autofree char *sa = run_value(ref, "weights_sha256");
   const char *const *runs[] = { il, zv };
   for (int i = 0; i < 2; i++) {
     TptRun b = tpt_run(runs[i]);
@@ -164,26 +172,17 @@ static void test_cli(void)
   tpt_run_clear(&x);
   const char *const file[] = { "train", "--schedule", path, "-m", model, "--batch", "32", "--data", "synthetic:256:32",
                                "--profile-reps", "1", "--format", "json", "--quiet", NULL };
-  TptRun f = tpt_run(file);
-  if (f.status != 0)
-    g_error("train --schedule (zb-v): status %d: %s", f.status, f.err);
-  g_autofree char *sf = tpt_json_value(f.out, "weights_sha256");
+  g_autofree char *sf = run_value(file, "weights_sha256");
   g_assert_cmpstr(sf, ==, sa);
-  tpt_run_clear(&f);
   tpt_tmp_remove(path);
   /* stopped at a checkpoint after one mini-batch and resumed: the same weights */
   TptRun st = tpt_run(stop);
   if (st.status != 0 || !strstr(st.err, "stopped: checkpoint"))
     g_error("train -s zb-v --stop-after 1: status %d: %s", st.status, st.err);
   tpt_run_clear(&st);
-  TptRun re = tpt_run(resume);
-  if (re.status != 0)
-    g_error("train -s zb-v --resume: status %d: %s", re.status, re.err);
-  g_autofree char *sr = tpt_json_value(re.out, "weights_sha256");
+  g_autofree char *sr = run_value(resume, "weights_sha256");
   g_assert_cmpstr(sr, ==, sa);
-  tpt_run_clear(&re);
   tpt_rm_tree(dir);
-  tpt_run_clear(&a);
   /* the text report names the workers and their chunks */
   const char *const text[] = { "train", "-s", "zb-v", "-w", "2", "-n", "2", "-k", "1", "--batch", "16", "--data",
                                "synthetic:64:16", "--profile-reps", "1", "--quiet", NULL };
