@@ -171,13 +171,14 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   }
   if (!o->schedule && !(c->preset = tp_cli_preset(o->preset, err)))
     return FALSE;
-  int chunks = 1;
+  int chunks = o->schedule ? 1 : tp_order_default_chunks(c->preset->order);
   if (o->chunks && (o->schedule || !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &chunks, err) ||
-                    (!tp_order_chunked(c->preset->order) && !tp_chunks_check(c->preset->order, w, chunks, n, err)))) {
+                    !tp_chunks_check(c->preset->order, w, chunks, n, err))) {
     if (o->schedule)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks: the schedule file gives its chunks; drop --chunks");
     return FALSE;
   }
+  c->chunks = chunks;
   c->W = w, c->N = n, c->K = k, c->epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
   c->W_given = o->workers != NULL, c->N_given = o->micro != NULL;
   c->per_epoch = !o->mini;
@@ -189,8 +190,8 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: not with --schedule (the file gives W)");
       return FALSE;
     }
-    o->split_counts = g_new(int, w);
-    if (!tp_cli_split(o->split, w, o->split_counts, err))
+    o->split_counts = g_new(int, w * chunks); /* one count per stage: each worker's chunks */
+    if (!tp_cli_split(o->split, w * chunks, o->split_counts, err))
       return FALSE;
     c->split = o->split_counts;
   }
@@ -233,7 +234,8 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Pipeline stages W (default 4; 1 = plain mini-batch SGD)", "W" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch N (default 4)", "N" },
     { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
-      "Model chunks per worker (interleaved-1f1b, zb-v: refused, the executor runs one stage per worker)", "V" },
+      "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages, a worker's chunks "
+      "taking turns in its order (--transport local)", "V" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },

@@ -106,9 +106,11 @@ static void report_json(const Train *t, const char *sha, GString *out)
   const char *name = c->preset ? c->preset->name : tp_preset_name(t->s->order, t->s->policy);
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
+  if (t->V > 1) /* interleaved stages: W / V workers of V chunks (the stages below are the chunks) */
+    g_string_append_printf(out, "\"chunks\": %d, ", t->V);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
-                         t->W, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), c->transport_name,
+                         t->W / t->V, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), c->transport_name,
                          t->cores);
   g_string_append_printf(out, "\"seed\": %u, \"lr\": %.9g, \"lr_schedule\": \"%s\", \"momentum\": %.9g, "
                          "\"weight_decay\": %.9g, ", c->seed, c->lr, c->lr_cosine ? "cosine" : "constant", c->momentum,
@@ -150,8 +152,10 @@ static void report_text(const Train *t, const char *sha, GString *out)
 {
   const TpTrainConfig *c = &t->cfg;
   const char *name = c->preset ? c->preset->name : c->schedule_file;
-  g_string_append_printf(out, "train        %s (%s + %s): W=%d stages, N=%d micro-batches, batch %d, model %s\n", name,
-                         tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->W, t->N, c->batch,
+  g_autofree char *chunks = t->V > 1 ? g_strdup_printf(" (%d workers x %d chunks, taking turns)", t->W / t->V, t->V)
+                                      : g_strdup("");
+  g_string_append_printf(out, "train        %s (%s + %s): W=%d stages%s, N=%d micro-batches, batch %d, model %s\n", name,
+                         tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->W, chunks, t->N, c->batch,
                          t->model->name);
   g_string_append(out, "stages       layers");
   for (int s = 0; s < t->W; s++)
@@ -191,7 +195,10 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
   report_gpu_memory(t, FALSE, out);
   g_string_append(out, "prediction   the simulator on the profiled costs vs this run (mean over runs; counts: max)\n");
-  if (t->W > t->cores)
+  if (t->V > 1 && t->W / t->V > t->cores)
+    g_string_append_printf(out, "             %d workers on %d cores: the prediction runs worker r's chunks on core r mod "
+                           "%d\n", t->W / t->V, t->cores, t->cores);
+  else if (t->V == 1 && t->W > t->cores)
     g_string_append_printf(out, "             %d stages on %d cores: the prediction runs stage s on core s mod %d\n", t->W,
                            t->cores, t->cores);
   tp_comparison_text(&t->res.cmp, out);

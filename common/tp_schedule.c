@@ -471,7 +471,7 @@ TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, in
   if (!tp_memory_check("generating the schedule", W, N, K, tp_generate_bytes(o, W, N, K), err))
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
-  tp_schedule_set_chunks(s, V, V == 1 ? TP_MAP_NONE : o == TP_ORDER_ZB_V ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN);
+  tp_schedule_set_chunks(s, V, tp_order_chunk_map(o, V));
   tp_order_fill(s);
   /* one index and one unit-slot replay serve the versions and the validation (and, kept in prep,
    * the simulator) */

@@ -218,6 +218,12 @@ void tp_op_where(const TpSchedule *s, const TpOp *op, char *buf, size_t len);
  * number of ranks; the chunked orders (tp_order_chunked) take tp_order_default_chunks(o) chunks per
  * rank here (tp_schedule_generate_chunked for others). */
 TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GError **err);
+/* The chunk map order o generates with V chunks per rank: V-shaped for zb-v, round-robin for the
+ * other orders with V > 1, none with V = 1. */
+static inline TpChunkMap tp_order_chunk_map(TpOrder o, int V)
+{
+  return V == 1 ? TP_MAP_NONE : o == TP_ORDER_ZB_V ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN;
+}
 /* Chunks per rank an order takes when none are asked for: 2 for interleaved-1f1b and zb-v, else 1. */
 static inline int tp_order_default_chunks(TpOrder o) { return tp_order_chunked(o) ? 2 : 1; }
 /* Whether V chunks per rank fit order o on W ranks with N micro-batches: interleaved-1f1b needs

@@ -40,6 +40,12 @@ typedef struct {
   GCond cond;        /* a stage finished */
   int finished;      /* stages done */
   GError *first_err; /* the error that ended the run */
+  /* interleaved stages (s->rank_seq): the turn of each rank, which runs one operation at a time in
+   * its order across its chunks, as the simulator's ranks do */
+  GMutex turn_lock;  /* rpos, stopped */
+  GCond turn_cond;   /* a rank's turn passed on, or the run stopped */
+  int *rpos;         /* [ranks] the place of each rank's next operation in its order */
+  gboolean stopped;  /* the run failed: no stage waits for its turn any more */
 } Shared;
 
 typedef struct {
@@ -410,6 +416,56 @@ static gint64 message_bytes(void *data)
   return (tr->queued ? tr->queued(tr, g->st) : 0) + tp_outbox_lent(g->box[0]) + tp_outbox_lent(g->box[1]);
 }
 
+/* ---- interleaved stages: a rank's chunks take turns --------------------------------------------- */
+
+/* Wait until the next operation in the order of stage st's rank is this stage's (nothing to wait
+ * for without interleaved stages).  The stage then holds its rank's turn for the whole operation,
+ * waiting for its message included, and passes it on with turn_pass: the order was validated
+ * deadlock-free on the same rule (a rank waits at its next operation until its input is there), so
+ * the message comes.  FALSE with err when the run stopped meanwhile (another stage failed). */
+static gboolean turn_take(Shared *sh, int st, const TpOp *op, GError **err)
+{
+  const TpSchedule *s = sh->s;
+  if (!s->rank_seq)
+    return TRUE;
+  int rk = tp_stage_rank(s, st);
+  const GArray *seq = s->rank_seq[rk];
+  g_mutex_lock(&sh->turn_lock);
+  while (!sh->stopped && sh->rpos[rk] < (int)seq->len && g_array_index(seq, int32_t, sh->rpos[rk]) != st)
+    g_cond_wait(&sh->turn_cond, &sh->turn_lock);
+  gboolean stopped = sh->stopped, past = sh->rpos[rk] >= (int)seq->len;
+  g_mutex_unlock(&sh->turn_lock);
+  if (stopped || past) {
+    char name[64];
+    tp_op_name(s, op, name, sizeof name);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, %s: %s", st + 1, name,
+                stopped ? "the run stopped while it waited for its turn on its rank"
+                        : "its rank's order has no turn left for it");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Stage st's operation is done: its rank's next operation may start. */
+static void turn_pass(Shared *sh, int st)
+{
+  if (!sh->s->rank_seq)
+    return;
+  g_mutex_lock(&sh->turn_lock);
+  sh->rpos[tp_stage_rank(sh->s, st)]++;
+  g_cond_broadcast(&sh->turn_cond);
+  g_mutex_unlock(&sh->turn_lock);
+}
+
+/* The run failed: every stage waiting for its turn ends. */
+static void turn_stop(Shared *sh)
+{
+  g_mutex_lock(&sh->turn_lock);
+  sh->stopped = TRUE;
+  g_cond_broadcast(&sh->turn_cond);
+  g_mutex_unlock(&sh->turn_lock);
+}
+
 static gboolean stage_walk(Stage *g, GError **err)
 {
   Shared *sh = g->sh;
@@ -437,6 +493,8 @@ static gboolean stage_walk(Stage *g, GError **err)
   const int n_ops = tp_stage_len(s, g->st);
   TpOpRecord *recs = sh->out->rec[g->st];
   for (int k = 0; k < n_ops; k++) {
+    if (!turn_take(sh, g->st, &tp_stage_ops(s, g->st)[k], err))
+      return FALSE;
     const TpOp *op = tp_wstore_op_begin(g->store, k, err);
     if (!op)
       return FALSE;
@@ -451,6 +509,7 @@ static gboolean stage_walk(Stage *g, GError **err)
       return FALSE;
     tp_wstore_op_end(g->store);
     rec->end = now_s(sh);
+    turn_pass(sh, g->st);
   }
   tp_wstore_stats(g->store, &sh->out->stats[g->st]);
   return g->be->iface->copy(g->be, g->S->weights, tp_wstore_version(g->store, tp_wstore_latest(g->store)),
@@ -520,6 +579,7 @@ static gpointer stage_main(gpointer data)
     }
     g_mutex_unlock(&sh->lock);
     g_clear_error(&err);
+    turn_stop(sh);
   }
   g_mutex_lock(&sh->lock);
   sh->finished++;
@@ -579,6 +639,11 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
 {
   if (!tp_runtime_check_schedule(s, err))
     return FALSE;
+  if (s->rank_seq && (rt->lo != 0 || rt->hi != rt->W)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "interleaved stages (%d model chunks per worker) run in one process: "
+                "its stage threads take turns in each worker's order", s->V);
+    return FALSE;
+  }
   if (s->W != rt->W || rt->cfg.batch % s->N) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the schedule has %d stages and %d micro-batches; the run %d stages "
                 "and batch %d", s->W, s->N, rt->W, rt->cfg.batch);
@@ -607,6 +672,10 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
                 .out = out };
   g_mutex_init(&sh.lock);
   g_cond_init(&sh.cond);
+  g_mutex_init(&sh.turn_lock);
+  g_cond_init(&sh.turn_cond);
+  if (s->rank_seq)
+    sh.rpos = g_new0(int, tp_schedule_ranks(s));
   const int lo = rt->lo, hi = rt->hi, n_th = hi - lo;
   sh.tr = rt->tr ? rt->tr : tp_local_new(s->W, s->N, rt->cfg.timeout_s > 0 ? rt->cfg.timeout_s : 300);
   sh.links = tp_rt_links_new(rt, sh.tr);
@@ -628,6 +697,7 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
       }
       sh.finished += n_th - i; /* the stages never started count as finished */
       g_mutex_unlock(&sh.lock);
+      turn_stop(&sh); /* their turns never come */
       g_error_free(te);
       break;
     }
@@ -652,6 +722,9 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   tp_rt_links_free(sh.links);
   g_mutex_clear(&sh.lock);
   g_cond_clear(&sh.cond);
+  g_mutex_clear(&sh.turn_lock);
+  g_cond_clear(&sh.turn_cond);
+  g_free(sh.rpos);
   if (sh.first_err) {
     g_propagate_error(err, sh.first_err);
     return FALSE;

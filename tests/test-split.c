@@ -209,14 +209,8 @@ static TpDataset *data;
 /* mlp-deep on W stages of equal layer counts, N micro-batches; split: the run's config says so. */
 static float *train(const TpSchedule *s, TpRunResult *res, size_t *n)
 {
-  int W = s->W, L = tp_model_n_layers(deep);
   int bounds[9];
-  for (int i = 0; i <= W; i++)
-    bounds[i] = i * L / W;
-  TpRuntimeConfig cfg = { .model = deep, .bounds = bounds, .W = W, .N = s->N, .batch = BATCH,
-                          .be = tp_backend_cpu(), .train = data, .lr = 0.02f, .momentum = 0.9f,
-                          .weight_decay = 1e-4f, .seed = 11, .timeout_s = 60,
-                          .split_backward = tp_schedule_has_split(s) };
+  TpRuntimeConfig cfg = tpt_even_config(deep, data, BATCH, s, bounds);
   return tpt_train(&cfg, s, res, n);
 }
 

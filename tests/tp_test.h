@@ -143,6 +143,17 @@ static inline int tpt_lines(const char *text)
   return n + (*text && text[strlen(text) - 1] != '\n');
 }
 
+/* The program refuses args: exit 2 and one line on standard error, which holds want. */
+static inline void tpt_expect_cli_refused(const char *const *args, const char *want)
+{
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 2);
+  if (!strstr(r.err, want))
+    g_error("expected '%s' in: %s", want, r.err);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  tpt_run_clear(&r);
+}
+
 /* path/NAME in a fresh private directory, so that concurrent test runs never share a file;
  * tpt_tmp_remove removes the file and the directory. */
 static inline char *tpt_tmp_path(const char *name)

@@ -18,6 +18,20 @@ static inline double tpt_rel_diff(const float *a, const float *b, size_t n)
   return sqrt(d / r);
 }
 
+/* The runtime tests' run of model on data: s->W stages of equal layer counts (bounds: s->W + 1 ints,
+ * filled here), plain SGD with momentum 0.9, weight decay 1e-4, lr 0.02, seed 11, on the cpu. */
+static inline TpRuntimeConfig tpt_even_config(const TpModel *model, const TpDataset *data, int batch,
+                                              const TpSchedule *s, int *bounds)
+{
+  int L = tp_model_n_layers(model);
+  for (int i = 0; i <= s->W; i++)
+    bounds[i] = i * L / s->W;
+  return (TpRuntimeConfig){ .model = model, .bounds = bounds, .W = s->W, .N = s->N, .batch = batch,
+                            .be = tp_backend_cpu(), .train = data, .lr = 0.02f, .momentum = 0.9f,
+                            .weight_decay = 1e-4f, .seed = 11, .timeout_s = 60,
+                            .split_backward = tp_schedule_has_split(s) };
+}
+
 /* Train s->K mini-batches of cfg->train's seeded order (batcher seed 3) with the run cfg describes;
  * returns every stage's weights, concatenated in stage order, and the run's record in *res. */
 static inline float *tpt_train(const TpRuntimeConfig *cfg, const TpSchedule *s, TpRunResult *res, size_t *n_out)

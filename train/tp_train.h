@@ -32,7 +32,8 @@ typedef struct {
   const char *devices;      /* GPUs of the stages, round-robin (NULL: stage s on GPU s mod count) */
   TpTrainTransport transport;
   const char *transport_name;
-  int W, N, K;              /* K: mini-batches of one run when !per_epoch */
+  int W, N, K;              /* K: mini-batches of one run when !per_epoch; W: workers */
+  int chunks;               /* model chunks per worker of a preset with interleaved stages (0: its default) */
   gboolean W_given, N_given; /* a schedule file must agree with those given */
   int epochs;
   gboolean per_epoch;       /* runs are epochs (else one run of K mini-batches, or of the file) */
@@ -46,7 +47,7 @@ typedef struct {
   int threads;              /* a host backend's threads per call (0: its default, one per stage) */
   gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
   gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
-  const int *split;         /* [W] layers per stage (NULL: balanced by FLOPs); borrowed */
+  const int *split;         /* [W·V] layers per stage (NULL: balanced by FLOPs); borrowed */
   gboolean has_sig;
   TpSignificance sig;
   TpCheckpointOpts ck;
@@ -94,7 +95,10 @@ typedef struct {
 typedef struct {
   TpTrainConfig cfg;
   TpGroup *group;           /* the processes of the run (a group of one: every stage here) */
-  int W, N, K, runs;        /* as run (a schedule file gives W, N and K; an epoch gives K) */
+  int W, N, K, runs;        /* as run (a schedule file gives W, N and K; an epoch gives K); W: the stages,
+                               W·V with interleaved stages */
+  int V;                    /* model chunks per worker (1 without interleaved stages): W / V workers,
+                               whose chunks take turns in the one process that runs them all */
   gboolean per_epoch;
   int cores;                /* the first rank's processors (the prediction's devices on cpu) */
   TpModel *model;

@@ -238,6 +238,18 @@ static gboolean same_schedule(Train *t, GError **err)
   return TRUE;
 }
 
+/* The preset's schedule of K mini-batches: fixed on unit slots or on cost model c.  Interleaved
+ * stages (t->V chunks per worker) come from their rule, which no cost changes. */
+static TpSchedule *generate(const Train *t, int K, const TpCost *c, GError **err)
+{
+  const TpTrainConfig *cfg = &t->cfg;
+  const TpPreset *p = cfg->preset;
+  if (t->V > 1)
+    return tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err);
+  return cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
+                    : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->recompute, c, err);
+}
+
 /* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
 static gboolean plan(Train *t, const int *first_idx, GError **err)
 {
@@ -256,12 +268,10 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
    * discarded.  With more stages than cores the simulator shares the devices itself, so the
    * stages are timed alone, as they are when each process runs one stage. */
   int devices = tp_train_prediction_devices(t);
-  if (!t->s && tp_group_size(t->group) == 1 && t->W <= devices) {
+  if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
     g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
-    g_autoptr(TpSchedule) warm =
-        cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, kw, err)
-                   : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, kw, cfg->recompute, alone, err);
+    g_autoptr(TpSchedule) warm = generate(t, kw, alone, err);
     if (warm)
       warm->recompute = cfg->recompute; /* timed as the run will do it */
     if (warm && cfg->has_sig)
@@ -280,9 +290,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     for (int i = 0; i < 2; i++) {
       if (!ks[i])
         continue;
-      *to[i] = cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, ks[i], err)
-                          : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, ks[i], cfg->recompute,
-                                                           t->cost, err);
+      *to[i] = generate(t, ks[i], t->cost, err);
       if (!*to[i])
         return FALSE;
       (*to[i])->recompute = cfg->recompute;
@@ -295,6 +303,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     if (t->pos.s_tail)
       t->pos.s_tail->sig = cfg->sig;
   }
+  tp_cost_place_chunks(t->cost, t->s); /* a worker's chunks on its device, the links between them free */
   if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
   t->pm = tp_metrics_compute(t->psim);

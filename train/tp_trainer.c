@@ -31,9 +31,31 @@ static double range_flops(int s, int lo, int hi, gpointer data)
 
 /* ---- device backends: one instance per stage ---------------------------------------------------- */
 
+/* Interleaved stages: each chunk on its worker's device, worker r on the r-th of the devices list
+ * round-robin, or on device r mod count — the list of the stages' devices, one per stage. */
+static char *chunk_devices(const Train *t, const TpBackendReg *reg)
+{
+  TpChunkMap map = t->s ? t->s->map : tp_order_chunk_map(t->cfg.preset->order, t->V);
+  int R = t->W / t->V, count = MAX(reg->device_count(NULL), 1);
+  g_auto(GStrv) given = t->cfg.devices ? g_strsplit(t->cfg.devices, ",", -1) : NULL;
+  int n = given ? (int)g_strv_length(given) : 0;
+  GString *list = g_string_new(NULL);
+  for (int s = 0; s < t->W; s++) {
+    int r = tp_chunk_map_rank(map, R, s);
+    if (s)
+      g_string_append_c(list, ',');
+    if (n)
+      g_string_append(list, g_strstrip(given[r % n]));
+    else
+      g_string_append_printf(list, "%d", r % count);
+  }
+  return g_string_free(list, FALSE);
+}
+
 /* cuda: every stage gets an instance of its own (its own stream), stage s on visible GPU
- * (s − 1) mod count or on the devices list round-robin; a rank of one process per stage makes its
- * own stage's alone.  Other backends share one instance and take no devices. */
+ * (s − 1) mod count or on the devices list round-robin (interleaved stages: on their worker's, as
+ * worker r would be); a rank of one process per stage makes its own stage's alone.  Other backends
+ * share one instance and take no devices. */
 static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **err)
 {
   if (!reg->device_noun) {
@@ -43,7 +65,7 @@ static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **
     }
     return TRUE;
   }
-  t->devices = g_strdup(t->cfg.devices);
+  t->devices = t->V > 1 ? chunk_devices(t, reg) : g_strdup(t->cfg.devices);
   if (!t->devices && t->cfg.transport == TP_TRAIN_NCCL) { /* one device per rank: stage s on device s mod count */
     int count = reg->device_count(NULL);
     GString *list = g_string_new("0");
@@ -107,10 +129,11 @@ static gboolean load_schedule_file(Train *t, GError **err)
   if (!(t->s = tp_schedule_load(c->schedule_file, err)))
     return FALSE;
   t->s->recompute = t->s->recompute || c->recompute;
-  if ((c->W_given && t->s->W != t->W) || (c->N_given && t->s->N != t->N)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the stages and micro-batches given are %d, %d",
+  int ranks = tp_schedule_ranks(t->s); /* the workers: -w counts them, not their chunks */
+  if ((c->W_given && ranks != t->W) || (c->N_given && t->s->N != t->N)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the workers and micro-batches given are %d, %d",
                 c->schedule_file,
-                t->s->W, t->s->N, t->W, t->N);
+                ranks, t->s->N, t->W, t->N);
     return FALSE;
   }
   t->W = t->s->W, t->N = t->s->N, t->K = t->s->K;
@@ -127,13 +150,17 @@ gboolean tp_train_setup(Train *t, GError **err)
     t->group = tp_group_single_new();
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
-  if (t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->preset->order)) {
-    g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET,
-                "%s %s: the executor runs one stage per worker, so interleaved stages (several model chunks per "
-                "worker) are not trained; schedule, simulate and compare take them", t->s ? "schedule" : "preset",
-                t->s ? c->schedule_file : c->preset->name);
+  gboolean chunked = t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->preset->order);
+  if (chunked && c->transport != TP_TRAIN_LOCAL) {
+    g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET, "%s %s: interleaved stages (several model chunks per worker) "
+                "are trained with --transport local only: --transport %s runs one stage per process, and a worker's "
+                "chunks must take turns in one", t->s ? "schedule" : "preset", t->s ? c->schedule_file : c->preset->name,
+                c->transport_name);
     return FALSE;
   }
+  t->V = t->s ? t->s->V : chunked ? (c->chunks > 0 ? c->chunks : tp_order_default_chunks(c->preset->order)) : 1;
+  if (!t->s && !tp_chunks_check(c->preset->order, t->W, t->V, t->N, err))
+    return FALSE;
   if (t->s && !tp_runtime_check_schedule(t->s, err)) { /* names the file, line and operation */
     (*err)->code = TP_ERROR_PARAM_SCHEDULE;
     return FALSE;
@@ -145,6 +172,8 @@ gboolean tp_train_setup(Train *t, GError **err)
   }
   if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
     return FALSE;
+  if (!t->s)
+    t->W *= t->V; /* the stages: W workers' chunks */
   if (c->has_sig && (t->s ? t->s->policy : c->preset->policy) != TP_POLICY_INTERMEDIATE) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SIGNIFICANCE, "only the intermediate policy blends weights");
     return FALSE;
