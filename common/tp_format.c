@@ -325,8 +325,17 @@ TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GEr
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a text file", name);
     return NULL;
   }
-  if (p < text + len && (g_ascii_isdigit(*p) || *p == ',' || *p == '('))
+  if (p < text + len && (g_ascii_isdigit(*p) || *p == ',' || *p == '(')) {
+    /* the grid `schedule` prints (cells between spaces, no comma) is a picture, not read back */
+    const char *eol = memchr(p, '\n', (size_t)(text + len - p));
+    gsize n = eol ? (gsize)(eol - p) : (gsize)(text + len - p);
+    if (!memchr(p, ',', n) && memchr(p, ' ', n)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:1: a schedule grid (the picture `schedule` prints) is not read "
+                  "back; write the schedule with --format csv or json", name);
+      return NULL;
+    }
     return tp_schedule_parse_torch(text, name, err);
+  }
   return parse_csv(text, name, err);
 }
 

@@ -239,7 +239,7 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
       ok = FALSE;
     }
   gboolean split = FALSE;
-  for (int r = 0; r < rows && !split; r++)
+  for (int r = 0; ok && r < rows && !split; r++) /* every row read (an error stops the reading) */
     for (guint i = 0; i < acts[r]->len && !split; i++)
       split = g_array_index(acts[r], Action, i).kind == TP_OP_I || g_array_index(acts[r], Action, i).kind == TP_OP_W;
   if (ok && stages > rows)

@@ -224,6 +224,11 @@ static void test_torch_read(void)
   tpt_expect_refused("1F0\n0F0\n", "t.csv:2: stage 0 runs on rank 1: with as many stages as ranks stage s runs on rank s");
   tpt_expect_refused("0F,0B0\n", "a computation without its micro-batch index");
   tpt_expect_refused("0F0\n1F0,1I0,1W0\n", "stage 1 has no B(1,A)");
+  /* an error in a row before others: the rows not read are not looked at (was a crash) */
+  tpt_expect_refused("0F0,0X0\n1F0,1B0\n2F0\n", "t.csv:1: rank 0, step 1: action '0X0': unknown action kind");
+  /* the grid `schedule` prints is a picture: named, not read as PyTorch's CSV */
+  tpt_expect_refused("1A 1B 2A 2B 1 . . 2\n. 1A 1B 1 2A 2B 2 .\n",
+                     "t.csv:1: a schedule grid (the picture `schedule` prints) is not read back");
 }
 
 /* PyTorch 2.15's Schedule1F1B numbers the last rank's forwards 1..M: refused naming the action and rank. */
