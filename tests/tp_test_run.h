@@ -4,6 +4,7 @@
 #define TP_TEST_RUN_H
 
 #include "tp_runtime.h"
+#include "tp_test.h"
 
 #include <glib.h>
 #include <math.h>
@@ -61,6 +62,35 @@ static inline float *tpt_train(const TpRuntimeConfig *cfg, const TpSchedule *s, 
   tp_batcher_free(b);
   tp_runtime_free(rt);
   return w;
+}
+
+/* tpt_train with tpt_even_config's run of model on data. */
+static inline float *tpt_train_even(const TpModel *model, const TpDataset *data, int batch, const TpSchedule *s,
+                                    TpRunResult *res, size_t *n)
+{
+  g_autofree int *bounds = g_new(int, s->W + 1);
+  TpRuntimeConfig cfg = tpt_even_config(model, data, batch, s, bounds);
+  return tpt_train(&cfg, s, res, n);
+}
+
+/* The weights gpipe and 1f1b end with on W stages (N micro-batches, K mini-batches, tpt_train_even):
+ * what a flush schedule of the same mathematics is held against — 1f1b's bit for bit where it sums
+ * its backwards in 1f1b's order, gpipe's (the reverse order) within 1e-5.  Returns the weights'
+ * count; *gpipe and *f1b to be freed. */
+static inline size_t tpt_flush_references(const TpModel *model, const TpDataset *data, int batch, int W, int N, int K,
+                                          float **gpipe, float **f1b)
+{
+  TpSchedule *g = tpt_preset("gpipe", W, N, K), *f = tpt_preset("1f1b", W, N, K);
+  TpRunResult r;
+  size_t n, n1;
+  *gpipe = tpt_train_even(model, data, batch, g, &r, &n);
+  tp_run_result_clear(&r);
+  *f1b = tpt_train_even(model, data, batch, f, &r, &n1);
+  tp_run_result_clear(&r);
+  g_assert_cmpuint(n, ==, n1);
+  tp_schedule_free(g);
+  tp_schedule_free(f);
+  return n;
 }
 
 #endif
