@@ -22,7 +22,7 @@ typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps, *threads;
   char *significance, *peer_timeout, *devices, *lr_schedule;
-  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks;
+  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks, *fuse;
   gboolean quiet, recompute;
   int *split_counts;        /* --split parsed: [W] layers per stage */
 } Opts;
@@ -33,7 +33,7 @@ static void opts_clear(Opts *o)
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps, &o->threads,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
-                   &o->devices, &o->lr_schedule, &o->split, &o->chunks };
+                   &o->devices, &o->lr_schedule, &o->split, &o->chunks, &o->fuse };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
   g_clear_pointer(&o->split_counts, g_free);
@@ -185,6 +185,19 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   c->lr_cosine = cosine == 1;
   c->slots = from == 1;
   c->recompute = o->recompute;
+  if (o->fuse) {
+    if (!strcmp(o->fuse, "auto") || !strcmp(o->fuse, "on") || !strcmp(o->fuse, "off"))
+      c->fuse = !strcmp(o->fuse, "auto") ? TP_FUSE_AUTO : !strcmp(o->fuse, "on") ? TP_FUSE_ON : TP_FUSE_OFF;
+    else {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: expected auto, on or off, got '%s'", o->fuse);
+      return FALSE;
+    }
+    if (o->schedule) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: not with --schedule (the file gives the forwards; "
+                  "timeprest schedule --fuse-forwards writes a fused one)");
+      return FALSE;
+    }
+  }
   if (o->split) { /* the layers per stage (plan --run-top gives the split it chose) */
     if (o->schedule) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: not with --schedule (the file gives W)");
@@ -265,6 +278,10 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "recompute", 0, 0, G_OPTION_ARG_NONE, &o->recompute,
       "Store only each stage's input of a forward; a backward first runs the forward again with the weights it "
       "reads (docs/recompute.md)", NULL },
+    { "fuse-forwards", 0, 0, G_OPTION_ARG_STRING, &o->fuse,
+      "auto (default), on or off: run the N forwards of a mini-batch as one forward of the whole mini-batch where they "
+      "run back to back on every stage reading one version (nf1b: TiMePReSt and its variants) — the same arithmetic "
+      "in larger products; auto when the simulator on the profiled costs says it is faster", "auto|on|off" },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "I-TiMePReSt's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },

@@ -116,6 +116,9 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
     { "recompute", 0, 0, G_OPTION_ARG_NONE, &o->recompute,
       "Store only each stage's input of a forward; a backward first runs the forward again (docs/recompute.md)",
       NULL },
+    { "fuse-forwards", 0, 0, G_OPTION_ARG_NONE, &o->fuse,
+      "Run the N forwards of a mini-batch as one whole-mini-batch forward where they run back to back on every stage "
+      "reading one version (nf1b on costs; docs/fused-forwards.md)", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -205,7 +208,31 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
   return s;
 }
 
-TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err) { return schedule_build(o, NULL, err); }
+/* With --fuse-forwards, *s becomes its copy with fused forwards; none to fuse is a usage error. */
+static gboolean fuse(const TpCliSchedule *o, TpSchedule **s, GError **err)
+{
+  if (!o->fuse)
+    return TRUE;
+  int n = 0;
+  TpSchedule *f = tp_schedule_fuse_forwards(*s, &n, err);
+  if (!f) {
+    if (!err || !*err)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: no mini-batch has its forwards back to back on every "
+                  "stage, reading one version, before one whole backward (nf1b orders fixed on costs have them)");
+    return FALSE;
+  }
+  tp_schedule_free(*s);
+  *s = f;
+  return TRUE;
+}
+
+TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
+{
+  TpSchedule *s = schedule_build(o, NULL, err);
+  if (s && !fuse(o, &s, err))
+    g_clear_pointer(&s, tp_schedule_free);
+  return s;
+}
 
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err)
 {
@@ -468,8 +495,8 @@ gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c
 
 gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s, TpCost **c, GError **err)
 {
-  return tp_cli_cost_defaults(co, (TpCliSchedule *)so, err) && (*s = tp_cli_schedule_build(so, err)) != NULL &&
-         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_costed_order(co, s, *c, err);
+  return tp_cli_cost_defaults(co, (TpCliSchedule *)so, err) && (*s = schedule_build(so, NULL, err)) != NULL &&
+         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_costed_order(co, s, *c, err) && fuse(so, s, err);
 }
 
 void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r)
@@ -488,7 +515,7 @@ gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
                 (r->c = tp_cli_cost_build(&r->co, r->s, err));
   if (tp_cli_order_on_costs(&r->co))
     tp_prepared_clear(&prep);
-  ok = ok && tp_cli_costed_order(&r->co, &r->s, r->c, err) &&
+  ok = ok && tp_cli_costed_order(&r->co, &r->s, r->c, err) && fuse(&r->so, &r->s, err) &&
        (r->sim = tp_sim_run_prepared(r->s, r->c, r->s == generated ? &prep : NULL, err));
   tp_prepared_clear(&prep);
   if (!ok)

@@ -39,6 +39,7 @@ GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long ma
 typedef struct {
   char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance, *chunks;
   gboolean recompute;
+  gboolean fuse; /* --fuse-forwards: the schedule with fused forwards (tp_schedule_fuse_forwards) */
 } TpCliSchedule;
 
 /* Add the schedule options to a context's main group. */

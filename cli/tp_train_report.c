@@ -100,6 +100,20 @@ static void report_gpu_memory(const Train *t, gboolean json, GString *out)
     g_string_append(out, "], ");
 }
 
+/* Whether the run's schedule has fused forwards: this run fused them, or the plan it resumed (or
+ * a file) has whole-mini-batch forwards before whole backwards. */
+static gboolean fused_forwards(const Train *t)
+{
+  if (t->fuse.on)
+    return TRUE;
+  if (t->s->order != TP_ORDER_NF1B)
+    return FALSE;
+  for (int k = 0; k < tp_stage_len(t->s, 0); k++)
+    if (tp_stage_ops(t->s, 0)[k].kind == TP_OP_F && tp_stage_ops(t->s, 0)[k].micro == TP_WHOLE)
+      return TRUE;
+  return FALSE;
+}
+
 static void report_json(const Train *t, const char *sha, GString *out)
 {
   const TpTrainConfig *c = &t->cfg;
@@ -130,10 +144,10 @@ static void report_json(const Train *t, const char *sha, GString *out)
   json_array(out, "train_loss", t->res.train_loss);
   g_autofree char *ssha = tp_schedule_sha256(t->s);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
-                         "\"order_fixed_on\": \"%s\", \"schedule_sha256\": \"%s\", \"recompute\": %s, \"time_unit\": \"s\", "
-                         "\"byte_unit\": \"B\", \"profile\": [",
+                         "\"order_fixed_on\": \"%s\", \"schedule_sha256\": \"%s\", \"recompute\": %s, "
+                         "\"fused_forwards\": %s, \"time_unit\": \"s\", \"byte_unit\": \"B\", \"profile\": [",
                          sha, t->res.versions_match ? "true" : "false", t->res.mismatched, tp_report_fixed_on(t->s), ssha,
-                         t->s->recompute ? "true" : "false");
+                         t->s->recompute ? "true" : "false", fused_forwards(t) ? "true" : "false");
   for (int s = 0; s < t->W; s++) {
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g",
                            s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
@@ -146,6 +160,29 @@ static void report_json(const Train *t, const char *sha, GString *out)
   report_gpu_memory(t, TRUE, out);
   tp_comparison_json(&t->res.cmp, out);
   g_string_append(out, "}\n");
+}
+
+/* The fused forwards' line, where the schedule had forwards to fuse. */
+static void fused_text(const Train *t, GString *out)
+{
+  const TpTrainFuse *f = &t->fuse;
+  if (!f->mini_batches) {
+    if (fused_forwards(t)) /* a resumed plan, or a file */
+      g_string_append(out, "forwards     fused (the plan run has whole-mini-batch forwards)\n");
+    return;
+  }
+  g_autofree char *sim = f->t_fused > 0 ? g_strdup_printf("; simulated %.4g ms per mini-batch fused, %.4g not",
+                                                          1e3 * f->t_fused, 1e3 * f->t_plain)
+                                        : g_strdup("");
+  if (f->on)
+    g_string_append_printf(out, "forwards     fused: where a mini-batch's %d forwards run back to back on every stage "
+                           "reading one version, they ran as one of %d samples%s\n", t->N, t->cfg.batch, sim);
+  else
+    g_string_append_printf(out, "forwards     one per micro-batch (%s%s)\n",
+                           t->cfg.fuse == TP_FUSE_OFF ? "--fuse-forwards off"
+                           : t->cfg.slots             ? "the order is fixed on unit slots; --fuse-forwards on fuses them"
+                                                      : "fusing them is not faster",
+                           sim);
 }
 
 static void report_text(const Train *t, const char *sha, GString *out)
@@ -177,6 +214,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
                          t->pm->chains == 1 ? "" : "s", t->pm->multiple_sequences ? "yes" : "no");
   g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
                          "again from the stored stage input, with the weights the backward read" : "false");
+  fused_text(t, out);
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   g_string_append_printf(out, "optimizer    SGD, lr %g", c->lr);

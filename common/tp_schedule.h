@@ -190,6 +190,17 @@ static inline void tp_push(TpSchedule *s, int st, TpOpKind k, int mb, int micro)
 }
 long long tp_schedule_n_ops(const TpSchedule *s);
 
+/* Fused forwards (tp_fuse.c): a copy of s in which each mini-batch whose N forwards run back to back
+ * on every stage — in micro-batch order, reading one version — and whose backward is one whole
+ * backward on every stage has them as one whole-mini-batch forward of that version; *fused counts
+ * those mini-batches.  NULL with *fused = 0 when there is none (N = 1, interleaved stages, a split
+ * backward, backwards per micro-batch, an order that interleaves them), or with err set when the
+ * copy does not validate. */
+TpSchedule *tp_schedule_fuse_forwards(const TpSchedule *s, int *fused, GError **err);
+/* The converse: every whole-mini-batch forward as its N micro-batch forwards in its place (the
+ * schedule a fused one came from; its timeline is the one vsync-latest's versions were fixed on). */
+TpSchedule *tp_schedule_unfuse_forwards(const TpSchedule *s);
+
 /* Number of micro-batches an operation covers (N for a whole-mini-batch op, 1 otherwise). */
 static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
 {

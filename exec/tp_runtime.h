@@ -185,6 +185,8 @@ typedef struct {
   double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
   double inp, wgt;           /* with cfg.split_backward: a split backward's I and W per micro-batch,
                                 each timed alone (0 otherwise) */
+  double fwd_whole;          /* seconds of one forward of the whole mini-batch, where whole or
+                                whole_bwd had it timed (0 otherwise) */
 } TpStageProfile;
 
 gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, gboolean whole_bwd,

@@ -229,8 +229,9 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
          tp_rt_up(be, c.in, acts[s], (size_t)n * tp_net_in_elems(net), err) &&
          (mine ? time_median(prof_forward, &micro, reps, &out[s].fwd, err)
                : run_once(prof_forward, &micro, &out[s].fwd, err)) &&
-         (micro.n == n || run_once(prof_forward, &c, &all, err)) &&
+         (micro.n == n || (mine ? time_median(prof_forward, &c, reps, &all, err) : run_once(prof_forward, &c, &all, err))) &&
          (s == W - 1 || tp_rt_down(be, acts[s + 1], c.out, (size_t)n * tp_net_out_elems(net), err));
+    out[s].fwd_whole = micro.n == n ? (whole ? out[s].fwd : 0) : all;
     out[s].fwd /= fper;
   }
   for (int s = W - 1; s >= rt->lo && ok; s--) {
@@ -327,19 +328,27 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
       ok = S->be->iface->download(S->be, S->host_w, S->weights, np, err);
   }
   for (int st = rt->lo; st < rt->hi && ok; st++) {
-    int n = tp_stage_len(s, st), cnt[5] = { 0 };
+    int n = tp_stage_len(s, st), cnt[5] = { 0 }, nwhole = 0;
     const TpOp *ops = tp_stage_ops(s, st);
     double *t[5];
     for (int k = 0; k < 5; k++) /* by TpOpKind: F, B, U, I, W */
       t[k] = g_new(double, MAX(n, 1));
+    double *fw = g_new(double, MAX(n, 1)); /* whole-mini-batch forwards, whole */
     for (int i = 0; i < n; i++) {
       const TpOp *op = &ops[i];
       if (op->mb < 2 && s->K > 1) /* the first mini-batch warms up */
         continue;
       double d = r.rec[st][i].end - r.rec[st][i].start;
-      t[op->kind][cnt[op->kind]++] = op->kind == TP_OP_U ? d : d / tp_op_count(s, op);
+      if (op->kind == TP_OP_F && op->micro == TP_WHOLE) /* timed apart from micro-batch ones */
+        fw[nwhole++] = d;
+      else
+        t[op->kind][cnt[op->kind]++] = op->kind == TP_OP_U ? d : d / tp_op_count(s, op);
     }
     out[st].fwd = median_or(t[TP_OP_F], cnt[TP_OP_F], out[st].fwd);
+    out[st].fwd_whole = median_or(fw, nwhole, out[st].fwd_whole);
+    if (nwhole && !cnt[TP_OP_F]) /* only whole forwards: per micro-batch as a whole one's share */
+      out[st].fwd = out[st].fwd_whole / s->N;
+    g_free(fw);
     out[st].bwd = median_or(t[TP_OP_B], cnt[TP_OP_B], out[st].bwd);
     out[st].upd = median_or(t[TP_OP_U], cnt[TP_OP_U], out[st].upd);
     out[st].inp = median_or(t[TP_OP_I], cnt[TP_OP_I], out[st].inp);

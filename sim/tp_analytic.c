@@ -66,6 +66,22 @@ static void fill_prefixes(TpAnalytic *a, int k)
   }
 }
 
+/* Stage s's forward of the whole mini-batch over layers lo..hi-1: the profile's times at the
+ * mini-batch's size (0 — N micro-batch forwards — where it was not profiled), or the device's model
+ * at that size (where the weights' traffic is paid once for B rows, not once per B/N). */
+static double forward_whole(const TpAnalytic *a, int s, int lo, int hi)
+{
+  const TpProfile *p = a->profile;
+  int k = p ? tp_profile_size_index(p, (int)a->batch) : -1;
+  double t = 0;
+  if (p && k < 0)
+    return 0;
+  for (int i = lo; i < hi; i++)
+    t += p ? p->layer[i].fwd[k]
+           : tp_layer_time(tp_model_layer(a->model, i), &a->cluster->dev[a->device[s]], (double)a->batch, FALSE);
+  return t;
+}
+
 gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err)
 {
   int R = tp_schedule_ranks(s), n = a->profile ? a->profile->cores : a->cluster->n;
@@ -255,6 +271,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     TpStageCost *sc = &cost->stage[s];
     sc->fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
     sc->bwd = a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
+    sc->fwd_whole = forward_whole(a, s, lo, hi);
     if (p)
       sc->upd = a->upd_prefix[hi] - a->upd_prefix[lo];
     else {

@@ -90,10 +90,11 @@ typedef struct {
   ValueKind kind;
 } CostKey;
 
-enum { K_FORWARD, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
+enum { K_FORWARD, K_FORWARD_WHOLE, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
 
 static const CostKey stage_keys[N_STAGE_KEYS] = {
   [K_FORWARD] = { "forward", G_STRUCT_OFFSET(TpStageCost, fwd), V_TIME },
+  [K_FORWARD_WHOLE] = { "forward_whole", G_STRUCT_OFFSET(TpStageCost, fwd_whole), V_TIME },
   [K_BACKWARD] = { "backward", G_STRUCT_OFFSET(TpStageCost, bwd), V_TIME },
   [K_BACKWARD_INPUT] = { "backward_input", G_STRUCT_OFFSET(TpStageCost, bwd_input), V_TIME },
   [K_UPDATE] = { "update", G_STRUCT_OFFSET(TpStageCost, upd), V_TIME },

@@ -21,10 +21,14 @@ typedef struct {
                                 schedule stores instead of stored_bytes (0: gradient_bytes, the
                                 same elements) */
   double bwd_input;          /* a split backward's input gradient I per micro-batch; 0: half of bwd */
+  double fwd_whole;          /* one forward of the whole mini-batch (its N micro-batches as one
+                                product); 0: N x fwd */
 } TpStageCost;
 
 /* Times of a split backward's parts per micro-batch: I = bwd_input (default bwd/2), W = bwd - I. */
 static inline double tp_cost_input_grad(const TpStageCost *sc) { return sc->bwd_input > 0 ? sc->bwd_input : sc->bwd / 2; }
+/* Time of a forward of the whole mini-batch of N micro-batches. */
+static inline double tp_cost_forward_whole(const TpStageCost *sc, int N) { return sc->fwd_whole > 0 ? sc->fwd_whole : N * sc->fwd; }
 static inline double tp_cost_weight_grad(const TpStageCost *sc) { return sc->bwd - tp_cost_input_grad(sc); }
 
 typedef struct {

@@ -31,7 +31,7 @@ double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *
   double again = s->recompute ? sc->fwd : 0;
   switch (op->kind) {
   case TP_OP_U: return sc->upd;
-  case TP_OP_F: return tp_op_count(s, op) * sc->fwd;
+  case TP_OP_F: return op->micro == TP_WHOLE ? tp_cost_forward_whole(sc, s->N) : sc->fwd;
   case TP_OP_I: return tp_op_count(s, op) * (again + tp_cost_input_grad(sc));
   case TP_OP_W: return tp_op_count(s, op) * tp_cost_weight_grad(sc);
   default: return tp_op_count(s, op) * (again + sc->bwd);

@@ -22,6 +22,7 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
     double pb = (double)sz.n_params * sizeof(float);
     c->stage[s] = (TpStageCost){
       .fwd = prof[s].fwd,
+      .fwd_whole = prof[s].fwd_whole,
       .bwd = prof[s].bwd,
       .upd = prof[s].upd,
       .act_bytes = m * (double)tp_runtime_act_bytes_per_sample(rt, s),

@@ -22,6 +22,18 @@ typedef struct {
   int stop_after;    /* stop at the first checkpoint after D mini-batches (0: never) */
 } TpCheckpointOpts;
 
+/* Fused forwards (tp_schedule_fuse_forwards): where a generated schedule has them, AUTO runs them
+ * when the simulator on the profiled costs says they are faster, ON always, OFF never. */
+typedef enum { TP_FUSE_AUTO, TP_FUSE_ON, TP_FUSE_OFF } TpFuseMode;
+
+/* What became of them in this run. */
+typedef struct {
+  gboolean decided;         /* the choice is made (the first schedule generated makes it) */
+  gboolean on;              /* the run's schedules fuse them */
+  int mini_batches;         /* mini-batches of the first schedule whose forwards could be fused (0: none) */
+  double t_fused, t_plain;  /* AUTO: the simulated time per mini-batch each way (s) */
+} TpTrainFuse;
+
 /* A training run as asked for.  Strings are borrowed (they outlive the run). */
 typedef struct {
   const TpPreset *preset;   /* NULL: schedule_file gives the schedule */
@@ -47,6 +59,7 @@ typedef struct {
   int threads;              /* a host backend's threads per call (0: its default, one per stage) */
   gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
   gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
+  TpFuseMode fuse;          /* fused forwards of a generated schedule */
   const int *split;         /* [W·V] layers per stage (NULL: balanced by FLOPs); borrowed */
   gboolean has_sig;
   TpSignificance sig;
@@ -119,6 +132,7 @@ typedef struct {
   int rank;
   TpTrainProgress prog;
   TpTrainPosition pos;
+  TpTrainFuse fuse;
   TpBackend **stage_be;     /* cuda: each stage's own instance */
   int gpus;                 /* the distinct GPUs they use */
   char *devices;            /* their list (cfg.devices, or every GPU for nccl) */

@@ -240,14 +240,69 @@ static gboolean same_schedule(Train *t, GError **err)
 
 /* The preset's schedule of K mini-batches: fixed on unit slots or on cost model c.  Interleaved
  * stages (t->V chunks per worker) come from their rule, which no cost changes. */
-static TpSchedule *generate(const Train *t, int K, const TpCost *c, GError **err)
+/* Steady time per mini-batch of s on c (the simulator's), or -1 when it does not run. */
+static double simulated_time(const TpSchedule *s, const TpCost *c)
+{
+  TpSim *sim = tp_sim_run(s, c, NULL); /* no chunks: fused schedules have none */
+  if (!sim)
+    return -1;
+  TpMetrics *m = tp_metrics_compute(sim);
+  double tm = m->t_minibatch;
+  tp_metrics_free(m);
+  tp_sim_free(sim);
+  return tm;
+}
+
+/* s, or its copy with fused forwards (then s is freed): as cfg.fuse says, the choice made on the
+ * first schedule (on cost model c) and kept for the run's others. */
+static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
+{
+  TpTrainFuse *f = &t->fuse;
+  if (f->decided && !f->on)
+    return s;
+  int n = 0;
+  TpSchedule *fused = tp_schedule_fuse_forwards(s, &n, err);
+  if (!fused) {
+    if (err && *err) {
+      tp_schedule_free(s);
+      return NULL;
+    }
+    if (!f->decided)
+      f->decided = TRUE, f->on = FALSE;
+    return s;
+  }
+  if (!f->decided) {
+    f->decided = TRUE, f->mini_batches = n;
+    f->on = t->cfg.fuse == TP_FUSE_ON; /* OFF: known to be there, for the report */
+    /* auto on unit slots does not fuse: the schedule, and so the run's arithmetic to the last bit,
+     * stays independent of this machine's speed */
+    if (t->cfg.fuse == TP_FUSE_AUTO && !t->cfg.slots) { /* faster by more than the simulation's rounding */
+      f->t_fused = simulated_time(fused, c), f->t_plain = simulated_time(s, c);
+      f->on = f->t_fused > 0 && f->t_plain > 0 && f->t_fused < f->t_plain * (1 - 1e-6);
+    }
+  }
+  if (!f->on) {
+    tp_schedule_free(fused);
+    return s;
+  }
+  tp_schedule_free(s);
+  return fused;
+}
+
+static TpSchedule *generate(Train *t, int K, const TpCost *c, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
   const TpPreset *p = cfg->preset;
   if (t->V > 1)
     return tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err);
-  return cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
-                    : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->recompute, c, err);
+  TpSchedule *s = cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
+                             : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->recompute, c, err);
+  if (!s)
+    return NULL;
+  s->recompute = cfg->recompute;
+  if (cfg->has_sig)
+    s->sig = cfg->sig;
+  return fuse(t, s, c, err);
 }
 
 /* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
@@ -271,11 +326,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
   if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
     g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
-    g_autoptr(TpSchedule) warm = generate(t, kw, alone, err);
-    if (warm)
-      warm->recompute = cfg->recompute; /* timed as the run will do it */
-    if (warm && cfg->has_sig)
-      warm->sig = cfg->sig;
+    g_autoptr(TpSchedule) warm = generate(t, kw, alone, err); /* timed as the run will do it */
     if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->prof, err))
       return FALSE;
   }

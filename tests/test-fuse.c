@@ -1,0 +1,296 @@
+/* test-fuse.c — fused forwards (tp_schedule_fuse_forwards): which mini-batches the rule fuses and
+ * what it leaves as it was; the simulator's cost of a whole-mini-batch forward (forward_whole, in
+ * closed form); the executor's fused runs against the unfused ones (the same weights within
+ * rounding, the same versions and stored activations); train's --fuse-forwards and its report. */
+#include "tp_costed.h"
+#include "tp_format.h"
+#include "tp_metrics.h"
+#include "tp_runtime.h"
+#include "tp_sim.h"
+#include "tp_test.h"
+#include "tp_test_run.h"
+#include "tp_validate.h"
+
+#include <math.h>
+
+enum { BATCH = 32, TRAIN_N = 512 };
+
+static TpDataset *data;
+
+/* Two stages' costs: forward 1 per micro-batch (fwd_whole for the whole mini-batch, 0: N x 1),
+ * backward 2, update 0.5. */
+static TpCost *costs(int W, double fwd_whole)
+{
+  TpCost *c = tp_cost_unit(W);
+  c->unit = FALSE;
+  for (int st = 0; st < W; st++)
+    c->stage[st] = (TpStageCost){ .fwd = 1, .bwd = 2, .upd = 0.5, .act_bytes = 10, .grad_bytes = 10,
+                                  .stored_bytes = 100, .weight_bytes = 1, .optimizer_bytes = 1,
+                                  .grad_buffer_bytes = 1, .device = st, .input_bytes = 10, .fwd_whole = fwd_whole };
+  tp_cost_update_devices(c);
+  return c;
+}
+
+/* f is s with the forwards of the mini-batches fused[i] as one whole forward each, every other
+ * operation in its place with its version and source; returns how many mini-batches that is. */
+static int check_fused(const TpSchedule *s, const TpSchedule *f)
+{
+  g_autofree gboolean *fused = g_new0(gboolean, s->K + 1);
+  for (int st = 0; st < f->W; st++)
+    for (int k = 0; k < tp_stage_len(f, st); k++) {
+      const TpOp *op = &tp_stage_ops(f, st)[k];
+      if (op->kind == TP_OP_F && op->micro == TP_WHOLE)
+        fused[op->mb] = TRUE;
+    }
+  int n = 0;
+  for (int i = 1; i <= s->K; i++)
+    n += fused[i];
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *a = tp_stage_ops(s, st), *b = tp_stage_ops(f, st);
+    int na = tp_stage_len(s, st), nb = tp_stage_len(f, st), j = 0;
+    for (int k = 0; k < na; k++) {
+      if (a[k].kind == TP_OP_F && fused[a[k].mb]) { /* its run: N forwards, back to back, one version */
+        g_assert_cmpint(a[k].micro, ==, 0);
+        for (int m = 1; m < s->N; m++) {
+          g_assert_cmpint(a[k + m].kind, ==, TP_OP_F);
+          g_assert_cmpint(a[k + m].mb, ==, a[k].mb);
+          g_assert_cmpint(a[k + m].micro, ==, m);
+          g_assert_cmpint(a[k + m].ver, ==, a[k].ver);
+        }
+        g_assert_cmpint(j, <, nb);
+        g_assert_true(b[j].kind == TP_OP_F && b[j].micro == TP_WHOLE && b[j].mb == a[k].mb && b[j].ver == a[k].ver &&
+                      b[j].src == a[k].src);
+        k += s->N - 1, j++;
+        continue;
+      }
+      g_assert_cmpint(j, <, nb);
+      g_assert_true(b[j].kind == a[k].kind && b[j].mb == a[k].mb && b[j].micro == a[k].micro && b[j].ver == a[k].ver &&
+                    b[j].src == a[k].src);
+      j++;
+    }
+    g_assert_cmpint(j, ==, nb);
+    g_assert_cmpint(nb, ==, na - n * (s->N - 1));
+  }
+  GError *err = NULL;
+  g_assert_true(tp_validate(f, &err));
+  g_assert_no_error(err);
+  return n;
+}
+
+/* On unit slots TiMePReSt's W = 2, N = 4 order runs B(1) between 2B and 2C on stage 1 ("1A 2A 2B 1
+ * 2C 2D ..."), and so on for every later mini-batch: only mini-batch 1 has its forwards back to back
+ * on both stages.  On costs that make the backward the longer step, every mini-batch has. */
+static void test_rule(void)
+{
+  GError *err = NULL;
+  const char *const nf1b[] = { "timeprest", "v-timeprest", "i-timeprest" };
+  for (size_t p = 0; p < G_N_ELEMENTS(nf1b); p++) {
+    g_autoptr(TpSchedule) s = tpt_preset(nf1b[p], 2, 4, 5);
+    int n = -1;
+    g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(f);
+    g_assert_cmpint(n, ==, 1);
+    g_assert_cmpint(check_fused(s, f), ==, 1);
+    const TpPreset *pr = tp_preset_find(nf1b[p]);
+    TpCost *c = costs(2, 0);
+    g_autoptr(TpSchedule) sc = tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 6, FALSE, c, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpSchedule) fc = tp_schedule_fuse_forwards(sc, &n, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(n, ==, 6);
+    g_assert_cmpint(check_fused(sc, fc), ==, 6);
+    tp_cost_free(c);
+    /* a fused schedule has nothing left to fuse */
+    g_assert_null(tp_schedule_fuse_forwards(fc, &n, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(n, ==, 0);
+  }
+  /* nothing to fuse: backwards per micro-batch (gpipe, 1f1b, pipedream, 2bw), split backwards
+   * (zb-h1), interleaved stages, whole forwards already (1f1b-async), one micro-batch */
+  const char *const none[] = { "gpipe", "1f1b", "pipedream", "pipedream-2bw", "zb-h1", "interleaved-1f1b" };
+  for (size_t p = 0; p < G_N_ELEMENTS(none); p++) {
+    g_autoptr(TpSchedule) s = tpt_preset(none[p], 2, 4, 5);
+    int n = -1;
+    g_assert_null(tp_schedule_fuse_forwards(s, &n, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(n, ==, 0);
+  }
+  /* a fused schedule on unit slots keeps the versions of the timeline its order was fixed on (the
+   * unfused one's): written and read back, it validates and is the same */
+  g_autoptr(TpSchedule) s3 = tpt_preset("timeprest", 3, 2, 6);
+  int n3 = 0;
+  g_autoptr(TpSchedule) f3 = tp_schedule_fuse_forwards(s3, &n3, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(n3, ==, 6);
+  g_autoptr(GString) csv = g_string_new(NULL);
+  tp_format_csv(f3, csv);
+  g_autoptr(TpSchedule) back = tp_schedule_parse(csv->str, csv->len, "fused.csv", &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_validate(back, &err));
+  g_assert_no_error(err);
+  g_assert_true(tp_schedule_equal(back, f3));
+  g_autoptr(TpSchedule) unfused = tp_schedule_unfuse_forwards(f3);
+  g_assert_true(tp_schedule_equal(unfused, s3));
+  g_autoptr(TpSchedule) a = tp_schedule_generate(TP_ORDER_1F1B_ASYNC, TP_POLICY_VSYNC_LATEST, 2, 4, 5, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSchedule) one = tpt_preset("timeprest", 2, 1, 5);
+  int n = -1;
+  g_assert_null(tp_schedule_fuse_forwards(a, &n, &err));
+  g_assert_null(tp_schedule_fuse_forwards(one, &n, &err));
+  g_assert_no_error(err);
+}
+
+/* One stage, N = 4, K = 3 (nf1b: per mini-batch 4 forwards, one whole backward of 4 x 2, an update
+ * of 0.5): 3 x (4 + 8 + 0.5) = 37.5 unfused; fused, a whole forward of forward_whole = 2.5:
+ * 3 x (2.5 + 8 + 0.5) = 33; forward_whole 0 counts it as N forwards (37.5).  Two stages: the second
+ * stage's fused forward waits for the first's whole one. */
+static void test_simulator(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 1, 4, 3);
+  int n = 0;
+  g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+  g_assert_cmpint(n, ==, 3);
+  const double expect[][2] = { { 0, 37.5 }, { 2.5, 33 } };
+  for (int i = 0; i < 2; i++) {
+    TpCost *c = costs(1, expect[i][0]);
+    TpSim *a = tp_sim_run(f, c, &err), *b = tp_sim_run(s, c, &err);
+    g_assert_no_error(err);
+    TpMetrics *ma = tp_metrics_compute(a), *mb = tp_metrics_compute(b);
+    g_assert_cmpfloat(fabs(ma->makespan - expect[i][1]), <, 1e-9);
+    g_assert_cmpfloat(fabs(mb->makespan - 37.5), <, 1e-9);
+    /* the same stored activations at the peak: a whole forward stores its N micro-batches' */
+    g_assert_cmpfloat(ma->stage[0].comp_peak[3], ==, mb->stage[0].comp_peak[3]);
+    tp_metrics_free(ma), tp_metrics_free(mb);
+    tp_sim_free(a), tp_sim_free(b);
+    tp_cost_free(c);
+  }
+  /* W = 2, K = 1, fused on unit slots (mini-batch 1): stage 1's whole forward (2.5), then stage 2's
+   * (2.5), its backward (8), stage 1's backward (8); updates (0.5) after each: 2.5 + 2.5 + 8 + 8 + 0.5 */
+  g_autoptr(TpSchedule) s2 = tpt_preset("timeprest", 2, 4, 1);
+  g_autoptr(TpSchedule) f2 = tp_schedule_fuse_forwards(s2, &n, &err);
+  g_assert_cmpint(n, ==, 1);
+  TpCost *c = costs(2, 2.5);
+  TpSim *sim = tp_sim_run(f2, c, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(fabs(sim->makespan - 21.5), <, 1e-9);
+  tp_sim_free(sim);
+  tp_cost_free(c);
+}
+
+/* A model without dropout (a fused forward draws one mask for the whole mini-batch where the
+ * micro-batches drew one each): 7 layers, split 4 + 3. */
+static const char plain_model[] = "name plain\ninput 1 28 28\ndataset 60000\nflatten\nlinear 256\nrelu\n"
+                                  "linear 256\nrelu\nlinear 10\nsoftmax_ce\n";
+
+/* Fused and unfused runs of one schedule end with the same weights within float rounding (each row
+ * of a product is the same sum whatever rows are beside it; OpenBLAS may block B rows differently
+ * from B/N), read the versions the schedule names, and store the same activations at the peak. */
+static void test_train(gconstpointer name)
+{
+  g_autofree char *path = tpt_tmp_path("model");
+  g_assert_true(g_file_set_contents(path, plain_model, -1, NULL));
+  GError *err = NULL;
+  g_autoptr(TpModel) model = tp_model_load(path, &err);
+  g_assert_no_error(err);
+  tpt_tmp_remove(path);
+  const TpPreset *pr = tp_preset_find(name);
+  TpCost *c = costs(2, 0);
+  for (int costed = 0; costed < 2; costed++) {
+    g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, FALSE, c, &err)
+                                     : tpt_preset(name, 2, 4, 8);
+    g_assert_no_error(err);
+    int n = 0;
+    g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+    g_assert_nonnull(f);
+    g_assert_cmpint(n, ==, costed ? 8 : 1);
+    const int bounds[] = { 0, 4, 7 };
+    TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = 2, .N = 4, .batch = BATCH, .be = tp_backend_cpu(),
+                            .train = data, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7,
+                            .timeout_s = 60 };
+    TpRunResult r1, r2;
+    size_t n1, n2;
+    float *w1 = tpt_train(&cfg, s, &r1, &n1), *w2 = tpt_train(&cfg, f, &r2, &n2);
+    g_assert_cmpuint(n1, ==, n2);
+    double d = tpt_rel_diff(w2, w1, n1);
+    g_test_message("%s (%s order): fused vs not, relative difference %g", (const char *)name,
+                   costed ? "costed" : "unit-slot", d);
+    if (!(d <= 1e-5))
+      g_error("%s: the fused forwards' weights differ by %g (relative)", (const char *)name, d);
+    g_assert_true(r1.versions_match && r2.versions_match);
+    for (int st = 0; st < 2; st++)
+      g_assert_cmpint(r1.stats[st].peak[TP_MEMCAT_ACTIVATIONS], ==, r2.stats[st].peak[TP_MEMCAT_ACTIVATIONS]);
+    tp_run_result_clear(&r1), tp_run_result_clear(&r2);
+    g_free(w1), g_free(w2);
+  }
+  tp_cost_free(c);
+}
+
+/* train --fuse-forwards: its values, the report (JSON fused_forwards, the text's forwards line),
+ * nothing to fuse under gpipe, and not with --schedule. */
+static void test_cli(void)
+{
+  const char *base[] = { "train", "-w", "2", "-n", "4", "-k", "6", "-b", "32", "-m", "mlp", "--data", "synthetic:256:64",
+                         "-q", "--profile-reps", "1" };
+  enum { NB = G_N_ELEMENTS(base) };
+  const char *args[NB + 8];
+  memcpy(args, base, sizeof base);
+  args[NB] = "--fuse-forwards", args[NB + 1] = "maybe", args[NB + 2] = NULL;
+  TptRun t = tpt_run(args);
+  g_assert_cmpint(t.status, ==, 2);
+  g_assert_nonnull(strstr(t.err, "--fuse-forwards: expected auto, on or off, got 'maybe'"));
+  tpt_run_clear(&t);
+  const char *cases[][3] = { { "timeprest", "on", "\"fused_forwards\": true" },
+                             { "timeprest", "off", "\"fused_forwards\": false" },
+                             { "gpipe", "on", "\"fused_forwards\": false" } };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    memcpy(args, base, sizeof base);
+    args[NB] = "-s", args[NB + 1] = cases[i][0], args[NB + 2] = "--fuse-forwards", args[NB + 3] = cases[i][1];
+    args[NB + 4] = "-f", args[NB + 5] = "json", args[NB + 6] = NULL;
+    t = tpt_run(args);
+    g_assert_cmpint(t.status, ==, 0);
+    g_assert_nonnull(strstr(t.out, cases[i][2]));
+    g_assert_nonnull(strstr(t.out, "\"versions_match\": true"));
+    tpt_run_clear(&t);
+    args[NB + 4] = NULL; /* the text */
+    t = tpt_run(args);
+    g_assert_cmpint(t.status, ==, 0);
+    const char *line = !strcmp(cases[i][0], "gpipe") ? NULL
+                       : !strcmp(cases[i][1], "on")  ? "forwards     fused: where a mini-batch's 4 forwards"
+                                                     : "forwards     one per micro-batch (--fuse-forwards off)";
+    if (line)
+      g_assert_nonnull(strstr(t.out, line));
+    else
+      g_assert_null(strstr(t.out, "forwards     "));
+    tpt_run_clear(&t);
+  }
+  const char *sched[] = { "train", "--schedule", "x.csv", "--fuse-forwards", "on", NULL };
+  t = tpt_run(sched);
+  g_assert_cmpint(t.status, ==, 2);
+  g_assert_nonnull(strstr(t.err, "--fuse-forwards: not with --schedule"));
+  tpt_run_clear(&t);
+  /* schedule --fuse-forwards where nothing fuses: one line, exit 2 */
+  const char *gp[] = { "schedule", "-s", "gpipe", "-w", "2", "-n", "4", "--fuse-forwards", NULL };
+  t = tpt_run(gp);
+  g_assert_cmpint(t.status, ==, 2);
+  g_assert_nonnull(strstr(t.err, "--fuse-forwards: no mini-batch has its forwards back to back"));
+  tpt_run_clear(&t);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  data = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
+  g_test_add_func("/fuse/rule", test_rule);
+  g_test_add_func("/fuse/simulator", test_simulator);
+  static const char *const presets[] = { "timeprest", "v-timeprest", "i-timeprest" };
+  for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
+    g_autofree char *path = g_strdup_printf("/fuse/train/%s", presets[i]);
+    g_test_add_data_func(path, presets[i], test_train);
+  }
+  g_test_add_func("/fuse/cli", test_cli);
+  int rc = g_test_run();
+  tp_dataset_free(data);
+  return rc;
+}
