@@ -169,7 +169,7 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *
   const char *args[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
                          "--split", split, "-k", kk, "--model", o->model, "--data", "synthetic", "--backend", backend,
                          "--format", "json", "--quiet", "--transport", mpi ? "mpi" : "local",
-                         p->recompute ? "--recompute" : NULL };
+                         "--fuse-forwards", p->fused ? "on" : "off", p->recompute ? "--recompute" : NULL };
   g_autoptr(GPtrArray) argv = mpi ? launcher_words(o->launcher ? o->launcher : "mpirun -np {W}", p->W, err)
                                   : g_ptr_array_new_with_free_func(g_free);
   if (!argv)
@@ -231,10 +231,11 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
 {
   g_autofree char *split = tp_plan_split_text(p);
   g_string_append_printf(out, "{\"preset\": \"%s\", \"workers\": %d, \"micro_batches\": %d, \"batch\": %ld, "
-                         "\"split\": [%s], \"recompute\": %s, \"v_steady\": %d, \"max_version_mismatch\": %d, \"pareto\": %s, "
+                         "\"split\": [%s], \"recompute\": %s, \"fused_forwards\": %s, \"v_steady\": %d, \"max_version_mismatch\": %d, \"pareto\": %s, "
                          "\"bottleneck\": {\"stage\": %d, \"component\": \"%s\"}, \"peak\": {\"stage\": %d, "
                          "\"component\": \"%s\"}, \"predicted\": {\"time_per_mini_batch\": ",
-                         p->preset->name, p->W, p->N, p->batch, split, p->recompute ? "true" : "false", p->v_steady,
+                         p->preset->name, p->W, p->N, p->batch, split, p->recompute ? "true" : "false",
+                         p->fused ? "true" : "false", p->v_steady,
                          p->max_mismatch, on_front(res, p) ? "true" : "false", p->bottleneck_stage + 1, p->bottleneck,
                          p->peak_stage + 1, tp_mem_names[p->peak_component]);
   tp_append_num(out, p->t_minibatch);
@@ -268,9 +269,10 @@ static void bytes_list(GString *out, const TpPlan *p)
     g_string_append_printf(out, "%s%.3g", s ? "/" : "", p->peak_bytes[s] / 1e9);
 }
 
-/* The table's optional columns: rc (recompute), shown when recomputing candidates were searched. */
+/* The table's optional columns: rc (recompute), shown when recomputing candidates were searched; ff
+ * (fused forwards), when a row shown has them. */
 typedef struct {
-  gboolean rc, batch;
+  gboolean rc, batch, ff;
 } Columns;
 
 static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResult *res, const Columns *cols)
@@ -284,14 +286,17 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
     g_string_append_printf(out, " %6ld", p->batch);
   if (cols->rc)
     g_string_append_printf(out, " %-2s", p->recompute ? "rc" : "");
+  if (cols->ff)
+    g_string_append_printf(out, " %-2s", p->fused ? "ff" : "");
   g_string_append_printf(out, "  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", split, p->v_steady, p->max_mismatch,
                          1e3 * p->t_minibatch, p->samples_per_second, bn, peaks->str);
 }
 
 static void table_head(GString *out, const Columns *cols)
 {
-  g_string_append_printf(out, "rank   preset            W    N%s%s  split           v mis  ms/mini-b  samples/s  "
-                         "bottleneck              peak GB per stage\n", cols->batch ? "  batch" : "", cols->rc ? " rc" : "");
+  g_string_append_printf(out, "rank   preset            W    N%s%s%s  split           v mis  ms/mini-b  samples/s  "
+                         "bottleneck              peak GB per stage\n", cols->batch ? "  batch" : "", cols->rc ? " rc" : "",
+                         cols->ff ? " ff" : "");
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -459,7 +464,10 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     confirmed = fastest == 0;
   }
   g_autoptr(GString) out = g_string_new(NULL);
-  const Columns cols = { .rc = rc != TP_PLAN_RECOMPUTE_NO, .batch = several };
+  gboolean ff = FALSE;
+  for (guint i = 0; ok && i < MIN(res->ranked->len, (guint)show); i++)
+    ff = ff || ((const TpPlan *)res->ranked->pdata[i])->fused;
+  const Columns cols = { .rc = rc != TP_PLAN_RECOMPUTE_NO, .batch = several, .ff = ff };
   if (ok && fmt == 1) {
     g_string_append_printf(out, "{\"model\": \"%s\", ", m->name);
     if (several) {
@@ -508,8 +516,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     if ((int)res->ranked->len > show)
       g_string_append_printf(out, "  … %u more (--show, or --format json for all)\n", res->ranked->len - show);
     g_string_append_printf(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
-                           "%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
-                           cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "");
+                           "%s%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
+                           cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "",
+                           cols.ff ? "ff: fused forwards (a mini-batch's forwards as one; docs/fused-forwards.md); " : "");
     g_string_append_printf(out, "\nPareto front (%s against the largest device's peak), %u plans:\n",
                            several ? "samples/s" : "time per mini-batch", res->pareto->len);
     for (guint i = 0; i < res->pareto->len; i++) {

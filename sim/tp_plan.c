@@ -145,7 +145,9 @@ static void bottleneck(TpPlan *p, const TpCost *c)
     double link_out = s < W - 1 ? N * tp_sim_link_time(c, s, sc->act_bytes) : 0;
     double link_in = s > 0 ? N * tp_sim_link_time(c, W - 1 + s - 1, sc->grad_bytes) : 0;
     /* recomputing, a backward runs its forward again (tp_sim_op_time) */
-    double parts[] = { N * sc->fwd, N * (sc->bwd + (p->recompute ? sc->fwd : 0)), sc->upd, MAX(link_out, link_in) };
+    /* a bound for fused forwards too (a whole forward of forward_whole) */
+    double parts[] = { MIN(N * sc->fwd, tp_cost_forward_whole(sc, N)), N * (sc->bwd + (p->recompute ? sc->fwd : 0)),
+                       sc->upd, MAX(link_out, link_in) };
     double pace = MAX(parts[0] + parts[1] + parts[2], parts[3]);
     if (pace > worst) {
       int k = 0;
@@ -198,6 +200,19 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
     return;
   }
   g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  /* nf1b: its forwards fused where they can be, kept when that is faster (as train's auto does) */
+  int nf = 0;
+  g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &nf, NULL);
+  g_autoptr(TpSim) fsim = f ? tp_sim_run(f, c, NULL) : NULL;
+  if (fsim) {
+    TpMetrics *fm = tp_metrics_compute(fsim);
+    if (fm->t_minibatch < m->t_minibatch * (1 - 1e-6)) {
+      tp_metrics_free(m);
+      m = fm;
+      p->fused = TRUE;
+    } else
+      tp_metrics_free(fm);
+  }
   p->simulated = TRUE;
   p->t_minibatch = m->t_minibatch;
   p->samples_per_second = m->throughput_steady;

@@ -50,6 +50,7 @@ typedef struct {
   long batch;                 /* samples per mini-batch */
   int W, N;
   gboolean recompute;         /* its stages store their inputs only and recompute in the backward */
+  gboolean fused;             /* its forwards fused (tp_schedule_fuse_forwards): simulated faster so */
   int *split;                 /* [W] layers per stage */
   double t_bound, mem_bound;  /* lower bounds before simulating: time per mini-batch, largest device's bytes */
   double rank_time, rank_bound; /* the ranking's time and its bound: per mini-batch, or per sample when

@@ -227,6 +227,27 @@ static TpPlanResult *search(const TpModel *m, const TpProfile *p, double limit, 
   return res;
 }
 
+/* Fused forwards are a plan's choice only where its schedule has them (nf1b), and taken where the
+ * simulation says they are faster: the synthetic profile charges each layer call 1 µs, so one
+ * forward of the whole mini-batch beats N of its micro-batches by (N - 1) µs per layer. */
+static void test_fused_forwards(void)
+{
+  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
+  TpPlanResult *res = search(m, p, 0, 2, FALSE);
+  int fused = 0;
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *q = res->all->pdata[i];
+    if (q->fused) {
+      g_assert_cmpint(q->preset->order, ==, TP_ORDER_NF1B);
+      g_assert_cmpint(q->N, >, 1);
+      fused++;
+    }
+  }
+  g_assert_cmpint(fused, >, 0);
+  tp_plan_result_free(res);
+}
+
 static gboolean stashes(const TpPlan *p)
 {
   return p->preset->policy == TP_POLICY_STASH || p->preset->policy == TP_POLICY_INTERMEDIATE;
@@ -613,6 +634,7 @@ static void test_kendall(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/plan/fused-forwards", test_fused_forwards);
   g_test_add_func("/plan/profile-roundtrip", test_profile_roundtrip);
   g_test_add_func("/plan/profile-malformed", test_profile_malformed);
   g_test_add_func("/plan/profile-program", test_profile_program);
