@@ -135,9 +135,14 @@ static gboolean measure_links(const TpModel *m, const GArray *sizes, int reps, T
   for (int i = 0; i < n; i++) /* small messages are cheap: more of them */
     rounds[i] = MAX(5, g_array_index(bytes, size_t, i) < (1u << 20) ? 10 * reps : reps);
   g_autofree double *median = g_new0(double, (size_t)(R - 1) * n);
-  if (!tp_mpi_ping_pong(mpi, (const size_t *)bytes->data, rounds, n, FALSE, NULL, median, &e))
+  g_autofree double *eager = g_new0(double, R - 1);
+  if (!tp_mpi_ping_pong(mpi, (const size_t *)bytes->data, rounds, n, FALSE, NULL, median, &e) ||
+      !tp_mpi_eager_limits(mpi, eager, &e))
     tp_mpi_fail(mpi, e->message, 1);
   tp_mpi_finalize(mpi);
+  l->eager_limit = eager[0]; /* pooled as the rest: the smallest */
+  for (int s = 1; s < R - 1; s++)
+    l->eager_limit = MIN(l->eager_limit, eager[s]);
   l->transport = g_strdup("mpi");
   l->ranks = R, l->n = n;
   l->bytes = g_new0(double, n), l->one_way = g_new0(double, n);

@@ -34,8 +34,9 @@ static void links_json(const Train *t, GString *out)
 {
   g_string_append(out, "\"links\": [");
   for (int l = 0; l < t->W - 1; l++)
-    g_string_append_printf(out, "%s{\"from\": %d, \"to\": %d, \"latency\": %.9g, \"bandwidth\": %.9g}", l ? ", " : "",
-                           l + 1, l + 2, t->res.links[l].latency_s, t->res.links[l].bandwidth_Bps);
+    g_string_append_printf(out, "%s{\"from\": %d, \"to\": %d, \"latency\": %.9g, \"bandwidth\": %.9g, "
+                           "\"eager_limit\": %.9g}", l ? ", " : "", l + 1, l + 2, t->res.links[l].latency_s,
+                           t->res.links[l].bandwidth_Bps, t->res.links[l].eager_limit);
   g_string_append(out, "], ");
 }
 
@@ -44,9 +45,12 @@ static void links_text(const Train *t, GString *out)
   g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", t->cfg.transport_name, t->W,
                          t->W == 1 ? "" : "s",
                          t->W == 1 ? "no links" : "links (ping-pong before training):");
-  for (int l = 0; l < t->W - 1; l++)
+  for (int l = 0; l < t->W - 1; l++) {
     g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
                            t->res.links[l].latency_s * 1e6, t->res.links[l].bandwidth_Bps / 1e9);
+    if (t->res.links[l].eager_limit > 0) /* larger messages: MPI rendezvous sends */
+      g_string_append_printf(out, ", eager limit %.0f B", t->res.links[l].eager_limit);
+  }
   g_string_append_c(out, '\n');
 }
 

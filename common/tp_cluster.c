@@ -95,7 +95,7 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
   TpKeyFile k;
   if (!tp_kf_open_file(&k, path, "cluster file", err))
     return NULL;
-  static const char *const keys[] = { "name", "devices", "link_bandwidth", "link_latency", NULL };
+  static const char *const keys[] = { "name", "devices", "link_bandwidth", "link_latency", "link_eager_limit", NULL };
   g_autoptr(TpCluster) c = g_new0(TpCluster, 1);
   c->source = g_strdup(path);
   gboolean ok = g_key_file_has_group(k.kf, "cluster") || tp_kf_fail(&k, err, "cluster", NULL, "missing group");
@@ -105,7 +105,8 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
       ok = tp_kf_fail(&k, err, groups[i], NULL, "unknown group (a cluster file has [cluster] only)");
   ok = ok && tp_kf_known_keys(&k, "cluster", keys, err) &&
        tp_kf_number(&k, "cluster", "link_bandwidth", TRUE, 1e-6, TP_DEVICE_MAX, &c->link_bandwidth, err) &&
-       tp_kf_number(&k, "cluster", "link_latency", FALSE, 0, 1e9, &c->link_latency, err);
+       tp_kf_number(&k, "cluster", "link_latency", FALSE, 0, 1e9, &c->link_latency, err) &&
+       tp_kf_number(&k, "cluster", "link_eager_limit", FALSE, 0, TP_DEVICE_MAX, &c->link_eager_limit, err);
   g_autofree char *devs = ok ? g_key_file_get_value(k.kf, "cluster", "devices", NULL) : NULL;
   if (ok && !devs)
     ok = tp_kf_fail(&k, err, "cluster", NULL, "missing key 'devices' (device names, one per worker)");

@@ -19,6 +19,7 @@ typedef struct {
   int n;             /* workers (devices in stage order); 1 = all stages share the one device */
   TpDevice *dev;
   double link_bandwidth, link_latency;
+  double link_eager_limit; /* links carried by MPI: its eager limit (common/tp_eager.h); 0: none */
 } TpCluster;
 
 /* A path (contains '/' or ends in .cluster) or a name looked up as NAME.cluster in

@@ -141,9 +141,9 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
   a->in_bytes = g_new0(double, L);
   a->out_bytes = g_new0(double, L);
   if (c) /* a cluster given beside a profile: its links */
-    a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth;
+    a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth, a->link_eager_limit = c->link_eager_limit;
   else if (p && p->links.transport) /* measured between MPI ranks */
-    a->link_latency = p->links.latency, a->link_bandwidth = p->links.bandwidth;
+    a->link_latency = p->links.latency, a->link_bandwidth = p->links.bandwidth, a->link_eager_limit = p->links.eager_limit;
   int n_dev = p ? p->cores : c->n;
   for (int s = 0; s < W; s++)
     a->device[s] = !p && c->n == 1 ? 0 : n_dev > 0 && W > n_dev ? s % n_dev : s;
@@ -291,7 +291,8 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
                                           params / FLOAT_BYTES / 1e6);
   }
   for (int l = 0; l < a->W - 1; l++)
-    cost->link[l] = (TpLinkCost){ a->link_latency, a->link_bandwidth };
+    cost->link[l] = (TpLinkCost){ .latency = a->link_latency, .bandwidth = a->link_bandwidth,
+                                  .eager_limit = a->link_eager_limit };
   tp_cost_update_devices(cost);
   return cost;
 }

@@ -26,6 +26,7 @@ typedef struct {
   double *param_prefix, *stored_prefix; /* [L+1] weight bytes; bytes kept per sample */
   double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
   double link_latency, link_bandwidth; /* bandwidth 0: links are free */
+  double link_eager_limit;             /* MPI's eager limit (TpLinkCost); 0: every message eager */
   const int *acts, *versions;      /* per stage counts for the memory test, or NULL */
   double *reserve;                 /* [W] bytes held back from each device in the memory test */
   double cap;                      /* > 0: no device holds more than this (a memory limit) */

@@ -65,7 +65,7 @@ void tp_cost_place_chunks(TpCost *c, const TpSchedule *s)
   for (int st = 0; st < c->W; st++) {
     c->stage[st].device = dev[tp_stage_rank(s, st)];
     if (st + 1 < c->W && tp_stage_rank(s, st) == tp_stage_rank(s, st + 1))
-      c->link[st].latency = 0, c->link[st].bandwidth = 0;
+      c->link[st] = (TpLinkCost){ .latency = 0 }; /* free, every message eager */
   }
   g_free(dev);
   tp_cost_update_devices(c);
@@ -110,6 +110,7 @@ static const CostKey stage_keys[N_STAGE_KEYS] = {
 static const CostKey link_keys[] = {
   { "latency", G_STRUCT_OFFSET(TpLinkCost, latency), V_TIME },
   { "bandwidth", G_STRUCT_OFFSET(TpLinkCost, bandwidth), V_BANDWIDTH },
+  { "eager_limit", G_STRUCT_OFFSET(TpLinkCost, eager_limit), V_BYTES },
 };
 
 /* The entry of `table` named key, or NULL (then the error lists the known names). */

@@ -32,9 +32,18 @@ static inline double tp_cost_forward_whole(const TpStageCost *sc, int N) { retur
 static inline double tp_cost_weight_grad(const TpStageCost *sc) { return sc->bwd - tp_cost_input_grad(sc); }
 
 typedef struct {
-  double latency;   /* time before the first byte arrives */
-  double bandwidth; /* bytes per time unit; 0 = infinite */
+  double latency;     /* time before the first byte arrives */
+  double bandwidth;   /* bytes per time unit; 0 = infinite */
+  double eager_limit; /* MPI's rendezvous: a message of more bytes stays with its sender until its
+                         receiving operation starts (common/tp_eager.h); 0: every message eager */
 } TpLinkCost;
+
+/* Whether a message of `bytes` on link l stays with its sender until its receiving operation starts
+ * (and counts at the receiver only from then on) instead of until its transfer ends. */
+static inline gboolean tp_cost_rendezvous(const TpLinkCost *l, double bytes)
+{
+  return l->eager_limit > 0 && bytes > l->eager_limit;
+}
 
 typedef struct {
   int W;

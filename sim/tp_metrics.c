@@ -246,17 +246,23 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
     }
     last[op->ver] = MAX(last[op->ver], use);
     /* messages: received ones wait from arrival to the consuming op's start; sent ones from the
-     * end of the producing op to the end of their transfer */
+     * end of the producing op to the end of their transfer.  Above their link's eager limit (MPI's
+     * rendezvous) a sent one stays with the sender until the consuming op starts, and the
+     * receiver holds nothing before */
     long p = sim->prod[g];
     if (p >= 0) {
       /* the producer covers the same micro-batches: its bytes without reading it on its stage */
       const TpStageCost *pc = &sim->c->stage[op->kind == TP_OP_F ? st - 1 : st + 1];
-      add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g],
-          tp_op_count(s, op) * (op->kind == TP_OP_F ? pc->act_bytes : pc->grad_bytes));
+      double bytes = tp_op_count(s, op) * (op->kind == TP_OP_F ? pc->act_bytes : pc->grad_bytes);
+      if (!tp_cost_rendezvous(&sim->c->link[op->kind == TP_OP_F ? st - 1 : st], bytes))
+        add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g], bytes);
     }
-    if (sim->cons[g] >= 0)
-      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g], sim->xend[g],
-          tp_sim_op_bytes(sim->c, s, st, op));
+    if (sim->cons[g] >= 0) {
+      double bytes = tp_sim_op_bytes(sim->c, s, st, op);
+      gboolean rv = tp_cost_rendezvous(&sim->c->link[op->kind == TP_OP_F ? st : st - 1], bytes);
+      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g],
+          rv ? MAX(sim->start[sim->cons[g]], sim->xend[g]) : sim->xend[g], bytes);
+    }
   }
   /* version v lives from its update until the next update or its last reader, whichever is later */
   for (int v = 0; v <= s->K; v++)

@@ -1,6 +1,7 @@
 /* tp_profile.c — the measured profile's key file: written by `timeprest profile`, read wherever a
  * cost model is taken (keys documented in docs/plan.md). */
 #include "tp_profile.h"
+#include "tp_eager.h"
 #include "tp_error.h"
 #include "tp_keyfile.h"
 
@@ -160,6 +161,8 @@ void tp_profile_format(const TpProfile *p, GString *out)
     put_num(kf, "links", "latency", ln->latency);
     put_num(kf, "links", "bandwidth", ln->bandwidth);
     put_num(kf, "links", "fit_error", ln->fit_error);
+    if (ln->eager_limit > 0)
+      put_num(kf, "links", "eager_limit", ln->eager_limit);
   }
   gsize len;
   g_autofree char *text = g_key_file_to_data(kf, &len, NULL);
@@ -240,7 +243,7 @@ static gboolean read_layer(const TpKeyFile *r, TpProfile *p, int i, GError **err
 static gboolean read_links(const TpKeyFile *r, TpProfile *p, GError **err)
 {
   static const char *const known[] = { "transport", "ranks", "message_bytes", "one_way", "latency", "bandwidth",
-                                       "fit_error", NULL };
+                                       "fit_error", "eager_limit", NULL };
   const char *g = "links";
   TpProfileLinks *l = &p->links;
   g_autofree char *raw = g_key_file_get_value(r->kf, g, "message_bytes", NULL);
@@ -266,10 +269,12 @@ static gboolean read_links(const TpKeyFile *r, TpProfile *p, GError **err)
   for (int i = 1; i < l->n; i++)
     if (l->bytes[i] <= l->bytes[i - 1])
       return tp_kf_fail(r, err, g, "message_bytes", "expected ascending sizes");
+  l->eager_limit = TP_EAGER_LIMIT_SHM; /* a profile written before the key existed: one host's */
   return get_list(r, g, "one_way", l->n, 0, PROF_MAX_TIME, l->one_way, err) &&
          tp_kf_number(r, g, "latency", TRUE, 0, PROF_MAX_TIME, &l->latency, err) &&
          tp_kf_number(r, g, "bandwidth", TRUE, 0, PROF_MAX_BYTES, &l->bandwidth, err) &&
-         tp_kf_number(r, g, "fit_error", TRUE, 0, 1e6, &l->fit_error, err);
+         tp_kf_number(r, g, "fit_error", TRUE, 0, 1e6, &l->fit_error, err) &&
+         tp_kf_number(r, g, "eager_limit", FALSE, 1, PROF_MAX_BYTES, &l->eager_limit, err);
 }
 
 TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GError **err)

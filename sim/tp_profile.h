@@ -33,6 +33,8 @@ typedef struct {
   double latency;        /* fitted seconds per message */
   double bandwidth;      /* fitted bytes per second; 0: no cost per byte was found (latency only) */
   double fit_error;      /* the fit's largest |fitted − measured| / measured over the sizes */
+  double eager_limit;    /* bytes: larger messages are MPI rendezvous sends (TpLinkCost); the
+                            smallest over the links; absent from the file: TP_EAGER_LIMIT_SHM */
 } TpProfileLinks;
 
 typedef struct {

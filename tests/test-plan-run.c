@@ -4,6 +4,7 @@
  * `plan --run-top` (repetitions interleaved across the plans, the median kept; over MPI under a
  * launcher).  The MPI cases skip where mpirun cannot start processes, unless TP_REQUIRE=mpi. */
 #include "tp_analytic.h"
+#include "tp_eager.h"
 #include "tp_error.h"
 #include "tp_test.h"
 #include "tp_test_mpi.h"
@@ -45,7 +46,7 @@ static void test_median(void)
 static TpProfileLinks links_of(const double *x, const double *t, int n)
 {
   TpProfileLinks l = { .transport = g_strdup("mpi"), .ranks = 2, .n = n, .bytes = g_memdup2(x, n * sizeof *x),
-                       .one_way = g_memdup2(t, n * sizeof *t) };
+                       .one_way = g_memdup2(t, n * sizeof *t), .eager_limit = 65536 };
   return l;
 }
 
@@ -156,6 +157,12 @@ static void test_links_file(void)
   assert_rel(q->links.bandwidth, p->links.bandwidth, 1e-8);
   g_autofree char *again = format(q);
   g_assert_cmpstr(text, ==, again);
+  /* MPI's eager limit; a profile written before it existed: Open MPI's shared-memory one */
+  g_assert_cmpfloat(q->links.eager_limit, ==, 65536);
+  g_autofree char *no_eager = edit(text, "eager_limit=65536\n", "");
+  g_autoptr(TpProfile) old = tp_profile_parse(no_eager, strlen(no_eager), "old.profile", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(old->links.eager_limit, ==, TP_EAGER_LIMIT_SHM);
   /* version 1: no [links]; a version 1 file without them is read, with them refused */
   g_autofree char *v1 = edit(text, "format_version=2", "format_version=1");
   expect_refused(v1, "[links]: unknown group");
@@ -200,6 +207,7 @@ static void test_links_cost(void)
     double lat = with ? c->link_latency : p->links.latency, bw = with ? c->link_bandwidth : p->links.bandwidth;
     g_assert_cmpfloat(cost->link[0].latency, ==, lat);
     g_assert_cmpfloat(cost->link[0].bandwidth, ==, bw);
+    g_assert_cmpfloat(cost->link[0].eager_limit, ==, with ? c->link_eager_limit : p->links.eager_limit);
     g_assert_true((strstr(cost->source, "links measured by MPI") != NULL) == !with);
     tp_cost_free(cost);
   }
@@ -300,6 +308,8 @@ static void test_profile_mpi(void)
     g_assert_cmpfloat(l->one_way[i], >, 0);
   g_assert_cmpfloat(l->latency, <, 0.01);
   g_assert_true(l->bandwidth == 0 || l->bandwidth > 1e6);
+  /* three ranks on one host: the shared-memory eager limit of the job (Open MPI's 4096 unless set) */
+  g_assert_cmpfloat(l->eager_limit, >, 0);
   /* simulate takes them */
   TptRun s = tpt_run((const char *const[]){ "simulate", "-w", "2", "-n", "2", "--batch", "8", "--model", "mlp",
                                             "--profile", path, NULL });

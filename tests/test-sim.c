@@ -147,6 +147,47 @@ static void test_cost_file_timeline(void)
   g_assert_cmpfloat(m->stage[1].comp_peak[TP_MEM_COMM], ==, 200);
 }
 
+/* MPI's rendezvous, by hand: W=2, N=4, K=1 GPipe; stage 1's forwards take 1 s and send 100 B each
+ * over a link of 0.5 s, stage 2's take 10 s.  F(1,i) ends at i, arrives at i + 0.5; stage 2 starts
+ * F(1,1) at 1.5, F(1,2) at 11.5, F(1,3) at 21.5, F(1,4) at 31.5.  Its backwards take 10 s and send
+ * 100 B back, which stage 1 (backwards of 1 s) takes as they arrive.
+ *  - eager (no limit, or a limit of 100 B: the messages are not larger): stage 1 holds each message
+ *    for its transfer (one at a time: 100 B); stage 2 holds what arrived and waits, F(1,2..4) at
+ *    4.5 (300 B), and each gradient for its transfer (100 B);
+ *  - rendezvous (a limit of 99 B): stage 1 holds each of its messages until stage 2's forward takes
+ *    it (F(1,2..4) at 4: 300 B) and nothing that it receives; stage 2 holds nothing that it
+ *    receives and each gradient until stage 1's backward starts (at its arrival: 100 B). */
+static void test_rendezvous(void)
+{
+  const char *limits[] = { "", "eager_limit = 100\n", "eager_limit = 99\n" };
+  const double comm[][2] = { { 100, 300 }, { 100, 300 }, { 300, 100 } };
+  g_autoptr(TpSchedule) s = tpt_preset("gpipe", 2, 4, 1);
+  for (size_t i = 0; i < G_N_ELEMENTS(limits); i++) {
+    GError *err = NULL;
+    g_autofree char *text = g_strdup_printf("[stages]\nforward = 1, 10\nbackward = 1, 10\nactivation_bytes = 100\n"
+                                            "gradient_bytes = 0, 100\nstored_activation_bytes = 0\n"
+                                            "[links]\nlatency = 0.5\n%s", limits[i]);
+    g_autoptr(TpCost) c = cost_text(text, 2, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+    for (int st = 0; st < 2; st++) {
+      if (m->stage[st].comp_peak[TP_MEM_COMM] != comm[i][st] || m->stage[st].peak_bytes != comm[i][st])
+        g_error("limit '%s': stage %d holds %g B of messages at most (peak %g B), expected %g", limits[i], st + 1,
+                m->stage[st].comp_peak[TP_MEM_COMM], m->stage[st].peak_bytes, comm[i][st]);
+      /* the memory over time says the same */
+      g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
+      double top = 0;
+      for (guint k = 0; k < series->len; k++)
+        top = MAX(top, g_array_index(series, TpMemPoint, k).bytes);
+      g_assert_cmpfloat(top, ==, comm[i][st]);
+    }
+    /* the times are the link's as before */
+    g_assert_cmpfloat_with_epsilon(sim->makespan, 1.5 + 40 + 40 + 0.5 + 1, 1e-12);
+  }
+}
+
 /* [a, t) is covered by operations of stages other than st on st's device (it was busy then). */
 static gboolean device_busy(const TpSim *sim, int st, double a, double t)
 {
@@ -266,6 +307,8 @@ static void test_bad_cost_files(void)
   expect_cost_error("[oops]\n", 2, "unknown group");
   expect_cost_error("not a key file\n", 2, "test.cost:1: 'not a key file' is not a [group]");
   expect_cost_error("[stages]\nforward = 1\nbackward = 1\ndevice = 0\n", 1, "device numbers");
+  expect_cost_error("[stages]\nforward = 1\nbackward = 1\n[link.1]\neager_limit = 1e19\n", 2,
+                    "test.cost:5: [link.1] eager_limit: expected a byte count");
 }
 
 /* Count the places where a simulated timeline breaks the rules an nf1b or 1f1b-async order is fixed
@@ -677,6 +720,7 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/versions-kept", test_versions_kept);
   g_test_add_func("/sim/messages", test_messages);
   g_test_add_func("/sim/cost-file-timeline", test_cost_file_timeline);
+  g_test_add_func("/sim/rendezvous", test_rendezvous);
   g_test_add_func("/sim/shared-device", test_shared_device);
   g_test_add_func("/sim/deterministic", test_deterministic);
   g_test_add_func("/sim/bad-cost-files", test_bad_cost_files);

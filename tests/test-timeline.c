@@ -57,7 +57,7 @@ static TpCost *costs(int W)
     c->stage[st].act_bytes = c->stage[st].grad_bytes = 4096;
   }
   for (int l = 0; l < W - 1; l++)
-    c->link[l] = (TpLinkCost){ 0.01, 1e6 };
+    c->link[l] = (TpLinkCost){ .latency = 0.01, .bandwidth = 1e6 };
   return c;
 }
 

@@ -12,10 +12,12 @@
 
 typedef struct TpGroup TpGroup;
 
-/* One link's measured cost: latency (s) and bandwidth (bytes/s) between stages l+1 and l+2. */
+/* One link's measured cost: latency (s) and bandwidth (bytes/s) between stages l+1 and l+2, and
+ * the eager limit (bytes) of MPI on it (larger messages are rendezvous sends, TpLinkCost). */
 typedef struct {
   double latency_s;
   double bandwidth_Bps;
+  double eager_limit;
 } TpGroupLink;
 
 typedef struct {

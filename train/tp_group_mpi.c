@@ -1,6 +1,6 @@
 /* tp_group_mpi.c — the group of a run with one process (MPI rank) per stage: its collectives are
  * the MPI transport's (they wait at most the transport's timeout and poll aborts), its links are
- * measured by a ping-pong between neighbouring ranks. */
+ * measured by a ping-pong between neighbouring ranks and their eager limits read from MPI. */
 #include "tp_group_mpi.h"
 
 static TpMpi *mpi_of(const TpGroup *g) { return g->ctx; }
@@ -21,10 +21,12 @@ static gboolean mpi_broadcast(TpGroup *g, int root, void *buf, size_t len, const
 static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError **err)
 {
   g_autofree TpMpiLink *l = g_new0(TpMpiLink, MAX(W - 1, 1));
-  if (!tp_mpi_measure_links(mpi_of(g), 5, 0, FALSE, l, err))
+  g_autofree double *eager = g_new0(double, MAX(W - 1, 1));
+  if (!tp_mpi_measure_links(mpi_of(g), 5, 0, FALSE, l, err) || !tp_mpi_eager_limits(mpi_of(g), eager, err))
     return FALSE;
   for (int i = 0; i < W - 1; i++)
-    links[i] = (TpGroupLink){ .latency_s = l[i].latency_s, .bandwidth_Bps = l[i].bandwidth_Bps };
+    links[i] = (TpGroupLink){ .latency_s = l[i].latency_s, .bandwidth_Bps = l[i].bandwidth_Bps,
+                              .eager_limit = eager[i] };
   return TRUE;
 }
 

@@ -39,16 +39,17 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
       c->stage[s].bwd = prof[s].inp + prof[s].wgt;
   }
   for (int l = 0; l < MAX(W - 1, 1); l++)
-    c->link[l] = (TpLinkCost){ 0, 0 };
+    c->link[l] = (TpLinkCost){ .latency = 0 };
   c->source = g_strdup("the profile of this run");
   tp_cost_update_devices(c);
   return c;
 }
 
-void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps)
+void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps, const double *eager_limit)
 {
   for (int l = 0; l < c->W - 1; l++)
-    c->link[l] = (TpLinkCost){ latency_s[l], bandwidth_Bps[l] };
+    c->link[l] = (TpLinkCost){ .latency = latency_s[l], .bandwidth = bandwidth_Bps[l],
+                               .eager_limit = eager_limit ? eager_limit[l] : 0 };
   g_free(c->source);
   c->source = g_strdup("the profile of this run and the measured links");
 }

@@ -17,8 +17,9 @@ TpCost *tp_predict_cost(const TpRuntime *rt, const TpStageProfile *prof, int N, 
 
 /* Links that are not free: link l (stages l+1 and l+2) takes latency_s[l] seconds before the first
  * byte and moves bandwidth_Bps[l] bytes per second (e.g. measured by a ping-pong between
- * processes); c->source says so. */
-void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps);
+ * processes); a message of more than eager_limit[l] bytes (MPI's rendezvous; eager_limit NULL or 0:
+ * none) is held by its sender until its receiving operation starts.  c->source says so. */
+void tp_predict_set_links(TpCost *c, const double *latency_s, const double *bandwidth_Bps, const double *eager_limit);
 
 /* One side of the comparison. */
 typedef struct {

@@ -202,15 +202,21 @@ static gboolean share_profiles(Train *t, GError **err)
   for (size_t i = 0; i < per * (size_t)n && i < (size_t)t->W; i++) /* in rank order: stage order */
     t->prof[i] = all[i].p;
   t->cores = (int)all[0].cores;
-  return tp_group_measure_links(t->group, t->W, &t->res.links, err);
+  if (!tp_group_measure_links(t->group, t->W, &t->res.links, err))
+    return FALSE;
+  /* MPI's eager limits hold for the messages only where MPI carries them (not NCCL) */
+  for (int l = 0; t->res.links && l < t->W - 1; l++)
+    if (t->cfg.transport != TP_TRAIN_MPI)
+      t->res.links[l].eager_limit = 0;
+  return TRUE;
 }
 
 static void links_to_cost(Train *t)
 {
-  g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W);
+  g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W), *eager = g_new(double, t->W);
   for (int l = 0; l < t->W - 1; l++)
-    lat[l] = t->res.links[l].latency_s, bw[l] = t->res.links[l].bandwidth_Bps;
-  tp_predict_set_links(t->cost, lat, bw);
+    lat[l] = t->res.links[l].latency_s, bw[l] = t->res.links[l].bandwidth_Bps, eager[l] = t->res.links[l].eager_limit;
+  tp_predict_set_links(t->cost, lat, bw, eager);
 }
 
 /* The schedule every process is about to run is the first one's (a digest compared across them). */

@@ -116,6 +116,14 @@ typedef struct {
 gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err);
 
+/* Each link's eager limit in bytes, limits[0..W-2] on every rank: a send of more payload completes
+ * only once the receiving rank takes it (MPI's rendezvous; common/tp_eager.h), so the sender holds
+ * its buffer until then.  Ranks on one host (one shared-memory domain) talk through Open MPI's
+ * shared-memory BTL, others through its TCP BTL: the limit is that BTL's eager limit as this job
+ * set it (read through MPI_T: btl_vader_eager_limit or btl_sm_eager_limit, btl_tcp_eager_limit),
+ * else Open MPI's default (TP_EAGER_LIMIT_SHM, TP_EAGER_LIMIT_TCP).  Collective. */
+gboolean tp_mpi_eager_limits(TpMpi *m, double *limits, GError **err);
+
 /* Ping-pong of n message sizes between every pair of neighbouring ranks (the transport's send and
  * receive, or plain MPI when raw): one warm-up and rounds[i] timed round trips of sizes[i] bytes;
  * best[l·n + i] and median[l·n + i] (either may be NULL) get link l's one-way time (half a round trip),

@@ -2,8 +2,9 @@
  * trip) for messages of given sizes, best and median over the rounds, on every rank; and from it,
  * before a run, each link's latency (half the best of 10·reps round trips of an 8-byte message) and
  * bandwidth (a large message's size over half its best round trip less the latency), in the units
- * of the simulator's cost model. */
+ * of the simulator's cost model; and each link's eager limit, read from MPI. */
 #include "tp_mpi_priv.h"
+#include "tp_eager.h"
 #include "tp_error.h"
 
 #include <stdlib.h>
@@ -115,4 +116,75 @@ gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean r
   }
   g_free(best);
   return ok;
+}
+
+/* The value of MPI control variable name (a byte count), or fallback when MPI has none such (a
+ * component not loaded, another MPI).  Lock held. */
+static double cvar_bytes(const char *name, double fallback)
+{
+  int idx = 0, count = 0, verbosity, bind, scope, name_len = 0, desc_len = 0;
+  MPI_Datatype type;
+  MPI_T_enum enumtype;
+  MPI_T_cvar_handle h;
+  if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS ||
+      MPI_T_cvar_get_info(idx, NULL, &name_len, &verbosity, &type, &enumtype, NULL, &desc_len, &bind, &scope) !=
+        MPI_SUCCESS ||
+      MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS)
+    return fallback;
+  union {
+    int i;
+    unsigned u;
+    unsigned long ul;
+    unsigned long long ull;
+    long long ll;
+  } v = { 0 };
+  double out = fallback;
+  if (count == 1 && MPI_T_cvar_read(h, &v) == MPI_SUCCESS) {
+    if (type == MPI_INT)
+      out = v.i;
+    else if (type == MPI_UNSIGNED)
+      out = v.u;
+    else if (type == MPI_UNSIGNED_LONG)
+      out = (double)v.ul;
+    else if (type == MPI_UNSIGNED_LONG_LONG)
+      out = (double)v.ull;
+    else if (type == MPI_LONG_LONG)
+      out = (double)v.ll;
+  }
+  MPI_T_cvar_handle_free(&h);
+  return out > 0 ? out : fallback;
+}
+
+gboolean tp_mpi_eager_limits(TpMpi *m, double *limits, GError **err)
+{
+  const int W = m->base.W;
+  int provided, host = m->rank, first = 0;
+  g_autofree int *hosts = g_new0(int, W);
+  g_rec_mutex_lock(&m->lock);
+  double shm = TP_EAGER_LIMIT_SHM, tcp = TP_EAGER_LIMIT_TCP;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS) {
+    shm = cvar_bytes("btl_vader_eager_limit", cvar_bytes("btl_sm_eager_limit", shm)); /* Open MPI 4, 5 */
+    tcp = cvar_bytes("btl_tcp_eager_limit", tcp);
+    MPI_T_finalize();
+  }
+  /* a host: the lowest world rank of the shared-memory domain */
+  MPI_Comm local;
+  MPI_Group lg, wg;
+  int rc = MPI_Comm_split_type(m->ctl_comm, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &local);
+  if (rc == MPI_SUCCESS) {
+    if (MPI_Comm_group(local, &lg) == MPI_SUCCESS && MPI_Comm_group(m->ctl_comm, &wg) == MPI_SUCCESS) {
+      MPI_Group_translate_ranks(lg, 1, &first, wg, &host);
+      MPI_Group_free(&lg), MPI_Group_free(&wg);
+    }
+    MPI_Comm_free(&local);
+    rc = MPI_Allgather(&host, 1, MPI_INT, hosts, 1, MPI_INT, m->ctl_comm);
+  }
+  g_rec_mutex_unlock(&m->lock);
+  if (rc != MPI_SUCCESS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: MPI could not say which ranks share a host", m->rank);
+    return FALSE;
+  }
+  for (int l = 0; l + 1 < W; l++)
+    limits[l] = hosts[l] == hosts[l + 1] ? shm : tcp;
+  return TRUE;
 }
