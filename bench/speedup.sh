@@ -4,7 +4,8 @@
 # one sitting, R rounds, each configuration once per round in the same order, best round reported:
 #   plain SGD on one worker — `train -s gpipe -w 1 -n 1` on one BLAS thread and with `--threads CORES`
 #   (one stage on every core: the fastest single worker, the baseline of the speed-up);
-#   TiMePReSt, V-TiMePReSt, PipeDream and GPipe at W = CORES, N = 4;
+#   TiMePReSt (forwards fused where the simulator says it is faster, the default, and not fused),
+#   V-TiMePReSt, PipeDream and GPipe at W = CORES, N = 4;
 #   PyTorch (bench/peer-torch.py) on 1 thread and on CORES threads.
 # Prints samples/s per round, the best, the speed-up over the best single worker, and for the
 # pipelines the predicted and measured time per mini-batch.  Not part of `make check`.
@@ -27,6 +28,7 @@ tpm() { grep -o '"time_per_mini_batch": [-0-9.e+]*' | sed -n "${1}p" | sed 's/.*
 configs="sgd-1|-s gpipe -w 1 -n 1
 sgd-$cores|-s gpipe -w 1 -n 1 --threads $cores
 timeprest|-s timeprest -w $cores -n 4
+timeprest-unfused|-s timeprest -w $cores -n 4 --fuse-forwards off
 v-timeprest|-s v-timeprest -w $cores -n 4
 pipedream|-s pipedream -w $cores -n 4
 gpipe|-s gpipe -w $cores -n 4
@@ -51,9 +53,10 @@ while [ $i -le "$r" ]; do
 done
 best_of() { for f in "$tmp/$1".*; do field samples_per_second < "$f"; done | sort -g | tail -n 1; }
 base=$(best_of sgd-1)
+b1=$base
 b2=$(best_of "sgd-$cores")
 [ "$(echo "$b2 > $base" | bc -l)" = 1 ] && base=$b2
-printf '%-14s %-26s %10s %8s %14s %14s\n' run "samples/s (rounds)" best "vs best" "predicted s/mb" "measured s/mb"
+printf '%-18s %-26s %10s %8s %8s %14s %14s\n' run "samples/s (rounds)" best "vs sgd-1" "vs best" "predicted s/mb" "measured s/mb"
 echo "$configs" | while IFS='|' read -r name args; do
   rounds=$(for f in "$tmp/$name".*; do printf '%.0f ' "$(field samples_per_second < "$f")"; done)
   best=$(best_of "$name")
@@ -64,6 +67,7 @@ echo "$configs" | while IFS='|' read -r name args; do
     bf=$(for f in "$tmp/$name".*; do echo "$(field samples_per_second < "$f") $f"; done | sort -g | tail -n 1 | cut -d' ' -f2)
     pred=$(tpm 1 < "$bf") meas=$(tpm 2 < "$bf") ;;
   esac
-  printf '%-14s %-26s %10.1f %7.2fx %14s %14s\n' "$name" "$rounds" "$best" "$(echo "$best / $base" | bc -l)" "$pred" "$meas"
+  printf '%-18s %-26s %10.1f %7.2fx %7.2fx %14s %14s\n' "$name" "$rounds" "$best" "$(echo "$best / $b1" | bc -l)" \
+    "$(echo "$best / $base" | bc -l)" "$pred" "$meas"
 done
 echo "   load average at end $(cut -d' ' -f1-3 /proc/loadavg)"
