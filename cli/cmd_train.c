@@ -325,9 +325,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(o, &t.cfg, &out.json, err);
   /* a flag refused before MPI starts is refused alike by every rank of mpirun: rank 0 says it (the
    * others end with the same status, silently), as for every refusal after MPI starts */
-  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
-  if (!ok && rank && atoi(rank) > 0 && tp_error_exit_status(*err) == 2) {
-    g_clear_error(err);
+  if (!ok && tp_cli_silent_rank(err)) {
     tp_train_clear(&t);
     opts_clear(o);
     exit(2);

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -538,6 +539,15 @@ void tp_cli_run_clear(TpCliRun *r)
   tp_schedule_free(r->s);
   tp_cli_schedule_clear(&r->so);
   tp_cli_cost_clear(&r->co);
+}
+
+gboolean tp_cli_silent_rank(GError **err)
+{
+  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+  if (!err || !*err || !rank || atoi(rank) <= 0 || tp_error_exit_status(*err) != 2)
+    return FALSE;
+  g_clear_error(err);
+  return TRUE;
 }
 
 void tp_cli_name_flag(GError **err)

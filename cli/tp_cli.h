@@ -96,6 +96,11 @@ void tp_cli_run_clear(TpCliRun *r);
  * as they are. */
 void tp_cli_name_flag(GError **err);
 
+/* Under mpirun every rank parses the same flags and refuses them alike: TRUE where this process is
+ * a rank other than 0 and *err a refusal of input (exit 2), *err then cleared — the caller ends with
+ * status 2 and says nothing, so that the job prints rank 0's line once. */
+gboolean tp_cli_silent_rank(GError **err);
+
 /* Parse argv with ctx; no positional arguments allowed. */
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
 

@@ -278,7 +278,7 @@ static void test_run_top_interleaved(void)
 
 /* mpirun -np 3 profile --transport mpi: one file (rank 0's), links of the three ranks (the middle rank
  * in two pairs, one after the other), the message sizes from the model's largest activations of a
- * micro-batch down; outside mpirun or with one rank: refused. */
+ * micro-batch down; outside mpirun or with one rank: refused; a bad flag: one line for the job. */
 static void test_profile_mpi(void)
 {
   if (!tpt_mpi_train_usable(bin))
@@ -324,6 +324,11 @@ static void test_profile_mpi(void)
   r = tpt_mpi_run(1, NULL, bin, (const char *const[]){ "profile", NULL }, line);
   g_assert_cmpint(r.status, ==, 2);
   g_assert_nonnull(strstr(r.err, "one rank has no links to measure"));
+  tpt_mpi_run_clear(&r);
+  /* a bad flag: every rank refuses it before MPI starts; the job prints rank 0's line once */
+  r = tpt_mpi_run(2, NULL, bin, (const char *const[]){ "profile", NULL }, "--model mlp --transport mpi -r 0");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_count(r.err, "timeprest profile: --repetitions"), ==, 1);
   tpt_mpi_run_clear(&r);
   tpt_tmp_remove(path);
 }
