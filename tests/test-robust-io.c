@@ -109,7 +109,8 @@ static void test_output_collisions(void)
   tpt_rm_tree(root);
 }
 
-/* 9. File names are bytes: a model file and a data directory whose names are not UTF-8 are read. */
+/* 9. File names are bytes: a model file and a data directory whose names are not UTF-8 are read, by
+ * every command that takes them. */
 static void test_byte_names(void)
 {
   const char *src = g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".";
@@ -125,10 +126,19 @@ static void test_byte_names(void)
   g_test_message("%s", r.err);
   g_assert_cmpint(r.status, ==, 0);
   tpt_run_clear(&r);
-  r = tpt_run((const char *[]){ "simulate", "-w", "2", "-m", model, "--cluster", "A", NULL });
-  g_test_message("%s", r.err);
-  g_assert_cmpint(r.status, ==, 0);
-  tpt_run_clear(&r);
+  /* every command that takes a model */
+  const char *more[][12] = {
+    { "simulate", "-w", "2", "-m", model, "--cluster", "A", NULL },
+    { "compare", "-w", "2", "-n", "2", "-m", model, "--cluster", "A", NULL },
+    { "profile", "-m", model, "--micro-batch-sizes", "2", "-r", "1", NULL },
+    { "plan", "-m", model, "--cluster", "A", "--batch", "8", "-w", "1-2", "--presets", "gpipe", NULL },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(more); i++) {
+    r = tpt_run(more[i]);
+    g_test_message("%s: %s", more[i][0], r.err);
+    g_assert_cmpint(r.status, ==, 0);
+    tpt_run_clear(&r);
+  }
   tpt_rm_tree(root);
 }
 
