@@ -255,6 +255,11 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
   return TRUE;
 }
 
+gboolean tp_cli_check_output(const char *path, GError **err)
+{
+  return tp_cli_check_outputs(1, (const char *const[]){ "-o" }, (const char *const[]){ path }, err);
+}
+
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err)
 {
   char **canon = g_new0(char *, n + 1);

@@ -109,6 +109,10 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
  * file (by name, or an existing file by identity; a device or FIFO may take several). */
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err);
 
+/* The one output file of a command, -o PATH (NULL: not given): tp_cli_check_outputs of it alone,
+ * so that an empty name is refused before any work. */
+gboolean tp_cli_check_output(const char *path, GError **err);
+
 /* Write text to path atomically (nothing half-written), or to stdout for NULL or "-" (see tp_output.h;
  * a command with several outputs stages them all in one TpOutputs). */
 gboolean tp_cli_emit(const char *path, const GString *text, GError **err);

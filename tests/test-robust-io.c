@@ -95,6 +95,12 @@ static void test_output_collisions(void)
     { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "--trace", dotted, NULL }, "--csv and --trace" },
     { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", run_plan, "--trace", run, NULL }, "--csv and --trace" },
     { (const char *[]){ "train", "-k", "2", "--quiet", "-o", "", NULL }, "-o" },
+    { (const char *[]){ "schedule", "-o", "", NULL }, "-o: an empty file name" },
+    { (const char *[]){ "simulate", "-o", "", NULL }, "-o: an empty file name" },
+    { (const char *[]){ "validate", "-o", "", NULL }, "-o: an empty file name" },
+    { (const char *[]){ "compare", "-o", "", NULL }, "-o: an empty file name" },
+    { (const char *[]){ "profile", "-o", "", NULL }, "-o: an empty file name" },
+    { (const char *[]){ "plan", "--cluster", "C", "-o", "", NULL }, "-o: an empty file name" },
     { (const char *[]){ "simulate", "--csv", x, "-o", x, NULL }, "--csv and -o" },
     { (const char *[]){ "simulate", "--trace", x, "--csv", x, NULL }, "--csv and --trace" },
   };
