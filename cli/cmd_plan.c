@@ -29,26 +29,6 @@ typedef struct {
 #define RUN_REPS 3
 
 /* Bytes: a number with an optional K, M, G or T suffix (powers of 1024, as TP_MEMORY_LIMIT). */
-static gboolean parse_bytes(const char *flag, const char *text, double *out, GError **err)
-{
-  char *end = NULL;
-  double v = g_ascii_strtod(text, &end);
-  double mul = 1;
-  if (end != text && *end && !end[1]) {
-    const char *units = "KMGT", *u = strchr(units, g_ascii_toupper(*end));
-    if (u && *u)
-      mul = pow(1024, (double)(u - units + 1)), end++;
-  }
-  if (end == text || *end || !isfinite(v) || v <= 0 || v * mul > 1e18) {
-    g_autofree char *q = tp_quote(text);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: expected a positive number of bytes with an optional K, M, G or T "
-                "suffix (powers of 1024), got %s", flag, q);
-    return FALSE;
-  }
-  *out = v * mul;
-  return TRUE;
-}
-
 /* --batch: a comma-separated list of sizes, each B or A-B (A, 2A, 4A, … up to B); ascending, each
  * once. */
 static GArray *parse_batches(const char *text, GError **err)
@@ -401,7 +381,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
        (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
        (!o.show || tp_cli_int("--show", o.show, 1, 1 << 20, &show, err)) &&
        (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
-       (!o.limit || parse_bytes("--memory-limit", o.limit, &limit, err)) &&
+       (!o.limit || tp_cli_bytes("--memory-limit", o.limit, &limit, err)) &&
        (presets = parse_presets(o.presets, err)) && (m = tp_model_load(o.model, err)) &&
        (!o.cluster || (c = tp_cluster_load(o.cluster, err))) && (!o.profile || (prof = tp_profile_load(o.profile, err)));
   if (ok && o.run_top && !prof) {

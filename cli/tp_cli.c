@@ -24,6 +24,14 @@ gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out
   return FALSE;
 }
 
+gboolean tp_cli_bytes(const char *flag, const char *text, double *out, GError **err)
+{
+  if (tp_parse_bytes(text, 1, out, err))
+    return TRUE;
+  g_prefix_error(err, "%s: ", flag);
+  return FALSE;
+}
+
 gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a, int *b, GError **err)
 {
   const char *dash = text ? strchr(text + (text[0] == '-'), '-') : NULL;

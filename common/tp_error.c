@@ -173,6 +173,28 @@ gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err)
   return TRUE;
 }
 
+gboolean tp_parse_bytes(const char *text, double lo, double *out, GError **err)
+{
+  static const char units[] = "KMGT";
+  const double hi = 0x1p60;
+  size_t n = text ? strlen(text) : 0;
+  const char *u = n > 1 ? strchr(units, g_ascii_toupper(text[n - 1])) : NULL;
+  g_autofree char *num = g_strndup(text ? text : "", u && *u ? n - 1 : n);
+  double x = 0;
+  if (tp_parse_double(num, 0, hi, &x, NULL)) {
+    x *= u && *u ? pow(1024, (double)(u - units + 1)) : 1;
+    if (x >= lo && x <= hi) {
+      *out = x;
+      return TRUE;
+    }
+  }
+  g_autofree char *q = tp_quote(text ? text : "");
+  char a[G_ASCII_DTOSTR_BUF_SIZE];
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "expected a number of bytes from %s to 2^60 with an optional K, M, G or T "
+              "suffix (powers of 1024), got %s", g_ascii_formatd(a, sizeof a, "%g", lo), q);
+  return FALSE;
+}
+
 gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GError **err)
 {
   char *end = NULL;

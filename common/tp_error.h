@@ -70,6 +70,9 @@ gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err);
  * hexadecimal, no infinity or NaN, and none so small that it would be read as 0 (1e-400).  The error
  * (TP_ERROR_INPUT, without a location) says the range and quotes the text. */
 gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GError **err);
+/* A number of bytes in [lo, 2^60]: a decimal number by tp_parse_double's rule, then at most one of
+ * K, M, G, T (powers of 1024, either case) — "12G", "1.5e9", "512k".  The error as above. */
+gboolean tp_parse_bytes(const char *text, double lo, double *out, GError **err);
 
 /* User text for a message, in single quotes: control and non-UTF-8 bytes escaped (\n, \xNN),
  * at most TP_QUOTE_MAX characters of it, then an ellipsis.  g_free the result. */

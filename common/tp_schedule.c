@@ -267,14 +267,8 @@ long long tp_memory_available(void)
 {
   const char *env = g_getenv("TP_MEMORY_LIMIT");
   if (env && *env) {
-    char *end = NULL;
-    guint64 v = g_ascii_strtoull(env, &end, 10);
-    guint64 mul = 1;
-    if (end != env && *end && !end[1])
-      mul = *end == 'K' || *end == 'k' ? 1ULL << 10 : *end == 'M' ? 1ULL << 20 : *end == 'G' ? 1ULL << 30 : 0, end++;
-    if (end == env || *end || mul == 0 || v > (guint64)G_MAXINT64 / mul)
-      return -1;
-    return (long long)(v * mul);
+    double v = 0;
+    return tp_parse_bytes(env, 0, &v, NULL) ? (long long)v : -1;
   }
   const char *source;
   return memory_left(&source);
@@ -295,8 +289,8 @@ gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, 
 {
   long long avail = tp_memory_available();
   if (avail < 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "TP_MEMORY_LIMIT: expected a number of bytes with an optional K, M or G "
-                "suffix, got '%.40s'", g_getenv("TP_MEMORY_LIMIT"));
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "TP_MEMORY_LIMIT: expected a number of bytes with an optional K, M, G or "
+                "T suffix (powers of 1024), got '%.40s'", g_getenv("TP_MEMORY_LIMIT"));
     return FALSE;
   }
   if (need <= avail)

@@ -187,6 +187,27 @@ static void test_numbers(void)
     assert_refused(&r, cases[i].want);
     tpt_run_clear(&r);
   }
+  /* byte counts by the same rule (plan --memory-limit, TP_MEMORY_LIMIT), with their suffixes */
+  const char *bytes[] = { "0x10G", " 12G", "12G ", "12Q", "inf", "0" };
+  for (size_t i = 0; i < G_N_ELEMENTS(bytes); i++) {
+    TptRun r = tpt_run((const char *[]){ "plan", "-m", "mlp", "--cluster", "C", "--memory-limit", bytes[i], NULL });
+    g_test_message("--memory-limit '%s': %s", bytes[i], r.err);
+    assert_refused(&r, "--memory-limit: expected a number of bytes");
+    tpt_run_clear(&r);
+    g_autofree char *line = g_strdup_printf("TP_MEMORY_LIMIT='%s' exec \"$TP\" schedule -w 2 -n 2 -k 3", bytes[i]);
+    r = tpt_run_shell(line);
+    g_test_message("TP_MEMORY_LIMIT='%s': %s", bytes[i], r.err);
+    if (strcmp(bytes[i], "0") == 0) /* a limit of no bytes is a number: the step does not fit */
+      g_assert_nonnull(strstr(r.err, "allowed by TP_MEMORY_LIMIT"));
+    else
+      assert_refused(&r, "TP_MEMORY_LIMIT: expected a number of bytes");
+    tpt_run_clear(&r);
+  }
+  TptRun r = tpt_run((const char *[]){ "plan", "-m", "mlp", "--cluster", "C", "--memory-limit", "1.5G", "-w", "1-2",
+                                       "--presets", "gpipe", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "memory limit: 1.611 GB per device"));
+  tpt_run_clear(&r);
 }
 
 /* The value of "key": "…" in a JSON text (NULL when absent). */
