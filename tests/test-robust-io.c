@@ -44,7 +44,8 @@ static void test_memory_limit(void)
   }
 }
 
-/* 11, 12. A FIFO without a writer given where a file is read (model, schedule, simulate -i, data) ends
+/* 11, 12. A FIFO without a writer given where a file is read (model, schedule, simulate, compare and
+ * plot -i, events, cost, cluster, profile, data) ends
  * at once with exit 2 naming it, never blocks in open(); a directory given as a data file says so. */
 static void test_fifo_inputs(void)
 {
@@ -55,6 +56,7 @@ static void test_fifo_inputs(void)
   g_autofree char *images = g_build_filename(data, "train-images-idx3-ubyte.gz", NULL);
   g_assert_cmpint(g_mkdir_with_parents(data, 0700), ==, 0);
   g_assert_cmpint(mkfifo(images, 0600), ==, 0);
+  g_autofree char *png = g_build_filename(root, "out.png", NULL);
   struct {
     const char *const *args;
     const char *names;
@@ -62,6 +64,13 @@ static void test_fifo_inputs(void)
     { (const char *[]){ "train", "-m", fifo, "-k", "2", "--quiet", NULL }, fifo },
     { (const char *[]){ "train", "--schedule", fifo, "--quiet", NULL }, fifo },
     { (const char *[]){ "simulate", "-i", fifo, NULL }, fifo },
+    { (const char *[]){ "compare", "-i", fifo, NULL }, fifo },
+    { (const char *[]){ "plot", "timeline", "-i", fifo, "-o", png, NULL }, fifo },
+    { (const char *[]){ "plot", "convergence", "-i", fifo, "-o", png, NULL }, fifo },
+    { (const char *[]){ "plot", "timeline", "--events", fifo, "-o", png, NULL }, fifo },
+    { (const char *[]){ "simulate", "-c", fifo, NULL }, fifo },
+    { (const char *[]){ "simulate", "-m", "mlp", "--cluster", fifo, NULL }, fifo },
+    { (const char *[]){ "plan", "-m", "mlp", "--profile", fifo, NULL }, fifo },
     { (const char *[]){ "train", "--data", data, "-k", "2", "--quiet", NULL }, images },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
