@@ -45,8 +45,8 @@ static void test_memory_limit(void)
 }
 
 /* 11, 12. A FIFO without a writer given where a file is read (model, schedule, simulate, compare and
- * plot -i, events, cost, cluster, profile, data) ends
- * at once with exit 2 naming it, never blocks in open(); a directory given as a data file says so. */
+ * plot -i, events, cost, cluster, profile, data) ends at once with exit 2 naming it, never blocks in
+ * open(); a directory given as a data file says so. */
 static void test_fifo_inputs(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-robust");
