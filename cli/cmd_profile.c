@@ -249,6 +249,8 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
                 "start it under mpirun (mpirun -np R timeprest profile --transport mpi ..., R >= 2)");
     ok = FALSE;
   }
+  /* a flag refused before MPI starts is refused alike by every rank: rank 0's line only */
+  gboolean silent = !ok && tp_cli_silent_rank(err);
   TpProfileLinks links = { 0 };
   gboolean root = TRUE;
   ok = ok && (!mpi || measure_links(m, sizes, reps, &links, &root, err));
@@ -295,5 +297,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
   g_free(links.transport), g_free(links.bytes), g_free(links.one_way);
   g_free(o.model), g_free(o.backend), g_free(o.batch), g_free(o.sizes), g_free(o.reps), g_free(o.output);
   g_free(o.seed), g_free(o.transport), g_free(o.threads);
+  if (silent)
+    exit(2);
   return ok;
 }
