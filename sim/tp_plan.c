@@ -200,7 +200,9 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
     return;
   }
   g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
-  /* nf1b: its forwards fused where they can be, kept when that is faster (as train's auto does) */
+  /* nf1b: its forwards fused where they can be, kept when that is faster (as train's auto does);
+   * a plan re-simulated on another split decides again */
+  p->fused = FALSE;
   int nf = 0;
   g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &nf, NULL);
   g_autoptr(TpSim) fsim = f ? tp_sim_run(f, c, NULL) : NULL;
