@@ -192,9 +192,15 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: expected auto, on or off, got '%s'", o->fuse);
       return FALSE;
     }
-    if (o->schedule) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: not with --schedule (the file gives the forwards; "
-                  "timeprest schedule --fuse-forwards writes a fused one)");
+    if (o->schedule && c->fuse != TP_FUSE_AUTO) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards %s: not with --schedule (the file gives the forwards; "
+                  "timeprest schedule --fuse-forwards writes a fused one)", o->fuse);
+      return FALSE;
+    }
+    /* on: refused where it can never apply, before anything runs */
+    if (c->fuse == TP_FUSE_ON && c->preset && (c->preset->order != TP_ORDER_NF1B || n < 2)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: -s %s%s: " TP_FUSE_NOTHING, c->preset->name,
+                  n < 2 ? " -n 1" : "");
       return FALSE;
     }
   }

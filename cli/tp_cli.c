@@ -226,8 +226,7 @@ static gboolean fuse(const TpCliSchedule *o, TpSchedule **s, GError **err)
   TpSchedule *f = tp_schedule_fuse_forwards(*s, &n, err);
   if (!f) {
     if (!err || !*err)
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: no mini-batch has its forwards back to back on every "
-                  "stage, reading one version, before one whole backward (nf1b orders fixed on costs have them)");
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: " TP_FUSE_NOTHING);
     return FALSE;
   }
   tp_schedule_free(*s);

@@ -108,14 +108,7 @@ static void report_gpu_memory(const Train *t, gboolean json, GString *out)
  * a file) has whole-mini-batch forwards before whole backwards. */
 static gboolean fused_forwards(const Train *t)
 {
-  if (t->fuse.on)
-    return TRUE;
-  if (t->s->order != TP_ORDER_NF1B)
-    return FALSE;
-  for (int k = 0; k < tp_stage_len(t->s, 0); k++)
-    if (tp_stage_ops(t->s, 0)[k].kind == TP_OP_F && tp_stage_ops(t->s, 0)[k].micro == TP_WHOLE)
-      return TRUE;
-  return FALSE;
+  return t->fuse.on || tp_schedule_fused_forwards(t->s) > 0;
 }
 
 static void report_json(const Train *t, const char *sha, GString *out)
@@ -175,18 +168,21 @@ static void fused_text(const Train *t, GString *out)
       g_string_append(out, "forwards     fused (the plan run has whole-mini-batch forwards)\n");
     return;
   }
-  g_autofree char *sim = f->t_fused > 0 ? g_strdup_printf("; simulated %.4g ms per mini-batch fused, %.4g not",
-                                                          1e3 * f->t_fused, 1e3 * f->t_plain)
+  /* auto decides before the pipelined profile: on the stages' stand-alone profile */
+  g_autofree char *sim = f->t_fused > 0 ? g_strdup_printf("; on the stand-alone profile %.4g ms per mini-batch "
+                                                          "fused, %.4g not", 1e3 * f->t_fused, 1e3 * f->t_plain)
                                         : g_strdup("");
   if (f->on)
-    g_string_append_printf(out, "forwards     fused: where a mini-batch's %d forwards run back to back on every stage "
-                           "reading one version, they ran as one of %d samples%s\n", t->N, t->cfg.batch, sim);
+    g_string_append_printf(out, "forwards     fused in %d of the plan's %d mini-batches: where a mini-batch's %d forwards run back "
+                           "to back on every stage reading one version, they ran as one of %d samples%s\n",
+                           f->mini_batches, f->schedule_mini_batches, t->N, t->cfg.batch, sim);
+  else if (t->cfg.fuse != TP_FUSE_OFF && t->cfg.slots)
+    g_string_append_printf(out, "forwards     one per micro-batch (auto fuses on profiled costs only; on these unit "
+                           "slots --fuse-forwards on would fuse %d of the plan's %d mini-batches)\n", f->mini_batches,
+                           f->schedule_mini_batches);
   else
     g_string_append_printf(out, "forwards     one per micro-batch (%s%s)\n",
-                           t->cfg.fuse == TP_FUSE_OFF ? "--fuse-forwards off"
-                           : t->cfg.slots             ? "the order is fixed on unit slots; --fuse-forwards on fuses them"
-                                                      : "fusing them is not faster",
-                           sim);
+                           t->cfg.fuse == TP_FUSE_OFF ? "--fuse-forwards off" : "fusing them is not faster", sim);
 }
 
 static void report_text(const Train *t, const char *sha, GString *out)

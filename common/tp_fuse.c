@@ -76,6 +76,16 @@ TpSchedule *tp_schedule_fuse_forwards(const TpSchedule *s, int *fused, GError **
   return f;
 }
 
+int tp_schedule_fused_forwards(const TpSchedule *s)
+{
+  int n = 0;
+  if (s->order != TP_ORDER_NF1B || s->rank_seq)
+    return 0;
+  for (int k = 0; k < tp_stage_len(s, 0); k++) /* fusion is all stages or none: stage 1 tells */
+    n += tp_stage_ops(s, 0)[k].kind == TP_OP_F && tp_stage_ops(s, 0)[k].micro == TP_WHOLE;
+  return n;
+}
+
 TpSchedule *tp_schedule_unfuse_forwards(const TpSchedule *s)
 {
   TpSchedule *u = tp_schedule_new(s->order, s->policy, s->W, s->N, s->K);

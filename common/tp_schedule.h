@@ -200,6 +200,12 @@ TpSchedule *tp_schedule_fuse_forwards(const TpSchedule *s, int *fused, GError **
 /* The converse: every whole-mini-batch forward as its N micro-batch forwards in its place (the
  * schedule a fused one came from; its timeline is the one vsync-latest's versions were fixed on). */
 TpSchedule *tp_schedule_unfuse_forwards(const TpSchedule *s);
+/* Why a schedule has nothing to fuse, for messages. */
+#define TP_FUSE_NOTHING                                                                                          \
+  "no mini-batch has its forwards back to back on every stage, reading one version, before one whole backward " \
+  "(nf1b orders fixed on costs have them, with N >= 2)"
+/* How many mini-batches of s have fused forwards (an nf1b schedule's whole-mini-batch forwards). */
+int tp_schedule_fused_forwards(const TpSchedule *s);
 
 /* Number of micro-batches an operation covers (N for a whole-mini-batch op, 1 otherwise). */
 static inline int tp_op_count(const TpSchedule *s, const TpOp *op)

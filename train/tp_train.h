@@ -31,6 +31,7 @@ typedef struct {
   gboolean decided;         /* the choice is made (the first schedule generated makes it) */
   gboolean on;              /* the run's schedules fuse them */
   int mini_batches;         /* mini-batches of the first schedule whose forwards could be fused (0: none) */
+  int schedule_mini_batches; /* of the first schedule's */
   double t_fused, t_plain;  /* AUTO: the simulated time per mini-batch each way (s) */
 } TpTrainFuse;
 

@@ -134,6 +134,14 @@ gboolean tp_train_resume(Train *t, GError **err)
                 dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.recompute ? "true" : "false");
     ok = FALSE;
   }
+  if (ok && !t->cfg.schedule_file && t->cfg.fuse != TP_FUSE_AUTO &&
+      (tp_schedule_fused_forwards(t->s) > 0) != (t->cfg.fuse == TP_FUSE_ON)) { /* asked for what the plan did not run */
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: its plan runs %s; here "
+                "--fuse-forwards %s (resume without it)", dir, TP_CHECKPOINT_INI,
+                tp_schedule_fused_forwards(t->s) ? "fused forwards" : "forwards per micro-batch",
+                t->cfg.fuse == TP_FUSE_ON ? "on" : "off");
+    ok = FALSE;
+  }
   if (ok) {
     t->pos.start_epoch = c.epoch, t->pos.start_index = c.index, t->pos.generation = c.generation + 1;
     t->prog.done_before = t->prog.bar_base = c.done;
@@ -268,6 +276,8 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
     return s;
   int n = 0;
   TpSchedule *fused = tp_schedule_fuse_forwards(s, &n, err);
+  if (!fused && !(err && *err) && !f->decided && t->cfg.fuse == TP_FUSE_ON)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: " TP_FUSE_NOTHING);
   if (!fused) {
     if (err && *err) {
       tp_schedule_free(s);
@@ -278,7 +288,7 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
     return s;
   }
   if (!f->decided) {
-    f->decided = TRUE, f->mini_batches = n;
+    f->decided = TRUE, f->mini_batches = n, f->schedule_mini_batches = s->K;
     f->on = t->cfg.fuse == TP_FUSE_ON; /* OFF: known to be there, for the report */
     /* auto on unit slots does not fuse: the schedule, and so the run's arithmetic to the last bit,
      * stays independent of this machine's speed */
@@ -352,6 +362,12 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
         return FALSE;
       (*to[i])->recompute = cfg->recompute;
     }
+  }
+  if (t->fuse.decided) { /* what the report counts: the run's plan, not the warm-up's */
+    int n = tp_schedule_fused_forwards(t->s);
+    if (!t->fuse.on)
+      tp_schedule_free(tp_schedule_fuse_forwards(t->s, &n, NULL));
+    t->fuse.mini_batches = n, t->fuse.schedule_mini_batches = t->s->K;
   }
   if (!same_schedule(t, err))
     return FALSE;
