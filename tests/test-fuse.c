@@ -227,97 +227,89 @@ static void test_train(gconstpointer name)
   tp_cost_free(c);
 }
 
+/* train on a small synthetic run with `extra` options after the common ones (NULL-terminated). */
+static TptRun train_with(const char *const *extra)
+{
+  static const char *const base[] = { "train", "-w", "2", "-n", "4", "-k", "6", "-b", "32", "-m", "mlp", "--data",
+                                      "synthetic:256:64", "-q", "--profile-reps", "1" };
+  g_autoptr(GPtrArray) args = g_ptr_array_new();
+  for (size_t i = 0; i < G_N_ELEMENTS(base); i++)
+    g_ptr_array_add(args, (gpointer)base[i]);
+  for (; *extra; extra++)
+    g_ptr_array_add(args, (gpointer)*extra);
+  g_ptr_array_add(args, NULL);
+  return tpt_run((const char **)args->pdata);
+}
+
 /* train --fuse-forwards: its values, the report (JSON fused_forwards, the text's forwards line and
  * how many mini-batches fused), `on` refused where nothing can fuse (gpipe, N = 1), on/off not with
  * --schedule (auto, the default, is), and a resume asking for other forwards than its plan ran. */
 static void test_cli(void)
 {
-  const char *base[] = { "train", "-w", "2", "-n", "4", "-k", "6", "-b", "32", "-m", "mlp", "--data", "synthetic:256:64",
-                         "-q", "--profile-reps", "1" };
-  enum { NB = G_N_ELEMENTS(base) };
-  const char *args[NB + 8];
-  memcpy(args, base, sizeof base);
-  args[NB] = "--fuse-forwards", args[NB + 1] = "maybe", args[NB + 2] = NULL;
-  TptRun t = tpt_run(args);
+  TptRun t = train_with((const char *[]){ "--fuse-forwards", "maybe", NULL });
   g_assert_cmpint(t.status, ==, 2);
   g_assert_nonnull(strstr(t.err, "--fuse-forwards: expected auto, on or off, got 'maybe'"));
   tpt_run_clear(&t);
-  const char *cases[][3] = { { "timeprest", "on", "\"fused_forwards\": true" },
-                             { "timeprest", "off", "\"fused_forwards\": false" },
-                             { "gpipe", "off", "\"fused_forwards\": false" } };
+  /* preset, value, JSON, the text's line (NULL: none); how many fuse depends on the order fixed on
+   * this machine's profile */
+  const char *cases[][4] = {
+    { "timeprest", "on", "\"fused_forwards\": true", " of the plan's 6 mini-batches: where a mini-batch's 4 forwards" },
+    { "timeprest", "off", "\"fused_forwards\": false", "forwards     one per micro-batch (--fuse-forwards off)" },
+    { "gpipe", "off", "\"fused_forwards\": false", NULL },
+  };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-    memcpy(args, base, sizeof base);
-    args[NB] = "-s", args[NB + 1] = cases[i][0], args[NB + 2] = "--fuse-forwards", args[NB + 3] = cases[i][1];
-    args[NB + 4] = "-f", args[NB + 5] = "json", args[NB + 6] = NULL;
-    t = tpt_run(args);
+    t = train_with((const char *[]){ "-s", cases[i][0], "--fuse-forwards", cases[i][1], "-f", "json", NULL });
     g_assert_cmpint(t.status, ==, 0);
     g_assert_nonnull(strstr(t.out, cases[i][2]));
     g_assert_nonnull(strstr(t.out, "\"versions_match\": true"));
     tpt_run_clear(&t);
-    args[NB + 4] = NULL; /* the text */
-    t = tpt_run(args);
+    t = train_with((const char *[]){ "-s", cases[i][0], "--fuse-forwards", cases[i][1], NULL });
     g_assert_cmpint(t.status, ==, 0);
-    const char *line = !strcmp(cases[i][0], "gpipe") ? NULL
-                       : !strcmp(cases[i][1], "on")  ? " of the plan's 6 mini-batches: where a mini-batch's 4 forwards"
-                                                     : "forwards     one per micro-batch (--fuse-forwards off)";
-    if (!line)
+    if (!cases[i][3])
       g_assert_null(strstr(t.out, "forwards     "));
-    else /* how many fuse depends on the order fixed on this machine's profile */
-      g_assert_nonnull(strstr(t.out, line));
-    if (line && !strcmp(cases[i][1], "on"))
+    else
+      g_assert_nonnull(strstr(t.out, cases[i][3]));
+    if (!strcmp(cases[i][1], "on"))
       g_assert_nonnull(strstr(t.out, "forwards     fused in "));
     tpt_run_clear(&t);
   }
   /* on where nothing can fuse: refused before anything runs */
   const char *never[][2] = { { "gpipe", "4" }, { "pipedream", "4" }, { "timeprest", "1" } };
   for (size_t i = 0; i < G_N_ELEMENTS(never); i++) {
-    memcpy(args, base, sizeof base);
-    args[NB] = "-s", args[NB + 1] = never[i][0], args[NB + 2] = "-n", args[NB + 3] = never[i][1];
-    args[NB + 4] = "--fuse-forwards", args[NB + 5] = "on", args[NB + 6] = NULL;
-    t = tpt_run(args);
+    t = train_with((const char *[]){ "-s", never[i][0], "-n", never[i][1], "--fuse-forwards", "on", NULL });
     g_assert_cmpint(t.status, ==, 2);
     g_assert_cmpint(tpt_lines(t.err), ==, 1);
     g_assert_nonnull(strstr(t.err, "--fuse-forwards on: -s "));
     g_assert_nonnull(strstr(t.err, "no mini-batch has its forwards back to back"));
     tpt_run_clear(&t);
   }
-  const char *sched[] = { "train", "--schedule", "x.csv", "--fuse-forwards", "on", NULL };
-  t = tpt_run(sched);
+  t = tpt_run((const char *[]){ "train", "--schedule", "x.csv", "--fuse-forwards", "on", NULL });
   g_assert_cmpint(t.status, ==, 2);
   g_assert_nonnull(strstr(t.err, "--fuse-forwards on: not with --schedule"));
   tpt_run_clear(&t);
-  const char *sched_auto[] = { "train", "--schedule", "no-such.csv", "--fuse-forwards", "auto", NULL };
-  t = tpt_run(sched_auto); /* the default: taken; the file is what is refused */
+  /* auto, the default, is taken with --schedule: the missing file is what is refused */
+  t = tpt_run((const char *[]){ "train", "--schedule", "no-such.csv", "--fuse-forwards", "auto", NULL });
   g_assert_cmpint(t.status, ==, 2);
   g_assert_null(strstr(t.err, "--fuse-forwards"));
   g_assert_nonnull(strstr(t.err, "no-such.csv"));
   tpt_run_clear(&t);
   /* a resume asking for the forwards its plan did not run */
   g_autofree char *dir = tpt_tmp_path("fuse-ck");
-  memcpy(args, base, sizeof base);
-  args[NB] = "-s", args[NB + 1] = "timeprest", args[NB + 2] = "--fuse-forwards", args[NB + 3] = "on";
-  args[NB + 4] = "--checkpoint", args[NB + 5] = dir, args[NB + 6] = "--stop-after", args[NB + 7] = NULL;
-  const char *stop[NB + 11];
-  memcpy(stop, args, sizeof(const char *) * (NB + 7));
-  stop[NB + 7] = "3", stop[NB + 8] = "--checkpoint-every", stop[NB + 9] = "3", stop[NB + 10] = NULL;
-  t = tpt_run(stop);
+  t = train_with((const char *[]){ "-s", "timeprest", "--fuse-forwards", "on", "--checkpoint", dir, "--checkpoint-every",
+                                   "3", "--stop-after", "3", NULL });
   g_assert_cmpint(t.status, ==, 0);
   tpt_run_clear(&t);
-  const char *resume[] = { "train", "-w", "2", "-n", "4", "-k", "6", "-b", "32", "-m", "mlp", "--data", "synthetic:256:64",
-                           "-q", "--profile-reps", "1", "-s", "timeprest", "--checkpoint-every", "3", "--resume", dir,
-                           "--fuse-forwards", "off", NULL };
-  t = tpt_run(resume);
+  t = train_with((const char *[]){ "-s", "timeprest", "--checkpoint-every", "3", "--resume", dir, "--fuse-forwards", "off",
+                                   NULL });
   g_assert_cmpint(t.status, ==, 2);
   g_assert_nonnull(strstr(t.err, "its plan runs fused forwards; here --fuse-forwards off"));
   tpt_run_clear(&t);
-  resume[G_N_ELEMENTS(resume) - 3] = NULL; /* as it was started (auto): resumes */
-  t = tpt_run(resume);
+  t = train_with((const char *[]){ "-s", "timeprest", "--checkpoint-every", "3", "--resume", dir, NULL }); /* auto */
   g_assert_cmpint(t.status, ==, 0);
   tpt_run_clear(&t);
   tpt_rm_tree(dir);
   /* schedule --fuse-forwards where nothing fuses: one line, exit 2 */
-  const char *gp[] = { "schedule", "-s", "gpipe", "-w", "2", "-n", "4", "--fuse-forwards", NULL };
-  t = tpt_run(gp);
+  t = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "4", "--fuse-forwards", NULL });
   g_assert_cmpint(t.status, ==, 2);
   g_assert_nonnull(strstr(t.err, "--fuse-forwards: no mini-batch has its forwards back to back"));
   tpt_run_clear(&t);
