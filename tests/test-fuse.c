@@ -179,50 +179,61 @@ static void test_simulator(void)
   tp_cost_free(c);
 }
 
-/* A model without dropout (a fused forward draws one mask for the whole mini-batch where the
- * micro-batches drew one each): 7 layers, split 4 + 3. */
+/* A model without dropout, 7 layers split 4 + 3; and one with a dropout layer on each stage, 9
+ * layers split 4 + 5 (a whole forward draws its mask block by block, each block of B/N rows from
+ * its micro-batch's seed, so that the masks are the unfused forwards'). */
 static const char plain_model[] = "name plain\ninput 1 28 28\ndataset 60000\nflatten\nlinear 256\nrelu\n"
                                   "linear 256\nrelu\nlinear 10\nsoftmax_ce\n";
+static const char dropout_model[] = "name dropout\ninput 1 28 28\ndataset 60000\nflatten\nlinear 256\nrelu\ndropout\n"
+                                    "linear 256\nrelu\ndropout\nlinear 10\nsoftmax_ce\n";
 
 /* Fused and unfused runs of one schedule end with the same weights within float rounding (each row
  * of a product is the same sum whatever rows are beside it; OpenBLAS may block B rows differently
- * from B/N), read the versions the schedule names, and store the same activations at the peak. */
+ * from B/N), read the versions the schedule names, and store the same activations at the peak —
+ * with dropout too, and recomputing (a backward after a whole forward re-runs it with the same
+ * masks). */
 static void test_train(gconstpointer name)
 {
-  g_autofree char *path = tpt_tmp_path("model");
-  g_assert_true(g_file_set_contents(path, plain_model, -1, NULL));
-  GError *err = NULL;
-  g_autoptr(TpModel) model = tp_model_load(path, &err);
-  g_assert_no_error(err);
-  tpt_tmp_remove(path);
   const TpPreset *pr = tp_preset_find(name);
   TpCost *c = costs(2, 0);
-  for (int costed = 0; costed < 2; costed++) {
-    g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, FALSE, c, &err)
-                                     : tpt_preset(name, 2, 4, 8);
+  for (int dropout = 0; dropout < 2; dropout++) {
+    g_autofree char *path = tpt_tmp_path("model");
+    g_assert_true(g_file_set_contents(path, dropout ? dropout_model : plain_model, -1, NULL));
+    GError *err = NULL;
+    g_autoptr(TpModel) model = tp_model_load(path, &err);
     g_assert_no_error(err);
-    int n = 0;
-    g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
-    g_assert_nonnull(f);
-    g_assert_cmpint(n, ==, costed ? 8 : 1);
-    const int bounds[] = { 0, 4, 7 };
-    TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = 2, .N = 4, .batch = BATCH, .be = tp_backend_cpu(),
-                            .train = data, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7,
-                            .timeout_s = 60 };
-    TpRunResult r1, r2;
-    size_t n1, n2;
-    float *w1 = tpt_train(&cfg, s, &r1, &n1), *w2 = tpt_train(&cfg, f, &r2, &n2);
-    g_assert_cmpuint(n1, ==, n2);
-    double d = tpt_rel_diff(w2, w1, n1);
-    g_test_message("%s (%s order): fused vs not, relative difference %g", (const char *)name,
-                   costed ? "costed" : "unit-slot", d);
-    if (!(d <= 1e-5))
-      g_error("%s: the fused forwards' weights differ by %g (relative)", (const char *)name, d);
-    g_assert_true(r1.versions_match && r2.versions_match);
-    for (int st = 0; st < 2; st++)
-      g_assert_cmpint(r1.stats[st].peak[TP_MEMCAT_ACTIVATIONS], ==, r2.stats[st].peak[TP_MEMCAT_ACTIVATIONS]);
-    tp_run_result_clear(&r1), tp_run_result_clear(&r2);
-    g_free(w1), g_free(w2);
+    tpt_tmp_remove(path);
+    for (int rc = 0; rc < 2; rc++)
+      for (int costed = 0; costed < 2; costed++) {
+        g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, rc, c, &err)
+                                         : tpt_preset(name, 2, 4, 8);
+        g_assert_no_error(err);
+        s->recompute = rc;
+        int n = 0;
+        g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+        g_assert_nonnull(f);
+        g_assert_cmpint(n, ==, costed ? 8 : 1);
+        g_assert_true(f->recompute == rc);
+        const int bounds[] = { 0, 4, dropout ? 9 : 7 };
+        TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = 2, .N = 4, .batch = BATCH,
+                                .be = tp_backend_cpu(), .train = data, .lr = 0.05f, .momentum = 0.9f,
+                                .weight_decay = 1e-4f, .seed = 7, .timeout_s = 60 };
+        TpRunResult r1, r2;
+        size_t n1, n2;
+        float *w1 = tpt_train(&cfg, s, &r1, &n1), *w2 = tpt_train(&cfg, f, &r2, &n2);
+        g_assert_cmpuint(n1, ==, n2);
+        double d = tpt_rel_diff(w2, w1, n1);
+        g_test_message("%s (%s order%s%s): fused vs not, relative difference %g", (const char *)name,
+                       costed ? "costed" : "unit-slot", dropout ? ", dropout" : "", rc ? ", recompute" : "", d);
+        if (!(d <= 1e-6))
+          g_error("%s (%s order%s%s): the fused forwards' weights differ by %g (relative)", (const char *)name,
+                  costed ? "costed" : "unit-slot", dropout ? ", dropout" : "", rc ? ", recompute" : "", d);
+        g_assert_true(r1.versions_match && r2.versions_match);
+        for (int st = 0; st < 2; st++)
+          g_assert_cmpint(r1.stats[st].peak[TP_MEMCAT_ACTIVATIONS], ==, r2.stats[st].peak[TP_MEMCAT_ACTIVATIONS]);
+        tp_run_result_clear(&r1), tp_run_result_clear(&r2);
+        g_free(w1), g_free(w2);
+      }
   }
   tp_cost_free(c);
 }
