@@ -179,6 +179,58 @@ static void test_simulator(void)
   tp_cost_free(c);
 }
 
+/* Recomputing, a backward runs its forwards again: after one whole forward, that one forward
+ * (forward_whole), as the executor does.  One stage, N = 4, K = 3, forward 1, forward_whole 2.5,
+ * backward 2, update 0.5: fused, per mini-batch 2.5 + (2.5 + 4 x 2) + 0.5 = 13.5 (makespan 40.5);
+ * unfused 4 x 1 + 4 x (1 + 2) + 0.5 = 16.5 (49.5).  Two stages, K = 1, fused: 2.5 + 2.5 + 10.5 +
+ * 10.5 + 0.5 = 26.5.  On unit slots W = 2, N = 4, K = 5 only mini-batch 1 fuses: its backwards cost
+ * forward_whole again, the others' 4 forwards. */
+static void test_simulator_recompute(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 1, 4, 3);
+  s->recompute = TRUE;
+  int n = 0;
+  g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+  g_assert_cmpint(n, ==, 3);
+  g_assert_true(f->recompute);
+  TpCost *c = costs(1, 2.5);
+  TpSim *a = tp_sim_run(f, c, &err), *b = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  TpMetrics *ma = tp_metrics_compute(a), *mb = tp_metrics_compute(b);
+  g_assert_cmpfloat(fabs(ma->makespan - 40.5), <, 1e-9);
+  g_assert_cmpfloat(fabs(ma->t_minibatch - 13.5), <, 1e-9);
+  g_assert_cmpfloat(fabs(mb->makespan - 49.5), <, 1e-9);
+  g_assert_cmpfloat(fabs(mb->t_minibatch - 16.5), <, 1e-9);
+  tp_metrics_free(ma), tp_metrics_free(mb);
+  tp_sim_free(a), tp_sim_free(b);
+  tp_cost_free(c);
+  c = costs(2, 2.5);
+  g_autoptr(TpSchedule) s2 = tpt_preset("timeprest", 2, 4, 1);
+  s2->recompute = TRUE;
+  g_autoptr(TpSchedule) f2 = tp_schedule_fuse_forwards(s2, &n, &err);
+  g_assert_cmpint(n, ==, 1);
+  TpSim *sim = tp_sim_run(f2, c, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(fabs(sim->makespan - 26.5), <, 1e-9);
+  tp_sim_free(sim);
+  g_autoptr(TpSchedule) s5 = tpt_preset("timeprest", 2, 4, 5);
+  s5->recompute = TRUE;
+  g_autoptr(TpSchedule) f5 = tp_schedule_fuse_forwards(s5, &n, &err);
+  g_assert_cmpint(n, ==, 1);
+  sim = tp_sim_run(f5, c, &err);
+  g_assert_no_error(err);
+  for (int st = 0; st < 2; st++)
+    for (int k = 0; k < tp_stage_len(f5, st); k++) {
+      const TpOp *op = &tp_stage_ops(f5, st)[k];
+      long g = sim->ix->off[st] + k;
+      if (op->kind == TP_OP_B)
+        g_assert_cmpfloat(fabs(sim->end[g] - sim->start[g] - (op->mb == 1 ? 10.5 : 12)), <, 1e-9);
+    }
+  tp_sim_free(sim);
+  tp_cost_free(c);
+}
+
 /* A model without dropout, 7 layers split 4 + 3; and one with a dropout layer on each stage, 9
  * layers split 4 + 5 (a whole forward draws its mask block by block, each block of B/N rows from
  * its micro-batch's seed, so that the masks are the unfused forwards'). */
@@ -295,6 +347,7 @@ int main(int argc, char **argv)
   data = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
   g_test_add_func("/fuse/rule", test_rule);
   g_test_add_func("/fuse/simulator", test_simulator);
+  g_test_add_func("/fuse/simulator/recompute", test_simulator_recompute);
   static const char *const presets[] = { "timeprest", "v-timeprest", "i-timeprest" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
     g_autofree char *path = g_strdup_printf("/fuse/train/%s", presets[i]);
