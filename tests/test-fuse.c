@@ -231,6 +231,40 @@ static void test_simulator_recompute(void)
   tp_cost_free(c);
 }
 
+/* The staleness histogram counts what every sample read: a whole forward reads for its N
+ * micro-batches, each the version the unfused forwards read, so a fused schedule's histogram is the
+ * unfused one's (costed orders, all mini-batches fused; unit slots, mini-batch 1). */
+static void test_staleness(void)
+{
+  GError *err = NULL;
+  const char *const nf1b[] = { "timeprest", "v-timeprest", "i-timeprest" };
+  for (size_t p = 0; p < G_N_ELEMENTS(nf1b); p++)
+    for (int costed = 0; costed < 2; costed++) {
+      const TpPreset *pr = tp_preset_find(nf1b[p]);
+      TpCost *c = costs(4, 2.5);
+      g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 4, 4, 12, FALSE, c, &err)
+                                       : tpt_preset(nf1b[p], 4, 4, 12);
+      g_assert_no_error(err);
+      int n = 0;
+      g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+      g_assert_nonnull(f);
+      g_assert_cmpint(n, >=, 1);
+      TpSim *a = tp_sim_run(s, c, &err), *b = tp_sim_run(f, c, &err);
+      g_assert_no_error(err);
+      TpMetrics *ma = tp_metrics_compute(a), *mb = tp_metrics_compute(b);
+      long reads = 0;
+      g_assert_cmpuint(ma->staleness->len, ==, mb->staleness->len);
+      for (guint d = 0; d < ma->staleness->len; d++) {
+        g_assert_cmpint(g_array_index(mb->staleness, long, d), ==, g_array_index(ma->staleness, long, d));
+        reads += g_array_index(ma->staleness, long, d);
+      }
+      g_assert_cmpint(reads, ==, 4 * 12 * (4 + 1)); /* per stage and mini-batch: N forwards, one backward */
+      tp_metrics_free(ma), tp_metrics_free(mb);
+      tp_sim_free(a), tp_sim_free(b);
+      tp_cost_free(c);
+    }
+}
+
 /* A model without dropout, 7 layers split 4 + 3; and one with a dropout layer on each stage, 9
  * layers split 4 + 5 (a whole forward draws its mask block by block, each block of B/N rows from
  * its micro-batch's seed, so that the masks are the unfused forwards'). */
@@ -348,6 +382,7 @@ int main(int argc, char **argv)
   g_test_add_func("/fuse/rule", test_rule);
   g_test_add_func("/fuse/simulator", test_simulator);
   g_test_add_func("/fuse/simulator/recompute", test_simulator_recompute);
+  g_test_add_func("/fuse/staleness", test_staleness);
   static const char *const presets[] = { "timeprest", "v-timeprest", "i-timeprest" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
     g_autofree char *path = g_strdup_printf("/fuse/train/%s", presets[i]);
