@@ -1,7 +1,8 @@
 /* test-fuse.c — fused forwards (tp_schedule_fuse_forwards): which mini-batches the rule fuses and
  * what it leaves as it was; the simulator's cost of a whole-mini-batch forward (forward_whole, in
- * closed form); the executor's fused runs against the unfused ones (the same weights within
- * rounding, the same versions and stored activations); train's --fuse-forwards and its report. */
+ * closed form, recomputed too) and its staleness histogram (the unfused one's); the executor's
+ * fused runs against the unfused ones (the same weights within rounding, dropout and recomputation
+ * included, the same versions and stored activations); train's --fuse-forwards and its report. */
 #include "tp_costed.h"
 #include "tp_format.h"
 #include "tp_metrics.h"
