@@ -46,7 +46,8 @@ struct TpSaved {
   float *dy;      /* split backward (tp_saved_new_split): each layer with parameters' output
                      gradient, L->out × stride floats at L->dy_off × stride; NULL otherwise */
   gint32 *labels; /* host copy, last stage only */
-  guint64 seed;
+  guint64 *seeds; /* the dropout seeds of the next forward, one per block of its rows (its own copy) */
+  int n_seeds;    /* 0: one block, seed 0 */
   int stride;     /* samples per layer region: the owner's max_batch */
   int off;        /* a slice's first sample in its owner's regions (0 for an owner) */
   TpSaved *owner; /* a slice's owner, NULL for an owner */
@@ -284,6 +285,7 @@ void tp_saved_free(TpSaved *s)
       s->net->be->iface->free(s->net->be, s->dy);
     g_free(s->labels);
   }
+  g_free(s->seeds);
   g_free(s);
 }
 
@@ -292,8 +294,9 @@ TpSaved *tp_saved_slice(TpSaved *whole, int off, int n)
   g_return_val_if_fail(!whole->owner && off >= 0 && n >= 1 && off + n <= whole->max_batch, NULL);
   TpSaved *s = g_new0(TpSaved, 1);
   *s = (TpSaved){ .net = whole->net, .max_batch = n, .batch = n, .data = whole->data, .dy = whole->dy,
-                  .labels = whole->labels ? whole->labels + off : NULL, .seed = whole->seed, .stride = whole->stride,
-                  .off = off, .owner = whole };
+                  .labels = whole->labels ? whole->labels + off : NULL, .stride = whole->stride, .off = off,
+                  .owner = whole };
+  tp_saved_set_seeds(s, whole->seeds, whole->n_seeds);
   return s;
 }
 
@@ -305,7 +308,17 @@ void tp_saved_set_batch(TpSaved *s, int batch)
   s->batch = batch;
 }
 
-void tp_saved_set_seed(TpSaved *s, guint64 seed) { s->seed = seed; }
+void tp_saved_set_seed(TpSaved *s, guint64 seed) { tp_saved_set_seeds(s, &seed, 1); }
+
+void tp_saved_set_seeds(TpSaved *s, const guint64 *seeds, int n)
+{
+  g_return_if_fail(n >= 0);
+  if (n > s->n_seeds)
+    s->seeds = g_renew(guint64, s->seeds, n);
+  if (n)
+    memcpy(s->seeds, seeds, sizeof(guint64) * n);
+  s->n_seeds = n;
+}
 int tp_saved_batch(const TpSaved *s) { return s->batch; }
 
 static float *region(const TpSaved *s, const NetLayer *L)
@@ -338,6 +351,23 @@ static float *destination(TpNet *net, int i, const TpSaved *saved, float *out, c
   return other(net, cur);
 }
 
+/* Dropout layer L over `batch` samples: each block of rows draws its mask from its own seed, the
+ * element counters starting at 0 in each block (as a forward of that block alone would draw it);
+ * inference (saved NULL): y = x. */
+static gboolean dropout_forward(const TpBackend *be, const NetLayer *L, int batch, const TpSaved *saved,
+                                const float *x, float *y, GError **err)
+{
+  int blocks = saved && saved->n_seeds > 1 ? saved->n_seeds : 1;
+  size_t rows = (size_t)(batch / blocks), n = L->in * rows;
+  for (int k = 0; k < blocks; k++) {
+    guint64 seed = saved && saved->n_seeds ? saved->seeds[k] : 0;
+    if (!be->iface->dropout_forward(be, n, TP_DROPOUT_P, tp_mix64(saved ? seed ^ (guint64)L->index : 0), x + k * n,
+                                    y + k * n, saved ? region(saved, L) + k * n : NULL, err))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int batch, float *out, TpSaved *saved,
                         const gint32 *labels, TpLossStats *stats, GError **err)
 {
@@ -345,6 +375,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
   g_return_val_if_fail(batch >= 1 && (!saved || (saved->net == net && batch <= saved->max_batch)), FALSE);
   g_return_val_if_fail(out || net->has_loss, FALSE);
   g_return_val_if_fail(!net->has_loss || !saved || labels, FALSE);
+  g_return_val_if_fail(!saved || saved->n_seeds <= 1 || batch % saved->n_seeds == 0, FALSE);
   if (!reserve(net, batch, err))
     return FALSE;
   if (saved) {
@@ -372,10 +403,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
     case TP_LAYER_LINEAR: ok = be->iface->linear_forward(be, batch, (int)L->in, (int)L->out, cur, w, b, dst, err); break;
     case TP_LAYER_CONV: ok = be->iface->conv_forward(be, &L->win, batch, cur, w, b, dst, net->work, err); break;
     case TP_LAYER_RELU: ok = be->iface->relu_forward(be, L->in * batch, cur, dst, err); break;
-    case TP_LAYER_DROPOUT:
-      ok = be->iface->dropout_forward(be, L->in * batch, TP_DROPOUT_P, tp_mix64(saved ? saved->seed ^ (guint64)L->index : 0),
-                               cur, dst, saved ? region(saved, L) : NULL, err);
-      break;
+    case TP_LAYER_DROPOUT: ok = dropout_forward(be, L, batch, saved, cur, dst, err); break;
     case TP_LAYER_MAXPOOL:
       ok = be->iface->maxpool_forward(be, &L->win, batch, cur, dst, saved ? (gint32 *)region(saved, L) : NULL, err);
       break;

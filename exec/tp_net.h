@@ -63,13 +63,18 @@ TpSaved *tp_saved_new_split(TpNet *net, int max_batch, GError **err);
 void tp_saved_free(TpSaved *saved);
 /* Seed of the dropout masks of the next forward (layer L's mask uses tp_mix64(seed ^ L)). */
 void tp_saved_set_seed(TpSaved *saved, guint64 seed);
+/* The same in n blocks (n ≥ 1; 0 is seed 0): the next forward, of a multiple of n samples, draws
+ * each dropout mask for its k-th block of batch/n rows from seeds[k], as a forward of those rows
+ * alone with tp_saved_set_seed(seeds[k]) would — one forward of a mini-batch draws the masks of the
+ * forwards of its micro-batches. */
+void tp_saved_set_seeds(TpSaved *saved, const guint64 *seeds, int n);
 int tp_saved_batch(const TpSaved *saved);           /* samples of the forward it holds */
 /* Samples [off, off+n) of `whole` as a TpSaved of their own, sharing whole's memory (freed with
  * tp_saved_free, which then frees only the slice; whole must outlive it).  A forward into a slice
  * writes its samples' part of whole, so the forwards of consecutive micro-batches into slices
  * leave in whole what one forward of all their samples would: one backward of all of them
  * (a slice of several micro-batches, or whole with tp_saved_set_batch) then runs products of
- * all their rows.  The slice starts with n samples (its batch) and the seed whole had. */
+ * all their rows.  The slice starts with n samples (its batch) and the seeds whole had. */
 TpSaved *tp_saved_slice(TpSaved *whole, int off, int n);
 /* Declare that saved holds `batch` samples (at most its max_batch): after forwards into slices. */
 void tp_saved_set_batch(TpSaved *saved, int batch);

@@ -151,6 +151,7 @@ static gpointer stage_main(gpointer data)
   g.lab8 = g_try_new(uint8_t, g.B);
   g.saved = g_try_new0(TpSaved *, nkeys);
   g.fver = g_try_new(int, nkeys);
+  g.seeds = g_try_new(guint64, g.N);
   g.fwd_done = g_try_new0(int, s->K);
   g.mbuf = g_try_new0(TpSaved *, s->K);
   g.whole_b = g_try_new0(gboolean, s->K);
@@ -164,7 +165,6 @@ static gpointer stage_main(gpointer data)
   g.split = tp_schedule_has_split(s);
   if (g.rc) {
     g.kept = g_try_new0(float *, nkeys);
-    g.kseed = g_try_new0(guint64, nkeys);
   }
   for (int i = 0; i < 2; i++) {
     g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
@@ -173,8 +173,8 @@ static gpointer stage_main(gpointer data)
   if (!(g.h_in = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.in_e, &err)) ||
       !(g.h_dout = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.out_e, &err)))
     g_prefix_error(&err, "stage %d: ", g.st + 1);
-  else if (!g.labels || !g.lab8 || !g.saved || !g.fver || !g.fwd_done || !g.mbuf || !g.whole_b ||
-           (g.rc && (!g.kept || !g.kseed)))
+  else if (!g.labels || !g.lab8 || !g.saved || !g.fver || !g.seeds || !g.fwd_done || !g.mbuf || !g.whole_b ||
+           (g.rc && !g.kept))
     g_set_error(&err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate its bookkeeping of %zu operations",
                 g.st + 1, nkeys);
   else if (g.host)
@@ -226,7 +226,7 @@ static gpointer stage_main(gpointer data)
   }
   g_free(g.h_in), g_free(g.h_dout), g_free(g.labels), g_free(g.lab8);
   g_free(g.saved), g_free(g.fver), g_free(g.fwd_done), g_free(g.mbuf), g_free(g.whole_b);
-  g_free(g.kept), g_free(g.kseed);
+  g_free(g.kept), g_free(g.seeds);
   return NULL;
 }
 

@@ -334,6 +334,12 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
     for (int k = 0; k < 5; k++) /* by TpOpKind: F, B, U, I, W */
       t[k] = g_new(double, MAX(n, 1));
     double *fw = g_new(double, MAX(n, 1)); /* whole-mini-batch forwards, whole */
+    /* fwhole[mb]: the mini-batch's forward on this stage is one whole forward; bwhole[j]: the j-th
+     * backward timed follows one (recomputing, it ran that forward again, not N) */
+    gboolean *fwhole = g_new0(gboolean, (size_t)s->K + 1), *bwhole = g_new0(gboolean, MAX(n, 1));
+    for (int i = 0; i < n; i++)
+      if (ops[i].kind == TP_OP_F && ops[i].micro == TP_WHOLE)
+        fwhole[ops[i].mb] = TRUE;
     for (int i = 0; i < n; i++) {
       const TpOp *op = &ops[i];
       if (op->mb < 2 && s->K > 1) /* the first mini-batch warms up */
@@ -341,27 +347,34 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
       double d = r.rec[st][i].end - r.rec[st][i].start;
       if (op->kind == TP_OP_F && op->micro == TP_WHOLE) /* timed apart from micro-batch ones */
         fw[nwhole++] = d;
-      else
+      else {
+        if (op->kind == TP_OP_B)
+          bwhole[cnt[TP_OP_B]] = op->micro == TP_WHOLE && fwhole[op->mb];
         t[op->kind][cnt[op->kind]++] = op->kind == TP_OP_U ? d : d / tp_op_count(s, op);
+      }
     }
     out[st].fwd = median_or(t[TP_OP_F], cnt[TP_OP_F], out[st].fwd);
     out[st].fwd_whole = median_or(fw, nwhole, out[st].fwd_whole);
     if (nwhole && !cnt[TP_OP_F]) /* only whole forwards: per micro-batch as a whole one's share */
       out[st].fwd = out[st].fwd_whole / s->N;
     g_free(fw);
+    /* a recomputing backward (or I) ran its forwards again first (after one whole forward, that
+     * one: per micro-batch its share); the cost model adds that forward itself (tp_sim_op_time), so
+     * the profile keeps the backward proper — a floor keeps a noisy difference positive */
+    if (s->recompute) {
+      double share = (out[st].fwd_whole > 0 ? out[st].fwd_whole : s->N * out[st].fwd) / s->N;
+      for (int j = 0; j < cnt[TP_OP_B]; j++) {
+        double v = t[TP_OP_B][j];
+        t[TP_OP_B][j] = MAX(v - (bwhole[j] ? share : out[st].fwd), 0.1 * v);
+      }
+      for (int j = 0; j < cnt[TP_OP_I]; j++)
+        t[TP_OP_I][j] = MAX(t[TP_OP_I][j] - out[st].fwd, 0.1 * t[TP_OP_I][j]);
+    }
+    g_free(fwhole), g_free(bwhole);
     out[st].bwd = median_or(t[TP_OP_B], cnt[TP_OP_B], out[st].bwd);
     out[st].upd = median_or(t[TP_OP_U], cnt[TP_OP_U], out[st].upd);
     out[st].inp = median_or(t[TP_OP_I], cnt[TP_OP_I], out[st].inp);
     out[st].wgt = median_or(t[TP_OP_W], cnt[TP_OP_W], out[st].wgt);
-    /* a recomputing backward (or I) ran its forwards again first; the cost model adds that forward
-     * itself (tp_sim_op_time), so the profile keeps the backward proper — a floor keeps a noisy
-     * difference positive */
-    if (s->recompute) {
-      if (cnt[TP_OP_B])
-        out[st].bwd = MAX(out[st].bwd - out[st].fwd, 0.1 * out[st].bwd);
-      if (cnt[TP_OP_I])
-        out[st].inp = MAX(out[st].inp - out[st].fwd, 0.1 * out[st].inp);
-    }
     if (cnt[TP_OP_I] && cnt[TP_OP_W] && !cnt[TP_OP_B])
       out[st].bwd = out[st].inp + out[st].wgt;
     for (int k = 0; k < 5; k++)

@@ -99,6 +99,19 @@ static float *read_weights(Stage *g, const TpOp *op, TpOpRecord *rec, GError **e
   return w;
 }
 
+/* The dropout seeds of the forward of (mb, micro) in saved: a micro-batch's own; a whole forward
+ * draws each block of B/N rows from its micro-batch's, as the forwards of its micro-batches would
+ * (tp_saved_set_seeds), so that fused forwards and their recomputation draw the unfused masks. */
+static void set_seeds(Stage *g, TpSaved *sv, int mb, int micro)
+{
+  const Shared *sh = g->sh;
+  guint64 gmb = (guint64)(sh->first_mb + mb - 1), base = sh->rt->cfg.seed;
+  int n = micro == TP_WHOLE ? g->N : 1;
+  for (int j = 0; j < n; j++)
+    g->seeds[j] = tp_mix64(base ^ tp_mix64((gmb << 16) + (guint64)((micro == TP_WHOLE ? j : micro) + 1)));
+  tp_saved_set_seeds(sv, g->seeds, n);
+}
+
 gboolean tp_rt_forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
 {
   Shared *sh = g->sh;
@@ -127,8 +140,6 @@ gboolean tp_rt_forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   if (!w)
     return FALSE;
   int key = tp_key(g->N, op->mb, op->micro);
-  guint64 gmb = (guint64)(sh->first_mb + op->mb - 1);
-  guint64 seed = tp_mix64(cfg->seed ^ tp_mix64((gmb << 16) + (guint64)(op->micro + 1)));
   /* where its saved state goes: the workspace (recomputation keeps only the input), its part of
    * the mini-batch's buffer (for one backward of all its micro-batches), or a buffer of its own */
   TpSaved *sv, **mbuf = &g->mbuf[op->mb - 1];
@@ -140,7 +151,7 @@ gboolean tp_rt_forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     sv = tp_saved_slice(*mbuf, off, n);
   } else if (!(sv = saved_take(g, n, err)))
     return FALSE;
-  tp_saved_set_seed(sv, seed);
+  set_seeds(g, sv, op->mb, op->micro);
   if (!last && !take_message(g, 0, err)) {
     saved_give(g, sv, n);
     return FALSE;
@@ -157,7 +168,6 @@ gboolean tp_rt_forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     if (!keep || !g->be->iface->copy(g->be, keep, g->in, (size_t)n * g->in_e, err))
       return FALSE;
     g->kept[key] = keep;
-    g->kseed[key] = seed;
   } else
     g->saved[key] = sv;
   g->fver[key] = rec->version;
@@ -242,7 +252,7 @@ gboolean tp_rt_backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
       for (int j = j0; j < j1; j++) {
         int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
         TpSaved *part = tp_saved_slice(g->ws, (j - j0) * un, un);
-        tp_saved_set_seed(part, g->kseed[key]);
+        set_seeds(g, part, op->mb, from_whole ? TP_WHOLE : j);
         if (last) {
           tp_dataset_gather(sh->rt->cfg.train, sh->idx[op->mb - 1] + (from_whole ? 0 : j * g->m), un, NULL, g->lab8);
           for (int i = 0; i < un; i++)

@@ -50,12 +50,12 @@ typedef struct {
   TpSaved **mbuf;    /* [K] the saved state of all micro-batches of a mini-batch, in one buffer */
   gboolean batched;  /* whole backwards over micro-batch forwards run batched (not per_micro_backward) */
   int *fver;         /* [tp_key] the version that forward read */
+  guint64 *seeds;    /* [N] the dropout seeds of the forward being run (set_seeds) */
   GPtrArray *pool[2];/* free TpSaved of micro-batch / whole-mini-batch size */
   gboolean *whole_b; /* [K] the mini-batch's backward on this stage is one whole-mini-batch backward */
   /* recomputation (s->recompute): a forward keeps only its input; the backward re-runs it */
   gboolean rc;
   float **kept;      /* [tp_key] the forward's input, until its backward */
-  guint64 *kseed;    /* [tp_key] its dropout seed */
   GPtrArray *kpool[2]; /* free input buffers of micro-batch / whole-mini-batch size */
   TpSaved *ws;       /* the workspace every forward and re-run forward writes (max op samples) */
   float *rc_out;     /* where a re-run forward writes its output (discarded) */

@@ -68,7 +68,7 @@ static void try_start(Gen *g, int st)
   if (g->pending_u[st]) { /* the update follows its backward */
     TpOp u = { .kind = TP_OP_U, .mb = g->pending_u[st], .micro = TP_WHOLE };
     g->pending_u[st] = 0;
-    push_op(g, st, TP_OP_U, u.mb, TP_WHOLE, tp_sim_op_time(g->c, s, st, &u));
+    push_op(g, st, TP_OP_U, u.mb, TP_WHOLE, tp_sim_op_time(g->c, s, st, &u, FALSE));
     return;
   }
   int i = g->nb[st];
@@ -78,13 +78,13 @@ static void try_start(Gen *g, int st)
   switch (tp_nf1b_next(g->W, s->K, g->per, st, f, i, g->inflight[st], fready, bready)) {
   case TP_NEXT_BACKWARD: {
     TpOp op = { .kind = TP_OP_B, .mb = i, .micro = TP_WHOLE };
-    push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op));
+    push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op, g->per == 1)); /* per 1: after a whole forward */
     break;
   }
   case TP_NEXT_FORWARD: {
     int fi = (int)(f / g->per) + 1, micro = g->per == 1 ? TP_WHOLE : (int)(f % g->per);
     TpOp op = { .kind = TP_OP_F, .mb = fi, .micro = micro };
-    push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op));
+    push_op(g, st, TP_OP_F, fi, micro, tp_sim_op_time(g->c, s, st, &op, FALSE));
     break;
   }
   case TP_NEXT_IDLE: break;

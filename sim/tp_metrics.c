@@ -477,7 +477,9 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
       guint d = (guint)(latest - op->ver);
       if (m->staleness->len <= d)
         g_array_set_size(m->staleness, d + 1);
-      g_array_index(m->staleness, long, d)++;
+      /* a whole-mini-batch forward reads for its N micro-batches (fused forwards count as the forwards
+       * they stand for) */
+      g_array_index(m->staleness, long, d) += op->kind == TP_OP_F ? tp_op_count(s, op) : 1;
       if (tp_op_sends_up(op->kind)) {
         int d_b = tp_backward_mismatch(s, sim->ix, st, op, latest, m->mismatch, &m->mismatch_older);
         worst = MAX(worst, d_b);

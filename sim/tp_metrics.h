@@ -44,7 +44,8 @@ typedef struct {
   double bytes;
   long *link_messages;      /* [tp_sim_n_links(W)] */
   double *link_bytes;
-  GArray *staleness;        /* long: staleness[d] = reads that were d versions behind the latest */
+  GArray *staleness;        /* long: staleness[d] = reads that were d versions behind the latest (a
+                               forward's per micro-batch, a whole forward's N times; a backward's once) */
   /* weight inconsistency: for every backward, per micro-batch it covers, the version it reads minus
    * the version that micro-batch's forward read on the stage (I-TiMePReSt's blend counts the newest
    * version in it: the latest when s(d) < 1).  mismatch[d] counts micro-batch backwards with

@@ -144,10 +144,10 @@ static void bottleneck(TpPlan *p, const TpCost *c)
     const TpStageCost *sc = &c->stage[s];
     double link_out = s < W - 1 ? N * tp_sim_link_time(c, s, sc->act_bytes) : 0;
     double link_in = s > 0 ? N * tp_sim_link_time(c, W - 1 + s - 1, sc->grad_bytes) : 0;
-    /* recomputing, a backward runs its forward again (tp_sim_op_time) */
-    /* a bound for fused forwards too (a whole forward of forward_whole) */
-    double parts[] = { MIN(N * sc->fwd, tp_cost_forward_whole(sc, N)), N * (sc->bwd + (p->recompute ? sc->fwd : 0)),
-                       sc->upd, MAX(link_out, link_in) };
+    /* a bound for fused forwards too (a whole forward of forward_whole); recomputing, a backward
+     * runs its forwards again, the whole one after a fused forward (tp_sim_op_time) */
+    double fwd = MIN(N * sc->fwd, tp_cost_forward_whole(sc, N));
+    double parts[] = { fwd, N * sc->bwd + (p->recompute ? fwd : 0), sc->upd, MAX(link_out, link_in) };
     double pace = MAX(parts[0] + parts[1] + parts[2], parts[3]);
     if (pace > worst) {
       int k = 0;

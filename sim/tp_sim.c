@@ -22,13 +22,16 @@ typedef struct {
   TpLinkQueue *link; /* queued messages: the producing op's global index */
 } Run;
 
-double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
+double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op, gboolean after_whole)
 {
   if (c->unit)
     return op->kind == TP_OP_U ? 0.0 : 1.0;
   const TpStageCost *sc = &c->stage[st];
-  /* recomputation: a backward (its input-gradient part, when split) first runs its forwards again */
+  /* recomputation: a backward (its input-gradient part, when split) first runs its forwards again —
+   * after one whole-mini-batch forward, that one forward */
   double again = s->recompute ? sc->fwd : 0;
+  if (s->recompute && after_whole && op->kind == TP_OP_B && op->micro == TP_WHOLE)
+    return tp_cost_forward_whole(sc, s->N) + s->N * sc->bwd;
   switch (op->kind) {
   case TP_OP_U: return sc->upd;
   case TP_OP_F: return op->micro == TP_WHOLE ? tp_cost_forward_whole(sc, s->N) : sc->fwd;
@@ -36,6 +39,16 @@ double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *
   case TP_OP_W: return tp_op_count(s, op) * tp_cost_weight_grad(sc);
   default: return tp_op_count(s, op) * (again + sc->bwd);
   }
+}
+
+/* Whether op, a whole-mini-batch backward at stage st, follows one whole-mini-batch forward there
+ * (not the forwards of its micro-batches). */
+static gboolean after_whole_forward(const TpIndex *ix, int st, const TpOp *op)
+{
+  if (op->kind != TP_OP_B || op->micro != TP_WHOLE)
+    return FALSE;
+  TpOp f = { .kind = TP_OP_F, .mb = op->mb, .micro = TP_WHOLE };
+  return tp_index_pos(ix, st, &f) >= 0;
 }
 
 double tp_sim_link_time(const TpCost *c, int link, double bytes)
@@ -82,7 +95,8 @@ static void try_start(Run *r, int st)
   r->busy[st] = r->dev_busy[dev] = TRUE;
   r->cur[st] = g;
   sim->start[g] = r->eng.now;
-  tp_engine_push(&r->eng, r->eng.now + tp_sim_op_time(sim->c, sim->s, st, op), EV_COMPUTE_DONE, (uint32_t)st);
+  double dur = tp_sim_op_time(sim->c, s, st, op, s->recompute && after_whole_forward(sim->ix, st, op));
+  tp_engine_push(&r->eng, r->eng.now + dur, EV_COMPUTE_DONE, (uint32_t)st);
 #ifdef __GNUC__
   /* each stage walks its own arrays: with many stages that is more streams than the hardware
    * prefetcher follows, so fetch the stage's next operation while this one runs */

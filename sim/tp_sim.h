@@ -59,7 +59,10 @@ TpSim *tp_sim_from_timeline(TpTimeline *tl, const TpCost *c);
 void tp_sim_free(TpSim *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpSim, tp_sim_free)
 
-double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op);
+/* How long op takes at stage st.  after_whole: op is a whole-mini-batch backward B that follows one
+ * whole-mini-batch forward on st (1f1b-async orders, fused forwards), whose recomputation (with
+ * s->recompute) runs that one forward again — forward_whole — rather than N forwards. */
+double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op, gboolean after_whole);
 /* Bytes of the message op (at stage st) sends, 0 if it sends none. */
 static inline double tp_sim_op_bytes(const TpCost *c, const TpSchedule *s, int st, const TpOp *op)
 {

@@ -1,7 +1,8 @@
 /* test-fuse.c — fused forwards (tp_schedule_fuse_forwards): which mini-batches the rule fuses and
  * what it leaves as it was; the simulator's cost of a whole-mini-batch forward (forward_whole, in
- * closed form); the executor's fused runs against the unfused ones (the same weights within
- * rounding, the same versions and stored activations); train's --fuse-forwards and its report. */
+ * closed form, recomputed too) and its staleness histogram (the unfused one's); the executor's
+ * fused runs against the unfused ones (the same weights within rounding, dropout and recomputation
+ * included, the same versions and stored activations); train's --fuse-forwards and its report. */
 #include "tp_costed.h"
 #include "tp_format.h"
 #include "tp_metrics.h"
@@ -179,50 +180,147 @@ static void test_simulator(void)
   tp_cost_free(c);
 }
 
-/* A model without dropout (a fused forward draws one mask for the whole mini-batch where the
- * micro-batches drew one each): 7 layers, split 4 + 3. */
+/* Recomputing, a backward runs its forwards again: after one whole forward, that one forward
+ * (forward_whole), as the executor does.  One stage, N = 4, K = 3, forward 1, forward_whole 2.5,
+ * backward 2, update 0.5: fused, per mini-batch 2.5 + (2.5 + 4 x 2) + 0.5 = 13.5 (makespan 40.5);
+ * unfused 4 x 1 + 4 x (1 + 2) + 0.5 = 16.5 (49.5).  Two stages, K = 1, fused: 2.5 + 2.5 + 10.5 +
+ * 10.5 + 0.5 = 26.5.  On unit slots W = 2, N = 4, K = 5 only mini-batch 1 fuses: its backwards cost
+ * forward_whole again, the others' 4 forwards. */
+static void test_simulator_recompute(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 1, 4, 3);
+  s->recompute = TRUE;
+  int n = 0;
+  g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+  g_assert_cmpint(n, ==, 3);
+  g_assert_true(f->recompute);
+  TpCost *c = costs(1, 2.5);
+  TpSim *a = tp_sim_run(f, c, &err), *b = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  TpMetrics *ma = tp_metrics_compute(a), *mb = tp_metrics_compute(b);
+  g_assert_cmpfloat(fabs(ma->makespan - 40.5), <, 1e-9);
+  g_assert_cmpfloat(fabs(ma->t_minibatch - 13.5), <, 1e-9);
+  g_assert_cmpfloat(fabs(mb->makespan - 49.5), <, 1e-9);
+  g_assert_cmpfloat(fabs(mb->t_minibatch - 16.5), <, 1e-9);
+  tp_metrics_free(ma), tp_metrics_free(mb);
+  tp_sim_free(a), tp_sim_free(b);
+  tp_cost_free(c);
+  c = costs(2, 2.5);
+  g_autoptr(TpSchedule) s2 = tpt_preset("timeprest", 2, 4, 1);
+  s2->recompute = TRUE;
+  g_autoptr(TpSchedule) f2 = tp_schedule_fuse_forwards(s2, &n, &err);
+  g_assert_cmpint(n, ==, 1);
+  TpSim *sim = tp_sim_run(f2, c, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(fabs(sim->makespan - 26.5), <, 1e-9);
+  tp_sim_free(sim);
+  g_autoptr(TpSchedule) s5 = tpt_preset("timeprest", 2, 4, 5);
+  s5->recompute = TRUE;
+  g_autoptr(TpSchedule) f5 = tp_schedule_fuse_forwards(s5, &n, &err);
+  g_assert_cmpint(n, ==, 1);
+  sim = tp_sim_run(f5, c, &err);
+  g_assert_no_error(err);
+  for (int st = 0; st < 2; st++)
+    for (int k = 0; k < tp_stage_len(f5, st); k++) {
+      const TpOp *op = &tp_stage_ops(f5, st)[k];
+      long g = sim->ix->off[st] + k;
+      if (op->kind == TP_OP_B)
+        g_assert_cmpfloat(fabs(sim->end[g] - sim->start[g] - (op->mb == 1 ? 10.5 : 12)), <, 1e-9);
+    }
+  tp_sim_free(sim);
+  tp_cost_free(c);
+}
+
+/* The staleness histogram counts what every sample read: a whole forward reads for its N
+ * micro-batches, each the version the unfused forwards read, so a fused schedule's histogram is the
+ * unfused one's (costed orders, all mini-batches fused; unit slots, mini-batch 1). */
+static void test_staleness(void)
+{
+  GError *err = NULL;
+  const char *const nf1b[] = { "timeprest", "v-timeprest", "i-timeprest" };
+  for (size_t p = 0; p < G_N_ELEMENTS(nf1b); p++)
+    for (int costed = 0; costed < 2; costed++) {
+      const TpPreset *pr = tp_preset_find(nf1b[p]);
+      TpCost *c = costs(4, 2.5);
+      g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 4, 4, 12, FALSE, c, &err)
+                                       : tpt_preset(nf1b[p], 4, 4, 12);
+      g_assert_no_error(err);
+      int n = 0;
+      g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+      g_assert_nonnull(f);
+      g_assert_cmpint(n, >=, 1);
+      TpSim *a = tp_sim_run(s, c, &err), *b = tp_sim_run(f, c, &err);
+      g_assert_no_error(err);
+      TpMetrics *ma = tp_metrics_compute(a), *mb = tp_metrics_compute(b);
+      long reads = 0;
+      g_assert_cmpuint(ma->staleness->len, ==, mb->staleness->len);
+      for (guint d = 0; d < ma->staleness->len; d++) {
+        g_assert_cmpint(g_array_index(mb->staleness, long, d), ==, g_array_index(ma->staleness, long, d));
+        reads += g_array_index(ma->staleness, long, d);
+      }
+      g_assert_cmpint(reads, ==, 4 * 12 * (4 + 1)); /* per stage and mini-batch: N forwards, one backward */
+      tp_metrics_free(ma), tp_metrics_free(mb);
+      tp_sim_free(a), tp_sim_free(b);
+      tp_cost_free(c);
+    }
+}
+
+/* A model without dropout, 7 layers split 4 + 3; and one with a dropout layer on each stage, 9
+ * layers split 4 + 5 (a whole forward draws its mask block by block, each block of B/N rows from
+ * its micro-batch's seed, so that the masks are the unfused forwards'). */
 static const char plain_model[] = "name plain\ninput 1 28 28\ndataset 60000\nflatten\nlinear 256\nrelu\n"
                                   "linear 256\nrelu\nlinear 10\nsoftmax_ce\n";
+static const char dropout_model[] = "name dropout\ninput 1 28 28\ndataset 60000\nflatten\nlinear 256\nrelu\ndropout\n"
+                                    "linear 256\nrelu\ndropout\nlinear 10\nsoftmax_ce\n";
 
 /* Fused and unfused runs of one schedule end with the same weights within float rounding (each row
  * of a product is the same sum whatever rows are beside it; OpenBLAS may block B rows differently
- * from B/N), read the versions the schedule names, and store the same activations at the peak. */
+ * from B/N), read the versions the schedule names, and store the same activations at the peak —
+ * with dropout too, and recomputing (a backward after a whole forward re-runs it with the same
+ * masks). */
 static void test_train(gconstpointer name)
 {
-  g_autofree char *path = tpt_tmp_path("model");
-  g_assert_true(g_file_set_contents(path, plain_model, -1, NULL));
-  GError *err = NULL;
-  g_autoptr(TpModel) model = tp_model_load(path, &err);
-  g_assert_no_error(err);
-  tpt_tmp_remove(path);
   const TpPreset *pr = tp_preset_find(name);
   TpCost *c = costs(2, 0);
-  for (int costed = 0; costed < 2; costed++) {
-    g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, FALSE, c, &err)
-                                     : tpt_preset(name, 2, 4, 8);
+  for (int dropout = 0; dropout < 2; dropout++) {
+    g_autofree char *path = tpt_tmp_path("model");
+    g_assert_true(g_file_set_contents(path, dropout ? dropout_model : plain_model, -1, NULL));
+    GError *err = NULL;
+    g_autoptr(TpModel) model = tp_model_load(path, &err);
     g_assert_no_error(err);
-    int n = 0;
-    g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
-    g_assert_nonnull(f);
-    g_assert_cmpint(n, ==, costed ? 8 : 1);
-    const int bounds[] = { 0, 4, 7 };
-    TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = 2, .N = 4, .batch = BATCH, .be = tp_backend_cpu(),
-                            .train = data, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7,
-                            .timeout_s = 60 };
-    TpRunResult r1, r2;
-    size_t n1, n2;
-    float *w1 = tpt_train(&cfg, s, &r1, &n1), *w2 = tpt_train(&cfg, f, &r2, &n2);
-    g_assert_cmpuint(n1, ==, n2);
-    double d = tpt_rel_diff(w2, w1, n1);
-    g_test_message("%s (%s order): fused vs not, relative difference %g", (const char *)name,
-                   costed ? "costed" : "unit-slot", d);
-    if (!(d <= 1e-5))
-      g_error("%s: the fused forwards' weights differ by %g (relative)", (const char *)name, d);
-    g_assert_true(r1.versions_match && r2.versions_match);
-    for (int st = 0; st < 2; st++)
-      g_assert_cmpint(r1.stats[st].peak[TP_MEMCAT_ACTIVATIONS], ==, r2.stats[st].peak[TP_MEMCAT_ACTIVATIONS]);
-    tp_run_result_clear(&r1), tp_run_result_clear(&r2);
-    g_free(w1), g_free(w2);
+    tpt_tmp_remove(path);
+    for (int rc = 0; rc < 2; rc++)
+      for (int costed = 0; costed < 2; costed++) {
+        g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, rc, c, &err)
+                                         : tpt_preset(name, 2, 4, 8);
+        g_assert_no_error(err);
+        s->recompute = rc;
+        int n = 0;
+        g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+        g_assert_nonnull(f);
+        g_assert_cmpint(n, ==, costed ? 8 : 1);
+        g_assert_true(f->recompute == rc);
+        const int bounds[] = { 0, 4, dropout ? 9 : 7 };
+        TpRuntimeConfig cfg = { .model = model, .bounds = bounds, .W = 2, .N = 4, .batch = BATCH,
+                                .be = tp_backend_cpu(), .train = data, .lr = 0.05f, .momentum = 0.9f,
+                                .weight_decay = 1e-4f, .seed = 7, .timeout_s = 60 };
+        TpRunResult r1, r2;
+        size_t n1, n2;
+        float *w1 = tpt_train(&cfg, s, &r1, &n1), *w2 = tpt_train(&cfg, f, &r2, &n2);
+        g_assert_cmpuint(n1, ==, n2);
+        double d = tpt_rel_diff(w2, w1, n1);
+        g_test_message("%s (%s order%s%s): fused vs not, relative difference %g", (const char *)name,
+                       costed ? "costed" : "unit-slot", dropout ? ", dropout" : "", rc ? ", recompute" : "", d);
+        if (!(d <= 1e-6))
+          g_error("%s (%s order%s%s): the fused forwards' weights differ by %g (relative)", (const char *)name,
+                  costed ? "costed" : "unit-slot", dropout ? ", dropout" : "", rc ? ", recompute" : "", d);
+        g_assert_true(r1.versions_match && r2.versions_match);
+        for (int st = 0; st < 2; st++)
+          g_assert_cmpint(r1.stats[st].peak[TP_MEMCAT_ACTIVATIONS], ==, r2.stats[st].peak[TP_MEMCAT_ACTIVATIONS]);
+        tp_run_result_clear(&r1), tp_run_result_clear(&r2);
+        g_free(w1), g_free(w2);
+      }
   }
   tp_cost_free(c);
 }
@@ -321,6 +419,8 @@ int main(int argc, char **argv)
   data = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
   g_test_add_func("/fuse/rule", test_rule);
   g_test_add_func("/fuse/simulator", test_simulator);
+  g_test_add_func("/fuse/simulator/recompute", test_simulator_recompute);
+  g_test_add_func("/fuse/staleness", test_staleness);
   static const char *const presets[] = { "timeprest", "v-timeprest", "i-timeprest" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
     g_autofree char *path = g_strdup_printf("/fuse/train/%s", presets[i]);

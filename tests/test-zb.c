@@ -64,12 +64,12 @@ static void test_split_costs(void)
   g_assert_no_error(err);
   TpOp i = { .kind = TP_OP_I, .mb = 1, .micro = 0 }, w = { .kind = TP_OP_W, .mb = 1, .micro = 0 },
        b = { .kind = TP_OP_B, .mb = 1, .micro = 0 };
-  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &i), ==, 1.5);
-  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &w), ==, 1.5);
-  g_assert_cmpfloat(tp_sim_op_time(c2, s, 0, &i), ==, 1.5);
-  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &i), ==, 1);
-  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &w), ==, 2);
-  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &b), ==, 3);
+  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &i, FALSE), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c1, s, 1, &w, FALSE), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 0, &i, FALSE), ==, 1.5);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &i, FALSE), ==, 1);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &w, FALSE), ==, 2);
+  g_assert_cmpfloat(tp_sim_op_time(c2, s, 1, &b, FALSE), ==, 3);
   g_assert_null(tp_cost_parse(bad, sizeof bad - 1, "bad", 2, &err));
   g_assert_nonnull(strstr(err->message, "backward_input 3 is not less than backward 3"));
   g_assert_null(strchr(err->message, '\n'));
