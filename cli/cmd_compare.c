@@ -91,8 +91,12 @@ static void table(Row *rows, int n, long long dataset, GString *out)
   for (int i = 0; i < n && !ref; i++)
     if (!rows[i].skip)
       ref = &rows[i];
-  if (!ref)
+  if (!ref) { /* every preset refused: each one's reason */
+    g_string_append(out, "compare: no preset could be computed\n\n");
+    for (int i = 0; i < n; i++)
+      g_string_append_printf(out, "%-16s %s\n", rows[i].p->name, rows[i].skip);
     return;
+  }
   const TpCost *c = ref->c;
   const TpSchedule *s = ref->s;
   gboolean unit = c->unit;
@@ -323,10 +327,18 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     g_autoptr(TpModel) m = tp_model_load(co.model, NULL);
     dataset = m ? m->dataset : 0;
   }
+  const Row *computed = NULL;
+  for (int i = 0; i < n && !computed; i++)
+    computed = rows[i].skip ? NULL : &rows[i];
   if (ok) {
     g_autoptr(GString) out = g_string_new(NULL);
     (fmt ? csv : table)(rows, n, dataset, out);
     ok = tp_cli_emit(output, out, err);
+  }
+  if (ok && !computed) { /* the rows say why; a comparison with nothing in it is no success */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no preset could be computed%s (%s: %s)",
+                fmt ? "" : ", every row says why", rows[0].p->name, rows[0].skip + strlen("n/a: "));
+    ok = FALSE;
   }
   for (int i = 0; i < n; i++) {
     tp_metrics_free(rows[i].m);

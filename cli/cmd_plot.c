@@ -25,6 +25,10 @@ static void event_label(const TpEventRow *r, gboolean letters, gboolean versions
 /* Pixels a label of n characters needs in the timeline's label fonts (8 and 7 points), with a margin. */
 #define LABEL_PX(n) (6.5 * (n) + 4)
 
+/* The most a row of the timeline's data takes: y, start, end, kind, version, height and a label of
+ * at most 47 bytes, quoted. */
+#define TIMELINE_ROW_BYTES 128
+
 /* Rows "y x0 x1 kind series halfh label" for one event list; a forward's or backward's label only
  * when labels_on and it fits its box at px pixels per unit of time.  Returns the labels written. */
 static long timeline_rows(GArray *ev, int series, int nseries, int lanes, double min_half, int labels_on, double px,
@@ -122,6 +126,12 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     }
   } else if (ok && (ok = tp_cli_run_simulate(&r, err))) {
     const TpSchedule *s = r.s;
+    /* the event rows, then the picture's data text (at most TIMELINE_ROW_BYTES a row) */
+    ok = tp_memory_check("drawing the timeline", s->W, s->N, s->K,
+                         tp_events_bytes(r.sim) + tp_memory_grown(2LL * r.sim->n_ops * TIMELINE_ROW_BYTES), err);
+  }
+  if (ok && !events) {
+    const TpSchedule *s = r.s;
     sim_ev = tp_events_from_sim(r.sim, r.m);
     const char *pn = tp_preset_name(s->order, s->policy);
     what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), s->W, s->N,
@@ -155,6 +165,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
     int labels_on = !no_labels && labelled > 0 && (labels || boxes <= 400);
     g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
+    tp_string_reserve(data, (long long)(sim_ev->len + (meas_ev ? meas_ev->len : 0)) * TIMELINE_ROW_BYTES);
     gboolean unit = r.c ? r.c->unit : FALSE;
     int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
     double px = (width - 200) / xmax; /* the plot's pixels per unit of time, less the margins */

@@ -254,8 +254,17 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
   TpProfileLinks links = { 0 };
   gboolean root = TRUE;
   ok = ok && (!mpi || measure_links(m, sizes, reps, &links, &root, err));
+  int top = ok ? g_array_index(sizes, int, sizes->len - 1) : 0;
+  if (ok && root) {
+    /* each size is profiled on its own: the largest holds what training holds at that batch, and
+     * the synthetic samples (a byte per input element) with their classes' patterns */
+    TpDataShape shape = tp_data_shape_of(m);
+    long long dim = (long long)shape.channels * shape.rows * shape.cols;
+    g_autofree char *what = g_strdup_printf("profiling %s at micro-batches of %d", m->name, top);
+    ok = tp_memory_check(what, 0, 0, 0, tp_model_train_bytes(m, top) + (MAX(top, 64) + shape.classes) * dim, err);
+  }
   if (ok && root) { /* the other ranks' part is done */
-    int L = tp_model_n_layers(m), top = g_array_index(sizes, int, sizes->len - 1);
+    int L = tp_model_n_layers(m);
     TpDataShape shape = tp_data_shape_of(m);
     g_autoptr(TpDataset) data = tp_dataset_synthetic_shaped(MAX(top, 64), &shape, (guint32)seed);
     g_autoptr(TpProfile) p = tp_profile_new(L, (int)sizes->len);

@@ -37,12 +37,18 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order-from slots: schedule uses a cost model only to fix the order on it");
     ok = FALSE;
   }
-  /* the text held before it is written: about 40 (grid, with its replay), 32 (csv) or 96 (json)
-   * bytes per operation */
+  /* the text held before it is written: about 32 (csv), 96 (json) or 16 (torch) bytes per operation,
+   * sized once (GLib rounds a GString's capacity up to a power of two) so that it does not grow
+   * through copies; the grid checks its own size once replayed (about 40 bytes per operation) */
   static const long long text_bytes[] = { 40, 32, 96, 16 };
-  ok = ok && tp_memory_check("writing the schedule", s->W, s->N, s->K, tp_schedule_n_ops(s) * text_bytes[fmt], err);
+  long long need = ok ? tp_schedule_n_ops(s) * text_bytes[fmt] : 0;
+  need = fmt ? tp_memory_grown(need) : need;
+  ok = ok && tp_memory_check(fmt ? "writing the schedule" : "replaying the schedule for its grid", s->W, s->N, s->K,
+                             need, err);
   if (ok) {
     g_autoptr(GString) text = g_string_new(NULL);
+    if (fmt)
+      tp_string_reserve(text, need);
     if (fmt == 0)
       ok = tp_format_grid(s, text, err);
     else if (fmt == 1)

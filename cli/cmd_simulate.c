@@ -37,19 +37,25 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
   const char *flags[] = { "--csv", "--trace", "-o" }, *paths[] = { csv, trace, output };
   ok = ok && tp_cli_check_outputs(3, flags, paths, err) && tp_cli_run_simulate(&r, err);
-  /* the events CSV (about 96 bytes per operation) and the trace (about 512) are held before written */
-  long long ops = ok ? tp_schedule_n_ops(r.s) : 0;
-  ok = ok && (!csv || tp_memory_check("writing the events CSV", r.s->W, r.s->N, r.s->K, ops * 96, err)) &&
-       (!trace || tp_memory_check("writing the trace", r.s->W, r.s->N, r.s->K, ops * 512, err));
+  /* the events CSV (about 96 bytes per operation, written from the event rows) and the trace (about
+   * 512) are held before written, each sized once (a power of two: tp_memory_grown) so that it does
+   * not grow through copies */
+  long long ops = ok ? tp_schedule_n_ops(r.s) : 0, csv_bytes = tp_memory_grown(ops * 96),
+            trace_bytes = tp_memory_grown(ops * 512);
+  ok = ok && (!csv || tp_memory_check("writing the events CSV", r.s->W, r.s->N, r.s->K,
+                                      csv_bytes + tp_events_bytes(r.sim), err)) &&
+       (!trace || tp_memory_check("writing the trace", r.s->W, r.s->N, r.s->K, trace_bytes, err));
   if (ok) { /* every output is staged first: all of them are written, or none */
     g_autoptr(TpOutputs) out = tp_outputs_new();
     g_autoptr(GString) text = g_string_new(NULL);
     if (csv) {
+      tp_string_reserve(text, csv_bytes);
       tp_report_events_csv(r.sim, r.m, text);
       ok = tp_outputs_add_text(out, csv, text, err);
       g_string_truncate(text, 0);
     }
     if (ok && trace) {
+      tp_string_reserve(text, trace_bytes);
       tp_trace_json(r.sim, r.m, text);
       ok = tp_outputs_add_text(out, trace, text, err);
       g_string_truncate(text, 0);

@@ -299,10 +299,10 @@ gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const
   return ok;
 }
 
-gboolean tp_cli_emit(const char *path, const GString *text, GError **err)
+gboolean tp_cli_emit(const char *path, GString *text, GError **err)
 {
   g_autoptr(TpOutputs) o = tp_outputs_new();
-  return tp_outputs_add(o, path, text->str, text->len, err) && tp_outputs_commit(o, err);
+  return tp_outputs_add_text(o, path, text, err) && tp_outputs_commit(o, err);
 }
 
 /* ---- cost model options ------------------------------------------------------------------- */

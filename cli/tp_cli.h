@@ -116,7 +116,8 @@ gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const
 gboolean tp_cli_check_output(const char *path, GError **err);
 
 /* Write text to path atomically (nothing half-written), or to stdout for NULL or "-" (see tp_output.h;
- * a command with several outputs stages them all in one TpOutputs). */
-gboolean tp_cli_emit(const char *path, const GString *text, GError **err);
+ * a command with several outputs stages them all in one TpOutputs).  Text written to standard output
+ * or a device is taken over, not copied: text is then left empty. */
+gboolean tp_cli_emit(const char *path, GString *text, GError **err);
 
 #endif

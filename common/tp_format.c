@@ -17,11 +17,23 @@ gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
   g_autoptr(TpIndex) ix = NULL;
   int64_t *start, *end;
   gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
+  int64_t span = 0;
+  long long bytes = 0;
   if (ok) {
     long total = ix->off[s->W];
-    int64_t span = 0;
     for (long g = 0; g < total; g++)
       span = MAX(span, end[g]);
+    /* a token per slot of every stage: at most "I" or "W", the mini-batch, the micro-batch (".27" when
+     * wide), "b", and a space; the text is sized once, so that it does not grow through copies */
+    char num[2][24];
+    int tok = 1 + snprintf(num[0], sizeof num[0], "%d", s->K) +
+              (s->N > 26 ? 1 + snprintf(num[1], sizeof num[1], "%d", s->N) : 1) + 1 + 1;
+    bytes = (long long)out->len + (long long)s->W * span * tok + 1;
+    ok = tp_memory_check("writing the grid", s->W, s->N, s->K,
+                         tp_memory_grown(bytes) + span * (long long)sizeof(long), err);
+  }
+  if (ok) {
+    tp_string_reserve(out, bytes);
     long *slot = g_new(long, span); /* global op index per slot of one stage, -1 idle */
     for (int st = 0; st < s->W; st++) {
       for (int64_t t = 0; t < span; t++)

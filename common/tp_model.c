@@ -355,3 +355,13 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
     return NULL;
   return tp_model_parse(text, len, tp_input_name(path), err);
 }
+
+long long tp_model_train_bytes(const TpModel *m, int batch)
+{
+  long long need = 0;
+  for (int i = 0; i < tp_model_n_layers(m); i++) {
+    const TpLayer *ly = tp_model_layer(m, i);
+    need += 4 * (4 * ly->params + (long long)batch * ly->out_elems);
+  }
+  return need;
+}

@@ -299,8 +299,9 @@ gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, 
   const char *source = "allowed by TP_MEMORY_LIMIT";
   if (!g_getenv("TP_MEMORY_LIMIT") || !*g_getenv("TP_MEMORY_LIMIT"))
     (void)memory_left(&source);
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "W=%d, N=%d, K=%d: %s needs about %s of memory, %s %s", W, N, K, what,
-              bytes_text(n, need), bytes_text(a, avail), source);
+  g_autofree char *size = W > 0 ? g_strdup_printf("W=%d, N=%d, K=%d: ", W, N, K) : g_strdup("");
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s needs about %s of memory, %s %s", size, what, bytes_text(n, need),
+              bytes_text(a, avail), source);
   return FALSE;
 }
 
@@ -333,13 +334,32 @@ gboolean tp_schedule_has_split(const TpSchedule *s)
   return FALSE;
 }
 
+long long tp_memory_grown(long long bytes)
+{
+  long long cap = 16;
+  while (cap < bytes && cap < G_MAXINT64 / 2)
+    cap <<= 1;
+  return cap;
+}
+
+void tp_string_reserve(GString *s, long long bytes)
+{
+  gsize len = s->len;
+  if (bytes > (long long)len + 1) {
+    g_string_set_size(s, (gsize)bytes - 1);
+    g_string_truncate(s, len);
+  }
+}
+
 long long tp_generate_bytes(TpOrder o, int W, int N, int K)
 {
-  long long ops = W * tp_stage_ops_count(o, N, K), keys = (long long)W * ((long long)K * (N + 1) + 1);
-  /* operations (20 B), producers (4 B) and the replay's start and end (16 B) per operation; the
-   * index's forward and backward positions per key; the slot orders' forward ends */
-  return ops * (long long)(sizeof(TpOp) + 4 + 16) + keys * 8 + (long long)W * (K + 1) * 4 +
-         (o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC ? (long long)W * K * N * 4 : 0);
+  long long per_stage = tp_stage_ops_count(o, N, K), ops = W * per_stage,
+            keys = (long long)W * ((long long)K * (N + 1) + 1);
+  /* each stage's operations (20 B each, in a GArray: its capacity a power of two), producers (4 B)
+   * and the replay's start and end (16 B) per operation; the index's forward, backward and weight
+   * positions per key and update positions per mini-batch; the slot orders' forward ends */
+  return W * tp_memory_grown(per_stage * (long long)sizeof(TpOp)) + ops * (4 + 16) + keys * 12 +
+         (long long)W * (K + 1) * 4 + (o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC ? (long long)W * K * N * 4 : 0);
 }
 
 TpSchedule *tp_schedule_new(TpOrder o, TpPolicy p, int W, int N, int K)

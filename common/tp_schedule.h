@@ -168,8 +168,14 @@ gboolean tp_size_check(int W, int N, int K, GError **err);
  * memory.limit_in_bytes) leaves; -1 when TP_MEMORY_LIMIT is not understood. */
 long long tp_memory_available(void);
 /* Refuse, before allocating, a step that needs `need` bytes while less is available: one
- * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available". */
+ * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available" (without the
+ * sizes when W is 0). */
 gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err);
+/* Bytes a GArray or GString holding `bytes` takes: GLib rounds its capacity up to a power of two. */
+long long tp_memory_grown(long long bytes);
+/* Give s, once, the capacity for `bytes` (tp_memory_grown(bytes) of memory) so that text appended up
+ * to that size is not copied as it grows. */
+void tp_string_reserve(GString *s, long long bytes);
 /* Bytes generating (order, index, replay, versions, validation) a W, N, K schedule takes at peak. */
 long long tp_generate_bytes(TpOrder o, int W, int N, int K);
 /* Operations per stage of a generated schedule of order o. */

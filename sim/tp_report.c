@@ -225,6 +225,11 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append(out, "\n  ]\n}\n");
 }
 
+long long tp_events_bytes(const TpSim *sim)
+{
+  return tp_memory_grown(2LL * sim->n_ops * (long long)sizeof(TpEventRow));
+}
+
 GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
 {
   const TpSchedule *s = sim->s;

@@ -17,5 +17,7 @@ void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out);
  * of each operation; a measured timeline's own versions where it has them), times on the run's
  * clock (t0 added). */
 GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m);
+/* Bytes tp_events_from_sim's rows take: room for two (an operation and its transfer) per operation. */
+long long tp_events_bytes(const TpSim *sim);
 
 #endif

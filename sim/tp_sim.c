@@ -152,12 +152,12 @@ long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
   for (int st = 0; st < s->W; st++)
     widest = MAX(widest, (long long)tp_stage_len(s, st));
   long long keys = (long long)s->W * ((long long)s->K * (s->N + 1) + 1);
-  /* the schedule (20 B per operation); index: producers, consumers (8 B), positions per key and
+  /* the schedule (20 B per operation); index: producers, consumers (8 B), positions per key (12 B) and
    * per update; start, end, transfer start and end (32 B); arrivals (1 B); queued messages (16 B,
    * none on unit costs); the metrics' latest versions (4 B) and, per thread, one stage's memory
    * changes (about six of 16 B per operation); and the program itself */
   int threads = s->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)s->W / 8);
-  return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + (c->unit ? 0 : 16) + 4) + keys * 8 +
+  return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + (c->unit ? 0 : 16) + 4) + keys * 12 +
          (long long)s->W * (s->K + 1) * 4 + (widest * 6 + 2LL * s->K + 2) * 16 * threads + (8LL << 20);
 }
 

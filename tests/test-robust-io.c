@@ -20,26 +20,66 @@ static TptRun run_limited(const char *kb, const char *cmd)
 }
 
 /* 2. Out of memory by the process's own limit (ulimit -v): refused or failed in one line, never an
- * abort in GLib's allocator. */
+ * abort in GLib's allocator.  Each command checks what it holds: the schedule and its simulation,
+ * every preset of a comparison, a timeline's rows and picture data, a schedule's text (a GString's
+ * capacity is a power of two), a profile's largest micro-batch. */
 static void test_memory_limit(void)
 {
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *svg = g_build_filename(root, "t.svg", NULL);
+  g_autofree char *plot = g_strdup_printf("plot timeline -w 10 -n 10 -k 30000 -o '%s'", svg);
   struct {
-    const char *cmd, *want;
+    const char *kb, *cmd, *want;
   } cases[] = {
-    { "simulate -w 10 -n 10 -k 900000", "address-space limit" },
-    { "train -w 2 -k 2 -m vgg16-imagenet --batch 32 --data synthetic:100 --quiet", "address-space limit" },
+    { "2000000", "simulate -w 10 -n 10 -k 900000", "address-space limit" },
+    { "2000000", "train -w 2 -k 2 -m vgg16-imagenet --batch 32 --data synthetic:100 --quiet", "address-space limit" },
+    { "400000", "compare -w 10 -n 10 -k 30000", "address-space limit" },
+    { "400000", "schedule -w 10 -n 10 -k 30000 --format csv", "address-space limit" },
+    { "900000", plot, "drawing the timeline needs about" },
+    { "2000000", "profile -m vgg16-imagenet --micro-batch-sizes 32 -r 1",
+      "profiling vgg16-imagenet at micro-batches of 32 needs about" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-    TptRun r = run_limited("2000000", cases[i].cmd);
+    TptRun r = run_limited(cases[i].kb, cases[i].cmd);
     if (strstr(r.err, "Sanitizer")) {
       g_test_skip("a sanitizer build needs an unlimited address space");
       tpt_run_clear(&r);
+      tpt_rm_tree(root);
       return;
     }
     g_test_message("%s: status %d, stderr: %s", cases[i].cmd, r.status, r.err);
     g_assert_cmpint(r.status, ==, 2);
     g_assert_cmpint(tpt_lines(r.err), ==, 1);
     g_assert_nonnull(strstr(r.err, cases[i].want));
+    tpt_run_clear(&r);
+  }
+  g_assert_false(g_file_test(svg, G_FILE_TEST_EXISTS));
+  tpt_rm_tree(root);
+}
+
+/* 2. The memory a step needs, against TP_MEMORY_LIMIT: a schedule's JSON text counts the power of two
+ * its GString grows to (346 MB of text take 512 MB); a comparison where every preset is refused
+ * says why for each and fails, instead of printing nothing with exit 0. */
+static void test_memory_limit_env(void)
+{
+  TptRun r = tpt_run_shell("TP_MEMORY_LIMIT=400M exec \"$TP\" schedule -w 10 -n 10 -k 30000 --format json");
+  g_test_message("schedule: status %d, stderr: %s", r.status, r.err);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "writing the schedule needs about 537 MB of memory"));
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
+  for (int csv = 0; csv < 2; csv++) {
+    g_autofree char *cmd = g_strdup_printf("TP_MEMORY_LIMIT=1G exec \"$TP\" compare -w 10 -n 10 -k 900000%s",
+                                           csv ? " --format csv" : "");
+    r = tpt_run_shell(cmd);
+    g_test_message("compare: status %d, stderr: %s", r.status, r.err);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, "no preset could be computed"));
+    g_assert_nonnull(strstr(r.err, "needs about"));
+    if (!csv) /* every preset's row, with its reason */
+      g_assert_nonnull(strstr(r.out, "pipedream        n/a: W=10, N=10, K=900000: generating the schedule needs about"));
     tpt_run_clear(&r);
   }
 }
@@ -436,6 +476,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robust-io/memory-limit", test_memory_limit);
+  g_test_add_func("/robust-io/memory-limit-env", test_memory_limit_env);
   g_test_add_func("/robust-io/fifo-inputs", test_fifo_inputs);
   g_test_add_func("/robust-io/output-collisions", test_output_collisions);
   g_test_add_func("/robust-io/byte-names", test_byte_names);

@@ -263,11 +263,7 @@ gboolean tp_train_setup(Train *t, GError **err)
   }
   /* the least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
    * mini-batch's activations), checked against the memory left before any of it is allocated */
-  long long need = 0;
-  for (int i = 0; i < L; i++) {
-    const TpLayer *ly = tp_model_layer(t->model, i);
-    need += 4 * (4 * ly->params + (long long)c->batch * ly->out_elems);
-  }
+  long long need = tp_model_train_bytes(t->model, c->batch);
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
     return FALSE;
