@@ -3,13 +3,13 @@
 #include "config.h"
 #include "tp_cli.h"
 #include "tp_error.h"
+#include "tp_backend.h"
 
 #include <errno.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct {
@@ -57,64 +57,13 @@ static void check_stdout(void)
   _exit(1);
 }
 
-/* OpenBLAS's: joins its worker threads (it starts them again when a product needs them). */
-int blas_thread_shutdown_(void);
-
-static GMutex blas_lock;
-static GCond blas_cond;
-static gboolean blas_joined;
-
-static gpointer blas_join(gpointer data)
-{
-  (void)data;
-  blas_thread_shutdown_();
-  g_mutex_lock(&blas_lock);
-  blas_joined = TRUE;
-  g_cond_signal(&blas_cond);
-  g_mutex_unlock(&blas_lock);
-  return NULL;
-}
-
-/* OpenBLAS starts its worker threads as it loads, and each maps its buffer (128 MB) when it first
- * runs, at a moment of its own.  Under an address-space or data limit (ulimit -v, -d) a memory
- * check would read a size growing behind it and allow an allocation that then fails, so the
- * threads are joined first; one that cannot map its buffer under the limit retries forever, and
- * then the limit is refused here instead of the program hanging. */
-static void blas_settle(void)
-{
-  const int res[] = { RLIMIT_AS, RLIMIT_DATA };
-  const char *flag[] = { "-v", "-d" };
-  int limited = -1;
-  for (int i = 0; i < 2 && limited < 0; i++) {
-    struct rlimit rl;
-    if (getrlimit(res[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-      limited = i;
-  }
-  if (limited < 0)
-    return;
-  GThread *t = g_thread_try_new("blas-join", blas_join, NULL, NULL);
-  if (!t)
-    return;
-  gint64 until = g_get_monotonic_time() + 5 * G_TIME_SPAN_SECOND;
-  g_mutex_lock(&blas_lock);
-  while (!blas_joined && g_cond_wait_until(&blas_cond, &blas_lock, until))
-    ;
-  gboolean joined = blas_joined;
-  g_mutex_unlock(&blas_lock);
-  if (!joined) {
-    struct rlimit rl;
-    getrlimit(res[limited], &rl);
-    fprintf(stderr, "timeprest: OpenBLAS cannot map its threads' buffers under the %s limit (ulimit %s %llu): "
-                    "raise it\n", limited ? "data" : "address-space", flag[limited],
-            (unsigned long long)rl.rlim_cur / 1024);
-    _exit(2);
-  }
-  g_thread_join(t);
-}
-
 int main(int argc, char **argv)
 {
-  blas_settle();
+  GError *settle = NULL;
+  if (!tp_backend_cpu_settle(&settle)) { /* before anything reads the process's size */
+    fprintf(stderr, "timeprest: %s\n", settle->message);
+    _exit(2); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
+  }
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
   atexit(check_stdout);
   if (argc < 2) {

@@ -209,6 +209,14 @@ void tp_backend_stages_free(TpBackend **be, int W);
  * stage's GEMMs must stay on that stage's core. */
 const TpBackend *tp_backend_cpu(void);
 
+/* OpenBLAS starts its worker threads as it loads, and each maps its buffer (128 MB) when it first
+ * runs, at a moment of its own.  Under an address-space or data limit (ulimit -v, -d) a memory
+ * check would read a size growing behind it and allow an allocation that then fails, so this joins
+ * them (OpenBLAS starts them again when a product needs them); one that cannot map its buffer under
+ * the limit retries forever, and then the limit is refused (FALSE, TP_ERROR_INPUT) instead of the
+ * program hanging.  TRUE at once without such a limit.  Called first thing by the program. */
+gboolean tp_backend_cpu_settle(GError **err);
+
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value
  * depends only on (seed, stream, index) — never on the order of calls, the stage split or the device.
  * The CUDA kernels (exec/cuda/) call these same functions, so dropout masks agree bit for bit. */

@@ -10,6 +10,7 @@
 #include "tp_error.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,4 +152,55 @@ TpBackend *tp_cpu_instance(int device, GError **err)
 const TpBackend *tp_backend_cpu(void)
 {
   return tp_cpu_instance(0, NULL);
+}
+
+/* OpenBLAS's: joins its worker threads (it starts them again when a product needs them). */
+int blas_thread_shutdown_(void);
+
+static GMutex blas_lock;
+static GCond blas_cond;
+static gboolean blas_joined;
+
+static gpointer blas_join(gpointer data)
+{
+  (void)data;
+  blas_thread_shutdown_();
+  g_mutex_lock(&blas_lock);
+  blas_joined = TRUE;
+  g_cond_signal(&blas_cond);
+  g_mutex_unlock(&blas_lock);
+  return NULL;
+}
+
+gboolean tp_backend_cpu_settle(GError **err)
+{
+  const int res[] = { RLIMIT_AS, RLIMIT_DATA };
+  const char *flag[] = { "-v", "-d" };
+  int limited = -1;
+  for (int i = 0; i < 2 && limited < 0; i++) {
+    struct rlimit rl;
+    if (getrlimit(res[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      limited = i;
+  }
+  if (limited < 0)
+    return TRUE;
+  GThread *t = g_thread_try_new("blas-join", blas_join, NULL, NULL);
+  if (!t)
+    return TRUE;
+  gint64 until = g_get_monotonic_time() + 5 * G_TIME_SPAN_SECOND;
+  g_mutex_lock(&blas_lock);
+  while (!blas_joined && g_cond_wait_until(&blas_cond, &blas_lock, until))
+    ;
+  gboolean joined = blas_joined;
+  g_mutex_unlock(&blas_lock);
+  if (!joined) {
+    struct rlimit rl;
+    getrlimit(res[limited], &rl);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "OpenBLAS cannot map its threads' buffers under the %s limit "
+                "(ulimit %s %llu): raise it", limited ? "data" : "address-space", flag[limited],
+                (unsigned long long)rl.rlim_cur / 1024);
+    return FALSE; /* the blocked thread is left: the process ends */
+  }
+  g_thread_join(t);
+  return TRUE;
 }
