@@ -8,6 +8,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <sys/resource.h>
 
 typedef struct {
   TpOrder o;
@@ -99,11 +100,22 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
   sw.errs = g_new0(GError *, sw.cells);
   if (threads <= 0)
     threads = (int)g_get_num_processors();
+  /* under an address-space or data limit every byte mapped counts, the heap a cell keeps for the
+   * next and each thread's malloc arena included, while each cell's own check sees the others'
+   * cells as used: one thread, and freed memory given back, so that a sweep whose largest cell fits
+   * runs whole instead of refusing cells partway */
+  struct rlimit as, data;
+  gboolean limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+                     (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+  if (limited)
+    threads = 1;
 #ifdef __GLIBC__
   /* every cell allocates and frees arrays of a few megabytes: keep them in the heap for the next
    * cell instead of mapping fresh (zeroed) pages each time */
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (!limited) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
 #endif
   threads = (int)MIN((long)threads, sw.cells);
   threads = (int)MAX(1, MIN((long long)threads, avail / MAX(cell_bytes, 1)));

@@ -54,6 +54,12 @@ static void test_memory_limit(void)
     tpt_run_clear(&r);
   }
   g_assert_false(g_file_test(svg, G_FILE_TEST_EXISTS));
+  /* a validate sweep whose cells fit one at a time runs whole under the limit (on one thread, its
+   * freed memory given back) instead of refusing cells partway or aborting */
+  TptRun r = run_limited("300000", "validate -w 40-52 -n 56-64");
+  g_test_message("validate: status %d, stderr: %s", r.status, r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
   tpt_rm_tree(root);
 }
 
