@@ -261,7 +261,8 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     TpDataShape shape = tp_data_shape_of(m);
     long long dim = (long long)shape.channels * shape.rows * shape.cols;
     g_autofree char *what = g_strdup_printf("profiling %s at micro-batches of %d", m->name, top);
-    ok = tp_memory_check(what, 0, 0, 0, tp_model_train_bytes(m, top) + (MAX(top, 64) + shape.classes) * dim, err);
+    ok = tp_memory_check(what, 0, 0, 0, tp_model_train_bytes(m, top) + (MAX(top, 64) + shape.classes) * dim +
+                                          tp_backend_threads_address_bytes(be, threads), err);
   }
   if (ok && root) { /* the other ranks' part is done */
     int L = tp_model_n_layers(m);

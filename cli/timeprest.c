@@ -60,7 +60,7 @@ static void check_stdout(void)
 int main(int argc, char **argv)
 {
   GError *settle = NULL;
-  if (!tp_backend_cpu_settle(&settle)) { /* before anything reads the process's size */
+  if (!tp_backend_cpu_settle(argv, &settle)) { /* before anything reads the process's size */
     fprintf(stderr, "timeprest: %s\n", settle->message);
     _exit(2); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
   }

@@ -263,6 +263,17 @@ static long long memory_left(const char **source)
   return best;
 }
 
+gboolean tp_memory_address_limited(void)
+{
+  const int res[] = { RLIMIT_AS, RLIMIT_DATA };
+  for (int i = 0; i < 2; i++) {
+    struct rlimit rl;
+    if (getrlimit(res[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 long long tp_memory_available(void)
 {
   const char *env = g_getenv("TP_MEMORY_LIMIT");

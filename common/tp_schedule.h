@@ -167,6 +167,9 @@ gboolean tp_size_check(int W, int N, int K, GError **err);
  * data limits (RLIMIT_AS, RLIMIT_DATA) leave and what its cgroup's memory limit (v2 memory.max, v1
  * memory.limit_in_bytes) leaves; -1 when TP_MEMORY_LIMIT is not understood. */
 long long tp_memory_available(void);
+/* Whether this process runs under an address-space or data limit (ulimit -v or -d): every byte it
+ * maps counts there, reserved or not. */
+gboolean tp_memory_address_limited(void);
 /* Refuse, before allocating, a step that needs `need` bytes while less is available: one
  * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available" (without the
  * sizes when W is 0). */

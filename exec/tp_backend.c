@@ -6,6 +6,7 @@
 #include "tp_backend.h"
 #include "tp_cpu.h"
 #include "tp_error.h"
+#include "tp_schedule.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
 #endif
@@ -143,4 +144,11 @@ const TpBackend *tp_backend_get(const char *name, GError **err)
   TpBackend *be = e ? e->shared : NULL;
   g_mutex_unlock(&lock);
   return be;
+}
+
+long long tp_backend_threads_address_bytes(const TpBackend *be, int threads)
+{
+  if (!tp_memory_address_limited())
+    return 0;
+  return (long long)threads * ((64LL << 20) + (long long)be->iface->thread_bytes);
 }

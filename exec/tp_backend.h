@@ -53,6 +53,9 @@ struct TpBackendIface {
    * use on its device (after any synchronisation, every allocation of every process included) and
    * the device's total, FALSE where it has no device memory to report. */
   const char *(*get_name)(const TpBackend *be);
+  /* address space each host thread that runs the backend's operations maps for itself the first time
+   * (OpenBLAS's buffer for cpu; 0 where none): what an address-space limit must leave room for */
+  size_t thread_bytes;
   void (*release)(TpBackend *be);
   gboolean (*sync)(const TpBackend *be, GError **err);
   int (*device)(const TpBackend *be);
@@ -137,6 +140,10 @@ static inline int tp_backend_device(const TpBackend *be)
 {
   return be->iface->device(be);
 }
+/* Address space `threads` host threads running be's operations take beyond the data: under an
+ * address-space or data limit each maps be's thread_bytes and glibc's arena for itself (64 MiB
+ * reserved); 0 without such a limit, where reservations cost nothing. */
+long long tp_backend_threads_address_bytes(const TpBackend *be, int threads);
 static inline gboolean tp_backend_host_memory(const TpBackend *be)
 {
   return be->iface->host_memory(be);
@@ -211,11 +218,13 @@ const TpBackend *tp_backend_cpu(void);
 
 /* OpenBLAS starts its worker threads as it loads, and each maps its buffer (128 MB) when it first
  * runs, at a moment of its own.  Under an address-space or data limit (ulimit -v, -d) a memory
- * check would read a size growing behind it and allow an allocation that then fails, so this joins
- * them (OpenBLAS starts them again when a product needs them); one that cannot map its buffer under
- * the limit retries forever, and then the limit is refused (FALSE, TP_ERROR_INPUT) instead of the
- * program hanging.  TRUE at once without such a limit.  Called first thing by the program. */
-gboolean tp_backend_cpu_settle(GError **err);
+ * check would read a size growing behind it and allow an allocation that then fails, so the
+ * program (argv) starts again with OPENBLAS_NUM_THREADS=1 where no thread count was chosen;
+ * otherwise the threads are joined (OpenBLAS starts them again when a product needs them), and one
+ * that cannot map its buffer under the limit retries forever, so the limit is then refused (FALSE,
+ * TP_ERROR_INPUT) instead of the program hanging.  TRUE at once without such a limit.  Called first
+ * thing by the program. */
+gboolean tp_backend_cpu_settle(char **argv, GError **err);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value
  * depends only on (seed, stream, index) — never on the order of calls, the stage split or the device.

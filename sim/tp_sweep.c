@@ -8,7 +8,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <sys/resource.h>
 
 typedef struct {
   TpOrder o;
@@ -104,9 +103,7 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
    * next and each thread's malloc arena included, while each cell's own check sees the others'
    * cells as used: one thread, and freed memory given back, so that a sweep whose largest cell fits
    * runs whole instead of refusing cells partway */
-  struct rlimit as, data;
-  gboolean limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
-                     (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+  gboolean limited = tp_memory_address_limited();
   if (limited)
     threads = 1;
 #ifdef __GLIBC__

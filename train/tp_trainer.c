@@ -264,6 +264,10 @@ gboolean tp_train_setup(Train *t, GError **err)
   /* the least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
    * mini-batch's activations), checked against the memory left before any of it is allocated */
   long long need = tp_model_train_bytes(t->model, c->batch);
+  /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
+   * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
+  int threads = (c->transport == TP_TRAIN_LOCAL ? t->W : 1) + 1 + MAX(c->threads - 1, 0);
+  need += tp_backend_threads_address_bytes(be, threads);
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
     return FALSE;

@@ -11,6 +11,7 @@
 
 #include <cblas.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,7 @@ static gboolean cpu_memory(const TpBackend *be, guint64 *peak, guint64 *total)
 
 static const TpBackendIface cpu_iface = {
   .get_name = cpu_name,
+  .thread_bytes = (size_t)128 << 20, /* OpenBLAS's per-thread buffer (BUFFER_SIZE, x86_64 builds) */
   .release = cpu_release,
   .sync = cpu_sync,
   .device = cpu_device,
@@ -172,7 +174,7 @@ static gpointer blas_join(gpointer data)
   return NULL;
 }
 
-gboolean tp_backend_cpu_settle(GError **err)
+gboolean tp_backend_cpu_settle(char **argv, GError **err)
 {
   const int res[] = { RLIMIT_AS, RLIMIT_DATA };
   const char *flag[] = { "-v", "-d" };
@@ -184,6 +186,13 @@ gboolean tp_backend_cpu_settle(GError **err)
   }
   if (limited < 0)
     return TRUE;
+  /* OpenBLAS reads its thread count as it loads: the program starts again with one (no worker
+   * threads, nothing mapped behind the checks; train --threads asks for more where it wants them),
+   * unless the user chose a count */
+  if (!g_getenv("OPENBLAS_NUM_THREADS") && !g_getenv("OMP_NUM_THREADS") && !g_getenv("GOTO_NUM_THREADS")) {
+    g_setenv("OPENBLAS_NUM_THREADS", "1", TRUE);
+    execv("/proc/self/exe", argv); /* returns only where it cannot: then the threads are joined */
+  }
   GThread *t = g_thread_try_new("blas-join", blas_join, NULL, NULL);
   if (!t)
     return TRUE;
