@@ -139,6 +139,9 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
   }
   if (ok && measured)
     ok = (meas_ev = tp_events_load(measured, err)) != NULL;
+  if (ok && events) /* the picture's data text of the rows read (a simulation's was checked with it) */
+    ok = tp_memory_check("drawing the timeline", 0, 0, 0,
+                         tp_memory_grown(2LL * (sim_ev->len + (meas_ev ? meas_ev->len : 0)) * TIMELINE_ROW_BYTES), err);
   /* a file of transfers alone (or of nothing) has no operation to draw */
   ok = ok && (!events || has_operations(sim_ev, events, err)) && (!meas_ev || has_operations(meas_ev, measured, err));
   if (ok) {

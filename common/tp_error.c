@@ -182,7 +182,7 @@ gboolean tp_parse_bytes(const char *text, double lo, double *out, GError **err)
   g_autofree char *num = g_strndup(text ? text : "", u && *u ? n - 1 : n);
   double x = 0;
   if (tp_parse_double(num, 0, hi, &x, NULL)) {
-    x *= u && *u ? pow(1024, (double)(u - units + 1)) : 1;
+    x = floor(x * (u && *u ? pow(1024, (double)(u - units + 1)) : 1)); /* whole bytes */
     if (x >= lo && x <= hi) {
       *out = x;
       return TRUE;

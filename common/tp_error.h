@@ -71,7 +71,8 @@ gboolean tp_parse_int(const char *text, int lo, int hi, int *out, GError **err);
  * (TP_ERROR_INPUT, without a location) says the range and quotes the text. */
 gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GError **err);
 /* A number of bytes in [lo, 2^60]: a decimal number by tp_parse_double's rule, then at most one of
- * K, M, G, T (powers of 1024, either case) — "12G", "1.5e9", "512k".  The error as above. */
+ * K, M, G, T (powers of 1024, either case) — "12G", "1.5e9", "512k" — rounded down to whole bytes.
+ * The error as above. */
 gboolean tp_parse_bytes(const char *text, double lo, double *out, GError **err);
 
 /* User text for a message, in single quotes: control and non-UTF-8 bytes escaped (\n, \xNN),

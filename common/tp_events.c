@@ -4,7 +4,9 @@
 #include "tp_keyfile.h"
 #include "tp_schedule.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *const tp_ev_kind_names[TP_N_EV_KINDS] = { "F", "B", "U", "send-act", "send-grad", "I", "W" };
 
@@ -118,6 +120,15 @@ GArray *tp_events_parse(const char *text, const char *name, GError **err)
 GArray *tp_events_load(const char *path, GError **err)
 {
   g_autofree char *text = NULL;
+  GStatBuf st;
+  /* a regular file's size says what parsing holds: the text, its lines, a row per line (30 bytes
+   * a line at the least); what a pipe brings is bounded by the reader alone */
+  if (strcmp(path, "-") != 0 && g_stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+    long long n = (long long)st.st_size;
+    g_autofree char *what = g_strdup_printf("reading %s", tp_input_name(path));
+    if (!tp_memory_check(what, 0, 0, 0, 2 * n + tp_memory_grown(n / 30 * (long long)sizeof(TpEventRow)), err))
+      return NULL;
+  }
   if (!tp_read_file_max(path, "events file", tp_max_schedule_bytes(), &text, NULL, err))
     return NULL;
   return tp_events_parse(text, tp_input_name(path), err);

@@ -279,7 +279,7 @@ long long tp_memory_available(void)
   const char *env = g_getenv("TP_MEMORY_LIMIT");
   if (env && *env) {
     double v = 0;
-    return tp_parse_bytes(env, 0, &v, NULL) ? (long long)v : -1;
+    return tp_parse_bytes(env, 1, &v, NULL) ? (long long)v : -1;
   }
   const char *source;
   return memory_left(&source);

@@ -162,7 +162,7 @@ gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err);
 /* Whether W, N, K are in range and the schedule stays below TP_MAX_OPS operations. */
 gboolean tp_size_check(int W, int N, int K, GError **err);
 
-/* Memory a run may use, in bytes: TP_MEMORY_LIMIT when set (bytes, or with a K, M or G suffix),
+/* Memory a run may use, in bytes: TP_MEMORY_LIMIT when set (bytes, or with a K, M, G or T suffix),
  * else the least of the kernel's MemAvailable (or free pages), what the process's address-space and
  * data limits (RLIMIT_AS, RLIMIT_DATA) leave and what its cgroup's memory limit (v2 memory.max, v1
  * memory.limit_in_bytes) leaves; -1 when TP_MEMORY_LIMIT is not understood. */
