@@ -262,12 +262,32 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
   return TRUE;
 }
 
-gboolean tp_cli_check_output(const char *path, GError **err)
+gboolean tp_cli_check_output(const char *path, int n_in, const TpCliInput *inputs, GError **err)
 {
-  return tp_cli_check_outputs(1, (const char *const[]){ "-o" }, (const char *const[]){ path }, err);
+  return tp_cli_check_outputs(1, (const char *const[]){ "-o" }, (const char *const[]){ path }, n_in, inputs, err);
 }
 
-gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err)
+void tp_cli_run_inputs(const TpCliSchedule *so, const TpCliCost *co, TpCliInput in[TP_CLI_RUN_INPUTS])
+{
+  in[0] = (TpCliInput){ "-i", so->input, NULL };
+  in[1] = (TpCliInput){ "-c", co->cost, NULL };
+  in[2] = (TpCliInput){ "-m", co->model, ".model" };
+  in[3] = (TpCliInput){ "--cluster", co->cluster, ".cluster" };
+  in[4] = (TpCliInput){ "--profile", co->profile, NULL };
+}
+
+/* The regular file an input names, for comparing with the outputs; FALSE when it names none here. */
+static gboolean input_file(const TpCliInput *in, GStatBuf *st)
+{
+  if (!in->path || !*in->path || strcmp(in->path, "-") == 0)
+    return FALSE;
+  if (in->ext && !strchr(in->path, '/') && !g_str_has_suffix(in->path, in->ext))
+    return FALSE; /* a name looked up elsewhere */
+  return g_stat(in->path, st) == 0 && S_ISREG(st->st_mode);
+}
+
+gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
+                              const TpCliInput *inputs, GError **err)
 {
   char **canon = g_new0(char *, n + 1);
   gboolean ok = TRUE;
@@ -293,6 +313,20 @@ gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const
                   flags[i], flags[j], q);
       ok = FALSE;
     }
+  /* an output written over an input (-o m.model -m m.model) would lose what the run reads */
+  for (int j = 0; j < n_in && ok; j++) {
+    GStatBuf in, out;
+    if (!input_file(&inputs[j], &in))
+      continue;
+    for (int i = 0; i < n && ok; i++) {
+      if (!canon[i] || g_stat(canon[i], &out) != 0 || out.st_dev != in.st_dev || out.st_ino != in.st_ino)
+        continue;
+      g_autofree char *q = tp_quote(paths[i]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; an output cannot overwrite an input",
+                  flags[i], inputs[j].flag, q);
+      ok = FALSE;
+    }
+  }
   for (int i = 0; i < n; i++)
     g_free(canon[i]);
   g_free(canon);
