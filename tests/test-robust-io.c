@@ -432,6 +432,32 @@ static void test_messages(void)
   tpt_rm_tree(root);
 }
 
+/* An option's value that is not UTF-8 (GOption converts string options and, failing, names neither
+ * the option nor the value) is refused naming its flag, in every form a flag takes its value, even
+ * after a file name that is bytes. */
+static void test_not_utf8_values(void)
+{
+  struct {
+    const char *const *args;
+    const char *want;
+  } cases[] = {
+    { (const char *[]){ "plan", "-m", "mlp", "--cluster", "A", "--memory-limit", "1\xffG", NULL },
+      "--memory-limit: '1\\xFFG' is not UTF-8 text" },
+    { (const char *[]){ "train", "--fuse-forwards", "o\xffn", NULL }, "--fuse-forwards: 'o\\xFFn' is not UTF-8" },
+    { (const char *[]){ "schedule", "-s", "x\xff", NULL }, "-s: 'x\\xFF' is not UTF-8" },
+    { (const char *[]){ "profile", "--transport", "m\xff", NULL }, "--transport: 'm\\xFF' is not UTF-8" },
+    { (const char *[]){ "schedule", "-w", "2", "--preset=x\xff", NULL }, "--preset: 'x\\xFF' is not UTF-8" },
+    { (const char *[]){ "simulate", "-m", "m\xfe.model", "--cluster", "A", "-s", "t\xff", NULL },
+      "-s: 't\\xFF' is not UTF-8" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run(cases[i].args);
+    g_test_message("case %zu: %s", i, r.err);
+    assert_refused(&r, cases[i].want);
+    tpt_run_clear(&r);
+  }
+}
+
 /* 20. plot convergence on a train --csv log draws its tenth-of-an-epoch training rows and its
  * per-epoch rows as separate series (not one curve that jumps at each epoch). */
 static void test_convergence_series(void)
@@ -549,6 +575,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust-io/steady-state-text", test_steady_state_text);
   g_test_add_func("/robust-io/require", test_require);
   g_test_add_func("/robust-io/messages", test_messages);
+  g_test_add_func("/robust-io/not-utf8-values", test_not_utf8_values);
   g_test_add_func("/robust-io/convergence-series", test_convergence_series);
   g_test_add_func("/robust-io/timeline-labels", test_timeline_labels);
   g_test_add_func("/robust-io/gzip-messages", test_gzip_messages);
