@@ -239,7 +239,11 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     "Example: timeprest compare --model vgg16-tinyimagenet --cluster C -n 4 --batch 128");
   static const char *const formats[] = { "table", "csv", NULL };
   int fmt = 0;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_cli_check_output(output, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
+  TpCliInput in[TP_CLI_RUN_INPUTS];
+  if (!tp_cli_parse(ctx, &argc, &argv, err))
+    goto fail;
+  tp_cli_run_inputs(&o, &co, in);
+  if (!tp_cli_check_output(output, TP_CLI_RUN_INPUTS, in, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
     goto fail;
   if (o.preset || o.order || o.policy) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "compare runs every preset: drop -s, --order and --policy");

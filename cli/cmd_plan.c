@@ -354,7 +354,10 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   g_autoptr(TpModel) m = NULL;
   g_autoptr(TpCluster) c = NULL;
   g_autoptr(TpProfile) prof = NULL;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_cli_check_output(o.output, err);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
+  const TpCliInput in[] = { { "-m", o.model, ".model" }, { "--cluster", o.cluster, ".cluster" },
+                            { "--profile", o.profile, NULL } };
+  ok = ok && tp_cli_check_output(o.output, (int)G_N_ELEMENTS(in), in, err);
   if (ok && !o.model) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: give the model to plan for");
     ok = FALSE;

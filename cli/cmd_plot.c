@@ -116,6 +116,11 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
   g_autoptr(GArray) meas_ev = NULL;
   g_autofree char *what = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err);
+  TpCliInput in[TP_CLI_RUN_INPUTS + 2];
+  tp_cli_run_inputs(&r.so, &r.co, in);
+  in[TP_CLI_RUN_INPUTS] = (TpCliInput){ "-e", events, NULL };
+  in[TP_CLI_RUN_INPUTS + 1] = (TpCliInput){ "--measured", measured, NULL };
+  ok = ok && tp_cli_check_output(output, (int)G_N_ELEMENTS(in), in, err);
   if (ok && events) {
     if (r.so.preset || r.so.order || r.so.input || r.co.cost || r.co.model || r.co.order_from || r.co.costed_order) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--events: the file gives the timeline; drop the schedule and cost options");
@@ -223,7 +228,10 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot memory -s pipedream --model vgg16-tinyimagenet --cluster C "
                                         "-n 4 --batch 128 -o memory.png");
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err) && tp_cli_run_simulate(&r, err);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err);
+  TpCliInput in[TP_CLI_RUN_INPUTS];
+  tp_cli_run_inputs(&r.so, &r.co, in);
+  ok = ok && tp_cli_check_output(output, TP_CLI_RUN_INPUTS, in, err) && tp_cli_run_simulate(&r, err);
   if (ok) {
     const TpSchedule *s = r.s;
     const TpCost *c = r.c;
@@ -366,6 +374,12 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot convergence -i timeprest.csv -i pipedream.csv -o conv.png");
   if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err))
+    return FALSE;
+  int n_in = inputs ? (int)g_strv_length(inputs) : 0;
+  g_autofree TpCliInput *in = g_new(TpCliInput, n_in + 1);
+  for (int i = 0; i < n_in; i++)
+    in[i] = (TpCliInput){ "-i", inputs[i], NULL };
+  if (!tp_cli_check_output(output, n_in, in, err))
     return FALSE;
   if (!inputs || !inputs[0]) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: give at least one training log");

@@ -232,7 +232,9 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     "mpirun -np R, the links between the R ranks are measured first and written too; rank 0 profiles the layers.\n\n"
     "Example: timeprest profile --model mlp-deep --batch 128 -o mlp-deep.profile\n"
     "         mpirun -np 2 timeprest profile --model mlp-deep --transport mpi -o mlp-deep.profile");
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_cli_check_output(o.output, err);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
+  const TpCliInput in[] = { { "-m", o.model, ".model" } };
+  ok = ok && tp_cli_check_output(o.output, (int)G_N_ELEMENTS(in), in, err);
   static const char *const transports[] = { "local", "mpi", NULL };
   int reps = 5, seed = 1, mpi = 0, threads = 1;
   g_autoptr(GArray) sizes = NULL;

@@ -30,7 +30,10 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
   int fmt = 0;
   TpSchedule *s = NULL;
   TpCost *c = NULL;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_cli_check_output(output, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
+  TpCliInput in[TP_CLI_RUN_INPUTS];
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
+  tp_cli_run_inputs(&o, &co, in); /* the files as parsed */
+  ok = ok && tp_cli_check_output(output, TP_CLI_RUN_INPUTS, in, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
   gboolean costs = co.cost || co.model || co.cluster || co.costed_order || co.order_from;
   ok = ok && (costs ? tp_cli_build_all(&o, &co, &s, &c, err) : (s = tp_cli_schedule_build(&o, err)) != NULL);
   if (ok && (co.cost || co.model) && !tp_cli_order_on_costs(&co)) {

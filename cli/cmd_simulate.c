@@ -36,7 +36,9 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
   int fmt = 0;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
   const char *flags[] = { "--csv", "--trace", "-o" }, *paths[] = { csv, trace, output };
-  ok = ok && tp_cli_check_outputs(3, flags, paths, err) && tp_cli_run_simulate(&r, err);
+  TpCliInput in[TP_CLI_RUN_INPUTS];
+  tp_cli_run_inputs(&r.so, &r.co, in);
+  ok = ok && tp_cli_check_outputs(3, flags, paths, TP_CLI_RUN_INPUTS, in, err) && tp_cli_run_simulate(&r, err);
   /* the events CSV (about 96 bytes per operation, written from the event rows) and the trace (about
    * 512) are held before written, each sized once (a power of two: tp_memory_grown) so that it does
    * not grow through copies */

@@ -80,7 +80,7 @@ gboolean tp_cmd_validate(int argc, char **argv, GError **err)
   static const char *const formats[] = { "table", "tsv", NULL };
   int fmt = 0, range[4];
   const TpPreset *p = NULL;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_cli_check_output(output, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_cli_check_output(output, 0, NULL, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
     return FALSE;
   g_autoptr(GArray) rows = tp_cli_sweep(wr, nr, preset, 100000, &p, range, err);
   if (!rows)

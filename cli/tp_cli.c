@@ -242,12 +242,72 @@ TpSchedule *tp_cli_schedule_build(const TpCliSchedule *o, GError **err)
   return s;
 }
 
+/* GOption converts a string option's value to UTF-8 and, failing, names neither the option nor the
+ * value.  A file name may be bytes (GOption does not convert it): the value is the first argument
+ * not UTF-8 that, with the arguments before it alone, fails the same way (every option set by such a
+ * parse is undone, an unknown option closing it).  It is named with its flag: --flag=VALUE, or the
+ * argument before it (--flag VALUE, -x VALUE; of -abc, -c), or -xVALUE. */
+static gboolean fails_at(GOptionContext *ctx, char **args, int k)
+{
+  char **a = g_new0(char *, k + 3);
+  memcpy(a, args, sizeof *a * (size_t)(k + 1));
+  a[k + 1] = (char *)"--\x01"; /* no option's name: the parse ends in an error, its changes undone */
+  int n = k + 2;
+  char **v = a;
+  GError *e = NULL;
+  gboolean ok = g_option_context_parse(ctx, &n, &v, &e);
+  gboolean at = !ok && e->domain == G_CONVERT_ERROR;
+  g_clear_error(&e);
+  g_free(a);
+  return at;
+}
+
+static void not_utf8(GOptionContext *ctx, char **args, int n, GError **err)
+{
+  int k = 1, first = 0;
+  for (; k < n && strcmp(args[k], "--") != 0; k++) {
+    if (g_utf8_validate(args[k], -1, NULL))
+      continue;
+    first = first ? first : k;
+    if (fails_at(ctx, args, k))
+      break;
+  }
+  if (k >= n || strcmp(args[k], "--") == 0)
+    k = first;
+  if (!k) {
+    g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, "an option's value is not UTF-8 text (only file names may be bytes)");
+    return;
+  }
+  const char *a = args[k], *prev = k > 1 ? args[k - 1] : "", *eq = strchr(a, '=');
+  g_autofree char *flag = NULL;
+  const char *value = a;
+  if (g_str_has_prefix(a, "--") && eq)
+    flag = g_strndup(a, (gsize)(eq - a)), value = eq + 1;
+  else if (g_str_has_prefix(prev, "--") && prev[2] && !strchr(prev, '='))
+    flag = g_strdup(prev);
+  else if (prev[0] == '-' && prev[1] && prev[1] != '-')
+    flag = g_strdup_printf("-%c", prev[strlen(prev) - 1]);
+  else if (a[0] == '-' && a[1] && a[1] != '-')
+    flag = g_strdup_printf("-%c", a[1]), value = a + 2;
+  g_autofree char *q = tp_quote(value);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s%s is not UTF-8 text (only file names may be bytes)",
+              flag ? flag : "", flag ? ": " : "", q);
+}
+
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err)
 {
   GError *e = NULL;
+  int n = *argc;
+  g_auto(GStrv) args = g_new0(char *, n + 1); /* as given: GOption may rearrange argv */
+  for (int i = 0; i < n; i++)
+    args[i] = g_strdup((*argv)[i]);
   if (!g_option_context_parse(ctx, argc, argv, &e)) {
-    g_autofree char *one = tp_one_line(e->message); /* GOption quotes the argument as given */
-    g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, one);
+    if (e->domain == G_CONVERT_ERROR) {
+      not_utf8(ctx, args, n, err);
+    } else {
+      g_autofree char *one = tp_one_line(e->message); /* GOption quotes the argument as given */
+      g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, one);
+    }
     g_error_free(e);
     return FALSE;
   }
@@ -262,12 +322,32 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
   return TRUE;
 }
 
-gboolean tp_cli_check_output(const char *path, GError **err)
+gboolean tp_cli_check_output(const char *path, int n_in, const TpCliInput *inputs, GError **err)
 {
-  return tp_cli_check_outputs(1, (const char *const[]){ "-o" }, (const char *const[]){ path }, err);
+  return tp_cli_check_outputs(1, (const char *const[]){ "-o" }, (const char *const[]){ path }, n_in, inputs, err);
 }
 
-gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err)
+void tp_cli_run_inputs(const TpCliSchedule *so, const TpCliCost *co, TpCliInput in[TP_CLI_RUN_INPUTS])
+{
+  in[0] = (TpCliInput){ "-i", so->input, NULL };
+  in[1] = (TpCliInput){ "-c", co->cost, NULL };
+  in[2] = (TpCliInput){ "-m", co->model, ".model" };
+  in[3] = (TpCliInput){ "--cluster", co->cluster, ".cluster" };
+  in[4] = (TpCliInput){ "--profile", co->profile, NULL };
+}
+
+/* The regular file an input names, for comparing with the outputs; FALSE when it names none here. */
+static gboolean input_file(const TpCliInput *in, GStatBuf *st)
+{
+  if (!in->path || !*in->path || strcmp(in->path, "-") == 0)
+    return FALSE;
+  if (in->ext && !strchr(in->path, '/') && !g_str_has_suffix(in->path, in->ext))
+    return FALSE; /* a name looked up elsewhere */
+  return g_stat(in->path, st) == 0 && S_ISREG(st->st_mode);
+}
+
+gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
+                              const TpCliInput *inputs, GError **err)
 {
   char **canon = g_new0(char *, n + 1);
   gboolean ok = TRUE;
@@ -293,6 +373,20 @@ gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const
                   flags[i], flags[j], q);
       ok = FALSE;
     }
+  /* an output written over an input (-o m.model -m m.model) would lose what the run reads */
+  for (int j = 0; j < n_in && ok; j++) {
+    GStatBuf in, out;
+    if (!input_file(&inputs[j], &in))
+      continue;
+    for (int i = 0; i < n && ok; i++) {
+      if (!canon[i] || g_stat(canon[i], &out) != 0 || out.st_dev != in.st_dev || out.st_ino != in.st_ino)
+        continue;
+      g_autofree char *q = tp_quote(paths[i]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; an output cannot overwrite an input",
+                  flags[i], inputs[j].flag, q);
+      ok = FALSE;
+    }
+  }
   for (int i = 0; i < n; i++)
     g_free(canon[i]);
   g_free(canon);

@@ -106,14 +106,27 @@ gboolean tp_cli_silent_rank(GError **err);
 /* Parse argv with ctx; no positional arguments allowed. */
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
 
-/* The n output files of a command, paths[i] given by flags[i] (NULL: not given; "-": standard
- * output), checked before any work: a usage error when one is empty or two name the same regular
- * file (by name, or an existing file by identity; a device or FIFO may take several). */
-gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, GError **err);
+/* An input file of a command for tp_cli_check_outputs: given by flag (NULL path: not given).  With
+ * ext (".model", ".cluster"), a value without '/' that does not end in ext is a name the loader looks
+ * up elsewhere (-m mlp), not a file here. */
+typedef struct {
+  const char *flag, *path, *ext;
+} TpCliInput;
 
-/* The one output file of a command, -o PATH (NULL: not given): tp_cli_check_outputs of it alone,
- * so that an empty name is refused before any work. */
-gboolean tp_cli_check_output(const char *path, GError **err);
+/* The n output files of a command, paths[i] given by flags[i] (NULL: not given; "-": standard
+ * output), checked before any work: a usage error when one is empty, two name the same regular
+ * file (by name, or an existing file by identity; a device or FIFO may take several), or one names
+ * a regular file among the n_in inputs. */
+gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
+                              const TpCliInput *inputs, GError **err);
+
+/* The one output file of a command, -o PATH (NULL: not given): tp_cli_check_outputs of it alone
+ * against the n_in inputs, so that an empty name or an input's is refused before any work. */
+gboolean tp_cli_check_output(const char *path, int n_in, const TpCliInput *inputs, GError **err);
+
+/* The input files of the schedule and cost options (-i, -c, -m, --cluster, --profile), into in. */
+#define TP_CLI_RUN_INPUTS 5
+void tp_cli_run_inputs(const TpCliSchedule *so, const TpCliCost *co, TpCliInput in[TP_CLI_RUN_INPUTS]);
 
 /* Write text to path atomically (nothing half-written), or to stdout for NULL or "-" (see tp_output.h;
  * a command with several outputs stages them all in one TpOutputs).  Text written to standard output

@@ -18,13 +18,15 @@ static char *beside(const char *trace, const char *what)
   return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
 }
 
-gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, GError **err)
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *model,
+                                const char *schedule, const char *data, GError **err)
 {
   g_autofree char *plan = trace ? beside(trace, "schedule") : NULL;
   g_autofree char *pred = trace ? beside(trace, "predicted") : NULL;
   const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };
   const char *paths[] = { csv, trace, plan, pred, output };
-  return tp_cli_check_outputs(G_N_ELEMENTS(paths), flags, paths, err);
+  const TpCliInput in[] = { { "-m", model, ".model" }, { "--schedule", schedule, NULL }, { "--data", data, NULL } };
+  return tp_cli_check_outputs(G_N_ELEMENTS(paths), flags, paths, (int)G_N_ELEMENTS(in), in, err);
 }
 
 /* ---- reports ------------------------------------------------------------------------------------- */

@@ -13,8 +13,9 @@ typedef struct {
 } TpTrainOutputs;
 
 /* Before the run: the outputs' names checked (none empty, no file named twice, the trace's files
- * beside it included); TP_ERROR_INPUT naming the flags. */
-gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, GError **err);
+ * beside it included, none the model, schedule or data file read); TP_ERROR_INPUT naming the flags. */
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *model,
+                                const char *schedule, const char *data, GError **err);
 
 /* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */
 gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err);

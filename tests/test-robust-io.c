@@ -191,6 +191,63 @@ static void test_output_collisions(void)
     g_assert_false(g_file_test(run_plan, G_FILE_TEST_EXISTS));
     tpt_run_clear(&r);
   }
+  /* an output naming an input file (by its name, another spelling or a hard link) is refused before
+   * anything runs, the input left as it was (a model and a cluster that would run) */
+  const char *src = g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".";
+  g_autofree char *mlp_file = g_build_filename(src, "models", "mlp.model", NULL);
+  g_autofree char *a_file = g_build_filename(src, "models", "clusters", "A.cluster", NULL);
+  g_autofree char *mlp_text = NULL, *a_text = NULL;
+  g_assert_true(g_file_get_contents(mlp_file, &mlp_text, NULL, NULL));
+  g_assert_true(g_file_get_contents(a_file, &a_text, NULL, NULL));
+  const char *text = "an input the run reads\n";
+  g_autofree char *model = g_build_filename(root, "m.model", NULL), *cluster = g_build_filename(root, "a.cluster", NULL);
+  g_autofree char *cost = g_build_filename(root, "c.cost", NULL), *sched = g_build_filename(root, "s.csv", NULL);
+  g_autofree char *png = g_build_filename(root, "p.png", NULL), *png2 = g_build_filename(root, ".", "p.png", NULL);
+  g_autofree char *hard = g_build_filename(root, "link.csv", NULL), *dmodel = g_build_filename(root, ".", "m.model", NULL);
+  const char *files[] = { model, cluster, cost, sched, run_plan, png };
+  const char *held[] = { mlp_text, a_text, text, text, text, text };
+  for (size_t i = 0; i < G_N_ELEMENTS(files); i++)
+    g_assert_true(g_file_set_contents(files[i], held[i], -1, NULL));
+  g_assert_cmpint(link(sched, hard), ==, 0);
+  struct {
+    const char *const *args;
+    const char *want;
+  } inputs[] = {
+    { (const char *[]){ "profile", "-m", model, "-r", "1", "-b", "2", "-o", model, NULL }, "-o and -m: both name" },
+    { (const char *[]){ "plan", "-m", model, "-o", model, NULL }, "-o and -m: both name" },
+    { (const char *[]){ "plan", "--cluster", cluster, "-o", cluster, NULL }, "-o and --cluster: both name" },
+    { (const char *[]){ "simulate", "-c", cost, "-o", cost, NULL }, "-o and -c: both name" },
+    { (const char *[]){ "simulate", "-i", sched, "-o", hard, NULL }, "-o and -i: both name" },
+    { (const char *[]){ "schedule", "-i", sched, "-o", sched, NULL }, "-o and -i: both name" },
+    { (const char *[]){ "compare", "-m", model, "--cluster", "A", "-o", dmodel, NULL }, "-o and -m: both name" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "-m", model, "-o", model, NULL }, "-o and -m: both name" },
+    { (const char *[]){ "train", "-k", "2", "--quiet", "-m", model, "--csv", dmodel, NULL }, "--csv and -m: both name" },
+    { (const char *[]){ "train", "--quiet", "--schedule", sched, "--trace", sched, NULL }, "--trace and --schedule" },
+    { (const char *[]){ "train", "--quiet", "--schedule", run_plan, "--trace", run, NULL }, "--trace and --schedule" },
+    { (const char *[]){ "plot", "convergence", "-i", png, "-o", png, NULL }, "-o and -i: both name" },
+    { (const char *[]){ "plot", "timeline", "-e", png, "-o", png2, NULL }, "-o and -e: both name" },
+    { (const char *[]){ "plot", "timeline", "--measured", png, "-o", png, NULL }, "-o and --measured: both name" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(inputs); i++) {
+    TptRun r = tpt_run(inputs[i].args);
+    g_test_message("input case %zu: %s", i, r.err);
+    assert_refused(&r, inputs[i].want);
+    g_assert_nonnull(strstr(r.err, "an output cannot overwrite an input"));
+    for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+      g_autofree char *now = NULL;
+      g_assert_true(g_file_get_contents(files[f], &now, NULL, NULL));
+      g_assert_cmpstr(now, ==, held[f]);
+    }
+    tpt_run_clear(&r);
+  }
+  /* a model given by name is read from the models directory, not from the file of that name here */
+  g_autofree char *mlp = g_build_filename(root, "mlp", NULL), *qroot = g_shell_quote(root);
+  g_assert_true(g_file_set_contents(mlp, text, -1, NULL));
+  g_autofree char *script = g_strdup_printf("cd %s && \"$TP\" simulate -m mlp --cluster A -w 2 -o mlp", qroot);
+  TptRun r = tpt_run_shell(script);
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
   tpt_rm_tree(root);
 }
 
@@ -396,6 +453,32 @@ static void test_messages(void)
   tpt_rm_tree(root);
 }
 
+/* An option's value that is not UTF-8 (GOption converts string options and, failing, names neither
+ * the option nor the value) is refused naming its flag, in every form a flag takes its value, even
+ * after a file name that is bytes. */
+static void test_not_utf8_values(void)
+{
+  struct {
+    const char *const *args;
+    const char *want;
+  } cases[] = {
+    { (const char *[]){ "plan", "-m", "mlp", "--cluster", "A", "--memory-limit", "1\xffG", NULL },
+      "--memory-limit: '1\\xFFG' is not UTF-8 text" },
+    { (const char *[]){ "train", "--fuse-forwards", "o\xffn", NULL }, "--fuse-forwards: 'o\\xFFn' is not UTF-8" },
+    { (const char *[]){ "schedule", "-s", "x\xff", NULL }, "-s: 'x\\xFF' is not UTF-8" },
+    { (const char *[]){ "profile", "--transport", "m\xff", NULL }, "--transport: 'm\\xFF' is not UTF-8" },
+    { (const char *[]){ "schedule", "-w", "2", "--preset=x\xff", NULL }, "--preset: 'x\\xFF' is not UTF-8" },
+    { (const char *[]){ "simulate", "-m", "m\xfe.model", "--cluster", "A", "-s", "t\xff", NULL },
+      "-s: 't\\xFF' is not UTF-8" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    TptRun r = tpt_run(cases[i].args);
+    g_test_message("case %zu: %s", i, r.err);
+    assert_refused(&r, cases[i].want);
+    tpt_run_clear(&r);
+  }
+}
+
 /* 20. plot convergence on a train --csv log draws its tenth-of-an-epoch training rows and its
  * per-epoch rows as separate series (not one curve that jumps at each epoch). */
 static void test_convergence_series(void)
@@ -513,6 +596,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust-io/steady-state-text", test_steady_state_text);
   g_test_add_func("/robust-io/require", test_require);
   g_test_add_func("/robust-io/messages", test_messages);
+  g_test_add_func("/robust-io/not-utf8-values", test_not_utf8_values);
   g_test_add_func("/robust-io/convergence-series", test_convergence_series);
   g_test_add_func("/robust-io/timeline-labels", test_timeline_labels);
   g_test_add_func("/robust-io/gzip-messages", test_gzip_messages);
