@@ -165,9 +165,14 @@ static void report_json(const Train *t, const char *sha, GString *out)
 static void fused_text(const Train *t, GString *out)
 {
   const TpTrainFuse *f = &t->fuse;
-  if (!f->mini_batches) {
-    if (fused_forwards(t)) /* a resumed plan, or a file */
-      g_string_append(out, "forwards     fused (the plan run has whole-mini-batch forwards)\n");
+  if (!f->mini_batches) { /* a resumed plan, or a file: as it has them */
+    int n = tp_schedule_fused_forwards(t->s);
+    if (n)
+      g_string_append_printf(out, "forwards     fused in %d of the plan's %d mini-batches (as the plan %s has them)\n", n,
+                             t->s->K, t->cfg.schedule_file ? "read" : "resumed");
+    else if (t->s->order == TP_ORDER_NF1B)
+      g_string_append_printf(out, "forwards     one per micro-batch (as the plan %s has them)\n",
+                             t->cfg.schedule_file ? "read" : "resumed");
     return;
   }
   /* auto decides before the pipelined profile: on the stages' stand-alone profile */

@@ -404,6 +404,8 @@ static void test_cli(void)
   tpt_run_clear(&t);
   t = train_with((const char *[]){ "-s", "timeprest", "--checkpoint-every", "3", "--resume", dir, NULL }); /* auto */
   g_assert_cmpint(t.status, ==, 0);
+  g_assert_nonnull(strstr(t.out, "forwards     fused in "));
+  g_assert_nonnull(strstr(t.out, "mini-batches (as the plan resumed has them)"));
   tpt_run_clear(&t);
   tpt_rm_tree(dir);
   /* schedule --fuse-forwards where nothing fuses: one line, exit 2 */
