@@ -359,13 +359,6 @@ gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const
       GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
       if (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode))
         canon[i] = g_canonicalize_filename(paths[i], NULL);
-      /* a file to be created needs its directory: said now, not after the work */
-      g_autofree char *dir = g_path_get_dirname(paths[i]);
-      if (g_stat(paths[i], &st) != 0 && !g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-        g_autofree char *q = tp_quote(dir);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no directory %s to write into", flags[i], q);
-        ok = FALSE;
-      }
     }
   }
   for (int i = 0; i < n && ok; i++)
