@@ -150,5 +150,5 @@ long long tp_backend_threads_address_bytes(const TpBackend *be, int threads)
 {
   if (!tp_memory_address_limited())
     return 0;
-  return (long long)threads * ((64LL << 20) + (long long)be->iface->thread_bytes);
+  return (long long)threads * ((64LL << 20) + (long long)be->iface->thread_bytes(be));
 }

@@ -55,7 +55,7 @@ struct TpBackendIface {
   const char *(*get_name)(const TpBackend *be);
   /* address space each host thread that runs the backend's operations maps for itself the first time
    * (OpenBLAS's buffer for cpu; 0 where none): what an address-space limit must leave room for */
-  size_t thread_bytes;
+  size_t (*thread_bytes)(const TpBackend *be);
   void (*release)(TpBackend *be);
   gboolean (*sync)(const TpBackend *be, GError **err);
   int (*device)(const TpBackend *be);

@@ -14,6 +14,7 @@
 
 const Member tp_backend_members[] = {
   MEMBER(get_name, OP_INSTANCE),
+  MEMBER(thread_bytes, OP_INSTANCE),
   MEMBER(release, OP_INSTANCE),
   MEMBER(sync, OP_INSTANCE),
   MEMBER(device, OP_INSTANCE),

@@ -64,6 +64,12 @@ static const char *cpu_name(const TpBackend *be)
   return "cpu";
 }
 
+static size_t cpu_thread_bytes(const TpBackend *be)
+{
+  (void)be;
+  return (size_t)128 << 20; /* OpenBLAS's per-thread buffer (BUFFER_SIZE of its x86_64 builds) */
+}
+
 /* One instance for the life of the process: nothing to release. */
 static void cpu_release(TpBackend *be)
 {
@@ -98,7 +104,7 @@ static gboolean cpu_memory(const TpBackend *be, guint64 *peak, guint64 *total)
 
 static const TpBackendIface cpu_iface = {
   .get_name = cpu_name,
-  .thread_bytes = (size_t)128 << 20, /* OpenBLAS's per-thread buffer (BUFFER_SIZE, x86_64 builds) */
+  .thread_bytes = cpu_thread_bytes,
   .release = cpu_release,
   .sync = cpu_sync,
   .device = cpu_device,

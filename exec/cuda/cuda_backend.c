@@ -270,6 +270,12 @@ static const char *cuda_name(const TpBackend *be)
   return "cuda";
 }
 
+static size_t cuda_thread_bytes(const TpBackend *be)
+{
+  (void)be;
+  return 0; /* cuBLAS keeps its workspace on the device */
+}
+
 static int cuda_device(const TpBackend *be)
 {
   return tp_cuda_ctx(be)->device;
@@ -283,6 +289,7 @@ static gboolean cuda_host_memory(const TpBackend *be)
 
 static const TpBackendIface cuda_iface = {
   .get_name = cuda_name,
+  .thread_bytes = cuda_thread_bytes,
   .release = cuda_release,
   .sync = cuda_sync,
   .device = cuda_device,
