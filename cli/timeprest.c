@@ -89,12 +89,7 @@ int main(int argc, char **argv)
       g_set_prgname(prg);
       argv[1] = prg;
       /* the memory bound every check reads: a malformed one refused before any work */
-      const char *limit = g_getenv("TP_MEMORY_LIMIT");
-      double bytes = 0;
-      gboolean ok = !limit || !*limit || tp_parse_bytes(limit, 1, &bytes, &err);
-      if (!ok)
-        g_prefix_error(&err, "TP_MEMORY_LIMIT: ");
-      if (ok && commands[i].fn(argc - 1, argv + 1, &err))
+      if (tp_memory_limit_valid(&err) && commands[i].fn(argc - 1, argv + 1, &err))
         return 0;
       tp_cli_name_flag(&err);
       g_autofree char *line = tp_one_line(err->message); /* one line, whatever a message quotes */

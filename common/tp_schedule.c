@@ -263,6 +263,16 @@ static long long memory_left(const char **source)
   return best;
 }
 
+gboolean tp_memory_limit_valid(GError **err)
+{
+  const char *env = g_getenv("TP_MEMORY_LIMIT");
+  double v = 0;
+  if (!env || !*env || tp_parse_bytes(env, 1, &v, err))
+    return TRUE;
+  g_prefix_error(err, "TP_MEMORY_LIMIT: ");
+  return FALSE;
+}
+
 gboolean tp_memory_address_limited(void)
 {
   const int res[] = { RLIMIT_AS, RLIMIT_DATA };
@@ -299,11 +309,8 @@ static const char *bytes_text(char buf[32], long long b)
 gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err)
 {
   long long avail = tp_memory_available();
-  if (avail < 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "TP_MEMORY_LIMIT: expected a number of bytes with an optional K, M, G or "
-                "T suffix (powers of 1024), got '%.40s'", g_getenv("TP_MEMORY_LIMIT"));
-    return FALSE;
-  }
+  if (avail < 0)
+    return tp_memory_limit_valid(err);
   if (need <= avail)
     return TRUE;
   char n[32], a[32];

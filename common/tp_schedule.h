@@ -167,6 +167,9 @@ gboolean tp_size_check(int W, int N, int K, GError **err);
  * data limits (RLIMIT_AS, RLIMIT_DATA) leave and what its cgroup's memory limit (v2 memory.max, v1
  * memory.limit_in_bytes) leaves; -1 when TP_MEMORY_LIMIT is not understood. */
 long long tp_memory_available(void);
+/* TRUE unless TP_MEMORY_LIMIT is set and not a number of bytes (tp_parse_bytes, from 1): then
+ * FALSE with TP_ERROR_INPUT naming it. */
+gboolean tp_memory_limit_valid(GError **err);
 /* Whether this process runs under an address-space or data limit (ulimit -v or -d): every byte it
  * maps counts there, reserved or not. */
 gboolean tp_memory_address_limited(void);

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "tp_cpu.h"
 #include "tp_error.h"
+#include "tp_schedule.h"
 
 #include <cblas.h>
 #include <sys/resource.h>
@@ -182,15 +183,7 @@ static gpointer blas_join(gpointer data)
 
 gboolean tp_backend_cpu_settle(char **argv, GError **err)
 {
-  const int res[] = { RLIMIT_AS, RLIMIT_DATA };
-  const char *flag[] = { "-v", "-d" };
-  int limited = -1;
-  for (int i = 0; i < 2 && limited < 0; i++) {
-    struct rlimit rl;
-    if (getrlimit(res[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-      limited = i;
-  }
-  if (limited < 0)
+  if (!tp_memory_address_limited())
     return TRUE;
   /* OpenBLAS reads its thread count as it loads: the program starts again with one (no worker
    * threads, nothing mapped behind the checks; train --threads asks for more where it wants them),
@@ -210,9 +203,11 @@ gboolean tp_backend_cpu_settle(char **argv, GError **err)
   g_mutex_unlock(&blas_lock);
   if (!joined) {
     struct rlimit rl;
-    getrlimit(res[limited], &rl);
+    gboolean as = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+    if (!as)
+      getrlimit(RLIMIT_DATA, &rl);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "OpenBLAS cannot map its threads' buffers under the %s limit "
-                "(ulimit %s %llu): raise it", limited ? "data" : "address-space", flag[limited],
+                "(ulimit %s %llu): raise it", as ? "address-space" : "data", as ? "-v" : "-d",
                 (unsigned long long)rl.rlim_cur / 1024);
     return FALSE; /* the blocked thread is left: the process ends */
   }
