@@ -182,11 +182,11 @@ static void fused_text(const Train *t, GString *out)
   if (f->on)
     g_string_append_printf(out, "forwards     fused in %d of the plan's %d mini-batches: where a mini-batch's %d forwards run back "
                            "to back on every stage reading one version, they ran as one of %d samples%s\n",
-                           f->mini_batches, f->schedule_mini_batches, t->N, t->cfg.batch, sim);
+                           f->mini_batches, t->s->K, t->N, t->cfg.batch, sim);
   else if (t->cfg.fuse != TP_FUSE_OFF && t->cfg.slots)
     g_string_append_printf(out, "forwards     one per micro-batch (auto fuses on profiled costs only; on these unit "
                            "slots --fuse-forwards on would fuse %d of the plan's %d mini-batches)\n", f->mini_batches,
-                           f->schedule_mini_batches);
+                           t->s->K);
   else
     g_string_append_printf(out, "forwards     one per micro-batch (%s%s)\n",
                            t->cfg.fuse == TP_FUSE_OFF ? "--fuse-forwards off" : "fusing them is not faster", sim);

@@ -30,8 +30,7 @@ typedef enum { TP_FUSE_AUTO, TP_FUSE_ON, TP_FUSE_OFF } TpFuseMode;
 typedef struct {
   gboolean decided;         /* the choice is made (the first schedule generated makes it) */
   gboolean on;              /* the run's schedules fuse them */
-  int mini_batches;         /* mini-batches of the first schedule whose forwards could be fused (0: none) */
-  int schedule_mini_batches; /* of the first schedule's */
+  int mini_batches;         /* mini-batches of the run's plan whose forwards could be fused (0: none) */
   double t_fused, t_plain;  /* AUTO: the simulated time per mini-batch each way (s) */
 } TpTrainFuse;
 

@@ -288,7 +288,7 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
     return s;
   }
   if (!f->decided) {
-    f->decided = TRUE, f->mini_batches = n, f->schedule_mini_batches = s->K;
+    f->decided = TRUE, f->mini_batches = n;
     f->on = t->cfg.fuse == TP_FUSE_ON; /* OFF: known to be there, for the report */
     /* auto on unit slots does not fuse: the schedule, and so the run's arithmetic to the last bit,
      * stays independent of this machine's speed */
@@ -367,7 +367,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     int n = tp_schedule_fused_forwards(t->s);
     if (!t->fuse.on)
       tp_schedule_free(tp_schedule_fuse_forwards(t->s, &n, NULL));
-    t->fuse.mini_batches = n, t->fuse.schedule_mini_batches = t->s->K;
+    t->fuse.mini_batches = n;
   }
   if (!same_schedule(t, err))
     return FALSE;
