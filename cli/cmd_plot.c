@@ -7,6 +7,7 @@
 #include "tp_report.h"
 #include "tp_sweep.h"
 #include "tp_trainlog.h"
+#include "tp_memory.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,6 +10,7 @@
 #include "tp_net.h"
 #include "tp_profile.h"
 #include "tp_runtime.h"
+#include "tp_memory.h"
 
 #include <math.h>
 #include <stdio.h>

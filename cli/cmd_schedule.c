@@ -3,6 +3,7 @@
 #include "tp_error.h"
 #include "tp_cost.h"
 #include "tp_format.h"
+#include "tp_memory.h"
 
 gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
 {

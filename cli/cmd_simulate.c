@@ -5,6 +5,7 @@
 #include "tp_output.h"
 #include "tp_report.h"
 #include "tp_trace.h"
+#include "tp_memory.h"
 
 gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
 {

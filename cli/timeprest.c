@@ -4,6 +4,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_backend.h"
+#include "tp_memory.h"
 
 #include <errno.h>
 #include <locale.h>

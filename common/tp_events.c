@@ -3,6 +3,7 @@
 #include "tp_error.h"
 #include "tp_keyfile.h"
 #include "tp_schedule.h"
+#include "tp_memory.h"
 
 #include <glib/gstdio.h>
 #include <string.h>

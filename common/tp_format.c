@@ -6,6 +6,7 @@
 #include "tp_policy.h"
 #include "tp_replay.h"
 #include "tp_validate.h"
+#include "tp_memory.h"
 
 #include <stdio.h>
 #include <string.h>

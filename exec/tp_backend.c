@@ -9,6 +9,7 @@
 #include "tp_schedule.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
+#include "tp_memory.h"
 #endif
 
 float *tp_host_floats(size_t n, GError **err)

@@ -7,6 +7,7 @@
 #include "tp_policy.h"
 #include "tp_sim.h"
 #include "tp_validate.h"
+#include "tp_memory.h"
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 

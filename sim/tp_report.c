@@ -3,6 +3,7 @@
 #include "tp_error.h"
 #include "tp_events.h"
 #include "tp_format.h"
+#include "tp_memory.h"
 
 static const char *preset_or_pair(const TpSchedule *s, char *buf, size_t len)
 {

@@ -7,6 +7,7 @@
 #include "tp_engine.h"
 #include "tp_error.h"
 #include "tp_replay.h"
+#include "tp_memory.h"
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 

@@ -4,6 +4,7 @@
 #include "tp_sweep.h"
 #include "tp_error.h"
 #include "tp_metrics.h"
+#include "tp_memory.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>

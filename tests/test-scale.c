@@ -10,6 +10,7 @@
 #include "tp_sim.h"
 #include "tp_validate.h"
 #include "tp_sweep.h"
+#include "tp_memory.h"
 
 static void test_sweep_threads_equal(void)
 {

@@ -10,6 +10,7 @@
 #include "tp_net.h"
 #include "tp_partition.h"
 #include "tp_policy.h"
+#include "tp_memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
 #include "tp_cpu.h"
 #include "tp_error.h"
 #include "tp_schedule.h"
+#include "tp_memory.h"
 
 #include <cblas.h>
 #include <sys/resource.h>

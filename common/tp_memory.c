@@ -1,0 +1,163 @@
+/* tp_memory.c — the memory left to this process (TP_MEMORY_LIMIT, else the least of MemAvailable,
+ * the address-space and data limits and the cgroup's limit), the refusal of a step that needs more,
+ * and GLib's growth of arrays and strings. */
+#include "tp_memory.h"
+#include "tp_error.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* A number of kB on the line "key: N kB" of /proc/self/status text, -1 when absent. */
+static long long status_kb(const char *status, const char *key)
+{
+  const char *line = status ? strstr(status, key) : NULL;
+  return line ? (long long)g_ascii_strtoull(line + strlen(key), NULL, 10) * 1024 : -1;
+}
+
+/* A cgroup's memory file: a number of bytes, or -1 ("max", absent, unreadable). */
+static long long cgroup_value(const char *dir, const char *name)
+{
+  g_autofree char *path = g_build_filename(dir, name, NULL), *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, NULL))
+    return -1;
+  char *end = NULL;
+  guint64 v = g_ascii_strtoull(text, &end, 10);
+  return end == text || v > (guint64)G_MAXINT64 ? -1 : (long long)v;
+}
+
+/* What this process's cgroup still allows (v2 memory.max − memory.current, v1 memory.limit_in_bytes −
+ * memory.usage_in_bytes: what a Slurm job with --mem runs under); -1 when unlimited or unknown. */
+static long long cgroup_left(void)
+{
+  g_autofree char *cg = NULL;
+  if (!g_file_get_contents("/proc/self/cgroup", &cg, NULL, NULL))
+    return -1;
+  g_auto(GStrv) lines = g_strsplit(cg, "\n", -1);
+  for (int i = 0; lines[i]; i++) {
+    g_auto(GStrv) f = g_strsplit(lines[i], ":", 3);
+    if (!f[0] || !f[1] || !f[2])
+      continue;
+    gboolean v2 = !*f[1], v1 = FALSE;
+    g_auto(GStrv) ctl = g_strsplit(f[1], ",", -1);
+    for (int j = 0; ctl[j]; j++)
+      v1 = v1 || strcmp(ctl[j], "memory") == 0;
+    if (!v1 && !v2)
+      continue;
+    g_autofree char *dir = g_build_filename(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", f[2], NULL);
+    long long max = cgroup_value(dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    long long used = cgroup_value(dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (max >= 0 && max < (1LL << 60)) /* v1 says "no limit" with a huge number */
+      return MAX(max - MAX(used, 0), 0);
+  }
+  return -1;
+}
+
+/* The memory left to this process and what bounds it: the least of the kernel's MemAvailable (or free
+ * pages), the address-space and data limits (RLIMIT_AS, RLIMIT_DATA: ulimit -v, -d) less what the
+ * process uses of them, and its cgroup's memory limit less its usage. */
+static long long memory_left(const char **source)
+{
+  long long best = G_MAXINT64;
+  *source = "available (MemAvailable)";
+  g_autofree char *info = NULL, *status = NULL;
+  long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (g_file_get_contents("/proc/meminfo", &info, NULL, NULL) && strstr(info, "MemAvailable:"))
+    best = (long long)g_ascii_strtoull(strstr(info, "MemAvailable:") + 13, NULL, 10) * 1024;
+  else if (pages > 0 && size > 0)
+    best = (long long)pages * size;
+  (void)g_file_get_contents("/proc/self/status", &status, NULL, NULL);
+  const int res[] = { RLIMIT_AS, RLIMIT_DATA };
+  const char *key[] = { "VmSize:", "VmData:" };
+  const char *what[] = { "left under the address-space limit (ulimit -v)", "left under the data limit (ulimit -d)" };
+  for (int i = 0; i < 2; i++) {
+    struct rlimit rl;
+    if (getrlimit(res[i], &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+      continue;
+    long long left = MAX((long long)MIN(rl.rlim_cur, (rlim_t)G_MAXINT64) - MAX(status_kb(status, key[i]), 0), 0);
+    if (left < best)
+      best = left, *source = what[i];
+  }
+  long long cg = cgroup_left();
+  if (cg >= 0 && cg < best)
+    best = cg, *source = "left under the cgroup's memory limit";
+  return best;
+}
+
+gboolean tp_memory_limit_valid(GError **err)
+{
+  const char *env = g_getenv("TP_MEMORY_LIMIT");
+  double v = 0;
+  if (!env || !*env || tp_parse_bytes(env, 1, &v, err))
+    return TRUE;
+  g_prefix_error(err, "TP_MEMORY_LIMIT: ");
+  return FALSE;
+}
+
+gboolean tp_memory_address_limited(void)
+{
+  const int res[] = { RLIMIT_AS, RLIMIT_DATA };
+  for (int i = 0; i < 2; i++) {
+    struct rlimit rl;
+    if (getrlimit(res[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+long long tp_memory_available(void)
+{
+  const char *env = g_getenv("TP_MEMORY_LIMIT");
+  if (env && *env) {
+    double v = 0;
+    return tp_parse_bytes(env, 1, &v, NULL) ? (long long)v : -1;
+  }
+  const char *source;
+  return memory_left(&source);
+}
+
+static const char *bytes_text(char buf[32], long long b)
+{
+  static const char *const unit[] = { "B", "kB", "MB", "GB", "TB" };
+  double v = (double)b;
+  int u = 0;
+  while (v >= 1000 && u < 4)
+    v /= 1000, u++;
+  snprintf(buf, 32, u ? "%.3g %s" : "%.0f %s", v, unit[u]);
+  return buf;
+}
+
+gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err)
+{
+  long long avail = tp_memory_available();
+  if (avail < 0)
+    return tp_memory_limit_valid(err);
+  if (need <= avail)
+    return TRUE;
+  char n[32], a[32];
+  const char *source = "allowed by TP_MEMORY_LIMIT";
+  if (!g_getenv("TP_MEMORY_LIMIT") || !*g_getenv("TP_MEMORY_LIMIT"))
+    (void)memory_left(&source);
+  g_autofree char *size = W > 0 ? g_strdup_printf("W=%d, N=%d, K=%d: ", W, N, K) : g_strdup("");
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s needs about %s of memory, %s %s", size, what, bytes_text(n, need),
+              bytes_text(a, avail), source);
+  return FALSE;
+}
+
+long long tp_memory_grown(long long bytes)
+{
+  long long cap = 16;
+  while (cap < bytes && cap < G_MAXINT64 / 2)
+    cap <<= 1;
+  return cap;
+}
+
+void tp_string_reserve(GString *s, long long bytes)
+{
+  gsize len = s->len;
+  if (bytes > (long long)len + 1) {
+    g_string_set_size(s, (gsize)bytes - 1);
+    g_string_truncate(s, len);
+  }
+}

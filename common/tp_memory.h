@@ -1,0 +1,29 @@
+/* tp_memory.h — how much memory a run may use (TP_MEMORY_LIMIT, the kernel, ulimit, cgroups), the
+ * one-line refusal of a step that needs more, and the sizes GLib's growing buffers take. */
+#ifndef TP_MEMORY_H
+#define TP_MEMORY_H
+
+#include <glib.h>
+
+/* Memory a run may use, in bytes: TP_MEMORY_LIMIT when set (bytes, or with a K, M, G or T suffix),
+ * else the least of the kernel's MemAvailable (or free pages), what the process's address-space and
+ * data limits (RLIMIT_AS, RLIMIT_DATA) leave and what its cgroup's memory limit (v2 memory.max, v1
+ * memory.limit_in_bytes) leaves; -1 when TP_MEMORY_LIMIT is not understood. */
+long long tp_memory_available(void);
+/* TRUE unless TP_MEMORY_LIMIT is set and not a number of bytes (tp_parse_bytes, from 1): then
+ * FALSE with TP_ERROR_INPUT naming it. */
+gboolean tp_memory_limit_valid(GError **err);
+/* Whether this process runs under an address-space or data limit (ulimit -v or -d): every byte it
+ * maps counts there, reserved or not. */
+gboolean tp_memory_address_limited(void);
+/* Refuse, before allocating, a step that needs `need` bytes while less is available: one
+ * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available" (without the
+ * sizes when W is 0). */
+gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err);
+/* Bytes a GArray or GString holding `bytes` takes: GLib rounds its capacity up to a power of two. */
+long long tp_memory_grown(long long bytes);
+/* Give s, once, the capacity for `bytes` (tp_memory_grown(bytes) of memory) so that text appended up
+ * to that size is not copied as it grows. */
+void tp_string_reserve(GString *s, long long bytes);
+
+#endif
