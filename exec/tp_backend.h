@@ -216,14 +216,23 @@ void tp_backend_stages_free(TpBackend **be, int W);
  * stage's GEMMs must stay on that stage's core. */
 const TpBackend *tp_backend_cpu(void);
 
-/* OpenBLAS starts its worker threads as it loads, and each maps its buffer (128 MB) when it first
- * runs, at a moment of its own.  Under an address-space or data limit (ulimit -v, -d) a memory
- * check would read a size growing behind it and allow an allocation that then fails, so the
- * program (argv) starts again with OPENBLAS_NUM_THREADS=1 where no thread count was chosen;
- * otherwise the threads are joined (OpenBLAS starts them again when a product needs them), and one
- * that cannot map its buffer under the limit retries forever, so the limit is then refused (FALSE,
- * TP_ERROR_INPUT) instead of the program hanging.  TRUE at once without such a limit.  Called first
- * thing by the program. */
+/* The OpenBLAS kernels to ask for (OPENBLAS_CORETYPE) where OpenBLAS chose `core` as it loaded
+ * and this CPU can do better: an OpenBLAS older than the CPU (Debian 12's 0.3.21 on Emerald Rapids)
+ * does not know its model and falls back to Prescott's SSE3 kernels, 2.6 times slower there than
+ * the AVX-512 ones.  "SkylakeX" (AVX-512 F, VL, BW, DQ) or "Haswell" (AVX2, FMA) where core is
+ * Prescott and the CPU has them; NULL otherwise. */
+const char *tp_cpu_better_core(const char *core);
+
+/* Called first thing by the program (argv): where OpenBLAS fell back to its generic kernels on a CPU
+ * that has better ones (tp_cpu_better_core) and the user set no OPENBLAS_CORETYPE, the program starts
+ * again with that core type.  OpenBLAS starts its worker threads as it loads, and each maps its
+ * buffer (128 MB) when it first runs, at a moment of its own.  Under an address-space or data limit
+ * (ulimit -v, -d) a memory check would read a size growing behind it and allow an allocation that
+ * then fails, so the program starts again (the same restart) with OPENBLAS_NUM_THREADS=1 where no
+ * thread count was chosen; otherwise the threads are joined (OpenBLAS starts them again when a
+ * product needs them), and one that cannot map its buffer under the limit retries forever, so the
+ * limit is then refused (FALSE, TP_ERROR_INPUT) instead of the program hanging.  TRUE at once
+ * without such a limit. */
 gboolean tp_backend_cpu_settle(char **argv, GError **err);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value

@@ -416,6 +416,72 @@ static void test_cpu_threads(void)
   g_assert_cmpint(openblas_get_num_threads(), ==, 1);
 }
 
+/* Whether /proc/cpuinfo's first "flags" line lists every one of the NULL-terminated flags. */
+static gboolean cpu_has(const char *const *flags)
+{
+  g_autofree char *info = NULL;
+  if (!g_file_get_contents("/proc/cpuinfo", &info, NULL, NULL))
+    return FALSE;
+  const char *line = strstr(info, "\nflags");
+  if (!line)
+    return FALSE;
+  g_autofree char *first = g_strndup(line + 1, strcspn(line + 1, "\n"));
+  g_auto(GStrv) words = g_strsplit_set(strchr(first, ':') ? strchr(first, ':') + 1 : "", " \t", -1);
+  for (int i = 0; flags[i]; i++)
+    if (!g_strv_contains((const char *const *)words, flags[i]))
+      return FALSE;
+  return TRUE;
+}
+
+/* The last "Core: NAME" OpenBLAS printed (OPENBLAS_VERBOSE=2) in text; NULL when none. */
+static char *last_core(const char *text)
+{
+  char *name = NULL;
+  for (const char *p = text; (p = strstr(p, "Core: ")); p += 6) {
+    g_free(name);
+    name = g_strndup(p + 6, strcspn(p + 6, "\n"));
+  }
+  return name;
+}
+
+/* OpenBLAS's generic fallback (Prescott, SSE3) is replaced by the kernels the CPU has, as its
+ * /proc/cpuinfo flags say; any other core is left alone; the program restarts on the better core
+ * unless the user chose one (OPENBLAS_CORETYPE). */
+static void test_cpu_core(void)
+{
+  g_assert_null(tp_cpu_better_core(NULL));
+  g_assert_null(tp_cpu_better_core("SkylakeX"));
+  g_assert_null(tp_cpu_better_core("Haswell"));
+  g_assert_null(tp_cpu_better_core("Zen"));
+  const char *want = NULL;
+#if defined(__x86_64__)
+  if (cpu_has((const char *const[]){ "avx512f", "avx512vl", "avx512bw", "avx512dq", NULL }))
+    want = "SkylakeX";
+  else if (cpu_has((const char *const[]){ "avx2", "fma", NULL }))
+    want = "Haswell";
+#endif
+  g_assert_cmpstr(tp_cpu_better_core("Prescott"), ==, want);
+  /* through the program: the core it computes with, and a core the user chose */
+  g_setenv("OPENBLAS_VERBOSE", "2", TRUE);
+  g_unsetenv("OPENBLAS_CORETYPE");
+  TptRun r = tpt_run((const char *[]){ "--version", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *core = last_core(r.err);
+  g_test_message("OpenBLAS computes on %s (the fallback's replacement here: %s)", core ? core : "?", want ? want : "none");
+  if (core && want)
+    g_assert_cmpstr(core, !=, "Prescott");
+  tpt_run_clear(&r);
+  g_setenv("OPENBLAS_CORETYPE", "Prescott", TRUE);
+  r = tpt_run((const char *[]){ "--version", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *chosen = last_core(r.err);
+  if (chosen)
+    g_assert_cmpstr(chosen, ==, "Prescott");
+  tpt_run_clear(&r);
+  g_unsetenv("OPENBLAS_CORETYPE");
+  g_unsetenv("OPENBLAS_VERBOSE");
+}
+
 /* Whether some member of the interface is exercised by op's cases. */
 static gboolean op_in_interface(Op op)
 {
@@ -431,6 +497,7 @@ int main(int argc, char **argv)
   g_test_add_func("/backend/interface/every-member-has-a-case", test_members);
   g_test_add_func("/backend/interface/registry", test_registry);
   g_test_add_func("/backend/cpu/threads", test_cpu_threads);
+  g_test_add_func("/backend/cpu/core", test_cpu_core);
   for (size_t i = 0; i < tp_backend_n_cases; i++) {
     char *path;
     if (!op_in_interface(tp_backend_cases[i].op))

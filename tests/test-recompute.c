@@ -51,7 +51,10 @@ static float *train(const Setup *u, const TpSchedule *s, TpRunResult *res, size_
 
 /* Tolerance of the batched backward against the per-micro-batch one: the same products, their
  * rows summed in another order (one GEMM of B rows instead of N of B/N accumulated), so float
- * rounding only: relative 1e-5 on the weights after a dozen updates with momentum. */
+ * rounding only: relative 1e-5 on the weights after a dozen updates with momentum.  At lr 0.01 the
+ * observed difference is about 1e-8 whatever kernels OpenBLAS picks; at lr 0.05 with momentum 0.9
+ * TiMePReSt's W = 3 run is chaotic enough that one kernel's rounding grows to 6e-4 (OpenBLAS's
+ * Prescott kernels, 3.7e-8 with its Cooperlake ones), so the test stays at the smaller rate. */
 #define BATCHED_TOL 1e-5
 
 /* Batched and per-micro-batch backwards give the same weights within rounding, for the policies
@@ -64,7 +67,7 @@ static void test_batched_equals_per_micro(gconstpointer name)
   for (int W = 2; W <= 3; W++)
     for (int N = 2; N <= 4; N += 2) {
       TpSchedule *s = tpt_preset(name, W, N, 12);
-      Setup u = { model, W == 2 ? bounds : bounds3, 0.05f, 0.9f, 1e-4f, TRUE };
+      Setup u = { model, W == 2 ? bounds : bounds3, 0.01f, 0.9f, 1e-4f, TRUE };
       TpRunResult r1, r2;
       size_t n1, n2;
       float *w1 = train(&u, s, &r1, &n1);

@@ -182,17 +182,42 @@ static gpointer blas_join(gpointer data)
   return NULL;
 }
 
+const char *tp_cpu_better_core(const char *core)
+{
+  if (!core || g_ascii_strncasecmp(core, "prescott", 8) != 0)
+    return NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+  /* names OpenBLAS 0.3.21 knows (it does not take "Cooperlake"; its SGEMM kernels are SkylakeX's) */
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
+#endif
+  return NULL;
+}
+
 gboolean tp_backend_cpu_settle(char **argv, GError **err)
 {
-  if (!tp_memory_address_limited())
-    return TRUE;
-  /* OpenBLAS reads its thread count as it loads: the program starts again with one (no worker
-   * threads, nothing mapped behind the checks; train --threads asks for more where it wants them),
-   * unless the user chose a count */
-  if (!g_getenv("OPENBLAS_NUM_THREADS") && !g_getenv("OMP_NUM_THREADS") && !g_getenv("GOTO_NUM_THREADS")) {
-    g_setenv("OPENBLAS_NUM_THREADS", "1", TRUE);
-    execv("/proc/self/exe", argv); /* returns only where it cannot: then the threads are joined */
+  gboolean restart = FALSE, limited = tp_memory_address_limited();
+  /* OpenBLAS picks its kernels as it loads; one older than the CPU takes its generic ones */
+  const char *core = g_getenv("OPENBLAS_CORETYPE") ? NULL : tp_cpu_better_core(openblas_get_corename());
+  if (core) {
+    g_setenv("OPENBLAS_CORETYPE", core, TRUE);
+    restart = TRUE;
   }
+  /* OpenBLAS reads its thread count as it loads: under a limit the program starts again with one
+   * (no worker threads, nothing mapped behind the checks; train --threads asks for more where it
+   * wants them), unless the user chose a count */
+  if (limited && !g_getenv("OPENBLAS_NUM_THREADS") && !g_getenv("OMP_NUM_THREADS") && !g_getenv("GOTO_NUM_THREADS")) {
+    g_setenv("OPENBLAS_NUM_THREADS", "1", TRUE);
+    restart = TRUE;
+  }
+  if (restart)
+    execv("/proc/self/exe", argv); /* returns only where it cannot: then the threads are joined */
+  if (!limited)
+    return TRUE;
   GThread *t = g_thread_try_new("blas-join", blas_join, NULL, NULL);
   if (!t)
     return TRUE;
