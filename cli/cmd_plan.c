@@ -355,7 +355,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   g_autoptr(TpCluster) c = NULL;
   g_autoptr(TpProfile) prof = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
-  const TpCliInput in[] = { { "-m", o.model, ".model" }, { "--cluster", o.cluster, ".cluster" },
+  const TpCliInput in[] = { { "-m", o.model, tp_model_path }, { "--cluster", o.cluster, tp_cluster_path },
                             { "--profile", o.profile, NULL } };
   ok = ok && tp_cli_check_output(o.output, (int)G_N_ELEMENTS(in), in, err);
   if (ok && !o.model) {

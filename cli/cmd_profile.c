@@ -234,7 +234,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     "Example: timeprest profile --model mlp-deep --batch 128 -o mlp-deep.profile\n"
     "         mpirun -np 2 timeprest profile --model mlp-deep --transport mpi -o mlp-deep.profile");
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
-  const TpCliInput in[] = { { "-m", o.model, ".model" } };
+  const TpCliInput in[] = { { "-m", o.model, tp_model_path } };
   ok = ok && tp_cli_check_output(o.output, (int)G_N_ELEMENTS(in), in, err);
   static const char *const transports[] = { "local", "mpi", NULL };
   int reps = 5, seed = 1, mpi = 0, threads = 1;

@@ -331,8 +331,8 @@ void tp_cli_run_inputs(const TpCliSchedule *so, const TpCliCost *co, TpCliInput 
 {
   in[0] = (TpCliInput){ "-i", so->input, NULL };
   in[1] = (TpCliInput){ "-c", co->cost, NULL };
-  in[2] = (TpCliInput){ "-m", co->model, ".model" };
-  in[3] = (TpCliInput){ "--cluster", co->cluster, ".cluster" };
+  in[2] = (TpCliInput){ "-m", co->model, tp_model_path };
+  in[3] = (TpCliInput){ "--cluster", co->cluster, tp_cluster_path };
   in[4] = (TpCliInput){ "--profile", co->profile, NULL };
 }
 
@@ -341,9 +341,8 @@ static gboolean input_file(const TpCliInput *in, GStatBuf *st)
 {
   if (!in->path || !*in->path || strcmp(in->path, "-") == 0)
     return FALSE;
-  if (in->ext && !strchr(in->path, '/') && !g_str_has_suffix(in->path, in->ext))
-    return FALSE; /* a name looked up elsewhere */
-  return g_stat(in->path, st) == 0 && S_ISREG(st->st_mode);
+  g_autofree char *path = in->find ? in->find(in->path) : g_strdup(in->path);
+  return path && g_stat(path, st) == 0 && S_ISREG(st->st_mode);
 }
 
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,

@@ -107,10 +107,11 @@ gboolean tp_cli_silent_rank(GError **err);
 gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err);
 
 /* An input file of a command for tp_cli_check_outputs: given by flag (NULL path: not given).  With
- * ext (".model", ".cluster"), a value without '/' that does not end in ext is a name the loader looks
- * up elsewhere (-m mlp), not a file here. */
+ * find (tp_model_path, tp_cluster_path), the value is what the loader takes, a path or a name it
+ * looks up elsewhere (-m mlp), and find says which file that is. */
 typedef struct {
-  const char *flag, *path, *ext;
+  const char *flag, *path;
+  char *(*find)(const char *name_or_path);
 } TpCliInput;
 
 /* The n output files of a command, paths[i] given by flags[i] (NULL: not given; "-": standard

@@ -25,7 +25,7 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
   g_autofree char *pred = trace ? beside(trace, "predicted") : NULL;
   const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };
   const char *paths[] = { csv, trace, plan, pred, output };
-  const TpCliInput in[] = { { "-m", model, ".model" }, { "--schedule", schedule, NULL }, { "--data", data, NULL } };
+  const TpCliInput in[] = { { "-m", model, tp_model_path }, { "--schedule", schedule, NULL }, { "--data", data, NULL } };
   return tp_cli_check_outputs(G_N_ELEMENTS(paths), flags, paths, (int)G_N_ELEMENTS(in), in, err);
 }
 

@@ -82,12 +82,17 @@ static char *device_path(const char *cluster_path, const char *id)
   return tp_data_find("TP_DEVICES_DIR", "models/devices", id, ".device");
 }
 
+char *tp_cluster_path(const char *name_or_path)
+{
+  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".cluster"))
+    return g_strdup(name_or_path);
+  return tp_data_find("TP_CLUSTERS_DIR", "models/clusters", name_or_path, ".cluster");
+}
+
 TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
 {
-  g_autofree char *path = NULL;
-  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".cluster"))
-    path = g_strdup(name_or_path);
-  else if (!(path = tp_data_find("TP_CLUSTERS_DIR", "models/clusters", name_or_path, ".cluster"))) {
+  g_autofree char *path = tp_cluster_path(name_or_path);
+  if (!path) {
     g_autofree char *q = tp_quote(name_or_path);
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_CLUSTER, "no cluster named %s (shipped: A, B, C, h200)", q);
     return NULL;

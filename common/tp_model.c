@@ -338,12 +338,17 @@ char *tp_data_find(const char *env_var, const char *sub, const char *name, const
   return NULL;
 }
 
+char *tp_model_path(const char *name_or_path)
+{
+  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model"))
+    return g_strdup(name_or_path);
+  return tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model");
+}
+
 TpModel *tp_model_load(const char *name_or_path, GError **err)
 {
-  g_autofree char *path = NULL;
-  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model"))
-    path = g_strdup(name_or_path);
-  else if (!(path = tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model"))) {
+  g_autofree char *path = tp_model_path(name_or_path);
+  if (!path) {
     g_autofree char *q = tp_quote(name_or_path);
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "no model named %s (looked for NAME.model in $TP_MODELS_DIR, "
                                                      "%s/models and %s/models)", q, TP_DATADIR, TP_SRCDIR);

@@ -56,6 +56,8 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
 /* A path (contains '/' or ends in .model), or a name looked up as NAME.model in $TP_MODELS_DIR,
  * the installed models directory, then the source tree's models/. */
 TpModel *tp_model_load(const char *name_or_path, GError **err);
+/* The file tp_model_load reads for name_or_path (newly allocated); NULL for a name found nowhere. */
+char *tp_model_path(const char *name_or_path);
 void tp_model_free(TpModel *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpModel, tp_model_free)
 

@@ -240,6 +240,26 @@ static void test_output_collisions(void)
     }
     tpt_run_clear(&r);
   }
+  /* a model or cluster given by name is the file the loader reads for it: -o over that file is refused */
+  g_setenv("TP_MODELS_DIR", root, TRUE);
+  g_setenv("TP_CLUSTERS_DIR", root, TRUE);
+  const char *const *named[] = { (const char *[]){ "plan", "-m", "m", "-o", model, NULL },
+                                 (const char *[]){ "plan", "--cluster", "a", "-o", cluster, NULL },
+                                 (const char *[]){ "simulate", "-m", "m", "--cluster", "a", "-o", dmodel, NULL } };
+  const char *named_want[] = { "-o and -m: both name", "-o and --cluster: both name", "-o and -m: both name" };
+  for (size_t i = 0; i < G_N_ELEMENTS(named); i++) {
+    TptRun r = tpt_run(named[i]);
+    g_test_message("by name %zu: %s", i, r.err);
+    assert_refused(&r, named_want[i]);
+    tpt_run_clear(&r);
+  }
+  g_unsetenv("TP_MODELS_DIR");
+  g_unsetenv("TP_CLUSTERS_DIR");
+  for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+    g_autofree char *now = NULL;
+    g_assert_true(g_file_get_contents(files[f], &now, NULL, NULL));
+    g_assert_cmpstr(now, ==, held[f]);
+  }
   /* a model given by name is read from the models directory, not from the file of that name here */
   g_autofree char *mlp = g_build_filename(root, "mlp", NULL), *qroot = g_shell_quote(root);
   g_assert_true(g_file_set_contents(mlp, text, -1, NULL));
