@@ -10,11 +10,13 @@
 #include "tp_replay.h"
 #include "tp_sweep.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err)
 {
@@ -345,6 +347,27 @@ static gboolean input_file(const TpCliInput *in, GStatBuf *st)
   return path && g_stat(path, st) == 0 && S_ISREG(st->st_mode);
 }
 
+/* Whether a new file could be made as path (a regular file written through a temporary in its
+ * directory): the directory exists, is one, and may be written into; else a TP_ERROR_INPUT error
+ * naming flag, path and the directory.  A symbolic link is left to the write, which follows it. */
+static gboolean output_place(const char *flag, const char *path, GError **err)
+{
+  GStatBuf st;
+  if (g_lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+    return TRUE;
+  g_autofree char *dir = g_path_get_dirname(path), *qp = tp_quote(path), *qd = tp_quote(dir);
+  int e = 0;
+  if (g_stat(dir, &st) != 0)
+    e = errno;
+  else if (!S_ISDIR(st.st_mode))
+    e = ENOTDIR;
+  else if (g_access(dir, W_OK | X_OK) != 0)
+    e = errno;
+  if (e)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s: %s", flag, qp, qd, g_strerror(e));
+  return e == 0;
+}
+
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
                               const TpCliInput *inputs, GError **err)
 {
@@ -356,8 +379,15 @@ gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const
       ok = FALSE;
     } else if (paths[i] && strcmp(paths[i], "-") != 0) {
       GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
-      if (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode))
+      gboolean exists = g_stat(paths[i], &st) == 0;
+      if (exists && S_ISDIR(st.st_mode)) {
+        g_autofree char *q = tp_quote(paths[i]);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: it is a directory", flags[i], q);
+        ok = FALSE;
+      } else if (!exists || S_ISREG(st.st_mode)) {
+        ok = output_place(flags[i], paths[i], err);
         canon[i] = g_canonicalize_filename(paths[i], NULL);
+      }
     }
   }
   for (int i = 0; i < n && ok; i++)

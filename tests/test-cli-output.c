@@ -121,17 +121,19 @@ static void test_output_links_and_modes(void)
 }
 
 /* A write that fails is a runtime failure (exit 1, one line naming the user's file), and the
- * command's other outputs are not written either: existing ones keep their bytes, no temporaries. */
+ * command's other outputs are not written either: existing ones keep their bytes, no temporaries.
+ * One that cannot succeed is refused before the work. */
 static void test_output_all_or_nothing(void)
 {
   g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL);
   g_autofree char *csv = g_build_filename(dir, "events.csv", NULL);
   g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
-  g_autofree char *missing = g_build_filename(dir, "no-such-dir", "report.json", NULL);
   g_assert_true(g_file_set_contents(csv, "keep\n", -1, NULL));
-  const char *reports[] = { "/dev/full", missing, dir };
+  /* places that pass the checks before the work and fail at the write: a full device, and a
+   * directory that takes no new files (/proc: even root's creation fails there) */
+  const char *reports[] = { "/dev/full", "/proc/tp-never-written.json" };
   for (guint i = 0; i < G_N_ELEMENTS(reports); i++) {
-    if (i == 0 && !g_file_test("/dev/full", G_FILE_TEST_EXISTS))
+    if (!g_file_test(i == 0 ? "/dev/full" : "/proc/self", G_FILE_TEST_EXISTS))
       continue;
     TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", csv, "--trace", trace, "-o",
                                               reports[i], "--format", "json", NULL });
@@ -143,6 +145,23 @@ static void test_output_all_or_nothing(void)
     g_assert_cmpstr(names, ==, "events.csv");
     g_autofree char *kept = read_text(csv);
     g_assert_cmpstr(kept, ==, "keep\n");
+    tpt_run_clear(&r);
+  }
+  /* an output the checks can tell will fail — no such directory, a file where the directory should
+   * be, a directory — is refused before any work: exit 2, one line naming the flag and the file */
+  g_autofree char *missing = g_build_filename(dir, "no-such-dir", "report.json", NULL);
+  g_autofree char *under_file = g_build_filename(csv, "report.json", NULL);
+  const char *refused[] = { missing, under_file, dir };
+  const char *why[] = { "No such file or directory", "Not a directory", "it is a directory" };
+  for (guint i = 0; i < G_N_ELEMENTS(refused); i++) {
+    TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", csv, "--trace", trace, "-o",
+                                              refused[i], "--format", "json", NULL });
+    g_autofree char *q = g_strdup_printf("-o: cannot write '%s': ", refused[i]);
+    if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, q) || !strstr(r.err, why[i]))
+      g_error("-o %s: status %d, stderr '%s' (wanted status 2, '%s' and '%s')", refused[i], r.status, r.err, q, why[i]);
+    g_assert_cmpstr(r.out, ==, "");
+    g_autofree char *names = dir_listing(dir);
+    g_assert_cmpstr(names, ==, "events.csv");
     tpt_run_clear(&r);
   }
   /* a failing standard output takes the files with it too */

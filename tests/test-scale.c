@@ -115,7 +115,7 @@ static void test_cli_refusals(void)
   R("2500K", "W=16, N=8, K=200: writing the schedule needs about", "schedule", "-w", "16", "-n", "8", "-k", "200",
     "--format", "json");
   R("14M", "W=16, N=8, K=200: writing the trace needs about", "simulate", "-w", "16", "-n", "8", "-k", "200",
-    "--trace", "/nonexistent/never-written.json");
+    "--trace", "/proc/tp-never-written.json");
   R("1x", "TP_MEMORY_LIMIT: expected a number of bytes", "schedule");
 }
 

@@ -438,28 +438,36 @@ static void test_outputs(void)
   tpt_run_clear(&r);
 }
 
-/* The outputs of a run are all written or none: a report that cannot be written (its directory is
- * missing) leaves no training log, no trace and none of the files beside it, and no temporaries. */
+/* The outputs of a run are all written or none: a report that cannot be written (in /proc, which
+ * takes no new file even from root) leaves no training log, no trace and none of the files beside
+ * it, and no temporaries; one whose directory is missing is refused before the training (exit 2). */
 static void test_outputs_all_or_none(void)
 {
   g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
   g_assert_nonnull(dir);
   g_autofree char *log = g_build_filename(dir, "log.csv", NULL), *ev = g_build_filename(dir, "events.csv", NULL);
-  g_autofree char *rep = g_build_filename(dir, "missing", "report.json", NULL);
-  const char *args[] = { "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32",
-                         "--csv", log, "--trace", ev, "-o", rep, NULL };
-  TptRun r = tpt_run(args);
-  g_assert_cmpint(r.status, ==, 1);
-  g_assert_nonnull(strstr(r.err, "report.json"));
-  g_assert_cmpstr(r.out, ==, "");
-  GDir *d = g_dir_open(dir, 0, NULL);
-  g_assert_nonnull(d);
-  const char *name = g_dir_read_name(d);
-  if (name)
-    g_error("a failed run left %s in %s", name, dir);
-  g_dir_close(d);
+  g_autofree char *missing = g_build_filename(dir, "missing", "report.json", NULL);
+  const char *reports[] = { "/proc/tp-never-written.json", missing };
+  const int status[] = { 1, 2 };
+  for (guint i = 0; i < G_N_ELEMENTS(reports); i++) {
+    if (i == 0 && !g_file_test("/proc/self", G_FILE_TEST_EXISTS))
+      continue;
+    const char *args[] = { "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32",
+                           "--csv", log, "--trace", ev, "-o", reports[i], NULL };
+    TptRun r = tpt_run(args);
+    g_test_message("-o %s: %s", reports[i], r.err);
+    g_assert_cmpint(r.status, ==, status[i]);
+    g_assert_nonnull(strstr(r.err, reports[i]));
+    g_assert_cmpstr(r.out, ==, "");
+    GDir *d = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(d);
+    const char *name = g_dir_read_name(d);
+    if (name)
+      g_error("a failed run left %s in %s", name, dir);
+    g_dir_close(d);
+    tpt_run_clear(&r);
+  }
   g_rmdir(dir);
-  tpt_run_clear(&r);
 }
 
 /* A stage whose only layer is a flatten holds no weights, activations or gradients: its memory is
