@@ -288,7 +288,8 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
   g_option_context_set_description(ctx, "Example: timeprest plot vmap -w 2-24 -n 2-24 -o vmap.png");
   int range[4];
   const TpPreset *pr = NULL;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err))
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err) ||
+      !tp_cli_check_output(output, 0, NULL, err))
     return FALSE;
   g_autoptr(GArray) rows = tp_cli_sweep(wr, nr, preset, 10000, &pr, range, err);
   if (!rows)

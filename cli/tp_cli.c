@@ -324,6 +324,12 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
   return TRUE;
 }
 
+gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
+                              const TpCliInput *inputs, GError **err)
+{
+  return tp_cli_check_outputs_made(n, flags, paths, NULL, n_in, inputs, err);
+}
+
 gboolean tp_cli_check_output(const char *path, int n_in, const TpCliInput *inputs, GError **err)
 {
   return tp_cli_check_outputs(1, (const char *const[]){ "-o" }, (const char *const[]){ path }, n_in, inputs, err);
@@ -347,47 +353,81 @@ static gboolean input_file(const TpCliInput *in, GStatBuf *st)
   return path && g_stat(path, st) == 0 && S_ISREG(st->st_mode);
 }
 
-/* Whether a new file could be made as path (a regular file written through a temporary in its
- * directory): the directory exists, is one, and may be written into; else a TP_ERROR_INPUT error
- * naming flag, path and the directory.  A symbolic link is left to the write, which follows it. */
-static gboolean output_place(const char *flag, const char *path, GError **err)
+/* The rank of this process under an MPI launcher (Open MPI's or a PMI one); 0 without one. */
+static int launcher_rank(void)
 {
-  GStatBuf st;
-  if (g_lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-    return TRUE;
-  g_autofree char *dir = g_path_get_dirname(path), *qp = tp_quote(path), *qd = tp_quote(dir);
+  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+  return rank ? atoi(rank) : 0;
+}
+
+/* Whether making `made` with its missing parents makes dir (made itself or one of its parents). */
+static gboolean made_by(const char *made, const char *dir)
+{
+  if (!made)
+    return FALSE;
+  g_autofree char *m = g_canonicalize_filename(made, NULL), *d = g_canonicalize_filename(dir, NULL);
+  size_t n = strlen(d);
+  return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/' || (n == 1 && d[0] == '/'));
+}
+
+/* Whether the output path can be written as the writer (common/tp_output.c) will: through its
+ * symbolic links, a device or FIFO in place, a regular file (or a new one) through a temporary in
+ * its directory, which must exist (or be made: made), be a directory and take new files.  Else a
+ * TP_ERROR_INPUT error naming flag, path and why. */
+static gboolean output_place(const char *flag, const char *path, const char *made, GError **err)
+{
+  g_autofree char *qp = tp_quote(path);
   int e = 0;
+  g_autofree char *target = tp_output_target(path, &e);
+  GStatBuf st;
+  if (!target) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
+    return FALSE;
+  }
+  if (g_stat(target, &st) == 0) {
+    const char *why = S_ISDIR(st.st_mode) ? "it is a directory"
+                      : !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)
+                          ? "not a file, character device or FIFO"
+                          : NULL;
+    if (why)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, why);
+    if (why || !S_ISREG(st.st_mode))
+      return !why;
+  } else if (errno != ENOENT && errno != ENOTDIR) {
+    e = errno;
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
+    return FALSE;
+  }
+  g_autofree char *dir = g_path_get_dirname(target);
+  if (g_stat(dir, &st) != 0 && made_by(made, dir))
+    return TRUE;
   if (g_stat(dir, &st) != 0)
     e = errno;
   else if (!S_ISDIR(st.st_mode))
     e = ENOTDIR;
   else if (g_access(dir, W_OK | X_OK) != 0)
     e = errno;
-  if (e)
+  if (e) {
+    g_autofree char *qd = tp_quote(dir);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s: %s", flag, qp, qd, g_strerror(e));
+  }
   return e == 0;
 }
 
-gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
-                              const TpCliInput *inputs, GError **err)
+gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *const *paths, const char *made,
+                                   int n_in, const TpCliInput *inputs, GError **err)
 {
   char **canon = g_new0(char *, n + 1);
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, writes = launcher_rank() == 0; /* under a launcher rank 0 writes the outputs */
   for (int i = 0; i < n && ok; i++) {
     if (paths[i] && !*paths[i]) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: an empty file name", flags[i]);
       ok = FALSE;
     } else if (paths[i] && strcmp(paths[i], "-") != 0) {
+      ok = !writes || output_place(flags[i], paths[i], made, err);
       GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
-      gboolean exists = g_stat(paths[i], &st) == 0;
-      if (exists && S_ISDIR(st.st_mode)) {
-        g_autofree char *q = tp_quote(paths[i]);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: it is a directory", flags[i], q);
-        ok = FALSE;
-      } else if (!exists || S_ISREG(st.st_mode)) {
-        ok = output_place(flags[i], paths[i], err);
+      if (ok && (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode)))
         canon[i] = g_canonicalize_filename(paths[i], NULL);
-      }
     }
   }
   for (int i = 0; i < n && ok; i++)
@@ -678,8 +718,7 @@ void tp_cli_run_clear(TpCliRun *r)
 
 gboolean tp_cli_silent_rank(GError **err)
 {
-  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
-  if (!err || !*err || !rank || atoi(rank) <= 0 || tp_error_exit_status(*err) != 2)
+  if (!err || !*err || launcher_rank() <= 0 || tp_error_exit_status(*err) != 2)
     return FALSE;
   g_clear_error(err);
   return TRUE;

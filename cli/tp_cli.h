@@ -115,11 +115,17 @@ typedef struct {
 } TpCliInput;
 
 /* The n output files of a command, paths[i] given by flags[i] (NULL: not given; "-": standard
- * output), checked before any work: a usage error when one is empty, two name the same regular
- * file (by name, or an existing file by identity; a device or FIFO may take several), or one names
- * a regular file among the n_in inputs. */
+ * output), checked before any work: a usage error when one is empty, cannot be written (its
+ * directory, after its symbolic links, missing, not a directory or taking no new files; the output
+ * a directory, a socket or a block device; checked by the process that writes, rank 0 under an MPI
+ * launcher), two name the same regular file (by name, or an existing file by identity; a device or
+ * FIFO may take several), or one names a regular file among the n_in inputs. */
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
                               const TpCliInput *inputs, GError **err);
+/* The same for a command that first makes the directory `made` (NULL: none) with its missing
+ * parents (train --checkpoint): an output there is checked as in a directory that exists. */
+gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *const *paths, const char *made,
+                                   int n_in, const TpCliInput *inputs, GError **err);
 
 /* The one output file of a command, -o PATH (NULL: not given): tp_cli_check_outputs of it alone
  * against the n_in inputs, so that an empty name or an input's is refused before any work. */

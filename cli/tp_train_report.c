@@ -6,6 +6,7 @@
 #include "tp_cli.h"
 #include "tp_output.h"
 #include "tp_policy.h"
+#include "tp_checkpoint.h"
 
 #include <string.h>
 
@@ -18,15 +19,26 @@ static char *beside(const char *trace, const char *what)
   return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
 }
 
-gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *model,
-                                const char *schedule, const char *data, GError **err)
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *ck_flag,
+                                const char *ck_dir, const char *model, const char *schedule, const char *data,
+                                GError **err)
 {
   g_autofree char *plan = trace ? beside(trace, "schedule") : NULL;
   g_autofree char *pred = trace ? beside(trace, "predicted") : NULL;
   const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };
   const char *paths[] = { csv, trace, plan, pred, output };
   const TpCliInput in[] = { { "-m", model, tp_model_path }, { "--schedule", schedule, NULL }, { "--data", data, NULL } };
-  return tp_cli_check_outputs(G_N_ELEMENTS(paths), flags, paths, (int)G_N_ELEMENTS(in), in, err);
+  if (!tp_cli_check_outputs_made(G_N_ELEMENTS(paths), flags, paths, ck_dir && *ck_dir ? ck_dir : NULL,
+                                 (int)G_N_ELEMENTS(in), in, err))
+    return FALSE;
+  for (size_t i = 0; ck_dir && *ck_dir && i < G_N_ELEMENTS(paths); i++)
+    if (paths[i] && strcmp(paths[i], "-") != 0 && tp_checkpoint_owns(ck_dir, paths[i])) {
+      g_autofree char *q = tp_quote(paths[i]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: %s is the checkpoint's directory or one of its files",
+                  flags[i], ck_flag, q);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* ---- reports ------------------------------------------------------------------------------------- */

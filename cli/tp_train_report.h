@@ -12,10 +12,13 @@ typedef struct {
   int json;            /* --format json */
 } TpTrainOutputs;
 
-/* Before the run: the outputs' names checked (none empty, no file named twice, the trace's files
- * beside it included, none the model, schedule or data file read); TP_ERROR_INPUT naming the flags. */
-gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *model,
-                                const char *schedule, const char *data, GError **err);
+/* Before the run: the outputs' names checked (none empty, each writable, no file named twice, the
+ * trace's files beside it included, none the model, schedule or data file read, none the checkpoint
+ * directory ck_dir, given by ck_flag, or a file of its checkpoint; an output inside ck_dir is
+ * checked as if the run had made it); TP_ERROR_INPUT naming the flags. */
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *ck_flag,
+                                const char *ck_dir, const char *model, const char *schedule, const char *data,
+                                GError **err);
 
 /* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */
 gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err);

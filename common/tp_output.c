@@ -122,8 +122,7 @@ static gboolean fail(GError **err, const char *path, int errnum)
   return FALSE;
 }
 
-/* The path at the end of path's chain of symbolic links (path itself when it is no link). */
-static char *link_target(const char *path, int *errnum)
+char *tp_output_target(const char *path, int *errnum)
 {
   char *p = g_strdup(path);
   for (int hops = 0; hops < 40; hops++) {
@@ -223,10 +222,10 @@ static Item *stage(TpOutputs *o, const char *path, gboolean *in_place, struct st
         errnum = EINVAL;
       else {
         *exists = TRUE;
-        it.target = link_target(path, &errnum); /* through symbolic links: the file is replaced, the links kept */
+        it.target = tp_output_target(path, &errnum); /* through symbolic links: the file is replaced, the links kept */
       }
     } else if (errno == ENOENT) {
-      it.target = link_target(path, &errnum); /* a dangling link creates its file, as '>' does */
+      it.target = tp_output_target(path, &errnum); /* a dangling link creates its file, as '>' does */
     } else {
       errnum = errno;
     }

@@ -10,6 +10,11 @@
 typedef struct TpOutputs TpOutputs;
 
 TpOutputs *tp_outputs_new(void);
+/* The path at the end of path's chain of symbolic links (path itself when it is no link; newly
+ * allocated): the file an output replaces or creates.  NULL with *errnum set where the chain cannot
+ * be followed (ELOOP after 40 links, readlink's error). */
+char *tp_output_target(const char *path, int *errnum);
+
 /* Removes every temporary not committed. */
 void tp_outputs_free(TpOutputs *o);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpOutputs, tp_outputs_free)

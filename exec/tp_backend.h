@@ -231,8 +231,8 @@ const char *tp_cpu_better_core(const char *core);
  * then fails, so the program starts again (the same restart) with OPENBLAS_NUM_THREADS=1 where no
  * thread count was chosen; otherwise the threads are joined (OpenBLAS starts them again when a
  * product needs them), and one that cannot map its buffer under the limit retries forever, so the
- * limit is then refused (FALSE, TP_ERROR_INPUT) instead of the program hanging.  TRUE at once
- * without such a limit. */
+ * limit is then refused (FALSE, TP_ERROR_INPUT) instead of the program hanging.  Without such a
+ * limit TRUE, after the restart for the core where there was one. */
 gboolean tp_backend_cpu_settle(char **argv, GError **err);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value

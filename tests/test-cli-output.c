@@ -6,7 +6,9 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -129,11 +131,11 @@ static void test_output_all_or_nothing(void)
   g_autofree char *csv = g_build_filename(dir, "events.csv", NULL);
   g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
   g_assert_true(g_file_set_contents(csv, "keep\n", -1, NULL));
-  /* places that pass the checks before the work and fail at the write: a full device, and a
-   * directory that takes no new files (/proc: even root's creation fails there) */
+  /* places that pass the checks before the work and fail at the write: a full device, and, for
+   * root, a directory that takes no new files though access() says it does (/proc) */
   const char *reports[] = { "/dev/full", "/proc/tp-never-written.json" };
   for (guint i = 0; i < G_N_ELEMENTS(reports); i++) {
-    if (!g_file_test(i == 0 ? "/dev/full" : "/proc/self", G_FILE_TEST_EXISTS))
+    if (i == 0 ? !g_file_test("/dev/full", G_FILE_TEST_EXISTS) : access("/proc", W_OK) != 0)
       continue;
     TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", csv, "--trace", trace, "-o",
                                               reports[i], "--format", "json", NULL });
@@ -147,23 +149,40 @@ static void test_output_all_or_nothing(void)
     g_assert_cmpstr(kept, ==, "keep\n");
     tpt_run_clear(&r);
   }
-  /* an output the checks can tell will fail — no such directory, a file where the directory should
-   * be, a directory — is refused before any work: exit 2, one line naming the flag and the file */
+  /* an output the checks can tell will fail is refused before any work: exit 2, one line naming
+   * the flag, the file and why — no such directory, a file where the directory should be, a
+   * directory, a dangling link into a missing directory, a loop of links, a socket */
   g_autofree char *missing = g_build_filename(dir, "no-such-dir", "report.json", NULL);
   g_autofree char *under_file = g_build_filename(csv, "report.json", NULL);
-  const char *refused[] = { missing, under_file, dir };
-  const char *why[] = { "No such file or directory", "Not a directory", "it is a directory" };
+  g_autofree char *dangling = g_build_filename(dir, "dangling", NULL), *loop = g_build_filename(dir, "loop", NULL);
+  g_autofree char *sock = g_build_filename(dir, "sock", NULL);
+  g_assert_cmpint(symlink(missing, dangling), ==, 0);
+  g_assert_cmpint(symlink("loop", loop), ==, 0);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  g_assert_cmpuint(strlen(sock), <, sizeof addr.sun_path);
+  strcpy(addr.sun_path, sock);
+  g_assert_cmpint(bind(fd, (struct sockaddr *)&addr, sizeof addr), ==, 0);
+  g_autofree char *missing_png = g_build_filename(dir, "no-such-dir", "v.png", NULL);
+  const char *refused[] = { missing_png, missing, under_file, dir, dangling, loop, sock };
+  const char *why[] = { "No such file or directory", "No such file or directory", "Not a directory",
+                        "it is a directory", "no-such-dir': No such file or directory",
+                        "Too many levels of symbolic links", "not a file, character device or FIFO" };
   for (guint i = 0; i < G_N_ELEMENTS(refused); i++) {
-    TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", csv, "--trace", trace, "-o",
-                                              refused[i], "--format", "json", NULL });
+    const char *const *args = i == 0 ? (const char *const[]){ "plot", "vmap", "-w", "2-3", "-n", "2-3", "-o", missing_png, NULL }
+                                     : (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", csv, "--trace",
+                                                              trace, "-o", refused[i], "--format", "json", NULL };
+    TptRun r = tpt_run(args);
     g_autofree char *q = g_strdup_printf("-o: cannot write '%s': ", refused[i]);
     if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, q) || !strstr(r.err, why[i]))
       g_error("-o %s: status %d, stderr '%s' (wanted status 2, '%s' and '%s')", refused[i], r.status, r.err, q, why[i]);
     g_assert_cmpstr(r.out, ==, "");
     g_autofree char *names = dir_listing(dir);
-    g_assert_cmpstr(names, ==, "events.csv");
+    g_assert_cmpstr(names, ==, "dangling,events.csv,loop,sock");
     tpt_run_clear(&r);
   }
+  close(fd);
+  g_unlink(sock), g_unlink(loop), g_unlink(dangling);
   /* a failing standard output takes the files with it too */
   if (g_file_test("/dev/full", G_FILE_TEST_EXISTS)) {
     const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";

@@ -104,6 +104,8 @@ static void expect_refusal(const char *limit, const char *const *args, const cha
 
 static void test_cli_refusals(void)
 {
+  g_autofree char *dir = g_dir_make_tmp("tp-scale-XXXXXX", NULL);
+  g_autofree char *never = g_build_filename(dir, "never-written.json", NULL);
 #define R(limit, needle, ...) expect_refusal(limit, (const char *const[]){ __VA_ARGS__, NULL }, needle)
   R("1G", "W=10, N=10, K=900000: generating the schedule needs about", "simulate", "-w", "10", "-n", "10", "-k",
     "900000");
@@ -115,8 +117,10 @@ static void test_cli_refusals(void)
   R("2500K", "W=16, N=8, K=200: writing the schedule needs about", "schedule", "-w", "16", "-n", "8", "-k", "200",
     "--format", "json");
   R("14M", "W=16, N=8, K=200: writing the trace needs about", "simulate", "-w", "16", "-n", "8", "-k", "200",
-    "--trace", "/proc/tp-never-written.json");
+    "--trace", never);
   R("1x", "TP_MEMORY_LIMIT: expected a number of bytes", "schedule");
+  g_assert_false(g_file_test(never, G_FILE_TEST_EXISTS));
+  g_rmdir(dir);
 }
 
 /* GPipe with stages 2 and 3 running each mini-batch's first two forwards swapped: their received

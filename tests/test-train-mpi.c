@@ -173,6 +173,46 @@ static void test_other_args(void)
   g_assert_cmpint(count(err, "timeprest train:"), ==, 1);
 }
 
+/* Only rank 0 writes the outputs, so only rank 0 checks where they go: ranks in different working
+ * directories (nodes with their own /tmp) where the output's directory exists for rank 0 alone train
+ * and rank 0 writes; where it is missing for rank 0, exit 2 with rank 0's one line. */
+static void test_outputs_rank0(void)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *root = g_dir_make_tmp("tp-mpi-out-XXXXXX", NULL);
+  g_autofree char *a = g_build_filename(root, "a", NULL), *b = g_build_filename(root, "b", NULL);
+  g_autofree char *out = g_build_filename(a, "out", NULL), *report = g_build_filename(out, "r.json", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(out, 0755), ==, 0);
+  g_assert_cmpint(g_mkdir_with_parents(b, 0755), ==, 0);
+  g_autofree char *abs = g_canonicalize_filename(bin, NULL);
+  const char *common = "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet -o out/r.json";
+  for (int missing = 0; missing <= 1; missing++) {
+    const char *first = missing ? b : a, *second = missing ? a : b;
+    g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 --wdir %s %s train %s : -np 1 "
+                                            "--wdir %s %s train %s", first, abs, common, second, abs, common);
+    g_auto(GStrv) argv = g_strsplit(line, " ", -1);
+    g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
+    g_autofree char *sout = NULL, *serr = NULL;
+    int wait = 0;
+    GError *e = NULL;
+    g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &sout, &serr, &wait, &e));
+    g_assert_no_error(e);
+    g_test_message("rank 0 %s the output's directory: status 0x%x, %s", missing ? "without" : "with", wait, serr);
+    g_assert_true(WIFEXITED(wait));
+    if (!missing) {
+      g_assert_cmpint(WEXITSTATUS(wait), ==, 0);
+      g_assert_true(g_file_test(report, G_FILE_TEST_IS_REGULAR));
+    } else {
+      g_assert_cmpint(WEXITSTATUS(wait), ==, 2);
+      g_assert_cmpint(count(serr, "timeprest train: -o: cannot write 'out/r.json': 'out': No such file"), ==, 1);
+      g_assert_cmpint(count(serr, "timeprest train:"), ==, 1);
+    }
+  }
+  g_remove(report), g_rmdir(out), g_rmdir(a), g_rmdir(b);
+  g_assert_cmpint(g_rmdir(root), ==, 0);
+}
+
 /* A bad flag under mpirun: every rank refuses it before MPI starts; one line (rank 0's), exit 2. */
 static void test_flag_error_once(void)
 {
@@ -321,6 +361,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train-mpi/other-arguments", test_other_args);
   g_test_add_func("/train-mpi/startup-bounded", test_startup_bounded);
   g_test_add_func("/train-mpi/flag-error-once", test_flag_error_once);
+  g_test_add_func("/train-mpi/outputs-rank-0", test_outputs_rank0);
   g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);
   g_test_add_data_func("/train-mpi/fault/stop", GINT_TO_POINTER(SIGSTOP), test_fault);
   return g_test_run();

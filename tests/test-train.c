@@ -438,19 +438,20 @@ static void test_outputs(void)
   tpt_run_clear(&r);
 }
 
-/* The outputs of a run are all written or none: a report that cannot be written (in /proc, which
- * takes no new file even from root) leaves no training log, no trace and none of the files beside
- * it, and no temporaries; one whose directory is missing is refused before the training (exit 2). */
+/* The outputs of a run are all written or none: a report that cannot be written (a full device)
+ * leaves no training log, no trace and none of the files beside it, and no temporaries; one whose
+ * directory is missing is refused before the training (exit 2).  With --checkpoint DIR, outputs
+ * inside DIR are written though the run makes DIR, and none may be DIR or a file of its checkpoint. */
 static void test_outputs_all_or_none(void)
 {
   g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
   g_assert_nonnull(dir);
   g_autofree char *log = g_build_filename(dir, "log.csv", NULL), *ev = g_build_filename(dir, "events.csv", NULL);
   g_autofree char *missing = g_build_filename(dir, "missing", "report.json", NULL);
-  const char *reports[] = { "/proc/tp-never-written.json", missing };
+  const char *reports[] = { "/dev/full", missing };
   const int status[] = { 1, 2 };
   for (guint i = 0; i < G_N_ELEMENTS(reports); i++) {
-    if (i == 0 && !g_file_test("/proc/self", G_FILE_TEST_EXISTS))
+    if (i == 0 && !g_file_test("/dev/full", G_FILE_TEST_EXISTS))
       continue;
     const char *args[] = { "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32",
                            "--csv", log, "--trace", ev, "-o", reports[i], NULL };
@@ -467,7 +468,28 @@ static void test_outputs_all_or_none(void)
     g_dir_close(d);
     tpt_run_clear(&r);
   }
-  g_rmdir(dir);
+  /* the checkpoint directory: made by the run, outputs inside it written; itself or its files refused */
+  g_autofree char *ck = g_build_filename(dir, "runs", "ck", NULL), *inside = g_build_filename(ck, "report.json", NULL);
+  g_autofree char *ini = g_build_filename(ck, "checkpoint.ini", NULL), *state = g_build_filename(ck, "state-3.bin", NULL);
+  const char *ck_out[] = { ini, state, ck, inside };
+  for (guint i = 0; i < G_N_ELEMENTS(ck_out); i++) {
+    const char *args[] = { "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32",
+                           "--quiet", "--checkpoint", ck, "-o", ck_out[i], NULL };
+    TptRun r = tpt_run(args);
+    g_test_message("--checkpoint %s -o %s: %s", ck, ck_out[i], r.err);
+    if (i < 3) {
+      g_assert_cmpint(r.status, ==, 2);
+      g_assert_nonnull(strstr(r.err, "-o and --checkpoint: "));
+      g_assert_nonnull(strstr(r.err, "is the checkpoint's directory or one of its files"));
+      g_assert_false(g_file_test(ck, G_FILE_TEST_EXISTS));
+    } else {
+      g_assert_cmpint(r.status, ==, 0);
+      g_assert_true(g_file_test(inside, G_FILE_TEST_IS_REGULAR));
+      g_assert_true(g_file_test(ini, G_FILE_TEST_IS_REGULAR));
+    }
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(dir);
 }
 
 /* A stage whose only layer is a flatten holds no weights, activations or gradients: its memory is

@@ -60,6 +60,10 @@ gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **er
  * naming dir when not. */
 gboolean tp_checkpoint_check_dir(const char *dir, GError **err);
 
+/* Whether path (through its symbolic links) names the checkpoint directory dir itself or a file a
+ * checkpoint there writes: checkpoint.ini, the lock, a state file or a temporary of one. */
+gboolean tp_checkpoint_owns(const char *dir, const char *path);
+
 /* The lock file of a checkpoint directory: held (fcntl) for the life of the run that writes there,
  * holding "PID P on HOST". */
 #define TP_CHECKPOINT_LOCK "checkpoint.lock"

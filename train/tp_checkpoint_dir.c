@@ -6,6 +6,7 @@
 #include "tp_checkpoint.h"
 #include "tp_checkpoint_priv.h"
 #include "tp_error.h"
+#include "tp_output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,23 @@ static gboolean file_kind(const char *name, gboolean *ini, int *gen, int *stage)
     *stage = (int)st;
   }
   return g_str_has_prefix(end, ".bin");
+}
+
+gboolean tp_checkpoint_owns(const char *dir, const char *path)
+{
+  int e = 0;
+  g_autofree char *target = tp_output_target(path, &e);
+  if (!target)
+    return FALSE;
+  g_autofree char *d = g_canonicalize_filename(dir, NULL), *t = g_canonicalize_filename(target, NULL);
+  g_autofree char *parent = g_path_get_dirname(t), *name = g_path_get_basename(t);
+  GStatBuf a, b;
+  gboolean same_dir = strcmp(parent, d) == 0 ||
+                      (g_stat(parent, &a) == 0 && g_stat(d, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+  gboolean ini;
+  int gen, stage;
+  return strcmp(t, d) == 0 || (same_dir && (strcmp(name, TP_CHECKPOINT_INI) == 0 || strcmp(name, TP_CHECKPOINT_LOCK) == 0 ||
+                                           file_kind(name, &ini, &gen, &stage)));
 }
 
 void tp_checkpoint_remove_files(const char *dir, int keep, int stage)
