@@ -360,6 +360,29 @@ static int launcher_rank(void)
   return rank ? atoi(rank) : 0;
 }
 
+/* Whether outputs p and q are one file as the write resolves them: where both exist, by identity;
+ * where neither does, the same name in one directory (by identity, after their links), or the same
+ * canonical name where that directory is missing; never where only one exists. */
+static gboolean same_output(const char *p, const char *q)
+{
+  GStatBuf a, b;
+  gboolean pe = g_stat(p, &a) == 0, qe = g_stat(q, &b) == 0;
+  if (pe || qe)
+    return pe && qe && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  int e = 0;
+  g_autofree char *tp = tp_output_target(p, &e), *tq = tp_output_target(q, &e);
+  if (!tp || !tq)
+    return FALSE;
+  g_autofree char *np = g_path_get_basename(tp), *nq = g_path_get_basename(tq);
+  g_autofree char *dp = g_path_get_dirname(tp), *dq = g_path_get_dirname(tq);
+  if (strcmp(np, nq) != 0)
+    return FALSE;
+  if (g_stat(dp, &a) == 0 && g_stat(dq, &b) == 0)
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  g_autofree char *cp = g_canonicalize_filename(tp, NULL), *cq = g_canonicalize_filename(tq, NULL);
+  return strcmp(cp, cq) == 0;
+}
+
 /* Whether making `made` with its missing parents makes dir (made itself or one of its parents). */
 static gboolean made_by(const char *made, const char *dir)
 {
@@ -432,10 +455,7 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
   }
   for (int i = 0; i < n && ok; i++)
     for (int j = i + 1; j < n && ok && canon[i]; j++) {
-      GStatBuf a, b;
-      if (!canon[j] || (strcmp(canon[i], canon[j]) != 0 &&
-                        !(g_stat(canon[i], &a) == 0 && g_stat(canon[j], &b) == 0 && a.st_dev == b.st_dev &&
-                          a.st_ino == b.st_ino)))
+      if (!canon[j] || !same_output(paths[i], paths[j]))
         continue;
       g_autofree char *q = tp_quote(paths[j]);
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; each output needs a file of its own",

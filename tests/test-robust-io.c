@@ -166,10 +166,16 @@ static void test_output_collisions(void)
   g_autofree char *x = g_build_filename(root, "x", NULL), *run = g_build_filename(root, "run", NULL);
   g_autofree char *run_plan = g_build_filename(root, "run.schedule.csv", NULL);
   g_autofree char *dotted = g_build_filename(root, ".", "x", NULL);
+  /* a link to a directory elsewhere: "far/x" and the directory's own name for x are one new file */
+  g_autofree char *elsewhere = g_build_filename(root, "sub", "d", NULL), *far = g_build_filename(root, "far", NULL);
+  g_autofree char *far_x = g_build_filename(far, "x", NULL), *d_x = g_build_filename(elsewhere, "x", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(elsewhere, 0755), ==, 0);
+  g_assert_cmpint(symlink(elsewhere, far), ==, 0);
   struct {
     const char *const *args;
     const char *want;
   } cases[] = {
+    { (const char *[]){ "simulate", "--csv", far_x, "-o", d_x, NULL }, "--csv and -o" },
     { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "-o", x, NULL }, "--csv and -o" },
     { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", x, "--trace", dotted, NULL }, "--csv and --trace" },
     { (const char *[]){ "train", "-k", "2", "--quiet", "--csv", run_plan, "--trace", run, NULL }, "--csv and --trace" },
@@ -189,8 +195,19 @@ static void test_output_collisions(void)
     assert_refused(&r, cases[i].want);
     g_assert_false(g_file_test(x, G_FILE_TEST_EXISTS));
     g_assert_false(g_file_test(run_plan, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(d_x, G_FILE_TEST_EXISTS));
     tpt_run_clear(&r);
   }
+  /* "far/../x" is sub/x (beside d), not root's x: two files, both written */
+  g_autofree char *far_up = g_build_filename(far, "..", "x", NULL);
+  TptRun two = tpt_run((const char *[]){ "simulate", "--csv", far_up, "-o", x, NULL });
+  g_test_message("far/../x and x: %s", two.err);
+  g_assert_cmpint(two.status, ==, 0);
+  g_assert_true(g_file_test(x, G_FILE_TEST_IS_REGULAR));
+  g_autofree char *root_parent = g_path_get_dirname(elsewhere), *beside_d = g_build_filename(root_parent, "x", NULL);
+  g_assert_true(g_file_test(beside_d, G_FILE_TEST_IS_REGULAR));
+  tpt_run_clear(&two);
+  g_unlink(x), g_unlink(beside_d), g_unlink(far), g_rmdir(elsewhere), g_rmdir(root_parent);
   /* an output naming an input file (by its name, another spelling or a hard link) is refused before
    * anything runs, the input left as it was (a model and a cluster that would run) */
   const char *src = g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".";
