@@ -231,8 +231,8 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   c->progress = !o->quiet;
   c->keep_events = o->trace != NULL;
   c->name_param = tp_cli_name_flag;
-  return tp_train_check_outputs(o->csv, o->trace, o->output, o->checkpoint ? "--checkpoint" : "--resume",
-                                o->checkpoint ? o->checkpoint : o->resume, o->model, o->schedule, o->data, err) &&
+  return tp_train_check_outputs(o->csv, o->trace, o->output, o->checkpoint, o->resume, o->model, o->schedule, o->data,
+                                err) &&
          checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
 }
 

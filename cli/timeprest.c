@@ -62,7 +62,9 @@ int main(int argc, char **argv)
 {
   GError *settle = NULL;
   if (!tp_backend_cpu_settle(argv, &settle)) { /* before anything reads the process's size */
-    fprintf(stderr, "timeprest: %s\n", settle->message);
+    gboolean command = argc > 1 && argv[1][0] != '-'; /* named as the command's other refusals */
+    if (!tp_cli_silent_rank(&settle))                /* under mpirun: rank 0's line only */
+      fprintf(stderr, "timeprest%s%s: %s\n", command ? " " : "", command ? argv[1] : "", settle->message);
     _exit(2); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
   }
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */

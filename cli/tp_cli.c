@@ -11,6 +11,7 @@
 #include "tp_sweep.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,61 +354,61 @@ static gboolean input_file(const TpCliInput *in, GStatBuf *st)
   return path && g_stat(path, st) == 0 && S_ISREG(st->st_mode);
 }
 
-/* The rank of this process under an MPI launcher (Open MPI's or a PMI one); 0 without one. */
+/* The rank of this process under an MPI launcher (Open MPI's, PMIx or PMI); 0 without one. */
 static int launcher_rank(void)
 {
-  const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
-  return rank ? atoi(rank) : 0;
+  const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+  for (size_t i = 0; i < G_N_ELEMENTS(vars); i++)
+    if (g_getenv(vars[i]))
+      return atoi(g_getenv(vars[i]));
+  return 0;
 }
 
-/* Whether outputs p and q are one file as the write resolves them: where both exist, by identity;
- * where neither does, the same name in one directory (by identity, after their links), or the same
- * canonical name where that directory is missing; never where only one exists. */
-static gboolean same_output(const char *p, const char *q)
+/* The nearest part of path that exists (*st, as the kernel resolves it) and the names below it that do
+ * not, '/'-joined ("" when path exists; NULL when nothing of it does). */
+static char *missing_below(const char *path, GStatBuf *st)
 {
-  GStatBuf a, b;
-  gboolean pe = g_stat(p, &a) == 0, qe = g_stat(q, &b) == 0;
-  if (pe || qe)
-    return pe && qe && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-  int e = 0;
-  g_autofree char *tp = tp_output_target(p, &e), *tq = tp_output_target(q, &e);
-  if (!tp || !tq)
-    return FALSE;
-  g_autofree char *np = g_path_get_basename(tp), *nq = g_path_get_basename(tq);
-  g_autofree char *dp = g_path_get_dirname(tp), *dq = g_path_get_dirname(tq);
-  if (strcmp(np, nq) != 0)
-    return FALSE;
-  if (g_stat(dp, &a) == 0 && g_stat(dq, &b) == 0)
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-  g_autofree char *cp = g_canonicalize_filename(tp, NULL), *cq = g_canonicalize_filename(tq, NULL);
-  return strcmp(cp, cq) == 0;
+  g_autofree char *p = g_strdup(path);
+  char *rest = g_strdup("");
+  while (g_stat(p, st) != 0) {
+    g_autofree char *parent = g_path_get_dirname(p), *name = g_path_get_basename(p);
+    if (strcmp(parent, p) == 0) {
+      g_free(rest);
+      return NULL;
+    }
+    char *r = *rest ? g_strconcat(name, "/", rest, NULL) : g_strdup(name);
+    g_free(rest), rest = r;
+    g_free(p), p = g_steal_pointer(&parent);
+  }
+  return rest;
 }
 
-/* Whether making `made` with its missing parents makes dir (made itself or one of its parents). */
+/* Whether making `made` with its missing parents makes the missing directory dir (made itself or one
+ * of its parents): both below the same existing directory, dir's missing names a prefix of made's. */
 static gboolean made_by(const char *made, const char *dir)
 {
   if (!made)
     return FALSE;
-  g_autofree char *m = g_canonicalize_filename(made, NULL), *d = g_canonicalize_filename(dir, NULL);
+  GStatBuf a, b;
+  g_autofree char *m = missing_below(made, &a), *d = missing_below(dir, &b);
+  if (!m || !d || !*d || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+    return FALSE;
   size_t n = strlen(d);
-  return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/' || (n == 1 && d[0] == '/'));
+  return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/');
 }
 
-/* Whether the output path can be written as the writer (common/tp_output.c) will: through its
- * symbolic links, a device or FIFO in place, a regular file (or a new one) through a temporary in
- * its directory, which must exist (or be made: made), be a directory and take new files.  Else a
- * TP_ERROR_INPUT error naming flag, path and why. */
+/* Whether the output path can be written as the writer (common/tp_output.c) will: what the kernel
+ * finds there decides — a character device or FIFO is written in place, a directory, socket or block
+ * device refused; a regular file (or a new one, at the end of its symbolic links) is written through
+ * a temporary NAME.XXXXXX in its directory, so one is made and removed there now (the directory
+ * missing, not one, read-only, taking no new files, a name too long).  A missing directory that the
+ * command makes first (made) passes.  Else a TP_ERROR_INPUT error naming flag, path and why. */
 static gboolean output_place(const char *flag, const char *path, const char *made, GError **err)
 {
   g_autofree char *qp = tp_quote(path);
-  int e = 0;
-  g_autofree char *target = tp_output_target(path, &e);
   GStatBuf st;
-  if (!target) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
-    return FALSE;
-  }
-  if (g_stat(target, &st) == 0) {
+  int e = 0;
+  if (g_stat(path, &st) == 0) {
     const char *why = S_ISDIR(st.st_mode) ? "it is a directory"
                       : !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)
                           ? "not a file, character device or FIFO"
@@ -421,27 +422,48 @@ static gboolean output_place(const char *flag, const char *path, const char *mad
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
     return FALSE;
   }
-  g_autofree char *dir = g_path_get_dirname(target);
+  g_autofree char *target = tp_output_target(path, &e);
+  if (!target) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
+    return FALSE;
+  }
+  g_autofree char *dir = g_path_get_dirname(target), *qd = tp_quote(dir);
   if (g_stat(dir, &st) != 0 && made_by(made, dir))
     return TRUE;
-  if (g_stat(dir, &st) != 0)
+  g_autofree char *probe = g_strdup_printf("%s.XXXXXX", target);
+  int fd = g_mkstemp_full(probe, O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
     e = errno;
-  else if (!S_ISDIR(st.st_mode))
-    e = ENOTDIR;
-  else if (g_access(dir, W_OK | X_OK) != 0)
-    e = errno;
-  if (e) {
-    g_autofree char *qd = tp_quote(dir);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s: %s", flag, qp, qd, g_strerror(e));
+    gboolean is_dir = g_stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    if (e == ENAMETOOLONG)
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
+    else
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s%s: %s", flag, qp,
+                  is_dir ? "no new file can be made in " : "", qd, g_strerror(e));
+    return FALSE;
   }
-  return e == 0;
+  close(fd);
+  g_unlink(probe);
+  return TRUE;
+}
+
+/* The message for outputs i and j that name one file: both flags, and both spellings where they differ. */
+static void one_file(int i, int j, const char *const *flags, const char *const *paths, const char *what, GError **err)
+{
+  g_autofree char *qi = tp_quote(paths[i]), *qj = tp_quote(paths[j]);
+  if (strcmp(paths[i], paths[j]) == 0)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; %s", flags[i], flags[j], qj, what);
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name one file (%s, %s); %s", flags[i], flags[j], qi,
+                qj, what);
 }
 
 gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *const *paths, const char *made,
                                    int n_in, const TpCliInput *inputs, GError **err)
 {
-  char **canon = g_new0(char *, n + 1);
+  gboolean *file = g_new0(gboolean, n + 1); /* a regular file or a new one: it takes one output */
   gboolean ok = TRUE, writes = launcher_rank() == 0; /* under a launcher rank 0 writes the outputs */
+  gboolean to_stdout = FALSE;
   for (int i = 0; i < n && ok; i++) {
     if (paths[i] && !*paths[i]) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: an empty file name", flags[i]);
@@ -449,36 +471,41 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
     } else if (paths[i] && strcmp(paths[i], "-") != 0) {
       ok = !writes || output_place(flags[i], paths[i], made, err);
       GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
-      if (ok && (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode)))
-        canon[i] = g_canonicalize_filename(paths[i], NULL);
+      file[i] = ok && (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode));
+    } else {
+      to_stdout = to_stdout || paths[i] || strcmp(flags[i], "-o") == 0; /* "-", or no -o: the report */
     }
   }
   for (int i = 0; i < n && ok; i++)
-    for (int j = i + 1; j < n && ok && canon[i]; j++) {
-      if (!canon[j] || !same_output(paths[i], paths[j]))
-        continue;
-      g_autofree char *q = tp_quote(paths[j]);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; each output needs a file of its own",
-                  flags[i], flags[j], q);
-      ok = FALSE;
-    }
+    for (int j = i + 1; j < n && ok && file[i]; j++)
+      if (file[j] && tp_output_same(paths[i], paths[j])) {
+        one_file(i, j, flags, paths, "each output needs a file of its own", err);
+        ok = FALSE;
+      }
+  /* standard output redirected into a file that an output also names: one of the two would be lost */
+  GStatBuf so, out;
+  if (ok && to_stdout && fstat(STDOUT_FILENO, &so) == 0 && S_ISREG(so.st_mode))
+    for (int i = 0; i < n && ok; i++)
+      if (file[i] && g_stat(paths[i], &out) == 0 && out.st_dev == so.st_dev && out.st_ino == so.st_ino) {
+        g_autofree char *q = tp_quote(paths[i]);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and standard output: both name %s; each output needs a "
+                    "file of its own", flags[i], q);
+        ok = FALSE;
+      }
   /* an output written over an input (-o m.model -m m.model) would lose what the run reads */
   for (int j = 0; j < n_in && ok; j++) {
-    GStatBuf in, out;
+    GStatBuf in;
     if (!input_file(&inputs[j], &in))
       continue;
     for (int i = 0; i < n && ok; i++) {
-      if (!canon[i] || g_stat(canon[i], &out) != 0 || out.st_dev != in.st_dev || out.st_ino != in.st_ino)
+      if (!file[i] || g_stat(paths[i], &out) != 0 || out.st_dev != in.st_dev || out.st_ino != in.st_ino)
         continue;
-      g_autofree char *q = tp_quote(paths[i]);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both name %s; an output cannot overwrite an input",
-                  flags[i], inputs[j].flag, q);
+      const char *const two_flags[] = { flags[i], inputs[j].flag }, *const two_paths[] = { paths[i], inputs[j].path };
+      one_file(0, 1, two_flags, two_paths, "an output cannot overwrite an input", err);
       ok = FALSE;
     }
   }
-  for (int i = 0; i < n; i++)
-    g_free(canon[i]);
-  g_free(canon);
+  g_free(file);
   return ok;
 }
 

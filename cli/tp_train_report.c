@@ -19,8 +19,8 @@ static char *beside(const char *trace, const char *what)
   return g_strdup_printf("%.*s.%s.csv", (int)n, trace, what);
 }
 
-gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *ck_flag,
-                                const char *ck_dir, const char *model, const char *schedule, const char *data,
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *checkpoint,
+                                const char *resume, const char *model, const char *schedule, const char *data,
                                 GError **err)
 {
   g_autofree char *plan = trace ? beside(trace, "schedule") : NULL;
@@ -28,16 +28,18 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
   const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };
   const char *paths[] = { csv, trace, plan, pred, output };
   const TpCliInput in[] = { { "-m", model, tp_model_path }, { "--schedule", schedule, NULL }, { "--data", data, NULL } };
-  if (!tp_cli_check_outputs_made(G_N_ELEMENTS(paths), flags, paths, ck_dir && *ck_dir ? ck_dir : NULL,
+  if (!tp_cli_check_outputs_made(G_N_ELEMENTS(paths), flags, paths, checkpoint && *checkpoint ? checkpoint : NULL,
                                  (int)G_N_ELEMENTS(in), in, err))
     return FALSE;
-  for (size_t i = 0; ck_dir && *ck_dir && i < G_N_ELEMENTS(paths); i++)
-    if (paths[i] && strcmp(paths[i], "-") != 0 && tp_checkpoint_owns(ck_dir, paths[i])) {
-      g_autofree char *q = tp_quote(paths[i]);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: %s is the checkpoint's directory or one of its files",
-                  flags[i], ck_flag, q);
-      return FALSE;
-    }
+  const char *ck_flags[] = { "--checkpoint", "--resume" }, *ck_dirs[] = { checkpoint, resume };
+  for (size_t c = 0; c < G_N_ELEMENTS(ck_dirs); c++)
+    for (size_t i = 0; ck_dirs[c] && *ck_dirs[c] && i < G_N_ELEMENTS(paths); i++)
+      if (paths[i] && strcmp(paths[i], "-") != 0 && tp_checkpoint_owns(ck_dirs[c], paths[i])) {
+        g_autofree char *q = tp_quote(paths[i]);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: %s is the checkpoint's directory or one of its files",
+                    flags[i], ck_flags[c], q);
+        return FALSE;
+      }
   return TRUE;
 }
 

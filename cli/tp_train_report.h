@@ -13,11 +13,11 @@ typedef struct {
 } TpTrainOutputs;
 
 /* Before the run: the outputs' names checked (none empty, each writable, no file named twice, the
- * trace's files beside it included, none the model, schedule or data file read, none the checkpoint
- * directory ck_dir, given by ck_flag, or a file of its checkpoint; an output inside ck_dir is
- * checked as if the run had made it); TP_ERROR_INPUT naming the flags. */
-gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *ck_flag,
-                                const char *ck_dir, const char *model, const char *schedule, const char *data,
+ * trace's files beside it included, none the model, schedule or data file read, none the directory
+ * of --checkpoint or --resume (NULL: not given) or a file of a checkpoint there; an output inside the
+ * --checkpoint directory is checked as if the run had made it); TP_ERROR_INPUT naming the flags. */
+gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *output, const char *checkpoint,
+                                const char *resume, const char *model, const char *schedule, const char *data,
                                 GError **err);
 
 /* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */

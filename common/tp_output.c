@@ -150,6 +150,26 @@ char *tp_output_target(const char *path, int *errnum)
   return NULL;
 }
 
+gboolean tp_output_same(const char *p, const char *q)
+{
+  struct stat a, b;
+  gboolean pe = stat(p, &a) == 0, qe = stat(q, &b) == 0;
+  if (pe || qe)
+    return pe && qe && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  int e = 0;
+  g_autofree char *tp = tp_output_target(p, &e), *tq = tp_output_target(q, &e);
+  if (!tp || !tq)
+    return FALSE;
+  g_autofree char *np = g_path_get_basename(tp), *nq = g_path_get_basename(tq);
+  g_autofree char *dp = g_path_get_dirname(tp), *dq = g_path_get_dirname(tq);
+  if (strcmp(np, nq) != 0)
+    return FALSE;
+  if (stat(dp, &a) == 0 && stat(dq, &b) == 0)
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  g_autofree char *cp = g_canonicalize_filename(tp, NULL), *cq = g_canonicalize_filename(tq, NULL);
+  return strcmp(cp, cq) == 0;
+}
+
 static gboolean write_all(int fd, const char *data, gsize len)
 {
   while (len > 0) {

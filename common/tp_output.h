@@ -15,6 +15,12 @@ TpOutputs *tp_outputs_new(void);
  * be followed (ELOOP after 40 links, readlink's error). */
 char *tp_output_target(const char *path, int *errnum);
 
+/* Whether outputs p and q are one file as the write resolves them: where both exist, by identity;
+ * where neither does, the same name in one directory (the directory by identity, as the kernel
+ * resolves its path), or the same canonical name where that directory is missing; never where only
+ * one exists. */
+gboolean tp_output_same(const char *p, const char *q);
+
 /* Removes every temporary not committed. */
 void tp_outputs_free(TpOutputs *o);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpOutputs, tp_outputs_free)

@@ -207,6 +207,32 @@ static void test_output_collisions(void)
   g_autofree char *root_parent = g_path_get_dirname(elsewhere), *beside_d = g_build_filename(root_parent, "x", NULL);
   g_assert_true(g_file_test(beside_d, G_FILE_TEST_IS_REGULAR));
   tpt_run_clear(&two);
+  /* an input reached through a link the same way: far/../s.csv is sub/s.csv, the schedule read */
+  g_autofree char *sub_s = g_build_filename(root_parent, "s.csv", NULL), *far_s = g_build_filename(far, "..", "s.csv", NULL);
+  TptRun made = tpt_run((const char *[]){ "schedule", "-w", "2", "-o", sub_s, NULL });
+  g_assert_cmpint(made.status, ==, 0);
+  g_autofree char *sched_text = NULL;
+  g_assert_true(g_file_get_contents(sub_s, &sched_text, NULL, NULL));
+  TptRun over = tpt_run((const char *[]){ "simulate", "-i", sub_s, "-o", far_s, NULL });
+  g_test_message("-i sub/s.csv -o far/../s.csv: %s", over.err);
+  assert_refused(&over, "-o and -i: both name one file");
+  g_autofree char *after = NULL;
+  g_assert_true(g_file_get_contents(sub_s, &after, NULL, NULL));
+  g_assert_cmpstr(after, ==, sched_text);
+  tpt_run_clear(&made), tpt_run_clear(&over);
+  /* standard output redirected into the file an output names: one of the two would be lost */
+  g_autofree char *clash = g_strdup_printf("cd %s && \"$TP\" simulate -w 2 --csv out.csv > out.csv", root);
+  TptRun so = tpt_run_shell(clash);
+  g_test_message("--csv out.csv > out.csv: %s", so.err);
+  g_assert_cmpint(so.status, ==, 2);
+  g_assert_nonnull(strstr(so.err, "--csv and standard output: both name 'out.csv'"));
+  tpt_run_clear(&so);
+  g_autofree char *fine = g_strdup_printf("cd %s && \"$TP\" simulate -w 2 -o /dev/stdout > out.csv", root);
+  so = tpt_run_shell(fine);
+  g_assert_cmpint(so.status, ==, 0);
+  tpt_run_clear(&so);
+  g_autofree char *out_csv = g_build_filename(root, "out.csv", NULL);
+  g_unlink(out_csv), g_unlink(sub_s);
   g_unlink(x), g_unlink(beside_d), g_unlink(far), g_rmdir(elsewhere), g_rmdir(root_parent);
   /* an output naming an input file (by its name, another spelling or a hard link) is refused before
    * anything runs, the input left as it was (a model and a cluster that would run) */

@@ -489,6 +489,45 @@ static void test_outputs_all_or_none(void)
     }
     tpt_run_clear(&r);
   }
+  /* the same files reached through a link (far -> ck/sub, far/../checkpoint.ini), and the checkpoint
+   * a run resumes from while checkpointing elsewhere */
+  g_autofree char *ck_sub = g_build_filename(ck, "sub", NULL), *far = g_build_filename(dir, "far", NULL);
+  g_autofree char *far_ini = g_build_filename(far, "..", "checkpoint.ini", NULL);
+  g_autofree char *other = g_build_filename(dir, "other", NULL), *ck_state = g_build_filename(ck, "state-0.bin", NULL);
+  g_assert_cmpint(g_mkdir(ck_sub, 0755), ==, 0);
+  g_assert_cmpint(symlink(ck_sub, far), ==, 0);
+  g_autofree char *ini_text = NULL;
+  g_assert_true(g_file_get_contents(ini, &ini_text, NULL, NULL));
+  const char *const *owned[] = {
+    (const char *[]){ "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32", "--quiet",
+                      "--checkpoint", ck, "-o", far_ini, NULL },
+    (const char *[]){ "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data", "synthetic:64:32", "--quiet",
+                      "--resume", ck, "--checkpoint", other, "-o", ck_state, NULL },
+  };
+  const char *owned_flag[] = { "-o and --checkpoint: ", "-o and --resume: " };
+  for (guint i = 0; i < G_N_ELEMENTS(owned); i++) {
+    TptRun r = tpt_run(owned[i]);
+    g_test_message("%s", r.err);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, owned_flag[i]));
+    g_autofree char *now = NULL;
+    g_assert_true(g_file_get_contents(ini, &now, NULL, NULL));
+    g_assert_cmpstr(now, ==, ini_text);
+    tpt_run_clear(&r);
+  }
+  /* a checkpoint directory to be made, spelled through the link (far/../nck is ck/nck): an output
+   * there is accepted by that directory's real name, refused by the name the text suggests */
+  g_autofree char *far_nck = g_build_filename(far, "..", "nck", NULL), *nck = g_build_filename(ck, "nck", NULL);
+  g_autofree char *real_out = g_build_filename(nck, "r.json", NULL), *text_out = g_build_filename(dir, "nck", "r.json", NULL);
+  const char *outs[] = { text_out, real_out };
+  for (guint i = 0; i < G_N_ELEMENTS(outs); i++) {
+    TptRun r = tpt_run((const char *[]){ "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data",
+                                         "synthetic:64:32", "--quiet", "--checkpoint", far_nck, "-o", outs[i], NULL });
+    g_test_message("--checkpoint far/../nck -o %s: %s", outs[i], r.err);
+    g_assert_cmpint(r.status, ==, i == 0 ? 2 : 0);
+    g_assert_true(g_file_test(real_out, G_FILE_TEST_IS_REGULAR) == (i == 1));
+    tpt_run_clear(&r);
+  }
   tpt_rm_tree(dir);
 }
 

@@ -46,15 +46,12 @@ gboolean tp_checkpoint_owns(const char *dir, const char *path)
   g_autofree char *target = tp_output_target(path, &e);
   if (!target)
     return FALSE;
-  g_autofree char *d = g_canonicalize_filename(dir, NULL), *t = g_canonicalize_filename(target, NULL);
-  g_autofree char *parent = g_path_get_dirname(t), *name = g_path_get_basename(t);
-  GStatBuf a, b;
-  gboolean same_dir = strcmp(parent, d) == 0 ||
-                      (g_stat(parent, &a) == 0 && g_stat(d, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+  g_autofree char *parent = g_path_get_dirname(target), *name = g_path_get_basename(target);
   gboolean ini;
   int gen, stage;
-  return strcmp(t, d) == 0 || (same_dir && (strcmp(name, TP_CHECKPOINT_INI) == 0 || strcmp(name, TP_CHECKPOINT_LOCK) == 0 ||
-                                           file_kind(name, &ini, &gen, &stage)));
+  return tp_output_same(path, dir) ||
+         (tp_output_same(parent, dir) && (strcmp(name, TP_CHECKPOINT_INI) == 0 ||
+                                          strcmp(name, TP_CHECKPOINT_LOCK) == 0 || file_kind(name, &ini, &gen, &stage)));
 }
 
 void tp_checkpoint_remove_files(const char *dir, int keep, int stage)
