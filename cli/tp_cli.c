@@ -413,6 +413,8 @@ static gboolean output_place(const char *flag, const char *path, const char *mad
                       : !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)
                           ? "not a file, character device or FIFO"
                           : NULL;
+    if (!why && !S_ISREG(st.st_mode) && g_access(path, W_OK) != 0) /* a device or FIFO: written in place */
+      why = g_strerror(errno);
     if (why)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, why);
     if (why || !S_ISREG(st.st_mode))

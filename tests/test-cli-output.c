@@ -201,6 +201,43 @@ static void test_output_all_or_nothing(void)
   remove_dir(dir);
 }
 
+/* As another user (root runs the tests: setpriv to nobody), a FIFO and a directory that user may
+ * not write are refused before any work. */
+static void test_output_not_writable(void)
+{
+  g_autofree char *setpriv = g_find_program_in_path("setpriv");
+  if (geteuid() != 0 || !setpriv) {
+    g_test_skip("needs root and setpriv to run the program as another user");
+    return;
+  }
+  g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL);
+  g_assert_cmpint(chmod(dir, 0755), ==, 0);
+  g_autofree char *fifo = g_build_filename(dir, "fifo", NULL), *report = g_build_filename(dir, "r.json", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  g_autofree char *abs = g_canonicalize_filename(bin, NULL);
+  const char *outs[] = { fifo, report };
+  for (guint i = 0; i < G_N_ELEMENTS(outs); i++) {
+    const char *argv[] = { setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", abs, "simulate", "-w", "2",
+                           "-o", outs[i], NULL };
+    g_autofree char *out = NULL, *errs = NULL;
+    int wait = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errs, &wait, NULL));
+    int status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+    g_test_message("as nobody, -o %s: status %d, %s", outs[i], status, errs);
+    if (status == 126 || status == 127 || strstr(errs, "setpriv:")) {
+      g_test_skip("the program cannot be run as nobody here");
+      break;
+    }
+    g_assert_cmpint(status, ==, 2);
+    g_assert_nonnull(strstr(errs, "Permission denied"));
+    g_assert_cmpint(tpt_lines(errs), ==, 1);
+  }
+  g_assert_false(g_file_test(report, G_FILE_TEST_EXISTS));
+  g_unlink(fifo);
+  g_rmdir(dir);
+}
+
 static void default_signals(gpointer data)
 {
   (void)data;
@@ -258,5 +295,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/output/links-and-modes", test_output_links_and_modes);
   g_test_add_func("/cli/output/all-or-nothing", test_output_all_or_nothing);
   g_test_add_func("/cli/output/signal", test_output_signal);
+  g_test_add_func("/cli/output/not-writable", test_output_not_writable);
   return g_test_run();
 }
