@@ -541,8 +541,11 @@ static void test_flatten_stage_memory(void)
 {
   g_autofree char *dir = g_dir_make_tmp("tp-train-XXXXXX", NULL);
   g_autofree char *model = g_build_filename(dir, "flat.model", NULL);
-  g_assert_true(g_file_set_contents(model, "name flat\ninput 1 28 28\ndataset 60000\nflatten\nlinear 1024\nrelu\n"
-                                    "linear 1024\nrelu\nlinear 10\nsoftmax_ce\n", -1, NULL));
+  /* stage 2 wide enough that its backward of a micro-batch (tens of ms) outlasts the flatten
+   * stage's wake-up on a loaded machine (at 1024 wide, with OpenBLAS's AVX-512 kernels, a few ms:
+   * beside other work most tries saw the gradient arrive first) */
+  g_assert_true(g_file_set_contents(model, "name flat\ninput 1 28 28\ndataset 60000\nflatten\nlinear 4096\nrelu\n"
+                                    "linear 4096\nrelu\nlinear 10\nsoftmax_ce\n", -1, NULL));
   const char *presets[] = { "gpipe", "timeprest" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
     const char *args[] = { "train", "-m", model, "-s", presets[i], "-w", "2", "-n", "4", "--split", "1,6", "-k", "3",
