@@ -151,6 +151,21 @@ static void test_size(void)
   run_clear(&r);
 }
 
+/* Run a launcher's command line (words split at spaces: mpirun's A : B forms) to its end: its exit
+ * status (asserted to have exited), standard error into *err (owned). */
+static int run_line(const char *line, char **err)
+{
+  g_auto(GStrv) argv = g_strsplit(line, " ", -1);
+  g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
+  g_autofree char *out = NULL;
+  int wait = 0;
+  GError *e = NULL;
+  g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, err, &wait, &e));
+  g_assert_no_error(e);
+  g_assert_true(WIFEXITED(wait));
+  return WEXITSTATUS(wait);
+}
+
 /* Ranks started with other arguments (mpirun's A : B form): exit 2, one line (rank 0's). */
 static void test_other_args(void)
 {
@@ -159,15 +174,8 @@ static void test_other_args(void)
   const char *common = "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet";
   g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 %s train %s -s gpipe : -np 1 %s "
                                           "train %s -s timeprest", bin, common, bin, common);
-  g_auto(GStrv) argv = g_strsplit(line, " ", -1);
-  g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  int wait = 0;
-  GError *e = NULL;
-  g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e));
-  g_assert_no_error(e);
-  g_assert_true(WIFEXITED(wait));
-  g_assert_cmpint(WEXITSTATUS(wait), ==, 2);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_line(line, &err), ==, 2);
   g_assert_cmpint(count(err, "timeprest train: rank 1 (stage 2) was started with other arguments than rank 0\n"), ==,
                   1);
   g_assert_cmpint(count(err, "timeprest train:"), ==, 1);
@@ -191,20 +199,14 @@ static void test_outputs_rank0(void)
     const char *first = missing ? b : a, *second = missing ? a : b;
     g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 --wdir %s %s train %s : -np 1 "
                                             "--wdir %s %s train %s", first, abs, common, second, abs, common);
-    g_auto(GStrv) argv = g_strsplit(line, " ", -1);
-    g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
-    g_autofree char *sout = NULL, *serr = NULL;
-    int wait = 0;
-    GError *e = NULL;
-    g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &sout, &serr, &wait, &e));
-    g_assert_no_error(e);
-    g_test_message("rank 0 %s the output's directory: status 0x%x, %s", missing ? "without" : "with", wait, serr);
-    g_assert_true(WIFEXITED(wait));
+    g_autofree char *serr = NULL;
+    int status = run_line(line, &serr);
+    g_test_message("rank 0 %s the output's directory: status %d, %s", missing ? "without" : "with", status, serr);
     if (!missing) {
-      g_assert_cmpint(WEXITSTATUS(wait), ==, 0);
+      g_assert_cmpint(status, ==, 0);
       g_assert_true(g_file_test(report, G_FILE_TEST_IS_REGULAR));
     } else {
-      g_assert_cmpint(WEXITSTATUS(wait), ==, 2);
+      g_assert_cmpint(status, ==, 2);
       g_assert_cmpint(count(serr, "timeprest train: -o: cannot write 'out/r.json': 'out': No such file"), ==, 1);
       g_assert_cmpint(count(serr, "timeprest train:"), ==, 1);
     }
@@ -235,19 +237,13 @@ static void test_startup_bounded(void)
   const char *common = "--transport mpi -w 2 -k 2 --batch 16 --data synthetic --quiet --peer-timeout 2";
   g_autofree char *line = g_strdup_printf("timeout 60 mpirun --oversubscribe -np 1 %s train %s : -np 1 true", bin,
                                           common);
-  g_auto(GStrv) argv = g_strsplit(line, " ", -1);
-  g_auto(GStrv) envp = tpt_mpi_env(NULL, NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  int wait = 0;
-  GError *e = NULL;
+  g_autofree char *err = NULL;
   gint64 t0 = g_get_monotonic_time();
-  g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err, &wait, &e));
-  g_assert_no_error(e);
+  int status = run_line(line, &err);
   double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
-  g_test_message("status 0x%x after %.1f s: %s", wait, secs, err);
-  g_assert_true(WIFEXITED(wait));
-  g_assert_cmpint(WEXITSTATUS(wait), !=, 0);
-  g_assert_cmpint(WEXITSTATUS(wait), !=, 124);
+  g_test_message("status %d after %.1f s: %s", status, secs, err);
+  g_assert_cmpint(status, !=, 0);
+  g_assert_cmpint(status, !=, 124);
   g_assert_cmpfloat(secs, <, 30);
   g_assert_nonnull(strstr(err, "within 2 s while starting MPI"));
 }
