@@ -235,7 +235,8 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     "         mpirun -np 2 timeprest profile --model mlp-deep --transport mpi -o mlp-deep.profile");
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
   const TpCliInput in[] = { { "-m", o.model, tp_model_path } };
-  ok = ok && tp_cli_check_output(o.output, (int)G_N_ELEMENTS(in), in, err);
+  ok = ok && tp_cli_check_outputs_made(1, (const char *const[]){ "-o" }, (const char *const[]){ o.output }, NULL,
+                                       g_strcmp0(o.transport, "mpi") == 0, (int)G_N_ELEMENTS(in), in, err);
   static const char *const transports[] = { "local", "mpi", NULL };
   int reps = 5, seed = 1, mpi = 0, threads = 1;
   g_autoptr(GArray) sizes = NULL;

@@ -328,7 +328,7 @@ gboolean tp_cli_parse(GOptionContext *ctx, int *argc, char ***argv, GError **err
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
                               const TpCliInput *inputs, GError **err)
 {
-  return tp_cli_check_outputs_made(n, flags, paths, NULL, n_in, inputs, err);
+  return tp_cli_check_outputs_made(n, flags, paths, NULL, FALSE, n_in, inputs, err);
 }
 
 gboolean tp_cli_check_output(const char *path, int n_in, const TpCliInput *inputs, GError **err)
@@ -461,10 +461,10 @@ static void one_file(int i, int j, const char *const *flags, const char *const *
 }
 
 gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *const *paths, const char *made,
-                                   int n_in, const TpCliInput *inputs, GError **err)
+                                   gboolean rank0_writes, int n_in, const TpCliInput *inputs, GError **err)
 {
   gboolean *file = g_new0(gboolean, n + 1); /* a regular file or a new one: it takes one output */
-  gboolean ok = TRUE, writes = launcher_rank() == 0; /* under a launcher rank 0 writes the outputs */
+  gboolean ok = TRUE, writes = !rank0_writes || launcher_rank() == 0;
   gboolean to_stdout = FALSE;
   for (int i = 0; i < n && ok; i++) {
     if (paths[i] && !*paths[i]) {

@@ -115,17 +115,21 @@ typedef struct {
 } TpCliInput;
 
 /* The n output files of a command, paths[i] given by flags[i] (NULL: not given; "-": standard
- * output), checked before any work: a usage error when one is empty, cannot be written (its
- * directory, after its symbolic links, missing, not a directory or taking no new files; the output
- * a directory, a socket or a block device; checked by the process that writes, rank 0 under an MPI
- * launcher), two name the same regular file (by name, or an existing file by identity; a device or
- * FIFO may take several), or one names a regular file among the n_in inputs. */
+ * output), checked before any work: a usage error when one is empty, cannot be written (what the
+ * kernel finds at the path a directory, a socket, a block device, or a device or FIFO the user may
+ * not write; for a regular or new file, no temporary can be made beside the file its links end at:
+ * the directory missing, not one, read-only, a name too long), two name one file (existing files
+ * by identity, new ones by name in a directory matched by identity; a device or FIFO may take
+ * several), standard output redirected into a file an output names, or one names a regular file
+ * among the n_in inputs. */
 gboolean tp_cli_check_outputs(int n, const char *const *flags, const char *const *paths, int n_in,
                               const TpCliInput *inputs, GError **err);
 /* The same for a command that first makes the directory `made` (NULL: none) with its missing
- * parents (train --checkpoint): an output there is checked as in a directory that exists. */
+ * parents (train --checkpoint): an output there is checked as in a directory that exists; and, with
+ * rank0_writes (train, profile --transport mpi), where the outputs are checked: by rank 0 alone
+ * under an MPI launcher, the rank that writes them. */
 gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *const *paths, const char *made,
-                                   int n_in, const TpCliInput *inputs, GError **err);
+                                   gboolean rank0_writes, int n_in, const TpCliInput *inputs, GError **err);
 
 /* The one output file of a command, -o PATH (NULL: not given): tp_cli_check_outputs of it alone
  * against the n_in inputs, so that an empty name or an input's is refused before any work. */

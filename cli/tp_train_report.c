@@ -29,7 +29,7 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
   const char *paths[] = { csv, trace, plan, pred, output };
   const TpCliInput in[] = { { "-m", model, tp_model_path }, { "--schedule", schedule, NULL }, { "--data", data, NULL } };
   if (!tp_cli_check_outputs_made(G_N_ELEMENTS(paths), flags, paths, checkpoint && *checkpoint ? checkpoint : NULL,
-                                 (int)G_N_ELEMENTS(in), in, err))
+                                 TRUE, (int)G_N_ELEMENTS(in), in, err))
     return FALSE;
   const char *ck_flags[] = { "--checkpoint", "--resume" }, *ck_dirs[] = { checkpoint, resume };
   for (size_t c = 0; c < G_N_ELEMENTS(ck_dirs); c++)

@@ -6,10 +6,10 @@
 #include "tp_backend.h"
 #include "tp_cpu.h"
 #include "tp_error.h"
+#include "tp_memory.h"
 #include "tp_schedule.h"
 #ifdef HAVE_CUDA
 #include "tp_backend_cuda.h"
-#include "tp_memory.h"
 #endif
 
 float *tp_host_floats(size_t n, GError **err)

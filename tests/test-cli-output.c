@@ -1,5 +1,7 @@
 /* test-cli-output.c — how the program writes its files: devices and FIFOs in place, links followed,
- * modes kept, all of a command's outputs or none, temporaries removed on signals. */
+ * modes kept, all of a command's outputs or none, temporaries removed on signals; outputs that
+ * cannot be written refused before any work (as root, and as nobody for what that user may not
+ * write). */
 #define _XOPEN_SOURCE 700 /* mknod, S_IFCHR */
 #include "tp_test.h"
 
@@ -184,6 +186,14 @@ static void test_output_all_or_nothing(void)
     g_assert_cmpstr(names, ==, "dangling,events.csv,loop,sock");
     tpt_run_clear(&r);
   }
+  /* a command every rank of a launcher runs for itself checks on every rank (only train and
+   * profile --transport mpi leave the outputs to rank 0) */
+  g_setenv("PMI_RANK", "1", TRUE);
+  TptRun ranked = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "-o", missing, NULL });
+  g_unsetenv("PMI_RANK");
+  g_test_message("PMI_RANK=1 simulate -o %s: %s", missing, ranked.err);
+  g_assert_cmpint(ranked.status, ==, 2);
+  tpt_run_clear(&ranked);
   close(fd);
   g_unlink(sock), g_unlink(loop), g_unlink(dangling);
   /* a failing standard output takes the files with it too */

@@ -54,7 +54,7 @@ static float *train(const Setup *u, const TpSchedule *s, TpRunResult *res, size_
  * rounding only: relative 1e-5 on the weights after a dozen updates with momentum.  At lr 0.01 the
  * observed difference is about 1e-8 whatever kernels OpenBLAS picks; at lr 0.05 with momentum 0.9
  * TiMePReSt's W = 3 run is chaotic enough that one kernel's rounding grows to 6e-4 (OpenBLAS's
- * Prescott kernels, 3.7e-8 with its Cooperlake ones), so the test stays at the smaller rate. */
+ * Prescott kernels, 3.7e-8 with its AVX-512 ones), so the test stays at the smaller rate. */
 #define BATCHED_TOL 1e-5
 
 /* Batched and per-micro-batch backwards give the same weights within rounding, for the policies

@@ -187,7 +187,8 @@ const char *tp_cpu_better_core(const char *core)
   if (!core || g_ascii_strncasecmp(core, "prescott", 8) != 0)
     return NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
-  /* names OpenBLAS 0.3.21 knows (it does not take "Cooperlake"; its SGEMM kernels are SkylakeX's) */
+  /* names OpenBLAS 0.3.21 takes (OPENBLAS_CORETYPE=Cooperlake says "Core not found" there and falls
+   * back on its own detection; Cooperlake's SGEMM kernels are SkylakeX's) */
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq"))
@@ -215,7 +216,7 @@ gboolean tp_backend_cpu_settle(char **argv, GError **err)
     restart = TRUE;
   }
   if (restart)
-    execv("/proc/self/exe", argv); /* returns only where it cannot: then the threads are joined */
+    execv("/proc/self/exe", argv); /* returns only where it cannot: then, under a limit, the threads are joined */
   if (!limited)
     return TRUE;
   GThread *t = g_thread_try_new("blas-join", blas_join, NULL, NULL);
