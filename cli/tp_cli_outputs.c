@@ -1,13 +1,11 @@
 /* tp_cli_outputs.c — a command's output files checked before any work: each writable as the
- * writer (common/tp_output.c) will write it, none named twice, none an input or standard output's
+ * writer will write it (tp_output_check), none named twice, none an input or standard output's
  * file; and the launcher rank that writes them (rank 0 alone for train and profile over MPI). */
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_format.h"
 #include "tp_output.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,91 +41,6 @@ static int launcher_rank(void)
   return 0;
 }
 
-/* The nearest part of path that exists (*st, as the kernel resolves it) and the names below it that do
- * not, '/'-joined ("" when path exists; NULL when nothing of it does). */
-static char *missing_below(const char *path, GStatBuf *st)
-{
-  g_autofree char *p = g_strdup(path);
-  char *rest = g_strdup("");
-  while (g_stat(p, st) != 0) {
-    g_autofree char *parent = g_path_get_dirname(p), *name = g_path_get_basename(p);
-    if (strcmp(parent, p) == 0) {
-      g_free(rest);
-      return NULL;
-    }
-    char *r = *rest ? g_strconcat(name, "/", rest, NULL) : g_strdup(name);
-    g_free(rest), rest = r;
-    g_free(p), p = g_steal_pointer(&parent);
-  }
-  return rest;
-}
-
-/* Whether making `made` with its missing parents makes the missing directory dir (made itself or one
- * of its parents): both below the same existing directory, dir's missing names a prefix of made's. */
-static gboolean made_by(const char *made, const char *dir)
-{
-  if (!made)
-    return FALSE;
-  GStatBuf a, b;
-  g_autofree char *m = missing_below(made, &a), *d = missing_below(dir, &b);
-  if (!m || !d || !*d || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-    return FALSE;
-  size_t n = strlen(d);
-  return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/');
-}
-
-/* Whether the output path can be written as the writer (common/tp_output.c) will: what the kernel
- * finds there decides — a character device or FIFO is written in place, a directory, socket or block
- * device refused; a regular file (or a new one, at the end of its symbolic links) is written through
- * a temporary NAME.XXXXXX in its directory, so one is made and removed there now (the directory
- * missing, not one, read-only, taking no new files, a name too long).  A missing directory that the
- * command makes first (made) passes.  Else a TP_ERROR_INPUT error naming flag, path and why. */
-static gboolean output_place(const char *flag, const char *path, const char *made, GError **err)
-{
-  g_autofree char *qp = tp_quote(path);
-  GStatBuf st;
-  int e = 0;
-  if (g_stat(path, &st) == 0) {
-    const char *why = S_ISDIR(st.st_mode) ? "it is a directory"
-                      : !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)
-                          ? "not a file, character device or FIFO"
-                          : NULL;
-    if (!why && !S_ISREG(st.st_mode) && g_access(path, W_OK) != 0) /* a device or FIFO: written in place */
-      why = g_strerror(errno);
-    if (why)
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, why);
-    if (why || !S_ISREG(st.st_mode))
-      return !why;
-  } else if (errno != ENOENT && errno != ENOTDIR) {
-    e = errno;
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
-    return FALSE;
-  }
-  g_autofree char *target = tp_output_target(path, &e);
-  if (!target) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
-    return FALSE;
-  }
-  g_autofree char *dir = g_path_get_dirname(target), *qd = tp_quote(dir);
-  if (g_stat(dir, &st) != 0 && made_by(made, dir))
-    return TRUE;
-  g_autofree char *probe = g_strdup_printf("%s.XXXXXX", target);
-  int fd = g_mkstemp_full(probe, O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    e = errno;
-    gboolean is_dir = g_stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-    if (e == ENAMETOOLONG)
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s", flag, qp, g_strerror(e));
-    else
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot write %s: %s%s: %s", flag, qp,
-                  is_dir ? "no new file can be made in " : "", qd, g_strerror(e));
-    return FALSE;
-  }
-  close(fd);
-  g_unlink(probe);
-  return TRUE;
-}
-
 /* The message for outputs i and j that name one file: both flags, and both spellings where they differ. */
 static void one_file(int i, int j, const char *const *flags, const char *const *paths, const char *what, GError **err)
 {
@@ -150,7 +63,9 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: an empty file name", flags[i]);
       ok = FALSE;
     } else if (paths[i] && strcmp(paths[i], "-") != 0) {
-      ok = !writes || output_place(flags[i], paths[i], made, err);
+      ok = !writes || tp_output_check(paths[i], made, err);
+      if (!ok)
+        g_prefix_error(err, "%s: ", flags[i]);
       GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
       file[i] = ok && (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode));
     } else {

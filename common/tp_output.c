@@ -186,11 +186,13 @@ static gboolean write_all(int fd, const char *data, gsize len)
   return TRUE;
 }
 
+/* The template of a temporary beside target: NAME.XXXXXX in its directory. */
+static char *temp_template(const char *target) { return g_strdup_printf("%s.XXXXXX", target); }
+
 /* Write data to a new temporary beside it->target; with old (an existing file) its owner and mode. */
 static gboolean write_temp(Item *it, const struct stat *old, const char *data, gsize len, GError **err)
 {
-  g_autofree char *dir = g_path_get_dirname(it->target), *base = g_path_get_basename(it->target);
-  it->tmp = g_strdup_printf("%s%s%s.XXXXXX", dir, G_DIR_SEPARATOR_S, base);
+  it->tmp = temp_template(it->target);
   sigset_t mask;
   block_signals(&mask);
   int fd = g_mkstemp_full(it->tmp, O_WRONLY | O_CLOEXEC, 0666);
@@ -225,6 +227,40 @@ static gboolean write_temp(Item *it, const struct stat *old, const char *data, g
   return TRUE;
 }
 
+/* How the writer takes path (not standard output): what stat finds there decides.  0 with *in_place
+ * for a character device or FIFO (written in place at the commit); 0 with *target (newly allocated: the
+ * regular or new file at the end of path's symbolic links, which a temporary beside it replaces) and
+ * *exists for a regular file or a new one; else an errno value, EINVAL for a kind it cannot write. */
+static int place_of(const char *path, struct stat *st, gboolean *in_place, gboolean *exists, char **target)
+{
+  int errnum = 0;
+  *in_place = *exists = FALSE;
+  *target = NULL;
+  if (stat(path, st) == 0) {
+    if (S_ISCHR(st->st_mode) || S_ISFIFO(st->st_mode))
+      *in_place = TRUE;
+    else if (S_ISDIR(st->st_mode))
+      errnum = EISDIR;
+    else if (!S_ISREG(st->st_mode))
+      errnum = EINVAL;
+    else {
+      *exists = TRUE;
+      *target = tp_output_target(path, &errnum); /* through symbolic links: the file is replaced, the links kept */
+    }
+  } else if (errno == ENOENT) {
+    *target = tp_output_target(path, &errnum); /* a dangling link creates its file, as '>' does */
+  } else {
+    errnum = errno;
+  }
+  return errnum;
+}
+
+/* Why place_of refused a path, in words. */
+static const char *place_error(int errnum)
+{
+  return errnum == EINVAL ? "not a file, character device or FIFO" : errnum == EISDIR ? "it is a directory" : g_strerror(errnum);
+}
+
 /* Stage an output: a new item, with *in_place set when the bytes must wait for the commit. */
 static Item *stage(TpOutputs *o, const char *path, gboolean *in_place, struct stat *st, gboolean *exists, GError **err)
 {
@@ -232,31 +268,10 @@ static Item *stage(TpOutputs *o, const char *path, gboolean *in_place, struct st
   *exists = FALSE;
   *in_place = it.user == NULL;
   if (it.user) {
-    int errnum = 0;
-    if (stat(path, st) == 0) {
-      if (S_ISCHR(st->st_mode) || S_ISFIFO(st->st_mode))
-        *in_place = TRUE;
-      else if (S_ISDIR(st->st_mode))
-        errnum = EISDIR;
-      else if (!S_ISREG(st->st_mode))
-        errnum = EINVAL;
-      else {
-        *exists = TRUE;
-        it.target = tp_output_target(path, &errnum); /* through symbolic links: the file is replaced, the links kept */
-      }
-    } else if (errno == ENOENT) {
-      it.target = tp_output_target(path, &errnum); /* a dangling link creates its file, as '>' does */
-    } else {
-      errnum = errno;
-    }
-    if (errnum == EINVAL) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write %s: not a file, character device or FIFO", path);
-      g_free(it.user);
-      return NULL;
-    }
+    int errnum = place_of(path, st, in_place, exists, &it.target);
     if (errnum) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write %s: %s", path, place_error(errnum));
       g_free(it.user);
-      fail(err, path, errnum);
       return NULL;
     }
   }
@@ -264,6 +279,73 @@ static Item *stage(TpOutputs *o, const char *path, gboolean *in_place, struct st
     it.buf = g_string_new(NULL);
   g_array_append_val(o->items, it);
   return &g_array_index(o->items, Item, o->items->len - 1);
+}
+
+/* The nearest part of path that exists (*st, as the kernel resolves it) and the names below it that do
+ * not, '/'-joined ("" when path exists; NULL when nothing of it does). */
+static char *missing_below(const char *path, struct stat *st)
+{
+  g_autofree char *p = g_strdup(path);
+  char *rest = g_strdup("");
+  while (stat(p, st) != 0) {
+    g_autofree char *parent = g_path_get_dirname(p), *name = g_path_get_basename(p);
+    if (strcmp(parent, p) == 0) {
+      g_free(rest);
+      return NULL;
+    }
+    char *r = *rest ? g_strconcat(name, "/", rest, NULL) : g_strdup(name);
+    g_free(rest), rest = r;
+    g_free(p), p = g_steal_pointer(&parent);
+  }
+  return rest;
+}
+
+/* Whether making `made` with its missing parents makes the missing directory dir (made itself or one
+ * of its parents): both below the same existing directory, dir's missing names a prefix of made's. */
+static gboolean made_by(const char *made, const char *dir)
+{
+  if (!made)
+    return FALSE;
+  struct stat a, b;
+  g_autofree char *m = missing_below(made, &a), *d = missing_below(dir, &b);
+  if (!m || !d || !*d || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+    return FALSE;
+  size_t n = strlen(d);
+  return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/');
+}
+
+gboolean tp_output_check(const char *path, const char *made, GError **err)
+{
+  struct stat st;
+  gboolean in_place, exists;
+  g_autofree char *target = NULL, *dir = NULL, *in_dir = NULL;
+  int errnum = place_of(path, &st, &in_place, &exists, &target);
+  if (errnum == ENOTDIR) /* a file where a directory should be: say which, as a missing one is named */
+    errnum = 0, target = g_strdup(path);
+  if (!errnum && in_place && access(path, W_OK) != 0)
+    errnum = errno;
+  if (!errnum && !in_place) {
+    dir = g_path_get_dirname(target);
+    if (stat(dir, &st) != 0 && made_by(made, dir))
+      return TRUE;
+    g_autofree char *probe = temp_template(target);
+    int fd = g_mkstemp_full(probe, O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      errnum = errno;
+      g_autofree char *qd = tp_quote(dir);
+      if (errnum != ENAMETOOLONG) /* the directory: missing, not one, or taking no new file */
+        in_dir = stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? g_strdup_printf("no new file can be made in %s: ", qd)
+                                                              : g_strdup_printf("%s: ", qd);
+    } else {
+      close(fd);
+      g_unlink(probe);
+    }
+  }
+  if (!errnum)
+    return TRUE;
+  g_autofree char *q = tp_quote(path);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: %s%s", q, in_dir ? in_dir : "", place_error(errnum));
+  return FALSE;
 }
 
 gboolean tp_outputs_add(TpOutputs *o, const char *path, const char *data, gsize len, GError **err)

@@ -21,6 +21,14 @@ char *tp_output_target(const char *path, int *errnum);
  * one exists. */
 gboolean tp_output_same(const char *p, const char *q);
 
+/* Whether path can be written as tp_outputs_add and tp_outputs_commit will write it, checked before
+ * any work: a character device or FIFO must be writable; a directory, socket or block device is
+ * refused; for a regular or new file (at the end of its symbolic links) a temporary NAME.XXXXXX is made
+ * and removed beside it now (the directory missing, not one, read-only or taking no new file, a name
+ * too long).  A missing directory that the command makes first (made, with its missing parents;
+ * NULL: none) passes.  Else a TP_ERROR_INPUT error "cannot write PATH: why", PATH quoted. */
+gboolean tp_output_check(const char *path, const char *made, GError **err);
+
 /* Removes every temporary not committed. */
 void tp_outputs_free(TpOutputs *o);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpOutputs, tp_outputs_free)
