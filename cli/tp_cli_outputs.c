@@ -58,6 +58,7 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
   gboolean *file = g_new0(gboolean, n + 1); /* a regular file or a new one: it takes one output */
   gboolean ok = TRUE, writes = !rank0_writes || launcher_rank() == 0;
   gboolean to_stdout = FALSE;
+  const char *stdout_flag = NULL; /* the first output that goes to standard output */
   for (int i = 0; i < n && ok; i++) {
     if (paths[i] && !*paths[i]) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: an empty file name", flags[i]);
@@ -68,8 +69,14 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
         g_prefix_error(err, "%s: ", flags[i]);
       GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
       file[i] = ok && (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode));
-    } else {
-      to_stdout = to_stdout || paths[i] || strcmp(flags[i], "-o") == 0; /* "-", or no -o: the report */
+    } else if (paths[i] || strcmp(flags[i], "-o") == 0) { /* "-", or no -o: the report */
+      if (stdout_flag) { /* written one after the other, each whole: a reader of either gets both */
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both go to standard output; each output needs a "
+                    "file of its own (-o FILE or -o /dev/null for the report)", stdout_flag, flags[i]);
+        ok = FALSE;
+      }
+      stdout_flag = flags[i];
+      to_stdout = TRUE;
     }
   }
   for (int i = 0; i < n && ok; i++)

@@ -23,6 +23,11 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
                                 const char *resume, const char *model, const char *schedule, const char *data,
                                 GError **err)
 {
+  if (trace && strcmp(trace, "-") == 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--trace: the events go to NAME.csv with NAME.schedule.csv and "
+                "NAME.predicted.csv beside it: a file name, not standard output");
+    return FALSE;
+  }
   g_autofree char *plan = trace ? beside(trace, "schedule") : NULL;
   g_autofree char *pred = trace ? beside(trace, "predicted") : NULL;
   const char *flags[] = { "--csv", "--trace", "--trace", "--trace", "-o" };

@@ -298,6 +298,31 @@ static void test_output_signal(void)
 }
 
 
+/* Standard output takes one output: a second one (the report, where no -o names a file) is refused
+ * before the work, naming both flags; with the report sent elsewhere the events alone are printed. */
+static void test_output_one_standard_output(void)
+{
+  const char *const *twice[] = {
+    (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "-", NULL },
+    (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "-", "--trace", "-", "-o", "/dev/null", NULL },
+    (const char *const[]){ "train", "-w", "2", "-k", "2", "--data", "synthetic", "--csv", "-", NULL },
+  };
+  const char *flags[] = { "--csv and -o: both go to standard output", "--csv and --trace: both go to standard output",
+                          "--csv and -o: both go to standard output" };
+  for (guint i = 0; i < G_N_ELEMENTS(twice); i++) {
+    TptRun r = tpt_run(twice[i]);
+    if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, flags[i]))
+      g_error("case %u: status %d, stderr '%s' (wanted status 2 and '%s')", i, r.status, r.err, flags[i]);
+    g_assert_cmpstr(r.out, ==, "");
+    tpt_run_clear(&r);
+  }
+  TptRun r = tpt_run((const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "-", "-o", "/dev/null", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_true(g_str_has_prefix(r.out, "# timeprest-events"));
+  g_assert_null(strstr(r.out, "bubble")); /* no report after the events */
+  tpt_run_clear(&r);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -306,5 +331,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/output/all-or-nothing", test_output_all_or_nothing);
   g_test_add_func("/cli/output/signal", test_output_signal);
   g_test_add_func("/cli/output/not-writable", test_output_not_writable);
+  g_test_add_func("/cli/output/one-standard-output", test_output_one_standard_output);
   return g_test_run();
 }
