@@ -1,6 +1,7 @@
 /* tp_output.c — staged outputs (all of a command's files or none) and the registry of temporary
  * paths that a terminating signal removes before the program dies of it (a clean-up hook of
  * common/tp_signal.h). */
+#define _XOPEN_SOURCE 700 /* S_ISVTX, the sticky bit */
 #include "tp_output.h"
 #include "tp_error.h"
 #include "tp_signal.h"
@@ -325,9 +326,17 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
   if (!errnum && in_place && access(path, W_OK) != 0)
     errnum = errno;
   if (!errnum && !in_place) {
+    uid_t owner = st.st_uid;
     dir = g_path_get_dirname(target);
     if (stat(dir, &st) != 0 && made_by(made, dir))
       return TRUE;
+    /* a sticky directory (/tmp) lets only a file's owner, the directory's or root rename over the file */
+    if (exists && (st.st_mode & S_ISVTX) && owner != geteuid() && st.st_uid != geteuid() && geteuid() != 0) {
+      g_autofree char *q = tp_quote(path), *qd = tp_quote(dir);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: another user's file in the sticky directory %s, "
+                  "which only its owner may replace", q, qd);
+      return FALSE;
+    }
     g_autofree char *probe = temp_template(target);
     int fd = g_mkstemp_full(probe, O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0) {

@@ -25,7 +25,8 @@ gboolean tp_output_same(const char *p, const char *q);
  * any work: a character device or FIFO must be writable; a directory, socket or block device is
  * refused; for a regular or new file (at the end of its symbolic links) a temporary NAME.XXXXXX is made
  * and removed beside it now (the directory missing, not one, read-only or taking no new file, a name
- * too long).  A missing directory that the command makes first (made, with its missing parents;
+ * too long), and an existing file must be one the process may replace (not another user's in a
+ * sticky directory).  A missing directory that the command makes first (made, with its missing parents;
  * NULL: none) passes.  Else a TP_ERROR_INPUT error "cannot write PATH: why", PATH quoted. */
 gboolean tp_output_check(const char *path, const char *made, GError **err);
 

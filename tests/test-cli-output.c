@@ -212,7 +212,7 @@ static void test_output_all_or_nothing(void)
 }
 
 /* As another user (root runs the tests: setpriv to nobody), a FIFO and a directory that user may
- * not write are refused before any work. */
+ * not write, and root's file in a sticky directory, are refused before any work. */
 static void test_output_not_writable(void)
 {
   g_autofree char *setpriv = g_find_program_in_path("setpriv");
@@ -226,7 +226,14 @@ static void test_output_not_writable(void)
   g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
   const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
   g_autofree char *abs = g_canonicalize_filename(bin, NULL);
-  const char *outs[] = { fifo, report };
+  /* another user's file in a sticky directory (as in /tmp): writable, but not replaceable by a rename */
+  g_autofree char *sticky = g_build_filename(dir, "sticky", NULL), *theirs = g_build_filename(sticky, "r.json", NULL);
+  g_assert_cmpint(g_mkdir(sticky, 0777), ==, 0);
+  g_assert_cmpint(chmod(sticky, 01777), ==, 0);
+  g_assert_true(g_file_set_contents(theirs, "root's\n", -1, NULL));
+  g_assert_cmpint(chmod(theirs, 0666), ==, 0);
+  const char *outs[] = { fifo, report, theirs };
+  const char *why[] = { "Permission denied", "Permission denied", "sticky directory" };
   for (guint i = 0; i < G_N_ELEMENTS(outs); i++) {
     const char *argv[] = { setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", abs, "simulate", "-w", "2",
                            "-o", outs[i], NULL };
@@ -240,10 +247,15 @@ static void test_output_not_writable(void)
       break;
     }
     g_assert_cmpint(status, ==, 2);
-    g_assert_nonnull(strstr(errs, "Permission denied"));
+    g_assert_nonnull(strstr(errs, why[i]));
     g_assert_cmpint(tpt_lines(errs), ==, 1);
   }
   g_assert_false(g_file_test(report, G_FILE_TEST_EXISTS));
+  g_autofree char *kept = read_text(theirs), *names = dir_listing(sticky);
+  g_assert_cmpstr(kept, ==, "root's\n");
+  g_assert_cmpstr(names, ==, "r.json");
+  g_unlink(theirs);
+  g_rmdir(sticky);
   g_unlink(fifo);
   g_rmdir(dir);
 }
