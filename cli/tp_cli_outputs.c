@@ -55,28 +55,31 @@ static void one_file(int i, int j, const char *const *flags, const char *const *
 gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *const *paths, const char *made,
                                    gboolean rank0_writes, int n_in, const TpCliInput *inputs, GError **err)
 {
-  gboolean *file = g_new0(gboolean, n + 1); /* a regular file or a new one: it takes one output */
+  gboolean *file = g_new0(gboolean, n + 1); /* a regular file, a new one or a FIFO: it takes one output */
   gboolean ok = TRUE, writes = !rank0_writes || launcher_rank() == 0;
-  gboolean to_stdout = FALSE;
-  const char *stdout_flag = NULL; /* the first output that goes to standard output */
+  g_autofree char *to_stdout = NULL; /* the first output that goes to standard output, in words */
   for (int i = 0; i < n && ok; i++) {
     if (paths[i] && !*paths[i]) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: an empty file name", flags[i]);
       ok = FALSE;
-    } else if (paths[i] && strcmp(paths[i], "-") != 0) {
+    } else if (!paths[i] && strcmp(flags[i], "-o") != 0) {
+      continue; /* an output not asked for (no -o: the report goes to standard output) */
+    } else if (tp_output_is_stdout(paths[i])) { /* "-", the report without -o, /dev/stdout into a pipe or file */
+      g_autofree char *q = paths[i] ? tp_quote(paths[i]) : NULL;
+      char *what = !paths[i] ? g_strdup("the report (no -o)")
+                   : strcmp(paths[i], "-") == 0 ? g_strdup(flags[i]) : g_strdup_printf("%s %s", flags[i], q);
+      if (to_stdout) { /* written one after the other: a reader of either would get both */
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both go to standard output; each output needs a "
+                    "file of its own (-o /dev/null drops the report)", to_stdout, what);
+        ok = FALSE;
+      }
+      g_free(to_stdout), to_stdout = what;
+    } else {
       ok = !writes || tp_output_check(paths[i], made, err);
       if (!ok)
         g_prefix_error(err, "%s: ", flags[i]);
-      GStatBuf st; /* a device or FIFO takes every output written into it (/dev/null twice) */
-      file[i] = ok && (g_stat(paths[i], &st) != 0 || S_ISREG(st.st_mode));
-    } else if (paths[i] || strcmp(flags[i], "-o") == 0) { /* "-", or no -o: the report */
-      if (stdout_flag) { /* written one after the other, each whole: a reader of either gets both */
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both go to standard output; each output needs a "
-                    "file of its own (-o FILE or -o /dev/null for the report)", stdout_flag, flags[i]);
-        ok = FALSE;
-      }
-      stdout_flag = flags[i];
-      to_stdout = TRUE;
+      GStatBuf st; /* a character device takes every output written into it (/dev/null twice, a terminal) */
+      file[i] = ok && (g_stat(paths[i], &st) != 0 || !S_ISCHR(st.st_mode));
     }
   }
   for (int i = 0; i < n && ok; i++)
@@ -85,16 +88,7 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
         one_file(i, j, flags, paths, "each output needs a file of its own", err);
         ok = FALSE;
       }
-  /* standard output redirected into a file that an output also names: one of the two would be lost */
-  GStatBuf so, out;
-  if (ok && to_stdout && fstat(STDOUT_FILENO, &so) == 0 && S_ISREG(so.st_mode))
-    for (int i = 0; i < n && ok; i++)
-      if (file[i] && g_stat(paths[i], &out) == 0 && out.st_dev == so.st_dev && out.st_ino == so.st_ino) {
-        g_autofree char *q = tp_quote(paths[i]);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and standard output: both name %s; each output needs a "
-                    "file of its own", flags[i], q);
-        ok = FALSE;
-      }
+  GStatBuf out;
   /* an output written over an input (-o m.model -m m.model) would lose what the run reads */
   for (int j = 0; j < n_in && ok; j++) {
     GStatBuf in;

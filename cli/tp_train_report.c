@@ -8,6 +8,7 @@
 #include "tp_policy.h"
 #include "tp_checkpoint.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 /* EVENTS.csv → EVENTS.WHAT.csv (any other name: NAME.WHAT.csv). */
@@ -23,9 +24,11 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
                                 const char *resume, const char *model, const char *schedule, const char *data,
                                 GError **err)
 {
-  if (trace && strcmp(trace, "-") == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--trace: the events go to NAME.csv with NAME.schedule.csv and "
-                "NAME.predicted.csv beside it: a file name, not standard output");
+  GStatBuf st; /* the plan and the prediction go beside the events: a place for three files */
+  if (trace && *trace && (tp_output_is_stdout(trace) || (g_stat(trace, &st) == 0 && !S_ISREG(st.st_mode)))) {
+    g_autofree char *q = tp_quote(trace);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--trace: %s: the events go to NAME.csv with NAME.schedule.csv and "
+                "NAME.predicted.csv beside it: the name of a regular file, not standard output, a device or a FIFO", q);
     return FALSE;
   }
   g_autofree char *plan = trace ? beside(trace, "schedule") : NULL;

@@ -74,6 +74,7 @@ typedef struct {
   char *tmp;    /* the temporary beside target; NULL for an output written in place */
   int slot;     /* the temporary's registry slot */
   GString *buf; /* bytes of an output written in place, kept until the commit */
+  gboolean to_stdout; /* written to descriptor 1 at the commit (appending where the shell said >>) */
 } Item;
 
 struct TpOutputs {
@@ -190,16 +191,25 @@ static gboolean write_all(int fd, const char *data, gsize len)
 /* The template of a temporary beside target: NAME.XXXXXX in its directory. */
 static char *temp_template(const char *target) { return g_strdup_printf("%s.XXXXXX", target); }
 
+/* Make the temporary tmpl (its XXXXXX filled in) and register it for the signals, which are blocked
+ * meanwhile: its descriptor, or -1 with errno set; *slot is the registry slot (-1: full). */
+static int temp_open(char *tmpl, int *slot)
+{
+  sigset_t mask;
+  block_signals(&mask);
+  int fd = g_mkstemp_full(tmpl, O_WRONLY | O_CLOEXEC, 0666);
+  int errnum = errno;
+  *slot = fd >= 0 ? temp_register(tmpl) : -1;
+  sigprocmask(SIG_SETMASK, &mask, NULL);
+  errno = errnum;
+  return fd;
+}
+
 /* Write data to a new temporary beside it->target; with old (an existing file) its owner and mode. */
 static gboolean write_temp(Item *it, const struct stat *old, const char *data, gsize len, GError **err)
 {
   it->tmp = temp_template(it->target);
-  sigset_t mask;
-  block_signals(&mask);
-  int fd = g_mkstemp_full(it->tmp, O_WRONLY | O_CLOEXEC, 0666);
-  int errnum = errno;
-  it->slot = fd >= 0 ? temp_register(it->tmp) : -1;
-  sigprocmask(SIG_SETMASK, &mask, NULL);
+  int fd = temp_open(it->tmp, &it->slot), errnum = errno;
   if (fd < 0) {
     g_clear_pointer(&it->tmp, g_free);
     return fail(err, it->user, errnum);
@@ -212,10 +222,14 @@ static gboolean write_temp(Item *it, const struct stat *old, const char *data, g
   }
   gboolean ok = TRUE;
   if (old) {
-    mode_t mode = old->st_mode & 07777;
-    if ((old->st_uid != geteuid() || old->st_gid != getegid()) && fchown(fd, old->st_uid, old->st_gid) != 0)
-      mode &= ~(mode_t)(S_ISUID | S_ISGID); /* not ours to give away: keep the bits, not the privilege */
-    ok = fchmod(fd, mode) == 0;
+    /* the mode first, while the temporary is ours (once given away, only CAP_FOWNER may change it);
+     * the owner then where permitted, which clears set-user and set-group-ID: set again where we may,
+     * else the file keeps its bits, not the privilege */
+    const mode_t mode = old->st_mode & 07777, setid = S_ISUID | S_ISGID;
+    ok = fchmod(fd, mode & ~setid) == 0;
+    gboolean owned = old->st_uid == geteuid() && old->st_gid == getegid();
+    if (ok && (owned || fchown(fd, old->st_uid, old->st_gid) == 0) && (mode & setid))
+      (void)fchmod(fd, mode);
   }
   ok = ok && write_all(fd, data, len) && (!old || fsync(fd) == 0);
   errnum = errno;
@@ -266,9 +280,10 @@ static const char *place_error(int errnum)
 static Item *stage(TpOutputs *o, const char *path, gboolean *in_place, struct stat *st, gboolean *exists, GError **err)
 {
   Item it = { .user = path && strcmp(path, "-") != 0 ? g_strdup(path) : NULL, .slot = -1 };
+  it.to_stdout = tp_output_is_stdout(path); /* "-", or a name of the pipe or file open there (/dev/stdout) */
   *exists = FALSE;
-  *in_place = it.user == NULL;
-  if (it.user) {
+  *in_place = it.to_stdout;
+  if (!it.to_stdout) {
     int errnum = place_of(path, st, in_place, exists, &it.target);
     if (errnum) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write %s: %s", path, place_error(errnum));
@@ -315,6 +330,28 @@ static gboolean made_by(const char *made, const char *dir)
   return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/');
 }
 
+/* Whether the process may act as any file's owner (CAP_FOWNER in its effective capabilities, from
+ * /proc/self/status on Linux; elsewhere, being root): what a rename over another user's file in a
+ * sticky directory needs. */
+static gboolean may_own_any(void)
+{
+  enum { CAP_FOWNER_BIT = 3 };
+  g_autofree char *status = NULL;
+  const char *caps = NULL;
+  if (g_file_get_contents("/proc/self/status", &status, NULL, NULL) && (caps = strstr(status, "\nCapEff:")))
+    return (g_ascii_strtoull(caps + strlen("\nCapEff:"), NULL, 16) >> CAP_FOWNER_BIT) & 1;
+  return geteuid() == 0;
+}
+
+gboolean tp_output_is_stdout(const char *path)
+{
+  struct stat o, p;
+  if (!path || strcmp(path, "-") == 0)
+    return TRUE;
+  return fstat(STDOUT_FILENO, &o) == 0 && !S_ISCHR(o.st_mode) && stat(path, &p) == 0 && o.st_dev == p.st_dev &&
+         o.st_ino == p.st_ino;
+}
+
 gboolean tp_output_check(const char *path, const char *made, GError **err)
 {
   struct stat st;
@@ -323,7 +360,7 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
   int errnum = place_of(path, &st, &in_place, &exists, &target);
   if (errnum == ENOTDIR) /* a file where a directory should be: say which, as a missing one is named */
     errnum = 0, target = g_strdup(path);
-  if (!errnum && in_place && access(path, W_OK) != 0)
+  if (!errnum && in_place && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) /* as the write: effective ids */
     errnum = errno;
   if (!errnum && !in_place) {
     uid_t owner = st.st_uid;
@@ -331,14 +368,14 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
     if (stat(dir, &st) != 0 && made_by(made, dir))
       return TRUE;
     /* a sticky directory (/tmp) lets only a file's owner, the directory's or root rename over the file */
-    if (exists && (st.st_mode & S_ISVTX) && owner != geteuid() && st.st_uid != geteuid() && geteuid() != 0) {
+    if (exists && (st.st_mode & S_ISVTX) && owner != geteuid() && st.st_uid != geteuid() && !may_own_any()) {
       g_autofree char *q = tp_quote(path), *qd = tp_quote(dir);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: another user's file in the sticky directory %s, "
-                  "which only its owner may replace", q, qd);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: another user's file in the sticky directory %s "
+                  "(only the file's owner, the directory's or a privileged process may replace it)", q, qd);
       return FALSE;
     }
     g_autofree char *probe = temp_template(target);
-    int fd = g_mkstemp_full(probe, O_WRONLY | O_CLOEXEC, 0600);
+    int slot, fd = temp_open(probe, &slot);
     if (fd < 0) {
       errnum = errno;
       g_autofree char *qd = tp_quote(dir);
@@ -348,6 +385,7 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
     } else {
       close(fd);
       g_unlink(probe);
+      tp_temp_forget(slot);
     }
   }
   if (!errnum)
@@ -393,7 +431,7 @@ gboolean tp_outputs_commit(TpOutputs *o, GError **err)
     Item *it = &g_array_index(o->items, Item, i);
     if (!it->buf)
       continue;
-    if (!it->user) {
+    if (it->to_stdout) {
       if (fwrite(it->buf->str, 1, it->buf->len, stdout) != it->buf->len || fflush(stdout) != 0) {
         g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write to standard output");
         return FALSE;

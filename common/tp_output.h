@@ -21,12 +21,18 @@ char *tp_output_target(const char *path, int *errnum);
  * one exists. */
 gboolean tp_output_same(const char *p, const char *q);
 
+/* Whether path is standard output: NULL, "-", or (where descriptor 1 is a pipe, FIFO, socket or
+ * regular file, not a terminal or /dev/null) a name of the file open there, by identity
+ * (/dev/stdout, /proc/self/fd/1, the file a shell redirected it into).  Such an output is written
+ * to descriptor 1, not replaced by a rename. */
+gboolean tp_output_is_stdout(const char *path);
+
 /* Whether path can be written as tp_outputs_add and tp_outputs_commit will write it, checked before
  * any work: a character device or FIFO must be writable; a directory, socket or block device is
  * refused; for a regular or new file (at the end of its symbolic links) a temporary NAME.XXXXXX is made
  * and removed beside it now (the directory missing, not one, read-only or taking no new file, a name
  * too long), and an existing file must be one the process may replace (not another user's in a
- * sticky directory).  A missing directory that the command makes first (made, with its missing parents;
+ * sticky directory without CAP_FOWNER); access is checked with the effective ids, as the write.  A missing directory that the command makes first (made, with its missing parents;
  * NULL: none) passes.  Else a TP_ERROR_INPUT error "cannot write PATH: why", PATH quoted. */
 gboolean tp_output_check(const char *path, const char *made, GError **err);
 

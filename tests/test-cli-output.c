@@ -254,6 +254,59 @@ static void test_output_not_writable(void)
   g_autofree char *kept = read_text(theirs), *names = dir_listing(sticky);
   g_assert_cmpstr(kept, ==, "root's\n");
   g_assert_cmpstr(names, ==, "r.json");
+  /* what decides is the kernel's rule, not the user: nobody holding CAP_FOWNER replaces root's file;
+   * root without it replaces nobody's in its own directory (keeping nobody as the owner) and is
+   * refused daemon's in nobody's */
+  g_autofree char *nobodys = g_build_filename(sticky, "n.json", NULL);
+  g_autofree char *other = g_build_filename(dir, "other", NULL), *daemons = g_build_filename(other, "d.json", NULL);
+  g_assert_cmpint(g_mkdir(other, 0777), ==, 0);
+  g_assert_cmpint(chmod(other, 01777), ==, 0);
+  g_assert_cmpint(chown(other, 65534, 65534), ==, 0);
+  g_assert_true(g_file_set_contents(nobodys, "nobody's\n", -1, NULL));
+  g_assert_cmpint(chown(nobodys, 65534, 65534), ==, 0);
+  g_assert_true(g_file_set_contents(daemons, "daemon's\n", -1, NULL));
+  g_assert_cmpint(chown(daemons, 1, 1), ==, 0);
+  const char *with_cap[] = { setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+fowner",
+                             "--ambient-caps=+fowner", abs, "simulate", "-w", "2", "-o", theirs, NULL };
+  const char *own_dir[] = { setpriv, "--bounding-set=-fowner", abs, "simulate", "-w", "2", "-o", nobodys, NULL };
+  const char *refused[] = { setpriv, "--bounding-set=-fowner", abs, "simulate", "-w", "2", "-o", daemons, NULL };
+  const char *const *cap_runs[] = { with_cap, own_dir, refused };
+  const char *targets[] = { theirs, nobodys, daemons };
+  for (guint i = 0; i < G_N_ELEMENTS(cap_runs); i++) {
+    g_autofree char *out = NULL, *errs = NULL;
+    int wait = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)cap_runs[i], NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errs, &wait, NULL));
+    int status = WIFEXITED(wait) ? WEXITSTATUS(wait) : 128;
+    g_test_message("CAP_FOWNER case %u, -o %s: status %d, %s", i, targets[i], status, errs);
+    if (status == 126 || status == 127 || strstr(errs, "setpriv:"))
+      continue; /* capabilities cannot be set here */
+    g_autofree char *after = read_text(targets[i]);
+    if (i < 2) {
+      g_assert_cmpint(status, ==, 0);
+      g_assert_true(g_str_has_prefix(after, "schedule"));
+    } else {
+      g_assert_cmpint(status, ==, 2);
+      g_assert_nonnull(strstr(errs, "sticky directory"));
+      g_assert_cmpstr(after, ==, "daemon's\n");
+    }
+  }
+  /* the effective user decides, as for the write: root's FIFO refused to nobody as effective user only */
+  const char *euid[] = { setpriv, "--euid=65534", "--egid=65534", "--clear-groups", abs, "simulate", "-w", "2", "-o",
+                         fifo, NULL };
+  g_autofree char *eout = NULL, *eerrs = NULL;
+  int ewait = 0;
+  g_assert_true(g_spawn_sync(NULL, (char **)euid, NULL, G_SPAWN_DEFAULT, NULL, NULL, &eout, &eerrs, &ewait, NULL));
+  g_test_message("effective user nobody, -o %s: %s", fifo, eerrs);
+  if (!strstr(eerrs, "setpriv:")) {
+    g_assert_true(WIFEXITED(ewait) && WEXITSTATUS(ewait) == 2);
+    g_assert_nonnull(strstr(eerrs, "Permission denied"));
+  }
+  GStatBuf st;
+  g_assert_cmpint(g_stat(nobodys, &st), ==, 0);
+  g_assert_cmpint(st.st_uid, ==, 65534);
+  g_unlink(daemons);
+  g_rmdir(other);
+  g_unlink(nobodys);
   g_unlink(theirs);
   g_rmdir(sticky);
   g_unlink(fifo);
@@ -310,17 +363,28 @@ static void test_output_signal(void)
 }
 
 
-/* Standard output takes one output: a second one (the report, where no -o names a file) is refused
- * before the work, naming both flags; with the report sent elsewhere the events alone are printed. */
+/* Standard output takes one output, by any of its names (-, /dev/stdout, /proc/self/fd/1), and so does a
+ * FIFO: a second one (the report, where no -o names a file) is refused before the work, naming both
+ * flags; with the report sent elsewhere the events alone are printed. */
 static void test_output_one_standard_output(void)
 {
+  g_autofree char *dir = g_dir_make_tmp("tp-out-XXXXXX", NULL), *fifo = g_build_filename(dir, "fifo", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
   const char *const *twice[] = {
     (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "-", NULL },
     (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "-", "--trace", "-", "-o", "/dev/null", NULL },
     (const char *const[]){ "train", "-w", "2", "-k", "2", "--data", "synthetic", "--csv", "-", NULL },
+    /* other names of standard output (a pipe here), and a FIFO named twice */
+    (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "/dev/stdout", "-o", "-", NULL },
+    (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", "/proc/self/fd/1", NULL },
+    (const char *const[]){ "simulate", "-w", "3", "-n", "2", "--csv", fifo, "--trace", fifo, "-o", "/dev/null", NULL },
   };
-  const char *flags[] = { "--csv and -o: both go to standard output", "--csv and --trace: both go to standard output",
-                          "--csv and -o: both go to standard output" };
+  const char *flags[] = { "--csv and the report (no -o): both go to standard output",
+                          "--csv and --trace: both go to standard output",
+                          "--csv and the report (no -o): both go to standard output",
+                          "--csv '/dev/stdout' and -o: both go to standard output",
+                          "--csv '/proc/self/fd/1' and the report (no -o): both go to standard output",
+                          "--csv and --trace: both name" };
   for (guint i = 0; i < G_N_ELEMENTS(twice); i++) {
     TptRun r = tpt_run(twice[i]);
     if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, flags[i]))
@@ -333,6 +397,8 @@ static void test_output_one_standard_output(void)
   g_assert_true(g_str_has_prefix(r.out, "# timeprest-events"));
   g_assert_null(strstr(r.out, "bubble")); /* no report after the events */
   tpt_run_clear(&r);
+  g_unlink(fifo);
+  g_rmdir(dir);
 }
 
 int main(int argc, char **argv)
