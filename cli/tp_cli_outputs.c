@@ -70,7 +70,10 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
                    : strcmp(paths[i], "-") == 0 ? g_strdup(flags[i]) : g_strdup_printf("%s %s", flags[i], q);
       if (to_stdout) { /* written one after the other: a reader of either would get both */
         g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and %s: both go to standard output; each output needs a "
-                    "file of its own (-o /dev/null drops the report)", to_stdout, what);
+                    "file of its own%s", to_stdout, what, strcmp(flags[i], "-o") == 0 ? " (-o /dev/null drops the report)" : "");
+        ok = FALSE;
+      } else if (writes && !tp_output_check_stdout(err)) {
+        g_prefix_error(err, "%s: ", what);
         ok = FALSE;
       }
       g_free(to_stdout), to_stdout = what;
@@ -88,7 +91,17 @@ gboolean tp_cli_check_outputs_made(int n, const char *const *flags, const char *
         one_file(i, j, flags, paths, "each output needs a file of its own", err);
         ok = FALSE;
       }
-  GStatBuf out;
+  /* standard output redirected into a file an output names, where it does not count as standard
+   * output (1<>: written over, not after): the report through descriptor 1 would be lost in the rename */
+  GStatBuf so, out;
+  if (ok && to_stdout && fstat(STDOUT_FILENO, &so) == 0 && S_ISREG(so.st_mode))
+    for (int i = 0; i < n && ok; i++)
+      if (file[i] && g_stat(paths[i], &out) == 0 && out.st_dev == so.st_dev && out.st_ino == so.st_ino) {
+        g_autofree char *q = tp_quote(paths[i]);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s and standard output: both name %s; each output needs a "
+                    "file of its own", flags[i], q);
+        ok = FALSE;
+      }
   /* an output written over an input (-o m.model -m m.model) would lose what the run reads */
   for (int j = 0; j < n_in && ok; j++) {
     GStatBuf in;

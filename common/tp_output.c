@@ -343,13 +343,29 @@ static gboolean may_own_any(void)
   return geteuid() == 0;
 }
 
+gboolean tp_output_check_stdout(GError **err)
+{
+  int flags = fcntl(STDOUT_FILENO, F_GETFL); /* (a directory can only be open for reading) */
+  const char *why = flags < 0 ? "it is closed"
+                    : (flags & O_ACCMODE) == O_RDONLY ? "it is open for reading only"
+                                                      : NULL;
+  if (why)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write to standard output: %s", why);
+  return !why;
+}
+
 gboolean tp_output_is_stdout(const char *path)
 {
-  struct stat o, p;
   if (!path || strcmp(path, "-") == 0)
     return TRUE;
-  return fstat(STDOUT_FILENO, &o) == 0 && !S_ISCHR(o.st_mode) && stat(path, &p) == 0 && o.st_dev == p.st_dev &&
-         o.st_ino == p.st_ino;
+  struct stat o, p;
+  int flags = fcntl(STDOUT_FILENO, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY || fstat(STDOUT_FILENO, &o) != 0 ||
+      !(S_ISFIFO(o.st_mode) || S_ISSOCK(o.st_mode) || S_ISREG(o.st_mode)) || stat(path, &p) != 0 ||
+      o.st_dev != p.st_dev || o.st_ino != p.st_ino)
+    return FALSE;
+  /* a regular file counts where what is written goes after what is there (> or >>), not over it (1<>) */
+  return !S_ISREG(o.st_mode) || (flags & O_APPEND) || lseek(STDOUT_FILENO, 0, SEEK_CUR) == o.st_size;
 }
 
 gboolean tp_output_check(const char *path, const char *made, GError **err)
@@ -433,7 +449,7 @@ gboolean tp_outputs_commit(TpOutputs *o, GError **err)
       continue;
     if (it->to_stdout) {
       if (fwrite(it->buf->str, 1, it->buf->len, stdout) != it->buf->len || fflush(stdout) != 0) {
-        g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write to standard output");
+        g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write to standard output: %s", g_strerror(errno));
         return FALSE;
       }
       continue;

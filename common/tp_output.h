@@ -21,10 +21,13 @@ char *tp_output_target(const char *path, int *errnum);
  * one exists. */
 gboolean tp_output_same(const char *p, const char *q);
 
-/* Whether path is standard output: NULL, "-", or (where descriptor 1 is a pipe, FIFO, socket or
- * regular file, not a terminal or /dev/null) a name of the file open there, by identity
- * (/dev/stdout, /proc/self/fd/1, the file a shell redirected it into).  Such an output is written
- * to descriptor 1, not replaced by a rename. */
+/* Whether standard output can take an output, checked before the work: not closed, open for
+ * writing.  Else a TP_ERROR_INPUT error "cannot write to standard output: why". */
+gboolean tp_output_check_stdout(GError **err);
+/* Whether path is standard output: NULL, "-", or a name of the file open for writing on descriptor 1
+ * where that is a pipe, FIFO, socket or regular file written at its end (> or >>: not a terminal,
+ * /dev/null or 1<>), by identity (/dev/stdout, /proc/self/fd/1, the file a shell redirected it
+ * into).  Such an output is written to descriptor 1, not replaced by a rename. */
 gboolean tp_output_is_stdout(const char *path);
 
 /* Whether path can be written as tp_outputs_add and tp_outputs_commit will write it, checked before

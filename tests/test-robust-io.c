@@ -238,6 +238,34 @@ static void test_output_collisions(void)
   g_assert_cmpint(so.status, ==, 0);
   g_assert_cmpstr(so.out, ==, "kept\n");
   tpt_run_clear(&so);
+  /* standard output that cannot take the report is refused before the work: closed (and then no
+   * file the command opens takes its place: the checkpoint's lock once did) or read-only (a directory
+   * can only be);
+   * a file it is open on read-only, or over its start (1<>), is replaced as any named file */
+  const char *shell[][3] = {
+    { "\"$TP\" simulate -w 2 >&-", "it is closed", "" },
+    { "\"$TP\" train -w 2 -k 2 --data synthetic --checkpoint ck >&-; s=$?; test ! -e ck && exit $s", "it is closed", "" },
+    { "echo kept > o.txt && \"$TP\" simulate -w 2 1<o.txt", "it is open for reading only", "" },
+    { "echo kept > o.txt && \"$TP\" simulate -w 2 --csv o.txt 1<>o.txt", "--csv and standard output: both name 'o.txt'", "" },
+    { "echo kept > o.txt && \"$TP\" simulate -w 2 -o o.txt 1<o.txt && head -c 8 o.txt", NULL, "schedule" },
+    { "seq 1000 > o.txt && \"$TP\" simulate -w 2 -o o.txt 1<>o.txt && tail -n 1 o.txt", NULL, "  2 -> 1" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(shell); i++) {
+    g_autofree char *line = g_strdup_printf("cd %s && %s", root, shell[i][0]);
+    so = tpt_run_shell(line);
+    g_test_message("%s: %d %s%s", shell[i][0], so.status, so.out, so.err);
+    if (shell[i][1]) {
+      g_assert_cmpint(so.status, ==, 2);
+      g_assert_cmpint(tpt_lines(so.err), ==, 1);
+      g_assert_nonnull(strstr(so.err, shell[i][1]));
+    } else {
+      g_assert_cmpint(so.status, ==, 0);
+      g_assert_true(g_str_has_prefix(so.out, shell[i][2]));
+    }
+    tpt_run_clear(&so);
+  }
+  g_autofree char *o_txt = g_build_filename(root, "o.txt", NULL);
+  g_unlink(o_txt);
   g_autofree char *out_csv = g_build_filename(root, "out.csv", NULL);
   g_unlink(out_csv), g_unlink(sub_s);
   g_unlink(x), g_unlink(beside_d), g_unlink(far), g_rmdir(elsewhere), g_rmdir(root_parent);
