@@ -298,7 +298,14 @@ static void test_output_not_writable(void)
   g_assert_true(g_spawn_sync(NULL, (char **)euid, NULL, G_SPAWN_DEFAULT, NULL, NULL, &eout, &eerrs, &ewait, NULL));
   g_test_message("effective user nobody, -o %s: %s", fifo, eerrs);
   if (!strstr(eerrs, "setpriv:")) {
+#ifdef __SANITIZE_ADDRESS__
+    /* with the real and effective ids apart the process runs in secure mode, where LeakSanitizer
+     * cannot run at its exit and ends it with status 1 after the refusal */
+    g_assert_true(WIFEXITED(ewait) && WEXITSTATUS(ewait) != 0);
+#else
     g_assert_true(WIFEXITED(ewait) && WEXITSTATUS(ewait) == 2);
+#endif
+    g_assert_nonnull(strstr(eerrs, "-o: cannot write"));
     g_assert_nonnull(strstr(eerrs, "Permission denied"));
   }
   GStatBuf st;
