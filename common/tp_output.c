@@ -378,6 +378,14 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
     errnum = 0, target = g_strdup(path);
   if (!errnum && in_place && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) /* as the write: effective ids */
     errnum = errno;
+  struct stat tty;
+  if (!errnum && in_place && S_ISCHR(st.st_mode) && stat("/dev/tty", &tty) == 0 && st.st_rdev == tty.st_rdev) {
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC); /* the controlling terminal: is there one? */
+    if (fd < 0)
+      errnum = errno;
+    else
+      close(fd);
+  }
   if (!errnum && !in_place) {
     uid_t owner = st.st_uid;
     dir = g_path_get_dirname(target);

@@ -78,6 +78,16 @@ static void test_output_device(void)
   g_assert_cmpstr(names, ==, "null");
   tpt_run_clear(&r);
   remove_dir(dir);
+  /* the controlling terminal where there is none (a new session): refused before the work */
+  g_autofree char *setsid = g_find_program_in_path("setsid");
+  if (setsid && g_file_test("/dev/tty", G_FILE_TEST_EXISTS)) {
+    r = tpt_run_shell("setsid -w \"$TP\" simulate -w 2 -o /dev/tty");
+    g_test_message("setsid simulate -o /dev/tty: %d %s", r.status, r.err);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "-o: cannot write '/dev/tty': "));
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    tpt_run_clear(&r);
+  }
 }
 
 /* -o through a symbolic link replaces the file it names and keeps the link; a dangling link creates
