@@ -302,6 +302,8 @@ static Item *stage(TpOutputs *o, const char *path, gboolean *in_place, struct st
 static char *missing_below(const char *path, struct stat *st)
 {
   g_autofree char *p = g_strdup(path);
+  for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--) /* "ck/" is "ck" */
+    p[n - 1] = '\0';
   char *rest = g_strdup("");
   while (stat(p, st) != 0) {
     g_autofree char *parent = g_path_get_dirname(p), *name = g_path_get_basename(p);
@@ -316,8 +318,9 @@ static char *missing_below(const char *path, struct stat *st)
   return rest;
 }
 
-/* Whether making `made` with its missing parents makes the missing directory dir (made itself or one
- * of its parents): both below the same existing directory, dir's missing names a prefix of made's. */
+/* Whether making `made` with its missing parents makes the missing directory dir, or lets its path
+ * resolve (dir made itself, one of made's parents, or reached through them and ".."): both below the
+ * same existing directory, every missing name of dir one that making made creates, in its place. */
 static gboolean made_by(const char *made, const char *dir)
 {
   if (!made)
@@ -326,8 +329,26 @@ static gboolean made_by(const char *made, const char *dir)
   g_autofree char *m = missing_below(made, &a), *d = missing_below(dir, &b);
   if (!m || !d || !*d || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
     return FALSE;
-  size_t n = strlen(d);
-  return strncmp(m, d, n) == 0 && (m[n] == '\0' || m[n] == '/');
+  g_auto(GStrv) made_names = g_strsplit(m, "/", -1), names = g_strsplit(d, "/", -1);
+  GPtrArray *chain = g_ptr_array_new(); /* the directories making made creates, in order */
+  gboolean ok = TRUE;
+  for (char **n = made_names; *n && ok; n++)
+    if (strcmp(*n, "..") == 0)
+      ok = FALSE; /* made climbs back: not followed */
+    else if (**n && strcmp(*n, ".") != 0)
+      g_ptr_array_add(chain, *n);
+  guint depth = 0; /* where dir's walk stands in that chain */
+  for (char **n = names; *n && ok; n++) {
+    if (strcmp(*n, "..") == 0) {
+      ok = depth > 0; /* above the existing directory: not followed */
+      depth -= ok;
+    } else if (**n && strcmp(*n, ".") != 0) {
+      ok = depth < chain->len && strcmp(g_ptr_array_index(chain, depth), *n) == 0;
+      depth++;
+    }
+  }
+  g_ptr_array_free(chain, TRUE);
+  return ok;
 }
 
 /* Whether the process may act as any file's owner (CAP_FOWNER in its effective capabilities, from

@@ -247,6 +247,21 @@ static void test_outputs_all_or_none(void)
     g_assert_true(g_file_test(real_out, G_FILE_TEST_IS_REGULAR) == (i == 1));
     tpt_run_clear(&r);
   }
+  /* outputs through the directories the run makes and "..": accepted where every name they pass is
+   * made (m1/ck/../r.json is m1/r.json; "m2/" is m2), refused through one that is not */
+  g_autofree char *m1 = g_build_filename(dir, "m1", "ck", NULL), *m2 = g_strconcat(dir, "/m2/", NULL);
+  g_autofree char *up = g_build_filename(m1, "..", "r.json", NULL), *in_m2 = g_build_filename(dir, "m2", "r.json", NULL);
+  g_autofree char *astray = g_build_filename(dir, "m1", "not-made", "..", "s.json", NULL);
+  g_autofree char *up_made = g_build_filename(dir, "m1", "r.json", NULL);
+  const char *made_ck[] = { m1, m2, m1 }, *made_out[] = { up, in_m2, astray };
+  for (guint i = 0; i < G_N_ELEMENTS(made_out); i++) {
+    TptRun r = tpt_run((const char *[]){ "train", "-w", "2", "-n", "2", "-k", "2", "--batch", "16", "--data",
+                                         "synthetic:64:32", "--quiet", "--checkpoint", made_ck[i], "-o", made_out[i], NULL });
+    g_test_message("--checkpoint %s -o %s: %d %s", made_ck[i], made_out[i], r.status, r.err);
+    g_assert_cmpint(r.status, ==, i < 2 ? 0 : 2);
+    tpt_run_clear(&r);
+  }
+  g_assert_true(g_file_test(up_made, G_FILE_TEST_IS_REGULAR) && g_file_test(in_m2, G_FILE_TEST_IS_REGULAR));
   tpt_rm_tree(dir);
 }
 
