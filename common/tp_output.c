@@ -33,7 +33,6 @@ static void remove_temps(int sig)
       rmdir(temps[i]);
 }
 
-static void block_signals(sigset_t *old) { tp_signal_block(old); }
 
 /* Register path (signals blocked by the caller); the slot, or -1 when the registry is full. */
 static int temp_register(char *path)
@@ -50,9 +49,9 @@ static int temp_register(char *path)
 int tp_temp_register(char *path)
 {
   sigset_t old;
-  block_signals(&old);
+  tp_signal_block(&old);
   int slot = temp_register(path);
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  tp_signal_unblock(&old);
   return slot;
 }
 
@@ -61,9 +60,9 @@ void tp_temp_forget(int slot)
   if (slot < 0 || slot >= MAX_TEMPS)
     return;
   sigset_t old;
-  block_signals(&old);
+  tp_signal_block(&old);
   temps[slot] = NULL;
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  tp_signal_unblock(&old);
 }
 
 /* ---- staged outputs ------------------------------------------------------------------------- */
@@ -93,11 +92,11 @@ static void drop_temp(Item *it)
   if (!it->tmp)
     return;
   sigset_t old;
-  block_signals(&old);
+  tp_signal_block(&old);
   g_unlink(it->tmp);
   if (it->slot >= 0)
     temps[it->slot] = NULL;
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  tp_signal_unblock(&old);
   g_clear_pointer(&it->tmp, g_free);
 }
 
@@ -196,11 +195,11 @@ static char *temp_template(const char *target) { return g_strdup_printf("%s.XXXX
 static int temp_open(char *tmpl, int *slot)
 {
   sigset_t mask;
-  block_signals(&mask);
+  tp_signal_block(&mask);
   int fd = g_mkstemp_full(tmpl, O_WRONLY | O_CLOEXEC, 0666);
   int errnum = errno;
   *slot = fd >= 0 ? temp_register(tmpl) : -1;
-  sigprocmask(SIG_SETMASK, &mask, NULL);
+  tp_signal_unblock(&mask);
   errno = errnum;
   return fd;
 }

@@ -1,6 +1,8 @@
 /* tp_signal.c — the program's one set of signal handlers: the terminating signals and the alarm
  * (tp_signal.h). */
 #include "tp_signal.h"
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <string.h>
 #include <sys/time.h>
@@ -13,6 +15,22 @@ static volatile sig_atomic_t n_cleanups;
 static TpSignalHook end_hook, stop_hook;
 static volatile sig_atomic_t end_on_int, stop_mode, stop_sig, ignore_end;
 static gboolean installed;
+
+/* The sections of tp_signal_block: a process-directed signal may run the handler on any thread that
+ * does not block it (OpenBLAS's workers, the stages), while another is between making a temporary
+ * and registering it.  The handler that will end the process marks it dying and waits until no
+ * thread is inside a section; a thread that enters one after that waits for the end instead. */
+static atomic_int in_sections;   /* threads inside a section */
+static atomic_int dying;         /* a handler runs the clean-ups: the process is ending */
+static _Thread_local int depth;  /* this thread's nesting of sections */
+
+/* The handler's side: no section is open on another thread, and none will be. */
+static void end_sections(void)
+{
+  atomic_store(&dying, 1);
+  while (atomic_load(&in_sections) > 0)
+    ; /* the other threads' sections are a few system calls long */
+}
 
 static gboolean stopping(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
 
@@ -33,6 +51,7 @@ static void on_signal(int sig)
         stop_hook(sig);
       return;
     }
+    end_sections();
     run_cleanups(sig);
     if (end_hook)
       end_hook(sig); /* does not return */
@@ -41,6 +60,7 @@ static void on_signal(int sig)
     (void)n;
     _exit(128 + sig);
   }
+  end_sections();
   run_cleanups(sig);
   if (end_hook && (sig == SIGTERM || sig == SIGHUP || (sig == SIGINT && end_on_int)))
     end_hook(sig); /* does not return */
@@ -54,7 +74,22 @@ void tp_signal_block(sigset_t *old)
   sigemptyset(&set);
   for (guint i = 0; i < G_N_ELEMENTS(sigs); i++)
     sigaddset(&set, sigs[i]);
-  sigprocmask(SIG_BLOCK, &set, old);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+  if (depth++ > 0)
+    return;
+  atomic_fetch_add(&in_sections, 1);
+  if (atomic_load(&dying)) { /* another thread's handler is removing the temporaries: wait for the end */
+    atomic_fetch_sub(&in_sections, 1);
+    for (;;)
+      pause();
+  }
+}
+
+void tp_signal_unblock(const sigset_t *old)
+{
+  if (--depth == 0)
+    atomic_fetch_sub(&in_sections, 1);
+  pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 static void install(void)
@@ -86,7 +121,7 @@ void tp_signal_add_cleanup(TpSignalHook hook)
     known = known || cleanups[i] == hook;
   if (!known && n_cleanups < MAX_HOOKS)
     cleanups[n_cleanups] = hook, n_cleanups = n_cleanups + 1;
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  tp_signal_unblock(&old);
 }
 
 void tp_signal_set_end(TpSignalHook hook, gboolean interrupt)
@@ -95,7 +130,7 @@ void tp_signal_set_end(TpSignalHook hook, gboolean interrupt)
   tp_signal_block(&old);
   install();
   end_hook = hook, end_on_int = interrupt;
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  tp_signal_unblock(&old);
 }
 
 void tp_signal_catch_stop(TpSignalHook announce)
@@ -104,7 +139,7 @@ void tp_signal_catch_stop(TpSignalHook announce)
   tp_signal_block(&old);
   install();
   stop_hook = announce, stop_mode = 1;
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  tp_signal_unblock(&old);
 }
 
 void tp_signal_leave_stop(void) { stop_mode = 0; }

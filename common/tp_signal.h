@@ -33,8 +33,11 @@ void tp_signal_ignore_end(void);
 /* An alarm: hook runs (in the handler) once seconds have passed, unless it is re-armed or disarmed
  * first; seconds <= 0 disarms it.  One alarm at a time (the real-time interval timer). */
 void tp_signal_alarm(double seconds, TpSignalHook hook);
-/* Block the terminating signals (the previous mask into old), e.g. around a change of what a hook
- * reads; sigprocmask(SIG_SETMASK, old, NULL) restores it. */
+/* A section: the terminating signals blocked in this thread (the previous mask into old) around a
+ * change of what a hook reads, e.g. a temporary made and registered; tp_signal_unblock ends it.  No
+ * handler on another thread runs the clean-ups while a section is open: it waits for the section's
+ * end, and a section begun while the process is ending waits for that end instead. */
 void tp_signal_block(sigset_t *old);
+void tp_signal_unblock(const sigset_t *old);
 
 #endif

@@ -1,5 +1,6 @@
 /* test-signal.c — the program's one signal module (common/tp_signal.h), each case in a child
- * process: clean-up hooks run before the process dies of the signal; in stop mode SIGINT, SIGTERM
+ * process: clean-up hooks run before the process dies of the signal, after any section another thread
+ * has open; in stop mode SIGINT, SIGTERM
  * and SIGHUP request a stop and a second one ends the process with 128 + the signal; an end hook
  * ends it instead of the signal; an alarm runs its hook once its time has passed, never once
  * disarmed. */
@@ -7,6 +8,7 @@
 
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,6 +69,54 @@ static void test_cleanup(void)
   g_free(marker);
 }
 
+static volatile sig_atomic_t registered;
+
+static void remove_registered_marker(int sig)
+{
+  if (registered)
+    remove_marker(sig);
+}
+
+static void *idle(void *arg)
+{
+  (void)arg;
+  for (;;)
+    pause();
+  return NULL;
+}
+
+/* A section open on the main thread (a temporary made, not yet registered) while the signal's
+ * handler runs on another thread: the clean-ups wait for the section's end and remove the marker. */
+static void signal_during_section(void)
+{
+  tp_signal_add_cleanup(remove_registered_marker);
+  pthread_t t;
+  g_assert_cmpint(pthread_create(&t, NULL, idle, NULL), ==, 0);
+  sigset_t old;
+  tp_signal_block(&old);
+  pthread_kill(t, SIGTERM);
+  g_usleep(100000); /* the handler has begun on t by now */
+  registered = 1;
+  tp_signal_unblock(&old);
+  for (;;)
+    pause();
+}
+
+static void test_section(void)
+{
+  marker = g_build_filename(g_get_tmp_dir(), "tp-signal-XXXXXX", NULL);
+  int fd = g_mkstemp(marker);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+  int status = in_child(signal_during_section);
+  g_assert_true(WIFSIGNALED(status));
+  g_assert_cmpint(WTERMSIG(status), ==, SIGTERM);
+  gboolean left = g_file_test(marker, G_FILE_TEST_EXISTS);
+  g_unlink(marker);
+  g_assert_false(left);
+  g_free(marker);
+}
+
 static void stop_then_second(void)
 {
   tp_signal_catch_stop(NULL);
@@ -124,6 +174,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/signal/cleanup", test_cleanup);
+  g_test_add_func("/signal/section-on-another-thread", test_section);
   g_test_add_func("/signal/stop-on-sighup", test_stop_hup);
   g_test_add_func("/signal/end-hook", test_end_hook);
   g_test_add_func("/signal/alarm", test_alarm);
