@@ -30,7 +30,17 @@ static void end_sections(void)
   atomic_store(&dying, 1);
   while (atomic_load(&in_sections) > 0)
     ; /* the other threads' sections are a few system calls long */
+  depth = 1; /* a hook's own sections, on this thread, go ahead (static TLS: no allocation here) */
 }
+
+/* A child forked while another thread had a section open inherits the count, not the thread. */
+static void sections_after_fork(void)
+{
+  atomic_store(&in_sections, depth > 0);
+  atomic_store(&dying, 0);
+}
+
+static void sections_init(void) { pthread_atfork(NULL, NULL, sections_after_fork); }
 
 static gboolean stopping(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
 
@@ -74,6 +84,8 @@ void tp_signal_block(sigset_t *old)
   sigemptyset(&set);
   for (guint i = 0; i < G_N_ELEMENTS(sigs); i++)
     sigaddset(&set, sigs[i]);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, sections_init);
   pthread_sigmask(SIG_BLOCK, &set, old);
   if (depth++ > 0)
     return;

@@ -36,7 +36,9 @@ void tp_signal_alarm(double seconds, TpSignalHook hook);
 /* A section: the terminating signals blocked in this thread (the previous mask into old) around a
  * change of what a hook reads, e.g. a temporary made and registered; tp_signal_unblock ends it.  No
  * handler on another thread runs the clean-ups while a section is open: it waits for the section's
- * end, and a section begun while the process is ending waits for that end instead. */
+ * end, and a section begun while the process is ending waits for that end instead.  So a section
+ * takes no lock and allocates nothing (the handler's thread may hold malloc's lock); a hook may open
+ * one. */
 void tp_signal_block(sigset_t *old);
 void tp_signal_unblock(const sigset_t *old);
 

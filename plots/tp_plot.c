@@ -4,7 +4,9 @@
 #include "tp_error.h"
 #include "tp_model.h"
 #include "tp_output.h"
+#include "tp_signal.h"
 
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -19,11 +21,21 @@ static void scratch_register(TpPlot *p, char *path)
 
 TpPlot *tp_plot_new(GError **err)
 {
-  GError *e = NULL;
-  char *dir = g_dir_make_tmp("timeprest-plot-XXXXXX", &e);
-  if (!dir) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make a scratch directory: %s", e->message);
-    g_error_free(e);
+  /* made and registered in one section, so that no signal finds it made and not registered */
+  char *dir = g_build_filename(g_get_tmp_dir(), "timeprest-plot-XXXXXX", NULL), *kept = g_strdup(dir);
+  sigset_t old;
+  tp_signal_block(&old);
+  gboolean made = g_mkdtemp(dir) != NULL;
+  int errnum = errno, slot = -1;
+  if (made) {
+    memcpy(kept, dir, strlen(dir));
+    slot = tp_temp_register(kept);
+  }
+  tp_signal_unblock(&old);
+  if (!made) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make a scratch directory in %s: %s", g_get_tmp_dir(),
+                g_strerror(errnum));
+    g_free(dir), g_free(kept);
     return NULL;
   }
   TpPlot *p = g_new0(TpPlot, 1);
@@ -31,7 +43,8 @@ TpPlot *tp_plot_new(GError **err)
   p->vars = g_string_new(NULL);
   p->scratch = g_ptr_array_new_with_free_func(g_free);
   p->slots = g_array_new(FALSE, FALSE, sizeof(int));
-  scratch_register(p, g_strdup(dir));
+  g_ptr_array_add(p->scratch, kept);
+  g_array_append_val(p->slots, slot);
   return p;
 }
 

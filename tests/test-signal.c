@@ -117,6 +117,38 @@ static void test_section(void)
   g_free(marker);
 }
 
+/* A clean-up hook may open a section itself (remove a temporary, forget its slot): the process still
+ * ends by the signal (an alarm ends a child that would hang). */
+static void remove_marker_in_section(int sig)
+{
+  sigset_t old;
+  tp_signal_block(&old);
+  remove_marker(sig);
+  tp_signal_unblock(&old);
+}
+
+static void hook_with_section(void)
+{
+  alarm(5);
+  tp_signal_add_cleanup(remove_marker_in_section);
+  raise(SIGTERM);
+}
+
+static void test_hook_section(void)
+{
+  marker = g_build_filename(g_get_tmp_dir(), "tp-signal-XXXXXX", NULL);
+  int fd = g_mkstemp(marker);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+  int status = in_child(hook_with_section);
+  gboolean left = g_file_test(marker, G_FILE_TEST_EXISTS);
+  g_unlink(marker);
+  g_assert_true(WIFSIGNALED(status));
+  g_assert_cmpint(WTERMSIG(status), ==, SIGTERM);
+  g_assert_false(left);
+  g_free(marker);
+}
+
 static void stop_then_second(void)
 {
   tp_signal_catch_stop(NULL);
@@ -175,6 +207,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/signal/cleanup", test_cleanup);
   g_test_add_func("/signal/section-on-another-thread", test_section);
+  g_test_add_func("/signal/section-in-a-hook", test_hook_section);
   g_test_add_func("/signal/stop-on-sighup", test_stop_hup);
   g_test_add_func("/signal/end-hook", test_end_hook);
   g_test_add_func("/signal/alarm", test_alarm);
