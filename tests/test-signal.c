@@ -56,18 +56,23 @@ static void cleanup_then_die(void)
   raise(SIGTERM);
 }
 
-static void test_cleanup(void)
+/* Make the marker, run body in a child: it must die of SIGTERM with the marker removed. */
+static void assert_dies_clean(void (*body)(void))
 {
   marker = g_build_filename(g_get_tmp_dir(), "tp-signal-XXXXXX", NULL);
   int fd = g_mkstemp(marker);
   g_assert_cmpint(fd, >=, 0);
   close(fd);
-  int status = in_child(cleanup_then_die);
+  int status = in_child(body);
+  gboolean left = g_file_test(marker, G_FILE_TEST_EXISTS);
+  g_unlink(marker);
   g_assert_true(WIFSIGNALED(status));
   g_assert_cmpint(WTERMSIG(status), ==, SIGTERM);
-  g_assert_false(g_file_test(marker, G_FILE_TEST_EXISTS));
-  g_free(marker);
+  g_assert_false(left);
+  g_clear_pointer(&marker, g_free);
 }
+
+static void test_cleanup(void) { assert_dies_clean(cleanup_then_die); }
 
 static volatile sig_atomic_t registered;
 
@@ -102,20 +107,7 @@ static void signal_during_section(void)
     pause();
 }
 
-static void test_section(void)
-{
-  marker = g_build_filename(g_get_tmp_dir(), "tp-signal-XXXXXX", NULL);
-  int fd = g_mkstemp(marker);
-  g_assert_cmpint(fd, >=, 0);
-  close(fd);
-  int status = in_child(signal_during_section);
-  g_assert_true(WIFSIGNALED(status));
-  g_assert_cmpint(WTERMSIG(status), ==, SIGTERM);
-  gboolean left = g_file_test(marker, G_FILE_TEST_EXISTS);
-  g_unlink(marker);
-  g_assert_false(left);
-  g_free(marker);
-}
+static void test_section(void) { assert_dies_clean(signal_during_section); }
 
 /* A clean-up hook may open a section itself (remove a temporary, forget its slot): the process still
  * ends by the signal (an alarm ends a child that would hang). */
@@ -134,20 +126,7 @@ static void hook_with_section(void)
   raise(SIGTERM);
 }
 
-static void test_hook_section(void)
-{
-  marker = g_build_filename(g_get_tmp_dir(), "tp-signal-XXXXXX", NULL);
-  int fd = g_mkstemp(marker);
-  g_assert_cmpint(fd, >=, 0);
-  close(fd);
-  int status = in_child(hook_with_section);
-  gboolean left = g_file_test(marker, G_FILE_TEST_EXISTS);
-  g_unlink(marker);
-  g_assert_true(WIFSIGNALED(status));
-  g_assert_cmpint(WTERMSIG(status), ==, SIGTERM);
-  g_assert_false(left);
-  g_free(marker);
-}
+static void test_hook_section(void) { assert_dies_clean(hook_with_section); }
 
 static void stop_then_second(void)
 {
