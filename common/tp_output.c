@@ -411,7 +411,7 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
     dir = g_path_get_dirname(target);
     if (stat(dir, &st) != 0 && made_by(made, dir))
       return TRUE;
-    /* a sticky directory (/tmp) lets only a file's owner, the directory's or root rename over the file */
+    /* a sticky directory (/tmp) lets only a file's owner, the directory's or CAP_FOWNER rename over it */
     if (exists && (st.st_mode & S_ISVTX) && owner != geteuid() && st.st_uid != geteuid() && !may_own_any()) {
       g_autofree char *q = tp_quote(path), *qd = tp_quote(dir);
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cannot write %s: another user's file in the sticky directory %s "
