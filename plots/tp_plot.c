@@ -7,16 +7,28 @@
 #include "tp_signal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
-/* Keep path (taken over) and have a terminating signal remove it. */
-static void scratch_register(TpPlot *p, char *path)
+/* Make the scratch file path (taken over) and have a terminating signal remove it: made and
+ * registered in one section, so that a signal handled on another thread never finds it made and not
+ * registered, nor removes the directory's files while it is being made.  The open descriptor, or -1
+ * with errno set. */
+static int scratch_create(TpPlot *p, char *path)
 {
   g_ptr_array_add(p->scratch, path);
+  sigset_t old;
+  tp_signal_block(&old);
   int slot = tp_temp_register(path);
+  int fd = g_open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int errnum = errno;
+  tp_signal_unblock(&old);
   g_array_append_val(p->slots, slot);
+  errno = errnum;
+  return fd;
 }
 
 TpPlot *tp_plot_new(GError **err)
@@ -75,11 +87,23 @@ char *tp_plot_path(const TpPlot *p, const char *name) { return g_build_filename(
 gboolean tp_plot_data(TpPlot *p, const char *name, const GString *content, GError **err)
 {
   char *path = tp_plot_path(p, name);
-  scratch_register(p, path);
-  GError *e = NULL; /* written in place: the scratch directory is private */
-  if (!g_file_set_contents_full(path, content->str, (gssize)content->len, G_FILE_SET_CONTENTS_NONE, 0600, &e)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write plot data: %s", e->message);
-    g_error_free(e);
+  int fd = scratch_create(p, path); /* written in place: the scratch directory is private */
+  gboolean ok = fd >= 0;
+  for (gsize done = 0; ok && done < content->len;) {
+    ssize_t n = write(fd, content->str + done, content->len - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    ok = n > 0;
+    done += ok ? (gsize)n : 0;
+  }
+  int errnum = errno;
+  if (fd >= 0 && close(fd) != 0 && ok) {
+    errnum = errno;
+    ok = FALSE;
+  }
+  if (!ok) {
+    g_autofree char *q = tp_quote(path);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot write plot data %s: %s", q, g_strerror(errnum));
     return FALSE;
   }
   return TRUE;
@@ -148,8 +172,15 @@ gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int widt
     return FALSE;
   }
   gboolean svg = g_str_has_suffix(out, ".svg");
+  /* made empty here, so that the directory holds nothing unregistered; gnuplot writes it */
   char *tmp_out = tp_plot_path(p, svg ? "picture.svg" : "picture.png");
-  scratch_register(p, tmp_out);
+  int fd = scratch_create(p, tmp_out);
+  if (fd < 0) {
+    g_autofree char *q = tp_quote(tmp_out);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make %s: %s", q, g_strerror(errno));
+    return FALSE;
+  }
+  close(fd);
   tp_plot_str(p, "out", tmp_out);
   tp_plot_str(p, "fmt", svg ? "svg" : "png");
   tp_plot_str(p, "common", common);

@@ -1,6 +1,7 @@
 /* test-robust-output.c — what a hostile user tries with the outputs, through the program on small
  * synthetic data: output paths that name one file twice (by any spelling, standard output, FIFOs,
- * checkpoint directories), file names that are bytes, standard output that cannot be written.
+ * checkpoint directories), file names that are bytes, standard output that cannot be written, the
+ * plot's scratch files.
  * Inputs, numbers, messages and plots are test-robust-io's; checkpoints and runs test-robust's. */
 #include "tp_test_robust.h"
 
@@ -254,11 +255,52 @@ static void test_stdout_full(void)
   }
 }
 
+/* The plot's scratch directory: gone after a picture and after gnuplot wrote none (exit 1, one
+ * line, no picture), and its picture made before gnuplot runs (the directory never holds a file it
+ * has not registered for removal on a signal).  A stand-in gnuplot writes into what it finds. */
+static void test_plot_scratch(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *tmp = g_build_filename(root, "tmp", NULL), *png = g_build_filename(root, "v.png", NULL);
+  g_autofree char *fills = g_build_filename(root, "fills", NULL), *idle = g_build_filename(root, "idle", NULL);
+  g_assert_cmpint(g_mkdir(tmp, 0700), ==, 0);
+  g_assert_true(g_file_set_contents(fills, "#!/bin/sh\nfor f in picture.*; do [ -f \"$f\" ] && echo drawn > \"$f\"; done\n", -1, NULL));
+  g_assert_true(g_file_set_contents(idle, "#!/bin/sh\nexit 0\n", -1, NULL));
+  g_assert_cmpint(g_chmod(fills, 0755), ==, 0);
+  g_assert_cmpint(g_chmod(idle, 0755), ==, 0);
+  const char *gp[] = { fills, idle };
+  for (size_t i = 0; i < G_N_ELEMENTS(gp); i++) {
+    g_autofree char *qt = g_shell_quote(tmp), *qg = g_shell_quote(gp[i]), *qp = g_shell_quote(png);
+    g_autofree char *line = g_strdup_printf("TMPDIR=%s TP_GNUPLOT=%s exec \"$TP\" plot vmap -w 2-3 -n 2-3 -o %s", qt, qg, qp);
+    TptRun r = tpt_run_shell(line);
+    g_test_message("%s: %d %s", gp[i], r.status, r.err);
+    if (i == 0) {
+      g_assert_cmpint(r.status, ==, 0);
+      g_autofree char *pic = NULL;
+      g_assert_true(g_file_get_contents(png, &pic, NULL, NULL));
+      g_assert_cmpstr(pic, ==, "drawn\n");
+      g_assert_cmpint(g_unlink(png), ==, 0);
+    } else {
+      g_assert_cmpint(r.status, ==, 1);
+      g_assert_cmpint(tpt_lines(r.err), ==, 1);
+      g_assert_nonnull(strstr(r.err, "gnuplot wrote no picture"));
+      g_assert_false(g_file_test(png, G_FILE_TEST_EXISTS));
+    }
+    GDir *d = g_dir_open(tmp, 0, NULL);
+    g_assert_nonnull(d);
+    g_assert_null(g_dir_read_name(d));
+    g_dir_close(d);
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(root);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robust-output/output-collisions", test_output_collisions);
   g_test_add_func("/robust-output/byte-names", test_byte_names);
   g_test_add_func("/robust-output/stdout-full", test_stdout_full);
+  g_test_add_func("/robust-output/plot-scratch", test_plot_scratch);
   return g_test_run();
 }
