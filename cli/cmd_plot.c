@@ -387,6 +387,11 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: give at least one training log");
     return FALSE;
   }
+  if (n_in > TP_PLOT_MAX_LOGS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: at most %d training logs in one picture (got %d)", TP_PLOT_MAX_LOGS,
+                n_in);
+    return FALSE;
+  }
   const char *ycol = y ? y : "loss";
   /* the right axis shows the other of loss and accuracy unless told otherwise */
   /* "test" (train --csv's logs): its tenth-of-an-epoch training rows (0) and its per-epoch rows (1) are

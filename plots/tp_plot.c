@@ -16,18 +16,24 @@
 /* Make the scratch file path (taken over) and have a terminating signal remove it: made and
  * registered in one section, so that a signal handled on another thread never finds it made and not
  * registered, nor removes the directory's files while it is being made.  The open descriptor, or -1
- * with errno set. */
-static int scratch_create(TpPlot *p, char *path)
+ * with err set (what names the file). */
+static int scratch_create(TpPlot *p, char *path, const char *what, GError **err)
 {
   g_ptr_array_add(p->scratch, path);
   sigset_t old;
   tp_signal_block(&old);
-  int slot = tp_temp_register(path);
-  int fd = g_open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  int errnum = errno;
+  int slot = tp_temp_register(path), fd = -1, errnum = 0;
+  if (slot >= 0) { /* a full registry: made nowhere */
+    fd = g_open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    errnum = errno;
+  }
   tp_signal_unblock(&old);
   g_array_append_val(p->slots, slot);
-  errno = errnum;
+  if (fd < 0) {
+    g_autofree char *q = tp_quote(path);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make %s %s: %s", what, q,
+                slot < 0 ? "too many scratch files at once" : g_strerror(errnum));
+  }
   return fd;
 }
 
@@ -64,8 +70,7 @@ void tp_plot_free(TpPlot *p)
 {
   if (!p)
     return;
-  for (guint i = 0; i < p->slots->len; i++)
-    tp_temp_forget(g_array_index(p->slots, int, i));
+  /* removed before their slots are forgotten: a signal in between finds nothing or removes it */
   GDir *d = g_dir_open(p->dir, 0, NULL);
   const char *name;
   while (d && (name = g_dir_read_name(d))) {
@@ -75,6 +80,8 @@ void tp_plot_free(TpPlot *p)
   if (d)
     g_dir_close(d);
   g_rmdir(p->dir);
+  for (guint i = 0; i < p->slots->len; i++)
+    tp_temp_forget(g_array_index(p->slots, int, i));
   g_free(p->dir);
   g_string_free(p->vars, TRUE);
   g_ptr_array_free(p->scratch, TRUE);
@@ -87,17 +94,21 @@ char *tp_plot_path(const TpPlot *p, const char *name) { return g_build_filename(
 gboolean tp_plot_data(TpPlot *p, const char *name, const GString *content, GError **err)
 {
   char *path = tp_plot_path(p, name);
-  int fd = scratch_create(p, path); /* written in place: the scratch directory is private */
-  gboolean ok = fd >= 0;
+  int fd = scratch_create(p, path, "plot data", err); /* written in place: the scratch directory is private */
+  if (fd < 0)
+    return FALSE;
+  gboolean ok = TRUE;
   for (gsize done = 0; ok && done < content->len;) {
     ssize_t n = write(fd, content->str + done, content->len - done);
     if (n < 0 && errno == EINTR)
       continue;
+    if (n == 0)
+      errno = EIO;
     ok = n > 0;
     done += ok ? (gsize)n : 0;
   }
   int errnum = errno;
-  if (fd >= 0 && close(fd) != 0 && ok) {
+  if (close(fd) != 0 && ok) {
     errnum = errno;
     ok = FALSE;
   }
@@ -146,6 +157,18 @@ gboolean tp_plot_check_output(const char *out, GError **err)
   return TRUE;
 }
 
+/* A PNG ends with its IEND chunk (length 0, type, CRC); an SVG with its closing tag and blanks. */
+static gboolean picture_complete(const char *pic, gsize len, gboolean svg)
+{
+  if (!svg) {
+    static const unsigned char iend[12] = { 0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82 };
+    return len >= 8 + sizeof iend && memcmp(pic + len - sizeof iend, iend, sizeof iend) == 0;
+  }
+  while (len > 0 && g_ascii_isspace(pic[len - 1]))
+    len--;
+  return len >= 6 && memcmp(pic + len - 6, "</svg>", 6) == 0;
+}
+
 static char *gnuplot_path(void)
 {
   const char *env = g_getenv("TP_GNUPLOT");
@@ -174,12 +197,9 @@ gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int widt
   gboolean svg = g_str_has_suffix(out, ".svg");
   /* made empty here, so that the directory holds nothing unregistered; gnuplot writes it */
   char *tmp_out = tp_plot_path(p, svg ? "picture.svg" : "picture.png");
-  int fd = scratch_create(p, tmp_out);
-  if (fd < 0) {
-    g_autofree char *q = tp_quote(tmp_out);
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make %s: %s", q, g_strerror(errno));
+  int fd = scratch_create(p, tmp_out, "the picture's scratch file", err);
+  if (fd < 0)
     return FALSE;
-  }
   close(fd);
   tp_plot_str(p, "out", tmp_out);
   tp_plot_str(p, "fmt", svg ? "svg" : "png");
@@ -195,17 +215,26 @@ gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int widt
     g_error_free(e);
     return FALSE;
   }
-  if (!g_spawn_check_wait_status(status, NULL)) {
+  if (!g_spawn_check_wait_status(status, &e)) {
     g_strstrip(serr);
     char *nl = strrchr(serr, '\n');
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot failed on %s.gp: %s", script, nl ? nl + 1 : serr);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot failed on %s.gp: %s", script,
+                *serr ? (nl ? nl + 1 : serr) : e->message);
+    g_error_free(e);
     return FALSE;
   }
   g_autofree char *pic = NULL;
   gsize len = 0;
   if (!g_file_get_contents(tmp_out, &pic, &len, &e) || len == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot wrote no picture%s%s", e ? ": " : "", e ? e->message : "");
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot wrote no picture on %s.gp%s%s", script, e ? ": " : "",
+                e ? e->message : "");
     g_clear_error(&e);
+    return FALSE;
+  }
+  /* gnuplot exits 0 after a write it could not finish (a full disk): the picture must end as its format does */
+  if (!picture_complete(pic, len, svg)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "gnuplot left an incomplete picture on %s.gp (%" G_GSIZE_FORMAT
+                " bytes in %s)", script, len, g_get_tmp_dir());
     return FALSE;
   }
   g_autoptr(TpOutputs) o = tp_outputs_new();

@@ -26,6 +26,10 @@ void tp_plot_num(TpPlot *p, const char *var, double value);
 /* A string safe inside a gnuplot double-quoted string: quotes and backslashes escaped. */
 char *tp_plot_escape(const char *text);
 
+/* Most training logs in one convergence picture: eight colours repeat beyond it many times over, and
+ * each log is a scratch file the signal registry (tp_output.h, 64 paths) must hold. */
+#define TP_PLOT_MAX_LOGS 32
+
 /* Largest picture side in pixels the plots ask gnuplot for. */
 #define TP_PLOT_MAX_SIDE 16384
 

@@ -255,36 +255,59 @@ static void test_stdout_full(void)
   }
 }
 
-/* The plot's scratch directory: gone after a picture and after gnuplot wrote none (exit 1, one
- * line, no picture), and its picture made before gnuplot runs (the directory never holds a file it
- * has not registered for removal on a signal).  A stand-in gnuplot writes into what it finds. */
+/* The plot's scratch directory: gone after a picture, after gnuplot wrote none or an incomplete one
+ * (exit 1, one line, no picture) and after SIGTERM while gnuplot runs; its picture is made before
+ * gnuplot runs (the directory never holds a file it has not registered for removal on a signal).
+ * Stand-ins for gnuplot write into what they find.  More logs than a picture takes: exit 2. */
 static void test_plot_scratch(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-robust");
   g_autofree char *tmp = g_build_filename(root, "tmp", NULL), *png = g_build_filename(root, "v.png", NULL);
-  g_autofree char *fills = g_build_filename(root, "fills", NULL), *idle = g_build_filename(root, "idle", NULL);
   g_assert_cmpint(g_mkdir(tmp, 0700), ==, 0);
-  g_assert_true(g_file_set_contents(fills, "#!/bin/sh\nfor f in picture.*; do [ -f \"$f\" ] && echo drawn > \"$f\"; done\n", -1, NULL));
-  g_assert_true(g_file_set_contents(idle, "#!/bin/sh\nexit 0\n", -1, NULL));
-  g_assert_cmpint(g_chmod(fills, 0755), ==, 0);
-  g_assert_cmpint(g_chmod(idle, 0755), ==, 0);
-  const char *gp[] = { fills, idle };
+  /* a PNG's signature and its closing IEND chunk, as bytes and as printf(1) writes them */
+  static const char png_bytes[] = "\211PNG\r\n\032\n\0\0\0\0IEND\256B`\202";
+  struct {
+    const char *name, *body, *want; /* want: a line of the refusal; NULL for a picture */
+    int status;                     /* 128 + SIGTERM: ended by the signal while the stand-in sleeps */
+  } gp[] = {
+    { "fills", "printf '\\211PNG\\r\\n\\032\\n\\0\\0\\0\\0IEND\\256B`\\202' > \"$f\"", NULL, 0 },
+    { "cut", "printf '\\211PNG\\r\\n\\032\\n\\0\\0\\0\\0IE' > \"$f\"", "incomplete picture", 1 },
+    { "idle", ":", "gnuplot wrote no picture", 1 },
+    { "slow", ": > ../../started; sleep 5", NULL, 128 + SIGTERM }, /* its directory is in $TMPDIR in root */
+  };
   for (size_t i = 0; i < G_N_ELEMENTS(gp); i++) {
-    g_autofree char *qt = g_shell_quote(tmp), *qg = g_shell_quote(gp[i]), *qp = g_shell_quote(png);
-    g_autofree char *line = g_strdup_printf("TMPDIR=%s TP_GNUPLOT=%s exec \"$TP\" plot vmap -w 2-3 -n 2-3 -o %s", qt, qg, qp);
+    g_autofree char *path = g_build_filename(root, gp[i].name, NULL);
+    g_autofree char *script = g_strdup_printf("#!/bin/sh\nfor f in picture.*; do [ -f \"$f\" ] && %s; done\nexit 0\n",
+                                              gp[i].body);
+    g_assert_true(g_file_set_contents(path, script, -1, NULL));
+    g_assert_cmpint(g_chmod(path, 0755), ==, 0);
+    g_autofree char *qt = g_shell_quote(tmp), *qg = g_shell_quote(path), *qp = g_shell_quote(png);
+    g_autofree char *qr = g_shell_quote(root);
+    g_autofree char *line =
+      gp[i].status == 128 + SIGTERM
+        ? g_strdup_printf("TMPDIR=%s TP_GNUPLOT=%s \"$TP\" plot vmap -w 2-3 -n 2-3 -o %s & pid=$!; "
+                          "for t in $(seq 200); do [ -f %s/started ] && break; sleep 0.05; done; "
+                          "kill -TERM $pid; wait $pid",
+                          qt, qg, qp, qr)
+        : g_strdup_printf("TMPDIR=%s TP_GNUPLOT=%s exec \"$TP\" plot vmap -w 2-3 -n 2-3 -o %s", qt, qg, qp);
     TptRun r = tpt_run_shell(line);
-    g_test_message("%s: %d %s", gp[i], r.status, r.err);
-    if (i == 0) {
-      g_assert_cmpint(r.status, ==, 0);
-      g_autofree char *pic = NULL;
-      g_assert_true(g_file_get_contents(png, &pic, NULL, NULL));
-      g_assert_cmpstr(pic, ==, "drawn\n");
-      g_assert_cmpint(g_unlink(png), ==, 0);
-    } else {
-      g_assert_cmpint(r.status, ==, 1);
+    g_test_message("%s: %d %s", gp[i].name, r.status, r.err);
+    g_assert_cmpint(r.status, ==, gp[i].status);
+    if (gp[i].want) {
       g_assert_cmpint(tpt_lines(r.err), ==, 1);
-      g_assert_nonnull(strstr(r.err, "gnuplot wrote no picture"));
-      g_assert_false(g_file_test(png, G_FILE_TEST_EXISTS));
+      g_assert_nonnull(strstr(r.err, gp[i].want));
+    }
+    if (gp[i].status == 0) {
+      g_autofree char *pic = NULL;
+      gsize len = 0;
+      g_assert_true(g_file_get_contents(png, &pic, &len, NULL));
+      g_assert_cmpmem(pic, len, png_bytes, sizeof png_bytes - 1);
+      g_assert_cmpint(g_unlink(png), ==, 0);
+    }
+    g_assert_false(g_file_test(png, G_FILE_TEST_EXISTS));
+    if (gp[i].status == 128 + SIGTERM) { /* ended while the stand-in ran */
+      g_autofree char *started = g_build_filename(root, "started", NULL);
+      g_assert_true(g_file_test(started, G_FILE_TEST_EXISTS));
     }
     GDir *d = g_dir_open(tmp, 0, NULL);
     g_assert_nonnull(d);
@@ -292,6 +315,21 @@ static void test_plot_scratch(void)
     g_dir_close(d);
     tpt_run_clear(&r);
   }
+  /* one log more than a picture takes, refused before any is read */
+  GPtrArray *args = g_ptr_array_new();
+  g_ptr_array_add(args, "plot");
+  g_ptr_array_add(args, "convergence");
+  for (int i = 0; i < 33; i++) {
+    g_ptr_array_add(args, "-i");
+    g_ptr_array_add(args, "no-such-log.csv");
+  }
+  g_ptr_array_add(args, "-o");
+  g_ptr_array_add(args, png);
+  g_ptr_array_add(args, NULL);
+  TptRun r = tpt_run((const char *const *)args->pdata);
+  assert_refused(&r, "-i: at most 32 training logs in one picture (got 33)");
+  tpt_run_clear(&r);
+  g_ptr_array_free(args, TRUE);
   tpt_rm_tree(root);
 }
 
