@@ -80,7 +80,7 @@ static char *cpu_model(void)
   for (int i = 0; lines[i]; i++)
     if (g_str_has_prefix(lines[i], "model name")) {
       const char *c = strchr(lines[i], ':');
-      return c ? g_strstrip(g_strdup(c + 1)) : NULL;
+      return c ? tp_name_clean(c + 1) : NULL; /* read back as a name */
     }
   return NULL;
 }
@@ -279,7 +279,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     p->threads = threads; /* BLAS threads per stage, as training runs them (train --threads) */
     p->cores = (int)g_get_num_processors();
     p->machine = cpu_model();
-    p->hostname = g_strdup(g_get_host_name());
+    p->hostname = tp_name_clean(g_get_host_name());
     p->date = g_date_time_format_iso8601(now);
     p->memory = (double)MAX(tp_memory_available(), 0);
     p->repetitions = reps;

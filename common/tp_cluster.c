@@ -49,9 +49,10 @@ static gboolean device_read(TpKeyFile *k, TpDevice *d, GError **err)
   if (dot)
     *dot = '\0';
   d->id = g_strdup(base);
-  d->name = g_key_file_get_string(k->kf, "device", "name", NULL);
+  if (!tp_kf_name(k, "device", "name", FALSE, FALSE, &d->name, err))
+    return FALSE;
   if (!d->name)
-    d->name = g_strdup(base);
+    d->name = tp_name_from_file(k->name);
   return TRUE;
 }
 
@@ -118,6 +119,8 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
   if (ok) {
     g_auto(GStrv) ids = g_strsplit(devs, ",", -1);
     c->n = (int)g_strv_length(ids);
+    if (c->n == 0)
+      ok = tp_kf_fail(&k, err, "cluster", "devices", "no devices (name one per worker)");
     c->dev = g_new0(TpDevice, c->n);
     for (int i = 0; ok && i < c->n; i++) {
       char *id = g_strstrip(ids[i]);
@@ -135,9 +138,9 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
       g_free(d);
     }
   }
-  c->name = ok ? g_key_file_get_string(k.kf, "cluster", "name", NULL) : NULL;
+  ok = ok && tp_kf_name(&k, "cluster", "name", FALSE, FALSE, &c->name, err);
   if (ok && !c->name)
-    c->name = g_path_get_basename(path);
+    c->name = tp_name_from_file(path);
   tp_kf_close(&k);
   return ok ? g_steal_pointer(&c) : NULL;
 }

@@ -220,6 +220,43 @@ gboolean tp_parse_double(const char *text, double lo, double hi, double *out, GE
 
 /* ---- quoting ------------------------------------------------------------------------------ */
 
+const char *tp_name_problem(const char *text)
+{
+  if (!g_utf8_validate(text, -1, NULL))
+    return "not UTF-8";
+  for (const char *p = text; *p; p = g_utf8_next_char(p)) {
+    gunichar c = g_utf8_get_char(p);
+    if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == 0x2028 || c == 0x2029)
+      return "a control character";
+    if (c == '"')
+      return "a double quote";
+    if (c == '\\')
+      return "a backslash";
+  }
+  return NULL;
+}
+
+char *tp_name_clean(const char *text)
+{
+  g_autofree char *valid = g_utf8_make_valid(text, -1);
+  GString *out = g_string_new(NULL);
+  for (const char *p = valid; *p; p = g_utf8_next_char(p)) {
+    char one[8] = { 0 };
+    g_unichar_to_utf8(g_utf8_get_char(p), one);
+    g_string_append(out, tp_name_problem(one) ? "_" : one);
+  }
+  return g_strstrip(g_string_free(out, FALSE));
+}
+
+char *tp_name_from_file(const char *path)
+{
+  g_autofree char *base = g_path_get_basename(path);
+  char *dot = strrchr(base, '.');
+  if (dot && dot != base)
+    *dot = '\0';
+  return tp_name_clean(base);
+}
+
 char *tp_quote(const char *text)
 {
   GString *q = g_string_new("'");

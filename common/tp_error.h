@@ -79,6 +79,15 @@ gboolean tp_parse_bytes(const char *text, double lo, double *out, GError **err);
  * at most TP_QUOTE_MAX characters of it, then an ellipsis.  g_free the result. */
 #define TP_QUOTE_MAX 60
 char *tp_quote(const char *text);
+/* Why text cannot be a name the reports carry (a model's, a device's, a cluster's, a profile's
+ * fields): NULL when it can, else the reason ("not UTF-8", "a control character", "a double quote",
+ * "a backslash").  Reports write names as they are, into JSON and CSV strings. */
+const char *tp_name_problem(const char *text);
+/* text made a name: bytes that are not UTF-8 become U+FFFD and what tp_name_problem refuses '_',
+ * surrounding blanks dropped.  g_free the result. */
+char *tp_name_clean(const char *text);
+/* A name made from a file's name: its basename less the last extension, cleaned. */
+char *tp_name_from_file(const char *path);
 
 /* A message from elsewhere (GOption, json-glib) made one line: a newline or tab and the blanks after
  * it become one space, other control bytes are escaped (\xNN), and past TP_LINE_MAX characters it

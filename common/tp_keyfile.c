@@ -22,6 +22,42 @@ static int first_bad_line(const char *text, char **shown)
   return 0;
 }
 
+/* The first group or key given twice: fail with both lines. */
+static gboolean no_repeats(const TpKeyFile *k, GError **err)
+{
+  g_auto(GStrv) lines = g_strsplit(k->text, "\n", -1);
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *group = g_strdup("");
+  for (int i = 0; lines[i]; i++) {
+    char *l = g_strstrip(lines[i]);
+    gsize n = strlen(l);
+    g_autofree char *id = NULL, *what = NULL;
+    if (n == 0 || l[0] == '#')
+      continue;
+    if (l[0] == '[') {
+      g_free(group);
+      group = g_strndup(l + 1, n - 2);
+      id = g_strdup_printf("[%s]", group);
+      what = tp_quote(group);
+    } else {
+      char *eq = strchr(l, '=');
+      if (!eq)
+        continue;
+      g_autofree char *key = g_strstrip(g_strndup(l, (gsize)(eq - l)));
+      id = g_strdup_printf("[%s] %s", group, key);
+      what = tp_quote(key);
+    }
+    gpointer first = g_hash_table_lookup(seen, id);
+    if (first) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s %s given twice (first on line %d)", k->name, i + 1,
+                  l[0] == '[' ? "group" : "key", what, GPOINTER_TO_INT(first));
+      return FALSE;
+    }
+    g_hash_table_insert(seen, g_steal_pointer(&id), GINT_TO_POINTER(i + 1));
+  }
+  return TRUE;
+}
+
 gboolean tp_kf_open(TpKeyFile *k, const char *name, const char *text, gsize len, GError **err)
 {
   GError *e = NULL;
@@ -39,6 +75,10 @@ gboolean tp_kf_open(TpKeyFile *k, const char *name, const char *text, gsize len,
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, q);
     }
     g_error_free(e);
+    tp_kf_close(k);
+    return FALSE;
+  }
+  if (!no_repeats(k, err)) {
     tp_kf_close(k);
     return FALSE;
   }
@@ -124,6 +164,25 @@ gboolean tp_kf_number(const TpKeyFile *k, const char *group, const char *key, gb
     g_autofree char *q = tp_quote(g_strstrip(v));
     return tp_kf_fail(k, err, group, key, "expected a number from %g to %g, got %s", lo, hi, q);
   }
+  return TRUE;
+}
+
+gboolean tp_kf_name(const TpKeyFile *k, const char *group, const char *key, gboolean required, gboolean empty_ok,
+                    char **out, GError **err)
+{
+  *out = NULL;
+  g_autofree char *v = g_key_file_get_value(k->kf, group, key, NULL);
+  if (!v)
+    return required ? tp_kf_fail(k, err, group, NULL, "missing key '%s'", key) : TRUE;
+  g_strstrip(v);
+  const char *why = tp_name_problem(v);
+  if (!*v && !empty_ok)
+    return tp_kf_fail(k, err, group, key, "empty (give a name)");
+  if (why) {
+    g_autofree char *q = tp_quote(v);
+    return tp_kf_fail(k, err, group, key, "%s holds %s, which a name may not", q, why);
+  }
+  *out = g_steal_pointer(&v);
   return TRUE;
 }
 

@@ -268,6 +268,12 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
         bad(err, name, line, "expected 'name NAME'");
         return NULL;
       }
+      const char *why = tp_name_problem(tok[1]);
+      if (why) {
+        g_autofree char *q = tp_quote(tok[1]);
+        bad(err, name, line, "name %s holds %s, which a name may not", q, why);
+        return NULL;
+      }
       g_free(m->name);
       m->name = g_strdup(tok[1]);
     } else if (strcmp(tok[0], "dataset") == 0) {
@@ -303,13 +309,8 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no layers", name);
     return NULL;
   }
-  if (!m->name) {
-    g_autofree char *base = g_path_get_basename(name);
-    char *dot = strrchr(base, '.');
-    if (dot)
-      *dot = '\0';
-    m->name = g_strdup(base);
-  }
+  if (!m->name)
+    m->name = tp_name_from_file(name);
   for (int i = 0; i < tp_model_n_layers(m); i++) {
     const TpLayer *L = tp_model_layer(m, i);
     m->params += L->params;

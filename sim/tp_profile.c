@@ -175,17 +175,6 @@ void tp_profile_format(const TpProfile *p, GString *out)
 
 /* ---- reading ------------------------------------------------------------------------------------- */
 
-static gboolean get_string(const TpKeyFile *r, const char *g, const char *k, char **out, GError **err)
-{
-  GError *e = NULL;
-  *out = g_key_file_get_string(r->kf, g, k, &e);
-  if (!*out) {
-    g_error_free(e);
-    return tp_kf_line(r, g, k) ? tp_kf_fail(r, err, g, k, "not a string") : tp_kf_fail(r, err, g, NULL, "missing key '%s'", k);
-  }
-  return TRUE;
-}
-
 /* Exactly n comma-separated numbers in [lo, hi]. */
 static gboolean get_list(const TpKeyFile *r, const char *g, const char *k, int n, double lo, double hi, double *out,
                          GError **err)
@@ -226,7 +215,7 @@ static gboolean read_layer(const TpKeyFile *r, TpProfile *p, int i, GError **err
   TpProfileLayer *l = &p->layer[i];
   if (!g_key_file_has_group(r->kf, g))
     return tp_kf_fail(r, err, "profile", "layers", "%d layers, but there is no [%s]", p->L, g);
-  return tp_kf_known_keys(r, g, known, err) && get_string(r, g, "kind", &l->kind, err) &&
+  return tp_kf_known_keys(r, g, known, err) && tp_kf_name(r, g, "kind", TRUE, FALSE, &l->kind, err) &&
          tp_kf_number(r, g, "weight_bytes", TRUE, 0, PROF_MAX_BYTES, &l->weight_bytes, err) &&
          tp_kf_number(r, g, "output_bytes_per_sample", TRUE, 0, PROF_MAX_BYTES, &l->out_bytes, err) &&
          tp_kf_number(r, g, "input_bytes_per_sample", TRUE, 0, PROF_MAX_BYTES, &l->in_bytes, err) &&
@@ -248,7 +237,7 @@ static gboolean read_links(const TpKeyFile *r, TpProfile *p, GError **err)
   TpProfileLinks *l = &p->links;
   g_autofree char *raw = g_key_file_get_value(r->kf, g, "message_bytes", NULL);
   double ranks = 0;
-  if (!tp_kf_known_keys(r, g, known, err) || !get_string(r, g, "transport", &l->transport, err))
+  if (!tp_kf_known_keys(r, g, known, err) || !tp_kf_name(r, g, "transport", TRUE, FALSE, &l->transport, err))
     return FALSE;
   if (strcmp(l->transport, "mpi") != 0)
     return tp_kf_fail(r, err, g, "transport", "expected mpi (the only transport whose links are measured)");
@@ -313,18 +302,14 @@ TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GErro
     } else
       p->sizes[i] = (int)v;
   }
-  double threads = 1, cores = 1, reps = 1;
-  ok = ok && get_string(&r, g, "model", &p->model, err) && get_string(&r, g, "backend", &p->backend, err) &&
-       tp_kf_number(&r, g, "threads", TRUE, 1, 4096, &threads, err) &&
-       tp_kf_number(&r, g, "cores", TRUE, 1, 65536, &cores, err) &&
-       tp_kf_number(&r, g, "repetitions", TRUE, 1, 100000, &reps, err) &&
-       tp_kf_number(&r, g, "memory_available", TRUE, 0, PROF_MAX_BYTES, &p->memory, err);
-  if (ok) {
-    p->threads = (int)threads, p->cores = (int)cores, p->repetitions = (int)reps;
-    p->machine = g_key_file_get_string(r.kf, g, "machine", NULL);
-    p->hostname = g_key_file_get_string(r.kf, g, "hostname", NULL);
-    p->date = g_key_file_get_string(r.kf, g, "date", NULL);
-  }
+  ok = ok && tp_kf_name(&r, g, "model", TRUE, FALSE, &p->model, err) &&
+       tp_kf_name(&r, g, "backend", TRUE, FALSE, &p->backend, err) &&
+       get_int(&r, g, "threads", 1, 4096, &p->threads, err) && get_int(&r, g, "cores", 1, 65536, &p->cores, err) &&
+       get_int(&r, g, "repetitions", 1, 100000, &p->repetitions, err) &&
+       tp_kf_number(&r, g, "memory_available", TRUE, 0, PROF_MAX_BYTES, &p->memory, err) &&
+       tp_kf_name(&r, g, "machine", FALSE, TRUE, &p->machine, err) &&
+       tp_kf_name(&r, g, "hostname", FALSE, TRUE, &p->hostname, err) &&
+       tp_kf_name(&r, g, "date", FALSE, TRUE, &p->date, err);
   for (int i = 0; ok && i < L; i++)
     ok = read_layer(&r, p, i, err);
   if (ok)

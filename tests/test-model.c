@@ -88,6 +88,33 @@ static void test_bad_models(void)
   expect_model_error("input 1 8\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH'");
   expect_model_error("input 1 8 8\n# nothing\n", "bad.model: no layers");
   expect_model_error("input 1 8 8\ndataset many\nflatten\n", "bad.model:2: expected 'dataset SAMPLES'");
+  /* a name goes into reports as written: no quotes, backslashes or control characters */
+  expect_model_error("name a\"b\ninput 1 8 8\nflatten\n", "bad.model:1: name 'a\"b' holds a double quote");
+  expect_model_error("name a\\b\ninput 1 8 8\nflatten\n", "bad.model:1: name 'a\\\\b' holds a backslash");
+  expect_model_error("name a\x01b\ninput 1 8 8\nflatten\n", "holds a control character");
+}
+
+/* Names from files: what a report cannot carry is refused where it is given and replaced where it
+ * comes from a file's name. */
+static void test_names(void)
+{
+  g_assert_null(tp_name_problem("A100 (80 GB) — été"));
+  g_assert_cmpstr(tp_name_problem("a\"b"), ==, "a double quote");
+  g_assert_cmpstr(tp_name_problem("a\\b"), ==, "a backslash");
+  g_assert_cmpstr(tp_name_problem("a\tb"), ==, "a control character");
+  g_assert_cmpstr(tp_name_problem("a\xc2\x85"), ==, "a control character"); /* U+0085 */
+  g_assert_cmpstr(tp_name_problem("a\xff"), ==, "not UTF-8");
+  g_autofree char *f = tp_name_from_file("/x/y/q\"\xff\\z.cluster");
+  g_assert_cmpstr(f, ==, "q_\xef\xbf\xbd_z");
+  g_autofree char *dir = g_dir_make_tmp("tp-cluster-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "odd\"one.cluster", NULL);
+  g_assert_true(g_file_set_contents(path, "[cluster]\ndevices = rtx-2080\nlink_bandwidth = 1e9\n", -1, NULL));
+  GError *err = NULL;
+  g_autoptr(TpCluster) c = tp_cluster_load(path, &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(c->name, ==, "odd_one");
+  g_assert_cmpint(g_unlink(path), ==, 0);
+  g_assert_cmpint(g_rmdir(dir), ==, 0);
 }
 
 /* ---- partitioner -------------------------------------------------------------------------- */
@@ -204,6 +231,15 @@ static void test_bad_clusters(void)
   expect_cluster_error("[cluster]\nlink_bandwidth = 1e9\n", "missing key 'devices'");
   expect_cluster_error("[cluster]\ndevices = rtx-2080\n", "missing key 'link_bandwidth'");
   expect_cluster_error("[nodes]\n", "[cluster]: missing group");
+  expect_cluster_error("[cluster]\ndevices =\nlink_bandwidth = 1e9\n", ":2: [cluster] devices: no devices");
+  expect_cluster_error("[cluster]\nname = a\"b\ndevices = rtx-2080\nlink_bandwidth = 1e9\n",
+                       ":2: [cluster] name: 'a\"b' holds a double quote");
+  expect_cluster_error("[cluster]\nname = a\\nb\ndevices = rtx-2080\nlink_bandwidth = 1e9\n", "holds a backslash");
+  expect_cluster_error("[cluster]\nname =\ndevices = rtx-2080\nlink_bandwidth = 1e9\n", ":2: [cluster] name: empty");
+  expect_cluster_error("[cluster]\ndevices = rtx-2080\nlink_bandwidth = 1e9\nlink_bandwidth = 2e9\n",
+                       ":4: key 'link_bandwidth' given twice (first on line 3)");
+  expect_cluster_error("[cluster]\ndevices = rtx-2080\n[cluster]\nlink_bandwidth = 1e9\n",
+                       ":3: group 'cluster' given twice (first on line 1)");
 }
 
 static void test_bad_device(void)
@@ -332,6 +368,7 @@ int main(int argc, char **argv)
   g_test_add_func("/model/parameter-totals", test_parameter_totals);
   g_test_add_func("/model/flops", test_flops);
   g_test_add_func("/model/bad-models", test_bad_models);
+  g_test_add_func("/model/names", test_names);
   g_test_add_func("/model/sizes", test_model_sizes);
   g_test_add_func("/model/partition-brute-force", test_partition_brute);
   g_test_add_func("/model/clusters", test_clusters);

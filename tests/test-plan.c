@@ -89,6 +89,10 @@ static void test_profile_malformed(void)
     { "micro_batch_sizes=1, 2, 4", "micro_batch_sizes=1, 4, 2", "micro_batch_sizes=" },
     { "cores=2", "cores=2\ncolour=red", "colour=red" },
     { "update=", "update=1e99", "update=1e99" },
+    { "cores=2", "cores=1.5", "cores=1.5" },
+    { "backend=cpu", "backend=c\"pu", "backend=c" },
+    { "machine=test machine", "machine=a\\nb", "machine=a" },
+    { "cores=2", "cores=2\ncores=3", "cores=3" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *bad = edit(text, cases[i].from, cases[i].to);
