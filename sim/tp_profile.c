@@ -312,6 +312,13 @@ TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GErro
        tp_kf_name(&r, g, "date", FALSE, TRUE, &p->date, err);
   for (int i = 0; ok && i < L; i++)
     ok = read_layer(&r, p, i, err);
+  gboolean work = FALSE; /* a run of no time has no rate: refused as a cost file of no time is */
+  for (int i = 0; ok && i < L; i++)
+    for (int k = 0; k < p->n_sizes; k++)
+      work = work || p->layer[i].fwd[k] > 0 || p->layer[i].bwd[k] > 0;
+  if (ok && !work)
+    ok = tp_kf_fail(&r, err, g, NULL, "every forward and backward time is 0, so a run takes no time and its rates "
+                                      "are undefined");
   if (ok)
     p->format_version = version;
   gboolean links = version >= 2 && g_key_file_has_group(r.kf, "links");

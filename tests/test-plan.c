@@ -106,6 +106,17 @@ static void test_profile_malformed(void)
   g_autofree char *junk_at = g_strdup_printf("bad.profile:%d: ", line_of(junk, "not a key"));
   expect_refused(junk, junk_at);
   expect_refused("[cost]\nx=1\n", "no [profile] group");
+  /* every time 0 (a model too small for the clock): a run of no time, refused as a cost file's */
+  for (int i = 0; i < p->L; i++)
+    for (int k = 0; k < p->n_sizes; k++)
+      p->layer[i].fwd[k] = p->layer[i].bwd[k] = 0;
+  g_autofree char *idle = format(p);
+  expect_refused(idle, "every forward and backward time is 0");
+  p->layer[p->L - 1].bwd[0] = 1e-9;
+  g_autofree char *busy = format(p);
+  GError *err = NULL;
+  g_autoptr(TpProfile) q = tp_profile_parse(busy, strlen(busy), "busy.profile", &err);
+  g_assert_no_error(err);
 }
 
 /* profile --threads T: the file says the threads it was taken with; a backend without threads
