@@ -259,11 +259,17 @@ static gboolean read_links(const TpKeyFile *r, TpProfile *p, GError **err)
     if (l->bytes[i] <= l->bytes[i - 1])
       return tp_kf_fail(r, err, g, "message_bytes", "expected ascending sizes");
   l->eager_limit = TP_EAGER_LIMIT_SHM; /* a profile written before the key existed: one host's */
-  return get_list(r, g, "one_way", l->n, 0, PROF_MAX_TIME, l->one_way, err) &&
-         tp_kf_number(r, g, "latency", TRUE, 0, PROF_MAX_TIME, &l->latency, err) &&
-         tp_kf_number(r, g, "bandwidth", TRUE, 0, PROF_MAX_BYTES, &l->bandwidth, err) &&
-         tp_kf_number(r, g, "fit_error", TRUE, 0, 1e6, &l->fit_error, err) &&
-         tp_kf_number(r, g, "eager_limit", FALSE, 1, PROF_MAX_BYTES, &l->eager_limit, err);
+  if (!get_list(r, g, "one_way", l->n, 0, PROF_MAX_TIME, l->one_way, err) ||
+      !tp_kf_number(r, g, "latency", TRUE, 0, PROF_MAX_TIME, &l->latency, err) ||
+      !tp_kf_number(r, g, "bandwidth", TRUE, 0, PROF_MAX_BYTES, &l->bandwidth, err) ||
+      !tp_kf_number(r, g, "fit_error", TRUE, 0, 1e6, &l->fit_error, err) ||
+      !tp_kf_number(r, g, "eager_limit", FALSE, 1, PROF_MAX_BYTES, &l->eager_limit, err))
+    return FALSE;
+  /* 0: no time per byte (the fit found none); else a cost file's bounds, which keep every time finite */
+  if (l->bandwidth > 0 && l->bandwidth < 1e-6)
+    return tp_kf_fail(r, err, g, "bandwidth", "expected 0 (no time per byte) or a number from 1e-06 to %g, got %g",
+                      PROF_MAX_BYTES, l->bandwidth);
+  return TRUE;
 }
 
 TpProfile *tp_profile_parse(const char *text, gsize len, const char *name, GError **err)

@@ -183,6 +183,7 @@ static void test_links_file(void)
     { "one_way=", "one_way=1, ", "[links] one_way: expected 3 comma-separated numbers (one per message size)" },
     { "latency=", "latency=-", "[links] latency" },
     { "fit_error=", "colour=red\nfit_error=", "[links] colour" },
+    { "bandwidth=", "bandwidth=1e-307\n#", "[links] bandwidth: expected 0 (no time per byte) or a number from 1e-06" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *bad = edit(text, cases[i].from, cases[i].to);
