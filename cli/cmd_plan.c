@@ -290,6 +290,17 @@ static void opts_clear(PlanOpts *o)
     g_clear_pointer(all[i], g_free);
 }
 
+/* The first candidate the simulation refused, in enumeration order; NULL when none was. */
+static const TpPlan *first_failure(const TpPlanResult *res)
+{
+  for (guint i = 0; res->all && i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    if (p->status == TP_PLAN_FAILED)
+      return p;
+  }
+  return NULL;
+}
+
 gboolean tp_cmd_plan(int argc, char **argv, GError **err)
 {
   PlanOpts o = { 0 };
@@ -422,9 +433,12 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
                   s->recompute ? " recompute" : "", s->peak_stage + 1, tp_mem_names[s->peak_component],
                   rc == TP_PLAN_RECOMPUTE_NO && s->peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
                   "less of them)" : "");
-    else
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: no candidate could be simulated (%d failed)",
-                  res->n_failed);
+    else {
+      const TpPlan *f = first_failure(res);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: no candidate could be simulated (%d failed; %s W=%d "
+                  "N=%d: %s)", res->n_failed, f ? f->preset->name : "?", f ? f->W : 0, f ? f->N : 0,
+                  f && f->failure ? f->failure : "no reason given");
+    }
     ok = FALSE;
   }
   /* --run-top: the K best measured */
@@ -493,6 +507,10 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
                            res->n_candidates, several ? "batches x " : "", rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
                            : rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
                            res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
+    const TpPlan *f = first_failure(res);
+    if (f)
+      g_string_append_printf(out, "failed, for one: %s W=%d N=%d%s: %s\n\n", f->preset->name, f->W, f->N,
+                             f->recompute ? " recompute" : "", f->failure ? f->failure : "no reason given");
     table_head(out, &cols);
     for (guint i = 0; i < res->ranked->len && (int)i < show; i++)
       table_row(out, (int)i + 1, res->ranked->pdata[i], res, &cols);

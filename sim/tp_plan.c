@@ -36,9 +36,20 @@ void tp_plan_result_free(TpPlanResult *res)
   g_free(res);
 }
 
+/* A ranking's time to 9 significant digits: simulated times that differ below it are the same time
+ * reached by sums in another order (rounding), and tie, so that the smaller peak ranks first.
+ * Rounding, not a tolerance: ties stay transitive, and the sort well defined. */
+static double time_key(double t)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  return g_ascii_strtod(g_ascii_formatd(buf, sizeof buf, "%.9g", t), NULL);
+}
+
+gboolean tp_plan_same_time(const TpPlan *a, const TpPlan *b) { return time_key(a->rank_time) == time_key(b->rank_time); }
+
 int tp_plan_compare(const TpPlan *a, const TpPlan *b)
 {
-  if (a->rank_time != b->rank_time)
+  if (!tp_plan_same_time(a, b))
     return a->rank_time < b->rank_time ? -1 : 1;
   if (a->peak != b->peak)
     return a->peak < b->peak ? -1 : 1;
@@ -485,7 +496,7 @@ char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
   /* of different batches, the plans compare in samples/s (the ranking's time per sample) */
   const char *per = batches ? "time per sample" : "time per mini-batch";
   double gain = next->rank_time > 0 ? 100 * (next->rank_time - top->rank_time) / next->rank_time : 0;
-  if (top->rank_time == next->rank_time)
+  if (tp_plan_same_time(top, next))
     g_string_append_printf(s, "It ties with the runner-up, %s, in %s (bubbles %.1f %% of the steady "
                            "window) and ranks first for its %s peak", b, per, 100 * top->bubble,
                            top->peak < next->peak ? "smaller" : "equal");

@@ -83,9 +83,11 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err);
 void tp_plan_result_free(TpPlanResult *res);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 
-/* Ranking: faster first (rank_time), then smaller peak, then batch, preset, W, N, recompute in
- * enumeration order. */
+/* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
+ * batch, preset, W, N, recompute in enumeration order. */
 int tp_plan_compare(const TpPlan *a, const TpPlan *b);
+/* Whether a and b tie in time (rank_time to 9 significant digits). */
+gboolean tp_plan_same_time(const TpPlan *a, const TpPlan *b);
 /* The plans of `plans` no other one beats in both time (rank_time) and peak (ties: the first in ranking),
  * fastest first. */
 GPtrArray *tp_plan_pareto(const GPtrArray *plans);
