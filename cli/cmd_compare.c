@@ -299,7 +299,15 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
       continue;
     }
     if (r->s->rank_seq) { /* its own split of the model into W·V chunks, on the same workers */
-      if (!(r->c = r->own = tp_cli_cost_build(&co, r->s, err)) || !(r->sim = tp_sim_run(r->s, r->c, err)))
+      if (!(r->c = r->own = tp_cli_cost_build(&co, r->s, &e)) && g_error_matches(e, TP_ERROR, TP_ERROR_INPUT)) {
+        /* what this preset alone cannot take (fewer layers than its chunks, a --split of W counts) */
+        r->skip = g_strdup_printf("n/a: %s", e->message);
+        g_error_free(e);
+        continue;
+      }
+      if (!r->c)
+        g_propagate_error(err, e);
+      if (!r->c || !(r->sim = tp_sim_run(r->s, r->c, err)))
         ok = FALSE;
       else
         r->m = tp_metrics_compute(r->sim);

@@ -344,6 +344,14 @@ static void test_cli(void)
   g_assert_nonnull(strstr(r.out, "\ninterleaved-1f1b,interleaved-1f1b,sync,1,slots,38,"));
   g_assert_nonnull(strstr(r.out, "\nzb-v,zb-v,sync,1,"));
   tpt_run_clear(&r);
+  /* a model of fewer layers than their chunks: n/a for those two, the table for the others */
+  const char *const few[] = { "compare", "--model", "mlp", "--cluster", "C", NULL };
+  r = tpt_run(few);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\ninterleaved-1f1b n/a: model mlp has 7 layers, fewer than the 8 stages"));
+  g_assert_nonnull(strstr(r.out, "\nzb-v             n/a: model mlp has 7 layers"));
+  g_assert_nonnull(strstr(r.out, "\ngpipe   "));
+  tpt_run_clear(&r);
 }
 
 int main(int argc, char **argv)
