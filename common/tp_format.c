@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
-
 gboolean tp_format_grid(const TpSchedule *s, GString *out, GError **err)
 {
   g_autoptr(TpIndex) ix = NULL;

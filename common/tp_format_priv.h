@@ -29,6 +29,4 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
 /* PyTorch's compute-only CSV (tp_torch.c). */
 TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err);
 
-extern const char *const tp_source_names[3];
-
 #endif

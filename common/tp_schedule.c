@@ -35,6 +35,7 @@ const TpPreset tp_presets[] = {
 };
 const int tp_n_presets = G_N_ELEMENTS(tp_presets);
 
+const char *const tp_source_names[3] = { "fixed", "stash", "blend" };
 const char *tp_order_name(TpOrder o) { return o < TP_N_ORDERS ? order_names[o] : "?"; }
 const char *tp_fixed_on_name(TpFixedOn f) { return f == TP_FIXED_ON_COSTS ? "costs" : "slots"; }
 

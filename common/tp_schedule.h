@@ -74,6 +74,8 @@ static inline int tp_chunk_map_rank(TpChunkMap m, int R, int st)
  * uses the version its own forward read on this stage (`ver` is the oldest of them).  BLEND:
  * s(d)·stashed + (1−s(d))·latest per micro-batch (`ver` is the oldest stashed version). */
 typedef enum { TP_SRC_FIXED, TP_SRC_STASH, TP_SRC_BLEND } TpSource;
+/* Their names in the schedule files: fixed, stash, blend. */
+extern const char *const tp_source_names[3];
 
 /* Significance s(d) of stale weights for the intermediate policy. */
 typedef enum { TP_SIG_EXP, TP_SIG_LINEAR, TP_SIG_CONST } TpSigKind;

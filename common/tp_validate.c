@@ -153,6 +153,10 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
   if (op->kind == TP_OP_U) {
     if (latest != op->mb - 1)
       return fail(err, s, st, op, "comes after %d updates: updates must run in mini-batch order", latest);
+    /* it turns version mb - 1 into mb: its row says so, with no other source */
+    if (op->ver != latest || op->src != TP_SRC_FIXED)
+      return fail(err, s, st, op, "turns version %d into %d, so its row says version %d, source fixed (not %d, %s)",
+                  latest, latest + 1, latest, op->ver, tp_source_names[op->src]);
     const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *row = &bp[tp_key(s->N, op->mb, TP_WHOLE)];
     int32_t last = -1; /* the usual case first, in one branch-free pass: no backward after k */
     for (int j = 0; j <= s->N; j++)

@@ -118,6 +118,13 @@ static void test_version_future(void)
   g_autoptr(TpSchedule) s = tpt_preset("timeprest", 3, 2, 6);
   tp_stage_ops(s, 0)[find(s, 0, TP_OP_F, 2, 0)].ver = 3;
   expect_invalid(s, "F(2,A) at stage 1: reads version 3, which does not exist yet");
+  /* an update's row: the version it turns into the next, from no other source */
+  g_autoptr(TpSchedule) u = tpt_preset("timeprest", 2, 2, 4);
+  tp_stage_ops(u, 0)[find(u, 0, TP_OP_U, 1, TP_WHOLE)].ver = 3;
+  expect_invalid(u, "U(1) at stage 1: turns version 0 into 1, so its row says version 0, source fixed (not 3, fixed)");
+  g_autoptr(TpSchedule) b = tpt_preset("timeprest", 2, 2, 4);
+  tp_stage_ops(b, 1)[find(b, 1, TP_OP_U, 2, TP_WHOLE)].src = TP_SRC_BLEND;
+  expect_invalid(b, "U(2) at stage 2: turns version 1 into 2, so its row says version 1, source fixed (not 1, blend)");
 }
 
 static void test_version_rule(void)
