@@ -2,6 +2,7 @@
 #include "tp_validate.h"
 #include "tp_error.h"
 #include "tp_index.h"
+#include "tp_memory.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
 
@@ -388,6 +389,21 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
                 "interleaved-1f1b and zb-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
     return FALSE;
   }
+  /* a forward, a backward and an update at least, per mini-batch and stage: a file of fewer rows is
+   * refused before its header's sizes are allocated for */
+  long long ops = 0, least = 3LL * s->W * s->K;
+  for (int st = 0; st < s->W; st++)
+    ops += tp_stage_len(s, st);
+  if (ops < least) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%s%lld operations, fewer than the %lld of any complete schedule of "
+                "W=%d stages and K=%d mini-batches (a forward, a backward and an update of each on each stage)",
+                s->source ? s->source : "", s->source ? ": " : "", ops, least, s->W, s->K);
+    return FALSE;
+  }
+  long long nkeys = (long long)s->K * (s->N + 1) + 1;
+  if (!tp_memory_check("validating the schedule", s->W, s->N, s->K,
+                       4 * (3 * s->W * nkeys + (long long)s->W * (s->K + 1)) + 16 * ops, err))
+    return FALSE;
   g_autoptr(TpIndex) ix = tp_index_new(s, err);
   if (!ix || !tp_validate_static(s, ix, err))
     return FALSE;

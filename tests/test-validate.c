@@ -113,6 +113,21 @@ static void test_version_freed(void)
   expect_invalid(t, "after it was freed (policy 2bw keeps the two latest versions");
 }
 
+/* A header of large sizes over too few rows is refused before its sizes are allocated for. */
+static void test_too_few_rows(void)
+{
+  const char *text = "# timeprest-schedule order=nf1b policy=vsync-latest workers=1 micro_batches=4096 "
+                     "mini_batches=24000\nstage,op,mini_batch,micro_batch,version,source\n1,F,1,1,0,fixed\n";
+  GError *err = NULL;
+  g_autoptr(TpSchedule) s = tp_schedule_parse(text, strlen(text), "big.csv", &err);
+  g_assert_no_error(err);
+  g_assert_false(tp_validate(s, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_cmpstr(err->message, ==, "big.csv: 1 operations, fewer than the 72000 of any complete schedule of W=1 "
+                  "stages and K=24000 mini-batches (a forward, a backward and an update of each on each stage)");
+  g_clear_error(&err);
+}
+
 static void test_version_future(void)
 {
   g_autoptr(TpSchedule) s = tpt_preset("timeprest", 3, 2, 6);
@@ -367,6 +382,7 @@ int main(int argc, char **argv)
   g_test_add_func("/validate/deadlock", test_deadlock);
   g_test_add_func("/validate/version-freed", test_version_freed);
   g_test_add_func("/validate/version-future", test_version_future);
+  g_test_add_func("/validate/too-few-rows", test_too_few_rows);
   g_test_add_func("/validate/version-rule", test_version_rule);
   g_test_add_func("/validate/file-line", test_file_line);
   g_test_add_func("/validate/vsync-backward-zeroed", test_vsync_backward_zeroed);
