@@ -78,7 +78,15 @@ static gboolean scan_fail(GError **err, const char *name, int line, const char *
   return FALSE;
 }
 
-/* One pass over the text, outside strings: nesting depth, a single top-level value, and numbers
+/* A key as written, for the duplicate check of its object. */
+typedef struct {
+  const char *p;
+  gsize n;
+} KeyText;
+
+/* One pass over the text, outside strings: nesting depth, a single top-level value, keys given twice
+ * in any object (compared as written: a key holding an escape is refused, so that two spellings of
+ * one name cannot pass as two), strings holding \u0000 (a C string would end there), and numbers
  * below the top level that json-glib would not keep exactly (it reads 1e23 as a double and an
  * integer past 64 bits as -1): schedule files hold whole numbers only. */
 static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys *top, GError **err)
@@ -87,6 +95,10 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
   gboolean done = FALSE, expect_key = FALSE;
   const char *key = NULL, *end = text + len;
   g_autofree char *last_key = NULL;
+  char kind[JSON_MAX_DEPTH + 2] = { 0 };
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref); /* by depth */
+  for (int d = 0; d < JSON_MAX_DEPTH + 2; d++)
+    g_ptr_array_add(keys, g_array_new(FALSE, FALSE, sizeof(KeyText)));
   for (const char *p = text; p < end; p++) {
     char c = *p;
     if (c == '\n') {
@@ -101,20 +113,37 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
                : scan_fail(err, name, line, "text %s after the JSON object", p);
     if (c == '"') {
       const char *q = p + 1;
+      gboolean escaped = FALSE;
       while (q < end && *q != '"') {
-        if (*q == '\\' && q + 1 < end)
+        if (*q == '\\' && q + 1 < end) {
+          escaped = TRUE;
+          if (q[1] == 'u' && end - q >= 6 && strncmp(q + 2, "0000", 4) == 0)
+            return scan_fail(err, name, line, "a string holds \\u0000%s", NULL);
           q++;
-        else if (*q == '\n')
+        } else if (*q == '\n')
           line++;
         q++;
       }
-      if (depth == 1 && expect_key) {
-        g_free(last_key);
-        last_key = g_strndup(p + 1, (gsize)(q - p - 1));
-        if (g_hash_table_contains(top->line, last_key))
-          return scan_fail(err, name, line, "key %s given twice", last_key);
-        g_hash_table_insert(top->line, g_strdup(last_key), GINT_TO_POINTER(line));
-        key = last_key;
+      if (expect_key) {
+        KeyText k = { .p = p + 1, .n = (gsize)(q - p - 1) };
+        GArray *seen = keys->pdata[depth];
+        gboolean twice = FALSE;
+        for (guint i = 0; i < seen->len && !twice; i++) {
+          const KeyText *t = &g_array_index(seen, KeyText, i);
+          twice = t->n == k.n && memcmp(t->p, k.p, k.n) == 0;
+        }
+        if (escaped || twice) {
+          g_autofree char *shown = g_strndup(k.p, k.n);
+          return scan_fail(err, name, line, escaped ? "key %s: a key is a plain name, without escapes"
+                                                    : "key %s given twice", shown);
+        }
+        g_array_append_val(seen, k);
+        if (depth == 1) {
+          g_free(last_key);
+          last_key = g_strndup(k.p, k.n);
+          g_hash_table_insert(top->line, g_strdup(last_key), GINT_TO_POINTER(line));
+          key = last_key;
+        }
         expect_key = FALSE;
       }
       p = q < end ? q : end - 1;
@@ -123,13 +152,16 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
     if (c == '{' || c == '[') {
       if (++depth > JSON_MAX_DEPTH)
         return scan_fail(err, name, line, "nested deeper than " G_STRINGIFY(JSON_MAX_DEPTH) " levels%s", NULL);
-      expect_key = depth == 1 && c == '{';
+      kind[depth] = c;
+      if (c == '{')
+        g_array_set_size(keys->pdata[depth], 0);
+      expect_key = c == '{';
       key = NULL;
     } else if (c == '}' || c == ']') {
       done = --depth <= 0;
       key = NULL;
     } else if (c == ',') {
-      expect_key = depth == 1;
+      expect_key = depth >= 1 && kind[depth] == '{';
       key = NULL;
     } else if (c != ':') {
       /* a number, true, false or null: to the next delimiter */

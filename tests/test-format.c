@@ -149,6 +149,13 @@ static void test_parse_errors(void)
   expect_parse_error(HDR "1,F,1,1,-1,fixed\n", "bad.sched:3: bad version");
   expect_parse_error(HDR "1,F,1,1,0,shiny\n", "bad.sched:3: bad source");
   expect_parse_error(HDR "1,F,1,1,0\n", "bad.sched:3: expected 6 comma-separated fields");
+  /* JSON: a key twice in any object, a key spelt with an escape, a string cut by \u0000 */
+  expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, \"micro_batches\": 1, "
+                     "\"mini_batches\": 1, \"stages\": [[\n{\"op\": \"B\", \"op\": \"F\", \"mini_batch\": 1, "
+                     "\"micro_batch\": 1, \"version\": 0}]]}", "bad.sched:2: key 'op' given twice");
+  expect_parse_error("{\"order\": \"nf1b\", \"workers\": 1,\n\"work\\u0065rs\": 2}",
+                     "bad.sched:2: key 'work\\\\u0065rs': a key is a plain name, without escapes");
+  expect_parse_error("{\"order\": \"nf1b\\u0000x\"}", "bad.sched:1: a string holds \\u0000");
   expect_parse_error("{\"format\": \"timeprest-schedule\", \"order\": \"nf1b\",\n \"policy\": ", "bad.sched:2:");
   /* json-glib quotes the offending text, newlines and all: still one line, no "<data>" */
   expect_parse_error("{\"stages\": [[{\"op\": \"F\", \"version\n   {\"op\": 1}]]}", "bad.sched:2:");
