@@ -231,7 +231,7 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Runs every preset with the same W, N, K and cost model (with --model the layer split is chosen once, for\n"
-    "the first preset, so that every preset runs the same stages).  -s, --order and --policy do not apply.\n"
+    "the first preset, so that every preset runs the same stages).  -s, --order and --policy are refused.\n"
     "--input FILE (ours, JSON or PyTorch's CSV) adds the file's schedule as a last row, named after the file;\n"
     "W, N and K are then the file's.\n"
     "With a cost model the nf1b and 1f1b-async orders are fixed on it (--order-from slots: on unit slots).\n"

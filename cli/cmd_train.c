@@ -165,8 +165,9 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
                   "train --transport %s -w W ...)", o->transport, o->transport);
     return FALSE;
   }
-  if (o->schedule && (o->preset || o->order_from || o->mini)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: the file gives the schedule; drop -s, -k and --order-from");
+  if (o->schedule && (o->preset || o->order_from || o->mini || o->significance)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: the file gives the schedule; drop -s, -k, --order-from and "
+                "--significance");
     return FALSE;
   }
   if (!o->schedule && !(c->preset = tp_cli_preset(o->preset, err)))

@@ -153,8 +153,9 @@ void tp_cli_schedule_clear(TpCliSchedule *o)
 static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GError **err)
 {
   if (o->input) {
-    if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini || o->chunks) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives the schedule; drop -s/--order/--policy/-w/-n/-k/--chunks");
+    if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini || o->chunks || o->significance) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives the schedule; drop "
+                  "-s/--order/--policy/-w/-n/-k/--chunks/--significance");
       return NULL;
     }
     TpSchedule *s = tp_schedule_load(o->input, err);

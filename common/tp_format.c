@@ -124,14 +124,16 @@ static gboolean header_int(const char *key, const char *value, int hi, int *out,
 gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err)
 {
   gboolean ok;
+  TpOrder order = s->order;
+  TpPolicy policy = s->policy;
   if (strcmp(key, "order") == 0)
-    ok = tp_order_from_name(value, &s->order);
+    ok = tp_order_from_name(value, &order);
   else if (strcmp(key, "policy") == 0)
-    ok = tp_policy_from_name(value, &s->policy);
+    ok = tp_policy_from_name(value, &policy);
   else if (strcmp(key, "preset") == 0) {
     const TpPreset *p = tp_preset_find(value);
     if ((ok = p != NULL))
-      s->order = p->order, s->policy = p->policy;
+      order = p->order, policy = p->policy;
   } else if (strcmp(key, "workers") == 0)
     return header_int(key, value, TP_MAX_WORKERS, &s->W, err);
   else if (strcmp(key, "micro_batches") == 0)
@@ -158,15 +160,30 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
   if (!ok) {
     g_autofree char *q = tp_quote(value);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad value %s for %s", q, key);
+    return FALSE;
   }
-  return ok;
+  /* preset and order/policy may both be given where they agree */
+  if ((s->order != TP_N_ORDERS && order != s->order) || (s->policy != TP_N_POLICIES && policy != s->policy)) {
+    g_autofree char *q = tp_quote(value);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s %s contradicts the header's order %s, policy %s", key, q,
+                s->order != TP_N_ORDERS ? tp_order_name(s->order) : "(unset)",
+                s->policy != TP_N_POLICIES ? tp_policy_name(s->policy) : "(unset)");
+    return FALSE;
+  }
+  s->order = order, s->policy = policy;
+  return TRUE;
 }
 
-gboolean tp_header_finish(TpSchedule *s, GError **err)
+gboolean tp_header_finish(TpSchedule *s, gboolean sig_given, GError **err)
 {
   if (s->W == 0 || s->N == 0 || s->K == 0 || s->order == TP_N_ORDERS || s->policy == TP_N_POLICIES) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "header needs order, policy (or preset), workers, micro_batches and mini_batches");
+    return FALSE;
+  }
+  if (sig_given && s->policy != TP_POLICY_INTERMEDIATE) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "header: significance is the intermediate policy's, not %s's",
+                tp_policy_name(s->policy));
     return FALSE;
   }
   if (!tp_size_check(s->W, s->N, s->K, err))
@@ -249,6 +266,7 @@ static gboolean at_line(GError **err, const char *name, int line, GError *e)
 static gboolean csv_header(TpSchedule *s, const char *items, const char *name, int line, GError **err)
 {
   g_auto(GStrv) kv = g_strsplit_set(items, " \t", -1);
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   GError *e = NULL;
   for (int i = 0; kv[i]; i++) {
     char *eq;
@@ -260,10 +278,15 @@ static gboolean csv_header(TpSchedule *s, const char *items, const char *name, i
       return FALSE;
     }
     *eq = '\0';
+    if (!g_hash_table_add(seen, kv[i])) {
+      g_autofree char *q = tp_quote(kv[i]);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: header key %s given twice", name, line, q);
+      return FALSE;
+    }
     if (!tp_header_set(s, kv[i], eq + 1, &e))
       return at_line(err, name, line, e);
   }
-  return tp_header_finish(s, &e) || at_line(err, name, line, e);
+  return tp_header_finish(s, g_hash_table_contains(seen, "significance"), &e) || at_line(err, name, line, e);
 }
 
 static gboolean csv_row(TpSchedule *s, const char *text, const char *name, int line, GError **err)

@@ -9,11 +9,13 @@
 /* A schedule shell with unset header fields, filled by a reader; name is kept for messages. */
 TpSchedule *tp_schedule_blank(const char *name);
 /* Apply one header item (order, policy, preset, workers, micro_batches, mini_batches, significance,
- * fixed_on, recompute). */
+ * fixed_on, recompute); an order or policy that contradicts one already set (by the other of preset
+ * and order/policy) is refused. */
 gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError **err);
-/* Check the header is complete and allocate the stage arrays (workers × chunks of them, with the
- * workers' orders empty, when the header gives chunks and chunk_map). */
-gboolean tp_header_finish(TpSchedule *s, GError **err);
+/* Check the header is complete (a significance, sig_given, only for the intermediate policy) and
+ * allocate the stage arrays (workers × chunks of them, with the workers' orders empty, when the
+ * header gives chunks and chunk_map). */
+gboolean tp_header_finish(TpSchedule *s, gboolean sig_given, GError **err);
 /* One operation from its textual fields; micro NULL or "" = whole mini-batch, src NULL = fixed.
  * Sets *st (0-based stage).  The error message carries no location: the caller adds it. */
 gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, const char *mb, const char *micro,

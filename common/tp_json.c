@@ -260,7 +260,7 @@ static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top,
       return FALSE;
     }
   }
-  if (!tp_header_finish(s, &e)) {
+  if (!tp_header_finish(s, json_object_has_member(root, "significance"), &e)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
     g_error_free(e);
     return FALSE;

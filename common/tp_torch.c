@@ -277,7 +277,7 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
     s->order = TP_ORDER_1F1B, s->policy = TP_POLICY_SYNC, s->W = rows, s->N = N, s->K = 1;
     if (stages > rows)
       s->V = stages / rows, s->map = map;
-    ok = tp_header_finish(s, err);
+    ok = tp_header_finish(s, FALSE, err);
     for (int r = 0; ok && r < rows; r++) {
       for (guint i = 0; i < acts[r]->len; i++) {
         const Action *a = &g_array_index(acts[r], Action, i);

@@ -81,6 +81,12 @@ static void test_schedule_file_round_trip(void)
   g_assert_cmpint(a.status, ==, 0);
   TptRun b = tpt_run((const char *const[]){ "schedule", "--input", path, "--format", "json", NULL });
   g_assert_cmpint(b.status, ==, 0);
+  /* the file gives its significance: another one beside it is refused, by every command that reads it */
+  expect_usage_error((const char *const[]){ "simulate", "-i", path, "--significance", "const:1", NULL },
+                     "drop -s/--order/--policy/-w/-n/-k/--chunks/--significance");
+  expect_usage_error((const char *const[]){ "train", "--schedule", path, "--significance", "const:1", "--data",
+                                            "synthetic", "--quiet", NULL },
+                     "--schedule: the file gives the schedule; drop -s, -k, --order-from and --significance");
   g_autofree char *want = NULL;
   g_assert_true(g_file_get_contents(path, &want, NULL, NULL));
   g_assert_cmpstr(b.out, ==, want);

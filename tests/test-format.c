@@ -149,6 +149,18 @@ static void test_parse_errors(void)
   expect_parse_error(HDR "1,F,1,1,-1,fixed\n", "bad.sched:3: bad version");
   expect_parse_error(HDR "1,F,1,1,0,shiny\n", "bad.sched:3: bad source");
   expect_parse_error(HDR "1,F,1,1,0\n", "bad.sched:3: expected 6 comma-separated fields");
+  /* a header that says a thing twice or contradicts itself */
+  expect_parse_error("# timeprest-schedule preset=gpipe order=nf1b policy=vsync-latest workers=2 micro_batches=1 "
+                     "mini_batches=1\n", "bad.sched:1: order 'nf1b' contradicts the header's order gpipe, policy sync");
+  expect_parse_error("# timeprest-schedule order=nf1b policy=vsync-latest preset=gpipe workers=2 micro_batches=1 "
+                     "mini_batches=1\n", "bad.sched:1: preset 'gpipe' contradicts the header's order nf1b");
+  expect_parse_error("# timeprest-schedule order=nf1b policy=latest workers=2 workers=2 micro_batches=1 "
+                     "mini_batches=1\n", "bad.sched:1: header key 'workers' given twice");
+  expect_parse_error("# timeprest-schedule order=nf1b policy=latest workers=2 micro_batches=1 mini_batches=1 "
+                     "significance=exp:2\n", "bad.sched:1: header: significance is the intermediate policy's, not latest's");
+  expect_parse_error("{\"preset\": \"gpipe\", \"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, "
+                     "\"micro_batches\": 1, \"mini_batches\": 1, \"stages\": [[]]}",
+                     "order 'nf1b' contradicts the header's order gpipe");
   /* JSON: a key twice in any object, a key spelt with an escape, a string cut by \u0000 */
   expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, \"micro_batches\": 1, "
                      "\"mini_batches\": 1, \"stages\": [[\n{\"op\": \"B\", \"op\": \"F\", \"mini_batch\": 1, "
