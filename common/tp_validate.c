@@ -53,13 +53,7 @@ static gboolean check_split(const TpSchedule *s, const TpIndex *ix, int st, int 
       return fail(err, s, st, &ops[w], "comes before its input gradient at position %d: a W follows its I",
                   b + 1);
   }
-  if (s->policy != TP_POLICY_SYNC)
-    for (int j = TP_WHOLE; j < s->N; j++)
-      if (wp[tp_key(s->N, i, j)] >= 0)
-        return fail(err, s, st, &ops[wp[tp_key(s->N, i, j)]],
-                    "a split backward (I and W) is defined under policy sync only, not %s",
-                    tp_policy_name(s->policy));
-  return TRUE;
+  return TRUE; /* I and W come in the zero-bubble orders only (backwards_of_order), which take sync only */
 }
 
 /* Every mini-batch is covered once by forwards and once by backwards (whole or per micro-batch),
@@ -376,6 +370,27 @@ static gboolean check_vsync_unfused(const TpSchedule *s, GError **err)
   return ok;
 }
 
+/* The shape of a backward the order names: I and W only in the zero-bubble orders (which may keep a
+ * backward whole, B), one whole mini-batch's in nf1b and 1f1b-async, a micro-batch's in the others.
+ * A file's order is what it says, and reports, fusion and the profiling follow it, so its backwards
+ * must be the order's. */
+static gboolean backwards_of_order(const TpSchedule *s, GError **err)
+{
+  gboolean split = tp_order_split(s->order), whole = s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
+  const char *o = tp_order_name(s->order);
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      const TpOp *op = &tp_stage_ops(s, st)[k];
+      if ((op->kind == TP_OP_I || op->kind == TP_OP_W) && !split)
+        return fail(err, s, st, op, "order %s runs whole backwards (B): I and W are the zero-bubble orders' "
+                    "(zb-h1, zb-h2, zb-v)", o);
+      if (op->kind == TP_OP_B && !split && whole != (op->micro == TP_WHOLE))
+        return fail(err, s, st, op, "order %s runs each backward on %s", o,
+                    whole ? "the whole mini-batch (B(i), no micro-batch)" : "one micro-batch (B(i,A), …)");
+    }
+  return TRUE;
+}
+
 gboolean tp_validate(const TpSchedule *s, GError **err)
 {
   if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
@@ -389,6 +404,8 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
                 "interleaved-1f1b and zb-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
     return FALSE;
   }
+  if (!backwards_of_order(s, err))
+    return FALSE;
   /* a forward, a backward and an update at least, per mini-batch and stage: a file of fewer rows is
    * refused before its header's sizes are allocated for */
   long long ops = 0, least = 3LL * s->W * s->K;

@@ -113,6 +113,18 @@ static void test_version_freed(void)
   expect_invalid(t, "after it was freed (policy 2bw keeps the two latest versions");
 }
 
+/* A file's order names the shape of its backwards: a relabelled file is refused at its first backward
+ * of another shape. */
+static void test_order_label(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 2, 2, 4);
+  s->order = TP_ORDER_GPIPE, s->policy = TP_POLICY_SYNC;
+  expect_invalid(s, "B(1) at stage 1: order gpipe runs each backward on one micro-batch (B(i,A), …)");
+  g_autoptr(TpSchedule) g = tpt_preset("gpipe", 2, 2, 4);
+  g->order = TP_ORDER_NF1B, g->policy = TP_POLICY_VSYNC_LATEST;
+  expect_invalid(g, "order nf1b runs each backward on the whole mini-batch (B(i), no micro-batch)");
+}
+
 /* A header of large sizes over too few rows is refused before its sizes are allocated for. */
 static void test_too_few_rows(void)
 {
@@ -383,6 +395,7 @@ int main(int argc, char **argv)
   g_test_add_func("/validate/version-freed", test_version_freed);
   g_test_add_func("/validate/version-future", test_version_future);
   g_test_add_func("/validate/too-few-rows", test_too_few_rows);
+  g_test_add_func("/validate/order-label", test_order_label);
   g_test_add_func("/validate/version-rule", test_version_rule);
   g_test_add_func("/validate/file-line", test_file_line);
   g_test_add_func("/validate/vsync-backward-zeroed", test_vsync_backward_zeroed);

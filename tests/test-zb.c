@@ -163,10 +163,10 @@ static void test_validate_split(void)
   expect_invalid(i_before_next_stage, "I(1,A) at stage 2: needs the activations of F(1,A)");
   g_autoptr(TpSchedule) s = tpt_preset("zb-h1", 3, 3, 1);
   s->policy = TP_POLICY_LATEST;
-  s->order = TP_ORDER_1F1B; /* an order that takes latest, with I and W: refused by the split check */
+  s->order = TP_ORDER_1F1B; /* an order that takes latest, with I and W: refused, I and W are zero-bubble's */
   GError *err = NULL;
   g_assert_false(tp_validate(s, &err));
-  g_assert_nonnull(strstr(err->message, "split backward (I and W) is defined under policy sync only"));
+  g_assert_nonnull(strstr(err->message, "order 1f1b runs whole backwards (B): I and W are the zero-bubble orders'"));
   g_clear_error(&err);
   g_assert_false(tp_pair_check(TP_ORDER_ZB_H2, TP_POLICY_VSYNC_LATEST, 4, 8, &err));
   g_assert_nonnull(strstr(err->message, "order zb-h2 takes policy sync only"));
