@@ -190,26 +190,42 @@ static void on_element(JsonParser *parser, JsonArray *array, gint index, gpointe
                       GINT_TO_POINTER(json_parser_get_current_line(parser)));
 }
 
-/* The text of a member that must be an integer, a string or null (NULL: absent or null); `raw`,
- * if given, has the text of numbers as written. */
-static char *member_text(JsonObject *o, const char *key, GHashTable *raw, gboolean *bad)
+/* The text of a member that must be of JSON type `want` (G_TYPE_STRING, G_TYPE_INT64 for a whole
+ * number, G_TYPE_BOOLEAN) or null (NULL: absent or null; a number written as a string is not one);
+ * `raw`, if given, has the text of numbers as written. */
+static char *member_text(JsonObject *o, const char *key, GHashTable *raw, GType want, const char **bad)
 {
   JsonNode *n = json_object_get_member(o, key);
   if (!n || JSON_NODE_HOLDS_NULL(n))
     return NULL;
-  if (JSON_NODE_HOLDS_VALUE(n)) {
-    GType t = json_node_get_value_type(n);
-    if (t == G_TYPE_STRING)
+  GType t = JSON_NODE_HOLDS_VALUE(n) ? json_node_get_value_type(n) : G_TYPE_INVALID;
+  if (want == G_TYPE_INT64 && t == G_TYPE_DOUBLE && raw && g_hash_table_lookup(raw, key))
+    t = G_TYPE_INT64; /* 1e23 as written: the reader of the text names what is wrong with it */
+  if (t == want) {
+    if (want == G_TYPE_STRING)
       return g_strdup(json_node_get_string(n));
     if (raw && g_hash_table_lookup(raw, key))
       return g_strdup(g_hash_table_lookup(raw, key));
-    if (t == G_TYPE_INT64)
+    if (want == G_TYPE_INT64)
       return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(n));
-    if (t == G_TYPE_BOOLEAN)
-      return g_strdup(json_node_get_boolean(n) ? "true" : "false");
+    return g_strdup(json_node_get_boolean(n) ? "true" : "false");
   }
-  *bad = TRUE;
+  if (!*bad)
+    *bad = key;
   return g_strdup("?");
+}
+
+static const char *type_text(GType want)
+{
+  return want == G_TYPE_STRING ? "a string" : want == G_TYPE_INT64 ? "a whole number" : "true or false";
+}
+
+/* The JSON type of a header key's value. */
+static GType header_type(const char *key)
+{
+  if (!strcmp(key, "workers") || !strcmp(key, "micro_batches") || !strcmp(key, "mini_batches") || !strcmp(key, "chunks"))
+    return G_TYPE_INT64;
+  return strcmp(key, "recompute") == 0 ? G_TYPE_BOOLEAN : G_TYPE_STRING;
 }
 
 /* Refuse a member of o not in the NULL-terminated list. */
@@ -251,11 +267,13 @@ static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top,
     return FALSE;
   }
   for (guint i = 0; keys[i]; i++) {
-    gboolean bad = FALSE;
-    g_autofree char *v = member_text(root, keys[i], top->raw, &bad);
+    const char *bad = NULL;
+    GType want = header_type(keys[i]);
+    g_autofree char *v = member_text(root, keys[i], top->raw, want, &bad);
     if (v && (bad || !tp_header_set(s, keys[i], v, &e))) {
       g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top->line, keys[i])));
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", at, e ? e->message : "expected a string");
+      g_autofree char *why = e ? g_strdup(e->message) : g_strdup_printf("%s: expected %s", keys[i], type_text(want));
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", at, why);
       g_clear_error(&e);
       return FALSE;
     }
@@ -355,6 +373,7 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
       JsonNode *on = json_array_get_element(ops, k);
       int line = GPOINTER_TO_INT(g_hash_table_lookup(lines, on));
       gboolean bad = !JSON_NODE_HOLDS_OBJECT(on);
+      const char *bad_key = NULL;
       TpOp op;
       int ost = st;
       char stage_txt[16];
@@ -369,10 +388,15 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
       }
       if (!bad) {
         JsonObject *o = json_node_get_object(on);
-        g_autofree char *kind = member_text(o, "op", NULL, &bad), *mb = member_text(o, "mini_batch", NULL, &bad),
-                        *micro = member_text(o, "micro_batch", NULL, &bad), *ver = member_text(o, "version", NULL, &bad),
-                        *src = member_text(o, "source", NULL, &bad);
-        if (!bad && tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
+        g_autofree char *kind = member_text(o, "op", NULL, G_TYPE_STRING, &bad_key),
+                        *mb = member_text(o, "mini_batch", NULL, G_TYPE_INT64, &bad_key),
+                        *micro = member_text(o, "micro_batch", NULL, G_TYPE_INT64, &bad_key),
+                        *ver = member_text(o, "version", NULL, G_TYPE_INT64, &bad_key),
+                        *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_key);
+        if (bad_key)
+          g_set_error(&e, TP_ERROR, TP_ERROR_INPUT, "bad %s (expected %s)", bad_key,
+                      type_text(!strcmp(bad_key, "op") || !strcmp(bad_key, "source") ? G_TYPE_STRING : G_TYPE_INT64));
+        else if (tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
           op.line = line;
           g_array_append_val(s->stage[st], op);
           continue;

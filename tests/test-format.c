@@ -161,6 +161,13 @@ static void test_parse_errors(void)
   expect_parse_error("{\"preset\": \"gpipe\", \"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, "
                      "\"micro_batches\": 1, \"mini_batches\": 1, \"stages\": [[]]}",
                      "order 'nf1b' contradicts the header's order gpipe");
+  /* JSON: numbers and truth values are of their JSON types, not strings */
+  expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": \"2\"}",
+                     "bad.sched:1: workers: expected a whole number");
+  expect_parse_error("{\"order\": \"nf1b\", \"recompute\": \"true\"}", "bad.sched:1: recompute: expected true or false");
+  expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, \"micro_batches\": 1, "
+                     "\"mini_batches\": 1, \"stages\": [[\n{\"op\": \"F\", \"mini_batch\": 1, \"micro_batch\": 1, "
+                     "\"version\": \"0\"}]]}", "bad.sched:2: stages[0][0]: bad version (expected a whole number)");
   /* JSON: a key twice in any object, a key spelt with an escape, a string cut by \u0000 */
   expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, \"micro_batches\": 1, "
                      "\"mini_batches\": 1, \"stages\": [[\n{\"op\": \"B\", \"op\": \"F\", \"mini_batch\": 1, "
