@@ -178,6 +178,15 @@ static gboolean run_top(const TpPlanResult *res, int runs, int reps, const PlanO
                         gboolean mpi, Measured *meas, GError **err)
 {
   g_autofree double *t = g_new0(double, (size_t)runs * reps);
+  for (int i = 0; run_k && i < runs; i++) {
+    /* the prediction is the steady state's: the run must have one (mini-batches W + 1 .. K - W) */
+    const TpPlan *p = res->ranked->pdata[i];
+    if (run_k < 2 * p->W + 1) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-mini-batches %d: plan %d (%s W=%d) needs at least 2W + 1 = %d "
+                  "for a steady window to measure", run_k, i + 1, p->preset->name, p->W, 2 * p->W + 1);
+      return FALSE;
+    }
+  }
   for (int r = 0; r < reps; r++)
     for (int j = 0; j < runs; j++) {
       int i = (j + r) % runs;
@@ -401,6 +410,11 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   if (ok && o.run_top && !prof) {
     /* measured against costs of this machine only; a cluster's roofline says nothing about it */
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: trains on this machine; plan with its --profile");
+    ok = FALSE;
+  }
+  if (ok && !o.run_top && (o.run_k || o.run_reps || o.transport)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: sets --run-top's runs; give --run-top K too",
+                o.run_k ? "--run-mini-batches" : o.run_reps ? "--run-repetitions" : "--transport");
     ok = FALSE;
   }
   if (ok && o.launcher && !mpi) {

@@ -44,6 +44,11 @@ static gboolean set_threads(const char *backend, gboolean given, int threads, GE
 /* The micro-batch sizes: --micro-batch-sizes, else the divisors of --batch. */
 static GArray *parse_sizes(const ProfOpts *o, GError **err)
 {
+  if (o->sizes && o->batch) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch and --micro-batch-sizes: give one (the sizes, or a batch "
+                "whose divisors are profiled)");
+    return NULL;
+  }
   GArray *a = g_array_new(FALSE, FALSE, sizeof(int));
   if (o->sizes) {
     g_auto(GStrv) parts = g_strsplit(o->sizes, ",", -1);

@@ -262,7 +262,9 @@ static void test_run_top_interleaved(void)
   const char *bad[][4] = { { "--launcher", "mpirun -np {W}", NULL, "--launcher: starts the ranks of --transport mpi" },
                            { "--transport", "mpi", "--launcher=mpirun -np 2", "has no {W}" },
                            { "--transport", "mpi", "--launcher=mpirun 'unclosed {W}", "cannot split" },
-                           { "--transport", "tcp", NULL, "--transport" } };
+                           { "--transport", "tcp", NULL, "--transport" },
+                           /* a run without a steady window to measure against the steady prediction */
+                           { "-n", "2", "--run-mini-batches=2", "--run-mini-batches 2: plan 1 (" } };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "--run-top", "1",
                                        bad[i][0], bad[i][1], bad[i][2], NULL });
@@ -272,6 +274,17 @@ static void test_run_top_interleaved(void)
     g_assert_cmpstr(r.out, ==, "");
     tpt_run_clear(&r);
   }
+  /* --run-top's settings without it; profile's two ways of naming the sizes at once */
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "--run-repetitions",
+                                     "2", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "--run-repetitions: sets --run-top's runs; give --run-top K too"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "profile", "--model", "mlp", "-b", "8", "--micro-batch-sizes", "2", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "--batch and --micro-batch-sizes: give one"));
+  g_assert_cmpstr(r.out, ==, "");
+  tpt_run_clear(&r);
   tpt_tmp_remove(path);
 }
 
