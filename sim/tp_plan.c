@@ -396,6 +396,16 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
                 batch_of(r, 0));
     return NULL;
   }
+  /* each candidate's split is exact, O(W·L²): a search whose splits alone would take many minutes is
+   * refused up front (about 5e7 steps a second on one core) */
+  double L = tp_model_n_layers(r->model), work = 0;
+  for (guint i = 0; i < res->all->len; i++)
+    work += ((const TpPlan *)res->all->pdata[i])->W * L * L;
+  if (work > TP_PLAN_MAX_SPLIT_WORK) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the search splits %d layers %d times (about %.2g steps, more than "
+                "%.0g): narrow -w, -n or --presets", (int)L, res->n_candidates, work, TP_PLAN_MAX_SPLIT_WORK);
+    return NULL;
+  }
   /* a profile without the micro-batch size a candidate needs: said once, up front */
   if (r->profile)
     for (guint i = 0; i < res->all->len; i++) {

@@ -83,6 +83,9 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err);
 void tp_plan_result_free(TpPlanResult *res);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 
+/* Most steps (W·L² summed over the candidates) a search's exact splits may take: minutes. */
+#define TP_PLAN_MAX_SPLIT_WORK 2e10
+
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
  * batch, preset, W, N, recompute in enumeration order. */
 int tp_plan_compare(const TpPlan *a, const TpPlan *b);

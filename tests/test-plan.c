@@ -427,6 +427,19 @@ static void test_nothing_fits(void)
   g_assert_nonnull(strstr(r.err, "gpipe W=1 N=1: "));
   g_assert_nonnull(strstr(r.err, "allowed by TP_MEMORY_LIMIT"));
   tpt_run_clear(&r);
+  /* a search whose exact splits alone would take hours: refused up front */
+  g_autoptr(GString) deep = g_string_new("input 1 4 4\nflatten\n");
+  for (int i = 0; i < 997; i++)
+    g_string_append(deep, "linear 4\n");
+  g_string_append(deep, "softmax_ce\n");
+  g_autofree char *path = tpt_tmp_path("deep.model");
+  g_assert_true(g_file_set_contents(path, deep->str, -1, NULL));
+  r = tpt_run((const char *const[]){ "plan", "--model", path, "--cluster", "h200", "--batch", "1", "-w", "1-1024", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "the search splits 999 layers"));
+  g_assert_nonnull(strstr(r.err, "narrow -w, -n or --presets"));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(path);
 }
 
 static void test_json(void)
