@@ -163,6 +163,10 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
     } else if (c == ',') {
       expect_key = depth >= 1 && kind[depth] == '{';
       key = NULL;
+    } else if (c == '\'' || c == '/') {
+      /* json-glib takes single-quoted strings and comments, which JSON has not */
+      return c == '\'' ? scan_fail(err, name, line, "a single quote: JSON strings take double quotes%s", NULL)
+                       : scan_fail(err, name, line, "a slash outside a string: JSON has no comments%s", NULL);
     } else if (c != ':') {
       /* a number, true, false or null: to the next delimiter */
       const char *q = p;

@@ -161,6 +161,9 @@ static void test_parse_errors(void)
   expect_parse_error("{\"preset\": \"gpipe\", \"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 1, "
                      "\"micro_batches\": 1, \"mini_batches\": 1, \"stages\": [[]]}",
                      "order 'nf1b' contradicts the header's order gpipe");
+  /* JSON: what json-glib would take and JSON has not */
+  expect_parse_error("{'order': 'nf1b'}", "bad.sched:1: a single quote: JSON strings take double quotes");
+  expect_parse_error("{\"order\": \"nf1b\"\n/* x */}", "bad.sched:2: a slash outside a string: JSON has no comments");
   /* JSON: numbers and truth values are of their JSON types, not strings */
   expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": \"2\"}",
                      "bad.sched:1: workers: expected a whole number");
