@@ -257,7 +257,8 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   if (o.input) {
     if (!(file = tp_cli_schedule_build(&o, err)))
       goto fail;
-    file_name = g_path_get_basename(o.input);
+    g_autofree char *base = g_path_get_basename(o.input);
+    file_name = g_strdelimit(tp_name_clean(base), ",", '_'); /* a row name in the table and its CSV */
     file_row = (TpPreset){ .name = file_name, .order = file->order, .policy = file->policy, .summary = o.input };
     g_clear_pointer(&o.input, g_free);
     o.workers = g_strdup_printf("%d", tp_schedule_ranks(file));

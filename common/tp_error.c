@@ -254,7 +254,12 @@ char *tp_name_from_file(const char *path)
   char *dot = strrchr(base, '.');
   if (dot && dot != base)
     *dot = '\0';
-  return tp_name_clean(base);
+  char *name = tp_name_clean(base);
+  if (!*name) { /* a name of blanks: a name still */
+    g_free(name);
+    name = g_strdup("unnamed");
+  }
+  return name;
 }
 
 char *tp_quote(const char *text)

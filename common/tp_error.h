@@ -86,7 +86,8 @@ const char *tp_name_problem(const char *text);
 /* text made a name: bytes that are not UTF-8 become U+FFFD and what tp_name_problem refuses '_',
  * surrounding blanks dropped.  g_free the result. */
 char *tp_name_clean(const char *text);
-/* A name made from a file's name: its basename less the last extension, cleaned. */
+/* A name made from a file's name: its basename less the last extension, cleaned ("unnamed" where
+ * nothing is left). */
 char *tp_name_from_file(const char *path);
 
 /* A message from elsewhere (GOption, json-glib) made one line: a newline or tab and the blanks after

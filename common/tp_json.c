@@ -282,7 +282,8 @@ static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top,
       return FALSE;
     }
   }
-  if (!tp_header_finish(s, json_object_has_member(root, "significance"), &e)) {
+  JsonNode *sig = json_object_get_member(root, "significance");
+  if (!tp_header_finish(s, sig && !JSON_NODE_HOLDS_NULL(sig), &e)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", name, e->message);
     g_error_free(e);
     return FALSE;

@@ -22,6 +22,8 @@ static int first_bad_line(const char *text, char **shown)
   return 0;
 }
 
+static char *plain(const char *t);
+
 /* The first group or key given twice: fail with both lines. */
 static gboolean no_repeats(const TpKeyFile *k, GError **err)
 {
@@ -38,19 +40,24 @@ static gboolean no_repeats(const TpKeyFile *k, GError **err)
       g_free(group);
       group = g_strndup(l + 1, n - 2);
       id = g_strdup_printf("[%s]", group);
-      what = tp_quote(group);
+      what = plain(group);
     } else {
       char *eq = strchr(l, '=');
       if (!eq)
         continue;
       g_autofree char *key = g_strstrip(g_strndup(l, (gsize)(eq - l)));
       id = g_strdup_printf("[%s] %s", group, key);
-      what = tp_quote(key);
+      what = plain(key);
     }
     gpointer first = g_hash_table_lookup(seen, id);
     if (first) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s %s given twice (first on line %d)", k->name, i + 1,
-                  l[0] == '[' ? "group" : "key", what, GPOINTER_TO_INT(first));
+      g_autofree char *g = plain(group);
+      if (l[0] == '[')
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: [%s]: group given twice (first on line %d)", k->name, i + 1,
+                    g, GPOINTER_TO_INT(first));
+      else
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: [%s] %s: given twice (first on line %d)", k->name, i + 1,
+                    g, what, GPOINTER_TO_INT(first));
       return FALSE;
     }
     g_hash_table_insert(seen, g_steal_pointer(&id), GINT_TO_POINTER(i + 1));

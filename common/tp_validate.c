@@ -370,20 +370,23 @@ static gboolean check_vsync_unfused(const TpSchedule *s, GError **err)
   return ok;
 }
 
-/* The shape of a backward the order names: I and W only in the zero-bubble orders (which may keep a
- * backward whole, B), one whole mini-batch's in nf1b and 1f1b-async, a micro-batch's in the others.
+/* The shape of a backward the order names: I and W only in the zero-bubble orders and in
+ * interleaved-1f1b (PyTorch's interleaved zero-bubble schedule on round-robin chunks reads as that
+ * family), which may also keep a backward unsplit (B); one whole mini-batch's in nf1b and
+ * 1f1b-async, a micro-batch's in the others.
  * A file's order is what it says, and reports, fusion and the profiling follow it, so its backwards
  * must be the order's. */
 static gboolean backwards_of_order(const TpSchedule *s, GError **err)
 {
-  gboolean split = tp_order_split(s->order), whole = s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
+  gboolean split = tp_order_split(s->order) || tp_order_chunked(s->order);
+  gboolean whole = s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
   const char *o = tp_order_name(s->order);
   for (int st = 0; st < s->W; st++)
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &tp_stage_ops(s, st)[k];
       if ((op->kind == TP_OP_I || op->kind == TP_OP_W) && !split)
-        return fail(err, s, st, op, "order %s runs whole backwards (B): I and W are the zero-bubble orders' "
-                    "(zb-h1, zb-h2, zb-v)", o);
+        return fail(err, s, st, op, "order %s runs unsplit backwards (B): I and W are the zero-bubble and "
+                    "interleaved orders' (zb-h1, zb-h2, zb-v, interleaved-1f1b)", o);
       if (op->kind == TP_OP_B && !split && whole != (op->micro == TP_WHOLE))
         return fail(err, s, st, op, "order %s runs each backward on %s", o,
                     whole ? "the whole mini-batch (B(i), no micro-batch)" : "one micro-batch (B(i,A), …)");
@@ -419,8 +422,11 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
   }
   long long nkeys = (long long)s->K * (s->N + 1) + 1;
   if (!tp_memory_check("validating the schedule", s->W, s->N, s->K,
-                       4 * (3 * s->W * nkeys + (long long)s->W * (s->K + 1)) + 16 * ops, err))
+                       4 * (3 * s->W * nkeys + (long long)s->W * (s->K + 1)) + 16 * ops, err)) {
+    if (s->source)
+      g_prefix_error(err, "%s: ", s->source);
     return FALSE;
+  }
   g_autoptr(TpIndex) ix = tp_index_new(s, err);
   if (!ix || !tp_validate_static(s, ix, err))
     return FALSE;

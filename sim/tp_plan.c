@@ -396,14 +396,16 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
                 batch_of(r, 0));
     return NULL;
   }
-  /* each candidate's split is exact, O(W·L²): a search whose splits alone would take many minutes is
-   * refused up front (about 5e7 steps a second on one core) */
+  /* each candidate's split is exact, O(W·L²): a search whose splits alone would take many minutes on
+   * its threads is refused up front */
+  int threads = r->threads > 0 ? r->threads : (int)g_get_num_processors();
   double L = tp_model_n_layers(r->model), work = 0;
   for (guint i = 0; i < res->all->len; i++)
     work += ((const TpPlan *)res->all->pdata[i])->W * L * L;
-  if (work > TP_PLAN_MAX_SPLIT_WORK) {
+  if (work / threads > TP_PLAN_MAX_SPLIT_WORK) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the search splits %d layers %d times (about %.2g steps, more than "
-                "%.0g): narrow -w, -n or --presets", (int)L, res->n_candidates, work, TP_PLAN_MAX_SPLIT_WORK);
+                "%.0g on each of %d threads): narrow -w, -n or --presets", (int)L, res->n_candidates, work,
+                TP_PLAN_MAX_SPLIT_WORK, threads);
     return NULL;
   }
   /* a profile without the micro-batch size a candidate needs: said once, up front */
@@ -418,7 +420,6 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
         return NULL;
       }
     }
-  int threads = r->threads > 0 ? r->threads : (int)g_get_num_processors();
   /* bounds of every candidate, then simulation in waves of increasing time bound: a candidate is
    * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
    * faster than its time bound and smaller than its memory bound (it cannot rank above that plan

@@ -83,7 +83,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err);
 void tp_plan_result_free(TpPlanResult *res);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 
-/* Most steps (W·L² summed over the candidates) a search's exact splits may take: minutes. */
+/* Most steps (W·L² summed over the candidates) per thread a search's exact splits may take: minutes
+ * (about 1e8 steps a second). */
 #define TP_PLAN_MAX_SPLIT_WORK 2e10
 
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then

@@ -236,10 +236,22 @@ static void test_bad_clusters(void)
                        ":2: [cluster] name: 'a\"b' holds a double quote");
   expect_cluster_error("[cluster]\nname = a\\nb\ndevices = rtx-2080\nlink_bandwidth = 1e9\n", "holds a backslash");
   expect_cluster_error("[cluster]\nname =\ndevices = rtx-2080\nlink_bandwidth = 1e9\n", ":2: [cluster] name: empty");
+  /* a device's name too, and a file name of blanks still names the cluster */
+  g_autofree char *dev = tpt_tmp_path("odd.device");
+  g_assert_true(g_file_set_contents(dev, "[device]\nname = GPU \"X\"\nflops = 1e12\nmemory = 1e9\nmemory_bandwidth = 1e11\n",
+                                    -1, NULL));
+  GError *err = NULL;
+  g_assert_null(tp_device_load(dev, &err));
+  g_assert_nonnull(err);
+  g_assert_nonnull(strstr(err->message, ":2: [device] name: 'GPU \"X\"' holds a double quote"));
+  g_clear_error(&err);
+  tpt_tmp_remove(dev);
+  g_autofree char *blank = tp_name_from_file("/x/ .cluster");
+  g_assert_cmpstr(blank, ==, "unnamed");
   expect_cluster_error("[cluster]\ndevices = rtx-2080\nlink_bandwidth = 1e9\nlink_bandwidth = 2e9\n",
-                       ":4: key 'link_bandwidth' given twice (first on line 3)");
+                       ":4: [cluster] link_bandwidth: given twice (first on line 3)");
   expect_cluster_error("[cluster]\ndevices = rtx-2080\n[cluster]\nlink_bandwidth = 1e9\n",
-                       ":3: group 'cluster' given twice (first on line 1)");
+                       ":3: [cluster]: group given twice (first on line 1)");
 }
 
 static void test_bad_device(void)

@@ -280,6 +280,11 @@ static void test_run_top_interleaved(void)
   g_assert_cmpint(r.status, ==, 2);
   g_assert_nonnull(strstr(r.err, "--run-repetitions: sets --run-top's runs; give --run-top K too"));
   tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "--transport", "mpi",
+                                     NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "--transport: sets --run-top's runs; give --run-top K too"));
+  tpt_run_clear(&r);
   r = tpt_run((const char *const[]){ "profile", "--model", "mlp", "-b", "8", "--micro-batch-sizes", "2", NULL });
   g_assert_cmpint(r.status, ==, 2);
   g_assert_nonnull(strstr(r.err, "--batch and --micro-batch-sizes: give one"));

@@ -138,6 +138,20 @@ static void test_too_few_rows(void)
   g_assert_cmpstr(err->message, ==, "big.csv: 1 operations, fewer than the 72000 of any complete schedule of W=1 "
                   "stages and K=24000 mini-batches (a forward, a backward and an update of each on each stage)");
   g_clear_error(&err);
+  /* enough rows, but an index larger than the process may take: refused before it is made */
+  g_autoptr(GString) rows = g_string_new("# timeprest-schedule order=nf1b policy=vsync-latest workers=1 "
+                                         "micro_batches=4096 mini_batches=1000\nstage,op,mini_batch,micro_batch,version,source\n");
+  for (int i = 1; i <= 1000; i++)
+    g_string_append_printf(rows, "1,F,%d,,%d,fixed\n1,B,%d,,%d,fixed\n1,U,%d,,%d,fixed\n", i, i - 1, i, i - 1, i, i - 1);
+  g_autoptr(TpSchedule) t = tp_schedule_parse(rows->str, rows->len, "wide.csv", &err);
+  g_assert_no_error(err);
+  g_setenv("TP_MEMORY_LIMIT", "10M", TRUE);
+  g_assert_false(tp_validate(t, &err));
+  g_unsetenv("TP_MEMORY_LIMIT");
+  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
+  g_assert_nonnull(g_strstr_len(err->message, -1, "wide.csv: W=1, N=4096, K=1000: validating the schedule needs about"));
+  g_clear_error(&err);
+  g_assert_true(tp_validate(t, &err)); /* and it is a valid schedule */
 }
 
 static void test_version_future(void)

@@ -166,7 +166,8 @@ static void test_validate_split(void)
   s->order = TP_ORDER_1F1B; /* an order that takes latest, with I and W: refused, I and W are zero-bubble's */
   GError *err = NULL;
   g_assert_false(tp_validate(s, &err));
-  g_assert_nonnull(strstr(err->message, "order 1f1b runs whole backwards (B): I and W are the zero-bubble orders'"));
+  g_assert_nonnull(strstr(err->message, "order 1f1b runs unsplit backwards (B): I and W are the zero-bubble and "
+                                        "interleaved orders'"));
   g_clear_error(&err);
   g_assert_false(tp_pair_check(TP_ORDER_ZB_H2, TP_POLICY_VSYNC_LATEST, 4, 8, &err));
   g_assert_nonnull(strstr(err->message, "order zb-h2 takes policy sync only"));
@@ -271,6 +272,26 @@ static void test_cli(void)
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "\"makespan\": 20"));
   tpt_run_clear(&r);
+  /* PyTorch's interleaved zero-bubble schedule (round-robin chunks, I and W): read as the
+   * interleaved-1f1b family, and simulated */
+  g_autofree char *il = tpt_tmp_path("ilzb.csv");
+  const char *const ilexp[] = { "schedule", "-s", "interleaved-1f1b", "-w", "2", "-n", "2", "-k", "1", "--format",
+                                "torch", "--output", il, NULL };
+  r = tpt_run(ilexp);
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(il, &text, NULL, NULL));
+  g_autoptr(GRegex) b = g_regex_new("([0-9]+)B([0-9]+)", 0, 0, NULL);
+  g_autofree char *split = g_regex_replace(b, text, -1, 0, "\\1I\\2,\\1W\\2", 0, NULL);
+  g_assert_true(g_file_set_contents(il, split, -1, NULL));
+  const char *const ilsim[] = { "simulate", "-i", il, NULL };
+  r = tpt_run(ilsim);
+  g_test_message("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "interleaved-1f1b"));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(il);
   /* compare: the presets beside the file's schedule, its row last, named after the file */
   const char *const cmp[] = { "compare", "-i", path, "--format", "csv", NULL };
   r = tpt_run(cmp);
