@@ -171,7 +171,7 @@ gboolean tp_output_same(const char *p, const char *q)
   return strcmp(cp, cq) == 0;
 }
 
-static gboolean write_all(int fd, const char *data, gsize len)
+gboolean tp_write_all(int fd, const char *data, gsize len)
 {
   while (len > 0) {
     ssize_t n = write(fd, data, MIN(len, (gsize)1 << 30));
@@ -190,15 +190,14 @@ static gboolean write_all(int fd, const char *data, gsize len)
 /* The template of a temporary beside target: NAME.XXXXXX in its directory. */
 static char *temp_template(const char *target) { return g_strdup_printf("%s.XXXXXX", target); }
 
-/* Make the temporary tmpl (its XXXXXX filled in) and register it for the signals, which are blocked
- * meanwhile: its descriptor, or -1 with errno set; *slot is the registry slot (-1: full). */
-static int temp_open(char *tmpl, int *slot)
+int tp_temp_create(char *path, gboolean tmpl, int *slot)
 {
   sigset_t mask;
   tp_signal_block(&mask);
-  int fd = g_mkstemp_full(tmpl, O_WRONLY | O_CLOEXEC, 0666);
+  int fd = tmpl ? g_mkstemp_full(path, O_WRONLY | O_CLOEXEC, 0666)
+                : g_open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   int errnum = errno;
-  *slot = fd >= 0 ? temp_register(tmpl) : -1;
+  *slot = fd >= 0 ? temp_register(path) : -1;
   tp_signal_unblock(&mask);
   errno = errnum;
   return fd;
@@ -208,7 +207,7 @@ static int temp_open(char *tmpl, int *slot)
 static gboolean write_temp(Item *it, const struct stat *old, const char *data, gsize len, GError **err)
 {
   it->tmp = temp_template(it->target);
-  int fd = temp_open(it->tmp, &it->slot), errnum = errno;
+  int fd = tp_temp_create(it->tmp, TRUE, &it->slot), errnum = errno;
   if (fd < 0) {
     g_clear_pointer(&it->tmp, g_free);
     return fail(err, it->user, errnum);
@@ -230,7 +229,7 @@ static gboolean write_temp(Item *it, const struct stat *old, const char *data, g
     if (ok && (owned || fchown(fd, old->st_uid, old->st_gid) == 0) && (mode & setid))
       (void)fchmod(fd, mode);
   }
-  ok = ok && write_all(fd, data, len) && (!old || fsync(fd) == 0);
+  ok = ok && tp_write_all(fd, data, len) && (!old || fsync(fd) == 0);
   errnum = errno;
   if (close(fd) != 0 && ok)
     ok = FALSE, errnum = errno;
@@ -419,7 +418,7 @@ gboolean tp_output_check(const char *path, const char *made, GError **err)
       return FALSE;
     }
     g_autofree char *probe = temp_template(target);
-    int slot, fd = temp_open(probe, &slot);
+    int slot, fd = tp_temp_create(probe, TRUE, &slot);
     if (fd < 0) {
       errnum = errno;
       g_autofree char *qd = tp_quote(dir);
@@ -488,7 +487,7 @@ gboolean tp_outputs_commit(TpOutputs *o, GError **err)
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
       return fail(err, it->user, errno);
-    gboolean ok = write_all(fd, it->buf->str, it->buf->len);
+    gboolean ok = tp_write_all(fd, it->buf->str, it->buf->len);
     int errnum = errno;
     if (close(fd) != 0 && ok)
       ok = FALSE, errnum = errno;

@@ -59,5 +59,12 @@ gboolean tp_outputs_commit(TpOutputs *o, GError **err);
  * when the registry is full.  Files are removed before directories. */
 int tp_temp_register(char *path);
 void tp_temp_forget(int slot);
+/* Make path — mkstemp's template (its XXXXXX filled in, mode 0666 less the umask) where tmpl, else a
+ * new file of mode 0600 — and register it, in one signal section, so that no signal finds it made
+ * and not registered: its descriptor open for writing, or -1 with errno set; *slot is the registry
+ * slot (-1: the registry was full, the file made and not registered: the caller removes it). */
+int tp_temp_create(char *path, gboolean tmpl, int *slot);
+/* Write all of data to fd (EINTR retried): FALSE with errno set (EIO where write made no progress). */
+gboolean tp_write_all(int fd, const char *data, gsize len);
 
 #endif

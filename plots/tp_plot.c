@@ -7,32 +7,29 @@
 #include "tp_signal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Make the scratch file path (taken over) and have a terminating signal remove it: made and
- * registered in one section, so that a signal handled on another thread never finds it made and not
- * registered, nor removes the directory's files while it is being made.  The open descriptor, or -1
- * with err set (what names the file). */
+/* Make the scratch file path (taken over) and have a terminating signal remove it (tp_temp_create:
+ * made and registered in one section, so that a signal handled on another thread never finds it
+ * made and not registered).  The open descriptor, or -1 with err set (what names the file). */
 static int scratch_create(TpPlot *p, char *path, const char *what, GError **err)
 {
   g_ptr_array_add(p->scratch, path);
-  sigset_t old;
-  tp_signal_block(&old);
-  int slot = tp_temp_register(path), fd = -1, errnum = 0;
-  if (slot >= 0) { /* a full registry: made nowhere */
-    fd = g_open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    errnum = errno;
-  }
-  tp_signal_unblock(&old);
+  int slot, fd = tp_temp_create(path, FALSE, &slot), errnum = errno;
   g_array_append_val(p->slots, slot);
+  gboolean full = fd >= 0 && slot < 0;
+  if (full) { /* not kept unregistered */
+    close(fd);
+    g_unlink(path);
+    fd = -1;
+  }
   if (fd < 0) {
     g_autofree char *q = tp_quote(path);
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot make %s %s: %s", what, q,
-                slot < 0 ? "too many scratch files at once" : g_strerror(errnum));
+                full ? "too many scratch files at once" : g_strerror(errnum));
   }
   return fd;
 }
@@ -97,16 +94,7 @@ gboolean tp_plot_data(TpPlot *p, const char *name, const GString *content, GErro
   int fd = scratch_create(p, path, "plot data", err); /* written in place: the scratch directory is private */
   if (fd < 0)
     return FALSE;
-  gboolean ok = TRUE;
-  for (gsize done = 0; ok && done < content->len;) {
-    ssize_t n = write(fd, content->str + done, content->len - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n == 0)
-      errno = EIO;
-    ok = n > 0;
-    done += ok ? (gsize)n : 0;
-  }
+  gboolean ok = tp_write_all(fd, content->str, content->len);
   int errnum = errno;
   if (close(fd) != 0 && ok) {
     errnum = errno;
