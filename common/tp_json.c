@@ -196,8 +196,14 @@ static void on_element(JsonParser *parser, JsonArray *array, gint index, gpointe
 
 /* The text of a member that must be of JSON type `want` (G_TYPE_STRING, G_TYPE_INT64 for a whole
  * number, G_TYPE_BOOLEAN) or null (NULL: absent or null; a number written as a string is not one);
- * `raw`, if given, has the text of numbers as written. */
-static char *member_text(JsonObject *o, const char *key, GHashTable *raw, GType want, const char **bad)
+ * `raw`, if given, has the text of numbers as written.  The first member of another type is noted in
+ * *bad. */
+typedef struct {
+  const char *key;
+  GType want;
+} BadMember;
+
+static char *member_text(JsonObject *o, const char *key, GHashTable *raw, GType want, BadMember *bad)
 {
   JsonNode *n = json_object_get_member(o, key);
   if (!n || JSON_NODE_HOLDS_NULL(n))
@@ -214,8 +220,8 @@ static char *member_text(JsonObject *o, const char *key, GHashTable *raw, GType 
       return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(n));
     return g_strdup(json_node_get_boolean(n) ? "true" : "false");
   }
-  if (!*bad)
-    *bad = key;
+  if (!bad->key)
+    *bad = (BadMember){ .key = key, .want = want };
   return g_strdup("?");
 }
 
@@ -271,10 +277,10 @@ static gboolean read_header(TpSchedule *s, JsonObject *root, const TopKeys *top,
     return FALSE;
   }
   for (guint i = 0; keys[i]; i++) {
-    const char *bad = NULL;
+    BadMember bad = { 0 };
     GType want = header_type(keys[i]);
     g_autofree char *v = member_text(root, keys[i], top->raw, want, &bad);
-    if (v && (bad || !tp_header_set(s, keys[i], v, &e))) {
+    if (v && (bad.key || !tp_header_set(s, keys[i], v, &e))) {
       g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top->line, keys[i])));
       g_autofree char *why = e ? g_strdup(e->message) : g_strdup_printf("%s: expected %s", keys[i], type_text(want));
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", at, why);
@@ -378,7 +384,7 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
       JsonNode *on = json_array_get_element(ops, k);
       int line = GPOINTER_TO_INT(g_hash_table_lookup(lines, on));
       gboolean bad = !JSON_NODE_HOLDS_OBJECT(on);
-      const char *bad_key = NULL;
+      BadMember bad_member = { 0 };
       TpOp op;
       int ost = st;
       char stage_txt[16];
@@ -393,14 +399,13 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
       }
       if (!bad) {
         JsonObject *o = json_node_get_object(on);
-        g_autofree char *kind = member_text(o, "op", NULL, G_TYPE_STRING, &bad_key),
-                        *mb = member_text(o, "mini_batch", NULL, G_TYPE_INT64, &bad_key),
-                        *micro = member_text(o, "micro_batch", NULL, G_TYPE_INT64, &bad_key),
-                        *ver = member_text(o, "version", NULL, G_TYPE_INT64, &bad_key),
-                        *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_key);
-        if (bad_key)
-          g_set_error(&e, TP_ERROR, TP_ERROR_INPUT, "bad %s (expected %s)", bad_key,
-                      type_text(!strcmp(bad_key, "op") || !strcmp(bad_key, "source") ? G_TYPE_STRING : G_TYPE_INT64));
+        g_autofree char *kind = member_text(o, "op", NULL, G_TYPE_STRING, &bad_member),
+                        *mb = member_text(o, "mini_batch", NULL, G_TYPE_INT64, &bad_member),
+                        *micro = member_text(o, "micro_batch", NULL, G_TYPE_INT64, &bad_member),
+                        *ver = member_text(o, "version", NULL, G_TYPE_INT64, &bad_member),
+                        *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_member);
+        if (bad_member.key)
+          g_set_error(&e, TP_ERROR, TP_ERROR_INPUT, "bad %s (expected %s)", bad_member.key, type_text(bad_member.want));
         else if (tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
           op.line = line;
           g_array_append_val(s->stage[st], op);
