@@ -33,31 +33,25 @@ static gboolean no_repeats(const TpKeyFile *k, GError **err)
   for (int i = 0; lines[i]; i++) {
     char *l = g_strstrip(lines[i]);
     gsize n = strlen(l);
-    g_autofree char *id = NULL, *what = NULL;
+    g_autofree char *id = NULL, *key = NULL; /* key NULL: a group's line */
     if (n == 0 || l[0] == '#')
       continue;
     if (l[0] == '[') {
       g_free(group);
       group = g_strndup(l + 1, n - 2);
       id = g_strdup_printf("[%s]", group);
-      what = plain(group);
     } else {
       char *eq = strchr(l, '=');
       if (!eq)
         continue;
-      g_autofree char *key = g_strstrip(g_strndup(l, (gsize)(eq - l)));
+      key = g_strstrip(g_strndup(l, (gsize)(eq - l)));
       id = g_strdup_printf("[%s] %s", group, key);
-      what = plain(key);
     }
     gpointer first = g_hash_table_lookup(seen, id);
     if (first) {
-      g_autofree char *g = plain(group);
-      if (l[0] == '[')
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: [%s]: group given twice (first on line %d)", k->name, i + 1,
-                    g, GPOINTER_TO_INT(first));
-      else
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: [%s] %s: given twice (first on line %d)", k->name, i + 1,
-                    g, what, GPOINTER_TO_INT(first));
+      g_autofree char *g = plain(group), *kk = key ? plain(key) : NULL;
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: [%s]%s%s: %sgiven twice (first on line %d)", k->name, i + 1, g,
+                  kk ? " " : "", kk ? kk : "", kk ? "" : "group ", GPOINTER_TO_INT(first));
       return FALSE;
     }
     g_hash_table_insert(seen, g_steal_pointer(&id), GINT_TO_POINTER(i + 1));
