@@ -15,14 +15,6 @@
 
 static const char *bin;
 
-static TpModel *load_model(const char *name)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_load(name, &err);
-  g_assert_no_error(err);
-  return m;
-}
-
 static void assert_rel(double a, double b, double tol)
 {
   if (fabs(a - b) > tol * MAX(fabs(a), fabs(b)))
@@ -134,18 +126,11 @@ static TpProfile *profile_with_links(const TpModel *m)
   return p;
 }
 
-static char *format(const TpProfile *p)
-{
-  GString *s = g_string_new(NULL);
-  tp_profile_format(p, s);
-  return g_string_free(s, FALSE);
-}
-
 static void test_links_file(void)
 {
   g_autoptr(TpModel) m = load_model("mlp");
   g_autoptr(TpProfile) p = profile_with_links(m);
-  g_autofree char *text = format(p);
+  g_autofree char *text = profile_text(p);
   g_assert_nonnull(strstr(text, "format_version=2\n"));
   GError *err = NULL;
   g_autoptr(TpProfile) q = tp_profile_parse(text, strlen(text), "links.profile", &err);
@@ -155,7 +140,7 @@ static void test_links_file(void)
   g_assert_cmpint(q->links.ranks, ==, 2);
   assert_rel(q->links.latency, p->links.latency, 1e-8);
   assert_rel(q->links.bandwidth, p->links.bandwidth, 1e-8);
-  g_autofree char *again = format(q);
+  g_autofree char *again = profile_text(q);
   g_assert_cmpstr(text, ==, again);
   /* MPI's eager limit; a profile written before it existed: Open MPI's shared-memory one */
   g_assert_cmpfloat(q->links.eager_limit, ==, 65536);
@@ -167,7 +152,7 @@ static void test_links_file(void)
   g_autofree char *v1 = edit(text, "format_version=2", "format_version=1");
   expect_refused(v1, "[links]: unknown group");
   g_autoptr(TpProfile) plain = synthetic_profile(m, 8, 2, 1e9);
-  g_autofree char *plain_text = format(plain);
+  g_autofree char *plain_text = profile_text(plain);
   g_autofree char *plain_v1 = edit(plain_text, "format_version=2", "format_version=1");
   g_autoptr(TpProfile) r1 = tp_profile_parse(plain_v1, strlen(plain_v1), "v1.profile", &err);
   g_assert_no_error(err);

@@ -7,6 +7,7 @@
 #include "tp_model.h"
 #include "tp_profile.h"
 
+#include <math.h>
 #include <string.h>
 
 /* A profile of model m with times from its FLOPs (1 ns per FLOP, plus 1 µs) and bytes from its
@@ -39,6 +40,29 @@ static inline TpProfile *synthetic_profile(const TpModel *m, int batch, int core
     }
   }
   return p;
+}
+
+/* A shipped model, loaded or the test fails. */
+static inline TpModel *load_model(const char *name)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(name, &err);
+  g_assert_no_error(err);
+  return m;
+}
+
+/* a and b equal to 1e-8 of the larger (a profile's numbers after a round trip through its text) */
+static inline void assert_close(double a, double b)
+{
+  g_assert_cmpfloat(fabs(a - b), <=, 1e-8 * MAX(fabs(a), fabs(b)));
+}
+
+/* A profile's file text (g_free it). */
+static inline char *profile_text(const TpProfile *p)
+{
+  GString *s = g_string_new(NULL);
+  tp_profile_format(p, s);
+  return g_string_free(s, FALSE);
 }
 
 /* Profile texts, edited and refused: */
