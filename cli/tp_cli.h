@@ -100,7 +100,8 @@ void tp_cli_name_flag(GError **err);
 
 /* Under mpirun every rank parses the same flags and refuses them alike: TRUE where this process is
  * a rank other than 0 and *err a refusal of input (exit 2), *err then cleared — the caller ends with
- * status 2 and says nothing, so that the job prints rank 0's line once. */
+ * status 2 and says nothing, so that the job prints rank 0's line once (it returns a second later:
+ * rank 0's line first). */
 gboolean tp_cli_silent_rank(GError **err);
 
 /* Parse argv with ctx; no positional arguments allowed. */

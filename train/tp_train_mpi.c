@@ -44,7 +44,8 @@ static int micro_batches(const TpTrainConfig *c)
 
 /* What every rank must agree on before training: ok (this rank's outcome, e its error) on every
  * rank, else every rank ends with the first failing rank's status, printed by that rank alone (it
- * gets FALSE and err; the others FALSE and end, ended with that status, saying nothing). */
+ * gets FALSE and err, MPI finalized at its exit; the others FALSE and end, ended with that status,
+ * saying nothing, once it has ended). */
 static gboolean agree(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError **err)
 {
   gint64 status = ok ? 0 : tp_error_exit_status(e);
@@ -55,12 +56,14 @@ static gboolean agree(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError 
   for (int r = 0; r < tp_mpi_size(); r++)
     if (all[r]) {
       tp_signal_ignore_end(); /* mpirun's SIGTERM, once the first rank has exited: nothing to report */
-      tp_mpi_finalize(t->mpi);
-      t->mpi = NULL;
-      if (r == t->rank) {
+      if (r == t->rank) { /* its line first: the others wait for its end (mpirun would cut the line off) */
+        tp_mpi_finalize_at_exit(t->mpi);
+        t->mpi = NULL;
         g_propagate_error(err, e);
         return FALSE;
       }
+      tp_mpi_finalize(t->mpi);
+      t->mpi = NULL;
       g_clear_error(&e);
       *end = (TpTrainEnd){ .ended = TRUE, .status = (int)all[r] }; /* rank r says why */
       return FALSE;

@@ -90,6 +90,12 @@ G_GNUC_NORETURN void tp_mpi_fail(TpMpi *m, const char *line, int status);
  * tp_mpi_fail and does not return. */
 void tp_mpi_finalize(TpMpi *m);
 
+/* tp_mpi_finalize(m) at the process's exit, after its last line: for the rank that says why every
+ * rank stops, while the others call tp_mpi_finalize now.  mpirun ends the job when a rank exits
+ * with an error, possibly before another has printed; the others wait in MPI_Finalize for this one,
+ * so its line is written before any rank exits. */
+void tp_mpi_finalize_at_exit(TpMpi *m);
+
 /* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
  * every rank when root < 0.  Waits at most the transport's timeout (at least 1 s), polling aborts.  Collective. */
 gboolean tp_mpi_gather(TpMpi *m, int root, const void *mine, size_t len, void *all, GError **err);

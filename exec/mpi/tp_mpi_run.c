@@ -252,3 +252,20 @@ void tp_mpi_finalize(TpMpi *m)
   }
   tp_mpi_watchdog(0, NULL);
 }
+
+static TpMpi *at_exit; /* the transport tp_mpi_finalize_at_exit left for the process's end */
+
+static void finalize_at_exit(void)
+{
+  TpMpi *m = at_exit;
+  at_exit = NULL;
+  fflush(stderr);
+  tp_mpi_finalize(m);
+}
+
+void tp_mpi_finalize_at_exit(TpMpi *m)
+{
+  g_return_if_fail(at_exit == NULL);
+  at_exit = m;
+  atexit(finalize_at_exit);
+}
