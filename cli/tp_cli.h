@@ -100,8 +100,9 @@ void tp_cli_name_flag(GError **err);
 
 /* Under mpirun every rank parses the same flags and refuses them alike: TRUE where this process is
  * a rank other than 0 and *err a refusal of input (exit 2), *err then cleared — the caller ends with
- * status 2 and says nothing, so that the job prints rank 0's line once (it returns a second later:
- * rank 0's line first). */
+ * status 2 and says nothing, so that the job prints rank 0's line once.  Before MPI starts nothing
+ * orders the ranks' ends: it returns 3 s later (mpirun ends it sooner, at rank 0's exit), so that
+ * rank 0's line is out first but under extreme load. */
 gboolean tp_cli_silent_rank(GError **err);
 
 /* Parse argv with ctx; no positional arguments allowed. */

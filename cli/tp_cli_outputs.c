@@ -125,7 +125,8 @@ gboolean tp_cli_silent_rank(GError **err)
     return FALSE;
   g_clear_error(err);
   /* before MPI starts nothing orders the ranks' ends, and mpirun ends the job at the first rank that
-   * exits with an error: this one waits a moment, so that rank 0's line is out first */
-  g_usleep(G_USEC_PER_SEC);
+   * exits with an error: this one waits (mpirun ends it at rank 0's exit), so that rank 0's line is
+   * out first */
+  g_usleep(3 * G_USEC_PER_SEC);
   return TRUE;
 }

@@ -45,7 +45,7 @@ static int micro_batches(const TpTrainConfig *c)
 /* What every rank must agree on before training: ok (this rank's outcome, e its error) on every
  * rank, else every rank ends with the first failing rank's status, printed by that rank alone (it
  * gets FALSE and err, MPI finalized at its exit; the others FALSE and end, ended with that status,
- * saying nothing, once it has ended). */
+ * saying nothing, once it has reached its exit). */
 static gboolean agree(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError **err)
 {
   gint64 status = ok ? 0 : tp_error_exit_status(e);
@@ -62,7 +62,7 @@ static gboolean agree(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError 
         g_propagate_error(err, e);
         return FALSE;
       }
-      tp_mpi_finalize(t->mpi);
+      tp_mpi_finalize_after_line(t->mpi);
       t->mpi = NULL;
       g_clear_error(&e);
       *end = (TpTrainEnd){ .ended = TRUE, .status = (int)all[r] }; /* rank r says why */
@@ -112,11 +112,14 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
     tp_mpi_fail(t->mpi, e->message, 1);
   tp_transport_free(t->nccl); /* waits for its last sends */
   t->nccl = NULL;
-  if (t->pos.interrupted) {
+  if (t->pos.interrupted) { /* every rank ends with the signal's status; rank 0 says where to resume */
     tp_signal_ignore_end();
-    tp_mpi_finalize(t->mpi);
-    t->mpi = NULL;
     tp_train_stopped(t, end);
+    if (end->says)
+      tp_mpi_finalize_at_exit(t->mpi);
+    else
+      tp_mpi_finalize_after_line(t->mpi);
+    t->mpi = NULL;
     return TRUE;
   }
   ok = t->rank != 0 || report(t, data, err);

@@ -58,6 +58,8 @@ void tp_mpi_finalize(TpMpi *m) { (void)m; }
 
 void tp_mpi_finalize_at_exit(TpMpi *m) { (void)m; }
 
+void tp_mpi_finalize_after_line(TpMpi *m) { (void)m; }
+
 gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err)
 {

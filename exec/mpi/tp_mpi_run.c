@@ -218,14 +218,15 @@ void tp_mpi_fail(TpMpi *m, const char *line, int status)
   _exit(status); /* MPI_Abort does not return; should it, the process still ends */
 }
 
-void tp_mpi_finalize(TpMpi *m)
+/* tp_mpi_finalize, waiting at least at_least_s for the others */
+static void finalize(TpMpi *m, double at_least_s)
 {
-  double bound = m ? MAX(m->base.timeout_s, 1.0) : watch_default; /* MPI_Finalize's, taken before m is freed */
+  double wait_s = m ? MAX(MAX(m->base.timeout_s, 1.0), at_least_s) : watch_default;
+  double bound = wait_s; /* MPI_Finalize's, taken before m is freed */
   if (m) {
     TpTransport *t = &m->base;
     char me[40], line[512];
     tp_mpi_who(m->rank, me, sizeof me);
-    double wait_s = MAX(t->timeout_s, 1.0);
     gint64 deadline = g_get_monotonic_time() + (gint64)(wait_s * G_USEC_PER_SEC);
     g_rec_mutex_lock(&m->lock);
     MPI_Request req;
@@ -252,6 +253,10 @@ void tp_mpi_finalize(TpMpi *m)
   }
   tp_mpi_watchdog(0, NULL);
 }
+
+void tp_mpi_finalize(TpMpi *m) { finalize(m, 0); }
+
+void tp_mpi_finalize_after_line(TpMpi *m) { finalize(m, TP_MPI_LINE_WAIT_S); }
 
 static TpMpi *at_exit; /* the transport tp_mpi_finalize_at_exit left for the process's end */
 
