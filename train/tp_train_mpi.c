@@ -56,14 +56,12 @@ static gboolean agree(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError 
   for (int r = 0; r < tp_mpi_size(); r++)
     if (all[r]) {
       tp_signal_ignore_end(); /* mpirun's SIGTERM, once the first rank has exited: nothing to report */
-      if (r == t->rank) { /* its line first: the others wait for its end (mpirun would cut the line off) */
-        tp_mpi_finalize_at_exit(t->mpi);
-        t->mpi = NULL;
+      tp_mpi_end_said(t->mpi, r == t->rank); /* its line first: mpirun would cut it off */
+      t->mpi = NULL;
+      if (r == t->rank) {
         g_propagate_error(err, e);
         return FALSE;
       }
-      tp_mpi_finalize_after_line(t->mpi);
-      t->mpi = NULL;
       g_clear_error(&e);
       *end = (TpTrainEnd){ .ended = TRUE, .status = (int)all[r] }; /* rank r says why */
       return FALSE;
@@ -115,10 +113,7 @@ gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpoint
   if (t->pos.interrupted) { /* every rank ends with the signal's status; rank 0 says where to resume */
     tp_signal_ignore_end();
     tp_train_stopped(t, end);
-    if (end->says)
-      tp_mpi_finalize_at_exit(t->mpi);
-    else
-      tp_mpi_finalize_after_line(t->mpi);
+    tp_mpi_end_said(t->mpi, end->says);
     t->mpi = NULL;
     return TRUE;
   }

@@ -65,7 +65,7 @@ int tp_mpi_rank(void);
 int tp_mpi_size(void);
 
 /* FALSE with a TP_ERROR_INPUT "mpirun -np N does not match -w W" when the number of ranks is not
- * W (every rank gets it: the caller has one of them say it, tp_mpi_finalize_at_exit). */
+ * W (every rank gets it: the caller has one of them say it, tp_mpi_end_said). */
 gboolean tp_mpi_check_size(int W, GError **err);
 
 /* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size());
@@ -90,15 +90,12 @@ G_GNUC_NORETURN void tp_mpi_fail(TpMpi *m, const char *line, int status);
  * tp_mpi_fail and does not return. */
 void tp_mpi_finalize(TpMpi *m);
 
-/* The end of a job whose ranks all stop with an error that one of them says: mpirun ends the job
- * at the first rank that exits with an error, possibly before another has printed.  The rank that
- * says it calls tp_mpi_finalize_at_exit (tp_mpi_finalize(m) at the process's exit, after its line);
- * the others tp_mpi_finalize_after_line, which waits in tp_mpi_finalize's barrier for it at least
- * TP_MPI_LINE_WAIT_S (its way out may free GPU stages), not just the transport's timeout — past
- * that they end the job with status 1 and a line of their own. */
-#define TP_MPI_LINE_WAIT_S 30.0
-void tp_mpi_finalize_at_exit(TpMpi *m);
-void tp_mpi_finalize_after_line(TpMpi *m);
+/* The end of a job whose ranks all stop with an error that one of them says (says: this rank):
+ * mpirun ends the job at the first rank that exits with an error, possibly before another has
+ * printed.  The rank that says it finalizes at the process's exit, after its line; the others now,
+ * waiting in tp_mpi_finalize's barrier for it at least 30 s (its way out may free GPU stages), not
+ * just the transport's timeout — past that they end the job with status 1 and a line of their own. */
+void tp_mpi_end_said(TpMpi *m, gboolean says);
 
 /* Gather len bytes from every rank into all (W·len bytes, in rank order) on rank root, or on
  * every rank when root < 0.  Waits at most the transport's timeout (at least 1 s), polling aborts.  Collective. */

@@ -56,9 +56,7 @@ void tp_mpi_fail(TpMpi *m, const char *line, int status)
 
 void tp_mpi_finalize(TpMpi *m) { (void)m; }
 
-void tp_mpi_finalize_at_exit(TpMpi *m) { (void)m; }
-
-void tp_mpi_finalize_after_line(TpMpi *m) { (void)m; }
+void tp_mpi_end_said(TpMpi *m, gboolean says) { (void)m, (void)says; }
 
 gboolean tp_mpi_measure_links(TpMpi *m, int reps, size_t large_bytes, gboolean raw, TpMpiLink *links,
                               GError **err)

@@ -221,8 +221,8 @@ void tp_mpi_fail(TpMpi *m, const char *line, int status)
 /* tp_mpi_finalize, waiting at least at_least_s for the others */
 static void finalize(TpMpi *m, double at_least_s)
 {
+  /* the barrier's bound, and MPI_Finalize's (taken before m is freed) */
   double wait_s = m ? MAX(MAX(m->base.timeout_s, 1.0), at_least_s) : watch_default;
-  double bound = wait_s; /* MPI_Finalize's, taken before m is freed */
   if (m) {
     TpTransport *t = &m->base;
     char me[40], line[512];
@@ -246,7 +246,7 @@ static void finalize(TpMpi *m, double at_least_s)
   tp_mpi_note_wait(NULL);
   /* MPI_Finalize waits for every rank: bounded like the rest (a rank stopped there, or one that
    * never started MPI, would hold the job forever) */
-  tp_mpi_watchdog(bound, "ending MPI (MPI_Finalize)");
+  tp_mpi_watchdog(wait_s, "ending MPI (MPI_Finalize)");
   if (!TP_GPU_MPI_TRY(MPI_Finalize())) { /* MPI_Abort is no longer allowed: the line, then the end */
     fprintf(stderr, "%s: MPI_Finalize failed (a rank was lost at the end of the run)\n", who_line);
     _exit(1);
@@ -256,9 +256,7 @@ static void finalize(TpMpi *m, double at_least_s)
 
 void tp_mpi_finalize(TpMpi *m) { finalize(m, 0); }
 
-void tp_mpi_finalize_after_line(TpMpi *m) { finalize(m, TP_MPI_LINE_WAIT_S); }
-
-static TpMpi *at_exit; /* the transport tp_mpi_finalize_at_exit left for the process's end */
+static TpMpi *at_exit; /* the transport tp_mpi_end_said left for the process's end */
 
 static void finalize_at_exit(void)
 {
@@ -268,8 +266,12 @@ static void finalize_at_exit(void)
   tp_mpi_finalize(m);
 }
 
-void tp_mpi_finalize_at_exit(TpMpi *m)
+void tp_mpi_end_said(TpMpi *m, gboolean says)
 {
+  if (!says) {
+    finalize(m, 30.0);
+    return;
+  }
   g_return_if_fail(at_exit == NULL);
   at_exit = m;
   atexit(finalize_at_exit);
