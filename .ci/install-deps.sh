@@ -7,6 +7,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential autoconf automake libtool pkg-config bc \
-  libglib2.0-dev libjson-glib-dev libopenblas-dev zlib1g-dev \
+  libglib2.0-dev libjson-glib-dev libopenblas-dev zlib1g-dev libssl-dev \
   gnuplot-nox dataset-fashion-mnist \
   libopenmpi-dev openmpi-bin >/dev/null

@@ -7,6 +7,7 @@
 #include "tp_replay.h"
 #include "tp_validate.h"
 #include "tp_memory.h"
+#include "tp_digest.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -75,38 +76,166 @@ static void format_header(const TpSchedule *s, GString *out, const char *lead)
 
 #define CSV_COLUMNS "stage,op,mini_batch,micro_batch,version,source"
 
+/* Every operation with its stage, in the order the CSV lists them: stage by stage, or for interleaved
+ * stages each worker's operations in its order across its chunks (the file keeps that order). */
+typedef void (*RowFn)(void *ctx, int st, const TpOp *op);
+static void each_row(const TpSchedule *s, RowFn row, void *ctx)
+{
+  if (s->rank_seq) {
+    int *pos = g_new0(int, s->W);
+    for (int r = 0; r < tp_schedule_ranks(s); r++)
+      for (guint k = 0; k < s->rank_seq[r]->len; k++) {
+        int st = g_array_index(s->rank_seq[r], int32_t, k);
+        row(ctx, st, &tp_stage_ops(s, st)[pos[st]++]);
+      }
+    g_free(pos);
+    return;
+  }
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int k = 0, n = tp_stage_len(s, st); k < n; k++)
+      row(ctx, st, &ops[k]);
+  }
+}
+
+/* Text or digest bytes gathered in a block that stays in cache, handed on when nearly full. */
+enum { SINK_BLOCK = 1 << 16, SINK_ROW_MAX = 64 };
+typedef struct {
+  GString *text;   /* the CSV's text, or NULL */
+  TpSha256 *hash;  /* the digest's, or NULL */
+  int prev_st;     /* the digest's previous row */
+  int32_t prev_mb;
+  size_t n;
+  char buf[SINK_BLOCK];
+} Sink;
+
+static void sink_flush(Sink *k)
+{
+  if (k->text)
+    g_string_append_len(k->text, k->buf, (gssize)k->n);
+  else
+    tp_sha256_update(k->hash, k->buf, k->n);
+  k->n = 0;
+}
+
+/* Room for one more row. */
+static inline char *sink_row(Sink *k)
+{
+  if (k->n > SINK_BLOCK - SINK_ROW_MAX)
+    sink_flush(k);
+  return k->buf + k->n;
+}
+
+/* v >= 0 in decimal; the end of what was written. */
+static inline char *put_uint(char *p, uint32_t v)
+{
+  char tmp[10];
+  int n = 0;
+  do
+    tmp[n++] = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  while (n > 0)
+    *p++ = tmp[--n];
+  return p;
+}
+
+static inline char *put_int(char *p, int32_t v)
+{
+  if (v < 0)
+    *p++ = '-';
+  return put_uint(p, v < 0 ? 0u - (uint32_t)v : (uint32_t)v);
+}
+
+static void csv_put_row(void *ctx, int st, const TpOp *op)
+{
+  Sink *k = ctx;
+  char *p0 = sink_row(k), *p = put_uint(p0, (uint32_t)st + 1);
+  *p++ = ',', *p++ = tp_op_letters[op->kind], *p++ = ',';
+  p = put_int(p, op->mb);
+  *p++ = ',';
+  if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
+    p = put_int(p, op->micro + 1);
+  *p++ = ',';
+  p = put_int(p, op->ver);
+  *p++ = ',';
+  const char *src = tp_source_names[op->src];
+  size_t n = strlen(src);
+  memcpy(p, src, n);
+  p[n] = '\n';
+  k->n += (size_t)(p + n + 1 - p0);
+}
+
+/* The digest record's integers: unsigned LEB128, signed ones zigzag-mapped first. */
+static inline char *put_leb(char *p, uint64_t v)
+{
+  while (v >= 0x80) {
+    *p++ = (char)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (char)v;
+  return p;
+}
+
+static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)-(v < 0); }
+
+/* One operation of the digest record (docs/formats.md, "The schedule's digest"): a tag byte — kind,
+ * source << 3, 32 when the stage differs from the previous row's, 64 when a micro-batch is named —
+ * then the stage if it changed, mini-batch minus the previous row's, the micro-batch if named, and
+ * mini-batch minus version. */
+static void digest_row(void *ctx, int st, const TpOp *op)
+{
+  Sink *k = ctx;
+  gboolean moved = st != k->prev_st, micro = op->micro != TP_WHOLE && op->kind != TP_OP_U;
+  char *p0 = sink_row(k), *p = p0;
+  *p++ = (char)(op->kind | op->src << 3 | moved << 5 | micro << 6);
+  if (moved)
+    p = put_leb(p, (uint64_t)st);
+  p = put_leb(p, zigzag((int64_t)op->mb - k->prev_mb));
+  if (micro)
+    p = put_leb(p, (uint64_t)op->micro);
+  p = put_leb(p, zigzag((int64_t)op->mb - op->ver));
+  k->n += (size_t)(p - p0);
+  k->prev_st = st, k->prev_mb = op->mb;
+}
+
+#define DIGEST_LEAD "timeprest-schedule-digest 2 "
+
 char *tp_schedule_sha256(const TpSchedule *s)
+{
+  g_autoptr(GString) head = g_string_new(NULL);
+  format_header(s, head, DIGEST_LEAD);
+  Sink *k = g_new(Sink, 1);
+  *k = (Sink){ .hash = tp_sha256_new(), .prev_st = 0, .prev_mb = 0 };
+  tp_sha256_update(k->hash, head->str, head->len);
+  each_row(s, digest_row, k);
+  sink_flush(k);
+  char *hex = tp_sha256_finish_hex(k->hash);
+  g_free(k);
+  return hex;
+}
+
+char *tp_schedule_sha256_csv(const TpSchedule *s)
 {
   g_autoptr(GString) csv = g_string_new(NULL);
   tp_format_csv(s, csv);
-  return g_compute_checksum_for_string(G_CHECKSUM_SHA256, csv->str, (gssize)csv->len);
-}
-
-static void csv_op(GString *out, int st, const TpOp *op)
-{
-  g_string_append_printf(out, "%d,%c,%d,", st + 1, tp_op_letters[op->kind], op->mb);
-  if (op->micro != TP_WHOLE && op->kind != TP_OP_U)
-    g_string_append_printf(out, "%d", op->micro + 1);
-  g_string_append_printf(out, ",%d,%s\n", op->ver, tp_source_names[op->src]);
+  return tp_sha256_hex(csv->str, csv->len);
 }
 
 void tp_format_csv(const TpSchedule *s, GString *out)
 {
   format_header(s, out, "# timeprest-schedule ");
   g_string_append(out, CSV_COLUMNS "\n");
-  if (s->rank_seq) { /* each worker's rows in its order across its chunks: the file keeps that order */
-    int *pos = g_new0(int, s->W);
-    for (int r = 0; r < tp_schedule_ranks(s); r++)
-      for (guint k = 0; k < s->rank_seq[r]->len; k++) {
-        int st = g_array_index(s->rank_seq[r], int32_t, k);
-        csv_op(out, st, &tp_stage_ops(s, st)[pos[st]++]);
-      }
-    g_free(pos);
-    return;
-  }
-  for (int st = 0; st < s->W; st++)
-    for (int k = 0; k < tp_stage_len(s, st); k++)
-      csv_op(out, st, &tp_stage_ops(s, st)[k]);
+  /* sized once: a row is at most its stage, mini-batch, micro-batch and version digits, 3 letters of
+   * op and source beyond "fixed" and 6 separators */
+  char num[3][16];
+  int row = snprintf(num[0], sizeof num[0], "%d", s->W) + 2 * snprintf(num[1], sizeof num[1], "%d", s->K) +
+            snprintf(num[2], sizeof num[2], "%d", s->N) + 1 + 5 + 6;
+  tp_string_reserve(out, (long long)out->len + tp_schedule_n_ops(s) * row + 1);
+  Sink *k = g_new(Sink, 1);
+  *k = (Sink){ .text = out };
+  each_row(s, csv_put_row, k);
+  sink_flush(k);
+  g_free(k);
 }
 
 /* Strict integer in [lo, hi]. */
@@ -223,6 +352,7 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
                      const char *ver, const char *src, int *st, TpOp *op, GError **err)
 {
   const char *bad = NULL, *val = NULL;
+  int j = 0; /* the micro-batch, 1-based */
   memset(op, 0, sizeof *op);
   if (!parse_int(stage, 1, s->W, st))
     bad = "stage (expected 1..W)", val = stage;
@@ -230,13 +360,13 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
     bad = "op (expected F, B, U, I or W)", val = kind;
   else if (!parse_int(mb, 1, s->K, &op->mb))
     bad = "mini_batch (expected 1..K)", val = mb;
-  else if (micro && *micro && !parse_int(micro, 1, s->N, &op->micro))
+  else if (micro && *micro && !parse_int(micro, 1, s->N, &j))
     bad = "micro_batch (expected 1..N or empty)", val = micro;
   else if (!parse_int(ver, 0, s->K, &op->ver))
     bad = "version (expected 0..K)", val = ver;
   if (!bad) {
     op->kind = (uint8_t)(strchr(tp_op_letters, kind[0]) - tp_op_letters);
-    op->micro = micro && *micro && op->kind != TP_OP_U ? op->micro - 1 : TP_WHOLE;
+    op->micro = (int16_t)(micro && *micro && op->kind != TP_OP_U ? j - 1 : TP_WHOLE);
     if (micro && *micro && op->kind == TP_OP_U)
       bad = "micro_batch (an update has none)", val = micro;
     (*st)--;

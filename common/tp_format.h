@@ -14,9 +14,13 @@ void tp_format_csv(const TpSchedule *s, GString *out);
  * micro-batch; fails (TP_ERROR_INPUT) otherwise, or if the schedule deadlocks. */
 gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err);
 
-/* The schedule's digest: the sha256 (hex) of its CSV form, as `schedule --format csv` prints it;
- * what tells two runs' plans apart in reports and checkpoints.  g_free the result. */
+/* The schedule's digest: the sha256 (hex) of its digest record — the CSV's header line, then every
+ * operation in the CSV's order as a few bytes (docs/formats.md, "The schedule's digest") — what
+ * tells two runs' plans apart in reports and checkpoints.  g_free the result. */
 char *tp_schedule_sha256(const TpSchedule *s);
+/* The digest before that record: the sha256 of the CSV form, as `schedule --format csv` prints it
+ * (what checkpoints written before it carry). */
+char *tp_schedule_sha256_csv(const TpSchedule *s);
 void tp_format_json(const TpSchedule *s, GString *out);
 
 /* Parse a schedule from text (CSV, JSON or PyTorch's CSV, told apart by the first non-blank

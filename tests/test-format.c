@@ -12,6 +12,8 @@
 #include <math.h>
 #include <unistd.h>
 
+#define PINNED_DIGEST "4b495d69d8929f9e0dde2d858c4eb856f520f0d07c8445a7383eeb1cacedb662"
+
 static TpSchedule *reparse(const TpSchedule *s, gboolean json)
 {
   g_autoptr(GString) text = g_string_new(NULL);
@@ -54,6 +56,107 @@ static void test_equal_detects(void)
   g_autoptr(TpSchedule) t = reparse(s, TRUE);
   tp_stage_ops(t, 1)[4].ver++;
   g_assert_false(tp_schedule_equal(s, t));
+}
+
+/* The schedule's digest, built here from its CSV text as docs/formats.md defines the record (the
+ * header line led by "timeprest-schedule-digest 2 ", then per row a tag byte — kind, source << 3,
+ * 32 when the stage changes, 64 when a micro-batch is named — the stage if it changed, zigzag
+ * LEB128 mini-batch minus the row before's, the micro-batch, mini-batch minus version) and hashed
+ * by GLib's own SHA-256: an independent reading of the format and of the hash. */
+static void put_leb(GByteArray *b, guint64 v)
+{
+  for (; v >= 0x80; v >>= 7) {
+    guint8 c = (guint8)(v | 0x80);
+    g_byte_array_append(b, &c, 1);
+  }
+  guint8 c = (guint8)v;
+  g_byte_array_append(b, &c, 1);
+}
+
+static guint64 zz(gint64 v) { return v < 0 ? ((guint64)(-v) << 1) - 1 : (guint64)v << 1; }
+
+static char *digest_from_csv(const char *csv)
+{
+  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  g_assert_true(g_str_has_prefix(lines[0], "# timeprest-schedule "));
+  g_autoptr(GByteArray) rec = g_byte_array_new();
+  g_autofree char *head = g_strdup_printf("timeprest-schedule-digest 2 %s\n", lines[0] + strlen("# timeprest-schedule "));
+  g_byte_array_append(rec, (const guint8 *)head, (guint)strlen(head));
+  g_assert_cmpstr(lines[1], ==, "stage,op,mini_batch,micro_batch,version,source");
+  gint64 prev_st = 0, prev_mb = 0;
+  for (int i = 2; lines[i] && *lines[i]; i++) {
+    g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+    g_assert_cmpuint(g_strv_length(f), ==, 6);
+    gint64 st = g_ascii_strtoll(f[0], NULL, 10) - 1, mb = g_ascii_strtoll(f[2], NULL, 10),
+           ver = g_ascii_strtoll(f[4], NULL, 10);
+    int kind = (int)(strchr("FBUIW", f[1][0]) - "FBUIW");
+    int src = !strcmp(f[5], "fixed") ? 0 : !strcmp(f[5], "stash") ? 1 : 2;
+    gboolean micro = *f[3] != '\0';
+    guint8 tag = (guint8)(kind | src << 3 | (st != prev_st) << 5 | micro << 6);
+    g_byte_array_append(rec, &tag, 1);
+    if (st != prev_st)
+      put_leb(rec, (guint64)st);
+    put_leb(rec, zz(mb - prev_mb));
+    if (micro)
+      put_leb(rec, (guint64)(g_ascii_strtoll(f[3], NULL, 10) - 1));
+    put_leb(rec, zz(mb - ver));
+    prev_st = st, prev_mb = mb;
+  }
+  return g_compute_checksum_for_data(G_CHECKSUM_SHA256, rec->data, rec->len);
+}
+
+static void test_digest_record(void)
+{
+  const char *presets[] = { "gpipe", "1f1b", "pipedream", "pipedream-2bw", "timeprest", "i-timeprest",
+                            "timeprest-stash", "zb-h2", "interleaved-1f1b", "zb-v" };
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++) {
+    g_autoptr(TpSchedule) s = tpt_preset(presets[i], 4, 8, 5);
+    if (s->policy == TP_POLICY_INTERMEDIATE)
+      s->sig = (TpSignificance){ TP_SIG_CONST, 0.25 };
+    s->recompute = i % 2;
+    g_autoptr(GString) csv = g_string_new(NULL);
+    tp_format_csv(s, csv);
+    g_autofree char *mine = tp_schedule_sha256(s), *theirs = digest_from_csv(csv->str);
+    g_assert_cmpstr(mine, ==, theirs);
+    /* the digest before the record, which old checkpoints carry: the CSV's */
+    g_autofree char *old = tp_schedule_sha256_csv(s),
+                    *want = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)csv->str, csv->len);
+    g_assert_cmpstr(old, ==, want);
+  }
+  /* pinned: the same bytes on every machine and byte order, in every release that reads format 2 */
+  g_autoptr(TpSchedule) small = tpt_preset("timeprest", 3, 2, 6);
+  g_autofree char *pin = tp_schedule_sha256(small);
+  g_assert_cmpstr(pin, ==, PINNED_DIGEST);
+}
+
+/* Every field of every operation, the header and the order of rows reach the digest. */
+static void test_digest_detects(void)
+{
+  g_autoptr(TpSchedule) s = tpt_preset("timeprest", 3, 2, 5);
+  g_autofree char *base = tp_schedule_sha256(s);
+  for (int change = 0; change < 8; change++) {
+    g_autoptr(TpSchedule) t = reparse(s, FALSE);
+    TpOp *op = &tp_stage_ops(t, 1)[4], *next = &tp_stage_ops(t, 1)[5];
+    switch (change) {
+    case 0: op->ver++; break;
+    case 1: op->mb++; break;
+    case 2: op->micro = op->micro == TP_WHOLE ? 0 : TP_WHOLE; break;
+    case 3: op->kind = op->kind == TP_OP_F ? TP_OP_B : TP_OP_F; break;
+    case 4: op->src = (uint8_t)((op->src + 1) % 3); break;
+    case 5: { TpOp x = *op; *op = *next; *next = x; break; }
+    case 6: t->fixed_on = TP_FIXED_ON_COSTS; break;
+    case 7: t->recompute = TRUE; break;
+    }
+    g_autofree char *d = tp_schedule_sha256(t);
+    g_assert_cmpstr(d, !=, base);
+  }
+  /* an operation moved to the next stage at the boundary: only the stage marks tell them apart */
+  g_autoptr(TpSchedule) u = reparse(s, FALSE);
+  TpOp last = tp_stage_ops(u, 0)[tp_stage_len(u, 0) - 1];
+  g_array_set_size(u->stage[0], u->stage[0]->len - 1);
+  g_array_prepend_val(u->stage[1], last);
+  g_autofree char *d = tp_schedule_sha256(u);
+  g_assert_cmpstr(d, !=, base);
 }
 
 /* A header without fixed_on (files written before it existed) means unit slots. */
@@ -389,7 +492,7 @@ static void test_finite_numbers(void)
     g_assert_true(isfinite(m->makespan) && isfinite(m->throughput) && isfinite(m->bubble) && isfinite(m->bytes));
     g_autoptr(GString) json = g_string_new(NULL), trace = g_string_new(NULL), text = g_string_new(NULL);
     tp_report_json(sim, m, json);
-    tp_trace_json(sim, m, trace);
+    tp_trace_json(sim, trace);
     tp_report_text(sim, m, text);
     GString *outs[] = { json, trace, text };
     for (int k = 0; k < 3; k++) {
@@ -416,6 +519,8 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/format/round-trips", test_round_trips);
   g_test_add_func("/format/equal-detects", test_equal_detects);
+  g_test_add_func("/format/digest-record", test_digest_record);
+  g_test_add_func("/format/digest-detects", test_digest_detects);
   g_test_add_func("/format/wide-tokens", test_wide_tokens);
   g_test_add_func("/format/op-names", test_op_names);
   g_test_add_func("/format/fixed-on-absent", test_fixed_on_absent);

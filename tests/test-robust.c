@@ -47,6 +47,43 @@ static void edit_ini(const char *dir, const char *key, const char *value)
   g_assert_true(g_file_set_contents(path, body->str, (gssize)body->len, NULL));
 }
 
+/* A checkpoint written before the schedule digest record names its schedule file by the sha256 of
+ * the file's CSV form: it is still resumed, and ends where the run without a stop ends; any other
+ * value is another run's schedule. */
+static void test_old_schedule_digest(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust-digest");
+  g_autofree char *file = g_build_filename(root, "s.csv", NULL), *dir = g_build_filename(root, "ck", NULL);
+  TptRun s = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "6", "--format", "csv",
+                                       NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  g_assert_true(g_file_set_contents(file, s.out, -1, NULL));
+  g_autofree char *old = g_compute_checksum_for_string(G_CHECKSUM_SHA256, s.out, -1);
+  tpt_run_clear(&s);
+  const char *base[] = { "train", "--schedule", file, "--epochs", "2", "--batch", "32", "--data", DATA, "--quiet",
+                         "--format", "json" };
+  TptRun whole = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ NULL });
+  g_assert_cmpint(whole.status, ==, 0);
+  TptRun part = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--checkpoint", dir, "--stop-after", "1", NULL });
+  g_assert_cmpint(part.status, ==, 0);
+  tpt_run_clear(&part);
+  edit_ini(dir, "schedule_sha256", old);
+  TptRun resumed = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--resume", dir, NULL });
+  g_assert_cmpint(resumed.status, ==, 0);
+  const char *key = "\"weights_sha256\": \"", *a = strstr(whole.out, key), *b = strstr(resumed.out, key);
+  g_assert_nonnull(a);
+  g_assert_nonnull(b);
+  g_assert_cmpmem(a, strlen(key) + 64, b, strlen(key) + 64);
+  tpt_run_clear(&resumed);
+  tpt_run_clear(&whole);
+  old[0] = old[0] == '0' ? '1' : '0';
+  edit_ini(dir, "schedule_sha256", old);
+  TptRun other = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--resume", dir, NULL });
+  assert_refused(&other, "is of another run: schedule_sha256");
+  tpt_run_clear(&other);
+  tpt_rm_tree(root);
+}
+
 /* 1. Every key of a resealed checkpoint is checked for meaning: exit 2, one line naming the key. */
 static void test_edited_checkpoint(void)
 {
@@ -275,6 +312,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robust/edited-checkpoint", test_edited_checkpoint);
+  g_test_add_func("/robust/old-schedule-digest", test_old_schedule_digest);
   g_test_add_func("/robust/directory-lock", test_directory_lock);
   g_test_add_func("/robust/local-under-mpirun", test_local_under_mpirun);
   g_test_add_func("/robust/not-regular", test_not_regular);

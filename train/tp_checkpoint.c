@@ -4,6 +4,7 @@
 #include "config.h"
 #include "tp_checkpoint.h"
 #include "tp_checkpoint_priv.h"
+#include "tp_digest.h"
 #include "tp_error.h"
 
 #include <errno.h>
@@ -216,7 +217,7 @@ static char *metadata(const TpCheckpoint *c, const char *const *state, const cha
   g_string_append(text, body);
   while (text->len && text->str[text->len - 1] == '\n')
     g_string_truncate(text, text->len - 1);
-  g_autofree char *seal = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text->str, text->len);
+  g_autofree char *seal = tp_sha256_hex(text->str, text->len);
   g_string_append_printf(text, SEAL "%s\n", seal);
   return g_string_free(text, FALSE);
 }
@@ -238,7 +239,7 @@ gboolean tp_checkpoint_write(const char *dir, const TpCheckpoint *c, GError **er
     return fail_errno(dir, "create the directory of", err);
   gsize len = 0;
   g_autofree char *bytes = state_bytes(c, 0, c->W, &len);
-  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  g_autofree char *sha = tp_sha256_hex(bytes, len);
   g_autofree char *state = g_strdup_printf("state-%d.bin", c->generation);
   /* the new state under its own name first, then the metadata that names it: until that rename the
    * previous metadata and its state file are the checkpoint */
@@ -256,7 +257,7 @@ gboolean tp_checkpoint_write_part(const char *dir, const TpCheckpoint *c, int st
     return fail_errno(dir, "create the directory of", err);
   gsize len = 0;
   g_autofree char *bytes = state_bytes(c, stage, stage + 1, &len);
-  g_autofree char *sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  g_autofree char *sum = tp_sha256_hex(bytes, len);
   g_autofree char *state = g_strdup_printf("state-%d-stage%d.bin", c->generation, stage + 1);
   g_strlcpy(sha, sum, 65);
   return put_file(dir, state, bytes, len, FALSE, err) && sync_dir(dir, err);
@@ -321,7 +322,7 @@ static GKeyFile *parse_metadata(const char *path, const char *text, gsize len, G
   const char *seal = g_strrstr_len(text, (gssize)len, SEAL);
   if (!seal)
     return bad(err, path, "not a whole checkpoint (truncated or not one)"), NULL;
-  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text, (gsize)(seal - text));
+  g_autofree char *sha = tp_sha256_hex(text, (gsize)(seal - text));
   const char *rec = seal + strlen(SEAL);
   if ((gsize)(rec - text) + 65 != len || strncmp(rec, sha, 64) != 0 || rec[64] != '\n')
     return bad(err, path, "corrupt: its sha256 does not match its contents"), NULL;
@@ -416,7 +417,7 @@ static gboolean read_state_file(const char *dir, const char *name, const char *w
   if (!name || !*name || strchr(name, '/') || !want ||
       !(bytes = read_regular(path, n, (gint64)n, &len, &eno, &what)))
     return bad(err, path, "cannot read the checkpoint's state: %s", what ? what : eno ? g_strerror(eno) : "not named");
-  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  g_autofree char *sha = tp_sha256_hex(bytes, len);
   if (strcmp(sha, want) != 0)
     return bad(err, path, "corrupt: its sha256 does not match the checkpoint's");
   const guint32 *q = (const guint32 *)(gpointer)bytes;

@@ -101,6 +101,10 @@ gboolean tp_checkpoint_parse(const char *dir, const char *meta, gsize len, int l
 
 /* NULL when c's identity equals (keys, vals); otherwise one line naming the first difference. */
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run);
+/* A checkpoint written before the schedule digest record (docs/formats.md, "The schedule's digest")
+ * names its schedule file by the sha256 of the file's CSV form: where that is file's (this run's),
+ * c's schedule_sha256 becomes run's, so that the two compare equal; any other value stays. */
+void tp_checkpoint_read_old_digest(TpCheckpoint *c, const TpCheckpoint *run, const TpSchedule *file);
 
 /* ---- the run's side (tp_checkpoint_run.c) ------------------------------------------------------ */
 

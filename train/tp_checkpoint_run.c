@@ -3,6 +3,7 @@
  * a checkpoint, the stored plan read back, and a checkpoint saved and loaded by a run's group. */
 #include "config.h"
 #include "tp_checkpoint.h"
+#include "tp_digest.h"
 #include "tp_error.h"
 #include "tp_format.h"
 #include "tp_policy.h"
@@ -21,9 +22,30 @@ static char *model_sha256(const TpModel *m)
     g_string_append_printf(d, "%s %d %d %d %d %d %d %lld %lld %lld %lld\n", tp_layer_names[L->kind], L->out, L->k,
                            L->stride, L->pad, L->mid, L->bias, L->cin, L->hin, L->win, L->params);
   }
-  char *sha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, d->str, (gssize)d->len);
+  char *sha = tp_sha256_hex(d->str, d->len);
   g_string_free(d, TRUE);
   return sha;
+}
+
+/* The value of identity key `key`, or NULL. */
+static char **id_value(const TpCheckpoint *c, const char *key)
+{
+  for (guint i = 0; i < c->id_keys->len; i++)
+    if (strcmp(c->id_keys->pdata[i], key) == 0)
+      return (char **)&c->id_vals->pdata[i];
+  return NULL;
+}
+
+void tp_checkpoint_read_old_digest(TpCheckpoint *c, const TpCheckpoint *run, const TpSchedule *file)
+{
+  char **there = id_value(c, "schedule_sha256"), **here = id_value(run, "schedule_sha256");
+  if (!there || !here || !file || strcmp(*there, *here) == 0)
+    return;
+  g_autofree char *old = tp_schedule_sha256_csv(file);
+  if (strcmp(*there, old) == 0) {
+    g_free(*there);
+    *there = g_strdup(*here);
+  }
 }
 
 void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)

@@ -114,6 +114,7 @@ gboolean tp_train_resume(Train *t, GError **err)
   }
   tp_checkpoint_init(&run, 0, NULL);
   run_identity(t, &run);
+  tp_checkpoint_read_old_digest(&c, &run, t->cfg.preset ? NULL : t->s);
   g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
   gboolean ok = TRUE;
   if (diff) {
@@ -230,17 +231,11 @@ static void links_to_cost(Train *t)
 /* The schedule every process is about to run is the first one's (a digest compared across them). */
 static gboolean same_schedule(Train *t, GError **err)
 {
-  g_autoptr(GString) text = g_string_new(NULL);
-  tp_format_csv(t->s, text);
-  g_string_append_printf(text, "fixed_on=%s\n", tp_report_fixed_on(t->s));
-  guint8 mine[32];
-  gsize n = sizeof mine;
-  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
-  g_checksum_update(c, (const guchar *)text->str, (gssize)text->len);
-  g_checksum_get_digest(c, mine, &n);
-  g_checksum_free(c);
+  g_autofree char *hex = tp_schedule_sha256(t->s); /* its header names the timeline it was fixed on */
+  char mine[64];
+  memcpy(mine, hex, sizeof mine);
   int size = tp_group_size(t->group);
-  g_autofree guint8 *all = g_malloc((size_t)size * sizeof mine);
+  g_autofree char *all = g_malloc((size_t)size * sizeof mine);
   if (!tp_group_gather(t->group, -1, mine, sizeof mine, all, err))
     return FALSE;
   for (int r = 1; r < size; r++)

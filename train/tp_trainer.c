@@ -4,6 +4,7 @@
 #include "config.h"
 #include "tp_train.h"
 #include "tp_trainlog.h"
+#include "tp_digest.h"
 #include "tp_error.h"
 #include "tp_signal.h"
 #include "tp_format.h"
@@ -232,16 +233,15 @@ gboolean tp_train_setup(Train *t, GError **err)
   if ((c->ck.dir || c->resume) && t->train->recipe && t->test->recipe)
     t->data_id = g_strdup_printf("%s + %s", t->train->recipe, t->test->recipe);
   else if (c->ck.dir || c->resume) {
-    GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+    TpSha256 *sum = tp_sha256_new();
     for (int i = 0; i < 2; i++) {
       g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
-      g_checksum_update(sum, (const guchar *)head, -1);
-      g_checksum_update(sum, sets[i]->labels, sets[i]->n);
-      g_checksum_update(sum, sets[i]->pixels, (gssize)sets[i]->n * sets[i]->dim);
+      tp_sha256_update(sum, head, strlen(head));
+      tp_sha256_update(sum, sets[i]->labels, (size_t)sets[i]->n);
+      tp_sha256_update(sum, sets[i]->pixels, (size_t)sets[i]->n * (size_t)sets[i]->dim);
     }
-    t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim,
-                                 g_checksum_get_string(sum));
-    g_checksum_free(sum);
+    g_autofree char *hex = tp_sha256_finish_hex(sum);
+    t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim, hex);
   }
   if (t->per_epoch)
     t->K = tp_batcher_per_epoch(t->batcher);
@@ -333,20 +333,22 @@ void tp_train_stopped(const Train *t, TpTrainEnd *end)
 
 char *tp_train_weights_sha256(const Train *t)
 {
-  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
+  TpSha256 *c = tp_sha256_new();
   for (int s = 0; s < t->W; s++) {
     const float *w = tp_runtime_weights(t->rt, s);
     size_t n = tp_runtime_n_params(t->rt, s);
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+    tp_sha256_update(c, w, n * sizeof *w);
+#else
     for (size_t i = 0; i < n; i++) {
       guint32 u;
       memcpy(&u, &w[i], 4);
       u = GUINT32_TO_LE(u);
-      g_checksum_update(c, (const guchar *)&u, 4);
+      tp_sha256_update(c, &u, 4);
     }
+#endif
   }
-  char *hex = g_strdup(g_checksum_get_string(c));
-  g_checksum_free(c);
-  return hex;
+  return tp_sha256_finish_hex(c);
 }
 
 gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,

@@ -2,6 +2,7 @@
  * of the report and checking at start-up that every rank was given the same arguments.  Both wait
  * at most the transport's timeout and poll aborts, like a receive. */
 #include "tp_mpi_priv.h"
+#include "tp_digest.h"
 #include "tp_error.h"
 
 #include <string.h>
@@ -117,12 +118,10 @@ gboolean tp_mpi_bcast(TpMpi *m, int root, void *buf, size_t len, const char *doi
 gboolean tp_mpi_check_same(TpMpi *m, const char *text, GError **err)
 {
   TpTransport *t = &m->base;
-  guint8 mine[32];
-  gsize n = sizeof mine;
-  GChecksum *c = g_checksum_new(G_CHECKSUM_SHA256);
-  g_checksum_update(c, (const guchar *)text, -1);
-  g_checksum_get_digest(c, mine, &n);
-  g_checksum_free(c);
+  uint8_t mine[TP_SHA256_BYTES];
+  TpSha256 *c = tp_sha256_new();
+  tp_sha256_update(c, text, strlen(text));
+  tp_sha256_finish(c, mine);
   guint8 *all = g_malloc((size_t)t->W * sizeof mine);
   gboolean ok = tp_mpi_gather(m, -1, mine, sizeof mine, all, err);
   for (int r = 1; ok && r < t->W; r++)
