@@ -138,7 +138,7 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
   }
   if (ok && !events) {
     const TpSchedule *s = r.s;
-    sim_ev = tp_events_from_sim(r.sim, r.m);
+    sim_ev = tp_events_from_sim(r.sim);
     const char *pn = tp_preset_name(s->order, s->policy);
     what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), s->W, s->N,
                            s->K, r.c->unit ? ", unit slots" : "; ", r.c->unit ? "" : r.c->source, tp_report_fixed_on(s));

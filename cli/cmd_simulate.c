@@ -53,13 +53,13 @@ gboolean tp_cmd_simulate(int argc, char **argv, GError **err)
     g_autoptr(GString) text = g_string_new(NULL);
     if (csv) {
       tp_string_reserve(text, csv_bytes);
-      tp_report_events_csv(r.sim, r.m, text);
+      tp_report_events_csv(r.sim, text);
       ok = tp_outputs_add_text(out, csv, text, err);
       g_string_truncate(text, 0);
     }
     if (ok && trace) {
       tp_string_reserve(text, trace_bytes);
-      tp_trace_json(r.sim, r.m, text);
+      tp_trace_json(r.sim, text);
       ok = tp_outputs_add_text(out, trace, text, err);
       g_string_truncate(text, 0);
     }

@@ -293,7 +293,7 @@ gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err)
       g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
     }
     if (ok) {
-      tp_report_events_csv(t->psim, t->pm, text);
+      tp_report_events_csv(t->psim, text);
       ok = tp_outputs_add_text(out, pred_path, text, err);
       g_string_truncate(text, 0);
     }

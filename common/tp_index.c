@@ -52,11 +52,9 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
   size_t nk = (size_t)s->W * ix->nkeys, nu = (size_t)s->W * (s->K + 1);
   ix->fpos = g_new(int32_t, nk);
   ix->bpos = g_new(int32_t, nk);
-  ix->wpos = g_new(int32_t, nk);
   ix->upos = g_new(int32_t, nu);
   memset(ix->fpos, 0xff, nk * sizeof(int32_t));
   memset(ix->bpos, 0xff, nk * sizeof(int32_t));
-  memset(ix->wpos, 0xff, nk * sizeof(int32_t));
   memset(ix->upos, 0xff, nu * sizeof(int32_t));
   ix->off = g_new(long, s->W + 1);
   ix->off[0] = 0;
@@ -70,8 +68,7 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
     const TpOp *ops = tp_stage_ops(s, st);
     const int n = tp_stage_len(s, st);
     const long off = ix->off[st];
-    int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys, *bpos = ix->bpos + (size_t)st * ix->nkeys,
-            *wpos = ix->wpos + (size_t)st * ix->nkeys;
+    int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys, *bpos = ix->bpos + (size_t)st * ix->nkeys;
     const int32_t *fprev = st > 0 ? fpos - ix->nkeys : NULL, *bprev = st > 0 ? bpos - ix->nkeys : NULL;
     for (int k = 0; k < n; k++) {
       const TpOp *op = &ops[k];
@@ -80,9 +77,13 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
         return NULL;
       }
       int key = op->kind == TP_OP_U ? 0 : tp_key(s->N, op->mb, op->micro);
+      if (op->kind == TP_OP_W && !ix->wpos) { /* the first W: only split backwards need the table */
+        ix->wpos = g_new(int32_t, nk);
+        memset(ix->wpos, 0xff, nk * sizeof(int32_t));
+      }
       int32_t *slot = op->kind == TP_OP_U ? &ix->upos[(size_t)st * (s->K + 1) + op->mb]
                       : op->kind == TP_OP_F ? &fpos[key]
-                      : op->kind == TP_OP_W ? &wpos[key]
+                      : op->kind == TP_OP_W ? &ix->wpos[(size_t)st * ix->nkeys + key]
                                             : &bpos[key];
       if (*slot >= 0) {
         char where[512], what[64];

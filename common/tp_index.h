@@ -9,7 +9,8 @@ typedef struct {
   int W, N, K, nkeys;
   int32_t *fpos; /* [st * nkeys + key] position of the forward in stage st, or -1 */
   int32_t *bpos; /* [st * nkeys + key] position of the backward (B, or a split backward's I), or -1 */
-  int32_t *wpos; /* [st * nkeys + key] position of a split backward's W, or -1 */
+  int32_t *wpos; /* [st * nkeys + key] position of a split backward's W, or -1; NULL when the schedule has
+                    no W (tp_index_wpos reads it either way) */
   int32_t *upos; /* [st * (K+1) + mb] position of the update, or -1 */
   long *off;     /* [st] global index of the stage's first op; off[W] = total ops */
   int32_t *prod; /* [g] global index of the op g receives from (tp_index_producer), -1 or -2 */
@@ -29,8 +30,16 @@ static inline int32_t tp_index_pos(const TpIndex *ix, int st, const TpOp *op)
 {
   if (op->kind == TP_OP_U)
     return ix->upos[(size_t)st * (ix->K + 1) + op->mb];
+  if (op->kind == TP_OP_W && !ix->wpos)
+    return -1;
   const int32_t *a = op->kind == TP_OP_F ? ix->fpos : op->kind == TP_OP_W ? ix->wpos : ix->bpos;
   return a[(size_t)st * ix->nkeys + tp_key(ix->N, op->mb, op->micro)];
+}
+
+/* The row of stage st's W positions by key, or NULL when the schedule has no W. */
+static inline const int32_t *tp_index_wrow(const TpIndex *ix, int st)
+{
+  return ix->wpos ? ix->wpos + (size_t)st * ix->nkeys : NULL;
 }
 
 /* Global index of the op that op (at stage st) needs from a neighbouring stage: the same forward

@@ -183,7 +183,8 @@ static void order_2bw(TpSchedule *s, int *len)
 
 /* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots: every slot, every
  * stage runs what tp_nf1b_next says.  Results are visible from the slot after the one that produced
- * them. */
+ * them: stages are visited in order within a slot, so stage st+1's count of backwards is still the
+ * one of the slot before, and stage st-1's count of forwards is taken before it moves. */
 static void order_slots(TpSchedule *s, int *len, gboolean whole)
 {
   const int W = s->W, K = s->K, per = whole ? 1 : s->N;
@@ -191,23 +192,22 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
   long *nf = g_new0(long, W);       /* next forward unit */
   int *nb = g_new(int, W);          /* next backward mini-batch */
   int *inflight = g_new0(int, W);
-  int32_t *fend = g_new(int32_t, (size_t)W * units);
-  int32_t *bend = g_new(int32_t, (size_t)W * (K + 1));
   int done = 0;
 
   for (int st = 0; st < W; st++)
     nb[st] = 1;
-  for (int32_t t = 0; done < W; t++) {
+  while (done < W) {
+    long up = 0; /* forwards stage st-1 had finished before this slot */
     for (int st = 0; st < W; st++) {
       int i = nb[st];
       long f = nf[st];
-      gboolean bready = st < W - 1 && i <= K && nb[st + 1] > i && bend[(size_t)(st + 1) * (K + 1) + i] <= t;
-      gboolean fready = st > 0 && f < units && nf[st - 1] > f && fend[(size_t)(st - 1) * units + f] <= t;
+      gboolean bready = st < W - 1 && i <= K && nb[st + 1] > i;
+      gboolean fready = st > 0 && f < units && up > f;
+      up = f;
       switch (tp_nf1b_next(W, K, per, st, f, i, inflight[st], fready, bready)) {
       case TP_NEXT_BACKWARD:
         put(s, len, st, TP_OP_B, i, TP_WHOLE);
         put(s, len, st, TP_OP_U, i, TP_WHOLE);
-        bend[(size_t)st * (K + 1) + i] = t + 1;
         inflight[st]--;
         if (++nb[st] > K)
           done++;
@@ -215,7 +215,6 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
       case TP_NEXT_FORWARD: {
         int fi = (int)(f / per) + 1, fj = (int)(f % per);
         put(s, len, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
-        fend[(size_t)st * units + f] = t + 1;
         nf[st]++;
         if (fj == 0)
           inflight[st]++;
@@ -228,8 +227,6 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
   g_free(nf);
   g_free(nb);
   g_free(inflight);
-  g_free(fend);
-  g_free(bend);
 }
 
 void tp_order_fill(TpSchedule *s)

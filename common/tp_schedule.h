@@ -86,11 +86,12 @@ typedef struct {
 
 #define TP_WHOLE (-1) /* micro value of an operation that covers the whole mini-batch */
 
+/* 16 bytes: a schedule of a million operations is written, read and paged in at every step. */
 typedef struct {
   uint8_t kind;  /* TpOpKind */
   uint8_t src;   /* TpSource */
+  int16_t micro; /* micro-batch 0..N-1 (N <= TP_MAX_MICRO), or TP_WHOLE */
   int32_t mb;    /* mini-batch, 1..K */
-  int32_t micro; /* micro-batch 0..N-1, or TP_WHOLE */
   int32_t ver;   /* version read (for an update: the version it turns into version mb) */
   int32_t line;  /* line of the file it was read from, 0 when generated */
 } TpOp;
@@ -179,7 +180,7 @@ static inline int tp_stage_len(const TpSchedule *s, int st) { return (int)s->sta
 gboolean tp_schedule_has_split(const TpSchedule *s);
 static inline void tp_push(TpSchedule *s, int st, TpOpKind k, int mb, int micro)
 {
-  TpOp op = { .kind = (uint8_t)k, .src = TP_SRC_FIXED, .mb = mb, .micro = micro };
+  TpOp op = { .kind = (uint8_t)k, .src = TP_SRC_FIXED, .mb = mb, .micro = (int16_t)micro };
   g_array_append_val(s->stage[st], op);
 }
 long long tp_schedule_n_ops(const TpSchedule *s);

@@ -43,7 +43,8 @@ void tp_timeline_clear(TpTimeline *tl)
   g_free(tl->end);
   if (tl->xstart != tl->xend)
     g_free(tl->xstart);
-  g_free(tl->xend);
+  if (tl->xend != tl->end)
+    g_free(tl->xend);
   g_free(tl->cons);
   g_free(tl->version);
   g_free(tl->latest);
@@ -80,7 +81,7 @@ void tp_timeline_normalise(TpTimeline *tl)
     tl->end[g] -= lo;
     span = MAX(span, tl->end[g]);
   }
-  for (long g = 0; g < tl->n_ops; g++)
+  for (long g = 0; g < tl->n_ops && tl->xend != tl->end; g++)
     if (tl->xstart == tl->xend)
       tl->xend[g] = tl->cons[g] >= 0 ? tl->end[g] : -1;
     else if (tl->cons[g] >= 0)

@@ -19,8 +19,9 @@
   double *start, *end;     /* per global op, seconds (or unit slots) since t0 */                          \
   int32_t *prod, *cons;    /* the op on the neighbouring stage this op receives from / sends to, or -1    \
                               (prod is the index's ix->prod) */                                           \
-  double *xstart, *xend;   /* transfer of the message op g sends (when cons[g] >= 0), else -1; where     \
-                              transfers take no time one array serves both */                             \
+  double *xstart, *xend;   /* transfer of the message op g sends, read only where cons[g] >= 0 (else -1, \
+                              or end[g] where they are end); where transfers take no time one array      \
+                              serves both, and in a simulation on unit slots that array is end itself */ \
   int32_t *version, *latest; /* per global op: the version it read (a backward over several: the oldest) \
                                 and the stage's latest version when it began, as measured; NULL in a     \
                                 simulation (the schedule's version; the latest follows from the order) */ \

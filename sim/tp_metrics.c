@@ -198,14 +198,14 @@ static double release_time(const TpSim *sim, int st, const TpOp *f)
 {
   const TpSchedule *s = sim->s;
   const TpIndex *ix = sim->ix;
-  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *wp = ix->wpos + (size_t)st * ix->nkeys;
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *wp = tp_index_wrow(ix, st);
   int key = tp_key(s->N, f->mb, TP_WHOLE);
   if (bp[key] < 0 && f->micro != TP_WHOLE)
     key = tp_key(s->N, f->mb, f->micro);
-  int32_t p = MAX(bp[key], wp[key]);
+  int32_t p = MAX(bp[key], wp ? wp[key] : -1);
   if (bp[key] < 0) /* whole forward, per-micro backwards: the last of them */
     for (int j = 0; j < s->N; j++)
-      p = MAX(p, MAX(bp[tp_key(s->N, f->mb, j)], wp[tp_key(s->N, f->mb, j)]));
+      p = MAX(p, MAX(bp[tp_key(s->N, f->mb, j)], wp ? wp[tp_key(s->N, f->mb, j)] : -1));
   return sim->end[ix->off[st] + p];
 }
 
@@ -439,7 +439,6 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   m->W = W, m->N = s->N, m->K = s->K;
   m->makespan = sim->makespan;
   m->stage = g_new0(TpStageMetrics, W);
-  m->latest = g_new(int, sim->n_ops);
   m->link_messages = g_new0(long, MAX(L, 1));
   m->link_bytes = g_new0(double, MAX(L, 1));
   m->staleness = g_array_new(FALSE, TRUE, sizeof(long));
@@ -467,7 +466,6 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &ops[k];
       long g = off + k;
-      m->latest[g] = latest;
       m->stage[st].busy += sim->end[g] - sim->start[g];
       busy_steady += MAX(0.0, MIN(sim->end[g], t1) - MAX(sim->start[g], t0));
       if (op->kind == TP_OP_U) {
@@ -539,7 +537,6 @@ void tp_metrics_free(TpMetrics *m)
   g_array_unref(m->staleness);
   if (m->mismatch)
     g_array_unref(m->mismatch);
-  g_free(m->latest);
   g_free(m->stage);
   g_free(m);
 }

@@ -53,7 +53,6 @@ typedef struct {
    * valid schedule of the policies here). */
   GArray *mismatch;         /* long */
   long mismatch_older;
-  int *latest;              /* per global op: the stage's latest version when it ran */
   TpStageMetrics *stage;
 } TpMetrics;
 

@@ -231,7 +231,7 @@ long long tp_events_bytes(const TpSim *sim)
   return tp_memory_grown(2LL * sim->n_ops * (long long)sizeof(TpEventRow));
 }
 
-GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
+GArray *tp_events_from_sim(const TpSim *sim)
 {
   const TpSchedule *s = sim->s;
   const double t0 = sim->t0;
@@ -244,9 +244,9 @@ GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
       long g = sim->ix->off[st] + k;
       int micro = op->kind != TP_OP_U && op->micro != TP_WHOLE ? op->micro + 1 : 0;
       int mismatch = tp_op_sends_up(op->kind) ? tp_backward_mismatch(s, sim->ix, st, op, latest, NULL, NULL) : -1;
-      latest += op->kind == TP_OP_U;
       TpEventRow r = { st + 1, tp_ev_from_op(op->kind), op->mb, micro, t0 + sim->start[g], t0 + sim->end[g],
-                       tp_timeline_version(&sim->tl, g, op), sim->latest ? sim->latest[g] : m->latest[g], 0, 0, mismatch };
+                       tp_timeline_version(&sim->tl, g, op), sim->latest ? sim->latest[g] : latest, 0, 0, mismatch };
+      latest += op->kind == TP_OP_U;
       g_array_append_val(rows, r);
       if (sim->cons[g] >= 0) {
         TpEventRow x = { st + 1, op->kind == TP_OP_F ? TP_EV_SEND_ACT : TP_EV_SEND_GRAD, op->mb, micro,
@@ -259,9 +259,9 @@ GArray *tp_events_from_sim(const TpSim *sim, const TpMetrics *m)
   return rows;
 }
 
-void tp_report_events_csv(const TpSim *sim, const TpMetrics *m, GString *out)
+void tp_report_events_csv(const TpSim *sim, GString *out)
 {
-  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  g_autoptr(GArray) rows = tp_events_from_sim(sim);
   g_string_append_printf(out, "# timeprest-events order_fixed_on=%s\n", tp_report_fixed_on(sim->s));
   tp_events_write_csv(rows, out);
 }

@@ -174,13 +174,8 @@ static gboolean run_replay(TpSim *sim, gboolean replayed, GError **err)
   }
   double span = 0;
   const double *end = sim->end;
-  const int32_t *cons = sim->cons;
-  double *x = sim->xend; /* = sim->xstart: transfers take no time */
-  for (long g = 0; g < sim->n_ops; g++) {
-    double e = end[g];
-    span = MAX(span, e);
-    x[g] = cons[g] >= 0 ? e : -1;
-  }
+  for (long g = 0; g < sim->n_ops; g++)
+    span = MAX(span, end[g]);
   sim->makespan = span;
   return TRUE;
 }
@@ -278,8 +273,9 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
     sim->start = g_new(double, n);
     sim->end = g_new(double, n);
   }
-  sim->xend = g_new(double, n);
-  sim->xstart = replay ? sim->xend : g_new(double, n);
+  /* on unit slots a message arrives as it is sent: its transfer is the sender's end */
+  sim->xend = replay ? sim->end : g_new(double, n);
+  sim->xstart = replay ? sim->end : g_new(double, n);
   sim->prod = sim->ix->prod;
   sim->cons = g_new(int32_t, n);
   tp_timeline_wire(&sim->tl);

@@ -13,7 +13,7 @@ static void micro_arg(GString *out, const TpOp *op)
     g_string_append_printf(out, "%d", op->micro + 1);
 }
 
-void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
+void tp_trace_json(const TpSim *sim, GString *out)
 {
   const TpSchedule *s = sim->s;
   const double scale = sim->c->unit ? 1e3 : 1e6; /* to microseconds */
@@ -47,6 +47,7 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
   gboolean first = TRUE;
   for (int st = 0; st < s->W; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
+    int latest = 0; /* the stage's latest version when op k runs */
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOp *op = &ops[k];
       long g = sim->ix->off[st] + k;
@@ -60,7 +61,8 @@ void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out)
                              tp_num(dur, "%.3f", (sim->end[g] - sim->start[g]) * scale), op->mb);
       micro_arg(out, op);
       int ver = tp_timeline_version(&sim->tl, g, op);
-      g_string_append_printf(out, ", \"version\": %d, \"latest\": %d}}", ver, m->latest[g]);
+      g_string_append_printf(out, ", \"version\": %d, \"latest\": %d}}", ver, latest);
+      latest += op->kind == TP_OP_U;
       first = FALSE;
       if (sim->cons[g] >= 0) {
         gboolean down = op->kind == TP_OP_F;

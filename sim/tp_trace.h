@@ -7,6 +7,6 @@
 
 /* Times in seconds become microseconds; unit slots are drawn as 1 ms each.  Versions are those the
  * timeline records (a measured run's own), else the schedule's. */
-void tp_trace_json(const TpSim *sim, const TpMetrics *m, GString *out);
+void tp_trace_json(const TpSim *sim, GString *out);
 
 #endif

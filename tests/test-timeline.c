@@ -72,7 +72,7 @@ static void test_events_simulated(void)
   g_assert_cmpfloat(sim->t0, ==, 0);
   g_assert_true(sim->start == sim->tl.start); /* the simulation is its timeline */
   g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
-  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  g_autoptr(GArray) rows = tp_events_from_sim(sim);
   g_assert_cmpuint(rows->len, >, (guint)sim->n_ops); /* operations and transfers */
   gboolean timed_transfer = FALSE;
   for (guint i = 0; i < rows->len; i++) {
@@ -119,9 +119,9 @@ static void test_events_measured(void)
   g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
   /* the Chrome trace shows the versions the run read */
   g_autoptr(GString) trace = g_string_new(NULL);
-  tp_trace_json(sim, m, trace);
+  tp_trace_json(sim, trace);
   g_assert_nonnull(strstr(trace->str, "\"version\": 37,"));
-  g_autoptr(GArray) rows = tp_events_from_sim(sim, m);
+  g_autoptr(GArray) rows = tp_events_from_sim(sim);
   tp_events_renumber(rows, 7);
   gboolean own_version = FALSE;
   for (guint i = 0; i < rows->len; i++) {

@@ -271,7 +271,7 @@ static void test_measured_timeline(void)
   g_string_free(json, TRUE);
   /* event rows of the second of two schedules: times back at the offset, mini-batches and versions
    * numbered as the run's */
-  GArray *rows = tp_events_from_sim(msim, mm);
+  GArray *rows = tp_events_from_sim(msim);
   tp_events_renumber(rows, 10);
   for (guint i = 0; i < rows->len; i++) {
     const TpEventRow *e = &g_array_index(rows, TpEventRow, i);

@@ -481,7 +481,7 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
       if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
         tp_comparison_add(&t->res.cmp, mm, &r);
       if (t->cfg.keep_events) {
-        GArray *rows = tp_events_from_sim(msim, mm);
+        GArray *rows = tp_events_from_sim(msim);
         tp_events_renumber(rows, e * t->K + i0);
         g_array_append_vals(t->res.events, rows->data, rows->len);
         g_array_unref(rows);
