@@ -245,19 +245,21 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
   if (ok && stages > rows)
     ok = derive_map(rank_of, stages, rows, split, &map, name, err);
   /* a forward names the micro-batch the stage before sent: PyTorch 2.15's Schedule1F1B numbers the
-   * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action */
+   * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action (the
+   * forwards each stage runs, by micro-batch, looked up in one table) */
+  guint8 *fwd = ok ? g_malloc0((size_t)stages * (size_t)N) : NULL;
+  for (int r = 0; ok && r < rows; r++)
+    for (guint i = 0; i < acts[r]->len; i++) {
+      const Action *a = &g_array_index(acts[r], Action, i);
+      if (a->kind == TP_OP_F)
+        fwd[(size_t)a->stage * (size_t)N + (size_t)a->micro] = 1;
+    }
   for (int r = 0; ok && r < rows; r++)
     for (guint i = 0; ok && i < acts[r]->len; i++) {
       const Action *a = &g_array_index(acts[r], Action, i);
       if (a->kind != TP_OP_F || a->stage == 0)
         continue;
-      const GArray *prev = acts[rank_of[a->stage - 1]];
-      gboolean found = FALSE;
-      for (guint j = 0; !found && j < prev->len; j++) {
-        const Action *b = &g_array_index(prev, Action, j);
-        found = b->kind == TP_OP_F && b->stage == a->stage - 1 && b->micro == a->micro;
-      }
-      if (!found) {
+      if (!fwd[(size_t)(a->stage - 1) * (size_t)N + (size_t)a->micro]) {
         char cell[32];
         g_snprintf(cell, sizeof cell, "%dF%d", a->stage, a->micro);
         g_autofree char *why = stages > rows ? g_strdup_printf("stage %d (rank %d) runs no forward of micro-batch %d "
@@ -295,6 +297,7 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
     if (ok)
       s->order = infer_order(s);
   }
+  g_free(fwd);
   g_free(rank_of);
   for (int r = 0; r < rows; r++)
     if (acts[r])
