@@ -27,27 +27,53 @@ static long long cgroup_value(const char *dir, const char *name)
   return end == text || v > (guint64)G_MAXINT64 ? -1 : (long long)v;
 }
 
+/* The memory controllers of this process's cgroups (v2, or v1's memory line: what a Slurm job with
+ * --mem runs under), in /proc/self/cgroup's order, found once: a process does not change cgroups
+ * under a run.  dirs[i] with v2[i]; NULL-terminated. */
+typedef struct {
+  char **dirs;
+  gboolean *v2;
+} Cgroups;
+
+static Cgroups find_cgroups(void)
+{
+  GPtrArray *dirs = g_ptr_array_new();
+  GArray *v2s = g_array_new(FALSE, FALSE, sizeof(gboolean));
+  g_autofree char *cg = NULL;
+  if (g_file_get_contents("/proc/self/cgroup", &cg, NULL, NULL)) {
+    g_auto(GStrv) lines = g_strsplit(cg, "\n", -1);
+    for (int i = 0; lines[i]; i++) {
+      g_auto(GStrv) f = g_strsplit(lines[i], ":", 3);
+      if (!f[0] || !f[1] || !f[2])
+        continue;
+      gboolean v2 = !*f[1], v1 = FALSE;
+      g_auto(GStrv) ctl = g_strsplit(f[1], ",", -1);
+      for (int j = 0; ctl[j]; j++)
+        v1 = v1 || strcmp(ctl[j], "memory") == 0;
+      if (!v1 && !v2)
+        continue;
+      g_ptr_array_add(dirs, g_build_filename(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", f[2], NULL));
+      g_array_append_val(v2s, v2);
+    }
+  }
+  g_ptr_array_add(dirs, NULL);
+  return (Cgroups){ (char **)g_ptr_array_free(dirs, FALSE), (gboolean *)(void *)g_array_free(v2s, FALSE) };
+}
+
 /* What this process's cgroup still allows (v2 memory.max − memory.current, v1 memory.limit_in_bytes −
- * memory.usage_in_bytes: what a Slurm job with --mem runs under); -1 when unlimited or unknown. */
+ * memory.usage_in_bytes), the first limited one's; -1 when unlimited or unknown.  The files are read
+ * anew each time: usage moves and a limit may be raised under a run. */
 static long long cgroup_left(void)
 {
-  g_autofree char *cg = NULL;
-  if (!g_file_get_contents("/proc/self/cgroup", &cg, NULL, NULL))
-    return -1;
-  g_auto(GStrv) lines = g_strsplit(cg, "\n", -1);
-  for (int i = 0; lines[i]; i++) {
-    g_auto(GStrv) f = g_strsplit(lines[i], ":", 3);
-    if (!f[0] || !f[1] || !f[2])
-      continue;
-    gboolean v2 = !*f[1], v1 = FALSE;
-    g_auto(GStrv) ctl = g_strsplit(f[1], ",", -1);
-    for (int j = 0; ctl[j]; j++)
-      v1 = v1 || strcmp(ctl[j], "memory") == 0;
-    if (!v1 && !v2)
-      continue;
-    g_autofree char *dir = g_build_filename(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", f[2], NULL);
-    long long max = cgroup_value(dir, v2 ? "memory.max" : "memory.limit_in_bytes");
-    long long used = cgroup_value(dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+  static Cgroups cg;
+  static gsize found;
+  if (g_once_init_enter(&found)) {
+    cg = find_cgroups();
+    g_once_init_leave(&found, 1);
+  }
+  for (int i = 0; cg.dirs[i]; i++) {
+    long long max = cgroup_value(cg.dirs[i], cg.v2[i] ? "memory.max" : "memory.limit_in_bytes");
+    long long used = cgroup_value(cg.dirs[i], cg.v2[i] ? "memory.current" : "memory.usage_in_bytes");
     if (max >= 0 && max < (1LL << 60)) /* v1 says "no limit" with a huge number */
       return MAX(max - MAX(used, 0), 0);
   }
@@ -67,7 +93,6 @@ static long long memory_left(const char **source)
     best = (long long)g_ascii_strtoull(strstr(info, "MemAvailable:") + 13, NULL, 10) * 1024;
   else if (pages > 0 && size > 0)
     best = (long long)pages * size;
-  (void)g_file_get_contents("/proc/self/status", &status, NULL, NULL);
   const int res[] = { RLIMIT_AS, RLIMIT_DATA };
   const char *key[] = { "VmSize:", "VmData:" };
   const char *what[] = { "left under the address-space limit (ulimit -v)", "left under the data limit (ulimit -d)" };
@@ -75,6 +100,8 @@ static long long memory_left(const char **source)
     struct rlimit rl;
     if (getrlimit(res[i], &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
       continue;
+    if (!status) /* what the process uses of its limits: read only under one */
+      (void)g_file_get_contents("/proc/self/status", &status, NULL, NULL);
     long long left = MAX((long long)MIN(rl.rlim_cur, (rlim_t)G_MAXINT64) - MAX(status_kb(status, key[i]), 0), 0);
     if (left < best)
       best = left, *source = what[i];
@@ -128,9 +155,31 @@ static const char *bytes_text(char buf[32], long long b)
   return buf;
 }
 
+/* The memory left as last read and when (monotonic µs), shared by every thread. */
+G_LOCK_DEFINE_STATIC(recent);
+static long long recent_left = -1;
+static gint64 recent_at;
+
 gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err)
 {
+  /* a step that needs less than a quarter of what was left at a reading in the last 0.1 s passes
+   * without reading /proc and the cgroup again (a search checks thousands of small steps) */
+  const char *env = g_getenv("TP_MEMORY_LIMIT");
+  gboolean read = env && *env, small = FALSE;
+  gint64 now = g_get_monotonic_time();
+  if (!read) {
+    G_LOCK(recent);
+    small = recent_left >= 0 && need < recent_left / 4 && now - recent_at < G_USEC_PER_SEC / 10;
+    G_UNLOCK(recent);
+  }
+  if (small)
+    return TRUE;
   long long avail = tp_memory_available();
+  if (!read) {
+    G_LOCK(recent);
+    recent_left = avail, recent_at = now;
+    G_UNLOCK(recent);
+  }
   if (avail < 0)
     return tp_memory_limit_valid(err);
   if (need <= avail)

@@ -18,7 +18,8 @@ gboolean tp_memory_limit_valid(GError **err);
 gboolean tp_memory_address_limited(void);
 /* Refuse, before allocating, a step that needs `need` bytes while less is available: one
  * TP_ERROR_INPUT line "W=…, N=…, K=…: <what> needs about … of memory, … available" (without the
- * sizes when W is 0). */
+ * sizes when W is 0).  Without TP_MEMORY_LIMIT, a step that needs less than a quarter of what was
+ * left at a reading in the last 0.1 s (any thread's) passes on that reading. */
 gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err);
 /* Bytes a GArray or GString holding `bytes` takes: GLib rounds its capacity up to a power of two. */
 long long tp_memory_grown(long long bytes);

@@ -24,13 +24,19 @@ static void version_difference(const TpSchedule *s, int *v, int *g)
 }
 
 /* Steady range: mini-batches after the first W and before the last W, else all of them. */
-static void steady(const TpSchedule *s, const int *v, TpMetrics *m)
+static void steady_range(const TpSchedule *s, TpMetrics *m)
 {
   m->steady_lo = s->W + 1;
   m->steady_hi = s->K - s->W;
   m->steady_empty = m->steady_lo > m->steady_hi;
   if (m->steady_empty)
     m->steady_lo = 1, m->steady_hi = s->K;
+}
+
+/* The steady range, v over it and the update chains. */
+static void steady(const TpSchedule *s, const int *v, TpMetrics *m)
+{
+  steady_range(s, m);
   m->v_steady = 0;
   m->v_steady_min = G_MAXINT;
   for (int i = m->steady_lo; i <= m->steady_hi; i++) {
@@ -353,6 +359,13 @@ static double time_per_minibatch(const TpSim *sim, TpMetrics *m)
   m->window_start = sim->end[sim->ix->off[0] + upos[lo]];
   m->window_end = sim->end[sim->ix->off[0] + upos[hi]];
   return (m->window_end - m->window_start) / (hi - lo);
+}
+
+double tp_metrics_time_per_minibatch(const TpSim *sim)
+{
+  TpMetrics m = { .makespan = sim->makespan };
+  steady_range(sim->s, &m);
+  return time_per_minibatch(sim, &m);
 }
 
 /* ---- steady state and weight inconsistency (one pass over the operations) ----------------- */

@@ -57,6 +57,9 @@ typedef struct {
 } TpMetrics;
 
 TpMetrics *tp_metrics_compute(const TpSim *sim);
+/* t_minibatch of tp_metrics_compute(sim) alone: the spacing of stage 1's updates over the steady
+ * range, else makespan / K. */
+double tp_metrics_time_per_minibatch(const TpSim *sim);
 void tp_metrics_free(TpMetrics *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpMetrics, tp_metrics_free)
 

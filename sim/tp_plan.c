@@ -210,22 +210,13 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
     g_error_free(e);
     return;
   }
-  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
   /* nf1b: its forwards fused where they can be, kept when that is faster (as train's auto does);
-   * a plan re-simulated on another split decides again */
-  p->fused = FALSE;
+   * a plan re-simulated on another split decides again; the metrics are the kept timeline's */
   int nf = 0;
   g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &nf, NULL);
   g_autoptr(TpSim) fsim = f ? tp_sim_run(f, c, NULL) : NULL;
-  if (fsim) {
-    TpMetrics *fm = tp_metrics_compute(fsim);
-    if (fm->t_minibatch < m->t_minibatch * (1 - 1e-6)) {
-      tp_metrics_free(m);
-      m = fm;
-      p->fused = TRUE;
-    } else
-      tp_metrics_free(fm);
-  }
+  p->fused = fsim && tp_metrics_time_per_minibatch(fsim) < tp_metrics_time_per_minibatch(sim) * (1 - 1e-6);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(p->fused ? fsim : sim);
   p->simulated = TRUE;
   p->t_minibatch = m->t_minibatch;
   p->samples_per_second = m->throughput_steady;
