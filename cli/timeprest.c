@@ -9,9 +9,6 @@
 #include <errno.h>
 #include <locale.h>
 #include <stdio.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,13 +68,6 @@ int main(int argc, char **argv)
     _exit(2); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
   }
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
-#ifdef __GLIBC__
-  /* large arrays from the heap, and the heap kept when they are freed: a phase reuses the pages the
-   * one before it wrote, where memory mapped anew costs a page fault every 4 KiB (about 0.6 ms a MB
-   * on a VM, most of a simulation's time) */
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
   atexit(check_stdout);
   if (argc < 2) {
     usage(stderr);

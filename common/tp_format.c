@@ -204,8 +204,8 @@ char *tp_schedule_sha256(const TpSchedule *s)
 {
   g_autoptr(GString) head = g_string_new(NULL);
   format_header(s, head, DIGEST_LEAD);
-  Sink *k = g_new(Sink, 1);
-  *k = (Sink){ .hash = tp_sha256_new(), .prev_st = 0, .prev_mb = 0 };
+  Sink *k = g_new(Sink, 1); /* its block is written before it is read */
+  k->text = NULL, k->hash = tp_sha256_new(), k->prev_st = 0, k->prev_mb = 0, k->n = 0;
   tp_sha256_update(k->hash, head->str, head->len);
   each_row(s, digest_row, k);
   sink_flush(k);
@@ -225,14 +225,14 @@ void tp_format_csv(const TpSchedule *s, GString *out)
 {
   format_header(s, out, "# timeprest-schedule ");
   g_string_append(out, CSV_COLUMNS "\n");
-  /* sized once: a row is at most its stage, mini-batch, micro-batch and version digits, 3 letters of
-   * op and source beyond "fixed" and 6 separators */
+  /* sized once: a row is its stage, mini-batch, micro-batch and version digits, the op's letter, the
+   * source (at most 5 letters) and 6 separators (a version above K only makes the text grow) */
   char num[3][16];
   int row = snprintf(num[0], sizeof num[0], "%d", s->W) + 2 * snprintf(num[1], sizeof num[1], "%d", s->K) +
             snprintf(num[2], sizeof num[2], "%d", s->N) + 1 + 5 + 6;
   tp_string_reserve(out, (long long)out->len + tp_schedule_n_ops(s) * row + 1);
   Sink *k = g_new(Sink, 1);
-  *k = (Sink){ .text = out };
+  k->text = out, k->hash = NULL, k->prev_st = 0, k->prev_mb = 0, k->n = 0;
   each_row(s, csv_put_row, k);
   sink_flush(k);
   g_free(k);
