@@ -1,7 +1,9 @@
 /* bench-sim.c — simulated operations per second: the generation (and its validation), the simulation
  * (tp_sim_run: on unit costs the unit-slot replay), the event loop alone (tp_sim_run_events, one
- * core) and the metrics, each the best of several repetitions; prints one line per part. */
+ * core), the metrics, the schedule's digest and its CSV text, each the best of several repetitions;
+ * prints one line per part. */
 #include "tp_cost.h"
+#include "tp_format.h"
 #include "tp_metrics.h"
 #include "tp_sim.h"
 
@@ -58,6 +60,19 @@ int main(int argc, char **argv)
   printf("simulate (best/%d) %8.3f s  %8.2f M ops/s\n", reps, best, ops / best / 1e6);
   printf("event loop (best/%d) %6.3f s  %8.2f M ops/s\n", reps, best_e, ops / best_e / 1e6);
   printf("metrics  (best/%d) %8.3f s  %8.2f M ops/s\n", reps, best_m, ops / best_m / 1e6);
+  double best_d = 1e30, best_c = 1e30;
+  for (int r = 0; r < reps; r++) {
+    t0 = now();
+    g_free(tp_schedule_sha256(s));
+    best_d = MIN(best_d, now() - t0);
+    GString *csv = g_string_new(NULL);
+    t0 = now();
+    tp_format_csv(s, csv);
+    best_c = MIN(best_c, now() - t0);
+    g_string_free(csv, TRUE);
+  }
+  printf("digest   (best/%d) %8.3f s  %8.2f M ops/s\n", reps, best_d, ops / best_d / 1e6);
+  printf("csv text (best/%d) %8.3f s  %8.2f M ops/s\n", reps, best_c, ops / best_c / 1e6);
   tp_cost_free(c);
   tp_schedule_free(s);
   return 0;

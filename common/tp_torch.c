@@ -82,13 +82,20 @@ static gboolean parse_simple(const char *cell, Action *a, const char **why)
     *why = "not an action (stage index, kind, micro-batch index: 0F0, 3I2, 1W0, 2B1)";
     return FALSE;
   }
-  a->stage = (int)g_ascii_strtoll(cell, NULL, 10);
-  a->micro = q < r ? (int)g_ascii_strtoll(q, NULL, 10) : -1;
-  g_autofree char *kind = g_strndup(p, (gsize)(q - p));
+  a->stage = 0; /* at most 6 digits each: in range */
+  for (const char *d = cell; d < p; d++)
+    a->stage = a->stage * 10 + (*d - '0');
+  a->micro = q < r ? 0 : -1;
+  for (const char *d = q; d < r; d++)
+    a->micro = a->micro * 10 + (*d - '0');
+  size_t kn = (size_t)(q - p);
+  gboolean known = FALSE;
   a->kind = -1;
-  if (strlen(kind) == 1 && strchr("FBIW", kind[0]))
-    a->kind = (int)(strchr(tp_op_letters, kind[0]) - tp_op_letters);
-  else if (!g_strv_contains(ignored, kind)) {
+  if (kn == 1 && strchr("FBIW", *p))
+    a->kind = (int)(strchr(tp_op_letters, *p) - tp_op_letters);
+  for (int i = 0; a->kind < 0 && ignored[i] && !known; i++)
+    known = strlen(ignored[i]) == kn && strncmp(ignored[i], p, kn) == 0;
+  if (a->kind < 0 && !known) {
     *why = "unknown action kind (read: F, I, W, B, OVERLAP_F_B; skipped: SEND_F, RECV_F, SEND_B, RECV_B, "
            "WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD, WAIT_REDUCE_GRAD)";
     return FALSE;
@@ -137,6 +144,20 @@ static gboolean parse_cell(const char *cell, GArray *acts, const char *name, int
   return TRUE;
 }
 
+/* Order o's operations for s's ranks, chunks and micro-batches, one mini-batch: what generating it
+ * under sync gives (every operation reads version 0), without the versions' replay and the
+ * validation; NULL where o does not take these sizes. */
+static TpSchedule *order_only(TpOrder o, const TpSchedule *s)
+{
+  int R = tp_schedule_ranks(s);
+  if (!tp_pair_check(o, TP_POLICY_SYNC, R, s->N, NULL) || !tp_chunks_check(o, R, s->V, s->N, NULL))
+    return NULL;
+  TpSchedule *g = tp_schedule_new(o, TP_POLICY_SYNC, R * s->V, s->N, 1);
+  tp_schedule_set_chunks(g, s->V, tp_order_chunk_map(o, s->V));
+  tp_order_fill(g);
+  return g;
+}
+
 /* The order a file's operations are: the flush preset that generates the very same, else 1f1b
  * (zb-h1 with a split backward), which then only names the family. */
 static TpOrder infer_order(const TpSchedule *s)
@@ -145,9 +166,11 @@ static TpOrder infer_order(const TpSchedule *s)
   static const TpOrder chunked[] = { TP_ORDER_INTERLEAVED_1F1B, TP_ORDER_ZB_V };
   const TpOrder *cand = s->rank_seq ? chunked : flat;
   guint n = s->rank_seq ? G_N_ELEMENTS(chunked) : G_N_ELEMENTS(flat);
+  gboolean split = tp_schedule_has_split(s);
   for (guint i = 0; i < n; i++) {
-    g_autoptr(TpSchedule) g = tp_schedule_generate_chunked(cand[i], TP_POLICY_SYNC, tp_schedule_ranks(s), s->V, s->N, 1,
-                                                           NULL, NULL);
+    if (!s->rank_seq && tp_order_split(cand[i]) != split)
+      continue; /* a backward of the other shape */
+    g_autoptr(TpSchedule) g = order_only(cand[i], s);
     TpOrder keep = ((TpSchedule *)s)->order;
     ((TpSchedule *)s)->order = cand[i];
     gboolean same = g && tp_schedule_equal(g, s);
@@ -156,8 +179,8 @@ static TpOrder infer_order(const TpSchedule *s)
       return cand[i];
   }
   if (s->rank_seq)
-    return tp_schedule_has_split(s) && s->map == TP_MAP_V_SHAPE ? TP_ORDER_ZB_V : TP_ORDER_INTERLEAVED_1F1B;
-  return tp_schedule_has_split(s) ? TP_ORDER_ZB_H1 : TP_ORDER_1F1B;
+    return split && s->map == TP_MAP_V_SHAPE ? TP_ORDER_ZB_V : TP_ORDER_INTERLEAVED_1F1B;
+  return split ? TP_ORDER_ZB_H1 : TP_ORDER_1F1B;
 }
 
 /* The chunk map of S stages on R ranks that puts each stage where the file runs it (rank[st]):
@@ -202,22 +225,31 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
     rank_of[st] = -1;
   gboolean ok = TRUE;
   for (int r = 0; r < rows && ok; r++) {
-    acts[r] = g_array_new(FALSE, FALSE, sizeof(Action));
-    g_auto(GStrv) cells = g_strsplit(g_strstrip(lines[r]), ",", -1);
-    for (int c = 0; cells[c] && ok; c++) {
+    /* the cells in place: each comma ends one */
+    char *next = g_strstrip(lines[r]);
+    guint cells = 1;
+    for (const char *c = next; (c = strchr(c, ',')) != NULL; c++)
+      cells++;
+    acts[r] = g_array_sized_new(FALSE, FALSE, sizeof(Action), cells);
+    for (int c = 0; next && ok; c++) {
+      char *cell = next, *comma = strchr(cell, ',');
+      next = comma ? comma + 1 : NULL;
+      if (comma)
+        *comma = '\0';
+      g_strstrip(cell);
       guint before = acts[r]->len;
-      ok = parse_cell(g_strstrip(cells[c]), acts[r], name, r + 1, c, err);
+      ok = parse_cell(cell, acts[r], name, r + 1, c, err);
       for (guint i = before; ok && i < acts[r]->len; i++) {
         Action *a = &g_array_index(acts[r], Action, i);
         stages = MAX(stages, a->stage + 1);
         if (a->micro >= TP_MAX_MICRO)
-          ok = cell_error(err, name, r + 1, c, cells[c], "micro-batch index beyond the limit");
+          ok = cell_error(err, name, r + 1, c, cell, "micro-batch index beyond the limit");
         else if (a->stage >= TP_MAX_WORKERS)
-          ok = cell_error(err, name, r + 1, c, cells[c], "stage index beyond the limit");
+          ok = cell_error(err, name, r + 1, c, cell, "stage index beyond the limit");
         else if (a->kind >= 0 && rank_of[a->stage] >= 0 && rank_of[a->stage] != r) {
           g_autofree char *why = g_strdup_printf("stage %d runs on rank %d already: a stage runs on one rank",
                                                  a->stage, rank_of[a->stage]);
-          ok = cell_error(err, name, r + 1, c, cells[c], why);
+          ok = cell_error(err, name, r + 1, c, cell, why);
         } else if (a->kind >= 0)
           rank_of[a->stage] = r;
         N = MAX(N, a->micro + 1);
