@@ -158,7 +158,7 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
                   "-s/--order/--policy/-w/-n/-k/--chunks/--significance");
       return NULL;
     }
-    TpSchedule *s = tp_schedule_load(o->input, err);
+    TpSchedule *s = tp_schedule_load_prepared(o->input, prep, err);
     if (s && o->recompute)
       s->recompute = TRUE;
     return s;

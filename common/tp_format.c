@@ -503,14 +503,17 @@ TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GEr
   return parse_csv(text, name, err);
 }
 
-TpSchedule *tp_schedule_load(const char *path, GError **err)
+TpSchedule *tp_schedule_load(const char *path, GError **err) { return tp_schedule_load_prepared(path, NULL, err); }
+
+TpSchedule *tp_schedule_load_prepared(const char *path, TpPrepared *prep, GError **err)
 {
   g_autofree char *text = NULL;
   gsize len = 0;
   if (!tp_read_file_max(path, "schedule file", tp_max_schedule_bytes(), &text, &len, err))
     return NULL;
   TpSchedule *s = tp_schedule_parse(text, len, tp_input_name(path), err);
-  if (s && !tp_validate(s, err)) {
+  g_clear_pointer(&text, g_free); /* the text is not needed beside the validation's arrays */
+  if (s && !tp_validate_prepared(s, prep, err)) {
     tp_schedule_free(s);
     return NULL;
   }

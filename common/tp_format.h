@@ -29,5 +29,7 @@ void tp_format_json(const TpSchedule *s, GString *out);
 TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GError **err);
 /* Read, parse and validate a schedule file. */
 TpSchedule *tp_schedule_load(const char *path, GError **err);
+/* The same, keeping in *prep (NULL: nothing) the index and unit-slot replay its validation built. */
+TpSchedule *tp_schedule_load_prepared(const char *path, TpPrepared *prep, GError **err);
 
 #endif

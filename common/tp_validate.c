@@ -394,7 +394,9 @@ static gboolean backwards_of_order(const TpSchedule *s, GError **err)
   return TRUE;
 }
 
-gboolean tp_validate(const TpSchedule *s, GError **err)
+gboolean tp_validate(const TpSchedule *s, GError **err) { return tp_validate_prepared(s, NULL, err); }
+
+gboolean tp_validate_prepared(const TpSchedule *s, TpPrepared *prep, GError **err)
 {
   if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
     if (s->source)
@@ -435,6 +437,13 @@ gboolean tp_validate(const TpSchedule *s, GError **err)
   gboolean ok = tp_replay(s, ix, start, end, err);
   if (ok && s->policy == TP_POLICY_VSYNC_LATEST)
     ok = fused_on_slots(s) ? check_vsync_unfused(s, err) : check_vsync(s, ix, start, end, err);
+  if (ok && prep) {
+    tp_prepared_clear(prep);
+    prep->start = g_new(double, total), prep->end = g_new(double, total);
+    for (long g = 0; g < total; g++)
+      prep->start[g] = (double)start[g], prep->end[g] = (double)end[g];
+    prep->ix = g_steal_pointer(&ix);
+  }
   g_free(start);
   g_free(end);
   return ok;

@@ -14,6 +14,9 @@
  *   vsync-latest, each backward's c(i): exactly the unit-slot replay's when the order was fixed on
  *   unit slots, within the causal bounds of tp_causal_bounds when it was fixed on costs. */
 gboolean tp_validate(const TpSchedule *s, GError **err);
+/* The same, keeping in *prep (tp_replay.h; NULL: keep nothing) the index and unit-slot replay the
+ * validation built, for tp_sim_run_prepared. */
+gboolean tp_validate_prepared(const TpSchedule *s, TpPrepared *prep, GError **err);
 /* All of it but the sizes and the replay, on an index of s (for a generator that replays anyway). */
 gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err);
 
