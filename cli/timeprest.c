@@ -27,6 +27,7 @@ static const Command commands[] = {
   { "train", tp_cmd_train, "train a network for real with a schedule; predicted vs measured" },
   { "profile", tp_cmd_profile, "measure each layer's costs on this machine: a cost model for simulate and plan" },
   { "plan", tp_cmd_plan, "search preset, W, N and split under a memory limit; --run-top K checks the best" },
+  { "model", tp_cmd_model, "a model's layers: shapes, parameters, FLOPs and stored activations per sample" },
   { "plot", tp_cmd_plot, "pictures with gnuplot: timeline, memory, vmap, convergence (PNG or SVG)" },
 };
 
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
       return status;
     }
   g_autofree char *q = tp_quote(argv[1]);
-  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, train, profile, plan, plot; try "
+  fprintf(stderr, "timeprest: unknown command %s (commands: schedule, simulate, validate, compare, train, profile, plan, model, plot; try "
                   "'timeprest --help')\n", q);
   return 2;
 }

@@ -16,6 +16,7 @@ gboolean tp_cmd_plot(int argc, char **argv, GError **err);
 gboolean tp_cmd_train(int argc, char **argv, GError **err);
 gboolean tp_cmd_profile(int argc, char **argv, GError **err);
 gboolean tp_cmd_plan(int argc, char **argv, GError **err);
+gboolean tp_cmd_model(int argc, char **argv, GError **err);
 
 /* A positive number of bytes (tp_parse_bytes: "12G", "1.5e9"); the error names the flag. */
 gboolean tp_cli_bytes(const char *flag, const char *text, double *out, GError **err);

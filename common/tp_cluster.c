@@ -29,7 +29,7 @@ void tp_cluster_free(TpCluster *c)
 
 static gboolean device_read(TpKeyFile *k, TpDevice *d, GError **err)
 {
-  static const char *const keys[] = { "name", "flops", "memory", "memory_bandwidth", "efficiency", NULL };
+  static const char *const keys[] = { "name", "flops", "flops_16bit", "memory", "memory_bandwidth", "efficiency", NULL };
   if (!g_key_file_has_group(k->kf, "device"))
     return tp_kf_fail(k, err, "device", NULL, "missing group");
   d->efficiency = 1.0;
@@ -40,6 +40,7 @@ static gboolean device_read(TpKeyFile *k, TpDevice *d, GError **err)
   /* bounds keep every time derived from them finite and above zero */
   if (!tp_kf_known_keys(k, "device", keys, err) ||
       !tp_kf_number(k, "device", "flops", TRUE, 1, TP_DEVICE_MAX, &d->flops, err) ||
+      !tp_kf_number(k, "device", "flops_16bit", FALSE, 1, TP_DEVICE_MAX, &d->flops16, err) ||
       !tp_kf_number(k, "device", "memory", TRUE, 1, TP_DEVICE_MAX, &d->memory, err) ||
       !tp_kf_number(k, "device", "memory_bandwidth", TRUE, 1, TP_DEVICE_MAX, &d->bandwidth, err) ||
       !tp_kf_number(k, "device", "efficiency", FALSE, 1e-6, 1, &d->efficiency, err))

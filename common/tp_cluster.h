@@ -9,10 +9,14 @@ typedef struct {
   char *id;          /* file base name, e.g. quadro-rtx-6000 */
   char *name;        /* e.g. "Quadro RTX 6000" */
   double flops;      /* peak FP32 FLOP/s */
+  double flops16;    /* peak FLOP/s of 16-bit (bf16, fp16) matrix products; 0: not given (flops) */
   double memory;     /* bytes */
   double bandwidth;  /* memory bytes/s */
   double efficiency; /* fraction of peak reached by training layers, (0, 1] */
 } TpDevice;
+
+/* The FLOP/s a 16-bit model's layers are timed at: flops16 where the device file gives it. */
+static inline double tp_device_flops16(const TpDevice *d) { return d->flops16 > 0 ? d->flops16 : d->flops; }
 
 typedef struct {
   char *name, *source;

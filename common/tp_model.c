@@ -1,5 +1,7 @@
 /* tp_model.c — reader of layer-stack descriptions and the per-layer derivations:
- * output shape, parameters, forward/backward FLOPs and activation elements per sample. */
+ * output shape, parameters, forward/backward FLOPs and activation elements per sample.  A
+ * transformer block's FLOPs are its matrix products as Megatron-LM counts them (2 per multiply-add,
+ * the full s x s attention); its stored bytes follow Korthikanti et al. (2022). */
 #include "config.h"
 #include "tp_model.h"
 #include "tp_error.h"
@@ -8,9 +10,10 @@
 #include <stdarg.h>
 #include <string.h>
 
-const char *const tp_layer_names[TP_N_LAYER_KINDS] = { "conv",    "linear",     "relu",       "maxpool",
-                                                       "avgpool", "avgpool_to", "flatten",    "dropout",
-                                                       "batchnorm", "softmax_ce", "bottleneck" };
+const char *const tp_layer_names[TP_N_LAYER_KINDS] = {
+  "conv", "linear", "relu", "maxpool", "avgpool", "avgpool_to", "flatten", "dropout", "batchnorm", "softmax_ce",
+  "bottleneck", "embedding", "layernorm", "rmsnorm", "block", "lm_head", "token_ce"
+};
 
 void tp_model_free(TpModel *m)
 {
@@ -55,7 +58,7 @@ static void add_conv(TpLayer *L, long long cin, long long h, long long w, long l
   double macs = (double)cin * k * k * cout * *ho * *wo;
   L->params += count((double)cin * k * k * cout + (bias ? cout : 0));
   L->fwd_flops += 2 * macs;
-  L->bwd_flops += 4 * macs; /* input gradient and weight gradient */
+  L->bwd_in_flops += 2 * macs, L->bwd_w_flops += 2 * macs;
   L->stored_elems += count((double)cin * h * w);
 }
 
@@ -64,14 +67,14 @@ static void add_bn(TpLayer *L, long long c, long long elems)
 {
   L->params += 2LL * c;
   L->fwd_flops += 4.0 * elems;
-  L->bwd_flops += 8.0 * elems;
+  L->bwd_in_flops += 6.0 * elems, L->bwd_w_flops += 2.0 * elems;
   L->stored_elems += elems;
 }
 
 static void add_eltwise(TpLayer *L, long long elems)
 {
   L->fwd_flops += elems;
-  L->bwd_flops += elems;
+  L->bwd_in_flops += elems;
   L->stored_elems += elems;
 }
 
@@ -98,9 +101,51 @@ static void add_bottleneck(TpLayer *L, long long cin, long long h, long long w)
   L->cout = out, L->hout = h3, L->wout = w3;
 }
 
+/* One option of a transformer kind (TpBlock); FALSE when the key or its value is not one. */
+static gboolean token_option(TpLayer *L, const char *key, const char *val)
+{
+  TpBlock *b = &L->blk;
+  int v = 0;
+  double x = 0;
+  gboolean num = to_int(val, 1, 1 << 20, &v), flag = num && v <= 1, real = tp_parse_double(val, 0, 1e9, &x, NULL);
+  gboolean block = L->kind == TP_LAYER_BLOCK, norm = L->kind == TP_LAYER_LAYERNORM || L->kind == TP_LAYER_RMSNORM;
+  if (block && num && strcmp(key, "heads") == 0)
+    b->heads = v;
+  else if (block && num && strcmp(key, "kv_heads") == 0)
+    b->kv_heads = v;
+  else if (block && num && strcmp(key, "ffn") == 0)
+    b->ffn = v;
+  else if (block && strcmp(key, "mlp") == 0 && (!strcmp(val, "gelu") || !strcmp(val, "swiglu")))
+    b->swiglu = strcmp(val, "swiglu") == 0;
+  else if (block && strcmp(key, "norm") == 0 && (!strcmp(val, "layernorm") || !strcmp(val, "rmsnorm")))
+    b->rmsnorm = strcmp(val, "rmsnorm") == 0;
+  else if (block && strcmp(key, "positions") == 0 && (!strcmp(val, "rope") || !strcmp(val, "none")))
+    b->rope = strcmp(val, "rope") == 0;
+  else if (L->kind == TP_LAYER_EMBEDDING && strcmp(key, "positions") == 0 && (!strcmp(val, "learned") || !strcmp(val, "none")))
+    b->learned = strcmp(val, "learned") == 0;
+  else if (block && real && x >= 1 && x <= 1e9 && strcmp(key, "theta") == 0)
+    b->theta = x;
+  else if ((block || norm) && real && x > 0 && x < 1 && strcmp(key, "eps") == 0)
+    b->eps = x;
+  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "dropout") == 0)
+    b->dropout = strcmp(val, "1") == 0;
+  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "bias") == 0)
+    L->bias = strcmp(val, "1") == 0;
+  else if (L->kind == TP_LAYER_LM_HEAD && (flag || !strcmp(val, "0")) && strcmp(key, "tied") == 0)
+    b->tied = strcmp(val, "1") == 0;
+  else
+    return FALSE;
+  return TRUE;
+}
+
 /* Parse "key=value" options of a layer line. */
 static gboolean layer_options(TpLayer *L, char **tok, int first, const char *file, int line, GError **err)
 {
+  gboolean tokens = L->kind >= TP_LAYER_EMBEDDING;
+  if (tokens) { /* the defaults: a block's own, Llama's norm epsilon and rotary base */
+    L->bias = FALSE;
+    L->blk = (TpBlock){ .eps = 1e-5, .theta = 10000 };
+  }
   for (int i = first; tok[i]; i++) {
     char *eq = strchr(tok[i], '=');
     int v;
@@ -110,7 +155,9 @@ static gboolean layer_options(TpLayer *L, char **tok, int first, const char *fil
     char *key = g_strndup(tok[i], (gsize)(eq - tok[i]));
     const char *val = eq + 1;
     gboolean ok = to_int(val, 0, 1 << 20, &v);
-    if (ok && strcmp(key, "stride") == 0 && v >= 1 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_MAXPOOL ||
+    if (tokens)
+      ok = token_option(L, key, val);
+    else if (ok && strcmp(key, "stride") == 0 && v >= 1 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_MAXPOOL ||
                                                        L->kind == TP_LAYER_AVGPOOL || L->kind == TP_LAYER_BOTTLENECK))
       L->stride = v;
     else if (ok && strcmp(key, "pad") == 0 && (L->kind == TP_LAYER_CONV || L->kind == TP_LAYER_MAXPOOL ||
@@ -124,11 +171,85 @@ static gboolean layer_options(TpLayer *L, char **tok, int first, const char *fil
     if (!ok)
       return bad(err, file, line, "%s: bad option %s", tp_layer_names[L->kind], q);
   }
+  if (L->kind == TP_LAYER_BLOCK && (!L->blk.heads || !L->blk.ffn))
+    return bad(err, file, line, "block needs heads=H and ffn=F (options: kv_heads=G mlp=gelu|swiglu "
+                                "norm=layernorm|rmsnorm positions=rope|none theta=T eps=E dropout=0|1 bias=0|1)");
+  if (L->kind == TP_LAYER_BLOCK && !L->blk.kv_heads)
+    L->blk.kv_heads = L->blk.heads;
+  return TRUE;
+}
+
+/* The transformer kinds on a sequence: width d = c at s = h positions (w = 1).  Their elements are
+ * at the model's precision e, dropout masks a byte each, token ids 4 bytes; the loss keeps its fp32
+ * logits (Korthikanti et al.). */
+static gboolean derive_tokens(const TpModel *m, TpLayer *L, long long c, long long h, long long w, const char *file,
+                              GError **err)
+{
+  const char *kind = tp_layer_names[L->kind];
+  const TpBlock *b = &L->blk;
+  const double e = m->elem_bytes, s = (double)h, d = (double)c, V = m->vocab;
+  if (!m->vocab || w != 1)
+    return bad(err, file, L->line, "%s needs a token model ('tokens CONTEXT VOCAB' instead of 'input')", kind);
+  if ((L->kind == TP_LAYER_EMBEDDING) != (c == 1 && m->layers->len == 0))
+    return bad(err, file, L->line, L->kind == TP_LAYER_EMBEDDING ? "embedding must be the first layer"
+                                                                 : "%s must follow the embedding", kind);
+  switch (L->kind) {
+  case TP_LAYER_EMBEDDING:
+    L->cout = L->out;
+    L->params = count(V * L->out + (b->learned ? s * L->out : 0));
+    L->fwd_flops = b->learned ? s * L->out : 0;
+    L->bwd_w_flops = (b->learned ? 2 : 1) * s * L->out; /* the rows the tokens picked, accumulated */
+    L->stored_elems = h, L->stored_bytes = 4 * s;
+    break;
+  case TP_LAYER_LAYERNORM:
+  case TP_LAYER_RMSNORM:
+    L->params = count((L->kind == TP_LAYER_RMSNORM ? 1 : 2) * d);
+    L->fwd_flops = 5 * s * d, L->bwd_in_flops = 8 * s * d, L->bwd_w_flops = 2 * s * d;
+    L->stored_elems = count(s * d);
+    break;
+  case TP_LAYER_BLOCK: {
+    if (c % b->heads != 0 || b->heads % b->kv_heads != 0)
+      return bad(err, file, L->line, "block: width %lld is not a multiple of heads=%d, or heads of kv_heads=%d", c,
+                 b->heads, b->kv_heads);
+    double kvd = d / b->heads * b->kv_heads, f = b->ffn, a = b->heads;
+    double proj = 2 * d * d + 2 * d * kvd, mlp = (b->swiglu ? 3 : 2) * d * f;
+    double biases = L->bias ? 2 * d + 2 * kvd + (b->swiglu ? 2 * f : f) + d : 0;
+    L->params = count(proj + mlp + biases + 2 * (b->rmsnorm ? 1 : 2) * d);
+    double gemm = 2 * s * (proj + mlp), attn = 2 * s * s * d; /* QK^T, and the probabilities times V */
+    L->fwd_flops = gemm + 2 * attn, L->bwd_in_flops = gemm + 4 * attn, L->bwd_w_flops = gemm;
+    double norms = 2 * e * s * d;
+    double att = e * (3 * s * d + 2 * s * kvd + a * s * s) + (b->dropout ? a * s * s * (1 + e) + s * d : 0);
+    double ffn = e * (s * d + (b->swiglu ? 3 : 2) * s * f) + (b->dropout ? s * d : 0);
+    L->stored_bytes = norms + att + ffn;
+    L->stored_elems = count(L->stored_bytes / e);
+    break;
+  }
+  case TP_LAYER_LM_HEAD:
+    if (b->tied) {
+      const TpLayer *emb = &g_array_index(m->layers, TpLayer, 0);
+      if (emb->out != c)
+        return bad(err, file, L->line, "lm_head tied=1: the embedding is %d wide, the head's input %lld", emb->out, c);
+    }
+    L->cout = m->vocab;
+    L->params = b->tied ? 0 : count(V * d);
+    L->fwd_flops = L->bwd_in_flops = L->bwd_w_flops = 2 * s * d * V;
+    L->stored_elems = count(s * d);
+    break;
+  case TP_LAYER_TOKEN_CE:
+    if (c != m->vocab)
+      return bad(err, file, L->line, "token_ce needs the vocabulary's %d scores a position, got %lld (add lm_head)",
+                 m->vocab, c);
+    L->fwd_flops = 5 * s * V, L->bwd_in_flops = 2 * s * V;
+    L->stored_elems = count(s * V), L->stored_bytes = 4 * s * V;
+    break;
+  default: g_assert_not_reached();
+  }
   return TRUE;
 }
 
 /* Derive shape, parameters, FLOPs and activations of L from its input shape. */
-static gboolean derive(TpLayer *L, long long c, long long h, long long w, const char *file, GError **err)
+static gboolean derive(const TpModel *m, TpLayer *L, long long c, long long h, long long w, const char *file,
+                       GError **err)
 {
   long long in = count((double)c * h * w);
   L->cin = c, L->hin = h, L->win = w, L->in_elems = in;
@@ -145,7 +266,7 @@ static gboolean derive(TpLayer *L, long long c, long long h, long long w, const 
       return bad(err, file, L->line, "linear needs a flat input, got %lldx%lldx%lld (add flatten)", c, h, w);
     L->params = count((double)c * L->out + (L->bias ? L->out : 0));
     L->fwd_flops = 2.0 * c * L->out;
-    L->bwd_flops = 4.0 * c * L->out;
+    L->bwd_in_flops = L->bwd_w_flops = 2.0 * c * L->out;
     L->stored_elems = c;
     L->cout = L->out;
     break;
@@ -157,12 +278,12 @@ static gboolean derive(TpLayer *L, long long c, long long h, long long w, const 
       return bad(err, file, L->line, "%s: a %dx%d window does not fit a %lldx%lld input", tp_layer_names[L->kind],
                  L->k, L->k, h, w);
     L->fwd_flops = (double)L->k * L->k * c * L->hout * L->wout;
-    L->bwd_flops = (double)c * L->hout * L->wout;
+    L->bwd_in_flops = (double)c * L->hout * L->wout;
     L->stored_elems = L->kind == TP_LAYER_MAXPOOL ? count((double)c * L->hout * L->wout) : 0;
     break;
   case TP_LAYER_AVGPOOL_TO:
     L->hout = L->k, L->wout = L->out;
-    L->fwd_flops = L->bwd_flops = (double)in + (double)c * L->hout * L->wout;
+    L->fwd_flops = L->bwd_in_flops = (double)in + (double)c * L->hout * L->wout;
     break;
   case TP_LAYER_FLATTEN:
     L->cout = in, L->hout = L->wout = 1;
@@ -178,8 +299,17 @@ static gboolean derive(TpLayer *L, long long c, long long h, long long w, const 
     if (h != 1 || w != 1)
       return bad(err, file, L->line, "softmax_ce needs a flat input (class scores)");
     L->fwd_flops = 5.0 * c;
-    L->bwd_flops = 2.0 * c;
+    L->bwd_in_flops = 2.0 * c;
     L->stored_elems = c;
+    break;
+  case TP_LAYER_EMBEDDING:
+  case TP_LAYER_LAYERNORM:
+  case TP_LAYER_RMSNORM:
+  case TP_LAYER_BLOCK:
+  case TP_LAYER_LM_HEAD:
+  case TP_LAYER_TOKEN_CE:
+    if (!derive_tokens(m, L, c, h, w, file, err))
+      return FALSE;
     break;
   case TP_LAYER_BOTTLENECK:
     if (window(h, 3, L->stride, 1) < 1)
@@ -188,6 +318,9 @@ static gboolean derive(TpLayer *L, long long c, long long h, long long w, const 
     break;
   default: g_assert_not_reached();
   }
+  L->bwd_flops = L->bwd_in_flops + L->bwd_w_flops;
+  if (L->stored_bytes == 0)
+    L->stored_bytes = (double)m->elem_bytes * (double)L->stored_elems;
   L->out_elems = count((double)L->cout * L->hout * L->wout);
   const double most = TP_MODEL_MAX_COUNT;
   if (L->in_elems > most || L->out_elems > most || L->stored_elems > most || L->params > most || L->cout > most)
@@ -208,15 +341,17 @@ static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long
   if (i == TP_N_LAYER_KINDS) {
     g_autofree char *q = tp_quote(tok[0]);
     return bad(err, file, line, "unknown layer %s (known: conv, linear, relu, maxpool, avgpool, avgpool_to, "
-                                "flatten, dropout, batchnorm, softmax_ce, bottleneck)", q);
+                                "flatten, dropout, batchnorm, softmax_ce, bottleneck, embedding, layernorm, rmsnorm, "
+                                "block, lm_head, token_ce)", q);
   }
   L.kind = (TpLayerKind)i;
   /* positional arguments */
-  static const int npos[TP_N_LAYER_KINDS] = { 2, 1, 0, 1, 1, 2, 0, 0, 0, 0, 2 };
+  static const int npos[TP_N_LAYER_KINDS] = { 2, 1, 0, 1, 1, 2, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0 };
   static const char *const usage[TP_N_LAYER_KINDS] = {
     "conv OUT K [stride=S] [pad=P] [bias=0|1]", "linear OUT [bias=0|1]", "relu", "maxpool K [stride=S] [pad=P]",
     "avgpool K [stride=S] [pad=P]", "avgpool_to H W", "flatten", "dropout", "batchnorm", "softmax_ce",
-    "bottleneck MID OUT [stride=S]"
+    "bottleneck MID OUT [stride=S]", "embedding WIDTH [positions=learned|none]", "layernorm [eps=E]",
+    "rmsnorm [eps=E]", "block heads=H ffn=F [...]", "lm_head [tied=0|1]", "token_ce"
   };
   int vals[2] = { 0, 0 };
   for (int a = 0; a < npos[i]; a++)
@@ -229,11 +364,14 @@ static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long
   case TP_LAYER_AVGPOOL: L.k = vals[0], L.stride = vals[0]; break;
   case TP_LAYER_AVGPOOL_TO: L.k = vals[0], L.out = vals[1]; break;
   case TP_LAYER_BOTTLENECK: L.mid = vals[0], L.out = vals[1]; break;
+  case TP_LAYER_EMBEDDING: L.out = vals[0]; break;
   default: break;
   }
   if (m->layers->len >= TP_MODEL_MAX_LAYERS)
     return bad(err, file, line, "more than %d layers (the limit keeps the stage split fast)", TP_MODEL_MAX_LAYERS);
-  if (!layer_options(&L, tok, 1 + npos[i], file, line, err) || !derive(&L, *c, *h, *w, file, err))
+  if (m->layers->len && g_array_index(m->layers, TpLayer, m->layers->len - 1).kind == TP_LAYER_TOKEN_CE)
+    return bad(err, file, line, "%s after token_ce: the loss is the model's last layer", tp_layer_names[L.kind]);
+  if (!layer_options(&L, tok, 1 + npos[i], file, line, err) || !derive(m, &L, *c, *h, *w, file, err))
     return FALSE;
   *c = L.cout, *h = L.hout, *w = L.wout;
   g_array_append_val(m->layers, L);
@@ -244,6 +382,7 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
 {
   g_autoptr(TpModel) m = g_new0(TpModel, 1);
   m->source = g_strdup(name);
+  m->elem_bytes = 4, m->precision = "fp32";
   m->layers = g_array_new(FALSE, TRUE, sizeof(TpLayer));
   g_autofree char *copy = g_strndup(text, len);
   g_auto(GStrv) lines = g_strsplit(copy, "\n", -1);
@@ -283,6 +422,27 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
         return NULL;
       }
       m->dataset = v;
+    } else if (strcmp(tok[0], "precision") == 0) {
+      static const char *const names[] = { "fp32", "bf16", "fp16" };
+      int p = 0;
+      while (p < 3 && (!tok[1] || tok[2] || strcmp(tok[1], names[p]) != 0))
+        p++;
+      if (p == 3 || m->layers->len) {
+        bad(err, name, line, "expected 'precision fp32|bf16|fp16' before the layers");
+        return NULL;
+      }
+      m->precision = names[p], m->elem_bytes = p ? 2 : 4;
+    } else if (strcmp(tok[0], "tokens") == 0) {
+      int ctx, voc;
+      if (have_input || m->layers->len || !tok[1] || !tok[2] || tok[3] || !to_int(tok[1], 1, 1 << 20, &ctx) ||
+          !to_int(tok[2], 2, 1 << 24, &voc)) {
+        bad(err, name, line, "expected 'tokens CONTEXT VOCAB' once, before the layers (a sample: one sequence of "
+                             "CONTEXT tokens of a VOCAB-token vocabulary)");
+        return NULL;
+      }
+      m->context = ctx, m->vocab = voc;
+      m->in_c = c = 1, m->in_h = h = ctx, m->in_w = w = 1;
+      have_input = TRUE;
     } else if (strcmp(tok[0], "input") == 0) {
       if (have_input || m->layers->len) {
         bad(err, name, line, "'input' must come once, before the layers");
@@ -298,11 +458,20 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
       have_input = TRUE;
     } else {
       if (!have_input) {
-        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH' before the first layer");
+        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH' (or 'tokens CONTEXT VOCAB') before the first "
+                             "layer");
         return NULL;
       }
-      if (!parse_layer(m, tok, line, &c, &h, &w, name, err))
+      int times = 1; /* "repeat N LAYER …": N identical layers, each a unit of its own */
+      if (strcmp(tok[0], "repeat") == 0 &&
+          (!tok[1] || !tok[2] || !to_int(tok[1], 1, TP_MODEL_MAX_LAYERS, &times) || strcmp(tok[2], "repeat") == 0)) {
+        bad(err, name, line, "expected 'repeat N LAYER [ARGS]' with N from 1 to %d", TP_MODEL_MAX_LAYERS);
         return NULL;
+      }
+      char **layer = strcmp(tok[0], "repeat") == 0 ? tok + 2 : tok;
+      for (int r = 0; r < times; r++)
+        if (!parse_layer(m, layer, line, &c, &h, &w, name, err))
+          return NULL;
     }
   }
   if (m->layers->len == 0) {
@@ -341,9 +510,10 @@ char *tp_data_find(const char *env_var, const char *sub, const char *name, const
 
 char *tp_model_path(const char *name_or_path)
 {
-  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model"))
+  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".model") || g_str_has_suffix(name_or_path, ".json"))
     return g_strdup(name_or_path);
-  return tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model");
+  char *p = tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".model");
+  return p ? p : tp_data_find("TP_MODELS_DIR", "models", name_or_path, ".json");
 }
 
 TpModel *tp_model_load(const char *name_or_path, GError **err)
@@ -352,14 +522,26 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   if (!path) {
     g_autofree char *q = tp_quote(name_or_path);
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "no model named %s (looked for NAME.model in $TP_MODELS_DIR, "
-                                                     "%s/models and %s/models)", q, TP_DATADIR, TP_SRCDIR);
+                                                     "%s/models and %s/models; or NAME.json)", q, TP_DATADIR,
+                TP_SRCDIR);
     return NULL;
   }
   g_autofree char *text = NULL;
   gsize len;
   if (!tp_read_file(path, "model file", &text, &len, err))
     return NULL;
-  return tp_model_parse(text, len, tp_input_name(path), err);
+  const char *file = tp_input_name(path), *first = text;
+  while (first < text + len && g_ascii_isspace(*first))
+    first++;
+  if (first < text + len && *first == '{') { /* a Hugging Face config.json: its text as a model's */
+    g_autofree char *base = g_path_get_basename(path);
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base)
+      *dot = '\0';
+    g_autofree char *desc = tp_model_from_config(text, len, file, base, err);
+    return desc ? tp_model_parse(desc, strlen(desc), file, err) : NULL;
+  }
+  return tp_model_parse(text, len, file, err);
 }
 
 long long tp_model_train_bytes(const TpModel *m, int batch)

@@ -1,5 +1,6 @@
-/* tp_model.h — layer-stack model descriptions (models/NAME.model): shapes are propagated and
- * parameters, activation sizes and FLOPs per sample are derived, never typed in. */
+/* tp_model.h — layer-stack model descriptions (models/NAME.model, or a Hugging Face config.json):
+ * shapes are propagated and parameters, activation sizes and FLOPs per sample are derived, never
+ * typed in.  Images flow as channels x height x width; token sequences as width x positions x 1. */
 #ifndef TP_MODEL_H
 #define TP_MODEL_H
 
@@ -17,8 +18,26 @@ typedef enum {
   TP_LAYER_BATCHNORM,
   TP_LAYER_SOFTMAX_CE,
   TP_LAYER_BOTTLENECK,
+  TP_LAYER_EMBEDDING,
+  TP_LAYER_LAYERNORM,
+  TP_LAYER_RMSNORM,
+  TP_LAYER_BLOCK,
+  TP_LAYER_LM_HEAD,
+  TP_LAYER_TOKEN_CE,
   TP_N_LAYER_KINDS
 } TpLayerKind;
+
+/* What a transformer block (and the norms, the embedding and the head) is made of. */
+typedef struct {
+  int heads, kv_heads, ffn; /* attention heads, key/value heads (grouped-query), MLP width */
+  gboolean swiglu;          /* MLP: SwiGLU (gate, up, down) or GELU (up, down) */
+  gboolean rmsnorm;         /* norms: RMSNorm (a weight) or LayerNorm (weight and bias) */
+  gboolean rope;            /* rotary positions on queries and keys (halves rotated, as Llama) */
+  gboolean dropout;         /* attention and hidden dropout in training */
+  gboolean learned;         /* embedding: learned positions added */
+  gboolean tied;            /* head: the embedding's weights */
+  double eps, theta;        /* norm epsilon, rotary base */
+} TpBlock;
 
 /* Most layers a model may have: the optimal stage split is O(W L^2). */
 #define TP_MODEL_MAX_LAYERS 1000
@@ -34,16 +53,22 @@ typedef struct {
   gboolean bias;
   long long cin, hin, win;    /* input shape (flat inputs: cin features, 1 x 1) */
   long long cout, hout, wout; /* output shape */
+  TpBlock blk;                /* transformer kinds: their shape and choices */
   long long params;
   double fwd_flops, bwd_flops; /* per sample */
+  double bwd_in_flops, bwd_w_flops; /* the backward's input-gradient and weight-gradient parts */
   long long in_elems, out_elems; /* per sample */
   long long stored_elems;     /* per sample, kept from forward to backward */
+  double stored_bytes;        /* their bytes at the model's precision (masks and token ids as they are) */
 } TpLayer;
 
 typedef struct {
   char *name;   /* the model's name line, or the file's base name */
   char *source; /* file it was read from */
-  long long in_c, in_h, in_w; /* input shape: channels, height, width */
+  long long in_c, in_h, in_w; /* input shape: channels, height, width (tokens: 1, context, 1) */
+  int context, vocab; /* a token model's sequence length and vocabulary; 0 for images */
+  int elem_bytes;     /* bytes of a weight or activation element: 4 (fp32), 2 (bf16, fp16) */
+  const char *precision; /* "fp32", "bf16" or "fp16" */
   long long dataset; /* samples per epoch (0 if not given) */
   GArray *layers;    /* TpLayer */
   long long params;
@@ -53,9 +78,15 @@ typedef struct {
 extern const char *const tp_layer_names[TP_N_LAYER_KINDS];
 
 TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **err);
-/* A path (contains '/' or ends in .model), or a name looked up as NAME.model in $TP_MODELS_DIR,
- * the installed models directory, then the source tree's models/. */
+/* A path (contains '/', or ends in .model or .json), or a name looked up as NAME.model, then
+ * NAME.json, in $TP_MODELS_DIR, the installed models directory, then the source tree's models/.  A
+ * file whose first character other than blanks is '{' is a Hugging Face config.json
+ * (tp_model_from_config). */
 TpModel *tp_model_load(const char *name_or_path, GError **err);
+/* A Hugging Face config.json as a model description's text: LlamaForCausalLM (model_type llama,
+ * mistral, qwen2) and GPT2LMHeadModel (gpt2); an unknown model_type or a missing field is refused
+ * in one line naming it.  name: the model's name.  g_free the result. */
+char *tp_model_from_config(const char *json, gsize len, const char *file, const char *name, GError **err);
 /* The file tp_model_load reads for name_or_path (newly allocated); NULL for a name found nowhere. */
 char *tp_model_path(const char *name_or_path);
 void tp_model_free(TpModel *m);

@@ -5,13 +5,11 @@
 #include "tp_metrics.h"
 #include "tp_partition.h"
 
-#define FLOAT_BYTES 4.0
-
-double tp_layer_time(const TpLayer *L, const TpDevice *d, double b, gboolean bwd)
+double tp_layer_time(const TpLayer *L, const TpDevice *d, int elem_bytes, double b, gboolean bwd)
 {
-  double flops = b * (bwd ? L->bwd_flops : L->fwd_flops);
-  double bytes = FLOAT_BYTES * (b * ((bwd ? 2.0 : 1.0) * L->in_elems + L->out_elems) + (bwd ? 2.0 : 1.0) * L->params);
-  double t_compute = flops / (d->flops * d->efficiency), t_memory = bytes / (d->bandwidth * d->efficiency);
+  double flops = b * (bwd ? L->bwd_flops : L->fwd_flops), peak = elem_bytes == 2 ? tp_device_flops16(d) : d->flops;
+  double bytes = elem_bytes * (b * ((bwd ? 2.0 : 1.0) * L->in_elems + L->out_elems) + (bwd ? 2.0 : 1.0) * L->params);
+  double t_compute = flops / (peak * d->efficiency), t_memory = bytes / (d->bandwidth * d->efficiency);
   return MAX(t_compute, t_memory);
 }
 
@@ -60,8 +58,8 @@ static void fill_prefixes(TpAnalytic *a, int k)
     const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
     double *fp = a->fwd_prefix + (size_t)s * (L + 1), *bp = a->bwd_prefix + (size_t)s * (L + 1);
     for (int i = 0; i < L; i++) {
-      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, FALSE));
-      bp[i + 1] = bp[i] + (p ? p->layer[i].bwd[k] : tp_layer_time(tp_model_layer(m, i), d, a->micro, TRUE));
+      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(tp_model_layer(m, i), d, m->elem_bytes, a->micro, FALSE));
+      bp[i + 1] = bp[i] + (p ? p->layer[i].bwd[k] : tp_layer_time(tp_model_layer(m, i), d, m->elem_bytes, a->micro, TRUE));
     }
   }
 }
@@ -78,7 +76,8 @@ static double forward_whole(const TpAnalytic *a, int s, int lo, int hi)
     return 0;
   for (int i = lo; i < hi; i++)
     t += p ? p->layer[i].fwd[k]
-           : tp_layer_time(tp_model_layer(a->model, i), &a->cluster->dev[a->device[s]], (double)a->batch, FALSE);
+           : tp_layer_time(tp_model_layer(a->model, i), &a->cluster->dev[a->device[s]], a->model->elem_bytes,
+                         (double)a->batch, FALSE);
   return t;
 }
 
@@ -155,9 +154,10 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
       a->stored_prefix[i + 1] = a->stored_prefix[i] + pl->stored_bytes;
       a->in_bytes[i] = pl->in_bytes, a->out_bytes[i] = pl->out_bytes;
     } else {
-      a->param_prefix[i + 1] = a->param_prefix[i] + FLOAT_BYTES * (double)ly->params;
-      a->stored_prefix[i + 1] = a->stored_prefix[i] + FLOAT_BYTES * (double)ly->stored_elems;
-      a->in_bytes[i] = FLOAT_BYTES * (double)ly->in_elems, a->out_bytes[i] = FLOAT_BYTES * (double)ly->out_elems;
+      const double e = m->elem_bytes;
+      a->param_prefix[i + 1] = a->param_prefix[i] + e * (double)ly->params;
+      a->stored_prefix[i + 1] = a->stored_prefix[i] + ly->stored_bytes;
+      a->in_bytes[i] = e * (double)ly->in_elems, a->out_bytes[i] = e * (double)ly->out_elems;
     }
   }
   if (p) {
@@ -288,7 +288,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     cost->capacity[s] = tp_analytic_capacity(a, s);
     cost->stage_note[s] = g_strdup_printf("layers %d-%d (%s .. %s), %.4g M parameters", lo + 1, hi,
                                           tp_layer_names[first->kind], tp_layer_names[last->kind],
-                                          params / FLOAT_BYTES / 1e6);
+                                          params / a->model->elem_bytes / 1e6);
   }
   for (int l = 0; l < a->W - 1; l++)
     cost->link[l] = (TpLinkCost){ .latency = a->link_latency, .bandwidth = a->link_bandwidth,

@@ -53,8 +53,9 @@ gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **e
 void tp_analytic_free(TpAnalytic *a);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpAnalytic, tp_analytic_free)
 
-/* Seconds for one layer on a device for b samples (forward, or backward when bwd). */
-double tp_layer_time(const TpLayer *L, const TpDevice *d, double b, gboolean bwd);
+/* Seconds for one layer on a device for b samples (forward, or backward when bwd), its elements of
+ * elem_bytes (2: the device's 16-bit FLOP/s). */
+double tp_layer_time(const TpLayer *L, const TpDevice *d, int elem_bytes, double b, gboolean bwd);
 
 /* Split: `counts` gives layers per stage (W values, from --split), else the optimal split; with
  * acts/versions (peak micro-batch activations and live versions per stage, from a unit-slot

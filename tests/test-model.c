@@ -84,7 +84,7 @@ static void test_bad_models(void)
   expect_model_error("input 1 8 8\nconv 4 9\n", "bad.model:2: conv: a 9x9 kernel does not fit a 8x8 input");
   expect_model_error("input 1 8 8\nconv 4\n", "bad.model:2: expected 'conv OUT K");
   expect_model_error("input 1 8 8\nconv 4 3 strid=2\n", "bad.model:2: conv: bad option 'strid=2'");
-  expect_model_error("conv 4 3\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH' before the first layer");
+  expect_model_error("conv 4 3\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH' (or 'tokens CONTEXT VOCAB') before the first layer");
   expect_model_error("input 1 8\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH'");
   expect_model_error("input 1 8 8\n# nothing\n", "bad.model: no layers");
   expect_model_error("input 1 8 8\ndataset many\nflatten\n", "bad.model:2: expected 'dataset SAMPLES'");
@@ -284,16 +284,16 @@ static void test_analytic_costs(void)
   const TpDevice *d0 = &c->dev[0], *d1 = &c->dev[1];
   double f0 = 0, f1 = 0;
   for (int i = 0; i < 3; i++)
-    f0 += tp_layer_time(tp_model_layer(m, i), d0, b, FALSE);
+    f0 += tp_layer_time(tp_model_layer(m, i), d0, 4, b, FALSE);
   for (int i = 3; i < 7; i++)
-    f1 += tp_layer_time(tp_model_layer(m, i), d1, b, FALSE);
+    f1 += tp_layer_time(tp_model_layer(m, i), d1, 4, b, FALSE);
   g_assert_cmpfloat_with_epsilon(cost->stage[0].fwd, f0, 1e-15);
   g_assert_cmpfloat_with_epsilon(cost->stage[1].fwd, f1, 1e-15);
   /* the first linear: 784x256 MACs per sample, compute-bound or memory-bound, whichever is slower */
   const TpLayer *lin = tp_model_layer(m, 1);
   double t = MAX(b * 2.0 * 784 * 256 / (d0->flops * d0->efficiency),
                  4.0 * (b * (784 + 256) + lin->params) / (d0->bandwidth * d0->efficiency));
-  g_assert_cmpfloat_with_epsilon(tp_layer_time(lin, d0, b, FALSE), t, 1e-18);
+  g_assert_cmpfloat_with_epsilon(tp_layer_time(lin, d0, 4, b, FALSE), t, 1e-18);
   g_assert_cmpfloat(cost->stage[0].act_bytes, ==, 4.0 * b * 256);   /* relu output */
   g_assert_cmpfloat(cost->stage[1].grad_bytes, ==, 4.0 * b * 256);  /* gradient of that */
   g_assert_cmpfloat(cost->stage[0].weight_bytes, ==, 4.0 * (784 * 256 + 256));

@@ -1,0 +1,160 @@
+/* tp_hfconfig.c — a Hugging Face config.json as a model description (tp_model.h): the fields of
+ * LlamaForCausalLM (and Mistral's and Qwen2's, which mean the same) and of GPT2LMHeadModel, written
+ * as the .model text the reader takes, so that one reader derives every model. */
+#include "tp_model.h"
+#include "tp_error.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+typedef struct {
+  JsonObject *o;
+  const char *file;
+  GError **err;
+} Config;
+
+static gboolean missing(Config *c, const char *key, const char *want)
+{
+  g_set_error(c->err, TP_ERROR, TP_ERROR_INPUT, "%s: config.json %s \"%s\" (%s)", c->file,
+              json_object_has_member(c->o, key) ? "has a bad" : "has no", key, want);
+  return FALSE;
+}
+
+/* An integer member in [lo, hi]; absent: *out = dflt when dflt >= lo, else refused. */
+static gboolean int_member(Config *c, const char *key, gint64 lo, gint64 hi, gint64 dflt, gint64 *out)
+{
+  JsonNode *n = json_object_get_member(c->o, key);
+  if (!n || JSON_NODE_HOLDS_NULL(n)) {
+    *out = dflt;
+    return dflt >= lo || missing(c, key, "a whole number");
+  }
+  if (json_node_get_value_type(n) != G_TYPE_INT64 || json_node_get_int(n) < lo || json_node_get_int(n) > hi) {
+    g_autofree char *want = g_strdup_printf("a whole number from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT, lo, hi);
+    return missing(c, key, want);
+  }
+  *out = json_node_get_int(n);
+  return TRUE;
+}
+
+/* A number member in (0, hi]; absent: dflt. */
+static gboolean num_member(Config *c, const char *key, double hi, double dflt, double *out)
+{
+  JsonNode *n = json_object_get_member(c->o, key);
+  *out = dflt;
+  if (!n || JSON_NODE_HOLDS_NULL(n))
+    return TRUE;
+  GType t = JSON_NODE_HOLDS_VALUE(n) ? json_node_get_value_type(n) : G_TYPE_INVALID;
+  if (t != G_TYPE_DOUBLE && t != G_TYPE_INT64)
+    return missing(c, key, "a number");
+  *out = json_node_get_double(n);
+  return (*out > 0 && *out <= hi) || missing(c, key, "a positive number");
+}
+
+static gboolean bool_member(Config *c, const char *key, gboolean dflt, gboolean *out)
+{
+  JsonNode *n = json_object_get_member(c->o, key);
+  *out = dflt;
+  if (!n || JSON_NODE_HOLDS_NULL(n))
+    return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
+    return missing(c, key, "true or false");
+  *out = json_node_get_boolean(n);
+  return TRUE;
+}
+
+/* A string member, or NULL (absent, or not a string). */
+static const char *str_member(JsonObject *o, const char *key)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  return n && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING ? json_node_get_string(n) : NULL;
+}
+
+/* torch_dtype as the model's precision: bfloat16, float16, float32 (absent: fp32). */
+static const char *precision(Config *c)
+{
+  const char *d = json_object_has_member(c->o, "torch_dtype") ? str_member(c->o, "torch_dtype") : "float32";
+  return !d ? NULL : !strcmp(d, "bfloat16") ? "bf16" : !strcmp(d, "float16") ? "fp16" : !strcmp(d, "float32") ? "fp32" : NULL;
+}
+
+static gboolean llama(Config *c, const char *prec, GString *m)
+{
+  gint64 V, d, f, L, h, kv, ctx;
+  double eps, theta;
+  gboolean tied;
+  if (!int_member(c, "vocab_size", 2, 1 << 24, -1, &V) || !int_member(c, "hidden_size", 1, 1 << 20, -1, &d) ||
+      !int_member(c, "intermediate_size", 1, 1 << 20, -1, &f) ||
+      !int_member(c, "num_hidden_layers", 1, TP_MODEL_MAX_LAYERS - 4, -1, &L) ||
+      !int_member(c, "num_attention_heads", 1, 1 << 16, -1, &h) ||
+      !int_member(c, "num_key_value_heads", 1, 1 << 16, h, &kv) ||
+      !int_member(c, "max_position_embeddings", 1, 1 << 20, -1, &ctx) ||
+      !num_member(c, "rms_norm_eps", 0.5, 1e-6, &eps) || !num_member(c, "rope_theta", 1e9, 10000, &theta) ||
+      !bool_member(c, "tie_word_embeddings", FALSE, &tied))
+    return FALSE;
+  char e[G_ASCII_DTOSTR_BUF_SIZE], t[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_dtostr(e, sizeof e, eps), g_ascii_dtostr(t, sizeof t, theta);
+  g_string_append_printf(m, "tokens %" G_GINT64_FORMAT " %" G_GINT64_FORMAT "\nprecision %s\nembedding %" G_GINT64_FORMAT
+                            "\nrepeat %" G_GINT64_FORMAT " block heads=%" G_GINT64_FORMAT " kv_heads=%" G_GINT64_FORMAT
+                            " ffn=%" G_GINT64_FORMAT " mlp=swiglu norm=rmsnorm positions=rope theta=%s eps=%s\n"
+                            "rmsnorm eps=%s\nlm_head tied=%d\ntoken_ce\n",
+                         ctx, V, prec, d, L, h, kv, f, t, e, e, tied);
+  return TRUE;
+}
+
+static gboolean gpt2(Config *c, const char *prec, GString *m)
+{
+  gint64 V, d, f, L, h, ctx, ctx_old;
+  double eps, pdrop;
+  if (!int_member(c, "vocab_size", 2, 1 << 24, -1, &V) || !int_member(c, "n_embd", 1, 1 << 20, -1, &d) ||
+      !int_member(c, "n_layer", 1, TP_MODEL_MAX_LAYERS - 4, -1, &L) || !int_member(c, "n_head", 1, 1 << 16, -1, &h) ||
+      !int_member(c, "n_ctx", 0, 1 << 20, 0, &ctx_old) ||
+      !int_member(c, "n_positions", 1, 1 << 20, ctx_old > 0 ? ctx_old : -1, &ctx) ||
+      !int_member(c, "n_inner", 1, 1 << 22, 4 * d, &f) || !num_member(c, "layer_norm_epsilon", 0.5, 1e-5, &eps) ||
+      !num_member(c, "resid_pdrop", 1, 0.1, &pdrop)) /* GPT2Config's defaults where absent */
+    return FALSE;
+  char e[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_dtostr(e, sizeof e, eps);
+  g_string_append_printf(m, "tokens %" G_GINT64_FORMAT " %" G_GINT64_FORMAT "\nprecision %s\nembedding %" G_GINT64_FORMAT
+                            " positions=learned\nrepeat %" G_GINT64_FORMAT " block heads=%" G_GINT64_FORMAT
+                            " ffn=%" G_GINT64_FORMAT " mlp=gelu norm=layernorm bias=1 dropout=%d eps=%s\n"
+                            "layernorm eps=%s\nlm_head tied=1\ntoken_ce\n",
+                         ctx, V, prec, d, L, h, f, pdrop > 0, e, e);
+  return TRUE;
+}
+
+char *tp_model_from_config(const char *json, gsize len, const char *file, const char *name, GError **err)
+{
+  g_autoptr(JsonParser) p = json_parser_new_immutable();
+  GError *e = NULL;
+  if (!json_parser_load_from_data(p, json, (gssize)len, &e)) {
+    g_autofree char *one = tp_one_line(e->message);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a config.json: %s", file, one);
+    g_error_free(e);
+    return NULL;
+  }
+  JsonNode *root = json_parser_get_root(p);
+  if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: a config.json is one JSON object", file);
+    return NULL;
+  }
+  Config c = { json_node_get_object(root), file, err };
+  const char *type = str_member(c.o, "model_type");
+  const char *prec = precision(&c);
+  if (!prec) {
+    missing(&c, "torch_dtype", "bfloat16, float16 or float32");
+    return NULL;
+  }
+  g_autoptr(GString) m = g_string_new(NULL);
+  g_string_append_printf(m, "name %s\n", name);
+  gboolean ok;
+  if (type && (!strcmp(type, "llama") || !strcmp(type, "mistral") || !strcmp(type, "qwen2")))
+    ok = llama(&c, prec, m);
+  else if (type && !strcmp(type, "gpt2"))
+    ok = gpt2(&c, prec, m);
+  else {
+    g_autofree char *q = tp_quote(type ? type : "(none)");
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: model_type %s is not one timeprest reads (llama, mistral, qwen2, "
+                "gpt2)", file, q);
+    return NULL;
+  }
+  return ok ? g_string_free(g_steal_pointer(&m), FALSE) : NULL;
+}

@@ -1,0 +1,250 @@
+/* test-transformer.c — the transformer model descriptions against published numbers: parameter
+ * counts of the shipped models (Hugging Face's, GPT-2's, the zero-bubble paper's names), a block's
+ * FLOPs against Megatron-LM's closed forms and its stored bytes against Korthikanti et al.'s,
+ * Hugging Face config.json read as the .model it stands for, the repeat syntax, the refusals, and
+ * the model command. */
+#include "tp_analytic.h"
+#include "tp_model.h"
+#include "tp_test.h"
+
+#include <math.h>
+
+static TpModel *model(const char *name)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(name, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(m);
+  return m;
+}
+
+static TpModel *parse(const char *text, GError **err) { return tp_model_parse(text, strlen(text), "t.model", err); }
+
+/* Exact where the publisher gives the count (Hugging Face's TinyLlama and GPT-2, this project's
+ * llama-tiny by hand); where only a name gives it (GPT-3, the zero-bubble paper's GPT models, whose
+ * Table 3 gives layers, heads and widths but no count), within 1.5 % of the name: the names are
+ * rounded, and no one vocabulary fits all four of the paper's (ours: GPT-2's 50257, 0.2–1.4 % off). */
+static void test_parameter_counts(void)
+{
+  struct { const char *name; long long exact; double named; } cases[] = {
+    { "llama-tiny", 2951424, 0 },
+    { "tinyllama-1.1b", 1100048384, 0 },
+    { "gpt2-124m", 124439808, 0 },
+    { "gpt-1.5b", 0, 1.5e9 },
+    { "gpt-6.2b", 0, 6.2e9 },
+    { "gpt-14.6b", 0, 14.6e9 },
+    { "gpt-28.3b", 0, 28.3e9 },
+    { "gpt3-175b", 0, 175e9 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(TpModel) m = model(cases[i].name);
+    g_test_message("%s: %lld parameters", cases[i].name, m->params);
+    if (cases[i].exact)
+      g_assert_cmpint(m->params, ==, cases[i].exact);
+    else
+      g_assert_cmpfloat(fabs(m->params / cases[i].named - 1), <, 0.015);
+  }
+  /* llama-tiny by hand: embedding, 4 blocks (q, k, v, o, gate, up, down, two norms), norm, head */
+  long long d = 256, kv = 2 * (256 / 8), f = 704;
+  long long block = d * d + 2 * d * kv + d * d + 3 * d * f + 2 * d;
+  g_autoptr(TpModel) t = model("llama-tiny");
+  g_assert_cmpint(t->params, ==, 256 * d + 4 * block + d + d * 256);
+}
+
+/* Megatron-LM's counts for the GPT block with a 4h MLP, per sample of s tokens: forward
+ * s·h·(24h + 4s), input gradient s·h·(24h + 8s), weight gradient 24·s·h²; and for the model,
+ * 72·s·l·h²·(1 + s/(6h) + V/(12·l·h)) for a forward and backward (the norms' few FLOPs beside). */
+static void test_megatron_flops(void)
+{
+  const char *names[] = { "gpt-1.5b", "gpt-6.2b", "gpt-14.6b", "gpt-28.3b", "gpt3-175b", "gpt2-124m" };
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(TpModel) m = model(names[i]);
+    const TpLayer *b = tp_model_layer(m, 1);
+    g_assert_cmpint(b->kind, ==, TP_LAYER_BLOCK);
+    double s = m->context, h = b->cin, l = 0, V = m->vocab;
+    g_assert_cmpfloat(b->fwd_flops, ==, s * h * (24 * h + 4 * s));
+    g_assert_cmpfloat(b->bwd_in_flops, ==, s * h * (24 * h + 8 * s));
+    g_assert_cmpfloat(b->bwd_w_flops, ==, 24 * s * h * h);
+    double total = 0;
+    for (int k = 0; k < tp_model_n_layers(m); k++) {
+      const TpLayer *L = tp_model_layer(m, k);
+      l += L->kind == TP_LAYER_BLOCK;
+      total += L->fwd_flops + L->bwd_flops;
+    }
+    double megatron = 72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    g_test_message("%s: %.6g FLOPs per sample, Megatron-LM %.6g", names[i], total, megatron);
+    g_assert_cmpfloat(fabs(total / megatron - 1), <, 0.005);
+  }
+}
+
+/* Korthikanti et al. (2022), 16-bit, per sample: a GPT block with dropout keeps s·h·(34 + 5·a·s/h)
+ * bytes; without dropout its masks (s·h each after attention and MLP, a·s² after softmax) and the
+ * dropped softmax (2·a·s²) go: s·h·32 + 2·a·s². */
+static void test_korthikanti_activations(void)
+{
+  g_autoptr(TpModel) m = model("gpt3-175b");
+  const TpLayer *b = tp_model_layer(m, 1);
+  double s = 2048, h = 12288, a = 96;
+  g_assert_cmpfloat(b->stored_bytes, ==, s * h * (34 + 5 * a * s / h));
+  GError *err = NULL;
+  g_autoptr(TpModel) nd = parse("tokens 2048 50257\nprecision bf16\nembedding 12288 positions=learned\n"
+                                "block heads=96 ffn=49152 bias=1\n", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(tp_model_layer(nd, 1)->stored_bytes, ==, 32 * s * h + 2 * a * s * s);
+  /* fp32 doubles the elements, not the one-byte masks: with dropout, its output (4·a·s²) and masks
+   * (a·s² and 2·s·h) beside the rest */
+  g_autoptr(TpModel) f32 = parse("tokens 2048 50257\nembedding 12288 positions=learned\n"
+                                 "block heads=96 ffn=49152 bias=1 dropout=1\n", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(tp_model_layer(f32, 1)->stored_bytes, ==, 2 * (32 * s * h + 2 * a * s * s) + 2 * s * h + 5 * a * s * s);
+}
+
+/* A config.json is read as the .model text it stands for: the same layers, parameters and FLOPs. */
+static void test_config_json(void)
+{
+  g_autoptr(TpModel) j = model("tinyllama-1.1b");
+  GError *err = NULL;
+  g_autoptr(TpModel) t = parse("name tinyllama-1.1b\ntokens 2048 32000\nprecision bf16\nembedding 2048\n"
+                               "repeat 22 block heads=32 kv_heads=4 ffn=5632 mlp=swiglu norm=rmsnorm positions=rope\n"
+                               "rmsnorm\nlm_head\ntoken_ce\n", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(tp_model_n_layers(j), ==, tp_model_n_layers(t));
+  for (int i = 0; i < tp_model_n_layers(j); i++) {
+    const TpLayer *a = tp_model_layer(j, i), *b = tp_model_layer(t, i);
+    g_assert_cmpint(a->kind, ==, b->kind);
+    g_assert_cmpint(a->params, ==, b->params);
+    g_assert_cmpfloat(a->fwd_flops, ==, b->fwd_flops);
+    g_assert_cmpfloat(a->stored_bytes, ==, b->stored_bytes);
+  }
+  g_assert_cmpstr(j->precision, ==, "bf16");
+  g_assert_cmpint(j->elem_bytes, ==, 2);
+  /* Mistral's and Qwen2's model_type read as Llama's; a tied head has no weights of its own */
+  const char *cfg = "{\"model_type\": \"mistral\", \"vocab_size\": 100, \"hidden_size\": 64, "
+                    "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                    "\"max_position_embeddings\": 32, \"tie_word_embeddings\": true}";
+  g_autofree char *mistral = tp_model_from_config(cfg, strlen(cfg), "c.json", "m", &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(strstr(mistral, "kv_heads=4"));
+  g_assert_nonnull(strstr(mistral, "lm_head tied=1"));
+}
+
+/* Each refusal names what is wrong, in one line. */
+static void test_config_refusals(void)
+{
+  struct { const char *json, *want; } cases[] = {
+    { "{\"model_type\": \"t5\"}", "model_type 't5' is not one timeprest reads" },
+    { "{\"vocab_size\": 5}", "model_type '(none)'" },
+    { "{\"model_type\": \"llama\", \"vocab_size\": 100}", "has no \"hidden_size\"" },
+    { "{\"model_type\": \"llama\", \"vocab_size\": \"100\"}", "has a bad \"vocab_size\"" },
+    { "{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4}",
+      "has no \"n_positions\"" },
+    { "{\"model_type\": \"llama\", \"torch_dtype\": \"int8\"}", "\"torch_dtype\" (bfloat16, float16 or float32)" },
+    { "[1, 2]", "a config.json is one JSON object" },
+    { "{\"model_type\": ", "not a config.json" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    GError *err = NULL;
+    g_autofree char *t = tp_model_from_config(cases[i].json, strlen(cases[i].json), "c.json", "m", &err);
+    g_assert_null(t);
+    g_assert_nonnull(err);
+    g_test_message("%s", err->message);
+    g_assert_nonnull(strstr(err->message, cases[i].want));
+    g_assert_null(strchr(err->message, '\n'));
+    g_error_free(err);
+  }
+}
+
+/* "repeat N LAYER" is N layers; the transformer kinds' refusals. */
+static void test_syntax(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) r = parse("input 1 4 4\nflatten\nrepeat 3 linear 8\nlinear 2\nsoftmax_ce\n", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(tp_model_n_layers(r), ==, 6);
+  g_assert_cmpint(r->params, ==, 16 * 8 + 8 + 2 * (8 * 8 + 8) + 8 * 2 + 2);
+  struct { const char *text, *want; } bad[] = {
+    { "tokens 8 16\nrepeat 0 block heads=2 ffn=4\n", "expected 'repeat N LAYER" },
+    { "tokens 8 16\nrepeat 2\n", "expected 'repeat N LAYER" },
+    { "tokens 8 16\nembedding 8\nblock ffn=4\n", "block needs heads=H and ffn=F" },
+    { "tokens 8 16\nembedding 8\nblock heads=3 ffn=4\n", "not a multiple of heads=3" },
+    { "tokens 8 16\nembedding 8\nblock heads=4 kv_heads=3 ffn=4\n", "kv_heads=3" },
+    { "tokens 8 16\nembedding 8\nblock heads=2 ffn=4 mlp=relu\n", "bad option 'mlp=relu'" },
+    { "input 1 8 8\nembedding 8\n", "needs a token model" },
+    { "tokens 8 16\nblock heads=2 ffn=4\n", "must follow the embedding" },
+    { "tokens 8 16\nembedding 8\nembedding 8\n", "embedding must be the first layer" },
+    { "tokens 8 16\nembedding 8\nlm_head\ntoken_ce\ntoken_ce\n", "token_ce" },
+    { "tokens 8 16\nembedding 8\nlayernorm\nlinear 4\n", "linear needs a flat input" },
+    { "tokens 8 16\nembedding 8\ntoken_ce\n", "needs the vocabulary's 16 scores" },
+    { "tokens 8 16\nembedding 8\nprecision bf16\n", "before the layers" },
+    { "tokens 8 1\nembedding 8\n", "expected 'tokens CONTEXT VOCAB'" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *e = NULL;
+    g_autoptr(TpModel) m = parse(bad[i].text, &e);
+    g_assert_null(m);
+    g_assert_nonnull(e);
+    g_test_message("%s", e->message);
+    g_assert_nonnull(strstr(e->message, bad[i].want));
+    g_error_free(e);
+  }
+}
+
+/* The model command: every layer in JSON with the fields a script reads; unknown models refused. */
+static void test_model_command(void)
+{
+  TptRun r = tpt_run((const char *[]){ "model", "llama-tiny", "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  const char *keys[] = { "\"parameters\": 2951424", "\"kind\": \"block\"", "\"forward_flops\"",
+                         "\"backward_input_flops\"", "\"backward_weight_flops\"", "\"stored_activation_bytes\"",
+                         "\"layers\": [", "\"totals\"" };
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+    g_assert_nonnull(strstr(r.out, keys[i]));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "model", "vgg16-cifar100", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "134670244 parameters"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "model", "no-such-model", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "model", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  tpt_run_clear(&r);
+}
+
+/* The analytic model times a 16-bit model at the device's 16-bit FLOP/s, and counts its bytes at two
+ * per element; training refuses the transformer layers up front, in one line. */
+static void test_costs_and_refusal(void)
+{
+  TptRun r = tpt_run((const char *[]){ "simulate", "-s", "1f1b", "--model", "gpt-1.5b", "--cluster", "h100x8", "-n",
+                                       "8", "--batch", "16", "-k", "4", "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"makespan\""));
+  tpt_run_clear(&r);
+  g_autoptr(TpModel) m = model("gpt-1.5b");
+  const TpLayer *b = tp_model_layer(m, 1);
+  TpDevice d = { .flops = 67e12, .flops16 = 989e12, .memory = 80e9, .bandwidth = 3.35e12, .efficiency = 1 };
+  g_assert_cmpfloat(fabs(tp_layer_time(b, &d, 2, 1, FALSE) / (b->fwd_flops / 989e12) - 1), <, 1e-12);
+  g_assert_cmpfloat(fabs(tp_layer_time(b, &d, 4, 1, FALSE) / (b->fwd_flops / 67e12) - 1), <, 1e-12);
+  r = tpt_run((const char *[]){ "train", "-m", "llama-tiny", "-w", "2", "-k", "1", "--data", "synthetic", "--quiet",
+                                NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "not supported by the executor"));
+  tpt_run_clear(&r);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/transformer/parameter-counts", test_parameter_counts);
+  g_test_add_func("/transformer/megatron-flops", test_megatron_flops);
+  g_test_add_func("/transformer/korthikanti-activations", test_korthikanti_activations);
+  g_test_add_func("/transformer/config-json", test_config_json);
+  g_test_add_func("/transformer/config-refusals", test_config_refusals);
+  g_test_add_func("/transformer/syntax", test_syntax);
+  g_test_add_func("/transformer/model-command", test_model_command);
+  g_test_add_func("/transformer/costs-and-refusal", test_costs_and_refusal);
+  return g_test_run();
+}
