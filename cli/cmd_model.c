@@ -104,15 +104,18 @@ gboolean tp_cmd_model(int argc, char **argv, GError **err)
     "         timeprest model gpt2-124m --format json");
   static const char *const formats[] = { "text", "json", NULL };
   int fmt = 0;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_cli_check_output(output, 0, NULL, err) ||
-      (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
     return FALSE;
   guint n = rest ? g_strv_length(rest) : 0;
   if ((n == 0) == (model == NULL) || n > 1) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "give one model, as NAME|FILE or with -m");
     return FALSE;
   }
-  g_autoptr(TpModel) m = tp_model_load(model ? model : rest[0], err);
+  const char *which = model ? model : rest[0];
+  const TpCliInput in[] = { { model ? "-m" : "the model", which, tp_model_path } };
+  if (!tp_cli_check_output(output, 1, in, err))
+    return FALSE;
+  g_autoptr(TpModel) m = tp_model_load(which, err);
   if (!m)
     return FALSE;
   g_autoptr(GString) out = g_string_new(NULL);

@@ -23,6 +23,11 @@ char *tp_schedule_sha256(const TpSchedule *s);
 char *tp_schedule_sha256_csv(const TpSchedule *s);
 void tp_format_json(const TpSchedule *s, GString *out);
 
+/* What every JSON reader refuses before json-glib reads the text (which it takes, or recurses on):
+ * nesting deeper than 16, keys given twice or written with escapes, \u0000 in strings, single quotes,
+ * comments, text after the value; each as "name:line: why". */
+gboolean tp_json_check(const char *text, gsize len, const char *name, GError **err);
+
 /* Parse a schedule from text (CSV, JSON or PyTorch's CSV, told apart by the first non-blank
  * character: '#' ours, '{' JSON, a digit, ',' or '(' PyTorch's).
  * `name` is used in messages ("name:line: …").  The result is parsed, not validated. */

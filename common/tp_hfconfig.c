@@ -3,6 +3,7 @@
  * as the .model text the reader takes, so that one reader derives every model. */
 #include "tp_model.h"
 #include "tp_error.h"
+#include "tp_format.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>
@@ -36,8 +37,8 @@ static gboolean int_member(Config *c, const char *key, gint64 lo, gint64 hi, gin
   return TRUE;
 }
 
-/* A number member in (0, hi]; absent: dflt. */
-static gboolean num_member(Config *c, const char *key, double hi, double dflt, double *out)
+/* A number member in (lo, hi] (lo 0: [0, hi]); absent: dflt. */
+static gboolean num_member(Config *c, const char *key, double lo, double hi, double dflt, double *out)
 {
   JsonNode *n = json_object_get_member(c->o, key);
   *out = dflt;
@@ -47,7 +48,10 @@ static gboolean num_member(Config *c, const char *key, double hi, double dflt, d
   if (t != G_TYPE_DOUBLE && t != G_TYPE_INT64)
     return missing(c, key, "a number");
   *out = json_node_get_double(n);
-  return (*out > 0 && *out <= hi) || missing(c, key, "a positive number");
+  if ((lo > 0 ? *out > lo : *out >= 0) && *out <= hi)
+    return TRUE;
+  g_autofree char *want = g_strdup_printf("a number %s %g and at most %g", lo > 0 ? "above" : "from", lo, hi);
+  return missing(c, key, want);
 }
 
 static gboolean bool_member(Config *c, const char *key, gboolean dflt, gboolean *out)
@@ -69,34 +73,59 @@ static const char *str_member(JsonObject *o, const char *key)
   return n && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING ? json_node_get_string(n) : NULL;
 }
 
-/* torch_dtype as the model's precision: bfloat16, float16, float32 (absent: fp32). */
-static const char *precision(Config *c)
+/* torch_dtype (dtype in newer configs) as the model's precision: bfloat16, float16, float32 (absent or
+ * null: fp32); NULL with *key where it is something else. */
+static const char *precision(Config *c, const char **key)
 {
-  const char *d = json_object_has_member(c->o, "torch_dtype") ? str_member(c->o, "torch_dtype") : "float32";
+  *key = json_object_has_member(c->o, "torch_dtype") ? "torch_dtype" : "dtype";
+  JsonNode *n = json_object_get_member(c->o, *key);
+  const char *d = !n || JSON_NODE_HOLDS_NULL(n) ? "float32" : str_member(c->o, *key);
   return !d ? NULL : !strcmp(d, "bfloat16") ? "bf16" : !strcmp(d, "float16") ? "fp16" : !strcmp(d, "float32") ? "fp32" : NULL;
 }
 
-static gboolean llama(Config *c, const char *prec, GString *m)
+/* The block's shape checked here, so that a config's own numbers are what a refusal names. */
+static gboolean shape_ok(Config *c, gint64 d, gint64 h, gint64 kv, gint64 hd, const char *hidden, const char *heads,
+                         const char *kvs)
 {
-  gint64 V, d, f, L, h, kv, ctx;
+  if (hd == 0 && d % h != 0) {
+    g_set_error(c->err, TP_ERROR, TP_ERROR_INPUT, "%s: config.json \"%s\" %" G_GINT64_FORMAT " is not a multiple of \"%s\" %"
+                G_GINT64_FORMAT, c->file, hidden, d, heads, h);
+    return FALSE;
+  }
+  if (h % kv != 0) {
+    g_set_error(c->err, TP_ERROR, TP_ERROR_INPUT, "%s: config.json \"%s\" %" G_GINT64_FORMAT " is not a multiple of \"%s\" %"
+                G_GINT64_FORMAT, c->file, heads, h, kvs, kv);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Llama, Mistral and Qwen2 (whose q, k and v projections always have biases). */
+static gboolean llama(Config *c, const char *prec, gboolean qwen2, GString *m)
+{
+  gint64 V, d, f, L, h, kv, hd, ctx;
   double eps, theta;
-  gboolean tied;
+  gboolean tied, attn_bias, mlp_bias;
   if (!int_member(c, "vocab_size", 2, 1 << 24, -1, &V) || !int_member(c, "hidden_size", 1, 1 << 20, -1, &d) ||
       !int_member(c, "intermediate_size", 1, 1 << 20, -1, &f) ||
       !int_member(c, "num_hidden_layers", 1, TP_MODEL_MAX_LAYERS - 4, -1, &L) ||
       !int_member(c, "num_attention_heads", 1, 1 << 16, -1, &h) ||
-      !int_member(c, "num_key_value_heads", 1, 1 << 16, h, &kv) ||
+      !int_member(c, "num_key_value_heads", 1, 1 << 16, h, &kv) || !int_member(c, "head_dim", 0, 1 << 16, 0, &hd) ||
       !int_member(c, "max_position_embeddings", 1, 1 << 20, -1, &ctx) ||
-      !num_member(c, "rms_norm_eps", 0.5, 1e-6, &eps) || !num_member(c, "rope_theta", 1e9, 10000, &theta) ||
-      !bool_member(c, "tie_word_embeddings", FALSE, &tied))
+      !num_member(c, "rms_norm_eps", 0, 0.5, 1e-6, &eps) || !num_member(c, "rope_theta", 1, 1e9, 10000, &theta) ||
+      !bool_member(c, "tie_word_embeddings", FALSE, &tied) || !bool_member(c, "attention_bias", FALSE, &attn_bias) ||
+      !bool_member(c, "mlp_bias", FALSE, &mlp_bias) ||
+      !shape_ok(c, d, h, kv, hd, "hidden_size", "num_attention_heads", "num_key_value_heads"))
     return FALSE;
   char e[G_ASCII_DTOSTR_BUF_SIZE], t[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_dtostr(e, sizeof e, eps), g_ascii_dtostr(t, sizeof t, theta);
   g_string_append_printf(m, "tokens %" G_GINT64_FORMAT " %" G_GINT64_FORMAT "\nprecision %s\nembedding %" G_GINT64_FORMAT
                             "\nrepeat %" G_GINT64_FORMAT " block heads=%" G_GINT64_FORMAT " kv_heads=%" G_GINT64_FORMAT
-                            " ffn=%" G_GINT64_FORMAT " mlp=swiglu norm=rmsnorm positions=rope theta=%s eps=%s\n"
-                            "rmsnorm eps=%s\nlm_head tied=%d\ntoken_ce\n",
-                         ctx, V, prec, d, L, h, kv, f, t, e, e, tied);
+                            " head_dim=%" G_GINT64_FORMAT " ffn=%" G_GINT64_FORMAT " mlp=swiglu norm=rmsnorm positions=rope"
+                            " theta=%s eps=%s qkv_bias=%d o_bias=%d mlp_bias=%d\nrmsnorm eps=%s\nlm_head tied=%d\n"
+                            "token_ce\n",
+                         ctx, V, prec, d, L, h, kv, hd ? hd : d / h, f, t, e, attn_bias || qwen2, attn_bias, mlp_bias, e,
+                         tied);
   return TRUE;
 }
 
@@ -108,8 +137,10 @@ static gboolean gpt2(Config *c, const char *prec, GString *m)
       !int_member(c, "n_layer", 1, TP_MODEL_MAX_LAYERS - 4, -1, &L) || !int_member(c, "n_head", 1, 1 << 16, -1, &h) ||
       !int_member(c, "n_ctx", 0, 1 << 20, 0, &ctx_old) ||
       !int_member(c, "n_positions", 1, 1 << 20, ctx_old > 0 ? ctx_old : -1, &ctx) ||
-      !int_member(c, "n_inner", 1, 1 << 22, 4 * d, &f) || !num_member(c, "layer_norm_epsilon", 0.5, 1e-5, &eps) ||
-      !num_member(c, "resid_pdrop", 1, 0.1, &pdrop)) /* GPT2Config's defaults where absent */
+      !int_member(c, "n_inner", 1, 1 << 20, MIN(4 * d, 1 << 20), &f) ||
+      !num_member(c, "layer_norm_epsilon", 0, 0.5, 1e-5, &eps) ||
+      !num_member(c, "resid_pdrop", 0, 1, 0.1, &pdrop) || /* GPT2Config's defaults where absent */
+      !shape_ok(c, d, h, h, 0, "n_embd", "n_head", "n_head"))
     return FALSE;
   char e[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_dtostr(e, sizeof e, eps);
@@ -121,10 +152,12 @@ static gboolean gpt2(Config *c, const char *prec, GString *m)
   return TRUE;
 }
 
-char *tp_model_from_config(const char *json, gsize len, const char *file, const char *name, GError **err)
+char *tp_model_from_config(const char *json, gsize len, const char *file, GError **err)
 {
   g_autoptr(JsonParser) p = json_parser_new_immutable();
   GError *e = NULL;
+  if (!tp_json_check(json, len, file, err))
+    return NULL;
   if (!json_parser_load_from_data(p, json, (gssize)len, &e)) {
     g_autofree char *one = tp_one_line(e->message);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a config.json: %s", file, one);
@@ -137,17 +170,20 @@ char *tp_model_from_config(const char *json, gsize len, const char *file, const 
     return NULL;
   }
   Config c = { json_node_get_object(root), file, err };
-  const char *type = str_member(c.o, "model_type");
-  const char *prec = precision(&c);
+  const char *type = str_member(c.o, "model_type"), *key;
+  const char *prec = precision(&c, &key);
   if (!prec) {
-    missing(&c, "torch_dtype", "bfloat16, float16 or float32");
+    missing(&c, key, "bfloat16, float16 or float32");
     return NULL;
   }
-  g_autoptr(GString) m = g_string_new(NULL);
-  g_string_append_printf(m, "name %s\n", name);
+  if (!type && json_object_has_member(c.o, "model_type")) {
+    missing(&c, "model_type", "a string");
+    return NULL;
+  }
+  g_autoptr(GString) m = g_string_new(NULL); /* no name line: the reader takes the file's */
   gboolean ok;
   if (type && (!strcmp(type, "llama") || !strcmp(type, "mistral") || !strcmp(type, "qwen2")))
-    ok = llama(&c, prec, m);
+    ok = llama(&c, prec, strcmp(type, "qwen2") == 0, m);
   else if (type && !strcmp(type, "gpt2"))
     ok = gpt2(&c, prec, m);
   else {

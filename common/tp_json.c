@@ -89,7 +89,7 @@ typedef struct {
  * one name cannot pass as two), strings holding \u0000 (a C string would end there), and numbers
  * below the top level that json-glib would not keep exactly (it reads 1e23 as a double and an
  * integer past 64 bits as -1): schedule files hold whole numbers only. */
-static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys *top, GError **err)
+static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys *top, gboolean whole, GError **err)
 {
   int depth = 0, line = 1;
   gboolean done = FALSE, expect_key = FALSE;
@@ -109,7 +109,7 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
       continue;
     if (done)
       return c == '{' || c == '['
-               ? scan_fail(err, name, line, "a second JSON value after the first (one schedule per file)%s", NULL)
+               ? scan_fail(err, name, line, "a second JSON value after the first (one object per file)%s", NULL)
                : scan_fail(err, name, line, "text %s after the JSON object", p);
     if (c == '"') {
       const char *q = p + 1;
@@ -138,7 +138,7 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
                                                     : "key %s given twice", shown);
         }
         g_array_append_val(seen, k);
-        if (depth == 1) {
+        if (depth == 1 && top) {
           g_free(last_key);
           last_key = g_strndup(k.p, k.n);
           g_hash_table_insert(top->line, g_strdup(last_key), GINT_TO_POINTER(line));
@@ -173,9 +173,9 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
       while (q < end && (*q == '\0' || !strchr(",]}: \t\r\n\"", *q))) /* strchr finds '\0' too */
         q++;
       g_autofree char *tok = g_strndup(p, (gsize)(q - p));
-      if (depth == 1 && key)
+      if (depth == 1 && key && top)
         g_hash_table_insert(top->raw, g_strdup(key), g_strdup(tok));
-      else if (depth > 1 && (g_ascii_isdigit(c) || c == '-')) {
+      else if (whole && depth > 1 && (g_ascii_isdigit(c) || c == '-')) {
         gint64 v;
         if (!g_ascii_string_to_signed(tok, 10, G_MININT32, G_MAXINT32, &v, NULL))
           return scan_fail(err, name, line, "number %s: expected a whole number", tok);
@@ -185,6 +185,11 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
     }
   }
   return TRUE;
+}
+
+gboolean tp_json_check(const char *text, gsize len, const char *name, GError **err)
+{
+  return json_scan(text, len, name, NULL, FALSE, err);
 }
 
 /* array-element handler: remember the line each element ends on. */
@@ -346,7 +351,7 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
   TopKeys top = { top_line, top_raw };
   g_autoptr(TpSchedule) s = tp_schedule_blank(name);
   GError *e = NULL;
-  if (!json_scan(text, len, name, &top, err))
+  if (!json_scan(text, len, name, &top, TRUE, err))
     return NULL;
   g_signal_connect(parser, "array-element", G_CALLBACK(on_element), lines);
   if (!json_parser_load_from_data(parser, text, (gssize)len, &e)) {

@@ -115,6 +115,8 @@ static gboolean token_option(TpLayer *L, const char *key, const char *val)
     b->kv_heads = v;
   else if (block && num && strcmp(key, "ffn") == 0)
     b->ffn = v;
+  else if (block && num && strcmp(key, "head_dim") == 0)
+    b->head_dim = v;
   else if (block && strcmp(key, "mlp") == 0 && (!strcmp(val, "gelu") || !strcmp(val, "swiglu")))
     b->swiglu = strcmp(val, "swiglu") == 0;
   else if (block && strcmp(key, "norm") == 0 && (!strcmp(val, "layernorm") || !strcmp(val, "rmsnorm")))
@@ -130,7 +132,13 @@ static gboolean token_option(TpLayer *L, const char *key, const char *val)
   else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "dropout") == 0)
     b->dropout = strcmp(val, "1") == 0;
   else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "bias") == 0)
-    L->bias = strcmp(val, "1") == 0;
+    b->qkv_bias = b->o_bias = b->mlp_bias = strcmp(val, "1") == 0;
+  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "qkv_bias") == 0)
+    b->qkv_bias = strcmp(val, "1") == 0;
+  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "o_bias") == 0)
+    b->o_bias = strcmp(val, "1") == 0;
+  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "mlp_bias") == 0)
+    b->mlp_bias = strcmp(val, "1") == 0;
   else if (L->kind == TP_LAYER_LM_HEAD && (flag || !strcmp(val, "0")) && strcmp(key, "tied") == 0)
     b->tied = strcmp(val, "1") == 0;
   else
@@ -190,9 +198,13 @@ static gboolean derive_tokens(const TpModel *m, TpLayer *L, long long c, long lo
   const double e = m->elem_bytes, s = (double)h, d = (double)c, V = m->vocab;
   if (!m->vocab || w != 1)
     return bad(err, file, L->line, "%s needs a token model ('tokens CONTEXT VOCAB' instead of 'input')", kind);
-  if ((L->kind == TP_LAYER_EMBEDDING) != (c == 1 && m->layers->len == 0))
+  if ((L->kind == TP_LAYER_EMBEDDING) != (m->layers->len == 0))
     return bad(err, file, L->line, L->kind == TP_LAYER_EMBEDDING ? "embedding must be the first layer"
                                                                  : "%s must follow the embedding", kind);
+  int width = m->layers->len ? g_array_index(m->layers, TpLayer, 0).out : 0;
+  if (L->kind != TP_LAYER_EMBEDDING && L->kind != TP_LAYER_TOKEN_CE && c != width)
+    return bad(err, file, L->line, "%s takes the model's width, %d, not %lld (after lm_head only token_ce)", kind, width,
+               c);
   switch (L->kind) {
   case TP_LAYER_EMBEDDING:
     L->cout = L->out;
@@ -208,30 +220,30 @@ static gboolean derive_tokens(const TpModel *m, TpLayer *L, long long c, long lo
     L->stored_elems = count(s * d);
     break;
   case TP_LAYER_BLOCK: {
-    if (c % b->heads != 0 || b->heads % b->kv_heads != 0)
-      return bad(err, file, L->line, "block: width %lld is not a multiple of heads=%d, or heads of kv_heads=%d", c,
-                 b->heads, b->kv_heads);
-    double kvd = d / b->heads * b->kv_heads, f = b->ffn, a = b->heads;
-    double proj = 2 * d * d + 2 * d * kvd, mlp = (b->swiglu ? 3 : 2) * d * f;
-    double biases = L->bias ? 2 * d + 2 * kvd + (b->swiglu ? 2 * f : f) + d : 0;
+    if ((!b->head_dim && c % b->heads != 0) || b->heads % b->kv_heads != 0)
+      return bad(err, file, L->line, "block: width %lld is not a multiple of heads=%d (give head_dim=), or heads of "
+                 "kv_heads=%d", c, b->heads, b->kv_heads);
+    if (b->rope && (b->head_dim ? b->head_dim : c / b->heads) % 2 != 0)
+      return bad(err, file, L->line, "block: rotary positions turn pairs: a head's width must be even");
+    /* q and the attention output: heads x head_dim wide; k and v: kv_heads x head_dim */
+    double hd = b->head_dim ? b->head_dim : d / b->heads, qd = hd * b->heads, kvd = hd * b->kv_heads;
+    double f = b->ffn, a = b->heads;
+    double proj = 2 * d * qd + 2 * d * kvd, mlp = (b->swiglu ? 3 : 2) * d * f;
+    double biases = (b->qkv_bias ? qd + 2 * kvd : 0) + (b->o_bias ? d : 0) + (b->mlp_bias ? (b->swiglu ? 2 : 1) * f + d : 0);
     L->params = count(proj + mlp + biases + 2 * (b->rmsnorm ? 1 : 2) * d);
-    double gemm = 2 * s * (proj + mlp), attn = 2 * s * s * d; /* QK^T, and the probabilities times V */
+    double gemm = 2 * s * (proj + mlp), attn = 2 * s * s * qd; /* QK^T, and the probabilities times V */
     L->fwd_flops = gemm + 2 * attn, L->bwd_in_flops = gemm + 4 * attn, L->bwd_w_flops = gemm;
     double norms = 2 * e * s * d;
-    double att = e * (3 * s * d + 2 * s * kvd + a * s * s) + (b->dropout ? a * s * s * (1 + e) + s * d : 0);
+    double att = e * (s * d + 2 * s * qd + 2 * s * kvd + a * s * s) + (b->dropout ? a * s * s * (1 + e) + s * d : 0);
     double ffn = e * (s * d + (b->swiglu ? 3 : 2) * s * f) + (b->dropout ? s * d : 0);
     L->stored_bytes = norms + att + ffn;
     L->stored_elems = count(L->stored_bytes / e);
     break;
   }
   case TP_LAYER_LM_HEAD:
-    if (b->tied) {
-      const TpLayer *emb = &g_array_index(m->layers, TpLayer, 0);
-      if (emb->out != c)
-        return bad(err, file, L->line, "lm_head tied=1: the embedding is %d wide, the head's input %lld", emb->out, c);
-    }
     L->cout = m->vocab;
     L->params = b->tied ? 0 : count(V * d);
+    L->weights = count(V * d);
     L->fwd_flops = L->bwd_in_flops = L->bwd_w_flops = 2 * s * d * V;
     L->stored_elems = count(s * d);
     break;
@@ -319,6 +331,8 @@ static gboolean derive(const TpModel *m, TpLayer *L, long long c, long long h, l
   default: g_assert_not_reached();
   }
   L->bwd_flops = L->bwd_in_flops + L->bwd_w_flops;
+  if (L->weights == 0)
+    L->weights = L->params;
   if (L->stored_bytes == 0)
     L->stored_bytes = (double)m->elem_bytes * (double)L->stored_elems;
   L->out_elems = count((double)L->cout * L->hout * L->wout);
@@ -371,6 +385,9 @@ static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long
     return bad(err, file, line, "more than %d layers (the limit keeps the stage split fast)", TP_MODEL_MAX_LAYERS);
   if (m->layers->len && g_array_index(m->layers, TpLayer, m->layers->len - 1).kind == TP_LAYER_TOKEN_CE)
     return bad(err, file, line, "%s after token_ce: the loss is the model's last layer", tp_layer_names[L.kind]);
+  if (m->vocab && L.kind < TP_LAYER_EMBEDDING)
+    return bad(err, file, line, "%s in a token model (it takes embedding, layernorm, rmsnorm, block, lm_head, "
+               "token_ce)", tp_layer_names[L.kind]);
   if (!layer_options(&L, tok, 1 + npos[i], file, line, err) || !derive(m, &L, *c, *h, *w, file, err))
     return FALSE;
   *c = L.cout, *h = L.hout, *w = L.wout;
@@ -533,12 +550,8 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   const char *file = tp_input_name(path), *first = text;
   while (first < text + len && g_ascii_isspace(*first))
     first++;
-  if (first < text + len && *first == '{') { /* a Hugging Face config.json: its text as a model's */
-    g_autofree char *base = g_path_get_basename(path);
-    char *dot = strrchr(base, '.');
-    if (dot && dot != base)
-      *dot = '\0';
-    g_autofree char *desc = tp_model_from_config(text, len, file, base, err);
+  if ((first < text + len && *first == '{') || g_str_has_suffix(path, ".json")) { /* a Hugging Face config.json */
+    g_autofree char *desc = tp_model_from_config(text, len, file, err);
     return desc ? tp_model_parse(desc, strlen(desc), file, err) : NULL;
   }
   return tp_model_parse(text, len, file, err);

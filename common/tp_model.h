@@ -30,6 +30,8 @@ typedef enum {
 /* What a transformer block (and the norms, the embedding and the head) is made of. */
 typedef struct {
   int heads, kv_heads, ffn; /* attention heads, key/value heads (grouped-query), MLP width */
+  int head_dim;             /* a head's width (0: the block's width / heads) */
+  gboolean qkv_bias, o_bias, mlp_bias; /* biases of the q, k, v projections, the output one, the MLP's */
   gboolean swiglu;          /* MLP: SwiGLU (gate, up, down) or GELU (up, down) */
   gboolean rmsnorm;         /* norms: RMSNorm (a weight) or LayerNorm (weight and bias) */
   gboolean rope;            /* rotary positions on queries and keys (halves rotated, as Llama) */
@@ -54,7 +56,8 @@ typedef struct {
   long long cin, hin, win;    /* input shape (flat inputs: cin features, 1 x 1) */
   long long cout, hout, wout; /* output shape */
   TpBlock blk;                /* transformer kinds: their shape and choices */
-  long long params;
+  long long params;           /* its own (a tied head: none) */
+  long long weights;          /* the weight elements its stage holds (a tied head: its copy of the embedding's) */
   double fwd_flops, bwd_flops; /* per sample */
   double bwd_in_flops, bwd_w_flops; /* the backward's input-gradient and weight-gradient parts */
   long long in_elems, out_elems; /* per sample */
@@ -83,10 +86,11 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
  * file whose first character other than blanks is '{' is a Hugging Face config.json
  * (tp_model_from_config). */
 TpModel *tp_model_load(const char *name_or_path, GError **err);
-/* A Hugging Face config.json as a model description's text: LlamaForCausalLM (model_type llama,
- * mistral, qwen2) and GPT2LMHeadModel (gpt2); an unknown model_type or a missing field is refused
- * in one line naming it.  name: the model's name.  g_free the result. */
-char *tp_model_from_config(const char *json, gsize len, const char *file, const char *name, GError **err);
+/* A Hugging Face config.json as a model description's text (without a name line: the model takes
+ * its file's): LlamaForCausalLM (model_type llama, mistral, qwen2) and GPT2LMHeadModel (gpt2); an
+ * unknown model_type or a missing or malformed field is refused in one line naming it.  g_free the
+ * result. */
+char *tp_model_from_config(const char *json, gsize len, const char *file, GError **err);
 /* The file tp_model_load reads for name_or_path (newly allocated); NULL for a name found nowhere. */
 char *tp_model_path(const char *name_or_path);
 void tp_model_free(TpModel *m);

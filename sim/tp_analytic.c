@@ -155,7 +155,7 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
       a->in_bytes[i] = pl->in_bytes, a->out_bytes[i] = pl->out_bytes;
     } else {
       const double e = m->elem_bytes;
-      a->param_prefix[i + 1] = a->param_prefix[i] + e * (double)ly->params;
+      a->param_prefix[i + 1] = a->param_prefix[i] + e * (double)ly->weights;
       a->stored_prefix[i + 1] = a->stored_prefix[i] + ly->stored_bytes;
       a->in_bytes[i] = e * (double)ly->in_elems, a->out_bytes[i] = e * (double)ly->out_elems;
     }

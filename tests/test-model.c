@@ -8,15 +8,6 @@
 
 #include <glib/gstdio.h>
 
-static TpModel *model(const char *name)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_load(name, &err);
-  g_assert_no_error(err);
-  g_assert_nonnull(m);
-  return m;
-}
-
 /* Parameter totals: torchvision's published counts for the ImageNet networks; the CIFAR-100 and
  * Tiny-ImageNet variants differ only in the classifier (and AlexNet-CIFAR is the common 2.47M net). */
 static void test_parameter_totals(void)
@@ -36,7 +27,7 @@ static void test_parameter_totals(void)
     { "cnn", 25LL * 16 + 16 + 16 * 25 * 32 + 32 + 32 * 7 * 7 * 128 + 128 + 128 * 10 + 10 },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    g_autoptr(TpModel) m = model(cases[i].name);
+    g_autoptr(TpModel) m = tpt_model(cases[i].name);
     if (m->params != cases[i].params)
       g_error("%s: %lld parameters, expected %lld", cases[i].name, m->params, cases[i].params);
     g_assert_cmpint(m->dataset, >, 0);
@@ -52,14 +43,14 @@ static void test_flops(void)
   struct { const char *name; double gmacs; } cases[] = {
     { "alexnet-imagenet", 0.714 }, { "vgg16-imagenet", 15.47 }, { "resnet50-imagenet", 4.09 } };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    g_autoptr(TpModel) m = model(cases[i].name);
+    g_autoptr(TpModel) m = tpt_model(cases[i].name);
     double gmacs = m->fwd_flops / 2e9;
     if (gmacs < cases[i].gmacs * 0.97 || gmacs > cases[i].gmacs * 1.03)
       g_error("%s: %.3f GMACs, expected about %.3f", cases[i].name, gmacs, cases[i].gmacs);
     g_assert_cmpfloat(m->bwd_flops, >, 1.5 * m->fwd_flops);
   }
   /* one layer by hand: cnn's first convolution, 1x28x28 -> 16x28x28 with a 5x5 kernel */
-  g_autoptr(TpModel) m = model("cnn");
+  g_autoptr(TpModel) m = tpt_model("cnn");
   const TpLayer *c1 = tp_model_layer(m, 0);
   g_assert_cmpfloat(c1->fwd_flops, ==, 2.0 * 25 * 16 * 28 * 28);
   g_assert_cmpint(c1->out_elems, ==, 16 * 28 * 28);
@@ -272,7 +263,7 @@ static void test_bad_device(void)
 /* Stage costs by hand for the mlp on cluster A (2 stages) with a fixed split. */
 static void test_analytic_costs(void)
 {
-  g_autoptr(TpModel) m = model("mlp");
+  g_autoptr(TpModel) m = tpt_model("mlp");
   g_autoptr(TpCluster) c = tp_cluster_load("A", NULL);
   GError *err = NULL;
   g_autoptr(TpAnalytic) a = tp_analytic_new(m, c, 2, 4, 256, &err);

@@ -9,15 +9,6 @@
 
 #include <math.h>
 
-static TpModel *model(const char *name)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_load(name, &err);
-  g_assert_no_error(err);
-  g_assert_nonnull(m);
-  return m;
-}
-
 static TpModel *parse(const char *text, GError **err) { return tp_model_parse(text, strlen(text), "t.model", err); }
 
 /* Exact where the publisher gives the count (Hugging Face's TinyLlama and GPT-2, this project's
@@ -37,7 +28,7 @@ static void test_parameter_counts(void)
     { "gpt3-175b", 0, 175e9 },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    g_autoptr(TpModel) m = model(cases[i].name);
+    g_autoptr(TpModel) m = tpt_model(cases[i].name);
     g_test_message("%s: %lld parameters", cases[i].name, m->params);
     if (cases[i].exact)
       g_assert_cmpint(m->params, ==, cases[i].exact);
@@ -47,7 +38,7 @@ static void test_parameter_counts(void)
   /* llama-tiny by hand: embedding, 4 blocks (q, k, v, o, gate, up, down, two norms), norm, head */
   long long d = 256, kv = 2 * (256 / 8), f = 704;
   long long block = d * d + 2 * d * kv + d * d + 3 * d * f + 2 * d;
-  g_autoptr(TpModel) t = model("llama-tiny");
+  g_autoptr(TpModel) t = tpt_model("llama-tiny");
   g_assert_cmpint(t->params, ==, 256 * d + 4 * block + d + d * 256);
 }
 
@@ -58,7 +49,7 @@ static void test_megatron_flops(void)
 {
   const char *names[] = { "gpt-1.5b", "gpt-6.2b", "gpt-14.6b", "gpt-28.3b", "gpt3-175b", "gpt2-124m" };
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
-    g_autoptr(TpModel) m = model(names[i]);
+    g_autoptr(TpModel) m = tpt_model(names[i]);
     const TpLayer *b = tp_model_layer(m, 1);
     g_assert_cmpint(b->kind, ==, TP_LAYER_BLOCK);
     double s = m->context, h = b->cin, l = 0, V = m->vocab;
@@ -82,7 +73,7 @@ static void test_megatron_flops(void)
  * dropped softmax (2·a·s²) go: s·h·32 + 2·a·s². */
 static void test_korthikanti_activations(void)
 {
-  g_autoptr(TpModel) m = model("gpt3-175b");
+  g_autoptr(TpModel) m = tpt_model("gpt3-175b");
   const TpLayer *b = tp_model_layer(m, 1);
   double s = 2048, h = 12288, a = 96;
   g_assert_cmpfloat(b->stored_bytes, ==, s * h * (34 + 5 * a * s / h));
@@ -102,7 +93,7 @@ static void test_korthikanti_activations(void)
 /* A config.json is read as the .model text it stands for: the same layers, parameters and FLOPs. */
 static void test_config_json(void)
 {
-  g_autoptr(TpModel) j = model("tinyllama-1.1b");
+  g_autoptr(TpModel) j = tpt_model("tinyllama-1.1b");
   GError *err = NULL;
   g_autoptr(TpModel) t = parse("name tinyllama-1.1b\ntokens 2048 32000\nprecision bf16\nembedding 2048\n"
                                "repeat 22 block heads=32 kv_heads=4 ffn=5632 mlp=swiglu norm=rmsnorm positions=rope\n"
@@ -122,10 +113,30 @@ static void test_config_json(void)
   const char *cfg = "{\"model_type\": \"mistral\", \"vocab_size\": 100, \"hidden_size\": 64, "
                     "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
                     "\"max_position_embeddings\": 32, \"tie_word_embeddings\": true}";
-  g_autofree char *mistral = tp_model_from_config(cfg, strlen(cfg), "c.json", "m", &err);
+  g_autofree char *mistral = tp_model_from_config(cfg, strlen(cfg), "c.json", &err);
   g_assert_no_error(err);
   g_assert_nonnull(strstr(mistral, "kv_heads=4"));
   g_assert_nonnull(strstr(mistral, "lm_head tied=1"));
+  /* published counts that need the q/k/v biases (Qwen2, always) and a head width of its own
+   * (Mistral-Nemo's head_dim 128 against 5120 / 32 = 160) */
+  struct { const char *json; long long params; } pub[] = {
+    { "{\"model_type\": \"qwen2\", \"vocab_size\": 151936, \"hidden_size\": 896, \"intermediate_size\": 4864, "
+      "\"num_hidden_layers\": 24, \"num_attention_heads\": 14, \"num_key_value_heads\": 2, "
+      "\"max_position_embeddings\": 32768, \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\"}",
+      494032768 },
+    { "{\"model_type\": \"mistral\", \"vocab_size\": 131072, \"hidden_size\": 5120, \"intermediate_size\": 14336, "
+      "\"num_hidden_layers\": 40, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"head_dim\": 128, "
+      "\"max_position_embeddings\": 1024000, \"tie_word_embeddings\": false, \"dtype\": \"bfloat16\"}",
+      12247782400LL },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(pub); i++) {
+    g_autofree char *text = tp_model_from_config(pub[i].json, strlen(pub[i].json), "p.json", &err);
+    g_assert_no_error(err);
+    g_autoptr(TpModel) pm = parse(text, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(pm->params, ==, pub[i].params);
+    g_assert_cmpint(pm->elem_bytes, ==, 2);
+  }
 }
 
 /* Each refusal names what is wrong, in one line. */
@@ -141,10 +152,20 @@ static void test_config_refusals(void)
     { "{\"model_type\": \"llama\", \"torch_dtype\": \"int8\"}", "\"torch_dtype\" (bfloat16, float16 or float32)" },
     { "[1, 2]", "a config.json is one JSON object" },
     { "{\"model_type\": ", "not a config.json" },
+    { "{\"model_type\": 7}", "has a bad \"model_type\" (a string)" },
+    { "{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_embd\": 65}", "key 'n_embd' given twice" },
+    { "{\"model_type\": \"gpt2\" /* c */}", "JSON has no comments" },
+    { "{\"a\": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}", "nested deeper than 16 levels" },
+    { "{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 65, \"intermediate_size\": 8, "
+      "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"max_position_embeddings\": 8}",
+      "\"hidden_size\" 65 is not a multiple of \"num_attention_heads\" 4" },
+    { "{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 8, "
+      "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"max_position_embeddings\": 8, \"rope_theta\": 0.5}",
+      "\"rope_theta\" (a number above 1" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
-    g_autofree char *t = tp_model_from_config(cases[i].json, strlen(cases[i].json), "c.json", "m", &err);
+    g_autofree char *t = tp_model_from_config(cases[i].json, strlen(cases[i].json), "c.json", &err);
     g_assert_null(t);
     g_assert_nonnull(err);
     g_test_message("%s", err->message);
@@ -173,7 +194,11 @@ static void test_syntax(void)
     { "tokens 8 16\nblock heads=2 ffn=4\n", "must follow the embedding" },
     { "tokens 8 16\nembedding 8\nembedding 8\n", "embedding must be the first layer" },
     { "tokens 8 16\nembedding 8\nlm_head\ntoken_ce\ntoken_ce\n", "token_ce" },
-    { "tokens 8 16\nembedding 8\nlayernorm\nlinear 4\n", "linear needs a flat input" },
+    { "tokens 8 16\nembedding 8\nlayernorm\nlinear 4\n", "linear in a token model" },
+    { "tokens 8 16\nrelu\n", "relu in a token model" },
+    { "tokens 8 16\nembedding 8\nlm_head\nlm_head\n", "lm_head takes the model's width, 8, not 16" },
+    { "tokens 8 16\nembedding 8\nlm_head\nblock heads=2 ffn=4\n", "block takes the model's width" },
+    { "tokens 8 16\nembedding 6\nblock heads=2 ffn=4 positions=rope\n", "a head's width must be even" },
     { "tokens 8 16\nembedding 8\ntoken_ce\n", "needs the vocabulary's 16 scores" },
     { "tokens 8 16\nembedding 8\nprecision bf16\n", "before the layers" },
     { "tokens 8 1\nembedding 8\n", "expected 'tokens CONTEXT VOCAB'" },
@@ -211,6 +236,17 @@ static void test_model_command(void)
   r = tpt_run((const char *[]){ "model", NULL });
   g_assert_cmpint(r.status, ==, 2);
   tpt_run_clear(&r);
+  /* the report may not overwrite the model it reads */
+  g_autofree char *dir = tpt_tmp_dir("tp-model"), *path = g_build_filename(dir, "x.model", NULL);
+  g_assert_true(g_file_set_contents(path, "tokens 8 16\nembedding 8\nlm_head\ntoken_ce\n", -1, NULL));
+  r = tpt_run((const char *[]){ "model", path, "-o", path, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_autofree char *still = NULL;
+  g_assert_true(g_file_get_contents(path, &still, NULL, NULL));
+  g_assert_true(g_str_has_prefix(still, "tokens 8 16"));
+  tpt_run_clear(&r);
+  tpt_rm_tree(dir);
 }
 
 /* The analytic model times a 16-bit model at the device's 16-bit FLOP/s, and counts its bytes at two
@@ -222,7 +258,7 @@ static void test_costs_and_refusal(void)
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "\"makespan\""));
   tpt_run_clear(&r);
-  g_autoptr(TpModel) m = model("gpt-1.5b");
+  g_autoptr(TpModel) m = tpt_model("gpt-1.5b");
   const TpLayer *b = tp_model_layer(m, 1);
   TpDevice d = { .flops = 67e12, .flops16 = 989e12, .memory = 80e9, .bandwidth = 3.35e12, .efficiency = 1 };
   g_assert_cmpfloat(fabs(tp_layer_time(b, &d, 2, 1, FALSE) / (b->fwd_flops / 989e12) - 1), <, 1e-12);

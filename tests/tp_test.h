@@ -5,6 +5,7 @@
 
 #include "tp_error.h"
 #include "tp_format.h"
+#include "tp_model.h"
 #include "tp_schedule.h"
 #include "tp_validate.h"
 
@@ -24,6 +25,16 @@ static inline TpSchedule *tpt_preset(const char *name, int W, int N, int K)
   g_assert_no_error(err);
   g_assert_nonnull(s);
   return s;
+}
+
+/* A model by name or path, loaded or the test fails. */
+static inline TpModel *tpt_model(const char *name)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_load(name, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(m);
+  return m;
 }
 
 /* A schedule file's text read (as "t.csv") and validated, or NULL with *err. */
