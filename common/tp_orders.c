@@ -184,8 +184,11 @@ static void order_2bw(TpSchedule *s, int *len)
 /* nf1b (and 1f1b-async, its N=1 case over whole mini-batches) on unit slots: every slot, every
  * stage runs what tp_nf1b_next says.  Results are visible from the slot after the one that produced
  * them: stages are visited in order within a slot, so stage st+1's count of backwards is still the
- * one of the slot before, and stage st-1's count of forwards is taken before it moves. */
-static void order_slots(TpSchedule *s, int *len, gboolean whole)
+ * one of the slot before, and stage st-1's count of forwards is taken before it moves.  A stage runs
+ * its next operation as soon as it is ready, so the slots are the unit-slot replay's times
+ * (tp_replay_times): with start and end, they are written there, by global index (every stage has
+ * per operations). */
+static void order_slots(TpSchedule *s, int *len, gboolean whole, double *start, double *end, long per_stage)
 {
   const int W = s->W, K = s->K, per = whole ? 1 : s->N;
   const long units = (long)K * per; /* forward units per stage, in order */
@@ -196,7 +199,7 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
 
   for (int st = 0; st < W; st++)
     nb[st] = 1;
-  while (done < W) {
+  for (double t = 0; done < W; t++) {
     long up = 0; /* forwards stage st-1 had finished before this slot */
     for (int st = 0; st < W; st++) {
       int i = nb[st];
@@ -204,10 +207,13 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
       gboolean bready = st < W - 1 && i <= K && nb[st + 1] > i;
       gboolean fready = st > 0 && f < units && up > f;
       up = f;
+      long g = (long)st * per_stage + len[st]; /* the next operation's global index */
       switch (tp_nf1b_next(W, K, per, st, f, i, inflight[st], fready, bready)) {
       case TP_NEXT_BACKWARD:
         put(s, len, st, TP_OP_B, i, TP_WHOLE);
-        put(s, len, st, TP_OP_U, i, TP_WHOLE);
+        put(s, len, st, TP_OP_U, i, TP_WHOLE); /* takes no time, right after its backward */
+        if (start)
+          start[g] = t, end[g] = t + 1, start[g + 1] = end[g + 1] = t + 1;
         inflight[st]--;
         if (++nb[st] > K)
           done++;
@@ -215,6 +221,8 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
       case TP_NEXT_FORWARD: {
         int fi = (int)(f / per) + 1, fj = (int)(f % per);
         put(s, len, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
+        if (start)
+          start[g] = t, end[g] = t + 1;
         nf[st]++;
         if (fj == 0)
           inflight[st]++;
@@ -229,7 +237,7 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole)
   g_free(inflight);
 }
 
-void tp_order_fill(TpSchedule *s)
+gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
 {
   /* every stage gets K·N forwards (K whole ones for 1f1b-async), K·N backwards (K whole ones for
    * nf1b and 1f1b-async) and K updates: size the arrays once, then write them in place */
@@ -247,11 +255,14 @@ void tp_order_fill(TpSchedule *s)
   case TP_ORDER_ZB_H2: order_zb(s, len, TRUE); break;
   case TP_ORDER_INTERLEAVED_1F1B: order_interleaved(s, len); break;
   case TP_ORDER_ZB_V: order_zbv(s, len); break;
-  case TP_ORDER_NF1B: order_slots(s, len, FALSE); break;
-  case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE); break;
+  case TP_ORDER_NF1B: order_slots(s, len, FALSE, start, end, per_stage); break;
+  case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE, start, end, per_stage); break;
   default: g_assert_not_reached();
   }
   for (int st = 0; st < s->W; st++)
     g_assert((guint)len[st] == s->stage[st]->len);
   g_free(len);
+  return s->order == TP_ORDER_NF1B || s->order == TP_ORDER_1F1B_ASYNC;
 }
+
+void tp_order_fill(TpSchedule *s) { (void)tp_order_fill_timed(s, NULL, NULL); }

@@ -351,19 +351,16 @@ TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, in
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   tp_schedule_set_chunks(s, V, tp_order_chunk_map(o, V));
-  tp_order_fill(s);
-  /* one index and one unit-slot replay serve the versions and the validation (and, kept in prep,
-   * the simulator) */
+  /* one index and one unit-slot timeline serve the versions and the validation (and, kept in prep,
+   * the simulator): the orders fixed on unit slots make it as they are filled, the others replay */
   TpPrepared mine = { 0 };
+  long long total = W * tp_stage_ops_count(o, N, K);
+  mine.start = g_new(double, total);
+  mine.end = g_new(double, total);
+  gboolean timed = tp_order_fill_timed(s, mine.start, mine.end);
   TpIndex *ix = mine.ix = tp_index_new(s, err);
-  gboolean ok = ix != NULL;
-  if (ok) {
-    long total = ix->off[W];
-    mine.start = g_new(double, total);
-    mine.end = g_new(double, total);
-    ok = tp_replay_times(s, ix, mine.start, mine.end, err) &&
-         tp_policy_assign_replayed(s, ix, mine.start, mine.end, err);
-  }
+  gboolean ok = ix != NULL && (timed || tp_replay_times(s, ix, mine.start, mine.end, err)) &&
+                tp_policy_assign_replayed(s, ix, mine.start, mine.end, err);
   ok = ok && tp_validate_static(s, ix, err);
   if (ok && prep) {
     tp_prepared_clear(prep);

@@ -249,8 +249,12 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
 TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int W, int V, int N, int K, TpPrepared *prep,
                                          GError **err);
 
-/* orders.c: fill the per-stage operation lists (versions left at 0). */
+/* orders.c: fill the per-stage operation lists (versions left at 0) of an empty schedule. */
 void tp_order_fill(TpSchedule *s);
+/* The same; for the orders fixed on unit slots (nf1b, 1f1b-async), also their unit-slot times by
+ * global operation index (start, end: every stage's operations, stage 1 first), the very times
+ * tp_replay_times gives, and TRUE; FALSE (times untouched) for the others. */
+gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end);
 
 /* The nf1b rule (and 1f1b-async's, its case of one forward unit per mini-batch), spec §2.1: what an
  * idle stage st of W runs next, on any timeline.  Backward first: the next backward, mini-batch

@@ -52,6 +52,36 @@ static void test_unit_equals_replay(void)
   }
 }
 
+/* The orders fixed on unit slots write their times as they are generated: those are the unit-slot
+ * replay's, exactly, for every preset of nf1b and 1f1b-async. */
+static void test_generated_times(void)
+{
+  for (int i = 0; i < tp_n_presets; i++) {
+    TpOrder o = tp_presets[i].order;
+    if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC)
+      continue;
+    for (int W = 1; W <= 7; W++)
+      for (int N = 1; N <= 6; N++) {
+        TpPrepared prep = { 0 };
+        GError *err = NULL;
+        g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(o, tp_presets[i].policy, W, N, 3 * W + 2, &prep, &err);
+        g_assert_no_error(err);
+        g_autoptr(TpIndex) ix = tp_index_new(s, &err);
+        g_assert_no_error(err);
+        long n = ix->off[W];
+        double *start = g_new(double, n), *end = g_new(double, n);
+        g_assert_true(tp_replay_times(s, ix, start, end, &err));
+        for (long g = 0; g < n; g++) {
+          g_assert_cmpfloat(prep.start[g], ==, start[g]);
+          g_assert_cmpfloat(prep.end[g], ==, end[g]);
+        }
+        g_free(start);
+        g_free(end);
+        tp_prepared_clear(&prep);
+      }
+  }
+}
+
 static void test_gpipe_bubble(void)
 {
   for (int W = 1; W <= 6; W++)
@@ -289,6 +319,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/sim/unit-equals-replay", test_unit_equals_replay);
+  g_test_add_func("/sim/generated-times", test_generated_times);
   g_test_add_func("/sim/gpipe-bubble", test_gpipe_bubble);
   g_test_add_func("/sim/1f1b-activations", test_1f1b_activations);
   g_test_add_func("/sim/versions-kept", test_versions_kept);
