@@ -70,6 +70,10 @@ gboolean tp_checkpoint_owns(const char *dir, const char *path);
 /* Take dir's lock for this process (again for the same dir: nothing to do).  TP_ERROR_INPUT, naming
  * flag, dir and the holder, when another process holds it. */
 gboolean tp_checkpoint_lock(const char *dir, GError **err);
+/* Whether another process holds dir's lock (a run writing there): TRUE with the error
+ * tp_checkpoint_lock would give; FALSE when none does, or there is no lock file.  Takes nothing,
+ * makes nothing. */
+gboolean tp_checkpoint_in_use(const char *dir, GError **err);
 
 /* The first generation a run may write into dir: past every state file there (temporaries too),
  * so that no file of the checkpoint in force, whatever run made it, is overwritten before the new

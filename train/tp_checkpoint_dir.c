@@ -129,6 +129,34 @@ gboolean tp_checkpoint_check_dir(const char *dir, GError **err)
   return TRUE;
 }
 
+/* "DIR is in use by another run (…)": what the lock file of fd (held by another process) says. */
+static void in_use(int fd, const char *dir, GError **err)
+{
+  char who[256] = "";
+  ssize_t n = pread(fd, who, sizeof who - 1, 0);
+  who[n > 0 ? n : 0] = '\0';
+  g_strchomp(who);
+  g_autofree char *q = tp_quote(*who ? who : "an unknown process");
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s is in use by another run (%s holds %s); one run at a time "
+              "writes a checkpoint directory", dir, q, TP_CHECKPOINT_LOCK);
+}
+
+gboolean tp_checkpoint_in_use(const char *dir, GError **err)
+{
+  g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_LOCK, NULL);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0)
+    return FALSE;
+  struct stat st;
+  struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+  gboolean busy = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+                  fl.l_pid != getpid();
+  if (busy)
+    in_use(fd, dir, err);
+  close(fd);
+  return busy;
+}
+
 gboolean tp_checkpoint_lock(const char *dir, GError **err)
 {
   static int held = -1; /* kept open for the process's life: closing any descriptor of it drops the lock */
@@ -149,18 +177,11 @@ gboolean tp_checkpoint_lock(const char *dir, GError **err)
   struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
   if (fcntl(fd, F_SETLK, &fl) != 0) {
     int e = errno;
-    char who[256] = "";
-    ssize_t n = e == EAGAIN || e == EACCES ? pread(fd, who, sizeof who - 1, 0) : -1;
-    close(fd);
-    if (n < 0) {
+    if (e == EAGAIN || e == EACCES)
+      in_use(fd, dir, err);
+    else
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: cannot take the directory's lock: %s", path, g_strerror(e));
-      return FALSE;
-    }
-    who[n] = '\0';
-    g_strchomp(who);
-    g_autofree char *q = tp_quote(*who ? who : "an unknown process");
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s is in use by another run (%s holds %s); one run at a time "
-                "writes a checkpoint directory", dir, q, TP_CHECKPOINT_LOCK);
+    close(fd);
     return FALSE;
   }
   /* who holds it, for the message of a run refused */

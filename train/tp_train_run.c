@@ -107,6 +107,13 @@ gboolean tp_train_resume(Train *t, GError **err)
 {
   const char *dir = t->cfg.resume;
   TpCheckpoint c, run;
+  /* a run still writing there is named, not caught between two of its files (the lock itself is
+   * taken where the run goes on writing, once the checkpoint is read); a group of several processes
+   * reads together, and refuses together after */
+  if (tp_group_size(t->group) == 1 && tp_checkpoint_in_use(dir, err)) {
+    tp_error_about(err, TP_ERROR_PARAM_RESUME);
+    return FALSE;
+  }
   /* rank 0's metadata, each process's stages' state */
   if (!tp_checkpoint_load(t->group, dir, &c, err)) {
     tp_error_about(err, TP_ERROR_PARAM_RESUME);
