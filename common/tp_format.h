@@ -27,6 +27,8 @@ void tp_format_json(const TpSchedule *s, GString *out);
  * nesting deeper than 16, keys given twice or written with escapes, \u0000 in strings, single quotes,
  * comments, text after the value; each as "name:line: why". */
 gboolean tp_json_check(const char *text, gsize len, const char *name, GError **err);
+/* json-glib's error as one line "LINE:COL: …", to follow "name:". */
+char *tp_json_error_line(const GError *e);
 
 /* Parse a schedule from text (CSV, JSON or PyTorch's CSV, told apart by the first non-blank
  * character: '#' ours, '{' JSON, a digit, ',' or '(' PyTorch's).

@@ -159,8 +159,8 @@ char *tp_model_from_config(const char *json, gsize len, const char *file, GError
   if (!tp_json_check(json, len, file, err))
     return NULL;
   if (!json_parser_load_from_data(p, json, (gssize)len, &e)) {
-    g_autofree char *one = tp_one_line(e->message);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a config.json: %s", file, one);
+    g_autofree char *one = tp_json_error_line(e);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%s (not a config.json)", file, one);
     g_error_free(e);
     return NULL;
   }

@@ -187,6 +187,12 @@ static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys
   return TRUE;
 }
 
+char *tp_json_error_line(const GError *e)
+{
+  /* json-glib says "<data>:LINE:COL: …" and may quote text across lines */
+  return tp_one_line(g_str_has_prefix(e->message, "<data>:") ? e->message + 7 : e->message);
+}
+
 gboolean tp_json_check(const char *text, gsize len, const char *name, GError **err)
 {
   return json_scan(text, len, name, NULL, FALSE, err);
@@ -355,8 +361,7 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
     return NULL;
   g_signal_connect(parser, "array-element", G_CALLBACK(on_element), lines);
   if (!json_parser_load_from_data(parser, text, (gssize)len, &e)) {
-    /* json-glib says "<data>:LINE:COL: …" and may quote text across lines: one line, our file name */
-    g_autofree char *one = tp_one_line(g_str_has_prefix(e->message, "<data>:") ? e->message + 7 : e->message);
+    g_autofree char *one = tp_json_error_line(e);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%s", name, one);
     g_error_free(e);
     return NULL;
