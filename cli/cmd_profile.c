@@ -211,7 +211,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
 {
   ProfOpts o = { 0 };
   GOptionEntry entries[] = {
-    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o.model, "Model name or .model file (default mlp)", "NAME|FILE" },
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o.model, "Model name, .model file or config.json (default mlp)", "NAME|FILE" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o.backend, "Compute backend: cpu (default) or cuda", "NAME" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &o.threads,
       "--backend cpu: BLAS threads per call, as train --threads (default 1)", "T" },

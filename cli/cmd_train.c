@@ -259,7 +259,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
       "taking turns in its order (--transport local)", "V" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
-    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name or .model file (default mlp)", "NAME|FILE" },
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name, .model file or config.json (default mlp)", "NAME|FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch (default 128)", "B" },
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split,
       "Layers per stage, e.g. 6,5,5 (default: split balancing FLOPs)", "COUNTS" },
