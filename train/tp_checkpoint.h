@@ -71,8 +71,8 @@ gboolean tp_checkpoint_owns(const char *dir, const char *path);
  * flag, dir and the holder, when another process holds it. */
 gboolean tp_checkpoint_lock(const char *dir, GError **err);
 /* Whether another process holds dir's lock (a run writing there): TRUE with the error
- * tp_checkpoint_lock would give; FALSE when none does, or there is no lock file.  Takes nothing,
- * makes nothing. */
+ * tp_checkpoint_lock would give; FALSE when none does, this process does, or there is no lock file.
+ * Takes nothing, makes nothing, keeps this process's lock. */
 gboolean tp_checkpoint_in_use(const char *dir, GError **err);
 
 /* The first generation a run may write into dir: past every state file there (temporaries too),

@@ -141,8 +141,14 @@ static void in_use(int fd, const char *dir, GError **err)
               "writes a checkpoint directory", dir, q, TP_CHECKPOINT_LOCK);
 }
 
+/* The lock this process holds, kept open for its life: closing any descriptor of the file drops it. */
+static int held = -1;
+static char *held_dir;
+
 gboolean tp_checkpoint_in_use(const char *dir, GError **err)
 {
+  if (held >= 0 && g_strcmp0(held_dir, dir) == 0)
+    return FALSE; /* ours: and opening the file again to ask would drop it at the close */
   g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_LOCK, NULL);
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0)
@@ -159,8 +165,6 @@ gboolean tp_checkpoint_in_use(const char *dir, GError **err)
 
 gboolean tp_checkpoint_lock(const char *dir, GError **err)
 {
-  static int held = -1; /* kept open for the process's life: closing any descriptor of it drops the lock */
-  static char *held_dir;
   if (held >= 0 && g_strcmp0(held_dir, dir) == 0)
     return TRUE;
   g_autofree char *path = g_build_filename(dir, TP_CHECKPOINT_LOCK, NULL);

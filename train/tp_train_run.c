@@ -107,11 +107,11 @@ gboolean tp_train_resume(Train *t, GError **err)
 {
   const char *dir = t->cfg.resume;
   TpCheckpoint c, run;
-  /* a run still writing there is named, not caught between two of its files (the lock itself is
-   * taken where the run goes on writing, once the checkpoint is read); a group of several processes
-   * reads together, and refuses together after */
-  if (tp_group_size(t->group) == 1 && tp_checkpoint_in_use(dir, err)) {
-    tp_error_about(err, TP_ERROR_PARAM_RESUME);
+  /* resuming where it goes on writing: a run still writing there is named, as the lock taken once
+   * the checkpoint is read would name it, rather than caught between two of its files; a group of
+   * several processes reads together, and refuses together after */
+  if (tp_group_size(t->group) == 1 && g_strcmp0(t->cfg.ck.dir, dir) == 0 && tp_checkpoint_in_use(dir, err)) {
+    tp_error_about(err, t->cfg.ck_dir_is_resume ? TP_ERROR_PARAM_RESUME : TP_ERROR_PARAM_CHECKPOINT);
     return FALSE;
   }
   /* rank 0's metadata, each process's stages' state */
