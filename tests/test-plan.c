@@ -102,7 +102,8 @@ static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w
 }
 
 /* Times equal to 9 significant digits tie (sums in another order), and the smaller peak ranks first
- * and alone is on the front; a difference in the ninth digit does not tie. */
+ * and alone is on the front; a difference in the ninth digit does not tie; a slower plan with a
+ * faster one's peak is not on the front, nor is the second of two equal plans. */
 static void test_ties(void)
 {
   TpPlan a = { .rank_time = 1.1878e-3, .peak = 4.842e8, .index = 0 };
@@ -112,12 +113,20 @@ static void test_ties(void)
   g_assert_false(tp_plan_same_time(&a, &c));
   g_assert_cmpint(tp_plan_compare(&b, &a), <, 0);
   g_assert_cmpint(tp_plan_compare(&a, &c), <, 0);
+  TpPlan d = { .rank_time = 2e-3, .peak = 1e8, .index = 3 }, e = { .rank_time = 2e-3, .peak = 1e8, .index = 4 };
   g_autoptr(GPtrArray) all = g_ptr_array_new();
+  g_ptr_array_add(all, &e), g_ptr_array_add(all, &d);
   g_ptr_array_add(all, &a), g_ptr_array_add(all, &b), g_ptr_array_add(all, &c);
   g_autoptr(GPtrArray) front = tp_plan_pareto(all);
   g_assert_cmpuint(front->len, ==, 2);
   g_assert_true(front->pdata[0] == &b);
   g_assert_true(front->pdata[1] == &c);
+  /* alone, the equal pair keeps its first in ranking */
+  g_autoptr(GPtrArray) pair = g_ptr_array_new();
+  g_ptr_array_add(pair, &e), g_ptr_array_add(pair, &d);
+  g_autoptr(GPtrArray) one = tp_plan_pareto(pair);
+  g_assert_cmpuint(one->len, ==, 1);
+  g_assert_true(one->pdata[0] == &d);
 }
 
 static void test_pareto_brute(void)

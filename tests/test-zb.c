@@ -6,6 +6,7 @@
 #include "tp_metrics.h"
 #include "tp_sim.h"
 #include "tp_validate.h"
+#include "tp_replay.h"
 
 /* F = 1, B = 2 per micro-batch (a split backward: I = W = 1, the default half each), transfers free. */
 static const char unit3[] = "[stages]\nforward = 1\nbackward = 2\n";
@@ -202,6 +203,48 @@ static void test_torch_round_trip(void)
       }
 }
 
+/* The PyTorch CSV we write puts each action in the column of its unit-slot step: the cell of rank r
+ * at column c holds the operation of stage r that the replay starts at slot c, and idle slots are
+ * empty (only the read-back was tested: a writer one step off made every file grow empty cells). */
+static void test_torch_columns(void)
+{
+  static const char *const presets[] = { "gpipe", "1f1b", "zb-h1", "zb-h2" };
+  static const char kinds[] = "FBUIW";
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++)
+    for (int W = 1; W <= 5; W++)
+      for (int N = W; N <= 2 * W + 1; N++) {
+        g_autoptr(TpSchedule) s = tpt_preset(presets[i], W, N, 1);
+        g_autoptr(GString) out = g_string_new(NULL);
+        GError *err = NULL;
+        g_assert_true(tp_format_torch(s, out, &err));
+        g_autoptr(TpIndex) ix = NULL;
+        int64_t *start = NULL, *end = NULL;
+        g_assert_true(tp_replay_indexed(s, &ix, &start, &end, &err));
+        g_auto(GStrv) rows = g_strsplit(out->str, "\n", -1);
+        long cells = 0;
+        for (int r = 0; r < W; r++) {
+          g_auto(GStrv) cell = g_strsplit(rows[r], ",", -1);
+          for (int c = 0; cell[c]; c++) {
+            if (!*cell[c])
+              continue;
+            int st = -1, micro = -1;
+            char kind = 0;
+            g_assert_cmpint(sscanf(cell[c], "%d%c%d", &st, &kind, &micro), ==, 3);
+            g_assert_cmpint(st, ==, r);
+            TpOp op = { .kind = (uint8_t)(strchr(kinds, kind) - kinds), .mb = 1, .micro = (int16_t)micro };
+            int32_t k = tp_index_pos(ix, st, &op);
+            g_assert_cmpint(k, >=, 0);
+            g_assert_cmpint(start[ix->off[st] + k], ==, c);
+            cells++;
+          }
+        }
+        /* every computation once: the stages' operations but their updates */
+        g_assert_cmpint(cells, ==, tp_schedule_n_ops(s) - W);
+        g_free(start);
+        g_free(end);
+      }
+}
+
 static void test_torch_read(void)
 {
   GError *err = NULL;
@@ -311,6 +354,7 @@ int main(int argc, char **argv)
   g_test_add_func("/zb/pending-w-memory", test_pending_w_memory);
   g_test_add_func("/zb/validate-split", test_validate_split);
   g_test_add_func("/zb/torch-round-trip", test_torch_round_trip);
+  g_test_add_func("/zb/torch-columns", test_torch_columns);
   g_test_add_func("/zb/torch-read", test_torch_read);
   g_test_add_func("/zb/torch-broken-1f1b", test_torch_broken_1f1b);
   g_test_add_func("/zb/cli", test_cli);
