@@ -78,6 +78,68 @@ static int check_fused(const TpSchedule *s, const TpSchedule *f)
   return n;
 }
 
+/* Mini-batch i fuses exactly when, on every stage, its N forwards stand back to back in micro-batch
+ * order reading one version from one source, and its backward is one whole backward: the rule
+ * against that direct reading, on unit slots and on costs, at W 1..4 and N 1..6 (the rule was tested
+ * at N = 4 alone, and one forward short of N passed). */
+static gboolean fusable(const TpSchedule *s, int i)
+{
+  if (s->N < 2)
+    return FALSE;
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    int n = tp_stage_len(s, st), first = -1, backs = 0, whole = 0;
+    for (int k = 0; k < n; k++) {
+      if (ops[k].mb != i || ops[k].kind == TP_OP_U)
+        continue;
+      if (ops[k].kind == TP_OP_F && first < 0)
+        first = k;
+      backs += ops[k].kind != TP_OP_F, whole += ops[k].kind != TP_OP_F && ops[k].micro == TP_WHOLE;
+    }
+    if (first < 0 || backs != 1 || whole != 1 || first + s->N > n)
+      return FALSE;
+    for (int j = 0; j < s->N; j++) {
+      const TpOp *f = &ops[first + j];
+      if (f->kind != TP_OP_F || f->mb != i || f->micro != j || f->ver != ops[first].ver || f->src != ops[first].src)
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static void test_rule_direct(void)
+{
+  GError *err = NULL;
+  int some = 0, all = 0;
+  for (int W = 1; W <= 4; W++)
+    for (int N = 1; N <= 6; N++)
+      for (int costed = 0; costed < 2; costed++) {
+        const TpPreset *pr = tp_preset_find("timeprest");
+        TpCost *c = costs(W, 0);
+        g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, W, N, 3 * W + 2, FALSE,
+                                                                          c, &err)
+                                         : tpt_preset("timeprest", W, N, 3 * W + 2);
+        g_assert_no_error(err);
+        tp_cost_free(c);
+        int n = -1, want = 0;
+        g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &n, &err);
+        g_assert_no_error(err);
+        for (int i = 1; i <= s->K; i++)
+          want += fusable(s, i);
+        g_assert_cmpint(n, ==, want);
+        g_assert_true((f != NULL) == (want > 0));
+        for (int st = 0; f && st < f->W; st++) /* the whole forwards are of those mini-batches */
+          for (int k = 0; k < tp_stage_len(f, st); k++) {
+            const TpOp *op = &tp_stage_ops(f, st)[k];
+            if (op->kind == TP_OP_F)
+              g_assert_true((op->micro == TP_WHOLE) == fusable(s, op->mb));
+          }
+        some += want > 0 && want < s->K, all += want == s->K;
+      }
+  g_assert_cmpint(some, >, 0); /* both kinds of schedule were met */
+  g_assert_cmpint(all, >, 0);
+}
+
 /* On unit slots TiMePReSt's W = 2, N = 4 order runs B(1) between 2B and 2C on stage 1 ("1A 2A 2B 1
  * 2C 2D ..."), and so on for every later mini-batch: only mini-batch 1 has its forwards back to back
  * on both stages.  On costs that make the backward the longer step, every mini-batch has. */
@@ -441,6 +503,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   data = tp_dataset_synthetic(TRAIN_N, 28, 28, 5);
   g_test_add_func("/fuse/rule", test_rule);
+  g_test_add_func("/fuse/rule-direct", test_rule_direct);
   g_test_add_func("/fuse/simulator", test_simulator);
   g_test_add_func("/fuse/simulator/recompute", test_simulator_recompute);
   g_test_add_func("/fuse/staleness", test_staleness);
