@@ -128,7 +128,7 @@ static TpProfile *profile_with_links(const TpModel *m)
 
 static void test_links_file(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp");
+  g_autoptr(TpModel) m = tpt_model("mlp");
   g_autoptr(TpProfile) p = profile_with_links(m);
   g_autofree char *text = profile_text(p);
   g_assert_nonnull(strstr(text, "format_version=2\n"));
@@ -180,7 +180,7 @@ static void test_links_file(void)
 /* Without a cluster the profile's measured links are the cost model's; a cluster beside it wins. */
 static void test_links_cost(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp");
+  g_autoptr(TpModel) m = tpt_model("mlp");
   g_autoptr(TpProfile) p = profile_with_links(m);
   GError *err = NULL;
   g_autoptr(TpCluster) c = tp_cluster_load("A", &err);
@@ -303,7 +303,7 @@ static void test_profile_mpi(void)
   g_assert_cmpint(l->ranks, ==, 3);
   g_assert_cmpint(l->n, >=, 2);
   /* the largest message: 4 samples of the widest activation passed between two layers, in bytes */
-  g_autoptr(TpModel) m = load_model("mlp");
+  g_autoptr(TpModel) m = tpt_model("mlp");
   long long widest = 0;
   for (int i = 0; i + 1 < tp_model_n_layers(m); i++)
     widest = MAX(widest, MAX(tp_model_layer(m, i)->out_elems, tp_model_layer(m, i + 1)->in_elems));

@@ -37,7 +37,7 @@ static TpPlanResult *search(const TpModel *m, const TpProfile *p, double limit, 
  * forward of the whole mini-batch beats N of its micro-batches by (N - 1) µs per layer. */
 static void test_fused_forwards(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
   TpPlanResult *res = search(m, p, 0, 2, FALSE);
   int fused = 0;
@@ -60,7 +60,7 @@ static gboolean stashes(const TpPlan *p)
 
 static void test_memory_limit(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 4, 1e12);
   g_autoptr(TpPlanResult) all = search(m, p, 0, 2, TRUE);
   /* the smallest peak of any stashing plan: a limit just below it excludes them all */
@@ -132,7 +132,7 @@ static void test_ties(void)
 static void test_pareto_brute(void)
 {
   /* VGG-16 on cluster C: a front from fast and large to slow and small */
-  g_autoptr(TpModel) m = load_model("vgg16-imagenet");
+  g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
   g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, FALSE);
   g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TRUE);
   g_assert_cmpint(pruned->n_dominated, >, 0); /* the pruning is exercised */
@@ -174,7 +174,7 @@ static void test_pareto_brute(void)
  * plans on two or three Quadros fit 12 GiB with fewer layers on stage 1. */
 static void test_split_under_memory(void)
 {
-  g_autoptr(TpModel) m = load_model("vgg16-imagenet");
+  g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
   double limit = 12.0 * (1 << 30);
   g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, FALSE);
   g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, FALSE);
@@ -198,7 +198,7 @@ static void test_split_under_memory(void)
 
 static void test_nothing_fits(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
   g_autoptr(TpPlanResult) res = search(m, p, 1e6, 2, FALSE);
   g_assert_cmpuint(res->ranked->len, ==, 0);
@@ -320,7 +320,7 @@ static const TpPlan *find_plan(const TpPlanResult *res, const char *preset, int 
 
 static void test_recompute(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 4, 1e12);
   /* GPipe on one stage with 8 micro-batches: without recomputation it stores every layer's
    * activations of the mini-batch, with it the inputs and one micro-batch's */
@@ -401,7 +401,7 @@ static TpPlanResult *search_batches(const TpModel *m, const TpProfile *p, const 
 
 static void test_batches(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
   const int both[] = { 8, 64 };
   g_autoptr(TpPlanResult) res = search_batches(m, p, both, 2, FALSE);
@@ -466,7 +466,7 @@ static char *ranking(const TpPlanResult *res)
 
 static void test_deterministic(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
   g_autoptr(TpPlanResult) a = search(m, p, 0, 1, FALSE);
   g_autoptr(TpPlanResult) b = search(m, p, 0, 2, FALSE);

@@ -10,7 +10,7 @@
 
 static void test_profile_roundtrip(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp-deep");
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 3.5e9);
   g_autofree char *text = profile_text(p);
   GError *err = NULL;
@@ -48,7 +48,7 @@ static void test_profile_roundtrip(void)
   g_autofree char *again = profile_text(q);
   g_assert_cmpstr(text, ==, again);
   g_assert_true(tp_profile_check_model(q, m, &err));
-  g_autoptr(TpModel) other = load_model("mlp");
+  g_autoptr(TpModel) other = tpt_model("mlp");
   g_assert_false(tp_profile_check_model(q, other, &err));
   g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
   g_clear_error(&err);
@@ -56,7 +56,7 @@ static void test_profile_roundtrip(void)
 
 static void test_profile_malformed(void)
 {
-  g_autoptr(TpModel) m = load_model("mlp");
+  g_autoptr(TpModel) m = tpt_model("mlp");
   g_autoptr(TpProfile) p = synthetic_profile(m, 4, 2, 1e9);
   g_autofree char *text = profile_text(p);
   struct {
@@ -136,7 +136,7 @@ static void test_profile_program(void)
   GError *err = NULL;
   g_autoptr(TpProfile) p = tp_profile_load(path, &err);
   g_assert_no_error(err);
-  g_autoptr(TpModel) m = load_model("mlp");
+  g_autoptr(TpModel) m = tpt_model("mlp");
   g_assert_true(tp_profile_check_model(p, m, &err));
   g_assert_cmpint(p->n_sizes, ==, 2);
   g_assert_cmpint(p->sizes[0], ==, 2);
@@ -202,6 +202,37 @@ static void test_profile_program(void)
   tpt_tmp_remove(path);
 }
 
+/* A profile's bytes make the cost model's messages, stored activations and weights as the model's
+ * own sizes do: a synthetic profile carries cnn's sizes, so at every split the stages' numbers equal
+ * the roofline model's (a profile's input bytes read as its output bytes doubled cnn's gradient
+ * messages at W = 3 and 4, and every profile test agreed with itself). */
+static void test_profile_bytes(void)
+{
+  g_autoptr(TpModel) m = tpt_model("cnn");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 32, 8, 1e12);
+  GError *err = NULL;
+  g_autoptr(TpCluster) c = tp_cluster_load("h200", &err);
+  g_assert_no_error(err);
+  const int splits[][4] = { { 6, 5 }, { 4, 4, 3 }, { 3, 3, 3, 2 } };
+  for (int W = 2; W <= 4; W++) {
+    g_autoptr(TpAnalytic) fromp = tp_analytic_new_on(m, NULL, p, W, 4, 32, TRUE, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpAnalytic) fromm = tp_analytic_new_on(m, c, NULL, W, 4, 32, TRUE, &err);
+    g_assert_no_error(err);
+    g_assert_true(tp_analytic_split(fromp, splits[W - 2], NULL, NULL, &err));
+    g_assert_true(tp_analytic_split(fromm, splits[W - 2], NULL, NULL, &err));
+    TpCost *a = tp_analytic_cost(fromp), *b = tp_analytic_cost(fromm);
+    for (int s = 0; s < W; s++) {
+      g_assert_cmpfloat(a->stage[s].act_bytes, ==, b->stage[s].act_bytes);
+      g_assert_cmpfloat(a->stage[s].grad_bytes, ==, b->stage[s].grad_bytes);
+      g_assert_cmpfloat(a->stage[s].stored_bytes, ==, b->stage[s].stored_bytes);
+      g_assert_cmpfloat(a->stage[s].weight_bytes, ==, b->stage[s].weight_bytes);
+    }
+    tp_cost_free(a);
+    tp_cost_free(b);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -209,5 +240,6 @@ int main(int argc, char **argv)
   g_test_add_func("/profile/malformed", test_profile_malformed);
   g_test_add_func("/profile/program", test_profile_program);
   g_test_add_func("/profile/threads", test_profile_threads);
+  g_test_add_func("/profile/bytes", test_profile_bytes);
   return g_test_run();
 }

@@ -42,15 +42,6 @@ static inline TpProfile *synthetic_profile(const TpModel *m, int batch, int core
   return p;
 }
 
-/* A shipped model, loaded or the test fails. */
-static inline TpModel *load_model(const char *name)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_load(name, &err);
-  g_assert_no_error(err);
-  return m;
-}
-
 /* a and b equal to 1e-8 of the larger (a profile's numbers after a round trip through its text) */
 static inline void assert_close(double a, double b)
 {
