@@ -198,20 +198,26 @@ static void digest_row(void *ctx, int st, const TpOp *op)
   k->prev_st = st, k->prev_mb = op->mb;
 }
 
+/* Every row of s through row into a block handed on to text or hash. */
+static void sink_rows(const TpSchedule *s, RowFn row, GString *text, TpSha256 *hash)
+{
+  Sink *k = g_new(Sink, 1); /* its block is written before it is read */
+  k->text = text, k->hash = hash, k->prev_st = 0, k->prev_mb = 0, k->n = 0;
+  each_row(s, row, k);
+  sink_flush(k);
+  g_free(k);
+}
+
 #define DIGEST_LEAD "timeprest-schedule-digest 2 "
 
 char *tp_schedule_sha256(const TpSchedule *s)
 {
   g_autoptr(GString) head = g_string_new(NULL);
   format_header(s, head, DIGEST_LEAD);
-  Sink *k = g_new(Sink, 1); /* its block is written before it is read */
-  k->text = NULL, k->hash = tp_sha256_new(), k->prev_st = 0, k->prev_mb = 0, k->n = 0;
-  tp_sha256_update(k->hash, head->str, head->len);
-  each_row(s, digest_row, k);
-  sink_flush(k);
-  char *hex = tp_sha256_finish_hex(k->hash);
-  g_free(k);
-  return hex;
+  TpSha256 *hash = tp_sha256_new();
+  tp_sha256_update(hash, head->str, head->len);
+  sink_rows(s, digest_row, NULL, hash);
+  return tp_sha256_finish_hex(hash);
 }
 
 char *tp_schedule_sha256_csv(const TpSchedule *s)
@@ -231,11 +237,7 @@ void tp_format_csv(const TpSchedule *s, GString *out)
   int row = snprintf(num[0], sizeof num[0], "%d", s->W) + 2 * snprintf(num[1], sizeof num[1], "%d", s->K) +
             snprintf(num[2], sizeof num[2], "%d", s->N) + 1 + 5 + 6;
   tp_string_reserve(out, (long long)out->len + tp_schedule_n_ops(s) * row + 1);
-  Sink *k = g_new(Sink, 1);
-  k->text = out, k->hash = NULL, k->prev_st = 0, k->prev_mb = 0, k->n = 0;
-  each_row(s, csv_put_row, k);
-  sink_flush(k);
-  g_free(k);
+  sink_rows(s, csv_put_row, out, NULL);
 }
 
 /* Strict integer in [lo, hi]. */

@@ -26,20 +26,20 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err);
 void tp_index_free(TpIndex *ix);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpIndex, tp_index_free)
 
+/* The position at stage st of the split backward's W of key, or -1 (none, or no W in the schedule). */
+static inline int32_t tp_index_wpos(const TpIndex *ix, int st, int key)
+{
+  return ix->wpos ? ix->wpos[(size_t)st * ix->nkeys + key] : -1;
+}
+
 static inline int32_t tp_index_pos(const TpIndex *ix, int st, const TpOp *op)
 {
   if (op->kind == TP_OP_U)
     return ix->upos[(size_t)st * (ix->K + 1) + op->mb];
-  if (op->kind == TP_OP_W && !ix->wpos)
-    return -1;
-  const int32_t *a = op->kind == TP_OP_F ? ix->fpos : op->kind == TP_OP_W ? ix->wpos : ix->bpos;
-  return a[(size_t)st * ix->nkeys + tp_key(ix->N, op->mb, op->micro)];
-}
-
-/* The row of stage st's W positions by key, or NULL when the schedule has no W. */
-static inline const int32_t *tp_index_wrow(const TpIndex *ix, int st)
-{
-  return ix->wpos ? ix->wpos + (size_t)st * ix->nkeys : NULL;
+  int key = tp_key(ix->N, op->mb, op->micro);
+  if (op->kind == TP_OP_W)
+    return tp_index_wpos(ix, st, key);
+  return (op->kind == TP_OP_F ? ix->fpos : ix->bpos)[(size_t)st * ix->nkeys + key];
 }
 
 /* Global index of the op that op (at stage st) needs from a neighbouring stage: the same forward

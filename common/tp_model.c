@@ -107,7 +107,8 @@ static gboolean token_option(TpLayer *L, const char *key, const char *val)
   TpBlock *b = &L->blk;
   int v = 0;
   double x = 0;
-  gboolean num = to_int(val, 1, 1 << 20, &v), flag = num && v <= 1, real = tp_parse_double(val, 0, 1e9, &x, NULL);
+  gboolean num = to_int(val, 1, 1 << 20, &v), real = tp_parse_double(val, 0, 1e9, &x, NULL);
+  gboolean flag = !strcmp(val, "0") || !strcmp(val, "1"), on = !strcmp(val, "1"); /* a flag: 0 or 1 as written */
   gboolean block = L->kind == TP_LAYER_BLOCK, norm = L->kind == TP_LAYER_LAYERNORM || L->kind == TP_LAYER_RMSNORM;
   if (block && num && strcmp(key, "heads") == 0)
     b->heads = v;
@@ -129,18 +130,18 @@ static gboolean token_option(TpLayer *L, const char *key, const char *val)
     b->theta = x;
   else if ((block || norm) && real && x > 0 && x < 1 && strcmp(key, "eps") == 0)
     b->eps = x;
-  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "dropout") == 0)
-    b->dropout = strcmp(val, "1") == 0;
-  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "bias") == 0)
-    b->qkv_bias = b->o_bias = b->mlp_bias = strcmp(val, "1") == 0;
-  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "qkv_bias") == 0)
-    b->qkv_bias = strcmp(val, "1") == 0;
-  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "o_bias") == 0)
-    b->o_bias = strcmp(val, "1") == 0;
-  else if (block && (flag || !strcmp(val, "0")) && strcmp(key, "mlp_bias") == 0)
-    b->mlp_bias = strcmp(val, "1") == 0;
-  else if (L->kind == TP_LAYER_LM_HEAD && (flag || !strcmp(val, "0")) && strcmp(key, "tied") == 0)
-    b->tied = strcmp(val, "1") == 0;
+  else if (block && flag && strcmp(key, "dropout") == 0)
+    b->dropout = on;
+  else if (block && flag && strcmp(key, "bias") == 0)
+    b->qkv_bias = b->o_bias = b->mlp_bias = on;
+  else if (block && flag && strcmp(key, "qkv_bias") == 0)
+    b->qkv_bias = on;
+  else if (block && flag && strcmp(key, "o_bias") == 0)
+    b->o_bias = on;
+  else if (block && flag && strcmp(key, "mlp_bias") == 0)
+    b->mlp_bias = on;
+  else if (L->kind == TP_LAYER_LM_HEAD && flag && strcmp(key, "tied") == 0)
+    b->tied = on;
   else
     return FALSE;
   return TRUE;
@@ -150,10 +151,8 @@ static gboolean token_option(TpLayer *L, const char *key, const char *val)
 static gboolean layer_options(TpLayer *L, char **tok, int first, const char *file, int line, GError **err)
 {
   gboolean tokens = L->kind >= TP_LAYER_EMBEDDING;
-  if (tokens) { /* the defaults: a block's own, Llama's norm epsilon and rotary base */
-    L->bias = FALSE;
+  if (tokens) /* the defaults: a block's own, Llama's norm epsilon and rotary base */
     L->blk = (TpBlock){ .eps = 1e-5, .theta = 10000 };
-  }
   for (int i = first; tok[i]; i++) {
     char *eq = strchr(tok[i], '=');
     int v;

@@ -37,11 +37,11 @@ static gboolean missing(GError **err, const TpSchedule *s, int st, TpOpKind kind
 /* A split backward of mini-batch i at stage st: every I has its W, after it; every W has its I. */
 static gboolean check_split(const TpSchedule *s, const TpIndex *ix, int st, int i, GError **err)
 {
-  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *wp = tp_index_wrow(ix, st);
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
   const TpOp *ops = tp_stage_ops(s, st);
   for (int j = TP_WHOLE; j < s->N; j++) {
     int key = tp_key(s->N, i, j);
-    int32_t b = bp[key], w = wp ? wp[key] : -1;
+    int32_t b = bp[key], w = tp_index_wpos(ix, st, key);
     if (b < 0 && w < 0)
       continue;
     if (w >= 0 && (b < 0 || ops[b].kind != TP_OP_I))
@@ -163,9 +163,8 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
         return fail(err, s, st, op, "comes before %s, whose gradient it applies", need);
       }
     }
-    const int32_t *wp = tp_index_wrow(ix, st);
-    for (int j = TP_WHOLE; wp && j < s->N; j++) {
-      int32_t p = wp[tp_key(s->N, op->mb, j)];
+    for (int j = TP_WHOLE; ix->wpos && j < s->N; j++) {
+      int32_t p = tp_index_wpos(ix, st, tp_key(s->N, op->mb, j));
       if (p > k) {
         tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
         return fail(err, s, st, op, "comes before %s, the weight gradient it applies", need);

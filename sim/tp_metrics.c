@@ -204,14 +204,14 @@ static double release_time(const TpSim *sim, int st, const TpOp *f)
 {
   const TpSchedule *s = sim->s;
   const TpIndex *ix = sim->ix;
-  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *wp = tp_index_wrow(ix, st);
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
   int key = tp_key(s->N, f->mb, TP_WHOLE);
   if (bp[key] < 0 && f->micro != TP_WHOLE)
     key = tp_key(s->N, f->mb, f->micro);
-  int32_t p = MAX(bp[key], wp ? wp[key] : -1);
+  int32_t p = MAX(bp[key], tp_index_wpos(ix, st, key));
   if (bp[key] < 0) /* whole forward, per-micro backwards: the last of them */
     for (int j = 0; j < s->N; j++)
-      p = MAX(p, MAX(bp[tp_key(s->N, f->mb, j)], wp ? wp[tp_key(s->N, f->mb, j)] : -1));
+      p = MAX(p, MAX(bp[tp_key(s->N, f->mb, j)], tp_index_wpos(ix, st, tp_key(s->N, f->mb, j))));
   return sim->end[ix->off[st] + p];
 }
 

@@ -190,6 +190,7 @@ static void test_syntax(void)
     { "tokens 8 16\nembedding 8\nblock heads=3 ffn=4\n", "not a multiple of heads=3" },
     { "tokens 8 16\nembedding 8\nblock heads=4 kv_heads=3 ffn=4\n", "kv_heads=3" },
     { "tokens 8 16\nembedding 8\nblock heads=2 ffn=4 mlp=relu\n", "bad option 'mlp=relu'" },
+    { "tokens 8 16\nembedding 8\nblock heads=2 ffn=4 dropout=01\n", "bad option 'dropout=01'" },
     { "input 1 8 8\nembedding 8\n", "needs a token model" },
     { "tokens 8 16\nblock heads=2 ffn=4\n", "must follow the embedding" },
     { "tokens 8 16\nembedding 8\nembedding 8\n", "embedding must be the first layer" },
