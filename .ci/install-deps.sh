@@ -8,5 +8,5 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential autoconf automake libtool pkg-config bc \
   libglib2.0-dev libjson-glib-dev libopenblas-dev zlib1g-dev libssl-dev \
-  gnuplot-nox dataset-fashion-mnist \
+  gnuplot-nox dataset-fashion-mnist fortunes \
   libopenmpi-dev openmpi-bin >/dev/null

@@ -15,6 +15,8 @@
 #     (batch 128, N = 4, seed 7, unit-slot order): samples/s, measured time per mini-batch against
 #     the profiled prediction (train's own) and the h200 cluster's analytic one (`simulate`), the
 #     weight store's peak per stage and cudaMemGetInfo's peak in use;
+#     then llama-tiny (gpipe, timeprest) and tinyllama-1.1b (gpipe, 4 sequences of 2048 tokens) on
+#     synthetic tokens with AdamW, the same measures;
 #  6. the CPU pipeline (cpu backend, local transport) on mlp-deep at W = 1, 2, 4, 8 and on
 #     mlp-deep16 at W = 1, 16 (mlp-deep has 15 layers): speed-up over -w 1, prediction error;
 #  7. determinism (two cuda runs, one weights_sha256; cuda against cpu loss after 20 mini-batches);
@@ -56,10 +58,12 @@ run() { "$kit/run" "$@"; }
 
 if [ "$DRY" = 1 ]; then
   gpu=cpu W=4 B=8 N=4 CNN_RUN="-k 6" VGG_K=2 VGG_B=4 VGG_DATA=synthetic:64:16 DET_K=4 GEMM_B=8
+  LM_K=2 LM_B=8 LM_DATA=synthetic:32:8 BIG=llama-tiny BIG_K=1 BIG_B=4 BIG_DATA=synthetic:8:4
   CPU_W="1 2 4" CPU_W16="1 16" CPU_K=3 CPU_B=16
   echo "DRY=1: no GPU; the \"gpu\" runs use the cpu backend at tiny sizes (their numbers say nothing about GPUs)"
 else
   gpu=cuda W=4 B=128 N=4 CNN_RUN="--epochs 1" VGG_K=50 VGG_B=128 VGG_DATA=synthetic:6400:1024 DET_K=20 GEMM_B=128
+  LM_K=30 LM_B=64 LM_DATA=synthetic:1920:256 BIG=tinyllama-1.1b BIG_K=3 BIG_B=4 BIG_DATA=synthetic:12:4
   CPU_W="1 2 4 8" CPU_W16="1 16" CPU_K=40 CPU_B=128
 fi
 
@@ -231,6 +235,15 @@ for p in gpipe pipedream timeprest; do
     row "vgg-$p" vgg16-cifar100 "$p" "$VGG_K" "$VGG_B"
 done
 
+for p in gpipe timeprest; do
+  step "train llama-tiny (AdamW) on synthetic tokens, $LM_K mini-batches, W = $W, $p, $gpu"
+  train "llama-$p" "$gpu" llama-tiny "$LM_DATA" "$LM_B" "$W" -s "$p" -k "$LM_K" --optimizer adamw &&
+    row "llama-$p" llama-tiny "$p" "$LM_K" "$LM_B"
+done
+step "train $BIG (AdamW, fp32) on synthetic tokens, $BIG_K mini-batches of $BIG_B sequences, W = $W, gpipe, $gpu"
+train "big-gpipe" "$gpu" "$BIG" "$BIG_DATA" "$BIG_B" "$W" -s gpipe -k "$BIG_K" --optimizer adamw --profile-reps 1 &&
+  row "big-gpipe" "$BIG" gpipe "$BIG_K" "$BIG_B"
+
 step "the CPU pipeline: mlp-deep at W = $CPU_W, mlp-deep16 at W = $CPU_W16 (timeprest, local transport, $(nproc) cores)"
 : >"$tmp/cpu"
 for mw in $(for w in $CPU_W; do echo "mlp-deep:$w"; done; for w in $CPU_W16; do echo "mlp-deep16:$w"; done); do
@@ -287,7 +300,7 @@ step "done"
   echo "Parity (tests/test-backend$([ "$DRY" = 1 ] || echo ", TP_REQUIRE=cuda")): $parity. NCCL links: not checked (one GPU;"
   echo "two ranks on one GPU are refused with one line). compute-sanitizer on the parity test: ${sanitizer:-not run}."
   echo
-  echo "One GPU, W = $W, N = $N, batch $B (vgg16 $VGG_B), seed 7, unit-slot order. s/mb: seconds per mini-batch, measured;"
+  echo "One GPU, W = $W, N = $N, batch $B (vgg16 $VGG_B, llama-tiny $LM_B, $BIG $BIG_B), seed 7, unit-slot order. s/mb: seconds per mini-batch, measured;"
   echo "profiled / h200: predicted from train's profiled costs / from the h200 cluster's analytic model;"
   echo "err = (predicted - measured) / measured. store MB: the weight store's peak per stage; used MB:"
   echo "cudaMemGetInfo's most in use on the GPU (memory pools included)."

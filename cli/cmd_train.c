@@ -21,7 +21,7 @@
 typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps, *threads;
-  char *significance, *peer_timeout, *devices, *lr_schedule;
+  char *significance, *peer_timeout, *devices, *lr_schedule, *optimizer, *beta1, *beta2, *eps, *warmup;
   char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks, *fuse;
   gboolean quiet, recompute;
   int *split_counts;        /* --split parsed: [W] layers per stage */
@@ -33,7 +33,8 @@ static void opts_clear(Opts *o)
                    &o->seed, &o->lr, &o->momentum, &o->wd, &o->backend, &o->transport, &o->order_from,
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps, &o->threads,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
-                   &o->devices, &o->lr_schedule, &o->split, &o->chunks, &o->fuse };
+                   &o->devices, &o->lr_schedule, &o->split, &o->chunks, &o->fuse, &o->optimizer, &o->beta1,
+                   &o->beta2, &o->eps, &o->warmup };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
   g_clear_pointer(&o->split_counts, g_free);
@@ -100,9 +101,21 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
 {
   static const char *const formats[] = { "text", "json", NULL };
   static const char *const froms[] = { "costs", "slots", NULL };
-  static const char *const lr_schedules[] = { "constant", "cosine", NULL };
-  int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3, cosine = 0;
-  c->lr = 0.01, c->momentum = 0.9, c->wd = 1e-4, c->timeout = 300, c->peer_timeout = 60;
+  static const char *const lr_schedules[] = { "constant", "cosine", "warmup-cosine", NULL };
+  static const char *const optimizers[] = { "sgd", "adamw", NULL };
+  int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3, cosine = 0, adamw = 0;
+  if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, &adamw, err))
+    return FALSE;
+  /* SGD's defaults, or AdamW's (PyTorch's: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01) */
+  c->lr = adamw ? 1e-3 : 0.01, c->momentum = 0.9, c->wd = adamw ? 0.01 : 1e-4, c->timeout = 300, c->peer_timeout = 60;
+  c->beta1 = 0.9, c->beta2 = 0.999, c->eps = 1e-8, c->warmup = -1;
+  const char *sgd_only = o->momentum ? "--momentum" : NULL;
+  const char *adamw_only = o->beta1 ? "--beta1" : o->beta2 ? "--beta2" : o->eps ? "--eps" : NULL;
+  if (adamw ? sgd_only != NULL : adamw_only != NULL) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", adamw ? sgd_only : adamw_only,
+                adamw ? "SGD's momentum; AdamW's moments decay by --beta1 and --beta2" : "AdamW's; give --optimizer adamw");
+    return FALSE;
+  }
   if ((o->format && !tp_cli_choice("--format", o->format, formats, fmt, err)) ||
       (o->order_from && !tp_cli_choice("--order-from", o->order_from, froms, &from, err)) ||
       (o->lr_schedule && !tp_cli_choice("--lr-schedule", o->lr_schedule, lr_schedules, &cosine, err)) ||
@@ -116,6 +129,10 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       (o->threads && !tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) ||
       !opt_double("--lr", o->lr, 0, 1e6, &c->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->momentum, err) ||
       !opt_double("--weight-decay", o->wd, 0, 1e6, &c->wd, err) ||
+      !opt_double("--beta1", o->beta1, 0, 0.999999, &c->beta1, err) ||
+      !opt_double("--beta2", o->beta2, 0, 0.999999999, &c->beta2, err) ||
+      !opt_double("--eps", o->eps, 1e-30, 1, &c->eps, err) ||
+      (o->warmup && !tp_cli_int("--warmup", o->warmup, 1, G_MAXINT, &c->warmup, err)) ||
       !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||
       !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err))
     return FALSE;
@@ -183,7 +200,14 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   c->W = w, c->N = n, c->K = k, c->epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
   c->W_given = o->workers != NULL, c->N_given = o->micro != NULL;
   c->per_epoch = !o->mini;
-  c->lr_cosine = cosine == 1;
+  c->lr_cosine = cosine >= 1;
+  c->adamw = adamw == 1;
+  if (o->warmup && cosine != 2) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--warmup: only with --lr-schedule warmup-cosine");
+    return FALSE;
+  }
+  if (cosine != 2)
+    c->warmup = 0;
   c->slots = from == 1;
   c->recompute = o->recompute;
   if (o->fuse) {
@@ -264,14 +288,24 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split,
       "Layers per stage, e.g. 6,5,5 (default: split balancing FLOPs)", "COUNTS" },
     { "data", 'd', 0, G_OPTION_ARG_FILENAME, &o->data, "Fashion-MNIST directory (default " TP_DATA_DEFAULT_DIR
-      ") or synthetic[:TRAIN[:TEST]]", "DIR" },
+      ") or synthetic[:TRAIN[:TEST]]; a language model: text:FILE (default the fortunes package's texts) or "
+      "synthetic tokens", "DIR" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights, data order and synthetic data (default 1)", "S" },
-    { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01)", "LR" },
+    { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o->optimizer,
+      "sgd (default: with momentum) or adamw (decoupled weight decay); either's state lives with the latest weights",
+      "NAME" },
+    { "lr", 0, 0, G_OPTION_ARG_STRING, &o->lr, "Learning rate (default 0.01; adamw 0.001)", "LR" },
     { "lr-schedule", 0, 0, G_OPTION_ARG_STRING, &o->lr_schedule,
-      "constant (default) or cosine: lr·(1 + cos(π·(i−1)/total))/2 for the update of mini-batch i of the whole "
-      "run (total: its mini-batches over every epoch)", "NAME" },
+      "constant (default), cosine: lr·(1 + cos(π·(i−1)/total))/2 for the update of mini-batch i of the whole "
+      "run (total: its mini-batches over every epoch), or warmup-cosine: lr·i/U for the first U, then the cosine "
+      "over the rest", "NAME" },
+    { "warmup", 0, 0, G_OPTION_ARG_STRING, &o->warmup,
+      "warmup-cosine's warm-up U in mini-batches (default a tenth of the run)", "U" },
     { "momentum", 0, 0, G_OPTION_ARG_STRING, &o->momentum, "SGD momentum (default 0.9)", "M" },
-    { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001)", "WD" },
+    { "beta1", 0, 0, G_OPTION_ARG_STRING, &o->beta1, "AdamW's first-moment decay (default 0.9)", "B1" },
+    { "beta2", 0, 0, G_OPTION_ARG_STRING, &o->beta2, "AdamW's second-moment decay (default 0.999)", "B2" },
+    { "eps", 0, 0, G_OPTION_ARG_STRING, &o->eps, "AdamW's epsilon (default 1e-8)", "E" },
+    { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001; adamw 0.01, decoupled)", "WD" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
     { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
       "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default: stage s on GPU (s-1) mod count)", "D0,D1,…" },

@@ -7,6 +7,7 @@
 #include "tp_output.h"
 #include "tp_policy.h"
 #include "tp_checkpoint.h"
+#include "tp_trainlog.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -88,6 +89,18 @@ static void json_array(GString *out, const char *name, const GArray *a)
 
 static double last_of(const GArray *a) { return a->len ? g_array_index(a, double, a->len - 1) : 0; }
 
+/* The first logged row's training loss (a tenth of the first epoch, or the whole of a short one), as
+ * the log holds it; 0 without one. */
+static double first_logged_loss(const Train *t)
+{
+  g_autoptr(TpTrainLog) log = tp_trainlog_parse(t->res.log->str, "log", NULL); /* its header first */
+  int col = log ? tp_trainlog_column(log, "loss") : -1;
+  return log && log->n_rows && col >= 0 ? log->values[col] : 0;
+}
+
+/* Tokens a sample holds: a token model's context, else 0. */
+static int tokens_per_sample(const Train *t) { return t->model->vocab ? t->model->context : 0; }
+
 /* --backend cuda (stages of this process): per GPU, the weight stores' peaks of its stages (each
  * stage's own peak, summed: at most what they held at once) beside the most memory cudaMemGetInfo
  * reported in use there after any operation (all of the device's allocations: the CUDA context,
@@ -147,19 +160,30 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
                          t->W / t->V, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), c->transport_name,
                          t->cores);
-  g_string_append_printf(out, "\"seed\": %u, \"lr\": %.9g, \"lr_schedule\": \"%s\", \"momentum\": %.9g, "
-                         "\"weight_decay\": %.9g, ", c->seed, c->lr, c->lr_cosine ? "cosine" : "constant", c->momentum,
-                         c->wd);
+  g_string_append_printf(out, "\"seed\": %u, \"optimizer\": \"%s\", \"lr\": %.9g, \"lr_schedule\": \"%s\", ", c->seed,
+                         c->adamw ? "adamw" : "sgd", c->lr,
+                         tp_train_warmup(t) ? "warmup-cosine" : c->lr_cosine ? "cosine" : "constant");
+  if (tp_train_warmup(t))
+    g_string_append_printf(out, "\"warmup\": %ld, ", tp_train_warmup(t));
+  if (c->adamw)
+    g_string_append_printf(out, "\"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, ", c->beta1, c->beta2, c->eps);
+  else
+    g_string_append_printf(out, "\"momentum\": %.9g, ", c->momentum);
+  g_string_append_printf(out, "\"weight_decay\": %.9g, ", c->wd);
   if (t->res.links)
     links_json(t, out);
   g_string_append(out, "\"stages\": [");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
                            s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
-  g_string_append_printf(out, "], \"samples_per_second\": %.9g, \"train_time\": %.9g, \"final_train_loss\": %.9g, "
+  double sps = t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0;
+  g_string_append_printf(out, "], \"samples_per_second\": %.9g, ", sps);
+  if (tokens_per_sample(t))
+    g_string_append_printf(out, "\"tokens_per_second\": %.9g, ", sps * tokens_per_sample(t));
+  g_string_append_printf(out, "\"train_time\": %.9g, \"first_train_loss\": %.9g, \"final_train_loss\": %.9g, "
                          "\"final_test_accuracy\": %.9g, \"final_test_loss\": %.9g",
-                         t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0, t->res.train_time, last_of(t->res.train_loss),
-                         last_of(t->res.test_acc), last_of(t->res.test_loss));
+                         t->res.train_time, first_logged_loss(t), last_of(t->res.train_loss), last_of(t->res.test_acc),
+                         last_of(t->res.test_loss));
   json_array(out, "test_accuracy", t->res.test_acc);
   json_array(out, "epoch_time", t->res.epoch_time);
   json_array(out, "train_loss", t->res.train_loss);
@@ -246,17 +270,27 @@ static void report_text(const Train *t, const char *sha, GString *out)
   fused_text(t, out);
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
-  g_string_append_printf(out, "optimizer    SGD, lr %g", c->lr);
+  g_string_append_printf(out, "optimizer    %s, lr %g", c->adamw ? "AdamW" : "SGD", c->lr);
+  if (tp_train_warmup(t))
+    g_string_append_printf(out, " warmed up linearly over %ld mini-batches, then", tp_train_warmup(t));
   if (c->lr_cosine)
     g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", tp_train_lr_steps(t));
-  g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->momentum, c->wd, c->seed);
+  if (c->adamw)
+    g_string_append_printf(out, ", betas %g and %g, eps %g, decoupled weight decay %g, seed %u\n", c->beta1, c->beta2,
+                           c->eps, c->wd, c->seed);
+  else
+    g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->momentum, c->wd, c->seed);
   for (guint e = 0; e < t->res.test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,
                            g_array_index(t->res.train_loss, double, e), g_array_index(t->res.test_acc, double, e),
                            g_array_index(t->res.test_loss, double, e), g_array_index(t->res.epoch_time, double, e));
-  g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n",
-                         t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0, t->res.train_time);
+  double sps = t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0;
+  if (tokens_per_sample(t))
+    g_string_append_printf(out, "throughput   %.1f sequences/s, %.0f tokens/s (%.2f s of training)\n", sps,
+                           sps * tokens_per_sample(t), t->res.train_time);
+  else
+    g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n", sps, t->res.train_time);
   g_string_append_printf(out, "versions     %s\n", t->res.versions_match ? "every read was of the version the schedule names"
                                                                       : "SOME READS DIFFER from the schedule");
   g_string_append_printf(out, "weights      sha256 %s\n", sha);

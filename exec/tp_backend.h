@@ -39,6 +39,13 @@ typedef struct {
   int k, stride, pad;
 } TpWindow;
 
+/* One AdamW step's hyper-parameters: the learning rate, the moments' decays, epsilon, the decoupled
+ * weight decay, and the bias corrections 1 − β1^t and 1 − β2^t of step t (computed by the caller). */
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+  float bias1, bias2;
+} TpAdamW;
+
 /* An instance: the backend's table and the instance's own state (NULL for cpu). */
 struct TpBackend {
   const TpBackendIface *iface;
@@ -117,10 +124,57 @@ struct TpBackendIface {
   gboolean (*softmax_ce_backward)(const TpBackend *be, int batch, int classes, const float *probs,
                                   const gint32 *labels, float scale, float *dx, GError **err);
 
+  /* ---- transformers: rows are positions (batch·s of them, row r at position r mod s) ---- */
+
+  /* strided batched SGEMM: for i < count, C_i = alpha·op(A_i)·op(B_i) + beta·C_i with
+   * A_i = a + i·stride_a (likewise B, C; a stride may be 0: one operand shared by every product) */
+  gboolean (*sgemm_batched)(const TpBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k, float alpha,
+                            const float *a, int lda, size_t stride_a, const float *b, int ldb, size_t stride_b,
+                            float beta, float *c, int ldc, size_t stride_c, int count, GError **err);
+  /* y += alpha·x over n values */
+  gboolean (*axpy)(const TpBackend *be, size_t n, float alpha, const float *x, float *y, GError **err);
+  /* token embedding: ids are floats holding token numbers (< the table's rows); y[r] = table[id_r]
+   * (+ pos[r mod s] where pos is not NULL); backward: dtable[id_r] += dy[r] (and dpos[r mod s]) */
+  gboolean (*embedding_forward)(const TpBackend *be, int rows, int s, int d, const float *ids, const float *table,
+                                const float *pos, float *y, GError **err);
+  gboolean (*embedding_backward)(const TpBackend *be, int rows, int s, int d, const float *ids, const float *dy,
+                                 float *dtable, float *dpos, GError **err);
+  /* LayerNorm (rms FALSE: y = (x − mean)/√(var + eps)·w + b) or RMSNorm (y = x/√(mean x² + eps)·w,
+   * b unused) over rows of d; the backward recomputes the row statistics from x: dx overwritten
+   * (NULL: not wanted), dw (and db) accumulated (NULL together: not wanted). */
+  gboolean (*norm_forward)(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
+                           const float *w, const float *b, float *y, GError **err);
+  gboolean (*norm_backward)(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
+                            const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
+  /* rotary positions in place on `heads` vectors of hd values per row (row stride ld): element i
+   * and i + hd/2 turn by the angle p·theta^(−2i/hd) at position p; sign −1 turns back (the
+   * transpose: the backward of sign +1) */
+  gboolean (*rope)(const TpBackend *be, int rows, int s, int heads, int hd, int ld, float theta, float sign, float *x,
+                   GError **err);
+  /* causal softmax of n matrices s×s: y_ij = softmax_j≤i(scale·x_ij), 0 above the diagonal;
+   * backward dx = scale·y·(dy − Σ_j y·dy) (dx may equal dy) */
+  gboolean (*causal_softmax_forward)(const TpBackend *be, int n, int s, float scale, const float *x, float *y,
+                                     GError **err);
+  gboolean (*causal_softmax_backward)(const TpBackend *be, int n, int s, float scale, const float *y, const float *dy,
+                                      float *dx, GError **err);
+  /* GELU, the tanh approximation (GPT-2's), over n values; the backward reads the input x */
+  gboolean (*gelu_forward)(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
+  gboolean (*gelu_backward)(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx, GError **err);
+  /* SwiGLU over rows of 2f values (the gate g in [0, f), the up projection u in [f, 2f)):
+   * y[r][j] = silu(g)·u (rows of f); backward writes both halves of dgu */
+  gboolean (*swiglu_forward)(const TpBackend *be, int rows, int f, const float *gu, float *y, GError **err);
+  gboolean (*swiglu_backward)(const TpBackend *be, int rows, int f, const float *gu, const float *dy, float *dgu,
+                              GError **err);
+
   /* SGD with momentum and weight decay (the PyTorch formulation), over n parameters:
    * g = grad + wd·w_in; mom = momentum·mom + g; w_out = w_in − lr·mom. w_out may equal w_in. */
   gboolean (*sgd_step)(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
                        const float *w_in, const float *grad, float *mom, float *w_out, GError **err);
+  /* AdamW (Loshchilov & Hutter, PyTorch's formulation) over n parameters: m = β1·m + (1−β1)·g,
+   * v = β2·v + (1−β2)·g², w_out = w_in·(1 − lr·wd) − lr·(m/bias1)/(√(v/bias2) + eps).  w_out may
+   * equal w_in. */
+  gboolean (*adamw_step)(const TpBackend *be, size_t n, const TpAdamW *h, const float *w_in, const float *grad, float *m,
+                         float *v, float *w_out, GError **err);
   /* I-TiMePReSt's blend: out = s·a + (1−s)·b; out may equal a or b. */
   gboolean (*blend)(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                     GError **err);

@@ -200,6 +200,7 @@ TpDataset *tp_dataset_load_idx(const char *images, const char *labels, GError **
     return NULL;
   }
   d->name = g_strdup(images);
+  d->label_dim = 1;
   return d;
 }
 
@@ -207,7 +208,7 @@ TpDataset *tp_dataset_load_idx(const char *images, const char *labels, GError **
 
 TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed)
 {
-  TpDataShape shape = { 1, rows, cols, TP_DATA_CLASSES };
+  TpDataShape shape = { .channels = 1, .rows = rows, .cols = cols, .classes = TP_DATA_CLASSES };
   return tp_dataset_synthetic_shaped(n, &shape, seed);
 }
 
@@ -219,6 +220,7 @@ TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 
   d->n = n, d->rows = rows, d->cols = cols, d->dim = shape->channels * rows * cols;
   d->pixels = g_malloc((size_t)n * d->dim);
   d->labels = g_malloc((size_t)n);
+  d->label_dim = 1;
   d->name = g_strdup("synthetic");
   d->recipe = g_strdup_printf("synthetic %d of %d×%d×%d, %d classes, seed %u, generator 2", n, shape->channels, rows,
                               cols, classes, seed);
@@ -262,6 +264,9 @@ TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 
 
 /* ---- --data ----------------------------------------------------------------------------------- */
 
+gboolean tp_data_open_text(const char *spec, const TpDataShape *shape, guint32 seed, TpDataset **train,
+                           TpDataset **test, GError **err); /* tp_data_text.c */
+
 static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GError **err)
 {
   *ntrain = 4096, *ntest = 1024;
@@ -284,7 +289,7 @@ static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GErro
 
 gboolean tp_data_open(const char *spec, guint32 seed, TpDataset **train, TpDataset **test, GError **err)
 {
-  TpDataShape shape = { 1, 28, 28, TP_DATA_CLASSES };
+  TpDataShape shape = { .channels = 1, .rows = 28, .cols = 28, .classes = TP_DATA_CLASSES };
   return tp_data_open_shaped(spec, &shape, seed, train, test, err);
 }
 
@@ -292,6 +297,8 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
                              TpDataset **test, GError **err)
 {
   *train = *test = NULL;
+  if (shape->context)
+    return tp_data_open_text(spec, shape, seed, train, test, err);
   if (spec && g_str_has_prefix(spec, "synthetic")) {
     int ntrain, ntest;
     if (!parse_synthetic(spec, &ntrain, &ntest, err))
@@ -334,17 +341,19 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
 void tp_dataset_sample(const TpDataset *d, int i, float *x)
 {
   const uint8_t *px = d->pixels + (size_t)i * d->dim;
+  const float scale = d->tokens ? 1.0f : 1.0f / 255.0f;
   for (int p = 0; p < d->dim; p++)
-    x[p] = px[p] * (1.0f / 255.0f);
+    x[p] = px[p] * scale;
 }
 
-void tp_dataset_gather(const TpDataset *d, const int *idx, int n, float *x, uint8_t *y)
+void tp_dataset_gather(const TpDataset *d, const int *idx, int n, float *x, gint32 *y)
 {
+  const size_t ld = (size_t)d->label_dim;
   for (int k = 0; k < n; k++) {
     if (x)
       tp_dataset_sample(d, idx[k], x + (size_t)k * d->dim);
-    if (y)
-      y[k] = d->labels[idx[k]];
+    for (size_t j = 0; y && j < ld; j++)
+      y[k * ld + j] = d->labels[idx[k] * ld + j];
   }
 }
 
@@ -434,6 +443,8 @@ gboolean tp_batcher_seek(TpBatcher *b, TpDataPos pos, GError **err)
 TpDataShape tp_data_shape_of(const TpModel *m)
 {
   const TpLayer *top = tp_model_layer(m, tp_model_n_layers(m) - 1);
-  return (TpDataShape){ (int)m->in_c, (int)m->in_h, (int)m->in_w,
-                        top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
+  if (m->vocab)
+    return (TpDataShape){ .channels = 1, .rows = m->context, .cols = 1, .classes = m->vocab, .context = m->context };
+  return (TpDataShape){ .channels = (int)m->in_c, .rows = (int)m->in_h, .cols = (int)m->in_w,
+                        .classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)MIN(top->in_elems, 255) : TP_DATA_CLASSES };
 }

@@ -25,7 +25,9 @@ typedef struct {
   int rows, cols;   /* image shape */
   int dim;          /* channels × rows × cols, the floats per sample (IDX files: 1 channel) */
   uint8_t *pixels;  /* n × dim bytes */
-  uint8_t *labels;  /* n labels, each < TP_DATA_CLASSES (synthetic data: < its classes) */
+  uint8_t *labels;  /* n × label_dim labels, each < TP_DATA_CLASSES (synthetic data: < its classes) */
+  int label_dim;    /* labels per sample: 1, or a token sample's positions (each the next byte) */
+  gboolean tokens;  /* the samples are token numbers (bytes), handed out as they are, not scaled */
   char *name;       /* where it came from (a file, or "synthetic") */
   char *recipe;     /* generated data: what determines every byte (count, shape, classes, seed and the
                        generator's version), which names it as well as its contents do; NULL for files */
@@ -46,6 +48,7 @@ TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed);
  * Fashion-MNIST shape is { 1, 28, 28, 10 }. */
 typedef struct {
   int channels, rows, cols, classes;
+  int context; /* a token model's: its samples are sequences of `context` byte tokens (0: images) */
 } TpDataShape;
 
 TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 seed);
@@ -53,7 +56,27 @@ TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 
  * most 255: labels are bytes; TP_DATA_CLASSES without one). */
 TpDataShape tp_data_shape_of(const TpModel *m);
 
-/* The training and test sets named by a --data value: NULL for the default directory, a
+/* Where the default text corpus is: the Debian package fortunes' data files (those without a dot
+ * in their names, in name order). */
+#define TP_TEXT_DEFAULT_DIR "/usr/share/games/fortunes"
+/* Bytes of text read at most (a corpus is held whole, with its windows: about three times this). */
+#define TP_TEXT_MAX_BYTES (256 << 20)
+
+/* Test sequences a text gives at most: each evaluation runs them all (512 of llama-tiny's 128
+ * tokens: 65,536 positions). */
+#define TP_TEXT_TEST_MOST 512
+/* Token data from text (bytes are tokens, vocabulary 256): the first 90 % of the bytes train, the
+ * rest test; each part gives ⌊(bytes − 1) / context⌋ samples (the test part at most
+ * TP_TEXT_TEST_MOST), windows of context + 1 bytes at
+ * positions drawn from (seed, part, sample): the first `context` bytes the input, the last
+ * `context` the labels (each position's next byte).  A part shorter than context + 1 bytes is a
+ * TP_ERROR_INPUT naming the text. */
+gboolean tp_data_text(const uint8_t *text, size_t len, const char *name, int context, guint32 seed, TpDataset **train,
+                      TpDataset **test, GError **err);
+
+/* The training and test sets named by a --data value.  For a token model (shape->context > 0):
+ * NULL for the default corpus, "text:PATH" (a file, or a directory read as the default corpus is),
+ * or "synthetic[:TRAIN[:TEST]]" (sequences of a seeded, learnable byte process).  For images: NULL for the default directory, a
  * directory holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
  * t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz, or "synthetic[:TRAIN[:TEST]]"
  * (28 × 28, default 4096 and 1024 samples, generated from seed). */
@@ -64,8 +87,9 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
 
 /* Sample i as floats in [0, 1] into x (dim floats). */
 void tp_dataset_sample(const TpDataset *d, int i, float *x);
-/* Samples idx[0..n-1] into x (n × dim floats) and their labels into y (either may be NULL). */
-void tp_dataset_gather(const TpDataset *d, const int *idx, int n, float *x, uint8_t *y);
+/* Samples idx[0..n-1] into x (n × dim floats) and their labels into y (n × label_dim; either may
+ * be NULL). */
+void tp_dataset_gather(const TpDataset *d, const int *idx, int n, float *x, gint32 *y);
 
 /* Where the mini-batch order stands: the next mini-batch starts at position `index` of epoch
  * `epoch`'s permutation.  Saved in checkpoints; restoring it continues the same order. */

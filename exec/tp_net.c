@@ -8,56 +8,17 @@
  * the per-sample elements the model description counts (TpLayer.stored_elems), without copies. */
 #include "config.h"
 #include "tp_net.h"
+#include "tp_net_priv.h"
 #include "tp_error.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef struct {
-  TpLayer d;              /* the description */
-  int index;              /* in the model */
-  TpWindow win;           /* conv and pooling geometry */
-  size_t w_off, n_w, n_b; /* weights at w_off, then n_b bias values */
-  size_t save_off, n_save; /* per-sample floats kept for the backward (offset is per sample) */
-  size_t dy_off;          /* a layer with parameters: its output gradient's offset in a split
-                             backward's TpSaved (per sample, L->out floats) */
-  gboolean saves_input;
-  size_t in, out;         /* elements per sample */
-  float *pool;            /* avgpool_to: its [hin·win][hout·wout] averaging matrix, in the backend's memory */
-} NetLayer;
-
-struct TpNet {
-  const TpBackend *be;
-  int first, last;
-  NetLayer *layers;
-  int n;
-  size_t n_params, save_per_sample, in_elems, out_elems, max_elems;
-  size_t dy_per_sample; /* output gradients of the layers with parameters, kept from I to W */
-  gboolean has_loss;
-  int cap;        /* samples the scratch buffers hold */
-  float *buf[2];  /* activations and gradients between layers */
-  float *work;    /* convolution workspace */
-};
-
-struct TpSaved {
-  TpNet *net;
-  int max_batch, batch;
-  float *data;    /* layer regions, each n_save × stride floats */
-  float *dy;      /* split backward (tp_saved_new_split): each layer with parameters' output
-                     gradient, L->out × stride floats at L->dy_off × stride; NULL otherwise */
-  gint32 *labels; /* host copy, last stage only */
-  guint64 *seeds; /* the dropout seeds of the next forward, one per block of its rows (its own copy) */
-  int n_seeds;    /* 0: one block, seed 0 */
-  int stride;     /* samples per layer region: the owner's max_batch */
-  int off;        /* a slice's first sample in its owner's regions (0 for an owner) */
-  TpSaved *owner; /* a slice's owner, NULL for an owner */
-};
-
 static gboolean supported(TpLayerKind k)
 {
   return k == TP_LAYER_CONV || k == TP_LAYER_LINEAR || k == TP_LAYER_RELU || k == TP_LAYER_MAXPOOL ||
          k == TP_LAYER_AVGPOOL || k == TP_LAYER_AVGPOOL_TO || k == TP_LAYER_FLATTEN || k == TP_LAYER_DROPOUT ||
-         k == TP_LAYER_SOFTMAX_CE;
+         k == TP_LAYER_SOFTMAX_CE || tp_net_is_token_kind(k);
 }
 
 gboolean tp_net_check_model(const TpModel *m, GError **err)
@@ -67,15 +28,17 @@ gboolean tp_net_check_model(const TpModel *m, GError **err)
     const TpLayer *d = tp_model_layer(m, i);
     if (!supported(d->kind)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: layer '%s' is not supported by the executor (supported: conv, "
-                  "linear, relu, maxpool, avgpool, avgpool_to, flatten, dropout, softmax_ce)", m->source, d->line,
+                  "linear, relu, maxpool, avgpool, avgpool_to, flatten, dropout, softmax_ce, embedding, layernorm, "
+                  "rmsnorm, block, lm_head, token_ce)", m->source, d->line, tp_layer_names[d->kind]);
+      return FALSE;
+    }
+    if ((d->kind == TP_LAYER_SOFTMAX_CE || d->kind == TP_LAYER_TOKEN_CE) && i != total - 1) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: %s must be the model's last layer", m->source, d->line,
                   tp_layer_names[d->kind]);
       return FALSE;
     }
-    if (d->kind == TP_LAYER_SOFTMAX_CE && i != total - 1) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: softmax_ce must be the model's last layer", m->source,
-                  d->line);
+    if (tp_net_is_token_kind(d->kind) && !tp_net_token_check(m, d, err))
       return FALSE;
-    }
   }
   return TRUE;
 }
@@ -94,6 +57,7 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
   net->be = be;
   net->first = first, net->last = last, net->n = last - first;
   net->layers = g_new0(NetLayer, net->n);
+  net->labels_per_sample = 1;
   for (int i = 0; i < net->n; i++) {
     NetLayer *L = &net->layers[i];
     const TpLayer *d = tp_model_layer(m, first + i);
@@ -114,8 +78,19 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
     case TP_LAYER_DROPOUT: L->n_save = L->in; break;
     case TP_LAYER_MAXPOOL: L->n_save = L->out; break;
     case TP_LAYER_SOFTMAX_CE: L->n_save = L->in, net->has_loss = TRUE; break;
-    default: break;
+    case TP_LAYER_TOKEN_CE:
+      net->has_loss = TRUE, net->labels_per_sample = (int)d->hin;
+      tp_net_token_layout(L);
+      break;
+    default:
+      if (tp_net_is_token_kind(d->kind))
+        tp_net_token_layout(L);
+      break;
     }
+    if (!L->lead)
+      L->lead = L->n_save;
+    if (L->n_w && !L->n_dy)
+      L->n_dy = L->out;
     g_assert((long long)(L->n_w + L->n_b) == d->params);
     L->w_off = net->n_params;
     net->n_params += L->n_w + L->n_b;
@@ -123,7 +98,7 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
     net->save_per_sample += L->n_save;
     if (L->n_w) {
       L->dy_off = net->dy_per_sample;
-      net->dy_per_sample += L->out;
+      net->dy_per_sample += L->n_dy;
     }
     net->max_elems = MAX(net->max_elems, MAX(L->in, L->out));
   }
@@ -139,6 +114,8 @@ static void release_scratch(TpNet *net)
       net->be->iface->free(net->be, net->buf[i]), net->buf[i] = NULL;
   if (net->work)
     net->be->iface->free(net->be, net->work), net->work = NULL;
+  if (net->tok)
+    net->be->iface->free(net->be, net->tok), net->tok = NULL;
   net->cap = 0;
 }
 
@@ -161,12 +138,13 @@ size_t tp_net_in_elems(const TpNet *net) { return net->in_elems; }
 size_t tp_net_out_elems(const TpNet *net) { return net->out_elems; }
 size_t tp_net_out_bytes_per_sample(const TpNet *net) { return net->out_elems * sizeof(float); }
 gboolean tp_net_has_loss(const TpNet *net) { return net->has_loss; }
+int tp_net_labels_per_sample(const TpNet *net) { return net->labels_per_sample; }
 int tp_net_first(const TpNet *net) { return net->first; }
 int tp_net_last(const TpNet *net) { return net->last; }
 
 size_t tp_net_saved_bytes_per_sample(const TpNet *net)
 {
-  return net->save_per_sample * sizeof(float) + (net->has_loss ? sizeof(gint32) : 0);
+  return net->save_per_sample * sizeof(float) + (net->has_loss ? sizeof(gint32) * net->labels_per_sample : 0);
 }
 
 size_t tp_net_dy_bytes_per_sample(const TpNet *net) { return net->dy_per_sample * sizeof(float); }
@@ -183,6 +161,10 @@ gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **
     const NetLayer *L = &net->layers[i];
     if (!L->n_w)
       continue;
+    if (tp_net_is_token_kind(L->d.kind)) {
+      tp_net_token_init(L, seed, host + L->w_off);
+      continue;
+    }
     int fan_in = L->d.kind == TP_LAYER_CONV ? L->d.cin * L->d.k * L->d.k : L->d.cin;
     float bound = sqrtf(6.0f / (float)fan_in);
     for (size_t j = 0; j < L->n_w; j++)
@@ -249,6 +231,9 @@ static gboolean reserve(TpNet *net, int batch, GError **err)
       return FALSE;
   if (work && !(net->work = net->be->iface->alloc(net->be, work, err)))
     return FALSE;
+  size_t tok = tp_net_token_scratch(net, batch);
+  if (tok && !(net->tok = net->be->iface->alloc(net->be, tok, err)))
+    return FALSE;
   net->cap = batch;
   return TRUE;
 }
@@ -263,7 +248,7 @@ static TpSaved *saved_new(TpNet *net, int max_batch, gboolean split, GError **er
     tp_saved_free(s);
     return NULL;
   }
-  if (net->has_loss && !(s->labels = g_try_new0(gint32, max_batch))) {
+  if (net->has_loss && !(s->labels = g_try_new0(gint32, (size_t)max_batch * net->labels_per_sample))) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the labels of %d samples", max_batch);
     tp_saved_free(s);
     return NULL;
@@ -294,7 +279,7 @@ TpSaved *tp_saved_slice(TpSaved *whole, int off, int n)
   g_return_val_if_fail(!whole->owner && off >= 0 && n >= 1 && off + n <= whole->max_batch, NULL);
   TpSaved *s = g_new0(TpSaved, 1);
   *s = (TpSaved){ .net = whole->net, .max_batch = n, .batch = n, .data = whole->data, .dy = whole->dy,
-                  .labels = whole->labels ? whole->labels + off : NULL, .stride = whole->stride, .off = off,
+                  .labels = whole->labels ? whole->labels + (size_t)off * whole->net->labels_per_sample : NULL, .stride = whole->stride, .off = off,
                   .owner = whole };
   tp_saved_set_seeds(s, whole->seeds, whole->n_seeds);
   return s;
@@ -321,16 +306,8 @@ void tp_saved_set_seeds(TpSaved *s, const guint64 *seeds, int n)
 }
 int tp_saved_batch(const TpSaved *s) { return s->batch; }
 
-static float *region(const TpSaved *s, const NetLayer *L)
-{
-  return s->data + L->save_off * s->stride + (size_t)s->off * L->n_save;
-}
-
-/* A split backward's output gradient of layer L (one with parameters). */
-static float *dy_region(const TpSaved *s, const NetLayer *L)
-{
-  return s->dy + L->dy_off * s->stride + (size_t)s->off * L->out;
-}
+#define region tp_net_region
+#define dy_region tp_net_dy_region
 
 static float *other(TpNet *net, const float *p) { return p == net->buf[0] ? net->buf[1] : net->buf[0]; }
 
@@ -339,7 +316,7 @@ static float *other(TpNet *net, const float *p) { return p == net->buf[0] ? net-
 static float *destination(TpNet *net, int i, const TpSaved *saved, float *out, const float *cur)
 {
   const NetLayer *L = &net->layers[i];
-  if (L->d.kind == TP_LAYER_SOFTMAX_CE)
+  if (L->d.kind == TP_LAYER_SOFTMAX_CE || L->d.kind == TP_LAYER_TOKEN_CE)
     return saved ? region(saved, L) : other(net, cur);
   int j = i + 1;
   while (j < net->n && net->layers[j].d.kind == TP_LAYER_FLATTEN)
@@ -381,7 +358,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
   if (saved) {
     saved->batch = batch;
     if (net->has_loss)
-      memcpy(saved->labels, labels, sizeof(gint32) * batch);
+      memcpy(saved->labels, labels, sizeof(gint32) * batch * net->labels_per_sample);
   }
   const float *cur = in;
   for (int i = 0; i < net->n; i++) {
@@ -419,7 +396,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
         ok = be->iface->copy(be, out, dst, L->in * batch, err);
       break;
     }
-    default: g_assert_not_reached();
+    default: ok = tp_net_token_forward(net, L, batch, saved, w, cur, dst, labels, stats, err); break;
     }
     if (!ok)
       return FALSE;
@@ -451,6 +428,12 @@ static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const
     float *gw = L->n_w && !split ? grad + L->w_off : NULL, *gb = L->n_b && !split ? gw + L->n_w : NULL;
     float *dst = i == 0 ? din : i == stop && !din ? NULL : other(net, g);
     gboolean ok = TRUE;
+    if (tp_net_is_token_kind(L->d.kind)) { /* they keep their own output gradients in a split */
+      if (!tp_net_token_backward(net, L, saved, w, g, dst, gw, minibatch_samples, err))
+        return FALSE;
+      g = dst;
+      continue;
+    }
     if (split && L->n_w) { /* W reads it later; without an input gradient to compute, nothing more */
       if (!be->iface->copy(be, dy_region(saved, L), g, L->out * batch, err))
         return FALSE;
@@ -513,6 +496,11 @@ gboolean tp_net_backward_weight(TpNet *net, const float *weights, TpSaved *saved
       continue;
     const float *w = weights + L->w_off;
     float *gw = grad + L->w_off, *gb = L->n_b ? gw + L->n_w : NULL;
+    if (tp_net_is_token_kind(L->d.kind)) {
+      if (!tp_net_token_weight(net, L, saved, w, gw, err))
+        return FALSE;
+      continue;
+    }
     gboolean ok = L->d.kind == TP_LAYER_LINEAR
                     ? be->iface->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w,
                                                  dy_region(saved, L), NULL, gw, gb, err)

@@ -46,7 +46,10 @@ size_t tp_net_saved_bytes_per_sample(const TpNet *net);
 /* What a split backward keeps besides (tp_saved_new_split): the output gradient of each layer with
  * parameters, from its I to its W. */
 size_t tp_net_dy_bytes_per_sample(const TpNet *net);
-gboolean tp_net_has_loss(const TpNet *net);           /* the stage ends with softmax_ce */
+gboolean tp_net_has_loss(const TpNet *net);           /* the stage ends with softmax_ce or token_ce */
+/* Labels a sample carries: 1, or a token model's positions (each the next token); the forward's
+ * labels and the loss statistics' correct count are per label. */
+int tp_net_labels_per_sample(const TpNet *net);
 int tp_net_first(const TpNet *net);
 int tp_net_last(const TpNet *net);
 

@@ -147,8 +147,7 @@ static gpointer stage_main(gpointer data)
   g.box[0] = tp_outbox_new((size_t)g.B * g.out_e);
   g.box[1] = tp_outbox_new((size_t)g.B * g.in_e);
   size_t nkeys = (size_t)s->K * (s->N + 1);
-  g.labels = g_try_new(gint32, g.B);
-  g.lab8 = g_try_new(uint8_t, g.B);
+  g.labels = g_try_new(gint32, (size_t)g.B * tp_net_labels_per_sample(g.net));
   g.saved = g_try_new0(TpSaved *, nkeys);
   g.fver = g_try_new(int, nkeys);
   g.seeds = g_try_new(guint64, g.N);
@@ -173,7 +172,7 @@ static gpointer stage_main(gpointer data)
   if (!(g.h_in = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.in_e, &err)) ||
       !(g.h_dout = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.out_e, &err)))
     g_prefix_error(&err, "stage %d: ", g.st + 1);
-  else if (!g.labels || !g.lab8 || !g.saved || !g.fver || !g.seeds || !g.fwd_done || !g.mbuf || !g.whole_b ||
+  else if (!g.labels || !g.saved || !g.fver || !g.seeds || !g.fwd_done || !g.mbuf || !g.whole_b ||
            (g.rc && !g.kept))
     g_set_error(&err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate its bookkeeping of %zu operations",
                 g.st + 1, nkeys);
@@ -224,7 +223,7 @@ static gpointer stage_main(gpointer data)
       tp_outbox_give(g.box[i], h);
     tp_outbox_release(g.box[i]);
   }
-  g_free(g.h_in), g_free(g.h_dout), g_free(g.labels), g_free(g.lab8);
+  g_free(g.h_in), g_free(g.h_dout), g_free(g.labels);
   g_free(g.saved), g_free(g.fver), g_free(g.fwd_done), g_free(g.mbuf), g_free(g.whole_b);
   g_free(g.kept), g_free(g.seeds);
   return NULL;

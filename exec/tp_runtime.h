@@ -39,6 +39,9 @@ typedef struct {
   const TpBackend *be;
   const TpDataset *train;   /* read by stage 1 (inputs) and the last stage (labels) */
   float lr, momentum, weight_decay;
+  gboolean adamw;           /* the optimizer: AdamW (decoupled weight decay), else SGD with momentum */
+  float beta1, beta2, eps;  /* AdamW's */
+  long warmup;              /* with lr_steps: mini-batches of linear warm-up before the cosine */
   guint64 seed;             /* initial weights and dropout masks */
   double timeout_s;         /* how long a stage waits for a message before the run fails */
   long lr_steps;            /* > 0: cosine learning-rate decay over this many mini-batches (the
@@ -54,12 +57,15 @@ typedef struct {
 } TpRuntimeConfig;
 
 /* The learning rate of the update that ends global mini-batch g (1-based): lr, or with lr_steps
- * the cosine decay lr·(1 + cos(π·(g−1)/lr_steps))/2 — lr at the first update, → 0 at the last. */
+ * the cosine decay lr·(1 + cos(π·(g−1)/lr_steps))/2 — lr at the first update, → 0 at the last;
+ * with a warm-up of u mini-batches, lr·g/u for g ≤ u, then the cosine over the other lr_steps − u. */
 static inline float tp_runtime_lr(const TpRuntimeConfig *cfg, long g)
 {
   if (cfg->lr_steps <= 0)
     return cfg->lr;
-  double x = (double)(g - 1) / (double)cfg->lr_steps;
+  if (g <= cfg->warmup)
+    return (float)(cfg->lr * (double)g / (double)cfg->warmup);
+  double x = (double)(g - 1 - cfg->warmup) / (double)MAX(cfg->lr_steps - cfg->warmup, 1);
   if (x > 1)
     x = 1;
   return (float)(cfg->lr * 0.5 * (1.0 + cos(G_PI * x)));
@@ -137,9 +143,11 @@ const float *tp_runtime_weights(const TpRuntime *rt, int stage);
 /* The backend stage `stage` runs on. */
 const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage);
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
-/* Stage st's latest weights and momentum copied to host buffers (n_params floats each; either may
+/* Stage st's latest weights and optimizer state copied to host buffers (n_params and state floats; either may
  * be NULL), or replaced from them (a checkpoint's state; between schedules only, the gradient
  * buffer is zero there).  TP_ERROR_RUNTIME when the backend's copy fails. */
+/* Optimizer state per parameter: 1 (SGD's momentum) or 2 (AdamW's two moments). */
+int tp_runtime_optimizer_states(const TpRuntime *rt);
 gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err);
 gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err);
 /* Bytes of stage st's memory categories per unit, as the weight store counts them. */

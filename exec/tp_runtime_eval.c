@@ -45,17 +45,14 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
            (dev[2 * s + 1] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err));
   g_autofree float *a = g_new(float, (size_t)EVAL_CHUNK * width), *b = g_new(float, (size_t)EVAL_CHUNK * width);
   g_autofree int *ids = g_new(int, EVAL_CHUNK);
-  g_autofree uint8_t *lab8 = g_new(uint8_t, EVAL_CHUNK);
-  g_autofree gint32 *labels = g_new(gint32, EVAL_CHUNK);
+  g_autofree gint32 *labels = g_new(gint32, (size_t)EVAL_CHUNK * test->label_dim);
   double loss_sum = 0;
   long correct = 0;
   for (int i0 = 0; i0 < test->n && ok; i0 += EVAL_CHUNK) {
     int n = MIN(EVAL_CHUNK, test->n - i0);
     for (int i = 0; i < n; i++)
       ids[i] = i0 + i;
-    tp_dataset_gather(test, ids, n, a, lab8);
-    for (int i = 0; i < n; i++)
-      labels[i] = lab8[i];
+    tp_dataset_gather(test, ids, n, a, labels);
     float *in = a, *out = b;
     for (int s = 0; s < rt->W && ok; s++) {
       gboolean last = s == rt->W - 1;
@@ -75,7 +72,7 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
   g_free(dev);
   if (!ok)
     return FALSE;
-  *accuracy = test->n ? (double)correct / test->n : 0;
+  *accuracy = test->n ? (double)correct / ((double)test->n * test->label_dim) : 0; /* per label: tokens */
   if (loss)
     *loss = test->n ? loss_sum / test->n : 0;
   return TRUE;
@@ -179,11 +176,7 @@ static gboolean prof_weight(void *ctx, GError **err)
 static gboolean prof_update(void *ctx, GError **err)
 {
   ProfCtx *c = ctx;
-  const TpRuntimeConfig *cfg = &c->rt->cfg;
-  const RtStage *S = &c->rt->st[c->s];
-  return c->be->iface->sgd_step(c->be, S->np, cfg->lr, cfg->momentum, cfg->weight_decay, c->w, c->grad, c->mom, c->w,
-                         err) &&
-         tp_backend_sync(c->be, err);
+  return tp_rt_step(c->rt, &c->rt->st[c->s], 1, c->w, c->grad, c->mom, c->w, err) && tp_backend_sync(c->be, err);
 }
 
 /* Stage s's forward then backward buffers: on a host backend the shared host arrays themselves;
@@ -210,11 +203,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
   ProfBufs *bufs = g_new0(ProfBufs, W);
   for (int s = 0; s <= W; s++)
     acts[s] = g_new0(float, (size_t)n * width), grads[s] = g_new0(float, (size_t)n * width);
-  g_autofree uint8_t *lab8 = g_new(uint8_t, n);
-  g_autofree gint32 *labels = g_new(gint32, n);
-  tp_dataset_gather(cfg->train, idx, n, acts[0], lab8);
-  for (int i = 0; i < n; i++)
-    labels[i] = lab8[i];
+  g_autofree gint32 *labels = g_new(gint32, (size_t)n * cfg->train->label_dim);
+  tp_dataset_gather(cfg->train, idx, n, acts[0], labels);
   gboolean ok = TRUE;
   for (int s = 0; s < W && ok; s++) {
     const TpBackend *be = rt->st[s].be;
@@ -263,7 +253,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     }
     size_t np = S->np ? S->np : 1;
     float *grad = be->iface->alloc(be, np, err), *w = grad ? be->iface->alloc(be, np, err) : NULL;
-    float *mom = w ? be->iface->alloc(be, np, err) : NULL;
+    size_t ns = S->ns ? S->ns : 1;
+    float *mom = w ? be->iface->alloc(be, ns, err) : NULL;
     ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad, .w = w,
                   .mom = mom, .saved = saved[s], .labels = labels, .idx = idx };
     ok = mom && be->iface->zero(be, grad, np, err) &&
@@ -272,7 +263,7 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
          (!cfg->split_backward || (time_median(prof_input, &c, reps, &out[s].inp, err) &&
                                    time_median(prof_weight, &c, reps, &out[s].wgt, err))) &&
          (s == 0 || tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err)) &&
-         be->iface->copy(be, w, S->weights, np, err) && be->iface->copy(be, mom, S->mom, np, err) &&
+         be->iface->copy(be, w, S->weights, np, err) && be->iface->copy(be, mom, S->mom, ns, err) &&
          time_median(prof_update, &c, reps, &out[s].upd, err);
     out[s].bwd /= per, out[s].inp /= per, out[s].wgt /= per;
     if (grad)
@@ -314,10 +305,11 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
   gboolean ok = TRUE;
   for (int st = rt->lo; st < rt->hi && ok; st++) {
     const RtStage *S = &rt->st[st];
-    size_t np = S->np ? S->np : 1;
+    size_t np = S->np ? S->np : 1, len[3] = { np, S->ns ? S->ns : 1, np };
     float *now[3] = { S->weights, S->mom, S->grad };
     for (int i = 0; i < 3 && ok; i++)
-      ok = (keep[3 * st + i] = S->be->iface->alloc(S->be, np, err)) && S->be->iface->copy(S->be, keep[3 * st + i], now[i], np, err);
+      ok = (keep[3 * st + i] = S->be->iface->alloc(S->be, len[i], err)) &&
+           S->be->iface->copy(S->be, keep[3 * st + i], now[i], len[i], err);
   }
   const int **ids = g_new(const int *, MAX(s->K, 1));
   for (int i = 0; i < s->K; i++)
@@ -326,12 +318,12 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
   ok = ok && tp_runtime_run(rt, s, ids, 1, g_get_monotonic_time(), NULL, &r, err);
   for (int st = rt->lo; st < rt->hi; st++) {
     RtStage *S = &rt->st[st];
-    size_t np = S->np ? S->np : 1;
+    size_t np = S->np ? S->np : 1, len[3] = { np, S->ns ? S->ns : 1, np };
     float *now[3] = { S->weights, S->mom, S->grad };
     for (int i = 0; i < 3; i++)
       if (keep[3 * st + i]) {
         if (ok)
-          ok = S->be->iface->copy(S->be, now[i], keep[3 * st + i], np, err);
+          ok = S->be->iface->copy(S->be, now[i], keep[3 * st + i], len[i], err);
         S->be->iface->free(S->be, keep[3 * st + i]);
       }
     if (ok && S->host_w != S->weights)

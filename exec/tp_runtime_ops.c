@@ -132,9 +132,7 @@ gboolean tp_rt_forward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   }
   gboolean last = g->st == g->W - 1;
   if (last) {
-    tp_dataset_gather(cfg->train, ids, n, NULL, g->lab8);
-    for (int i = 0; i < n; i++)
-      g->labels[i] = g->lab8[i];
+    tp_dataset_gather(cfg->train, ids, n, NULL, g->labels);
   }
   float *w = read_weights(g, op, rec, err);
   if (!w)
@@ -254,9 +252,7 @@ gboolean tp_rt_backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
         TpSaved *part = tp_saved_slice(g->ws, (j - j0) * un, un);
         set_seeds(g, part, op->mb, from_whole ? TP_WHOLE : j);
         if (last) {
-          tp_dataset_gather(sh->rt->cfg.train, sh->idx[op->mb - 1] + (from_whole ? 0 : j * g->m), un, NULL, g->lab8);
-          for (int i = 0; i < un; i++)
-            g->labels[i] = g->lab8[i];
+          tp_dataset_gather(sh->rt->cfg.train, sh->idx[op->mb - 1] + (from_whole ? 0 : j * g->m), un, NULL, g->labels);
         }
         gboolean ok = tp_net_forward(g->net, w, g->kept[key], un, last ? NULL : g->rc_out, part,
                                      last ? g->labels : NULL, NULL, err);
@@ -323,14 +319,12 @@ gboolean tp_rt_weight_grad(Stage *g, const TpOp *op, TpOpRecord *rec, GError **e
 
 gboolean tp_rt_update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
 {
-  const TpRuntimeConfig *cfg = &g->sh->rt->cfg;
   rec->version = tp_wstore_latest(g->store);
   rec->match = rec->version == op->ver;
   float *ub = tp_wstore_update_buffer(g->store), *wl = tp_wstore_version(g->store, rec->version);
   if (!ub || !wl)
     return fail(g, op, err, "no buffer for the new version");
-  float lr = tp_runtime_lr(cfg, (long)g->sh->first_mb + op->mb - 1);
-  if (!g->be->iface->sgd_step(g->be, g->S->np, lr, cfg->momentum, cfg->weight_decay, wl, g->S->grad, g->S->mom, ub, err) ||
+  if (!tp_rt_step(g->sh->rt, g->S, (long)g->sh->first_mb + op->mb - 1, wl, g->S->grad, g->S->mom, ub, err) ||
       !g->be->iface->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
     return FALSE;
   if (g->st == 0 && g->sh->progress)

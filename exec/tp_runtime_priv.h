@@ -11,7 +11,8 @@ typedef struct {
   const TpBackend *be;       /* the stage's backend */
   TpNet *net;
   size_t np;                 /* floats in a weight version */
-  float *weights, *mom, *grad; /* latest weights between schedules, momentum, gradient buffer */
+  size_t ns;                 /* floats of optimizer state: np · tp_runtime_optimizer_states */
+  float *weights, *mom, *grad; /* latest weights between schedules, optimizer state, gradient buffer */
   float *host_w;             /* host copy of weights (weights itself on a host backend) */
 } RtStage;
 
@@ -60,6 +61,10 @@ float *tp_rt_buf(const TpBackend *be, gboolean host, size_t n, GError **err);
 void tp_rt_buf_free(const TpBackend *be, gboolean host, float *p);
 /* The host copy of a stage's latest weights brought up to date (nothing on a host backend). */
 gboolean tp_rt_sync_host_weights(RtStage *S, GError **err);
+/* The optimizer's update of stage S at global mini-batch g (1-based, AdamW's step): w_out from w_in,
+ * the gradient and the optimizer state (S->ns floats). */
+gboolean tp_rt_step(const TpRuntime *rt, const RtStage *S, long g, const float *w_in, const float *grad, float *state,
+                    float *w_out, GError **err);
 /* A stage's weight-store sizes, with or without recomputation (a forward keeping its input only), with
  * or without a split backward (a forward's state also keeping the output gradients from I to W). */
 void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, gboolean split, TpWStoreSizes *out);

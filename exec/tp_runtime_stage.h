@@ -44,7 +44,6 @@ typedef struct {
   float *h_in, *h_out, *h_dout, *h_din; /* their host staging (data, messages) */
   TpOutbox *box[2];  /* h_out, h_din: taken from these for each message, lent with its send */
   gint32 *labels;
-  uint8_t *lab8;
   TpSaved **saved;   /* [tp_key] the forward's saved state until its backward (a slice of mbuf[mb]
                         where the mini-batch's backward is whole and its forwards are not) */
   TpSaved **mbuf;    /* [K] the saved state of all micro-batches of a mini-batch, in one buffer */

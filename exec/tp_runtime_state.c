@@ -77,9 +77,10 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
       return NULL;
     }
     S->np = tp_net_n_params(S->net);
-    size_t n = S->np ? S->np : 1;
-    if (!(S->weights = be->iface->alloc(be, n, err)) || !(S->mom = be->iface->alloc(be, n, err)) ||
-        !(S->grad = be->iface->alloc(be, n, err)) || !be->iface->zero(be, S->mom, n, err) || !be->iface->zero(be, S->grad, n, err) ||
+    S->ns = S->np * (cfg->adamw ? 2 : 1);
+    size_t n = S->np ? S->np : 1, ns = S->ns ? S->ns : 1;
+    if (!(S->weights = be->iface->alloc(be, n, err)) || !(S->mom = be->iface->alloc(be, ns, err)) ||
+        !(S->grad = be->iface->alloc(be, n, err)) || !be->iface->zero(be, S->mom, ns, err) || !be->iface->zero(be, S->grad, n, err) ||
         !tp_net_init_weights(S->net, cfg->seed, S->weights, err))
       return NULL;
     S->host_w = tp_backend_host_memory(be) ? S->weights : tp_rt_buf(be, TRUE, n, err);
@@ -87,7 +88,7 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
       return NULL;
   }
   if (!tp_net_has_loss(rt->st[cfg->W - 1].net)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the model must end with softmax_ce", cfg->model->source);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the model must end with softmax_ce or token_ce", cfg->model->source);
     return NULL;
   }
   return g_steal_pointer(&rt);
@@ -141,13 +142,27 @@ gboolean tp_runtime_set_weights(TpRuntime *rt, int stage, const float *w, GError
 const float *tp_runtime_weights(const TpRuntime *rt, int stage) { return rt->st[stage].host_w; }
 const TpBackend *tp_runtime_backend(const TpRuntime *rt, int stage) { return rt->st[stage].be; }
 size_t tp_runtime_n_params(const TpRuntime *rt, int stage) { return rt->st[stage].np; }
+int tp_runtime_optimizer_states(const TpRuntime *rt) { return rt->cfg.adamw ? 2 : 1; }
+
+gboolean tp_rt_step(const TpRuntime *rt, const RtStage *S, long g, const float *w_in, const float *grad, float *state,
+                    float *w_out, GError **err)
+{
+  const TpRuntimeConfig *cfg = &rt->cfg;
+  const TpBackend *be = S->be;
+  float lr = tp_runtime_lr(cfg, g);
+  if (!cfg->adamw)
+    return be->iface->sgd_step(be, S->np, lr, cfg->momentum, cfg->weight_decay, w_in, grad, state, w_out, err);
+  TpAdamW h = { .lr = lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps, .weight_decay = cfg->weight_decay,
+                .bias1 = (float)(1.0 - pow(cfg->beta1, (double)g)), .bias2 = (float)(1.0 - pow(cfg->beta2, (double)g)) };
+  return be->iface->adamw_step(be, S->np, &h, w_in, grad, state, state + S->np, w_out, err);
+}
 
 gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err)
 {
   const RtStage *S = &rt->st[stage];
   const TpBackend *be = S->be;
   return (!weights || !S->np || be->iface->download(be, weights, S->weights, S->np, err)) &&
-         (!momentum || !S->np || be->iface->download(be, momentum, S->mom, S->np, err));
+         (!momentum || !S->np || be->iface->download(be, momentum, S->mom, S->ns, err));
 }
 
 gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err)
@@ -156,7 +171,7 @@ gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, co
   const TpBackend *be = S->be;
   return (!weights || !S->np ||
           (be->iface->upload(be, S->weights, weights, S->np, err) && tp_rt_sync_host_weights(S, err))) &&
-         (!momentum || !S->np || be->iface->upload(be, S->mom, momentum, S->np, err));
+         (!momentum || !S->np || be->iface->upload(be, S->mom, momentum, S->ns, err));
 }
 
 /* With recomputation a forward keeps only its input (the stage's input of its samples); with a split
@@ -167,8 +182,10 @@ void tp_rt_sizes(const TpRuntime *rt, int stage, gboolean recompute, gboolean sp
   gint64 pb = (gint64)tp_net_param_bytes(net);
   size_t per_sample = recompute ? tp_net_in_elems(net) * sizeof(float)
                                 : tp_net_saved_bytes_per_sample(net) + (split ? tp_net_dy_bytes_per_sample(net) : 0);
-  *out = (TpWStoreSizes){ MAX(rt->st[stage].np, 1), pb, pb, /* a stage without parameters keeps one float */
-                          (gint64)per_sample * (rt->cfg.batch / rt->cfg.N) };
+  gint64 ob = (gint64)(rt->st[stage].ns * sizeof(float));
+  *out = (TpWStoreSizes){ .n_params = MAX(rt->st[stage].np, 1), /* a stage without parameters keeps one float */
+                          .optimizer_bytes = ob, .gradient_bytes = pb,
+                          .activation_bytes = (gint64)per_sample * (rt->cfg.batch / rt->cfg.N) };
 }
 
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out)

@@ -38,7 +38,9 @@ static void test_cpu_vs_ref(gconstpointer data)
   tp_backend_expect_agree(test_backend_reference(), tp_backend_cpu(), data);
 }
 
-/* The ops the reference lacks (the instance's own members, the copy between instances), on cpu. */
+/* The ops the reference lacks (the instance's own members, the copy between instances, the
+ * transformer kernels, whose references are finite differences and float64 loops in
+ * test-token-layers.c), on cpu: the cases run, deterministically. */
 static void test_cpu_alone(gconstpointer data)
 {
   tp_backend_expect_agree(tp_backend_cpu(), tp_backend_cpu(), data);
@@ -506,7 +508,8 @@ int main(int argc, char **argv)
       path = g_strdup_printf("/backend/cpu-vs-reference/%s", tp_backend_cases[i].name);
       g_test_add_data_func(path, &tp_backend_cases[i], test_cpu_vs_ref);
       g_free(path);
-    } else if (tp_backend_cases[i].op == OP_INSTANCE || tp_backend_cases[i].op == OP_PEER) {
+    } else if (tp_backend_cases[i].op == OP_INSTANCE || tp_backend_cases[i].op == OP_PEER ||
+               tp_backend_cases[i].op >= OP_SGEMM_BATCHED) { /* the transformer ops: against FD in test-token-layers */
       path = g_strdup_printf("/backend/cpu/%s", tp_backend_cases[i].name);
       g_test_add_data_func(path, &tp_backend_cases[i], test_cpu_alone);
       g_free(path);

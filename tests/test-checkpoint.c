@@ -144,7 +144,7 @@ static void test_other_run(void)
 static void fill_checkpoint(TpCheckpoint *c, int generation)
 {
   const size_t np[] = { 3, 5 };
-  tp_checkpoint_init(c, 2, np);
+  tp_checkpoint_init(c, 2, np, 1);
   tp_checkpoint_id(c, "model", "mlp");
   tp_checkpoint_id(c, "seed", "7");
   c->generation = generation, c->epoch = 1, c->index = 4, c->done = 12, c->seed = 7;

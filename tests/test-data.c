@@ -123,7 +123,7 @@ static void test_load_good(Tmp *t, gconstpointer data)
   }
   int idx[2] = { 4, 1 };
   float x[24];
-  uint8_t y[2];
+  gint32 y[2];
   tp_dataset_gather(d, idx, 2, x, y);
   g_assert_cmpint(y[0], ==, 4);
   g_assert_cmpint(y[1], ==, 1);
@@ -243,7 +243,7 @@ static void test_synthetic_shaped(void)
 {
   GError *e = NULL;
   TpDataset *train, *test;
-  TpDataShape shape = { 3, 32, 32, 100 };
+  TpDataShape shape = { .channels = 3, .rows = 32, .cols = 32, .classes = 100 };
   g_assert_true(tp_data_open_shaped("synthetic:3000:10", &shape, 7, &train, &test, &e));
   g_assert_no_error(e);
   g_assert_cmpint(train->dim, ==, 3 * 32 * 32);
@@ -324,7 +324,7 @@ static void test_synthetic(void)
  * reaches both ends; sample i depends on (seed, i) alone, not on the set's size. */
 static void test_synthetic_values(void)
 {
-  TpDataShape shape = { 3, 5, 5, 7 };
+  TpDataShape shape = { .channels = 3, .rows = 5, .cols = 5, .classes = 7 };
   g_autoptr(TpDataset) d = tp_dataset_synthetic_shaped(2000, &shape, 11);
   g_autoptr(TpDataset) few = tp_dataset_synthetic_shaped(100, &shape, 11);
   g_assert_cmpint(d->dim, ==, 75);

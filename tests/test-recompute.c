@@ -141,14 +141,11 @@ static void test_finite_differences(void)
   const int N = 4, m = BATCH / N;
   g_autofree float *wf = g_new(float, np), *wb = g_new(float, np), *grad = g_new0(float, np);
   g_autofree float *x = g_new(float, (size_t)BATCH * data->dim);
-  uint8_t y8[BATCH];
   gint32 y[BATCH];
   int ids[BATCH];
   for (int i = 0; i < BATCH; i++)
     ids[i] = 3 * i + 1;
-  tp_dataset_gather(data, ids, BATCH, x, y8);
-  for (int i = 0; i < BATCH; i++)
-    y[i] = y8[i];
+  tp_dataset_gather(data, ids, BATCH, x, y);
   g_assert_true(tp_net_init_weights(net, 7, wf, &err));
   g_assert_true(tp_net_init_weights(net, 8, wb, &err)); /* the "newer" version: other weights */
   TpSaved *whole = tp_saved_new(net, BATCH, &err);
@@ -242,7 +239,6 @@ static void test_recompute_exact_gradient(gconstpointer name)
   g_assert_true(tp_net_init_weights(body, 7, ver[0], &err));
   g_autofree float *grad = g_new(float, np), *x = g_new(float, (size_t)BATCH * data->dim);
   g_autofree float *logits = g_new(float, (size_t)BATCH * ne), *dlogits = g_new(float, (size_t)BATCH * ne);
-  uint8_t y8[BATCH];
   gint32 y[BATCH];
   TpSaved *sv = tp_saved_new(body, BATCH, &err), *lsv = tp_saved_new(loss, m, &err);
   TpBatcher *b = tp_batcher_new(data, BATCH, N, 3, &err);
@@ -258,9 +254,7 @@ static void test_recompute_exact_gradient(gconstpointer name)
       fread[ops[k].mb][ops[k].micro] = r1.rec[1][k].version;
   int latest = 0;
   for (int i = 1; i <= K; i++) { /* stage 2 updates in mini-batch order */
-    tp_dataset_gather(data, tp_batcher_next(b), BATCH, x, y8);
-    for (int j = 0; j < BATCH; j++)
-      y[j] = y8[j];
+    tp_dataset_gather(data, tp_batcher_next(b), BATCH, x, y);
     for (int j = 0; j < N; j++) { /* dY of each micro-batch, at its forward's logits */
       differ = differ || fread[i][j] != bread[i];
       g_assert_true(tp_net_forward(body, ver[fread[i][j]], x + (size_t)j * m * data->dim, m, logits + (size_t)j * m * ne,

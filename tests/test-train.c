@@ -61,16 +61,13 @@ static float *reference_sgd(int K, size_t *n_out)
   size_t n = tp_net_n_params(net);
   float *w = g_new(float, n), *grad = g_new(float, n), *mom = g_new0(float, n);
   float *x = g_new(float, (size_t)BATCH * fx.train->dim);
-  uint8_t y8[BATCH];
   gint32 y[BATCH];
   g_assert_true(tp_net_init_weights(net, 7, w, &err));
   TpBatcher *b = tp_batcher_new(fx.train, BATCH, 1, 3, &err);
   TpSaved *sv = tp_saved_new(net, BATCH, &err);
   g_assert_no_error(err);
   for (int i = 0; i < K; i++) {
-    tp_dataset_gather(fx.train, tp_batcher_next(b), BATCH, x, y8);
-    for (int j = 0; j < BATCH; j++)
-      y[j] = y8[j];
+    tp_dataset_gather(fx.train, tp_batcher_next(b), BATCH, x, y);
     memset(grad, 0, sizeof(float) * n);
     g_assert_true(tp_net_forward(net, w, x, BATCH, NULL, sv, y, NULL, &err));
     g_assert_true(tp_net_backward(net, w, sv, NULL, NULL, grad, BATCH, &err));

@@ -45,6 +45,20 @@ const Member tp_backend_members[] = {
   MEMBER(sgd_step, OP_SGD),
   MEMBER(blend, OP_BLEND),
   MEMBER(copy_peer, OP_PEER),
+  MEMBER(sgemm_batched, OP_SGEMM_BATCHED),
+  MEMBER(axpy, OP_AXPY),
+  MEMBER(embedding_forward, OP_EMBED_FWD),
+  MEMBER(embedding_backward, OP_EMBED_BWD),
+  MEMBER(norm_forward, OP_NORM_FWD),
+  MEMBER(norm_backward, OP_NORM_BWD),
+  MEMBER(rope, OP_ROPE),
+  MEMBER(causal_softmax_forward, OP_CSOFTMAX_FWD),
+  MEMBER(causal_softmax_backward, OP_CSOFTMAX_BWD),
+  MEMBER(gelu_forward, OP_GELU_FWD),
+  MEMBER(gelu_backward, OP_GELU_BWD),
+  MEMBER(swiglu_forward, OP_SWIGLU_FWD),
+  MEMBER(swiglu_backward, OP_SWIGLU_BWD),
+  MEMBER(adamw_step, OP_ADAMW),
 };
 const size_t tp_backend_n_members = G_N_ELEMENTS(tp_backend_members);
 
@@ -93,6 +107,27 @@ const Case tp_backend_cases[] = {
   { "sgd-1001-in-place", OP_SGD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
   { "blend-1001", OP_BLEND, 1001, 0, 0, 0, 0, FALSE, { 0 } },
   { "blend-1001-in-place", OP_BLEND, 1001, 0, 0, 0, 0, TRUE, { 0 } },
+  { "sgemm-batched-nt-9x7x5", OP_SGEMM_BATCHED, 9, 7, 5, FALSE, TRUE, 0, { 0 } },
+  { "sgemm-batched-nn-9x7x5-shared-b", OP_SGEMM_BATCHED, 9, 7, 5, FALSE, FALSE, TRUE, { 0 } },
+  { "sgemm-batched-tn-33x17x65", OP_SGEMM_BATCHED, 33, 17, 65, TRUE, FALSE, 0, { 0 } },
+  { "axpy-1001", OP_AXPY, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "embedding-fwd-12x4x9", OP_EMBED_FWD, 12, 4, 9, 0, 0, FALSE, { 0 } },
+  { "embedding-fwd-12x4x9-positions", OP_EMBED_FWD, 12, 4, 9, 0, 0, TRUE, { 0 } },
+  { "embedding-bwd-40x8x33-positions", OP_EMBED_BWD, 40, 8, 33, 0, 0, TRUE, { 0 } },
+  { "layernorm-fwd-37x65", OP_NORM_FWD, 37, 65, 0, 0, 0, FALSE, { 0 } },
+  { "rmsnorm-fwd-37x65", OP_NORM_FWD, 37, 65, 0, 0, 0, TRUE, { 0 } },
+  { "layernorm-bwd-37x65", OP_NORM_BWD, 37, 65, 0, 0, 0, FALSE, { 0 } },
+  { "rmsnorm-bwd-37x65", OP_NORM_BWD, 37, 65, 0, 0, 0, TRUE, { 0 } },
+  { "rope-30x10x8", OP_ROPE, 30, 10, 8, 0, 0, FALSE, { 0 } },
+  { "rope-30x10x8-back", OP_ROPE, 30, 10, 8, 0, 0, TRUE, { 0 } },
+  { "causal-softmax-fwd-6x33", OP_CSOFTMAX_FWD, 6, 33, 0, 0, 0, 0, { 0 } },
+  { "causal-softmax-bwd-6x33", OP_CSOFTMAX_BWD, 6, 33, 0, 0, 0, 0, { 0 } },
+  { "gelu-fwd-1001", OP_GELU_FWD, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "gelu-bwd-1001", OP_GELU_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "swiglu-fwd-13x35", OP_SWIGLU_FWD, 13, 35, 0, 0, 0, 0, { 0 } },
+  { "swiglu-bwd-13x35", OP_SWIGLU_BWD, 13, 35, 0, 0, 0, 0, { 0 } },
+  { "adamw-1001", OP_ADAMW, 1001, 0, 0, 0, 0, FALSE, { 0 } },
+  { "adamw-1001-in-place", OP_ADAMW, 1001, 0, 0, 0, 0, TRUE, { 0 } },
 };
 const size_t tp_backend_n_cases = G_N_ELEMENTS(tp_backend_cases);
 
@@ -240,6 +275,117 @@ static gboolean instance_consistent(const TpBackend *be, size_t n, GError **err)
   if (p)
     other->iface->free(other, p);
   tp_backend_free(other);
+  return ok;
+}
+
+/* The transformer ops' cases (run_case's part for them). */
+static gboolean run_token_case(const TpBackend *be, const Case *c, Run *r)
+{
+  GError **err = &r->err;
+  const TpBackendIface *f = be->iface;
+  size_t n = (size_t)c->m, rows = (size_t)c->m;
+  gboolean ok = TRUE;
+  switch (c->op) {
+  case OP_SGEMM_BATCHED: { /* three products, operands at strides beyond their sizes */
+    int count = 3, lda = (c->ta ? c->m : c->k) + 3, ldb = (c->tb ? c->k : c->n) + 2, ldc = c->n + 1;
+    size_t sa = (size_t)(c->ta ? c->k : c->m) * lda + 5, sb = c->flag ? 0 : (size_t)(c->tb ? c->n : c->k) * ldb + 7;
+    size_t sc = (size_t)c->m * ldc + 2;
+    float *a = input(r, sa * count, -1, 1), *b = input(r, (c->flag ? (size_t)(c->tb ? c->n : c->k) * ldb : sb * count), -1, 1);
+    float *cc = input(r, sc * count, -1, 1);
+    if ((ok = f->sgemm_batched(be, c->ta, c->tb, c->m, c->n, c->k, 0.7f, a, lda, sa, b, ldb, sb, 0.3f, cc, ldc, sc,
+                               count, err)))
+      output(r, "c", cc, sc * count, TOL_GEMM);
+    break;
+  }
+  case OP_AXPY: {
+    float *x = input(r, n, -1, 1), *y = input(r, n, -1, 1);
+    if ((ok = f->axpy(be, n, -0.35f, x, y, err)))
+      output(r, "y", y, n, TOL_ELEM);
+    break;
+  }
+  case OP_EMBED_FWD:
+  case OP_EMBED_BWD: { /* rows m at n positions, width k, a vocabulary of 11 */
+    int V = 11;
+    float *ids = input(r, rows, 0, 0), *table = input(r, (size_t)V * c->k, -1, 1), *pos = input(r, (size_t)c->n * c->k, -1, 1);
+    float *y = input(r, rows * c->k, -1, 1);
+    g_autofree float *host = g_new(float, rows);
+    for (size_t i = 0; i < rows; i++)
+      host[i] = (float)g_rand_int_range(r->rand, 0, V);
+    ok = f->upload(be, ids, host, rows, err);
+    if (ok && c->op == OP_EMBED_FWD && (ok = f->embedding_forward(be, c->m, c->n, c->k, ids, table, c->flag ? pos : NULL, y, err)))
+      output(r, "y", y, rows * c->k, EXACT);
+    if (ok && c->op == OP_EMBED_BWD && (ok = f->embedding_backward(be, c->m, c->n, c->k, ids, y, table, c->flag ? pos : NULL, err))) {
+      output(r, "dtable", table, (size_t)V * c->k, TOL_ELEM);
+      output(r, "dpos", pos, (size_t)c->n * c->k, TOL_ELEM);
+    }
+    break;
+  }
+  case OP_NORM_FWD:
+  case OP_NORM_BWD: {
+    size_t rd = rows * c->n;
+    float *x = input(r, rd, -2, 3), *w = input(r, c->n, 0.5, 1.5), *b = input(r, c->n, -1, 1);
+    float *dy = input(r, rd, -1, 1), *y = input(r, rd, -1, 1), *dw = input(r, c->n, -1, 1);
+    if (c->op == OP_NORM_FWD) {
+      if ((ok = f->norm_forward(be, c->m, c->n, 1e-5f, c->flag, x, w, b, y, err)))
+        output(r, "y", y, rd, TOL_GEMM);
+    } else if ((ok = f->norm_backward(be, c->m, c->n, 1e-5f, c->flag, x, w, dy, y, dw, c->flag ? NULL : b, err))) {
+      output(r, "dx", y, rd, TOL_GEMM);
+      output(r, "dw", dw, c->n, TOL_GEMM);
+      output(r, "db", b, c->n, TOL_GEMM);
+    }
+    break;
+  }
+  case OP_ROPE: { /* rows m at n positions, 3 heads of width k in rows of 3k + 2 */
+    int ld = 3 * c->k + 2;
+    float *x = input(r, rows * ld, -1, 1);
+    if ((ok = f->rope(be, c->m, c->n, 3, c->k, ld, 10000.0f, c->flag ? -1.0f : 1.0f, x, err)))
+      output(r, "x", x, rows * ld, TOL_ELEM);
+    break;
+  }
+  case OP_CSOFTMAX_FWD:
+  case OP_CSOFTMAX_BWD: {
+    size_t total = (size_t)c->m * c->n * c->n;
+    float *x = input(r, total, -3, 3), *y = input(r, total, -1, 1), *dy = input(r, total, -1, 1);
+    if ((ok = f->causal_softmax_forward(be, c->m, c->n, 0.6f, x, y, err)) && c->op == OP_CSOFTMAX_FWD)
+      output(r, "y", y, total, TOL_ELEM);
+    else if (ok && (ok = f->causal_softmax_backward(be, c->m, c->n, 0.6f, y, dy, dy, err))) /* in place */
+      output(r, "dx", dy, total, TOL_ELEM);
+    break;
+  }
+  case OP_GELU_FWD:
+  case OP_GELU_BWD: {
+    float *x = input(r, n, -4, 4), *dy = input(r, n, -1, 1), *y = input(r, n, -1, 1);
+    ok = c->op == OP_GELU_FWD ? f->gelu_forward(be, n, x, y, err) : f->gelu_backward(be, n, x, dy, y, err);
+    if (ok)
+      output(r, c->op == OP_GELU_FWD ? "y" : "dx", y, n, TOL_ELEM);
+    break;
+  }
+  case OP_SWIGLU_FWD:
+  case OP_SWIGLU_BWD: {
+    size_t half = rows * c->n;
+    float *gu = input(r, 2 * half, -4, 4), *dy = input(r, half, -1, 1), *y = input(r, half, -1, 1);
+    float *dgu = input(r, 2 * half, -1, 1);
+    if (c->op == OP_SWIGLU_FWD) {
+      if ((ok = f->swiglu_forward(be, c->m, c->n, gu, y, err)))
+        output(r, "y", y, half, TOL_ELEM);
+    } else if ((ok = f->swiglu_backward(be, c->m, c->n, gu, dy, dgu, err)))
+      output(r, "dgu", dgu, 2 * half, TOL_ELEM);
+    break;
+  }
+  case OP_ADAMW: {
+    TpAdamW h = { .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                  .bias1 = 1.0f - 0.9f * 0.9f * 0.9f, .bias2 = 1.0f - 0.95f * 0.95f * 0.95f };
+    float *w_in = input(r, n, -1, 1), *grad = input(r, n, -1, 1), *m = input(r, n, -1, 1), *v = input(r, n, 0, 1);
+    float *w_out = c->flag ? w_in : input(r, n, -1, 1);
+    if ((ok = f->adamw_step(be, n, &h, w_in, grad, m, v, w_out, err))) {
+      output(r, "m", m, n, TOL_ELEM);
+      output(r, "v", v, n, TOL_ELEM);
+      output(r, "w_out", w_out, n, TOL_ELEM);
+    }
+    break;
+  }
+  default: g_assert_not_reached();
+  }
   return ok;
 }
 
@@ -416,6 +562,7 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
       output(r, "out", out, n, TOL_ELEM);
     break;
   }
+  default: ok = run_token_case(be, c, r); break;
   }
   return ok;
 }

@@ -30,11 +30,26 @@ typedef enum {
   OP_SOFTMAX_BWD,
   OP_SGD,
   OP_BLEND,
+  OP_SGEMM_BATCHED,
+  OP_AXPY,
+  OP_EMBED_FWD,
+  OP_EMBED_BWD,
+  OP_NORM_FWD,
+  OP_NORM_BWD,
+  OP_ROPE,
+  OP_CSOFTMAX_FWD,
+  OP_CSOFTMAX_BWD,
+  OP_GELU_FWD,
+  OP_GELU_BWD,
+  OP_SWIGLU_FWD,
+  OP_SWIGLU_BWD,
+  OP_ADAMW,
 } Op;
 
 /* One case: an op at one shape. m, n, k: sgemm's dims; linear: batch, in, out; softmax: batch,
- * classes; elementwise ops: n. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
- * in training) / in place, depending on the op. */
+ * classes; elementwise ops: n; embedding: rows, positions, width; norms: rows, width; rope: rows,
+ * positions, head width; causal softmax: matrices, size; swiglu: rows, width. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
+ * in training) / in place / positions (embedding) / RMSNorm / turning back (rope), depending on the op. */
 typedef struct {
   const char *name;
   Op op;

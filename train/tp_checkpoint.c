@@ -22,12 +22,12 @@
 #define TP_CHECKPOINT_MAX_PARAMS ((guint64)1 << 36)
 #define SEAL "\n[integrity]\nsha256="
 
-void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np)
+void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, int states)
 {
   memset(c, 0, sizeof *c);
   c->id_keys = g_ptr_array_new_with_free_func(g_free);
   c->id_vals = g_ptr_array_new_with_free_func(g_free);
-  c->W = W;
+  c->W = W, c->states = states;
   c->lo = 0, c->hi = W;
   c->np = g_new0(size_t, W);
   c->weights = g_new0(float *, W);
@@ -35,7 +35,7 @@ void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np)
   for (int s = 0; s < W; s++) {
     c->np[s] = np ? np[s] : 0;
     c->weights[s] = g_new0(float, c->np[s] ? c->np[s] : 1);
-    c->mom[s] = g_new0(float, c->np[s] ? c->np[s] : 1);
+    c->mom[s] = g_new0(float, c->np[s] ? c->np[s] * states : 1);
   }
   GArray **d[] = { &c->test_acc, &c->test_loss, &c->epoch_time, &c->train_loss, &c->loss_sum, &c->upd_time };
   for (size_t i = 0; i < G_N_ELEMENTS(d); i++)
@@ -133,17 +133,21 @@ static gboolean put_file(const char *dir, const char *name, const void *data, gs
   return TRUE;
 }
 
-/* Stages lo..hi-1's weights then momentum, stage after stage, as little-endian float32. */
+/* Floats of state a stage of np parameters holds: its weights and its optimizer state. */
+static gsize stage_floats(const TpCheckpoint *c, int s) { return (gsize)(1 + c->states) * c->np[s]; }
+
+/* Stages lo..hi-1's weights then optimizer state, stage after stage, as little-endian float32. */
 static char *state_bytes(const TpCheckpoint *c, int lo, int hi, gsize *len)
 {
   gsize n = 0;
   for (int s = lo; s < hi; s++)
-    n += 2 * c->np[s];
+    n += stage_floats(c, s);
   guint32 *out = g_new(guint32, n ? n : 1), *q = out;
   for (int s = lo; s < hi; s++) {
     const float *src[2] = { c->weights[s], c->mom[s] };
+    const size_t len_of[2] = { c->np[s], c->np[s] * c->states };
     for (int h = 0; h < 2; h++)
-      for (size_t i = 0; i < c->np[s]; i++, q++) {
+      for (size_t i = 0; i < len_of[h]; i++, q++) {
         memcpy(q, &src[h][i], 4);
         *q = GUINT32_TO_LE(*q);
       }
@@ -190,6 +194,7 @@ static char *metadata(const TpCheckpoint *c, const char *const *state, const cha
   for (size_t i = 0; i < G_N_ELEMENTS(ik); i++)
     g_key_file_set_integer(k, "position", ik[i], iv[i]);
   g_key_file_set_uint64(k, "position", "seed", c->seed);
+  g_key_file_set_integer(k, "position", "optimizer_states", c->states);
   for (int s = 0; s < c->W; s++) {
     g_autofree char *key = g_strdup_printf("params_%d", s + 1);
     g_key_file_set_uint64(k, "position", key, c->np[s]);
@@ -269,7 +274,7 @@ gboolean tp_checkpoint_commit_parts(const char *dir, const TpCheckpoint *c, cons
   gsize bytes = 0;
   for (int s = 0; s < c->W; s++) {
     names[s] = g_strdup_printf("state-%d-stage%d.bin", c->generation, s + 1);
-    bytes += 2 * c->np[s] * 4;
+    bytes += stage_floats(c, s) * 4;
   }
   gboolean ok = put_metadata(dir, c, (const char *const *)names, sha, c->W, bytes, err);
   g_strfreev(names);
@@ -400,7 +405,7 @@ static gsize range_bytes(const TpCheckpoint *c, int lo, int hi)
 {
   gsize n = 0;
   for (int s = lo; s < hi; s++)
-    n += 2 * c->np[s] * 4;
+    n += stage_floats(c, s) * 4;
   return n;
 }
 
@@ -424,8 +429,9 @@ static gboolean read_state_file(const char *dir, const char *name, const char *w
   for (int s = lo; s < hi; s++) {
     gboolean wanted = s >= c->lo && s < c->hi;
     float *dst[2] = { c->weights[s], c->mom[s] };
+    const size_t len_of[2] = { c->np[s], c->np[s] * c->states };
     for (int h = 0; h < 2; h++)
-      for (size_t i = 0; i < c->np[s]; i++, q++) {
+      for (size_t i = 0; i < len_of[h]; i++, q++) {
         if (!wanted)
           continue;
         guint32 u = GUINT32_FROM_LE(*q);
@@ -466,6 +472,15 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
     g_clear_error(&e);
     return bad(err, path, "stages is not a number of stages (1 to 4096)");
   }
+  /* the optimizer's state per parameter (1 where a checkpoint written before AdamW does not say) */
+  int states = 1;
+  if (g_key_file_has_key(k, "position", "optimizer_states", NULL)) {
+    states = g_key_file_get_integer(k, "position", "optimizer_states", &e);
+    if (e || states < 1 || states > 2) {
+      g_clear_error(&e);
+      return bad(err, path, "optimizer_states is not 1 (SGD) or 2 (AdamW)");
+    }
+  }
   /* the parameter counts, each in range (before anything is allocated for it), and the state's size
    * agree */
   g_autofree size_t *np = g_new0(size_t, W);
@@ -480,7 +495,7 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
     if (v > TP_CHECKPOINT_MAX_PARAMS)
       return bad(err, path, "%s=%" G_GUINT64_FORMAT " is more parameters than a stage holds", key, v);
     np[s] = (size_t)v;
-    sum += 2 * 4 * v;
+    sum += (guint64)(1 + states) * 4 * v;
   }
   guint64 bytes = g_key_file_get_uint64(k, "checkpoint", "state_bytes", &e);
   if (e || bytes != sum) {
@@ -488,7 +503,7 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
     return bad(err, path, "state_bytes disagrees with params_1..params_%d (%" G_GUINT64_FORMAT " bytes of state)", W,
                sum);
   }
-  tp_checkpoint_init(c, W, np);
+  tp_checkpoint_init(c, W, np, states);
   c->lo = hi < 0 ? 0 : MIN(MAX(lo, 0), W);
   c->hi = hi < 0 ? W : MIN(MAX(hi, c->lo), W);
   g_auto(GStrv) keys = g_key_file_get_keys(k, "identity", NULL, NULL);

@@ -34,7 +34,8 @@ typedef struct {
   int W;
   int lo, hi;                /* the stages whose state weights/mom hold (taken, written or read) */
   size_t *np;                /* [W] floats per stage */
-  float **weights, **mom;    /* [W][np] */
+  int states;                /* optimizer state per parameter: 1 (SGD's momentum), 2 (AdamW's moments) */
+  float **weights, **mom;    /* [W][np], [W][np·states] */
   char *plan, *plan_tail;    /* the schedules run (CSV): a segment, and the shorter last one (or NULL) */
   char *log;                 /* the training log so far (CSV text) */
   double elapsed;            /* seconds of the run so far (the log's time) */
@@ -46,8 +47,9 @@ typedef struct {
   GArray *correct;              /* int, idem */
 } TpCheckpoint;
 
-/* An empty checkpoint for W stages of np[s] floats (buffers allocated, arrays empty; lo..hi = every stage). */
-void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np);
+/* An empty checkpoint for W stages of np[s] floats and `states` optimizer floats per parameter (buffers
+ * allocated, arrays empty; lo..hi = every stage). */
+void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, int states);
 void tp_checkpoint_clear(TpCheckpoint *c);
 void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value);
 
@@ -124,6 +126,8 @@ typedef struct {
   double lr, momentum, weight_decay;
   const char *backend, *data;  /* data: the data by content (sizes and digest), not its path */
   long lr_steps;              /* cosine decay over this many mini-batches; 0: constant lr */
+  long warmup;                /* of them, the linear warm-up's */
+  const char *optimizer;      /* AdamW's name and hyper-parameters; NULL: SGD (as checkpoints before AdamW) */
 } TpRunIdentity;
 
 void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);

@@ -75,8 +75,13 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)
   const char *dk[] = { "lr", "momentum", "weight_decay" };
   for (size_t i = 0; i < G_N_ELEMENTS(dv); i++)
     tp_checkpoint_id(c, dk[i], g_ascii_dtostr(buf, sizeof buf, dv[i]));
-  g_snprintf(buf, sizeof buf, "cosine over %ld mini-batches", id->lr_steps);
+  if (id->warmup)
+    g_snprintf(buf, sizeof buf, "warm-up over %ld then cosine over %ld mini-batches", id->warmup, id->lr_steps);
+  else
+    g_snprintf(buf, sizeof buf, "cosine over %ld mini-batches", id->lr_steps);
   tp_checkpoint_id(c, "lr_schedule", id->lr_steps > 0 ? buf : "constant");
+  if (id->optimizer)
+    tp_checkpoint_id(c, "optimizer", id->optimizer);
   tp_checkpoint_id(c, "backend", id->backend ? id->backend : "cpu");
   tp_checkpoint_id(c, "data", id->data ? id->data : TP_DATA_DEFAULT_DIR);
 }
@@ -87,7 +92,7 @@ gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi
   size_t *np = g_new(size_t, W);
   for (int s = 0; s < W; s++)
     np[s] = tp_runtime_n_params(rt, s);
-  tp_checkpoint_init(c, W, np);
+  tp_checkpoint_init(c, W, np, tp_runtime_optimizer_states(rt));
   g_free(np);
   c->lo = lo, c->hi = hi < 0 ? W : hi;
   gboolean ok = TRUE;
@@ -99,9 +104,10 @@ gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi
 gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char *dir, GError **err)
 {
   for (int s = 0; s < tp_runtime_stages(rt); s++)
-    if (c->W != tp_runtime_stages(rt) || c->np[s] != tp_runtime_n_params(rt, s)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: stage %d's parameters differ from this run's", dir,
-                  TP_CHECKPOINT_INI, s + 1);
+    if (c->W != tp_runtime_stages(rt) || c->np[s] != tp_runtime_n_params(rt, s) ||
+        c->states != tp_runtime_optimizer_states(rt)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: stage %d's %s differ from this run's", dir,
+                  TP_CHECKPOINT_INI, s + 1, c->states != tp_runtime_optimizer_states(rt) ? "optimizer states" : "parameters");
       return FALSE;
     }
   gboolean ok = TRUE;

@@ -53,6 +53,9 @@ typedef struct {
   guint32 seed;
   double lr, momentum, wd;
   gboolean lr_cosine;       /* lr decayed by a cosine over the whole run */
+  int warmup;               /* with lr_cosine: mini-batches of linear warm-up first (-1: a tenth of the run) */
+  gboolean adamw;           /* AdamW (else SGD with momentum) */
+  double beta1, beta2, eps; /* AdamW's */
   double timeout;           /* seconds a stage waits for a message */
   double peer_timeout;      /* one process per stage: seconds a rank waits for another */
   int reps;                 /* timed repetitions per profiled operation */
@@ -144,6 +147,12 @@ typedef gboolean (*TpTrainReportFn)(Train *t, gpointer data, GError **err);
 
 /* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
 static inline long tp_train_lr_steps(const Train *t) { return t->cfg.lr_cosine ? (long)t->K * t->runs : 0; }
+/* The warm-up's mini-batches (0: none); -1 asks for a tenth of the decay's, at least one. */
+static inline long tp_train_warmup(const Train *t)
+{
+  long steps = tp_train_lr_steps(t);
+  return !steps || !t->cfg.warmup ? 0 : t->cfg.warmup < 0 ? MAX(steps / 10, 1) : MIN((long)t->cfg.warmup, steps);
+}
 
 /* How a run ended before its report, for the caller to say (or not) and end the process with. */
 typedef struct {

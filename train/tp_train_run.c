@@ -22,6 +22,12 @@
 static void run_identity(const Train *t, TpCheckpoint *c)
 {
   const TpTrainConfig *cfg = &t->cfg;
+  char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], e[G_ASCII_DTOSTR_BUF_SIZE];
+  g_autofree char *opt = cfg->adamw ? g_strdup_printf("adamw beta1 %s beta2 %s eps %s",
+                                                      g_ascii_dtostr(b1, sizeof b1, cfg->beta1),
+                                                      g_ascii_dtostr(b2, sizeof b2, cfg->beta2),
+                                                      g_ascii_dtostr(e, sizeof e, cfg->eps))
+                                    : NULL;
   TpRunIdentity id = {
     .model = t->model,
     .preset = cfg->preset,
@@ -41,6 +47,8 @@ static void run_identity(const Train *t, TpCheckpoint *c)
     .backend = cfg->backend,
     .data = t->data_id,
     .lr_steps = tp_train_lr_steps(t),
+    .warmup = tp_train_warmup(t),
+    .optimizer = opt,
   };
   tp_checkpoint_identity(c, &id);
 }
@@ -119,7 +127,7 @@ gboolean tp_train_resume(Train *t, GError **err)
     tp_error_about(err, TP_ERROR_PARAM_RESUME);
     return FALSE;
   }
-  tp_checkpoint_init(&run, 0, NULL);
+  tp_checkpoint_init(&run, 0, NULL, 1);
   run_identity(t, &run);
   tp_checkpoint_read_old_digest(&c, &run, t->cfg.preset ? NULL : t->s);
   g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
@@ -438,7 +446,7 @@ static void log_run(Train *t, int e, double acc)
         .mini_batch = e * K + i + 1,
         .time = g_array_index(t->pos.ep_upd, double, i),
         .loss = win_loss / ((double)win * batch),
-        .accuracy = (double)win_correct / ((double)win * batch),
+        .accuracy = (double)win_correct / ((double)win * batch * t->train->label_dim), /* per label */
         .test = FALSE,
       };
       tp_trainlog_append(t->res.log, &row);

@@ -218,13 +218,14 @@ gboolean tp_train_setup(Train *t, GError **err)
   }
   /* every label a class of the model (files may hold more classes than the model has) */
   const TpLayer *top = tp_model_layer(t->model, L - 1);
-  int classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)top->in_elems : TP_DATA_CLASSES;
+  int classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)top->in_elems
+                : top->kind == TP_LAYER_TOKEN_CE ? t->model->vocab : TP_DATA_CLASSES;
   const TpDataset *sets[] = { t->train, t->test };
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < sets[i]->n; j++)
+    for (size_t j = 0; j < (size_t)sets[i]->n * sets[i]->label_dim; j++)
       if (sets[i]->labels[j] >= classes) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s (its labels): label %d of sample %d is not a class of model %s (0..%d)",
-                    sets[i]->name, sets[i]->labels[j], j + 1, t->model->name, classes - 1);
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s (its labels): label %d of sample %zu is not a class of model %s (0..%d)",
+                    sets[i]->name, sets[i]->labels[j], j / sets[i]->label_dim + 1, t->model->name, classes - 1);
         return FALSE;
       }
   /* the data's identity by content, for checkpoints only (a digest of every byte): a copy elsewhere
@@ -237,7 +238,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     for (int i = 0; i < 2; i++) {
       g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
       tp_sha256_update(sum, head, strlen(head));
-      tp_sha256_update(sum, sets[i]->labels, (size_t)sets[i]->n);
+      tp_sha256_update(sum, sets[i]->labels, (size_t)sets[i]->n * sets[i]->label_dim);
       tp_sha256_update(sum, sets[i]->pixels, (size_t)sets[i]->n * (size_t)sets[i]->dim);
     }
     g_autofree char *hex = tp_sha256_finish_hex(sum);
@@ -283,6 +284,11 @@ gboolean tp_train_setup(Train *t, GError **err)
     .lr = (float)c->lr,
     .momentum = (float)c->momentum,
     .weight_decay = (float)c->wd,
+    .adamw = c->adamw,
+    .beta1 = (float)c->beta1,
+    .beta2 = (float)c->beta2,
+    .eps = (float)c->eps,
+    .warmup = tp_train_warmup(t),
     .seed = c->seed,
     .timeout_s = c->timeout,
     .lr_steps = tp_train_lr_steps(t),

@@ -1,5 +1,5 @@
 /* tp_cpu.h — the cpu backend's kernels, one file per family (cpu_linear.c, cpu_conv.c, cpu_pool.c,
- * cpu_activation.c, cpu_loss.c, cpu_optim.c), gathered into one TpBackend by cpu_backend.c.
+ * cpu_activation.c, cpu_loss.c, cpu_optim.c, cpu_token.c), gathered into one TpBackend by cpu_backend.c.
  * The signatures are those of the TpBackend members (see tp_backend.h for the contract). */
 #ifndef TP_CPU_H
 #define TP_CPU_H
@@ -52,7 +52,33 @@ gboolean tp_cpu_softmax_ce_backward(const TpBackend *be, int batch, int classes,
 
 gboolean tp_cpu_sgd_step(const TpBackend *be, size_t n, float lr, float momentum, float weight_decay,
                          const float *w_in, const float *grad, float *mom, float *w_out, GError **err);
+gboolean tp_cpu_adamw_step(const TpBackend *be, size_t n, const TpAdamW *h, const float *w_in, const float *grad,
+                           float *m, float *v, float *w_out, GError **err);
 gboolean tp_cpu_blend(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                       GError **err);
+
+gboolean tp_cpu_sgemm_batched(const TpBackend *be, gboolean ta, gboolean tb, int m, int n, int k, float alpha,
+                              const float *a, int lda, size_t sa, const float *b, int ldb, size_t sb, float beta,
+                              float *c, int ldc, size_t sc, int count, GError **err);
+gboolean tp_cpu_axpy(const TpBackend *be, size_t n, float alpha, const float *x, float *y, GError **err);
+gboolean tp_cpu_embedding_forward(const TpBackend *be, int rows, int s, int d, const float *ids, const float *table,
+                                  const float *pos, float *y, GError **err);
+gboolean tp_cpu_embedding_backward(const TpBackend *be, int rows, int s, int d, const float *ids, const float *dy,
+                                   float *dtable, float *dpos, GError **err);
+gboolean tp_cpu_norm_forward(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
+                             const float *w, const float *b, float *y, GError **err);
+gboolean tp_cpu_norm_backward(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
+                              const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
+gboolean tp_cpu_rope(const TpBackend *be, int rows, int s, int heads, int hd, int ld, float theta, float sign, float *x,
+                     GError **err);
+gboolean tp_cpu_causal_softmax_forward(const TpBackend *be, int n, int s, float scale, const float *x, float *y,
+                                       GError **err);
+gboolean tp_cpu_causal_softmax_backward(const TpBackend *be, int n, int s, float scale, const float *y, const float *dy,
+                                        float *dx, GError **err);
+gboolean tp_cpu_gelu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
+gboolean tp_cpu_gelu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx, GError **err);
+gboolean tp_cpu_swiglu_forward(const TpBackend *be, int rows, int f, const float *gu, float *y, GError **err);
+gboolean tp_cpu_swiglu_backward(const TpBackend *be, int rows, int f, const float *gu, const float *dy, float *dgu,
+                                GError **err);
 
 #endif

@@ -320,6 +320,20 @@ static const TpBackendIface cuda_iface = {
   .softmax_ce_backward = tp_cuda_softmax_ce_backward,
   .sgd_step = tp_cuda_sgd_step,
   .blend = tp_cuda_blend_weights,
+  .adamw_step = tp_cuda_adamw_step,
+  .sgemm_batched = tp_cuda_sgemm_batched,
+  .axpy = tp_cuda_axpy,
+  .embedding_forward = tp_cuda_embedding_forward,
+  .embedding_backward = tp_cuda_embedding_backward,
+  .norm_forward = tp_cuda_norm_forward,
+  .norm_backward = tp_cuda_norm_backward,
+  .rope = tp_cuda_rope,
+  .causal_softmax_forward = tp_cuda_causal_softmax_forward,
+  .causal_softmax_backward = tp_cuda_causal_softmax_backward,
+  .gelu_forward = tp_cuda_gelu_forward,
+  .gelu_backward = tp_cuda_gelu_backward,
+  .swiglu_forward = tp_cuda_swiglu_forward,
+  .swiglu_backward = tp_cuda_swiglu_backward,
 };
 
 static TpBackend *cuda_create(int device, GError **err)

@@ -160,6 +160,14 @@ gboolean tp_cuda_sgd_step(const TpBackend *be, size_t n, float lr, float momentu
   return TRUE;
 }
 
+gboolean tp_cuda_adamw_step(const TpBackend *be, size_t n, const TpAdamW *h, const float *w_in, const float *grad,
+                            float *m, float *v, float *w_out, GError **err)
+{
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
+  TP_CUDA_CHECK(tp_cuda_adamw(tp_cuda_stream(be), n, h, w_in, grad, m, v, w_out), err);
+  return TRUE;
+}
+
 gboolean tp_cuda_blend_weights(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                                GError **err)
 {

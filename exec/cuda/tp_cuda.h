@@ -94,6 +94,32 @@ gboolean tp_cuda_sgd_step(const TpBackend *be, size_t n, float lr, float momentu
                           const float *w_in, const float *grad, float *mom, float *w_out, GError **err);
 gboolean tp_cuda_blend_weights(const TpBackend *be, size_t n, float s, const float *a, const float *b, float *out,
                                GError **err);
+gboolean tp_cuda_adamw_step(const TpBackend *be, size_t n, const TpAdamW *h, const float *w_in, const float *grad,
+                            float *m, float *v, float *w_out, GError **err);
+/* cuda_token_glue.c: the transformer members */
+gboolean tp_cuda_sgemm_batched(const TpBackend *be, gboolean ta, gboolean tb, int m, int n, int k, float alpha,
+                               const float *a, int lda, size_t sa, const float *b, int ldb, size_t sb, float beta,
+                               float *c, int ldc, size_t sc, int count, GError **err);
+gboolean tp_cuda_axpy(const TpBackend *be, size_t n, float alpha, const float *x, float *y, GError **err);
+gboolean tp_cuda_embedding_forward(const TpBackend *be, int rows, int s, int d, const float *ids, const float *table,
+                                   const float *pos, float *y, GError **err);
+gboolean tp_cuda_embedding_backward(const TpBackend *be, int rows, int s, int d, const float *ids, const float *dy,
+                                    float *dtable, float *dpos, GError **err);
+gboolean tp_cuda_norm_forward(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
+                              const float *w, const float *b, float *y, GError **err);
+gboolean tp_cuda_norm_backward(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
+gboolean tp_cuda_rope(const TpBackend *be, int rows, int s, int heads, int hd, int ld, float theta, float sign, float *x,
+                      GError **err);
+gboolean tp_cuda_causal_softmax_forward(const TpBackend *be, int n, int s, float scale, const float *x, float *y,
+                                        GError **err);
+gboolean tp_cuda_causal_softmax_backward(const TpBackend *be, int n, int s, float scale, const float *y,
+                                         const float *dy, float *dx, GError **err);
+gboolean tp_cuda_gelu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
+gboolean tp_cuda_gelu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx, GError **err);
+gboolean tp_cuda_swiglu_forward(const TpBackend *be, int rows, int f, const float *gu, float *y, GError **err);
+gboolean tp_cuda_swiglu_backward(const TpBackend *be, int rows, int f, const float *gu, const float *dy, float *dgu,
+                                 GError **err);
 #endif
 
 /* ---- launchers (the .cu files of exec/cuda); every one clears stale errors, enqueues on `st` and returns
@@ -142,6 +168,31 @@ cudaError_t tp_cuda_softmax_ce_bwd(cudaStream_t st, int batch, int classes, cons
 cudaError_t tp_cuda_sgd(cudaStream_t st, size_t n, float lr, float momentum, float weight_decay, const float *w_in,
                         const float *grad, float *mom, float *w_out);
 cudaError_t tp_cuda_blend(cudaStream_t st, size_t n, float s, const float *a, const float *b, float *out);
+cudaError_t tp_cuda_adamw(cudaStream_t st, size_t n, const TpAdamW *h, const float *w_in, const float *grad, float *m,
+                          float *v, float *w_out);
+
+/* cuda_token.cu: the transformer kernels (tp_backend.h's members); norm_stats writes each row's mean and
+ * reciprocal standard deviation (2 floats a row) for norm_wgrad's column sums */
+cudaError_t tp_cuda_axpy_k(cudaStream_t st, size_t n, float alpha, const float *x, float *y);
+cudaError_t tp_cuda_embed_fwd(cudaStream_t st, int rows, int s, int d, const float *ids, const float *table,
+                              const float *pos, float *y);
+cudaError_t tp_cuda_embed_bwd(cudaStream_t st, int rows, int s, int d, const float *ids, const float *dy, float *dtable,
+                              float *dpos);
+cudaError_t tp_cuda_norm_fwd(cudaStream_t st, int rows, int d, float eps, int rms, const float *x, const float *w,
+                             const float *b, float *y);
+cudaError_t tp_cuda_norm_bwd(cudaStream_t st, int rows, int d, float eps, int rms, const float *x, const float *w,
+                             const float *dy, float *dx);
+cudaError_t tp_cuda_norm_stats(cudaStream_t st, int rows, int d, float eps, int rms, const float *x, float *stats);
+cudaError_t tp_cuda_norm_wgrad(cudaStream_t st, int rows, int d, const float *x, const float *stats, const float *dy,
+                               float *dw, float *db);
+cudaError_t tp_cuda_rope_k(cudaStream_t st, int rows, int s, int heads, int hd, int ld, float theta, float sign,
+                           float *x);
+cudaError_t tp_cuda_csoftmax_fwd(cudaStream_t st, int n, int s, float scale, const float *x, float *y);
+cudaError_t tp_cuda_csoftmax_bwd(cudaStream_t st, int n, int s, float scale, const float *y, const float *dy, float *dx);
+cudaError_t tp_cuda_gelu_fwd(cudaStream_t st, size_t n, const float *x, float *y);
+cudaError_t tp_cuda_gelu_bwd(cudaStream_t st, size_t n, const float *x, const float *dy, float *dx);
+cudaError_t tp_cuda_swiglu_fwd(cudaStream_t st, int rows, int f, const float *gu, float *y);
+cudaError_t tp_cuda_swiglu_bwd(cudaStream_t st, int rows, int f, const float *gu, const float *dy, float *dgu);
 
 #ifdef __cplusplus
 }

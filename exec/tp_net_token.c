@@ -1,0 +1,453 @@
+/* tp_net_token.c — the transformer layers of a stage: token embedding, LayerNorm and RMSNorm, the
+ * pre-norm block (causal multi-head attention with grouped-query heads and rotary positions, then a
+ * GELU or SwiGLU MLP, each with its residual), the language-model head and the token
+ * cross-entropy.  Every product is a backend GEMM (the attention's per head, strided and batched
+ * over the heads that share a key/value head) and every other step a backend kernel, so the layers
+ * run unchanged on any backend.
+ *
+ * A block keeps, per sample, exactly what the model description counts (tp_model.c's block):
+ * its input x, the first norm's output h1, the projections q k v (q and k after the rotation), the
+ * attention probabilities, the attention output o, the residual stream y1 = x + o·Woᵀ, the second
+ * norm's output h2, the MLP's first projection (gate and up, or up) and its activation m; the
+ * norms' statistics are recomputed from x and y1 in the backward.  Its parameters, in the stage's
+ * flat array: Wqkv [q+2kv][d] (bqkv), Wo [d][q] (bo), W1 [2f or f][d] (b1), W2 [d][f] (b2), the
+ * first norm's weight (and bias), the second's. */
+#include "config.h"
+#include "tp_net_priv.h"
+#include "tp_error.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A block's (or a norm's) shape. */
+typedef struct {
+  int s, d, a, G, r, hd, qd, kvd, qkvw, f, f1;
+  gboolean rms, swiglu, rope;
+  float eps, theta;
+} Geo;
+
+static Geo geo(const NetLayer *L)
+{
+  const TpBlock *b = &L->d.blk;
+  Geo g = { .s = (int)L->d.hin, .d = (int)L->d.cin, .eps = (float)b->eps, .theta = (float)b->theta,
+            .rms = L->d.kind == TP_LAYER_RMSNORM || (L->d.kind == TP_LAYER_BLOCK && b->rmsnorm) };
+  if (L->d.kind != TP_LAYER_BLOCK)
+    return g;
+  g.a = b->heads, g.G = b->kv_heads, g.r = g.a / g.G;
+  g.hd = b->head_dim ? b->head_dim : g.d / g.a;
+  g.qd = g.hd * g.a, g.kvd = g.hd * g.G, g.qkvw = g.qd + 2 * g.kvd;
+  g.f = b->ffn, g.swiglu = b->swiglu, g.f1 = g.swiglu ? 2 * g.f : g.f, g.rope = b->rope;
+  return g;
+}
+
+/* Offsets of a block's parameters (SIZE_MAX: a bias it has not). */
+typedef struct {
+  size_t qkv, bqkv, o, bo, w1, b1, w2, b2, n1w, n1b, n2w, n2b, total;
+} BlkParams;
+
+static BlkParams blk_params(const NetLayer *L, const Geo *g)
+{
+  const TpBlock *b = &L->d.blk;
+  BlkParams p;
+  size_t c = 0, d = (size_t)g->d;
+#define TAKE(field, n, have) (void)(p.field = (have) ? c : SIZE_MAX, c += (have) ? (size_t)(n) : 0)
+  TAKE(qkv, (size_t)g->qkvw * d, TRUE), TAKE(bqkv, g->qkvw, b->qkv_bias);
+  TAKE(o, d * g->qd, TRUE), TAKE(bo, d, b->o_bias);
+  TAKE(w1, (size_t)g->f1 * d, TRUE), TAKE(b1, g->f1, b->mlp_bias);
+  TAKE(w2, d * g->f, TRUE), TAKE(b2, d, b->mlp_bias);
+  TAKE(n1w, d, TRUE), TAKE(n1b, d, !g->rms), TAKE(n2w, d, TRUE), TAKE(n2b, d, !g->rms);
+#undef TAKE
+  p.total = c;
+  return p;
+}
+
+static const float *cp(const float *base, size_t off) { return off == SIZE_MAX ? NULL : base + off; }
+static float *mp(float *base, size_t off) { return off == SIZE_MAX || !base ? NULL : base + off; }
+
+static int vocab_of(const NetLayer *L)
+{
+  size_t d = (size_t)L->d.cout, s = (size_t)L->d.hin;
+  return L->d.kind == TP_LAYER_EMBEDDING ? (int)((size_t)L->d.params / d - (L->d.blk.learned ? s : 0))
+                                         : (int)L->d.cout;
+}
+
+gboolean tp_net_token_check(const TpModel *m, const TpLayer *d, GError **err)
+{
+  if (d->kind == TP_LAYER_BLOCK && d->blk.dropout) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: block dropout=1 is not supported by the executor (the "
+                "simulator and the model count it; train without it)", m->source, d->line);
+    return FALSE;
+  }
+  if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 is not supported by the executor (its weights "
+                "are the embedding's, held by another layer; give the head its own with tied=0)", m->source, d->line);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void tp_net_token_layout(NetLayer *L)
+{
+  const TpLayer *d = &L->d;
+  Geo g = geo(L);
+  size_t s = (size_t)g.s, w = (size_t)g.d;
+  switch (d->kind) {
+  case TP_LAYER_EMBEDDING: L->n_w = (size_t)d->params, L->n_save = s, L->saves_input = TRUE; break;
+  case TP_LAYER_LAYERNORM:
+  case TP_LAYER_RMSNORM:
+    L->n_w = w, L->n_b = g.rms ? 0 : w, L->n_save = L->in, L->saves_input = TRUE;
+    break;
+  case TP_LAYER_LM_HEAD: L->n_w = (size_t)d->params, L->n_save = L->in, L->saves_input = TRUE; break;
+  case TP_LAYER_TOKEN_CE: L->n_save = L->in; break;
+  case TP_LAYER_BLOCK: {
+    size_t piece[BLK_N_PIECES] = { [BLK_X] = s * w, [BLK_H1] = s * w, [BLK_QKV] = s * g.qkvw,
+                                   [BLK_P] = (size_t)g.a * s * s, [BLK_O] = s * g.qd, [BLK_Y1] = s * w,
+                                   [BLK_H2] = s * w, [BLK_A1] = s * g.f1, [BLK_M] = s * g.f };
+    size_t dys[BLK_N_DYS] = { [BLK_DOUT] = s * w, [BLK_DA1] = s * g.f1, [BLK_DH2] = s * w, [BLK_DY1] = s * w,
+                              [BLK_DQKV] = s * g.qkvw, [BLK_DH1] = s * w };
+    memcpy(L->piece, piece, sizeof piece), memcpy(L->dys, dys, sizeof dys);
+    for (int i = 0; i < BLK_N_PIECES; i++)
+      L->n_save += piece[i];
+    for (int i = 0; i < BLK_N_DYS; i++)
+      L->n_dy += dys[i];
+    L->n_w = blk_params(L, &g).total, L->saves_input = TRUE, L->lead = L->in;
+    g_assert((long long)L->n_save == d->stored_elems);
+    break;
+  }
+  default: g_assert_not_reached();
+  }
+}
+
+/* Transformer weights as GPT-2 and Llama start them: matrices (and embeddings) with standard
+ * deviation 0.02 (uniform in ±0.02·√3 here, from tp_uniform(seed, L, j) as every layer's), norm
+ * weights 1, biases 0. */
+void tp_net_token_init(const NetLayer *L, guint64 seed, float *host)
+{
+  const float bound = 0.02f * sqrtf(3.0f);
+  for (size_t j = 0; j < L->n_w + L->n_b; j++)
+    host[j] = (2.0f * tp_uniform(seed, (guint64)L->index, j) - 1.0f) * bound;
+  Geo g = geo(L);
+  size_t d = (size_t)g.d;
+  if (L->d.kind == TP_LAYER_LAYERNORM || L->d.kind == TP_LAYER_RMSNORM) {
+    for (size_t j = 0; j < d; j++)
+      host[j] = 1.0f, host[j + (g.rms ? 0 : d)] = g.rms ? 1.0f : 0.0f;
+    return;
+  }
+  if (L->d.kind != TP_LAYER_BLOCK)
+    return;
+  BlkParams p = blk_params(L, &g);
+  size_t bias[] = { p.bqkv, p.bo, p.b1, p.b2, p.n1b, p.n2b };
+  size_t len[] = { (size_t)g.qkvw, d, (size_t)g.f1, d, d, d };
+  for (size_t i = 0; i < G_N_ELEMENTS(bias); i++)
+    if (bias[i] != SIZE_MAX)
+      memset(host + bias[i], 0, len[i] * sizeof(float));
+  for (size_t j = 0; j < d; j++)
+    host[p.n1w + j] = host[p.n2w + j] = 1.0f;
+}
+
+/* Samples a block's inference forward runs at a time through the net's scratch. */
+enum { INFER_CHUNK = 4 };
+
+/* The backward's scratch: dM [rows][f], dO [rows][q], one sample's dP [a][s][s], then (a fused
+ * backward) the inner output gradients, laid out as a split backward keeps them. */
+static size_t block_inner_at(const Geo *g, int batch)
+{
+  return (size_t)batch * g->s * (size_t)(g->f + g->qd) + (size_t)g->a * g->s * g->s;
+}
+
+static size_t block_backward_scratch(const NetLayer *L, const Geo *g, int batch)
+{
+  return block_inner_at(g, batch) + (size_t)batch * L->n_dy;
+}
+
+size_t tp_net_token_scratch(const TpNet *net, int batch)
+{
+  size_t most = 0;
+  for (int i = 0; i < net->n; i++) {
+    const NetLayer *L = &net->layers[i];
+    if (L->d.kind != TP_LAYER_BLOCK)
+      continue;
+    Geo g = geo(L);
+    most = MAX(most, MAX(block_backward_scratch(L, &g, batch), (size_t)MIN(batch, INFER_CHUNK) * L->n_save));
+  }
+  return most;
+}
+
+/* The pieces of a block's region for the samples of saved (or, saved NULL, of scratch for n). */
+static void block_pieces(const NetLayer *L, float *base, size_t stride, size_t off, float **out)
+{
+  size_t at = 0;
+  for (int i = 0; i < BLK_N_PIECES; i++) {
+    out[i] = base + at * stride + off * L->piece[i];
+    at += L->piece[i];
+  }
+}
+
+static void block_dys(const NetLayer *L, float *base, size_t stride, size_t off, float **out)
+{
+  size_t at = 0;
+  for (int i = 0; i < BLK_N_DYS; i++) {
+    out[i] = base + at * stride + off * L->dys[i];
+    at += L->dys[i];
+  }
+}
+
+/* Attention of one sample: probabilities P [a][s][s] and output o [s][q] from its qkv rows. */
+static gboolean attention_forward(const TpBackend *be, const Geo *g, const float *qkv, float *P, float *o, GError **err)
+{
+  size_t ss = (size_t)g->s * g->s;
+  for (int k = 0; k < g->G; k++) {
+    int h = k * g->r;
+    if (!be->iface->sgemm_batched(be, FALSE, TRUE, g->s, g->s, g->hd, 1.0f, qkv + h * g->hd, g->qkvw, g->hd,
+                                  qkv + g->qd + k * g->hd, g->qkvw, 0, 0.0f, P + h * ss, g->s, ss, g->r, err))
+      return FALSE;
+  }
+  if (!be->iface->causal_softmax_forward(be, g->a, g->s, 1.0f / sqrtf((float)g->hd), P, P, err))
+    return FALSE;
+  for (int k = 0; k < g->G; k++) {
+    int h = k * g->r;
+    if (!be->iface->sgemm_batched(be, FALSE, FALSE, g->s, g->hd, g->s, 1.0f, P + h * ss, g->s, ss,
+                                  qkv + g->qd + g->kvd + k * g->hd, g->qkvw, 0, 0.0f, o + h * g->hd, g->qd, g->hd,
+                                  g->r, err))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean block_forward(const TpBackend *be, const NetLayer *L, int nb, float **pc, const float *w, float *y,
+                              GError **err)
+{
+  Geo g = geo(L);
+  BlkParams p = blk_params(L, &g);
+  int rows = nb * g.s;
+  size_t n = (size_t)rows * g.d;
+  const TpBackendIface *f = be->iface;
+  if (!f->norm_forward(be, rows, g.d, g.eps, g.rms, pc[BLK_X], w + p.n1w, cp(w, p.n1b), pc[BLK_H1], err) ||
+      !f->linear_forward(be, rows, g.d, g.qkvw, pc[BLK_H1], w + p.qkv, cp(w, p.bqkv), pc[BLK_QKV], err))
+    return FALSE;
+  if (g.rope && (!f->rope(be, rows, g.s, g.a, g.hd, g.qkvw, g.theta, 1.0f, pc[BLK_QKV], err) ||
+                 !f->rope(be, rows, g.s, g.G, g.hd, g.qkvw, g.theta, 1.0f, pc[BLK_QKV] + g.qd, err)))
+    return FALSE;
+  for (int b = 0; b < nb; b++)
+    if (!attention_forward(be, &g, pc[BLK_QKV] + (size_t)b * g.s * g.qkvw, pc[BLK_P] + (size_t)b * L->piece[BLK_P],
+                           pc[BLK_O] + (size_t)b * g.s * g.qd, err))
+      return FALSE;
+  if (!f->linear_forward(be, rows, g.qd, g.d, pc[BLK_O], w + p.o, cp(w, p.bo), pc[BLK_Y1], err) ||
+      !f->axpy(be, n, 1.0f, pc[BLK_X], pc[BLK_Y1], err) ||
+      !f->norm_forward(be, rows, g.d, g.eps, g.rms, pc[BLK_Y1], w + p.n2w, cp(w, p.n2b), pc[BLK_H2], err) ||
+      !f->linear_forward(be, rows, g.d, g.f1, pc[BLK_H2], w + p.w1, cp(w, p.b1), pc[BLK_A1], err))
+    return FALSE;
+  gboolean ok = g.swiglu ? f->swiglu_forward(be, rows, g.f, pc[BLK_A1], pc[BLK_M], err)
+                         : f->gelu_forward(be, (size_t)rows * g.f, pc[BLK_A1], pc[BLK_M], err);
+  return ok && f->linear_forward(be, rows, g.f, g.d, pc[BLK_M], w + p.w2, cp(w, p.b2), y, err) &&
+         f->axpy(be, n, 1.0f, pc[BLK_Y1], y, err);
+}
+
+/* The attention's backward of one sample: from do [s][q] to dqkv (zeroed first), with dP [a][s][s]
+ * as scratch. */
+static gboolean attention_backward(const TpBackend *be, const Geo *g, const float *qkv, const float *P, const float *dO,
+                                   float *dqkv, float *dP, GError **err)
+{
+  const TpBackendIface *f = be->iface;
+  size_t ss = (size_t)g->s * g->s;
+  if (!f->zero(be, dqkv, (size_t)g->s * g->qkvw, err))
+    return FALSE;
+  for (int k = 0; k < g->G; k++) {
+    int h0 = k * g->r;
+    const float *v = qkv + g->qd + g->kvd + k * g->hd;
+    float *dv = dqkv + g->qd + g->kvd + k * g->hd;
+    if (!f->sgemm_batched(be, FALSE, TRUE, g->s, g->s, g->hd, 1.0f, dO + h0 * g->hd, g->qd, g->hd, v, g->qkvw, 0, 0.0f,
+                          dP + h0 * ss, g->s, ss, g->r, err))
+      return FALSE;
+    for (int h = h0; h < h0 + g->r; h++) /* the heads of a group share v: their products sum */
+      if (!f->sgemm(be, TRUE, FALSE, g->s, g->hd, g->s, 1.0f, P + h * ss, g->s, dO + h * g->hd, g->qd, 1.0f, dv,
+                    g->qkvw, err))
+        return FALSE;
+  }
+  if (!f->causal_softmax_backward(be, g->a, g->s, 1.0f / sqrtf((float)g->hd), P, dP, dP, err))
+    return FALSE;
+  for (int k = 0; k < g->G; k++) {
+    int h0 = k * g->r;
+    const float *kk = qkv + g->qd + k * g->hd;
+    float *dk = dqkv + g->qd + k * g->hd;
+    if (!f->sgemm_batched(be, FALSE, FALSE, g->s, g->hd, g->s, 1.0f, dP + h0 * ss, g->s, ss, kk, g->qkvw, 0, 0.0f,
+                          dqkv + h0 * g->hd, g->qkvw, g->hd, g->r, err))
+      return FALSE;
+    for (int h = h0; h < h0 + g->r; h++)
+      if (!f->sgemm(be, TRUE, FALSE, g->s, g->hd, g->s, 1.0f, dP + h * ss, g->s, qkv + h * g->hd, g->qkvw, 1.0f, dk,
+                    g->qkvw, err))
+        return FALSE;
+  }
+  return TRUE;
+}
+
+/* The block's input gradient: dy (= dys[BLK_DOUT]) → dx, the inner output gradients into dys. */
+static gboolean block_backward_input(const TpBackend *be, const NetLayer *L, int nb, float **pc, const float *w,
+                                     float **dys, float *dx, float *scratch, GError **err)
+{
+  Geo g = geo(L);
+  BlkParams p = blk_params(L, &g);
+  const TpBackendIface *f = be->iface;
+  int rows = nb * g.s;
+  size_t n = (size_t)rows * g.d;
+  float *dM = scratch, *dO = dM + (size_t)rows * g.f, *dP = dO + (size_t)rows * g.qd;
+  if (!f->linear_backward(be, rows, g.f, g.d, pc[BLK_M], w + p.w2, dys[BLK_DOUT], dM, NULL, NULL, err))
+    return FALSE;
+  gboolean ok = g.swiglu ? f->swiglu_backward(be, rows, g.f, pc[BLK_A1], dM, dys[BLK_DA1], err)
+                         : f->gelu_backward(be, (size_t)rows * g.f, pc[BLK_A1], dM, dys[BLK_DA1], err);
+  if (!ok || !f->linear_backward(be, rows, g.d, g.f1, pc[BLK_H2], w + p.w1, dys[BLK_DA1], dys[BLK_DH2], NULL, NULL, err) ||
+      !f->norm_backward(be, rows, g.d, g.eps, g.rms, pc[BLK_Y1], w + p.n2w, dys[BLK_DH2], dys[BLK_DY1], NULL, NULL, err) ||
+      !f->axpy(be, n, 1.0f, dys[BLK_DOUT], dys[BLK_DY1], err) ||
+      !f->linear_backward(be, rows, g.qd, g.d, pc[BLK_O], w + p.o, dys[BLK_DY1], dO, NULL, NULL, err))
+    return FALSE;
+  for (int b = 0; b < nb; b++)
+    if (!attention_backward(be, &g, pc[BLK_QKV] + (size_t)b * g.s * g.qkvw, pc[BLK_P] + (size_t)b * L->piece[BLK_P],
+                            dO + (size_t)b * g.s * g.qd, dys[BLK_DQKV] + (size_t)b * g.s * g.qkvw, dP, err))
+      return FALSE;
+  if (g.rope && (!f->rope(be, rows, g.s, g.a, g.hd, g.qkvw, g.theta, -1.0f, dys[BLK_DQKV], err) ||
+                 !f->rope(be, rows, g.s, g.G, g.hd, g.qkvw, g.theta, -1.0f, dys[BLK_DQKV] + g.qd, err)))
+    return FALSE;
+  return f->linear_backward(be, rows, g.d, g.qkvw, pc[BLK_H1], w + p.qkv, dys[BLK_DQKV], dys[BLK_DH1], NULL, NULL,
+                            err) &&
+         f->norm_backward(be, rows, g.d, g.eps, g.rms, pc[BLK_X], w + p.n1w, dys[BLK_DH1], dx, NULL, NULL, err) &&
+         f->axpy(be, n, 1.0f, dys[BLK_DY1], dx, err);
+}
+
+/* The block's weight gradients from the inner output gradients (the fused backward's order). */
+static gboolean block_backward_weight(const TpBackend *be, const NetLayer *L, int nb, float **pc, const float *w,
+                                      float **dys, float *gw, GError **err)
+{
+  Geo g = geo(L);
+  BlkParams p = blk_params(L, &g);
+  const TpBackendIface *f = be->iface;
+  int rows = nb * g.s;
+  return f->linear_backward(be, rows, g.f, g.d, pc[BLK_M], w + p.w2, dys[BLK_DOUT], NULL, gw + p.w2, mp(gw, p.b2), err) &&
+         f->linear_backward(be, rows, g.d, g.f1, pc[BLK_H2], w + p.w1, dys[BLK_DA1], NULL, gw + p.w1, mp(gw, p.b1), err) &&
+         f->norm_backward(be, rows, g.d, g.eps, g.rms, pc[BLK_Y1], w + p.n2w, dys[BLK_DH2], NULL, gw + p.n2w,
+                          mp(gw, p.n2b), err) &&
+         f->linear_backward(be, rows, g.qd, g.d, pc[BLK_O], w + p.o, dys[BLK_DY1], NULL, gw + p.o, mp(gw, p.bo), err) &&
+         f->linear_backward(be, rows, g.d, g.qkvw, pc[BLK_H1], w + p.qkv, dys[BLK_DQKV], NULL, gw + p.qkv,
+                            mp(gw, p.bqkv), err) &&
+         f->norm_backward(be, rows, g.d, g.eps, g.rms, pc[BLK_X], w + p.n1w, dys[BLK_DH1], NULL, gw + p.n1w,
+                          mp(gw, p.n1b), err);
+}
+
+static gboolean block_infer(TpNet *net, const NetLayer *L, int batch, const float *w, const float *x, float *y,
+                            GError **err)
+{
+  size_t sd = (size_t)L->d.hin * L->d.cin;
+  for (int c0 = 0; c0 < batch; c0 += INFER_CHUNK) {
+    int nb = MIN(INFER_CHUNK, batch - c0);
+    float *pc[BLK_N_PIECES];
+    block_pieces(L, net->tok, (size_t)nb, 0, pc);
+    pc[BLK_X] = (float *)x + (size_t)c0 * sd; /* read only */
+    if (!block_forward(net->be, L, nb, pc, w, y + (size_t)c0 * sd, err))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean tp_net_token_forward(TpNet *net, const NetLayer *L, int batch, TpSaved *saved, const float *w, const float *x,
+                              float *y, const gint32 *labels, TpLossStats *stats, GError **err)
+{
+  const TpBackend *be = net->be;
+  Geo g = geo(L);
+  int rows = batch * g.s, V = vocab_of(L);
+  switch (L->d.kind) {
+  case TP_LAYER_EMBEDDING:
+    return be->iface->embedding_forward(be, rows, g.s, (int)L->d.cout, x, w,
+                                        L->d.blk.learned ? w + (size_t)V * L->d.cout : NULL, y, err);
+  case TP_LAYER_LAYERNORM:
+  case TP_LAYER_RMSNORM:
+    return be->iface->norm_forward(be, rows, g.d, g.eps, g.rms, x, w, g.rms ? NULL : w + g.d, y, err);
+  case TP_LAYER_LM_HEAD: return be->iface->linear_forward(be, rows, g.d, V, x, w, NULL, y, err);
+  case TP_LAYER_TOKEN_CE: {
+    double loss = 0.0;
+    int correct = 0;
+    if (!be->iface->softmax_ce_forward(be, rows, g.d, x, labels, y, &loss, &correct, err))
+      return FALSE;
+    if (stats) /* a sample's loss is the mean over its positions; correct counts positions */
+      stats->loss_sum = loss / g.s, stats->correct = correct;
+    return TRUE;
+  }
+  case TP_LAYER_BLOCK: {
+    if (!saved)
+      return block_infer(net, L, batch, w, x, y, err);
+    float *pc[BLK_N_PIECES];
+    block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
+    g_assert(pc[BLK_X] == x);
+    return block_forward(be, L, batch, pc, w, y, err);
+  }
+  default: g_assert_not_reached();
+  }
+}
+
+gboolean tp_net_token_backward(TpNet *net, const NetLayer *L, TpSaved *saved, const float *w, const float *dy,
+                               float *dx, float *grad, int minibatch_samples, GError **err)
+{
+  const TpBackend *be = net->be;
+  Geo g = geo(L);
+  int batch = saved->batch, rows = batch * g.s, V = vocab_of(L);
+  const float *x = tp_net_region(saved, L);
+  if (L->n_w && !grad && L->d.kind != TP_LAYER_BLOCK &&
+      !be->iface->copy(be, tp_net_dy_region(saved, L), dy, L->n_dy * batch, err)) /* for the split's W */
+    return FALSE;
+  switch (L->d.kind) {
+  case TP_LAYER_EMBEDDING:
+    if (dx && !be->iface->zero(be, dx, L->in * batch, err)) /* token numbers have no gradient */
+      return FALSE;
+    return !grad || be->iface->embedding_backward(be, rows, g.s, (int)L->d.cout, x, dy, grad,
+                                                  L->d.blk.learned ? grad + (size_t)V * L->d.cout : NULL, err);
+  case TP_LAYER_LAYERNORM:
+  case TP_LAYER_RMSNORM:
+    return (!dx && !grad) ||
+           be->iface->norm_backward(be, rows, g.d, g.eps, g.rms, x, w, dy, dx, grad, grad && !g.rms ? grad + g.d : NULL,
+                                    err);
+  case TP_LAYER_LM_HEAD:
+    return (!dx && !grad) || be->iface->linear_backward(be, rows, g.d, V, x, w, dy, dx, grad, NULL, err);
+  case TP_LAYER_TOKEN_CE:
+    return be->iface->softmax_ce_backward(be, rows, g.d, tp_net_region(saved, L), saved->labels,
+                                          1.0f / ((float)minibatch_samples * g.s), dx, err);
+  case TP_LAYER_BLOCK: {
+    float *pc[BLK_N_PIECES], *dys[BLK_N_DYS];
+    block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
+    float *scratch = net->tok;
+    if (grad) { /* the inner gradients in scratch, after the attention's */
+      block_dys(L, scratch + block_inner_at(&g, batch), (size_t)batch, 0, dys);
+      dys[BLK_DOUT] = (float *)dy;
+    } else {
+      block_dys(L, saved->dy + L->dy_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, dys);
+      if (!be->iface->copy(be, dys[BLK_DOUT], dy, L->dys[BLK_DOUT] * batch, err))
+        return FALSE;
+    }
+    return block_backward_input(be, L, batch, pc, w, dys, dx, scratch, err) &&
+           (!grad || block_backward_weight(be, L, batch, pc, w, dys, grad, err));
+  }
+  default: g_assert_not_reached();
+  }
+}
+
+gboolean tp_net_token_weight(TpNet *net, const NetLayer *L, TpSaved *saved, const float *w, float *grad, GError **err)
+{
+  const TpBackend *be = net->be;
+  Geo g = geo(L);
+  int batch = saved->batch, rows = batch * g.s, V = vocab_of(L);
+  const float *x = tp_net_region(saved, L), *dy = tp_net_dy_region(saved, L);
+  switch (L->d.kind) {
+  case TP_LAYER_EMBEDDING:
+    return be->iface->embedding_backward(be, rows, g.s, (int)L->d.cout, x, dy, grad,
+                                         L->d.blk.learned ? grad + (size_t)V * L->d.cout : NULL, err);
+  case TP_LAYER_LAYERNORM:
+  case TP_LAYER_RMSNORM:
+    return be->iface->norm_backward(be, rows, g.d, g.eps, g.rms, x, w, dy, NULL, grad, g.rms ? NULL : grad + g.d, err);
+  case TP_LAYER_LM_HEAD: return be->iface->linear_backward(be, rows, g.d, V, x, w, dy, NULL, grad, NULL, err);
+  case TP_LAYER_BLOCK: {
+    float *pc[BLK_N_PIECES], *dys[BLK_N_DYS];
+    block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
+    block_dys(L, saved->dy + L->dy_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, dys);
+    return block_backward_weight(be, L, batch, pc, w, dys, grad, err);
+  }
+  default: g_assert_not_reached();
+  }
+}

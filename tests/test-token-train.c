@@ -1,0 +1,182 @@
+/* test-token-train.c — training a language model through the program: a small Llama on synthetic
+ * tokens ends where it ends on one stage when split over two (gpipe, the same micro-batches: the
+ * same products in the same order, so bit for bit — stricter than the 1e-4 relative the loss
+ * needs), TiMePReSt trains it over three stages, the report's token fields, the default text
+ * corpus, and the refusals of bad text data. */
+#include "config.h"
+#include "tp_test.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+
+static const char *const tiny = "name tiny-llama\ntokens 16 256\nembedding 32\nrepeat 2 block heads=4 kv_heads=2 ffn=48 "
+                                "mlp=swiglu norm=rmsnorm positions=rope\nrmsnorm\nlm_head\ntoken_ce\n";
+
+static char *model_file(void)
+{
+  char *path = tpt_tmp_path("tiny-llama.model");
+  g_assert_true(g_file_set_contents(path, tiny, -1, NULL));
+  return path;
+}
+
+static double json_num(const char *json, const char *key)
+{
+  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
+  const char *p = strstr(json, k);
+  g_assert_nonnull(p);
+  return g_ascii_strtod(p + strlen(k), NULL);
+}
+
+static char *json_str(const char *json, const char *key)
+{
+  g_autofree char *k = g_strdup_printf("\"%s\": \"", key);
+  const char *p = strstr(json, k);
+  g_assert_nonnull(p);
+  p += strlen(k);
+  return g_strndup(p, strcspn(p, "\""));
+}
+
+static TptRun train(const char *model, const char *preset, const char *w, const char *data)
+{
+  const char *args[] = { "train", "-m", model, "-s", preset, "-w", w, "-n", "4", "-k", "20", "--batch", "8",
+                         "--data", data, "--lr", "0.3", "--profile-reps", "1", "--format", "json", "--quiet", NULL };
+  TptRun r = tpt_run(args);
+  if (r.status != 0)
+    g_printerr("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  return r;
+}
+
+static void test_split_same(void)
+{
+  g_autofree char *model = model_file();
+  TptRun one = train(model, "gpipe", "1", "synthetic:256:32"), two = train(model, "gpipe", "2", "synthetic:256:32");
+  g_autofree char *a = json_str(one.out, "weights_sha256"), *b = json_str(two.out, "weights_sha256");
+  g_assert_cmpstr(a, ==, b);
+  double la = json_num(one.out, "final_train_loss"), lb = json_num(two.out, "final_train_loss");
+  g_assert_cmpfloat(fabs(la - lb), <=, 1e-4 * fabs(la));
+  /* the token fields: sequences and tokens per second, the first interval's loss above the last */
+  double tps = json_num(one.out, "tokens_per_second"), sps = json_num(one.out, "samples_per_second");
+  g_assert_cmpfloat(fabs(tps / (16 * sps) - 1), <, 1e-8); /* both printed to 9 digits */
+  g_assert_cmpfloat(json_num(one.out, "first_train_loss"), >, la);
+  g_assert_cmpfloat(fabs(json_num(one.out, "first_train_loss") - log(256.0)), <, 0.1); /* it starts near uniform */
+  tpt_run_clear(&one), tpt_run_clear(&two);
+  tpt_tmp_remove(model);
+}
+
+static void test_timeprest_trains(void)
+{
+  g_autofree char *model = model_file();
+  TptRun r = train(model, "timeprest", "3", "synthetic:256:32");
+  double first = json_num(r.out, "first_train_loss"), last = json_num(r.out, "final_train_loss");
+  g_test_message("timeprest W = 3: loss %.4f → %.4f", first, last);
+  g_assert_true(isfinite(last));
+  g_assert_cmpfloat(last, <, first - 0.05);
+  tpt_run_clear(&r);
+  tpt_tmp_remove(model);
+}
+
+/* The default corpus (the fortunes package), and a text file of one's own. */
+static void test_text(void)
+{
+  g_autofree char *model = model_file();
+  if (g_file_test("/usr/share/games/fortunes/fortunes", G_FILE_TEST_EXISTS)) {
+    const char *args[] = { "train", "-m", model, "-w", "1", "-n", "1", "-k", "2", "--batch", "4", "--profile-reps", "1",
+                           "--format", "json", "--quiet", NULL };
+    TptRun r = tpt_run(args);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_true(isfinite(json_num(r.out, "final_test_loss")));
+    tpt_run_clear(&r);
+  } else
+    g_test_message("no default corpus here (the fortunes package): skipped that part");
+  g_autofree char *text = tpt_tmp_path("corpus.txt");
+  GString *t = g_string_new(NULL);
+  for (int i = 0; i < 200; i++)
+    g_string_append(t, "the quick brown fox jumps over the lazy dog. ");
+  g_assert_true(g_file_set_contents(text, t->str, (gssize)t->len, NULL));
+  g_string_free(t, TRUE);
+  g_autofree char *spec = g_strconcat("text:", text, NULL);
+  TptRun r = train(model, "1f1b", "2", spec);
+  g_assert_true(isfinite(json_num(r.out, "final_test_loss")));
+  g_assert_cmpfloat(json_num(r.out, "final_test_loss"), <, log(256.0)); /* a repeated sentence: learnt at once */
+  tpt_run_clear(&r);
+  tpt_tmp_remove(text);
+  tpt_tmp_remove(model);
+}
+
+static void expect_refused(const char *model, const char *data, const char *want)
+{
+  const char *args[] = { "train", "-m", model, "-w", "1", "-k", "1", "--batch", "2", "--data", data, NULL };
+  TptRun r = tpt_run(args);
+  g_test_message("%s: %s", data, r.err);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, want));
+  tpt_run_clear(&r);
+}
+
+static void test_refusals(void)
+{
+  g_autofree char *model = model_file(), *empty = tpt_tmp_path("empty.txt"), *shrt = tpt_tmp_path("short.txt");
+  g_assert_true(g_file_set_contents(empty, "", 0, NULL));
+  g_assert_true(g_file_set_contents(shrt, "too short for sixteen tokens", -1, NULL));
+  g_autofree char *e = g_strconcat("text:", empty, NULL), *s = g_strconcat("text:", shrt, NULL);
+  expect_refused(model, e, "no text");
+  expect_refused(model, s, "too short for sequences of 16 tokens");
+  expect_refused(model, "text:/nonexistent/corpus", "/nonexistent/corpus: no such text file");
+  expect_refused(model, "synthetic:0", "bad value 'synthetic:0'");
+  expect_refused(model, "/usr/share", "for a token model");
+  g_autofree char *v100 = tpt_tmp_path("v100.model");
+  g_assert_true(g_file_set_contents(v100, "tokens 16 100\nembedding 32\nblock heads=4 ffn=48\nlm_head\ntoken_ce\n", -1,
+                                    NULL));
+  expect_refused(v100, "synthetic", "vocabulary is 100 tokens; byte data");
+  tpt_tmp_remove(v100), tpt_tmp_remove(empty), tpt_tmp_remove(shrt), tpt_tmp_remove(model);
+}
+
+/* AdamW's state lives with the latest weights and travels in checkpoints: a run stopped after 4 of 8
+ * mini-batches and resumed ends with the uninterrupted run's weights, bit for bit; it lowers the
+ * loss where SGD at its default barely moves it; and AdamW's flags are refused with SGD. */
+static void test_adamw_resume(void)
+{
+  g_autofree char *model = model_file(), *dir = tpt_tmp_dir("tp-adamw-ck"), *dir1 = tpt_tmp_dir("tp-adamw-whole");
+  const char *base[] = { "train", "-m", model, "-s", "1f1b", "-w", "2", "-n", "2", "-k", "8", "--batch", "8", "--data",
+                         "synthetic:256:32", "--optimizer", "adamw", "--lr", "3e-3", "--beta2", "0.95",
+                         "--lr-schedule", "warmup-cosine", "--warmup", "2", "--checkpoint-every", "4",
+                         "--profile-reps", "1", "--format", "json", "--quiet" };
+  TptRun whole = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--checkpoint", dir1, NULL });
+  g_assert_cmpint(whole.status, ==, 0);
+  g_assert_cmpfloat(json_num(whole.out, "final_train_loss"), <, json_num(whole.out, "first_train_loss") - 0.1);
+  TptRun part = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--checkpoint", dir, "--stop-after", "4", NULL });
+  g_assert_cmpint(part.status, ==, 0);
+  TptRun rest = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--resume", dir, NULL });
+  if (rest.status != 0)
+    g_printerr("%s", rest.err);
+  g_assert_cmpint(rest.status, ==, 0);
+  g_autofree char *a = json_str(whole.out, "weights_sha256"), *b = json_str(rest.out, "weights_sha256");
+  g_assert_cmpstr(a, ==, b);
+  /* resuming with SGD, or other betas, is refused in one line */
+  const char *sgd[] = { "train", "-m", model, "-s", "1f1b", "-w", "2", "-n", "2", "-k", "8", "--batch", "8", "--data",
+                        "synthetic:256:32", "--checkpoint-every", "4", "--resume", dir, "--quiet", NULL };
+  TptRun r = tpt_run(sgd);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  tpt_run_clear(&r);
+  tpt_run_clear(&whole), tpt_run_clear(&part), tpt_run_clear(&rest);
+  tpt_expect_cli_refused((const char *[]){ "train", "--beta1", "0.8", NULL }, "--beta1: AdamW's");
+  tpt_expect_cli_refused((const char *[]){ "train", "--optimizer", "adamw", "--momentum", "0.8", NULL }, "--momentum: SGD's");
+  tpt_expect_cli_refused((const char *[]){ "train", "--warmup", "3", NULL }, "--warmup: only with");
+  tpt_expect_cli_refused((const char *[]){ "train", "--optimizer", "adam", NULL }, "--optimizer");
+  tpt_rm_tree(dir), tpt_rm_tree(dir1);
+  tpt_tmp_remove(model);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/token-train/split-same", test_split_same);
+  g_test_add_func("/token-train/timeprest", test_timeprest_trains);
+  g_test_add_func("/token-train/text", test_text);
+  g_test_add_func("/token-train/refusals", test_refusals);
+  g_test_add_func("/token-train/adamw-resume", test_adamw_resume);
+  return g_test_run();
+}
