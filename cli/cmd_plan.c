@@ -15,7 +15,7 @@
 
 typedef struct {
   char *model, *cluster, *profile, *batch, *limit, *workers, *micro, *presets, *run_top, *format, *show, *threads;
-  char *output, *run_k, *recompute, *run_reps, *transport, *launcher;
+  char *output, *run_k, *recompute, *run_reps, *transport, *launcher, *optimizer;
 } PlanOpts;
 
 /* A measured plan (--run-top): the median over its repetitions and their spread. */
@@ -149,7 +149,7 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *
   const char *args[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
                          "--split", split, "-k", kk, "--model", o->model, "--data", "synthetic", "--backend", backend,
                          "--format", "json", "--quiet", "--transport", mpi ? "mpi" : "local",
-                         "--fuse-forwards", p->fused ? "on" : "off", p->recompute ? "--recompute" : NULL };
+                         "--optimizer", o->optimizer ? o->optimizer : "sgd", "--fuse-forwards", p->fused ? "on" : "off", p->recompute ? "--recompute" : NULL };
   g_autoptr(GPtrArray) argv = mpi ? launcher_words(o->launcher ? o->launcher : "mpirun -np {W}", p->W, err)
                                   : g_ptr_array_new_with_free_func(g_free);
   if (!argv)
@@ -294,7 +294,7 @@ static void opts_clear(PlanOpts *o)
 {
   char **all[] = { &o->model, &o->cluster, &o->profile, &o->batch, &o->limit, &o->workers, &o->micro, &o->presets,
                    &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k, &o->recompute,
-                   &o->run_reps, &o->transport, &o->launcher };
+                   &o->run_reps, &o->transport, &o->launcher, &o->optimizer };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -330,6 +330,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
       "Micro-batches to consider, A-B; only divisors of the batch (default 1-B)", "RANGE" },
     { "presets", 's', 0, G_OPTION_ARG_STRING, &o.presets, "Presets to consider, comma-separated (default: every preset train runs; zb-h1 and zb-h2 when named)",
       "LIST" },
+    { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer,
+      "The optimizer the plans train with: sgd (default; momentum: one float a parameter) or adamw (two): its state "
+      "in every stage's memory, its update time", "NAME" },
     { "recompute", 0, 0, G_OPTION_ARG_STRING, &o.recompute,
       "Candidates that recompute (store each stage's input only, a backward runs its forward again; "
       "docs/recompute.md): no (default), yes or both", "no|yes|both" },
@@ -366,6 +369,8 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   static const char *const formats[] = { "table", "json", NULL };
   static const char *const recomputes[] = { "no", "yes", "both", NULL }; /* in TpPlanRecompute's order */
   static const char *const transports[] = { "local", "mpi", NULL };
+  static const char *const optimizers[] = { "sgd", "adamw", NULL };
+  int adamw = 0;
   int fmt = 0, rc = TP_PLAN_RECOMPUTE_NO, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
   int reps = RUN_REPS, mpi = 0;
   double limit = 0;
@@ -388,6 +393,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   }
   ok = ok && (!o.format || tp_cli_choice("--format", o.format, formats, &fmt, err)) &&
        (!o.recompute || tp_cli_choice("--recompute", o.recompute, recomputes, &rc, err)) &&
+       (!o.optimizer || tp_cli_choice("--optimizer", o.optimizer, optimizers, &adamw, err)) &&
        (batches = o.batch ? parse_batches(o.batch, err) : g_array_new(FALSE, FALSE, sizeof(int))) != NULL;
   if (batches && !batches->len) {
     int def = 128;
@@ -435,7 +441,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
                         .n_batches = batches ? (int)batches->len : 0, .w0 = w0, .w1 = w1, .n0 = n0,
                         .n1 = n1, .presets = presets ? (const TpPreset *const *)presets->pdata : NULL,
                         .n_presets = presets ? (int)presets->len : 0, .recompute = (TpPlanRecompute)rc,
-                        .memory_limit = limit, .threads = threads };
+                        .memory_limit = limit, .threads = threads, .optimizer_states = 1 + adamw };
   g_autoptr(TpPlanResult) res = ok ? tp_plan_search(&req, err) : NULL;
   ok = res != NULL;
   if (ok && !res->ranked->len) {

@@ -358,6 +358,8 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
       "COUNTS" },
     { "fit-memory", 0, 0, G_OPTION_ARG_NONE, &o->fit_memory, "Split so that every stage fits its device's memory",
       NULL },
+    { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o->optimizer,
+      "The optimizer the model trains with: sgd (default; momentum: one float a parameter) or adamw (two)", "NAME" },
     { "order-from", 0, 0, G_OPTION_ARG_STRING, &o->order_from,
       "Timeline the nf1b/1f1b-async order (and vsync versions) is fixed on: costs (the default with a cost model: "
       "each stage runs what is ready) or slots (the published unit-slot order)", "slots|costs" },
@@ -376,6 +378,7 @@ void tp_cli_cost_clear(TpCliCost *o)
   g_free(o->batch);
   g_free(o->split);
   g_free(o->order_from);
+  g_free(o->optimizer);
 }
 
 gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err)
@@ -392,8 +395,8 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model and --cluster go together (or --model with --profile)");
     return FALSE;
   }
-  if (!o->model && (o->batch || o->split || o->fit_memory)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch, --split and --fit-memory need --model and --cluster");
+  if (!o->model && (o->batch || o->split || o->fit_memory || o->optimizer)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch, --split, --fit-memory and --optimizer need --model and --cluster");
     return FALSE;
   }
   if (o->split && o->fit_memory) {
@@ -481,9 +484,14 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   int batch = 32 * s->N;
   if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))
     return NULL;
+  static const char *const optimizers[] = { "sgd", "adamw", NULL };
+  int adamw = 0;
+  if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, &adamw, err))
+    return NULL;
   g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL || s->rank_seq, err);
   if (!a || (s->rank_seq && !tp_analytic_place(a, s, err)))
     return NULL;
+  a->optimizer_states = 1 + adamw;
   g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);

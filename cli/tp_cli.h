@@ -54,7 +54,7 @@ void tp_cli_schedule_clear(TpCliSchedule *o);
 /* Options that choose a cost model, shared by `simulate`, `compare` and `plot`, and the timeline the
  * nf1b / 1f1b-async orders are fixed on (--order-from slots|costs; --costed-order = costs). */
 typedef struct {
-  char *cost, *model, *cluster, *profile, *batch, *split, *order_from;
+  char *cost, *model, *cluster, *profile, *batch, *split, *order_from, *optimizer;
   gboolean fit_memory, costed_order;
 } TpCliCost;
 

@@ -192,6 +192,8 @@ static double range_cost(int s, int lo, int hi, gpointer data)
   return t;
 }
 
+static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 1 ? a->optimizer_states : 1; }
+
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions)
 {
   (void)s;
@@ -199,9 +201,10 @@ double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int a
   /* weight versions, optimizer state, gradient buffer; stored activations (recomputing: the stage's
    * input per micro-batch in flight and one workspace of a micro-batch's activations, as the
    * simulator counts them; tp_fit_memory corrects a larger workspace by simulation) */
+  double held = params * (versions + 1 + optimizer_states(a));
   if (a->recompute)
-    return params * (versions + 2) + a->micro * (a->in_bytes[lo] * acts + stored);
-  return params * (versions + 2) + a->micro * stored * acts;
+    return held + a->micro * (a->in_bytes[lo] * acts + stored);
+  return held + a->micro * stored * acts;
 }
 
 static gboolean range_fits(int s, int lo, int hi, gpointer data)
@@ -272,16 +275,20 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     sc->fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
     sc->bwd = a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
     sc->fwd_whole = forward_whole(a, s, lo, hi);
+    /* the update streams its arrays: SGD reads weights, gradient and momentum and writes two (5);
+     * AdamW reads two moments and writes them (7); a profile's measured SGD update scaled alike */
+    double streams = 3 + 2 * optimizer_states(a);
     if (p)
-      sc->upd = a->upd_prefix[hi] - a->upd_prefix[lo];
+      sc->upd = (a->upd_prefix[hi] - a->upd_prefix[lo]) * streams / 5;
     else {
       const TpDevice *d = &c->dev[a->device[s]];
-      sc->upd = 5 * params / (d->bandwidth * d->efficiency); /* SGD momentum: 3 reads, 2 writes */
+      sc->upd = streams * params / (d->bandwidth * d->efficiency);
     }
     sc->act_bytes = a->micro * a->out_bytes[hi - 1];
     sc->grad_bytes = a->micro * a->in_bytes[lo];
     sc->stored_bytes = a->micro * stored;
-    sc->weight_bytes = sc->optimizer_bytes = sc->grad_buffer_bytes = params;
+    sc->weight_bytes = sc->grad_buffer_bytes = params;
+    sc->optimizer_bytes = params * optimizer_states(a);
     sc->device = a->device[s];
     cost->device_name[s] = p ? g_strdup_printf("%s core %d", p->backend, a->device[s] + 1)
                              : g_strdup(c->dev[a->device[s]].name);

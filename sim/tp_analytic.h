@@ -31,6 +31,7 @@ typedef struct {
   double *reserve;                 /* [W] bytes held back from each device in the memory test */
   double cap;                      /* > 0: no device holds more than this (a memory limit) */
   double pace;                     /* after a split chosen here: its slowest stage's cost per micro-batch */
+  int optimizer_states;            /* optimizer floats per parameter: 1 (SGD's momentum, the default), 2 (AdamW) */
   gboolean recompute;              /* the split is for a recomputing schedule (docs/recompute.md): a stage's
                                       pace gains its forward again, its memory test stores the stage's
                                       input per micro-batch plus one micro-batch's activations */

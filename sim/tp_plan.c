@@ -119,7 +119,7 @@ static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **ou
 {
   TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, p->batch, TRUE, err);
   if (a) /* recomputing: the split is chosen on backwards that cost their forwards again */
-    a->cap = r->memory_limit, a->recompute = p->recompute;
+    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states;
   if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
     tp_analytic_free(a);
     return NULL;
@@ -259,7 +259,7 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
     s->recompute = p->recompute;
   g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, p->batch, TRUE, &e) : NULL;
   if (a)
-    a->cap = r->memory_limit, a->recompute = p->recompute;
+    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states;
   g_autoptr(TpCost) c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
   if (!c) { /* no split fits: the fastest one stays, over the limit */
     g_clear_error(&e);

@@ -34,6 +34,7 @@ typedef struct {
   double memory_limit;        /* bytes per device, capping each device's own memory (a profile's: the
                                  memory available when it was taken); 0: no cap */
   int threads;                /* 0: every core */
+  int optimizer_states;       /* optimizer floats per parameter: 1 (SGD, also for 0), 2 (AdamW) */
   gboolean no_prune;          /* simulate every candidate (for checking the pruning) */
 } TpPlanRequest;
 

@@ -272,10 +272,48 @@ static void test_costs_and_refusal(void)
   tpt_run_clear(&r);
 }
 
+/* AdamW in the analytic model: two optimizer floats a parameter (its state's bytes twice SGD's, in
+ * the memory test too) and an update that streams seven arrays' worth of bytes to SGD's five. */
+static void test_adamw_costs(void)
+{
+  g_autoptr(TpModel) m = tpt_model("llama-tiny");
+  g_autoptr(TpCluster) c = tp_cluster_load("A", NULL);
+  TpCost *cost[2];
+  double held[2];
+  for (int k = 0; k < 2; k++) {
+    GError *err = NULL;
+    g_autoptr(TpAnalytic) a = tp_analytic_new(m, c, 2, 4, 32, &err);
+    g_assert_no_error(err);
+    a->optimizer_states = 1 + k;
+    int counts[2] = { 4, 4 };
+    g_assert_true(tp_analytic_split(a, counts, NULL, NULL, &err));
+    cost[k] = tp_analytic_cost(a);
+    held[k] = tp_analytic_stage_bytes(a, 0, 0, 4, 1, 1);
+  }
+  for (int s = 0; s < 2; s++) {
+    const TpStageCost *sgd = &cost[0]->stage[s], *adamw = &cost[1]->stage[s];
+    g_assert_cmpfloat(sgd->optimizer_bytes, ==, sgd->weight_bytes);
+    g_assert_cmpfloat(adamw->optimizer_bytes, ==, 2 * sgd->weight_bytes);
+    g_assert_cmpfloat(fabs(adamw->upd / sgd->upd - 7.0 / 5.0), <, 1e-12);
+    g_assert_cmpfloat(adamw->fwd, ==, sgd->fwd);
+  }
+  g_assert_cmpfloat(held[1] - held[0], ==, cost[0]->stage[0].weight_bytes);
+  tp_cost_free(cost[0]), tp_cost_free(cost[1]);
+  /* through the program, and refused without a model */
+  TptRun r = tpt_run((const char *[]){ "simulate", "-m", "llama-tiny", "--cluster", "A", "-w", "2", "--optimizer", "adamw",
+                                       NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  tpt_expect_cli_refused((const char *[]){ "simulate", "--optimizer", "adamw", NULL }, "--optimizer need --model");
+  tpt_expect_cli_refused((const char *[]){ "simulate", "-m", "llama-tiny", "--cluster", "A", "-w", "2", "--optimizer",
+                                           "adam", NULL }, "--optimizer");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/transformer/parameter-counts", test_parameter_counts);
+  g_test_add_func("/transformer/adamw-costs", test_adamw_costs);
   g_test_add_func("/transformer/megatron-flops", test_megatron_flops);
   g_test_add_func("/transformer/korthikanti-activations", test_korthikanti_activations);
   g_test_add_func("/transformer/config-json", test_config_json);
