@@ -22,6 +22,7 @@ void tp_analytic_free(TpAnalytic *a)
   g_free(a->reserve);
   g_free(a->fwd_prefix);
   g_free(a->bwd_prefix);
+  g_free(a->inp_prefix);
   g_free(a->upd_prefix);
   g_free(a->param_prefix);
   g_free(a->stored_prefix);
@@ -57,9 +58,13 @@ static void fill_prefixes(TpAnalytic *a, int k)
   for (int s = 0; s < a->W; s++) {
     const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
     double *fp = a->fwd_prefix + (size_t)s * (L + 1), *bp = a->bwd_prefix + (size_t)s * (L + 1);
+    double *ip = a->inp_prefix + (size_t)s * (L + 1);
     for (int i = 0; i < L; i++) {
-      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(tp_model_layer(m, i), d, m->elem_bytes, a->micro, FALSE));
-      bp[i + 1] = bp[i] + (p ? p->layer[i].bwd[k] : tp_layer_time(tp_model_layer(m, i), d, m->elem_bytes, a->micro, TRUE));
+      const TpLayer *l = tp_model_layer(m, i);
+      double bwd = p ? p->layer[i].bwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, TRUE);
+      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, FALSE));
+      bp[i + 1] = bp[i] + bwd;
+      ip[i + 1] = ip[i] + (l->bwd_flops > 0 ? bwd * l->bwd_in_flops / l->bwd_flops : bwd / 2);
     }
   }
 }
@@ -135,6 +140,7 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
   a->reserve = g_new0(double, W);
   a->fwd_prefix = g_new0(double, (size_t)W * (L + 1));
   a->bwd_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->inp_prefix = g_new0(double, (size_t)W * (L + 1));
   a->param_prefix = g_new0(double, L + 1);
   a->stored_prefix = g_new0(double, L + 1);
   a->in_bytes = g_new0(double, L);
@@ -274,6 +280,9 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     TpStageCost *sc = &cost->stage[s];
     sc->fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
     sc->bwd = a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
+    /* a split backward's I: the layers' input-gradient shares (Megatron-LM's counts for a block;
+     * a range without input-gradient FLOPs keeps the cost model's half) */
+    sc->bwd_input = MIN(a->inp_prefix[row + hi] - a->inp_prefix[row + lo], sc->bwd);
     sc->fwd_whole = forward_whole(a, s, lo, hi);
     /* the update streams its arrays: SGD reads weights, gradient and momentum and writes two (5);
      * AdamW reads two moments and writes them (7); a profile's measured SGD update scaled alike */

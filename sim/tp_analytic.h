@@ -22,6 +22,8 @@ typedef struct {
   int *bounds;  /* [W+1]: stage s has layers [bounds[s], bounds[s+1]) */
   int *device;  /* [W]: the device (cluster worker, or processor for a profile) stage s runs on */
   double *fwd_prefix, *bwd_prefix; /* [W][L+1] prefix sums of layer times on stage s's device */
+  double *inp_prefix;              /* [W][L+1] the same of the backwards' input-gradient parts (a
+                                      layer's backward shared by its input- and weight-gradient FLOPs) */
   double *upd_prefix;              /* [L+1] measured update seconds (profile), else NULL */
   double *param_prefix, *stored_prefix; /* [L+1] weight bytes; bytes kept per sample */
   double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */

@@ -309,11 +309,34 @@ static void test_adamw_costs(void)
                                            "adam", NULL }, "--optimizer");
 }
 
+/* A split backward's I in the analytic model is the layers' input-gradient share, Megatron-LM's
+ * s·h·(24h + 8s) of the block's s·h·(48h + 8s) FLOPs: on a stage of blocks alone, exactly that
+ * fraction of the stage's backward (a block is compute-bound on an H100), not the half a cost file
+ * without backward_input gets. */
+static void test_input_grad_share(void)
+{
+  g_autoptr(TpModel) m = tpt_model("gpt-1.5b");
+  g_autoptr(TpCluster) c = tp_cluster_load("h100x8", NULL);
+  GError *err = NULL;
+  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, NULL, 3, 4, 16, TRUE, &err);
+  g_assert_no_error(err);
+  int L = tp_model_n_layers(m), counts[3] = { 1, L - 4, 3 }; /* embedding | the blocks | norm, head, loss */
+  g_assert_true(tp_analytic_split(a, counts, NULL, NULL, &err));
+  g_autoptr(TpCost) cost = tp_analytic_cost(a);
+  const TpLayer *b = tp_model_layer(m, 1);
+  double s = m->context, h = b->cin, want = (24 * h + 8 * s) / (48 * h + 8 * s);
+  const TpStageCost *blocks = &cost->stage[1];
+  g_assert_cmpfloat(fabs(blocks->bwd_input / blocks->bwd - want), <, 1e-12);
+  g_assert_cmpfloat(fabs(tp_cost_input_grad(blocks) + tp_cost_weight_grad(blocks) - blocks->bwd), <, 1e-15);
+  g_assert_cmpfloat(cost->stage[0].bwd_input, <=, cost->stage[0].bwd);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/transformer/parameter-counts", test_parameter_counts);
   g_test_add_func("/transformer/adamw-costs", test_adamw_costs);
+  g_test_add_func("/transformer/input-grad-share", test_input_grad_share);
   g_test_add_func("/transformer/megatron-flops", test_megatron_flops);
   g_test_add_func("/transformer/korthikanti-activations", test_korthikanti_activations);
   g_test_add_func("/transformer/config-json", test_config_json);
