@@ -22,7 +22,9 @@ static char *human_bytes(double b, gboolean unit)
     return g_strdup_printf("%.2fG", b / 1e9);
   if (b >= 1e6)
     return g_strdup_printf("%.1fM", b / 1e6);
-  return g_strdup_printf("%.0fk", b / 1e3);
+  if (b >= 1e3)
+    return g_strdup_printf("%.0fk", b / 1e3);
+  return g_strdup_printf("%.0f", b); /* bytes: 0 stays 0, not "0k" */
 }
 
 /* "a, b" list of the applicable presets whose schedule has a whole-mini-batch op of `kind` and, when
@@ -249,6 +251,9 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "compare runs every preset: drop -s, --order and --policy");
     goto fail;
   }
+  int chunks_v = 0; /* the value checked here: a row that takes no chunks would let a bad one pass */
+  if (o.chunks && !tp_cli_int("--chunks", o.chunks, 1, TP_MAX_WORKERS, &chunks_v, err))
+    goto fail;
   if (o.input && (o.workers || o.micro || o.mini || o.chunks)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives W, N and K; drop -w, -n, -k and --chunks");
     goto fail;

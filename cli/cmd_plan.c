@@ -328,7 +328,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o.workers, "Stages to consider, A-B (default 1-8)", "RANGE" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o.micro,
       "Micro-batches to consider, A-B; only divisors of the batch (default 1-B)", "RANGE" },
-    { "presets", 's', 0, G_OPTION_ARG_STRING, &o.presets, "Presets to consider, comma-separated (default: every preset train runs; zb-h1 and zb-h2 when named)",
+    { "presets", 's', 0, G_OPTION_ARG_STRING, &o.presets, "Presets to consider, comma-separated (default: every preset train runs, zb-h1 and zb-h2 among them)",
       "LIST" },
     { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer,
       "The optimizer the plans train with: sgd (default; momentum: one float a parameter) or adamw (two): its state "
@@ -554,8 +554,9 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     g_autofree char *why = tp_plan_explain(res->ranked->pdata[0], res->ranked->len > 1 ? res->ranked->pdata[1] : NULL);
     g_string_append_printf(out, "\nTop choice: %s", why);
     if (runs > 0) {
-      g_string_append_printf(out, "\nMeasured (%d plans x %d runs of timeprest train on this machine%s, interleaved; "
-                             "the median of each plan's runs):\n", runs, reps, mpi ? ", one MPI rank per stage" : "");
+      g_string_append_printf(out, "\nMeasured (%d plan%s x %d run%s of timeprest train on this machine%s, interleaved; "
+                             "the median of each plan's runs):\n", runs, runs == 1 ? "" : "s", reps, reps == 1 ? "" : "s",
+                             mpi ? ", one MPI rank per stage" : "");
       g_string_append_printf(out, "  %-16s %2s %4s%s %14s %14s %9s %6s %7s\n", "preset", "W", "N", cols.rc ? " rc" : "",
                              "predicted ms", "measured ms", "error", "mini-b", "spread");
       for (int i = 0; i < runs; i++) {

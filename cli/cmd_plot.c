@@ -92,6 +92,13 @@ static gboolean has_operations(GArray *ev, const char *path, GError **err)
   return FALSE;
 }
 
+/* "W=4" for a schedule of W workers; "W=2 x V=2 chunks" where its W·V stages are chunks of W workers
+ * (-w counts workers). */
+static char *chunked_w(const TpSchedule *s)
+{
+  return s->rank_seq ? g_strdup_printf("W=%d x V=%d chunks", tp_schedule_ranks(s), s->V) : g_strdup_printf("W=%d", s->W);
+}
+
 static gboolean plot_timeline(int argc, char **argv, GError **err)
 {
   TpCliRun r = { 0 };
@@ -140,7 +147,8 @@ static gboolean plot_timeline(int argc, char **argv, GError **err)
     const TpSchedule *s = r.s;
     sim_ev = tp_events_from_sim(r.sim);
     const char *pn = tp_preset_name(s->order, s->policy);
-    what = g_strdup_printf("%s, W=%d, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), s->W, s->N,
+    g_autofree char *w = chunked_w(s);
+    what = g_strdup_printf("%s, %s, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), w, s->N,
                            s->K, r.c->unit ? ", unit slots" : "; ", r.c->unit ? "" : r.c->source, tp_report_fixed_on(s));
   }
   if (ok && measured)
@@ -249,9 +257,10 @@ static gboolean plot_memory(int argc, char **argv, GError **err)
       g_string_append(data, "\n\n");
     }
     const char *pn = tp_preset_name(s->order, s->policy);
+    g_autofree char *chunks_w = chunked_w(s);
     g_autofree char *t = title ? g_strdup(title)
-                               : g_strdup_printf("memory per stage: %s, W=%d, N=%d, K=%d%s%s; order fixed on %s",
-                                                 pn ? pn : tp_order_name(s->order), s->W, s->N, s->K,
+                               : g_strdup_printf("memory per stage: %s, %s, N=%d, K=%d%s%s; order fixed on %s",
+                                                 pn ? pn : tp_order_name(s->order), chunks_w, s->N, s->K,
                                                  c->unit ? ", unit costs" : "; ", c->unit ? "" : c->source,
                                                  tp_report_fixed_on(s));
     g_autofree char *dpath = p ? tp_plot_path(p, "memory.dat") : NULL;

@@ -49,6 +49,10 @@ static GArray *parse_sizes(const ProfOpts *o, GError **err)
                 "whose divisors are profiled)");
     return NULL;
   }
+  if (o->sizes && !*g_strstrip(o->sizes)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--micro-batch-sizes: empty (give sizes such as 8,16,32)");
+    return NULL;
+  }
   GArray *a = g_array_new(FALSE, FALSE, sizeof(int));
   if (o->sizes) {
     g_auto(GStrv) parts = g_strsplit(o->sizes, ",", -1);
@@ -304,8 +308,9 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
       tp_profile_format(p, text);
       ok = tp_cli_emit(o.output, text, err);
       if (ok)
-        fprintf(stderr, "profiled %d layers of %s on %s, %d repetitions; spread of the whole model's forward + "
-                "backward per micro-batch size: %s\n", L, m->name, tp_backend_name(be), reps, spread->str);
+        fprintf(stderr, "profiled %d layer%s of %s on %s, %d repetition%s; spread of the whole model's forward + "
+                "backward per micro-batch size: %s\n", L, L == 1 ? "" : "s", m->name, tp_backend_name(be), reps,
+                reps == 1 ? "" : "s", spread->str);
       if (ok && p->links.transport)
         fprintf(stderr, "links between %d MPI ranks, %d message sizes from %.0f to %.0f bytes: latency %.3g us, "
                 "bandwidth %.3g GB/s (the fit within %.1f %% of every size's median)\n", p->links.ranks, p->links.n,

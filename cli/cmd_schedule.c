@@ -35,7 +35,8 @@ gboolean tp_cmd_schedule(int argc, char **argv, GError **err)
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
   tp_cli_run_inputs(&o, &co, in); /* the files as parsed */
   ok = ok && tp_cli_check_output(output, TP_CLI_RUN_INPUTS, in, err) && (!format || tp_cli_choice("--format", format, formats, &fmt, err));
-  gboolean costs = co.cost || co.model || co.cluster || co.costed_order || co.order_from;
+  gboolean costs = co.cost || co.model || co.cluster || co.profile || co.batch || co.split || co.fit_memory ||
+                   co.optimizer || co.costed_order || co.order_from; /* any of them: checked as simulate checks them */
   ok = ok && (costs ? tp_cli_build_all(&o, &co, &s, &c, err) : (s = tp_cli_schedule_build(&o, err)) != NULL);
   if (ok && (co.cost || co.model) && !tp_cli_order_on_costs(&co)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order-from slots: schedule uses a cost model only to fix the order on it");

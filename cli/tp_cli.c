@@ -159,8 +159,8 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
       return NULL;
     }
     TpSchedule *s = tp_schedule_load_prepared(o->input, prep, err);
-    if (s && o->recompute)
-      s->recompute = TRUE;
+    if (s && o->recompute && !tp_schedule_ask_recompute(s, err))
+      g_clear_pointer(&s, tp_schedule_free);
     return s;
   }
   TpOrder order;
@@ -217,7 +217,9 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
     return NULL;
   TpSchedule *s = tp_schedule_generate_chunked(order, policy, W, V, N, K, prep, err);
   if (s)
-    s->sig = sig, s->recompute = o->recompute;
+    s->sig = sig;
+  if (s && o->recompute && !tp_schedule_ask_recompute(s, err))
+    g_clear_pointer(&s, tp_schedule_free);
   return s;
 }
 

@@ -250,7 +250,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append(out, "stages       layers");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
-  g_string_append(out, " (split balancing FLOPs)\n");
+  g_string_append(out, t->cfg.split ? " (split as --split gave it)\n" : " (split balancing FLOPs)\n");
   if (t->res.links)
     links_text(t, out);
   /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state

@@ -281,7 +281,7 @@ gboolean tp_header_set(TpSchedule *s, const char *key, const char *value, GError
     ok = tp_chunk_map_from_name(value, &s->map) && s->map != TP_MAP_NONE;
   else if (strcmp(key, "recompute") == 0) {
     if ((ok = strcmp(value, "true") == 0 || strcmp(value, "false") == 0))
-      s->recompute = strcmp(value, "true") == 0;
+      s->recompute = strcmp(value, "true") == 0, s->recompute_said_no = !s->recompute;
   }
   else {
     g_autofree char *q = tp_quote(key);

@@ -151,8 +151,8 @@ gboolean tp_chunks_check(TpOrder o, int W, int V, int N, GError **err)
     return FALSE;
   }
   if (V < 1 || (long long)W * V > TP_MAX_WORKERS) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: W=%d workers times %d chunks is out of range 1..%d stages",
-                V, W, V, TP_MAX_WORKERS);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-w %d: %d workers times %d chunks a worker is %lld stages, out of "
+                "range 1..%d", W, W, V, (long long)W * V, TP_MAX_WORKERS);
     return FALSE;
   }
   if (o == TP_ORDER_INTERLEAVED_1F1B && N % W != 0) {
@@ -214,6 +214,24 @@ gboolean tp_schedule_has_split(const TpSchedule *s)
         return TRUE;
   }
   return FALSE;
+}
+
+gboolean tp_schedule_ask_recompute(TpSchedule *s, GError **err)
+{
+  const char *preset = tp_preset_name(s->order, s->policy);
+  g_autofree char *name = s->source ? g_strdup(s->source)
+                                    : g_strdup_printf("%s%s", preset ? "preset " : "order ", preset ? preset : tp_order_name(s->order));
+  if (s->recompute_said_no) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--recompute: %s says recompute=false; drop one of them", name);
+    return FALSE;
+  }
+  if (tp_schedule_has_split(s)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--recompute: %s splits its backwards into I and W, and a split "
+                "backward is not recomputed (its W needs the forward's saved state); drop --recompute", name);
+    return FALSE;
+  }
+  s->recompute = TRUE;
+  return TRUE;
 }
 
 long long tp_generate_bytes(TpOrder o, int W, int N, int K)

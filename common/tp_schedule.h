@@ -107,6 +107,7 @@ typedef struct {
   TpSignificance sig;
   gboolean recompute; /* a backward first re-runs its stage's forward from the stored stage input,
                          with the weights the backward reads (only stage inputs are stored) */
+  gboolean recompute_said_no; /* a file's header says recompute=false (a --recompute contradicts it) */
   GArray **stage; /* W arrays of TpOp, in execution order */
   char *source;   /* file the schedule was read from, NULL when generated */
   /* Interleaved stages (V > 1): W = R·V stages on R = W / V ranks by `map`; rank_seq[r] lists the
@@ -178,6 +179,10 @@ static inline TpOp *tp_stage_ops(const TpSchedule *s, int st) { return (TpOp *)s
 static inline int tp_stage_len(const TpSchedule *s, int st) { return (int)s->stage[st]->len; }
 /* Whether any operation of s is an I or a W (a split backward). */
 gboolean tp_schedule_has_split(const TpSchedule *s);
+/* --recompute asked of s: TRUE and s recomputes; FALSE with a one-line TP_ERROR_INPUT where s splits
+ * its backwards (a W needs the forward's saved state: it is not recomputed) or its file's header
+ * says recompute=false. */
+gboolean tp_schedule_ask_recompute(TpSchedule *s, GError **err);
 static inline void tp_push(TpSchedule *s, int st, TpOpKind k, int mb, int micro)
 {
   TpOp op = { .kind = (uint8_t)k, .src = TP_SRC_FIXED, .mb = mb, .micro = (int16_t)micro };

@@ -302,9 +302,11 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     cost->device_name[s] = p ? g_strdup_printf("%s core %d", p->backend, a->device[s] + 1)
                              : g_strdup(c->dev[a->device[s]].name);
     cost->capacity[s] = tp_analytic_capacity(a, s);
-    cost->stage_note[s] = g_strdup_printf("layers %d-%d (%s .. %s), %.4g M parameters", lo + 1, hi,
-                                          tp_layer_names[first->kind], tp_layer_names[last->kind],
-                                          params / a->model->elem_bytes / 1e6);
+    double mparams = params / a->model->elem_bytes / 1e6;
+    cost->stage_note[s] = hi - lo == 1 ? g_strdup_printf("layer %d (%s), %.4g M parameters", hi,
+                                                         tp_layer_names[first->kind], mparams)
+                                       : g_strdup_printf("layers %d-%d (%s .. %s), %.4g M parameters", lo + 1, hi,
+                                                         tp_layer_names[first->kind], tp_layer_names[last->kind], mparams);
   }
   for (int l = 0; l < a->W - 1; l++)
     cost->link[l] = (TpLinkCost){ .latency = a->link_latency, .bandwidth = a->link_bandwidth,

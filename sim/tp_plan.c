@@ -381,6 +381,15 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   res->all = g_ptr_array_new_with_free_func(plan_free);
   res->n_inapplicable = candidates(r, res->all);
   res->n_candidates = (int)res->all->len;
+  gboolean all_split = r->n_presets > 0;
+  for (int k = 0; k < r->n_presets; k++)
+    all_split = all_split && tp_order_split(r->presets[k]->order);
+  if (!res->all->len && all_split && r->recompute == TP_PLAN_RECOMPUTE_YES) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: every preset asked for splits its backwards into I and "
+                "W, and a split backward is not recomputed (its W needs the forward's saved state); --recompute no "
+                "or both");
+    return NULL;
+  }
   if (!res->all->len) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
                 "suits any of the presets", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",

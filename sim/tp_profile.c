@@ -195,6 +195,17 @@ static gboolean get_list(const TpKeyFile *r, const char *g, const char *k, int n
   return TRUE;
 }
 
+/* Times the simulator can add up: 0 (none) or at least PROF_MIN_TIME, as in cost files (a denormal
+ * time made rates of inf samples/s). */
+#define PROF_MIN_TIME 1e-12
+static gboolean times_ok(const TpKeyFile *r, const char *g, const char *k, const double *v, int n, GError **err)
+{
+  for (int i = 0; i < n; i++)
+    if (v[i] > 0 && v[i] < PROF_MIN_TIME)
+      return tp_kf_fail(r, err, g, k, "a time of %g s is too small to simulate (below 1e-12 s; write 0 for none)", v[i]);
+  return TRUE;
+}
+
 static gboolean get_int(const TpKeyFile *r, const char *g, const char *k, int lo, int hi, int *out, GError **err)
 {
   double v = 0;
@@ -225,7 +236,9 @@ static gboolean read_layer(const TpKeyFile *r, TpProfile *p, int i, GError **err
          get_list(r, g, "forward", p->n_sizes, 0, PROF_MAX_TIME, l->fwd, err) &&
          get_list(r, g, "forward_spread", p->n_sizes, 0, 1e6, l->fwd_spread, err) &&
          get_list(r, g, "backward", p->n_sizes, 0, PROF_MAX_TIME, l->bwd, err) &&
-         get_list(r, g, "backward_spread", p->n_sizes, 0, 1e6, l->bwd_spread, err);
+         get_list(r, g, "backward_spread", p->n_sizes, 0, 1e6, l->bwd_spread, err) &&
+         times_ok(r, g, "update", &l->upd, 1, err) && times_ok(r, g, "forward", l->fwd, p->n_sizes, err) &&
+         times_ok(r, g, "backward", l->bwd, p->n_sizes, err);
 }
 
 /* [links]: the transport, the ranks, ascending message sizes with a one-way time each, the fit. */

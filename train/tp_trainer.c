@@ -130,7 +130,8 @@ static gboolean load_schedule_file(Train *t, GError **err)
   const TpTrainConfig *c = &t->cfg;
   if (!(t->s = tp_schedule_load(c->schedule_file, err)))
     return FALSE;
-  t->s->recompute = t->s->recompute || c->recompute;
+  if (c->recompute && !tp_schedule_ask_recompute(t->s, err))
+    return FALSE;
   int ranks = tp_schedule_ranks(t->s); /* the workers: -w counts them, not their chunks */
   if ((c->W_given && ranks != t->W) || (c->N_given && t->s->N != t->N)) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the workers and micro-batches given are %d, %d",
