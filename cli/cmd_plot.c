@@ -311,6 +311,8 @@ static gboolean plot_vmap(int argc, char **argv, GError **err)
   int vmax = 1, miss = 0;
   for (guint i = 0; i < rows->len; i++) {
     const TpSweepRow *r = &g_array_index(rows, TpSweepRow, i);
+    if (r->na) /* a cell the order does not take: left blank */
+      continue;
     g_string_append_printf(data, "%d %d %d %d %d\n", r->W, r->N, r->v_sim, r->v_eq3, r->v_sim != r->v_eq3);
     vmax = MAX(vmax, r->v_sim);
     miss += r->v_sim != r->v_eq3;

@@ -5,9 +5,13 @@
 
 static void table(GArray *rows, const char *label, int w0, int w1, int n0, int n1, GString *out)
 {
-  int eq2 = 0, eq3 = 0, closed = 0, n = (int)rows->len, varies = 0;
+  int eq2 = 0, eq3 = 0, closed = 0, n = (int)rows->len, varies = 0, na = 0;
   for (int i = 0; i < n; i++) {
     const TpSweepRow *r = &g_array_index(rows, TpSweepRow, i);
+    if (r->na) {
+      na++;
+      continue;
+    }
     eq2 += r->eq2_holds, eq3 += r->v_sim == r->v_eq3, closed += r->v_sim == r->v_closed;
     varies += r->v_sim != r->v_sim_min;
   }
@@ -16,27 +20,34 @@ static void table(GArray *rows, const char *label, int w0, int w1, int n0, int n
   g_string_append(out, "v_sim: steady-state v (largest v(i) for i in W+1..K-W)\n"
                        "Eq. 2: W <= N+1 <=> v = 1    Eq. 3: v = floor((W+N-2)/N)    closed form: v = ceil(W/(N+1))\n"
                        "(the published equations are stated for W >= 2, N >= 2)\n\n");
-  g_string_append_printf(out, "cells %d   Eq. 2 holds in %d   Eq. 3 agrees in %d   ceil(W/(N+1)) agrees in %d%s\n", n,
+  g_string_append_printf(out, "cells %d   Eq. 2 holds in %d   Eq. 3 agrees in %d   ceil(W/(N+1)) agrees in %d%s\n", n - na,
                          eq2, eq3, closed, varies ? "   (v(i) varies inside the steady range in some cells)" : "");
+  if (na)
+    g_string_append_printf(out, "n/a   %d cell%s whose N the order does not take (interleaved-1f1b: N a multiple of W)\n", na,
+                           na == 1 ? "" : "s");
+  n -= na; /* the counts below are of the cells run */
   if (n1 - n0 < 40) {
     g_string_append(out, "\nv_sim by W (rows) and N (columns); * marks a cell where Eq. 3 disagrees\n    W\\N");
     for (int N = n0; N <= n1; N++)
       g_string_append_printf(out, " %3d ", N);
     g_string_append_c(out, '\n');
-    for (int i = 0; i < n; i++) {
+    for (guint i = 0; i < rows->len; i++) {
       const TpSweepRow *r = &g_array_index(rows, TpSweepRow, i);
       if (r->N == n0)
         g_string_append_printf(out, "%7d", r->W);
-      g_string_append_printf(out, " %3d%c", r->v_sim, r->v_sim != r->v_eq3 ? '*' : ' ');
+      if (r->na)
+        g_string_append(out, " n/a ");
+      else
+        g_string_append_printf(out, " %3d%c", r->v_sim, r->v_sim != r->v_eq3 ? '*' : ' ');
       if (r->N == n1)
         g_string_append_c(out, '\n');
     }
   }
   if (eq2 < n || eq3 < n || closed < n) {
     g_string_append(out, "\ndisagreements\n    W     N  v_sim  v_eq3  v_closed  eq2_holds\n");
-    for (int i = 0; i < n; i++) {
+    for (guint i = 0; i < rows->len; i++) {
       const TpSweepRow *r = &g_array_index(rows, TpSweepRow, i);
-      if (r->eq2_holds && r->v_sim == r->v_eq3 && r->v_sim == r->v_closed)
+      if (r->na || (r->eq2_holds && r->v_sim == r->v_eq3 && r->v_sim == r->v_closed))
         continue;
       g_string_append_printf(out, "%5d %5d %6d %6d %9d %10s\n", r->W, r->N, r->v_sim, r->v_eq3, r->v_closed,
                              r->eq2_holds ? "yes" : "no");
@@ -52,6 +63,8 @@ static void tsv(GArray *rows, GString *out)
                        "closed_agrees\tv_sim_min\tmini_batches\n");
   for (guint i = 0; i < rows->len; i++) {
     const TpSweepRow *r = &g_array_index(rows, TpSweepRow, i);
+    if (r->na) /* not run: no numbers (the text report counts them) */
+      continue;
     g_string_append_printf(out, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r->W, r->N, r->v_sim, r->v_eq3,
                            r->eq2_holds, r->multiple_sequences, r->v_closed, r->v_sim == r->v_eq3,
                            r->v_sim == r->v_closed, r->v_sim_min, r->K);

@@ -127,6 +127,8 @@ static gboolean parse_cell(const char *cell, GArray *acts, const char *name, int
       return cell_error(err, name, row, col, cell, "a composite action is read only as (A;B)OVERLAP_F_B");
     g_autofree char *inner = g_strndup(cell + 1, (gsize)(close - cell - 1));
     g_auto(GStrv) parts = g_strsplit(inner, ";", -1);
+    if (g_strv_length(parts) != 2)
+      return cell_error(err, name, row, col, cell, "OVERLAP_F_B overlaps two computations, (A;B)");
     for (int i = 0; parts[i]; i++) {
       char *part = g_strstrip(parts[i]);
       if (!parse_simple(part, &a, &why) || a.kind < 0)
@@ -209,6 +211,15 @@ static gboolean derive_map(const int *rank, int S, int R, gboolean split, TpChun
 
 TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err)
 {
+  const char *cr = strchr(text, '\r');
+  if (cr && cr[1] != '\n') { /* old Mac line ends: the whole file would read as one rank */
+    int line = 1;
+    for (const char *p = text; p < cr; p++)
+      line += *p == '\n';
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: a line ends in a carriage return alone (rows end in LF or "
+                "CR LF)", name, line);
+    return NULL;
+  }
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   int rows = g_strv_length(lines);
   while (rows > 0 && !*g_strstrip(lines[rows - 1]))

@@ -20,10 +20,21 @@ typedef struct {
   GError **errs;     /* per cell: why its generation failed, or NULL */
 } Sweep;
 
+/* Whether order o takes N micro-batches on W workers (interleaved-1f1b: a multiple of W). */
+static gboolean cell_takes(TpOrder o, int W, int N)
+{
+  return tp_chunks_check(o, W, tp_order_default_chunks(o), N, NULL) ||
+         !tp_chunks_check(o, W, tp_order_default_chunks(o), W, NULL); /* what fails at every N fails the sweep */
+}
+
 static void measure(Sweep *sw, long cell)
 {
   int W = sw->w0 + (int)(cell / sw->nn), N = sw->n0 + (int)(cell % sw->nn);
   TpSweepRow r = { .W = W, .N = N, .K = tp_sweep_K(W) };
+  if ((r.na = !cell_takes(sw->o, W, N))) {
+    sw->rows[cell] = r;
+    return;
+  }
   TpSchedule *s = tp_schedule_generate(sw->o, sw->p, W, N, r.K, &sw->errs[cell]);
   if (!s)
     return;
@@ -64,13 +75,21 @@ long long tp_sweep_work(int w0, int w1, int n0, int n1, long long *max_cell)
 
 GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, int threads, GError **err)
 {
+  int runnable = 0;
   for (int W = w0; W <= w1; W++)
-    for (int N = n0; N <= n1; N++)
+    for (int N = n0; N <= n1; N++) {
       if (!tp_size_check(W, N, tp_sweep_K(W), err) || !tp_pair_check(o, p, W, N, err) ||
-          !tp_chunks_check(o, W, tp_order_default_chunks(o), N, err)) {
+          (cell_takes(o, W, N) && !tp_chunks_check(o, W, tp_order_default_chunks(o), N, err))) {
         g_prefix_error(err, "cell W=%d, N=%d: ", W, N);
         return NULL;
       }
+      runnable += cell_takes(o, W, N);
+    }
+  if (!runnable) { /* the reason, as the first cell gives it */
+    tp_chunks_check(o, w0, tp_order_default_chunks(o), n0, err);
+    g_prefix_error(err, "no cell of the sweep runs: ");
+    return NULL;
+  }
   long long work = tp_sweep_work(w0, w1, n0, n1, NULL);
   if (work > TP_MAX_SWEEP_WORK) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,

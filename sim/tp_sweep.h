@@ -12,6 +12,7 @@ typedef struct {
   int v_eq3, v_closed;
   gboolean eq2_holds;   /* (W <= N+1) == (v_sim == 1) */
   gboolean multiple_sequences;
+  gboolean na;          /* the order does not take this N (interleaved-1f1b: N a multiple of W): not run */
 } TpSweepRow;
 
 static inline int tp_eq3(int W, int N) { return (W + N - 2) / N; }
@@ -23,7 +24,8 @@ static inline int tp_sweep_K(int W) { return tp_default_mini_batches(W); }
  * two cores of a small machine. */
 #define TP_MAX_SWEEP_WORK 2000000000LL
 
-/* Rows in W-major order.  Fails up front if a cell's order × policy pair is impossible, if the work
+/* Rows in W-major order; a cell whose N the order does not take (interleaved-1f1b's multiple of W) is
+ * a row marked na.  Fails up front if a cell's order × policy pair is impossible, no cell can run, the work
  * exceeds TP_MAX_SWEEP_WORK or if the largest cell does not fit in memory.  Runs on
  * every core; tp_sweep_threads runs on `threads` (0: every core) and gives the same rows. */
 GArray *tp_sweep(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, GError **err);

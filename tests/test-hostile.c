@@ -146,6 +146,39 @@ static void test_docs_agree(void)
     }
 }
 
+/* PyTorch's CSV: a composite overlaps exactly two computations (an empty one read as idle, a
+ * one-part one passed); CR-only line ends are named (they read as one rank, then a deadlock). */
+static void test_torch_csv(void)
+{
+  tpt_expect_refused("0F0,()OVERLAP_F_B\n", "OVERLAP_F_B overlaps two computations");
+  tpt_expect_refused("0F0,(0F1)OVERLAP_F_B,0B1,0B0\n", "OVERLAP_F_B overlaps two computations");
+  tpt_expect_refused("0F0,0B0\r1F0,1B0\r", "a line ends in a carriage return alone");
+  g_autoptr(TpSchedule) crlf = tpt_parse("0F0,0B0\r\n", NULL); /* CR LF is a line end */
+  g_assert_nonnull(crlf);
+}
+
+/* validate and plot vmap sweep interleaved-1f1b over every N: the cells whose N is not a multiple of
+ * W are n/a (compare shows them so), not the end of the sweep; a sweep with no such cell is refused. */
+static void test_sweep_na(void)
+{
+  TptRun r = tpt_run((const char *[]){ "validate", "-s", "interleaved-1f1b", "-w", "2-3", "-n", "1-6", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "cells 5   Eq. 2 holds in 5"));
+  g_assert_nonnull(strstr(r.out, "n/a   7 cells whose N the order does not take"));
+  g_assert_nonnull(strstr(r.out, "      2 n/a    1  n/a    1  n/a    1 \n"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "validate", "-s", "interleaved-1f1b", "-w", "2-3", "-n", "1-6", "-f", "tsv", NULL });
+  g_assert_cmpint(tpt_lines(r.out), ==, 1 + 5);
+  tpt_run_clear(&r);
+  tpt_expect_cli_refused((const char *[]){ "validate", "-s", "interleaved-1f1b", "-w", "3", "-n", "1-2", NULL },
+                         "no cell of the sweep runs");
+  g_autofree char *png = tpt_tmp_path("v.png");
+  r = tpt_run((const char *[]){ "plot", "vmap", "-s", "interleaved-1f1b", "-w", "2-3", "-n", "1-6", "-o", png, NULL });
+  g_assert_true(r.status == 0 || strstr(r.err, "gnuplot")); /* drawn where gnuplot is */
+  tpt_run_clear(&r);
+  tpt_tmp_remove(png);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -155,5 +188,7 @@ int main(int argc, char **argv)
   g_test_add_func("/hostile/profile-denormal", test_profile_denormal);
   g_test_add_func("/hostile/words", test_words);
   g_test_add_func("/hostile/docs-agree", test_docs_agree);
+  g_test_add_func("/hostile/torch-csv", test_torch_csv);
+  g_test_add_func("/hostile/sweep-na", test_sweep_na);
   return g_test_run();
 }
