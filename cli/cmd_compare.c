@@ -103,7 +103,14 @@ static void table(Row *rows, int n, long long dataset, GString *out)
   const TpSchedule *s = ref->s;
   gboolean unit = c->unit;
   const char *tu = c->time_unit;
-  g_string_append_printf(out, "compare: W=%d, N=%d, K=%d; costs: %s; recompute: %s\n", s->W, s->N, s->K,
+  int chunked_K = 0; /* the default K of W·V stages where the presets with chunks got one */
+  for (int i = 0; i < n; i++)
+    if (rows[i].s && rows[i].s->K != s->K)
+      chunked_K = rows[i].s->K;
+  g_autofree char *kk = chunked_K ? g_strdup_printf("K=%d (%d for the presets with chunks: their W x V stages)", s->K,
+                                                    chunked_K)
+                                  : g_strdup_printf("K=%d", s->K);
+  g_string_append_printf(out, "compare: W=%d, N=%d, %s; costs: %s; recompute: %s\n", s->W, s->N, kk,
                          unit ? "unit slots" : c->source, s->recompute ? "true" : "false");
   g_string_append_printf(out,
                          "steady    the steady state: time = spacing of stage 1's updates; bubble, throughput over that "

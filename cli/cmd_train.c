@@ -129,8 +129,9 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       (o->threads && !tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) ||
       !opt_double("--lr", o->lr, 0, 1e6, &c->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->momentum, err) ||
       !opt_double("--weight-decay", o->wd, 0, 1e6, &c->wd, err) ||
-      !opt_double("--beta1", o->beta1, 0, 0.999999, &c->beta1, err) ||
-      !opt_double("--beta2", o->beta2, 0, 0.999999999, &c->beta2, err) ||
+      /* below 1 as the float they become: a β of 1.0f makes the bias correction 0 and the step NaN */
+      !opt_double("--beta1", o->beta1, 0, 0.9999999, &c->beta1, err) ||
+      !opt_double("--beta2", o->beta2, 0, 0.9999999, &c->beta2, err) ||
       !opt_double("--eps", o->eps, 1e-30, 1, &c->eps, err) ||
       (o->warmup && !tp_cli_int("--warmup", o->warmup, 1, G_MAXINT, &c->warmup, err)) ||
       !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||

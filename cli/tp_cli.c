@@ -119,8 +119,8 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
     { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
       "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages", "V" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch (default 4)", "N" },
-    { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 3W+2: W+2 of them in the steady state)",
-      "K" },
+    { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 3W+2: W+2 of them in the steady state; "
+      "3WV+2 for W workers of V chunks)", "K" },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "intermediate policy's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
     { "input", 'i', 0, G_OPTION_ARG_FILENAME, &o->input, "Read the schedule from a CSV (ours or PyTorch's compute-only one) or JSON file instead",
@@ -196,7 +196,11 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
   if ((o->workers && !tp_cli_int("-w", o->workers, 1, TP_MAX_WORKERS, &W, err)) ||
       (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &N, err)))
     return NULL;
-  K = tp_default_mini_batches(W);
+  int V = tp_order_default_chunks(order);
+  if (o->chunks && !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &V, err))
+    return NULL;
+  /* the default reaches a steady state: W + 2 mini-batches of it, W counting the stages (W·V chunks) */
+  K = tp_default_mini_batches(tp_order_chunked(order) && (long long)W * V <= TP_MAX_WORKERS ? W * V : W);
   if (o->mini && !tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &K, err))
     return NULL;
   TpSignificance sig = { TP_SIG_EXP, 1.0 };
@@ -210,9 +214,6 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
       return NULL;
     }
   }
-  int V = tp_order_default_chunks(order);
-  if (o->chunks && !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &V, err))
-    return NULL;
   if (!tp_size_check(W, N, K, err) || !tp_pair_check(order, policy, W, N, err) || !tp_chunks_check(order, W, V, N, err))
     return NULL;
   TpSchedule *s = tp_schedule_generate_chunked(order, policy, W, V, N, K, prep, err);

@@ -214,6 +214,8 @@ TpDataset *tp_dataset_synthetic(int n, int rows, int cols, guint32 seed)
 
 TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 seed)
 {
+  if (shape->context)
+    return tp_dataset_synthetic_tokens(n, shape->context, seed, 0);
   const int rows = shape->rows, cols = shape->cols, classes = shape->classes;
   g_return_val_if_fail(n > 0 && rows > 0 && cols > 0 && shape->channels > 0 && classes > 0 && classes <= 255, NULL);
   TpDataset *d = g_new0(TpDataset, 1);

@@ -51,6 +51,7 @@ typedef struct {
   int context; /* a token model's: its samples are sequences of `context` byte tokens (0: images) */
 } TpDataShape;
 
+/* For a token shape (context > 0): tp_dataset_synthetic_tokens' training part. */
 TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 seed);
 /* The shape of model m's data: its input, and the classes its softmax_ce top layer tells apart (at
  * most 255: labels are bytes; TP_DATA_CLASSES without one). */
@@ -73,6 +74,10 @@ TpDataShape tp_data_shape_of(const TpModel *m);
  * TP_ERROR_INPUT naming the text. */
 gboolean tp_data_text(const uint8_t *text, size_t len, const char *name, int context, guint32 seed, TpDataset **train,
                       TpDataset **test, GError **err);
+
+/* n sequences of `context` synthetic tokens (a seeded, learnable byte process; part 0 trains, 1
+ * tests), as --data synthetic gives a token model. */
+TpDataset *tp_dataset_synthetic_tokens(int n, int context, guint32 seed, int part);
 
 /* The training and test sets named by a --data value.  For a token model (shape->context > 0):
  * NULL for the default corpus, "text:PATH" (a file, or a directory read as the default corpus is),

@@ -53,9 +53,13 @@ static GByteArray *read_corpus(const char *path, gboolean default_dir, GError **
   GByteArray *all = g_byte_array_new();
   g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
   if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    g_autoptr(GDir) dir = g_dir_open(path, 0, err);
-    if (!dir)
+    GError *e = NULL;
+    g_autoptr(GDir) dir = g_dir_open(path, 0, &e);
+    if (!dir) { /* bad input, named as the file errors below are */
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s", e->message);
+      g_error_free(e);
       return g_byte_array_unref(all), NULL;
+    }
     for (const char *e; (e = g_dir_read_name(dir));) {
       g_autofree char *f = g_build_filename(path, e, NULL);
       if (!strchr(e, '.') && g_file_test(f, G_FILE_TEST_IS_REGULAR))
@@ -101,20 +105,32 @@ static uint8_t *synthetic_text(size_t len, guint64 seed)
   return t;
 }
 
+TpDataset *tp_dataset_synthetic_tokens(int n, int context, guint32 seed, int part)
+{
+  guint64 base = tp_mix64((guint64)seed + G_GUINT64_CONSTANT(0x5e17000000) + (guint64)part);
+  size_t len = (size_t)n * context + 1;
+  g_autofree uint8_t *t = synthetic_text(len, base);
+  g_autofree char *recipe = g_strdup_printf("synthetic tokens %d of %d, seed %u, part %d, generator 1", n, context, seed,
+                                            part);
+  return windows(t, len, context, TP_DATA_MAX_SAMPLES, tp_mix64(base), "synthetic", recipe);
+}
+
 gboolean tp_data_open_text(const char *spec, const TpDataShape *shape, guint32 seed, TpDataset **train,
                            TpDataset **test, GError **err)
 {
   const int s = shape->context;
-  if (shape->classes != 256) {
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "the model's vocabulary is %d tokens; byte data (text or "
-                "synthetic tokens) has 256", shape->classes);
+  gboolean synthetic = spec && g_str_has_prefix(spec, "synthetic");
+  /* text is bytes, a vocabulary of 256; synthetic bytes are valid tokens of any larger one (speed runs) */
+  if (synthetic ? shape->classes < 256 : shape->classes != 256) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "the model's vocabulary is %d tokens; byte data has 256 (text: "
+                "exactly 256; synthetic tokens: 256 or more)", shape->classes);
     return FALSE;
   }
-  if (spec && g_str_has_prefix(spec, "synthetic")) {
+  if (synthetic) {
     int n[2] = { 4096, 1024 };
     const char *p = spec + strlen("synthetic");
     g_auto(GStrv) parts = *p == ':' ? g_strsplit(p + 1, ":", -1) : NULL;
-    gboolean ok = !*p || (p[1] && g_strv_length(parts) <= 2);
+    gboolean ok = !*p || (*p == ':' && p[1] && g_strv_length(parts) <= 2);
     for (int k = 0; ok && parts && parts[k]; k++)
       ok = tp_parse_int(parts[k], 1, TP_DATA_MAX_SAMPLES, &n[k], NULL);
     if (!ok) {
@@ -123,15 +139,8 @@ gboolean tp_data_open_text(const char *spec, const TpDataShape *shape, guint32 s
                   "sizes from 1 to %d sequences)", q, TP_DATA_MAX_SAMPLES);
       return FALSE;
     }
-    for (int k = 0; k < 2; k++) {
-      guint64 base = tp_mix64((guint64)seed + G_GUINT64_CONSTANT(0x5e17000000) + (guint64)k);
-      size_t len = (size_t)n[k] * s + 1;
-      g_autofree uint8_t *t = synthetic_text(len, base);
-      g_autofree char *recipe = g_strdup_printf("synthetic tokens %d of %d, seed %u, part %d, generator 1", n[k], s,
-                                                seed, k);
-      TpDataset *d = windows(t, len, s, TP_DATA_MAX_SAMPLES, tp_mix64(base), "synthetic", recipe);
-      *(k ? test : train) = d;
-    }
+    *train = tp_dataset_synthetic_tokens(n[0], s, seed, 0);
+    *test = tp_dataset_synthetic_tokens(n[1], s, seed, 1);
     return TRUE;
   }
   if (spec && !g_str_has_prefix(spec, "text:")) {

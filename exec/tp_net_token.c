@@ -310,8 +310,8 @@ static gboolean block_backward_input(const TpBackend *be, const NetLayer *L, int
     return FALSE;
   return f->linear_backward(be, rows, g.d, g.qkvw, pc[BLK_H1], w + p.qkv, dys[BLK_DQKV], dys[BLK_DH1], NULL, NULL,
                             err) &&
-         f->norm_backward(be, rows, g.d, g.eps, g.rms, pc[BLK_X], w + p.n1w, dys[BLK_DH1], dx, NULL, NULL, err) &&
-         f->axpy(be, n, 1.0f, dys[BLK_DY1], dx, err);
+         (!dx || (f->norm_backward(be, rows, g.d, g.eps, g.rms, pc[BLK_X], w + p.n1w, dys[BLK_DH1], dx, NULL, NULL, err) &&
+                  f->axpy(be, n, 1.0f, dys[BLK_DY1], dx, err)));
 }
 
 /* The block's weight gradients from the inner output gradients (the fused backward's order). */

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { EVAL_CHUNK = 256 };
+/* Samples an evaluation runs at once: 256, fewer where a sample is wide (a language model's scores
+ * are context × vocabulary floats), so that a chunk's buffers stay near 2^24 floats each. */
+enum { EVAL_CHUNK_MOST = 256, EVAL_CHUNK_FLOATS = 1 << 24 };
 
 static size_t max_width(const TpRuntime *rt)
 {
@@ -21,7 +23,7 @@ static size_t max_width(const TpRuntime *rt)
 }
 
 /* One stage's inference on n samples: host in → host out (through the stage's device buffers
- * dev[0..1], EVAL_CHUNK·width floats each, on a device backend). */
+ * dev[0..1], a chunk's width floats each, on a device backend). */
 static gboolean eval_stage(TpRuntime *rt, int s, float **dev, const float *in, int n, float *out,
                            const gint32 *labels, TpLossStats *st, GError **err)
 {
@@ -37,19 +39,20 @@ static gboolean eval_stage(TpRuntime *rt, int s, float **dev, const float *in, i
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err)
 {
   size_t width = max_width(rt);
+  const int chunk = (int)CLAMP(EVAL_CHUNK_FLOATS / width, 1, EVAL_CHUNK_MOST);
   float **dev = g_new0(float *, 2 * (size_t)rt->W); /* device stages' input and output buffers */
   gboolean ok = TRUE;
   for (int s = 0; s < rt->W && ok; s++)
     if (!tp_backend_host_memory(rt->st[s].be))
-      ok = (dev[2 * s] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err)) &&
-           (dev[2 * s + 1] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)EVAL_CHUNK * width, err));
-  g_autofree float *a = g_new(float, (size_t)EVAL_CHUNK * width), *b = g_new(float, (size_t)EVAL_CHUNK * width);
-  g_autofree int *ids = g_new(int, EVAL_CHUNK);
-  g_autofree gint32 *labels = g_new(gint32, (size_t)EVAL_CHUNK * test->label_dim);
+      ok = (dev[2 * s] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)chunk * width, err)) &&
+           (dev[2 * s + 1] = tp_rt_buf(rt->st[s].be, FALSE, (size_t)chunk * width, err));
+  g_autofree float *a = g_new(float, (size_t)chunk * width), *b = g_new(float, (size_t)chunk * width);
+  g_autofree int *ids = g_new(int, chunk);
+  g_autofree gint32 *labels = g_new(gint32, (size_t)chunk * test->label_dim);
   double loss_sum = 0;
   long correct = 0;
-  for (int i0 = 0; i0 < test->n && ok; i0 += EVAL_CHUNK) {
-    int n = MIN(EVAL_CHUNK, test->n - i0);
+  for (int i0 = 0; i0 < test->n && ok; i0 += chunk) {
+    int n = MIN(chunk, test->n - i0);
     for (int i = 0; i < n; i++)
       ids[i] = i0 + i;
     tp_dataset_gather(test, ids, n, a, labels);

@@ -365,7 +365,7 @@ static void test_model_cli(void)
   E("--batch: 10 samples do not split into N=4", "simulate", "--model", "cnn", "--cluster", "C", "--batch", "10");
   E("--split: expected 4 layer counts", "simulate", "--model", "cnn", "--cluster", "C", "--split", "5,6");
   E("--split: the stages get 12 layers, model cnn has 11", "simulate", "--model", "cnn", "--cluster", "C", "--split", "3,3,3,3");
-  E("--batch, --split and --fit-memory need --model", "simulate", "--batch", "64");
+  E("--batch, --split, --fit-memory and --optimizer need --model", "simulate", "--batch", "64");
 #undef E
   /* a bad cluster file and a bad device file behind a cluster */
   g_autofree char *pdir = g_dir_make_tmp("tp-cli-cluster-XXXXXX", NULL);

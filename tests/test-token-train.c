@@ -165,7 +165,7 @@ static void test_refusals(void)
   g_autofree char *v100 = tpt_tmp_path("v100.model");
   g_assert_true(g_file_set_contents(v100, "tokens 16 100\nembedding 32\nblock heads=4 ffn=48\nlm_head\ntoken_ce\n", -1,
                                     NULL));
-  expect_refused(v100, "synthetic", "vocabulary is 100 tokens; byte data");
+  expect_refused(v100, "synthetic", "vocabulary is 100 tokens; byte data has 256");
   tpt_tmp_remove(v100), tpt_tmp_remove(empty), tpt_tmp_remove(shrt), tpt_tmp_remove(model);
 }
 

@@ -118,10 +118,16 @@ const Case tp_backend_cases[] = {
   { "rmsnorm-fwd-37x65", OP_NORM_FWD, 37, 65, 0, 0, 0, TRUE, { 0 } },
   { "layernorm-bwd-37x65", OP_NORM_BWD, 37, 65, 0, 0, 0, FALSE, { 0 } },
   { "rmsnorm-bwd-37x65", OP_NORM_BWD, 37, 65, 0, 0, 0, TRUE, { 0 } },
+  { "layernorm-fwd-9x1000", OP_NORM_FWD, 9, 1000, 0, 0, 0, FALSE, { 0 } }, /* rows wider than a CUDA block */
+  { "rmsnorm-bwd-9x1000", OP_NORM_BWD, 9, 1000, 0, 0, 0, TRUE, { 0 } },
+  { "layernorm-bwd-9x1000", OP_NORM_BWD, 9, 1000, 0, 0, 0, FALSE, { 0 } },
   { "rope-30x10x8", OP_ROPE, 30, 10, 8, 0, 0, FALSE, { 0 } },
   { "rope-30x10x8-back", OP_ROPE, 30, 10, 8, 0, 0, TRUE, { 0 } },
   { "causal-softmax-fwd-6x33", OP_CSOFTMAX_FWD, 6, 33, 0, 0, 0, 0, { 0 } },
   { "causal-softmax-bwd-6x33", OP_CSOFTMAX_BWD, 6, 33, 0, 0, 0, 0, { 0 } },
+  { "causal-softmax-fwd-2x300", OP_CSOFTMAX_FWD, 2, 300, 0, 0, 0, 0, { 0 } },
+  { "causal-softmax-bwd-2x300", OP_CSOFTMAX_BWD, 2, 300, 0, 0, 0, 0, { 0 } },
+  { "embedding-bwd-2000x16x40", OP_EMBED_BWD, 2000, 16, 40, 0, 0, FALSE, { 0 } }, /* each token row many times */
   { "gelu-fwd-1001", OP_GELU_FWD, 1001, 0, 0, 0, 0, 0, { 0 } },
   { "gelu-bwd-1001", OP_GELU_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
   { "swiglu-fwd-13x35", OP_SWIGLU_FWD, 13, 35, 0, 0, 0, 0, { 0 } },

@@ -1,7 +1,7 @@
 /* cpu_token.c — the transformer kernels of the cpu backend: strided batched SGEMM (a loop of
  * OpenBLAS products), the token embedding, LayerNorm and RMSNorm, rotary positions, the causal
  * softmax of attention, GELU and SwiGLU.  Each is a plain loop over rows in float with double
- * accumulators for the row sums (norm statistics, softmax denominators); the contracts are in
+ * accumulators for the softmax denominators and eight float lanes for the norms' row sums; the contracts are in
  * tp_backend.h. */
 #include "config.h"
 #include "tp_cpu.h"

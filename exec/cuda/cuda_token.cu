@@ -1,6 +1,5 @@
 /* cuda_token.cu — the transformer kernels of the cuda backend, twins of exec/cpu/cpu_token.c: y +=
- * αx, the token embedding (its backward accumulates with atomics: rows that pick the same token
- * sum in any order), LayerNorm and RMSNorm (a block per row, fixed-order shared-memory reductions),
+ * αx, the token embedding (its backward sums each column's rows in order, without atomics), LayerNorm and RMSNorm (a block per row, fixed-order shared-memory reductions),
  * rotary positions, the causal softmax (a block per row), GELU and SwiGLU. */
 #include "tp_cuda_kernel.cuh"
 
@@ -20,15 +19,18 @@ __global__ static void embed_fwd_kernel(int rows, int s, int d, const float *ids
   }
 }
 
+/* A thread per column j, the rows in order: every element's sum in one order, as the cpu's (no
+ * atomics, so that two runs agree bit for bit). */
 __global__ static void embed_bwd_kernel(int rows, int s, int d, const float *ids, const float *dy, float *dtable,
                                         float *dpos)
 {
-  TP_CUDA_FOR(i, (size_t)rows * d) {
-    size_t r = i / d, j = i % d;
-    atomicAdd(&dtable[(size_t)ids[r] * d + j], dy[i]);
-    if (dpos)
-      atomicAdd(&dpos[(r % s) * d + j], dy[i]);
-  }
+  TP_CUDA_FOR(j, (size_t)d)
+    for (int r = 0; r < rows; r++) {
+      float g = dy[(size_t)r * d + j];
+      dtable[(size_t)ids[r] * d + j] += g;
+      if (dpos)
+        dpos[(size_t)(r % s) * d + j] += g;
+    }
 }
 
 /* Σ of v over the block (every thread gets it); sh holds TP_CUDA_BLOCK values. */
@@ -231,7 +233,7 @@ extern "C" cudaError_t tp_cuda_embed_fwd(cudaStream_t st, int rows, int s, int d
 extern "C" cudaError_t tp_cuda_embed_bwd(cudaStream_t st, int rows, int s, int d, const float *ids, const float *dy,
                                          float *dtable, float *dpos)
 {
-  LAUNCH((size_t)rows * d, embed_bwd_kernel, rows, s, d, ids, dy, dtable, dpos);
+  LAUNCH((size_t)d, embed_bwd_kernel, rows, s, d, ids, dy, dtable, dpos);
 }
 extern "C" cudaError_t tp_cuda_norm_fwd(cudaStream_t st, int rows, int d, float eps, int rms, const float *x,
                                         const float *w, const float *b, float *y)
