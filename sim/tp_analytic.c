@@ -39,12 +39,28 @@ gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **e
                 p->L, p->model, m->name, L);
     return FALSE;
   }
-  for (int i = 0; i < L; i++)
-    if (g_strcmp0(p->layer[i].kind, tp_layer_names[tp_model_layer(m, i)->kind]) != 0) {
+  for (int i = 0; i < L; i++) {
+    const TpLayer *l = tp_model_layer(m, i);
+    const TpProfileLayer *pl = &p->layer[i];
+    if (g_strcmp0(pl->kind, tp_layer_names[l->kind]) != 0) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: layer %d is a %s in the profile, a %s in model %s", p->source,
-                  i + 1, p->layer[i].kind, tp_layer_names[tp_model_layer(m, i)->kind], m->name);
+                  i + 1, pl->kind, tp_layer_names[l->kind], m->name);
       return FALSE;
     }
+    /* the same layer, not only the same kind: the executor's float32 bytes of its weights and of a
+     * sample's input gradient and output as the profile measured them, each layer a stage (the first
+     * may pass no gradient back, the last no activations on: 0) — and so sizes that chain */
+    const char *what[] = { "weight bytes", "input bytes per sample", "output bytes per sample" };
+    const double have[] = { pl->weight_bytes, pl->in_bytes, pl->out_bytes };
+    const double want[] = { 4.0 * (double)l->weights, 4.0 * (double)l->in_elems, 4.0 * (double)l->out_elems };
+    const gboolean may_be_0[] = { FALSE, i == 0, i == L - 1 };
+    for (int k = 0; k < 3; k++)
+      if (have[k] != want[k] && !(may_be_0[k] && have[k] == 0)) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: layer %d (%s): %s %.0f in the profile, %.0f in model %s (a "
+                    "profile of another model?)", p->source, i + 1, pl->kind, what[k], have[k], want[k], m->name);
+        return FALSE;
+      }
+  }
   return TRUE;
 }
 

@@ -84,6 +84,24 @@ static void test_profile_denormal(void)
   tpt_tmp_remove(path);
 }
 
+/* A profile of another model with the same layer kinds is refused (it passed, with the other
+ * model's times and parameters). */
+static void test_profile_identity(void)
+{
+  g_autofree char *path = tpt_tmp_path("mlp.profile"), *wide = tpt_tmp_path("wide.model");
+  TptRun r = tpt_run((const char *[]){ "profile", "-m", "mlp", "--micro-batch-sizes", "2", "-r", "1", "-o", path, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  g_assert_true(g_file_set_contents(wide, "name mlp\ninput 1 28 28\nflatten\nlinear 256\nrelu\nlinear 4096\nrelu\n"
+                                          "linear 10\nsoftmax_ce\n", -1, NULL));
+  tpt_expect_cli_refused((const char *[]){ "simulate", "-m", wide, "--profile", path, "-w", "2", "-n", "2", "-b", "4",
+                                           NULL }, "layer 4 (linear): weight bytes 131584 in the profile, 4210688");
+  r = tpt_run((const char *[]){ "simulate", "-m", "mlp", "--profile", path, "-w", "2", "-n", "2", "-b", "4", NULL });
+  g_assert_cmpint(r.status, ==, 0); /* its own model */
+  tpt_run_clear(&r);
+  tpt_tmp_remove(path), tpt_tmp_remove(wide);
+}
+
 /* Words: a --split is not "balancing FLOPs"; a one-layer stage is not "(flatten .. flatten)"; zero
  * bytes are not "0k"; a zb-v timeline of 2 workers is not titled W=4; plan searches zb-h1 and zb-h2
  * by default and its help says so. */
@@ -186,6 +204,7 @@ int main(int argc, char **argv)
   g_test_add_func("/hostile/compare-recompute", test_compare_recompute);
   g_test_add_func("/hostile/recompute-false", test_recompute_false);
   g_test_add_func("/hostile/profile-denormal", test_profile_denormal);
+  g_test_add_func("/hostile/profile-identity", test_profile_identity);
   g_test_add_func("/hostile/words", test_words);
   g_test_add_func("/hostile/docs-agree", test_docs_agree);
   g_test_add_func("/hostile/torch-csv", test_torch_csv);
