@@ -465,7 +465,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   int runs = ok ? MIN(top, (int)res->ranked->len) : 0;
   g_autofree Measured *meas = g_new0(Measured, MAX(runs, 1));
   ok = ok && (runs == 0 || run_top(res, runs, reps, &o, run_k, prof->backend, mpi, meas, err));
-  double tau = 1;
+  double tau = NAN; /* undefined for one plan */
   gboolean confirmed = TRUE;
   int fastest = 0;
   if (ok && runs > 0) {
@@ -473,11 +473,12 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     for (int i = 0; i < runs; i++) {
       /* the ranking's times: per sample over several batches */
       const TpPlan *p = res->ranked->pdata[i];
-      pt[i] = p->rank_time, mt[i] = several ? meas[i].t_minibatch / (double)p->batch : meas[i].t_minibatch;
+      pt[i] = tp_plan_time_key(p), mt[i] = /* tied predictions stay tied, as the ranking has them */ several ? meas[i].t_minibatch / (double)p->batch : meas[i].t_minibatch;
       if (mt[i] < mt[fastest])
         fastest = i;
     }
-    tau = tp_kendall_tau(pt, mt, runs);
+    if (runs > 1)
+      tau = tp_kendall_tau(pt, mt, runs);
     confirmed = fastest == 0;
   }
   g_autoptr(GString) out = g_string_new(NULL);
@@ -506,7 +507,10 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     g_string_append(out, "]");
     if (runs > 0) {
       g_string_append(out, ", \"kendall_tau\": ");
-      tp_append_num(out, tau);
+      if (isnan(tau))
+        g_string_append(out, "null"); /* one plan: no pair to order */
+      else
+        tp_append_num(out, tau);
       g_string_append_printf(out, ", \"top_choice_confirmed\": %s", confirmed ? "true" : "false");
     }
     g_string_append(out, "}\n");
@@ -572,7 +576,10 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
         g_string_append(out, "note: the predictions count the links as free (the profile has no [links]; mpirun -np 2 "
                              "timeprest profile --transport mpi measures them), the runs pay MPI's messages\n");
       const TpPlan *f = res->ranked->pdata[fastest];
-      g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", tau);
+      if (isnan(tau))
+        g_string_append(out, "Kendall's tau (predicted vs measured order): undefined (one plan measured)\n");
+      else
+        g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", tau);
       if (confirmed)
         g_string_append(out, "top choice confirmed: yes (measured fastest)\n");
       else {

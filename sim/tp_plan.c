@@ -46,6 +46,7 @@ static double time_key(double t)
 }
 
 gboolean tp_plan_same_time(const TpPlan *a, const TpPlan *b) { return time_key(a->rank_time) == time_key(b->rank_time); }
+double tp_plan_time_key(const TpPlan *p) { return time_key(p->rank_time); }
 
 int tp_plan_compare(const TpPlan *a, const TpPlan *b)
 {

@@ -91,6 +91,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
  * batch, preset, W, N, recompute in enumeration order. */
 int tp_plan_compare(const TpPlan *a, const TpPlan *b);
+/* p's rank_time as the ranking compares it (to 9 significant digits: equal keys tie). */
+double tp_plan_time_key(const TpPlan *p);
 /* Whether a and b tie in time (rank_time to 9 significant digits). */
 gboolean tp_plan_same_time(const TpPlan *a, const TpPlan *b);
 /* The plans of `plans` no other one beats in both time (rank_time) and peak (ties: the first in ranking),

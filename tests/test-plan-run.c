@@ -6,6 +6,7 @@
 #include "tp_analytic.h"
 #include "tp_eager.h"
 #include "tp_error.h"
+#include "tp_plan.h"
 #include "tp_test.h"
 #include "tp_test_mpi.h"
 #include "tp_test_profile.h"
@@ -215,6 +216,34 @@ static char *mlp_profile(void)
 static JsonObject *member(JsonObject *o, const char *name) { return json_object_get_object_member(o, name); }
 
 /* Two plans, two repetitions: four runs, each round starting one plan later; the median kept. */
+/* Kendall's tau follows the ranking's ties: predictions equal to 9 digits are one time (a pair neither
+ * concordant nor discordant), whatever their last bits; with one plan measured it is undefined (null,
+ * and "undefined" in the table), not 1. */
+static void test_tau_ties(void)
+{
+  TpPlan a = { .rank_time = 0.1234567891 }, b = { .rank_time = 0.12345678914 }, c = { .rank_time = 0.2 };
+  g_assert_true(tp_plan_same_time(&a, &b));
+  double pt[] = { tp_plan_time_key(&a), tp_plan_time_key(&b) }, mt[] = { 2.0, 1.0 };
+  g_assert_cmpfloat(tp_kendall_tau(pt, mt, 2), ==, 0); /* raw times: -1 */
+  double raw[] = { a.rank_time, b.rank_time };
+  g_assert_cmpfloat(tp_kendall_tau(raw, mt, 2), ==, -1);
+  double pc[] = { tp_plan_time_key(&a), tp_plan_time_key(&c) };
+  g_assert_cmpfloat(tp_kendall_tau(pc, mt, 2), ==, -1);
+  g_autofree char *path = mlp_profile();
+  TptRun r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "-w", "1",
+                                            "-n", "2", "--presets", "gpipe", "--run-top", "1", "--run-repetitions", "1",
+                                            "--run-mini-batches", "5", "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"kendall_tau\": null"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "-w", "1", "-n", "2",
+                                     "--presets", "gpipe", "--run-top", "1", "--run-repetitions", "1",
+                                     "--run-mini-batches", "5", NULL });
+  g_assert_nonnull(strstr(r.out, "Kendall's tau (predicted vs measured order): undefined (one plan measured)"));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(path);
+}
+
 static void test_run_top_interleaved(void)
 {
   g_autofree char *path = mlp_profile();
@@ -405,6 +434,7 @@ int main(int argc, char **argv)
   g_test_add_func("/plan-run/links-file", test_links_file);
   g_test_add_func("/plan-run/links-cost", test_links_cost);
   g_test_add_func("/plan-run/run-top-interleaved", test_run_top_interleaved);
+  g_test_add_func("/plan-run/tau-ties", test_tau_ties);
   g_test_add_func("/plan-run/profile-mpi", test_profile_mpi);
   g_test_add_func("/plan-run/run-top-mpi", test_run_top_mpi);
   return g_test_run();
