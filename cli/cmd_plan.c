@@ -10,6 +10,9 @@
 
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +25,7 @@ typedef struct {
 typedef struct {
   double t_minibatch, samples_per_second, spread;
   int mini_batches;
+  int threads; /* BLAS threads per call of the runs' stages, as train reported them */
 } Measured;
 
 /* The steady window a --run-top run aims at by default, in predicted seconds, and its repetitions. */
@@ -86,7 +90,7 @@ static GPtrArray *parse_presets(const char *text, GError **err)
 /* ---- --run-top ------------------------------------------------------------------------------------ */
 
 /* measured.time_per_mini_batch of a train report. */
-static gboolean read_measured(const char *json, double *t, GError **err)
+static gboolean read_measured(const char *json, double *t, int *threads, GError **err)
 {
   g_autoptr(JsonParser) parser = json_parser_new();
   GError *e = NULL;
@@ -103,6 +107,7 @@ static gboolean read_measured(const char *json, double *t, GError **err)
     return FALSE;
   }
   *t = json_object_get_double_member(ms, "time_per_mini_batch");
+  *threads = json_object_has_member(o, "threads") ? (int)json_object_get_int_member(o, "threads") : 0;
   return TRUE;
 }
 
@@ -139,9 +144,83 @@ static GPtrArray *launcher_words(const char *launcher, int W, GError **err)
 
 /* Train plan p for k mini-batches: this program's own `train` as a child process (with a launcher:
  * under it, one MPI rank per stage); *t its measured steady time per mini-batch. */
-static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *backend, gboolean mpi, double *t,
-                         GError **err)
+/* A child's stdout and stderr and its end. */
+typedef struct {
+  char *out, *errtext;
+  gboolean done;
+  GError *e;
+} Child;
+
+static void child_done(GObject *src, GAsyncResult *res, gpointer data)
 {
+  Child *c = data;
+  g_subprocess_communicate_utf8_finish(G_SUBPROCESS(src), res, &c->out, &c->errtext, &c->e);
+  c->done = TRUE;
+}
+
+/* The child leads a process group of its own, so that a launcher's children die with it. */
+static void own_group(gpointer data)
+{
+  (void)data;
+  setpgid(0, 0);
+}
+
+/* Run argv to its end, at most limit_s seconds: past it the child's whole process group is killed
+ * (a launcher that hangs, and what it started) and the run fails in one line.  The child's outputs in
+ * c; FALSE (err) where it could not start, timed out or failed. */
+static gboolean run_bounded(char **argv, double limit_s, Child *c, GError **err)
+{
+  g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                                                G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_set_child_setup(l, own_group, NULL, NULL);
+  g_autoptr(GSubprocess) sp = g_subprocess_launcher_spawnv(l, (const char *const *)argv, err);
+  if (!sp)
+    return FALSE;
+  g_autoptr(GMainContext) ctx = g_main_context_new();
+  g_autoptr(GCancellable) cancel = g_cancellable_new();
+  g_main_context_push_thread_default(ctx);
+  g_subprocess_communicate_utf8_async(sp, NULL, cancel, child_done, c);
+  gint64 end = g_get_monotonic_time() + (gint64)(limit_s * 1e6);
+  while (!c->done && g_get_monotonic_time() < end)
+    if (!g_main_context_iteration(ctx, FALSE))
+      g_usleep(10000);
+  gboolean late = !c->done;
+  if (late) {
+    const char *id = g_subprocess_get_identifier(sp);
+    if (id)
+      kill(-(pid_t)atoi(id), SIGKILL);
+    g_cancellable_cancel(cancel); /* what it started may hold the pipes open */
+    while (!c->done)
+      g_main_context_iteration(ctx, TRUE);
+    g_subprocess_wait(sp, NULL, NULL);
+  }
+  g_main_context_pop_thread_default(ctx);
+  if (late) {
+    g_clear_error(&c->e);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "did not end within %.0f s (killed; a launcher that waits?)", limit_s);
+    return FALSE;
+  }
+  if (c->e) {
+    g_propagate_error(err, c->e);
+    c->e = NULL;
+    return FALSE;
+  }
+  if (!g_subprocess_get_successful(sp)) {
+    g_autofree char *why = tp_one_line(c->errtext && *c->errtext ? c->errtext : "no message");
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", why);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const TpProfile *prof, gboolean mpi, double *t,
+                         int *ran_threads, GError **err)
+{
+  /* the threads each stage's BLAS calls used when it was profiled, where the backend has threads */
+  const TpBackendReg *reg = tp_backend_find(prof->backend, NULL);
+  g_autofree char *threads = g_strdup_printf("%d", MAX(prof->threads, 1));
+  gboolean with_threads = reg && reg->set_threads;
+  const char *backend = prof->backend;
   g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
   g_autofree char *w = g_strdup_printf("%d", p->W), *n = g_strdup_printf("%d", p->N);
   g_autofree char *b = g_strdup_printf("%ld", p->batch), *kk = g_strdup_printf("%d", k);
@@ -149,32 +228,37 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const char *
   const char *args[] = { self ? self : "timeprest", "train", "-s", p->preset->name, "-w", w, "-n", n, "--batch", b,
                          "--split", split, "-k", kk, "--model", o->model, "--data", "synthetic", "--backend", backend,
                          "--format", "json", "--quiet", "--transport", mpi ? "mpi" : "local",
-                         "--optimizer", o->optimizer ? o->optimizer : "sgd", "--fuse-forwards", p->fused ? "on" : "off", p->recompute ? "--recompute" : NULL };
+                         "--optimizer", o->optimizer ? o->optimizer : "sgd", "--fuse-forwards", p->fused ? "on" : "off" };
   g_autoptr(GPtrArray) argv = mpi ? launcher_words(o->launcher ? o->launcher : "mpirun -np {W}", p->W, err)
                                   : g_ptr_array_new_with_free_func(g_free);
   if (!argv)
     return FALSE;
-  for (size_t i = 0; i < G_N_ELEMENTS(args) && args[i]; i++)
+  for (size_t i = 0; i < G_N_ELEMENTS(args); i++)
     g_ptr_array_add(argv, g_strdup(args[i]));
+  if (with_threads)
+    g_ptr_array_add(argv, g_strdup("--threads")), g_ptr_array_add(argv, g_strdup(threads));
+  if (p->recompute)
+    g_ptr_array_add(argv, g_strdup("--recompute"));
   g_ptr_array_add(argv, NULL);
-  g_autofree char *out = NULL, *errtext = NULL;
-  int status = 0;
+  /* bounded: half a minute to start (a launcher, MPI), then 20 times the predicted run */
+  Child c = { 0 };
   GError *e = NULL;
-  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &errtext, &status, &e) ||
-      !g_spawn_check_wait_status(status, &e)) {
-    g_autofree char *why = tp_one_line(errtext && *errtext ? errtext : e->message);
+  double limit = 30 + 20.0 * k * p->t_minibatch;
+  gboolean ok = run_bounded((char **)argv->pdata, limit, &c, &e);
+  if (!ok) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,
-                p->W, p->N, p->recompute ? " recompute" : "", why);
+                p->W, p->N, p->recompute ? " recompute" : "", e->message);
     g_error_free(e);
-    return FALSE;
   }
-  return read_measured(out, t, err);
+  ok = ok && read_measured(c.out, t, ran_threads, err);
+  g_free(c.out), g_free(c.errtext);
+  return ok;
 }
 
 /* --run-top: the K best plans, each trained reps times; the runs interleaved (round r trains every
  * plan once, starting one plan later than round r − 1), so that a drift of the machine's speed
  * reaches every plan alike and no plan always runs first; each plan's median and spread. */
-static gboolean run_top(const TpPlanResult *res, int runs, int reps, const PlanOpts *o, int run_k, const char *backend,
+static gboolean run_top(const TpPlanResult *res, int runs, int reps, const PlanOpts *o, int run_k, const TpProfile *prof,
                         gboolean mpi, Measured *meas, GError **err)
 {
   g_autofree double *t = g_new0(double, (size_t)runs * reps);
@@ -195,7 +279,7 @@ static gboolean run_top(const TpPlanResult *res, int runs, int reps, const PlanO
       fprintf(stderr, "timeprest plan: round %d of %d: training plan %d of %d (%s W=%d N=%d%s, %d mini-batches%s)\n",
               r + 1, reps, i + 1, runs, p->preset->name, p->W, p->N, p->recompute ? " recompute" : "",
               meas[i].mini_batches, mpi ? ", MPI" : "");
-      if (!run_plan(p, o, meas[i].mini_batches, backend, mpi, &t[(size_t)i * reps + r], err))
+      if (!run_plan(p, o, meas[i].mini_batches, prof, mpi, &t[(size_t)i * reps + r], &meas[i].threads, err))
         return FALSE;
     }
   for (int i = 0; i < runs; i++) {
@@ -243,7 +327,8 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
     tp_append_num(out, m->t_minibatch);
     g_string_append(out, ", \"samples_per_second\": ");
     tp_append_num(out, m->samples_per_second);
-    g_string_append_printf(out, ", \"mini_batches\": %d, \"repetitions\": %d, \"spread\": ", m->mini_batches, reps);
+    g_string_append_printf(out, ", \"mini_batches\": %d, \"repetitions\": %d, \"threads\": %d, \"spread\": ",
+                           m->mini_batches, reps, m->threads);
     tp_append_num(out, m->spread);
     g_string_append(out, "}, \"error\": {\"time_per_mini_batch\": ");
     tp_append_num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
@@ -464,7 +549,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   /* --run-top: the K best measured */
   int runs = ok ? MIN(top, (int)res->ranked->len) : 0;
   g_autofree Measured *meas = g_new0(Measured, MAX(runs, 1));
-  ok = ok && (runs == 0 || run_top(res, runs, reps, &o, run_k, prof->backend, mpi, meas, err));
+  ok = ok && (runs == 0 || run_top(res, runs, reps, &o, run_k, prof, mpi, meas, err));
   double tau = NAN; /* undefined for one plan */
   gboolean confirmed = TRUE;
   int fastest = 0;

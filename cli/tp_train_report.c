@@ -157,9 +157,9 @@ static void report_json(const Train *t, const char *sha, GString *out)
   if (t->V > 1) /* interleaved stages: W / V workers of V chunks (the stages below are the chunks) */
     g_string_append_printf(out, "\"chunks\": %d, ", t->V);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
-                         "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, ",
+                         "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, \"threads\": %d, ",
                          t->W / t->V, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), c->transport_name,
-                         t->cores);
+                         t->cores, MAX(c->threads, 1));
   g_string_append_printf(out, "\"seed\": %u, \"optimizer\": \"%s\", \"lr\": %.9g, \"lr_schedule\": \"%s\", ", c->seed,
                          c->adamw ? "adamw" : "sgd", c->lr,
                          tp_train_warmup(t) ? "warmup-cosine" : c->lr_cosine ? "cosine" : "constant");

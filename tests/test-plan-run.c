@@ -235,12 +235,26 @@ static void test_tau_ties(void)
                                             "--run-mini-batches", "5", "--format", "json", NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "\"kendall_tau\": null"));
+  g_assert_nonnull(strstr(r.out, "\"threads\": 1, ")); /* the profile's threads */
   tpt_run_clear(&r);
   r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "8", "-w", "1", "-n", "2",
                                      "--presets", "gpipe", "--run-top", "1", "--run-repetitions", "1",
                                      "--run-mini-batches", "5", NULL });
   g_assert_nonnull(strstr(r.out, "Kendall's tau (predicted vs measured order): undefined (one plan measured)"));
   tpt_run_clear(&r);
+  /* a profile taken with two BLAS threads a stage is trained with two (it was trained with one) */
+  g_autofree char *two = tpt_tmp_path("mlp-t2.profile");
+  r = tpt_run((const char *const[]){ "profile", "--model", "mlp", "--micro-batch-sizes", "2", "-r", "1", "--threads", "2",
+                                     "-o", two, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", two, "--batch", "2", "-w", "1", "-n", "1",
+                                     "--presets", "gpipe", "--run-top", "1", "--run-repetitions", "1",
+                                     "--run-mini-batches", "5", "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"repetitions\": 1, \"threads\": 2, "));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(two);
   tpt_tmp_remove(path);
 }
 
@@ -366,6 +380,26 @@ static void test_profile_mpi(void)
   tpt_tmp_remove(path);
 }
 
+/* A launcher that hangs (and its children) is killed after its bound: plan ends in one line, with no
+ * process left (it waited forever). */
+static void test_run_top_hung_launcher(void)
+{
+  if (!tpt_mpi_train_usable(bin))
+    return;
+  g_autofree char *path = mlp_profile();
+  gint64 t0 = g_get_monotonic_time();
+  TptRun r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "2", "-w", "1", "-n",
+                                            "1", "--presets", "gpipe", "--run-top", "1", "--run-repetitions", "1",
+                                            "--run-mini-batches", "5", "--transport", "mpi", "--launcher",
+                                            "sh -c 'sleep 1000 & sleep 1000' {W}", NULL });
+  double took = (double)(g_get_monotonic_time() - t0) / 1e6;
+  g_assert_cmpint(r.status, ==, 1);
+  g_assert_nonnull(strstr(r.err, "did not end within 30 s (killed"));
+  g_assert_cmpfloat(took, <, 60);
+  tpt_run_clear(&r);
+  tpt_tmp_remove(path);
+}
+
 /* plan --run-top --transport mpi: each plan trained under the launcher with W ranks (a launcher that
  * logs its W, then starts mpirun); a launcher that fails is the plan's failure, named. */
 static void test_run_top_mpi(void)
@@ -437,5 +471,6 @@ int main(int argc, char **argv)
   g_test_add_func("/plan-run/tau-ties", test_tau_ties);
   g_test_add_func("/plan-run/profile-mpi", test_profile_mpi);
   g_test_add_func("/plan-run/run-top-mpi", test_run_top_mpi);
+  g_test_add_func("/plan-run/run-top-hung-launcher", test_run_top_hung_launcher);
   return g_test_run();
 }
