@@ -519,7 +519,7 @@ int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *labe
     for (int s = 0; s < c->W; s++)
       if (c->stage[s].device == d) {
         need += m->stage[s].peak_bytes;
-        cap = c->capacity[s];
+        cap += c->capacity[s]; /* each stage's share of the memory */
         first = first < 0 ? s : first;
       }
     if (first >= 0 && need > cap) {

@@ -265,7 +265,13 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
 double tp_analytic_capacity(const TpAnalytic *a, int s)
 {
   double own = a->profile ? a->profile->memory : a->cluster->dev[a->device[s]].memory;
-  return a->cap > 0 && (own <= 0 || a->cap < own) ? a->cap : own;
+  double whole = a->cap > 0 && (own <= 0 || a->cap < own) ? a->cap : own;
+  /* the stages that share a memory share it evenly: a profile's machine holds every stage (its cores
+   * are no memories of their own), a cluster's device the stages placed on it */
+  int sharing = 0;
+  for (int t = 0; t < a->W; t++)
+    sharing += a->profile || a->device[t] == a->device[s];
+  return whole > 0 ? whole / MAX(sharing, 1) : whole;
 }
 
 TpCost *tp_analytic_cost(const TpAnalytic *a)

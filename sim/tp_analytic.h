@@ -67,7 +67,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
 /* Stage bytes as the simulator's cost model counts them, with the given counts. */
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions);
 /* Bytes stage s may hold: its device's memory, or the memory available where the profile was taken,
- * capped by a->cap. */
+ * capped by a->cap, shared evenly by the stages on that memory (a profile's machine holds them all). */
 double tp_analytic_capacity(const TpAnalytic *a, int s);
 /* The cost model for the simulator, from the current split. */
 TpCost *tp_analytic_cost(const TpAnalytic *a);

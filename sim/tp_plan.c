@@ -237,14 +237,17 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
     if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
       comp = k;
   p->peak_component = comp;
-  /* over the limit on any device */
+  /* over the limit on any memory: the stages on it together against their shares of it together
+   * (a profile's machine is one memory for all its cores) */
   gboolean over = FALSE;
-  double *dev = g_new0(double, MAX(c->n_devices, 1));
-  for (int st = 0; st < p->W; st++)
-    dev[c->stage[st].device] += p->peak_bytes[st];
-  for (int st = 0; st < p->W; st++)
-    over = over || dev[c->stage[st].device] > tp_analytic_capacity(a, st);
-  g_free(dev);
+  double *need = g_new0(double, MAX(c->n_devices, 1)), *cap = g_new0(double, MAX(c->n_devices, 1));
+  for (int st = 0; st < p->W; st++) {
+    int mem = a->profile ? 0 : c->stage[st].device;
+    need[mem] += p->peak_bytes[st], cap[mem] += tp_analytic_capacity(a, st);
+  }
+  for (int d = 0; d < MAX(c->n_devices, 1); d++)
+    over = over || need[d] > cap[d];
+  g_free(need), g_free(cap);
   p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
 }
 

@@ -58,19 +58,29 @@ static gboolean stashes(const TpPlan *p)
   return p->preset->policy == TP_POLICY_STASH || p->preset->policy == TP_POLICY_INTERMEDIATE;
 }
 
+/* With a profile the stages share the machine's memory: a plan fits when its stages' peaks together
+ * are within the limit (each stage had the whole limit, and plans holding several times it fitted). */
+static double total_peak(const TpPlan *q)
+{
+  double t = 0;
+  for (int s = 0; s < q->W; s++)
+    t += q->peak_bytes[s];
+  return t;
+}
+
 static void test_memory_limit(void)
 {
   g_autoptr(TpModel) m = tpt_model("mlp-deep");
   g_autoptr(TpProfile) p = synthetic_profile(m, 64, 4, 1e12);
   g_autoptr(TpPlanResult) all = search(m, p, 0, 2, TRUE);
-  /* the smallest peak of any stashing plan: a limit just below it excludes them all */
+  /* the smallest total of any stashing plan: a limit just below it excludes them all */
   double stash_min = INFINITY, other_min = INFINITY;
   for (guint i = 0; i < all->ranked->len; i++) {
     const TpPlan *q = all->ranked->pdata[i];
     if (stashes(q))
-      stash_min = MIN(stash_min, q->peak);
+      stash_min = MIN(stash_min, total_peak(q));
     else
-      other_min = MIN(other_min, q->peak);
+      other_min = MIN(other_min, total_peak(q));
   }
   g_assert_cmpfloat(other_min, <, stash_min);
   double limit = 0.5 * (other_min + stash_min);
@@ -80,9 +90,7 @@ static void test_memory_limit(void)
   for (guint i = 0; i < res->ranked->len; i++) {
     const TpPlan *q = res->ranked->pdata[i];
     g_assert_false(stashes(q));
-    g_assert_cmpfloat(q->peak, <=, limit);
-    for (int s = 0; s < q->W; s++)
-      g_assert_cmpfloat(q->peak_bytes[s], <=, limit); /* a device per stage (4 cores) */
+    g_assert_cmpfloat(total_peak(q), <=, limit); /* one machine's memory, shared by the stages */
   }
 }
 
