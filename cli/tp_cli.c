@@ -491,7 +491,8 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   int adamw = 0;
   if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, &adamw, err))
     return NULL;
-  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, prof != NULL || s->rank_seq, err);
+  /* any W, on the devices as plan places it: fewer stages take the first devices, more share them */
+  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, TRUE, err);
   if (!a || (s->rank_seq && !tp_analytic_place(a, s, err)))
     return NULL;
   a->optimizer_states = 1 + adamw;

@@ -104,12 +104,8 @@ static double forward_whole(const TpAnalytic *a, int s, int lo, int hi)
 
 gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err)
 {
+  (void)err;
   int R = tp_schedule_ranks(s), n = a->profile ? a->profile->cores : a->cluster->n;
-  if (!a->profile && n != 1 && n != R) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cluster %s has %d workers, the pipeline %d workers of %d chunks (use -w %d)",
-                a->cluster->name, n, R, s->V, n);
-    return FALSE;
-  }
   for (int st = 0; st < a->W; st++)
     a->device[st] = !a->profile && n == 1 ? 0 : n > 0 && R > n ? tp_stage_rank(s, st) % n : tp_stage_rank(s, st);
   fill_prefixes(a, a->profile ? tp_profile_size_index(a->profile, (int)(a->batch / a->N)) : -1);

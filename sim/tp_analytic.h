@@ -48,8 +48,8 @@ TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, 
  * batch / N samples (errors name the profile and what to profile). */
 TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpProfile *p, int W, int N, long batch,
                                gboolean any_width, GError **err);
-/* Interleaved stages: a->W = s->W chunks, each on its rank's device (s's chunk map), the cluster
- * having s's number of ranks (or one device); made with any_width. */
+/* Interleaved stages: a->W = s->W chunks, each on its rank's device (s's chunk map; ranks beyond the
+ * cluster's devices share them, rank mod devices); made with any_width.  Always TRUE. */
 gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err);
 /* Whether profile p was taken of model m (layer count and kinds); the error names the profile. */
 gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **err);

@@ -5,6 +5,7 @@
 #include "tp_test.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* Every one of these is refused: exit 2, one line, naming what. */
 static void test_refused(void)
@@ -100,6 +101,46 @@ static void test_profile_identity(void)
   g_assert_cmpint(r.status, ==, 0); /* its own model */
   tpt_run_clear(&r);
   tpt_tmp_remove(path), tpt_tmp_remove(wide);
+}
+
+/* The first string value of key in a JSON text, or a number's text. */
+static char *json_field(const char *json, const char *key)
+{
+  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
+  const char *p = strstr(json, k);
+  g_assert_nonnull(p);
+  p += strlen(k);
+  if (*p == '"')
+    return g_strndup(p + 1, strcspn(p + 1, "\""));
+  if (*p == '[')
+    return g_strndup(p + 1, strcspn(p + 1, "]"));
+  return g_strndup(p, strcspn(p, ",}"));
+}
+
+/* A plan can be checked: what plan ranks first at more stages than the cluster's devices, simulate
+ * runs with the same split on the same devices (it refused: "use -w 2") and predicts the same time. */
+static void test_plan_checkable(void)
+{
+  TptRun r = tpt_run((const char *[]){ "plan", "-m", "mlp", "--cluster", "A", "-w", "3-4", "-s", "1f1b,timeprest", "-f",
+                                       "json", "--show", "1", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  const char *first = strstr(r.out, "\"plans\": [");
+  g_assert_nonnull(first);
+  g_autofree char *preset = json_field(first, "preset"), *w = json_field(first, "workers");
+  g_autofree char *n = json_field(first, "micro_batches"), *split = json_field(first, "split");
+  g_autofree char *t = json_field(strstr(first, "\"predicted\""), "time_per_mini_batch");
+  g_auto(GStrv) parts = g_strsplit(split, ", ", -1); /* "4, 1, 1, 1" → "4,1,1,1" */
+  g_autofree char *counts = g_strjoinv(",", parts);
+  g_assert_cmpint(atoi(w), >, 2);
+  TptRun sim = tpt_run((const char *[]){ "simulate", "-m", "mlp", "--cluster", "A", "-s", preset, "-w", w, "-n", n,
+                                         "--split", counts, "-b", "128", "-f", "json", NULL });
+  if (sim.status != 0)
+    g_printerr("%s", sim.err);
+  g_assert_cmpint(sim.status, ==, 0);
+  g_autofree char *ts = json_field(sim.out, "time_per_mini_batch");
+  g_assert_cmpstr(ts, ==, t);
+  tpt_run_clear(&sim);
+  tpt_run_clear(&r);
 }
 
 /* Words: a --split is not "balancing FLOPs"; a one-layer stage is not "(flatten .. flatten)"; zero
@@ -205,6 +246,7 @@ int main(int argc, char **argv)
   g_test_add_func("/hostile/recompute-false", test_recompute_false);
   g_test_add_func("/hostile/profile-denormal", test_profile_denormal);
   g_test_add_func("/hostile/profile-identity", test_profile_identity);
+  g_test_add_func("/hostile/plan-checkable", test_plan_checkable);
   g_test_add_func("/hostile/words", test_words);
   g_test_add_func("/hostile/docs-agree", test_docs_agree);
   g_test_add_func("/hostile/torch-csv", test_torch_csv);
