@@ -30,6 +30,13 @@ static void test_memory_limit(void)
   g_autofree char *root = tpt_tmp_dir("tp-robust");
   g_autofree char *svg = g_build_filename(root, "t.svg", NULL);
   g_autofree char *plot = g_strdup_printf("plot timeline -w 10 -n 10 -k 30000 -o '%s'", svg);
+  /* a JSON schedule read back (its tree of nodes: 16 times the text; it aborted in GLib) */
+  g_autofree char *json = g_build_filename(root, "big.json", NULL);
+  TptRun w = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "1", "-n", "4096", "-k", "20", "-f", "json", "-o",
+                                       json, NULL });
+  g_assert_cmpint(w.status, ==, 0);
+  tpt_run_clear(&w);
+  g_autofree char *read_json = g_strdup_printf("simulate -i '%s'", json);
   struct {
     const char *kb, *cmd, *want;
   } cases[] = {
@@ -43,6 +50,7 @@ static void test_memory_limit(void)
     /* each stage thread's BLAS buffer and heap counted: it hung in OpenBLAS's retry */
     { "400000", "train -w 2 -k 2 --batch 64 --data synthetic --quiet", "address-space limit" },
     { "600000", "train -w 4 -k 2 --batch 64 --data synthetic --quiet", "address-space limit" },
+    { "250000", read_json, "big.json (JSON, 11.8 MB) needs about" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     TptRun r = run_limited(cases[i].kb, cases[i].cmd);
