@@ -49,7 +49,7 @@ static Fix fix_new(const char *text, int first, int last, int batch)
   g_assert_no_error(err);
   f.saved = tp_saved_new_split(f.net, batch, &err);
   size_t np = tp_net_n_params(f.net);
-  f.w = g_new0(float, np), f.grad = g_new0(float, np);
+  f.w = g_new0(float, MAX(np, 1)), f.grad = g_new0(float, MAX(np, 1)); /* a layer without parameters keeps one float */
   g_assert_true(tp_net_init_weights(f.net, 7, f.w, &err));
   GRand *rand = g_rand_new_with_seed(42);
   for (size_t j = 0; j < np; j++) /* larger than the initial weights, so that every path matters */
