@@ -255,7 +255,7 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
        (!o.seed || tp_cli_int("--seed", o.seed, 0, G_MAXINT, &seed, err)) && (sizes = parse_sizes(&o, err)) &&
        (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
        (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
-       set_threads(o.backend, o.threads != NULL, threads, err) && (m = tp_model_load(o.model ? o.model : "mlp", err)) && tp_net_check_model(m, err) &&
+       set_threads(o.backend, o.threads != NULL, threads, err) && (m = tp_model_load(o.model ? o.model : "mlp", err)) && tp_net_check_trainable(m, err) &&
        (be = tp_backend_get(o.backend ? o.backend : "cpu", err));
   if (ok && mpi && (!tp_mpi_available() || !tp_mpi_launched())) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s", !tp_mpi_available() ? TP_MPI_MISSING :

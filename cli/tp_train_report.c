@@ -268,7 +268,11 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
                          "again from the stored stage input, with the weights the backward read" : "false");
   fused_text(t, out);
-  g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", t->train->name, t->K, t->runs,
+  g_autofree char *data_name = g_strdup(t->train->name);
+  for (char *q = data_name; *q; q++) /* a name's control bytes (a newline) stay on the line */
+    if ((unsigned char)*q < 0x20 || *q == 0x7f)
+      *q = '?';
+  g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", data_name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
   g_string_append_printf(out, "optimizer    %s, lr %g", c->adamw ? "AdamW" : "SGD", c->lr);
   if (tp_train_warmup(t))

@@ -161,6 +161,12 @@ static gboolean layer_options(TpLayer *L, char **tok, int first, const char *fil
       return bad(err, file, line, "unexpected %s (options are key=value)", q);
     char *key = g_strndup(tok[i], (gsize)(eq - tok[i]));
     const char *val = eq + 1;
+    for (int j = first; j < i; j++) /* an option twice: which one was meant is not ours to guess */
+      if (strncmp(tok[j], tok[i], (size_t)(eq - tok[i]) + 1) == 0) {
+        g_autofree char *qk = tp_quote(key);
+        g_free(key);
+        return bad(err, file, line, "%s: option %s given twice", tp_layer_names[L->kind], qk);
+      }
     gboolean ok = to_int(val, 0, 1 << 20, &v);
     if (tokens)
       ok = token_option(L, key, val);
@@ -561,7 +567,7 @@ long long tp_model_train_bytes(const TpModel *m, int batch)
   long long need = 0;
   for (int i = 0; i < tp_model_n_layers(m); i++) {
     const TpLayer *ly = tp_model_layer(m, i);
-    need += 4 * (4 * ly->params + (long long)batch * ly->out_elems);
+    need += 4 * (4 * ly->params + (long long)batch * (ly->stored_elems + ly->out_elems));
   }
   return need;
 }

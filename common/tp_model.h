@@ -98,8 +98,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpModel, tp_model_free)
 
 static inline const TpLayer *tp_model_layer(const TpModel *m, int i) { return &g_array_index(m->layers, TpLayer, i); }
 static inline int tp_model_n_layers(const TpModel *m) { return (int)m->layers->len; }
-/* The least memory training m with mini-batches of `batch` samples holds, in bytes: every layer's
- * weights, momentum, gradient and initial weights, and one mini-batch's activations. */
+/* The least memory training m with mini-batches of `batch` samples holds, in bytes, at the
+ * executor's float32: every layer's weights, momentum, gradient and initial weights, and one
+ * mini-batch's stored activations (a transformer's attention probabilities: its s² term) and
+ * outputs. */
 long long tp_model_train_bytes(const TpModel *m, int batch);
 
 /* Find a data file: `sub/NAME.ext` under $env_var, the installed data directory, the source tree.

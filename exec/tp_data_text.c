@@ -66,9 +66,13 @@ static GByteArray *read_corpus(const char *path, gboolean default_dir, GError **
         g_ptr_array_add(files, g_steal_pointer(&f));
     }
     g_ptr_array_sort(files, by_name);
-  } else if (g_file_test(path, G_FILE_TEST_EXISTS))
+  } else if (g_file_test(path, G_FILE_TEST_IS_REGULAR))
     g_ptr_array_add(files, g_strdup(path));
-  else {
+  else if (g_file_test(path, G_FILE_TEST_EXISTS)) { /* a FIFO would block, a device never end */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a regular file (text data is a file or a directory of them)",
+                path);
+    return g_byte_array_unref(all), NULL;
+  } else {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no such text file or directory%s", path,
                 default_dir ? " (install the fortunes package for the default corpus, or give --data text:FILE)" : "");
     return g_byte_array_unref(all), NULL;
@@ -77,14 +81,13 @@ static GByteArray *read_corpus(const char *path, gboolean default_dir, GError **
     g_autofree char *text = NULL;
     gsize len = 0;
     GError *e = NULL;
-    if (!g_file_get_contents(files->pdata[i], &text, &len, &e)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s", e->message);
-      g_error_free(e);
-      return g_byte_array_unref(all), NULL;
-    }
-    if (all->len + len > TP_TEXT_MAX_BYTES) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: more than %d MiB of text (the most read)", path,
-                  TP_TEXT_MAX_BYTES >> 20);
+    if (all->len >= TP_TEXT_MAX_BYTES ||
+        !tp_read_file_max(files->pdata[i], "text", TP_TEXT_MAX_BYTES - all->len, &text, &len, &e)) {
+      if (e)
+        g_propagate_error(err, e);
+      else
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: more than %d MiB of text (the most read)", path,
+                    TP_TEXT_MAX_BYTES >> 20);
       return g_byte_array_unref(all), NULL;
     }
     g_byte_array_append(all, (const guint8 *)text, (guint)len);

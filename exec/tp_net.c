@@ -39,6 +39,20 @@ gboolean tp_net_check_model(const TpModel *m, GError **err)
     }
     if (tp_net_is_token_kind(d->kind) && !tp_net_token_check(m, d, err))
       return FALSE;
+
+  }
+  return TRUE;
+}
+
+gboolean tp_net_check_trainable(const TpModel *m, GError **err)
+{
+  if (!tp_net_check_model(m, err))
+    return FALSE;
+  const TpLayer *d = tp_model_layer(m, tp_model_n_layers(m) - 1);
+  if (d->kind != (m->vocab ? TP_LAYER_TOKEN_CE : TP_LAYER_SOFTMAX_CE)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: training needs a loss last: %s", m->source, d->line,
+                m->vocab ? "token_ce (a language model's)" : "softmax_ce");
+    return FALSE;
   }
   return TRUE;
 }

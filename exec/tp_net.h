@@ -31,6 +31,10 @@ typedef struct TpSaved TpSaved;
  * naming the model file and line. */
 gboolean tp_net_check_model(const TpModel *m, GError **err);
 
+/* tp_net_check_model, and m ends with its loss (softmax_ce; token_ce for a language model), as
+ * training and profiling need: else one line naming the last layer. */
+gboolean tp_net_check_trainable(const TpModel *m, GError **err);
+
 /* The stage of layers [first, last) of m on backend be; the whole model must pass
  * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */
 TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err);

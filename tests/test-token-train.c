@@ -8,6 +8,7 @@
 
 #include <glib/gstdio.h>
 #include <math.h>
+#include <sys/stat.h>
 
 static const char *const tiny = "name tiny-llama\ntokens 16 256\nembedding 32\nrepeat 2 block heads=4 kv_heads=2 ffn=48 "
                                 "mlp=swiglu norm=rmsnorm positions=rope\nrmsnorm\nlm_head\ntoken_ce\n";
@@ -142,7 +143,7 @@ static void test_text(void)
 
 static void expect_refused(const char *model, const char *data, const char *want)
 {
-  const char *args[] = { "train", "-m", model, "-w", "1", "-k", "1", "--batch", "2", "--data", data, NULL };
+  const char *args[] = { "train", "-m", model, "-w", "1", "-n", "1", "-k", "1", "--batch", "2", "--data", data, NULL };
   TptRun r = tpt_run(args);
   g_test_message("%s: %s", data, r.err);
   g_assert_cmpint(r.status, ==, 2);
@@ -166,6 +167,33 @@ static void test_refusals(void)
   g_assert_true(g_file_set_contents(v100, "tokens 16 100\nembedding 32\nblock heads=4 ffn=48\nlm_head\ntoken_ce\n", -1,
                                     NULL));
   expect_refused(v100, "synthetic", "vocabulary is 100 tokens; byte data has 256");
+  /* a FIFO would block the read, a device never end it: refused before reading */
+  g_autofree char *fifo = tpt_tmp_path("fifo");
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  g_autofree char *f = g_strconcat("text:", fifo, NULL);
+  expect_refused(model, f, "not a regular file");
+  expect_refused(model, "text:/dev/zero", "/dev/zero: not a regular file");
+  /* a language model without its loss: named at its last line (the labels' check said 0..9) */
+  g_autofree char *noce = tpt_tmp_path("noce.model");
+  g_assert_true(g_file_set_contents(noce, "tokens 16 256\nembedding 32\nblock heads=4 ffn=48\nrmsnorm\nlm_head\n", -1,
+                                    NULL));
+  expect_refused(noce, "synthetic:64:16", "noce.model:5: training needs a loss last: token_ce");
+  /* an option twice; a warm-up longer than the run (it was cut to the run, silently) */
+  g_autofree char *twice = tpt_tmp_path("twice.model");
+  g_assert_true(g_file_set_contents(twice, "tokens 16 256\nembedding 32\nblock heads=4 heads=2 ffn=48\nlm_head\n"
+                                           "token_ce\n", -1, NULL));
+  expect_refused(twice, "synthetic:64:16", "twice.model:3: block: option 'heads' given twice");
+  tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "--data", "synthetic:64:16", "-w", "1", "-n", "1", "-k",
+                                           "4", "--batch", "4", "--optimizer", "adamw", "--lr-schedule",
+                                           "warmup-cosine", "--warmup", "5", NULL }, "--warmup 5: longer than the run's 4");
+  /* the memory a long context needs counts its attention probabilities (the estimate was 35 times low) */
+  g_autofree char *c4k = tpt_tmp_path("c4k.model");
+  g_assert_true(g_file_set_contents(c4k, "tokens 4096 256\nembedding 32\nblock heads=4 ffn=64\nrmsnorm\nlm_head\n"
+                                         "token_ce\n", -1, NULL));
+  g_setenv("TP_MEMORY_LIMIT", "500M", TRUE);
+  expect_refused(c4k, "synthetic:64:16", "training c4k with mini-batches of 2 needs about 580 MB");
+  g_unsetenv("TP_MEMORY_LIMIT");
+  tpt_tmp_remove(fifo), tpt_tmp_remove(noce), tpt_tmp_remove(twice), tpt_tmp_remove(c4k);
   tpt_tmp_remove(v100), tpt_tmp_remove(empty), tpt_tmp_remove(shrt), tpt_tmp_remove(model);
 }
 

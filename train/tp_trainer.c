@@ -181,7 +181,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SIGNIFICANCE, "only the intermediate policy blends weights");
     return FALSE;
   }
-  if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_model(t->model, err))
+  if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_trainable(t->model, err))
     return FALSE;
   int L = tp_model_n_layers(t->model);
   if (t->W > L) {
@@ -266,7 +266,7 @@ gboolean tp_train_setup(Train *t, GError **err)
   }
   /* the least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
    * mini-batch's activations), checked against the memory left before any of it is allocated */
-  long long need = tp_model_train_bytes(t->model, c->batch);
+  long long need = tp_model_train_bytes(t->model, c->batch) + (c->adamw ? 4 * t->model->params : 0); /* AdamW: v */
   /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
    * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
   int threads = (c->transport == TP_TRAIN_LOCAL ? t->W : 1) + 1 + MAX(c->threads - 1, 0);
@@ -274,6 +274,11 @@ gboolean tp_train_setup(Train *t, GError **err)
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
     return FALSE;
+  if (c->warmup > 0 && c->warmup > tp_train_lr_steps(t)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--warmup %d: longer than the run's %ld mini-batches", c->warmup,
+                tp_train_lr_steps(t));
+    return FALSE;
+  }
   TpRuntimeConfig cfg = {
     .model = t->model,
     .bounds = t->bounds,
