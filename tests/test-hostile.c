@@ -103,20 +103,6 @@ static void test_profile_identity(void)
   tpt_tmp_remove(path), tpt_tmp_remove(wide);
 }
 
-/* The first string value of key in a JSON text, or a number's text. */
-static char *json_field(const char *json, const char *key)
-{
-  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
-  const char *p = strstr(json, k);
-  g_assert_nonnull(p);
-  p += strlen(k);
-  if (*p == '"')
-    return g_strndup(p + 1, strcspn(p + 1, "\""));
-  if (*p == '[')
-    return g_strndup(p + 1, strcspn(p + 1, "]"));
-  return g_strndup(p, strcspn(p, ",}"));
-}
-
 /* A plan can be checked: what plan ranks first at more stages than the cluster's devices, simulate
  * runs with the same split on the same devices (it refused: "use -w 2") and predicts the same time. */
 static void test_plan_checkable(void)
@@ -126,9 +112,9 @@ static void test_plan_checkable(void)
   g_assert_cmpint(r.status, ==, 0);
   const char *first = strstr(r.out, "\"plans\": [");
   g_assert_nonnull(first);
-  g_autofree char *preset = json_field(first, "preset"), *w = json_field(first, "workers");
-  g_autofree char *n = json_field(first, "micro_batches"), *split = json_field(first, "split");
-  g_autofree char *t = json_field(strstr(first, "\"predicted\""), "time_per_mini_batch");
+  g_autofree char *preset = tpt_json_text(first, "preset"), *w = tpt_json_text(first, "workers");
+  g_autofree char *n = tpt_json_text(first, "micro_batches"), *split = tpt_json_text(first, "split");
+  g_autofree char *t = tpt_json_text(strstr(first, "\"predicted\""), "time_per_mini_batch");
   g_auto(GStrv) parts = g_strsplit(split, ", ", -1); /* "4, 1, 1, 1" → "4,1,1,1" */
   g_autofree char *counts = g_strjoinv(",", parts);
   g_assert_cmpint(atoi(w), >, 2);
@@ -137,7 +123,7 @@ static void test_plan_checkable(void)
   if (sim.status != 0)
     g_printerr("%s", sim.err);
   g_assert_cmpint(sim.status, ==, 0);
-  g_autofree char *ts = json_field(sim.out, "time_per_mini_batch");
+  g_autofree char *ts = tpt_json_text(sim.out, "time_per_mini_batch");
   g_assert_cmpstr(ts, ==, t);
   tpt_run_clear(&sim);
   tpt_run_clear(&r);

@@ -20,23 +20,6 @@ static char *model_file(void)
   return path;
 }
 
-static double json_num(const char *json, const char *key)
-{
-  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
-  const char *p = strstr(json, k);
-  g_assert_nonnull(p);
-  return g_ascii_strtod(p + strlen(k), NULL);
-}
-
-static char *json_str(const char *json, const char *key)
-{
-  g_autofree char *k = g_strdup_printf("\"%s\": \"", key);
-  const char *p = strstr(json, k);
-  g_assert_nonnull(p);
-  p += strlen(k);
-  return g_strndup(p, strcspn(p, "\""));
-}
-
 static TptRun train(const char *model, const char *preset, const char *w, const char *data)
 {
   const char *args[] = { "train", "-m", model, "-s", preset, "-w", w, "-n", "4", "-k", "20", "--batch", "8",
@@ -52,15 +35,15 @@ static void test_split_same(void)
 {
   g_autofree char *model = model_file();
   TptRun one = train(model, "gpipe", "1", "synthetic:256:32"), two = train(model, "gpipe", "2", "synthetic:256:32");
-  g_autofree char *a = json_str(one.out, "weights_sha256"), *b = json_str(two.out, "weights_sha256");
+  g_autofree char *a = tpt_json_text(one.out, "weights_sha256"), *b = tpt_json_text(two.out, "weights_sha256");
   g_assert_cmpstr(a, ==, b);
-  double la = json_num(one.out, "final_train_loss"), lb = json_num(two.out, "final_train_loss");
+  double la = tpt_json_num(one.out, "final_train_loss"), lb = tpt_json_num(two.out, "final_train_loss");
   g_assert_cmpfloat(fabs(la - lb), <=, 1e-4 * fabs(la));
   /* the token fields: sequences and tokens per second, the first interval's loss above the last */
-  double tps = json_num(one.out, "tokens_per_second"), sps = json_num(one.out, "samples_per_second");
+  double tps = tpt_json_num(one.out, "tokens_per_second"), sps = tpt_json_num(one.out, "samples_per_second");
   g_assert_cmpfloat(fabs(tps / (16 * sps) - 1), <, 1e-8); /* both printed to 9 digits */
-  g_assert_cmpfloat(json_num(one.out, "first_train_loss"), >, la);
-  g_assert_cmpfloat(fabs(json_num(one.out, "first_train_loss") - log(256.0)), <, 0.1); /* it starts near uniform */
+  g_assert_cmpfloat(tpt_json_num(one.out, "first_train_loss"), >, la);
+  g_assert_cmpfloat(fabs(tpt_json_num(one.out, "first_train_loss") - log(256.0)), <, 0.1); /* it starts near uniform */
   tpt_run_clear(&one), tpt_run_clear(&two);
   tpt_tmp_remove(model);
 }
@@ -83,15 +66,15 @@ static void test_split_and_recompute(void)
   g_autofree char *model = model_file();
   const char *presets[] = { "gpipe", "1f1b", "zb-h1" };
   TptRun ref = train_more(model, "gpipe", NULL);
-  double want = json_num(ref.out, "final_train_loss");
+  double want = tpt_json_num(ref.out, "final_train_loss");
   for (guint i = 0; i < G_N_ELEMENTS(presets); i++) {
     TptRun plain = train_more(model, presets[i], NULL);
-    double loss = json_num(plain.out, "final_train_loss");
+    double loss = tpt_json_num(plain.out, "final_train_loss");
     g_test_message("%s: loss %.9g (gpipe %.9g)", presets[i], loss, want);
     g_assert_cmpfloat(fabs(loss - want), <=, 1e-6 * want);
     if (strcmp(presets[i], "zb-h1") != 0) { /* a split backward is not recomputed */
       TptRun rc = train_more(model, presets[i], "--recompute");
-      g_autofree char *a = json_str(plain.out, "weights_sha256"), *b = json_str(rc.out, "weights_sha256");
+      g_autofree char *a = tpt_json_text(plain.out, "weights_sha256"), *b = tpt_json_text(rc.out, "weights_sha256");
       g_assert_cmpstr(a, ==, b);
       tpt_run_clear(&rc);
     }
@@ -105,7 +88,7 @@ static void test_timeprest_trains(void)
 {
   g_autofree char *model = model_file();
   TptRun r = train(model, "timeprest", "3", "synthetic:256:32");
-  double first = json_num(r.out, "first_train_loss"), last = json_num(r.out, "final_train_loss");
+  double first = tpt_json_num(r.out, "first_train_loss"), last = tpt_json_num(r.out, "final_train_loss");
   g_test_message("timeprest W = 3: loss %.4f → %.4f", first, last);
   g_assert_true(isfinite(last));
   g_assert_cmpfloat(last, <, first - 0.05);
@@ -122,7 +105,7 @@ static void test_text(void)
                            "--format", "json", "--quiet", NULL };
     TptRun r = tpt_run(args);
     g_assert_cmpint(r.status, ==, 0);
-    g_assert_true(isfinite(json_num(r.out, "final_test_loss")));
+    g_assert_true(isfinite(tpt_json_num(r.out, "final_test_loss")));
     tpt_run_clear(&r);
   } else
     g_test_message("no default corpus here (the fortunes package): skipped that part");
@@ -134,8 +117,8 @@ static void test_text(void)
   g_string_free(t, TRUE);
   g_autofree char *spec = g_strconcat("text:", text, NULL);
   TptRun r = train(model, "1f1b", "2", spec);
-  g_assert_true(isfinite(json_num(r.out, "final_test_loss")));
-  g_assert_cmpfloat(json_num(r.out, "final_test_loss"), <, log(256.0)); /* a repeated sentence: learnt at once */
+  g_assert_true(isfinite(tpt_json_num(r.out, "final_test_loss")));
+  g_assert_cmpfloat(tpt_json_num(r.out, "final_test_loss"), <, log(256.0)); /* a repeated sentence: learnt at once */
   tpt_run_clear(&r);
   tpt_tmp_remove(text);
   tpt_tmp_remove(model);
@@ -209,14 +192,14 @@ static void test_adamw_resume(void)
                          "--profile-reps", "1", "--format", "json", "--quiet" };
   TptRun whole = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--checkpoint", dir1, NULL });
   g_assert_cmpint(whole.status, ==, 0);
-  g_assert_cmpfloat(json_num(whole.out, "final_train_loss"), <, json_num(whole.out, "first_train_loss") - 0.1);
+  g_assert_cmpfloat(tpt_json_num(whole.out, "final_train_loss"), <, tpt_json_num(whole.out, "first_train_loss") - 0.1);
   TptRun part = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--checkpoint", dir, "--stop-after", "4", NULL });
   g_assert_cmpint(part.status, ==, 0);
   TptRun rest = tpt_run_more(base, G_N_ELEMENTS(base), (const char *[]){ "--resume", dir, NULL });
   if (rest.status != 0)
     g_printerr("%s", rest.err);
   g_assert_cmpint(rest.status, ==, 0);
-  g_autofree char *a = json_str(whole.out, "weights_sha256"), *b = json_str(rest.out, "weights_sha256");
+  g_autofree char *a = tpt_json_text(whole.out, "weights_sha256"), *b = tpt_json_text(rest.out, "weights_sha256");
   g_assert_cmpstr(a, ==, b);
   /* resuming with SGD, or other betas, is refused in one line */
   const char *sgd[] = { "train", "-m", model, "-s", "1f1b", "-w", "2", "-n", "2", "-k", "8", "--batch", "8", "--data",

@@ -146,6 +146,27 @@ static inline void tpt_run_clear(TptRun *r)
 }
 
 /* Number of lines in text (a final line without newline counts). */
+/* The text of key's first value in a JSON text read as text (a report): a string's contents, an
+ * array's inside, a number's digits (g_free it); the test fails where the key is missing. */
+static inline char *tpt_json_text(const char *json, const char *key)
+{
+  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
+  const char *p = strstr(json, k);
+  g_assert_nonnull(p);
+  p += strlen(k);
+  if (*p == '"')
+    return g_strndup(p + 1, strcspn(p + 1, "\""));
+  if (*p == '[')
+    return g_strndup(p + 1, strcspn(p + 1, "]"));
+  return g_strndup(p, strcspn(p, ",}"));
+}
+
+static inline double tpt_json_num(const char *json, const char *key)
+{
+  g_autofree char *t = tpt_json_text(json, key);
+  return g_ascii_strtod(t, NULL);
+}
+
 static inline int tpt_lines(const char *text)
 {
   int n = 0;
