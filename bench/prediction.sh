@@ -7,7 +7,7 @@
 # (busy is the sum of operation times: where it is off, the operations themselves ran slower than
 # profiled; where only the time per mini-batch is off, the waiting was).  Not part of `make check`.
 # Usage: bench/prediction.sh [BUILDDIR [OUTDIR [K]]]
-#   env: MODELS='mlp-deep cnn' RECOMPUTE='0 1' PRESETS='gpipe 1f1b pipedream pipedream-2bw timeprest
+#   env: BATCH=128, ARGS='' (more train options, e.g. --optimizer adamw), MODELS='mlp-deep cnn' RECOMPUTE='0 1' PRESETS='gpipe 1f1b pipedream pipedream-2bw timeprest
 #        v-timeprest i-timeprest timeprest-stash timeprest-1f1b zb-h1 zb-h2'  (a refused pair is said and skipped)
 set -e
 b=${1:-.}
@@ -26,8 +26,8 @@ for m in ${MODELS:-mlp-deep cnn}; do
       p=${cfg%:*} w=${cfg#*:}
       tag="$m-$p-w$w-rc$rc"
       echo "$tag $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/loadavg.txt"
-      # shellcheck disable=SC2086 # $rcopt: an option or nothing
-      "$b/timeprest" train --model "$m" -s "$p" -w "$w" -n 4 --batch 128 -k "$k" $rcopt -q --format json \
+      # shellcheck disable=SC2086 # $rcopt, $ARGS: options or nothing
+      "$b/timeprest" train --model "$m" -s "$p" -w "$w" -n 4 --batch "${BATCH:-128}" -k "$k" $rcopt $ARGS -q --format json \
         -o "$out/$tag.json" 2> "$out/$tag.err" || echo "$tag: $(cat "$out/$tag.err")" # refused (zb with --recompute)
       rm -f "$out/$tag.err"
     done
