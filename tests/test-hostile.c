@@ -112,9 +112,9 @@ static void test_plan_checkable(void)
   g_assert_cmpint(r.status, ==, 0);
   const char *first = strstr(r.out, "\"plans\": [");
   g_assert_nonnull(first);
-  g_autofree char *preset = tpt_json_text(first, "preset"), *w = tpt_json_text(first, "workers");
-  g_autofree char *n = tpt_json_text(first, "micro_batches"), *split = tpt_json_text(first, "split");
-  g_autofree char *t = tpt_json_text(strstr(first, "\"predicted\""), "time_per_mini_batch");
+  g_autofree char *preset = tpt_json_value(first, "preset"), *w = tpt_json_value(first, "workers");
+  g_autofree char *n = tpt_json_value(first, "micro_batches"), *split = tpt_json_value(first, "split");
+  g_autofree char *t = tpt_json_value(strstr(first, "\"predicted\""), "time_per_mini_batch");
   g_auto(GStrv) parts = g_strsplit(split, ", ", -1); /* "4, 1, 1, 1" → "4,1,1,1" */
   g_autofree char *counts = g_strjoinv(",", parts);
   g_assert_cmpint(atoi(w), >, 2);
@@ -123,7 +123,7 @@ static void test_plan_checkable(void)
   if (sim.status != 0)
     g_printerr("%s", sim.err);
   g_assert_cmpint(sim.status, ==, 0);
-  g_autofree char *ts = tpt_json_text(sim.out, "time_per_mini_batch");
+  g_autofree char *ts = tpt_json_value(sim.out, "time_per_mini_batch");
   g_assert_cmpstr(ts, ==, t);
   tpt_run_clear(&sim);
   tpt_run_clear(&r);

@@ -35,7 +35,7 @@ static void test_split_same(void)
 {
   g_autofree char *model = model_file();
   TptRun one = train(model, "gpipe", "1", "synthetic:256:32"), two = train(model, "gpipe", "2", "synthetic:256:32");
-  g_autofree char *a = tpt_json_text(one.out, "weights_sha256"), *b = tpt_json_text(two.out, "weights_sha256");
+  g_autofree char *a = tpt_json_value(one.out, "weights_sha256"), *b = tpt_json_value(two.out, "weights_sha256");
   g_assert_cmpstr(a, ==, b);
   double la = tpt_json_num(one.out, "final_train_loss"), lb = tpt_json_num(two.out, "final_train_loss");
   g_assert_cmpfloat(fabs(la - lb), <=, 1e-4 * fabs(la));
@@ -74,7 +74,7 @@ static void test_split_and_recompute(void)
     g_assert_cmpfloat(fabs(loss - want), <=, 1e-6 * want);
     if (strcmp(presets[i], "zb-h1") != 0) { /* a split backward is not recomputed */
       TptRun rc = train_more(model, presets[i], "--recompute");
-      g_autofree char *a = tpt_json_text(plain.out, "weights_sha256"), *b = tpt_json_text(rc.out, "weights_sha256");
+      g_autofree char *a = tpt_json_value(plain.out, "weights_sha256"), *b = tpt_json_value(rc.out, "weights_sha256");
       g_assert_cmpstr(a, ==, b);
       tpt_run_clear(&rc);
     }
@@ -199,7 +199,7 @@ static void test_adamw_resume(void)
   if (rest.status != 0)
     g_printerr("%s", rest.err);
   g_assert_cmpint(rest.status, ==, 0);
-  g_autofree char *a = tpt_json_text(whole.out, "weights_sha256"), *b = tpt_json_text(rest.out, "weights_sha256");
+  g_autofree char *a = tpt_json_value(whole.out, "weights_sha256"), *b = tpt_json_value(rest.out, "weights_sha256");
   g_assert_cmpstr(a, ==, b);
   /* resuming with SGD, or other betas, is refused in one line */
   const char *sgd[] = { "train", "-m", model, "-s", "1f1b", "-w", "2", "-n", "2", "-k", "8", "--batch", "8", "--data",

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tp_test.h"
 #include "tp_test_mpi.h"
 
 static const char *bin;

@@ -19,7 +19,7 @@ static void test_reproducible(void)
   TptRun a = tpt_run(args), b = tpt_run(args);
   g_assert_cmpint(a.status, ==, 0);
   g_assert_cmpint(b.status, ==, 0);
-  g_autofree char *ha = tpt_json_text(a.out, "weights_sha256"), *hb = tpt_json_text(b.out, "weights_sha256");
+  g_autofree char *ha = tpt_json_value(a.out, "weights_sha256"), *hb = tpt_json_value(b.out, "weights_sha256");
   g_assert_cmpuint(strlen(ha), ==, 64);
   g_assert_cmpstr(ha, ==, hb);
   g_assert_nonnull(strstr(a.out, "\"versions_match\": true"));
@@ -29,7 +29,7 @@ static void test_reproducible(void)
                           "synthetic:512:128", "--order-from", "slots", "--format", "json", "--seed", "2", NULL };
   TptRun c = tpt_run(args2);
   g_assert_cmpint(c.status, ==, 0);
-  g_autofree char *hc = tpt_json_text(c.out, "weights_sha256");
+  g_autofree char *hc = tpt_json_value(c.out, "weights_sha256");
   g_assert_cmpstr(ha, !=, hc);
   tpt_run_clear(&a), tpt_run_clear(&b), tpt_run_clear(&c);
 }
@@ -58,7 +58,7 @@ static void test_profile_discarded(void)
       g_error("W = %s: status %d, %d: %s%s", ws[i], a.status, b.status, a.err, b.err);
     g_assert_nonnull(strstr(a.out, "\"mini_batches\": 6"));
     g_assert_nonnull(strstr(b.out, "\"mini_batches\": 6"));
-    g_autofree char *ha = tpt_json_text(a.out, "weights_sha256"), *hb = tpt_json_text(b.out, "weights_sha256");
+    g_autofree char *ha = tpt_json_value(a.out, "weights_sha256"), *hb = tpt_json_value(b.out, "weights_sha256");
     if (strcmp(ha, hb) != 0)
       g_error("W = %s: the run with the pipelined profile ends with other weights than its plan run alone", ws[i]);
     tpt_run_clear(&a), tpt_run_clear(&b);

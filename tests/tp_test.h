@@ -146,14 +146,15 @@ static inline void tpt_run_clear(TptRun *r)
 }
 
 /* Number of lines in text (a final line without newline counts). */
-/* The text of key's first value in a JSON text read as text (a report): a string's contents, an
- * array's inside, a number's digits (g_free it); the test fails where the key is missing. */
-static inline char *tpt_json_text(const char *json, const char *key)
+/* The value of "name" in a JSON report read as text: a string's contents, an array's inside, a
+ * number's or word's text (g_free it); NULL when absent. */
+static inline char *tpt_json_value(const char *json, const char *name)
 {
-  g_autofree char *k = g_strdup_printf("\"%s\": ", key);
-  const char *p = strstr(json, k);
-  g_assert_nonnull(p);
-  p += strlen(k);
+  g_autofree char *key = g_strdup_printf("\"%s\": ", name);
+  const char *p = strstr(json, key);
+  if (!p)
+    return NULL;
+  p += strlen(key);
   if (*p == '"')
     return g_strndup(p + 1, strcspn(p + 1, "\""));
   if (*p == '[')
@@ -161,9 +162,11 @@ static inline char *tpt_json_text(const char *json, const char *key)
   return g_strndup(p, strcspn(p, ",}"));
 }
 
+/* A number's value; the test fails where it is absent. */
 static inline double tpt_json_num(const char *json, const char *key)
 {
-  g_autofree char *t = tpt_json_text(json, key);
+  g_autofree char *t = tpt_json_value(json, key);
+  g_assert_nonnull(t);
   return g_ascii_strtod(t, NULL);
 }
 

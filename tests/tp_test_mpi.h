@@ -164,19 +164,6 @@ static inline TptMpiRun tpt_mpi_finish(GPid child, int err_fd, gint64 t0)
   return r;
 }
 
-/* The value of "name": "..." or "name": word in a JSON report (NULL when absent). */
-static inline char *tpt_json_value(const char *json, const char *name)
-{
-  g_autofree char *key = g_strdup_printf("\"%s\": ", name);
-  const char *p = strstr(json, key);
-  if (!p)
-    return NULL;
-  p += strlen(key);
-  if (*p == '"')
-    return g_strndup(p + 1, strcspn(p + 1, "\""));
-  return g_strndup(p, strcspn(p, ",}"));
-}
-
 /* Occurrences of what in text. */
 static inline int tpt_count(const char *text, const char *what)
 {
