@@ -124,15 +124,11 @@ static void test_text(void)
   tpt_tmp_remove(model);
 }
 
+/* train on data refused: exit 2, one line naming want */
 static void expect_refused(const char *model, const char *data, const char *want)
 {
-  const char *args[] = { "train", "-m", model, "-w", "1", "-n", "1", "-k", "1", "--batch", "2", "--data", data, NULL };
-  TptRun r = tpt_run(args);
-  g_test_message("%s: %s", data, r.err);
-  g_assert_cmpint(r.status, ==, 2);
-  g_assert_cmpint(tpt_lines(r.err), ==, 1);
-  g_assert_nonnull(strstr(r.err, want));
-  tpt_run_clear(&r);
+  tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-w", "1", "-n", "1", "-k", "1", "--batch", "2", "--data",
+                                           data, NULL }, want);
 }
 
 static void test_refusals(void)
