@@ -224,6 +224,24 @@ static void test_sweep_na(void)
   tpt_tmp_remove(png);
 }
 
+/* The chunked orders' default K reaches a steady state: K counts their W·V stages (at 3W + 2 of the
+ * workers there was none, and the "steady" columns printed the whole run's values). */
+static void test_chunked_steady(void)
+{
+  const char *orders[] = { "interleaved-1f1b", "zb-v" };
+  for (guint i = 0; i < G_N_ELEMENTS(orders); i++) {
+    TptRun r = tpt_run((const char *[]){ "simulate", "-s", orders[i], "-f", "json", NULL });
+    g_assert_cmpint(r.status, ==, 0);
+    g_autofree char *k = tpt_json_value(r.out, "mini_batches"), *empty = tpt_json_value(r.out, "v_steady_range_empty");
+    g_assert_cmpstr(k, ==, "26"); /* 3 · (4 workers × 2 chunks) + 2 */
+    g_assert_cmpstr(empty, ==, "false");
+    tpt_run_clear(&r);
+  }
+  TptRun c = tpt_run((const char *[]){ "compare", NULL });
+  g_assert_nonnull(strstr(c.out, "K=14 (26 for the presets with chunks: their W x V stages)"));
+  tpt_run_clear(&c);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -237,5 +255,6 @@ int main(int argc, char **argv)
   g_test_add_func("/hostile/docs-agree", test_docs_agree);
   g_test_add_func("/hostile/torch-csv", test_torch_csv);
   g_test_add_func("/hostile/sweep-na", test_sweep_na);
+  g_test_add_func("/hostile/chunked-steady", test_chunked_steady);
   return g_test_run();
 }
