@@ -1,6 +1,7 @@
 /* tp_data.c — IDX (gzip) loading with every header and payload check, synthetic data, and the
  * seeded mini-batch order with its saveable position. */
 #include "tp_data.h"
+#include "tp_data_priv.h"
 #include "tp_backend.h"
 #include "tp_error.h"
 
@@ -266,10 +267,8 @@ TpDataset *tp_dataset_synthetic_shaped(int n, const TpDataShape *shape, guint32 
 
 /* ---- --data ----------------------------------------------------------------------------------- */
 
-gboolean tp_data_open_text(const char *spec, const TpDataShape *shape, guint32 seed, TpDataset **train,
-                           TpDataset **test, GError **err); /* tp_data_text.c */
-
-static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GError **err)
+gboolean tp_data_parse_synthetic(const char *spec, const char *other, const char *unit, int *ntrain, int *ntest,
+                                 GError **err)
 {
   *ntrain = 4096, *ntest = 1024;
   const char *p = spec + strlen("synthetic");
@@ -283,8 +282,8 @@ static gboolean parse_synthetic(const char *spec, int *ntrain, int *ntest, GErro
   g_strfreev(parts);
   if (!ok) {
     g_autofree char *q = tp_quote(spec);
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "bad value %s (expected DIR or synthetic[:TRAIN[:TEST]], "
-                "sizes from 1 to %d samples)", q, TP_DATA_MAX_SAMPLES);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "bad value %s (expected %s or synthetic[:TRAIN[:TEST]], "
+                "sizes from 1 to %d %s)", q, other, TP_DATA_MAX_SAMPLES, unit);
   }
   return ok;
 }
@@ -303,7 +302,7 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
     return tp_data_open_text(spec, shape, seed, train, test, err);
   if (spec && g_str_has_prefix(spec, "synthetic")) {
     int ntrain, ntest;
-    if (!parse_synthetic(spec, &ntrain, &ntest, err))
+    if (!tp_data_parse_synthetic(spec, "DIR", "samples", &ntrain, &ntest, err))
       return FALSE;
     *train = tp_dataset_synthetic_shaped(ntrain, shape, seed);
     *test = tp_dataset_synthetic_shaped(ntest, shape, seed ^ 0x7e57u);

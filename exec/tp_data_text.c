@@ -2,7 +2,7 @@
  * text file or a directory of them (the default corpus: the fortunes package's data files), or
  * generated; cut into a training part (the first 90 %) and a test part, each sampled as windows of
  * context + 1 bytes at seeded positions. */
-#include "tp_data.h"
+#include "tp_data_priv.h"
 #include "tp_backend.h"
 #include "tp_error.h"
 
@@ -130,18 +130,9 @@ gboolean tp_data_open_text(const char *spec, const TpDataShape *shape, guint32 s
     return FALSE;
   }
   if (synthetic) {
-    int n[2] = { 4096, 1024 };
-    const char *p = spec + strlen("synthetic");
-    g_auto(GStrv) parts = *p == ':' ? g_strsplit(p + 1, ":", -1) : NULL;
-    gboolean ok = !*p || (*p == ':' && p[1] && g_strv_length(parts) <= 2);
-    for (int k = 0; ok && parts && parts[k]; k++)
-      ok = tp_parse_int(parts[k], 1, TP_DATA_MAX_SAMPLES, &n[k], NULL);
-    if (!ok) {
-      g_autofree char *q = tp_quote(spec);
-      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA, "bad value %s (expected text:FILE or synthetic[:TRAIN[:TEST]], "
-                  "sizes from 1 to %d sequences)", q, TP_DATA_MAX_SAMPLES);
+    int n[2];
+    if (!tp_data_parse_synthetic(spec, "text:FILE", "sequences", &n[0], &n[1], err))
       return FALSE;
-    }
     *train = tp_dataset_synthetic_tokens(n[0], s, seed, 0);
     *test = tp_dataset_synthetic_tokens(n[1], s, seed, 1);
     return TRUE;

@@ -193,6 +193,17 @@ static void block_dys(const NetLayer *L, float *base, size_t stride, size_t off,
   }
 }
 
+/* The pieces and the kept output gradients of block L for the samples of saved. */
+static void saved_pieces(const NetLayer *L, const TpSaved *saved, float **pc)
+{
+  block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
+}
+
+static void saved_dys(const NetLayer *L, const TpSaved *saved, float **dys)
+{
+  block_dys(L, saved->dy + L->dy_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, dys);
+}
+
 /* Attention of one sample: probabilities P [a][s][s] and output o [s][q] from its qkv rows. */
 static gboolean attention_forward(const TpBackend *be, const Geo *g, const float *qkv, float *P, float *o, GError **err)
 {
@@ -375,12 +386,22 @@ gboolean tp_net_token_forward(TpNet *net, const NetLayer *L, int batch, TpSaved 
     if (!saved)
       return block_infer(net, L, batch, w, x, y, err);
     float *pc[BLK_N_PIECES];
-    block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
+    saved_pieces(L, saved, pc);
     g_assert(pc[BLK_X] == x);
     return block_forward(be, L, batch, pc, w, y, err);
   }
   default: g_assert_not_reached();
   }
+}
+
+/* The embedding's table (and positions) gradient from output gradients dy: the tokens' rows. */
+static gboolean embedding_weight(const TpBackend *be, const NetLayer *L, const TpSaved *saved, const float *dy,
+                                 float *grad, GError **err)
+{
+  Geo g = geo(L);
+  size_t table = (size_t)vocab_of(L) * L->d.cout;
+  return be->iface->embedding_backward(be, saved->batch * g.s, g.s, (int)L->d.cout, tp_net_region(saved, L), dy, grad,
+                                       L->d.blk.learned ? grad + table : NULL, err);
 }
 
 gboolean tp_net_token_backward(TpNet *net, const NetLayer *L, TpSaved *saved, const float *w, const float *dy,
@@ -397,8 +418,7 @@ gboolean tp_net_token_backward(TpNet *net, const NetLayer *L, TpSaved *saved, co
   case TP_LAYER_EMBEDDING:
     if (dx && !be->iface->zero(be, dx, L->in * batch, err)) /* token numbers have no gradient */
       return FALSE;
-    return !grad || be->iface->embedding_backward(be, rows, g.s, (int)L->d.cout, x, dy, grad,
-                                                  L->d.blk.learned ? grad + (size_t)V * L->d.cout : NULL, err);
+    return !grad || embedding_weight(be, L, saved, dy, grad, err);
   case TP_LAYER_LAYERNORM:
   case TP_LAYER_RMSNORM:
     return (!dx && !grad) ||
@@ -411,13 +431,13 @@ gboolean tp_net_token_backward(TpNet *net, const NetLayer *L, TpSaved *saved, co
                                           1.0f / ((float)minibatch_samples * g.s), dx, err);
   case TP_LAYER_BLOCK: {
     float *pc[BLK_N_PIECES], *dys[BLK_N_DYS];
-    block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
+    saved_pieces(L, saved, pc);
     float *scratch = net->tok;
     if (grad) { /* the inner gradients in scratch, after the attention's */
       block_dys(L, scratch + block_inner_at(&g, batch), (size_t)batch, 0, dys);
       dys[BLK_DOUT] = (float *)dy;
     } else {
-      block_dys(L, saved->dy + L->dy_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, dys);
+      saved_dys(L, saved, dys);
       if (!be->iface->copy(be, dys[BLK_DOUT], dy, L->dys[BLK_DOUT] * batch, err))
         return FALSE;
     }
@@ -435,17 +455,14 @@ gboolean tp_net_token_weight(TpNet *net, const NetLayer *L, TpSaved *saved, cons
   int batch = saved->batch, rows = batch * g.s, V = vocab_of(L);
   const float *x = tp_net_region(saved, L), *dy = tp_net_dy_region(saved, L);
   switch (L->d.kind) {
-  case TP_LAYER_EMBEDDING:
-    return be->iface->embedding_backward(be, rows, g.s, (int)L->d.cout, x, dy, grad,
-                                         L->d.blk.learned ? grad + (size_t)V * L->d.cout : NULL, err);
+  case TP_LAYER_EMBEDDING: return embedding_weight(be, L, saved, dy, grad, err);
   case TP_LAYER_LAYERNORM:
   case TP_LAYER_RMSNORM:
     return be->iface->norm_backward(be, rows, g.d, g.eps, g.rms, x, w, dy, NULL, grad, g.rms ? NULL : grad + g.d, err);
   case TP_LAYER_LM_HEAD: return be->iface->linear_backward(be, rows, g.d, V, x, w, dy, NULL, grad, NULL, err);
   case TP_LAYER_BLOCK: {
     float *pc[BLK_N_PIECES], *dys[BLK_N_DYS];
-    block_pieces(L, saved->data + L->save_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, pc);
-    block_dys(L, saved->dy + L->dy_off * saved->stride, (size_t)saved->stride, (size_t)saved->off, dys);
+    saved_pieces(L, saved, pc), saved_dys(L, saved, dys);
     return block_backward_weight(be, L, batch, pc, w, dys, grad, err);
   }
   default: g_assert_not_reached();
