@@ -1,11 +1,14 @@
 /* tp_memory.c — the memory left to this process (TP_MEMORY_LIMIT, else the least of MemAvailable,
  * the address-space and data limits and the cgroup's limit), the refusal of a step that needs more,
  * and GLib's growth of arrays and strings. */
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
 #include "tp_memory.h"
 #include "tp_error.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -209,4 +212,15 @@ void tp_string_reserve(GString *s, long long bytes)
     g_string_set_size(s, (gsize)bytes - 1);
     g_string_truncate(s, len);
   }
+}
+
+gpointer tp_memory_alloc_large(gsize bytes)
+{
+  gpointer p = g_malloc(bytes);
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = 2u << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+  if (bytes >= 2 * huge && hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* advice: where it is not taken, small pages */
+#endif
+  return p;
 }

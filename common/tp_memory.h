@@ -26,5 +26,9 @@ long long tp_memory_grown(long long bytes);
 /* Give s, once, the capacity for `bytes` (tp_memory_grown(bytes) of memory) so that text appended up
  * to that size is not copied as it grows. */
 void tp_string_reserve(GString *s, long long bytes);
+/* g_malloc(bytes), asking the kernel to back a large block (4 MiB and more) with huge pages where it
+ * allows them (transparent huge pages, madvise mode): a million-operation schedule's tables are
+ * written once, and four thousand small page faults each cost more than the writes.  g_free frees it. */
+gpointer tp_memory_alloc_large(gsize bytes);
 
 #endif

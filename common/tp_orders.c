@@ -188,53 +188,61 @@ static void order_2bw(TpSchedule *s, int *len)
  * its next operation as soon as it is ready, so the slots are the unit-slot replay's times
  * (tp_replay_times): with start and end, they are written there, by global index (every stage has
  * per operations). */
+/* One stage's place in order_slots: its next forward unit (nf, mini-batch fi, micro-batch fj, kept
+ * without a division), its next backward's mini-batch and its mini-batches in flight. */
+typedef struct {
+  long nf;
+  int fi, fj, nb, inflight;
+} SlotStage;
+
 static void order_slots(TpSchedule *s, int *len, gboolean whole, double *start, double *end, long per_stage)
 {
   const int W = s->W, K = s->K, per = whole ? 1 : s->N;
   const long units = (long)K * per; /* forward units per stage, in order */
-  long *nf = g_new0(long, W);       /* next forward unit */
-  int *nb = g_new(int, W);          /* next backward mini-batch */
-  int *inflight = g_new0(int, W);
+  SlotStage *g = g_new(SlotStage, W);
   int done = 0;
 
   for (int st = 0; st < W; st++)
-    nb[st] = 1;
+    g[st] = (SlotStage){ .nf = 0, .fi = 1, .fj = 0, .nb = 1, .inflight = 0 };
   for (double t = 0; done < W; t++) {
     long up = 0; /* forwards stage st-1 had finished before this slot */
     for (int st = 0; st < W; st++) {
-      int i = nb[st];
-      long f = nf[st];
-      gboolean bready = st < W - 1 && i <= K && nb[st + 1] > i;
+      SlotStage *x = &g[st];
+      int i = x->nb;
+      long f = x->nf;
+      gboolean bready = st < W - 1 && i <= K && g[st + 1].nb > i;
       gboolean fready = st > 0 && f < units && up > f;
       up = f;
-      long g = (long)st * per_stage + len[st]; /* the next operation's global index */
-      switch (tp_nf1b_next(W, K, per, st, f, i, inflight[st], fready, bready)) {
+      long gi = (long)st * per_stage + len[st]; /* the next operation's global index */
+      /* 3W write streams, more than the hardware prefetches: ask for the lines a few slots ahead */
+      __builtin_prefetch(&tp_stage_ops(s, st)[len[st] + 16], 1);
+      if (start)
+        __builtin_prefetch(&start[gi + 16], 1), __builtin_prefetch(&end[gi + 16], 1);
+      switch (tp_nf1b_next(W, K, per, st, f, x->fj, i, x->inflight, fready, bready)) {
       case TP_NEXT_BACKWARD:
         put(s, len, st, TP_OP_B, i, TP_WHOLE);
         put(s, len, st, TP_OP_U, i, TP_WHOLE); /* takes no time, right after its backward */
         if (start)
-          start[g] = t, end[g] = t + 1, start[g + 1] = end[g + 1] = t + 1;
-        inflight[st]--;
-        if (++nb[st] > K)
+          start[gi] = t, end[gi] = t + 1, start[gi + 1] = end[gi + 1] = t + 1;
+        x->inflight--;
+        if (++x->nb > K)
           done++;
         break;
-      case TP_NEXT_FORWARD: {
-        int fi = (int)(f / per) + 1, fj = (int)(f % per);
-        put(s, len, st, TP_OP_F, fi, whole ? TP_WHOLE : fj);
+      case TP_NEXT_FORWARD:
+        put(s, len, st, TP_OP_F, x->fi, whole ? TP_WHOLE : x->fj);
         if (start)
-          start[g] = t, end[g] = t + 1;
-        nf[st]++;
-        if (fj == 0)
-          inflight[st]++;
+          start[gi] = t, end[gi] = t + 1;
+        x->nf++;
+        if (x->fj == 0)
+          x->inflight++;
+        if (++x->fj == per)
+          x->fj = 0, x->fi++;
         break;
-      }
       case TP_NEXT_IDLE: break;
       }
     }
   }
-  g_free(nf);
-  g_free(nb);
-  g_free(inflight);
+  g_free(g);
 }
 
 gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)

@@ -373,8 +373,8 @@ TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, in
    * the simulator): the orders fixed on unit slots make it as they are filled, the others replay */
   TpPrepared mine = { 0 };
   long long total = W * tp_stage_ops_count(o, N, K);
-  mine.start = g_new(double, total);
-  mine.end = g_new(double, total);
+  mine.start = tp_memory_alloc_large(total * sizeof(double));
+  mine.end = tp_memory_alloc_large(total * sizeof(double));
   gboolean timed = tp_order_fill_timed(s, mine.start, mine.end);
   TpIndex *ix = mine.ix = tp_index_new(s, err);
   gboolean ok = ix != NULL && (timed || tp_replay_times(s, ix, mine.start, mine.end, err)) &&

@@ -266,14 +266,15 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end);
  * nb (1..K), when b_ready — its gradient has arrived from stage st+1, or on the last stage all its
  * forward units (per of them) are done there, nf >= nb·per; else the next forward unit nf
  * (0..K·per-1) when f_ready — its activations have arrived (always on stage 1) — and admitted: a
- * new mini-batch starts only while fewer than W-st are in flight on the stage. */
+ * new mini-batch starts only while fewer than W-st are in flight on the stage.  fj is nf's micro-batch,
+ * nf mod per (kept by the callers, which count it anyway: no division here). */
 typedef enum { TP_NEXT_IDLE, TP_NEXT_FORWARD, TP_NEXT_BACKWARD } TpNext;
-static inline TpNext tp_nf1b_next(int W, int K, int per, int st, long nf, int nb, int inflight, gboolean f_ready,
-                                  gboolean b_ready)
+static inline TpNext tp_nf1b_next(int W, int K, int per, int st, long nf, int fj, int nb, int inflight,
+                                  gboolean f_ready, gboolean b_ready)
 {
   if (nb <= K && (st == W - 1 ? nf >= (long)nb * per : b_ready))
     return TP_NEXT_BACKWARD;
-  if (nf >= (long)K * per || (nf % per == 0 && inflight >= W - st) || (st > 0 && !f_ready))
+  if (nf >= (long)K * per || (fj == 0 && inflight >= W - st) || (st > 0 && !f_ready))
     return TP_NEXT_IDLE;
   return TP_NEXT_FORWARD;
 }

@@ -3,6 +3,7 @@
 #include "tp_error.h"
 #include "tp_index.h"
 #include "tp_memory.h"
+#include "tp_parallel.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
 
@@ -57,10 +58,10 @@ static gboolean check_split(const TpSchedule *s, const TpIndex *ix, int st, int 
 }
 
 /* Every mini-batch is covered once by forwards and once by backwards (whole or per micro-batch),
- * and has one update, on every stage. */
-static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **err)
+ * and has one update, on each of stages lo..hi-1. */
+static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, int lo, int hi, GError **err)
 {
-  for (int st = 0; st < s->W; st++) {
+  for (int st = lo; st < hi; st++) {
     const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys, *bp = ix->bpos + (size_t)st * ix->nkeys;
     for (int i = 1; i <= s->K; i++) {
       const int32_t *p[2] = { fp, bp };
@@ -90,8 +91,14 @@ static gboolean check_complete(const TpSchedule *s, const TpIndex *ix, GError **
         return FALSE;
     }
   }
-  /* the producer on the neighbouring stage must exist with the same granularity */
-  for (int st = 0; st < s->W; st++) {
+  return TRUE;
+}
+
+/* The producer of every operation of stages lo..hi-1 on the neighbouring stage exists with the same
+ * granularity. */
+static gboolean check_producers(const TpSchedule *s, const TpIndex *ix, int lo, int hi, GError **err)
+{
+  for (int st = lo; st < hi; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       int pst = st;
@@ -321,11 +328,10 @@ static gboolean check_chunks(const TpSchedule *s, GError **err)
   return ok;
 }
 
-gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err)
+/* Every operation of stages lo..hi-1 on its own: order, versions and sources. */
+static gboolean check_ops(const TpSchedule *s, const TpIndex *ix, int lo, int hi, GError **err)
 {
-  if (!check_chunks(s, err) || !check_complete(s, ix, err))
-    return FALSE;
-  for (int st = 0; st < s->W; st++) {
+  for (int st = lo; st < hi; st++) {
     int latest = 0;
     const TpOp *ops = tp_stage_ops(s, st);
     for (int k = 0; k < tp_stage_len(s, st); k++) {
@@ -338,6 +344,45 @@ gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err
     }
   }
   return TRUE;
+}
+
+/* The three passes over a range of stages; the pass that failed first (3: none) and its error. */
+typedef struct {
+  const TpSchedule *s;
+  const TpIndex *ix;
+  int failed[TP_PARALLEL_MAX];
+  GError *err[TP_PARALLEL_MAX];
+} StaticWork;
+
+static void static_range(void *ctx, int part, int lo, int hi)
+{
+  StaticWork *w = ctx;
+  GError **e = &w->err[part];
+  w->failed[part] = !check_complete(w->s, w->ix, lo, hi, e)    ? 0
+                    : !check_producers(w->s, w->ix, lo, hi, e) ? 1
+                    : !check_ops(w->s, w->ix, lo, hi, e)       ? 2
+                                                               : 3;
+}
+
+gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err)
+{
+  if (!check_chunks(s, err))
+    return FALSE;
+  /* the passes one after the other over every stage, on ranges of stages at once: the error is the
+   * one of the earliest pass that fails, on its first range that fails (the same as in one range) */
+  StaticWork w = { .s = s, .ix = ix };
+  int parts = tp_parallel_parts(ix->off[s->W], s->W), first = -1;
+  tp_parallel_ranges(s->W, parts, static_range, &w);
+  for (int p = 0; p < parts; p++)
+    if (w.failed[p] < 3 && (first < 0 || w.failed[p] < w.failed[first]))
+      first = p;
+  for (int p = 0; p < parts; p++)
+    if (p != first)
+      g_clear_error(&w.err[p]);
+  if (first < 0)
+    return TRUE;
+  g_propagate_error(err, w.err[first]);
+  return FALSE;
 }
 
 /* An nf1b schedule fixed on unit slots with whole-mini-batch forwards: fused forwards

@@ -76,7 +76,7 @@ static void try_start(Gen *g, int st)
   long f = g->nf[st];
   gboolean fready = st > 0 && f < g->units && g->f_in[(size_t)st * g->units + f];
   gboolean bready = st < g->W - 1 && i <= s->K && g->g_in[(size_t)st * (s->K + 1) + i];
-  switch (tp_nf1b_next(g->W, s->K, g->per, st, f, i, g->inflight[st], fready, bready)) {
+  switch (tp_nf1b_next(g->W, s->K, g->per, st, f, (int)(f % g->per), i, g->inflight[st], fready, bready)) {
   case TP_NEXT_BACKWARD: {
     TpOp op = { .kind = TP_OP_B, .mb = i, .micro = TP_WHOLE };
     push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op, g->per == 1)); /* per 1: after a whole forward */

@@ -270,14 +270,14 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
       g_free(prep->start), g_free(prep->end);
       prep->start = prep->end = NULL;
     }
-    sim->start = g_new(double, n);
-    sim->end = g_new(double, n);
+    sim->start = tp_memory_alloc_large(n * sizeof(double));
+    sim->end = tp_memory_alloc_large(n * sizeof(double));
   }
   /* on unit slots a message arrives as it is sent: its transfer is the sender's end */
-  sim->xend = replay ? sim->end : g_new(double, n);
-  sim->xstart = replay ? sim->end : g_new(double, n);
+  sim->xend = replay ? sim->end : tp_memory_alloc_large(n * sizeof(double));
+  sim->xstart = replay ? sim->end : tp_memory_alloc_large(n * sizeof(double));
   sim->prod = sim->ix->prod;
-  sim->cons = g_new(int32_t, n);
+  sim->cons = tp_memory_alloc_large(n * sizeof(int32_t));
   tp_timeline_wire(&sim->tl);
 
   gboolean ok;

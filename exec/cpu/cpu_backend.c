@@ -155,8 +155,16 @@ static const TpBackendIface cpu_iface = {
 static TpBackend cpu_backend = { .iface = &cpu_iface, .ctx = NULL };
 static gint threads_set;
 
+/* OpenBLAS's: joins its worker threads (a multi-threaded product starts them again), and starts them. */
+int blas_thread_shutdown_(void);
+int blas_thread_init(void);
+static gint blas_rested; /* its threads were joined by tp_backend_cpu_settle */
+
 void tp_cpu_set_threads(int n)
 {
+  /* growing the pool past its first size while it is joined would start those threads twice */
+  if (n > 1 && g_atomic_int_compare_and_exchange(&blas_rested, 1, 0))
+    blas_thread_init();
   openblas_set_num_threads(MAX(n, 1));
   g_atomic_int_set(&threads_set, 1);
 }
@@ -178,9 +186,6 @@ const TpBackend *tp_backend_cpu(void)
   return tp_cpu_instance(0, NULL);
 }
 
-/* OpenBLAS's: joins its worker threads (it starts them again when a product needs them). */
-int blas_thread_shutdown_(void);
-
 static GMutex blas_lock;
 static GCond blas_cond;
 static gboolean blas_joined;
@@ -189,6 +194,7 @@ static gpointer blas_join(gpointer data)
 {
   (void)data;
   blas_thread_shutdown_();
+  g_atomic_int_set(&blas_rested, 1);
   g_mutex_lock(&blas_lock);
   blas_joined = TRUE;
   g_cond_signal(&blas_cond);
@@ -231,8 +237,12 @@ gboolean tp_backend_cpu_settle(char **argv, GError **err)
   }
   if (restart)
     execv("/proc/self/exe", argv); /* returns only where it cannot: then, under a limit, the threads are joined */
-  if (!limited)
+  if (!limited) {
+    /* the threads OpenBLAS starts as it loads spin for about 0.1 s waiting for work, a core's worth
+     * taken from a command that makes no product (simulate, plan, …): joined now */
+    blas_join(NULL);
     return TRUE;
+  }
   GThread *t = g_thread_try_new("blas-join", blas_join, NULL, NULL);
   if (!t)
     return TRUE;
