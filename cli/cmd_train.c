@@ -343,7 +343,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "resume", 0, 0, G_OPTION_ARG_FILENAME, &o->resume,
       "Continue the run whose checkpoint is in DIR (the same options; keeps checkpointing there)", "DIR" },
     { "stop-after", 0, 0, G_OPTION_ARG_STRING, &o->stop_after,
-      "Stop at the first checkpoint after D mini-batches, as an interruption does (exit 0)", "D" },
+      "Stop after D mini-batches with a checkpoint, as an interruption does (exit 0)", "D" },
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &o->timeout, "Seconds a stage waits for a message (default 300)", "S" },
     { "peer-timeout", 0, 0, G_OPTION_ARG_STRING, &o->peer_timeout,
       "--transport mpi: seconds a rank waits for another before the run ends (default 60)", "S" },

@@ -12,6 +12,8 @@
 typedef enum {
   TP_ERROR_RUNTIME = 1, /* something failed while running: exit 1 */
   TP_ERROR_INPUT = 2,   /* bad flag, file or schedule: exit 2 */
+  TP_ERROR_CUT = 3,     /* a receive met the marker of a cut run (exec/tp_transport.h): no failure,
+                           the runtime leaves out the mini-batches after the cut */
   /* A parameter's value refused (exit 2, as TP_ERROR_INPUT).  The message says what is wrong with
    * the value, not how it was given: the caller that knows (the command line: its flag) names it
    * with g_prefix_error (tp_error_param_name says which parameter).  A message may open with the

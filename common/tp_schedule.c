@@ -276,6 +276,30 @@ void tp_schedule_free(TpSchedule *s)
   g_free(s);
 }
 
+TpSchedule *tp_schedule_prefix(const TpSchedule *s, int j)
+{
+  g_return_val_if_fail(j >= 1 && j <= s->K, NULL);
+  TpSchedule *t = tp_schedule_new(s->order, s->policy, s->W, s->N, j);
+  t->fixed_on = s->fixed_on, t->sig = s->sig, t->recompute = s->recompute;
+  t->recompute_said_no = s->recompute_said_no, t->source = g_strdup(s->source);
+  if (s->rank_seq)
+    tp_schedule_set_chunks(t, s->V, s->map);
+  for (int st = 0; st < s->W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      if (tp_stage_ops(s, st)[k].mb <= j)
+        g_array_append_val(t->stage[st], tp_stage_ops(s, st)[k]);
+  /* each rank's order: its entries whose operation is kept, counted stage by stage */
+  for (int r = 0; s->rank_seq && r < tp_schedule_ranks(s); r++) {
+    g_autofree int *pos = g_new0(int, s->W);
+    for (guint k = 0; k < s->rank_seq[r]->len; k++) {
+      int32_t st = g_array_index(s->rank_seq[r], int32_t, k);
+      if (tp_stage_ops(s, st)[pos[st]++].mb <= j)
+        g_array_append_val(t->rank_seq[r], st);
+    }
+  }
+  return t;
+}
+
 long long tp_schedule_n_ops(const TpSchedule *s)
 {
   long long n = 0;

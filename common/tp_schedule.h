@@ -215,6 +215,10 @@ static inline int tp_op_count(const TpSchedule *s, const TpOp *op)
 
 /* Operations compare equal when kind, mini-batch, micro-batch, version and source agree (the
  * header's order, policy, sizes, significance and recompute too; fixed_on is not compared). */
+/* The operations of mini-batches 1..j of s (1 <= j <= K), in each stage's order and each rank's, as
+ * a schedule of K = j: what a run cut after mini-batch j ran.  Versions stay as they are (an
+ * operation of mini-batch i reads a version below i); the source, header and chunks are s's. */
+TpSchedule *tp_schedule_prefix(const TpSchedule *s, int j);
 gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b);
 
 /* How an operation is named.  CALL, in messages: "F(3,B)", "F(3)", "B(3)", "B(3,B)", "U(3)",

@@ -6,7 +6,8 @@
  *  - an end hook is set: SIGTERM and SIGHUP (and SIGINT, when asked) end the process through it
  *    instead (an MPI rank prints what it was waiting for and exits 1).
  *  - In stop mode, SIGINT, SIGTERM and SIGHUP request a stop instead (tp_signal_stop_requested
- *    returns the first; a training run stops at its next checkpoint), announced by a stop hook;
+ *    returns the first; a training run stops at its next mini-batch, with a checkpoint), announced
+ *    by a stop hook;
  *    a second one ends the process at once: through the end hook if there is one, else with a
  *    line and status 128 + the signal.
  * A signal the program was started ignoring (nohup) stays ignored.  Hooks run inside the handler:

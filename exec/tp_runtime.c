@@ -80,6 +80,43 @@ static void turn_stop(Shared *sh)
   g_mutex_unlock(&sh->turn_lock);
 }
 
+/* ---- a cut run: the mini-batches after the cut are left out ---------------------------------------- */
+
+/* Stage 1, before it begins mini-batch mb: whether the caller cuts the run there. */
+static void ask_cut(Stage *g, const TpOp *op)
+{
+  const Shared *sh = g->sh;
+  if (g->st != 0 || op->kind != TP_OP_F || op->mb <= g->started)
+    return;
+  g->started = op->mb;
+  TpProgress *p = sh->progress;
+  if (g->cut == sh->s->K && p && p->cut_before && p->cut_before(p, p->data, op->mb))
+    g->cut = op->mb - 1;
+}
+
+/* Operation k (of a mini-batch after the cut) left out: its turn taken and passed, the versions it
+ * would read released; the first forward left out tells the next stage, by the marker in place of
+ * its activations. */
+static gboolean leave_out(Stage *g, int k, const TpOp *op, gboolean begun, GError **err)
+{
+  Shared *sh = g->sh;
+  if (!begun && !turn_take(sh, g->st, op, err))
+    return FALSE;
+  if (begun)
+    tp_wstore_op_cancel(g->store);
+  else
+    tp_wstore_op_skip(g->store, k);
+  if (op->kind == TP_OP_F && !g->marked && g->st + 1 < g->W) {
+    static const char none = 0; /* a marker carries no bytes */
+    TpTag tag = tp_tag_of(op);
+    if (!sh->tr->send(sh->tr, tp_link_ends(g->st, g->st + 1), &tag, &none, 0, err))
+      return FALSE;
+    g->marked = TRUE;
+  }
+  turn_pass(sh, g->st);
+  return TRUE;
+}
+
 static gboolean stage_walk(Stage *g, GError **err)
 {
   Shared *sh = g->sh;
@@ -107,7 +144,14 @@ static gboolean stage_walk(Stage *g, GError **err)
   const int n_ops = tp_stage_len(s, g->st);
   TpOpRecord *recs = sh->out->rec[g->st];
   for (int k = 0; k < n_ops; k++) {
-    if (!turn_take(sh, g->st, &tp_stage_ops(s, g->st)[k], err))
+    const TpOp *next = &tp_stage_ops(s, g->st)[k];
+    ask_cut(g, next);
+    if (next->mb > g->cut) {
+      if (!leave_out(g, k, next, FALSE, err))
+        return FALSE;
+      continue;
+    }
+    if (!turn_take(sh, g->st, next, err))
       return FALSE;
     const TpOp *op = tp_wstore_op_begin(g->store, k, err);
     if (!op)
@@ -119,6 +163,14 @@ static gboolean stage_walk(Stage *g, GError **err)
                   : op->kind == TP_OP_W ? tp_rt_weight_grad(g, op, rec, err)
                   : op->kind == TP_OP_U ? tp_rt_update(g, op, rec, err)
                                         : tp_rt_backward(g, op, rec, err);
+    if (!ok && op->kind == TP_OP_F && g_error_matches(*err, TP_ERROR, TP_ERROR_CUT)) {
+      g_clear_error(err); /* the marker came in place of its input: the run is cut before its mini-batch */
+      g->cut = op->mb - 1;
+      *rec = (TpOpRecord){ 0 };
+      if (!leave_out(g, k, op, TRUE, err))
+        return FALSE;
+      continue;
+    }
     if (!ok || !tp_backend_sync(g->be, err)) /* a device operation ends when its work is done */
       return FALSE;
     tp_wstore_op_end(g->store);
@@ -126,6 +178,9 @@ static gboolean stage_walk(Stage *g, GError **err)
     turn_pass(sh, g->st);
   }
   tp_wstore_stats(g->store, &sh->out->stats[g->st]);
+  g_mutex_lock(&sh->lock);
+  sh->out->done = MIN(sh->out->done, g->cut);
+  g_mutex_unlock(&sh->lock);
   return g->be->iface->copy(g->be, g->S->weights, tp_wstore_version(g->store, tp_wstore_latest(g->store)),
                      g->S->np ? g->S->np : 1, err) &&
          tp_rt_sync_host_weights(g->S, err);
@@ -137,7 +192,7 @@ static gpointer stage_main(gpointer data)
   Shared *sh = a->sh;
   TpRuntime *rt = sh->rt;
   const TpSchedule *s = sh->s;
-  Stage g = { .sh = sh, .st = a->st, .W = s->W, .N = s->N, .B = rt->cfg.batch, .m = rt->cfg.batch / s->N };
+  Stage g = { .sh = sh, .st = a->st, .W = s->W, .N = s->N, .B = rt->cfg.batch, .m = rt->cfg.batch / s->N, .cut = s->K };
   g.S = &rt->st[a->st];
   g.net = g.S->net;
   g.be = g.S->be;
@@ -263,7 +318,7 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
     return FALSE;
   }
   memset(out, 0, sizeof *out);
-  out->W = s->W, out->K = s->K;
+  out->W = s->W, out->K = s->K, out->done = s->K;
   out->rec = g_try_new0(TpOpRecord *, s->W);
   gboolean held = out->rec != NULL;
   long n_ops = 0;
@@ -354,11 +409,26 @@ void tp_run_result_summarise(TpRunResult *out, const TpSchedule *s, int lo, int 
   for (int st = lo; st < hi; st++)
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       const TpOpRecord *r = &out->rec[st][k];
+      if (tp_stage_ops(s, st)[k].mb > out->done) /* left out of a cut run */
+        continue;
       t0 = MIN(t0, r->start), t1 = MAX(t1, r->end);
       if (!r->match)
         out->versions_match = FALSE, out->mismatched_reads++;
     }
   out->wall = t1 > t0 ? t1 - t0 : 0;
+}
+
+void tp_run_result_cut(TpRunResult *r, const TpSchedule *s)
+{
+  if (r->done >= r->K)
+    return;
+  for (int st = 0; st < s->W; st++) {
+    int n = 0;
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      if (tp_stage_ops(s, st)[k].mb <= r->done)
+        r->rec[st][n++] = r->rec[st][k];
+  }
+  r->K = r->done;
 }
 
 TpTimeline *tp_run_result_timeline(const TpRunResult *r, const TpSchedule *s, GError **err)

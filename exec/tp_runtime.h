@@ -89,12 +89,17 @@ typedef struct {
   gboolean versions_match;   /* every read of every operation */
   long mismatched_reads;
   double wall;               /* seconds from the first operation's start to the last one's end */
+  int done;                  /* mini-batches run: K, or where the run was cut (TpProgress.cut_before) */
 } TpRunResult;
 
 void tp_run_result_clear(TpRunResult *r);
 /* versions_match, mismatched_reads and wall from the records of stages [lo, hi) of schedule s (a
- * run's own stages, or all of them once gathered from the processes that ran them). */
+ * run's own stages, or all of them once gathered from the processes that ran them), of the
+ * operations of mini-batches 1..done. */
 void tp_run_result_summarise(TpRunResult *r, const TpSchedule *s, int lo, int hi);
+/* A cut run's records (done < K) made those of the operations it ran, in the order of
+ * tp_schedule_prefix(s, done): K becomes done.  Nothing changes for a whole run. */
+void tp_run_result_cut(TpRunResult *r, const TpSchedule *s);
 /* The measured timeline of schedule s from the records of every stage (a run of all stages, or one
  * gathered from the processes that ran them): each operation's start, end, version read and the
  * stage's latest version, times shifted so that the first start is 0 (t0: that start on the run's
@@ -113,6 +118,12 @@ struct TpProgress {
   void (*tick)(TpProgress *p, void *data);
   void *data;
   double interval_s;
+  /* or NULL: asked by stage 1 before it begins mini-batch mb (1..K) of the schedule; TRUE cuts the
+   * run there: every stage runs the operations of mini-batches 1..mb-1 (its order without the
+   * others, a schedule of its own: tp_schedule_prefix) and drains, the cut told from stage to stage
+   * by a marker in place of mini-batch mb's first activations (tp_transport.h), so any transport
+   * carries it.  Called on stage 1's thread. */
+  gboolean (*cut_before)(TpProgress *p, void *data, int mb);
 };
 
 typedef struct TpRuntime TpRuntime;

@@ -61,6 +61,10 @@ typedef struct {
   int *fwd_done;     /* [K] forwards done on the last stage, to know when a loss is complete */
   gboolean split;    /* the schedule splits backwards into I and W: saved states keep output
                         gradients (tp_saved_new_split), and saved[key] lives from I to W */
+  /* a cut run (TpProgress.cut_before): operations of mini-batches after `cut` are left out */
+  int cut;           /* K while the run is whole */
+  int started;       /* stage 1: the last mini-batch whose first forward it began */
+  gboolean marked;   /* the cut's marker went to the next stage */
 } Stage;
 
 static inline double tp_rt_now(const Shared *sh) { return (double)(g_get_monotonic_time() - sh->origin) / 1e6; }

@@ -60,6 +60,16 @@ typedef struct {
   guint64 bytes;
 } TpLinkStats;
 
+/* A message of zero bytes where more are expected is the marker of a cut run (tp_runtime.h): the
+ * receive fails with TP_ERROR_CUT, which the runtime takes as "the mini-batches from this tag's on
+ * are left out".  Every transport's receive says it so. */
+static inline gboolean tp_transport_cut_marker(const TpTag *tag, int to, int from, GError **err)
+{
+  g_set_error(err, TP_ERROR, TP_ERROR_CUT, "stage %d: the run is cut before mini-batch %d (marker from stage %d)",
+              to + 1, tag->mb, from + 1);
+  return FALSE;
+}
+
 typedef struct TpTransport TpTransport;
 struct TpTransport {
   const char *name; /* "local", "mpi", "nccl" */

@@ -357,6 +357,38 @@ float *tp_wstore_blend_buffer(TpWStore *w)
   return w->blend;
 }
 
+/* The versions op reads lose its reference; those no other operation reads and not the latest go. */
+static void release_reads(TpWStore *w, const TpOp *op)
+{
+  GArray *touched = g_array_new(FALSE, FALSE, sizeof(int));
+  refs_add(w, op, -1, touched);
+  for (guint i = 0; i < touched->len; i++) {
+    int v = g_array_index(touched, int, i);
+    if (w->refs[v] == 0 && v != w->latest && w->buf[v])
+      version_free(w, v);
+  }
+  g_array_unref(touched);
+}
+
+void tp_wstore_op_skip(TpWStore *w, int k)
+{
+  g_return_if_fail(w->cur < 0 && k == w->pos);
+  const TpOp *op = &w->ops[k];
+  if (op->kind != TP_OP_U) /* an update left out makes no version */
+    release_reads(w, op);
+  w->pos++;
+  note(w);
+}
+
+void tp_wstore_op_cancel(TpWStore *w)
+{
+  g_return_if_fail(w->cur >= 0 && w->ops[w->cur].kind == TP_OP_F && !w->blend);
+  int k = w->cur;
+  acts_add(w, -tp_op_count(w->s, &w->ops[k]));
+  w->cur = -1;
+  tp_wstore_op_skip(w, k);
+}
+
 void tp_wstore_op_end(TpWStore *w)
 {
   g_return_if_fail(w->cur >= 0);
@@ -370,14 +402,7 @@ void tp_wstore_op_end(TpWStore *w)
       w->buf[old] = NULL;
     w->upd = NULL;
   } else {
-    GArray *touched = g_array_new(FALSE, FALSE, sizeof(int));
-    refs_add(w, op, -1, touched);
-    for (guint i = 0; i < touched->len; i++) {
-      int v = g_array_index(touched, int, i);
-      if (w->refs[v] == 0 && v != w->latest && w->buf[v])
-        version_free(w, v);
-    }
-    g_array_unref(touched);
+    release_reads(w, op);
     if (w->blend) {
       give(w, w->blend);
       w->blend = NULL;

@@ -91,6 +91,12 @@ float *tp_wstore_blend_buffer(TpWStore *w);
 /* End the current operation: release what it read, free versions no longer needed, release the
  * activations a backward consumed, make an update's buffer the latest version. */
 void tp_wstore_op_end(TpWStore *w);
+/* A cut run (tp_runtime.h): operation k, the next in list order, is left out — the versions it
+ * would read are released as if it had run, nothing is computed, no version is made. */
+void tp_wstore_op_skip(TpWStore *w, int k);
+/* The forward begun is left out (its input never came: the run was cut before its mini-batch):
+ * its activations are not counted, then as tp_wstore_op_skip. */
+void tp_wstore_op_cancel(TpWStore *w);
 
 /* Add delta bytes to a category (communication buffers, or anything the caller holds). */
 void tp_wstore_mem_add(TpWStore *w, TpMemCat cat, gint64 delta);

@@ -17,7 +17,7 @@ echo "mutants: building a scratch copy in $work"
   make -j"$(nproc)" check TESTS=; } >build.log 2>&1 || { tail -20 build.log; echo "mutants: the copy does not build"; exit 1; }
 survived=0 caught=0 moved=0
 # the control: every test named below passes on the copy as it is (else a "catch" would mean nothing)
-for t in test-zb test-plan test-fuse test-token-train test-profile test-token-layers test-recompute; do
+for t in test-zb test-plan test-fuse test-token-train test-profile test-token-layers test-recompute test-train; do
   TP_BIN=$work/timeprest TP_SRCDIR=$work timeout 600 "./tests/$t" >/dev/null 2>&1 ||
     { echo "mutants: $t fails without any bug put in: fix that first"; exit 1; }
 done
@@ -59,5 +59,6 @@ mutant "a profile's input bytes read as its output bytes" sim/tp_analytic.c "a->
 mutant "RoPE's backward turns forward" exec/tp_net_token.c "g.theta, -1.0f, dys[BLK_DQKV] + g.qd" "g.theta, 1.0f, dys[BLK_DQKV] + g.qd" test-token-layers
 mutant "AdamW's second moment not restored on resume" exec/tp_runtime_state.c "be->iface->upload(be, S->mom, momentum, S->ns, err)" "be->iface->upload(be, S->mom, momentum, S->np, err)" test-token-train
 mutant "a recomputed forward at its forward's version, not the backward's" exec/tp_runtime_ops.c "tp_net_forward(g->net, w, g->kept[key]" "tp_net_forward(g->net, tp_wstore_version(g->store, g->fver[key]), g->kept[key]" test-recompute
+mutant "a stop cuts the run one mini-batch late" exec/tp_runtime.c "g->cut = op->mb - 1;" "g->cut = op->mb;" test-train
 echo "mutants: $caught caught, $survived survived, $moved no longer found"
 [ "$survived" -eq 0 ]

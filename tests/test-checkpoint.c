@@ -71,7 +71,8 @@ static const char **args(const char *const *opts, const char *const *more, const
   return buf;
 }
 
-/* Stop at --stop-after D (a checkpoint), resume, compare with the uninterrupted run. */
+/* Stop at --stop-after D (a checkpoint), resume, compare with the uninterrupted run: D a segment's
+ * end, or any mini-batch of a flush schedule (each mini-batch drains). */
 static void check_resume(const char *preset, const char *const *opts, const char *stop_after)
 {
   g_autofree char *root = tpt_tmp_dir("tp-ckpt");
@@ -97,14 +98,52 @@ static void test_resume_segments(void)
 {
   const char *presets[] = { "gpipe", "pipedream", "timeprest", "i-timeprest", "pipedream-2bw" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++)
-    check_resume(presets[i], (const char *[]){ "-k", "10", "--checkpoint-every", "3", NULL }, "4");
+    check_resume(presets[i], (const char *[]){ "-k", "10", "--checkpoint-every", "3", NULL }, "6");
 }
 
 static void test_resume_epochs(void)
 {
   const char *presets[] = { "pipedream", "timeprest" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++)
-    check_resume(presets[i], (const char *[]){ "--epochs", "2", NULL }, "1");
+    check_resume(presets[i], (const char *[]){ "--epochs", "2", NULL }, "16"); /* 512 samples of 32 */
+}
+
+/* --stop-after D inside a segment (one segment of 10, or the second of 3): the run stops at D exactly,
+ * its checkpoint holds the rest of the segment (cut_segment).  A flush schedule resumes to the
+ * uninterrupted run's weights bit for bit; an asynchronous one drained at D, so it resumes to its
+ * own: the same whatever process stopped and resumed it, and another run stopped at D gives it. */
+static void test_stop_inside_segment(void)
+{
+  const char *flush[] = { "gpipe", "1f1b", "zb-h1" };
+  const char *one[] = { "-k", "10", NULL }, *three[] = { "-k", "10", "--checkpoint-every", "3", NULL };
+  for (size_t i = 0; i < G_N_ELEMENTS(flush); i++) {
+    check_resume(flush[i], one, "4");
+    check_resume(flush[i], three, "4");
+  }
+  const char *async[] = { "timeprest", "pipedream", "i-timeprest" };
+  for (size_t i = 0; i < G_N_ELEMENTS(async); i++) {
+    g_autofree char *root = tpt_tmp_dir("tp-ckpt");
+    char *sha[2];
+    for (int k = 0; k < 2; k++) {
+      g_autofree char *dir = g_strdup_printf("%s/ck%d", root, k), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+      TptRun s = train(async[i], (const char *[]){ "-k", "10", "--checkpoint", dir, "--stop-after", "4", NULL });
+      g_assert_cmpint(s.status, ==, 0);
+      g_assert_nonnull(strstr(s.err, "stopped: checkpoint at epoch 1, mini-batch 4 written"));
+      g_autofree char *text = NULL;
+      g_assert_true(g_file_get_contents(ini, &text, NULL, NULL));
+      g_assert_nonnull(strstr(text, "\nindex=4\n"));
+      g_assert_nonnull(strstr(text, "\ncut_segment=")); /* the other 6 mini-batches' schedule */
+      TptRun r = train(async[i], (const char *[]){ "-k", "10", "--resume", dir, NULL });
+      g_assert_cmpint(r.status, ==, 0);
+      sha[k] = sha_of(&r);
+      g_autofree char *losses = array_of(r.out, "train_loss");
+      g_assert_nonnull(losses); /* the report covers the whole run */
+      tpt_run_clear(&s), tpt_run_clear(&r);
+    }
+    g_assert_cmpstr(sha[0], ==, sha[1]);
+    g_free(sha[0]), g_free(sha[1]);
+    tpt_rm_tree(root);
+  }
 }
 
 /* A checkpoint of one run: resumed by another, refused with exit 2 and one line naming the difference. */
@@ -296,43 +335,88 @@ static void test_damaged(void)
       check_damaged(ini, cut);
 }
 
-/* SIGTERM once the first checkpoint is there: the run stops at the next one, exit 143 and the line;
- * resumed, it ends as the uninterrupted run. */
+/* Start train with argv (NULL-terminated after the binary's place); SIGTERM once `ini` is there (a
+ * first checkpoint) or, with ini NULL, after wait_ms; the wait status, stderr in msg and the
+ * milliseconds from the signal to the end. */
+static int term_run(const char **argv, const char *ini, int wait_ms, char *msg, size_t cap, double *ms)
+{
+  GPid pid;
+  int err_fd = -1;
+  GError *e = NULL;
+  argv[0] = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
+  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                         NULL, NULL, &pid, NULL, NULL, &err_fd, &e));
+  g_assert_no_error(e);
+  for (int i = 0; ini && i < 30000 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
+    g_usleep(1000);
+  g_assert_true(!ini || g_file_test(ini, G_FILE_TEST_EXISTS));
+  if (!ini)
+    g_usleep((gulong)wait_ms * 1000);
+  gint64 t0 = g_get_monotonic_time();
+  kill(pid, SIGTERM);
+  int status = 0;
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  *ms = (double)(g_get_monotonic_time() - t0) / 1e3;
+  g_spawn_close_pid(pid);
+  ssize_t n = read(err_fd, msg, cap - 1);
+  close(err_fd);
+  msg[MAX(n, 0)] = '\0';
+  return status;
+}
+
+/* SIGTERM once the first checkpoint is there: the run stops at the next mini-batch, exit 143 and the
+ * line; resumed, it ends as the uninterrupted run (a flush schedule: every mini-batch drains). */
 static void test_sigterm(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL);
   g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
   const char *opts[] = { "--epochs", "30", NULL };
-  g_autofree char *whole = uninterrupted("timeprest", opts, root, NULL);
-  const char *bin = g_getenv("TP_BIN") ? g_getenv("TP_BIN") : "./timeprest";
-  const char *argv[] = { bin, "train", "-s", "timeprest", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
+  g_autofree char *whole = uninterrupted("gpipe", opts, root, NULL);
+  const char *argv[] = { NULL, "train", "-s", "gpipe", "-w", "2", "-n", "2", "--batch", "32", "--data", DATA,
                          "--order-from", "slots", "--quiet", "--epochs", "30", "--checkpoint", dir, NULL };
-  GPid pid;
-  int err_fd = -1;
-  GError *e = NULL;
-  g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
-                                         NULL, NULL, &pid, NULL, NULL, &err_fd, &e));
-  g_assert_no_error(e);
-  for (int i = 0; i < 30000 && !g_file_test(ini, G_FILE_TEST_EXISTS); i++)
-    g_usleep(1000);
-  g_assert_true(g_file_test(ini, G_FILE_TEST_EXISTS));
-  kill(pid, SIGTERM);
-  int status = 0;
-  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-  g_spawn_close_pid(pid);
-  char msg[4096] = "";
-  ssize_t n = read(err_fd, msg, sizeof msg - 1);
-  close(err_fd);
-  msg[MAX(n, 0)] = '\0';
+  char msg[4096];
+  double ms;
+  int status = term_run(argv, ini, 0, msg, sizeof msg, &ms);
   g_assert_true(WIFEXITED(status));
   g_assert_cmpint(WEXITSTATUS(status), ==, 143);
   g_assert_nonnull(strstr(msg, "interrupted: checkpoint at epoch"));
   g_assert_nonnull(strstr(msg, "resume with --resume"));
-  TptRun r = train("timeprest", (const char *[]){ "--epochs", "30", "--resume", dir, NULL });
+  TptRun r = train("gpipe", (const char *[]){ "--epochs", "30", "--resume", dir, NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_autofree char *sha = sha_of(&r);
   g_assert_cmpstr(sha, ==, whole);
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
+/* One long segment (-k 100000, no --checkpoint-every: the run is one schedule): SIGTERM stops it at
+ * the next mini-batch within seconds, with a checkpoint inside the segment that resumes (and stops
+ * again at --stop-after). */
+static void test_sigterm_one_segment(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  const char *argv[] = { NULL, "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "100000", "--batch", "32",
+                         "--data", DATA, "--order-from", "slots", "--quiet", "--checkpoint", dir, NULL };
+  char msg[4096];
+  double ms;
+  int status = term_run(argv, NULL, 1500, msg, sizeof msg, &ms);
+  g_test_message("stopped %.0f ms after SIGTERM: %s", ms, msg);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 143);
+  g_assert_cmpfloat(ms, <, 30000); /* a bound against a hang, not a timing: it takes about a second */
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(ini, &text, NULL, NULL));
+  const char *at = strstr(text, "\nindex=");
+  g_assert_nonnull(at);
+  int index = atoi(at + 7);
+  g_assert_cmpint(index, >, 0);
+  g_assert_cmpint(index, <, 100000);
+  g_autofree char *until = g_strdup_printf("%d", index + 2), *line = g_strdup_printf("mini-batch %d written", index + 2);
+  TptRun r = train("timeprest", (const char *[]){ "-k", "100000", "--resume", dir, "--stop-after", until, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.err, line));
   tpt_run_clear(&r);
   tpt_rm_tree(root);
 }
@@ -434,9 +518,11 @@ int main(int argc, char **argv)
   g_test_add_func("/checkpoint/lib/parts", test_lib_parts);
   g_test_add_func("/checkpoint/resume-segments", test_resume_segments);
   g_test_add_func("/checkpoint/resume-epochs", test_resume_epochs);
+  g_test_add_func("/checkpoint/stop-inside-segment", test_stop_inside_segment);
   g_test_add_func("/checkpoint/other-run", test_other_run);
   g_test_add_func("/checkpoint/damaged", test_damaged);
   g_test_add_func("/checkpoint/sigterm", test_sigterm);
+  g_test_add_func("/checkpoint/sigterm-one-segment", test_sigterm_one_segment);
   g_test_add_func("/checkpoint/kill-during-write", test_kill_during_write);
   g_test_add_func("/checkpoint/new-run-over-checkpoint", test_new_run_over_checkpoint);
   g_test_add_func("/checkpoint/usage", test_usage);

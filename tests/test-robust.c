@@ -14,7 +14,8 @@
 
 #define SEAL "\n[integrity]\nsha256="
 
-/* A checkpoint of -k 10 --checkpoint-every 3 stopped after 4 mini-batches (index 6) in root/ck. */
+/* A checkpoint of -k 10 --checkpoint-every 3 stopped after 4 mini-batches (index 4, inside the second
+ * segment: it holds the rest of it, cut_segment) in root/ck. */
 static char *make_checkpoint(const char *root)
 {
   char *dir = g_build_filename(root, "ck", NULL);
@@ -111,6 +112,18 @@ static void test_edited_checkpoint(void)
     assert_refused(&r, want);
     g_assert_nonnull(strstr(r.err, "checkpoint.ini"));
     tpt_run_clear(&r);
+  }
+  /* the rest of the segment missing, or another schedule than its rest (the segment's, 3 mini-batches) */
+  const char *seg = strstr(good, "\nsegment=");
+  g_assert_nonnull(seg);
+  g_autofree char *whole_seg = g_strndup(seg + 9, strcspn(seg + 9, "\n"));
+  const char *cut_cases[][2] = { { "", "index=4 is not a segment boundary" }, { whole_seg, "cut_segment is not the rest" } };
+  for (size_t i = 0; i < G_N_ELEMENTS(cut_cases); i++) {
+    g_assert_true(g_file_set_contents(ini, good, -1, NULL));
+    edit_ini(dir, "cut_segment", cut_cases[i][0]);
+    TptRun c = train((const char *[]){ "-k", "10", "--checkpoint-every", "3", "--resume", dir, NULL });
+    assert_refused(&c, cut_cases[i][1]);
+    tpt_run_clear(&c);
   }
   /* the untouched checkpoint still resumes */
   g_assert_true(g_file_set_contents(ini, good, -1, NULL));

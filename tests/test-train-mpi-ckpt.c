@@ -26,7 +26,7 @@ static const char *bin;
 /* A run long enough to be interrupted after its first checkpoint (every 5 mini-batches). */
 #define LONG "-s pipedream -w 3 -n 2 -k 300 --batch 16 --data synthetic --seed 3 --order-from slots --format json " \
              "--quiet --checkpoint-every 5 --peer-timeout 5"
-/* A short one, stopped after 4 mini-batches (--stop-after) */
+/* A short one, stopped after 6 mini-batches (--stop-after: the second segment's end) */
 #define SHORT "-s timeprest -w 2 -n 2 -k 10 --batch 16 --data synthetic --seed 3 --order-from slots --format json " \
               "--quiet --checkpoint-every 3"
 
@@ -190,13 +190,36 @@ static void test_across_transports(void)
   g_autofree char *want = uninterrupted_sha(root, SHORT);
   for (int np = 0; np <= 2; np += 2) {
     const char *dir = np ? b : a;
-    g_autofree char *stop = g_strdup_printf("%s" SHORT " --checkpoint %s --stop-after 4", np ? "--transport mpi " : "",
+    g_autofree char *stop = g_strdup_printf("%s" SHORT " --checkpoint %s --stop-after 6", np ? "--transport mpi " : "",
                                             dir);
     TptMpiRun s = run(np, stop);
     expect_success(&s);
     g_assert_cmpint(tpt_count(s.err, "stopped: checkpoint at epoch 1, mini-batch 6"), ==, 1);
     tpt_mpi_run_clear(&s);
     expect_resumes_to(np ? 0 : 2, SHORT, dir, want);
+  }
+  tpt_rm_tree(root);
+}
+
+/* Stopped inside a segment under MPI (--stop-after 4 of segments of 3: the cut's marker goes from
+ * rank to rank): a flush schedule resumes to the uninterrupted run's weights under either
+ * transport. */
+static void test_cut(void)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *root = tpt_tmp_dir("tp-mpi-ckpt");
+  const char *flush = "-s gpipe -w 2 -n 2 -k 10 --batch 16 --data synthetic --seed 3 --order-from slots --format json "
+                      "--quiet --checkpoint-every 3";
+  g_autofree char *want = uninterrupted_sha(root, flush);
+  for (int np = 0; np <= 2; np += 2) {
+    g_autofree char *dir = g_strdup_printf("%s/cut%d", root, np);
+    g_autofree char *stop = g_strdup_printf("--transport mpi %s --checkpoint %s --stop-after 4", flush, dir);
+    TptMpiRun s = run(2, stop);
+    expect_success(&s);
+    g_assert_cmpint(tpt_count(s.err, "stopped: checkpoint at epoch 1, mini-batch 4"), ==, 1);
+    tpt_mpi_run_clear(&s);
+    expect_resumes_to(np, flush, dir, want);
   }
   tpt_rm_tree(root);
 }
@@ -320,6 +343,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train-mpi-ckpt/sigterm-resume", test_sigterm_resume);
   g_test_add_func("/train-mpi-ckpt/kill-during-commit", test_kill_during_commit);
   g_test_add_func("/train-mpi-ckpt/across-transports", test_across_transports);
+  g_test_add_func("/train-mpi-ckpt/cut", test_cut);
   g_test_add_func("/train-mpi-ckpt/refused", test_refused);
   g_test_add_func("/train-mpi-ckpt/part-unwritable", test_part_unwritable);
   return g_test_run();

@@ -2,7 +2,7 @@
  * flush schedules on W stages reach the weights of one stage; the asynchronous ones read exactly the
  * versions their schedule names and keep exactly the versions and activations the simulator counts;
  * I-TiMePReSt's blend at its ends; a cosine rate against plain SGD; the measured timeline against the
- * simulator's.  The train command as a user runs it: tests/test-train-program.c. */
+ * simulator's; a cut run against its schedule's prefix.  The train command as a user runs it: tests/test-train-program.c. */
 #include "tp_cost.h"
 #include "tp_events.h"
 #include "tp_metrics.h"
@@ -48,6 +48,19 @@ static float *train(const TpSchedule *s, TpRunResult *res, size_t *n_out)
   float *w = tpt_train(&cfg, s, res, n_out);
   g_free(bounds);
   return w;
+}
+
+/* train() with a progress whose cut_before may cut the run. */
+static float *train_progress(const TpSchedule *s, TpProgress *prog, TpRunResult *res, size_t *n_out)
+{
+  int W = s->W, L = tp_model_n_layers(fx.model);
+  g_autofree int *bounds = g_new(int, W + 1);
+  even_bounds(L, W, bounds);
+  TpRuntimeConfig cfg = { .model = fx.model, .bounds = bounds, .W = W, .N = s->N, .batch = BATCH, .be = tp_backend_cpu(),
+                          .train = fx.train, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .seed = 7,
+                          .timeout_s = 60, .lr_steps = lr_steps, .recompute = s->recompute,
+                          .split_backward = tp_schedule_has_split(s) };
+  return tpt_train_progress(&cfg, s, prog, res, n_out);
 }
 
 /* Plain mini-batch SGD computed here, without the runtime: the whole model as one network, the
@@ -344,6 +357,54 @@ static void test_lr_cosine(void)
   }
 }
 
+/* A cut run (TpProgress.cut_before) of every preset: it ends with the weights of its schedule's
+ * prefix run whole (tp_schedule_prefix: the operations of the mini-batches before the cut, in each
+ * stage's order), bit for bit, its records those of the prefix; cut before the first mini-batch,
+ * nothing runs; never cut, the whole run. */
+static gboolean cut_at(TpProgress *p, void *data, int mb)
+{
+  (void)p;
+  return mb == *(const int *)data;
+}
+
+static void test_cut(gconstpointer name)
+{
+  const TpPreset *p = tp_preset_find(name);
+  /* interleaved orders: 2 workers of 2 chunks, 4 stages of mlp's 7 layers */
+  int chunked = p->order == TP_ORDER_INTERLEAVED_1F1B || p->order == TP_ORDER_ZB_V, N = 4, K = 8;
+  TpSchedule *s = tpt_preset(name, chunked ? 2 : 3, N, K);
+  const int W = s->W;
+  for (int at = 1; at <= K + 1; at += 3) { /* cut before mini-batch 1, 4 and 7; 10 never comes */
+    TpProgress prog = { .cut_before = cut_at, .data = &at };
+    TpRunResult r, rp;
+    size_t n, np;
+    g_autofree float *w = train_progress(s, &prog, &r, &n);
+    int done = MIN(at - 1, K);
+    g_assert_cmpint(r.done, ==, done);
+    if (done == 0) { /* nothing ran */
+      g_assert_cmpfloat(r.wall, ==, 0);
+      g_assert_true(r.versions_match);
+    } else {
+      TpSchedule *pre = tp_schedule_prefix(s, done);
+      g_autofree float *wp = train_progress(pre, NULL, &rp, &np);
+      g_assert_cmpuint(n, ==, np);
+      if (memcmp(w, wp, n * sizeof(float)) != 0)
+        g_error("%s cut before %d: weights differ from the prefix's (relative %g)", (const char *)name, at,
+                tpt_rel_diff(w, wp, n));
+      tp_run_result_cut(&r, s);
+      g_assert_cmpint(r.K, ==, done);
+      for (int st = 0; st < W; st++)
+        for (int k = 0; k < tp_stage_len(pre, st); k++)
+          g_assert_cmpint(r.rec[st][k].version, ==, rp.rec[st][k].version);
+      g_assert_true(r.versions_match);
+      tp_run_result_clear(&rp);
+      tp_schedule_free(pre);
+    }
+    tp_run_result_clear(&r);
+  }
+  tp_schedule_free(s);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -356,6 +417,10 @@ int main(int argc, char **argv)
   for (int i = 0; i < tp_n_presets; i++) { /* every preset, the asynchronous ones above all */
     g_autofree char *path = g_strdup_printf("/train/versions-and-memory/%s", tp_presets[i].name);
     g_test_add_data_func(path, tp_presets[i].name, test_versions_and_memory);
+  }
+  for (int i = 0; i < tp_n_presets; i++) {
+    g_autofree char *path = g_strdup_printf("/train/cut/%s", tp_presets[i].name);
+    g_test_add_data_func(path, tp_presets[i].name, test_cut);
   }
   g_test_add_func("/train/blend", test_blend);
   g_test_add_func("/train/lr-cosine", test_lr_cosine);

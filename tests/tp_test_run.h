@@ -35,7 +35,16 @@ static inline TpRuntimeConfig tpt_even_config(const TpModel *model, const TpData
 
 /* Train s->K mini-batches of cfg->train's seeded order (batcher seed 3) with the run cfg describes;
  * returns every stage's weights, concatenated in stage order, and the run's record in *res. */
+static inline float *tpt_train_progress(const TpRuntimeConfig *cfg, const TpSchedule *s, TpProgress *progress,
+                                        TpRunResult *res, size_t *n_out);
 static inline float *tpt_train(const TpRuntimeConfig *cfg, const TpSchedule *s, TpRunResult *res, size_t *n_out)
+{
+  return tpt_train_progress(cfg, s, NULL, res, n_out);
+}
+
+/* tpt_train with a progress (its cut_before may cut the run); the weights at the run's end. */
+static inline float *tpt_train_progress(const TpRuntimeConfig *cfg, const TpSchedule *s, TpProgress *progress,
+                                        TpRunResult *res, size_t *n_out)
 {
   GError *err = NULL;
   TpRuntime *rt = tp_runtime_new(cfg, &err);
@@ -45,7 +54,7 @@ static inline float *tpt_train(const TpRuntimeConfig *cfg, const TpSchedule *s, 
   int **idx = g_new(int *, s->K);
   for (int i = 0; i < s->K; i++)
     idx[i] = g_memdup2(tp_batcher_next(b), sizeof(int) * cfg->batch);
-  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), NULL, res, &err));
+  g_assert_true(tp_runtime_run(rt, s, (const int *const *)idx, 1, g_get_monotonic_time(), progress, res, &err));
   g_assert_no_error(err);
   size_t n = 0;
   for (int st = 0; st < s->W; st++)

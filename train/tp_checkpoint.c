@@ -59,6 +59,7 @@ void tp_checkpoint_clear(TpCheckpoint *c)
     g_ptr_array_unref(c->id_vals);
   g_free(c->plan);
   g_free(c->plan_tail);
+  g_free(c->plan_cut);
   g_free(c->log);
   GArray *a[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time, c->correct };
   for (size_t i = 0; i < G_N_ELEMENTS(a); i++)
@@ -201,6 +202,8 @@ static char *metadata(const TpCheckpoint *c, const char *const *state, const cha
   }
   g_key_file_set_string(k, "plan", "segment", c->plan ? c->plan : "");
   g_key_file_set_string(k, "plan", "last_segment", c->plan_tail ? c->plan_tail : "");
+  if (c->plan_cut) /* absent: a checkpoint at a segment's end, as written before stops inside one */
+    g_key_file_set_string(k, "plan", "cut_segment", c->plan_cut);
   g_key_file_set_string(k, "results", "log", c->log ? c->log : "");
   const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
   double dv[] = { c->elapsed, c->train_time, c->samples, c->epoch_wall };
@@ -546,6 +549,9 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
     return bad(err, path, "not a checkpoint of this format (%s is missing or malformed)", which);
   if (c->plan_tail && !*c->plan_tail)
     g_clear_pointer(&c->plan_tail, g_free);
+  c->plan_cut = g_key_file_get_string(k, "plan", "cut_segment", NULL);
+  if (c->plan_cut && !*c->plan_cut) /* empty: none, as an absent key */
+    g_clear_pointer(&c->plan_cut, g_free);
   return read_state(dir, path, k, c, err);
 }
 

@@ -37,6 +37,7 @@ typedef struct {
   int states;                /* optimizer state per parameter: 1 (SGD's momentum), 2 (AdamW's moments) */
   float **weights, **mom;    /* [W][np], [W][np·states] */
   char *plan, *plan_tail;    /* the schedules run (CSV): a segment, and the shorter last one (or NULL) */
+  char *plan_cut;            /* at a stop inside a segment: the rest of it, run first on resuming (or NULL) */
   char *log;                 /* the training log so far (CSV text) */
   double elapsed;            /* seconds of the run so far (the log's time) */
   double train_time, samples, epoch_wall;

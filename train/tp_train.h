@@ -100,6 +100,8 @@ typedef struct {
 /* Where the run is, in checkpointed segments (docs: Checkpoints). */
 typedef struct {
   TpSchedule *s_tail;       /* the shorter last segment of a run, when M does not divide K */
+  TpSchedule *s_cut;        /* the rest of a segment a stop cut (train/tp_train_run.c): run first on
+                               resuming there, and held by the checkpoint written at the cut */
   int start_epoch, start_index, generation;
   double elapsed0;          /* seconds of the run before this process (resumed) */
   double epoch_wall;        /* the current epoch's training seconds so far */

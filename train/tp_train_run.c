@@ -73,8 +73,10 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
     BAD("seed", c->seed, "differs from this run's seed");
   else if (c->epoch < 0 || c->epoch > t->runs || (c->epoch == t->runs && c->index != 0))
     BAD("epoch", c->epoch, "is not a run of this one");
-  else if (c->index < 0 || c->index >= K || c->index % M != 0)
-    BAD("index", c->index, "is not a segment boundary of this run");
+  else if (c->index < 0 || c->index >= K || (c->index % M != 0 && !c->plan_cut))
+    BAD("index", c->index, "is not a segment boundary of this run (and no cut_segment says the rest of one)");
+  else if (c->index % M == 0 && c->plan_cut)
+    BAD("index", c->index, "is a segment boundary, but a cut_segment is there");
   else if (c->done != done)
     BAD("done", c->done, "disagrees with epoch and index");
   else if (c->pos.epoch != de)
@@ -108,6 +110,19 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
     }
   }
   return TRUE;
+}
+
+/* A checkpoint inside a segment: its cut_segment is the rest of that segment for this run. */
+static gboolean check_cut(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
+{
+  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K, end = MIN(c->index - c->index % M + M, t->K);
+  const TpSchedule *r = t->pos.s_cut;
+  if (r->W == t->s->W && r->N == t->N && r->K == end - c->index && r->V == t->s->V)
+    return TRUE;
+  g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: cut_segment is not the rest of the segment at "
+              "index %d (W=%d, N=%d, K=%d there; W=%d, N=%d, K=%d here)", dir, TP_CHECKPOINT_INI, c->index, r->W, r->N,
+              r->K, t->s->W, t->N, end - c->index);
+  return FALSE;
 }
 
 /* --resume: the checkpoint read and checked against this run, its state restored. */
@@ -145,6 +160,8 @@ gboolean tp_train_resume(Train *t, GError **err)
   if (ok && !t->cfg.schedule_file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
          (!c.plan_tail || (t->pos.s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+  if (ok && c.plan_cut) /* inside a segment (check_position): the rest of it, a schedule file's too */
+    ok = (t->pos.s_cut = tp_checkpoint_plan(c.plan_cut, dir, err)) != NULL && check_cut(t, &c, dir, err);
   if (ok && !t->cfg.schedule_file && t->s->recompute != t->cfg.recompute) { /* the plan's header says which rule ran */
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: recompute '%s' there, '%s' here",
                 dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.recompute ? "true" : "false");
@@ -191,6 +208,12 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   c.generation = t->pos.generation++;
   c.epoch = epoch, c.index = index, c.done = t->prog.done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->cfg.seed;
   c.plan = g_strdup(plan->str), c.plan_tail = t->pos.s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->res.log->str);
+  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
+  if (index % M) { /* inside a segment: the rest of it */
+    g_autoptr(GString) rest = g_string_new(NULL);
+    tp_format_csv(t->pos.s_cut, rest);
+    c.plan_cut = g_strdup(rest->str);
+  }
   c.elapsed = (double)(g_get_monotonic_time() - t->prog.origin) / 1e6;
   c.train_time = t->res.train_time, c.samples = t->res.samples, c.epoch_wall = t->pos.epoch_wall;
   c.versions_match = t->res.versions_match, c.mismatched = t->res.mismatched;
@@ -464,19 +487,47 @@ static void log_run(Train *t, int e, double acc)
   tp_trainlog_append(t->res.log, &end);
 }
 
-/* One segment: mini-batches i0+1 .. i0+len of run e, a whole schedule that drains at its end. */
-static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError **err)
+/* Stage 1 is about to begin mini-batch mb of the segment: a signal caught, or --stop-after's count
+ * reached, cuts the run there, where a checkpoint is written (a run with checkpoints only). */
+static gboolean cut_before(TpProgress *p, void *data, int mb)
 {
-  const TpSchedule *s = len == t->s->K ? t->s : t->pos.s_tail;
-  TpProgress prog = { .tick = t->prog.bar ? tick : NULL, .data = t, .interval_s = 0.25 };
+  (void)p;
+  const Train *t = data;
+  long done = (long)t->prog.done_before + mb - 1;
+  return t->cfg.ck.dir && (tp_signal_stop_requested() || (t->cfg.ck.stop_after && done >= t->cfg.ck.stop_after));
+}
+
+/* The schedule of the segment from mini-batch i0 of a run: on the grid of M, the segment's (the
+ * shorter last one's when fewer are left); the rest of one a stop cut, from there. */
+static const TpSchedule *segment_schedule(const Train *t, int i0, int len)
+{
+  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
+  return i0 % M ? t->pos.s_cut : len == t->s->K ? t->s : t->pos.s_tail;
+}
+
+/* One segment: mini-batches i0+1 .. i0+len of run e, a whole schedule that drains at its end, or
+ * cut by a stop after *done < len of them (a schedule file's segments run whole: nothing makes the
+ * rest of one). */
+static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, int *done, GError **err)
+{
+  const TpSchedule *s = segment_schedule(t, i0, len);
+  TpProgress prog = { .tick = t->prog.bar ? tick : NULL, .data = t, .interval_s = 0.25,
+                      .cut_before = t->cfg.schedule_file ? NULL : cut_before };
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
   gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->prog.origin, &prog, &r, err);
   double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
-  t->prog.done_before += len;
+  *done = ok ? r.done : len;
+  t->prog.done_before += *done;
   if (ok) /* rank 0 gets every stage's part; the others only train */
     ok = tp_group_gather_run(t->group, s, t->rt, &r, err);
-  if (ok && t->rank == 0) {
+  g_autoptr(TpSchedule) ran = ok && *done < len && *done > 0 ? tp_schedule_prefix(s, *done) : NULL;
+  if (ran) {
+    tp_run_result_cut(&r, s);
+    s = ran;
+  }
+  if (ok && t->rank == 0 && *done > 0) {
+    len = *done;
     for (int i = 0; i < len; i++) {
       double u = update_time(s, &r, i + 1);
       g_array_append_val(t->pos.ep_loss, r.loss_sum[i]);
@@ -493,7 +544,7 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
     if (ok) {
       g_autoptr(TpSim) msim = tp_sim_from_timeline(tl, t->cost);
       g_autoptr(TpMetrics) mm = tp_metrics_compute(msim);
-      if (s == t->s) /* the prediction is of a whole segment: the shorter last one is not compared */
+      if (s == t->s) /* the prediction is of a whole segment: a shorter or cut one is not compared */
         tp_comparison_add(&t->res.cmp, mm, &r);
       if (t->cfg.keep_events) {
         GArray *rows = tp_events_from_sim(msim);
@@ -506,6 +557,28 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, GError 
   if (r.rec || r.stats)
     tp_run_result_clear(&r);
   return ok;
+}
+
+/* A stop cut the segment of len mini-batches from i0 after done of them: the data order back to
+ * where they end (it had read the whole segment's), and the rest of the segment's schedule made,
+ * for the checkpoint (the segment itself when none of it ran). */
+static gboolean cut_rest(Train *t, int i0, int len, int done, TpDataPos at, GError **err)
+{
+  if (!tp_batcher_seek(t->batcher, at, err))
+    return FALSE;
+  for (int i = 0; i < done; i++)
+    tp_batcher_next(t->batcher);
+  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
+  if ((i0 + done) % M == 0) /* cut before the segment's first mini-batch: a segment boundary */
+    return TRUE;
+  TpSchedule *rest = done ? generate(t, len - done, t->cost, err) : tp_schedule_prefix(segment_schedule(t, i0, len), len);
+  if (!rest)
+    return FALSE;
+  if (done)
+    rest->recompute = t->cfg.recompute;
+  tp_schedule_free(t->pos.s_cut);
+  t->pos.s_cut = rest;
+  return TRUE;
 }
 
 /* The end of run e: the test set through the latest weights, the run's results and log rows. */
@@ -538,8 +611,9 @@ gboolean tp_train_run_all(Train *t, GError **err)
   gboolean ok = TRUE, planned = FALSE;
   t->prog.bar = t->cfg.progress && isatty(STDERR_FILENO) && t->rank == 0;
   for (int e = t->pos.start_epoch; e < t->runs && ok && !t->pos.interrupted; e++) {
-    for (int i0 = e == t->pos.start_epoch ? t->pos.start_index : 0; i0 < K && ok && !t->pos.interrupted; i0 += M) {
-      int len = MIN(M, K - i0);
+    for (int i0 = e == t->pos.start_epoch ? t->pos.start_index : 0, len; i0 < K && ok && !t->pos.interrupted; i0 += len) {
+      len = MIN(M - i0 % M, K - i0); /* on the grid of M; the rest of a cut segment first */
+      TpDataPos at = tp_batcher_pos(t->batcher);
       for (int i = 0; i < len; i++)
         memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
       if (!planned) {
@@ -550,15 +624,17 @@ gboolean tp_train_run_all(Train *t, GError **err)
         t->prog.origin = g_get_monotonic_time() - (gint64)(t->pos.elapsed0 * 1e6);
         t->prog.bar_start = g_get_monotonic_time();
       }
-      ok = run_segment(t, e, i0, len, idx, err);
-      gboolean ends = i0 + len == K;
+      int done = len;
+      ok = run_segment(t, e, i0, len, idx, &done, err);
+      gboolean cut = ok && done < len, ends = !cut && i0 + len == K;
+      ok = ok && (!cut || cut_rest(t, i0, len, done, at, err));
       ok = ok && (!ends || t->rank != 0 || end_run(t, e, err)); /* --transport mpi: rank 0 reports */
-      if (ok && t->cfg.ck.dir && (ends || t->cfg.ck.every)) {
+      if (ok && t->cfg.ck.dir && (ends || t->cfg.ck.every || cut)) {
         int sig = 0;
-        ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + len, &sig, err);
-        t->pos.ck_epoch = e + 1, t->pos.ck_index = i0 + len;
+        ok = save_checkpoint(t, ends ? e + 1 : e, ends ? 0 : i0 + done, &sig, err);
+        t->pos.ck_epoch = e + 1, t->pos.ck_index = i0 + done;
         gboolean last = ends && e + 1 == t->runs;
-        if (ok && !last && (sig || (t->cfg.ck.stop_after && t->prog.done_before >= t->cfg.ck.stop_after)))
+        if (ok && !last && (sig || cut || (t->cfg.ck.stop_after && t->prog.done_before >= t->cfg.ck.stop_after)))
           t->pos.interrupted = sig ? sig : -1;
       }
     }

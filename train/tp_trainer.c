@@ -102,6 +102,7 @@ void tp_train_clear(Train *t)
   free_stage_backends(t);
   tp_schedule_free(t->s);
   tp_schedule_free(t->pos.s_tail);
+  tp_schedule_free(t->pos.s_cut);
   tp_cost_free(t->cost);
   g_free(t->prof);
   tp_metrics_free(t->pm);
@@ -370,7 +371,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
   if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
     return tp_train_mpi(t, args, report, data, end, err);
   if (t->cfg.ck.dir)
-    tp_signal_catch_stop(NULL); /* the run stops at its next checkpoint */
+    tp_signal_catch_stop(NULL); /* the run stops at its next mini-batch, with a checkpoint */
   gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
   if (ok && t->pos.interrupted) {
     tp_train_stopped(t, end);

@@ -182,6 +182,8 @@ static gboolean local_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, vo
   if (ok) {
     if (len)
       memcpy(data, m->data, len);
+  } else if (m->len == 0) {
+    tp_transport_cut_marker(tag, to, from, err);
   } else {
     char name[48];
     tp_tag_name(t, tag, name, sizeof name);

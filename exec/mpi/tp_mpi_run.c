@@ -14,6 +14,7 @@
 
 enum { NOTE_LEN = 192 };
 static char who_line[48];             /* "stage 2 (rank 1)" */
+static int first_rank;                 /* this rank runs stage 1, whose signal cuts the run */
 static char notes[2][NOTE_LEN];       /* written alternately */
 static volatile sig_atomic_t note_at = -1; /* the note in force, -1: none */
 static volatile sig_atomic_t line_printed;
@@ -71,7 +72,8 @@ static void on_stop_signal(int sig)
     n = put(line, n, sizeof line, " while waiting for ");
     n = put(line, n, sizeof line, notes[at]);
   }
-  n = put(line, n, sizeof line, ": the run stops at its next checkpoint\n");
+  n = put(line, n, sizeof line, first_rank ? ": the run stops at its next mini-batch\n"
+                                            : ": the run stops at its next checkpoint\n");
   ssize_t w = write(STDERR_FILENO, line, n);
   (void)w;
 }
@@ -149,6 +151,7 @@ gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
     return FALSE;
   }
   tp_mpi_who(tp_mpi_rank(), who_line, sizeof who_line);
+  first_rank = tp_mpi_rank() == 0;
   tp_signal_set_end(on_sigterm, FALSE);
   return TRUE;
 }

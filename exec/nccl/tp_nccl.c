@@ -304,9 +304,12 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
   for (;;) {
     TpNcclHeld *h = tp_msg_held_take(&m->held[side], tag);
     if (h) {
-      gboolean ok = h->hdr.len == len || (g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME,
-                                                      "message from stage %d is %" G_GUINT64_FORMAT " bytes, %zu expected",
-                                                      from + 1, (guint64)h->hdr.len, len), FALSE);
+      gboolean ok = h->hdr.len == len;
+      if (!ok && h->hdr.len == 0)
+        tp_transport_cut_marker(tag, to, from, err);
+      else if (!ok)
+        g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "message from stage %d is %" G_GUINT64_FORMAT " bytes, %zu expected",
+                    from + 1, (guint64)h->hdr.len, len);
       ok = ok && (!len || copy_now(m, data, h->buf, len, err));
       held_release(m, h);
       return ok;
@@ -321,6 +324,8 @@ static gboolean recv_locked(TpNccl *m, int to, int from, const TpTag *tag, void 
       return recv_failed(m, rc, from, tag, err);
     }
     gboolean mine = tp_msg_hdr_is(&hdr, tag);
+    if (mine && hdr.len == 0 && len > 0)
+      return tp_transport_cut_marker(tag, to, from, err);
     if (mine && hdr.len != len) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "message from stage %d is %" G_GUINT64_FORMAT " bytes, %zu expected",
                   from + 1, (guint64)hdr.len, len);
