@@ -239,15 +239,19 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
     /* the cells in place: each comma ends one */
     char *next = g_strstrip(lines[r]);
     guint cells = 1;
-    for (const char *c = next; (c = strchr(c, ',')) != NULL; c++)
-      cells++;
+    for (const char *c = next; *c; c++)
+      cells += *c == ',';
     acts[r] = g_array_sized_new(FALSE, FALSE, sizeof(Action), cells);
     for (int c = 0; next && ok; c++) {
-      char *cell = next, *comma = strchr(cell, ',');
-      next = comma ? comma + 1 : NULL;
-      if (comma)
-        *comma = '\0';
-      g_strstrip(cell);
+      char *cell = next, *end = cell;
+      while (*end && *end != ',') /* most cells are a few bytes or none: no call per cell */
+        end++;
+      next = *end ? end + 1 : NULL;
+      while (cell < end && g_ascii_isspace(*cell)) /* g_strstrip's trim, without moving the text */
+        cell++;
+      while (end > cell && g_ascii_isspace(end[-1]))
+        end--;
+      *end = '\0';
       guint before = acts[r]->len;
       ok = parse_cell(cell, acts[r], name, r + 1, c, err);
       for (guint i = before; ok && i < acts[r]->len; i++) {
