@@ -152,7 +152,8 @@ def claims(d):
     for k in "abc":
         split = "; ".join("%s recomputation %d of %d" % ("with" if rc == "1" else "without", h, n)
                           for rc, (h, n) in sorted(by_rc[k].items()))
-        print("- (%s) %s: holds at %d of %d settings (%s)" % (k, texts[k], verdict[k][0], verdict[k][1], split))
+        unit = "(setting, significance function) pairs" if k == "c" else "settings"  # (c): one per function
+        print("- (%s) %s: holds at %d of %d %s (%s)" % (k, texts[k], verdict[k][0], verdict[k][1], unit, split))
 
 
 def main():
