@@ -138,6 +138,8 @@ static void test_stop_inside_segment(void)
       sha[k] = sha_of(&r);
       g_autofree char *losses = array_of(r.out, "train_loss");
       g_assert_nonnull(losses); /* the report covers the whole run */
+      /* the resumed process ran only the rest of the cut segment: no whole one to set beside the plan's */
+      g_assert_nonnull(strstr(r.out, "\"measured\": null, \"error\": null"));
       tpt_run_clear(&s), tpt_run_clear(&r);
     }
     g_assert_cmpstr(sha[0], ==, sha[1]);
@@ -421,6 +423,28 @@ static void test_sigterm_one_segment(void)
   tpt_rm_tree(root);
 }
 
+/* A run from a schedule file stops only at its segment's end (nothing makes the rest of a file's
+ * schedule): the signal is answered at once with a line saying so. */
+static void test_sigterm_schedule_file(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-ckpt");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL), *file = g_build_filename(root, "s.csv", NULL);
+  TptRun g = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "1500", "--format", "csv",
+                                       NULL });
+  g_assert_cmpint(g.status, ==, 0);
+  g_assert_true(g_file_set_contents(file, g.out, -1, NULL));
+  tpt_run_clear(&g);
+  const char *argv[] = { NULL, "train", "--schedule", file, "--batch", "32", "--data", DATA, "--quiet",
+                         "--checkpoint", dir, NULL };
+  char msg[4096];
+  double ms;
+  int status = term_run(argv, NULL, 1000, msg, sizeof msg, &ms);
+  g_test_message("ended %.0f ms after SIGTERM: %s", ms, msg);
+  g_assert_true(WIFEXITED(status));
+  g_assert_nonnull(strstr(msg, "the run from a schedule file stops at the end of its segment"));
+  tpt_rm_tree(root);
+}
+
 /* Killed (SIGKILL) while writing the second checkpoint, between the new files and the rename of the
  * metadata: the first checkpoint is still whole and resumes to the uninterrupted weights. */
 static void test_kill_during_write(void)
@@ -523,6 +547,7 @@ int main(int argc, char **argv)
   g_test_add_func("/checkpoint/damaged", test_damaged);
   g_test_add_func("/checkpoint/sigterm", test_sigterm);
   g_test_add_func("/checkpoint/sigterm-one-segment", test_sigterm_one_segment);
+  g_test_add_func("/checkpoint/sigterm-schedule-file", test_sigterm_schedule_file);
   g_test_add_func("/checkpoint/kill-during-write", test_kill_during_write);
   g_test_add_func("/checkpoint/new-run-over-checkpoint", test_new_run_over_checkpoint);
   g_test_add_func("/checkpoint/usage", test_usage);

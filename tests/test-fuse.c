@@ -490,6 +490,23 @@ static void test_cli(void)
   g_assert_nonnull(strstr(t.out, "forwards     fused in "));
   g_assert_nonnull(strstr(t.out, "mini-batches (as the plan resumed has them)"));
   tpt_run_clear(&t);
+  /* resumed with auto (which decides on its own profile) and stopped inside a segment: the rest of
+   * it, made by the resumed process, fuses as the plan does */
+  tpt_rm_tree(dir);
+  t = train_with((const char *[]){ "-s", "timeprest", "--fuse-forwards", "on", "--checkpoint", dir, "--checkpoint-every",
+                                   "3", "--stop-after", "3", NULL });
+  g_assert_cmpint(t.status, ==, 0);
+  tpt_run_clear(&t);
+  t = train_with((const char *[]){ "-s", "timeprest", "--checkpoint-every", "3", "--resume", dir, "--stop-after", "4",
+                                   NULL });
+  g_assert_cmpint(t.status, ==, 0);
+  tpt_run_clear(&t);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL), *text = NULL;
+  g_assert_true(g_file_get_contents(ini, &text, NULL, NULL));
+  const char *cut = strstr(text, "\ncut_segment=");
+  g_assert_nonnull(cut);
+  g_autofree char *rest = g_strndup(cut, strcspn(cut + 1, "\n") + 1);
+  g_assert_nonnull(strstr(rest, "\\n1,F,1,,")); /* a whole (fused) forward in the rest's first mini-batch */
   tpt_rm_tree(dir);
   /* schedule --fuse-forwards where nothing fuses: one line, exit 2 */
   t = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "4", "--fuse-forwards", NULL });

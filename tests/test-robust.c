@@ -117,7 +117,16 @@ static void test_edited_checkpoint(void)
   const char *seg = strstr(good, "\nsegment=");
   g_assert_nonnull(seg);
   g_autofree char *whole_seg = g_strndup(seg + 9, strcspn(seg + 9, "\n"));
-  const char *cut_cases[][2] = { { "", "index=4 is not a segment boundary" }, { whole_seg, "cut_segment is not the rest" } };
+  /* the rest's own header saying it recomputes, which the plan does not */
+  const char *cut = strstr(good, "\ncut_segment=");
+  g_assert_nonnull(cut);
+  g_autofree char *rest = g_strndup(cut + 13, strcspn(cut + 13, "\n"));
+  char *eoh = strstr(rest, "\\n"); /* the header line's end, escaped in the key file */
+  g_assert_nonnull(eoh);
+  g_autofree char *rc = g_strdup_printf("%.*s recompute=true%s", (int)(eoh - rest), rest, eoh);
+  const char *cut_cases[][2] = { { "", "index=4 is not a segment boundary" },
+                                 { whole_seg, "cut_segment is not the rest" },
+                                 { rc, "(recompute true there; recompute false here)" } };
   for (size_t i = 0; i < G_N_ELEMENTS(cut_cases); i++) {
     g_assert_true(g_file_set_contents(ini, good, -1, NULL));
     edit_ini(dir, "cut_segment", cut_cases[i][0]);

@@ -152,7 +152,7 @@ gboolean tp_checkpoint_save(TpGroup *g, const char *dir, const TpCheckpoint *c, 
  * takes the state of its stages (tp_group_stages).  Collective. */
 gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError **err);
 
-/* A schedule of the checkpoint's plan (CSV text), parsed and validated. */
-TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err);
+/* A schedule of the checkpoint's plan (CSV text, [plan] key), parsed and validated; errors name the key. */
+TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, const char *key, GError **err);
 
 #endif

@@ -116,9 +116,10 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
   return ok;
 }
 
-TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, GError **err)
+TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, const char *key, GError **err)
 {
-  g_autofree char *name = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
+  g_autofree char *ini = g_build_filename(dir, TP_CHECKPOINT_INI, NULL);
+  g_autofree char *name = g_strdup_printf("%s [plan] %s", ini, key); /* its lines are the schedule's */
   TpSchedule *s = tp_schedule_parse(text, strlen(text), name, err);
   if (s && !tp_validate(s, err))
     g_clear_pointer(&s, tp_schedule_free);

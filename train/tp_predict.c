@@ -144,6 +144,10 @@ void tp_comparison_json(const TpComparison *c, GString *out)
   const TpSide *p = &c->predicted, *m = &c->measured;
   g_string_append(out, "\"predicted\": ");
   side_json(p, c->W, out);
+  if (!c->n_measured) { /* no whole segment ran here (the rest of a cut one, a shorter last one) */
+    g_string_append(out, ", \"measured\": null, \"error\": null");
+    return;
+  }
   g_string_append(out, ", \"measured\": ");
   side_json(m, c->W, out);
   g_string_append(out, ", \"error\": {\"time_per_mini_batch\": ");
@@ -172,6 +176,11 @@ static void row(GString *out, const char *what, double p, double m, const char *
 void tp_comparison_text(const TpComparison *c, GString *out)
 {
   const TpSide *p = &c->predicted, *m = &c->measured;
+  if (!c->n_measured) {
+    g_string_append(out, "  no whole segment of the plan ran in this process (the rest of a cut one, or a shorter "
+                         "last one): nothing measured to set beside the prediction\n");
+    return;
+  }
   g_string_append_printf(out, "  %-28s %12s %12s %10s\n", "", "predicted", "measured", "error");
   row(out, "time per mini-batch", p->t_minibatch, m->t_minibatch, "ms (steady: spacing of stage 1's updates)", 1e3);
   row(out, "schedule makespan", p->makespan, m->makespan, "s", 1);

@@ -46,7 +46,8 @@ void tp_comparison_clear(TpComparison *c);
 /* (predicted − measured) / measured, 0 when both are 0. */
 double tp_rel_error(double predicted, double measured);
 
-/* "predicted": {...}, "measured": {...}, "error": {...} members (no braces around them). */
+/* "predicted": {...}, "measured": {...}, "error": {...} members (no braces around them); measured and
+ * error null when no schedule was added. */
 void tp_comparison_json(const TpComparison *c, GString *out);
 /* The side-by-side table of the text report. */
 void tp_comparison_text(const TpComparison *c, GString *out);

@@ -112,16 +112,33 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
   return TRUE;
 }
 
-/* A checkpoint inside a segment: its cut_segment is the rest of that segment for this run. */
+/* A checkpoint inside a segment: its cut_segment is the rest of that segment for this run — its
+ * size, and a schedule of the plan's kind (order, policy, timeline, recomputation, chunks,
+ * significance; fused forwards only where the plan fuses). */
 static gboolean check_cut(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
 {
   int M = t->cfg.ck.every ? t->cfg.ck.every : t->K, end = MIN(c->index - c->index % M + M, t->K);
-  const TpSchedule *r = t->pos.s_cut;
-  if (r->W == t->s->W && r->N == t->N && r->K == end - c->index && r->V == t->s->V)
+  const TpSchedule *r = t->pos.s_cut, *s = t->s;
+  char there[96] = "", here[96] = "";
+  if (r->W != s->W || r->N != t->N || r->K != end - c->index || r->V != s->V)
+    g_snprintf(there, sizeof there, "W=%d, N=%d, K=%d, %d chunks", r->W, r->N, r->K, r->V),
+      g_snprintf(here, sizeof here, "W=%d, N=%d, K=%d, %d chunks", s->W, t->N, end - c->index, s->V);
+  else if (r->order != s->order || r->policy != s->policy || r->fixed_on != s->fixed_on || r->map != s->map)
+    g_snprintf(there, sizeof there, "%s/%s fixed on %s", tp_order_name(r->order), tp_policy_name(r->policy),
+               tp_fixed_on_name(r->fixed_on)),
+      g_snprintf(here, sizeof here, "%s/%s fixed on %s", tp_order_name(s->order), tp_policy_name(s->policy),
+                 tp_fixed_on_name(s->fixed_on));
+  else if (r->recompute != s->recompute)
+    g_snprintf(there, sizeof there, "recompute %s", r->recompute ? "true" : "false"),
+      g_snprintf(here, sizeof here, "recompute %s", s->recompute ? "true" : "false");
+  else if (s->policy == TP_POLICY_INTERMEDIATE && (r->sig.kind != s->sig.kind || r->sig.param != s->sig.param))
+    g_strlcpy(there, "another significance", sizeof there), g_strlcpy(here, "the plan's", sizeof here);
+  else if (tp_schedule_fused_forwards(r) > 0 && tp_schedule_fused_forwards(s) == 0)
+    g_strlcpy(there, "fused forwards", sizeof there), g_strlcpy(here, "none in the plan", sizeof here);
+  if (!*there)
     return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: cut_segment is not the rest of the segment at "
-              "index %d (W=%d, N=%d, K=%d there; W=%d, N=%d, K=%d here)", dir, TP_CHECKPOINT_INI, c->index, r->W, r->N,
-              r->K, t->s->W, t->N, end - c->index);
+  g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: cut_segment is not the rest of the segment at index %d "
+              "(%s there; %s here)", dir, TP_CHECKPOINT_INI, c->index, there, here);
   return FALSE;
 }
 
@@ -158,10 +175,10 @@ gboolean tp_train_resume(Train *t, GError **err)
     ok = check_position(t, &c, dir, err);
   ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
   if (ok && !t->cfg.schedule_file) /* the plan it ran, not one fixed on this process's profile */
-    ok = (t->s = tp_checkpoint_plan(c.plan, dir, err)) != NULL &&
-         (!c.plan_tail || (t->pos.s_tail = tp_checkpoint_plan(c.plan_tail, dir, err)) != NULL);
+    ok = (t->s = tp_checkpoint_plan(c.plan, dir, "segment", err)) != NULL &&
+         (!c.plan_tail || (t->pos.s_tail = tp_checkpoint_plan(c.plan_tail, dir, "last_segment", err)) != NULL);
   if (ok && c.plan_cut) /* inside a segment (check_position): the rest of it, a schedule file's too */
-    ok = (t->pos.s_cut = tp_checkpoint_plan(c.plan_cut, dir, err)) != NULL && check_cut(t, &c, dir, err);
+    ok = (t->pos.s_cut = tp_checkpoint_plan(c.plan_cut, dir, "cut_segment", err)) != NULL && check_cut(t, &c, dir, err);
   if (ok && !t->cfg.schedule_file && t->s->recompute != t->cfg.recompute) { /* the plan's header says which rule ran */
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: recompute '%s' there, '%s' here",
                 dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.recompute ? "true" : "false");
@@ -571,6 +588,8 @@ static gboolean cut_rest(Train *t, int i0, int len, int done, TpDataPos at, GErr
   int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
   if ((i0 + done) % M == 0) /* cut before the segment's first mini-batch: a segment boundary */
     return TRUE;
+  if (!t->fuse.decided) /* a resumed plan: the rest fuses forwards as the plan does */
+    t->fuse.decided = TRUE, t->fuse.on = tp_schedule_fused_forwards(t->s) > 0;
   TpSchedule *rest = done ? generate(t, len - done, t->cost, err) : tp_schedule_prefix(segment_schedule(t, i0, len), len);
   if (!rest)
     return FALSE;

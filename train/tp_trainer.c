@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the split of the layers into stages ---------------------------------------------------------- */
 
@@ -364,6 +365,17 @@ char *tp_train_weights_sha256(const Train *t)
   return tp_sha256_finish_hex(c);
 }
 
+/* The first signal of a run from a schedule file, which stops only at its segment's end (nothing
+ * makes the rest of a file's schedule): said at once, from the handler (write only). */
+static void note_segment_end(int sig)
+{
+  static const char line[] = "timeprest train: the run from a schedule file stops at the end of its segment, with a "
+                             "checkpoint (a second signal ends it now)\n";
+  (void)sig;
+  ssize_t w = write(STDERR_FILENO, line, sizeof line - 1);
+  (void)w;
+}
+
 gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
                        GError **err)
 {
@@ -371,7 +383,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
   if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
     return tp_train_mpi(t, args, report, data, end, err);
   if (t->cfg.ck.dir)
-    tp_signal_catch_stop(NULL); /* the run stops at its next mini-batch, with a checkpoint */
+    tp_signal_catch_stop(t->cfg.schedule_file ? note_segment_end : NULL); /* at the next mini-batch, else said */
   gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
   if (ok && t->pos.interrupted) {
     tp_train_stopped(t, end);
