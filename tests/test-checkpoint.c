@@ -429,11 +429,7 @@ static void test_sigterm_schedule_file(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *file = g_build_filename(root, "s.csv", NULL);
-  TptRun g = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "1500", "--format", "csv",
-                                       NULL });
-  g_assert_cmpint(g.status, ==, 0);
-  g_assert_true(g_file_set_contents(file, g.out, -1, NULL));
-  tpt_run_clear(&g);
+  g_free(tpt_schedule_file(file, "gpipe", "1500"));
   const char *argv[] = { NULL, "train", "--schedule", file, "--batch", "32", "--data", DATA, "--quiet",
                          "--checkpoint", dir, NULL };
   char msg[4096];

@@ -231,4 +231,15 @@ static inline void tpt_rm_tree(const char *dir)
   g_rmdir(dir);
 }
 
+/* `timeprest schedule -s preset -w 2 -n 2 -k k --format csv` written to path; its text (to free). */
+static inline char *tpt_schedule_file(const char *path, const char *preset, const char *k)
+{
+  TptRun r = tpt_run((const char *[]){ "schedule", "-s", preset, "-w", "2", "-n", "2", "-k", k, "--format", "csv", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_true(g_file_set_contents(path, r.out, -1, NULL));
+  char *text = g_strdup(r.out);
+  tpt_run_clear(&r);
+  return text;
+}
+
 #endif
