@@ -44,27 +44,25 @@ static gboolean op_fields_ok(const TpSchedule *s, int st, const TpOp *op, GError
   return FALSE;
 }
 
-/* The W table, made by the first range that meets a W (only split backwards need it). */
-static int32_t *wpos_table(TpIndex *ix, GMutex *lock)
+/* The W table, made by the first range that meets a W (only split backwards need it): a range
+ * that finds none makes one and offers it; where two did at once, the one taken first serves. */
+static int32_t *wpos_table(TpIndex *ix)
 {
   int32_t *w = g_atomic_pointer_get(&ix->wpos);
   if (w)
     return w;
-  g_mutex_lock(lock);
-  if (!(w = ix->wpos)) {
-    size_t nk = (size_t)ix->W * ix->nkeys;
-    w = tp_memory_alloc_large(nk * sizeof(int32_t));
-    memset(w, 0xff, nk * sizeof(int32_t));
-    g_atomic_pointer_set(&ix->wpos, w); /* after its -1s: a range that reads it sees them */
-  }
-  g_mutex_unlock(lock);
-  return w;
+  size_t nk = (size_t)ix->W * ix->nkeys;
+  w = tp_memory_alloc_large(nk * sizeof(int32_t));
+  memset(w, 0xff, nk * sizeof(int32_t));
+  if (g_atomic_pointer_compare_and_exchange(&ix->wpos, NULL, w)) /* after its -1s: seen with them */
+    return w;
+  g_free(w);
+  return g_atomic_pointer_get(&ix->wpos);
 }
 
 typedef struct {
   const TpSchedule *s;
   TpIndex *ix;
-  GMutex lock;
   gboolean ok[TP_PARALLEL_MAX];
   GError *err[TP_PARALLEL_MAX];
 } IndexWork;
@@ -85,7 +83,7 @@ static gboolean index_positions(IndexWork *w, int lo, int hi, GError **err)
       int key = op->kind == TP_OP_U ? 0 : tp_key(s->N, op->mb, op->micro);
       int32_t *slot = op->kind == TP_OP_U ? &ix->upos[(size_t)st * (s->K + 1) + op->mb]
                       : op->kind == TP_OP_F ? &fpos[key]
-                      : op->kind == TP_OP_W ? &wpos_table(ix, &w->lock)[(size_t)st * ix->nkeys + key]
+                      : op->kind == TP_OP_W ? &wpos_table(ix)[(size_t)st * ix->nkeys + key]
                                             : &bpos[key];
       if (*slot >= 0) {
         char where[512], what[64];
@@ -164,7 +162,6 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
   /* positions, then the producers (replay, validation, simulation and metrics share them), each
    * pass on ranges of stages at once; the error of the first range that fails is the first one */
   IndexWork w = { .s = s, .ix = ix };
-  g_mutex_init(&w.lock);
   int parts = tp_parallel_parts(ix->off[s->W], s->W), bad = -1;
   tp_parallel_ranges(s->W, parts, positions_range, &w);
   for (int p = 0; p < parts; p++)
@@ -172,7 +169,6 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
       bad = p;
     else
       g_clear_error(&w.err[p]);
-  g_mutex_clear(&w.lock);
   if (bad >= 0) {
     g_propagate_error(err, w.err[bad]);
     tp_index_free(ix);
