@@ -484,10 +484,15 @@ static TpSchedule *parse_csv(const char *text, const char *name, GError **err)
 {
   static const char tag[] = "# timeprest-schedule";
   g_autoptr(TpSchedule) s = tp_schedule_blank(name);
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_autoptr(GString) buf = g_string_new(NULL); /* one line at a time, copied out of the text */
   gboolean have_header = FALSE, have_columns = FALSE;
-  for (int ln = 0; lines[ln]; ln++) {
-    char *line = g_strchomp(lines[ln]);
+  const char *end = text + strlen(text), *p = text;
+  for (int ln = 0; p; ln++) { /* lines split by memchr: linear whatever the text's length */
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    g_string_truncate(buf, 0);
+    g_string_append_len(buf, p, nl ? nl - p : end - p);
+    p = nl ? nl + 1 : NULL;
+    char *line = g_strchomp(buf->str);
     if (line[0] == '\0')
       continue;
     if (g_str_has_prefix(line, tag)) {

@@ -392,14 +392,14 @@ static void test_sigterm(void)
   tpt_rm_tree(root);
 }
 
-/* One long segment (-k 100000, no --checkpoint-every: the run is one schedule): SIGTERM stops it at
+/* One long segment (-k 20000, no --checkpoint-every: the run is one schedule): SIGTERM stops it at
  * the next mini-batch within seconds, with a checkpoint inside the segment that resumes (and stops
  * again at --stop-after). */
 static void test_sigterm_one_segment(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
-  const char *argv[] = { NULL, "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "100000", "--batch", "32",
+  const char *argv[] = { NULL, "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "20000", "--batch", "32",
                          "--data", DATA, "--order-from", "slots", "--quiet", "--checkpoint", dir, NULL };
   char msg[4096];
   double ms;
@@ -414,9 +414,9 @@ static void test_sigterm_one_segment(void)
   g_assert_nonnull(at);
   int index = atoi(at + 7);
   g_assert_cmpint(index, >, 0);
-  g_assert_cmpint(index, <, 100000);
+  g_assert_cmpint(index, <, 20000);
   g_autofree char *until = g_strdup_printf("%d", index + 2), *line = g_strdup_printf("mini-batch %d written", index + 2);
-  TptRun r = train("timeprest", (const char *[]){ "-k", "100000", "--resume", dir, "--stop-after", until, NULL });
+  TptRun r = train("timeprest", (const char *[]){ "-k", "20000", "--resume", dir, "--stop-after", until, NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.err, line));
   tpt_run_clear(&r);
