@@ -19,6 +19,9 @@
 
 /* ---- checkpoints: the run's identity, saving and resuming (tp_checkpoint.h) ------------------------ */
 
+/* Mini-batches per segment: --checkpoint-every M, else the whole run's K (one schedule). */
+static int segment_length(const Train *t) { return t->cfg.ck.every ? t->cfg.ck.every : t->K; }
+
 static void run_identity(const Train *t, TpCheckpoint *c)
 {
   const TpTrainConfig *cfg = &t->cfg;
@@ -58,7 +61,7 @@ static void run_identity(const Train *t, TpCheckpoint *c)
  * segment boundary, the counts and the data position agreeing with it.  One line naming the key. */
 static gboolean check_position(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
 {
-  int K = t->K, M = t->cfg.ck.every ? t->cfg.ck.every : K, P = tp_batcher_per_epoch(t->batcher);
+  int K = t->K, M = segment_length(t), P = tp_batcher_per_epoch(t->batcher);
   gint64 done = (gint64)c->epoch * K + c->index;
   /* the data position after `done` mini-batches from the start: each epoch of the data holds P */
   gint64 de = done > 0 ? (done - 1) / P : 0, di = done > 0 ? ((done - 1) % P + 1) * (gint64)t->cfg.batch : 0;
@@ -117,7 +120,7 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
  * significance; fused forwards only where the plan fuses). */
 static gboolean check_cut(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
 {
-  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K, end = MIN(c->index - c->index % M + M, t->K);
+  int M = segment_length(t), end = MIN(c->index - c->index % M + M, t->K);
   const TpSchedule *r = t->pos.s_cut, *s = t->s;
   char there[96] = "", here[96] = "";
   if (r->W != s->W || r->N != t->N || r->K != end - c->index || r->V != s->V)
@@ -225,7 +228,7 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   c.generation = t->pos.generation++;
   c.epoch = epoch, c.index = index, c.done = t->prog.done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->cfg.seed;
   c.plan = g_strdup(plan->str), c.plan_tail = t->pos.s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->res.log->str);
-  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
+  int M = segment_length(t);
   if (index % M) { /* inside a segment: the rest of it */
     g_autoptr(GString) rest = g_string_new(NULL);
     tp_format_csv(t->pos.s_cut, rest);
@@ -401,7 +404,7 @@ static gboolean plan(Train *t, const int *first_idx, GError **err)
     links_to_cost(t);
   if (!t->s) {
     /* with checkpoints every M mini-batches, a run is cut into segments of M, each a whole schedule */
-    int seg = cfg->ck.every ? cfg->ck.every : t->K, tail = cfg->ck.every ? t->K % cfg->ck.every : 0;
+    int seg = segment_length(t), tail = cfg->ck.every ? t->K % cfg->ck.every : 0;
     TpSchedule **to[] = { &t->s, &t->pos.s_tail };
     int ks[] = { seg, tail };
     for (int i = 0; i < 2; i++) {
@@ -518,7 +521,7 @@ static gboolean cut_before(TpProgress *p, void *data, int mb)
  * shorter last one's when fewer are left); the rest of one a stop cut, from there. */
 static const TpSchedule *segment_schedule(const Train *t, int i0, int len)
 {
-  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
+  int M = segment_length(t);
   return i0 % M ? t->pos.s_cut : len == t->s->K ? t->s : t->pos.s_tail;
 }
 
@@ -585,7 +588,7 @@ static gboolean cut_rest(Train *t, int i0, int len, int done, TpDataPos at, GErr
     return FALSE;
   for (int i = 0; i < done; i++)
     tp_batcher_next(t->batcher);
-  int M = t->cfg.ck.every ? t->cfg.ck.every : t->K;
+  int M = segment_length(t);
   if ((i0 + done) % M == 0) /* cut before the segment's first mini-batch: a segment boundary */
     return TRUE;
   if (!t->fuse.decided) /* a resumed plan: the rest fuses forwards as the plan does */
@@ -623,7 +626,7 @@ static gboolean end_run(Train *t, int e, GError **err)
 
 gboolean tp_train_run_all(Train *t, GError **err)
 {
-  int K = t->K, B = t->cfg.batch, M = t->cfg.ck.every ? t->cfg.ck.every : K;
+  int K = t->K, B = t->cfg.batch, M = segment_length(t);
   int **idx = g_new(int *, M);
   for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
