@@ -99,6 +99,10 @@ static void add_bottleneck(TpLayer *L, long long cin, long long h, long long w)
   add_eltwise(L, count((double)out * h3 * w3)); /* residual add */
   add_eltwise(L, count((double)out * h3 * w3)); /* final relu */
   L->cout = out, L->hout = h3, L->wout = w3;
+  /* what the executor keeps (exec/tp_net_resnet.c): the input, each convolution's output (its
+   * batchnorm's input), each inner ReLU's output (the next convolution's input), the block's output */
+  double m1 = (double)mid * h1 * w1, m2 = (double)mid * h2 * w2, o = (double)out * h3 * w3;
+  L->stored_elems = count((double)cin * h * w + 2 * m1 + 2 * m2 + o * (s != 1 || cin != out ? 3 : 2));
 }
 
 /* One option of a transformer kind (TpBlock); FALSE when the key or its value is not one. */

@@ -106,6 +106,18 @@ struct TpBackendIface {
   gboolean (*avgpool_backward)(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
                                GError **err);
 
+  /* batch normalisation over [batch][c][hw], each channel over its batch·hw values.  training: the
+   * batch's mean and (biased) variance, y = (x − mean)/√(var + eps)·w + b, and where running is not
+   * NULL (2c floats: the means, then the variances) running = (1 − momentum)·running + momentum·stat,
+   * the variance unbiased (PyTorch's); inference (training FALSE): y from running's statistics.
+   * backward (of a training forward): the batch statistics recomputed from x; dx overwritten (NULL:
+   * not wanted), dw and db accumulated (NULL together: not wanted). */
+  gboolean (*batchnorm_forward)(const TpBackend *be, int batch, int c, int hw, float eps, float momentum,
+                                gboolean training, const float *x, const float *w, const float *b, float *running,
+                                float *y, GError **err);
+  gboolean (*batchnorm_backward)(const TpBackend *be, int batch, int c, int hw, float eps, const float *x,
+                                 const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
+
   /* elementwise over n values; relu's backward reads the forward's input x */
   gboolean (*relu_forward)(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
   gboolean (*relu_backward)(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx, GError **err);

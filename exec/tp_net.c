@@ -18,7 +18,7 @@ static gboolean supported(TpLayerKind k)
 {
   return k == TP_LAYER_CONV || k == TP_LAYER_LINEAR || k == TP_LAYER_RELU || k == TP_LAYER_MAXPOOL ||
          k == TP_LAYER_AVGPOOL || k == TP_LAYER_AVGPOOL_TO || k == TP_LAYER_FLATTEN || k == TP_LAYER_DROPOUT ||
-         k == TP_LAYER_SOFTMAX_CE || tp_net_is_token_kind(k);
+         k == TP_LAYER_SOFTMAX_CE || k == TP_LAYER_BATCHNORM || k == TP_LAYER_BOTTLENECK || tp_net_is_token_kind(k);
 }
 
 gboolean tp_net_check_model(const TpModel *m, GError **err)
@@ -28,8 +28,9 @@ gboolean tp_net_check_model(const TpModel *m, GError **err)
     const TpLayer *d = tp_model_layer(m, i);
     if (!supported(d->kind)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: layer '%s' is not supported by the executor (supported: conv, "
-                  "linear, relu, maxpool, avgpool, avgpool_to, flatten, dropout, softmax_ce, embedding, layernorm, "
-                  "rmsnorm, block, lm_head, token_ce)", m->source, d->line, tp_layer_names[d->kind]);
+                  "linear, relu, maxpool, avgpool, avgpool_to, flatten, dropout, batchnorm, softmax_ce, bottleneck, "
+                  "embedding, layernorm, rmsnorm, block, lm_head, token_ce)", m->source, d->line,
+                  tp_layer_names[d->kind]);
       return FALSE;
     }
     if ((d->kind == TP_LAYER_SOFTMAX_CE || d->kind == TP_LAYER_TOKEN_CE) && i != total - 1) {
@@ -92,6 +93,11 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
     case TP_LAYER_DROPOUT: L->n_save = L->in; break;
     case TP_LAYER_MAXPOOL: L->n_save = L->out; break;
     case TP_LAYER_SOFTMAX_CE: L->n_save = L->in, net->has_loss = TRUE; break;
+    case TP_LAYER_BATCHNORM:
+      L->n_w = L->n_b = (size_t)d->cin, L->n_st = 2 * (size_t)d->cin;
+      L->n_save = L->in, L->saves_input = TRUE;
+      break;
+    case TP_LAYER_BOTTLENECK: tp_net_res_layout(L); break;
     case TP_LAYER_TOKEN_CE:
       net->has_loss = TRUE, net->labels_per_sample = (int)d->hin;
       tp_net_token_layout(L);
@@ -108,6 +114,8 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
     g_assert((long long)(L->n_w + L->n_b) == d->params);
     L->w_off = net->n_params;
     net->n_params += L->n_w + L->n_b;
+    L->st_off = net->n_stats;
+    net->n_stats += L->n_st;
     L->save_off = net->save_per_sample;
     net->save_per_sample += L->n_save;
     if (L->n_w) {
@@ -130,6 +138,8 @@ static void release_scratch(TpNet *net)
     net->be->iface->free(net->be, net->work), net->work = NULL;
   if (net->tok)
     net->be->iface->free(net->be, net->tok), net->tok = NULL;
+  if (net->res)
+    net->be->iface->free(net->be, net->res), net->res = NULL;
   net->cap = 0;
 }
 
@@ -138,6 +148,8 @@ void tp_net_free(TpNet *net)
   if (!net)
     return;
   release_scratch(net);
+  if (net->stats)
+    net->be->iface->free(net->be, net->stats);
   for (int i = 0; i < net->n; i++)
     if (net->layers[i].pool)
       net->be->iface->free(net->be, net->layers[i].pool);
@@ -177,6 +189,15 @@ gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **
       continue;
     if (tp_net_is_token_kind(L->d.kind)) {
       tp_net_token_init(L, seed, host + L->w_off);
+      continue;
+    }
+    if (L->d.kind == TP_LAYER_BOTTLENECK) {
+      tp_net_res_init(L, seed, host + L->w_off);
+      continue;
+    }
+    if (L->d.kind == TP_LAYER_BATCHNORM) { /* γ 1, β 0 */
+      for (size_t j = 0; j < L->n_w; j++)
+        host[L->w_off + j] = 1.0f;
       continue;
     }
     int fan_in = L->d.kind == TP_LAYER_CONV ? L->d.cin * L->d.k * L->d.k : L->d.cin;
@@ -226,9 +247,58 @@ static gboolean avgpool_to_backward(const TpBackend *be, const NetLayer *L, int 
   return be->iface->sgemm(be, FALSE, TRUE, batch * L->win.cin, in, out, 1.0f, dy, out, L->pool, out, 0.0f, dx, in, err);
 }
 
-/* Scratch buffers and workspace for `batch` samples (and the avgpool_to matrices, once). */
+/* The running statistics, made on first use: means 0, variances 1 (PyTorch's). */
+static gboolean ensure_stats(TpNet *net, GError **err)
+{
+  if (net->stats || !net->n_stats)
+    return TRUE;
+  g_autofree float *host = g_try_new0(float, net->n_stats);
+  if (!host) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate %zu floats of running statistics", net->n_stats);
+    return FALSE;
+  }
+  for (int i = 0; i < net->n; i++) {
+    const NetLayer *L = &net->layers[i];
+    /* each normalisation's c means then c variances, normalisation after normalisation */
+    for (size_t at = L->st_off; at < L->st_off + L->n_st;) {
+      size_t c = L->d.kind == TP_LAYER_BATCHNORM ? L->n_st / 2 : 0;
+      if (!c) { /* a bottleneck's: mid, mid, out (, out) */
+        size_t rel = at - L->st_off, m = (size_t)L->d.mid;
+        c = rel < 4 * m ? m : (size_t)L->d.out;
+      }
+      for (size_t j = 0; j < c; j++)
+        host[at + c + j] = 1.0f;
+      at += 2 * c;
+    }
+  }
+  return (net->stats = net->be->iface->alloc(net->be, net->n_stats, err)) != NULL &&
+         net->be->iface->upload(net->be, net->stats, host, net->n_stats, err);
+}
+
+size_t tp_net_n_stats(const TpNet *net) { return net->n_stats; }
+
+gboolean tp_net_get_stats(TpNet *net, float *host, GError **err)
+{
+  return !net->n_stats || (ensure_stats(net, err) && net->be->iface->download(net->be, host, net->stats, net->n_stats, err));
+}
+
+gboolean tp_net_set_stats(TpNet *net, const float *host, GError **err)
+{
+  return !net->n_stats || (ensure_stats(net, err) && net->be->iface->upload(net->be, net->stats, host, net->n_stats, err));
+}
+
+void tp_net_set_group(TpNet *net, int samples)
+{
+  g_return_if_fail(samples >= 0);
+  net->group = samples;
+}
+
+/* Scratch buffers and workspace for `batch` samples (and the avgpool_to matrices and the running
+ * statistics, once). */
 static gboolean reserve(TpNet *net, int batch, GError **err)
 {
+  if (!ensure_stats(net, err))
+    return FALSE;
   for (int i = 0; i < net->n; i++)
     if (net->layers[i].d.kind == TP_LAYER_AVGPOOL_TO && !net->layers[i].pool &&
         !make_pool_matrix(net->be, &net->layers[i], err))
@@ -240,13 +310,16 @@ static gboolean reserve(TpNet *net, int batch, GError **err)
   for (int i = 0; i < net->n; i++)
     if (net->layers[i].d.kind == TP_LAYER_CONV)
       work = MAX(work, net->be->iface->conv_workspace(net->be, &net->layers[i].win, batch));
+  work = MAX(work, tp_net_res_workspace(net, batch));
   for (int i = 0; i < 2; i++)
     if (!(net->buf[i] = net->be->iface->alloc(net->be, net->max_elems * batch, err)))
       return FALSE;
   if (work && !(net->work = net->be->iface->alloc(net->be, work, err)))
     return FALSE;
-  size_t tok = tp_net_token_scratch(net, batch);
+  size_t tok = tp_net_token_scratch(net, batch), res = tp_net_res_scratch(net, batch);
   if (tok && !(net->tok = net->be->iface->alloc(net->be, tok, err)))
+    return FALSE;
+  if (res && !(net->res = net->be->iface->alloc(net->be, res, err)))
     return FALSE;
   net->cap = batch;
   return TRUE;
@@ -306,6 +379,8 @@ void tp_saved_set_batch(TpSaved *s, int batch)
   g_return_if_fail(batch >= 1 && batch <= s->max_batch);
   s->batch = batch;
 }
+
+void tp_saved_set_replay(TpSaved *s, gboolean replay) { s->replay = replay; }
 
 void tp_saved_set_seed(TpSaved *s, guint64 seed) { tp_saved_set_seeds(s, &seed, 1); }
 
@@ -400,6 +475,10 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
       break;
     case TP_LAYER_AVGPOOL: ok = be->iface->avgpool_forward(be, &L->win, batch, cur, dst, err); break;
     case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_forward(be, L, batch, cur, dst, err); break;
+    case TP_LAYER_BATCHNORM:
+      ok = tp_net_bn_forward(net, saved, batch, (int)L->d.cin, (int)(L->d.hin * L->d.win), L->st_off, cur, w, dst, err);
+      break;
+    case TP_LAYER_BOTTLENECK: ok = tp_net_res_forward(net, L, batch, saved, w, cur, dst, err); break;
     case TP_LAYER_SOFTMAX_CE: {
       double loss = 0.0;
       int correct = 0;
@@ -442,8 +521,10 @@ static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const
     float *gw = L->n_w && !split ? grad + L->w_off : NULL, *gb = L->n_b && !split ? gw + L->n_w : NULL;
     float *dst = i == 0 ? din : i == stop && !din ? NULL : other(net, g);
     gboolean ok = TRUE;
-    if (tp_net_is_token_kind(L->d.kind)) { /* they keep their own output gradients in a split */
-      if (!tp_net_token_backward(net, L, saved, w, g, dst, gw, minibatch_samples, err))
+    if (tp_net_is_token_kind(L->d.kind) || L->d.kind == TP_LAYER_BOTTLENECK) { /* they keep their own output
+                                                                                 gradients in a split */
+      if (!(L->d.kind == TP_LAYER_BOTTLENECK ? tp_net_res_backward(net, L, saved, w, g, dst, gw, err)
+                                              : tp_net_token_backward(net, L, saved, w, g, dst, gw, minibatch_samples, err)))
         return FALSE;
       g = dst;
       continue;
@@ -476,6 +557,9 @@ static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const
       break;
     case TP_LAYER_AVGPOOL: ok = be->iface->avgpool_backward(be, &L->win, batch, g, dst, err); break;
     case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_backward(be, L, batch, g, dst, err); break;
+    case TP_LAYER_BATCHNORM:
+      ok = tp_net_bn_backward(net, batch, (int)L->d.cin, (int)(L->d.hin * L->d.win), region(saved, L), w, g, dst, gw, err);
+      break;
     default: g_assert_not_reached();
     }
     if (!ok)
@@ -515,7 +599,11 @@ gboolean tp_net_backward_weight(TpNet *net, const float *weights, TpSaved *saved
         return FALSE;
       continue;
     }
-    gboolean ok = L->d.kind == TP_LAYER_LINEAR
+    gboolean ok = L->d.kind == TP_LAYER_BOTTLENECK ? tp_net_res_weight(net, L, saved, w, gw, err)
+                  : L->d.kind == TP_LAYER_BATCHNORM
+                    ? tp_net_bn_backward(net, batch, (int)L->d.cin, (int)(L->d.hin * L->d.win), region(saved, L), w,
+                                         dy_region(saved, L), NULL, gw, err)
+                  : L->d.kind == TP_LAYER_LINEAR
                     ? be->iface->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w,
                                                  dy_region(saved, L), NULL, gw, gb, err)
                     : be->iface->conv_backward(be, &L->win, batch, region(saved, L), w, dy_region(saved, L), NULL, gw,

@@ -26,9 +26,8 @@ typedef struct TpSaved TpSaved;
 /* Dropout layers drop with this probability (the model files give none). */
 #define TP_DROPOUT_P 0.5f
 
-/* Whether the executor can run every layer of m: a layer it does not support (batchnorm,
- * bottleneck, avgpool_to) or a softmax_ce that is not the last layer is a one-line TP_ERROR_INPUT
- * naming the model file and line. */
+/* Whether the executor can run every layer of m: a layer it does not support or a softmax_ce that
+ * is not the last layer is a one-line TP_ERROR_INPUT naming the model file and line. */
 gboolean tp_net_check_model(const TpModel *m, GError **err);
 
 /* tp_net_check_model, and m ends with its loss (softmax_ce; token_ce for a language model), as
@@ -58,9 +57,22 @@ int tp_net_first(const TpNet *net);
 int tp_net_last(const TpNet *net);
 
 /* The initial weights, deterministic: weights of the model's layer L, element j, are
- * Kaiming-uniform U(−√(6/fan_in), √(6/fan_in)) drawn from tp_uniform(seed, L, j); biases are 0.
- * A split of the model into stages therefore starts from exactly the weights of the whole model. */
+ * Kaiming-uniform U(−√(6/fan_in), √(6/fan_in)) drawn from tp_uniform(seed, L, j) (each convolution
+ * of a bottleneck by its own fan-in; transformer layers as tp_net_token.c says); biases are 0,
+ * batchnorm weights 1.  A split of the model into stages therefore starts from exactly the weights of
+ * the whole model. */
 gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **err);
+
+/* Batch normalisation's running statistics (each normalisation's means, then its variances): the
+ * stage's state beside its weights, updated by every training forward that does not replay, read by
+ * inference.  Floats of them (0 without batchnorm); copy them out and in (a checkpoint's). */
+size_t tp_net_n_stats(const TpNet *net);
+gboolean tp_net_get_stats(TpNet *net, float *host, GError **err);
+gboolean tp_net_set_stats(TpNet *net, const float *host, GError **err);
+/* Samples whose statistics a training batchnorm takes together: the micro-batch (0, the default:
+ * the whole batch of each call).  A forward or backward of a multiple of them takes each group
+ * apart, as separate calls would. */
+void tp_net_set_group(TpNet *net, int samples);
 
 /* Saved state of one forward, for at most max_batch samples. */
 TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err);
@@ -76,6 +88,9 @@ void tp_saved_set_seed(TpSaved *saved, guint64 seed);
  * forwards of its micro-batches. */
 void tp_saved_set_seeds(TpSaved *saved, const guint64 *seeds, int n);
 int tp_saved_batch(const TpSaved *saved);           /* samples of the forward it holds */
+/* The next forward into saved recomputes one already run (recomputation): batchnorm normalises as
+ * it did, and the running statistics are left as they are. */
+void tp_saved_set_replay(TpSaved *saved, gboolean replay);
 /* Samples [off, off+n) of `whole` as a TpSaved of their own, sharing whole's memory (freed with
  * tp_saved_free, which then frees only the slice; whole must outlive it).  A forward into a slice
  * writes its samples' part of whole, so the forwards of consecutive micro-batches into slices

@@ -1,5 +1,6 @@
-/* tp_net_priv.h — what tp_net.c and tp_net_token.c (the transformer layers) share: a stage's layer
- * as the executor lays it out, the stage, and the saved state of a forward. */
+/* tp_net_priv.h — what tp_net.c, tp_net_token.c (the transformer layers) and tp_net_resnet.c (the
+ * bottleneck block, batch normalisation) share: a stage's layer as the executor lays it out, the
+ * stage, and the saved state of a forward. */
 #ifndef TP_NET_PRIV_H
 #define TP_NET_PRIV_H
 
@@ -9,6 +10,17 @@
 enum { BLK_X, BLK_H1, BLK_QKV, BLK_P, BLK_O, BLK_Y1, BLK_H2, BLK_A1, BLK_M, BLK_N_PIECES };
 /* and the output gradients a split backward keeps from its I to its W */
 enum { BLK_DOUT, BLK_DA1, BLK_DH2, BLK_DY1, BLK_DQKV, BLK_DH1, BLK_N_DYS };
+/* A bottleneck's saved pieces (tp_net_resnet.c): its input, each convolution's output A and each
+ * inner ReLU's output R, the shortcut convolution's output (a projection's), the block's output */
+enum { RES_X, RES_A1, RES_R1, RES_A2, RES_R2, RES_A3, RES_AS, RES_Y, RES_N_PIECES };
+/* and its output gradients kept from I to W: at the sum (after the final ReLU), at each
+ * convolution's output (A) and each inner batchnorm's output (B) */
+enum { RES_DZ, RES_DA3, RES_DB2, RES_DA2, RES_DB1, RES_DA1, RES_DAS, RES_N_DYS };
+#define NET_PIECES 9 /* the most of BLK_N_PIECES, RES_N_PIECES */
+#define NET_DYS 7 /* the most of BLK_N_DYS, RES_N_DYS */
+
+G_STATIC_ASSERT(NET_PIECES >= (int)BLK_N_PIECES && NET_PIECES >= (int)RES_N_PIECES);
+G_STATIC_ASSERT(NET_DYS >= (int)BLK_N_DYS && NET_DYS >= (int)RES_N_DYS);
 
 typedef struct {
   TpLayer d;              /* the description */
@@ -22,7 +34,9 @@ typedef struct {
   size_t in, out;         /* elements per sample */
   size_t lead;            /* floats per sample of the region's first piece (the saved input) */
   size_t n_dy;            /* a layer with parameters: the output-gradient floats per sample a split backward keeps */
-  size_t piece[BLK_N_PIECES], dys[BLK_N_DYS]; /* a block: each piece's floats per sample */
+  size_t piece[NET_PIECES], dys[NET_DYS]; /* a block, a bottleneck: each piece's floats per sample */
+  size_t st_off, n_st;    /* batchnorm's running statistics (means, then variances, per normalisation)
+                             at st_off of the stage's statistics */
   float *pool;            /* avgpool_to: its [hin·win][hout·wout] averaging matrix, in the backend's memory */
 } NetLayer;
 
@@ -38,6 +52,12 @@ struct TpNet {
   float *buf[2];  /* activations and gradients between layers */
   float *work;    /* convolution workspace */
   float *tok;     /* the transformer layers' scratch (tp_net_token_scratch floats) */
+  float *res;     /* the bottlenecks' scratch (tp_net_res_scratch floats) */
+  float *stats;   /* the batch normalisations' running statistics (n_stats floats; stage state, not
+                     weights: no version, no gradient) */
+  size_t n_stats;
+  int group;      /* samples whose statistics a training batchnorm takes together (the micro-batch; 0:
+                     the whole batch) */
   int labels_per_sample; /* 1, or a token model's positions */
 };
 
@@ -52,6 +72,7 @@ struct TpSaved {
   int n_seeds;    /* 0: one block, seed 0 */
   int stride;     /* samples per layer region: the owner's max_batch */
   int off;        /* a slice's first sample in its owner's regions (0 for an owner) */
+  gboolean replay; /* the next forward recomputes one already run: running statistics stay */
   TpSaved *owner; /* a slice's owner, NULL for an owner */
 };
 
@@ -72,6 +93,34 @@ static inline gboolean tp_net_is_token_kind(TpLayerKind k)
 {
   return k >= TP_LAYER_EMBEDDING && k <= TP_LAYER_TOKEN_CE;
 }
+
+/* ---- batch normalisation and the bottleneck (tp_net_resnet.c) ---- */
+
+#define TP_BN_EPS 1e-5f
+#define TP_BN_MOMENTUM 0.1f
+
+/* Batchnorm over batch samples of c channels of hw values, the statistics taken per group of the
+ * net's samples: training (saved not NULL) from the batch, the running statistics at st (2c floats of
+ * net->stats) updated unless saved replays; inference from them. */
+gboolean tp_net_bn_forward(TpNet *net, const TpSaved *saved, int batch, int c, int hw, size_t st, const float *x,
+                           const float *gamma, float *y, GError **err);
+/* Its backward: dx (NULL: not wanted); dgamma NULL or dgamma and dbeta (at dgamma + c) accumulated. */
+gboolean tp_net_bn_backward(TpNet *net, int batch, int c, int hw, const float *x, const float *gamma, const float *dy,
+                            float *dx, float *dgamma, GError **err);
+/* A bottleneck's parameters, statistics, saved pieces and kept gradients, from its description. */
+void tp_net_res_layout(NetLayer *L);
+/* Its initial weights into host: Kaiming-uniform convolutions, batchnorm weights 1, biases 0. */
+void tp_net_res_init(const NetLayer *L, guint64 seed, float *host);
+/* Convolution workspace and scratch floats the bottlenecks of net need for `batch` samples. */
+size_t tp_net_res_workspace(const TpNet *net, int batch);
+size_t tp_net_res_scratch(const TpNet *net, int batch);
+gboolean tp_net_res_forward(TpNet *net, const NetLayer *L, int batch, TpSaved *saved, const float *w, const float *x,
+                            float *y, GError **err);
+/* dy → dx (NULL: not wanted); grad NULL: the input gradient only (a split's I), the output
+ * gradients kept in saved's dy region for tp_net_res_weight. */
+gboolean tp_net_res_backward(TpNet *net, const NetLayer *L, TpSaved *saved, const float *w, const float *dy, float *dx,
+                             float *grad, GError **err);
+gboolean tp_net_res_weight(TpNet *net, const NetLayer *L, TpSaved *saved, const float *w, float *grad, GError **err);
 
 /* ---- the transformer layers (tp_net_token.c) ---- */
 

@@ -161,6 +161,12 @@ size_t tp_runtime_n_params(const TpRuntime *rt, int stage);
 int tp_runtime_optimizer_states(const TpRuntime *rt);
 gboolean tp_runtime_get_state(const TpRuntime *rt, int stage, float *weights, float *momentum, GError **err);
 gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, const float *momentum, GError **err);
+/* Stage st's buffers: state beside its weights that no optimizer updates and no weight policy
+ * versions (batchnorm's running statistics, tp_net.h): their floats (0 without), copied to or
+ * replaced from host memory (a checkpoint's, another process's). */
+size_t tp_runtime_n_buffers(const TpRuntime *rt, int stage);
+gboolean tp_runtime_get_buffers(const TpRuntime *rt, int stage, float *host, GError **err);
+gboolean tp_runtime_set_buffers(TpRuntime *rt, int stage, const float *host, GError **err);
 /* Bytes of stage st's memory categories per unit, as the weight store counts them. */
 void tp_runtime_sizes(const TpRuntime *rt, int stage, TpWStoreSizes *out);
 /* Bytes of the message a forward (activations) / backward (input gradients) of one sample sends. */

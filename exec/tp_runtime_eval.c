@@ -229,6 +229,7 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
     micro.n = whole ? n : m;
     ok = (c.saved = micro.saved = saved[s] = cfg->split_backward ? tp_saved_new_split(rt->st[s].net, n, err)
                                                                   : tp_saved_new(rt->st[s].net, n, err)) != NULL &&
+         (tp_saved_set_replay(saved[s], TRUE), TRUE) && /* a timing: the running statistics stay the run's */
          tp_rt_up(be, c.in, acts[s], (size_t)n * tp_net_in_elems(net), err) &&
          (mine ? time_median(prof_forward, &micro, reps, &out[s].fwd, err)
                : run_once(prof_forward, &micro, &out[s].fwd, err)) &&
@@ -303,9 +304,13 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
                                       GError **err)
 {
   const int W = rt->W;
-  /* the state the run changes: each stage's weights, momentum and gradient buffer */
-  float **keep = g_new0(float *, 3 * (size_t)W);
+  /* the state the run changes: each stage's weights, momentum and gradient buffer, and its running
+   * statistics */
+  float **keep = g_new0(float *, 3 * (size_t)W), **stats = g_new0(float *, (size_t)W);
   gboolean ok = TRUE;
+  for (int st = rt->lo; st < rt->hi && ok; st++)
+    ok = (stats[st] = tp_host_floats(tp_net_n_stats(rt->st[st].net), err)) &&
+         tp_net_get_stats(rt->st[st].net, stats[st], err);
   for (int st = rt->lo; st < rt->hi && ok; st++) {
     const RtStage *S = &rt->st[st];
     size_t np = S->np ? S->np : 1, len[3] = { np, S->ns ? S->ns : 1, np };
@@ -331,7 +336,11 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
       }
     if (ok && S->host_w != S->weights)
       ok = S->be->iface->download(S->be, S->host_w, S->weights, np, err);
+    if (ok && stats[st])
+      ok = tp_net_set_stats(S->net, stats[st], err);
+    g_free(stats[st]);
   }
+  g_free(stats);
   for (int st = rt->lo; st < rt->hi && ok; st++) {
     int n = tp_stage_len(s, st), cnt[5] = { 0 }, nwhole = 0;
     const TpOp *ops = tp_stage_ops(s, st);

@@ -251,6 +251,7 @@ gboolean tp_rt_backward(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
         int key = from_whole ? whole_key : tp_key(g->N, op->mb, j);
         TpSaved *part = tp_saved_slice(g->ws, (j - j0) * un, un);
         set_seeds(g, part, op->mb, from_whole ? TP_WHOLE : j);
+        tp_saved_set_replay(part, TRUE); /* its forward ran: batchnorm's running statistics moved then */
         if (last) {
           tp_dataset_gather(sh->rt->cfg.train, sh->idx[op->mb - 1] + (from_whole ? 0 : j * g->m), un, NULL, g->labels);
         }

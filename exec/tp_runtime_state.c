@@ -72,6 +72,7 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
     rt->alloc[s] = (TpWAlloc){ .alloc = be_alloc, .free = be_free, .ctx = (void *)be };
     if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], be, err)))
       return NULL;
+    tp_net_set_group(S->net, cfg->batch / cfg->N); /* batchnorm's statistics: each micro-batch's */
     if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the loss layer must be on the last stage", cfg->model->source);
       return NULL;
@@ -172,6 +173,18 @@ gboolean tp_runtime_set_state(TpRuntime *rt, int stage, const float *weights, co
   return (!weights || !S->np ||
           (be->iface->upload(be, S->weights, weights, S->np, err) && tp_rt_sync_host_weights(S, err))) &&
          (!momentum || !S->np || be->iface->upload(be, S->mom, momentum, S->ns, err));
+}
+
+size_t tp_runtime_n_buffers(const TpRuntime *rt, int stage) { return tp_net_n_stats(rt->st[stage].net); }
+
+gboolean tp_runtime_get_buffers(const TpRuntime *rt, int stage, float *host, GError **err)
+{
+  return tp_net_get_stats(rt->st[stage].net, host, err);
+}
+
+gboolean tp_runtime_set_buffers(TpRuntime *rt, int stage, const float *host, GError **err)
+{
+  return tp_net_set_stats(rt->st[stage].net, host, err);
 }
 
 /* With recomputation a forward keeps only its input (the stage's input of its samples); with a split

@@ -524,5 +524,6 @@ int main(int argc, char **argv)
   g_test_add_func("/backend/cuda/load-eagerly", test_load_eagerly);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-mlp", "mlp", test_cuda_net);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-cnn", "cnn", test_cuda_net);
+  g_test_add_data_func("/backend/cuda-vs-cpu/net-resnet-fmnist", "resnet-fmnist", test_cuda_net);
   return g_test_run();
 }

@@ -1,7 +1,7 @@
 /* test-checkpoint.c — checkpoints of `timeprest train`.  Through the library (train/tp_checkpoint.h):
  * a checkpoint written and read back (whole, and in parts per stage through a group), a damaged
  * state file refused.  Through the program on small synthetic data: a run stopped at a checkpoint and resumed ends with the weights of the uninterrupted run (bit for
- * bit, several presets, -k segments and epochs); a checkpoint of another run, a damaged one, a
+ * bit, several presets, -k segments and epochs; a residual network's running statistics too); a checkpoint of another run, a damaged one, a
  * SIGTERM during a run and a kill during the checkpoint's write (also of a new run over an older
  * checkpoint); a checkpoint directory that cannot be written. */
 #include "tp_test.h"
@@ -38,8 +38,17 @@ static char *array_of(const char *out, const char *name)
   return g_strndup(p, (gsize)(strchr(p, ']') - p));
 }
 
+/* The report's final test loss as text (it reads batchnorm's running statistics, state beside the
+ * weights). */
+static char *test_loss_of(const TptRun *r)
+{
+  const char *p = strstr(r->out, "\"final_test_loss\": ");
+  g_assert_nonnull(p);
+  return g_strndup(p, strcspn(p, ",}"));
+}
+
 /* The weights of an uninterrupted run with these options (checkpointing into its own directory);
- * its per-run training losses into losses when not NULL. */
+ * its per-run training losses (then its final test loss) into losses when not NULL. */
 static char *uninterrupted(const char *preset, const char *const *opts, const char *root, char **losses)
 {
   g_autofree char *dir = g_build_filename(root, "whole", NULL);
@@ -53,8 +62,10 @@ static char *uninterrupted(const char *preset, const char *const *opts, const ch
   g_ptr_array_free(a, TRUE);
   g_assert_cmpint(r.status, ==, 0);
   char *sha = sha_of(&r);
-  if (losses)
-    *losses = array_of(r.out, "train_loss");
+  if (losses) {
+    g_autofree char *train = array_of(r.out, "train_loss"), *test = test_loss_of(&r);
+    *losses = g_strconcat(train, test, NULL);
+  }
   tpt_run_clear(&r);
   return sha;
 }
@@ -86,7 +97,8 @@ static void check_resume(const char *preset, const char *const *opts, const char
   g_assert_cmpstr(s.out, ==, ""); /* no report: the run is not over */
   TptRun r = train(preset, args(opts, (const char *[]){ "--resume", dir, NULL }, buf));
   g_assert_cmpint(r.status, ==, 0);
-  g_autofree char *sha = sha_of(&r), *resumed_losses = array_of(r.out, "train_loss");
+  g_autofree char *sha = sha_of(&r), *train_losses = array_of(r.out, "train_loss"), *test_loss = test_loss_of(&r);
+  g_autofree char *resumed_losses = g_strconcat(train_losses, test_loss, NULL);
   g_assert_cmpstr(sha, ==, whole);
   g_assert_cmpstr(resumed_losses, ==, losses); /* the report covers the whole run */
   tpt_run_clear(&s);
@@ -99,6 +111,13 @@ static void test_resume_segments(void)
   const char *presets[] = { "gpipe", "pipedream", "timeprest", "i-timeprest", "pipedream-2bw" };
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++)
     check_resume(presets[i], (const char *[]){ "-k", "10", "--checkpoint-every", "3", NULL }, "6");
+}
+
+/* A residual network: batchnorm's running statistics come back with the weights (the test loss of
+ * the resumed run is the uninterrupted one's). */
+static void test_resume_batchnorm(void)
+{
+  check_resume("timeprest", (const char *[]){ "-m", "resnet-fmnist", "-k", "4", "--checkpoint-every", "2", NULL }, "2");
 }
 
 static void test_resume_epochs(void)
@@ -185,7 +204,7 @@ static void test_other_run(void)
 static void fill_checkpoint(TpCheckpoint *c, int generation)
 {
   const size_t np[] = { 3, 5 };
-  tp_checkpoint_init(c, 2, np, 1);
+  tp_checkpoint_init(c, 2, np, NULL, 1);
   tp_checkpoint_id(c, "model", "mlp");
   tp_checkpoint_id(c, "seed", "7");
   c->generation = generation, c->epoch = 1, c->index = 4, c->done = 12, c->seed = 7;
@@ -538,6 +557,7 @@ int main(int argc, char **argv)
   g_test_add_func("/checkpoint/lib/parts", test_lib_parts);
   g_test_add_func("/checkpoint/resume-segments", test_resume_segments);
   g_test_add_func("/checkpoint/resume-epochs", test_resume_epochs);
+  g_test_add_func("/checkpoint/resume-batchnorm", test_resume_batchnorm);
   g_test_add_func("/checkpoint/stop-inside-segment", test_stop_inside_segment);
   g_test_add_func("/checkpoint/other-run", test_other_run);
   g_test_add_func("/checkpoint/damaged", test_damaged);

@@ -59,6 +59,8 @@ const Member tp_backend_members[] = {
   MEMBER(swiglu_forward, OP_SWIGLU_FWD),
   MEMBER(swiglu_backward, OP_SWIGLU_BWD),
   MEMBER(adamw_step, OP_ADAMW),
+  MEMBER(batchnorm_forward, OP_BN_FWD),
+  MEMBER(batchnorm_backward, OP_BN_BWD),
 };
 const size_t tp_backend_n_members = G_N_ELEMENTS(tp_backend_members);
 
@@ -134,6 +136,12 @@ const Case tp_backend_cases[] = {
   { "swiglu-bwd-13x35", OP_SWIGLU_BWD, 13, 35, 0, 0, 0, 0, { 0 } },
   { "adamw-1001", OP_ADAMW, 1001, 0, 0, 0, 0, FALSE, { 0 } },
   { "adamw-1001-in-place", OP_ADAMW, 1001, 0, 0, 0, 0, TRUE, { 0 } },
+  { "batchnorm-fwd-5x7x9-training", OP_BN_FWD, 5, 7, 9, 0, 0, TRUE, { 0 } },
+  { "batchnorm-fwd-5x7x9-inference", OP_BN_FWD, 5, 7, 9, 0, 0, FALSE, { 0 } },
+  { "batchnorm-fwd-3x4x1000-training", OP_BN_FWD, 3, 4, 1000, 0, 0, TRUE, { 0 } }, /* channels wider than a CUDA block */
+  { "batchnorm-bwd-5x7x9", OP_BN_BWD, 5, 7, 9, 0, 0, TRUE, { 0 } },
+  { "batchnorm-bwd-5x7x9-input-only", OP_BN_BWD, 5, 7, 9, 0, 0, FALSE, { 0 } },
+  { "batchnorm-bwd-3x4x1000", OP_BN_BWD, 3, 4, 1000, 0, 0, TRUE, { 0 } },
 };
 const size_t tp_backend_n_cases = G_N_ELEMENTS(tp_backend_cases);
 
@@ -338,6 +346,25 @@ static gboolean run_token_case(const TpBackend *be, const Case *c, Run *r)
       output(r, "dx", y, rd, TOL_GEMM);
       output(r, "dw", dw, c->n, TOL_GEMM);
       output(r, "db", b, c->n, TOL_GEMM);
+    }
+    break;
+  }
+  case OP_BN_FWD:
+  case OP_BN_BWD: { /* m samples of n channels of k values */
+    size_t len = (size_t)c->m * c->n * c->k;
+    float *x = input(r, len, -2, 3), *w = input(r, c->n, 0.5, 1.5), *b = input(r, c->n, -1, 1);
+    float *run = input(r, 2 * (size_t)c->n, 0.5, 1.5), *y = input(r, len, -1, 1), *dy = input(r, len, -1, 1);
+    float *dw = input(r, c->n, -1, 1), *db = input(r, c->n, -1, 1);
+    if (c->op == OP_BN_FWD) {
+      if ((ok = f->batchnorm_forward(be, c->m, c->n, c->k, 1e-5f, 0.1f, c->flag, x, w, b, run, y, err))) {
+        output(r, "y", y, len, TOL_GEMM);
+        output(r, "running", run, 2 * (size_t)c->n, TOL_GEMM);
+      }
+    } else if ((ok = f->batchnorm_backward(be, c->m, c->n, c->k, 1e-5f, x, w, dy, y, c->flag ? dw : NULL,
+                                           c->flag ? db : NULL, err))) {
+      output(r, "dx", y, len, TOL_GEMM);
+      output(r, "dw", dw, c->n, TOL_GEMM);
+      output(r, "db", db, c->n, TOL_GEMM);
     }
     break;
   }

@@ -44,12 +44,15 @@ typedef enum {
   OP_SWIGLU_FWD,
   OP_SWIGLU_BWD,
   OP_ADAMW,
+  OP_BN_FWD,
+  OP_BN_BWD,
 } Op;
 
 /* One case: an op at one shape. m, n, k: sgemm's dims; linear: batch, in, out; softmax: batch,
  * classes; elementwise ops: n; embedding: rows, positions, width; norms: rows, width; rope: rows,
- * positions, head width; causal softmax: matrices, size; swiglu: rows, width. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
- * in training) / in place / positions (embedding) / RMSNorm / turning back (rope), depending on the op. */
+ * positions, head width; causal softmax: matrices, size; swiglu: rows, width; batchnorm: batch, channels, plane. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
+ * in training) / in place / positions (embedding) / RMSNorm / turning back (rope) / training (batchnorm's forward) / weight gradients (its backward),
+ * depending on the op. */
 typedef struct {
   const char *name;
   Op op;

@@ -22,7 +22,7 @@
 #define TP_CHECKPOINT_MAX_PARAMS ((guint64)1 << 36)
 #define SEAL "\n[integrity]\nsha256="
 
-void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, int states)
+void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, const size_t *nb, int states)
 {
   memset(c, 0, sizeof *c);
   c->id_keys = g_ptr_array_new_with_free_func(g_free);
@@ -32,10 +32,14 @@ void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, int states)
   c->np = g_new0(size_t, W);
   c->weights = g_new0(float *, W);
   c->mom = g_new0(float *, W);
+  c->nb = g_new0(size_t, W);
+  c->buf = g_new0(float *, W);
   for (int s = 0; s < W; s++) {
     c->np[s] = np ? np[s] : 0;
+    c->nb[s] = nb ? nb[s] : 0;
     c->weights[s] = g_new0(float, c->np[s] ? c->np[s] : 1);
     c->mom[s] = g_new0(float, c->np[s] ? c->np[s] * states : 1);
+    c->buf[s] = g_new0(float, c->nb[s] ? c->nb[s] : 1);
   }
   GArray **d[] = { &c->test_acc, &c->test_loss, &c->epoch_time, &c->train_loss, &c->loss_sum, &c->upd_time };
   for (size_t i = 0; i < G_N_ELEMENTS(d); i++)
@@ -49,10 +53,13 @@ void tp_checkpoint_clear(TpCheckpoint *c)
   for (int s = 0; s < c->W; s++) {
     g_free(c->weights[s]);
     g_free(c->mom[s]);
+    g_free(c->buf[s]);
   }
   g_free(c->weights);
   g_free(c->mom);
+  g_free(c->buf);
   g_free(c->np);
+  g_free(c->nb);
   if (c->id_keys)
     g_ptr_array_unref(c->id_keys);
   if (c->id_vals)
@@ -134,8 +141,8 @@ static gboolean put_file(const char *dir, const char *name, const void *data, gs
   return TRUE;
 }
 
-/* Floats of state a stage of np parameters holds: its weights and its optimizer state. */
-static gsize stage_floats(const TpCheckpoint *c, int s) { return (gsize)(1 + c->states) * c->np[s]; }
+/* Floats of state a stage of np parameters holds: its weights, its optimizer state, its buffers. */
+static gsize stage_floats(const TpCheckpoint *c, int s) { return (gsize)(1 + c->states) * c->np[s] + c->nb[s]; }
 
 /* Stages lo..hi-1's weights then optimizer state, stage after stage, as little-endian float32. */
 static char *state_bytes(const TpCheckpoint *c, int lo, int hi, gsize *len)
@@ -145,9 +152,9 @@ static char *state_bytes(const TpCheckpoint *c, int lo, int hi, gsize *len)
     n += stage_floats(c, s);
   guint32 *out = g_new(guint32, n ? n : 1), *q = out;
   for (int s = lo; s < hi; s++) {
-    const float *src[2] = { c->weights[s], c->mom[s] };
-    const size_t len_of[2] = { c->np[s], c->np[s] * c->states };
-    for (int h = 0; h < 2; h++)
+    const float *src[3] = { c->weights[s], c->mom[s], c->buf[s] };
+    const size_t len_of[3] = { c->np[s], c->np[s] * c->states, c->nb[s] };
+    for (int h = 0; h < 3; h++)
       for (size_t i = 0; i < len_of[h]; i++, q++) {
         memcpy(q, &src[h][i], 4);
         *q = GUINT32_TO_LE(*q);
@@ -197,8 +204,10 @@ static char *metadata(const TpCheckpoint *c, const char *const *state, const cha
   g_key_file_set_uint64(k, "position", "seed", c->seed);
   g_key_file_set_integer(k, "position", "optimizer_states", c->states);
   for (int s = 0; s < c->W; s++) {
-    g_autofree char *key = g_strdup_printf("params_%d", s + 1);
+    g_autofree char *key = g_strdup_printf("params_%d", s + 1), *bkey = g_strdup_printf("buffers_%d", s + 1);
     g_key_file_set_uint64(k, "position", key, c->np[s]);
+    if (c->nb[s]) /* absent: none, as written before buffers existed */
+      g_key_file_set_uint64(k, "position", bkey, c->nb[s]);
   }
   g_key_file_set_string(k, "plan", "segment", c->plan ? c->plan : "");
   g_key_file_set_string(k, "plan", "last_segment", c->plan_tail ? c->plan_tail : "");
@@ -431,9 +440,9 @@ static gboolean read_state_file(const char *dir, const char *name, const char *w
   const guint32 *q = (const guint32 *)(gpointer)bytes;
   for (int s = lo; s < hi; s++) {
     gboolean wanted = s >= c->lo && s < c->hi;
-    float *dst[2] = { c->weights[s], c->mom[s] };
-    const size_t len_of[2] = { c->np[s], c->np[s] * c->states };
-    for (int h = 0; h < 2; h++)
+    float *dst[3] = { c->weights[s], c->mom[s], c->buf[s] };
+    const size_t len_of[3] = { c->np[s], c->np[s] * c->states, c->nb[s] };
+    for (int h = 0; h < 3; h++)
       for (size_t i = 0; i < len_of[h]; i++, q++) {
         if (!wanted)
           continue;
@@ -486,27 +495,32 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
   }
   /* the parameter counts, each in range (before anything is allocated for it), and the state's size
    * agree */
-  g_autofree size_t *np = g_new0(size_t, W);
+  g_autofree size_t *np = g_new0(size_t, W), *nb = g_new0(size_t, W);
   guint64 sum = 0;
   for (int s = 0; s < W; s++) {
-    g_autofree char *key = g_strdup_printf("params_%d", s + 1);
-    guint64 v = g_key_file_get_uint64(k, "position", key, &e);
+    g_autofree char *key = g_strdup_printf("params_%d", s + 1), *bkey = g_strdup_printf("buffers_%d", s + 1);
+    guint64 v = g_key_file_get_uint64(k, "position", key, &e), b = 0;
     if (e) {
       g_clear_error(&e);
       return bad(err, path, "stages=%d, but %s is missing or not a count", W, key);
     }
     if (v > TP_CHECKPOINT_MAX_PARAMS)
       return bad(err, path, "%s=%" G_GUINT64_FORMAT " is more parameters than a stage holds", key, v);
-    np[s] = (size_t)v;
-    sum += (guint64)(1 + states) * 4 * v;
+    if (g_key_file_has_key(k, "position", bkey, NULL) &&
+        ((b = g_key_file_get_uint64(k, "position", bkey, &e)), e || b == 0 || b > TP_CHECKPOINT_MAX_PARAMS)) {
+      g_clear_error(&e);
+      return bad(err, path, "%s is not a count of buffer floats a stage holds", bkey);
+    }
+    np[s] = (size_t)v, nb[s] = (size_t)b;
+    sum += (guint64)(1 + states) * 4 * v + 4 * b;
   }
   guint64 bytes = g_key_file_get_uint64(k, "checkpoint", "state_bytes", &e);
   if (e || bytes != sum) {
     g_clear_error(&e);
-    return bad(err, path, "state_bytes disagrees with params_1..params_%d (%" G_GUINT64_FORMAT " bytes of state)", W,
-               sum);
+    return bad(err, path, "state_bytes disagrees with params_1..params_%d and buffers (%" G_GUINT64_FORMAT
+               " bytes of state)", W, sum);
   }
-  tp_checkpoint_init(c, W, np, states);
+  tp_checkpoint_init(c, W, np, nb, states);
   c->lo = hi < 0 ? 0 : MIN(MAX(lo, 0), W);
   c->hi = hi < 0 ? W : MIN(MAX(hi, c->lo), W);
   g_auto(GStrv) keys = g_key_file_get_keys(k, "identity", NULL, NULL);

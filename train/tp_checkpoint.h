@@ -1,7 +1,7 @@
 /* tp_checkpoint.h — the training checkpoint on disk: a directory holding checkpoint.ini (GKeyFile:
  * the run's identity, its position, the plan, the log so far, sha256 of the state files and of
- * itself) and the state: state-G.bin (every stage's latest weights then momentum, little-endian
- * float32; one process ran every stage) or state-G-stageS.bin, one file per stage S in the same
+ * itself) and the state: state-G.bin (every stage's latest weights, its optimizer state, then its
+ * buffers — batchnorm's running statistics —, little-endian float32; one process ran every stage) or state-G-stageS.bin, one file per stage S in the same
  * layout (one process per stage, --transport mpi: each writes its own).  Everything is written
  * atomically (temporary file, fsync, rename, fsync of the directory) and the state files, under
  * names of their generation G, before the metadata that names them: its rename is the commit, so
@@ -35,7 +35,8 @@ typedef struct {
   int lo, hi;                /* the stages whose state weights/mom hold (taken, written or read) */
   size_t *np;                /* [W] floats per stage */
   int states;                /* optimizer state per parameter: 1 (SGD's momentum), 2 (AdamW's moments) */
-  float **weights, **mom;    /* [W][np], [W][np·states] */
+  size_t *nb;                /* [W] buffer floats per stage (batchnorm's running statistics; 0 without) */
+  float **weights, **mom, **buf; /* [W][np], [W][np·states], [W][nb] */
   char *plan, *plan_tail;    /* the schedules run (CSV): a segment, and the shorter last one (or NULL) */
   char *plan_cut;            /* at a stop inside a segment: the rest of it, run first on resuming (or NULL) */
   char *log;                 /* the training log so far (CSV text) */
@@ -48,9 +49,9 @@ typedef struct {
   GArray *correct;              /* int, idem */
 } TpCheckpoint;
 
-/* An empty checkpoint for W stages of np[s] floats and `states` optimizer floats per parameter (buffers
- * allocated, arrays empty; lo..hi = every stage). */
-void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, int states);
+/* An empty checkpoint for W stages of np[s] floats, `states` optimizer floats per parameter and nb[s]
+ * buffer floats (nb NULL: none; memory allocated, arrays empty; lo..hi = every stage). */
+void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, const size_t *nb, int states);
 void tp_checkpoint_clear(TpCheckpoint *c);
 void tp_checkpoint_id(TpCheckpoint *c, const char *key, const char *value);
 

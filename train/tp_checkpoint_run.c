@@ -89,15 +89,16 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)
 gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi, GError **err)
 {
   int W = tp_runtime_stages(rt);
-  size_t *np = g_new(size_t, W);
+  size_t *np = g_new(size_t, W), *nb = g_new(size_t, W);
   for (int s = 0; s < W; s++)
-    np[s] = tp_runtime_n_params(rt, s);
-  tp_checkpoint_init(c, W, np, tp_runtime_optimizer_states(rt));
-  g_free(np);
+    np[s] = tp_runtime_n_params(rt, s), nb[s] = tp_runtime_n_buffers(rt, s);
+  tp_checkpoint_init(c, W, np, nb, tp_runtime_optimizer_states(rt));
+  g_free(np), g_free(nb);
   c->lo = lo, c->hi = hi < 0 ? W : hi;
   gboolean ok = TRUE;
   for (int s = c->lo; ok && s < c->hi; s++)
-    ok = tp_runtime_get_state(rt, s, c->weights[s], c->mom[s], err);
+    ok = tp_runtime_get_state(rt, s, c->weights[s], c->mom[s], err) &&
+         (!c->nb[s] || tp_runtime_get_buffers(rt, s, c->buf[s], err));
   return ok;
 }
 
@@ -105,14 +106,18 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
 {
   for (int s = 0; s < tp_runtime_stages(rt); s++)
     if (c->W != tp_runtime_stages(rt) || c->np[s] != tp_runtime_n_params(rt, s) ||
-        c->states != tp_runtime_optimizer_states(rt)) {
+        c->states != tp_runtime_optimizer_states(rt) || c->nb[s] != tp_runtime_n_buffers(rt, s)) {
       g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: stage %d's %s differ from this run's", dir,
-                  TP_CHECKPOINT_INI, s + 1, c->states != tp_runtime_optimizer_states(rt) ? "optimizer states" : "parameters");
+                  TP_CHECKPOINT_INI, s + 1,
+                  c->states != tp_runtime_optimizer_states(rt) ? "optimizer states"
+                  : c->np[s] != tp_runtime_n_params(rt, s)     ? "parameters"
+                                                                : "buffers (batchnorm's running statistics)");
       return FALSE;
     }
   gboolean ok = TRUE;
   for (int s = c->lo; ok && s < c->hi; s++)
-    ok = tp_runtime_set_state(rt, s, c->weights[s], c->mom[s], err);
+    ok = tp_runtime_set_state(rt, s, c->weights[s], c->mom[s], err) &&
+         (!c->nb[s] || tp_runtime_set_buffers(rt, s, c->buf[s], err));
   return ok;
 }
 

@@ -85,11 +85,12 @@ void tp_group_stages(const TpGroup *g, int W, int *lo, int *hi)
 
 /* ---- one report from many ranks ------------------------------------------------------------------ */
 
-/* Bytes of stage st's part: its records, statistics, K losses and correct counts, weights. */
+/* Bytes of stage st's part: its records, statistics, K losses and correct counts, weights, buffers. */
 static size_t part_len(const TpSchedule *s, const TpRuntime *rt, int st)
 {
   return sizeof(gint64) + (size_t)tp_stage_len(s, st) * sizeof(TpOpRecord) + sizeof(TpWStoreStats) +
-         (size_t)s->K * (sizeof(double) + sizeof(int)) + tp_runtime_n_params(rt, st) * sizeof(float);
+         (size_t)s->K * (sizeof(double) + sizeof(int)) +
+         (tp_runtime_n_params(rt, st) + tp_runtime_n_buffers(rt, st)) * sizeof(float);
 }
 
 gboolean tp_group_gather_run(TpGroup *g, const TpSchedule *s, TpRuntime *rt, TpRunResult *r, GError **err)
@@ -102,6 +103,7 @@ gboolean tp_group_gather_run(TpGroup *g, const TpSchedule *s, TpRuntime *rt, TpR
     len = MAX(len, part_len(s, rt, st));
   g_autofree guint8 *mine = g_malloc0(len), *all = me == 0 ? g_malloc((size_t)W * len) : NULL;
   size_t at = 0, n_ops = (size_t)tp_stage_len(s, me), np = tp_runtime_n_params(rt, me);
+  size_t nb = tp_runtime_n_buffers(rt, me);
   gint64 n = (gint64)n_ops;
 #define PUT(src, bytes) (memcpy(mine + at, (src), (bytes)), at += (bytes))
   PUT(&n, sizeof n);
@@ -111,6 +113,8 @@ gboolean tp_group_gather_run(TpGroup *g, const TpSchedule *s, TpRuntime *rt, TpR
   PUT(r->correct, (size_t)K * sizeof(int));
   PUT(tp_runtime_weights(rt, me), np * sizeof(float));
 #undef PUT
+  if (nb && !tp_runtime_get_buffers(rt, me, (float *)(gpointer)(mine + at), err)) /* at is a multiple of 4 */
+    return FALSE;
   if (!tp_group_gather(g, 0, mine, len, all, err))
     return FALSE;
   if (me != 0)
@@ -135,8 +139,11 @@ gboolean tp_group_gather_run(TpGroup *g, const TpSchedule *s, TpRuntime *rt, TpR
       r->loss_sum[i] += loss[i], r->correct[i] += correct[i];
     size_t np_st = tp_runtime_n_params(rt, st);
     g_autofree float *w = g_new(float, MAX(np_st, 1));
-    memcpy(w, p, np_st * sizeof(float));
-    if (!tp_runtime_set_weights(rt, st, w, err))
+    memcpy(w, p, np_st * sizeof(float)), p += np_st * sizeof(float);
+    size_t nb_st = tp_runtime_n_buffers(rt, st);
+    g_autofree float *b = g_new(float, MAX(nb_st, 1));
+    memcpy(b, p, nb_st * sizeof(float));
+    if (!tp_runtime_set_weights(rt, st, w, err) || (nb_st && !tp_runtime_set_buffers(rt, st, b, err)))
       return FALSE;
   }
   tp_run_result_summarise(r, s, 0, W);

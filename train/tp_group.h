@@ -56,9 +56,9 @@ gboolean tp_group_measure_links(TpGroup *g, int W, TpGroupLink **links, GError *
 void tp_group_stages(const TpGroup *g, int W, int *lo, int *hi);
 
 /* After schedule s: every rank sends rank 0 its stage's part of r (records, weight-store
- * statistics, the losses and correct counts of the last stage) and its stage's latest weights;
+ * statistics, the losses and correct counts of the last stage) and its stage's latest weights and buffers;
  * rank 0 fills r for every stage (versions_match and wall over all of them) and sets the other
- * stages' weights in rt, so that it reports, traces and evaluates as if it had run every stage.
+ * stages' weights and buffers in rt, so that it reports, traces and evaluates as if it had run every stage.
  * Other ranks' r and rt are left as they are; a group of one has nothing to do.  Collective. */
 gboolean tp_group_gather_run(TpGroup *g, const TpSchedule *s, TpRuntime *rt, TpRunResult *r, GError **err);
 

@@ -162,7 +162,7 @@ gboolean tp_train_resume(Train *t, GError **err)
     tp_error_about(err, TP_ERROR_PARAM_RESUME);
     return FALSE;
   }
-  tp_checkpoint_init(&run, 0, NULL, 1);
+  tp_checkpoint_init(&run, 0, NULL, NULL, 1);
   run_identity(t, &run);
   tp_checkpoint_read_old_digest(&c, &run, t->cfg.preset ? NULL : t->s);
   g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);

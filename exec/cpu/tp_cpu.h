@@ -1,5 +1,6 @@
 /* tp_cpu.h — the cpu backend's kernels, one file per family (cpu_linear.c, cpu_conv.c, cpu_pool.c,
- * cpu_activation.c, cpu_loss.c, cpu_optim.c, cpu_token.c), gathered into one TpBackend by cpu_backend.c.
+ * cpu_activation.c, cpu_batchnorm.c, cpu_loss.c, cpu_optim.c,
+ * cpu_token.c), gathered into one TpBackend by cpu_backend.c.
  * The signatures are those of the TpBackend members (see tp_backend.h for the contract). */
 #ifndef TP_CPU_H
 #define TP_CPU_H
@@ -36,6 +37,12 @@ gboolean tp_cpu_avgpool_forward(const TpBackend *be, const TpWindow *s, int batc
                                 GError **err);
 gboolean tp_cpu_avgpool_backward(const TpBackend *be, const TpWindow *s, int batch, const float *dy, float *dx,
                                  GError **err);
+
+gboolean tp_cpu_batchnorm_forward(const TpBackend *be, int batch, int c, int hw, float eps, float momentum,
+                                  gboolean training, const float *x, const float *w, const float *b, float *running,
+                                  float *y, GError **err);
+gboolean tp_cpu_batchnorm_backward(const TpBackend *be, int batch, int c, int hw, float eps, const float *x,
+                                   const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
 
 gboolean tp_cpu_relu_forward(const TpBackend *be, size_t n, const float *x, float *y, GError **err);
 gboolean tp_cpu_relu_backward(const TpBackend *be, size_t n, const float *x, const float *dy, float *dx,

@@ -1,4 +1,4 @@
-/* cuda_token_glue.c — the transformer members of the cuda backend (tp_backend.h's contracts): the
+/* cuda_token_glue.c — the transformer members of the cuda backend and batch normalisation (tp_backend.h's contracts): the
  * strided batched products on cublasSgemmStridedBatched, the rest on cuda_token.cu's kernels. */
 #include "config.h"
 #include "tp_cuda.h"
@@ -116,5 +116,29 @@ gboolean tp_cuda_swiglu_backward(const TpBackend *be, int rows, int f, const flo
 {
   TP_CUDA_CHECK(tp_cuda_use(be), err);
   TP_CUDA_CHECK(tp_cuda_swiglu_bwd(tp_cuda_stream(be), rows, f, gu, dy, dgu), err);
+  return TRUE;
+}
+
+gboolean tp_cuda_batchnorm_forward(const TpBackend *be, int batch, int c, int hw, float eps, float momentum,
+                                   gboolean training, const float *x, const float *w, const float *b, float *running,
+                                   float *y, GError **err)
+{
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
+  void *stats = NULL;
+  if (!tp_cuda_scratch(be, 2 * sizeof(float) * (size_t)c, &stats, err))
+    return FALSE;
+  TP_CUDA_CHECK(tp_cuda_bn_fwd(tp_cuda_stream(be), batch, c, hw, eps, momentum, training, x, w, b, running, stats, y),
+                err);
+  return TRUE;
+}
+
+gboolean tp_cuda_batchnorm_backward(const TpBackend *be, int batch, int c, int hw, float eps, const float *x,
+                                    const float *w, const float *dy, float *dx, float *dw, float *db, GError **err)
+{
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
+  void *stats = NULL;
+  if (!tp_cuda_scratch(be, 4 * sizeof(float) * (size_t)c, &stats, err))
+    return FALSE;
+  TP_CUDA_CHECK(tp_cuda_bn_bwd(tp_cuda_stream(be), batch, c, hw, eps, x, w, dy, stats, dx, dw, db), err);
   return TRUE;
 }

@@ -109,6 +109,11 @@ gboolean tp_cuda_norm_forward(const TpBackend *be, int rows, int d, float eps, g
                               const float *w, const float *b, float *y, GError **err);
 gboolean tp_cuda_norm_backward(const TpBackend *be, int rows, int d, float eps, gboolean rms, const float *x,
                                const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
+gboolean tp_cuda_batchnorm_forward(const TpBackend *be, int batch, int c, int hw, float eps, float momentum,
+                                   gboolean training, const float *x, const float *w, const float *b, float *running,
+                                   float *y, GError **err);
+gboolean tp_cuda_batchnorm_backward(const TpBackend *be, int batch, int c, int hw, float eps, const float *x,
+                                    const float *w, const float *dy, float *dx, float *dw, float *db, GError **err);
 gboolean tp_cuda_rope(const TpBackend *be, int rows, int s, int heads, int hd, int ld, float theta, float sign, float *x,
                       GError **err);
 gboolean tp_cuda_causal_softmax_forward(const TpBackend *be, int n, int s, float scale, const float *x, float *y,
@@ -148,6 +153,12 @@ cudaError_t tp_cuda_relu_bwd(cudaStream_t st, size_t n, const float *x, const fl
 cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed, const float *x,
                                 float *y, float *mask);
 cudaError_t tp_cuda_mul(cudaStream_t st, size_t n, const float *a, const float *b, float *out);
+
+/* cuda_batchnorm.cu: stats is the launch's scratch (2c floats forward, 4c backward) */
+cudaError_t tp_cuda_bn_fwd(cudaStream_t st, int nb, int c, int hw, float eps, float momentum, int training,
+                           const float *x, const float *w, const float *b, float *running, float *stats, float *y);
+cudaError_t tp_cuda_bn_bwd(cudaStream_t st, int nb, int c, int hw, float eps, const float *x, const float *w,
+                           const float *dy, float *stats, float *dx, float *dw, float *db);
 
 /* cuda_pool.cu */
 cudaError_t tp_cuda_maxpool_fwd(cudaStream_t st, const TpWindow *s, int batch, const float *x, float *y,
