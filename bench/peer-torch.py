@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# peer-torch.py — the peer reference for `timeprest train -w 1`: the same network (cnn or mlp-deep,
-# layer for layer as in models/*.model), the same Fashion-MNIST gzip IDX files, batch, SGD with
-# momentum and weight decay, trained by PyTorch on --threads T CPU threads (default 1).  Times K mini-batches after a
+# peer-torch.py — the peer reference for `timeprest train -w 1`: the same network (cnn, mlp-deep,
+# resnet-fmnist, or torchvision's ResNet-50 v1.5 as resnet50-cifar100 — layer for layer as in
+# models/*.model), the same Fashion-MNIST gzip IDX files (or --data synthetic: random images of the
+# model's input shape), batch, SGD with momentum and weight decay, trained by PyTorch on --threads T
+# CPU threads (default 1).  Times K mini-batches after a
 # warm-up (the mini-batch gather from the training set included, as in `train`) and prints one JSON
 # object: samples_per_second (wall), cpu_samples_per_second (process CPU time), versions.
 # Run by bench/peer.sh and bench/speedup.sh; not part of `make check`.
@@ -34,7 +36,48 @@ def read_idx(path):
     return t.reshape(dims)
 
 
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (v1.5: the stride on the 3x3 convolution), as models/*.model's bottleneck."""
+
+    def __init__(self, cin, mid, out, stride):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+            nn.Conv2d(mid, mid, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+            nn.Conv2d(mid, out, 1, bias=False), nn.BatchNorm2d(out))
+        self.short = (nn.Sequential(nn.Conv2d(cin, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
+                      if stride != 1 or cin != out else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.short(x))
+
+
+def resnet(stem, blocks, classes):
+    layers, cin = list(stem), stem[0].out_channels
+    for mid, out, stride in blocks:
+        layers.append(Bottleneck(cin, mid, out, stride))
+        cin = out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
+
+
+# input shape and classes of each model
+SHAPES = {"cnn": ((1, 28, 28), 10), "mlp-deep": ((1, 28, 28), 10), "resnet-fmnist": ((1, 28, 28), 10),
+          "resnet50-cifar100": ((3, 32, 32), 100)}
+
+
 def build(model):
+    if model == "resnet50-cifar100":  # torchvision.models.resnet50(num_classes=100): 23,712,932 parameters
+        blocks = []
+        for mid, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            blocks += [(mid, 4 * mid, stride)] + [(mid, 4 * mid, 1)] * (n - 1)
+        stem = [nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                nn.MaxPool2d(3, stride=2, padding=1)]
+        net = resnet(stem, blocks, 100)
+        assert sum(p.numel() for p in net.parameters()) == 23712932
+        return net
+    if model == "resnet-fmnist":
+        stem = [nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True)]
+        return resnet(stem, [(16, 64, 1), (32, 128, 2), (32, 128, 1), (64, 256, 2)], 10)
     if model == "cnn":
         return nn.Sequential(
             nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -46,7 +89,7 @@ def build(model):
             layers += [nn.Linear(1024, 1024), nn.ReLU()]
         layers.append(nn.Linear(1024, 10))
         return nn.Sequential(*layers)
-    sys.exit("peer-torch.py: --model: unknown model '%s' (cnn, mlp-deep)" % model)
+    sys.exit("peer-torch.py: --model: unknown model '%s' (%s)" % (model, ", ".join(SHAPES)))
 
 
 def main():
@@ -63,10 +106,14 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).float().div_(255.0)
-    x = x.reshape(-1, 1, 28, 28).contiguous()
-    y = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).long()
     net = build(a.model)
+    shape, classes = SHAPES[a.model]
+    if a.data == "synthetic":
+        x, y = torch.rand(4 * a.batch, *shape), torch.randint(0, classes, (4 * a.batch,))
+    else:
+        x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).float().div_(255.0)
+        x = x.reshape(-1, 1, 28, 28).contiguous()
+        y = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).long()
     opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
     loss_fn = nn.CrossEntropyLoss()
     perm = torch.randperm(x.shape[0])

@@ -637,12 +637,12 @@ static void test_sizes(void)
   tp_net_free(mid);
 }
 
-/* An unsupported layer anywhere in the model refuses every stage of it: one line, file:line. */
+/* A layer the executor cannot run anywhere in the model refuses every stage of it: one line, file:line. */
 static void test_unsupported(void)
 {
   const char *cases[][2] = {
-    { "input 3 8 8\nconv 4 3\nbatchnorm\nrelu\n", "bad.model:3: layer 'batchnorm'" },
-    { "input 3 8 8\n\n# residual\nbottleneck 4 8\n", "bad.model:4: layer 'bottleneck'" },
+    { "tokens 4 11\nembedding 8\n\n# no dropout in the executor's blocks\nblock heads=2 ffn=12 dropout=1\nlm_head\n"
+      "token_ce\n", "bad.model:5: block dropout=1 is not supported" },
     { "input 4 1 1\nsoftmax_ce\nlinear 3\n", "bad.model:2: softmax_ce must be the model's last layer" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
