@@ -1,26 +1,65 @@
 /* cpu_batchnorm.c — batch normalisation over [batch][c][hw] on the cpu (tp_backend.h's contract):
- * each channel's statistics over its batch·hw values, accumulated in double (two passes: the mean,
- * then the squared deviations), so that a channel of a million values keeps float's precision. */
+ * each channel's statistics in two passes (the mean, then the squared deviations from it), each
+ * plane's sum in eight float lanes (vectorised) added into a double, so that a channel of a
+ * million values keeps float's precision. */
 #include "config.h"
 #include "tp_cpu.h"
 
 #include <math.h>
 
+enum { LANES = 8 };
+
+static double lanes_total(const float *l)
+{
+  return (double)((l[0] + l[1]) + (l[2] + l[3])) + (double)((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* Σ p, Σ (p − m)², Σ g·(p − m) over one plane of n values */
+static double plane_sum(const float *restrict p, size_t n)
+{
+  float l[LANES] = { 0 };
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++)
+      l[j] += p[i + j];
+  for (; i < n; i++)
+    l[0] += p[i];
+  return lanes_total(l);
+}
+
+static double plane_sq(const float *restrict p, size_t n, float m)
+{
+  float l[LANES] = { 0 };
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++)
+      l[j] += (p[i + j] - m) * (p[i + j] - m);
+  for (; i < n; i++)
+    l[0] += (p[i] - m) * (p[i] - m);
+  return lanes_total(l);
+}
+
+static double plane_dot(const float *restrict g, const float *restrict p, size_t n, float m)
+{
+  float l[LANES] = { 0 };
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++)
+      l[j] += g[i + j] * (p[i + j] - m);
+  for (; i < n; i++)
+    l[0] += g[i] * (p[i] - m);
+  return lanes_total(l);
+}
+
 /* Channel ch's mean and biased variance over batch planes of hw values. */
 static void channel_stats(int batch, int c, size_t hw, int ch, const float *x, double *mean, double *var)
 {
   double s = 0.0, q = 0.0, n = (double)batch * (double)hw;
-  for (int b = 0; b < batch; b++) {
-    const float *p = x + ((size_t)b * c + ch) * hw;
-    for (size_t i = 0; i < hw; i++)
-      s += p[i];
-  }
+  for (int b = 0; b < batch; b++)
+    s += plane_sum(x + ((size_t)b * c + ch) * hw, hw);
   double m = s / n;
-  for (int b = 0; b < batch; b++) {
-    const float *p = x + ((size_t)b * c + ch) * hw;
-    for (size_t i = 0; i < hw; i++)
-      q += ((double)p[i] - m) * ((double)p[i] - m);
-  }
+  for (int b = 0; b < batch; b++)
+    q += plane_sq(x + ((size_t)b * c + ch) * hw, hw, (float)m);
   *mean = m, *var = q / n;
 }
 
@@ -62,9 +101,9 @@ gboolean tp_cpu_batchnorm_backward(const TpBackend *be, int batch, int c, int hw
     double rstd = 1.0 / sqrt(var + eps);
     for (int i = 0; i < batch; i++) {
       const float *p = x + ((size_t)i * c + ch) * hw, *g = dy + ((size_t)i * c + ch) * hw;
-      for (int j = 0; j < hw; j++)
-        sdy += g[j], sdyx += (double)g[j] * (((double)p[j] - mean) * rstd);
+      sdy += plane_sum(g, (size_t)hw), sdyx += plane_dot(g, p, (size_t)hw, (float)mean);
     }
+    sdyx *= rstd;
     if (dw)
       dw[ch] += (float)sdyx, db[ch] += (float)sdy;
     if (!dx)

@@ -4,7 +4,8 @@
  * row, column). Each input plane is first copied into a zero-bordered plane (the padding made
  * real), so that every unfolded row is a plain strided copy with no bounds to test.
  * Forward: one GEMM per sample, w [cout][cin·k·k] times the sample's columns, straight into
- * y [n][cout][hout][wout] onto the bias.
+ * y [n][cout][hout][wout] onto the bias; for small output planes one GEMM of the chunk's columns,
+ * scattered into y.
  * Backward (only the input is kept between the passes, so cols is unfolded again): dy is
  * transposed per chunk into dyt [nb·hout·wout][cout]; dwᵀ [cin·k·k][cout] += cols·dyt (the long
  * dimension of the product is its inner one: OpenBLAS is slow with cout rows), added into dw once
@@ -12,7 +13,8 @@
  * With few output channels and one sample per chunk, dy is used as it lies instead:
  * dw += dy·colsᵀ, dcols = wᵀ·dy.
  * Chunks keep cols inside the core's L2 cache, so that the GEMMs read what im2col has just
- * written (sizes measured on the cnn shapes, bench/RESULTS.md). */
+ * written (sizes measured on the cnn shapes, bench/RESULTS.md), and hold at least TP_CONV_MIN_COLS
+ * columns. */
 #include "config.h"
 #include "tp_cpu.h"
 
@@ -26,10 +28,16 @@
  * for conv 1→16's backward at batch 128; 14.2 against 13.0 ms the other way for conv 16→32) */
 #define TP_CONV_TRANSPOSED_MIN_COUT 32
 
+/* the fewest columns a chunk's products have: small output planes with many channels (ResNet-50's
+ * last stages, 1x1 to 4x4) would otherwise make one product per sample of a handful of columns,
+ * each paying OpenBLAS's packing of the whole weight matrix */
+#define TP_CONV_MIN_COLS 128
+
 static int chunk_samples(const TpWindow *s, int batch)
 {
-  size_t per = (size_t)s->cin * s->k * s->k * s->hout * s->wout;
+  size_t hw = (size_t)s->hout * s->wout, per = (size_t)s->cin * s->k * s->k * hw;
   size_t nb = per ? TP_CONV_CHUNK_FLOATS / per : (size_t)batch;
+  nb = MAX(nb, hw ? (TP_CONV_MIN_COLS + hw - 1) / hw : 1);
   if (nb < 1)
     nb = 1;
   return nb > (size_t)batch ? batch : (int)nb;
@@ -219,6 +227,20 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
     int nb = MIN(chunk, batch - n0);
     size_t ncols = nb * hw;
     im2col(s, nb, x + n0 * in_sz, cols, pb);
+    if (nb > 1 && hw < TP_CONV_MIN_COLS) { /* small planes: one GEMM of the chunk, scattered into y */
+      float *prod = cols + (size_t)K * ncols;
+      if (!tp_cpu_sgemm(be, FALSE, FALSE, s->cout, (int)ncols, K, 1.0f, w, K, cols, (int)ncols, 0.0f, prod,
+                        (int)ncols, err))
+        return FALSE;
+      for (int n = 0; n < nb; n++)
+        for (int c = 0; c < s->cout; c++) {
+          float bc = b ? b[c] : 0.0f, *restrict yc = y + (n0 + n) * out_sz + c * hw;
+          const float *restrict pc = prod + (size_t)c * ncols + n * hw;
+          for (size_t p = 0; p < hw; p++)
+            yc[p] = pc[p] + bc;
+        }
+      continue;
+    }
     /* one GEMM per sample, straight into y's layout and onto the bias: the columns of sample n
      * are a sub-matrix of cols (leading dimension ncols) */
     for (int n = 0; n < nb; n++) {
@@ -234,6 +256,20 @@ gboolean tp_cpu_conv_forward(const TpBackend *be, const TpWindow *s, int batch, 
     }
   }
   return TRUE;
+}
+
+/* dst[j][i] (+)= src[i][j] for i < rows, j < cols, in tiles that stay in the L1 cache on both sides */
+enum { TILE = 16 };
+static void transpose(float *restrict dst, size_t ldd, const float *restrict src, size_t lds, size_t rows, size_t cols,
+                      gboolean add)
+{
+  for (size_t i0 = 0; i0 < rows; i0 += TILE)
+    for (size_t j0 = 0; j0 < cols; j0 += TILE) {
+      size_t i1 = MIN(i0 + TILE, rows), j1 = MIN(j0 + TILE, cols);
+      for (size_t j = j0; j < j1; j++)
+        for (size_t i = i0; i < i1; i++)
+          dst[j * ldd + i] = (add ? dst[j * ldd + i] : 0.0f) + src[i * lds + j];
+    }
 }
 
 gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch, const float *x, const float *w,
@@ -276,14 +312,13 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
     size_t ncols = nb * hw;
     for (int n = 0; n < nb; n++) {
       const float *dyn = dy + (n0 + n) * out_sz;
-      float *dst = dyt + n * hw * cout;
-      for (int c = 0; c < cout; c++) {
+      transpose(dyt + n * hw * cout, cout, dyn, hw, cout, hw, FALSE); /* [cout][hw] → [hw][cout] */
+      for (int c = 0; db && c < cout; c++) {
         const float *src = dyn + c * hw;
         float sum = 0.0f;
         for (size_t p = 0; p < hw; p++)
-          sum += src[p], dst[p * cout + c] = src[p];
-        if (db)
-          db[c] += sum;
+          sum += src[p];
+        db[c] += sum;
       }
     }
     if (dw) {
@@ -298,8 +333,7 @@ gboolean tp_cpu_conv_backward(const TpBackend *be, const TpWindow *s, int batch,
       return FALSE;
     col2im(s, nb, cols, dx + n0 * in_sz, pb);
   }
-  for (int c = 0; dw && c < cout; c++)
-    for (int k = 0; k < K; k++)
-      dw[(size_t)c * K + k] += dwt[(size_t)k * cout + c];
+  if (dw) /* dw [cout][K] += dwtᵀ */
+    transpose(dw, K, dwt, cout, K, cout, TRUE);
   return TRUE;
 }
