@@ -287,10 +287,21 @@ gboolean tp_net_set_stats(TpNet *net, const float *host, GError **err)
   return !net->n_stats || (ensure_stats(net, err) && net->be->iface->upload(net->be, net->stats, host, net->n_stats, err));
 }
 
-void tp_net_set_group(TpNet *net, int samples)
+gboolean tp_net_set_group(TpNet *net, int samples, GError **err)
 {
-  g_return_if_fail(samples >= 0);
+  g_return_val_if_fail(samples >= 0, FALSE);
+  for (int i = 0; i < net->n && samples > 0; i++) {
+    const TpLayer *d = &net->layers[i].d;
+    long long h = d->kind == TP_LAYER_BOTTLENECK ? d->hout : d->hin, w = d->kind == TP_LAYER_BOTTLENECK ? d->wout : d->win;
+    if ((d->kind == TP_LAYER_BATCHNORM || d->kind == TP_LAYER_BOTTLENECK) && (long long)samples * h * w < 2) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "layer %d (%s, line %d of the model) would normalise one value per "
+                  "channel: a micro-batch of %d sample on a %lldx%lld plane has no variance; use at least 2 samples "
+                  "per micro-batch (--batch / -n)", net->first + i + 1, tp_layer_names[d->kind], d->line, samples, h, w);
+      return FALSE;
+    }
+  }
   net->group = samples;
+  return TRUE;
 }
 
 /* Scratch buffers and workspace for `batch` samples (and the avgpool_to matrices and the running

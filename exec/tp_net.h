@@ -71,8 +71,9 @@ gboolean tp_net_get_stats(TpNet *net, float *host, GError **err);
 gboolean tp_net_set_stats(TpNet *net, const float *host, GError **err);
 /* Samples whose statistics a training batchnorm takes together: the micro-batch (0, the default:
  * the whole batch of each call).  A forward or backward of a multiple of them takes each group
- * apart, as separate calls would. */
-void tp_net_set_group(TpNet *net, int samples);
+ * apart, as separate calls would (any other batch is one group).  TP_ERROR_INPUT, one line naming
+ * the layer, where a batchnorm would see one value per channel (one sample on a 1x1 plane). */
+gboolean tp_net_set_group(TpNet *net, int samples, GError **err);
 
 /* Saved state of one forward, for at most max_batch samples. */
 TpSaved *tp_saved_new(TpNet *net, int max_batch, GError **err);
@@ -88,8 +89,9 @@ void tp_saved_set_seed(TpSaved *saved, guint64 seed);
  * forwards of its micro-batches. */
 void tp_saved_set_seeds(TpSaved *saved, const guint64 *seeds, int n);
 int tp_saved_batch(const TpSaved *saved);           /* samples of the forward it holds */
-/* The next forward into saved recomputes one already run (recomputation): batchnorm normalises as
- * it did, and the running statistics are left as they are. */
+/* The forwards into saved recompute ones already run (recomputation), until it is set FALSE:
+ * batchnorm normalises as it did, and the running statistics are left as they are.  A slice starts
+ * FALSE, whatever its owner's. */
 void tp_saved_set_replay(TpSaved *saved, gboolean replay);
 /* Samples [off, off+n) of `whole` as a TpSaved of their own, sharing whole's memory (freed with
  * tp_saved_free, which then frees only the slice; whole must outlive it).  A forward into a slice

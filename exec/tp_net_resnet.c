@@ -7,7 +7,7 @@
  * forwards compute what the unfused ones do.  The running mean and variance are the stage's state,
  * beside its weights but not of them: one copy, updated by every training forward in the order the
  * stage runs them (a recomputed forward leaves them), read by evaluation; no weight policy versions
- * them, and checkpoints carry them (docs/executor.md).
+ * them, and checkpoints carry them (docs/training.md, docs/checkpoints.md).
  *
  * A bottleneck is conv 1×1 → bn → relu → conv 3×3 (the stride, v1.5) → bn → relu → conv 1×1 → bn,
  * plus the shortcut (the input, or conv 1×1 with the stride → bn where the shape changes), then relu;

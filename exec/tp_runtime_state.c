@@ -72,7 +72,8 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
     rt->alloc[s] = (TpWAlloc){ .alloc = be_alloc, .free = be_free, .ctx = (void *)be };
     if (!(S->net = tp_net_new(cfg->model, cfg->bounds[s], cfg->bounds[s + 1], be, err)))
       return NULL;
-    tp_net_set_group(S->net, cfg->batch / cfg->N); /* batchnorm's statistics: each micro-batch's */
+    if (!tp_net_set_group(S->net, cfg->batch / cfg->N, err)) /* batchnorm's statistics: each micro-batch's */
+      return NULL;
     if (s + 1 < cfg->W && tp_net_has_loss(S->net)) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the loss layer must be on the last stage", cfg->model->source);
       return NULL;

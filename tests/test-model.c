@@ -10,6 +10,12 @@
 
 /* Parameter totals: torchvision's published counts for the ImageNet networks; the CIFAR-100 and
  * Tiny-ImageNet variants differ only in the classifier (and AlexNet-CIFAR is the common 2.47M net). */
+/* torchvision's bottleneck: three convolutions without bias, three batchnorms, a projection's two */
+static long long bottleneck(long long cin, long long mid, long long out)
+{
+  return cin * mid + 2 * mid + mid * mid * 9 + 2 * mid + mid * out + 2 * out + (cin != out ? cin * out + 2 * out : 0);
+}
+
 static void test_parameter_totals(void)
 {
   struct { const char *name; long long params; } cases[] = {
@@ -25,6 +31,8 @@ static void test_parameter_totals(void)
     { "alexnet-cifar100", 2472266 + 90LL * 257 },
     { "mlp", 784LL * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10 },
     { "cnn", 25LL * 16 + 16 + 16 * 25 * 32 + 32 + 32 * 7 * 7 * 128 + 128 + 128 * 10 + 10 },
+    { "resnet-fmnist", 9LL * 16 + 2 * 16 + bottleneck(16, 16, 64) + bottleneck(64, 32, 128) + bottleneck(128, 32, 128) +
+                         bottleneck(128, 64, 256) + 256 * 10 + 10 },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(TpModel) m = tpt_model(cases[i].name);

@@ -188,7 +188,7 @@ static Fix fix_new(const char *text, int batch, int group)
   f.d = tp_model_n_layers(f.m) == 1 ? tp_model_layer(f.m, 0) : NULL; /* NULL: the whole model */
   f.net = tp_net_new(f.m, 0, tp_model_n_layers(f.m), tp_backend_cpu(), &err);
   g_assert_no_error(err);
-  tp_net_set_group(f.net, group);
+  g_assert_true(tp_net_set_group(f.net, group, &err));
   f.np = tp_net_n_params(f.net), f.n_st = tp_net_n_stats(f.net);
   f.n_in = tp_net_in_elems(f.net) * batch, f.n_out = tp_net_out_elems(f.net) * batch;
   f.w = g_new(float, f.np), f.wd = g_new(double, f.np);
@@ -310,7 +310,8 @@ static void test_gradients(gconstpointer data)
 }
 
 /* One forward of two micro-batches (group 2 of batch 4) gives the two forwards' outputs and running
- * statistics bit for bit; its backward the sum of theirs within rounding. */
+ * statistics bit for bit (the backward's groups: tests/test-resnet-train.c, a batched backward
+ * against per micro-batch ones). */
 static void test_groups(gconstpointer data)
 {
   Fix f = fix_new(data, 4, 2);
@@ -330,7 +331,7 @@ static void test_groups(gconstpointer data)
   g_assert_cmpmem(one, f.n_out * sizeof(float), two, f.n_out * sizeof(float));
   g_assert_cmpmem(st1, f.n_st * sizeof(float), st2, f.n_st * sizeof(float));
   /* the whole batch as one group differs: the statistics are the micro-batch's */
-  tp_net_set_group(f.net, 0);
+  g_assert_true(tp_net_set_group(f.net, 0, &err));
   g_assert_true(tp_net_forward(f.net, f.w, f.in, f.batch, two, sv, NULL, NULL, &err));
   g_assert_cmpfloat(memcmp(one, two, f.n_out * sizeof(float)), !=, 0);
   tp_saved_free(sv);

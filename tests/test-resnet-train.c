@@ -183,12 +183,26 @@ static void test_cli(void)
  * is refused up front in one line with the bytes it needs (here: under a limit below them). */
 static void test_shipped(gconstpointer name)
 {
-  const char *args[] = { "-m", name, "-s", "timeprest", "-w", "2", "-k", "1", "--batch", "2", "-d", "synthetic:4:2", NULL };
+  const char *args[] = { "-m", name, "-s", "timeprest", "-w", "2", "-n", "1", "-k", "1", "--batch", "2", "-d", "synthetic:4:2",
+                         NULL };
   TptRun r = train_cli(args);
   if (r.status != 0)
     g_error("%s: exit %d: %s", (const char *)name, r.status, r.err);
   g_autofree char *loss = field(&r, "final_train_loss");
   g_assert_true(isfinite(g_ascii_strtod(loss + strlen("\"final_train_loss\": "), NULL)));
+  tpt_run_clear(&r);
+}
+
+/* A micro-batch of one sample where ResNet-50's last planes are 1x1: no variance to normalise by,
+ * refused before anything runs, naming the layer. */
+static void test_refused_one_value(void)
+{
+  const char *args[] = { "-m", "resnet50-cifar100", "-w", "2", "-n", "2", "-k", "1", "--batch", "2", NULL };
+  TptRun r = train_cli(args);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "layer 18 (bottleneck, line 22 of the model) would normalise one value per channel"));
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
 }
 
@@ -210,6 +224,7 @@ int main(int argc, char **argv)
   g_test_add_func("/resnet-train/gpipe-two-stages-exact", test_split_is_exact);
   g_test_add_func("/resnet-train/cli", test_cli);
   g_test_add_func("/resnet-train/refused-for-memory", test_refused_for_memory);
+  g_test_add_func("/resnet-train/refused-one-value", test_refused_one_value);
   static const char *const shipped[] = { "mlp", "mlp-deep", "cnn", "resnet-fmnist", "alexnet-cifar100",
                                          "alexnet-tinyimagenet", "alexnet-imagenet", "vgg16-cifar100",
                                          "vgg16-tinyimagenet", "vgg16-imagenet", "resnet50-cifar100",
