@@ -102,7 +102,11 @@ static void add_bottleneck(TpLayer *L, long long cin, long long h, long long w)
   /* what the executor keeps (exec/tp_net_resnet.c): the input, each convolution's output (its
    * batchnorm's input), each inner ReLU's output (the next convolution's input), the block's output */
   double m1 = (double)mid * h1 * w1, m2 = (double)mid * h2 * w2, o = (double)out * h3 * w3;
-  L->stored_elems = count((double)cin * h * w + 2 * m1 + 2 * m2 + o * (s != 1 || cin != out ? 3 : 2));
+  gboolean proj = s != 1 || cin != out;
+  L->stored_elems = count((double)cin * h * w + 2 * m1 + 2 * m2 + o * (proj ? 3 : 2));
+  /* and its scratch: the backward's output gradients (at the sum, each convolution's output, each
+   * inner batchnorm's) and the shortcut's input gradient, or an inference's planes */
+  L->work_elems = count(MAX(o * (proj ? 3 : 2) + 2 * m2 + 2 * m1 + (double)cin * h * w, m1 + m2 + o));
 }
 
 /* One option of a transformer kind (TpBlock); FALSE when the key or its value is not one. */
@@ -568,10 +572,11 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
 
 long long tp_model_train_bytes(const TpModel *m, int batch)
 {
-  long long need = 0;
+  long long need = 0, work = 0;
   for (int i = 0; i < tp_model_n_layers(m); i++) {
     const TpLayer *ly = tp_model_layer(m, i);
     need += 4 * (4 * ly->params + (long long)batch * (ly->stored_elems + ly->out_elems));
+    work = MAX(work, ly->work_elems);
   }
-  return need;
+  return need + 4 * (long long)batch * work;
 }

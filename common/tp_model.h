@@ -62,6 +62,8 @@ typedef struct {
   double bwd_in_flops, bwd_w_flops; /* the backward's input-gradient and weight-gradient parts */
   long long in_elems, out_elems; /* per sample */
   long long stored_elems;     /* per sample, kept from forward to backward */
+  long long work_elems;       /* per sample, the executor's scratch while the layer runs (a bottleneck's
+                                 output gradients in its backward; 0 for the rest) */
   double stored_bytes;        /* their bytes at the model's precision (masks and token ids as they are) */
 } TpLayer;
 
@@ -99,9 +101,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpModel, tp_model_free)
 static inline const TpLayer *tp_model_layer(const TpModel *m, int i) { return &g_array_index(m->layers, TpLayer, i); }
 static inline int tp_model_n_layers(const TpModel *m) { return (int)m->layers->len; }
 /* The least memory training m with mini-batches of `batch` samples holds, in bytes, at the
- * executor's float32: every layer's weights, momentum, gradient and initial weights, and one
+ * executor's float32: every layer's weights, momentum, gradient and initial weights, one
  * mini-batch's stored activations (a transformer's attention probabilities: its s² term) and
- * outputs. */
+ * outputs, and the largest layer scratch of a mini-batch. */
 long long tp_model_train_bytes(const TpModel *m, int batch);
 
 /* Find a data file: `sub/NAME.ext` under $env_var, the installed data directory, the source tree.

@@ -99,6 +99,7 @@ void tp_net_res_layout(NetLayer *L)
   L->n_st = r.proj ? r.ss + 2 * (size_t)r.out : r.ss;
   L->saves_input = TRUE, L->lead = L->in;
   g_assert((long long)L->n_save == L->d.stored_elems);
+  g_assert((long long)MAX(L->n_dy + L->in, m1 + m2 + o) == L->d.work_elems); /* tp_net_res_scratch's */
 }
 
 void tp_net_res_init(const NetLayer *L, guint64 seed, float *host)

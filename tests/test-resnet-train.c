@@ -183,8 +183,10 @@ static void test_cli(void)
  * is refused up front in one line with the bytes it needs (here: under a limit below them). */
 static void test_shipped(gconstpointer name)
 {
-  const char *args[] = { "-m", name, "-s", "timeprest", "-w", "2", "-n", "1", "-k", "1", "--batch", "2", "-d", "synthetic:4:2",
-                         NULL };
+  /* lr 0.001: VGG-16 diverges at batch 2 with the default 0.01, within the pipelined profile's
+   * mini-batches (docs/training.md) */
+  const char *args[] = { "-m", name, "-s", "timeprest", "-w", "2", "-n", "1", "-k", "1", "--batch", "2", "--lr", "0.001",
+                         "-d", "synthetic:4:2", NULL };
   TptRun r = train_cli(args);
   if (r.status != 0)
     g_error("%s: exit %d: %s", (const char *)name, r.status, r.err);

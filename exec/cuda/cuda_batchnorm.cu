@@ -20,20 +20,38 @@ __device__ static double block_sum(double v)
   return s;
 }
 
+/* Where the j-th value of channel ch lies in [nb][c][hw]: sample j / hw, position j mod hw (in 32
+ * bits where the tensor fits them: a 64-bit division is many times slower on the device). */
+__device__ static inline size_t at_of(size_t j, int c, int ch, size_t hw, bool narrow)
+{
+  if (narrow) {
+    unsigned jj = (unsigned)j, h = (unsigned)hw, q = jj / h;
+    return ((size_t)q * c + ch) * hw + (jj - q * h);
+  }
+  return ((j / hw) * c + ch) * hw + j % hw;
+}
+
 /* Channel blockIdx.x's mean and biased variance. */
 __device__ static void channel_stats(int nb, int c, size_t hw, const float *x, double *mean, double *var)
 {
   int ch = blockIdx.x;
   size_t n = (size_t)nb * hw;
+  bool narrow = n * c <= 0xffffffffu;
   double s = 0.0;
   for (size_t j = threadIdx.x; j < n; j += blockDim.x)
-    s += x[((j / hw) * c + ch) * hw + j % hw];
+    s += x[at_of(j, c, ch, hw, narrow)];
   double m = block_sum(s) / (double)n, q = 0.0;
   for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
-    double d = (double)x[((j / hw) * c + ch) * hw + j % hw] - m;
+    double d = (double)x[at_of(j, c, ch, hw, narrow)] - m;
     q += d * d;
   }
   *mean = m, *var = block_sum(q) / (double)n;
+}
+
+/* The channel of element i of [nb][c][hw]. */
+__device__ static inline int channel_of(size_t i, int c, size_t hw, bool narrow)
+{
+  return narrow ? (int)(((unsigned)i / (unsigned)hw) % (unsigned)c) : (int)((i / hw) % c);
 }
 
 /* stats[2ch] = mean, stats[2ch+1] = 1/√(var + eps) of each channel (training: the batch's, the
@@ -59,8 +77,9 @@ __global__ static void bn_stats_kernel(int nb, int c, size_t hw, float eps, floa
 __global__ static void bn_apply_kernel(int nb, int c, size_t hw, const float *x, const float *w, const float *b,
                                        const float *stats, float *y)
 {
+  bool narrow = (size_t)nb * c * hw <= 0xffffffffu;
   TP_CUDA_FOR(i, (size_t)nb * c * hw) {
-    int ch = (int)((i / hw) % c);
+    int ch = channel_of(i, c, hw, narrow);
     y[i] = (x[i] - stats[2 * ch]) * (stats[2 * ch + 1] * w[ch]) + b[ch];
   }
 }
@@ -74,8 +93,9 @@ __global__ static void bn_grad_stats_kernel(int nb, int c, size_t hw, float eps,
   channel_stats(nb, c, hw, x, &mean, &var);
   double rstd = 1.0 / sqrt(var + eps), sdy = 0.0, sdyx = 0.0;
   size_t n = (size_t)nb * hw;
+  bool narrow = n * c <= 0xffffffffu;
   for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
-    size_t at = ((j / hw) * c + ch) * hw + j % hw;
+    size_t at = at_of(j, c, ch, hw, narrow);
     sdy += dy[at], sdyx += (double)dy[at] * (((double)x[at] - mean) * rstd);
   }
   sdy = block_sum(sdy), sdyx = block_sum(sdyx);
@@ -90,8 +110,9 @@ __global__ static void bn_grad_stats_kernel(int nb, int c, size_t hw, float eps,
 __global__ static void bn_dx_kernel(int nb, int c, size_t hw, const float *x, const float *w, const float *dy,
                                     const float *stats, float *dx)
 {
+  bool narrow = (size_t)nb * c * hw <= 0xffffffffu;
   TP_CUDA_FOR(i, (size_t)nb * c * hw) {
-    int ch = (int)((i / hw) % c);
+    int ch = channel_of(i, c, hw, narrow);
     const float *s = stats + 4 * ch;
     dx[i] = w[ch] * s[1] * (dy[i] - s[2] - (x[i] - s[0]) * s[1] * s[3]);
   }
