@@ -160,7 +160,8 @@ typedef struct {
   double loss;
   int correct;
   float *din, *grad;
-  size_t in, np;
+  float *stats, *infer; /* batchnorm's running statistics after the forward; an inference's output */
+  size_t in, np, ns, nout;
 } NetRun;
 
 static void run_net(const TpBackend *be, const char *model, int batch, NetRun *out)
@@ -193,6 +194,21 @@ static void run_net(const TpBackend *be, const char *model, int batch, NetRun *o
   g_assert_true(be->iface->download(be, out->din, din, out->in, &err) &&
                 be->iface->download(be, out->grad, dgrad, out->np, &err));
   g_assert_no_error(err);
+  /* the running statistics the forward left, and an inference from them (the stage without its loss) */
+  out->ns = tp_net_n_stats(net), out->stats = g_new(float, MAX(out->ns, 1));
+  g_assert_true(tp_net_get_stats(net, out->stats, &err));
+  int body = tp_model_n_layers(m) - 1;
+  TpNet *head = tp_net_new(m, 0, body, be, &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_net_set_stats(head, out->stats, &err));
+  out->nout = tp_net_out_elems(head) * batch;
+  float *dout = be->iface->alloc(be, out->nout, &err);
+  out->infer = g_new(float, out->nout);
+  g_assert_true(tp_net_forward(head, dw, dx, batch, dout, NULL, NULL, NULL, &err) &&
+                be->iface->download(be, out->infer, dout, out->nout, &err));
+  g_assert_no_error(err);
+  be->iface->free(be, dout);
+  tp_net_free(head);
   tp_saved_free(saved);
   be->iface->free(be, dw), be->iface->free(be, dgrad), be->iface->free(be, dx), be->iface->free(be, din);
   tp_net_free(net);
@@ -219,7 +235,29 @@ static void test_cuda_net(gconstpointer data)
   g_assert_cmpint(a.correct, ==, b.correct);
   g_assert_cmpfloat(rel_error(a.din, b.din, a.in), <=, TOL_GEMM);
   g_assert_cmpfloat(rel_error(a.grad, b.grad, a.np), <=, TOL_GEMM);
+  g_assert_cmpuint(a.ns, ==, b.ns);
+  if (a.ns)
+    g_assert_cmpfloat(rel_error(a.stats, b.stats, a.ns), <=, TOL_GEMM);
+  g_assert_cmpfloat(rel_error(a.infer, b.infer, a.nout), <=, TOL_GEMM);
   g_free(a.din), g_free(a.grad), g_free(b.din), g_free(b.grad);
+  g_free(a.stats), g_free(a.infer), g_free(b.stats), g_free(b.infer);
+}
+
+/* The whole-network run the cuda comparison makes, on cpu twice: the same numbers bit for bit (its
+ * buffers start defined; the running statistics moved from their start). */
+static void test_cpu_net_deterministic(gconstpointer data)
+{
+  NetRun a, b;
+  run_net(tp_backend_cpu(), data, 16, &a);
+  run_net(tp_backend_cpu(), data, 16, &b);
+  g_assert_cmpfloat(a.loss, ==, b.loss);
+  g_assert_cmpmem(a.grad, a.np * sizeof(float), b.grad, b.np * sizeof(float));
+  g_assert_cmpmem(a.infer, a.nout * sizeof(float), b.infer, b.nout * sizeof(float));
+  g_assert_cmpmem(a.stats, a.ns * sizeof(float), b.stats, b.ns * sizeof(float));
+  g_assert_cmpuint(a.ns, >, 0);
+  g_assert_cmpfloat(a.stats[0], !=, 0.0f); /* a mean: 0 at the start */
+  g_free(a.din), g_free(a.grad), g_free(b.din), g_free(b.grad);
+  g_free(a.stats), g_free(a.infer), g_free(b.stats), g_free(b.infer);
 }
 
 /* Two instances (two streams, two cuBLAS handles) side by side, and a device that is not there. */
@@ -525,5 +563,6 @@ int main(int argc, char **argv)
   g_test_add_data_func("/backend/cuda-vs-cpu/net-mlp", "mlp", test_cuda_net);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-cnn", "cnn", test_cuda_net);
   g_test_add_data_func("/backend/cuda-vs-cpu/net-resnet-fmnist", "resnet-fmnist", test_cuda_net);
+  g_test_add_data_func("/backend/cpu/net-resnet-fmnist-deterministic", "resnet-fmnist", test_cpu_net_deterministic);
   return g_test_run();
 }
