@@ -15,7 +15,8 @@
 #     (batch 128, N = 4, seed 7, unit-slot order): samples/s, measured time per mini-batch against
 #     the profiled prediction (train's own) and the h200 cluster's analytic one (`simulate`), the
 #     weight store's peak per stage and cudaMemGetInfo's peak in use;
-#     then llama-tiny (gpipe, timeprest) and tinyllama-1.1b (gpipe, 4 sequences of 2048 tokens) on
+#     then resnet50-cifar100 (gpipe, timeprest; batchnorm and bottlenecks) on synthetic data, then
+#     llama-tiny (gpipe, timeprest) and tinyllama-1.1b (gpipe, 4 sequences of 2048 tokens) on
 #     synthetic tokens with AdamW, the same measures;
 #  6. the CPU pipeline (cpu backend, local transport) on mlp-deep at W = 1, 2, 4, 8 and on
 #     mlp-deep16 at W = 1, 16 (mlp-deep has 15 layers): speed-up over -w 1, prediction error;
@@ -57,12 +58,13 @@ trap 'rm -rf "$tmp"' EXIT
 run() { "$kit/run" "$@"; }
 
 if [ "$DRY" = 1 ]; then
-  gpu=cpu W=4 B=8 N=4 CNN_RUN="-k 6" VGG_K=2 VGG_B=4 VGG_DATA=synthetic:64:16 DET_K=4 GEMM_B=8
+  gpu=cpu W=4 B=8 N=4 CNN_RUN="-k 6" VGG_K=2 VGG_B=4 VGG_DATA=synthetic:64:16 DET_K=4 GEMM_B=8 RES_K=1 RES_B=8
   LM_K=2 LM_B=8 LM_DATA=synthetic:32:8 BIG=llama-tiny BIG_K=1 BIG_B=4 BIG_DATA=synthetic:8:4
   CPU_W="1 2 4" CPU_W16="1 16" CPU_K=3 CPU_B=16
   echo "DRY=1: no GPU; the \"gpu\" runs use the cpu backend at tiny sizes (their numbers say nothing about GPUs)"
 else
   gpu=cuda W=4 B=128 N=4 CNN_RUN="--epochs 1" VGG_K=50 VGG_B=128 VGG_DATA=synthetic:6400:1024 DET_K=20 GEMM_B=128
+  RES_K=30 RES_B=128
   LM_K=30 LM_B=64 LM_DATA=synthetic:1920:256 BIG=tinyllama-1.1b BIG_K=3 BIG_B=4 BIG_DATA=synthetic:12:4
   CPU_W="1 2 4 8" CPU_W16="1 16" CPU_K=40 CPU_B=128
 fi
@@ -233,6 +235,11 @@ for p in gpipe pipedream timeprest; do
   step "train vgg16-cifar100 on synthetic data, $VGG_K mini-batches, W = $W, $p, $gpu"
   train "vgg-$p" "$gpu" vgg16-cifar100 "$VGG_DATA" "$VGG_B" "$W" -s "$p" -k "$VGG_K" &&
     row "vgg-$p" vgg16-cifar100 "$p" "$VGG_K" "$VGG_B"
+done
+for p in gpipe timeprest; do
+  step "train resnet50-cifar100 on synthetic data, $RES_K mini-batches, W = $W, $p, $gpu"
+  train "resnet-$p" "$gpu" resnet50-cifar100 "synthetic:$((RES_B * RES_K)):$RES_B" "$RES_B" "$W" -s "$p" -k "$RES_K" &&
+    row "resnet-$p" resnet50-cifar100 "$p" "$RES_K" "$RES_B"
 done
 
 for p in gpipe timeprest; do

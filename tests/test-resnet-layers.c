@@ -20,13 +20,7 @@ static const char *const proj_model = "input 6 5 5\nbottleneck 3 8 stride=2\n";
 static const char *const ident_model = "input 8 4 4\nbottleneck 2 8\n";
 static const char *const bn_model = "input 4 3 5\nbatchnorm\n";
 
-static TpModel *parse(const char *text)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_parse(text, strlen(text), "t.model", &err);
-  g_assert_no_error(err);
-  return m;
-}
+#define parse tpt_model_text
 
 /* ---- the float64 reference: tensors [batch][c][h][w] ---- */
 
@@ -290,22 +284,34 @@ static double fd_error(const Fix *f, double *v, const float *ana, size_t n, gboo
   return sqrt(diff / norm);
 }
 
-/* The backward's input and weight gradients (per-group statistics) against the reference's central
- * differences: within 1e-4 (float32 arithmetic; a wrong or missing term is off by its own size). */
-static void test_gradients(gconstpointer data)
+/* The training forward into out (want not NULL: within 1e-5 of it), then the backward's gradients
+ * against the reference's central differences: within 1e-4 (float32 arithmetic; a wrong or missing
+ * term is off by its own size). */
+static void check_gradients(Fix *f, float *out, const double *want)
 {
-  Fix f = fix_new(data, 4, 2);
   GError *err = NULL;
-  g_autofree float *out = g_new(float, f.n_out), *grad = g_new0(float, f.np), *din = g_new(float, f.n_in);
-  TpSaved *sv = tp_saved_new(f.net, f.batch, &err);
-  g_assert_true(tp_net_forward(f.net, f.w, f.in, f.batch, out, sv, NULL, NULL, &err));
-  g_assert_true(tp_net_backward(f.net, f.w, sv, f.r, din, grad, f.batch, &err));
+  g_autofree float *grad = g_new0(float, f->np), *din = g_new(float, f->n_in);
+  TpSaved *sv = tp_saved_new(f->net, f->batch, &err);
+  g_assert_true(tp_net_forward(f->net, f->w, f->in, f->batch, out, sv, NULL, NULL, &err));
+  if (want) {
+    g_test_message("forward off by %.2e", rel(want, out, f->n_out));
+    g_assert_cmpfloat(rel(want, out, f->n_out), <, 1e-5);
+  }
+  g_assert_true(tp_net_backward(f->net, f->w, sv, f->r, din, grad, f->batch, &err));
   g_assert_no_error(err);
-  double ew = fd_error(&f, f.wd, grad, f.np, TRUE), ex = fd_error(&f, f.xd, din, f.n_in, FALSE);
+  double ew = fd_error(f, f->wd, grad, f->np, TRUE), ex = fd_error(f, f->xd, din, f->n_in, FALSE);
   g_test_message("weight gradient off by %.2e, input gradient by %.2e", ew, ex);
   g_assert_cmpfloat(ew, <, 1e-4);
   g_assert_cmpfloat(ex, <, 1e-4);
   tp_saved_free(sv);
+}
+
+/* The backward's input and weight gradients (per-group statistics) against the reference. */
+static void test_gradients(gconstpointer data)
+{
+  Fix f = fix_new(data, 4, 2);
+  g_autofree float *out = g_new(float, f.n_out);
+  check_gradients(&f, out, NULL);
   fix_free(&f);
 }
 
@@ -367,21 +373,10 @@ static void test_replay(gconstpointer data)
 static void test_whole(void)
 {
   Fix f = fix_new("input 2 6 6\nconv 4 3 pad=1 bias=0\nbatchnorm\nrelu\nbottleneck 2 8 stride=2\nbottleneck 2 8\n", 4, 2);
-  GError *err = NULL;
-  g_autofree float *out = g_new(float, f.n_out), *grad = g_new0(float, f.np), *din = g_new(float, f.n_in);
+  g_autofree float *out = g_new(float, f.n_out);
   g_autofree double *want = g_new(double, f.n_out);
-  TpSaved *sv = tp_saved_new(f.net, f.batch, &err);
-  g_assert_true(tp_net_forward(f.net, f.w, f.in, f.batch, out, sv, NULL, NULL, &err));
   ref_model(f.m, f.batch, f.group, f.xd, f.wd, want);
-  g_test_message("forward off by %.2e", rel(want, out, f.n_out));
-  g_assert_cmpfloat(rel(want, out, f.n_out), <, 1e-5);
-  g_assert_true(tp_net_backward(f.net, f.w, sv, f.r, din, grad, f.batch, &err));
-  g_assert_no_error(err);
-  double ew = fd_error(&f, f.wd, grad, f.np, TRUE), ex = fd_error(&f, f.xd, din, f.n_in, FALSE);
-  g_test_message("weight gradient off by %.2e, input gradient by %.2e", ew, ex);
-  g_assert_cmpfloat(ew, <, 1e-4);
-  g_assert_cmpfloat(ex, <, 1e-4);
-  tp_saved_free(sv);
+  check_gradients(&f, out, want);
   fix_free(&f);
 }
 

@@ -64,13 +64,7 @@ static Trained train_with(const TpModel *m, const TpDataset *data, TpSchedule *s
 
 static Trained train(const TpModel *m, const TpDataset *data, TpSchedule *s) { return train_with(m, data, s, FALSE); }
 
-static TpModel *model(void)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_parse(small_resnet, strlen(small_resnet), "small-resnet.model", &err);
-  g_assert_no_error(err);
-  return m;
-}
+static TpModel *model(void) { return tpt_model_text(small_resnet); }
 
 /* gpipe W = 2 against gpipe W = 1, N = 2: the same weights and running statistics, bit for bit; and
  * against its backwards run per micro-batch. */

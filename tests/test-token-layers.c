@@ -20,13 +20,7 @@ static const char *const llama_small = "tokens 6 11\nembedding 8\nblock heads=4 
 static const char *const gpt_small = "tokens 5 9\nembedding 8 positions=learned\nblock heads=2 ffn=16 mlp=gelu "
                                      "norm=layernorm positions=none bias=1\nlayernorm\nlm_head\ntoken_ce\n";
 
-static TpModel *parse(const char *text)
-{
-  GError *err = NULL;
-  TpModel *m = tp_model_parse(text, strlen(text), "t.model", &err);
-  g_assert_no_error(err);
-  return m;
-}
+#define parse tpt_model_text
 
 typedef struct {
   TpModel *m;

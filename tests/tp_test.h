@@ -37,6 +37,15 @@ static inline TpModel *tpt_model(const char *name)
   return m;
 }
 
+/* A model description's text read (as "t.model"), or the test fails. */
+static inline TpModel *tpt_model_text(const char *text)
+{
+  GError *err = NULL;
+  TpModel *m = tp_model_parse(text, strlen(text), "t.model", &err);
+  g_assert_no_error(err);
+  return m;
+}
+
 /* A schedule file's text read (as "t.csv") and validated, or NULL with *err. */
 static inline TpSchedule *tpt_parse(const char *text, GError **err)
 {

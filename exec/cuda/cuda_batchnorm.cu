@@ -4,20 +4,11 @@
  * into the channel's statistics; an elementwise kernel then normalises, or forms the input gradient. */
 #include "tp_cuda_kernel.cuh"
 
-/* The block's sum of v, in every thread's return (a fixed-order tree in shared memory). */
+/* The block's sum of v, in every thread's return. */
 __device__ static double block_sum(double v)
 {
   __shared__ double part[TP_CUDA_BLOCK];
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if ((int)threadIdx.x < half)
-      part[threadIdx.x] += part[threadIdx.x + half];
-    __syncthreads();
-  }
-  double s = part[0];
-  __syncthreads();
-  return s;
+  return tp_cuda_block_sum(v, part);
 }
 
 /* Where the j-th value of channel ch lies in [nb][c][hw]: sample j / hw, position j mod hw (in 32

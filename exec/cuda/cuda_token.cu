@@ -34,19 +34,7 @@ __global__ static void embed_bwd_kernel(int rows, int s, int d, const float *ids
 }
 
 /* Σ of v over the block (every thread gets it); sh holds TP_CUDA_BLOCK values. */
-__device__ static float block_sum(float v, float *sh)
-{
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = TP_CUDA_BLOCK / 2; w > 0; w /= 2) {
-    if ((int)threadIdx.x < w)
-      sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  float total = sh[0];
-  __syncthreads();
-  return total;
-}
+__device__ static float block_sum(float v, float *sh) { return tp_cuda_block_sum(v, sh); }
 
 __device__ static void row_stats(const float *x, int d, float eps, int rms, float *sh, float *mean, float *rstd)
 {

@@ -24,6 +24,22 @@ static inline unsigned tp_cuda_grid(size_t n)
   return g < 1 ? 1u : g > 4096 ? 4096u : (unsigned)g;
 }
 
+/* Σ of v over the block, in every thread's return: a fixed-order tree in sh (TP_CUDA_BLOCK values
+ * of shared memory), so that a sum does not depend on the order threads arrive in. */
+template <typename T> __device__ static inline T tp_cuda_block_sum(T v, T *sh)
+{
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = TP_CUDA_BLOCK / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w)
+      sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  T total = sh[0];
+  __syncthreads();
+  return total;
+}
+
 /* for (i = this thread's first; i < n; i += every thread) */
 #define TP_CUDA_FOR(i, n)                                                                          \
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);                  \
