@@ -323,7 +323,9 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
   for (int i = 0; i < s->K; i++)
     ids[i] = idx;
   TpRunResult r = { 0 };
+  rt->timing = TRUE;
   ok = ok && tp_runtime_run(rt, s, ids, 1, g_get_monotonic_time(), NULL, &r, err);
+  rt->timing = FALSE;
   for (int st = rt->lo; st < rt->hi; st++) {
     RtStage *S = &rt->st[st];
     size_t np = S->np ? S->np : 1, len[3] = { np, S->ns ? S->ns : 1, np };

@@ -24,6 +24,8 @@ struct TpRuntime {
   int *bounds;
   RtStage *st;
   TpWAlloc *alloc; /* [W] weight-store buffers through each stage's backend */
+  gboolean timing; /* a run that times the operations, its updates discarded: a loss that is not
+                      finite there is not the run's (the run itself says so when it gets there) */
 };
 
 /* Backends whose buffers are not host memory (tp_backend_host_memory) have whatever the host reads

@@ -380,6 +380,14 @@ static void test_bad_input(void)
   const char *nan[] = { "train", "-w", "2", "-n", "2", "-k", "20", "--batch", "32", "--lr", "100000", "--data",
                         "synthetic:512:128", "-q", NULL };
   expect_bad(nan, "stage 2", 1);
+  /* the same rate for one mini-batch: the run's loss is finite (its one update comes after it); the
+   * pipelined profile before it trains more mini-batches, and their divergence is not the run's */
+  const char *one[] = { "train", "-w", "2", "-n", "2", "-k", "1", "--batch", "32", "--lr", "100000", "--data",
+                        "synthetic:512:128", "-q", NULL };
+  TptRun r = tpt_run(one);
+  if (r.status != 0)
+    g_error("one mini-batch at lr 100000: exit %d: %s", r.status, r.err);
+  tpt_run_clear(&r);
   g_remove(model), g_rmdir(dir);
 }
 
