@@ -42,7 +42,7 @@ out=$(cd "$out" && pwd)
 
 case $seconds in '' | *[!0-9]*) echo "run.sh: -t: expected whole seconds, got '$seconds'" >&2; exit 2 ;; esac
 [ -x "$bin" ] || { echo "run.sh: no timeprest binary at $bin (build first, or set TP_BIN / -b)" >&2; exit 2; }
-[ -f "$build/config.h" ] || { echo "run.sh: $build is not a configured build directory (-b)" >&2; exit 2; }
+[ -f "$build/config/config.h" ] || { echo "run.sh: $build is not a configured build directory (-b)" >&2; exit 2; }
 
 # ---- seed corpora: the project's own files, and schedules and events the program writes --------
 seeds=$out/seeds
@@ -79,7 +79,7 @@ libfuzzer_build() {
   obj=$out/obj
   mkdir -p "$obj" "$out/bin"
   flags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fno-omit-frame-pointer -fsanitize=address,undefined
-    -fno-sanitize-recover=undefined -I$build -I$src/common -I$src/sim -I$src/fuzz
+    -fno-sanitize-recover=undefined -I$build/config -I$src/common -I$src/sim -I$src/fuzz
     -DTP_DATADIR=\"$src\" -DTP_SRCDIR=\"$src\" $(pkg-config --cflags glib-2.0 json-glib-1.0)"
   libs="$(pkg-config --libs glib-2.0 json-glib-1.0) -lm"
   objs=
