@@ -282,9 +282,34 @@ gboolean tp_net_get_stats(TpNet *net, float *host, GError **err)
   return !net->n_stats || (ensure_stats(net, err) && net->be->iface->download(net->be, host, net->stats, net->n_stats, err));
 }
 
+/* Whether host holds running statistics: every mean finite, every variance finite and ≥ 0 (each
+ * normalisation's c means then c variances, as ensure_stats lays them out). */
+static gboolean stats_valid(const TpNet *net, const float *host, GError **err)
+{
+  for (int i = 0; i < net->n; i++) {
+    const NetLayer *L = &net->layers[i];
+    for (size_t at = L->st_off; at < L->st_off + L->n_st;) {
+      size_t rel = at - L->st_off, m = (size_t)L->d.mid;
+      size_t c = L->d.kind == TP_LAYER_BATCHNORM ? L->n_st / 2 : rel < 4 * m ? m : (size_t)L->d.out;
+      for (size_t j = 0; j < 2 * c; j++) {
+        float v = host[at + j];
+        if (!isfinite(v) || (j >= c && v < 0)) {
+          g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "layer %d (%s): running %s of channel %zu is %g, not %s",
+                      net->first + i + 1, tp_layer_names[L->d.kind], j < c ? "mean" : "variance", j % c + 1, v,
+                      j < c ? "a finite number" : "finite and at least 0");
+          return FALSE;
+        }
+      }
+      at += 2 * c;
+    }
+  }
+  return TRUE;
+}
+
 gboolean tp_net_set_stats(TpNet *net, const float *host, GError **err)
 {
-  return !net->n_stats || (ensure_stats(net, err) && net->be->iface->upload(net->be, net->stats, host, net->n_stats, err));
+  return !net->n_stats || (stats_valid(net, host, err) && ensure_stats(net, err) &&
+                           net->be->iface->upload(net->be, net->stats, host, net->n_stats, err));
 }
 
 gboolean tp_net_set_group(TpNet *net, int samples, GError **err)

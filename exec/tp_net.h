@@ -68,6 +68,8 @@ gboolean tp_net_init_weights(TpNet *net, guint64 seed, float *weights, GError **
  * inference.  Floats of them (0 without batchnorm); copy them out and in (a checkpoint's). */
 size_t tp_net_n_stats(const TpNet *net);
 gboolean tp_net_get_stats(TpNet *net, float *host, GError **err);
+/* (TP_ERROR_INPUT, one line naming the layer and channel, for a mean that is not finite or a
+ * variance that is negative or not finite) */
 gboolean tp_net_set_stats(TpNet *net, const float *host, GError **err);
 /* Samples whose statistics a training batchnorm takes together: the micro-batch (0, the default:
  * the whole batch of each call).  A forward or backward of a multiple of them takes each group

@@ -345,6 +345,7 @@ static long batch_of(const TpPlanRequest *r, int b)
 static int candidates(const TpPlanRequest *r, GPtrArray *all)
 {
   int inapplicable = 0, L = tp_model_n_layers(r->model);
+  long long plane = tp_model_least_norm_plane(r->model);
   for (int b = 0; b < MAX(r->n_batches, 1); b++) {
     long B = batch_of(r, b);
     for (int k = 0; k < r->n_presets; k++)
@@ -362,8 +363,9 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
               inapplicable++;
               continue;
             }
+            /* a batchnorm that would normalise one value per channel (train refuses it) */
             if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
-                !tp_size_check(W, N, tp_default_mini_batches(W), NULL)) {
+                !tp_size_check(W, N, tp_default_mini_batches(W), NULL) || (plane && (B / N) * plane < 2)) {
               inapplicable++;
               continue;
             }
@@ -396,8 +398,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   }
   if (!res->all->len) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
-                "suits any of the presets", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
-                batch_of(r, 0));
+                "suits any of the presets%s", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
+                batch_of(r, 0), tp_model_least_norm_plane(r->model)
+                                  ? " (a micro-batch must give each batchnorm more than one value per channel)"
+                                  : "");
     return NULL;
   }
   /* each candidate's split is exact, O(W·L²): a search whose splits alone would take many minutes on

@@ -34,6 +34,16 @@ static void test_parameter_totals(void)
     { "resnet-fmnist", 9LL * 16 + 2 * 16 + bottleneck(16, 16, 64) + bottleneck(64, 32, 128) + bottleneck(128, 32, 128) +
                          bottleneck(128, 64, 256) + 256 * 10 + 10 },
   };
+  /* the smallest plane a batchnorm normalises: ResNet-50's last stage on 32x32 inputs is 1x1,
+   * resnet-fmnist's 7x7, and cnn has none */
+  const struct { const char *name; long long plane; } planes[] = { { "resnet50-cifar100", 1 },
+                                                                   { "resnet50-imagenet", 49 },
+                                                                   { "resnet-fmnist", 49 },
+                                                                   { "cnn", 0 } };
+  for (guint i = 0; i < G_N_ELEMENTS(planes); i++) {
+    g_autoptr(TpModel) m = tpt_model(planes[i].name);
+    g_assert_cmpint(tp_model_least_norm_plane(m), ==, planes[i].plane);
+  }
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(TpModel) m = tpt_model(cases[i].name);
     if (m->params != cases[i].params)

@@ -202,6 +202,16 @@ static void test_refused_one_value(void)
   tpt_run_clear(&r);
 }
 
+/* plan leaves such micro-batches out: with only them, no candidate, and it says why */
+static void test_plan_leaves_out_one_value(void)
+{
+  const char *args[] = { "plan", "-m", "resnet50-cifar100", "--cluster", "h200", "-b", "4", "-w", "1-2", "-n", "4", NULL };
+  TptRun r = tpt_run(args);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "a micro-batch must give each batchnorm more than one value per channel"));
+  tpt_run_clear(&r);
+}
+
 static void test_refused_for_memory(void)
 {
   g_autofree char *script = g_strdup("ulimit -v 1500000; $TP train -m resnet50-imagenet -w 2 -n 2 -k 1 --batch 64 "
@@ -226,6 +236,7 @@ int main(int argc, char **argv)
   g_test_add_func("/resnet-train/cli", test_cli);
   g_test_add_func("/resnet-train/refused-for-memory", test_refused_for_memory);
   g_test_add_func("/resnet-train/refused-one-value", test_refused_one_value);
+  g_test_add_func("/resnet-train/plan-leaves-out-one-value", test_plan_leaves_out_one_value);
   static const char *const shipped[] = { "mlp", "mlp-deep", "cnn", "resnet-fmnist", "alexnet-cifar100",
                                          "alexnet-tinyimagenet", "alexnet-imagenet", "vgg16-cifar100",
                                          "vgg16-tinyimagenet", "vgg16-imagenet", "resnet50-cifar100",

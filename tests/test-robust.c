@@ -81,6 +81,37 @@ static void test_old_schedule_digest(void)
   tpt_rm_tree(root);
 }
 
+/* A resealed state file whose running variance is negative (a batchnorm's, stage 1's first
+ * normalisation: its c means, then its c variances, after the weights and the momentum): refused
+ * on resuming, in one line naming the stage, the layer and the channel. */
+static void test_negative_running_variance(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust-bn");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  const char *opts[] = { "-m", "resnet-fmnist", "-k", "2", "--checkpoint-every", "1", "--checkpoint", dir, NULL };
+  TptRun s = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
+                                     "--stop-after", "1", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  g_autoptr(GKeyFile) k = g_key_file_new();
+  g_assert_true(g_key_file_load_from_file(k, ini, G_KEY_FILE_NONE, NULL));
+  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
+  guint64 np = g_key_file_get_uint64(k, "position", "params_1", NULL);
+  g_assert_cmpuint(g_key_file_get_uint64(k, "position", "buffers_1", NULL), >, 32);
+  g_autofree char *state = g_build_filename(dir, name, NULL), *bytes = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(state, &bytes, &len, NULL));
+  float bad = -1.0f; /* the stem's batchnorm has 16 channels: its first variance follows 16 means */
+  memcpy(bytes + (2 * np + 16) * 4, &bad, 4);
+  g_assert_true(g_file_set_contents(state, bytes, (gssize)len, NULL));
+  g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
+  edit_ini(dir, "state_sha256", sha);
+  TptRun r = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], "--resume", dir, NULL });
+  assert_refused(&r, "stage 1's buffers: layer 2 (batchnorm): running variance of channel 1 is -1");
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
 /* 1. Every key of a resealed checkpoint is checked for meaning: exit 2, one line naming the key. */
 static void test_edited_checkpoint(void)
 {
@@ -331,6 +362,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robust/edited-checkpoint", test_edited_checkpoint);
   g_test_add_func("/robust/old-schedule-digest", test_old_schedule_digest);
+  g_test_add_func("/robust/negative-running-variance", test_negative_running_variance);
   g_test_add_func("/robust/directory-lock", test_directory_lock);
   g_test_add_func("/robust/local-under-mpirun", test_local_under_mpirun);
   g_test_add_func("/robust/not-regular", test_not_regular);

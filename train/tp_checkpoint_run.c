@@ -115,9 +115,11 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
       return FALSE;
     }
   gboolean ok = TRUE;
-  for (int s = c->lo; ok && s < c->hi; s++)
-    ok = tp_runtime_set_state(rt, s, c->weights[s], c->mom[s], err) &&
-         (!c->nb[s] || tp_runtime_set_buffers(rt, s, c->buf[s], err));
+  for (int s = c->lo; ok && s < c->hi; s++) {
+    ok = tp_runtime_set_state(rt, s, c->weights[s], c->mom[s], err);
+    if (ok && c->nb[s] && !(ok = tp_runtime_set_buffers(rt, s, c->buf[s], err)))
+      g_prefix_error(err, "%s/%s: stage %d's buffers: ", dir, TP_CHECKPOINT_INI, s + 1);
+  }
   return ok;
 }
 
