@@ -212,6 +212,8 @@ static void fused_text(const Train *t, GString *out)
 {
   const TpTrainFuse *f = &t->fuse;
   if (!f->mini_batches) { /* a resumed plan, or a file: as it has them */
+    if (t->s->N == 1) /* one micro-batch a mini-batch: nothing to fuse (a fresh run decides nothing) */
+      return;
     int n = tp_schedule_fused_forwards(t->s);
     if (n)
       g_string_append_printf(out, "forwards     fused in %d of the plan's %d mini-batches (as the plan %s has them)\n", n,

@@ -163,6 +163,14 @@ static void test_cli(void)
     { "-m", "resnet-fmnist", "-s", "zb-v", "-w", "2", "-k", "3", NULL },
     { "-m", "resnet-fmnist", "-s", "interleaved-1f1b", "-w", "2", "--chunks", "2", "-k", "3", NULL },
   };
+  /* a fresh run of one micro-batch a mini-batch has no fused forwards to speak of (it said "as the
+   * plan resumed has them") */
+  const char *text[] = { "train", "-m", "resnet-fmnist", "-w", "1", "-n", "1", "-k", "1", "--batch", "4", "-d",
+                         "synthetic:8:4", "--profile-reps", "1", NULL };
+  TptRun t = tpt_run(text);
+  g_assert_cmpint(t.status, ==, 0);
+  g_assert_null(strstr(t.out, "resumed"));
+  tpt_run_clear(&t);
   for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
     TptRun r = train_cli(runs[i]);
     if (r.status != 0)
