@@ -381,9 +381,13 @@ static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long
     "rmsnorm [eps=E]", "block heads=H ffn=F [...]", "lm_head [tied=0|1]", "token_ce"
   };
   int vals[2] = { 0, 0 };
-  for (int a = 0; a < npos[i]; a++)
-    if (!tok[1 + a] || strchr(tok[1 + a], '=') || !to_int(tok[1 + a], 1, 1 << 20, &vals[a]))
+  for (int a = 0; a < npos[i]; a++) {
+    if (!tok[1 + a] || strchr(tok[1 + a], '='))
       return bad(err, file, line, "expected '%s'", usage[i]);
+    if (!to_int(tok[1 + a], 1, 1 << 20, &vals[a])) /* a number out of range, or not a number */
+      return bad(err, file, line, "expected '%s': '%s' is not a whole number from 1 to %d", usage[i], tok[1 + a],
+                 1 << 20);
+  }
   switch (L.kind) {
   case TP_LAYER_CONV: L.out = vals[0], L.k = vals[1]; break;
   case TP_LAYER_LINEAR: L.out = vals[0]; break;

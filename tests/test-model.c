@@ -92,6 +92,9 @@ static void test_bad_models(void)
   expect_model_error("input 1 28 28\nlinear 10\n", "bad.model:2: linear needs a flat input");
   expect_model_error("input 1 8 8\nconv 4 9\n", "bad.model:2: conv: a 9x9 kernel does not fit a 8x8 input");
   expect_model_error("input 1 8 8\nconv 4\n", "bad.model:2: expected 'conv OUT K");
+  expect_model_error("input 8 4 4\nbottleneck 0 16\n", "bad.model:2: expected 'bottleneck MID OUT [stride=S]': '0' is "
+                     "not a whole number from 1 to 1048576");
+  expect_model_error("input 8 4 4\nbottleneck 4 4000000000\n", "'4000000000' is not a whole number from 1 to");
   expect_model_error("input 1 8 8\nconv 4 3 strid=2\n", "bad.model:2: conv: bad option 'strid=2'");
   expect_model_error("conv 4 3\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH' (or 'tokens CONTEXT VOCAB') before the first layer");
   expect_model_error("input 1 8\n", "bad.model:1: expected 'input CHANNELS HEIGHT WIDTH'");
