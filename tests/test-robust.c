@@ -140,6 +140,22 @@ static void test_edited_checkpoint(void)
     g_assert_nonnull(strstr(r.err, "checkpoint.ini"));
     tpt_run_clear(&r);
   }
+  /* a stray stage key (a stage the run does not have, a sign or a leading zero), beside the right
+   * ones: refused, naming it */
+  const char *p1 = strstr(good, "\nparams_1=");
+  g_assert_nonnull(p1);
+  g_autofree char *n1 = g_strndup(p1 + 10, strcspn(p1 + 10, "\n"));
+  const char *strays[][2] = { { "params_3", "5" }, { "buffers_99", "992" }, { "buffers_0", "992" },
+                              { "buffers_1", "+992" }, { "params_01", "5" } };
+  for (size_t i = 0; i < G_N_ELEMENTS(strays); i++) {
+    g_assert_true(g_file_set_contents(ini, good, -1, NULL));
+    g_autofree char *v = g_strdup_printf("%s\n%s=%s", n1, strays[i][0], strays[i][1]);
+    edit_ini(dir, "params_1", v);
+    TptRun r = train((const char *[]){ "-k", "10", "--checkpoint-every", "3", "--resume", dir, NULL });
+    g_autofree char *want = g_strdup_printf("%s=%s: not a key of stage 1 to 2", strays[i][0], strays[i][1]);
+    assert_refused(&r, want);
+    tpt_run_clear(&r);
+  }
   /* the rest of the segment missing, or another schedule than its rest (the segment's, 3 mini-batches) */
   const char *seg = strstr(good, "\nsegment=");
   g_assert_nonnull(seg);

@@ -412,6 +412,26 @@ char *tp_checkpoint_read_meta(const char *dir, gsize *len, GError **err)
   return text;
 }
 
+/* Every params_S and buffers_S key of [position] names a stage 1..W in plain digits (no sign, no
+ * leading zero), and its value is plain digits too: a stray key is not another stage's. */
+static gboolean stage_keys_known(GKeyFile *k, int W, const char *path, GError **err)
+{
+  g_auto(GStrv) keys = g_key_file_get_keys(k, "position", NULL, NULL);
+  for (int i = 0; keys && keys[i]; i++) {
+    const char *key = keys[i], *num = g_str_has_prefix(key, "params_")    ? key + strlen("params_")
+                                      : g_str_has_prefix(key, "buffers_") ? key + strlen("buffers_")
+                                                                          : NULL;
+    if (!num)
+      continue;
+    g_autofree char *v = g_key_file_get_value(k, "position", key, NULL);
+    gboolean plain = *num && *num != '0' && strspn(num, "0123456789") == strlen(num) && v && *v &&
+                     (v[0] != '0' || !v[1]) && strspn(v, "0123456789") == strlen(v);
+    if (!plain || g_ascii_strtoll(num, NULL, 10) > W)
+      return bad(err, path, "%s=%s: not a key of stage 1 to %d with a count in plain digits", key, v ? v : "", W);
+  }
+  return TRUE;
+}
+
 /* Bytes of stages lo..hi-1's state. */
 static gsize range_bytes(const TpCheckpoint *c, int lo, int hi)
 {
@@ -493,6 +513,8 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
       return bad(err, path, "optimizer_states is not 1 (SGD) or 2 (AdamW)");
     }
   }
+  if (!stage_keys_known(k, W, path, err))
+    return FALSE;
   /* the parameter counts, each in range (before anything is allocated for it), and the state's size
    * agree */
   g_autofree size_t *np = g_new0(size_t, W), *nb = g_new0(size_t, W);
