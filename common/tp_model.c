@@ -574,14 +574,16 @@ TpModel *tp_model_load(const char *name_or_path, GError **err)
   return tp_model_parse(text, len, file, err);
 }
 
+long long tp_layer_norm_plane(const TpLayer *d)
+{
+  return d->kind == TP_LAYER_BATCHNORM ? d->hin * d->win : d->kind == TP_LAYER_BOTTLENECK ? d->hout * d->wout : 0;
+}
+
 long long tp_model_least_norm_plane(const TpModel *m)
 {
   long long least = 0;
   for (int i = 0; i < tp_model_n_layers(m); i++) {
-    const TpLayer *d = tp_model_layer(m, i);
-    long long plane = d->kind == TP_LAYER_BATCHNORM    ? d->hin * d->win
-                      : d->kind == TP_LAYER_BOTTLENECK ? d->hout * d->wout
-                                                       : 0;
+    long long plane = tp_layer_norm_plane(tp_model_layer(m, i));
     if (plane && (!least || plane < least))
       least = plane;
   }

@@ -105,9 +105,11 @@ static inline int tp_model_n_layers(const TpModel *m) { return (int)m->layers->l
  * mini-batch's stored activations (a transformer's attention probabilities: its s² term) and
  * outputs, and the largest layer scratch of a mini-batch. */
 long long tp_model_train_bytes(const TpModel *m, int batch);
-/* The fewest values per channel a batchnorm of m normalises in one sample (its plane: height ×
- * width; a bottleneck's smallest, after its stride); 0 without batchnorm.  A micro-batch of n samples
- * gives it n times as many: one value alone has no variance (the executor refuses it). */
+/* The fewest values per channel a batchnorm of layer d normalises in one sample (its plane: height
+ * × width; a bottleneck's smallest, after its stride); 0 for a layer without batchnorm.  A micro-batch
+ * of n samples gives it n times as many: one value alone has no variance (the executor refuses it). */
+long long tp_layer_norm_plane(const TpLayer *d);
+/* The least of tp_layer_norm_plane over m's layers with batchnorm; 0 without any. */
 long long tp_model_least_norm_plane(const TpModel *m);
 
 /* Find a data file: `sub/NAME.ext` under $env_var, the installed data directory, the source tree.

@@ -259,16 +259,10 @@ static gboolean ensure_stats(TpNet *net, GError **err)
   }
   for (int i = 0; i < net->n; i++) {
     const NetLayer *L = &net->layers[i];
-    /* each normalisation's c means then c variances, normalisation after normalisation */
-    for (size_t at = L->st_off; at < L->st_off + L->n_st;) {
-      size_t c = L->d.kind == TP_LAYER_BATCHNORM ? L->n_st / 2 : 0;
-      if (!c) { /* a bottleneck's: mid, mid, out (, out) */
-        size_t rel = at - L->st_off, m = (size_t)L->d.mid;
-        c = rel < 4 * m ? m : (size_t)L->d.out;
-      }
+    for (size_t rel = 0, c; rel < L->n_st; rel += 2 * c) {
+      c = tp_net_norm_channels(L, rel);
       for (size_t j = 0; j < c; j++)
-        host[at + c + j] = 1.0f;
-      at += 2 * c;
+        host[L->st_off + rel + c + j] = 1.0f;
     }
   }
   return (net->stats = net->be->iface->alloc(net->be, net->n_stats, err)) != NULL &&
@@ -282,17 +276,15 @@ gboolean tp_net_get_stats(TpNet *net, float *host, GError **err)
   return !net->n_stats || (ensure_stats(net, err) && net->be->iface->download(net->be, host, net->stats, net->n_stats, err));
 }
 
-/* Whether host holds running statistics: every mean finite, every variance finite and ≥ 0 (each
- * normalisation's c means then c variances, as ensure_stats lays them out). */
+/* Whether host holds running statistics: every mean finite, every variance finite and ≥ 0. */
 static gboolean stats_valid(const TpNet *net, const float *host, GError **err)
 {
   for (int i = 0; i < net->n; i++) {
     const NetLayer *L = &net->layers[i];
-    for (size_t at = L->st_off; at < L->st_off + L->n_st;) {
-      size_t rel = at - L->st_off, m = (size_t)L->d.mid;
-      size_t c = L->d.kind == TP_LAYER_BATCHNORM ? L->n_st / 2 : rel < 4 * m ? m : (size_t)L->d.out;
+    for (size_t rel = 0, c; rel < L->n_st; rel += 2 * c) {
+      c = tp_net_norm_channels(L, rel);
       for (size_t j = 0; j < 2 * c; j++) {
-        float v = host[at + j];
+        float v = host[L->st_off + rel + j];
         if (!isfinite(v) || (j >= c && v < 0)) {
           g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "layer %d (%s): running %s of channel %zu is %g, not %s",
                       net->first + i + 1, tp_layer_names[L->d.kind], j < c ? "mean" : "variance", j % c + 1, v,
@@ -300,7 +292,6 @@ static gboolean stats_valid(const TpNet *net, const float *host, GError **err)
           return FALSE;
         }
       }
-      at += 2 * c;
     }
   }
   return TRUE;
@@ -317,11 +308,11 @@ gboolean tp_net_set_group(TpNet *net, int samples, GError **err)
   g_return_val_if_fail(samples >= 0, FALSE);
   for (int i = 0; i < net->n && samples > 0; i++) {
     const TpLayer *d = &net->layers[i].d;
-    long long h = d->kind == TP_LAYER_BOTTLENECK ? d->hout : d->hin, w = d->kind == TP_LAYER_BOTTLENECK ? d->wout : d->win;
-    if ((d->kind == TP_LAYER_BATCHNORM || d->kind == TP_LAYER_BOTTLENECK) && (long long)samples * h * w < 2) {
+    long long plane = tp_layer_norm_plane(d);
+    if (plane && (long long)samples * plane < 2) { /* one sample on a 1x1 plane */
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "layer %d (%s, line %d of the model) would normalise one value per "
-                  "channel: a micro-batch of %d sample on a %lldx%lld plane has no variance; use at least 2 samples "
-                  "per micro-batch (--batch / -n)", net->first + i + 1, tp_layer_names[d->kind], d->line, samples, h, w);
+                  "channel: a micro-batch of %d sample on a 1x1 plane has no variance; use at least 2 samples "
+                  "per micro-batch (--batch / -n)", net->first + i + 1, tp_layer_names[d->kind], d->line, samples);
       return FALSE;
     }
   }
@@ -512,7 +503,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
     case TP_LAYER_AVGPOOL: ok = be->iface->avgpool_forward(be, &L->win, batch, cur, dst, err); break;
     case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_forward(be, L, batch, cur, dst, err); break;
     case TP_LAYER_BATCHNORM:
-      ok = tp_net_bn_forward(net, saved, batch, (int)L->d.cin, (int)(L->d.hin * L->d.win), L->st_off, cur, w, dst, err);
+      ok = tp_net_bn_forward(net, saved, batch, (int)L->d.cin, (int)tp_layer_norm_plane(&L->d), L->st_off, cur, w, dst, err);
       break;
     case TP_LAYER_BOTTLENECK: ok = tp_net_res_forward(net, L, batch, saved, w, cur, dst, err); break;
     case TP_LAYER_SOFTMAX_CE: {
@@ -594,7 +585,7 @@ static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const
     case TP_LAYER_AVGPOOL: ok = be->iface->avgpool_backward(be, &L->win, batch, g, dst, err); break;
     case TP_LAYER_AVGPOOL_TO: ok = avgpool_to_backward(be, L, batch, g, dst, err); break;
     case TP_LAYER_BATCHNORM:
-      ok = tp_net_bn_backward(net, batch, (int)L->d.cin, (int)(L->d.hin * L->d.win), region(saved, L), w, g, dst, gw, err);
+      ok = tp_net_bn_backward(net, batch, (int)L->d.cin, (int)tp_layer_norm_plane(&L->d), region(saved, L), w, g, dst, gw, err);
       break;
     default: g_assert_not_reached();
     }
@@ -637,7 +628,7 @@ gboolean tp_net_backward_weight(TpNet *net, const float *weights, TpSaved *saved
     }
     gboolean ok = L->d.kind == TP_LAYER_BOTTLENECK ? tp_net_res_weight(net, L, saved, w, gw, err)
                   : L->d.kind == TP_LAYER_BATCHNORM
-                    ? tp_net_bn_backward(net, batch, (int)L->d.cin, (int)(L->d.hin * L->d.win), region(saved, L), w,
+                    ? tp_net_bn_backward(net, batch, (int)L->d.cin, (int)tp_layer_norm_plane(&L->d), region(saved, L), w,
                                          dy_region(saved, L), NULL, gw, err)
                   : L->d.kind == TP_LAYER_LINEAR
                     ? be->iface->linear_backward(be, batch, (int)L->in, (int)L->out, region(saved, L), w,

@@ -107,6 +107,9 @@ gboolean tp_net_bn_forward(TpNet *net, const TpSaved *saved, int batch, int c, i
 /* Its backward: dx (NULL: not wanted); dgamma NULL or dgamma and dbeta (at dgamma + c) accumulated. */
 gboolean tp_net_bn_backward(TpNet *net, int batch, int c, int hw, const float *x, const float *gamma, const float *dy,
                             float *dx, float *dgamma, GError **err);
+/* Channels of layer L's normalisation whose running statistics start at rel of L's (n_st floats:
+ * each normalisation's c means, then its c variances, normalisation after normalisation). */
+size_t tp_net_norm_channels(const NetLayer *L, size_t rel);
 /* A bottleneck's parameters, statistics, saved pieces and kept gradients, from its description. */
 void tp_net_res_layout(NetLayer *L);
 /* Its initial weights into host: Kaiming-uniform convolutions, batchnorm weights 1, biases 0. */

@@ -102,6 +102,14 @@ void tp_net_res_layout(NetLayer *L)
   g_assert((long long)MAX(L->n_dy + L->in, m1 + m2 + o) == L->d.work_elems); /* tp_net_res_scratch's */
 }
 
+size_t tp_net_norm_channels(const NetLayer *L, size_t rel)
+{
+  if (L->d.kind != TP_LAYER_BOTTLENECK)
+    return L->n_st / 2;
+  Res r = res_of(L);
+  return rel < r.s3 ? (size_t)r.mid : (size_t)r.out; /* bn1, bn2 of mid channels; bn3 (, the projection's) of out */
+}
+
 void tp_net_res_init(const NetLayer *L, guint64 seed, float *host)
 {
   Res r = res_of(L);
