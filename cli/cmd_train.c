@@ -8,6 +8,7 @@
 #include "tp_train_report.h"
 #include "tp_cli.h"
 #include "tp_error.h"
+#include "tp_group_mpi.h"
 #include "tp_mpi.h"
 #include "tp_policy.h"
 #include "tp_nccl.h"
@@ -73,6 +74,17 @@ static gboolean check_nccl(const Opts *o, GError **err)
     return FALSE;
   }
   return TRUE;
+}
+
+/* The processes of the run: this one (--transport local), or one MPI rank per stage with the
+ * stages' links over MPI or, for GPU stages, NCCL. */
+static gboolean start_group(const Opts *o, Train *t, GError **err)
+{
+  if (!o->transport || strcmp(o->transport, "local") == 0)
+    t->group = tp_group_single_new();
+  else
+    t->group = tp_group_mpi_start(t->cfg.peer_timeout, strcmp(o->transport, "nccl") == 0 ? tp_nccl_new : NULL, err);
+  return t->group != NULL;
 }
 
 /* The checkpoint options, checked: --checkpoint DIR, --resume DIR (which keeps checkpointing there
@@ -249,14 +261,9 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   }
   c->schedule_file = o->schedule, c->model = o->model, c->data = o->data, c->backend = o->backend;
   c->devices = o->devices, c->resume = o->resume;
-  c->transport = !o->transport || !strcmp(o->transport, "local") ? TP_TRAIN_LOCAL
-                 : !strcmp(o->transport, "mpi")                  ? TP_TRAIN_MPI
-                                                                 : TP_TRAIN_NCCL;
-  c->transport_name = o->transport ? o->transport : "local";
   c->ck_dir_is_resume = !o->checkpoint && o->resume;
   c->progress = !o->quiet;
   c->keep_events = o->trace != NULL;
-  c->name_param = tp_cli_name_flag;
   return tp_train_check_outputs(o->csv, o->trace, o->output, o->checkpoint, o->resume, o->model, o->schedule, o->data,
                                 err) &&
          checkpoint_options(o->checkpoint, o->resume, o->ck_every, o->stop_after, o->schedule != NULL, &c->ck, err);
@@ -374,9 +381,13 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     exit(2);
   }
   TpTrainEnd end = { .ended = FALSE };
-  if (ok) {
+  if (ok && (ok = start_group(o, &t, err))) {
     out.csv = o->csv, out.trace = o->trace, out.output = o->output;
     ok = tp_train_main(&t, args, tp_train_write_outputs, &out, &end, err);
+  }
+  if (!ok && end.failed) { /* one process per stage: this rank's line ends the job */
+    tp_cli_name_flag(err);
+    tp_group_fail(t.group, (*err)->message, end.status);
   }
   if (end.ended && end.says) /* stopped at a checkpoint */
     fprintf(stderr, "%s: checkpoint at epoch %d, mini-batch %d written to %s; resume with --resume %s\n",

@@ -67,7 +67,7 @@ static void links_json(const Train *t, GString *out)
 
 static void links_text(const Train *t, GString *out)
 {
-  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", t->cfg.transport_name, t->W,
+  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", tp_group_transport(t->group), t->W,
                          t->W == 1 ? "" : "s",
                          t->W == 1 ? "no links" : "links (ping-pong before training):");
   for (int l = 0; l < t->W - 1; l++) {
@@ -107,7 +107,7 @@ static int tokens_per_sample(const Train *t) { return t->model->vocab ? t->model
  * cuBLAS and scratch buffers, other processes).  json: the "gpu_memory" member; else text lines. */
 static void report_gpu_memory(const Train *t, gboolean json, GString *out)
 {
-  if (!t->stage_be || t->mpi)
+  if (!t->stage_be || tp_group_per_stage(t->group))
     return;
   if (json)
     g_string_append(out, "\"gpu_memory\": [");
@@ -158,7 +158,7 @@ static void report_json(const Train *t, const char *sha, GString *out)
     g_string_append_printf(out, "\"chunks\": %d, ", t->V);
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, \"threads\": %d, ",
-                         t->W / t->V, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), c->transport_name,
+                         t->W / t->V, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), tp_group_transport(t->group),
                          t->cores, MAX(c->threads, 1));
   g_string_append_printf(out, "\"seed\": %u, \"optimizer\": \"%s\", \"lr\": %.9g, \"lr_schedule\": \"%s\", ", c->seed,
                          c->adamw ? "adamw" : "sgd", c->lr,

@@ -74,8 +74,8 @@ typedef struct TpTransport TpTransport;
 struct TpTransport {
   const char *name; /* "local", "mpi", "nccl" */
   int W;            /* stages (fixed at creation) */
-  int N;            /* micro-batches per mini-batch, fixed at creation (names micro-batches in messages;
-                       the MPI transport's tags are made of it) */
+  int N;            /* micro-batches per mini-batch, fixed before the first message (names micro-batches in
+                       messages; the MPI transport's tags are made of it) */
   double timeout_s; /* how long a receive waits before it fails */
   /* What the transport can do, set at creation (callers decide by these, never by name): */
   gboolean in_process;    /* every stage runs in this process (a neighbour's backend instance is at

@@ -3,7 +3,8 @@
 # file in the library's folder that includes a header of a layer it may not see fails to compile
 # (exec/ and sim/ never see each other, no library sees train/ or cli/, common/ sees only itself),
 # and one that includes a header it may see compiles (so that the probe itself works); then no
-# library leaves a symbol undefined that a higher layer defines (nm).  Run by `make check`, which
+# library leaves a symbol undefined that a higher layer defines, and none but the MPI transport's
+# ends the process (nm).  Run by `make check`, which
 # gives the flags: TP_CC, TP_FLAGS_common, TP_FLAGS_sim, TP_FLAGS_exec, TP_FLAGS_plots, TP_FLAGS_train
 # (each library's include flags), TP_GLIB (GLib's), TP_BUILDDIR.
 set -u
@@ -27,7 +28,7 @@ compiles() {
 
 for forbidden in "exec sim/tp_sim.h" "exec tp_sim.h" "exec train/tp_train.h" "sim exec/tp_net.h" "sim tp_net.h" \
   "train cli/tp_cli.h" "train tp_cli.h" "common sim/tp_sim.h" "common tp_net.h" "plots sim/tp_sim.h" \
-  "plots exec/tp_net.h"; do
+  "plots exec/tp_net.h" "train tp_mpi.h" "train tp_nccl.h" "train exec/mpi/tp_mpi.h"; do
   set -- $forbidden
   if compiles "$1" "$2"; then notok "$1/ includes \"$2\": it compiled"; else ok "$1/ cannot include \"$2\""; fi
 done
@@ -60,6 +61,13 @@ for pair in "common sim" "common exec" "common plots" "common train" "common cli
   fi
   both=$(comm -12 "$tmp/undefined" "$tmp/defined" | tr '\n' ' ')
   if [ -z "$both" ]; then ok "libtp$1.a uses nothing $2 defines"; else notok "libtp$1.a uses what $2 defines: $both"; fi
+done
+# only main ends the process: no library but the MPI transport's calls exit, abort or MPI_Abort, or
+# tp_mpi_fail (the signal module's _exit on a second signal aside)
+for l in common sim exec plots train; do
+  ends=$(nm -A -u "$b/libtp$l.a" 2>/dev/null | awk '{ print $1 $NF }' |
+    grep -E ':(exit|abort|_Exit|quick_exit|MPI_Abort|tp_mpi_fail|_exit)$' | grep -v 'tp_signal.o:_exit$' | tr '\n' ' ')
+  if [ -z "$ends" ]; then ok "libtp$l.a never ends the process"; else notok "libtp$l.a ends the process: $ends"; fi
 done
 echo "1..$n"
 exit $bad

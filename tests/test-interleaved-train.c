@@ -201,11 +201,19 @@ static void test_cli(void)
     tpt_expect_cli_refused(refused[i].args, refused[i].want);
 }
 
+static int one_rank(const TpGroup *g) { (void)g; return 1; }
+static int rank_zero(const TpGroup *g) { (void)g; return 0; }
+static void free_group(TpGroup *g) { g_free(g); }
+
 /* One process per stage (mpi, nccl) cannot make a worker's chunks take turns: refused, one line. */
 static void test_other_transports(void)
 {
+  static const TpGroupIface per_stage = { .transport = "mpi", .per_stage = TRUE, .rank = rank_zero,
+                                          .size = one_rank, .free = free_group };
+  TpGroup *g = g_new0(TpGroup, 1);
+  g->iface = &per_stage;
   Train t = { .cfg = { .preset = tp_preset_find("zb-v"), .W = 2, .N = 4, .K = 1, .batch = 32, .epochs = 1,
-                       .data = "synthetic", .transport = TP_TRAIN_MPI, .transport_name = "mpi" } };
+                       .data = "synthetic" }, .group = g };
   g_assert_nonnull(t.cfg.preset);
   GError *err = NULL;
   g_assert_false(tp_train_setup(&t, &err));

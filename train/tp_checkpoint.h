@@ -10,7 +10,7 @@
 #define TP_CHECKPOINT_H
 
 #include "tp_data.h"
-#include "tp_group.h"
+#include "tp_group_run.h"
 #include "tp_model.h"
 #include "tp_runtime.h"
 #include "tp_schedule.h"

@@ -1,18 +1,15 @@
 /* tp_train.h — training with a schedule (libtptrain.a): the run's configuration as parsed values,
  * the trainer (set-up, the runs of the schedule cut into checkpointed segments, the profile, the
  * plan and the prediction joined with the measurement) and its results as data, which the command
- * line prints.  What several processes do together goes through a group (tp_group.h): a run in one
+ * line prints.  What several processes do together goes through a group (exec/tp_group.h): a run in one
  * process and a run of one MPI rank per stage follow the same code. */
 #ifndef TP_TRAIN_H
 #define TP_TRAIN_H
 
 #include "tp_checkpoint.h"
-#include "tp_group.h"
-#include "tp_mpi.h"
+#include "tp_group_run.h"
 #include "tp_predict.h"
 #include "tp_report.h"
-
-typedef enum { TP_TRAIN_LOCAL, TP_TRAIN_MPI, TP_TRAIN_NCCL } TpTrainTransport;
 
 /* Where checkpoints go and how often (from --checkpoint / --resume DIR, --checkpoint-every M,
  * --stop-after D). */
@@ -42,8 +39,6 @@ typedef struct {
   const char *data;         /* directory or synthetic[:TRAIN[:TEST]] (NULL: the default directory) */
   const char *backend;      /* NULL: cpu */
   const char *devices;      /* GPUs of the stages, round-robin (NULL: stage s on GPU s mod count) */
-  TpTrainTransport transport;
-  const char *transport_name;
   int W, N, K;              /* K: mini-batches of one run when !per_epoch; W: workers */
   int chunks;               /* model chunks per worker of a preset with interleaved stages (0: its default) */
   gboolean W_given, N_given; /* a schedule file must agree with those given */
@@ -71,9 +66,6 @@ typedef struct {
   gboolean ck_dir_is_resume; /* ck.dir came from resume (errors about it name that parameter) */
   gboolean progress;        /* a progress bar on standard error when it is a terminal */
   gboolean keep_events;     /* keep the measured events (for a trace) */
-  /* How the caller names a parameter in an error it does not get back but a rank prints as it ends
-   * the job (the command line: by its flag; NULL: as the library words it). */
-  void (*name_param)(GError **err);
 } TpTrainConfig;
 
 /* What a run measured: the report's data (rank 0 holds it), apart from the state that produced it. */
@@ -112,7 +104,7 @@ typedef struct {
 
 typedef struct {
   TpTrainConfig cfg;
-  TpGroup *group;           /* the processes of the run (a group of one: every stage here) */
+  TpGroup *group;           /* the processes of the run (NULL: a group of one, every stage here); the run's */
   int W, N, K, runs;        /* as run (a schedule file gives W, N and K; an epoch gives K); W: the stages,
                                W·V with interleaved stages */
   int V;                    /* model chunks per worker (1 without interleaved stages): W / V workers,
@@ -131,16 +123,13 @@ typedef struct {
   TpSim *psim;
   TpMetrics *pm;
   TpTrainResults res;
-  /* one process per stage: this rank's transports (the stages' own when nccl; MPI serves the rest) */
-  TpMpi *mpi;
-  TpTransport *nccl;
-  int rank;
+  int rank;                 /* this process's in the group */
   TpTrainProgress prog;
   TpTrainPosition pos;
   TpTrainFuse fuse;
   TpBackend **stage_be;     /* cuda: each stage's own instance */
   int gpus;                 /* the distinct GPUs they use */
-  char *devices;            /* their list (cfg.devices, or every GPU for nccl) */
+  char *devices;            /* their list (cfg.devices, or every GPU where the stages' links join GPUs) */
 } Train;
 
 /* What the trainer hands its results to, on the process that holds them (rank 0), before the run
@@ -159,16 +148,21 @@ static inline long tp_train_warmup(const Train *t)
 /* How a run ended before its report, for the caller to say (or not) and end the process with. */
 typedef struct {
   gboolean ended;  /* TRUE: no report; the process ends with status */
-  int status;      /* 128 + the signal that stopped the run, 0 for stop_after, else another rank's failure */
+  gboolean failed; /* FALSE returned once every rank had agreed on the set-up: the caller ends the job
+                      with tp_group_fail(group, the error's line, status) (a group of one returns from it;
+                      the caller then says the error as any other) */
+  int status;      /* 128 + the signal that stopped the run, 0 for stop_after, else another rank's failure
+                      (failed: the status the job ends with) */
   int signal;      /* stopped at a checkpoint (t->pos.ck_epoch, t->pos.ck_index in t->cfg.ck.dir): the signal, -1 for
                       stop_after; 0: another rank failed and says why */
   gboolean says;   /* this process says it (the stopped run's line: from rank 0 alone) */
 } TpTrainEnd;
 
-/* The whole run: set-up, training, then report(t, data) on the process that holds the results.
- * args: the arguments every process must agree on (one process per stage).  FALSE and err when the
- * run failed here; TRUE when it ran, or ended before its report (end->ended: stopped at a checkpoint,
- * or another rank failed), which the caller then says and ends the process with. */
+/* The whole run in t->group: set-up, training, then report(t, data) on the process that holds the
+ * results.  args: the arguments every process must agree on (one process per stage).  FALSE and err
+ * when the run failed here (end->failed: after the set-up was agreed); TRUE when it ran, or ended
+ * before its report (end->ended: stopped at a checkpoint, or another rank failed), which the caller
+ * then says and ends the process with. */
 gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
                        GError **err);
 
@@ -190,9 +184,5 @@ char *tp_train_weights_sha256(const Train *t);
 /* tp_train_run.c: every run (epoch) of the schedule, cut into checkpointed segments; resume. */
 gboolean tp_train_run_all(Train *t, GError **err);
 gboolean tp_train_resume(Train *t, GError **err);
-
-/* tp_train_mpi.c: one process (MPI rank) per stage. */
-gboolean tp_train_mpi(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
-                      GError **err);
 
 #endif

@@ -269,13 +269,7 @@ static gboolean share_profiles(Train *t, GError **err)
   for (size_t i = 0; i < per * (size_t)n && i < (size_t)t->W; i++) /* in rank order: stage order */
     t->prof[i] = all[i].p;
   t->cores = (int)all[0].cores;
-  if (!tp_group_measure_links(t->group, t->W, &t->res.links, err))
-    return FALSE;
-  /* MPI's eager limits hold for the messages only where MPI carries them (not NCCL) */
-  for (int l = 0; t->res.links && l < t->W - 1; l++)
-    if (t->cfg.transport != TP_TRAIN_MPI)
-      t->res.links[l].eager_limit = 0;
-  return TRUE;
+  return tp_group_measure_links(t->group, t->W, &t->res.links, err);
 }
 
 static void links_to_cost(Train *t)

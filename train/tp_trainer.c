@@ -69,14 +69,14 @@ static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **
     return TRUE;
   }
   t->devices = t->V > 1 ? chunk_devices(t, reg) : g_strdup(t->cfg.devices);
-  if (!t->devices && t->cfg.transport == TP_TRAIN_NCCL) { /* one device per rank: stage s on device s mod count */
+  if (!t->devices && tp_group_links_on_gpus(t->group)) { /* one device per rank: stage s on device s mod count */
     int count = reg->device_count(NULL);
     GString *list = g_string_new("0");
     for (int d = 1; d < count; d++)
       g_string_append_printf(list, ",%d", d);
     t->devices = g_string_free(list, FALSE);
   }
-  return (t->stage_be = tp_backend_stages(reg, t->W, t->devices, t->cfg.transport != TP_TRAIN_LOCAL ? t->rank : -1,
+  return (t->stage_be = tp_backend_stages(reg, t->W, t->devices, tp_group_per_stage(t->group) ? t->rank : -1,
                                           &t->gpus, err)) != NULL;
 }
 
@@ -156,11 +156,11 @@ gboolean tp_train_setup(Train *t, GError **err)
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
   gboolean chunked = t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->preset->order);
-  if (chunked && c->transport != TP_TRAIN_LOCAL) {
+  if (chunked && tp_group_per_stage(t->group)) {
     g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET, "%s %s: interleaved stages (several model chunks per worker) "
                 "are trained with --transport local only: --transport %s runs one stage per process, and a worker's "
                 "chunks must take turns in one", t->s ? "schedule" : "preset", t->s ? c->schedule_file : c->preset->name,
-                c->transport_name);
+                tp_group_transport(t->group));
     return FALSE;
   }
   t->V = t->s ? t->s->V : chunked ? (c->chunks > 0 ? c->chunks : tp_order_default_chunks(c->preset->order)) : 1;
@@ -204,7 +204,7 @@ gboolean tp_train_setup(Train *t, GError **err)
     }
     reg->set_threads(c->threads);
   }
-  gboolean own_stage = c->transport != TP_TRAIN_LOCAL && reg->device_noun;
+  gboolean own_stage = tp_group_per_stage(t->group) && reg->device_noun;
   if (own_stage && !make_stage_backends(t, reg, err))
     return FALSE;
   const TpBackend *be = !own_stage ? tp_backend_get(reg->name, err)
@@ -271,7 +271,7 @@ gboolean tp_train_setup(Train *t, GError **err)
   long long need = tp_model_train_bytes(t->model, c->batch) + (c->adamw ? 4 * t->model->params : 0); /* AdamW: v */
   /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
    * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
-  int threads = (c->transport == TP_TRAIN_LOCAL ? t->W : 1) + 1 + MAX(c->threads - 1, 0);
+  int threads = (tp_group_per_stage(t->group) ? 1 : t->W) + 1 + MAX(c->threads - 1, 0);
   need += tp_backend_threads_address_bytes(be, threads);
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
@@ -376,18 +376,83 @@ static void note_segment_end(int sig)
   (void)w;
 }
 
+/* A step of the set-up agreed by every rank (tp_group_agree): FALSE when it failed on any, with end
+ * (another rank's failure) or err (this rank's) set. */
+static gboolean agreed(Train *t, gboolean ok, GError *e, TpTrainEnd *end, GError **err)
+{
+  int status = 0;
+  if (tp_group_agree(t->group, ok, e, &status, err))
+    return TRUE;
+  if (status)
+    *end = (TpTrainEnd){ .ended = TRUE, .status = status };
+  return FALSE;
+}
+
+/* One generation for every rank's checkpoint parts: past the files of every rank's directory. */
+static gboolean same_generation(Train *t, GError **err)
+{
+  int n = tp_group_size(t->group);
+  gint64 mine = t->pos.generation;
+  g_autofree gint64 *all = g_new(gint64, n);
+  if (!tp_group_gather(t->group, -1, &mine, sizeof mine, all, err))
+    return FALSE;
+  for (int r = 0; r < n; r++)
+    t->pos.generation = MAX(t->pos.generation, (int)all[r]);
+  return TRUE;
+}
+
+/* This rank's stage links, where the group has its own (its stage's GPU when it has one). */
+static gboolean open_stage_links(Train *t, GError **err)
+{
+  TpTransport *links = NULL;
+  int device = t->stage_be && t->rank < t->W ? tp_backend_device(t->stage_be[t->rank]) : -1;
+  return tp_group_stage_links(t->group, t->N, device, &links, err) &&
+         (!links || tp_runtime_set_part(t->rt, t->rank, t->rank + 1, links, err));
+}
+
+/* A failure once the set-up is agreed: the caller ends the job through the group. */
+static gboolean failed(TpTrainEnd *end, int status, GError *e, GError **err)
+{
+  *end = (TpTrainEnd){ .failed = TRUE, .status = status };
+  g_propagate_error(err, e);
+  return FALSE;
+}
+
+/* The set-up agreed by every rank (the same arguments, a set-up that worked on every rank, the
+ * ranks the stages, then --resume's checkpoint read); a failure once training has begun ends the
+ * job (end->failed); rank 0 reports.  A run stopped at a checkpoint ends every rank with the same
+ * status. */
 gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
                        GError **err)
 {
   *end = (TpTrainEnd){ .ended = FALSE };
-  if (t->cfg.transport != TP_TRAIN_LOCAL) /* one process per stage */
-    return tp_train_mpi(t, args, report, data, end, err);
+  if (!t->group)
+    t->group = tp_group_single_new();
   if (t->cfg.ck.dir)
-    tp_signal_catch_stop(t->cfg.schedule_file ? note_segment_end : NULL); /* at the next mini-batch, else said */
-  gboolean ok = tp_train_setup(t, err) && (!t->cfg.resume || tp_train_resume(t, err)) && tp_train_run_all(t, err);
-  if (ok && t->pos.interrupted) {
+    tp_group_catch_stop(t->group, t->cfg.schedule_file ? note_segment_end : NULL);
+  t->rank = tp_group_rank(t->group);
+  GError *e = NULL;
+  gboolean ok = tp_group_check_same(t->group, args, &e) && tp_train_setup(t, &e) &&
+                tp_group_check_size(t->group, t->W, &e);
+  if (!agreed(t, ok, e, end, err))
+    return end->ended;
+  if (t->cfg.resume) {
+    ok = tp_train_resume(t, &e);
+    if (!agreed(t, ok, e, end, err))
+      return end->ended;
+  }
+  if (t->cfg.ck.dir && !same_generation(t, &e))
+    return failed(end, 1, e, err);
+  if (!open_stage_links(t, &e))
+    return failed(end, tp_error_exit_status(e), e, err);
+  if (!tp_train_run_all(t, &e))
+    return failed(end, 1, e, err);
+  if (t->pos.interrupted) { /* every rank ends with the signal's status; rank 0 says where to resume */
     tp_train_stopped(t, end);
+    tp_group_end_said(t->group, end->says);
     return TRUE;
   }
-  return ok && report(t, data, err);
+  ok = t->rank != 0 || report(t, data, err);
+  tp_group_finish(t->group);
+  return ok;
 }

@@ -435,6 +435,12 @@ static void mpi_free(TpTransport *t)
   g_free(m);
 }
 
+void tp_mpi_set_micro_batches(TpMpi *m, int N)
+{
+  g_return_if_fail(N >= 1);
+  m->base.N = N;
+}
+
 TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
 {
   g_return_val_if_fail(N >= 1 && timeout_s >= 0, NULL);

@@ -71,6 +71,9 @@ gboolean tp_mpi_check_size(int W, GError **err);
 /* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size());
  * N: micro-batches per mini-batch; receives wait at most timeout_s.  Collective. */
 TpMpi *tp_mpi_new(int N, double timeout_s, GError **err);
+/* The micro-batches per mini-batch of the schedule its stage links carry (they name a message's
+ * micro-batch), set before their first message. */
+void tp_mpi_set_micro_batches(TpMpi *m, int N);
 /* Its stage links, as every transport offers them (tp_transport_free of them frees m; a run ends
  * with tp_mpi_finalize instead). */
 TpTransport *tp_mpi_transport(TpMpi *m);

@@ -1,79 +1,9 @@
-/* tp_group.c — the group interface's calls, the group of one process, and what the trainer builds
- * on the interface alone (the barrier, the stages of a rank, one report from many ranks). */
-#include "tp_group.h"
+/* tp_group_run.c — what the trainer builds on the group interface alone: the stages of a rank and
+ * one report from many ranks. */
+#include "tp_group_run.h"
 #include "tp_error.h"
 
 #include <string.h>
-
-static int single_rank(const TpGroup *g) { (void)g; return 0; }
-static int single_size(const TpGroup *g) { (void)g; return 1; }
-
-static gboolean single_gather(TpGroup *g, int root, const void *mine, size_t len, void *all, GError **err)
-{
-  (void)g, (void)root, (void)err;
-  if (all && len)
-    memcpy(all, mine, len);
-  return TRUE;
-}
-
-static gboolean single_broadcast(TpGroup *g, int root, void *buf, size_t len, const char *doing, GError **err)
-{
-  (void)g, (void)root, (void)buf, (void)len, (void)doing, (void)err;
-  return TRUE;
-}
-
-static void single_free(TpGroup *g) { g_free(g); }
-
-static const TpGroupIface single_iface = {
-  .rank = single_rank,
-  .size = single_size,
-  .gather = single_gather,
-  .broadcast = single_broadcast,
-  .measure_links = NULL,
-  .free = single_free,
-};
-
-TpGroup *tp_group_single_new(void)
-{
-  TpGroup *g = g_new0(TpGroup, 1);
-  g->iface = &single_iface;
-  return g;
-}
-
-void tp_group_free(TpGroup *g)
-{
-  if (g)
-    g->iface->free(g);
-}
-
-int tp_group_rank(const TpGroup *g) { return g->iface->rank(g); }
-int tp_group_size(const TpGroup *g) { return g->iface->size(g); }
-
-gboolean tp_group_gather(TpGroup *g, int root, const void *mine, size_t len, void *all, GError **err)
-{
-  return g->iface->gather(g, root, mine, len, all, err);
-}
-
-gboolean tp_group_broadcast(TpGroup *g, int root, void *buf, size_t len, const char *doing, GError **err)
-{
-  return g->iface->broadcast(g, root, buf, len, doing, err);
-}
-
-gboolean tp_group_barrier(TpGroup *g, GError **err)
-{
-  gint64 one = 1;
-  g_autofree gint64 *all = g_new(gint64, tp_group_size(g));
-  return tp_group_gather(g, -1, &one, sizeof one, all, err);
-}
-
-gboolean tp_group_measure_links(TpGroup *g, int W, TpGroupLink **links, GError **err)
-{
-  *links = NULL;
-  if (!g->iface->measure_links)
-    return TRUE;
-  *links = g_new0(TpGroupLink, MAX(W - 1, 1));
-  return g->iface->measure_links(g, W, *links, err);
-}
 
 void tp_group_stages(const TpGroup *g, int W, int *lo, int *hi)
 {

@@ -1,0 +1,19 @@
+/* tp_group_mpi.h — the group (exec/tp_group.h) of a run with one MPI rank per stage: MPI started
+ * and ended, its collectives over this rank's MPI transport, the stages' links over MPI or, for GPU
+ * stages, over a transport of their own (NCCL). */
+#ifndef TP_GROUP_MPI_H
+#define TP_GROUP_MPI_H
+
+#include "tp_group.h"
+
+/* The stage links of a rank whose stage is on a GPU (tp_nccl_new): N micro-batches, receives
+ * waiting at most timeout_s, the rank's GPU. */
+typedef TpTransport *(*TpGpuLinksFn)(int N, double timeout_s, const char *gpu, GError **err);
+
+/* MPI started (MPI_Init and the communicators bounded by peer_timeout_s, which every wait for
+ * another rank keeps) and this rank's group: NULL and err when MPI cannot start; a rank that
+ * cannot make its transport ends the job with its line.  gpu_links: NULL where MPI carries the
+ * stages' messages, else what carries them between GPUs (MPI keeps the rest). */
+TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, GError **err);
+
+#endif
