@@ -1,12 +1,14 @@
 /* cmd_plan.c — `timeprest plan`: the options of the plan search (sim/tp_plan.h) and its report —
  * the ranked plans, their Pareto front, the explanation of the top choice — and --run-top K, which
- * trains each of the K best plans for short runs (`timeprest train` as a child process, under an
- * MPI launcher with --transport mpi, its JSON report read back), R repetitions interleaved across
- * the K, and puts the median measurement beside the prediction. */
+ * trains each of the K best plans for short runs (in this process through the trainer, given train's
+ * arguments; with --transport mpi `timeprest train` under the MPI launcher, its JSON report read
+ * back), R repetitions interleaved across the K, and puts the median measurement beside the
+ * prediction. */
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_plan.h"
 #include "tp_predict.h"
+#include "tp_train_report.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -142,8 +144,6 @@ static GPtrArray *launcher_words(const char *launcher, int W, GError **err)
   return a;
 }
 
-/* Train plan p for k mini-batches: this program's own `train` as a child process (with a launcher:
- * under it, one MPI rank per stage); *t its measured steady time per mini-batch. */
 /* A child's stdout and stderr and its end. */
 typedef struct {
   char *out, *errtext;
@@ -213,6 +213,19 @@ static gboolean run_bounded(char **argv, double limit_s, Child *c, GError **err)
   return TRUE;
 }
 
+/* Under the launcher (one MPI rank per stage): `timeprest train` as argv starts it, bounded by half a
+ * minute to start (a launcher, MPI) and 20 times the predicted run (t_run seconds); its JSON report
+ * read back. */
+static gboolean run_launched(char **argv, double t_run, double *t, int *threads, GError **err)
+{
+  Child c = { 0 };
+  gboolean ok = run_bounded(argv, 30 + 20.0 * t_run, &c, err) && read_measured(c.out, t, threads, err);
+  g_free(c.out), g_free(c.errtext);
+  return ok;
+}
+
+/* Train plan p for k mini-batches (with mpi: under the launcher, one MPI rank per stage); *t its
+ * measured steady time per mini-batch. */
 static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const TpProfile *prof, gboolean mpi, double *t,
                          int *ran_threads, GError **err)
 {
@@ -240,18 +253,14 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const TpProf
   if (p->recompute)
     g_ptr_array_add(argv, g_strdup("--recompute"));
   g_ptr_array_add(argv, NULL);
-  /* bounded: half a minute to start (a launcher, MPI), then 20 times the predicted run */
-  Child c = { 0 };
   GError *e = NULL;
-  double limit = 30 + 20.0 * k * p->t_minibatch;
-  gboolean ok = run_bounded((char **)argv->pdata, limit, &c, &e);
+  gboolean ok = mpi ? run_launched((char **)argv->pdata, k * p->t_minibatch, t, ran_threads, &e)
+                    : tp_train_measure((int)argv->len - 2, (char **)argv->pdata + 1, t, ran_threads, &e);
   if (!ok) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,
                 p->W, p->N, p->recompute ? " recompute" : "", e->message);
     g_error_free(e);
   }
-  ok = ok && read_measured(c.out, t, ran_threads, err);
-  g_free(c.out), g_free(c.errtext);
   return ok;
 }
 

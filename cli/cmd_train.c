@@ -278,10 +278,9 @@ static char *join_args(int argc, char **argv)
   return g_string_free(s, FALSE);
 }
 
-gboolean tp_cmd_train(int argc, char **argv, GError **err)
+/* train's options, into o. */
+static GOptionContext *train_context(Opts *o)
 {
-  Opts opts = { 0 };
-  Opts *o = &opts;
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest)", "PRESET" },
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Pipeline stages W (default 4; 1 = plain mini-batch SGD)", "W" },
@@ -357,7 +356,7 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     { "profile-reps", 0, 0, G_OPTION_ARG_STRING, &o->reps, "Timed repetitions per profiled operation, and mini-batches of the pipelined profile beyond 2W + 1 (default 3)", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new("- train a network with a schedule, and compare with its prediction");
+  GOptionContext *ctx = g_option_context_new("- train a network with a schedule, and compare with its prediction");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "The layers are split into W contiguous stages balancing FLOPs; each stage is a thread.  Before training,\n"
@@ -369,6 +368,14 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     "test = 0) and one per epoch (the epoch's training loss and the test accuracy, test = 1).\n\n"
     "Example: timeprest train -s timeprest -w 2 -n 4 -k 50\n"
     "         timeprest train -s pipedream -w 2 -n 4 --epochs 3 --csv pipedream.csv --format json");
+  return ctx;
+}
+
+gboolean tp_cmd_train(int argc, char **argv, GError **err)
+{
+  Opts opts = { 0 };
+  Opts *o = &opts;
+  g_autoptr(GOptionContext) ctx = train_context(o);
   g_autofree char *args = join_args(argc, argv);
   Train t = { 0 };
   TpTrainOutputs out = { 0 };
@@ -399,4 +406,37 @@ gboolean tp_cmd_train(int argc, char **argv, GError **err)
     exit(end.status);
   }
   return ok;
+}
+
+/* The measurement of a run, as tp_train_measure takes it from the trainer. */
+typedef struct {
+  double t_minibatch;
+  int threads;
+} Measured;
+
+static gboolean take_measured(Train *t, gpointer data, GError **err)
+{
+  Measured *m = data;
+  if (!t->res.cmp_ready) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "the run has no measured time per mini-batch");
+    return FALSE;
+  }
+  m->t_minibatch = t->res.cmp.measured.t_minibatch, m->threads = MAX(t->cfg.threads, 1);
+  return TRUE;
+}
+
+gboolean tp_train_measure(int argc, char **argv, double *t_minibatch, int *threads, GError **err)
+{
+  Opts opts = { 0 };
+  g_autoptr(GOptionContext) ctx = train_context(&opts);
+  Train t = { 0 };
+  TpTrainOutputs out = { 0 };
+  Measured m = { 0 };
+  TpTrainEnd end = { .ended = FALSE };
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_opts(&opts, &t.cfg, &out.json, err) &&
+                (t.group = tp_group_single_new()) && tp_train_main(&t, "", take_measured, &m, &end, err);
+  tp_train_clear(&t);
+  opts_clear(&opts);
+  *t_minibatch = m.t_minibatch, *threads = m.threads;
+  return ok && !end.ended;
 }

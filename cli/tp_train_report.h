@@ -23,4 +23,9 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
 /* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */
 gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err);
 
+/* plan --run-top: the run that train's arguments argv (argv[0] the command's name; one process)
+ * describe, trained in this process without a report: its measured steady time per mini-batch and
+ * the BLAS threads per call its stages used. */
+gboolean tp_train_measure(int argc, char **argv, double *t_minibatch, int *threads, GError **err);
+
 #endif
