@@ -216,7 +216,7 @@ static void test_other_transports(void)
                        .data = "synthetic" }, .group = g };
   g_assert_nonnull(t.cfg.preset);
   GError *err = NULL;
-  g_assert_false(tp_train_setup(&t, &err));
+  g_assert_false(tp_train_prepare(&t, &err));
   g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_PRESET);
   g_assert_nonnull(strstr(err->message, "preset zb-v: interleaved stages (several model chunks per worker) are "
                                         "trained with --transport local only"));

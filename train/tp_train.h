@@ -166,8 +166,10 @@ typedef struct {
 gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpointer data, TpTrainEnd *end,
                        GError **err);
 
-/* tp_trainer.c: the set-up (model, data, stages, runtime) and the teardown. */
-gboolean tp_train_setup(Train *t, GError **err);
+/* The trainer's three phases, which tp_train_main runs in turn (each rank its part):
+ * tp_trainer.c: prepare — the one place for the semantic checks of the configuration, then the model,
+ * the data, the split into stages, the backends and the runtime; and the teardown. */
+gboolean tp_train_prepare(Train *t, GError **err);
 void tp_train_clear(Train *t);
 /* What the stages' compute shares, for the prediction: the cores on cpu; on cuda the GPUs in use. */
 int tp_train_prediction_devices(const Train *t);
@@ -181,8 +183,13 @@ void tp_train_stopped(const Train *t, TpTrainEnd *end);
 /* sha256 of every stage's latest weights (little-endian float32, stage 1 first). */
 char *tp_train_weights_sha256(const Train *t);
 
-/* tp_train_run.c: every run (epoch) of the schedule, cut into checkpointed segments; resume. */
-gboolean tp_train_run_all(Train *t, GError **err);
+/* tp_train_plan.c: plan — every stage profiled on the first mini-batch (gathered onto every rank), the
+ * cost model, the fused-forward decision, the run's schedules and the prediction, before any training. */
+gboolean tp_train_plan(Train *t, GError **err);
+
+/* tp_train_run.c: execute — every run (epoch) of the plan's schedules, cut into checkpointed segments;
+ * and --resume's checkpoint read into a prepared run (before its plan: the plan it ran is kept). */
+gboolean tp_train_execute(Train *t, GError **err);
 gboolean tp_train_resume(Train *t, GError **err);
 
 #endif

@@ -1,9 +1,10 @@
-/* tp_train_run.c — the trainer's run loop: the plan fixed on the profiled stages, every run
- * (epoch) of the schedule cut into segments that drain, each followed by a checkpoint when asked
+/* tp_train_run.c — the trainer's third phase, on the plan tp_train_plan.c fixed: every run (epoch)
+ * of the schedule cut into segments that drain, each followed by a checkpoint when asked
  * (tp_checkpoint.h), the test set at the end of a run, the progress bar; a resumed run's state.
  * What the processes of the run do together goes through its group (tp_group.h). */
 #include "config.h"
 #include "tp_train.h"
+#include "tp_train_priv.h"
 #include "tp_costed.h"
 #include "tp_error.h"
 #include "tp_format.h"
@@ -19,8 +20,6 @@
 
 /* ---- checkpoints: the run's identity, saving and resuming (tp_checkpoint.h) ------------------------ */
 
-/* Mini-batches per segment: --checkpoint-every M, else the whole run's K (one schedule). */
-static int segment_length(const Train *t) { return t->cfg.ck.every ? t->cfg.ck.every : t->K; }
 
 static void run_identity(const Train *t, TpCheckpoint *c)
 {
@@ -61,7 +60,7 @@ static void run_identity(const Train *t, TpCheckpoint *c)
  * segment boundary, the counts and the data position agreeing with it.  One line naming the key. */
 static gboolean check_position(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
 {
-  int K = t->K, M = segment_length(t), P = tp_batcher_per_epoch(t->batcher);
+  int K = t->K, M = tp_train_segment_length(t), P = tp_batcher_per_epoch(t->batcher);
   gint64 done = (gint64)c->epoch * K + c->index;
   /* the data position after `done` mini-batches from the start: each epoch of the data holds P */
   gint64 de = done > 0 ? (done - 1) / P : 0, di = done > 0 ? ((done - 1) % P + 1) * (gint64)t->cfg.batch : 0;
@@ -120,7 +119,7 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
  * significance; fused forwards only where the plan fuses). */
 static gboolean check_cut(const Train *t, const TpCheckpoint *c, const char *dir, GError **err)
 {
-  int M = segment_length(t), end = MIN(c->index - c->index % M + M, t->K);
+  int M = tp_train_segment_length(t), end = MIN(c->index - c->index % M + M, t->K);
   const TpSchedule *r = t->pos.s_cut, *s = t->s;
   char there[96] = "", here[96] = "";
   if (r->W != s->W || r->N != t->N || r->K != end - c->index || r->V != s->V)
@@ -228,7 +227,7 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   c.generation = t->pos.generation++;
   c.epoch = epoch, c.index = index, c.done = t->prog.done_before, c.pos = tp_batcher_pos(t->batcher), c.seed = t->cfg.seed;
   c.plan = g_strdup(plan->str), c.plan_tail = t->pos.s_tail ? g_strdup(tail->str) : NULL, c.log = g_strdup(t->res.log->str);
-  int M = segment_length(t);
+  int M = tp_train_segment_length(t);
   if (index % M) { /* inside a segment: the rest of it */
     g_autoptr(GString) rest = g_string_new(NULL);
     tp_format_csv(t->pos.s_cut, rest);
@@ -245,191 +244,6 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
   ok = ok && tp_checkpoint_save(t->group, t->cfg.ck.dir, &c, tp_signal_stop_requested, sig, err);
   tp_checkpoint_clear(&c);
   return ok;
-}
-
-/* ---- the plan ------------------------------------------------------------------------------------- */
-
-/* Every process profiles its own stages; the profiles (and the first process's core count, for the
- * device map) are gathered onto every process, so each plans from the same numbers.  The links
- * between processes are measured here, before training. */
-static gboolean share_profiles(Train *t, GError **err)
-{
-  typedef struct {
-    TpStageProfile p;
-    gint64 cores;
-  } Part;
-  int lo, hi, n = tp_group_size(t->group);
-  tp_group_stages(t->group, t->W, &lo, &hi);
-  size_t per = (size_t)(hi - lo);
-  g_autofree Part *mine = g_new(Part, per), *all = g_new(Part, per * (size_t)n);
-  for (int s = lo; s < hi; s++)
-    mine[s - lo] = (Part){ .p = t->prof[s], .cores = t->cores };
-  if (!tp_group_gather(t->group, -1, mine, per * sizeof(Part), all, err))
-    return FALSE;
-  for (size_t i = 0; i < per * (size_t)n && i < (size_t)t->W; i++) /* in rank order: stage order */
-    t->prof[i] = all[i].p;
-  t->cores = (int)all[0].cores;
-  return tp_group_measure_links(t->group, t->W, &t->res.links, err);
-}
-
-static void links_to_cost(Train *t)
-{
-  g_autofree double *lat = g_new(double, t->W), *bw = g_new(double, t->W), *eager = g_new(double, t->W);
-  for (int l = 0; l < t->W - 1; l++)
-    lat[l] = t->res.links[l].latency_s, bw[l] = t->res.links[l].bandwidth_Bps, eager[l] = t->res.links[l].eager_limit;
-  tp_predict_set_links(t->cost, lat, bw, eager);
-}
-
-/* The schedule every process is about to run is the first one's (a digest compared across them). */
-static gboolean same_schedule(Train *t, GError **err)
-{
-  g_autofree char *hex = tp_schedule_sha256(t->s); /* its header names the timeline it was fixed on */
-  char mine[64];
-  memcpy(mine, hex, sizeof mine);
-  int size = tp_group_size(t->group);
-  g_autofree char *all = g_malloc((size_t)size * sizeof mine);
-  if (!tp_group_gather(t->group, -1, mine, sizeof mine, all, err))
-    return FALSE;
-  for (int r = 1; r < size; r++)
-    if (memcmp(all + (size_t)r * sizeof mine, all, sizeof mine) != 0) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d (rank %d): rank %d (stage %d) fixed another schedule than "
-                  "rank 0", t->rank + 1, t->rank, r, r + 1);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* The preset's schedule of K mini-batches: fixed on unit slots or on cost model c.  Interleaved
- * stages (t->V chunks per worker) come from their rule, which no cost changes. */
-/* Steady time per mini-batch of s on c (the simulator's), or -1 when it does not run. */
-static double simulated_time(const TpSchedule *s, const TpCost *c)
-{
-  TpSim *sim = tp_sim_run(s, c, NULL); /* no chunks: fused schedules have none */
-  if (!sim)
-    return -1;
-  TpMetrics *m = tp_metrics_compute(sim);
-  double tm = m->t_minibatch;
-  tp_metrics_free(m);
-  tp_sim_free(sim);
-  return tm;
-}
-
-/* s, or its copy with fused forwards (then s is freed): as cfg.fuse says, the choice made on the
- * first schedule (on cost model c) and kept for the run's others. */
-static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
-{
-  TpTrainFuse *f = &t->fuse;
-  if (f->decided && !f->on)
-    return s;
-  int n = 0;
-  TpSchedule *fused = tp_schedule_fuse_forwards(s, &n, err);
-  if (!fused && !(err && *err) && !f->decided && t->cfg.fuse == TP_FUSE_ON)
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: " TP_FUSE_NOTHING);
-  if (!fused) {
-    if (err && *err) {
-      tp_schedule_free(s);
-      return NULL;
-    }
-    if (!f->decided)
-      f->decided = TRUE, f->on = FALSE;
-    return s;
-  }
-  if (!f->decided) {
-    f->decided = TRUE, f->mini_batches = n;
-    f->on = t->cfg.fuse == TP_FUSE_ON; /* OFF: known to be there, for the report */
-    /* auto on unit slots does not fuse: the schedule, and so the run's arithmetic to the last bit,
-     * stays independent of this machine's speed */
-    if (t->cfg.fuse == TP_FUSE_AUTO && !t->cfg.slots) { /* faster by more than the simulation's rounding */
-      f->t_fused = simulated_time(fused, c), f->t_plain = simulated_time(s, c);
-      f->on = f->t_fused > 0 && f->t_plain > 0 && f->t_fused < f->t_plain * (1 - 1e-6);
-    }
-  }
-  if (!f->on) {
-    tp_schedule_free(fused);
-    return s;
-  }
-  tp_schedule_free(s);
-  return fused;
-}
-
-static TpSchedule *generate(Train *t, int K, const TpCost *c, GError **err)
-{
-  const TpTrainConfig *cfg = &t->cfg;
-  const TpPreset *p = cfg->preset;
-  if (t->V > 1)
-    return tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err);
-  TpSchedule *s = cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
-                             : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->recompute, c, err);
-  if (!s)
-    return NULL;
-  s->recompute = cfg->recompute;
-  if (cfg->has_sig)
-    s->sig = cfg->sig;
-  return fuse(t, s, c, err);
-}
-
-/* Profile the stages on the first mini-batch, build the cost model, fix the schedule, predict. */
-static gboolean plan(Train *t, const int *first_idx, GError **err)
-{
-  const TpTrainConfig *cfg = &t->cfg;
-  const TpPreset *p = cfg->preset;
-  gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : p->order == TP_ORDER_1F1B_ASYNC;
-  /* nf1b: forwards per micro-batch, one backward of the whole mini-batch (run as one where its
-   * micro-batches read one version) */
-  gboolean whole_bwd = whole || (t->s ? t->s->order : p->order) == TP_ORDER_NF1B;
-  t->prof = g_new0(TpStageProfile, t->W);
-  if (!tp_runtime_profile(t->rt, first_idx, cfg->reps, whole, whole_bwd, t->prof, err) || !share_profiles(t, err))
-    return FALSE;
-  /* where every stage has a device (core) of its own, time the operations as the run will see them:
-   * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
-   * stages alone, or on slots), the first mini-batch warming up and reps more timed, its updates
-   * discarded.  With more stages than cores the simulator shares the devices itself, so the
-   * stages are timed alone, as they are when each process runs one stage. */
-  int devices = tp_train_prediction_devices(t);
-  if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
-    int kw = 2 * t->W + cfg->reps + 1;
-    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
-    g_autoptr(TpSchedule) warm = generate(t, kw, alone, err); /* timed as the run will do it */
-    if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->prof, err))
-      return FALSE;
-  }
-  t->cost = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
-  if (t->res.links)
-    links_to_cost(t);
-  if (!t->s) {
-    /* with checkpoints every M mini-batches, a run is cut into segments of M, each a whole schedule */
-    int seg = segment_length(t), tail = cfg->ck.every ? t->K % cfg->ck.every : 0;
-    TpSchedule **to[] = { &t->s, &t->pos.s_tail };
-    int ks[] = { seg, tail };
-    for (int i = 0; i < 2; i++) {
-      if (!ks[i])
-        continue;
-      *to[i] = generate(t, ks[i], t->cost, err);
-      if (!*to[i])
-        return FALSE;
-      (*to[i])->recompute = cfg->recompute;
-    }
-  }
-  if (t->fuse.decided) { /* what the report counts: the run's plan, not the warm-up's */
-    int n = tp_schedule_fused_forwards(t->s);
-    if (!t->fuse.on)
-      tp_schedule_free(tp_schedule_fuse_forwards(t->s, &n, NULL));
-    t->fuse.mini_batches = n;
-  }
-  if (!same_schedule(t, err))
-    return FALSE;
-  if (cfg->has_sig) {
-    t->s->sig = cfg->sig;
-    if (t->pos.s_tail)
-      t->pos.s_tail->sig = cfg->sig;
-  }
-  tp_cost_place_chunks(t->cost, t->s); /* a worker's chunks on its device, the links between them free */
-  if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
-    return FALSE;
-  t->pm = tp_metrics_compute(t->psim);
-  tp_comparison_init(&t->res.cmp, t->pm);
-  t->res.cmp_ready = TRUE;
-  return TRUE;
 }
 
 /* ---- progress bar -------------------------------------------------------------------------------- */
@@ -515,7 +329,7 @@ static gboolean cut_before(TpProgress *p, void *data, int mb)
  * shorter last one's when fewer are left); the rest of one a stop cut, from there. */
 static const TpSchedule *segment_schedule(const Train *t, int i0, int len)
 {
-  int M = segment_length(t);
+  int M = tp_train_segment_length(t);
   return i0 % M ? t->pos.s_cut : len == t->s->K ? t->s : t->pos.s_tail;
 }
 
@@ -582,16 +396,15 @@ static gboolean cut_rest(Train *t, int i0, int len, int done, TpDataPos at, GErr
     return FALSE;
   for (int i = 0; i < done; i++)
     tp_batcher_next(t->batcher);
-  int M = segment_length(t);
+  int M = tp_train_segment_length(t);
   if ((i0 + done) % M == 0) /* cut before the segment's first mini-batch: a segment boundary */
     return TRUE;
   if (!t->fuse.decided) /* a resumed plan: the rest fuses forwards as the plan does */
     t->fuse.decided = TRUE, t->fuse.on = tp_schedule_fused_forwards(t->s) > 0;
-  TpSchedule *rest = done ? generate(t, len - done, t->cost, err) : tp_schedule_prefix(segment_schedule(t, i0, len), len);
+  TpSchedule *rest = done ? tp_train_generate(t, len - done, t->cost, err)
+                          : tp_schedule_prefix(segment_schedule(t, i0, len), len);
   if (!rest)
     return FALSE;
-  if (done)
-    rest->recompute = t->cfg.recompute;
   tp_schedule_free(t->pos.s_cut);
   t->pos.s_cut = rest;
   return TRUE;
@@ -618,28 +431,23 @@ static gboolean end_run(Train *t, int e, GError **err)
   return TRUE;
 }
 
-gboolean tp_train_run_all(Train *t, GError **err)
+gboolean tp_train_execute(Train *t, GError **err)
 {
-  int K = t->K, B = t->cfg.batch, M = segment_length(t);
+  int K = t->K, B = t->cfg.batch, M = tp_train_segment_length(t);
   int **idx = g_new(int *, M);
   for (int i = 0; i < M; i++)
     idx[i] = g_new(int, B);
-  gboolean ok = TRUE, planned = FALSE;
+  gboolean ok = TRUE;
   t->prog.bar = t->cfg.progress && isatty(STDERR_FILENO) && t->rank == 0;
+  /* a resumed run's times continue from where the checkpoint left them */
+  t->prog.origin = g_get_monotonic_time() - (gint64)(t->pos.elapsed0 * 1e6);
+  t->prog.bar_start = g_get_monotonic_time();
   for (int e = t->pos.start_epoch; e < t->runs && ok && !t->pos.interrupted; e++) {
     for (int i0 = e == t->pos.start_epoch ? t->pos.start_index : 0, len; i0 < K && ok && !t->pos.interrupted; i0 += len) {
       len = MIN(M - i0 % M, K - i0); /* on the grid of M; the rest of a cut segment first */
       TpDataPos at = tp_batcher_pos(t->batcher);
       for (int i = 0; i < len; i++)
         memcpy(idx[i], tp_batcher_next(t->batcher), sizeof(int) * B);
-      if (!planned) {
-        if (!(ok = plan(t, idx[0], err) && tp_group_barrier(t->group, err)))
-          break;
-        planned = TRUE;
-        /* a resumed run's times continue from where the checkpoint left them */
-        t->prog.origin = g_get_monotonic_time() - (gint64)(t->pos.elapsed0 * 1e6);
-        t->prog.bar_start = g_get_monotonic_time();
-      }
       int done = len;
       ok = run_segment(t, e, i0, len, idx, &done, err);
       gboolean cut = ok && done < len, ends = !cut && i0 + len == K;

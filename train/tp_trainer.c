@@ -126,7 +126,8 @@ void tp_train_clear(Train *t)
   t->cfg = cfg;
 }
 
-/* The schedule file: W and N from it (those given must agree). */
+/* The schedule file, with the run's recomputation and significance: W and N from it (those given
+ * must agree). */
 static gboolean load_schedule_file(Train *t, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
@@ -134,6 +135,8 @@ static gboolean load_schedule_file(Train *t, GError **err)
     return FALSE;
   if (c->recompute && !tp_schedule_ask_recompute(t->s, err))
     return FALSE;
+  if (c->has_sig) /* --significance over the file's */
+    t->s->sig = c->sig;
   int ranks = tp_schedule_ranks(t->s); /* the workers: -w counts them, not their chunks */
   if ((c->W_given && ranks != t->W) || (c->N_given && t->s->N != t->N)) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the workers and micro-batches given are %d, %d",
@@ -146,7 +149,7 @@ static gboolean load_schedule_file(Train *t, GError **err)
   return TRUE;
 }
 
-gboolean tp_train_setup(Train *t, GError **err)
+gboolean tp_train_prepare(Train *t, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
   t->W = c->W, t->N = c->N, t->K = c->K, t->runs = c->epochs, t->per_epoch = c->per_epoch;
@@ -432,7 +435,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
     tp_group_catch_stop(t->group, t->cfg.schedule_file ? note_segment_end : NULL);
   t->rank = tp_group_rank(t->group);
   GError *e = NULL;
-  gboolean ok = tp_group_check_same(t->group, args, &e) && tp_train_setup(t, &e) &&
+  gboolean ok = tp_group_check_same(t->group, args, &e) && tp_train_prepare(t, &e) &&
                 tp_group_check_size(t->group, t->W, &e);
   if (!agreed(t, ok, e, end, err))
     return end->ended;
@@ -445,7 +448,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
     return failed(end, 1, e, err);
   if (!open_stage_links(t, &e))
     return failed(end, tp_error_exit_status(e), e, err);
-  if (!tp_train_run_all(t, &e))
+  if (!tp_train_plan(t, &e) || !tp_train_execute(t, &e))
     return failed(end, 1, e, err);
   if (t->pos.interrupted) { /* every rank ends with the signal's status; rank 0 says where to resume */
     tp_train_stopped(t, end);

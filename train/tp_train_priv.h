@@ -1,0 +1,15 @@
+/* tp_train_priv.h — what the trainer's phases share inside train/: a segment's length and the
+ * schedules' generation (tp_train_plan.c), which a run cut by a stop needs again (tp_train_run.c). */
+#ifndef TP_TRAIN_PRIV_H
+#define TP_TRAIN_PRIV_H
+
+#include "tp_train.h"
+
+/* Mini-batches per segment: --checkpoint-every M, else the whole run's K (one schedule). */
+static inline int tp_train_segment_length(const Train *t) { return t->cfg.ck.every ? t->cfg.ck.every : t->K; }
+
+/* The preset's schedule of K mini-batches for this run (its recomputation, significance and fused
+ * forwards), fixed on cost model c or on unit slots as the run asks. */
+TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err);
+
+#endif
