@@ -149,13 +149,11 @@ static gboolean load_schedule_file(Train *t, GError **err)
   return TRUE;
 }
 
-gboolean tp_train_prepare(Train *t, GError **err)
+/* The schedule's shape checked for the executor: a file's, or the preset's with its chunks, the
+ * transport and the options that depend on the order and policy; t->W the stages afterwards. */
+static gboolean check_schedule(Train *t, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
-  t->W = c->W, t->N = c->N, t->K = c->K, t->runs = c->epochs, t->per_epoch = c->per_epoch;
-  t->cores = (int)g_get_num_processors();
-  if (!t->group)
-    t->group = tp_group_single_new();
   if (c->schedule_file && !load_schedule_file(t, err))
     return FALSE;
   gboolean chunked = t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->preset->order);
@@ -186,44 +184,36 @@ gboolean tp_train_prepare(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SIGNIFICANCE, "only the intermediate policy blends weights");
     return FALSE;
   }
-  if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_trainable(t->model, err))
-    return FALSE;
-  int L = tp_model_n_layers(t->model);
-  if (t->W > L) {
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "%d stages, but model %s has only %d layers", t->W, t->model->name,
-                L);
-    return FALSE;
-  }
-  /* one rank per stage on a GPU: its stage's instance is the run's backend (no instance on device 0
-   * for every rank, tp_backend_get's); the other stages' nets and weights, which this rank only
-   * sizes (and rank 0 evaluates with the weights gathered at the end), live on the host */
-  const TpBackendReg *reg = tp_backend_find(c->backend ? c->backend : "cpu", err);
-  if (!reg)
-    return FALSE;
+  return TRUE;
+}
+
+/* The backend the stages compute on (*reg its registration): one rank per stage on a GPU gets its
+ * stage's own instance (no instance on device 0 for every rank, tp_backend_get's); the other stages'
+ * nets and weights, which this rank only sizes (and rank 0 evaluates with the weights gathered at the
+ * end), live on the host. */
+static const TpBackend *stage_backend(Train *t, const TpBackendReg **reg, gboolean *own_stage, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  if (!(*reg = tp_backend_find(c->backend ? c->backend : "cpu", err)))
+    return NULL;
   if (c->threads > 0) {
-    if (!reg->set_threads) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "backend %s has no threads per call to set", reg->name);
-      return FALSE;
+    if (!(*reg)->set_threads) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "backend %s has no threads per call to set", (*reg)->name);
+      return NULL;
     }
-    reg->set_threads(c->threads);
+    (*reg)->set_threads(c->threads);
   }
-  gboolean own_stage = tp_group_per_stage(t->group) && reg->device_noun;
-  if (own_stage && !make_stage_backends(t, reg, err))
-    return FALSE;
-  const TpBackend *be = !own_stage ? tp_backend_get(reg->name, err)
-                        : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
-  /* synthetic data takes the model's input shape and classes */
-  TpDataShape shape = tp_data_shape_of(t->model);
-  if (!be || !tp_data_open_shaped(c->data, &shape, c->seed, &t->train, &t->test, err) ||
-      !(t->batcher = tp_batcher_new(t->train, c->batch, t->N, c->seed, err)))
-    return FALSE;
-  if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "%s takes %d×%d×%d inputs, the data has %d×%d", t->model->name,
-                (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
-    return FALSE;
-  }
-  /* every label a class of the model (files may hold more classes than the model has) */
-  const TpLayer *top = tp_model_layer(t->model, L - 1);
+  *own_stage = tp_group_per_stage(t->group) && (*reg)->device_noun;
+  if (*own_stage && !make_stage_backends(t, *reg, err))
+    return NULL;
+  return !*own_stage ? tp_backend_get((*reg)->name, err)
+         : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
+}
+
+/* Every label of both sets a class of the model (files may hold more classes than the model has). */
+static gboolean check_labels(const Train *t, GError **err)
+{
+  const TpLayer *top = tp_model_layer(t->model, tp_model_n_layers(t->model) - 1);
   int classes = top->kind == TP_LAYER_SOFTMAX_CE ? (int)top->in_elems
                 : top->kind == TP_LAYER_TOKEN_CE ? t->model->vocab : TP_DATA_CLASSES;
   const TpDataset *sets[] = { t->train, t->test };
@@ -234,29 +224,60 @@ gboolean tp_train_prepare(Train *t, GError **err)
                     sets[i]->name, sets[i]->labels[j], j / sets[i]->label_dim + 1, t->model->name, classes - 1);
         return FALSE;
       }
-  /* the data's identity by content, for checkpoints only (a digest of every byte): a copy elsewhere
-   * is the same data, the same path with other contents is not; generated data by what generates
-   * every byte (a digest of gigabytes of synthetic samples took longer than making them) */
-  if ((c->ck.dir || c->resume) && t->train->recipe && t->test->recipe)
-    t->data_id = g_strdup_printf("%s + %s", t->train->recipe, t->test->recipe);
-  else if (c->ck.dir || c->resume) {
-    TpSha256 *sum = tp_sha256_new();
-    for (int i = 0; i < 2; i++) {
-      g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
-      tp_sha256_update(sum, head, strlen(head));
-      tp_sha256_update(sum, sets[i]->labels, (size_t)sets[i]->n * sets[i]->label_dim);
-      tp_sha256_update(sum, sets[i]->pixels, (size_t)sets[i]->n * (size_t)sets[i]->dim);
-    }
-    g_autofree char *hex = tp_sha256_finish_hex(sum);
-    t->data_id = g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim, hex);
+  return TRUE;
+}
+
+/* The data's identity by content, for checkpoints only (a digest of every byte): a copy elsewhere is
+ * the same data, the same path with other contents is not; generated data by what generates every
+ * byte (a digest of gigabytes of synthetic samples took longer than making them). */
+static char *data_identity(const Train *t)
+{
+  if (t->train->recipe && t->test->recipe)
+    return g_strdup_printf("%s + %s", t->train->recipe, t->test->recipe);
+  const TpDataset *sets[] = { t->train, t->test };
+  TpSha256 *sum = tp_sha256_new();
+  for (int i = 0; i < 2; i++) {
+    g_autofree char *head = g_strdup_printf("%d %d %d %d\n", sets[i]->n, sets[i]->rows, sets[i]->cols, sets[i]->dim);
+    tp_sha256_update(sum, head, strlen(head));
+    tp_sha256_update(sum, sets[i]->labels, (size_t)sets[i]->n * sets[i]->label_dim);
+    tp_sha256_update(sum, sets[i]->pixels, (size_t)sets[i]->n * (size_t)sets[i]->dim);
   }
+  g_autofree char *hex = tp_sha256_finish_hex(sum);
+  return g_strdup_printf("%d + %d samples of %d bytes, sha256 %s", t->train->n, t->test->n, t->train->dim, hex);
+}
+
+/* The data (synthetic data takes the model's input shape and classes), its batcher, its checks. */
+static gboolean open_data(Train *t, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  TpDataShape shape = tp_data_shape_of(t->model);
+  if (!tp_data_open_shaped(c->data, &shape, c->seed, &t->train, &t->test, err) ||
+      !(t->batcher = tp_batcher_new(t->train, c->batch, t->N, c->seed, err)))
+    return FALSE;
+  if (t->model->in_c * t->model->in_h * t->model->in_w != t->train->dim) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_MODEL, "%s takes %d×%d×%d inputs, the data has %d×%d", t->model->name,
+                (int)t->model->in_c, (int)t->model->in_h, (int)t->model->in_w, t->train->rows, t->train->cols);
+    return FALSE;
+  }
+  if (!check_labels(t, err))
+    return FALSE;
+  if (c->ck.dir || c->resume)
+    t->data_id = data_identity(t);
   if (t->per_epoch)
     t->K = tp_batcher_per_epoch(t->batcher);
   else if (!c->schedule_file)
     t->runs = 1;
+  return TRUE;
+}
+
+/* t->bounds: the layers per stage as given (e.g. by plan --run-top), else balanced by FLOPs. */
+static gboolean split_stages(Train *t, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  int L = tp_model_n_layers(t->model);
   t->bounds = g_new(int, t->W + 1);
   double best;
-  if (c->split) { /* the layers per stage given (e.g. by plan --run-top) */
+  if (c->split) {
     t->bounds[0] = 0;
     for (int s = 0; s < t->W; s++)
       t->bounds[s + 1] = t->bounds[s] + c->split[s];
@@ -269,8 +290,15 @@ gboolean tp_train_prepare(Train *t, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "cannot split %d layers into %d stages", L, t->W);
     return FALSE;
   }
-  /* the least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
-   * mini-batch's activations), checked against the memory left before any of it is allocated */
+  return TRUE;
+}
+
+/* The least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
+ * mini-batch's activations), checked against the memory left before any of it is allocated; and
+ * the learning rate's warm-up against the run's length. */
+static gboolean check_memory(Train *t, const TpBackend *be, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
   long long need = tp_model_train_bytes(t->model, c->batch) + (c->adamw ? 4 * t->model->params : 0); /* AdamW: v */
   /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
    * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
@@ -284,6 +312,13 @@ gboolean tp_train_prepare(Train *t, GError **err)
                 tp_train_lr_steps(t));
     return FALSE;
   }
+  return TRUE;
+}
+
+/* The runtime of the stages on backend be (on GPUs, each stage's own instance). */
+static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend *be, gboolean own_stage, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
   TpRuntimeConfig cfg = {
     .model = t->model,
     .bounds = t->bounds,
@@ -311,19 +346,47 @@ gboolean tp_train_prepare(Train *t, GError **err)
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
   for (int s = 0; s < t->W && t->stage_be; s++)
     per_stage[s] = t->stage_be[s] ? t->stage_be[s] : tp_backend_cpu();
-  if (!(t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)))
-    return FALSE;
-  t->res.test_acc = g_array_new(FALSE, FALSE, sizeof(double));
-  t->res.test_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->res.epoch_time = g_array_new(FALSE, FALSE, sizeof(double));
-  t->res.train_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->pos.ep_loss = g_array_new(FALSE, FALSE, sizeof(double));
-  t->pos.ep_upd = g_array_new(FALSE, FALSE, sizeof(double));
+  return (t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+}
+
+/* The results and the position, empty. */
+static void start_results(Train *t)
+{
+  GArray **d[] = { &t->res.test_acc, &t->res.test_loss, &t->res.epoch_time, &t->res.train_loss, &t->pos.ep_loss,
+                   &t->pos.ep_upd };
+  for (size_t i = 0; i < G_N_ELEMENTS(d); i++)
+    *d[i] = g_array_new(FALSE, FALSE, sizeof(double));
   t->pos.ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
   t->res.events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
   t->res.log = g_string_new(NULL);
   tp_trainlog_header(t->res.log);
   t->res.versions_match = TRUE;
+}
+
+gboolean tp_train_prepare(Train *t, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  t->W = c->W, t->N = c->N, t->K = c->K, t->runs = c->epochs, t->per_epoch = c->per_epoch;
+  t->cores = (int)g_get_num_processors();
+  if (!t->group)
+    t->group = tp_group_single_new();
+  if (!check_schedule(t, err))
+    return FALSE;
+  if (!(t->model = tp_model_load(c->model ? c->model : "mlp", err)) || !tp_net_check_trainable(t->model, err))
+    return FALSE;
+  int L = tp_model_n_layers(t->model);
+  if (t->W > L) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "%d stages, but model %s has only %d layers", t->W, t->model->name,
+                L);
+    return FALSE;
+  }
+  const TpBackendReg *reg = NULL;
+  gboolean own_stage = FALSE;
+  const TpBackend *be = stage_backend(t, &reg, &own_stage, err);
+  if (!be || !open_data(t, err) || !split_stages(t, err) || !check_memory(t, be, err) ||
+      !make_runtime(t, reg, be, own_stage, err))
+    return FALSE;
+  start_results(t);
   if (t->cfg.ck.every > t->K)
     t->cfg.ck.every = t->K; /* one segment: the run itself */
   return c->resume || tp_train_check_ck_dir(t, err); /* resume: once its checkpoint is read */
