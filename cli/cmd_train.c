@@ -119,8 +119,8 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, &adamw, err))
     return FALSE;
   /* SGD's defaults, or AdamW's (PyTorch's: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01) */
-  c->lr = adamw ? 1e-3 : 0.01, c->momentum = 0.9, c->wd = adamw ? 0.01 : 1e-4, c->timeout = 300, c->peer_timeout = 60;
-  c->beta1 = 0.9, c->beta2 = 0.999, c->eps = 1e-8, c->warmup = -1;
+  c->opt.lr = adamw ? 1e-3 : 0.01, c->opt.momentum = 0.9, c->opt.wd = adamw ? 0.01 : 1e-4, c->timeout = 300, c->peer_timeout = 60;
+  c->opt.beta1 = 0.9, c->opt.beta2 = 0.999, c->opt.eps = 1e-8, c->opt.warmup = -1;
   const char *sgd_only = o->momentum ? "--momentum" : NULL;
   const char *adamw_only = o->beta1 ? "--beta1" : o->beta2 ? "--beta2" : o->eps ? "--eps" : NULL;
   if (adamw ? sgd_only != NULL : adamw_only != NULL) {
@@ -139,13 +139,13 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       (o->seed && !tp_cli_int("--seed", o->seed, 0, G_MAXINT, &seed, err)) ||
       (o->reps && !tp_cli_int("--profile-reps", o->reps, 1, 1000, &reps, err)) ||
       (o->threads && !tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) ||
-      !opt_double("--lr", o->lr, 0, 1e6, &c->lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->momentum, err) ||
-      !opt_double("--weight-decay", o->wd, 0, 1e6, &c->wd, err) ||
+      !opt_double("--lr", o->lr, 0, 1e6, &c->opt.lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->opt.momentum, err) ||
+      !opt_double("--weight-decay", o->wd, 0, 1e6, &c->opt.wd, err) ||
       /* below 1 as the float they become: a β of 1.0f makes the bias correction 0 and the step NaN */
-      !opt_double("--beta1", o->beta1, 0, 0.9999999, &c->beta1, err) ||
-      !opt_double("--beta2", o->beta2, 0, 0.9999999, &c->beta2, err) ||
-      !opt_double("--eps", o->eps, 1e-30, 1, &c->eps, err) ||
-      (o->warmup && !tp_cli_int("--warmup", o->warmup, 1, G_MAXINT, &c->warmup, err)) ||
+      !opt_double("--beta1", o->beta1, 0, 0.9999999, &c->opt.beta1, err) ||
+      !opt_double("--beta2", o->beta2, 0, 0.9999999, &c->opt.beta2, err) ||
+      !opt_double("--eps", o->eps, 1e-30, 1, &c->opt.eps, err) ||
+      (o->warmup && !tp_cli_int("--warmup", o->warmup, 1, G_MAXINT, &c->opt.warmup, err)) ||
       !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||
       !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err))
     return FALSE;
@@ -200,44 +200,44 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
                 "--significance");
     return FALSE;
   }
-  if (!o->schedule && !(c->preset = tp_cli_preset(o->preset, err)))
+  if (!o->schedule && !(c->sched.preset = tp_cli_preset(o->preset, err)))
     return FALSE;
-  int chunks = o->schedule ? 1 : tp_order_default_chunks(c->preset->order);
+  int chunks = o->schedule ? 1 : tp_order_default_chunks(c->sched.preset->order);
   if (o->chunks && (o->schedule || !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &chunks, err) ||
-                    !tp_chunks_check(c->preset->order, w, chunks, n, err))) {
+                    !tp_chunks_check(c->sched.preset->order, w, chunks, n, err))) {
     if (o->schedule)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks: the schedule file gives its chunks; drop --chunks");
     return FALSE;
   }
-  c->chunks = chunks;
-  c->W = w, c->N = n, c->K = k, c->epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
-  c->W_given = o->workers != NULL, c->N_given = o->micro != NULL;
-  c->per_epoch = !o->mini;
-  c->lr_cosine = cosine >= 1;
-  c->adamw = adamw == 1;
+  c->sched.chunks = chunks;
+  c->sched.workers = w, c->sched.N = n, c->sched.K = k, c->sched.epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
+  c->sched.workers_given = o->workers != NULL, c->sched.N_given = o->micro != NULL;
+  c->sched.per_epoch = !o->mini;
+  c->opt.lr_cosine = cosine >= 1;
+  c->opt.adamw = adamw == 1;
   if (o->warmup && cosine != 2) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--warmup: only with --lr-schedule warmup-cosine");
     return FALSE;
   }
   if (cosine != 2)
-    c->warmup = 0;
-  c->slots = from == 1;
-  c->recompute = o->recompute;
+    c->opt.warmup = 0;
+  c->sched.slots = from == 1;
+  c->sched.recompute = o->recompute;
   if (o->fuse) {
     if (!strcmp(o->fuse, "auto") || !strcmp(o->fuse, "on") || !strcmp(o->fuse, "off"))
-      c->fuse = !strcmp(o->fuse, "auto") ? TP_FUSE_AUTO : !strcmp(o->fuse, "on") ? TP_FUSE_ON : TP_FUSE_OFF;
+      c->sched.fuse = !strcmp(o->fuse, "auto") ? TP_FUSE_AUTO : !strcmp(o->fuse, "on") ? TP_FUSE_ON : TP_FUSE_OFF;
     else {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: expected auto, on or off, got '%s'", o->fuse);
       return FALSE;
     }
-    if (o->schedule && c->fuse != TP_FUSE_AUTO) {
+    if (o->schedule && c->sched.fuse != TP_FUSE_AUTO) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards %s: not with --schedule (the file gives the forwards; "
                   "timeprest schedule --fuse-forwards writes a fused one)", o->fuse);
       return FALSE;
     }
     /* on: refused where it can never apply, before anything runs */
-    if (c->fuse == TP_FUSE_ON && c->preset && (c->preset->order != TP_ORDER_NF1B || n < 2)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: -s %s%s: " TP_FUSE_NOTHING, c->preset->name,
+    if (c->sched.fuse == TP_FUSE_ON && c->sched.preset && (c->sched.preset->order != TP_ORDER_NF1B || n < 2)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: -s %s%s: " TP_FUSE_NOTHING, c->sched.preset->name,
                   n < 2 ? " -n 1" : "");
       return FALSE;
     }
@@ -250,16 +250,16 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
     o->split_counts = g_new(int, w * chunks); /* one count per stage: each worker's chunks */
     if (!tp_cli_split(o->split, w * chunks, o->split_counts, err))
       return FALSE;
-    c->split = o->split_counts;
+    c->sched.split = o->split_counts;
   }
   if (o->significance) {
-    if (!tp_significance_parse(o->significance, &c->sig, err)) {
+    if (!tp_significance_parse(o->significance, &c->sched.sig, err)) {
       g_prefix_error(err, "--significance: ");
       return FALSE;
     }
-    c->has_sig = TRUE;
+    c->sched.has_sig = TRUE;
   }
-  c->schedule_file = o->schedule, c->model = o->model, c->data = o->data, c->backend = o->backend;
+  c->sched.file = o->schedule, c->model = o->model, c->data = o->data, c->backend = o->backend;
   c->devices = o->devices, c->resume = o->resume;
   c->ck_dir_is_resume = !o->checkpoint && o->resume;
   c->progress = !o->quiet;

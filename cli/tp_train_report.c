@@ -107,26 +107,26 @@ static int tokens_per_sample(const Train *t) { return t->model->vocab ? t->model
  * cuBLAS and scratch buffers, other processes).  json: the "gpu_memory" member; else text lines. */
 static void report_gpu_memory(const Train *t, gboolean json, GString *out)
 {
-  if (!t->stage_be || tp_group_per_stage(t->group))
+  if (!t->dev.stage_be || tp_group_per_stage(t->group))
     return;
   if (json)
     g_string_append(out, "\"gpu_memory\": [");
   int shown = 0;
   for (int s = 0; s < t->W; s++) {
-    int d = tp_backend_device(t->stage_be[s]), first = 1;
+    int d = tp_backend_device(t->dev.stage_be[s]), first = 1;
     for (int r = 0; r < s; r++)
-      first &= tp_backend_device(t->stage_be[r]) != d;
+      first &= tp_backend_device(t->dev.stage_be[r]) != d;
     if (!first)
       continue;
     double store = 0;
     g_autoptr(GString) stages = g_string_new(NULL);
     for (int r = s; r < t->W; r++)
-      if (tp_backend_device(t->stage_be[r]) == d) {
+      if (tp_backend_device(t->dev.stage_be[r]) == d) {
         store += t->res.cmp.measured.peak_bytes[r];
         g_string_append_printf(stages, "%s%d", stages->len ? ", " : "", r + 1);
       }
     guint64 used = 0, total = 0;
-    t->stage_be[s]->iface->memory(t->stage_be[s], &used, &total);
+    t->dev.stage_be[s]->iface->memory(t->dev.stage_be[s], &used, &total);
     if (json)
       g_string_append_printf(out, "%s{\"device\": %d, \"stages\": [%s], \"weight_store_peak\": %.9g, "
                              "\"used_peak\": %" G_GUINT64_FORMAT ", \"total\": %" G_GUINT64_FORMAT "}",
@@ -151,7 +151,7 @@ static gboolean fused_forwards(const Train *t)
 static void report_json(const Train *t, const char *sha, GString *out)
 {
   const TpTrainConfig *c = &t->cfg;
-  const char *name = c->preset ? c->preset->name : tp_preset_name(t->s->order, t->s->policy);
+  const char *name = c->sched.preset ? c->sched.preset->name : tp_preset_name(t->s->order, t->s->policy);
   g_string_append_printf(out, "{\"preset\": \"%s\", \"order\": \"%s\", \"policy\": \"%s\", \"model\": \"%s\", ",
                          name ? name : "", tp_order_name(t->s->order), tp_policy_name(t->s->policy), t->model->name);
   if (t->V > 1) /* interleaved stages: W / V workers of V chunks (the stages below are the chunks) */
@@ -159,17 +159,17 @@ static void report_json(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "\"workers\": %d, \"micro_batches\": %d, \"batch\": %d, \"mini_batches\": %d, "
                          "\"epochs\": %d, \"backend\": \"%s\", \"transport\": \"%s\", \"cores\": %d, \"threads\": %d, ",
                          t->W / t->V, t->N, c->batch, t->K, t->runs, tp_backend_name(tp_runtime_backend(t->rt, 0)), tp_group_transport(t->group),
-                         t->cores, MAX(c->threads, 1));
+                         t->dev.cores, MAX(c->threads, 1));
   g_string_append_printf(out, "\"seed\": %u, \"optimizer\": \"%s\", \"lr\": %.9g, \"lr_schedule\": \"%s\", ", c->seed,
-                         c->adamw ? "adamw" : "sgd", c->lr,
-                         tp_train_warmup(t) ? "warmup-cosine" : c->lr_cosine ? "cosine" : "constant");
+                         c->opt.adamw ? "adamw" : "sgd", c->opt.lr,
+                         tp_train_warmup(t) ? "warmup-cosine" : c->opt.lr_cosine ? "cosine" : "constant");
   if (tp_train_warmup(t))
     g_string_append_printf(out, "\"warmup\": %ld, ", tp_train_warmup(t));
-  if (c->adamw)
-    g_string_append_printf(out, "\"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, ", c->beta1, c->beta2, c->eps);
+  if (c->opt.adamw)
+    g_string_append_printf(out, "\"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, ", c->opt.beta1, c->opt.beta2, c->opt.eps);
   else
-    g_string_append_printf(out, "\"momentum\": %.9g, ", c->momentum);
-  g_string_append_printf(out, "\"weight_decay\": %.9g, ", c->wd);
+    g_string_append_printf(out, "\"momentum\": %.9g, ", c->opt.momentum);
+  g_string_append_printf(out, "\"weight_decay\": %.9g, ", c->opt.wd);
   if (t->res.links)
     links_json(t, out);
   g_string_append(out, "\"stages\": [");
@@ -195,13 +195,13 @@ static void report_json(const Train *t, const char *sha, GString *out)
                          t->s->recompute ? "true" : "false", fused_forwards(t) ? "true" : "false");
   for (int s = 0; s < t->W; s++) {
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g",
-                           s ? ", " : "", s + 1, t->prof[s].fwd, t->prof[s].bwd, t->prof[s].upd);
-    if (t->prof[s].inp > 0) /* a split backward: its I and W as profiled (backward: their sum) */
-      g_string_append_printf(out, ", \"input_grad\": %.9g, \"weight_grad\": %.9g", t->prof[s].inp, t->prof[s].wgt);
+                           s ? ", " : "", s + 1, t->pred.prof[s].fwd, t->pred.prof[s].bwd, t->pred.prof[s].upd);
+    if (t->pred.prof[s].inp > 0) /* a split backward: its I and W as profiled (backward: their sum) */
+      g_string_append_printf(out, ", \"input_grad\": %.9g, \"weight_grad\": %.9g", t->pred.prof[s].inp, t->pred.prof[s].wgt);
     g_string_append(out, "}");
   }
-  g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pm->v_steady,
-                         t->pm->chains, t->pm->multiple_sequences ? "true" : "false");
+  g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pred.m->v_steady,
+                         t->pred.m->chains, t->pred.m->multiple_sequences ? "true" : "false");
   report_gpu_memory(t, TRUE, out);
   tp_comparison_json(&t->res.cmp, out);
   g_string_append(out, "}\n");
@@ -217,10 +217,10 @@ static void fused_text(const Train *t, GString *out)
     int n = tp_schedule_fused_forwards(t->s);
     if (n)
       g_string_append_printf(out, "forwards     fused in %d of the plan's %d mini-batches (as the plan %s has them)\n", n,
-                             t->s->K, t->cfg.schedule_file ? "read" : "resumed");
+                             t->s->K, t->cfg.sched.file ? "read" : "resumed");
     else if (t->s->order == TP_ORDER_NF1B)
       g_string_append_printf(out, "forwards     one per micro-batch (as the plan %s has them)\n",
-                             t->cfg.schedule_file ? "read" : "resumed");
+                             t->cfg.sched.file ? "read" : "resumed");
     return;
   }
   /* auto decides before the pipelined profile: on the stages' stand-alone profile */
@@ -231,19 +231,19 @@ static void fused_text(const Train *t, GString *out)
     g_string_append_printf(out, "forwards     fused in %d of the plan's %d mini-batches: where a mini-batch's %d forwards run back "
                            "to back on every stage reading one version, they ran as one of %d samples%s\n",
                            f->mini_batches, t->s->K, t->N, t->cfg.batch, sim);
-  else if (t->cfg.fuse != TP_FUSE_OFF && t->cfg.slots)
+  else if (t->cfg.sched.fuse != TP_FUSE_OFF && t->cfg.sched.slots)
     g_string_append_printf(out, "forwards     one per micro-batch (auto fuses on profiled costs only; on these unit "
                            "slots --fuse-forwards on would fuse %d of the plan's %d mini-batches)\n", f->mini_batches,
                            t->s->K);
   else
     g_string_append_printf(out, "forwards     one per micro-batch (%s%s)\n",
-                           t->cfg.fuse == TP_FUSE_OFF ? "--fuse-forwards off" : "fusing them is not faster", sim);
+                           t->cfg.sched.fuse == TP_FUSE_OFF ? "--fuse-forwards off" : "fusing them is not faster", sim);
 }
 
 static void report_text(const Train *t, const char *sha, GString *out)
 {
   const TpTrainConfig *c = &t->cfg;
-  const char *name = c->preset ? c->preset->name : c->schedule_file;
+  const char *name = c->sched.preset ? c->sched.preset->name : c->sched.file;
   g_autofree char *chunks = t->V > 1 ? g_strdup_printf(" (%d workers x %d chunks, taking turns)", t->W / t->V, t->V)
                                       : g_strdup("");
   g_string_append_printf(out, "train        %s (%s + %s): W=%d stages%s, N=%d micro-batches, batch %d, model %s\n", name,
@@ -252,21 +252,21 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append(out, "stages       layers");
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
-  g_string_append(out, t->cfg.split ? " (split as --split gave it)\n" : " (split balancing FLOPs)\n");
+  g_string_append(out, t->cfg.sched.split ? " (split as --split gave it)\n" : " (split balancing FLOPs)\n");
   if (t->res.links)
     links_text(t, out);
   /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state
    * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON */
   g_autofree char *ssha = tp_schedule_sha256(t->s);
   char vs[48];
-  if (t->pm->v_steady_min != t->pm->v_steady)
-    g_snprintf(vs, sizeof vs, "v from %d to %d", t->pm->v_steady_min, t->pm->v_steady);
+  if (t->pred.m->v_steady_min != t->pred.m->v_steady)
+    g_snprintf(vs, sizeof vs, "v from %d to %d", t->pred.m->v_steady_min, t->pred.m->v_steady);
   else
-    g_snprintf(vs, sizeof vs, "v = %d", t->pm->v_steady);
+    g_snprintf(vs, sizeof vs, "v = %d", t->pred.m->v_steady);
   g_string_append_printf(out, "order        %s, fixed on %s; plan sha256 %s\n", tp_order_name(t->s->order),
                          t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", ssha);
-  g_string_append_printf(out, "steady state %s, %d chain%s; multiple-sequence problem: %s\n", vs, t->pm->chains,
-                         t->pm->chains == 1 ? "" : "s", t->pm->multiple_sequences ? "yes" : "no");
+  g_string_append_printf(out, "steady state %s, %d chain%s; multiple-sequence problem: %s\n", vs, t->pred.m->chains,
+                         t->pred.m->chains == 1 ? "" : "s", t->pred.m->multiple_sequences ? "yes" : "no");
   g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
                          "again from the stored stage input, with the weights the backward read" : "false");
   fused_text(t, out);
@@ -276,16 +276,16 @@ static void report_text(const Train *t, const char *sha, GString *out)
       *q = '?';
   g_string_append_printf(out, "data         %s: %d mini-batches x %d run%s (%s)\n", data_name, t->K, t->runs,
                          t->runs == 1 ? "" : "s", t->per_epoch ? "epochs" : "mini-batches as asked");
-  g_string_append_printf(out, "optimizer    %s, lr %g", c->adamw ? "AdamW" : "SGD", c->lr);
+  g_string_append_printf(out, "optimizer    %s, lr %g", c->opt.adamw ? "AdamW" : "SGD", c->opt.lr);
   if (tp_train_warmup(t))
     g_string_append_printf(out, " warmed up linearly over %ld mini-batches, then", tp_train_warmup(t));
-  if (c->lr_cosine)
+  if (c->opt.lr_cosine)
     g_string_append_printf(out, " decayed by a cosine to 0 over the run's %ld mini-batches", tp_train_lr_steps(t));
-  if (c->adamw)
-    g_string_append_printf(out, ", betas %g and %g, eps %g, decoupled weight decay %g, seed %u\n", c->beta1, c->beta2,
-                           c->eps, c->wd, c->seed);
+  if (c->opt.adamw)
+    g_string_append_printf(out, ", betas %g and %g, eps %g, decoupled weight decay %g, seed %u\n", c->opt.beta1, c->opt.beta2,
+                           c->opt.eps, c->opt.wd, c->seed);
   else
-    g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->momentum, c->wd, c->seed);
+    g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->opt.momentum, c->opt.wd, c->seed);
   for (guint e = 0; e < t->res.test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,
@@ -302,12 +302,12 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
   report_gpu_memory(t, FALSE, out);
   g_string_append(out, "prediction   the simulator on the profiled costs vs this run (mean over runs; counts: max)\n");
-  if (t->V > 1 && t->W / t->V > t->cores)
+  if (t->V > 1 && t->W / t->V > t->dev.cores)
     g_string_append_printf(out, "             %d workers on %d cores: the prediction runs worker r's chunks on core r mod "
-                           "%d\n", t->W / t->V, t->cores, t->cores);
-  else if (t->V == 1 && t->W > t->cores)
+                           "%d\n", t->W / t->V, t->dev.cores, t->dev.cores);
+  else if (t->V == 1 && t->W > t->dev.cores)
     g_string_append_printf(out, "             %d stages on %d cores: the prediction runs stage s on core s mod %d\n", t->W,
-                           t->cores, t->cores);
+                           t->dev.cores, t->dev.cores);
   tp_comparison_text(&t->res.cmp, out);
 }
 
@@ -333,7 +333,7 @@ gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err)
       g_string_truncate(text, 0); /* a regular file's bytes are copied, the buffer stays ours */
     }
     if (ok) {
-      tp_report_events_csv(t->psim, text);
+      tp_report_events_csv(t->pred.sim, text);
       ok = tp_outputs_add_text(out, pred_path, text, err);
       g_string_truncate(text, 0);
     }

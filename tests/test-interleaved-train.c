@@ -212,9 +212,9 @@ static void test_other_transports(void)
                                           .size = one_rank, .free = free_group };
   TpGroup *g = g_new0(TpGroup, 1);
   g->iface = &per_stage;
-  Train t = { .cfg = { .preset = tp_preset_find("zb-v"), .W = 2, .N = 4, .K = 1, .batch = 32, .epochs = 1,
-                       .data = "synthetic" }, .group = g };
-  g_assert_nonnull(t.cfg.preset);
+  Train t = { .cfg = { .sched = { .preset = tp_preset_find("zb-v"), .workers = 2, .N = 4, .K = 1, .epochs = 1 },
+                       .batch = 32, .data = "synthetic" }, .group = g };
+  g_assert_nonnull(t.cfg.sched.preset);
   GError *err = NULL;
   g_assert_false(tp_train_prepare(&t, &err));
   g_assert_error(err, TP_ERROR, TP_ERROR_PARAM_PRESET);

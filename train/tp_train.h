@@ -31,36 +31,46 @@ typedef struct {
   double t_fused, t_plain;  /* AUTO: the simulated time per mini-batch each way (s) */
 } TpTrainFuse;
 
+/* The optimizer and its learning rate. */
+typedef struct {
+  gboolean adamw;           /* AdamW (else SGD with momentum) */
+  double lr, momentum, wd;
+  double beta1, beta2, eps; /* AdamW's */
+  gboolean lr_cosine;       /* lr decayed by a cosine over the whole run */
+  int warmup;               /* with lr_cosine: mini-batches of linear warm-up first (-1: a tenth of the run) */
+} TpTrainOptim;
+
+/* The schedule asked for: a preset (generated here) or a file, its sizes, and what generation takes. */
+typedef struct {
+  const TpPreset *preset;   /* NULL: file gives the schedule */
+  const char *file;
+  int workers, N, K;        /* K: mini-batches of one run when !per_epoch */
+  int chunks;               /* model chunks per worker of a preset with interleaved stages (0: its default) */
+  gboolean workers_given, N_given; /* a schedule file must agree with those given */
+  int epochs;
+  gboolean per_epoch;       /* runs are epochs (else one run of K mini-batches, or of the file) */
+  gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
+  gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
+  TpFuseMode fuse;          /* fused forwards of a generated schedule */
+  const int *split;         /* [stages] layers per stage (NULL: balanced by FLOPs); borrowed */
+  gboolean has_sig;
+  TpSignificance sig;
+} TpTrainSchedule;
+
 /* A training run as asked for.  Strings are borrowed (they outlive the run). */
 typedef struct {
-  const TpPreset *preset;   /* NULL: schedule_file gives the schedule */
-  const char *schedule_file;
+  TpTrainSchedule sched;
+  TpTrainOptim opt;
   const char *model;        /* name or .model file (NULL: mlp) */
   const char *data;         /* directory or synthetic[:TRAIN[:TEST]] (NULL: the default directory) */
   const char *backend;      /* NULL: cpu */
   const char *devices;      /* GPUs of the stages, round-robin (NULL: stage s on GPU s mod count) */
-  int W, N, K;              /* K: mini-batches of one run when !per_epoch; W: workers */
-  int chunks;               /* model chunks per worker of a preset with interleaved stages (0: its default) */
-  gboolean W_given, N_given; /* a schedule file must agree with those given */
-  int epochs;
-  gboolean per_epoch;       /* runs are epochs (else one run of K mini-batches, or of the file) */
   int batch;
   guint32 seed;
-  double lr, momentum, wd;
-  gboolean lr_cosine;       /* lr decayed by a cosine over the whole run */
-  int warmup;               /* with lr_cosine: mini-batches of linear warm-up first (-1: a tenth of the run) */
-  gboolean adamw;           /* AdamW (else SGD with momentum) */
-  double beta1, beta2, eps; /* AdamW's */
   double timeout;           /* seconds a stage waits for a message */
   double peer_timeout;      /* one process per stage: seconds a rank waits for another */
   int reps;                 /* timed repetitions per profiled operation */
   int threads;              /* a host backend's threads per call (0: its default, one per stage) */
-  gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
-  gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
-  TpFuseMode fuse;          /* fused forwards of a generated schedule */
-  const int *split;         /* [W·V] layers per stage (NULL: balanced by FLOPs); borrowed */
-  gboolean has_sig;
-  TpSignificance sig;
   TpCheckpointOpts ck;
   const char *resume;       /* continue the run whose checkpoint is in this directory */
   gboolean ck_dir_is_resume; /* ck.dir came from resume (errors about it name that parameter) */
@@ -102,15 +112,30 @@ typedef struct {
   int interrupted;          /* the signal that stopped the run at a checkpoint (-1: stop_after) */
 } TpTrainPosition;
 
+/* The devices the stages compute on. */
+typedef struct {
+  int cores;                /* the first rank's processors (the prediction's devices on cpu) */
+  TpBackend **stage_be;     /* cuda: each stage's own instance */
+  int gpus;                 /* the distinct GPUs they use */
+  char *list;               /* their list (cfg.devices, or every GPU where the stages' links join GPUs) */
+} TpTrainDevices;
+
+/* The plan's prediction: the stages' profiles, the simulation of the run's schedule on them. */
+typedef struct {
+  TpStageProfile *prof;     /* [W] */
+  TpSim *sim;
+  TpMetrics *m;
+} TpTrainPrediction;
+
 typedef struct {
   TpTrainConfig cfg;
   TpGroup *group;           /* the processes of the run (NULL: a group of one, every stage here); the run's */
-  int W, N, K, runs;        /* as run (a schedule file gives W, N and K; an epoch gives K); W: the stages,
-                               W·V with interleaved stages */
+  int W, N, K, runs;        /* as run (a schedule file gives W, N and K; an epoch gives K); W: the stages
+                               (cfg.sched.workers · V with interleaved stages), set by the prepare phase */
   int V;                    /* model chunks per worker (1 without interleaved stages): W / V workers,
                                whose chunks take turns in the one process that runs them all */
   gboolean per_epoch;
-  int cores;                /* the first rank's processors (the prediction's devices on cpu) */
+  TpTrainDevices dev;
   TpModel *model;
   TpDataset *train, *test;
   char *data_id;            /* the data by content (sizes, sha256): what a checkpoint names, not the path */
@@ -119,17 +144,12 @@ typedef struct {
   TpRuntime *rt;
   TpSchedule *s;
   TpCost *cost;
-  TpStageProfile *prof;
-  TpSim *psim;
-  TpMetrics *pm;
+  TpTrainPrediction pred;
   TpTrainResults res;
   int rank;                 /* this process's in the group */
   TpTrainProgress prog;
   TpTrainPosition pos;
   TpTrainFuse fuse;
-  TpBackend **stage_be;     /* cuda: each stage's own instance */
-  int gpus;                 /* the distinct GPUs they use */
-  char *devices;            /* their list (cfg.devices, or every GPU where the stages' links join GPUs) */
 } Train;
 
 /* What the trainer hands its results to, on the process that holds them (rank 0), before the run
@@ -137,12 +157,12 @@ typedef struct {
 typedef gboolean (*TpTrainReportFn)(Train *t, gpointer data, GError **err);
 
 /* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
-static inline long tp_train_lr_steps(const Train *t) { return t->cfg.lr_cosine ? (long)t->K * t->runs : 0; }
+static inline long tp_train_lr_steps(const Train *t) { return t->cfg.opt.lr_cosine ? (long)t->K * t->runs : 0; }
 /* The warm-up's mini-batches (0: none); -1 asks for a tenth of the decay's, at least one. */
 static inline long tp_train_warmup(const Train *t)
 {
   long steps = tp_train_lr_steps(t);
-  return !steps || !t->cfg.warmup ? 0 : t->cfg.warmup < 0 ? MAX(steps / 10, 1) : MIN((long)t->cfg.warmup, steps);
+  return !steps || !t->cfg.opt.warmup ? 0 : t->cfg.opt.warmup < 0 ? MAX(steps / 10, 1) : MIN((long)t->cfg.opt.warmup, steps);
 }
 
 /* How a run ended before its report, for the caller to say (or not) and end the process with. */

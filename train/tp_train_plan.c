@@ -25,12 +25,12 @@ static gboolean share_profiles(Train *t, GError **err)
   size_t per = (size_t)(hi - lo);
   g_autofree Part *mine = g_new(Part, per), *all = g_new(Part, per * (size_t)n);
   for (int s = lo; s < hi; s++)
-    mine[s - lo] = (Part){ .p = t->prof[s], .cores = t->cores };
+    mine[s - lo] = (Part){ .p = t->pred.prof[s], .cores = t->dev.cores };
   if (!tp_group_gather(t->group, -1, mine, per * sizeof(Part), all, err))
     return FALSE;
   for (size_t i = 0; i < per * (size_t)n && i < (size_t)t->W; i++) /* in rank order: stage order */
-    t->prof[i] = all[i].p;
-  t->cores = (int)all[0].cores;
+    t->pred.prof[i] = all[i].p;
+  t->dev.cores = (int)all[0].cores;
   return tp_group_measure_links(t->group, t->W, &t->res.links, err);
 }
 
@@ -83,7 +83,7 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
     return s;
   int n = 0;
   TpSchedule *fused = tp_schedule_fuse_forwards(s, &n, err);
-  if (!fused && !(err && *err) && !f->decided && t->cfg.fuse == TP_FUSE_ON)
+  if (!fused && !(err && *err) && !f->decided && t->cfg.sched.fuse == TP_FUSE_ON)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: " TP_FUSE_NOTHING);
   if (!fused) {
     if (err && *err) {
@@ -96,10 +96,10 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
   }
   if (!f->decided) {
     f->decided = TRUE, f->mini_batches = n;
-    f->on = t->cfg.fuse == TP_FUSE_ON; /* OFF: known to be there, for the report */
+    f->on = t->cfg.sched.fuse == TP_FUSE_ON; /* OFF: known to be there, for the report */
     /* auto on unit slots does not fuse: the schedule, and so the run's arithmetic to the last bit,
      * stays independent of this machine's speed */
-    if (t->cfg.fuse == TP_FUSE_AUTO && !t->cfg.slots) { /* faster by more than the simulation's rounding */
+    if (t->cfg.sched.fuse == TP_FUSE_AUTO && !t->cfg.sched.slots) { /* faster by more than the simulation's rounding */
       f->t_fused = simulated_time(fused, c), f->t_plain = simulated_time(s, c);
       f->on = f->t_fused > 0 && f->t_plain > 0 && f->t_fused < f->t_plain * (1 - 1e-6);
     }
@@ -118,15 +118,15 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
 TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
-  const TpPreset *p = cfg->preset;
+  const TpPreset *p = cfg->sched.preset;
   TpSchedule *s = t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err)
-                  : cfg->slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
-                               : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->recompute, c, err);
+                  : cfg->sched.slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
+                               : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, err);
   if (!s)
     return NULL;
-  s->recompute = cfg->recompute;
-  if (cfg->has_sig)
-    s->sig = cfg->sig;
+  s->recompute = cfg->sched.recompute;
+  if (cfg->sched.has_sig)
+    s->sig = cfg->sched.sig;
   return t->V > 1 ? s : fuse(t, s, c, err);
 }
 
@@ -134,13 +134,13 @@ TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
 static gboolean plan_on(Train *t, const int *first_idx, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
-  const TpPreset *p = cfg->preset;
+  const TpPreset *p = cfg->sched.preset;
   gboolean whole = t->s ? tp_stage_ops(t->s, 0)[0].micro == TP_WHOLE : p->order == TP_ORDER_1F1B_ASYNC;
   /* nf1b: forwards per micro-batch, one backward of the whole mini-batch (run as one where its
    * micro-batches read one version) */
   gboolean whole_bwd = whole || (t->s ? t->s->order : p->order) == TP_ORDER_NF1B;
-  t->prof = g_new0(TpStageProfile, t->W);
-  if (!tp_runtime_profile(t->rt, first_idx, cfg->reps, whole, whole_bwd, t->prof, err) || !share_profiles(t, err))
+  t->pred.prof = g_new0(TpStageProfile, t->W);
+  if (!tp_runtime_profile(t->rt, first_idx, cfg->reps, whole, whole_bwd, t->pred.prof, err) || !share_profiles(t, err))
     return FALSE;
   /* where every stage has a device (core) of its own, time the operations as the run will see them:
    * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
@@ -150,12 +150,12 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
   int devices = tp_train_prediction_devices(t);
   if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
-    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
+    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->pred.prof, t->N, cfg->batch, devices);
     g_autoptr(TpSchedule) warm = tp_train_generate(t, kw, alone, err); /* timed as the run will do it */
-    if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->prof, err))
+    if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->pred.prof, err))
       return FALSE;
   }
-  t->cost = tp_predict_cost(t->rt, t->prof, t->N, cfg->batch, devices);
+  t->cost = tp_predict_cost(t->rt, t->pred.prof, t->N, cfg->batch, devices);
   if (t->res.links)
     links_to_cost(t);
   if (!t->s) {
@@ -179,10 +179,10 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
   if (!same_schedule(t, err))
     return FALSE;
   tp_cost_place_chunks(t->cost, t->s); /* a worker's chunks on its device, the links between them free */
-  if (!(t->psim = tp_sim_run(t->s, t->cost, err)))
+  if (!(t->pred.sim = tp_sim_run(t->s, t->cost, err)))
     return FALSE;
-  t->pm = tp_metrics_compute(t->psim);
-  tp_comparison_init(&t->res.cmp, t->pm);
+  t->pred.m = tp_metrics_compute(t->pred.sim);
+  tp_comparison_init(&t->res.cmp, t->pred.m);
   t->res.cmp_ready = TRUE;
   return TRUE;
 }

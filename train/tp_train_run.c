@@ -25,27 +25,27 @@ static void run_identity(const Train *t, TpCheckpoint *c)
 {
   const TpTrainConfig *cfg = &t->cfg;
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], e[G_ASCII_DTOSTR_BUF_SIZE];
-  g_autofree char *opt = cfg->adamw ? g_strdup_printf("adamw beta1 %s beta2 %s eps %s",
-                                                      g_ascii_dtostr(b1, sizeof b1, cfg->beta1),
-                                                      g_ascii_dtostr(b2, sizeof b2, cfg->beta2),
-                                                      g_ascii_dtostr(e, sizeof e, cfg->eps))
+  g_autofree char *opt = cfg->opt.adamw ? g_strdup_printf("adamw beta1 %s beta2 %s eps %s",
+                                                      g_ascii_dtostr(b1, sizeof b1, cfg->opt.beta1),
+                                                      g_ascii_dtostr(b2, sizeof b2, cfg->opt.beta2),
+                                                      g_ascii_dtostr(e, sizeof e, cfg->opt.eps))
                                     : NULL;
   TpRunIdentity id = {
     .model = t->model,
-    .preset = cfg->preset,
+    .preset = cfg->sched.preset,
     .file = t->s,
-    .slots = cfg->slots,
+    .slots = cfg->sched.slots,
     .per_epoch = t->per_epoch,
-    .sig = cfg->has_sig ? &cfg->sig : NULL,
+    .sig = cfg->sched.has_sig ? &cfg->sched.sig : NULL,
     .W = t->W,
     .N = t->N,
     .batch = cfg->batch,
     .K = t->K,
     .every = cfg->ck.every,
     .seed = cfg->seed,
-    .lr = cfg->lr,
-    .momentum = cfg->momentum,
-    .weight_decay = cfg->wd,
+    .lr = cfg->opt.lr,
+    .momentum = cfg->opt.momentum,
+    .weight_decay = cfg->opt.wd,
     .backend = cfg->backend,
     .data = t->data_id,
     .lr_steps = tp_train_lr_steps(t),
@@ -163,7 +163,7 @@ gboolean tp_train_resume(Train *t, GError **err)
   }
   tp_checkpoint_init(&run, 0, NULL, NULL, 1);
   run_identity(t, &run);
-  tp_checkpoint_read_old_digest(&c, &run, t->cfg.preset ? NULL : t->s);
+  tp_checkpoint_read_old_digest(&c, &run, t->cfg.sched.preset ? NULL : t->s);
   g_autofree char *diff = tp_checkpoint_id_diff(&c, &run);
   gboolean ok = TRUE;
   if (diff) {
@@ -176,22 +176,22 @@ gboolean tp_train_resume(Train *t, GError **err)
   } else
     ok = check_position(t, &c, dir, err);
   ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
-  if (ok && !t->cfg.schedule_file) /* the plan it ran, not one fixed on this process's profile */
+  if (ok && !t->cfg.sched.file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, "segment", err)) != NULL &&
          (!c.plan_tail || (t->pos.s_tail = tp_checkpoint_plan(c.plan_tail, dir, "last_segment", err)) != NULL);
   if (ok && c.plan_cut) /* inside a segment (check_position): the rest of it, a schedule file's too */
     ok = (t->pos.s_cut = tp_checkpoint_plan(c.plan_cut, dir, "cut_segment", err)) != NULL && check_cut(t, &c, dir, err);
-  if (ok && !t->cfg.schedule_file && t->s->recompute != t->cfg.recompute) { /* the plan's header says which rule ran */
+  if (ok && !t->cfg.sched.file && t->s->recompute != t->cfg.sched.recompute) { /* the plan's header says which rule ran */
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: recompute '%s' there, '%s' here",
-                dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.recompute ? "true" : "false");
+                dir, TP_CHECKPOINT_INI, t->s->recompute ? "true" : "false", t->cfg.sched.recompute ? "true" : "false");
     ok = FALSE;
   }
-  if (ok && !t->cfg.schedule_file && t->cfg.fuse != TP_FUSE_AUTO &&
-      (tp_schedule_fused_forwards(t->s) > 0) != (t->cfg.fuse == TP_FUSE_ON)) { /* asked for what the plan did not run */
+  if (ok && !t->cfg.sched.file && t->cfg.sched.fuse != TP_FUSE_AUTO &&
+      (tp_schedule_fused_forwards(t->s) > 0) != (t->cfg.sched.fuse == TP_FUSE_ON)) { /* asked for what the plan did not run */
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s is of another run: its plan runs %s; here "
                 "--fuse-forwards %s (resume without it)", dir, TP_CHECKPOINT_INI,
                 tp_schedule_fused_forwards(t->s) ? "fused forwards" : "forwards per micro-batch",
-                t->cfg.fuse == TP_FUSE_ON ? "on" : "off");
+                t->cfg.sched.fuse == TP_FUSE_ON ? "on" : "off");
     ok = FALSE;
   }
   if (ok) {
@@ -340,7 +340,7 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, int *do
 {
   const TpSchedule *s = segment_schedule(t, i0, len);
   TpProgress prog = { .tick = t->prog.bar ? tick : NULL, .data = t, .interval_s = 0.25,
-                      .cut_before = t->cfg.schedule_file ? NULL : cut_before };
+                      .cut_before = t->cfg.sched.file ? NULL : cut_before };
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
   gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->prog.origin, &prog, &r, err);

@@ -38,7 +38,7 @@ static double range_flops(int s, int lo, int hi, gpointer data)
  * round-robin, or on device r mod count — the list of the stages' devices, one per stage. */
 static char *chunk_devices(const Train *t, const TpBackendReg *reg)
 {
-  TpChunkMap map = t->s ? t->s->map : tp_order_chunk_map(t->cfg.preset->order, t->V);
+  TpChunkMap map = t->s ? t->s->map : tp_order_chunk_map(t->cfg.sched.preset->order, t->V);
   int R = t->W / t->V, count = MAX(reg->device_count(NULL), 1);
   g_auto(GStrv) given = t->cfg.devices ? g_strsplit(t->cfg.devices, ",", -1) : NULL;
   int n = given ? (int)g_strv_length(given) : 0;
@@ -68,28 +68,28 @@ static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **
     }
     return TRUE;
   }
-  t->devices = t->V > 1 ? chunk_devices(t, reg) : g_strdup(t->cfg.devices);
-  if (!t->devices && tp_group_links_on_gpus(t->group)) { /* one device per rank: stage s on device s mod count */
+  t->dev.list = t->V > 1 ? chunk_devices(t, reg) : g_strdup(t->cfg.devices);
+  if (!t->dev.list && tp_group_links_on_gpus(t->group)) { /* one device per rank: stage s on device s mod count */
     int count = reg->device_count(NULL);
     GString *list = g_string_new("0");
     for (int d = 1; d < count; d++)
       g_string_append_printf(list, ",%d", d);
-    t->devices = g_string_free(list, FALSE);
+    t->dev.list = g_string_free(list, FALSE);
   }
-  return (t->stage_be = tp_backend_stages(reg, t->W, t->devices, tp_group_per_stage(t->group) ? t->rank : -1,
-                                          &t->gpus, err)) != NULL;
+  return (t->dev.stage_be = tp_backend_stages(reg, t->W, t->dev.list, tp_group_per_stage(t->group) ? t->rank : -1,
+                                          &t->dev.gpus, err)) != NULL;
 }
 
 /* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
 int tp_train_prediction_devices(const Train *t)
 {
-  return t->stage_be ? t->gpus : t->cores;
+  return t->dev.stage_be ? t->dev.gpus : t->dev.cores;
 }
 
 static void free_stage_backends(Train *t)
 {
-  tp_backend_stages_free(t->stage_be, t->W);
-  t->stage_be = NULL;
+  tp_backend_stages_free(t->dev.stage_be, t->W);
+  t->dev.stage_be = NULL;
 }
 
 void tp_train_clear(Train *t)
@@ -105,9 +105,9 @@ void tp_train_clear(Train *t)
   tp_schedule_free(t->pos.s_tail);
   tp_schedule_free(t->pos.s_cut);
   tp_cost_free(t->cost);
-  g_free(t->prof);
-  tp_metrics_free(t->pm);
-  tp_sim_free(t->psim);
+  g_free(t->pred.prof);
+  tp_metrics_free(t->pred.m);
+  tp_sim_free(t->pred.sim);
   if (t->res.cmp_ready)
     tp_comparison_clear(&t->res.cmp);
   const GArray *arrs[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->res.events,
@@ -118,7 +118,7 @@ void tp_train_clear(Train *t)
   if (t->res.log)
     g_string_free(t->res.log, TRUE);
   g_free(t->res.links);
-  g_free(t->devices);
+  g_free(t->dev.list);
   g_free(t->data_id);
   tp_group_free(t->group);
   TpTrainConfig cfg = t->cfg;
@@ -131,17 +131,16 @@ void tp_train_clear(Train *t)
 static gboolean load_schedule_file(Train *t, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
-  if (!(t->s = tp_schedule_load(c->schedule_file, err)))
+  if (!(t->s = tp_schedule_load(c->sched.file, err)))
     return FALSE;
-  if (c->recompute && !tp_schedule_ask_recompute(t->s, err))
+  if (c->sched.recompute && !tp_schedule_ask_recompute(t->s, err))
     return FALSE;
-  if (c->has_sig) /* --significance over the file's */
-    t->s->sig = c->sig;
+  if (c->sched.has_sig) /* --significance over the file's */
+    t->s->sig = c->sched.sig;
   int ranks = tp_schedule_ranks(t->s); /* the workers: -w counts them, not their chunks */
-  if ((c->W_given && ranks != t->W) || (c->N_given && t->s->N != t->N)) {
+  if ((c->sched.workers_given && ranks != c->sched.workers) || (c->sched.N_given && t->s->N != c->sched.N)) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SCHEDULE, "%s has W=%d, N=%d; the workers and micro-batches given are %d, %d",
-                c->schedule_file,
-                ranks, t->s->N, t->W, t->N);
+                c->sched.file, ranks, t->s->N, c->sched.workers, c->sched.N);
     return FALSE;
   }
   t->W = t->s->W, t->N = t->s->N, t->K = t->s->K;
@@ -154,33 +153,34 @@ static gboolean load_schedule_file(Train *t, GError **err)
 static gboolean check_schedule(Train *t, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
-  if (c->schedule_file && !load_schedule_file(t, err))
+  if (c->sched.file && !load_schedule_file(t, err))
     return FALSE;
-  gboolean chunked = t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->preset->order);
+  gboolean chunked = t->s ? t->s->rank_seq != NULL : tp_order_chunked(c->sched.preset->order);
   if (chunked && tp_group_per_stage(t->group)) {
     g_set_error(err, TP_ERROR, t->s ? TP_ERROR_PARAM_SCHEDULE : TP_ERROR_PARAM_PRESET, "%s %s: interleaved stages (several model chunks per worker) "
                 "are trained with --transport local only: --transport %s runs one stage per process, and a worker's "
-                "chunks must take turns in one", t->s ? "schedule" : "preset", t->s ? c->schedule_file : c->preset->name,
+                "chunks must take turns in one", t->s ? "schedule" : "preset", t->s ? c->sched.file : c->sched.preset->name,
                 tp_group_transport(t->group));
     return FALSE;
   }
-  t->V = t->s ? t->s->V : chunked ? (c->chunks > 0 ? c->chunks : tp_order_default_chunks(c->preset->order)) : 1;
-  if (!t->s && !tp_chunks_check(c->preset->order, t->W, t->V, t->N, err))
+  t->V = t->s ? t->s->V : chunked ? (c->sched.chunks > 0 ? c->sched.chunks : tp_order_default_chunks(c->sched.preset->order)) : 1;
+  int workers = c->sched.workers;
+  if (!t->s && !tp_chunks_check(c->sched.preset->order, workers, t->V, t->N, err))
     return FALSE;
   if (t->s && !tp_runtime_check_schedule(t->s, err)) { /* names the file, line and operation */
     (*err)->code = TP_ERROR_PARAM_SCHEDULE;
     return FALSE;
   }
-  if (!t->s && c->recompute && tp_order_split(c->preset->order)) { /* as tp_runtime_check_schedule */
+  if (!t->s && c->sched.recompute && tp_order_split(c->sched.preset->order)) { /* as tp_runtime_check_schedule */
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_PRESET, "preset %s: the executor runs a split backward (I and W) "
-                "without recomputation (its W needs the forward's saved state); drop --recompute", c->preset->name);
+                "without recomputation (its W needs the forward's saved state); drop --recompute", c->sched.preset->name);
     return FALSE;
   }
-  if (!t->s && !tp_pair_check(c->preset->order, c->preset->policy, t->W, t->N, err))
+  if (!t->s && !tp_pair_check(c->sched.preset->order, c->sched.preset->policy, workers, t->N, err))
     return FALSE;
   if (!t->s)
-    t->W *= t->V; /* the stages: W workers' chunks */
-  if (c->has_sig && (t->s ? t->s->policy : c->preset->policy) != TP_POLICY_INTERMEDIATE) {
+    t->W = workers * t->V; /* the stages: the workers' chunks */
+  if (c->sched.has_sig && (t->s ? t->s->policy : c->sched.preset->policy) != TP_POLICY_INTERMEDIATE) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SIGNIFICANCE, "only the intermediate policy blends weights");
     return FALSE;
   }
@@ -207,7 +207,7 @@ static const TpBackend *stage_backend(Train *t, const TpBackendReg **reg, gboole
   if (*own_stage && !make_stage_backends(t, *reg, err))
     return NULL;
   return !*own_stage ? tp_backend_get((*reg)->name, err)
-         : t->rank < t->W ? t->stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
+         : t->rank < t->W ? t->dev.stage_be[t->rank] : tp_backend_cpu(); /* -np ≠ W: refused later */
 }
 
 /* Every label of both sets a class of the model (files may hold more classes than the model has). */
@@ -265,7 +265,7 @@ static gboolean open_data(Train *t, GError **err)
     t->data_id = data_identity(t);
   if (t->per_epoch)
     t->K = tp_batcher_per_epoch(t->batcher);
-  else if (!c->schedule_file)
+  else if (!c->sched.file)
     t->runs = 1;
   return TRUE;
 }
@@ -277,10 +277,10 @@ static gboolean split_stages(Train *t, GError **err)
   int L = tp_model_n_layers(t->model);
   t->bounds = g_new(int, t->W + 1);
   double best;
-  if (c->split) {
+  if (c->sched.split) {
     t->bounds[0] = 0;
     for (int s = 0; s < t->W; s++)
-      t->bounds[s + 1] = t->bounds[s] + c->split[s];
+      t->bounds[s + 1] = t->bounds[s] + c->sched.split[s];
     if (t->bounds[t->W] != L) {
       g_set_error(err, TP_ERROR, TP_ERROR_PARAM_SPLIT, "the stages get %d layers, model %s has %d", t->bounds[t->W],
                   t->model->name, L);
@@ -299,7 +299,7 @@ static gboolean split_stages(Train *t, GError **err)
 static gboolean check_memory(Train *t, const TpBackend *be, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
-  long long need = tp_model_train_bytes(t->model, c->batch) + (c->adamw ? 4 * t->model->params : 0); /* AdamW: v */
+  long long need = tp_model_train_bytes(t->model, c->batch) + (c->opt.adamw ? 4 * t->model->params : 0); /* AdamW: v */
   /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
    * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
   int threads = (tp_group_per_stage(t->group) ? 1 : t->W) + 1 + MAX(c->threads - 1, 0);
@@ -307,8 +307,8 @@ static gboolean check_memory(Train *t, const TpBackend *be, GError **err)
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
     return FALSE;
-  if (c->warmup > 0 && c->warmup > tp_train_lr_steps(t)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--warmup %d: longer than the run's %ld mini-batches", c->warmup,
+  if (c->opt.warmup > 0 && c->opt.warmup > tp_train_lr_steps(t)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--warmup %d: longer than the run's %ld mini-batches", c->opt.warmup,
                 tp_train_lr_steps(t));
     return FALSE;
   }
@@ -327,26 +327,26 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
     .batch = c->batch,
     .be = be,
     .train = t->train,
-    .lr = (float)c->lr,
-    .momentum = (float)c->momentum,
-    .weight_decay = (float)c->wd,
-    .adamw = c->adamw,
-    .beta1 = (float)c->beta1,
-    .beta2 = (float)c->beta2,
-    .eps = (float)c->eps,
+    .lr = (float)c->opt.lr,
+    .momentum = (float)c->opt.momentum,
+    .weight_decay = (float)c->opt.wd,
+    .adamw = c->opt.adamw,
+    .beta1 = (float)c->opt.beta1,
+    .beta2 = (float)c->opt.beta2,
+    .eps = (float)c->opt.eps,
     .warmup = tp_train_warmup(t),
     .seed = c->seed,
     .timeout_s = c->timeout,
     .lr_steps = tp_train_lr_steps(t),
-    .recompute = t->s ? t->s->recompute : c->recompute,
-    .split_backward = t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->preset->order),
+    .recompute = t->s ? t->s->recompute : c->sched.recompute,
+    .split_backward = t->s ? tp_schedule_has_split(t->s) : tp_order_split(c->sched.preset->order),
   };
   if (!own_stage && !make_stage_backends(t, reg, err))
     return FALSE;
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
-  for (int s = 0; s < t->W && t->stage_be; s++)
-    per_stage[s] = t->stage_be[s] ? t->stage_be[s] : tp_backend_cpu();
-  return (t->rt = tp_runtime_new_on(&cfg, t->stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+  for (int s = 0; s < t->W && t->dev.stage_be; s++)
+    per_stage[s] = t->dev.stage_be[s] ? t->dev.stage_be[s] : tp_backend_cpu();
+  return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
 }
 
 /* The results and the position, empty. */
@@ -366,8 +366,8 @@ static void start_results(Train *t)
 gboolean tp_train_prepare(Train *t, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
-  t->W = c->W, t->N = c->N, t->K = c->K, t->runs = c->epochs, t->per_epoch = c->per_epoch;
-  t->cores = (int)g_get_num_processors();
+  t->N = c->sched.N, t->K = c->sched.K, t->runs = c->sched.epochs, t->per_epoch = c->sched.per_epoch;
+  t->dev.cores = (int)g_get_num_processors();
   if (!t->group)
     t->group = tp_group_single_new();
   if (!check_schedule(t, err))
@@ -471,7 +471,7 @@ static gboolean same_generation(Train *t, GError **err)
 static gboolean open_stage_links(Train *t, GError **err)
 {
   TpTransport *links = NULL;
-  int device = t->stage_be && t->rank < t->W ? tp_backend_device(t->stage_be[t->rank]) : -1;
+  int device = t->dev.stage_be && t->rank < t->W ? tp_backend_device(t->dev.stage_be[t->rank]) : -1;
   return tp_group_stage_links(t->group, t->N, device, &links, err) &&
          (!links || tp_runtime_set_part(t->rt, t->rank, t->rank + 1, links, err));
 }
@@ -495,7 +495,7 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
   if (!t->group)
     t->group = tp_group_single_new();
   if (t->cfg.ck.dir)
-    tp_group_catch_stop(t->group, t->cfg.schedule_file ? note_segment_end : NULL);
+    tp_group_catch_stop(t->group, t->cfg.sched.file ? note_segment_end : NULL);
   t->rank = tp_group_rank(t->group);
   GError *e = NULL;
   gboolean ok = tp_group_check_same(t->group, args, &e) && tp_train_prepare(t, &e) &&
