@@ -176,22 +176,22 @@ static void report_json(const Train *t, const char *sha, GString *out)
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, "%s{\"stage\": %d, \"first_layer\": %d, \"last_layer\": %d, \"params\": %zu}",
                            s ? ", " : "", s + 1, t->bounds[s] + 1, t->bounds[s + 1], tp_runtime_n_params(t->rt, s));
-  double sps = t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0;
+  double sps = t->res.tally.train_time > 0 ? t->res.tally.samples / t->res.tally.train_time : 0;
   g_string_append_printf(out, "], \"samples_per_second\": %.9g, ", sps);
   if (tokens_per_sample(t))
     g_string_append_printf(out, "\"tokens_per_second\": %.9g, ", sps * tokens_per_sample(t));
   g_string_append_printf(out, "\"train_time\": %.9g, \"first_train_loss\": %.9g, \"final_train_loss\": %.9g, "
                          "\"final_test_accuracy\": %.9g, \"final_test_loss\": %.9g",
-                         t->res.train_time, first_logged_loss(t), last_of(t->res.train_loss), last_of(t->res.test_acc),
-                         last_of(t->res.test_loss));
-  json_array(out, "test_accuracy", t->res.test_acc);
-  json_array(out, "epoch_time", t->res.epoch_time);
-  json_array(out, "train_loss", t->res.train_loss);
+                         t->res.tally.train_time, first_logged_loss(t), last_of(t->res.tally.train_loss), last_of(t->res.tally.test_acc),
+                         last_of(t->res.tally.test_loss));
+  json_array(out, "test_accuracy", t->res.tally.test_acc);
+  json_array(out, "epoch_time", t->res.tally.epoch_time);
+  json_array(out, "train_loss", t->res.tally.train_loss);
   g_autofree char *ssha = tp_schedule_sha256(t->s);
   g_string_append_printf(out, ", \"weights_sha256\": \"%s\", \"versions_match\": %s, \"mismatched_reads\": %ld, "
                          "\"order_fixed_on\": \"%s\", \"schedule_sha256\": \"%s\", \"recompute\": %s, "
                          "\"fused_forwards\": %s, \"time_unit\": \"s\", \"byte_unit\": \"B\", \"profile\": [",
-                         sha, t->res.versions_match ? "true" : "false", t->res.mismatched, tp_report_fixed_on(t->s), ssha,
+                         sha, t->res.tally.versions_match ? "true" : "false", t->res.tally.mismatched, tp_report_fixed_on(t->s), ssha,
                          t->s->recompute ? "true" : "false", fused_forwards(t) ? "true" : "false");
   for (int s = 0; s < t->W; s++) {
     g_string_append_printf(out, "%s{\"stage\": %d, \"forward\": %.9g, \"backward\": %.9g, \"update\": %.9g",
@@ -286,18 +286,18 @@ static void report_text(const Train *t, const char *sha, GString *out)
                            c->opt.eps, c->opt.wd, c->seed);
   else
     g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->opt.momentum, c->opt.wd, c->seed);
-  for (guint e = 0; e < t->res.test_acc->len; e++)
+  for (guint e = 0; e < t->res.tally.test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,
-                           g_array_index(t->res.train_loss, double, e), g_array_index(t->res.test_acc, double, e),
-                           g_array_index(t->res.test_loss, double, e), g_array_index(t->res.epoch_time, double, e));
-  double sps = t->res.train_time > 0 ? t->res.samples / t->res.train_time : 0;
+                           g_array_index(t->res.tally.train_loss, double, e), g_array_index(t->res.tally.test_acc, double, e),
+                           g_array_index(t->res.tally.test_loss, double, e), g_array_index(t->res.tally.epoch_time, double, e));
+  double sps = t->res.tally.train_time > 0 ? t->res.tally.samples / t->res.tally.train_time : 0;
   if (tokens_per_sample(t))
     g_string_append_printf(out, "throughput   %.1f sequences/s, %.0f tokens/s (%.2f s of training)\n", sps,
-                           sps * tokens_per_sample(t), t->res.train_time);
+                           sps * tokens_per_sample(t), t->res.tally.train_time);
   else
-    g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n", sps, t->res.train_time);
-  g_string_append_printf(out, "versions     %s\n", t->res.versions_match ? "every read was of the version the schedule names"
+    g_string_append_printf(out, "throughput   %.1f samples/s (%.2f s of training)\n", sps, t->res.tally.train_time);
+  g_string_append_printf(out, "versions     %s\n", t->res.tally.versions_match ? "every read was of the version the schedule names"
                                                                       : "SOME READS DIFFER from the schedule");
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
   report_gpu_memory(t, FALSE, out);

@@ -213,13 +213,13 @@ static void fill_checkpoint(TpCheckpoint *c, int generation)
     for (size_t i = 0; i < np[s]; i++)
       c->weights[s][i] = (float)(s * 10 + i) + 0.25f, c->mom[s][i] = -(float)i / 8;
   c->plan = g_strdup("a plan\n"), c->log = g_strdup("a log\n");
-  c->elapsed = 1.5, c->train_time = 1.25, c->samples = 384, c->epoch_wall = 0.5;
-  c->versions_match = TRUE, c->mismatched = 0;
+  c->elapsed = 1.5, c->tally.train_time = 1.25, c->tally.samples = 384, c->tally.epoch_wall = 0.5;
+  c->tally.versions_match = TRUE, c->tally.mismatched = 0;
   double d = 0.875;
   int k = 3;
-  g_array_append_val(c->test_acc, d);
-  g_array_append_val(c->loss_sum, d);
-  g_array_append_val(c->correct, k);
+  g_array_append_val(c->tally.test_acc, d);
+  g_array_append_val(c->tally.loss_sum, d);
+  g_array_append_val(c->tally.correct, k);
 }
 
 static void check_same(const TpCheckpoint *a, const TpCheckpoint *b, int lo, int hi)
@@ -232,10 +232,10 @@ static void check_same(const TpCheckpoint *a, const TpCheckpoint *b, int lo, int
   g_assert_cmpstr(a->plan, ==, b->plan);
   g_assert_cmpstr(a->log, ==, b->log);
   g_assert_cmpfloat(a->elapsed, ==, b->elapsed);
-  g_assert_cmpfloat(a->samples, ==, b->samples);
-  g_assert_cmpuint(a->test_acc->len, ==, b->test_acc->len);
-  g_assert_cmpfloat(g_array_index(a->test_acc, double, 0), ==, g_array_index(b->test_acc, double, 0));
-  g_assert_cmpint(g_array_index(a->correct, int, 0), ==, g_array_index(b->correct, int, 0));
+  g_assert_cmpfloat(a->tally.samples, ==, b->tally.samples);
+  g_assert_cmpuint(a->tally.test_acc->len, ==, b->tally.test_acc->len);
+  g_assert_cmpfloat(g_array_index(a->tally.test_acc, double, 0), ==, g_array_index(b->tally.test_acc, double, 0));
+  g_assert_cmpint(g_array_index(a->tally.correct, int, 0), ==, g_array_index(b->tally.correct, int, 0));
   g_assert_null(tp_checkpoint_id_diff(a, b));
   for (int s = lo; s < hi; s++) {
     g_assert_cmpuint(a->np[s], ==, b->np[s]);

@@ -41,11 +41,7 @@ void tp_checkpoint_init(TpCheckpoint *c, int W, const size_t *np, const size_t *
     c->mom[s] = g_new0(float, c->np[s] ? c->np[s] * states : 1);
     c->buf[s] = g_new0(float, c->nb[s] ? c->nb[s] : 1);
   }
-  GArray **d[] = { &c->test_acc, &c->test_loss, &c->epoch_time, &c->train_loss, &c->loss_sum, &c->upd_time };
-  for (size_t i = 0; i < G_N_ELEMENTS(d); i++)
-    *d[i] = g_array_new(FALSE, FALSE, sizeof(double));
-  c->correct = g_array_new(FALSE, FALSE, sizeof(int));
-  c->versions_match = TRUE;
+  tp_tally_init(&c->tally);
 }
 
 void tp_checkpoint_clear(TpCheckpoint *c)
@@ -68,10 +64,7 @@ void tp_checkpoint_clear(TpCheckpoint *c)
   g_free(c->plan_tail);
   g_free(c->plan_cut);
   g_free(c->log);
-  GArray *a[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time, c->correct };
-  for (size_t i = 0; i < G_N_ELEMENTS(a); i++)
-    if (a[i])
-      g_array_unref(a[i]);
+  tp_tally_clear(&c->tally);
   memset(c, 0, sizeof *c);
 }
 
@@ -164,23 +157,6 @@ static char *state_bytes(const TpCheckpoint *c, int lo, int hi, gsize *len)
   return (char *)out;
 }
 
-static char *join_doubles(const GArray *a)
-{
-  GString *s = g_string_new(NULL);
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
-  for (guint i = 0; i < a->len; i++)
-    g_string_append_printf(s, "%s%s", i ? ";" : "", g_ascii_dtostr(buf, sizeof buf, g_array_index(a, double, i)));
-  return g_string_free(s, FALSE);
-}
-
-static char *join_ints(const GArray *a)
-{
-  GString *s = g_string_new(NULL);
-  for (guint i = 0; i < a->len; i++)
-    g_string_append_printf(s, "%s%d", i ? ";" : "", g_array_index(a, int, i));
-  return g_string_free(s, FALSE);
-}
-
 /* The metadata naming n state files (one for every stage, or one per stage) and their sha256. */
 static char *metadata(const TpCheckpoint *c, const char *const *state, const char *const *sha, int n, gsize bytes)
 {
@@ -214,20 +190,8 @@ static char *metadata(const TpCheckpoint *c, const char *const *state, const cha
   if (c->plan_cut) /* absent: a checkpoint at a segment's end, as written before stops inside one */
     g_key_file_set_string(k, "plan", "cut_segment", c->plan_cut);
   g_key_file_set_string(k, "results", "log", c->log ? c->log : "");
-  const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
-  double dv[] = { c->elapsed, c->train_time, c->samples, c->epoch_wall };
-  for (size_t i = 0; i < G_N_ELEMENTS(dk); i++)
-    g_key_file_set_double(k, "results", dk[i], dv[i]);
-  g_key_file_set_boolean(k, "results", "versions_match", c->versions_match);
-  g_key_file_set_int64(k, "results", "mismatched_reads", c->mismatched);
-  const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time" };
-  const GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time };
-  for (size_t i = 0; i < G_N_ELEMENTS(ak); i++) {
-    g_autofree char *v = join_doubles(av[i]);
-    g_key_file_set_string(k, "results", ak[i], v);
-  }
-  g_autofree char *cv = join_ints(c->correct);
-  g_key_file_set_string(k, "results", "correct", cv);
+  g_key_file_set_double(k, "results", "elapsed", c->elapsed);
+  tp_tally_put(&c->tally, k, "results");
   GString *text = g_string_new(NULL);
   g_autofree char *body = g_key_file_to_data(k, NULL, NULL);
   g_string_append(text, "# timeprest training checkpoint (README: Checkpoints)\n");
@@ -304,31 +268,6 @@ static gboolean bad(GError **err, const char *path, const char *fmt, ...)
   va_end(ap);
   g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", path, msg);
   return FALSE;
-}
-
-static gboolean split_doubles(const char *text, GArray *a)
-{
-  g_auto(GStrv) parts = g_strsplit(text, ";", -1);
-  for (int i = 0; *text && parts[i]; i++) {
-    char *end = NULL;
-    double x = g_ascii_strtod(parts[i], &end);
-    if (end == parts[i] || *end)
-      return FALSE;
-    g_array_append_val(a, x);
-  }
-  return TRUE;
-}
-
-static gboolean split_ints(const char *text, GArray *a)
-{
-  g_auto(GStrv) parts = g_strsplit(text, ";", -1);
-  for (int i = 0; *text && parts[i]; i++) {
-    int x = 0;
-    if (!tp_parse_int(parts[i], G_MININT, G_MAXINT, &x, NULL))
-      return FALSE;
-    g_array_append_val(a, x);
-  }
-  return TRUE;
 }
 
 /* The metadata's text (path names it in errors) checked against its seal, then parsed. */
@@ -558,28 +497,14 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
     *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e), which = ik[i];
   if (!e)
     c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e), which = "seed";
-  double *dv[] = { &c->elapsed, &c->train_time, &c->samples, &c->epoch_wall };
-  const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
-  for (size_t i = 0; i < G_N_ELEMENTS(dv) && !e; i++)
-    *dv[i] = g_key_file_get_double(k, "results", dk[i], &e), which = dk[i];
   if (!e)
-    c->versions_match = g_key_file_get_boolean(k, "results", "versions_match", &e), which = "versions_match";
-  if (!e)
-    c->mismatched = (long)g_key_file_get_int64(k, "results", "mismatched_reads", &e), which = "mismatched_reads";
+    c->elapsed = g_key_file_get_double(k, "results", "elapsed", &e), which = "elapsed";
+  gboolean ok = !e && tp_tally_get(&c->tally, k, "results", FALSE, &which);
   char **sv[] = { &c->plan, &c->plan_tail, &c->log };
   const char *sg[] = { "plan", "plan", "results" }, *sk[] = { "segment", "last_segment", "log" };
-  for (size_t i = 0; i < G_N_ELEMENTS(sv) && !e; i++)
-    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e), which = sk[i];
-  gboolean ok = !e;
-  const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time" };
-  GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time };
-  for (size_t i = 0; i < G_N_ELEMENTS(ak) && ok; i++) {
-    g_autofree char *v = g_key_file_get_string(k, "results", ak[i], NULL);
-    ok = v && split_doubles(v, av[i]), which = ak[i];
-  }
-  g_autofree char *cv = ok ? g_key_file_get_string(k, "results", "correct", NULL) : NULL;
-  if (ok)
-    ok = cv && split_ints(cv, c->correct), which = "correct";
+  for (size_t i = 0; i < G_N_ELEMENTS(sv) && ok; i++)
+    *sv[i] = g_key_file_get_string(k, sg[i], sk[i], &e), which = sk[i], ok = !e;
+  ok = ok && tp_tally_get(&c->tally, k, "results", TRUE, &which);
   g_clear_error(&e);
   if (!ok)
     return bad(err, path, "not a checkpoint of this format (%s is missing or malformed)", which);

@@ -14,6 +14,7 @@
 #include "tp_model.h"
 #include "tp_runtime.h"
 #include "tp_schedule.h"
+#include "tp_tally.h"
 
 #include <glib.h>
 
@@ -41,12 +42,7 @@ typedef struct {
   char *plan_cut;            /* at a stop inside a segment: the rest of it, run first on resuming (or NULL) */
   char *log;                 /* the training log so far (CSV text) */
   double elapsed;            /* seconds of the run so far (the log's time) */
-  double train_time, samples, epoch_wall;
-  gboolean versions_match;
-  long mismatched;
-  GArray *test_acc, *test_loss, *epoch_time, *train_loss; /* double, one per epoch complete */
-  GArray *loss_sum, *upd_time;  /* double, one per mini-batch of the current epoch done */
-  GArray *correct;              /* int, idem */
+  TpTally tally;             /* the run's counts so far ([results]) */
 } TpCheckpoint;
 
 /* An empty checkpoint for W stages of np[s] floats, `states` optimizer floats per parameter and nb[s]

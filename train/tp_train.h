@@ -80,10 +80,7 @@ typedef struct {
 
 /* What a run measured: the report's data (rank 0 holds it), apart from the state that produced it. */
 typedef struct {
-  GArray *test_acc, *test_loss, *epoch_time, *train_loss; /* per run (epoch) */
-  gboolean versions_match;
-  long mismatched;
-  double train_time, samples;
+  TpTally tally;            /* the counts, as checkpoints carry them */
   GString *log;             /* training log (CSV) */
   GArray *events;           /* measured event rows (cfg.keep_events) */
   TpGroupLink *links;       /* [W-1] measured before training (NULL: free links) */
@@ -106,8 +103,6 @@ typedef struct {
                                resuming there, and held by the checkpoint written at the cut */
   int start_epoch, start_index, generation;
   double elapsed0;          /* seconds of the run before this process (resumed) */
-  double epoch_wall;        /* the current epoch's training seconds so far */
-  GArray *ep_loss, *ep_upd, *ep_correct; /* the current epoch's mini-batches: loss sum, update time, correct */
   int ck_epoch, ck_index;   /* where the last checkpoint written lies (epoch from 1, mini-batches into it) */
   int interrupted;          /* the signal that stopped the run at a checkpoint (-1: stop_after) */
 } TpTrainPosition;

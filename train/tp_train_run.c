@@ -85,33 +85,19 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
     BAD("data_epoch", c->pos.epoch, "disagrees with the mini-batches done");
   else if (c->pos.index != di)
     BAD("data_index", c->pos.index, "disagrees with the mini-batches done");
-  else if (c->mismatched < 0)
-    BAD("mismatched_reads", c->mismatched, "is negative");
+  else if (c->tally.mismatched < 0)
+    BAD("mismatched_reads", c->tally.mismatched, "is negative");
   if (key) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s=%s %s", dir, TP_CHECKPOINT_INI, key, val, why);
     return FALSE;
   }
 #undef BAD
-  const char *dk[] = { "elapsed", "train_time", "samples", "epoch_wall" };
-  const double dv[] = { c->elapsed, c->train_time, c->samples, c->epoch_wall };
-  for (size_t i = 0; i < G_N_ELEMENTS(dk); i++)
-    if (!isfinite(dv[i]) || dv[i] < 0) {
-      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s is not a finite number of 0 or more", dir,
-                  TP_CHECKPOINT_INI, dk[i]);
-      return FALSE;
-    }
-  /* one value per run complete, and one per mini-batch of the current run done */
-  const char *ak[] = { "test_accuracy", "test_loss", "epoch_time", "train_loss", "loss_sum", "update_time", "correct" };
-  const GArray *av[] = { c->test_acc, c->test_loss, c->epoch_time, c->train_loss, c->loss_sum, c->upd_time, c->correct };
-  for (size_t i = 0; i < G_N_ELEMENTS(ak); i++) {
-    guint want = (guint)(i < 4 ? c->epoch : c->index);
-    if (av[i]->len != want) {
-      g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s holds %u values, the position says %u", dir,
-                  TP_CHECKPOINT_INI, ak[i], av[i]->len, want);
-      return FALSE;
-    }
-  }
-  return TRUE;
+  g_autofree char *bad = !isfinite(c->elapsed) || c->elapsed < 0
+                           ? g_strdup("elapsed is not a finite number of 0 or more")
+                           : tp_tally_check(&c->tally, c->epoch, c->index);
+  if (bad)
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s", dir, TP_CHECKPOINT_INI, bad);
+  return !bad;
 }
 
 /* A checkpoint inside a segment: its cut_segment is the rest of that segment for this run — its
@@ -197,13 +183,9 @@ gboolean tp_train_resume(Train *t, GError **err)
   if (ok) {
     t->pos.start_epoch = c.epoch, t->pos.start_index = c.index, t->pos.generation = c.generation + 1;
     t->prog.done_before = t->prog.bar_base = c.done;
-    t->pos.elapsed0 = c.elapsed, t->res.train_time = c.train_time, t->res.samples = c.samples, t->pos.epoch_wall = c.epoch_wall;
-    t->res.versions_match = c.versions_match, t->res.mismatched = c.mismatched;
+    t->pos.elapsed0 = c.elapsed;
     g_string_assign(t->res.log, c.log);
-    GArray *from[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
-    GArray *to[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->pos.ep_loss, t->pos.ep_upd, t->pos.ep_correct };
-    for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
-      g_array_append_vals(to[i], from[i]->data, from[i]->len);
+    tp_tally_copy(&t->res.tally, &c.tally);
   }
   tp_checkpoint_clear(&c);
   tp_checkpoint_clear(&run);
@@ -234,12 +216,7 @@ static gboolean save_checkpoint(Train *t, int epoch, int index, int *sig, GError
     c.plan_cut = g_strdup(rest->str);
   }
   c.elapsed = (double)(g_get_monotonic_time() - t->prog.origin) / 1e6;
-  c.train_time = t->res.train_time, c.samples = t->res.samples, c.epoch_wall = t->pos.epoch_wall;
-  c.versions_match = t->res.versions_match, c.mismatched = t->res.mismatched;
-  GArray *from[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->pos.ep_loss, t->pos.ep_upd, t->pos.ep_correct };
-  GArray *to[] = { c.test_acc, c.test_loss, c.epoch_time, c.train_loss, c.loss_sum, c.upd_time, c.correct };
-  for (size_t i = 0; i < G_N_ELEMENTS(to); i++)
-    g_array_append_vals(to[i], from[i]->data, from[i]->len);
+  tp_tally_copy(&c.tally, &t->res.tally);
   *sig = 0;
   ok = ok && tp_checkpoint_save(t->group, t->cfg.ck.dir, &c, tp_signal_stop_requested, sig, err);
   tp_checkpoint_clear(&c);
@@ -288,14 +265,14 @@ static void log_run(Train *t, int e, double acc)
   long win_correct = 0;
   int win = 0;
   for (int i = 0; i < K; i++) {
-    double l = g_array_index(t->pos.ep_loss, double, i);
+    double l = g_array_index(t->res.tally.loss_sum, double, i);
     ls += l;
-    win_loss += l, win_correct += g_array_index(t->pos.ep_correct, int, i), win++;
+    win_loss += l, win_correct += g_array_index(t->res.tally.correct, int, i), win++;
     if ((i + 1) % every == 0 && i + 1 < K) {
       TpTrainLogRow row = {
         .epoch = e + (double)(i + 1) / K,
         .mini_batch = e * K + i + 1,
-        .time = g_array_index(t->pos.ep_upd, double, i),
+        .time = g_array_index(t->res.tally.upd_time, double, i),
         .loss = win_loss / ((double)win * batch),
         .accuracy = (double)win_correct / ((double)win * batch * t->train->label_dim), /* per label */
         .test = FALSE,
@@ -307,7 +284,7 @@ static void log_run(Train *t, int e, double acc)
   TpTrainLogRow end = {
     .epoch = e + 1,
     .mini_batch = (e + 1) * K,
-    .time = g_array_index(t->pos.ep_upd, double, K - 1),
+    .time = g_array_index(t->res.tally.upd_time, double, K - 1),
     .loss = ls / ((double)K * batch),
     .accuracy = acc,
     .test = TRUE,
@@ -358,15 +335,15 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, int *do
     len = *done;
     for (int i = 0; i < len; i++) {
       double u = update_time(s, &r, i + 1);
-      g_array_append_val(t->pos.ep_loss, r.loss_sum[i]);
-      g_array_append_val(t->pos.ep_correct, r.correct[i]);
-      g_array_append_val(t->pos.ep_upd, u);
+      g_array_append_val(t->res.tally.loss_sum, r.loss_sum[i]);
+      g_array_append_val(t->res.tally.correct, r.correct[i]);
+      g_array_append_val(t->res.tally.upd_time, u);
     }
-    t->pos.epoch_wall += wall;
-    t->res.train_time += wall;
-    t->res.samples += (double)len * t->cfg.batch;
-    t->res.versions_match = t->res.versions_match && r.versions_match;
-    t->res.mismatched += r.mismatched_reads;
+    t->res.tally.epoch_wall += wall;
+    t->res.tally.train_time += wall;
+    t->res.tally.samples += (double)len * t->cfg.batch;
+    t->res.tally.versions_match = t->res.tally.versions_match && r.versions_match;
+    t->res.tally.mismatched += r.mismatched_reads;
     TpTimeline *tl = tp_run_result_timeline(&r, s, err);
     ok = tl != NULL;
     if (ok) {
@@ -415,19 +392,19 @@ static gboolean end_run(Train *t, int e, GError **err)
 {
   double acc = 0, tl = 0, ls = 0;
   for (int i = 0; i < t->K; i++)
-    ls += g_array_index(t->pos.ep_loss, double, i);
+    ls += g_array_index(t->res.tally.loss_sum, double, i);
   ls /= (double)t->K * t->cfg.batch;
   if (!tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err))
     return FALSE;
-  g_array_append_val(t->res.test_acc, acc);
-  g_array_append_val(t->res.test_loss, tl);
-  g_array_append_val(t->res.epoch_time, t->pos.epoch_wall);
-  g_array_append_val(t->res.train_loss, ls);
+  g_array_append_val(t->res.tally.test_acc, acc);
+  g_array_append_val(t->res.tally.test_loss, tl);
+  g_array_append_val(t->res.tally.epoch_time, t->res.tally.epoch_wall);
+  g_array_append_val(t->res.tally.train_loss, ls);
   log_run(t, e, acc);
-  g_array_set_size(t->pos.ep_loss, 0);
-  g_array_set_size(t->pos.ep_upd, 0);
-  g_array_set_size(t->pos.ep_correct, 0);
-  t->pos.epoch_wall = 0;
+  g_array_set_size(t->res.tally.loss_sum, 0);
+  g_array_set_size(t->res.tally.upd_time, 0);
+  g_array_set_size(t->res.tally.correct, 0);
+  t->res.tally.epoch_wall = 0;
   return TRUE;
 }
 

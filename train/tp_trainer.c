@@ -110,11 +110,9 @@ void tp_train_clear(Train *t)
   tp_sim_free(t->pred.sim);
   if (t->res.cmp_ready)
     tp_comparison_clear(&t->res.cmp);
-  const GArray *arrs[] = { t->res.test_acc, t->res.test_loss, t->res.epoch_time, t->res.train_loss, t->res.events,
-                           t->pos.ep_loss, t->pos.ep_upd, t->pos.ep_correct };
-  for (size_t i = 0; i < G_N_ELEMENTS(arrs); i++)
-    if (arrs[i])
-      g_array_unref((GArray *)arrs[i]);
+  tp_tally_clear(&t->res.tally);
+  if (t->res.events)
+    g_array_unref(t->res.events);
   if (t->res.log)
     g_string_free(t->res.log, TRUE);
   g_free(t->res.links);
@@ -352,15 +350,10 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
 /* The results and the position, empty. */
 static void start_results(Train *t)
 {
-  GArray **d[] = { &t->res.test_acc, &t->res.test_loss, &t->res.epoch_time, &t->res.train_loss, &t->pos.ep_loss,
-                   &t->pos.ep_upd };
-  for (size_t i = 0; i < G_N_ELEMENTS(d); i++)
-    *d[i] = g_array_new(FALSE, FALSE, sizeof(double));
-  t->pos.ep_correct = g_array_new(FALSE, FALSE, sizeof(int));
+  tp_tally_init(&t->res.tally);
   t->res.events = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
   t->res.log = g_string_new(NULL);
   tp_trainlog_header(t->res.log);
-  t->res.versions_match = TRUE;
 }
 
 gboolean tp_train_prepare(Train *t, GError **err)
