@@ -122,22 +122,12 @@ static gboolean stage_walk(Stage *g, GError **err)
   Shared *sh = g->sh;
   const TpSchedule *s = sh->s;
   TpWStoreSizes sz;
-  tp_rt_sizes(sh->rt, g->st, g->rc, g->split, &sz);
+  tp_rt_sizes(sh->rt, g->st, g->a.rc, g->a.split, &sz);
   if (!(g->store = tp_wstore_new(s, g->st, 0, &sz, &sh->rt->alloc[g->st], err)))
     return FALSE;
   tp_wstore_set_comm(g->store, tp_rt_message_bytes, g);
-  if (g->rc) { /* the workspace of the largest operation, held for the whole run */
-    int most = 1;
-    for (int k = 0; k < tp_stage_len(s, g->st); k++) {
-      const TpOp *op = &tp_stage_ops(s, g->st)[k];
-      most = MAX(most, op->kind == TP_OP_U ? 1 : tp_op_count(s, op));
-    }
-    if (!(g->ws = tp_saved_new(g->net, most * g->m, err)) ||
-        (g->st + 1 < g->W && !(g->rc_out = tp_rt_buf(g->be, FALSE, (size_t)most * g->m * g->out_e, err))))
-      return FALSE;
-    tp_wstore_mem_add(g->store, TP_MEMCAT_ACTIVATIONS,
-                      (gint64)(tp_net_saved_bytes_per_sample(g->net) * (size_t)(most * g->m)));
-  }
+  if (!tp_acts_workspace(g, err))
+    return FALSE;
   float *v0 = tp_wstore_version(g->store, 0);
   if (!g->be->iface->copy(g->be, v0, g->S->weights, g->S->np ? g->S->np : 1, err))
     return FALSE;
@@ -186,101 +176,110 @@ static gboolean stage_walk(Stage *g, GError **err)
          tp_rt_sync_host_weights(g->S, err);
 }
 
+/* The stage's buffers (RtBufs): the host staging of its input and output gradients, then, on a
+ * device backend, the four device buffers (on a host one, in and dout are the staging, out and din
+ * the message buffers taken for each message); the outboxes of its messages. */
+static gboolean bufs_new(Stage *g, GError **err)
+{
+  RtBufs *b = &g->b;
+  b->host = tp_backend_host_memory(g->be);
+  b->box[0] = tp_outbox_new((size_t)g->B * g->out_e);
+  b->box[1] = tp_outbox_new((size_t)g->B * g->in_e);
+  if (!(b->h_in = tp_rt_buf(g->be, TRUE, (size_t)g->B * g->in_e, err)) ||
+      !(b->h_dout = tp_rt_buf(g->be, TRUE, (size_t)g->B * g->out_e, err)))
+    return FALSE;
+  if (b->host) {
+    b->in = b->h_in, b->dout = b->h_dout;
+    return TRUE;
+  }
+  float **dev[] = { &b->in, &b->din, &b->out, &b->dout };
+  for (int i = 0; i < 4; i++)
+    if (!(*dev[i] = tp_rt_buf(g->be, FALSE, (size_t)g->B * (i < 2 ? g->in_e : g->out_e), err)))
+      return FALSE;
+  return TRUE;
+}
+
+static void bufs_free(Stage *g)
+{
+  RtBufs *b = &g->b;
+  if (!b->host) {
+    float *dev[] = { b->in, b->din, b->out, b->dout };
+    for (int i = 0; i < 4; i++)
+      tp_rt_buf_free(g->be, FALSE, dev[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    float *h = i ? b->h_din : b->h_out;
+    if (h)
+      tp_outbox_give(b->box[i], h);
+    if (b->box[i])
+      tp_outbox_release(b->box[i]);
+  }
+  g_free(b->h_in), g_free(b->h_dout), g_free(b->labels);
+  *b = (RtBufs){ 0 };
+}
+
+/* Everything stage st holds for the run, made in one place (and freed in stage_free). */
+static gboolean stage_new(Stage *g, Shared *sh, int st, GError **err)
+{
+  TpRuntime *rt = sh->rt;
+  const TpSchedule *s = sh->s;
+  *g = (Stage){ .sh = sh, .st = st, .W = s->W, .N = s->N, .B = rt->cfg.batch, .m = rt->cfg.batch / s->N, .cut = s->K,
+                .S = &rt->st[st] };
+  g->net = g->S->net, g->be = g->S->be;
+  g->in_e = tp_net_in_elems(g->net), g->out_e = tp_net_out_elems(g->net);
+  g->b.labels = g_try_new(gint32, (size_t)g->B * tp_net_labels_per_sample(g->net));
+  g->seeds = g_try_new(guint64, g->N);
+  g->fwd_done = g_try_new0(int, s->K);
+  if (!tp_acts_new(g, err))
+    return FALSE;
+  if (!g->b.labels || !g->seeds || !g->fwd_done) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate its bookkeeping of %d mini-batches",
+                st + 1, s->K);
+    return FALSE;
+  }
+  if (!bufs_new(g, err)) {
+    g_prefix_error(err, "stage %d: ", st + 1);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void stage_free(Stage *g)
+{
+  tp_acts_free(g); /* before the weight store: its buffers counted there */
+  tp_wstore_free(g->store);
+  bufs_free(g);
+  g_free(g->seeds), g_free(g->fwd_done);
+}
+
+/* A stage's failure: the run's first error ends every other stage (by the transport's abort, and
+ * their turns). */
+static void stage_failed(Shared *sh, GError *err)
+{
+  g_mutex_lock(&sh->lock);
+  if (!sh->first_err) {
+    sh->first_err = err;
+    err = NULL;
+    sh->tr->abort(sh->tr, sh->first_err->message);
+  }
+  g_mutex_unlock(&sh->lock);
+  g_clear_error(&err);
+  turn_stop(sh);
+}
+
 static gpointer stage_main(gpointer data)
 {
   StageArg *a = data;
   Shared *sh = a->sh;
-  TpRuntime *rt = sh->rt;
-  const TpSchedule *s = sh->s;
-  Stage g = { .sh = sh, .st = a->st, .W = s->W, .N = s->N, .B = rt->cfg.batch, .m = rt->cfg.batch / s->N, .cut = s->K };
-  g.S = &rt->st[a->st];
-  g.net = g.S->net;
-  g.be = g.S->be;
-  g.host = tp_backend_host_memory(g.be);
-  g.in_e = tp_net_in_elems(g.net), g.out_e = tp_net_out_elems(g.net);
+  Stage g;
   GError *err = NULL;
-  g.box[0] = tp_outbox_new((size_t)g.B * g.out_e);
-  g.box[1] = tp_outbox_new((size_t)g.B * g.in_e);
-  size_t nkeys = (size_t)s->K * (s->N + 1);
-  g.labels = g_try_new(gint32, (size_t)g.B * tp_net_labels_per_sample(g.net));
-  g.saved = g_try_new0(TpSaved *, nkeys);
-  g.fver = g_try_new(int, nkeys);
-  g.seeds = g_try_new(guint64, g.N);
-  g.fwd_done = g_try_new0(int, s->K);
-  g.mbuf = g_try_new0(TpSaved *, s->K);
-  g.whole_b = g_try_new0(gboolean, s->K);
-  for (int k = 0; g.whole_b && k < tp_stage_len(s, g.st); k++) {
-    const TpOp *op = &tp_stage_ops(s, g.st)[k];
-    if (op->kind == TP_OP_B && op->micro == TP_WHOLE)
-      g.whole_b[op->mb - 1] = TRUE;
-  }
-  g.batched = !rt->cfg.per_micro_backward;
-  g.rc = s->recompute;
-  g.split = tp_schedule_has_split(s);
-  if (g.rc) {
-    g.kept = g_try_new0(float *, nkeys);
-  }
-  for (int i = 0; i < 2; i++) {
-    g.pool[i] = g_ptr_array_new_with_free_func((GDestroyNotify)tp_saved_free);
-    g.kpool[i] = g_ptr_array_new();
-  }
-  if (!(g.h_in = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.in_e, &err)) ||
-      !(g.h_dout = tp_rt_buf(g.be, TRUE, (size_t)g.B * g.out_e, &err)))
-    g_prefix_error(&err, "stage %d: ", g.st + 1);
-  else if (!g.labels || !g.saved || !g.fver || !g.seeds || !g.fwd_done || !g.mbuf || !g.whole_b ||
-           (g.rc && !g.kept))
-    g_set_error(&err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: cannot allocate its bookkeeping of %zu operations",
-                g.st + 1, nkeys);
-  else if (g.host)
-    g.in = g.h_in, g.dout = g.h_dout; /* out and din: the message buffers, taken for each message */
-  else if (!(g.in = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
-           !(g.din = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.in_e, &err)) ||
-           !(g.out = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.out_e, &err)) ||
-           !(g.dout = tp_rt_buf(g.be, FALSE, (size_t)g.B * g.out_e, &err)))
-    g_prefix_error(&err, "stage %d: ", g.st + 1);
-  if (err || !stage_walk(&g, &err)) {
-    g_mutex_lock(&sh->lock);
-    if (!sh->first_err) {
-      sh->first_err = err;
-      err = NULL;
-      sh->tr->abort(sh->tr, sh->first_err->message);
-    }
-    g_mutex_unlock(&sh->lock);
-    g_clear_error(&err);
-    turn_stop(sh);
-  }
+  if (!stage_new(&g, sh, a->st, &err) || !stage_walk(&g, &err))
+    stage_failed(sh, err);
   g_mutex_lock(&sh->lock);
   sh->finished++;
   g_cond_signal(&sh->cond);
   g_mutex_unlock(&sh->lock);
-  for (size_t k = 0; g.saved && k < nkeys; k++) /* slices before the buffers they are part of */
-    tp_saved_free(g.saved[k]);
-  for (int k = 0; g.mbuf && k < s->K; k++)
-    tp_saved_free(g.mbuf[k]);
-  for (size_t k = 0; g.kept && k < nkeys; k++)
-    tp_rt_buf_free(g.be, FALSE, g.kept[k]);
-  tp_saved_free(g.ws);
-  tp_rt_buf_free(g.be, FALSE, g.rc_out);
-  for (int i = 0; i < 2; i++) {
-    g_ptr_array_unref(g.pool[i]);
-    g_ptr_array_foreach(g.kpool[i], tp_rt_kept_free, &g);
-    g_ptr_array_unref(g.kpool[i]);
-  }
-  tp_wstore_free(g.store);
-  if (!g.host) {
-    float *dev[] = { g.in, g.din, g.out, g.dout };
-    for (int i = 0; i < 4; i++)
-      tp_rt_buf_free(g.be, FALSE, dev[i]);
-  }
-  for (int i = 0; i < 2; i++) {
-    float *h = i ? g.h_din : g.h_out;
-    if (h)
-      tp_outbox_give(g.box[i], h);
-    tp_outbox_release(g.box[i]);
-  }
-  g_free(g.h_in), g_free(g.h_dout), g_free(g.labels);
-  g_free(g.saved), g_free(g.fver), g_free(g.fwd_done), g_free(g.mbuf), g_free(g.whole_b);
-  g_free(g.kept), g_free(g.seeds);
+  stage_free(&g);
   return NULL;
 }
 
