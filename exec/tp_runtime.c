@@ -301,8 +301,76 @@ gboolean tp_runtime_check_schedule(const TpSchedule *s, GError **err)
   return TRUE;
 }
 
-gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *idx, int first_mb, gint64 origin,
-                        TpProgress *progress, TpRunResult *out, GError **err)
+/* out, made for schedule s: a record per operation, the losses per mini-batch, a store's statistics
+ * per stage. */
+static gboolean result_new(TpRunResult *out, const TpSchedule *s, GError **err)
+{
+  memset(out, 0, sizeof *out);
+  out->W = s->W, out->K = s->K, out->done = s->K;
+  out->rec = g_try_new0(TpOpRecord *, s->W);
+  gboolean held = out->rec != NULL;
+  long n_ops = 0;
+  for (int st = 0; st < s->W; st++)
+    n_ops += tp_stage_len(s, st);
+  for (int st = 0; held && st < s->W; st++)
+    held = (out->rec[st] = g_try_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1))) != NULL;
+  out->loss_sum = g_try_new0(double, MAX(s->K, 1));
+  out->correct = g_try_new0(int, MAX(s->K, 1));
+  out->stats = g_try_new0(TpWStoreStats, s->W);
+  if (held && out->loss_sum && out->correct && out->stats)
+    return TRUE;
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the run's records of %ld operations and %d "
+              "mini-batches", n_ops, s->K);
+  tp_run_result_clear(out);
+  return FALSE;
+}
+
+/* A thread for each of stages lo..hi-1; how many started (a thread that does not start fails the run:
+ * the stages running end by the transport's abort, the others count as finished). */
+static int start_stages(Shared *sh, int lo, int hi, StageArg *args, GThread **th)
+{
+  int n_th = hi - lo;
+  for (int i = 0; i < n_th; i++) {
+    int st = lo + i;
+    args[i] = (StageArg){ sh, st };
+    g_autofree char *name = g_strdup_printf("stage-%d", st + 1);
+    GError *te = NULL;
+    if ((th[i] = g_thread_try_new(name, stage_main, &args[i], &te)))
+      continue;
+    g_mutex_lock(&sh->lock);
+    if (!sh->first_err) {
+      sh->first_err = g_error_new(TP_ERROR, TP_ERROR_RUNTIME, "cannot start the thread of stage %d: %s", st + 1,
+                                  te->message);
+      sh->tr->abort(sh->tr, sh->first_err->message);
+    }
+    sh->finished += n_th - i; /* the stages never started count as finished */
+    g_mutex_unlock(&sh->lock);
+    turn_stop(sh); /* their turns never come */
+    g_error_free(te);
+    return i;
+  }
+  return n_th;
+}
+
+/* Until every one of n_th stages has finished: the progress's tick at its interval. */
+static void tick_until_done(Shared *sh, int n_th, TpProgress *progress)
+{
+  if (!progress || !progress->tick)
+    return;
+  gint64 step = (gint64)(1e6 * (progress->interval_s > 0 ? progress->interval_s : 0.25));
+  g_mutex_lock(&sh->lock);
+  while (sh->finished < n_th) {
+    g_cond_wait_until(&sh->cond, &sh->lock, g_get_monotonic_time() + step);
+    g_mutex_unlock(&sh->lock);
+    progress->tick(progress, progress->data);
+    g_mutex_lock(&sh->lock);
+  }
+  g_mutex_unlock(&sh->lock);
+}
+
+/* Whether rt runs s: a schedule the executor runs, of its stages and a micro-batch that divides its
+ * batch, interleaved stages all in this process. */
+static gboolean check_run(const TpRuntime *rt, const TpSchedule *s, GError **err)
 {
   if (!tp_runtime_check_schedule(s, err))
     return FALSE;
@@ -316,25 +384,14 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
                 "and batch %d", s->W, s->N, rt->W, rt->cfg.batch);
     return FALSE;
   }
-  memset(out, 0, sizeof *out);
-  out->W = s->W, out->K = s->K, out->done = s->K;
-  out->rec = g_try_new0(TpOpRecord *, s->W);
-  gboolean held = out->rec != NULL;
-  long n_ops = 0;
-  for (int st = 0; st < s->W; st++)
-    n_ops += tp_stage_len(s, st);
-  for (int st = 0; held && st < s->W; st++)
-    held = (out->rec[st] = g_try_new0(TpOpRecord, MAX(tp_stage_len(s, st), 1))) != NULL;
-  out->loss_sum = g_try_new0(double, MAX(s->K, 1));
-  out->correct = g_try_new0(int, MAX(s->K, 1));
-  out->stats = g_try_new0(TpWStoreStats, s->W);
-  if (!held || !out->loss_sum || !out->correct || !out->stats) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the run's records of %ld operations and %d "
-                "mini-batches", n_ops, s->K);
-    tp_run_result_clear(out);
-    return FALSE;
-  }
+  return TRUE;
+}
 
+gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *idx, int first_mb, gint64 origin,
+                        TpProgress *progress, TpRunResult *out, GError **err)
+{
+  if (!check_run(rt, s, err) || !result_new(out, s, err))
+    return FALSE;
   Shared sh = { .rt = rt, .s = s, .idx = idx, .first_mb = first_mb, .origin = origin, .progress = progress,
                 .out = out };
   g_mutex_init(&sh.lock);
@@ -348,38 +405,8 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
   sh.links = tp_rt_links_new(rt, sh.tr);
   StageArg *args = g_new(StageArg, n_th);
   GThread **th = g_new(GThread *, n_th);
-  int started = 0;
-  for (int i = 0; i < n_th; i++, started++) {
-    int st = lo + i;
-    args[i] = (StageArg){ &sh, st };
-    g_autofree char *name = g_strdup_printf("stage-%d", st + 1);
-    GError *te = NULL;
-    if (!(th[i] = g_thread_try_new(name, stage_main, &args[i], &te))) {
-      /* the stages running end by the transport's abort; the run fails with this line */
-      g_mutex_lock(&sh.lock);
-      if (!sh.first_err) {
-        sh.first_err = g_error_new(TP_ERROR, TP_ERROR_RUNTIME, "cannot start the thread of stage %d: %s", st + 1,
-                                   te->message);
-        sh.tr->abort(sh.tr, sh.first_err->message);
-      }
-      sh.finished += n_th - i; /* the stages never started count as finished */
-      g_mutex_unlock(&sh.lock);
-      turn_stop(&sh); /* their turns never come */
-      g_error_free(te);
-      break;
-    }
-  }
-  if (progress && progress->tick) {
-    gint64 step = (gint64)(1e6 * (progress->interval_s > 0 ? progress->interval_s : 0.25));
-    g_mutex_lock(&sh.lock);
-    while (sh.finished < n_th) {
-      g_cond_wait_until(&sh.cond, &sh.lock, g_get_monotonic_time() + step);
-      g_mutex_unlock(&sh.lock);
-      progress->tick(progress, progress->data);
-      g_mutex_lock(&sh.lock);
-    }
-    g_mutex_unlock(&sh.lock);
-  }
+  int started = start_stages(&sh, lo, hi, args, th);
+  tick_until_done(&sh, n_th, progress);
   for (int i = 0; i < started; i++)
     g_thread_join(th[i]);
   g_free(th);

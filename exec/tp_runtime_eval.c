@@ -189,6 +189,127 @@ typedef struct {
   float *in, *out, *dout, *din;
 } ProfBufs;
 
+/* A profile's buffers, for n samples a stage: acts[s] stage s's input and grads[s] the gradient it
+ * receives (host memory, W + 1 of each), every stage's device buffers and saved state, the labels. */
+typedef struct {
+  int n, W;
+  float **acts, **grads;
+  TpSaved **saved;
+  ProfBufs *bufs;
+  gint32 *labels;
+} ProfRun;
+
+static gboolean prof_run_new(ProfRun *p, const TpRuntime *rt, const int *idx, int n, GError **err)
+{
+  const int W = rt->W;
+  size_t width = max_width(rt);
+  *p = (ProfRun){ .n = n, .W = W, .acts = g_new0(float *, W + 1), .grads = g_new0(float *, W + 1),
+                  .saved = g_new0(TpSaved *, W), .bufs = g_new0(ProfBufs, W),
+                  .labels = g_new(gint32, (size_t)n * rt->cfg.train->label_dim) };
+  for (int s = 0; s <= W; s++)
+    p->acts[s] = g_new0(float, (size_t)n * width), p->grads[s] = g_new0(float, (size_t)n * width);
+  tp_dataset_gather(rt->cfg.train, idx, n, p->acts[0], p->labels);
+  gboolean ok = TRUE;
+  for (int s = 0; s < W && ok; s++) {
+    const TpBackend *be = rt->st[s].be;
+    ProfBufs *b = &p->bufs[s];
+    if (tp_backend_host_memory(be))
+      *b = (ProfBufs){ p->acts[s], p->acts[s + 1], p->grads[s + 1], p->grads[s] };
+    else
+      ok = (b->in = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->out = tp_rt_buf(be, FALSE, (size_t)n * width, err)) &&
+           (b->dout = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->din = tp_rt_buf(be, FALSE, (size_t)n * width, err));
+  }
+  return ok;
+}
+
+static void prof_run_free(ProfRun *p, const TpRuntime *rt)
+{
+  for (int s = 0; s < p->W; s++)
+    if (!tp_backend_host_memory(rt->st[s].be)) {
+      float *dev[] = { p->bufs[s].in, p->bufs[s].out, p->bufs[s].dout, p->bufs[s].din };
+      for (int i = 0; i < 4; i++)
+        tp_rt_buf_free(rt->st[s].be, FALSE, dev[i]);
+    }
+  for (int s = 0; s <= p->W; s++)
+    g_free(p->acts[s]), g_free(p->grads[s]);
+  for (int s = 0; s < p->W; s++)
+    tp_saved_free(p->saved[s]);
+  g_free(p->acts), g_free(p->grads), g_free(p->saved), g_free(p->bufs), g_free(p->labels);
+}
+
+/* Stage s's forward: per micro-batch of m samples (whole: one forward of the mini-batch), and of all
+ * p->n samples into its saved state, its output the next stage's input; timed reps times where this
+ * process runs stage s, else run once. */
+static gboolean profile_forward(TpRuntime *rt, ProfRun *p, int s, const int *idx, int reps, int m, gboolean whole,
+                                TpStageProfile *out, GError **err)
+{
+  const TpBackend *be = rt->st[s].be;
+  const TpNet *net = rt->st[s].net;
+  int n = p->n;
+  gboolean mine = s >= rt->lo && s < rt->hi;
+  ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .in = p->bufs[s].in, .out = p->bufs[s].out, .h_in = p->acts[0],
+                .labels = p->labels, .idx = idx };
+  ProfCtx micro = c;
+  double all;
+  micro.n = whole ? n : m;
+  gboolean ok = (c.saved = micro.saved = p->saved[s] = rt->cfg.split_backward ? tp_saved_new_split(rt->st[s].net, n, err)
+                                                                               : tp_saved_new(rt->st[s].net, n, err)) != NULL &&
+                (tp_saved_set_replay(p->saved[s], TRUE), TRUE) && /* a timing: the running statistics stay the run's */
+                tp_rt_up(be, c.in, p->acts[s], (size_t)n * tp_net_in_elems(net), err) &&
+                (mine ? time_median(prof_forward, &micro, reps, &out->fwd, err)
+                      : run_once(prof_forward, &micro, &out->fwd, err)) &&
+                (micro.n == n || (mine ? time_median(prof_forward, &c, reps, &all, err) : run_once(prof_forward, &c, &all, err))) &&
+                (s == rt->W - 1 || tp_rt_down(be, p->acts[s + 1], c.out, (size_t)n * tp_net_out_elems(net), err));
+  out->fwd_whole = micro.n == n ? (whole ? out->fwd : 0) : all;
+  return ok;
+}
+
+/* A stage after this process's ones: its backward run once, for the gradient they receive. */
+static gboolean backward_through(TpRuntime *rt, ProfRun *p, int s, const int *idx, TpStageProfile *out, GError **err)
+{
+  const RtStage *S = &rt->st[s];
+  const TpBackend *be = S->be;
+  size_t np = S->np ? S->np : 1;
+  float *grad = be->iface->alloc(be, np, err);
+  ProfCtx c = { .rt = rt, .s = s, .n = p->n, .be = be, .dout = p->bufs[s].dout, .din = p->bufs[s].din, .grad = grad,
+                .saved = p->saved[s], .labels = p->labels, .idx = idx };
+  gboolean ok = grad && be->iface->zero(be, grad, np, err) &&
+                (s == rt->W - 1 || tp_rt_up(be, c.dout, p->grads[s + 1], (size_t)p->n * tp_net_out_elems(S->net), err)) &&
+                run_once(prof_backward, &c, &out->bwd, err) &&
+                tp_rt_down(be, p->grads[s], c.din, (size_t)p->n * tp_net_in_elems(S->net), err);
+  out->upd = 0;
+  if (grad)
+    be->iface->free(be, grad);
+  return ok;
+}
+
+/* One of this process's stages: its backward (and a split backward's I and W) and its update, timed
+ * on copies of its weights and optimizer state. */
+static gboolean profile_backward(TpRuntime *rt, ProfRun *p, int s, const int *idx, int reps, TpStageProfile *out,
+                                 GError **err)
+{
+  const RtStage *S = &rt->st[s];
+  const TpBackend *be = S->be;
+  size_t np = S->np ? S->np : 1, ns = S->ns ? S->ns : 1;
+  float *grad = be->iface->alloc(be, np, err), *w = grad ? be->iface->alloc(be, np, err) : NULL;
+  float *mom = w ? be->iface->alloc(be, ns, err) : NULL;
+  ProfCtx c = { .rt = rt, .s = s, .n = p->n, .be = be, .dout = p->bufs[s].dout, .din = p->bufs[s].din, .grad = grad,
+                .w = w, .mom = mom, .saved = p->saved[s], .labels = p->labels, .idx = idx };
+  gboolean ok = mom && be->iface->zero(be, grad, np, err) &&
+                (s == rt->W - 1 || tp_rt_up(be, c.dout, p->grads[s + 1], (size_t)p->n * tp_net_out_elems(S->net), err)) &&
+                time_median(prof_backward, &c, reps, &out->bwd, err) &&
+                (!rt->cfg.split_backward || (time_median(prof_input, &c, reps, &out->inp, err) &&
+                                             time_median(prof_weight, &c, reps, &out->wgt, err))) &&
+                (s == 0 || tp_rt_down(be, p->grads[s], c.din, (size_t)p->n * tp_net_in_elems(S->net), err)) &&
+                be->iface->copy(be, w, S->weights, np, err) && be->iface->copy(be, mom, S->mom, ns, err) &&
+                time_median(prof_update, &c, reps, &out->upd, err);
+  float *tmp[] = { grad, w, mom };
+  for (int i = 0; i < 3; i++)
+    if (tmp[i])
+      be->iface->free(be, tmp[i]);
+  return ok;
+}
+
 gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, gboolean whole_bwd,
                             TpStageProfile *out, GError **err)
 {
@@ -198,96 +319,22 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
    * them into one saved state for one backward of the whole mini-batch (as the run does) */
   int m = cfg->batch / cfg->N, n = whole_bwd ? cfg->batch : m, W = rt->W;
   double per = whole_bwd ? (double)cfg->N : 1.0, fper = whole ? (double)cfg->N : 1.0;
-  size_t width = max_width(rt);
   reps = MAX(reps, 1);
-  /* acts[s]: stage s's input; grads[s]: the gradient stage s receives (host memory) */
-  float **acts = g_new0(float *, W + 1), **grads = g_new0(float *, W + 1);
-  TpSaved **saved = g_new0(TpSaved *, W);
-  ProfBufs *bufs = g_new0(ProfBufs, W);
-  for (int s = 0; s <= W; s++)
-    acts[s] = g_new0(float, (size_t)n * width), grads[s] = g_new0(float, (size_t)n * width);
-  g_autofree gint32 *labels = g_new(gint32, (size_t)n * cfg->train->label_dim);
-  tp_dataset_gather(cfg->train, idx, n, acts[0], labels);
-  gboolean ok = TRUE;
+  ProfRun p;
+  gboolean ok = prof_run_new(&p, rt, idx, n, err);
   for (int s = 0; s < W && ok; s++) {
-    const TpBackend *be = rt->st[s].be;
-    ProfBufs *b = &bufs[s];
-    if (tp_backend_host_memory(be))
-      *b = (ProfBufs){ acts[s], acts[s + 1], grads[s + 1], grads[s] };
-    else
-      ok = (b->in = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->out = tp_rt_buf(be, FALSE, (size_t)n * width, err)) &&
-           (b->dout = tp_rt_buf(be, FALSE, (size_t)n * width, err)) && (b->din = tp_rt_buf(be, FALSE, (size_t)n * width, err));
-  }
-  for (int s = 0; s < W && ok; s++) {
-    const TpBackend *be = rt->st[s].be;
-    const TpNet *net = rt->st[s].net;
-    gboolean mine = s >= rt->lo && s < rt->hi;
-    ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .in = bufs[s].in, .out = bufs[s].out, .h_in = acts[0],
-                  .labels = labels, .idx = idx };
-    ProfCtx micro = c;
-    double all;
-    micro.n = whole ? n : m;
-    ok = (c.saved = micro.saved = saved[s] = cfg->split_backward ? tp_saved_new_split(rt->st[s].net, n, err)
-                                                                  : tp_saved_new(rt->st[s].net, n, err)) != NULL &&
-         (tp_saved_set_replay(saved[s], TRUE), TRUE) && /* a timing: the running statistics stay the run's */
-         tp_rt_up(be, c.in, acts[s], (size_t)n * tp_net_in_elems(net), err) &&
-         (mine ? time_median(prof_forward, &micro, reps, &out[s].fwd, err)
-               : run_once(prof_forward, &micro, &out[s].fwd, err)) &&
-         (micro.n == n || (mine ? time_median(prof_forward, &c, reps, &all, err) : run_once(prof_forward, &c, &all, err))) &&
-         (s == W - 1 || tp_rt_down(be, acts[s + 1], c.out, (size_t)n * tp_net_out_elems(net), err));
-    out[s].fwd_whole = micro.n == n ? (whole ? out[s].fwd : 0) : all;
+    ok = profile_forward(rt, &p, s, idx, reps, m, whole, &out[s], err);
     out[s].fwd /= fper;
   }
   for (int s = W - 1; s >= rt->lo && ok; s--) {
-    const RtStage *S = &rt->st[s];
-    const TpBackend *be = S->be;
     if (s >= rt->hi) { /* after this process's stages: the gradient they receive */
-      size_t np = S->np ? S->np : 1;
-      float *grad = be->iface->alloc(be, np, err);
-      ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad,
-                    .saved = saved[s], .labels = labels, .idx = idx };
-      ok = grad && be->iface->zero(be, grad, np, err) &&
-           (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
-           run_once(prof_backward, &c, &out[s].bwd, err) &&
-           tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err);
-      out[s].upd = 0;
-      if (grad)
-        be->iface->free(be, grad);
+      ok = backward_through(rt, &p, s, idx, &out[s], err);
       continue;
     }
-    size_t np = S->np ? S->np : 1;
-    float *grad = be->iface->alloc(be, np, err), *w = grad ? be->iface->alloc(be, np, err) : NULL;
-    size_t ns = S->ns ? S->ns : 1;
-    float *mom = w ? be->iface->alloc(be, ns, err) : NULL;
-    ProfCtx c = { .rt = rt, .s = s, .n = n, .be = be, .dout = bufs[s].dout, .din = bufs[s].din, .grad = grad, .w = w,
-                  .mom = mom, .saved = saved[s], .labels = labels, .idx = idx };
-    ok = mom && be->iface->zero(be, grad, np, err) &&
-         (s == W - 1 || tp_rt_up(be, c.dout, grads[s + 1], (size_t)n * tp_net_out_elems(S->net), err)) &&
-         time_median(prof_backward, &c, reps, &out[s].bwd, err) &&
-         (!cfg->split_backward || (time_median(prof_input, &c, reps, &out[s].inp, err) &&
-                                   time_median(prof_weight, &c, reps, &out[s].wgt, err))) &&
-         (s == 0 || tp_rt_down(be, grads[s], c.din, (size_t)n * tp_net_in_elems(S->net), err)) &&
-         be->iface->copy(be, w, S->weights, np, err) && be->iface->copy(be, mom, S->mom, ns, err) &&
-         time_median(prof_update, &c, reps, &out[s].upd, err);
+    ok = profile_backward(rt, &p, s, idx, reps, &out[s], err);
     out[s].bwd /= per, out[s].inp /= per, out[s].wgt /= per;
-    if (grad)
-      be->iface->free(be, grad);
-    if (w)
-      be->iface->free(be, w);
-    if (mom)
-      be->iface->free(be, mom);
   }
-  for (int s = 0; s < W; s++)
-    if (!tp_backend_host_memory(rt->st[s].be)) {
-      float *dev[] = { bufs[s].in, bufs[s].out, bufs[s].dout, bufs[s].din };
-      for (int i = 0; i < 4; i++)
-        tp_rt_buf_free(rt->st[s].be, FALSE, dev[i]);
-    }
-  for (int s = 0; s <= W; s++)
-    g_free(acts[s]), g_free(grads[s]);
-  for (int s = 0; s < W; s++)
-    tp_saved_free(saved[s]);
-  g_free(acts), g_free(grads), g_free(saved), g_free(bufs);
+  prof_run_free(&p, rt);
   return ok;
 }
 
@@ -300,13 +347,10 @@ static double median_or(double *v, int n, double fallback)
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
-                                      GError **err)
+/* The state a timing run changes, kept aside: each of this process's stages' weights, optimizer state
+ * and gradient buffer (keep[3·st + i]) and its running statistics (stats[st]). */
+static gboolean state_keep(const TpRuntime *rt, float **keep, float **stats, GError **err)
 {
-  const int W = rt->W;
-  /* the state the run changes: each stage's weights, momentum and gradient buffer, and its running
-   * statistics */
-  float **keep = g_new0(float *, 3 * (size_t)W), **stats = g_new0(float *, (size_t)W);
   gboolean ok = TRUE;
   for (int st = rt->lo; st < rt->hi && ok; st++)
     ok = (stats[st] = tp_host_floats(tp_net_n_stats(rt->st[st].net), err)) &&
@@ -319,13 +363,12 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
       ok = (keep[3 * st + i] = S->be->iface->alloc(S->be, len[i], err)) &&
            S->be->iface->copy(S->be, keep[3 * st + i], now[i], len[i], err);
   }
-  const int **ids = g_new(const int *, MAX(s->K, 1));
-  for (int i = 0; i < s->K; i++)
-    ids[i] = idx;
-  TpRunResult r = { 0 };
-  rt->timing = TRUE;
-  ok = ok && tp_runtime_run(rt, s, ids, 1, g_get_monotonic_time(), NULL, &r, err);
-  rt->timing = FALSE;
+  return ok;
+}
+
+/* ... and put back (where ok: what was kept is freed either way). */
+static gboolean state_restore(TpRuntime *rt, float **keep, float **stats, gboolean ok, GError **err)
+{
   for (int st = rt->lo; st < rt->hi; st++) {
     RtStage *S = &rt->st[st];
     size_t np = S->np ? S->np : 1, len[3] = { np, S->ns ? S->ns : 1, np };
@@ -342,60 +385,87 @@ gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const 
       ok = tp_net_set_stats(S->net, stats[st], err);
     g_free(stats[st]);
   }
-  g_free(stats);
-  for (int st = rt->lo; st < rt->hi && ok; st++) {
-    int n = tp_stage_len(s, st), cnt[5] = { 0 }, nwhole = 0;
-    const TpOp *ops = tp_stage_ops(s, st);
-    double *t[5];
-    for (int k = 0; k < 5; k++) /* by TpOpKind: F, B, U, I, W */
-      t[k] = g_new(double, MAX(n, 1));
-    double *fw = g_new(double, MAX(n, 1)); /* whole-mini-batch forwards, whole */
-    /* fwhole[mb]: the mini-batch's forward on this stage is one whole forward; bwhole[j]: the j-th
-     * backward timed follows one (recomputing, it ran that forward again, not N) */
-    gboolean *fwhole = g_new0(gboolean, (size_t)s->K + 1), *bwhole = g_new0(gboolean, MAX(n, 1));
-    for (int i = 0; i < n; i++)
-      if (ops[i].kind == TP_OP_F && ops[i].micro == TP_WHOLE)
-        fwhole[ops[i].mb] = TRUE;
-    for (int i = 0; i < n; i++) {
-      const TpOp *op = &ops[i];
-      if (op->mb < 2 && s->K > 1) /* the first mini-batch warms up */
-        continue;
-      double d = r.rec[st][i].end - r.rec[st][i].start;
-      if (op->kind == TP_OP_F && op->micro == TP_WHOLE) /* timed apart from micro-batch ones */
-        fw[nwhole++] = d;
-      else {
-        if (op->kind == TP_OP_B)
-          bwhole[cnt[TP_OP_B]] = op->micro == TP_WHOLE && fwhole[op->mb];
-        t[op->kind][cnt[op->kind]++] = op->kind == TP_OP_U ? d : d / tp_op_count(s, op);
-      }
-    }
-    out[st].fwd = median_or(t[TP_OP_F], cnt[TP_OP_F], out[st].fwd);
-    out[st].fwd_whole = median_or(fw, nwhole, out[st].fwd_whole);
-    if (nwhole && !cnt[TP_OP_F]) /* only whole forwards: per micro-batch as a whole one's share */
-      out[st].fwd = out[st].fwd_whole / s->N;
-    g_free(fw);
-    /* a recomputing backward (or I) ran its forwards again first (after one whole forward, that
-     * one: per micro-batch its share); the cost model adds that forward itself (tp_sim_op_time), so
-     * the profile keeps the backward proper — a floor keeps a noisy difference positive */
-    if (s->recompute) {
-      double share = (out[st].fwd_whole > 0 ? out[st].fwd_whole : s->N * out[st].fwd) / s->N;
-      for (int j = 0; j < cnt[TP_OP_B]; j++) {
-        double v = t[TP_OP_B][j];
-        t[TP_OP_B][j] = MAX(v - (bwhole[j] ? share : out[st].fwd), 0.1 * v);
-      }
-      for (int j = 0; j < cnt[TP_OP_I]; j++)
-        t[TP_OP_I][j] = MAX(t[TP_OP_I][j] - out[st].fwd, 0.1 * t[TP_OP_I][j]);
-    }
-    g_free(fwhole), g_free(bwhole);
-    out[st].bwd = median_or(t[TP_OP_B], cnt[TP_OP_B], out[st].bwd);
-    out[st].upd = median_or(t[TP_OP_U], cnt[TP_OP_U], out[st].upd);
-    out[st].inp = median_or(t[TP_OP_I], cnt[TP_OP_I], out[st].inp);
-    out[st].wgt = median_or(t[TP_OP_W], cnt[TP_OP_W], out[st].wgt);
-    if (cnt[TP_OP_I] && cnt[TP_OP_W] && !cnt[TP_OP_B])
-      out[st].bwd = out[st].inp + out[st].wgt;
-    for (int k = 0; k < 5; k++)
-      g_free(t[k]);
+  return ok;
+}
+
+/* A recomputing backward (or I) ran its forwards again first (after one whole forward, that one: per
+ * micro-batch its share); the cost model adds that forward itself (tp_sim_op_time), so the profile
+ * keeps the backward proper — a floor keeps a noisy difference positive.  t[k], cnt[k]: the times by
+ * TpOpKind; bwhole[j]: the j-th backward followed a whole forward. */
+static void without_recompute(const TpSchedule *s, const TpStageProfile *o, double **t, const int *cnt,
+                              const gboolean *bwhole)
+{
+  double share = (o->fwd_whole > 0 ? o->fwd_whole : s->N * o->fwd) / s->N;
+  for (int j = 0; j < cnt[TP_OP_B]; j++) {
+    double v = t[TP_OP_B][j];
+    t[TP_OP_B][j] = MAX(v - (bwhole[j] ? share : o->fwd), 0.1 * v);
   }
+  for (int j = 0; j < cnt[TP_OP_I]; j++)
+    t[TP_OP_I][j] = MAX(t[TP_OP_I][j] - o->fwd, 0.1 * t[TP_OP_I][j]);
+}
+
+/* Stage st's medians from run r of s (its first mini-batch warming up), over what o held. */
+static void stage_medians(const TpSchedule *s, const TpRunResult *r, int st, TpStageProfile *o)
+{
+  int n = tp_stage_len(s, st), cnt[5] = { 0 }, nwhole = 0;
+  const TpOp *ops = tp_stage_ops(s, st);
+  double *t[5];
+  for (int k = 0; k < 5; k++) /* by TpOpKind: F, B, U, I, W */
+    t[k] = g_new(double, MAX(n, 1));
+  double *fw = g_new(double, MAX(n, 1)); /* whole-mini-batch forwards, whole */
+  /* fwhole[mb]: the mini-batch's forward on this stage is one whole forward; bwhole[j]: the j-th
+   * backward timed follows one (recomputing, it ran that forward again, not N) */
+  gboolean *fwhole = g_new0(gboolean, (size_t)s->K + 1), *bwhole = g_new0(gboolean, MAX(n, 1));
+  for (int i = 0; i < n; i++)
+    if (ops[i].kind == TP_OP_F && ops[i].micro == TP_WHOLE)
+      fwhole[ops[i].mb] = TRUE;
+  for (int i = 0; i < n; i++) {
+    const TpOp *op = &ops[i];
+    if (op->mb < 2 && s->K > 1) /* the first mini-batch warms up */
+      continue;
+    double d = r->rec[st][i].end - r->rec[st][i].start;
+    if (op->kind == TP_OP_F && op->micro == TP_WHOLE) /* timed apart from micro-batch ones */
+      fw[nwhole++] = d;
+    else {
+      if (op->kind == TP_OP_B)
+        bwhole[cnt[TP_OP_B]] = op->micro == TP_WHOLE && fwhole[op->mb];
+      t[op->kind][cnt[op->kind]++] = op->kind == TP_OP_U ? d : d / tp_op_count(s, op);
+    }
+  }
+  o->fwd = median_or(t[TP_OP_F], cnt[TP_OP_F], o->fwd);
+  o->fwd_whole = median_or(fw, nwhole, o->fwd_whole);
+  if (nwhole && !cnt[TP_OP_F]) /* only whole forwards: per micro-batch as a whole one's share */
+    o->fwd = o->fwd_whole / s->N;
+  if (s->recompute)
+    without_recompute(s, o, t, cnt, bwhole);
+  o->bwd = median_or(t[TP_OP_B], cnt[TP_OP_B], o->bwd);
+  o->upd = median_or(t[TP_OP_U], cnt[TP_OP_U], o->upd);
+  o->inp = median_or(t[TP_OP_I], cnt[TP_OP_I], o->inp);
+  o->wgt = median_or(t[TP_OP_W], cnt[TP_OP_W], o->wgt);
+  if (cnt[TP_OP_I] && cnt[TP_OP_W] && !cnt[TP_OP_B])
+    o->bwd = o->inp + o->wgt;
+  for (int k = 0; k < 5; k++)
+    g_free(t[k]);
+  g_free(fw), g_free(fwhole), g_free(bwhole);
+}
+
+gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
+                                      GError **err)
+{
+  const int W = rt->W;
+  float **keep = g_new0(float *, 3 * (size_t)W), **stats = g_new0(float *, (size_t)W);
+  gboolean ok = state_keep(rt, keep, stats, err);
+  const int **ids = g_new(const int *, MAX(s->K, 1));
+  for (int i = 0; i < s->K; i++)
+    ids[i] = idx;
+  TpRunResult r = { 0 };
+  rt->timing = TRUE;
+  ok = ok && tp_runtime_run(rt, s, ids, 1, g_get_monotonic_time(), NULL, &r, err);
+  rt->timing = FALSE;
+  ok = state_restore(rt, keep, stats, ok, err);
+  g_free(stats);
+  for (int st = rt->lo; st < rt->hi && ok; st++)
+    stage_medians(s, &r, st, &out[st]);
   tp_run_result_clear(&r);
   g_free(ids);
   g_free(keep);

@@ -428,6 +428,38 @@ static gboolean read_state(const char *dir, const char *path, GKeyFile *k, TpChe
   return TRUE;
 }
 
+/* The parameter and buffer floats of each of W stages (params_S, buffers_S), in range, and state_bytes
+ * agreeing with them. */
+static gboolean read_sizes(GKeyFile *k, const char *path, int W, int states, size_t *np, size_t *nb, GError **err)
+{
+  GError *e = NULL;
+  guint64 sum = 0;
+  for (int s = 0; s < W; s++) {
+    g_autofree char *key = g_strdup_printf("params_%d", s + 1), *bkey = g_strdup_printf("buffers_%d", s + 1);
+    guint64 v = g_key_file_get_uint64(k, "position", key, &e), b = 0;
+    if (e) {
+      g_clear_error(&e);
+      return bad(err, path, "stages=%d, but %s is missing or not a count", W, key);
+    }
+    if (v > TP_CHECKPOINT_MAX_PARAMS)
+      return bad(err, path, "%s=%" G_GUINT64_FORMAT " is more parameters than a stage holds", key, v);
+    if (g_key_file_has_key(k, "position", bkey, NULL) &&
+        ((b = g_key_file_get_uint64(k, "position", bkey, &e)), e || b == 0 || b > TP_CHECKPOINT_MAX_PARAMS)) {
+      g_clear_error(&e);
+      return bad(err, path, "%s is not a count of buffer floats a stage holds", bkey);
+    }
+    np[s] = (size_t)v, nb[s] = (size_t)b;
+    sum += (guint64)(1 + states) * 4 * v + 4 * b;
+  }
+  guint64 bytes = g_key_file_get_uint64(k, "checkpoint", "state_bytes", &e);
+  if (e || bytes != sum) {
+    g_clear_error(&e);
+    return bad(err, path, "state_bytes disagrees with params_1..params_%d and buffers (%" G_GUINT64_FORMAT
+               " bytes of state)", W, sum);
+  }
+  return TRUE;
+}
+
 static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int lo, int hi, TpCheckpoint *c,
                           GError **err)
 {
@@ -457,30 +489,8 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
   /* the parameter counts, each in range (before anything is allocated for it), and the state's size
    * agree */
   g_autofree size_t *np = g_new0(size_t, W), *nb = g_new0(size_t, W);
-  guint64 sum = 0;
-  for (int s = 0; s < W; s++) {
-    g_autofree char *key = g_strdup_printf("params_%d", s + 1), *bkey = g_strdup_printf("buffers_%d", s + 1);
-    guint64 v = g_key_file_get_uint64(k, "position", key, &e), b = 0;
-    if (e) {
-      g_clear_error(&e);
-      return bad(err, path, "stages=%d, but %s is missing or not a count", W, key);
-    }
-    if (v > TP_CHECKPOINT_MAX_PARAMS)
-      return bad(err, path, "%s=%" G_GUINT64_FORMAT " is more parameters than a stage holds", key, v);
-    if (g_key_file_has_key(k, "position", bkey, NULL) &&
-        ((b = g_key_file_get_uint64(k, "position", bkey, &e)), e || b == 0 || b > TP_CHECKPOINT_MAX_PARAMS)) {
-      g_clear_error(&e);
-      return bad(err, path, "%s is not a count of buffer floats a stage holds", bkey);
-    }
-    np[s] = (size_t)v, nb[s] = (size_t)b;
-    sum += (guint64)(1 + states) * 4 * v + 4 * b;
-  }
-  guint64 bytes = g_key_file_get_uint64(k, "checkpoint", "state_bytes", &e);
-  if (e || bytes != sum) {
-    g_clear_error(&e);
-    return bad(err, path, "state_bytes disagrees with params_1..params_%d and buffers (%" G_GUINT64_FORMAT
-               " bytes of state)", W, sum);
-  }
+  if (!read_sizes(k, path, W, states, np, nb, err))
+    return FALSE;
   tp_checkpoint_init(c, W, np, nb, states);
   c->lo = hi < 0 ? 0 : MIN(MAX(lo, 0), W);
   c->hi = hi < 0 ? W : MIN(MAX(hi, c->lo), W);
