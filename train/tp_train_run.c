@@ -299,6 +299,8 @@ static gboolean same_schedule(Train *t, GError **err)
   return TRUE;
 }
 
+/* The preset's schedule of K mini-batches: fixed on unit slots or on cost model c.  Interleaved
+ * stages (t->V chunks per worker) come from their rule, which no cost changes. */
 /* Steady time per mini-batch of s on c (the simulator's), or -1 when it does not run. */
 static double simulated_time(const TpSchedule *s, const TpCost *c)
 {
@@ -350,8 +352,6 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
   return fused;
 }
 
-/* The preset's schedule of K mini-batches: fixed on unit slots or on cost model c.  Interleaved
- * stages (t->V chunks per worker) come from their rule, which no cost changes. */
 static TpSchedule *generate(Train *t, int K, const TpCost *c, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
