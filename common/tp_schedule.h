@@ -4,8 +4,8 @@
  * of a whole mini-batch, backward of a micro-batch or of a whole mini-batch, update), each with the
  * weight version it reads.  A backward is one operation (B) or two (split backward, the
  * zero-bubble family): I, the input gradient, sent to the stage before, and W, the weight
- * gradient, local, after its I and before the update that applies it.  Stages, mini-batches and micro-batches are 0-based in memory except
- * mini-batches, which keep the spec's numbering 1..K (version k = weights after k updates). */
+ * gradient, local, after its I and before the update that applies it.  Stages and micro-batches are
+ * 0-based in memory; mini-batches keep the spec's numbering 1..K (version k = weights after k updates). */
 #ifndef TP_SCHEDULE_H
 #define TP_SCHEDULE_H
 

@@ -197,6 +197,15 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
  * in turn, in the calling thread. */
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err);
 
+/* One stage's profiled times. */
+typedef struct {
+  double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
+  double inp, wgt;           /* with cfg.split_backward: a split backward's I and W per micro-batch,
+                                each timed alone (0 otherwise) */
+  double fwd_whole;          /* seconds of one forward of the whole mini-batch, where whole or
+                                whole_bwd had it timed (0 otherwise) */
+} TpStageProfile;
+
 /* Each stage's operations timed alone on real data (one mini-batch, idx), before training, in the
  * calling thread: forward (stage 1's with the gathering of its input) and backward per micro-batch
  * (with cfg.split_backward also its I and W, each alone), and an update — `reps` repetitions after
@@ -206,14 +215,6 @@ gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accur
  * are discarded; the weights, momentum and gradient buffer are left as they were.  A process that
  * runs some stages times only those (out[s] of the others is 0); the stages before them run their
  * forward once, and those after them their forward and backward once, untimed, for real inputs. */
-typedef struct {
-  double fwd, bwd, upd;      /* seconds per micro-batch (fwd, bwd) and per update */
-  double inp, wgt;           /* with cfg.split_backward: a split backward's I and W per micro-batch,
-                                each timed alone (0 otherwise) */
-  double fwd_whole;          /* seconds of one forward of the whole mini-batch, where whole or
-                                whole_bwd had it timed (0 otherwise) */
-} TpStageProfile;
-
 gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean whole, gboolean whole_bwd,
                             TpStageProfile *out, GError **err);
 

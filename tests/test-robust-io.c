@@ -21,7 +21,7 @@ static TptRun run_limited(const char *kb, const char *cmd)
   return tpt_run_shell(script);
 }
 
-/* 2. Out of memory by the process's own limit (ulimit -v): refused or failed in one line, never an
+/* Out of memory by the process's own limit (ulimit -v): refused or failed in one line, never an
  * abort in GLib's allocator.  Each command checks what it holds: the schedule and its simulation,
  * every preset of a comparison, a timeline's rows and picture data, a schedule's text (a GString's
  * capacity is a power of two), a profile's largest micro-batch. */
@@ -94,7 +94,7 @@ static void test_memory_limit(void)
   tpt_rm_tree(root);
 }
 
-/* 2. The memory a step needs, against TP_MEMORY_LIMIT: a schedule's JSON text counts the power of two
+/* The memory a step needs, against TP_MEMORY_LIMIT: a schedule's JSON text counts the power of two
  * its GString grows to (346 MB of text take 512 MB); a comparison where every preset is refused
  * says why for each and fails, instead of printing nothing with exit 0. */
 static void test_memory_limit_env(void)
@@ -233,7 +233,7 @@ static char *json_string(const char *json, const char *key)
   return p ? g_strndup(p + strlen(k), strcspn(p + strlen(k), "\"")) : NULL;
 }
 
-/* 25. Every report carries the digest of the schedule it ran (schedule_sha256: the sha256 of the
+/* Every report carries the digest of the schedule it ran (schedule_sha256: the sha256 of the
  * schedule's digest record, docs/formats.md), and train's text report says which order and plan ran. */
 static void test_schedule_digest(void)
 {
@@ -266,7 +266,7 @@ static void test_schedule_digest(void)
   tpt_run_clear(&r);
 }
 
-/* 23. The text report says what the steady state holds as the JSON does (v, chains, the
+/* The text report says what the steady state holds as the JSON does (v, chains, the
  * multiple-sequence problem): pipedream W=2 N=4 on unit slots has v = 2 on 2 chains. */
 static void test_steady_state_text(void)
 {
@@ -285,7 +285,7 @@ static void test_steady_state_text(void)
   tpt_run_clear(&json);
 }
 
-/* 19. A GPU test on a machine without one skips saying so, and fails instead when TP_REQUIRE names
+/* A GPU test on a machine without one skips saying so, and fails instead when TP_REQUIRE names
  * cuda (a machine meant to have one must not pass by skipping). */
 static void test_require(void)
 {
@@ -368,7 +368,7 @@ static void test_not_utf8_values(void)
   }
 }
 
-/* 20. plot convergence on a train --csv log draws its tenth-of-an-epoch training rows and its
+/* plot convergence on a train --csv log draws its tenth-of-an-epoch training rows and its
  * per-epoch rows as separate series (not one curve that jumps at each epoch). */
 static void test_convergence_series(void)
 {
@@ -411,7 +411,7 @@ static gboolean timeline_has_label(const char *const *args, const char *text)
   return strstr(data, want) != NULL;
 }
 
-/* 21. Timeline labels are drawn only where they fit their box: on a short timeline every operation
+/* Timeline labels are drawn only where they fit their box: on a short timeline every operation
  * is labelled; on a long one (--labels asks for them) the boxes are too narrow and none is. */
 static void test_timeline_labels(void)
 {
@@ -425,7 +425,7 @@ static void test_timeline_labels(void)
                                                       NULL }, "1A"));
 }
 
-/* 12. A gzip data file damaged far into its compressed bytes is not said to be damaged "in the
+/* A gzip data file damaged far into its compressed bytes is not said to be damaged "in the
  * header"; an I/O error while reading data is a failure (exit 1), not corrupt data (exit 2). */
 static void test_gzip_messages(void)
 {

@@ -203,7 +203,7 @@ static void test_output_collisions(void)
   tpt_rm_tree(root);
 }
 
-/* 9. File names are bytes: a model file and a data directory whose names are not UTF-8 are read, by
+/* File names are bytes: a model file and a data directory whose names are not UTF-8 are read, by
  * every command that takes them. */
 static void test_byte_names(void)
 {
@@ -236,7 +236,7 @@ static void test_byte_names(void)
   tpt_rm_tree(root);
 }
 
-/* 14. Standard output that cannot be written (a full device) is a failure, --help included. */
+/* Standard output that cannot be written (a full device) is a failure, --help included. */
 static void test_stdout_full(void)
 {
   if (!g_file_test("/dev/full", G_FILE_TEST_EXISTS)) {

@@ -112,7 +112,7 @@ static void test_negative_running_variance(void)
   tpt_rm_tree(root);
 }
 
-/* 1. Every key of a resealed checkpoint is checked for meaning: exit 2, one line naming the key. */
+/* Every key of a resealed checkpoint is checked for meaning: exit 2, one line naming the key. */
 static void test_edited_checkpoint(void)
 {
   struct {
@@ -207,7 +207,7 @@ static GPid start_long_run(const char *dir, int *err_fd)
   return pid;
 }
 
-/* 3. A checkpoint directory is one run's at a time: a second run into it, while the first trains, is
+/* A checkpoint directory is one run's at a time: a second run into it, while the first trains, is
  * refused with exit 2 naming the holder; once the holder is gone the directory is free again. */
 static void test_directory_lock(void)
 {
@@ -234,7 +234,7 @@ static void test_directory_lock(void)
   tpt_rm_tree(root);
 }
 
-/* 3. train with the local transport started by mpirun (several processes) is refused: each process
+/* train with the local transport started by mpirun (several processes) is refused: each process
  * would run every stage. */
 static void test_local_under_mpirun(void)
 {
@@ -265,7 +265,7 @@ static char *state_file(const char *dir)
   g_assert_not_reached();
 }
 
-/* 4. Checkpoint files that are not regular files (a device, a FIFO without a writer) are refused at
+/* Checkpoint files that are not regular files (a device, a FIFO without a writer) are refused at
  * once, naming the file, instead of being read without end or blocking. */
 static void test_not_regular(void)
 {
@@ -289,7 +289,7 @@ static void test_not_regular(void)
   tpt_rm_tree(root);
 }
 
-/* 10. A checkpoint directory where a checkpoint's file name is taken by something that is not a
+/* A checkpoint directory where a checkpoint's file name is taken by something that is not a
  * file is refused before training. */
 static void test_names_taken(void)
 {
@@ -307,7 +307,7 @@ static void test_names_taken(void)
   }
 }
 
-/* 6. SIGHUP (a closed terminal) stops a run with --checkpoint as SIGTERM does: at the next checkpoint,
+/* SIGHUP (a closed terminal) stops a run with --checkpoint as SIGTERM does: at the next checkpoint,
  * with its line, exit 128 + 1. */
 static void test_sighup(void)
 {
@@ -335,7 +335,7 @@ static void test_sighup(void)
   tpt_rm_tree(root);
 }
 
-/* 5. A checkpoint names its data by content: the same files elsewhere (or the path with a trailing
+/* A checkpoint names its data by content: the same files elsewhere (or the path with a trailing
  * slash) continue it; the same path with other labels is refused, naming the data. */
 static void test_data_identity(void)
 {
