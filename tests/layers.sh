@@ -4,9 +4,9 @@
 # (exec/ and sim/ never see each other, no library sees train/ or cli/, common/ sees only itself),
 # and one that includes a header it may see compiles (so that the probe itself works); then no
 # library leaves a symbol undefined that a higher layer defines, and none but the MPI transport's
-# ends the process (nm).  Run by `make check`, which
+# ends the process (nm; g_error by a look at the sources).  Run by `make check`, which
 # gives the flags: TP_CC, TP_FLAGS_common, TP_FLAGS_sim, TP_FLAGS_exec, TP_FLAGS_plots, TP_FLAGS_train
-# (each library's include flags), TP_GLIB (GLib's), TP_BUILDDIR.
+# (each library's include flags), TP_GLIB (GLib's), TP_BUILDDIR, TP_SRCDIR.
 set -u
 b=${TP_BUILDDIR:-.}
 n=0
@@ -69,5 +69,10 @@ for l in common sim exec plots train; do
     grep -E ':(exit|abort|_Exit|quick_exit|MPI_Abort|tp_mpi_fail|_exit)$' | grep -v 'tp_signal.o:_exit$' | tr '\n' ' ')
   if [ -z "$ends" ]; then ok "libtp$l.a never ends the process"; else notok "libtp$l.a ends the process: $ends"; fi
 done
+# nor through GLib's g_error (a macro: no symbol of its own), outside the MPI transport
+s=${TP_SRCDIR:-.}
+calls=$(cd "$s" && grep -lE '\bg_error *\(' common/*.c sim/*.c exec/*.c exec/*/*.c plots/*.c train/*.c 2>/dev/null |
+  grep -v '^exec/mpi/' | tr '\n' ' ')
+if [ -z "$calls" ]; then ok "no library calls g_error"; else notok "g_error (which ends the process) in: $calls"; fi
 echo "1..$n"
 exit $bad

@@ -121,7 +121,10 @@ gboolean tp_mpi_check_same(TpMpi *m, const char *text, GError **err)
   uint8_t mine[TP_SHA256_BYTES];
   TpSha256 *c = tp_sha256_new();
   tp_sha256_update(c, text, strlen(text));
-  tp_sha256_finish(c, mine);
+  if (!tp_sha256_finish(c, mine)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "libcrypto failed the digest of this rank's arguments");
+    return FALSE;
+  }
   guint8 *all = g_malloc((size_t)t->W * sizeof mine);
   gboolean ok = tp_mpi_gather(m, -1, mine, sizeof mine, all, err);
   for (int r = 1; ok && r < t->W; r++)
