@@ -414,7 +414,7 @@ typedef struct {
   int threads;
 } Measured;
 
-static gboolean take_measured(Train *t, gpointer data, GError **err)
+static gboolean take_measured(const Train *t, gpointer data, GError **err)
 {
   Measured *m = data;
   if (!t->res.cmp_ready) {

@@ -312,7 +312,7 @@ static void report_text(const Train *t, const char *sha, GString *out)
 }
 
 /* The training log, the trace files and the report: all of them or none (common/tp_output.h). */
-gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err)
+gboolean tp_train_write_outputs(const Train *t, gpointer data, GError **err)
 {
   const TpTrainOutputs *o = data;
   g_autofree char *sha = tp_train_weights_sha256(t);

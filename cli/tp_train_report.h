@@ -21,7 +21,7 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
                                 GError **err);
 
 /* The outputs (data: a TpTrainOutputs), as the trainer's report function (TpTrainReportFn). */
-gboolean tp_train_write_outputs(Train *t, gpointer data, GError **err);
+gboolean tp_train_write_outputs(const Train *t, gpointer data, GError **err);
 
 /* plan --run-top: the run that train's arguments argv (argv[0] the command's name; one process)
  * describe, trained in this process without a report: its measured steady time per mini-batch and

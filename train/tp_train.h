@@ -147,9 +147,9 @@ typedef struct {
   TpTrainFuse fuse;
 } Train;
 
-/* What the trainer hands its results to, on the process that holds them (rank 0), before the run
+/* What the trainer hands its results to, read-only, on the process that holds them (rank 0), before the run
  * shuts down: the report's writer. */
-typedef gboolean (*TpTrainReportFn)(Train *t, gpointer data, GError **err);
+typedef gboolean (*TpTrainReportFn)(const Train *t, gpointer data, GError **err);
 
 /* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
 static inline long tp_train_lr_steps(const Train *t) { return t->cfg.opt.lr_cosine ? (long)t->K * t->runs : 0; }
