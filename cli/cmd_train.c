@@ -23,7 +23,7 @@ typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps, *threads;
   char *significance, *peer_timeout, *devices, *lr_schedule, *optimizer, *beta1, *beta2, *eps, *warmup;
-  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks, *fuse;
+  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks, *fuse, *data_parallel;
   gboolean quiet, recompute;
   int *split_counts;        /* --split parsed: [W] layers per stage */
 } Opts;
@@ -35,7 +35,7 @@ static void opts_clear(Opts *o)
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps, &o->threads,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
                    &o->devices, &o->lr_schedule, &o->split, &o->chunks, &o->fuse, &o->optimizer, &o->beta1,
-                   &o->beta2, &o->eps, &o->warmup };
+                   &o->beta2, &o->eps, &o->warmup, &o->data_parallel };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
   g_clear_pointer(&o->split_counts, g_free);
@@ -139,6 +139,7 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
       (o->seed && !tp_cli_int("--seed", o->seed, 0, G_MAXINT, &seed, err)) ||
       (o->reps && !tp_cli_int("--profile-reps", o->reps, 1, 1000, &reps, err)) ||
       (o->threads && !tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) ||
+      (o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 1024, &c->data_parallel, err)) ||
       !opt_double("--lr", o->lr, 0, 1e6, &c->opt.lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->opt.momentum, err) ||
       !opt_double("--weight-decay", o->wd, 0, 1e6, &c->opt.wd, err) ||
       /* below 1 as the float they become: a β of 1.0f makes the bias correction 0 and the step NaN */
@@ -318,6 +319,9 @@ static GOptionContext *train_context(Opts *o)
       "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default: stage s on GPU (s-1) mod count)", "D0,D1,…" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &o->threads,
       "--backend cpu: BLAS threads per call (default 1: each stage on its own core; one stage on every core: -w 1 --threads CORES)", "T" },
+    { "data-parallel", 0, 0, G_OPTION_ARG_STRING, &o->data_parallel,
+      "D replicas of the pipeline, each on B/D samples of every mini-batch, their gradients averaged before every "
+      "update (default 1; threads of this process, cpu backend)", "D" },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
       "Stage transport: local (default; threads), mpi (under mpirun -np W: rank r runs stage r+1) or nccl "
       "(as mpi, GPU stages: activations and gradients by NCCL between GPU buffers; needs --backend cuda)", "NAME" },

@@ -170,6 +170,9 @@ static void report_json(const Train *t, const char *sha, GString *out)
   else
     g_string_append_printf(out, "\"momentum\": %.9g, ", c->opt.momentum);
   g_string_append_printf(out, "\"weight_decay\": %.9g, ", c->opt.wd);
+  if (t->dp.D > 1)
+    g_string_append_printf(out, "\"data_parallel\": %d, \"replicas_identical\": %s, ", t->dp.D,
+                           t->dp.identical ? "true" : "false");
   if (t->res.links)
     links_json(t, out);
   g_string_append(out, "\"stages\": [");
@@ -253,6 +256,10 @@ static void report_text(const Train *t, const char *sha, GString *out)
   for (int s = 0; s < t->W; s++)
     g_string_append_printf(out, " %d-%d", t->bounds[s] + 1, t->bounds[s + 1]);
   g_string_append(out, t->cfg.sched.split ? " (split as --split gave it)\n" : " (split balancing FLOPs)\n");
+  if (t->dp.D > 1)
+    g_string_append_printf(out, "replicas     %d (data parallel, %d samples each, gradients averaged before every update); "
+                           "bit-identical after every segment: %s\n", t->dp.D, tp_train_replica_batch(t),
+                           t->dp.identical ? "yes" : "NO");
   if (t->res.links)
     links_text(t, out);
   /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state

@@ -17,7 +17,7 @@ const char *tp_error_param_name(const GError *err)
 {
   static const char *const names[] = { "batch", "model", "cluster", "split", "data", "workers", "devices", "checkpoint",
                                        "resume", "backend", "transport", "schedule", "significance",
-                                       "preset", "format" };
+                                       "preset", "format", "data-parallel" };
   if (!err || err->domain != TP_ERROR || err->code < TP_ERROR_PARAM_BATCH ||
       err->code >= TP_ERROR_PARAM_BATCH + (int)G_N_ELEMENTS(names))
     return NULL;

@@ -34,6 +34,7 @@ typedef enum {
   TP_ERROR_PARAM_SIGNIFICANCE, /* the weight blending of the intermediate policy */
   TP_ERROR_PARAM_PRESET,     /* the preset schedule a run follows */
   TP_ERROR_PARAM_FORMAT,     /* the format a schedule is written in */
+  TP_ERROR_PARAM_DATA_PARALLEL, /* the replicas of the pipeline */
 } TpErrorCode;
 
 /* For a TP_ERROR_PARAM_* error, the parameter's name ("batch", "model", ...); NULL otherwise. */

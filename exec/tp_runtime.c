@@ -261,6 +261,8 @@ static void stage_failed(Shared *sh, GError *err)
     sh->first_err = err;
     err = NULL;
     sh->tr->abort(sh->tr, sh->first_err->message);
+    if (sh->rt->cfg.reduce) /* the other replicas stop at their next update */
+      sh->rt->cfg.reduce->iface->abort(sh->rt->cfg.reduce, sh->first_err->message);
   }
   g_mutex_unlock(&sh->lock);
   g_clear_error(&err);

@@ -22,6 +22,7 @@
 
 #include "tp_backend.h"
 #include "tp_data.h"
+#include "tp_reduce.h"
 #include "tp_model.h"
 #include "tp_schedule.h"
 #include "tp_timeline.h"
@@ -54,6 +55,11 @@ typedef struct {
                                tp_runtime_saved_bytes_per_sample */
   gboolean per_micro_backward; /* run a whole-mini-batch backward micro-batch by micro-batch even
                                   where its micro-batches read one version (the reference path) */
+  /* data parallelism: this runtime is replica `replica` of reduce->D, whose updates use the mean of the
+   * replicas' gradients (not in a timing run); its micro-batches are micro_base.. of the global
+   * mini-batch (dropout masks as one pipeline of all of them draws) */
+  TpReduce *reduce;         /* NULL: one pipeline */
+  int replica, micro_base;
 } TpRuntimeConfig;
 
 /* The learning rate of the update that ends global mini-batch g (1-based): lr, or with lr_steps

@@ -102,7 +102,8 @@ void tp_rt_set_seeds(Stage *g, TpSaved *sv, int mb, int micro)
   guint64 gmb = (guint64)(sh->first_mb + mb - 1), base = sh->rt->cfg.seed;
   int n = micro == TP_WHOLE ? g->N : 1;
   for (int j = 0; j < n; j++)
-    g->seeds[j] = tp_mix64(base ^ tp_mix64((gmb << 16) + (guint64)((micro == TP_WHOLE ? j : micro) + 1)));
+    g->seeds[j] = tp_mix64(base ^ tp_mix64((gmb << 16) + (guint64)((micro == TP_WHOLE ? j : micro) + 1 +
+                                                                   sh->rt->cfg.micro_base)));
   tp_saved_set_seeds(sv, g->seeds, n);
 }
 
@@ -261,6 +262,11 @@ gboolean tp_rt_update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   float *ub = tp_wstore_update_buffer(g->store), *wl = tp_wstore_version(g->store, rec->version);
   if (!ub || !wl)
     return fail(g, op, err, "no buffer for the new version");
+  const TpRuntime *rt = g->sh->rt;
+  TpReduce *red = rt->cfg.reduce; /* data parallelism: the replicas' mean gradient */
+  if (red && g->S->np && !rt->timing &&
+      !red->iface->mean(red, g->st, rt->cfg.replica, (long)g->sh->first_mb + op->mb - 1, g->be, g->S->grad, g->S->np, err))
+    return FALSE;
   if (!tp_rt_step(g->sh->rt, g->S, (long)g->sh->first_mb + op->mb - 1, wl, g->S->grad, g->S->mom, ub, err) ||
       !g->be->iface->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
     return FALSE;

@@ -544,15 +544,26 @@ gboolean tp_checkpoint_read(const char *dir, TpCheckpoint *c, GError **err)
   return meta && tp_checkpoint_parse(dir, meta, len, 0, -1, c, err);
 }
 
+/* The value of identity key `key` in c, or NULL. */
+static const char *id_of(const TpCheckpoint *c, const char *key)
+{
+  for (guint j = 0; j < c->id_keys->len; j++)
+    if (strcmp(c->id_keys->pdata[j], key) == 0)
+      return c->id_vals->pdata[j];
+  return NULL;
+}
+
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run)
 {
-  for (guint i = 0; i < run->id_keys->len; i++) {
-    const char *key = run->id_keys->pdata[i], *here = run->id_vals->pdata[i], *there = NULL;
-    for (guint j = 0; j < c->id_keys->len && !there; j++)
-      if (strcmp(c->id_keys->pdata[j], key) == 0)
-        there = c->id_vals->pdata[j];
-    if (!there || strcmp(there, here) != 0) {
-      g_autofree char *qt = tp_quote(there ? there : "(none)"), *qh = tp_quote(here);
+  static const char *const either[] = { "data_parallel" }; /* absent on one side: a difference too */
+  for (guint i = 0; i < run->id_keys->len + G_N_ELEMENTS(either); i++) {
+    gboolean theirs = i >= run->id_keys->len;
+    const char *key = theirs ? either[i - run->id_keys->len] : run->id_keys->pdata[i];
+    const char *here = id_of(run, key), *there = id_of(c, key);
+    if (theirs && (!there || here))
+      continue;
+    if (!there || !here || strcmp(there, here) != 0) {
+      g_autofree char *qt = tp_quote(there ? there : "(none)"), *qh = tp_quote(here ? here : "(none)");
       return g_strdup_printf("%s %s there, %s here", key, qt, qh);
     }
   }

@@ -103,7 +103,8 @@ char *tp_checkpoint_read_meta(const char *dir, gsize *len, GError **err);
 gboolean tp_checkpoint_parse(const char *dir, const char *meta, gsize len, int lo, int hi, TpCheckpoint *c,
                              GError **err);
 
-/* NULL when c's identity equals (keys, vals); otherwise one line naming the first difference. */
+/* NULL when c's identity equals run's (every key of run's, and data_parallel, which a run without it
+ * may not continue either); otherwise one line naming the first difference. */
 char *tp_checkpoint_id_diff(const TpCheckpoint *c, const TpCheckpoint *run);
 /* A checkpoint written before the schedule digest record (docs/formats.md, "The schedule's digest")
  * names its schedule file by the sha256 of the file's CSV form: where that is file's (this run's),
@@ -126,6 +127,7 @@ typedef struct {
   long lr_steps;              /* cosine decay over this many mini-batches; 0: constant lr */
   long warmup;                /* of them, the linear warm-up's */
   const char *optimizer;      /* AdamW's name and hyper-parameters; NULL: SGD (as checkpoints before AdamW) */
+  int replicas;               /* data parallelism's D (1: one pipeline) */
 } TpRunIdentity;
 
 void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id);

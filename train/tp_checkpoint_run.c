@@ -82,6 +82,10 @@ void tp_checkpoint_identity(TpCheckpoint *c, const TpRunIdentity *id)
   tp_checkpoint_id(c, "lr_schedule", id->lr_steps > 0 ? buf : "constant");
   if (id->optimizer)
     tp_checkpoint_id(c, "optimizer", id->optimizer);
+  if (id->replicas > 1) { /* absent: one pipeline, as checkpoints before data parallelism */
+    g_snprintf(buf, sizeof buf, "%d", id->replicas);
+    tp_checkpoint_id(c, "data_parallel", buf);
+  }
   tp_checkpoint_id(c, "backend", id->backend ? id->backend : "cpu");
   tp_checkpoint_id(c, "data", id->data ? id->data : TP_DATA_DEFAULT_DIR);
 }

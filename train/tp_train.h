@@ -65,7 +65,8 @@ typedef struct {
   const char *data;         /* directory or synthetic[:TRAIN[:TEST]] (NULL: the default directory) */
   const char *backend;      /* NULL: cpu */
   const char *devices;      /* GPUs of the stages, round-robin (NULL: stage s on GPU s mod count) */
-  int batch;
+  int batch;                /* samples per mini-batch, over all replicas */
+  int data_parallel;        /* D replicas of the pipeline, B/D samples each (0 or 1: one pipeline) */
   guint32 seed;
   double timeout;           /* seconds a stage waits for a message */
   double peer_timeout;      /* one process per stage: seconds a rank waits for another */
@@ -122,6 +123,15 @@ typedef struct {
   TpMetrics *m;
 } TpTrainPrediction;
 
+/* Data parallelism: D replicas of the pipeline in this process, whose updates use the mean of their
+ * gradients (exec/tp_reduce.h). */
+typedef struct {
+  int D;
+  TpRuntime **rt;           /* [D]: rt[0] is the run's runtime (Train.rt) */
+  TpReduce *reduce;
+  gboolean identical;       /* the replicas' weights were bit-identical after every segment */
+} TpTrainReplicas;
+
 typedef struct {
   TpTrainConfig cfg;
   TpGroup *group;           /* the processes of the run (NULL: a group of one, every stage here); the run's */
@@ -136,7 +146,8 @@ typedef struct {
   char *data_id;            /* the data by content (sizes, sha256): what a checkpoint names, not the path */
   TpBatcher *batcher;
   int *bounds;              /* [W+1] the stages' first layers */
-  TpRuntime *rt;
+  TpRuntime *rt;            /* replica 0's with data parallelism */
+  TpTrainReplicas dp;
   TpSchedule *s;
   TpCost *cost;
   TpTrainPrediction pred;
@@ -150,6 +161,9 @@ typedef struct {
 /* What the trainer hands its results to, read-only, on the process that holds them (rank 0), before the run
  * shuts down: the report's writer. */
 typedef gboolean (*TpTrainReportFn)(const Train *t, gpointer data, GError **err);
+
+/* The samples of a mini-batch each replica runs. */
+static inline int tp_train_replica_batch(const Train *t) { return t->cfg.batch / MAX(t->dp.D, 1); }
 
 /* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
 static inline long tp_train_lr_steps(const Train *t) { return t->cfg.opt.lr_cosine ? (long)t->K * t->runs : 0; }

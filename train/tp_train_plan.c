@@ -150,12 +150,12 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
   int devices = tp_train_prediction_devices(t);
   if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
-    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->pred.prof, t->N, cfg->batch, devices);
+    g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->pred.prof, t->N, tp_train_replica_batch(t), devices);
     g_autoptr(TpSchedule) warm = tp_train_generate(t, kw, alone, err); /* timed as the run will do it */
     if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->pred.prof, err))
       return FALSE;
   }
-  t->cost = tp_predict_cost(t->rt, t->pred.prof, t->N, cfg->batch, devices);
+  t->cost = tp_predict_cost(t->rt, t->pred.prof, t->N, tp_train_replica_batch(t), devices);
   if (t->res.links)
     links_to_cost(t);
   if (!t->s) {

@@ -12,4 +12,10 @@ static inline int tp_train_segment_length(const Train *t) { return t->cfg.ck.eve
  * forwards), fixed on cost model c or on unit slots as the run asks. */
 TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err);
 
+/* tp_train_replicas.c: schedule s of a segment (mini-batches from global first_mb, samples idx[i]) run
+ * by every replica at once (replica 0 here, with prog), r replica 0's record with every replica's
+ * losses and correct counts; one pipeline: tp_runtime_run itself. */
+gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, int first_mb, TpProgress *prog,
+                               TpRunResult *r, GError **err);
+
 #endif

@@ -51,6 +51,7 @@ static void run_identity(const Train *t, TpCheckpoint *c)
     .lr_steps = tp_train_lr_steps(t),
     .warmup = tp_train_warmup(t),
     .optimizer = opt,
+    .replicas = MAX(t->dp.D, 1),
   };
   tp_checkpoint_identity(c, &id);
 }
@@ -161,7 +162,9 @@ gboolean tp_train_resume(Train *t, GError **err)
     ok = FALSE;
   } else
     ok = check_position(t, &c, dir, err);
-  ok = ok && tp_checkpoint_restore(&c, t->rt, dir, err) && tp_batcher_seek(t->batcher, c.pos, err);
+  for (int k = 0; k < MAX(t->dp.D, 1) && ok; k++) /* every replica */
+    ok = tp_checkpoint_restore(&c, t->dp.D > 1 ? t->dp.rt[k] : t->rt, dir, err);
+  ok = ok && tp_batcher_seek(t->batcher, c.pos, err);
   if (ok && !t->cfg.sched.file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, "segment", err)) != NULL &&
          (!c.plan_tail || (t->pos.s_tail = tp_checkpoint_plan(c.plan_tail, dir, "last_segment", err)) != NULL);
@@ -317,10 +320,10 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, int *do
 {
   const TpSchedule *s = segment_schedule(t, i0, len);
   TpProgress prog = { .tick = t->prog.bar ? tick : NULL, .data = t, .interval_s = 0.25,
-                      .cut_before = t->cfg.sched.file ? NULL : cut_before };
+                      .cut_before = t->cfg.sched.file || t->dp.D > 1 ? NULL : cut_before };
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = tp_runtime_run(t->rt, s, (const int *const *)idx, e * t->K + i0 + 1, t->prog.origin, &prog, &r, err);
+  gboolean ok = tp_train_run_replicas(t, s, idx, e * t->K + i0 + 1, &prog, &r, err);
   double wall = (double)(g_get_monotonic_time() - t0) / 1e6;
   *done = ok ? r.done : len;
   t->prog.done_before += *done;

@@ -83,7 +83,7 @@ static gboolean make_stage_backends(Train *t, const TpBackendReg *reg, GError **
 /* Stages on one GPU serialise their compute there, as the h200 cluster assumes. */
 int tp_train_prediction_devices(const Train *t)
 {
-  return t->dev.stage_be ? t->dev.gpus : t->dev.cores;
+  return t->dev.stage_be ? t->dev.gpus : MAX(t->dev.cores / MAX(t->dp.D, 1), 1); /* a replica's share of them */
 }
 
 static void free_stage_backends(Train *t)
@@ -100,6 +100,10 @@ void tp_train_clear(Train *t)
   tp_batcher_free(t->batcher);
   g_free(t->bounds);
   tp_runtime_free(t->rt);
+  for (int r = 1; t->dp.rt && r < t->dp.D; r++)
+    tp_runtime_free(t->dp.rt[r]);
+  g_free(t->dp.rt);
+  tp_reduce_free(t->dp.reduce);
   free_stage_backends(t);
   tp_schedule_free(t->s);
   tp_schedule_free(t->pos.s_tail);
@@ -297,10 +301,12 @@ static gboolean split_stages(Train *t, GError **err)
 static gboolean check_memory(Train *t, const TpBackend *be, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
-  long long need = tp_model_train_bytes(t->model, c->batch) + (c->opt.adamw ? 4 * t->model->params : 0); /* AdamW: v */
+  int D = t->dp.D; /* each replica holds the least for its share of the batch */
+  long long need = D * (tp_model_train_bytes(t->model, tp_train_replica_batch(t)) +
+                        (c->opt.adamw ? 4 * t->model->params : 0)); /* AdamW: v */
   /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
    * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
-  int threads = (tp_group_per_stage(t->group) ? 1 : t->W) + 1 + MAX(c->threads - 1, 0);
+  int threads = (tp_group_per_stage(t->group) ? 1 : D * t->W) + 1 + MAX(c->threads - 1, 0);
   need += tp_backend_threads_address_bytes(be, threads);
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
@@ -322,7 +328,7 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
     .bounds = t->bounds,
     .W = t->W,
     .N = t->N,
-    .batch = c->batch,
+    .batch = tp_train_replica_batch(t),
     .be = be,
     .train = t->train,
     .lr = (float)c->opt.lr,
@@ -344,7 +350,41 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
   for (int s = 0; s < t->W && t->dev.stage_be; s++)
     per_stage[s] = t->dev.stage_be[s] ? t->dev.stage_be[s] : tp_backend_cpu();
-  return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+  if (t->dp.D == 1)
+    return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+  t->dp.reduce = tp_reduce_local_new(t->dp.D, t->W, c->timeout);
+  t->dp.rt = g_new0(TpRuntime *, t->dp.D);
+  for (int r = 0; r < t->dp.D; r++) { /* the same seed: the same initial weights */
+    cfg.reduce = t->dp.reduce, cfg.replica = r, cfg.micro_base = r * t->N;
+    if (!(t->dp.rt[r] = tp_runtime_new_on(&cfg, NULL, err)))
+      return FALSE;
+  }
+  t->rt = t->dp.rt[0];
+  t->dp.identical = TRUE;
+  return TRUE;
+}
+
+/* Data parallelism's checks: replicas of one process on the cpu backend, and micro-batches of whole
+ * samples on every replica. */
+static gboolean check_replicas(Train *t, const TpBackendReg *reg, GError **err)
+{
+  const TpTrainConfig *c = &t->cfg;
+  int D = t->dp.D = MAX(c->data_parallel, 1);
+  const char *why = NULL;
+  if (D > 1 && tp_group_per_stage(t->group))
+    why = "the replicas run as threads of one process (--transport local); over MPI they are not built yet";
+  else if (D > 1 && reg->device_noun)
+    why = "the replicas run on the cpu backend; on GPUs (NCCL's all-reduce) they are not built yet";
+  if (why) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA_PARALLEL, "data-parallel %d: %s", D, why);
+    return FALSE;
+  }
+  if (c->batch % (D * t->N)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA_PARALLEL, "data-parallel %d: %d replicas of %d micro-batches "
+                "each do not divide the batch of %d samples", D, D, t->N, c->batch);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* The results and the position, empty. */
@@ -376,7 +416,7 @@ gboolean tp_train_prepare(Train *t, GError **err)
   const TpBackendReg *reg = NULL;
   gboolean own_stage = FALSE;
   const TpBackend *be = stage_backend(t, &reg, &own_stage, err);
-  if (!be || !open_data(t, err) || !split_stages(t, err) || !check_memory(t, be, err) ||
+  if (!be || !check_replicas(t, reg, err) || !open_data(t, err) || !split_stages(t, err) || !check_memory(t, be, err) ||
       !make_runtime(t, reg, be, own_stage, err))
     return FALSE;
   start_results(t);

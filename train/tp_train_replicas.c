@@ -1,0 +1,91 @@
+/* tp_train_replicas.c — data parallelism in one process: a segment's schedule run by every replica of
+ * the pipeline at once, each on its share of every mini-batch's samples, their updates on the mean of
+ * their gradients (exec/tp_reduce.h); their losses added up, and their weights compared. */
+#include "config.h"
+#include "tp_train.h"
+#include "tp_train_priv.h"
+#include "tp_error.h"
+
+#include <string.h>
+
+typedef struct {
+  TpRuntime *rt;
+  const TpSchedule *s;
+  const int **idx;
+  int first_mb;
+  gint64 origin;
+  TpProgress *prog;
+  TpReduce *reduce;
+  TpRunResult r;
+  GError *err;
+  gboolean ok;
+} Replica;
+
+static gpointer replica_main(gpointer data)
+{
+  Replica *x = data;
+  x->ok = tp_runtime_run(x->rt, x->s, x->idx, x->first_mb, x->origin, x->prog, &x->r, &x->err);
+  if (!x->ok) /* the others stop at their next update */
+    x->reduce->iface->abort(x->reduce, x->err->message);
+  return NULL;
+}
+
+/* Whether every replica's weights equal replica 0's, bit for bit. */
+static gboolean replicas_identical(const Train *t)
+{
+  for (int r = 1; r < t->dp.D; r++)
+    for (int st = 0; st < t->W; st++)
+      if (memcmp(tp_runtime_weights(t->dp.rt[r], st), tp_runtime_weights(t->rt, st),
+                 tp_runtime_n_params(t->rt, st) * sizeof(float)) != 0)
+        return FALSE;
+  return TRUE;
+}
+
+/* Replica k's rows: each mini-batch's samples k·B/D .. (k+1)·B/D − 1. */
+static void start(Train *t, Replica *x, int k, const TpSchedule *s, int *const *idx, int first_mb, TpProgress *prog)
+{
+  int share = tp_train_replica_batch(t);
+  x->idx = g_new(const int *, MAX(s->K, 1));
+  for (int i = 0; i < s->K; i++)
+    x->idx[i] = idx[i] + (size_t)k * share;
+  x->rt = t->dp.rt[k], x->s = s, x->first_mb = first_mb, x->origin = t->prog.origin, x->reduce = t->dp.reduce;
+  x->prog = k == 0 ? prog : NULL;
+}
+
+gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, int first_mb, TpProgress *prog,
+                               TpRunResult *r, GError **err)
+{
+  int D = t->dp.D;
+  if (D == 1)
+    return tp_runtime_run(t->rt, s, (const int *const *)idx, first_mb, t->prog.origin, prog, r, err);
+  Replica *x = g_new0(Replica, D);
+  GThread **th = g_new0(GThread *, D);
+  for (int k = 0; k < D; k++)
+    start(t, &x[k], k, s, idx, first_mb, prog);
+  for (int k = 1; k < D; k++) {
+    g_autofree char *name = g_strdup_printf("replica-%d", k + 1);
+    th[k] = g_thread_new(name, replica_main, &x[k]);
+  }
+  replica_main(&x[0]);
+  for (int k = 1; k < D; k++)
+    g_thread_join(th[k]);
+  gboolean ok = TRUE;
+  for (int k = 0; k < D; k++) {
+    if (!x[k].ok && ok) /* the first replica's error in replica order: the others name it */
+      g_propagate_error(err, g_steal_pointer(&x[k].err)), ok = FALSE;
+    g_clear_error(&x[k].err);
+  }
+  for (int k = 1; k < D; k++) {
+    for (int i = 0; ok && i < s->K; i++)
+      x[0].r.loss_sum[i] += x[k].r.loss_sum[i], x[0].r.correct[i] += x[k].r.correct[i];
+    tp_run_result_clear(&x[k].r);
+  }
+  if (ok)
+    *r = x[0].r, t->dp.identical = t->dp.identical && replicas_identical(t);
+  else
+    tp_run_result_clear(&x[0].r);
+  for (int k = 0; k < D; k++)
+    g_free(x[k].idx);
+  g_free(x), g_free(th);
+  return ok;
+}
