@@ -385,7 +385,8 @@ static void model_entries(GOptionContext *ctx, Opts *o)
   g_option_context_add_main_entries(ctx, entries, NULL);
 }
 
-/* Where and how the stages run: backend, devices, threads, transport, the order and the forwards. */
+/* Where and how the stages run (backend, devices, threads, transport) and what they run (the order, a
+ * schedule file, recomputation, fused forwards, significance). */
 static void execution_entries(GOptionContext *ctx, Opts *o)
 {
   GOptionEntry entries[] = {
