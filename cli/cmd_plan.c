@@ -404,51 +404,51 @@ static const TpPlan *first_failure(const TpPlanResult *res)
   return NULL;
 }
 
-gboolean tp_cmd_plan(int argc, char **argv, GError **err)
+/* plan's options, into o. */
+static GOptionContext *plan_context(PlanOpts *o)
 {
-  PlanOpts o = { 0 };
   GOptionEntry entries[] = {
-    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o.model, "Model name, .model file or config.json", "NAME|FILE" },
-    { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o.cluster,
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name, .model file or config.json", "NAME|FILE" },
+    { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o->cluster,
       "Analytic costs and device memory of a cluster (A, B, C, h200, a100x8, h100x8 or a .cluster file); with --profile: its links",
       "FILE" },
-    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o.profile, "Measured costs (timeprest profile)", "FILE" },
-    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o.batch,
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o->profile, "Measured costs (timeprest profile)", "FILE" },
+    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch,
       "Samples per mini-batch (default 128); a comma-separated list, A-B for A, 2A, 4A, ... up to B, searches "
       "each and ranks by samples/s", "B|LIST" },
-    { "memory-limit", 0, 0, G_OPTION_ARG_STRING, &o.limit,
+    { "memory-limit", 0, 0, G_OPTION_ARG_STRING, &o->limit,
       "Bytes per device, K/M/G/T suffixes in powers of 1024: caps each device's memory (default: each device's "
       "memory from the cluster, or the memory available when the profile was taken)", "BYTES" },
-    { "workers", 'w', 0, G_OPTION_ARG_STRING, &o.workers, "Stages to consider, A-B (default 1-8)", "RANGE" },
-    { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o.micro,
+    { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Stages to consider, A-B (default 1-8)", "RANGE" },
+    { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro,
       "Micro-batches to consider, A-B; only divisors of the batch (default 1-B)", "RANGE" },
-    { "presets", 's', 0, G_OPTION_ARG_STRING, &o.presets, "Presets to consider, comma-separated (default: every preset train runs, zb-h1 and zb-h2 among them)",
+    { "presets", 's', 0, G_OPTION_ARG_STRING, &o->presets, "Presets to consider, comma-separated (default: every preset train runs, zb-h1 and zb-h2 among them)",
       "LIST" },
-    { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o.optimizer,
+    { "optimizer", 0, 0, G_OPTION_ARG_STRING, &o->optimizer,
       "The optimizer the plans train with: sgd (default; momentum: one float a parameter) or adamw (two): its state "
       "in every stage's memory, its update time", "NAME" },
-    { "recompute", 0, 0, G_OPTION_ARG_STRING, &o.recompute,
+    { "recompute", 0, 0, G_OPTION_ARG_STRING, &o->recompute,
       "Candidates that recompute (store each stage's input only, a backward runs its forward again; "
       "docs/recompute.md): no (default), yes or both", "no|yes|both" },
-    { "run-top", 0, 0, G_OPTION_ARG_STRING, &o.run_top,
+    { "run-top", 0, 0, G_OPTION_ARG_STRING, &o->run_top,
       "Train the K best plans for a short run on this machine and report measured beside predicted", "K" },
-    { "run-mini-batches", 0, 0, G_OPTION_ARG_STRING, &o.run_k,
+    { "run-mini-batches", 0, 0, G_OPTION_ARG_STRING, &o->run_k,
       "Mini-batches of each --run-top run (default: 2W + about 1 s of predicted steady state, at least 4W + 4)", "K" },
-    { "run-repetitions", 0, 0, G_OPTION_ARG_STRING, &o.run_reps,
+    { "run-repetitions", 0, 0, G_OPTION_ARG_STRING, &o->run_reps,
       "Runs of each --run-top plan, interleaved across the plans; the median is kept (default 3)", "R" },
-    { "transport", 0, 0, G_OPTION_ARG_STRING, &o.transport,
+    { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
       "--run-top runs in one process (local, default) or one MPI rank per stage under the launcher (mpi)", "local|mpi" },
-    { "launcher", 0, 0, G_OPTION_ARG_STRING, &o.launcher,
+    { "launcher", 0, 0, G_OPTION_ARG_STRING, &o->launcher,
       "With --transport mpi: the command that starts W ranks, {W} standing for W (default \"mpirun -np {W}\"; "
       "under Slurm e.g. \"srun -n {W}\")", "CMD" },
-    { "show", 0, 0, G_OPTION_ARG_STRING, &o.show, "Rows of the ranked table (default 10; JSON lists every plan)",
+    { "show", 0, 0, G_OPTION_ARG_STRING, &o->show, "Rows of the ranked table (default 10; JSON lists every plan)",
       "M" },
-    { "threads", 0, 0, G_OPTION_ARG_STRING, &o.threads, "Threads simulating candidates (default: every core)", "T" },
-    { "format", 'f', 0, G_OPTION_ARG_STRING, &o.format, "table (default) or json", "FORMAT" },
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the report to FILE", "FILE" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &o->threads, "Threads simulating candidates (default: every core)", "T" },
+    { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "table (default) or json", "FORMAT" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new("- choose preset, W, N and split for a model under a memory limit");
+  GOptionContext *ctx = g_option_context_new("- choose preset, W, N and split for a model under a memory limit");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Every preset x W x N (dividing the batch) [x recompute] is split by the exact partitioner on its costs, bounded, and\n"
@@ -460,232 +460,352 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
     "of the two orders and whether the top choice is measured fastest.\n\n"
     "Example: timeprest plan --model vgg16-cifar100 --cluster C --batch 128 --memory-limit 12G\n"
     "         timeprest plan --model mlp-deep --profile mlp-deep.profile --batch 128 -w 1-4 --run-top 3");
+  return ctx;
+}
+
+/* The options parsed: the search's ranges and inputs, the report's settings. */
+typedef struct {
+  int fmt, rc, adamw, w0, w1, n0, n1, top, show, threads, run_k, reps, mpi;
+  double limit;
+  long batch;       /* the first (or only) batch */
+  gboolean several; /* several batches: plans ranked by samples/s */
+  GPtrArray *presets;
+  GArray *batches;
+  TpModel *m;
+  TpCluster *c;
+  TpProfile *prof;
+} PlanArgs;
+
+static void args_clear(PlanArgs *a)
+{
+  g_clear_pointer(&a->presets, g_ptr_array_unref);
+  g_clear_pointer(&a->batches, g_array_unref);
+  g_clear_pointer(&a->m, tp_model_free);
+  g_clear_pointer(&a->c, tp_cluster_free);
+  g_clear_pointer(&a->prof, tp_profile_free);
+}
+
+/* The output, the model and the costs given, the choices and the batches (128 when none is given;
+ * -n's upper end the largest). */
+static gboolean parse_inputs(const PlanOpts *o, PlanArgs *a, GError **err)
+{
   static const char *const formats[] = { "table", "json", NULL };
   static const char *const recomputes[] = { "no", "yes", "both", NULL }; /* in TpPlanRecompute's order */
-  static const char *const transports[] = { "local", "mpi", NULL };
   static const char *const optimizers[] = { "sgd", "adamw", NULL };
-  int adamw = 0;
-  int fmt = 0, rc = TP_PLAN_RECOMPUTE_NO, w0 = 1, w1 = 8, n0 = 1, n1 = 0, top = 0, show = 10, threads = 0, run_k = 0;
-  int reps = RUN_REPS, mpi = 0;
-  double limit = 0;
-  g_autoptr(GPtrArray) presets = NULL;
-  g_autoptr(GArray) batches = NULL;
-  g_autoptr(TpModel) m = NULL;
-  g_autoptr(TpCluster) c = NULL;
-  g_autoptr(TpProfile) prof = NULL;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
-  const TpCliInput in[] = { { "-m", o.model, tp_model_path }, { "--cluster", o.cluster, tp_cluster_path },
-                            { "--profile", o.profile, NULL } };
-  ok = ok && tp_cli_check_output(o.output, (int)G_N_ELEMENTS(in), in, err);
-  if (ok && !o.model) {
+  const TpCliInput in[] = { { "-m", o->model, tp_model_path }, { "--cluster", o->cluster, tp_cluster_path },
+                            { "--profile", o->profile, NULL } };
+  if (!tp_cli_check_output(o->output, (int)G_N_ELEMENTS(in), in, err))
+    return FALSE;
+  if (!o->model) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--model: give the model to plan for");
-    ok = FALSE;
+    return FALSE;
   }
-  if (ok && !o.cluster && !o.profile) {
+  if (!o->cluster && !o->profile) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--cluster or --profile: give the costs to plan with");
-    ok = FALSE;
+    return FALSE;
   }
-  ok = ok && (!o.format || tp_cli_choice("--format", o.format, formats, &fmt, err)) &&
-       (!o.recompute || tp_cli_choice("--recompute", o.recompute, recomputes, &rc, err)) &&
-       (!o.optimizer || tp_cli_choice("--optimizer", o.optimizer, optimizers, &adamw, err)) &&
-       (batches = o.batch ? parse_batches(o.batch, err) : g_array_new(FALSE, FALSE, sizeof(int))) != NULL;
-  if (batches && !batches->len) {
+  if (!(!o->format || tp_cli_choice("--format", o->format, formats, &a->fmt, err)) ||
+      !(!o->recompute || tp_cli_choice("--recompute", o->recompute, recomputes, &a->rc, err)) ||
+      !(!o->optimizer || tp_cli_choice("--optimizer", o->optimizer, optimizers, &a->adamw, err)) ||
+      !(a->batches = o->batch ? parse_batches(o->batch, err) : g_array_new(FALSE, FALSE, sizeof(int))))
+    return FALSE;
+  if (!a->batches->len) {
     int def = 128;
-    g_array_append_val(batches, def);
+    g_array_append_val(a->batches, def);
   }
-  long batch = batches ? g_array_index(batches, int, 0) : 128;
-  n1 = batches ? (int)g_array_index(batches, int, batches->len - 1) : 128;
-  gboolean several = batches && batches->len > 1;
-  ok = ok && (!o.workers || tp_cli_range("-w", o.workers, 1, TP_MAX_WORKERS, &w0, &w1, err)) &&
-       (!o.micro || tp_cli_range("-n", o.micro, 1, TP_MAX_MICRO, &n0, &n1, err)) &&
-       (!o.run_top || tp_cli_int("--run-top", o.run_top, 1, 100, &top, err)) &&
-       (!o.run_k || tp_cli_int("--run-mini-batches", o.run_k, 1, 100000, &run_k, err)) &&
-       (!o.run_reps || tp_cli_int("--run-repetitions", o.run_reps, 1, 1000, &reps, err)) &&
-       (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
-       (!o.show || tp_cli_int("--show", o.show, 1, 1 << 20, &show, err)) &&
-       (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
-       (!o.limit || tp_cli_bytes("--memory-limit", o.limit, &limit, err)) &&
-       (presets = parse_presets(o.presets, err)) && (m = tp_model_load(o.model, err)) &&
-       (!o.cluster || (c = tp_cluster_load(o.cluster, err))) && (!o.profile || (prof = tp_profile_load(o.profile, err)));
-  if (ok && o.run_top && !prof) {
+  a->batch = g_array_index(a->batches, int, 0);
+  a->n1 = g_array_index(a->batches, int, a->batches->len - 1);
+  a->several = a->batches->len > 1;
+  return TRUE;
+}
+
+/* The ranges and numbers, the presets, and the model and costs loaded. */
+static gboolean parse_search(const PlanOpts *o, PlanArgs *a, GError **err)
+{
+  static const char *const transports[] = { "local", "mpi", NULL };
+  return (!o->workers || tp_cli_range("-w", o->workers, 1, TP_MAX_WORKERS, &a->w0, &a->w1, err)) &&
+         (!o->micro || tp_cli_range("-n", o->micro, 1, TP_MAX_MICRO, &a->n0, &a->n1, err)) &&
+         (!o->run_top || tp_cli_int("--run-top", o->run_top, 1, 100, &a->top, err)) &&
+         (!o->run_k || tp_cli_int("--run-mini-batches", o->run_k, 1, 100000, &a->run_k, err)) &&
+         (!o->run_reps || tp_cli_int("--run-repetitions", o->run_reps, 1, 1000, &a->reps, err)) &&
+         (!o->transport || tp_cli_choice("--transport", o->transport, transports, &a->mpi, err)) &&
+         (!o->show || tp_cli_int("--show", o->show, 1, 1 << 20, &a->show, err)) &&
+         (!o->threads || tp_cli_int("--threads", o->threads, 1, 1024, &a->threads, err)) &&
+         (!o->limit || tp_cli_bytes("--memory-limit", o->limit, &a->limit, err)) &&
+         (a->presets = parse_presets(o->presets, err)) && (a->m = tp_model_load(o->model, err)) &&
+         (!o->cluster || (a->c = tp_cluster_load(o->cluster, err))) &&
+         (!o->profile || (a->prof = tp_profile_load(o->profile, err)));
+}
+
+/* --run-top's options, checked against each other and the costs. */
+static gboolean check_run_options(const PlanOpts *o, const PlanArgs *a, GError **err)
+{
+  if (o->run_top && !a->prof) {
     /* measured against costs of this machine only; a cluster's roofline says nothing about it */
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: trains on this machine; plan with its --profile");
-    ok = FALSE;
+    return FALSE;
   }
-  if (ok && !o.run_top && (o.run_k || o.run_reps || o.transport)) {
+  if (!o->run_top && (o->run_k || o->run_reps || o->transport)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: sets --run-top's runs; give --run-top K too",
-                o.run_k ? "--run-mini-batches" : o.run_reps ? "--run-repetitions" : "--transport");
-    ok = FALSE;
+                o->run_k ? "--run-mini-batches" : o->run_reps ? "--run-repetitions" : "--transport");
+    return FALSE;
   }
-  if (ok && o.launcher && !mpi) {
+  if (o->launcher && !a->mpi) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--launcher: starts the ranks of --transport mpi; give that too");
-    ok = FALSE;
+    return FALSE;
   }
-  if (ok && o.launcher && !strstr(o.launcher, "{W}")) {
-    g_autofree char *q = tp_quote(o.launcher);
+  if (o->launcher && !strstr(o->launcher, "{W}")) {
+    g_autofree char *q = tp_quote(o->launcher);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--launcher: %s has no {W} (the number of ranks to start)", q);
-    ok = FALSE;
+    return FALSE;
   }
-  if (ok && o.launcher) { /* words that split */
-    g_autoptr(GPtrArray) words = launcher_words(o.launcher, 1, err);
-    ok = words != NULL;
+  g_autoptr(GPtrArray) words = o->launcher ? launcher_words(o->launcher, 1, err) : NULL; /* words that split */
+  return !o->launcher || words != NULL;
+}
+
+/* No plan fits: why, in one line (the smallest peak found, or the first candidate refused). */
+static void nothing_fits(const TpPlanResult *res, int rc, GError **err)
+{
+  const TpPlan *s = res->smallest;
+  if (s) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: %d candidates over the memory limit; the smallest peak "
+                "found is %.4g GB against %.4g GB (%s W=%d N=%d%s, stage %d), dominated by its %s%s",
+                res->n_over_memory, s->peak / 1e9, s->limit / 1e9, s->preset->name, s->W, s->N,
+                s->recompute ? " recompute" : "", s->peak_stage + 1, tp_mem_names[s->peak_component],
+                rc == TP_PLAN_RECOMPUTE_NO && s->peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
+                "less of them)" : "");
+    return;
   }
-  TpPlanRequest req = { .model = m, .cluster = c, .profile = prof, .batch = batch,
-                        .batches = batches ? (const int *)batches->data : NULL,
-                        .n_batches = batches ? (int)batches->len : 0, .w0 = w0, .w1 = w1, .n0 = n0,
-                        .n1 = n1, .presets = presets ? (const TpPreset *const *)presets->pdata : NULL,
-                        .n_presets = presets ? (int)presets->len : 0, .recompute = (TpPlanRecompute)rc,
-                        .memory_limit = limit, .threads = threads, .optimizer_states = 1 + adamw };
-  g_autoptr(TpPlanResult) res = ok ? tp_plan_search(&req, err) : NULL;
-  ok = res != NULL;
-  if (ok && !res->ranked->len) {
-    const TpPlan *s = res->smallest;
-    if (s)
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: %d candidates over the memory limit; the smallest peak "
-                  "found is %.4g GB against %.4g GB (%s W=%d N=%d%s, stage %d), dominated by its %s%s",
-                  res->n_over_memory, s->peak / 1e9, s->limit / 1e9, s->preset->name, s->W, s->N,
-                  s->recompute ? " recompute" : "", s->peak_stage + 1, tp_mem_names[s->peak_component],
-                  rc == TP_PLAN_RECOMPUTE_NO && s->peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
-                  "less of them)" : "");
-    else {
-      const TpPlan *f = first_failure(res);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: no candidate could be simulated (%d failed; %s W=%d "
-                  "N=%d: %s)", res->n_failed, f ? f->preset->name : "?", f ? f->W : 0, f ? f->N : 0,
-                  f && f->failure ? f->failure : "no reason given");
-    }
-    ok = FALSE;
+  const TpPlan *f = first_failure(res);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: no candidate could be simulated (%d failed; %s W=%d "
+              "N=%d: %s)", res->n_failed, f ? f->preset->name : "?", f ? f->W : 0, f ? f->N : 0,
+              f && f->failure ? f->failure : "no reason given");
+}
+
+/* The search on the options; NULL with err when it fails or no plan fits. */
+static TpPlanResult *search(const PlanArgs *a, GError **err)
+{
+  TpPlanRequest req = { .model = a->m, .cluster = a->c, .profile = a->prof, .batch = a->batch,
+                        .batches = (const int *)a->batches->data, .n_batches = (int)a->batches->len,
+                        .w0 = a->w0, .w1 = a->w1, .n0 = a->n0, .n1 = a->n1,
+                        .presets = (const TpPreset *const *)a->presets->pdata, .n_presets = (int)a->presets->len,
+                        .recompute = (TpPlanRecompute)a->rc, .memory_limit = a->limit, .threads = a->threads,
+                        .optimizer_states = 1 + a->adamw };
+  TpPlanResult *res = tp_plan_search(&req, err);
+  if (res && !res->ranked->len) {
+    nothing_fits(res, a->rc, err);
+    g_clear_pointer(&res, tp_plan_result_free);
   }
-  /* --run-top: the K best measured */
-  int runs = ok ? MIN(top, (int)res->ranked->len) : 0;
-  g_autofree Measured *meas = g_new0(Measured, MAX(runs, 1));
-  ok = ok && (runs == 0 || run_top(res, runs, reps, &o, run_k, prof, mpi, meas, err));
-  double tau = NAN; /* undefined for one plan */
-  gboolean confirmed = TRUE;
-  int fastest = 0;
-  if (ok && runs > 0) {
-    g_autofree double *pt = g_new(double, runs), *mt = g_new(double, runs);
-    for (int i = 0; i < runs; i++) {
-      /* the ranking's times: per sample over several batches */
-      const TpPlan *p = res->ranked->pdata[i];
-      pt[i] = tp_plan_time_key(p), mt[i] = /* tied predictions stay tied, as the ranking has them */ several ? meas[i].t_minibatch / (double)p->batch : meas[i].t_minibatch;
-      if (mt[i] < mt[fastest])
-        fastest = i;
-    }
-    if (runs > 1)
-      tau = tp_kendall_tau(pt, mt, runs);
-    confirmed = fastest == 0;
+  return res;
+}
+
+/* The --run-top measurements and how their order agrees with the ranking's. */
+typedef struct {
+  int runs;           /* plans measured (the best ones) */
+  Measured *meas;     /* [runs] */
+  double tau;         /* Kendall's tau of the predicted and measured orders; NaN for one plan */
+  int fastest;        /* the plan measured fastest */
+  gboolean confirmed; /* the top choice is */
+} Runs;
+
+static void agreement(const TpPlanResult *res, gboolean several, Runs *r)
+{
+  r->tau = NAN, r->fastest = 0, r->confirmed = TRUE;
+  if (r->runs == 0)
+    return;
+  g_autofree double *pt = g_new(double, r->runs), *mt = g_new(double, r->runs);
+  for (int i = 0; i < r->runs; i++) {
+    /* the ranking's times: per sample over several batches */
+    const TpPlan *p = res->ranked->pdata[i];
+    pt[i] = tp_plan_time_key(p), mt[i] = /* tied predictions stay tied, as the ranking has them */ several ? r->meas[i].t_minibatch / (double)p->batch : r->meas[i].t_minibatch;
+    if (mt[i] < mt[r->fastest])
+      r->fastest = i;
   }
-  g_autoptr(GString) out = g_string_new(NULL);
-  gboolean ff = FALSE;
-  for (guint i = 0; ok && i < MIN(res->ranked->len, (guint)show); i++)
-    ff = ff || ((const TpPlan *)res->ranked->pdata[i])->fused;
-  const Columns cols = { .rc = rc != TP_PLAN_RECOMPUTE_NO, .batch = several, .ff = ff };
-  if (ok && fmt == 1) {
-    g_string_append_printf(out, "{\"model\": \"%s\", ", m->name);
-    if (several) {
-      g_string_append(out, "\"batches\": [");
-      for (guint i = 0; i < batches->len; i++)
-        g_string_append_printf(out, "%s%d", i ? ", " : "", g_array_index(batches, int, i));
-      g_string_append(out, "], \"ranked_by\": \"samples_per_second\", ");
-    } else
-      g_string_append_printf(out, "\"batch\": %ld, ", batch);
-    g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": ", prof ? "profile" : "cluster");
-    tp_append_num(out, limit);
-    g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
-                           "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
-                           res->n_dominated, res->n_failed);
-    for (guint i = 0; i < res->ranked->len; i++) {
-      g_string_append(out, i ? ",\n  " : "\n  ");
-      plan_json(out, res, res->ranked->pdata[i], (int)i < runs ? &meas[i] : NULL, reps);
-    }
-    g_string_append(out, "]");
-    if (runs > 0) {
-      g_string_append(out, ", \"kendall_tau\": ");
-      if (isnan(tau))
-        g_string_append(out, "null"); /* one plan: no pair to order */
-      else
-        tp_append_num(out, tau);
-      g_string_append_printf(out, ", \"top_choice_confirmed\": %s", confirmed ? "true" : "false");
-    }
-    g_string_append(out, "}\n");
-  } else if (ok) {
-    g_autoptr(GString) bs = g_string_new(NULL);
-    for (guint i = 0; i < batches->len; i++)
-      g_string_append_printf(bs, "%s%d", i ? ", " : "", g_array_index(batches, int, i));
-    g_string_append_printf(out, "plan: model %s, %s samples per mini-batch%s, costs from %s%s%s\n", m->name, bs->str,
-                           several ? " (ranked by samples/s: the batches differ)" : "", prof ? "profile " : "cluster ",
-                           prof ? prof->source : c->name, prof && c ? " (links of that cluster)" : "");
-    if (limit > 0)
-      g_string_append_printf(out, "memory limit: %.4g GB per device (or the device's own memory, if smaller)\n",
-                             limit / 1e9);
+  if (r->runs > 1)
+    r->tau = tp_kendall_tau(pt, mt, r->runs);
+  r->confirmed = r->fastest == 0;
+}
+
+/* What the report is made of. */
+typedef struct {
+  const PlanArgs *a;
+  const TpPlanResult *res;
+  const Runs *runs;
+  Columns cols;
+} Report;
+
+static void report_json(GString *out, const Report *r)
+{
+  const PlanArgs *a = r->a;
+  const TpPlanResult *res = r->res;
+  g_string_append_printf(out, "{\"model\": \"%s\", ", a->m->name);
+  if (a->several) {
+    g_string_append(out, "\"batches\": [");
+    for (guint i = 0; i < a->batches->len; i++)
+      g_string_append_printf(out, "%s%d", i ? ", " : "", g_array_index(a->batches, int, i));
+    g_string_append(out, "], \"ranked_by\": \"samples_per_second\", ");
+  } else
+    g_string_append_printf(out, "\"batch\": %ld, ", a->batch);
+  g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": ", a->prof ? "profile" : "cluster");
+  tp_append_num(out, a->limit);
+  g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
+                         "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
+                         res->n_dominated, res->n_failed);
+  for (guint i = 0; i < res->ranked->len; i++) {
+    g_string_append(out, i ? ",\n  " : "\n  ");
+    plan_json(out, res, res->ranked->pdata[i], (int)i < r->runs->runs ? &r->runs->meas[i] : NULL, a->reps);
+  }
+  g_string_append(out, "]");
+  if (r->runs->runs > 0) {
+    g_string_append(out, ", \"kendall_tau\": ");
+    if (isnan(r->runs->tau))
+      g_string_append(out, "null"); /* one plan: no pair to order */
     else
-      g_string_append(out, "memory limit: each device's own memory\n");
-    g_string_append_printf(out, "candidates: %d (%spresets x W x N dividing the batch%s); simulated %d; over the memory "
-                           "limit %d (dropped); dominated before simulating %d; failed %d; fitting %u\n\n",
-                           res->n_candidates, several ? "batches x " : "", rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
-                           : rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
-                           res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
-    const TpPlan *f = first_failure(res);
-    if (f)
-      g_string_append_printf(out, "failed, for one: %s W=%d N=%d%s: %s\n\n", f->preset->name, f->W, f->N,
-                             f->recompute ? " recompute" : "", f->failure ? f->failure : "no reason given");
-    table_head(out, &cols);
-    for (guint i = 0; i < res->ranked->len && (int)i < show; i++)
-      table_row(out, (int)i + 1, res->ranked->pdata[i], res, &cols);
-    if ((int)res->ranked->len > show)
-      g_string_append_printf(out, "  … %u more (--show, or --format json for all)\n", res->ranked->len - show);
-    g_string_append_printf(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
-                           "%s%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
-                           cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "",
-                           cols.ff ? "ff: fused forwards (a mini-batch's forwards as one; docs/fused-forwards.md); " : "");
-    g_string_append_printf(out, "\nPareto front (%s against the largest device's peak), %u plans:\n",
-                           several ? "samples/s" : "time per mini-batch", res->pareto->len);
-    for (guint i = 0; i < res->pareto->len; i++) {
-      const TpPlan *p = res->pareto->pdata[i];
-      g_autofree char *b = several ? g_strdup_printf(" B=%-6ld", p->batch) : g_strdup("");
-      g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s%s %10.4f ms  %8.4g GB", p->preset->name, p->W, p->N, b,
-                             !cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->t_minibatch, p->peak / 1e9);
-      if (several)
-        g_string_append_printf(out, "  %11.1f samples/s", p->samples_per_second);
-      g_string_append_c(out, '\n');
-    }
-    g_autofree char *why = tp_plan_explain(res->ranked->pdata[0], res->ranked->len > 1 ? res->ranked->pdata[1] : NULL);
-    g_string_append_printf(out, "\nTop choice: %s", why);
-    if (runs > 0) {
-      g_string_append_printf(out, "\nMeasured (%d plan%s x %d run%s of timeprest train on this machine%s, interleaved; "
-                             "the median of each plan's runs):\n", runs, runs == 1 ? "" : "s", reps, reps == 1 ? "" : "s",
-                             mpi ? ", one MPI rank per stage" : "");
-      g_string_append_printf(out, "  %-16s %2s %4s%s %14s %14s %9s %6s %7s\n", "preset", "W", "N", cols.rc ? " rc" : "",
-                             "predicted ms", "measured ms", "error", "mini-b", "spread");
-      for (int i = 0; i < runs; i++) {
-        const TpPlan *p = res->ranked->pdata[i];
-        g_string_append_printf(out, "  %-16s %2d %4d%s %14.3f %14.3f %+8.1f%% %6d %6.1f%%\n", p->preset->name, p->W,
-                               p->N, !cols.rc ? "" : p->recompute ? " rc" : "   ",
-                               1e3 * p->t_minibatch, 1e3 * meas[i].t_minibatch,
-                               100 * tp_rel_error(p->t_minibatch, meas[i].t_minibatch), meas[i].mini_batches,
-                               100 * meas[i].spread);
-      }
-      g_string_append(out, "spread: (slowest - fastest) / median of a plan's runs\n");
-      if (mpi && !c && !prof->links.transport)
-        g_string_append(out, "note: the predictions count the links as free (the profile has no [links]; mpirun -np 2 "
-                             "timeprest profile --transport mpi measures them), the runs pay MPI's messages\n");
-      const TpPlan *f = res->ranked->pdata[fastest];
-      if (isnan(tau))
-        g_string_append(out, "Kendall's tau (predicted vs measured order): undefined (one plan measured)\n");
-      else
-        g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", tau);
-      if (confirmed)
-        g_string_append(out, "top choice confirmed: yes (measured fastest)\n");
-      else {
-        double slower = (meas[0].t_minibatch - meas[fastest].t_minibatch) / meas[fastest].t_minibatch;
-        g_string_append_printf(out, "top choice confirmed: no (%s W=%d N=%d%s measured fastest; the top choice %.1f %% "
-                               "slower%s)\n", f->preset->name, f->W, f->N, f->recompute ? " recompute" : "",
-                               100 * slower, slower <= MAX(meas[0].spread, meas[fastest].spread) ?
-                               ", less than the spread of their runs" : "");
-      }
-    }
+      tp_append_num(out, r->runs->tau);
+    g_string_append_printf(out, ", \"top_choice_confirmed\": %s", r->runs->confirmed ? "true" : "false");
   }
-  ok = ok && tp_cli_emit(o.output, out, err);
+  g_string_append(out, "}\n");
+}
+
+/* The text report's head: the model, batches, costs, memory limit and the search's counts. */
+static void text_head(GString *out, const Report *r)
+{
+  const PlanArgs *a = r->a;
+  const TpPlanResult *res = r->res;
+  g_autoptr(GString) bs = g_string_new(NULL);
+  for (guint i = 0; i < a->batches->len; i++)
+    g_string_append_printf(bs, "%s%d", i ? ", " : "", g_array_index(a->batches, int, i));
+  g_string_append_printf(out, "plan: model %s, %s samples per mini-batch%s, costs from %s%s%s\n", a->m->name, bs->str,
+                         a->several ? " (ranked by samples/s: the batches differ)" : "", a->prof ? "profile " : "cluster ",
+                         a->prof ? a->prof->source : a->c->name, a->prof && a->c ? " (links of that cluster)" : "");
+  if (a->limit > 0)
+    g_string_append_printf(out, "memory limit: %.4g GB per device (or the device's own memory, if smaller)\n",
+                           a->limit / 1e9);
+  else
+    g_string_append(out, "memory limit: each device's own memory\n");
+  g_string_append_printf(out, "candidates: %d (%spresets x W x N dividing the batch%s); simulated %d; over the memory "
+                         "limit %d (dropped); dominated before simulating %d; failed %d; fitting %u\n\n",
+                         res->n_candidates, a->several ? "batches x " : "", a->rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
+                         : a->rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
+                         res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
+  const TpPlan *f = first_failure(res);
+  if (f)
+    g_string_append_printf(out, "failed, for one: %s W=%d N=%d%s: %s\n\n", f->preset->name, f->W, f->N,
+                           f->recompute ? " recompute" : "", f->failure ? f->failure : "no reason given");
+}
+
+/* The ranked table (--show rows), its legend and the Pareto front. */
+static void text_table(GString *out, const Report *r)
+{
+  const PlanArgs *a = r->a;
+  const TpPlanResult *res = r->res;
+  table_head(out, &r->cols);
+  for (guint i = 0; i < res->ranked->len && (int)i < a->show; i++)
+    table_row(out, (int)i + 1, res->ranked->pdata[i], res, &r->cols);
+  if ((int)res->ranked->len > a->show)
+    g_string_append_printf(out, "  … %u more (--show, or --format json for all)\n", res->ranked->len - a->show);
+  g_string_append_printf(out, "v: steady version difference; mis: largest backward-forward version mismatch; "
+                         "%s%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
+                         r->cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "",
+                         r->cols.ff ? "ff: fused forwards (a mini-batch's forwards as one; docs/fused-forwards.md); " : "");
+  g_string_append_printf(out, "\nPareto front (%s against the largest device's peak), %u plans:\n",
+                         a->several ? "samples/s" : "time per mini-batch", res->pareto->len);
+  for (guint i = 0; i < res->pareto->len; i++) {
+    const TpPlan *p = res->pareto->pdata[i];
+    g_autofree char *b = a->several ? g_strdup_printf(" B=%-6ld", p->batch) : g_strdup("");
+    g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s%s %10.4f ms  %8.4g GB", p->preset->name, p->W, p->N, b,
+                           !r->cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->t_minibatch, p->peak / 1e9);
+    if (a->several)
+      g_string_append_printf(out, "  %11.1f samples/s", p->samples_per_second);
+    g_string_append_c(out, '\n');
+  }
+}
+
+/* --run-top's table: each plan measured beside its prediction, and how the orders agree. */
+static void text_measured(GString *out, const Report *r)
+{
+  const PlanArgs *a = r->a;
+  const Runs *m = r->runs;
+  const char *rc = r->cols.rc ? " rc" : "";
+  g_string_append_printf(out, "\nMeasured (%d plan%s x %d run%s of timeprest train on this machine%s, interleaved; "
+                         "the median of each plan's runs):\n", m->runs, m->runs == 1 ? "" : "s", a->reps,
+                         a->reps == 1 ? "" : "s", a->mpi ? ", one MPI rank per stage" : "");
+  g_string_append_printf(out, "  %-16s %2s %4s%s %14s %14s %9s %6s %7s\n", "preset", "W", "N", rc, "predicted ms",
+                         "measured ms", "error", "mini-b", "spread");
+  for (int i = 0; i < m->runs; i++) {
+    const TpPlan *p = r->res->ranked->pdata[i];
+    g_string_append_printf(out, "  %-16s %2d %4d%s %14.3f %14.3f %+8.1f%% %6d %6.1f%%\n", p->preset->name, p->W,
+                           p->N, !r->cols.rc ? "" : p->recompute ? " rc" : "   ",
+                           1e3 * p->t_minibatch, 1e3 * m->meas[i].t_minibatch,
+                           100 * tp_rel_error(p->t_minibatch, m->meas[i].t_minibatch), m->meas[i].mini_batches,
+                           100 * m->meas[i].spread);
+  }
+  g_string_append(out, "spread: (slowest - fastest) / median of a plan's runs\n");
+  if (a->mpi && !a->c && !a->prof->links.transport)
+    g_string_append(out, "note: the predictions count the links as free (the profile has no [links]; mpirun -np 2 "
+                         "timeprest profile --transport mpi measures them), the runs pay MPI's messages\n");
+  if (isnan(m->tau))
+    g_string_append(out, "Kendall's tau (predicted vs measured order): undefined (one plan measured)\n");
+  else
+    g_string_append_printf(out, "Kendall's tau (predicted vs measured order): %.3f\n", m->tau);
+  if (m->confirmed) {
+    g_string_append(out, "top choice confirmed: yes (measured fastest)\n");
+    return;
+  }
+  const TpPlan *f = r->res->ranked->pdata[m->fastest];
+  const Measured *top = &m->meas[0], *fast = &m->meas[m->fastest];
+  double slower = (top->t_minibatch - fast->t_minibatch) / fast->t_minibatch;
+  g_string_append_printf(out, "top choice confirmed: no (%s W=%d N=%d%s measured fastest; the top choice %.1f %% "
+                         "slower%s)\n", f->preset->name, f->W, f->N, f->recompute ? " recompute" : "",
+                         100 * slower, slower <= MAX(top->spread, fast->spread) ?
+                         ", less than the spread of their runs" : "");
+}
+
+static void report_text(GString *out, const Report *r)
+{
+  text_head(out, r);
+  text_table(out, r);
+  g_autofree char *why = tp_plan_explain(r->res->ranked->pdata[0], r->res->ranked->len > 1 ? r->res->ranked->pdata[1] : NULL);
+  g_string_append_printf(out, "\nTop choice: %s", why);
+  if (r->runs->runs > 0)
+    text_measured(out, r);
+}
+
+/* The report of the search and the runs, as --format asks. */
+static GString *report(const PlanArgs *a, const TpPlanResult *res, const Runs *runs)
+{
+  gboolean ff = FALSE;
+  for (guint i = 0; i < MIN(res->ranked->len, (guint)a->show); i++)
+    ff = ff || ((const TpPlan *)res->ranked->pdata[i])->fused;
+  const Report r = { .a = a, .res = res, .runs = runs,
+                     .cols = { .rc = a->rc != TP_PLAN_RECOMPUTE_NO, .batch = a->several, .ff = ff } };
+  GString *out = g_string_new(NULL);
+  if (a->fmt == 1)
+    report_json(out, &r);
+  else
+    report_text(out, &r);
+  return out;
+}
+
+gboolean tp_cmd_plan(int argc, char **argv, GError **err)
+{
+  PlanOpts o = { 0 };
+  PlanArgs a = { .rc = TP_PLAN_RECOMPUTE_NO, .w0 = 1, .w1 = 8, .n0 = 1, .show = 10, .reps = RUN_REPS };
+  g_autoptr(GOptionContext) ctx = plan_context(&o);
+  g_autoptr(TpPlanResult) res = NULL;
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_inputs(&o, &a, err) && parse_search(&o, &a, err) &&
+                check_run_options(&o, &a, err) && (res = search(&a, err));
+  /* --run-top: the K best measured */
+  Runs runs = { .runs = ok ? MIN(a.top, (int)res->ranked->len) : 0 };
+  runs.meas = g_new0(Measured, MAX(runs.runs, 1));
+  ok = ok && (runs.runs == 0 || run_top(res, runs.runs, a.reps, &o, a.run_k, a.prof, a.mpi, runs.meas, err));
+  if (ok) {
+    agreement(res, a.several, &runs);
+    g_autoptr(GString) out = report(&a, res, &runs);
+    ok = tp_cli_emit(o.output, out, err);
+  }
+  g_free(runs.meas);
+  args_clear(&a);
   opts_clear(&o);
   return ok;
 }

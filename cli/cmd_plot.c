@@ -99,129 +99,190 @@ static char *chunked_w(const TpSchedule *s)
   return s->rank_seq ? g_strdup_printf("W=%d x V=%d chunks", tp_schedule_ranks(s), s->V) : g_strdup_printf("W=%d", s->W);
 }
 
-static gboolean plot_timeline(int argc, char **argv, GError **err)
+/* timeline's own options. */
+typedef struct {
+  char *output, *events, *measured, *title;
+  gboolean versions, labels, no_labels;
+} TimelineOpts;
+
+/* What a timeline draws: the events (simulated, or read from --events), a measured run's (--measured)
+ * beside them, and what the title names. */
+typedef struct {
+  GArray *sim_ev, *meas_ev;
+  char *what;
+} Timeline;
+
+/* timeline's options (the run's, for simulating, and its own), into r and o. */
+static GOptionContext *timeline_context(TpCliRun *r, TimelineOpts *o)
 {
-  TpCliRun r = { 0 };
-  g_autofree char *output = NULL, *events = NULL, *measured = NULL, *title = NULL;
-  gboolean versions = FALSE, labels = FALSE, no_labels = FALSE;
   GOptionEntry entries[] = {
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Picture to write: FILE.png or FILE.svg", "FILE" },
-    { "events", 'e', 0, G_OPTION_ARG_FILENAME, &events, "Draw this event CSV (simulate --csv, or a measured run) "
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Picture to write: FILE.png or FILE.svg", "FILE" },
+    { "events", 'e', 0, G_OPTION_ARG_FILENAME, &o->events, "Draw this event CSV (simulate --csv, or a measured run) "
                                                         "instead of simulating", "FILE" },
-    { "measured", 0, 0, G_OPTION_ARG_FILENAME, &measured, "Overlay a measured event CSV on the same time axis", "FILE" },
-    { "versions", 0, 0, G_OPTION_ARG_NONE, &versions, "Label operations with the weight version they read (3B/2)", NULL },
-    { "labels", 0, 0, G_OPTION_ARG_NONE, &labels, "Label the operations even on long timelines (each where its label fits its box)", NULL },
-    { "no-labels", 0, 0, G_OPTION_ARG_NONE, &no_labels, "No operation labels", NULL },
-    { "title", 0, 0, G_OPTION_ARG_STRING, &title, "Title of the picture", "TEXT" },
+    { "measured", 0, 0, G_OPTION_ARG_FILENAME, &o->measured, "Overlay a measured event CSV on the same time axis", "FILE" },
+    { "versions", 0, 0, G_OPTION_ARG_NONE, &o->versions, "Label operations with the weight version they read (3B/2)", NULL },
+    { "labels", 0, 0, G_OPTION_ARG_NONE, &o->labels, "Label the operations even on long timelines (each where its label fits its box)", NULL },
+    { "no-labels", 0, 0, G_OPTION_ARG_NONE, &o->no_labels, "No operation labels", NULL },
+    { "title", 0, 0, G_OPTION_ARG_STRING, &o->title, "Title of the picture", "TEXT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new("- timeline: one lane per stage, forward/backward/update boxes");
-  tp_cli_run_options(ctx, &r);
+  GOptionContext *ctx = g_option_context_new("- timeline: one lane per stage, forward/backward/update boxes");
+  tp_cli_run_options(ctx, r);
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot timeline -s timeprest -w 4 -n 2 -k 8 -o timeline.png\n"
                                         "         timeprest plot timeline --events sim.csv --measured run.csv -o cmp.svg");
-  g_autoptr(GArray) sim_ev = NULL;
-  g_autoptr(GArray) meas_ev = NULL;
-  g_autofree char *what = NULL;
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(output, err);
+  return ctx;
+}
+
+/* --events: the file's timeline (which the schedule and cost options cannot change). */
+static gboolean timeline_read(const TpCliRun *r, const char *events, Timeline *tl, GError **err)
+{
+  if (r->so.preset || r->so.order || r->so.input || r->co.cost || r->co.model || r->co.order_from || r->co.costed_order) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--events: the file gives the timeline; drop the schedule and cost options");
+    return FALSE;
+  }
+  tl->what = g_path_get_basename(events);
+  return (tl->sim_ev = tp_events_load(events, err)) != NULL;
+}
+
+/* The run simulated and its event rows, checked to fit memory with the picture's data text (at most
+ * TIMELINE_ROW_BYTES a row). */
+static gboolean timeline_simulated(TpCliRun *r, Timeline *tl, GError **err)
+{
+  if (!tp_cli_run_simulate(r, err))
+    return FALSE;
+  const TpSchedule *s = r->s;
+  if (!tp_memory_check("drawing the timeline", s->W, s->N, s->K,
+                       tp_events_bytes(r->sim) + tp_memory_grown(2LL * r->sim->n_ops * TIMELINE_ROW_BYTES), err))
+    return FALSE;
+  tl->sim_ev = tp_events_from_sim(r->sim);
+  const char *pn = tp_preset_name(s->order, s->policy);
+  g_autofree char *w = chunked_w(s);
+  tl->what = g_strdup_printf("%s, %s, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), w, s->N,
+                             s->K, r->c->unit ? ", unit slots" : "; ", r->c->unit ? "" : r->c->source,
+                             tp_report_fixed_on(s));
+  return TRUE;
+}
+
+/* The events to draw: read or simulated, and the measured ones; each file with an operation in it. */
+static gboolean timeline_events(TpCliRun *r, const TimelineOpts *o, Timeline *tl, GError **err)
+{
   TpCliInput in[TP_CLI_RUN_INPUTS + 2];
-  tp_cli_run_inputs(&r.so, &r.co, in);
-  in[TP_CLI_RUN_INPUTS] = (TpCliInput){ "-e", events, NULL };
-  in[TP_CLI_RUN_INPUTS + 1] = (TpCliInput){ "--measured", measured, NULL };
-  ok = ok && tp_cli_check_output(output, (int)G_N_ELEMENTS(in), in, err);
-  if (ok && events) {
-    if (r.so.preset || r.so.order || r.so.input || r.co.cost || r.co.model || r.co.order_from || r.co.costed_order) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--events: the file gives the timeline; drop the schedule and cost options");
-      ok = FALSE;
-    } else {
-      ok = (sim_ev = tp_events_load(events, err)) != NULL;
-      what = g_path_get_basename(events);
-    }
-  } else if (ok && (ok = tp_cli_run_simulate(&r, err))) {
-    const TpSchedule *s = r.s;
-    /* the event rows, then the picture's data text (at most TIMELINE_ROW_BYTES a row) */
-    ok = tp_memory_check("drawing the timeline", s->W, s->N, s->K,
-                         tp_events_bytes(r.sim) + tp_memory_grown(2LL * r.sim->n_ops * TIMELINE_ROW_BYTES), err);
-  }
-  if (ok && !events) {
-    const TpSchedule *s = r.s;
-    sim_ev = tp_events_from_sim(r.sim);
-    const char *pn = tp_preset_name(s->order, s->policy);
-    g_autofree char *w = chunked_w(s);
-    what = g_strdup_printf("%s, %s, N=%d, K=%d%s%s; order fixed on %s", pn ? pn : tp_order_name(s->order), w, s->N,
-                           s->K, r.c->unit ? ", unit slots" : "; ", r.c->unit ? "" : r.c->source, tp_report_fixed_on(s));
-  }
-  if (ok && measured)
-    ok = (meas_ev = tp_events_load(measured, err)) != NULL;
-  if (ok && events) /* the picture's data text of the rows read (a simulation's was checked with it) */
-    ok = tp_memory_check("drawing the timeline", 0, 0, 0,
-                         tp_memory_grown(2LL * (sim_ev->len + (meas_ev ? meas_ev->len : 0)) * TIMELINE_ROW_BYTES), err);
+  tp_cli_run_inputs(&r->so, &r->co, in);
+  in[TP_CLI_RUN_INPUTS] = (TpCliInput){ "-e", o->events, NULL };
+  in[TP_CLI_RUN_INPUTS + 1] = (TpCliInput){ "--measured", o->measured, NULL };
+  if (!tp_cli_check_output(o->output, (int)G_N_ELEMENTS(in), in, err) ||
+      !(o->events ? timeline_read(r, o->events, tl, err) : timeline_simulated(r, tl, err)) ||
+      (o->measured && !(tl->meas_ev = tp_events_load(o->measured, err))))
+    return FALSE;
+  if (o->events && /* the picture's data text of the rows read (a simulation's was checked with it) */
+      !tp_memory_check("drawing the timeline", 0, 0, 0,
+                       tp_memory_grown(2LL * (tl->sim_ev->len + (tl->meas_ev ? tl->meas_ev->len : 0)) *
+                                       TIMELINE_ROW_BYTES), err))
+    return FALSE;
   /* a file of transfers alone (or of nothing) has no operation to draw */
-  ok = ok && (!events || has_operations(sim_ev, events, err)) && (!meas_ev || has_operations(meas_ev, measured, err));
-  if (ok) {
-    g_autoptr(TpPlot) p = tp_plot_new(err);
-    ok = p != NULL;
-    int lanes = 0, nseries = meas_ev ? 2 : 1;
-    double xmax = events_end(sim_ev, &lanes);
-    if (meas_ev)
-      xmax = MAX(xmax, events_end(meas_ev, &lanes));
-    if (xmax <= 0)
-      xmax = 1; /* every operation takes no time: ticks on a unit axis */
-    long boxes = 0, labelled = 0;
-    gboolean has_update = FALSE, has_xfer = FALSE, has_split = FALSE;
-    for (guint i = 0; i < sim_ev->len; i++) {
-      const TpEventRow *r = &g_array_index(sim_ev, TpEventRow, i);
-      boxes += tp_ev_is_compute(r->kind);
-      has_split |= r->kind >= TP_EV_I;
-      has_update |= r->kind == TP_EV_U && r->end > r->start;
-      has_xfer |= !tp_ev_is_op(r->kind) && r->end > r->start;
-    }
-    for (guint i = 0; meas_ev && i < meas_ev->len; i++)
-      labelled += tp_ev_is_compute(g_array_index(meas_ev, TpEventRow, i).kind);
-    labelled += boxes;
-    /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
-    int labels_on = !no_labels && labelled > 0 && (labels || boxes <= 400);
-    g_autoptr(GString) data = g_string_new(NULL), ytics = g_string_new("set ytics (");
-    tp_string_reserve(data, (long long)(sim_ev->len + (meas_ev ? meas_ev->len : 0)) * TIMELINE_ROW_BYTES);
-    gboolean unit = r.c ? r.c->unit : FALSE;
-    int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
-    double px = (width - 200) / xmax; /* the plot's pixels per unit of time, less the margins */
-    long written = timeline_rows(sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
-    if (meas_ev)
-      written += timeline_rows(meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, px, versions, data);
-    labels_on = labels_on && written > 0; /* gnuplot fails on a label plot without points */
-    for (int st = 1; st <= lanes; st++) /* interleaved stages: each with its worker */
-      if (r.s && r.s->rank_seq && st <= r.s->W)
-        g_string_append_printf(ytics, "%s\"stage %d (worker %d)\" %d", st > 1 ? ", " : "", st,
-                               tp_stage_rank(r.s, st - 1) + 1, lanes - st + 1);
-      else
-        g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
-    g_string_append(ytics, ")");
-    g_autofree char *dpath = p ? tp_plot_path(p, "timeline.dat") : NULL;
-    g_autofree char *t = title ? g_strdup(title)
-                               : g_strdup_printf("%s%s", what, meas_ev ? " — simulated (upper) vs measured (lower)" : "");
-    if (ok && (ok = tp_plot_data(p, "timeline.dat", data, err))) {
-      tp_plot_str(p, "data", dpath);
-      tp_plot_num(p, "lanes", lanes);
-      tp_plot_str(p, "ytics_cmd", ytics->str);
-      tp_plot_str(p, "title", t);
-      tp_plot_str(p, "xlabel", unit ? "time (unit slots)" : "time (s)");
-      tp_plot_num(p, "series", nseries);
-      tp_plot_num(p, "labels", labels_on);
-      tp_plot_num(p, "xmax", xmax);
-      tp_plot_num(p, "has_update", has_update);
-      tp_plot_num(p, "has_xfer", has_xfer);
-      tp_plot_num(p, "has_split", has_split);
-      /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
-      gint64 height = 160 + (gint64)70 * lanes * nseries;
-      ok = tp_plot_render(p, "timeline", output, width, (int)MIN(height, TP_PLOT_MAX_SIDE), err);
-    }
+  return (!o->events || has_operations(tl->sim_ev, o->events, err)) &&
+         (!tl->meas_ev || has_operations(tl->meas_ev, o->measured, err));
+}
+
+/* What the events hold: the compute boxes (of the first series; labelled: of both) and whether updates,
+ * transfers and split backwards take time. */
+typedef struct {
+  long boxes, labelled;
+  gboolean has_update, has_xfer, has_split;
+} Kinds;
+
+static Kinds timeline_kinds(const Timeline *tl)
+{
+  Kinds k = { 0 };
+  for (guint i = 0; i < tl->sim_ev->len; i++) {
+    const TpEventRow *r = &g_array_index(tl->sim_ev, TpEventRow, i);
+    k.boxes += tp_ev_is_compute(r->kind);
+    k.has_split |= r->kind >= TP_EV_I;
+    k.has_update |= r->kind == TP_EV_U && r->end > r->start;
+    k.has_xfer |= !tp_ev_is_op(r->kind) && r->end > r->start;
   }
+  for (guint i = 0; tl->meas_ev && i < tl->meas_ev->len; i++)
+    k.labelled += tp_ev_is_compute(g_array_index(tl->meas_ev, TpEventRow, i).kind);
+  k.labelled += k.boxes;
+  return k;
+}
+
+/* gnuplot's y tics: one per lane, an interleaved stage with its worker. */
+static GString *timeline_ytics(const TpSchedule *s, int lanes)
+{
+  GString *ytics = g_string_new("set ytics (");
+  for (int st = 1; st <= lanes; st++)
+    if (s && s->rank_seq && st <= s->W)
+      g_string_append_printf(ytics, "%s\"stage %d (worker %d)\" %d", st > 1 ? ", " : "", st,
+                             tp_stage_rank(s, st - 1) + 1, lanes - st + 1);
+    else
+      g_string_append_printf(ytics, "%s\"stage %d\" %d", st > 1 ? ", " : "", st, lanes - st + 1);
+  g_string_append(ytics, ")");
+  return ytics;
+}
+
+/* The picture: the rows as gnuplot's data, the script's settings, the render. */
+static gboolean timeline_draw(const TpCliRun *r, const TimelineOpts *o, const Timeline *tl, GError **err)
+{
+  g_autoptr(TpPlot) p = tp_plot_new(err);
+  if (!p)
+    return FALSE;
+  int lanes = 0, nseries = tl->meas_ev ? 2 : 1;
+  double xmax = events_end(tl->sim_ev, &lanes);
+  if (tl->meas_ev)
+    xmax = MAX(xmax, events_end(tl->meas_ev, &lanes));
+  if (xmax <= 0)
+    xmax = 1; /* every operation takes no time: ticks on a unit axis */
+  Kinds k = timeline_kinds(tl);
+  /* labels only where a forward or backward has one (gnuplot fails on a label plot without points) */
+  int labels_on = !o->no_labels && k.labelled > 0 && (o->labels || k.boxes <= 400);
+  g_autoptr(GString) data = g_string_new(NULL), ytics = timeline_ytics(r->s, lanes);
+  tp_string_reserve(data, (long long)(tl->sim_ev->len + (tl->meas_ev ? tl->meas_ev->len : 0)) * TIMELINE_ROW_BYTES);
+  gboolean unit = r->c ? r->c->unit : FALSE;
+  int width = (int)CLAMP(300 + 28 * (unit ? xmax : 60), 900, 2400);
+  double px = (width - 200) / xmax; /* the plot's pixels per unit of time, less the margins */
+  long written = timeline_rows(tl->sim_ev, 0, nseries, lanes, xmax / 1500, labels_on, px, o->versions, data);
+  if (tl->meas_ev)
+    written += timeline_rows(tl->meas_ev, 1, nseries, lanes, xmax / 1500, labels_on, px, o->versions, data);
+  labels_on = labels_on && written > 0; /* gnuplot fails on a label plot without points */
+  g_autofree char *dpath = tp_plot_path(p, "timeline.dat");
+  g_autofree char *t = o->title ? g_strdup(o->title)
+                                : g_strdup_printf("%s%s", tl->what,
+                                                  tl->meas_ev ? " — simulated (upper) vs measured (lower)" : "");
+  if (!tp_plot_data(p, "timeline.dat", data, err))
+    return FALSE;
+  tp_plot_str(p, "data", dpath);
+  tp_plot_num(p, "lanes", lanes);
+  tp_plot_str(p, "ytics_cmd", ytics->str);
+  tp_plot_str(p, "title", t);
+  tp_plot_str(p, "xlabel", unit ? "time (unit slots)" : "time (s)");
+  tp_plot_num(p, "series", nseries);
+  tp_plot_num(p, "labels", labels_on);
+  tp_plot_num(p, "xmax", xmax);
+  tp_plot_num(p, "has_update", k.has_update);
+  tp_plot_num(p, "has_xfer", k.has_xfer);
+  tp_plot_num(p, "has_split", k.has_split);
+  /* 70 pixels a lane, in 64 bits; past the picture limit the lanes get thinner */
+  gint64 height = 160 + (gint64)70 * lanes * nseries;
+  return tp_plot_render(p, "timeline", o->output, width, (int)MIN(height, TP_PLOT_MAX_SIDE), err);
+}
+
+static gboolean plot_timeline(int argc, char **argv, GError **err)
+{
+  TpCliRun r = { 0 };
+  TimelineOpts o = { 0 };
+  Timeline tl = { 0 };
+  g_autoptr(GOptionContext) ctx = timeline_context(&r, &o);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && tp_plot_check_output(o.output, err) &&
+                timeline_events(&r, &o, &tl, err) && timeline_draw(&r, &o, &tl, err);
+  g_clear_pointer(&tl.sim_ev, g_array_unref);
+  g_clear_pointer(&tl.meas_ev, g_array_unref);
+  g_free(tl.what);
+  g_free(o.output), g_free(o.events), g_free(o.measured), g_free(o.title);
   tp_cli_run_clear(&r);
   return ok;
 }
-
-/* ---- memory ------------------------------------------------------------------------------- */
 
 static gboolean plot_memory(int argc, char **argv, GError **err)
 {
@@ -368,6 +429,66 @@ static GString *read_log(const char *path, const char *const *cols, gboolean *ha
   return table;
 }
 
+/* The logs to draw: each an input file, one at least, at most TP_PLOT_MAX_LOGS. */
+static gboolean check_logs(const char *output, char **inputs, GError **err)
+{
+  int n_in = inputs ? (int)g_strv_length(inputs) : 0;
+  g_autofree TpCliInput *in = g_new(TpCliInput, n_in + 1);
+  for (int i = 0; i < n_in; i++)
+    in[i] = (TpCliInput){ "-i", inputs[i], NULL };
+  if (!tp_cli_check_output(output, n_in, in, err))
+    return FALSE;
+  if (!inputs || !inputs[0]) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: give at least one training log");
+    return FALSE;
+  }
+  if (n_in > TP_PLOT_MAX_LOGS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: at most %d training logs in one picture (got %d)", TP_PLOT_MAX_LOGS,
+                n_in);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The logs as the picture has them: gnuplot's files, their titles, which split into two series (a
+ * "test" column), whether every one has the right axis' column, the x axis' end. */
+typedef struct {
+  GString *files, *titles, *split;
+  gboolean all_y2;
+  double xmax;
+} Logs;
+
+/* Each log read and checked (y2: the right axis' column asked for, which each must have) and handed to
+ * the plot as run<i>.csv. */
+static gboolean add_logs(TpPlot *p, char **inputs, const char *const *cols, const char *y2, Logs *l, GError **err)
+{
+  for (int i = 0; inputs[i]; i++) {
+    gboolean has[4];
+    int header_line = 1;
+    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, &l->xmax, err);
+    if (!table)
+      return FALSE;
+    if (!has[2] && y2) {
+      g_autofree char *q = tp_quote(y2);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: no column %s in the header", tp_input_name(inputs[i]),
+                  header_line, q);
+      return FALSE;
+    }
+    l->all_y2 = l->all_y2 && has[2];
+    g_autofree char *name = g_strdup_printf("run%d.csv", i + 1);
+    if (!tp_plot_data(p, name, table, err))
+      return FALSE;
+    g_autofree char *base = g_path_get_basename(inputs[i]);
+    if (g_str_has_suffix(base, ".csv"))
+      base[strlen(base) - 4] = '\0';
+    g_strdelimit(base, " \t\"\\", '_');
+    g_string_append_printf(l->files, "%s%s", i ? " " : "", name);
+    g_string_append_printf(l->titles, "%s%s", i ? " " : "", base);
+    g_string_append_printf(l->split, "%s%d", i ? " " : "", has[3]);
+  }
+  return TRUE;
+}
+
 static gboolean plot_convergence(int argc, char **argv, GError **err)
 {
   g_auto(GStrv) inputs = NULL;
@@ -386,69 +507,29 @@ static gboolean plot_convergence(int argc, char **argv, GError **err)
   g_autoptr(GOptionContext) ctx = g_option_context_new("- convergence: loss (and accuracy) curves of training runs");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx, "Example: timeprest plot convergence -i timeprest.csv -i pipedream.csv -o conv.png");
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err))
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || !tp_plot_check_output(output, err) || !check_logs(output, inputs, err))
     return FALSE;
-  int n_in = inputs ? (int)g_strv_length(inputs) : 0;
-  g_autofree TpCliInput *in = g_new(TpCliInput, n_in + 1);
-  for (int i = 0; i < n_in; i++)
-    in[i] = (TpCliInput){ "-i", inputs[i], NULL };
-  if (!tp_cli_check_output(output, n_in, in, err))
-    return FALSE;
-  if (!inputs || !inputs[0]) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: give at least one training log");
-    return FALSE;
-  }
-  if (n_in > TP_PLOT_MAX_LOGS) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-i: at most %d training logs in one picture (got %d)", TP_PLOT_MAX_LOGS,
-                n_in);
-    return FALSE;
-  }
   const char *ycol = y ? y : "loss";
   /* the right axis shows the other of loss and accuracy unless told otherwise */
   /* "test" (train --csv's logs): its tenth-of-an-epoch training rows (0) and its per-epoch rows (1) are
    * drawn as two series */
   const char *cols[] = { x ? x : "epoch", ycol, y2 ? y2 : strcmp(ycol, "accuracy") == 0 ? "loss" : "accuracy", "test",
                          NULL };
-  gboolean all_y2 = TRUE;
-  double xmax = 0;
   g_autoptr(TpPlot) p = tp_plot_new(err);
-  if (!p)
-    return FALSE;
   g_autoptr(GString) files = g_string_new(NULL), titles = g_string_new(NULL), split = g_string_new(NULL);
-  for (int i = 0; inputs[i]; i++) {
-    gboolean has[4];
-    int header_line = 1;
-    g_autoptr(GString) table = read_log(inputs[i], cols, has, &header_line, &xmax, err);
-    if (!table)
-      return FALSE;
-    if (!has[2] && y2) {
-      g_autofree char *q = tp_quote(y2);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: no column %s in the header", tp_input_name(inputs[i]),
-                  header_line, q);
-      return FALSE;
-    }
-    all_y2 = all_y2 && has[2];
-    g_autofree char *name = g_strdup_printf("run%d.csv", i + 1);
-    if (!tp_plot_data(p, name, table, err))
-      return FALSE;
-    g_autofree char *base = g_path_get_basename(inputs[i]);
-    if (g_str_has_suffix(base, ".csv"))
-      base[strlen(base) - 4] = '\0';
-    g_strdelimit(base, " \t\"\\", '_');
-    g_string_append_printf(files, "%s%s", i ? " " : "", name);
-    g_string_append_printf(titles, "%s%s", i ? " " : "", base);
-    g_string_append_printf(split, "%s%d", i ? " " : "", has[3]);
-  }
+  Logs l = { .files = files, .titles = titles, .split = split, .all_y2 = TRUE };
+  if (!p || !add_logs(p, inputs, cols, y2, &l, err))
+    return FALSE;
   tp_plot_str(p, "files", files->str);
   tp_plot_str(p, "titles", titles->str);
   tp_plot_str(p, "xcol", cols[0]);
   tp_plot_str(p, "ycol", cols[1]);
-  tp_plot_str(p, "y2col", all_y2 ? cols[2] : "");
+  tp_plot_str(p, "y2col", l.all_y2 ? cols[2] : "");
   tp_plot_str(p, "title", title ? title : "convergence");
   tp_plot_str(p, "xlabel", cols[0]);
   tp_plot_str(p, "split", split->str);
   /* epochs are whole numbers: one tick per epoch while they fit */
-  tp_plot_num(p, "xint", strcmp(cols[0], "epoch") == 0 && xmax <= 30 ? 1 : 0);
+  tp_plot_num(p, "xint", strcmp(cols[0], "epoch") == 0 && l.xmax <= 30 ? 1 : 0);
   return tp_plot_render(p, "convergence", output, 1100, 600, err);
 }
 

@@ -211,27 +211,27 @@ static gboolean profile_size(TpProfile *p, const TpModel *m, const TpBackend *be
   return TRUE;
 }
 
-gboolean tp_cmd_profile(int argc, char **argv, GError **err)
+/* profile's options, into o. */
+static GOptionContext *profile_context(ProfOpts *o)
 {
-  ProfOpts o = { 0 };
   GOptionEntry entries[] = {
-    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o.model, "Model name, .model file or config.json (default mlp)", "NAME|FILE" },
-    { "backend", 0, 0, G_OPTION_ARG_STRING, &o.backend, "Compute backend: cpu (default) or cuda", "NAME" },
-    { "threads", 0, 0, G_OPTION_ARG_STRING, &o.threads,
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name, .model file or config.json (default mlp)", "NAME|FILE" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &o->threads,
       "--backend cpu: BLAS threads per call, as train --threads (default 1)", "T" },
-    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o.batch,
+    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch,
       "Profile the micro-batch sizes a plan of this batch may use: its divisors (default 128)", "B" },
-    { "micro-batch-sizes", 0, 0, G_OPTION_ARG_STRING, &o.sizes, "Profile these sizes instead, e.g. 16,32", "LIST" },
-    { "repetitions", 'r', 0, G_OPTION_ARG_STRING, &o.reps,
+    { "micro-batch-sizes", 0, 0, G_OPTION_ARG_STRING, &o->sizes, "Profile these sizes instead, e.g. 16,32", "LIST" },
+    { "repetitions", 'r', 0, G_OPTION_ARG_STRING, &o->reps,
       "Profiles taken; the file keeps their median and spread (default 5)", "R" },
-    { "seed", 0, 0, G_OPTION_ARG_STRING, &o.seed, "Seed of the weights and synthetic data (default 1)", "S" },
-    { "transport", 0, 0, G_OPTION_ARG_STRING, &o.transport,
+    { "seed", 0, 0, G_OPTION_ARG_STRING, &o->seed, "Seed of the weights and synthetic data (default 1)", "S" },
+    { "transport", 0, 0, G_OPTION_ARG_STRING, &o->transport,
       "mpi: under mpirun, also measure the links between the ranks (ping-pong at the activations' message sizes, "
       "latency and bandwidth fitted); local (default): none", "local|mpi" },
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the profile to FILE (default: standard output)", "FILE" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the profile to FILE (default: standard output)", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new("- measure each layer's costs on this machine");
+  GOptionContext *ctx = g_option_context_new("- measure each layer's costs on this machine");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_description(ctx,
     "Each layer is timed alone, as `train` times its stages before training: a forward and a backward of\n"
@@ -242,85 +242,132 @@ gboolean tp_cmd_profile(int argc, char **argv, GError **err)
     "mpirun -np R, the links between the R ranks are measured first and written too; rank 0 profiles the layers.\n\n"
     "Example: timeprest profile --model mlp-deep --batch 128 -o mlp-deep.profile\n"
     "         mpirun -np 2 timeprest profile --model mlp-deep --transport mpi -o mlp-deep.profile");
-  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err);
-  const TpCliInput in[] = { { "-m", o.model, tp_model_path } };
-  ok = ok && tp_cli_check_outputs_made(1, (const char *const[]){ "-o" }, (const char *const[]){ o.output }, NULL,
-                                       g_strcmp0(o.transport, "mpi") == 0, (int)G_N_ELEMENTS(in), in, err);
+  return ctx;
+}
+
+/* The options parsed: the repetitions, seed, transport and threads, the sizes, the model and the
+ * backend's instance. */
+typedef struct {
+  int reps, seed, mpi, threads;
+  GArray *sizes;
+  TpModel *m;
+  const TpBackend *be;
+} ProfArgs;
+
+static gboolean parse_args(const ProfOpts *o, ProfArgs *a, GError **err)
+{
   static const char *const transports[] = { "local", "mpi", NULL };
-  int reps = 5, seed = 1, mpi = 0, threads = 1;
-  g_autoptr(GArray) sizes = NULL;
-  g_autoptr(TpModel) m = NULL;
-  const TpBackend *be = NULL;
-  ok = ok && (!o.reps || tp_cli_int("--repetitions", o.reps, 1, 1000, &reps, err)) &&
-       (!o.seed || tp_cli_int("--seed", o.seed, 0, G_MAXINT, &seed, err)) && (sizes = parse_sizes(&o, err)) &&
-       (!o.transport || tp_cli_choice("--transport", o.transport, transports, &mpi, err)) &&
-       (!o.threads || tp_cli_int("--threads", o.threads, 1, 1024, &threads, err)) &&
-       set_threads(o.backend, o.threads != NULL, threads, err) && (m = tp_model_load(o.model ? o.model : "mlp", err)) && tp_net_check_trainable(m, err) &&
-       (be = tp_backend_get(o.backend ? o.backend : "cpu", err));
-  if (ok && mpi && (!tp_mpi_available() || !tp_mpi_launched())) {
+  const TpCliInput in[] = { { "-m", o->model, tp_model_path } };
+  if (!tp_cli_check_outputs_made(1, (const char *const[]){ "-o" }, (const char *const[]){ o->output }, NULL,
+                                 g_strcmp0(o->transport, "mpi") == 0, (int)G_N_ELEMENTS(in), in, err) ||
+      !(!o->reps || tp_cli_int("--repetitions", o->reps, 1, 1000, &a->reps, err)) ||
+      !(!o->seed || tp_cli_int("--seed", o->seed, 0, G_MAXINT, &a->seed, err)) || !(a->sizes = parse_sizes(o, err)) ||
+      !(!o->transport || tp_cli_choice("--transport", o->transport, transports, &a->mpi, err)) ||
+      !(!o->threads || tp_cli_int("--threads", o->threads, 1, 1024, &a->threads, err)) ||
+      !set_threads(o->backend, o->threads != NULL, a->threads, err) ||
+      !(a->m = tp_model_load(o->model ? o->model : "mlp", err)) || !tp_net_check_trainable(a->m, err) ||
+      !(a->be = tp_backend_get(o->backend ? o->backend : "cpu", err)))
+    return FALSE;
+  if (a->mpi && (!tp_mpi_available() || !tp_mpi_launched())) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s", !tp_mpi_available() ? TP_MPI_MISSING :
                 "start it under mpirun (mpirun -np R timeprest profile --transport mpi ..., R >= 2)");
-    ok = FALSE;
+    return FALSE;
   }
+  return TRUE;
+}
+
+/* Room for profiling at micro-batches of top: each size is profiled on its own, the largest holding
+ * what training holds at that batch, and the synthetic samples (a byte per input element) with their
+ * classes' patterns. */
+static gboolean check_memory(const ProfArgs *a, int top, GError **err)
+{
+  TpDataShape shape = tp_data_shape_of(a->m);
+  long long dim = (long long)shape.channels * shape.rows * shape.cols;
+  g_autofree char *what = g_strdup_printf("profiling %s at micro-batches of %d", a->m->name, top);
+  return tp_memory_check(what, 0, 0, 0, tp_model_train_bytes(a->m, top) + (MAX(top, 64) + shape.classes) * dim +
+                                          tp_backend_threads_address_bytes(a->be, a->threads), err);
+}
+
+/* An empty profile of the model, with what it was taken on and the links measured (taken over). */
+static TpProfile *new_profile(const ProfArgs *a, TpProfileLinks *links)
+{
+  int L = tp_model_n_layers(a->m);
+  TpProfile *p = tp_profile_new(L, (int)a->sizes->len);
+  g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+  p->model = g_strdup(a->m->name);
+  p->backend = g_strdup(tp_backend_name(a->be));
+  p->threads = a->threads; /* BLAS threads per stage, as training runs them (train --threads) */
+  p->cores = (int)g_get_num_processors();
+  p->machine = cpu_model();
+  p->hostname = tp_name_clean(g_get_host_name());
+  p->date = g_date_time_format_iso8601(now);
+  p->memory = (double)MAX(tp_memory_available(), 0);
+  p->repetitions = a->reps;
+  p->links = *links; /* the profile's now */
+  *links = (TpProfileLinks){ 0 };
+  for (int i = 0; i < L; i++)
+    p->layer[i].kind = g_strdup(tp_layer_names[tp_model_layer(a->m, i)->kind]);
+  return p;
+}
+
+/* The profile written, and on standard error what was profiled and how much the repetitions spread
+ * (and the links fitted). */
+static gboolean write_profile(const TpProfile *p, const ProfArgs *a, const char *output, const char *spread,
+                              GError **err)
+{
+  g_autoptr(GString) text = g_string_new(NULL);
+  tp_profile_format(p, text);
+  if (!tp_cli_emit(output, text, err))
+    return FALSE;
+  int L = tp_model_n_layers(a->m);
+  fprintf(stderr, "profiled %d layer%s of %s on %s, %d repetition%s; spread of the whole model's forward + "
+          "backward per micro-batch size: %s\n", L, L == 1 ? "" : "s", a->m->name, tp_backend_name(a->be), a->reps,
+          a->reps == 1 ? "" : "s", spread);
+  if (p->links.transport)
+    fprintf(stderr, "links between %d MPI ranks, %d message sizes from %.0f to %.0f bytes: latency %.3g us, "
+            "bandwidth %.3g GB/s (the fit within %.1f %% of every size's median)\n", p->links.ranks, p->links.n,
+            p->links.bytes[0], p->links.bytes[p->links.n - 1], 1e6 * p->links.latency, p->links.bandwidth / 1e9,
+            100 * p->links.fit_error);
+  return TRUE;
+}
+
+/* Rank 0's part (or the one process's): every size profiled on synthetic data, the profile written. */
+static gboolean profile_layers(const ProfOpts *o, const ProfArgs *a, TpProfileLinks *links, GError **err)
+{
+  int top = g_array_index(a->sizes, int, a->sizes->len - 1);
+  if (!check_memory(a, top, err))
+    return FALSE;
+  TpDataShape shape = tp_data_shape_of(a->m);
+  g_autoptr(TpDataset) data = tp_dataset_synthetic_shaped(MAX(top, 64), &shape, (guint32)a->seed);
+  g_autoptr(TpProfile) p = new_profile(a, links);
+  g_autoptr(GString) spread = g_string_new(NULL);
+  for (guint k = 0; k < a->sizes->len; k++) {
+    p->sizes[k] = g_array_index(a->sizes, int, k);
+    double sp = 0;
+    if (!profile_size(p, a->m, a->be, data, p->sizes[k], (int)k, a->reps, (guint32)a->seed, &sp, err))
+      return FALSE;
+    g_string_append_printf(spread, "%s%d: %.1f %%", k ? ", " : "", p->sizes[k], 100 * sp);
+  }
+  return write_profile(p, a, o->output, spread->str, err);
+}
+
+gboolean tp_cmd_profile(int argc, char **argv, GError **err)
+{
+  ProfOpts o = { 0 };
+  ProfArgs a = { .reps = 5, .seed = 1, .threads = 1 };
+  g_autoptr(GOptionContext) ctx = profile_context(&o);
+  gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_args(&o, &a, err);
   /* a flag refused before MPI starts is refused alike by every rank: rank 0's line only */
   gboolean silent = !ok && tp_cli_silent_rank(err);
   TpProfileLinks links = { 0 };
   gboolean root = TRUE;
-  ok = ok && (!mpi || measure_links(m, sizes, reps, &links, &root, err));
-  int top = ok ? g_array_index(sizes, int, sizes->len - 1) : 0;
-  if (ok && root) {
-    /* each size is profiled on its own: the largest holds what training holds at that batch, and
-     * the synthetic samples (a byte per input element) with their classes' patterns */
-    TpDataShape shape = tp_data_shape_of(m);
-    long long dim = (long long)shape.channels * shape.rows * shape.cols;
-    g_autofree char *what = g_strdup_printf("profiling %s at micro-batches of %d", m->name, top);
-    ok = tp_memory_check(what, 0, 0, 0, tp_model_train_bytes(m, top) + (MAX(top, 64) + shape.classes) * dim +
-                                          tp_backend_threads_address_bytes(be, threads), err);
-  }
-  if (ok && root) { /* the other ranks' part is done */
-    int L = tp_model_n_layers(m);
-    TpDataShape shape = tp_data_shape_of(m);
-    g_autoptr(TpDataset) data = tp_dataset_synthetic_shaped(MAX(top, 64), &shape, (guint32)seed);
-    g_autoptr(TpProfile) p = tp_profile_new(L, (int)sizes->len);
-    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
-    p->model = g_strdup(m->name);
-    p->backend = g_strdup(tp_backend_name(be));
-    p->threads = threads; /* BLAS threads per stage, as training runs them (train --threads) */
-    p->cores = (int)g_get_num_processors();
-    p->machine = cpu_model();
-    p->hostname = tp_name_clean(g_get_host_name());
-    p->date = g_date_time_format_iso8601(now);
-    p->memory = (double)MAX(tp_memory_available(), 0);
-    p->repetitions = reps;
-    p->links = links; /* the profile's now */
-    links = (TpProfileLinks){ 0 };
-    for (int i = 0; i < L; i++)
-      p->layer[i].kind = g_strdup(tp_layer_names[tp_model_layer(m, i)->kind]);
-    g_autoptr(GString) spread = g_string_new(NULL);
-    for (guint k = 0; k < sizes->len && ok; k++) {
-      p->sizes[k] = g_array_index(sizes, int, k);
-      double sp = 0;
-      ok = profile_size(p, m, be, data, p->sizes[k], (int)k, reps, (guint32)seed, &sp, err);
-      g_string_append_printf(spread, "%s%d: %.1f %%", k ? ", " : "", p->sizes[k], 100 * sp);
-    }
-    if (ok) {
-      g_autoptr(GString) text = g_string_new(NULL);
-      tp_profile_format(p, text);
-      ok = tp_cli_emit(o.output, text, err);
-      if (ok)
-        fprintf(stderr, "profiled %d layer%s of %s on %s, %d repetition%s; spread of the whole model's forward + "
-                "backward per micro-batch size: %s\n", L, L == 1 ? "" : "s", m->name, tp_backend_name(be), reps,
-                reps == 1 ? "" : "s", spread->str);
-      if (ok && p->links.transport)
-        fprintf(stderr, "links between %d MPI ranks, %d message sizes from %.0f to %.0f bytes: latency %.3g us, "
-                "bandwidth %.3g GB/s (the fit within %.1f %% of every size's median)\n", p->links.ranks, p->links.n,
-                p->links.bytes[0], p->links.bytes[p->links.n - 1], 1e6 * p->links.latency, p->links.bandwidth / 1e9,
-                100 * p->links.fit_error);
-    }
-  }
+  ok = ok && (!a.mpi || measure_links(a.m, a.sizes, a.reps, &links, &root, err)) &&
+       (!root || profile_layers(&o, &a, &links, err)); /* the other ranks' part is done */
   g_free(links.transport), g_free(links.bytes), g_free(links.one_way);
   g_free(o.model), g_free(o.backend), g_free(o.batch), g_free(o.sizes), g_free(o.reps), g_free(o.output);
   g_free(o.seed), g_free(o.transport), g_free(o.threads);
+  g_clear_pointer(&a.sizes, g_array_unref);
+  g_clear_pointer(&a.m, tp_model_free);
   if (silent)
     exit(2);
   return ok;

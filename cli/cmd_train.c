@@ -53,7 +53,9 @@ static gboolean opt_double(const char *flag, const char *text, double lo, double
 }
 
 /* --transport nccl links GPU stages that run one process (MPI rank) per GPU: it needs the NCCL
- * transport in the build, --backend cuda and a GPU; each missing piece is one line, before MPI. */
+ * transport in the build and --backend cuda, each missing one line, before MPI (the registry
+ * answers without loading a backend; whether a GPU is present the trainer finds when it makes the
+ * stages' backends). */
 static gboolean check_nccl(const Opts *o, GError **err)
 {
   if (!tp_nccl_available()) {
@@ -65,25 +67,23 @@ static gboolean check_nccl(const Opts *o, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: links GPU stages; give --backend cuda");
     return FALSE;
   }
-  if (reg->load_eagerly)
-    reg->load_eagerly(); /* before CUDA starts: no module loaded inside a launch while NCCL waits */
-  char *why = NULL;
-  if (reg->device_count(&why) == 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport nccl: no %s: %s", reg->device_noun, why);
-    g_free(why);
-    return FALSE;
-  }
   return TRUE;
 }
 
 /* The processes of the run: this one (--transport local), or one MPI rank per stage with the
- * stages' links over MPI or, for GPU stages, NCCL. */
+ * stages' links over MPI or, for GPU stages, NCCL (the backend asked to load its code eagerly before
+ * CUDA starts: no module loaded inside a launch while NCCL waits). */
 static gboolean start_group(const Opts *o, Train *t, GError **err)
 {
-  if (!o->transport || strcmp(o->transport, "local") == 0)
+  if (!o->transport || strcmp(o->transport, "local") == 0) {
     t->group = tp_group_single_new();
-  else
-    t->group = tp_group_mpi_start(t->cfg.peer_timeout, strcmp(o->transport, "nccl") == 0 ? tp_nccl_new : NULL, err);
+    return TRUE;
+  }
+  gboolean nccl = strcmp(o->transport, "nccl") == 0;
+  const TpBackendReg *reg = nccl ? tp_backend_find(o->backend ? o->backend : "cpu", NULL) : NULL;
+  if (reg && reg->load_eagerly)
+    reg->load_eagerly();
+  t->group = tp_group_mpi_start(t->cfg.peer_timeout, nccl ? tp_nccl_new : NULL, err);
   return t->group != NULL;
 }
 
@@ -109,47 +109,63 @@ static gboolean checkpoint_options(const char *checkpoint, const char *resume, c
   return TRUE;
 }
 
-static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
+/* The numbers and choices given, parsed (where the configuration has no field: into p). */
+typedef struct {
+  int from, w, n, k, e, batch, seed, reps, cosine, adamw, chunks;
+} Parsed;
+
+/* --optimizer and its defaults (SGD's, or AdamW's: PyTorch's lr 1e-3, betas 0.9 and 0.999, eps 1e-8,
+ * weight decay 0.01); a flag of the other optimizer refused. */
+static gboolean parse_optimizer(const Opts *o, TpTrainConfig *c, int *adamw, GError **err)
+{
+  static const char *const optimizers[] = { "sgd", "adamw", NULL };
+  if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, adamw, err))
+    return FALSE;
+  c->opt.lr = *adamw ? 1e-3 : 0.01, c->opt.momentum = 0.9, c->opt.wd = *adamw ? 0.01 : 1e-4, c->timeout = 300, c->peer_timeout = 60;
+  c->opt.beta1 = 0.9, c->opt.beta2 = 0.999, c->opt.eps = 1e-8, c->opt.warmup = -1;
+  const char *sgd_only = o->momentum ? "--momentum" : NULL;
+  const char *adamw_only = o->beta1 ? "--beta1" : o->beta2 ? "--beta2" : o->eps ? "--eps" : NULL;
+  if (*adamw ? sgd_only != NULL : adamw_only != NULL) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", *adamw ? sgd_only : adamw_only,
+                *adamw ? "SGD's momentum; AdamW's moments decay by --beta1 and --beta2" : "AdamW's; give --optimizer adamw");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Each number and choice in its range. */
+static gboolean parse_values(const Opts *o, TpTrainConfig *c, Parsed *p, int *fmt, GError **err)
 {
   static const char *const formats[] = { "text", "json", NULL };
   static const char *const froms[] = { "costs", "slots", NULL };
   static const char *const lr_schedules[] = { "constant", "cosine", "warmup-cosine", NULL };
-  static const char *const optimizers[] = { "sgd", "adamw", NULL };
-  int from = 0, w = 4, n = 4, k = 0, e = 1, batch = 128, seed = 1, reps = 3, cosine = 0, adamw = 0;
-  if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, &adamw, err))
-    return FALSE;
-  /* SGD's defaults, or AdamW's (PyTorch's: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01) */
-  c->opt.lr = adamw ? 1e-3 : 0.01, c->opt.momentum = 0.9, c->opt.wd = adamw ? 0.01 : 1e-4, c->timeout = 300, c->peer_timeout = 60;
-  c->opt.beta1 = 0.9, c->opt.beta2 = 0.999, c->opt.eps = 1e-8, c->opt.warmup = -1;
-  const char *sgd_only = o->momentum ? "--momentum" : NULL;
-  const char *adamw_only = o->beta1 ? "--beta1" : o->beta2 ? "--beta2" : o->eps ? "--eps" : NULL;
-  if (adamw ? sgd_only != NULL : adamw_only != NULL) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s", adamw ? sgd_only : adamw_only,
-                adamw ? "SGD's momentum; AdamW's moments decay by --beta1 and --beta2" : "AdamW's; give --optimizer adamw");
-    return FALSE;
-  }
-  if ((o->format && !tp_cli_choice("--format", o->format, formats, fmt, err)) ||
-      (o->order_from && !tp_cli_choice("--order-from", o->order_from, froms, &from, err)) ||
-      (o->lr_schedule && !tp_cli_choice("--lr-schedule", o->lr_schedule, lr_schedules, &cosine, err)) ||
-      (o->workers && !tp_cli_int("-w", o->workers, 1, 64, &w, err)) ||
-      (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &n, err)) ||
-      (o->mini && !tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &k, err)) ||
-      (o->epochs && !tp_cli_int("--epochs", o->epochs, 1, 100000, &e, err)) ||
-      (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 20, &batch, err)) ||
-      (o->seed && !tp_cli_int("--seed", o->seed, 0, G_MAXINT, &seed, err)) ||
-      (o->reps && !tp_cli_int("--profile-reps", o->reps, 1, 1000, &reps, err)) ||
-      (o->threads && !tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) ||
-      (o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 1024, &c->data_parallel, err)) ||
-      !opt_double("--lr", o->lr, 0, 1e6, &c->opt.lr, err) || !opt_double("--momentum", o->momentum, 0, 1, &c->opt.momentum, err) ||
-      !opt_double("--weight-decay", o->wd, 0, 1e6, &c->opt.wd, err) ||
-      /* below 1 as the float they become: a β of 1.0f makes the bias correction 0 and the step NaN */
-      !opt_double("--beta1", o->beta1, 0, 0.9999999, &c->opt.beta1, err) ||
-      !opt_double("--beta2", o->beta2, 0, 0.9999999, &c->opt.beta2, err) ||
-      !opt_double("--eps", o->eps, 1e-30, 1, &c->opt.eps, err) ||
-      (o->warmup && !tp_cli_int("--warmup", o->warmup, 1, G_MAXINT, &c->opt.warmup, err)) ||
-      !opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) ||
-      !opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err))
-    return FALSE;
+  return (!o->format || tp_cli_choice("--format", o->format, formats, fmt, err)) &&
+         (!o->order_from || tp_cli_choice("--order-from", o->order_from, froms, &p->from, err)) &&
+         (!o->lr_schedule || tp_cli_choice("--lr-schedule", o->lr_schedule, lr_schedules, &p->cosine, err)) &&
+         (!o->workers || tp_cli_int("-w", o->workers, 1, 64, &p->w, err)) &&
+         (!o->micro || tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &p->n, err)) &&
+         (!o->mini || tp_cli_int("-k", o->mini, 1, TP_MAX_MINI, &p->k, err)) &&
+         (!o->epochs || tp_cli_int("--epochs", o->epochs, 1, 100000, &p->e, err)) &&
+         (!o->batch || tp_cli_int("--batch", o->batch, 1, 1 << 20, &p->batch, err)) &&
+         (!o->seed || tp_cli_int("--seed", o->seed, 0, G_MAXINT, &p->seed, err)) &&
+         (!o->reps || tp_cli_int("--profile-reps", o->reps, 1, 1000, &p->reps, err)) &&
+         (!o->threads || tp_cli_int("--threads", o->threads, 1, 1024, &c->threads, err)) &&
+         (!o->data_parallel || tp_cli_int("--data-parallel", o->data_parallel, 1, 1024, &c->data_parallel, err)) &&
+         opt_double("--lr", o->lr, 0, 1e6, &c->opt.lr, err) && opt_double("--momentum", o->momentum, 0, 1, &c->opt.momentum, err) &&
+         opt_double("--weight-decay", o->wd, 0, 1e6, &c->opt.wd, err) &&
+         /* below 1 as the float they become: a β of 1.0f makes the bias correction 0 and the step NaN */
+         opt_double("--beta1", o->beta1, 0, 0.9999999, &c->opt.beta1, err) &&
+         opt_double("--beta2", o->beta2, 0, 0.9999999, &c->opt.beta2, err) &&
+         opt_double("--eps", o->eps, 1e-30, 1, &c->opt.eps, err) &&
+         (!o->warmup || tp_cli_int("--warmup", o->warmup, 1, G_MAXINT, &c->opt.warmup, err)) &&
+         opt_double("--timeout", o->timeout, 0.001, 1e7, &c->timeout, err) &&
+         opt_double("--peer-timeout", o->peer_timeout, 0.001, 1e7, &c->peer_timeout, err);
+}
+
+/* --threads and --devices against the backend's registration (which loads nothing); -k against
+ * --epochs. */
+static gboolean check_backend_flags(const Opts *o, const TpTrainConfig *c, GError **err)
+{
   const TpBackendReg *reg = tp_backend_find(o->backend ? o->backend : "cpu", NULL);
   if (c->threads && reg && !reg->set_threads) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--threads: backend %s has no threads per call to set", reg->name);
@@ -163,13 +179,19 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-k and --epochs: give one of them");
     return FALSE;
   }
+  return TRUE;
+}
+
+/* --transport: a name it knows, what it needs in the build and the launch (mpirun -np P, P > 1, with
+ * the local transport would make P whole runs, each of every stage). */
+static gboolean check_transport(const Opts *o, GError **err)
+{
   if (o->transport && strcmp(o->transport, "local") != 0 && strcmp(o->transport, "mpi") != 0 &&
       strcmp(o->transport, "nccl") != 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport: '%s' is not a transport (local, mpi, nccl)", o->transport);
     return FALSE;
   }
   gboolean ranks = o->transport && strcmp(o->transport, "local") != 0; /* one process per stage */
-  /* mpirun -np P (P > 1) with the local transport: P whole runs, each of every stage */
   const char *size_vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS" };
   for (size_t i = 0; i < G_N_ELEMENTS(size_vars) && !ranks; i++) {
     const char *v = g_getenv(size_vars[i]);
@@ -196,6 +218,12 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
                   "train --transport %s -w W ...)", o->transport, o->transport);
     return FALSE;
   }
+  return TRUE;
+}
+
+/* The schedule: a file, or a preset and its chunks per worker. */
+static gboolean parse_schedule(const Opts *o, TpTrainConfig *c, Parsed *p, GError **err)
+{
   if (o->schedule && (o->preset || o->order_from || o->mini || o->significance)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--schedule: the file gives the schedule; drop -s, -k, --order-from and "
                 "--significance");
@@ -203,53 +231,71 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
   }
   if (!o->schedule && !(c->sched.preset = tp_cli_preset(o->preset, err)))
     return FALSE;
-  int chunks = o->schedule ? 1 : tp_order_default_chunks(c->sched.preset->order);
-  if (o->chunks && (o->schedule || !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &chunks, err) ||
-                    !tp_chunks_check(c->sched.preset->order, w, chunks, n, err))) {
+  p->chunks = o->schedule ? 1 : tp_order_default_chunks(c->sched.preset->order);
+  if (o->chunks && (o->schedule || !tp_cli_int("--chunks", o->chunks, 1, TP_MAX_WORKERS, &p->chunks, err) ||
+                    !tp_chunks_check(c->sched.preset->order, p->w, p->chunks, p->n, err))) {
     if (o->schedule)
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks: the schedule file gives its chunks; drop --chunks");
     return FALSE;
   }
-  c->sched.chunks = chunks;
-  c->sched.workers = w, c->sched.N = n, c->sched.K = k, c->sched.epochs = e, c->batch = batch, c->seed = (guint32)seed, c->reps = reps;
+  return TRUE;
+}
+
+/* The run's shape and training into the configuration; --warmup only with warmup-cosine. */
+static gboolean take_values(const Opts *o, TpTrainConfig *c, const Parsed *p, GError **err)
+{
+  c->sched.chunks = p->chunks;
+  c->sched.workers = p->w, c->sched.N = p->n, c->sched.K = p->k, c->sched.epochs = p->e, c->batch = p->batch, c->seed = (guint32)p->seed;
+  c->reps = p->reps;
   c->sched.workers_given = o->workers != NULL, c->sched.N_given = o->micro != NULL;
   c->sched.per_epoch = !o->mini;
-  c->opt.lr_cosine = cosine >= 1;
-  c->opt.adamw = adamw == 1;
-  if (o->warmup && cosine != 2) {
+  c->opt.lr_cosine = p->cosine >= 1;
+  c->opt.adamw = p->adamw == 1;
+  if (o->warmup && p->cosine != 2) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--warmup: only with --lr-schedule warmup-cosine");
     return FALSE;
   }
-  if (cosine != 2)
+  if (p->cosine != 2)
     c->opt.warmup = 0;
-  c->sched.slots = from == 1;
+  c->sched.slots = p->from == 1;
   c->sched.recompute = o->recompute;
-  if (o->fuse) {
-    if (!strcmp(o->fuse, "auto") || !strcmp(o->fuse, "on") || !strcmp(o->fuse, "off"))
-      c->sched.fuse = !strcmp(o->fuse, "auto") ? TP_FUSE_AUTO : !strcmp(o->fuse, "on") ? TP_FUSE_ON : TP_FUSE_OFF;
-    else {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: expected auto, on or off, got '%s'", o->fuse);
-      return FALSE;
-    }
-    if (o->schedule && c->sched.fuse != TP_FUSE_AUTO) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards %s: not with --schedule (the file gives the forwards; "
-                  "timeprest schedule --fuse-forwards writes a fused one)", o->fuse);
-      return FALSE;
-    }
-    /* on: refused where it can never apply, before anything runs */
-    if (c->sched.fuse == TP_FUSE_ON && c->sched.preset && (c->sched.preset->order != TP_ORDER_NF1B || n < 2)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: -s %s%s: " TP_FUSE_NOTHING, c->sched.preset->name,
-                  n < 2 ? " -n 1" : "");
-      return FALSE;
-    }
+  return TRUE;
+}
+
+/* --fuse-forwards: auto, on or off; on refused where it can never apply, before anything runs. */
+static gboolean parse_fuse(const Opts *o, TpTrainConfig *c, GError **err)
+{
+  if (!o->fuse)
+    return TRUE;
+  if (!strcmp(o->fuse, "auto") || !strcmp(o->fuse, "on") || !strcmp(o->fuse, "off"))
+    c->sched.fuse = !strcmp(o->fuse, "auto") ? TP_FUSE_AUTO : !strcmp(o->fuse, "on") ? TP_FUSE_ON : TP_FUSE_OFF;
+  else {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards: expected auto, on or off, got '%s'", o->fuse);
+    return FALSE;
   }
-  if (o->split) { /* the layers per stage (plan --run-top gives the split it chose) */
+  if (o->schedule && c->sched.fuse != TP_FUSE_AUTO) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards %s: not with --schedule (the file gives the forwards; "
+                "timeprest schedule --fuse-forwards writes a fused one)", o->fuse);
+    return FALSE;
+  }
+  if (c->sched.fuse == TP_FUSE_ON && c->sched.preset && (c->sched.preset->order != TP_ORDER_NF1B || c->sched.N < 2)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--fuse-forwards on: -s %s%s: " TP_FUSE_NOTHING, c->sched.preset->name,
+                c->sched.N < 2 ? " -n 1" : "");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* --split (the layers per stage; plan --run-top gives the split it chose) and --significance. */
+static gboolean parse_split_significance(Opts *o, TpTrainConfig *c, GError **err)
+{
+  if (o->split) {
     if (o->schedule) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split: not with --schedule (the file gives W)");
       return FALSE;
     }
-    o->split_counts = g_new(int, w * chunks); /* one count per stage: each worker's chunks */
-    if (!tp_cli_split(o->split, w * chunks, o->split_counts, err))
+    o->split_counts = g_new(int, c->sched.workers * c->sched.chunks); /* one count per stage: each worker's chunks */
+    if (!tp_cli_split(o->split, c->sched.workers * c->sched.chunks, o->split_counts, err))
       return FALSE;
     c->sched.split = o->split_counts;
   }
@@ -260,6 +306,18 @@ static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
     }
     c->sched.has_sig = TRUE;
   }
+  return TRUE;
+}
+
+/* train's options checked (each in its range, against each other, against the build and the launch;
+ * nothing loaded) and parsed into the trainer's configuration. */
+static gboolean parse_opts(Opts *o, TpTrainConfig *c, int *fmt, GError **err)
+{
+  Parsed p = { .w = 4, .n = 4, .e = 1, .batch = 128, .seed = 1, .reps = 3 };
+  if (!parse_optimizer(o, c, &p.adamw, err) || !parse_values(o, c, &p, fmt, err) ||
+      !check_backend_flags(o, c, err) || !check_transport(o, err) || !parse_schedule(o, c, &p, err) ||
+      !take_values(o, c, &p, err) || !parse_fuse(o, c, err) || !parse_split_significance(o, c, err))
+    return FALSE;
   c->sched.file = o->schedule, c->model = o->model, c->data = o->data, c->backend = o->backend;
   c->devices = o->devices, c->resume = o->resume;
   c->ck_dir_is_resume = !o->checkpoint && o->resume;
@@ -279,8 +337,8 @@ static char *join_args(int argc, char **argv)
   return g_string_free(s, FALSE);
 }
 
-/* train's options, into o. */
-static GOptionContext *train_context(Opts *o)
+/* The schedule and the run's shape: preset, stages, micro-batches, chunks, length. */
+static void schedule_entries(GOptionContext *ctx, Opts *o)
 {
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest)", "PRESET" },
@@ -291,6 +349,15 @@ static GOptionContext *train_context(Opts *o)
       "taking turns in its order (--transport local)", "V" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_option_context_add_main_entries(ctx, entries, NULL);
+}
+
+/* The model, its data and its training: split, seed, optimizer and its settings. */
+static void model_entries(GOptionContext *ctx, Opts *o)
+{
+  GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name, .model file or config.json (default mlp)", "NAME|FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch (default 128)", "B" },
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split,
@@ -314,6 +381,16 @@ static GOptionContext *train_context(Opts *o)
     { "beta2", 0, 0, G_OPTION_ARG_STRING, &o->beta2, "AdamW's second-moment decay (default 0.999)", "B2" },
     { "eps", 0, 0, G_OPTION_ARG_STRING, &o->eps, "AdamW's epsilon (default 1e-8)", "E" },
     { "weight-decay", 0, 0, G_OPTION_ARG_STRING, &o->wd, "Weight decay (default 0.0001; adamw 0.01, decoupled)", "WD" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_option_context_add_main_entries(ctx, entries, NULL);
+}
+
+/* Where and how the stages run (backend, devices, threads, transport) and what they run (the order, a
+ * schedule file, recomputation, fused forwards, significance). */
+static void execution_entries(GOptionContext *ctx, Opts *o)
+{
+  GOptionEntry entries[] = {
     { "backend", 0, 0, G_OPTION_ARG_STRING, &o->backend, "Compute backend: cpu (default) or cuda", "NAME" },
     { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
       "--backend cuda: GPUs of the stages, stage s on the s-th of the list round-robin (default: stage s on GPU (s-1) mod count)", "D0,D1,…" },
@@ -337,6 +414,15 @@ static GOptionContext *train_context(Opts *o)
       "in larger products; auto when the simulator on the profiled costs says it is faster", "auto|on|off" },
     { "significance", 0, 0, G_OPTION_ARG_STRING, &o->significance,
       "I-TiMePReSt's s(d): exp[:TAU] (default exp:1), linear, const:C", "S" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  g_option_context_add_main_entries(ctx, entries, NULL);
+}
+
+/* The outputs, checkpoints and time limits. */
+static void output_entries(GOptionContext *ctx, Opts *o)
+{
+  GOptionEntry entries[] = {
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the training log (CSV, as plot convergence reads)", "LOG" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
       "Write the measured events (the simulator's event CSV) to FILE, the schedule run to FILE.schedule.csv "
@@ -360,8 +446,17 @@ static GOptionContext *train_context(Opts *o)
     { "profile-reps", 0, 0, G_OPTION_ARG_STRING, &o->reps, "Timed repetitions per profiled operation, and mini-batches of the pipelined profile beyond 2W + 1 (default 3)", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
-  GOptionContext *ctx = g_option_context_new("- train a network with a schedule, and compare with its prediction");
   g_option_context_add_main_entries(ctx, entries, NULL);
+}
+
+/* train's options, into o (in four tables, one after the other in --help). */
+static GOptionContext *train_context(Opts *o)
+{
+  GOptionContext *ctx = g_option_context_new("- train a network with a schedule, and compare with its prediction");
+  schedule_entries(ctx, o);
+  model_entries(ctx, o);
+  execution_entries(ctx, o);
+  output_entries(ctx, o);
   g_option_context_set_description(ctx,
     "The layers are split into W contiguous stages balancing FLOPs; each stage is a thread.  Before training,\n"
     "each stage's forward and backward of one micro-batch and its update are timed alone on the first\n"

@@ -84,6 +84,110 @@ typedef struct {
   gsize n;
 } KeyText;
 
+/* The scan's state: where it is (depth, line), whether the next string is a key, the top-level key
+ * whose value comes next, the keys seen in each open object. */
+typedef struct {
+  const char *name, *end;
+  TopKeys *top;
+  gboolean whole;
+  int depth, line;
+  gboolean expect_key;
+  const char *key;               /* the top-level key whose value is next, or NULL */
+  char *last_key;                /* its text */
+  char kind[JSON_MAX_DEPTH + 2]; /* '{' or '[' of each open level */
+  GPtrArray *keys;               /* [depth] GArray of KeyText */
+} Scan;
+
+/* A key of the object at the current depth, refused when written with an escape or given twice; a
+ * top-level one's line kept. */
+static gboolean scan_key(Scan *sc, KeyText k, gboolean escaped, GError **err)
+{
+  GArray *seen = sc->keys->pdata[sc->depth];
+  gboolean twice = FALSE;
+  for (guint i = 0; i < seen->len && !twice; i++) {
+    const KeyText *t = &g_array_index(seen, KeyText, i);
+    twice = t->n == k.n && memcmp(t->p, k.p, k.n) == 0;
+  }
+  if (escaped || twice) {
+    g_autofree char *shown = g_strndup(k.p, k.n);
+    return scan_fail(err, sc->name, sc->line, escaped ? "key %s: a key is a plain name, without escapes"
+                                                      : "key %s given twice", shown);
+  }
+  g_array_append_val(seen, k);
+  if (sc->depth == 1 && sc->top) {
+    g_free(sc->last_key);
+    sc->last_key = g_strndup(k.p, k.n);
+    g_hash_table_insert(sc->top->line, g_strdup(sc->last_key), GINT_TO_POINTER(sc->line));
+    sc->key = sc->last_key;
+  }
+  sc->expect_key = FALSE;
+  return TRUE;
+}
+
+/* The string opening at *pp (no \u0000 in it; a key checked); *pp left on its closing quote. */
+static gboolean scan_string(Scan *sc, const char **pp, GError **err)
+{
+  const char *p = *pp, *q = p + 1;
+  gboolean escaped = FALSE;
+  while (q < sc->end && *q != '"') {
+    if (*q == '\\' && q + 1 < sc->end) {
+      escaped = TRUE;
+      if (q[1] == 'u' && sc->end - q >= 6 && strncmp(q + 2, "0000", 4) == 0)
+        return scan_fail(err, sc->name, sc->line, "a string holds \\u0000%s", NULL);
+      q++;
+    } else if (*q == '\n')
+      sc->line++;
+    q++;
+  }
+  if (sc->expect_key && !scan_key(sc, (KeyText){ .p = p + 1, .n = (gsize)(q - p - 1) }, escaped, err))
+    return FALSE;
+  *pp = q < sc->end ? q : sc->end - 1;
+  return TRUE;
+}
+
+/* An opening or closing bracket or a comma; a single quote or a slash, which json-glib takes (as
+ * strings and comments) and JSON has not, refused. */
+static gboolean scan_mark(Scan *sc, char c, gboolean *done, GError **err)
+{
+  if (c == '{' || c == '[') {
+    if (++sc->depth > JSON_MAX_DEPTH)
+      return scan_fail(err, sc->name, sc->line, "nested deeper than " G_STRINGIFY(JSON_MAX_DEPTH) " levels%s", NULL);
+    sc->kind[sc->depth] = c;
+    if (c == '{')
+      g_array_set_size(sc->keys->pdata[sc->depth], 0);
+    sc->expect_key = c == '{';
+  } else if (c == '}' || c == ']')
+    *done = --sc->depth <= 0;
+  else if (c == ',')
+    sc->expect_key = sc->depth >= 1 && sc->kind[sc->depth] == '{';
+  else
+    return c == '\'' ? scan_fail(err, sc->name, sc->line, "a single quote: JSON strings take double quotes%s", NULL)
+                     : scan_fail(err, sc->name, sc->line, "a slash outside a string: JSON has no comments%s", NULL);
+  sc->key = NULL;
+  return TRUE;
+}
+
+/* A number, true, false or null at *pp, to the next delimiter: a top-level key's value kept as
+ * written; with whole, a number below the top level a whole 32-bit one.  *pp left on its last
+ * character. */
+static gboolean scan_word(Scan *sc, const char **pp, GError **err)
+{
+  const char *p = *pp, *q = p;
+  while (q < sc->end && (*q == '\0' || !strchr(",]}: \t\r\n\"", *q))) /* strchr finds '\0' too */
+    q++;
+  g_autofree char *tok = g_strndup(p, (gsize)(q - p));
+  if (sc->depth == 1 && sc->key && sc->top)
+    g_hash_table_insert(sc->top->raw, g_strdup(sc->key), g_strdup(tok));
+  else if (sc->whole && sc->depth > 1 && (g_ascii_isdigit(*p) || *p == '-')) {
+    gint64 v;
+    if (!g_ascii_string_to_signed(tok, 10, G_MININT32, G_MAXINT32, &v, NULL))
+      return scan_fail(err, sc->name, sc->line, "number %s: expected a whole number", tok);
+  }
+  sc->key = NULL;
+  *pp = q - 1;
+  return TRUE;
+}
+
 /* One pass over the text, outside strings: nesting depth, a single top-level value, keys given twice
  * in any object (compared as written: a key holding an escape is refused, so that two spellings of
  * one name cannot pass as two), strings holding \u0000 (a C string would end there), and numbers
@@ -91,100 +195,31 @@ typedef struct {
  * integer past 64 bits as -1): schedule files hold whole numbers only. */
 static gboolean json_scan(const char *text, gsize len, const char *name, TopKeys *top, gboolean whole, GError **err)
 {
-  int depth = 0, line = 1;
-  gboolean done = FALSE, expect_key = FALSE;
-  const char *key = NULL, *end = text + len;
-  g_autofree char *last_key = NULL;
-  char kind[JSON_MAX_DEPTH + 2] = { 0 };
-  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref); /* by depth */
+  Scan sc = { .name = name, .end = text + len, .top = top, .whole = whole, .line = 1,
+              .keys = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref) };
   for (int d = 0; d < JSON_MAX_DEPTH + 2; d++)
-    g_ptr_array_add(keys, g_array_new(FALSE, FALSE, sizeof(KeyText)));
-  for (const char *p = text; p < end; p++) {
+    g_ptr_array_add(sc.keys, g_array_new(FALSE, FALSE, sizeof(KeyText)));
+  gboolean done = FALSE, ok = TRUE;
+  for (const char *p = text; ok && p < sc.end; p++) {
     char c = *p;
-    if (c == '\n') {
-      line++;
+    if (c == '\n')
+      sc.line++;
+    else if (c == ' ' || c == '\t' || c == '\r')
       continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\r')
-      continue;
-    if (done)
-      return c == '{' || c == '['
-               ? scan_fail(err, name, line, "a second JSON value after the first (one object per file)%s", NULL)
-               : scan_fail(err, name, line, "text %s after the JSON object", p);
-    if (c == '"') {
-      const char *q = p + 1;
-      gboolean escaped = FALSE;
-      while (q < end && *q != '"') {
-        if (*q == '\\' && q + 1 < end) {
-          escaped = TRUE;
-          if (q[1] == 'u' && end - q >= 6 && strncmp(q + 2, "0000", 4) == 0)
-            return scan_fail(err, name, line, "a string holds \\u0000%s", NULL);
-          q++;
-        } else if (*q == '\n')
-          line++;
-        q++;
-      }
-      if (expect_key) {
-        KeyText k = { .p = p + 1, .n = (gsize)(q - p - 1) };
-        GArray *seen = keys->pdata[depth];
-        gboolean twice = FALSE;
-        for (guint i = 0; i < seen->len && !twice; i++) {
-          const KeyText *t = &g_array_index(seen, KeyText, i);
-          twice = t->n == k.n && memcmp(t->p, k.p, k.n) == 0;
-        }
-        if (escaped || twice) {
-          g_autofree char *shown = g_strndup(k.p, k.n);
-          return scan_fail(err, name, line, escaped ? "key %s: a key is a plain name, without escapes"
-                                                    : "key %s given twice", shown);
-        }
-        g_array_append_val(seen, k);
-        if (depth == 1 && top) {
-          g_free(last_key);
-          last_key = g_strndup(k.p, k.n);
-          g_hash_table_insert(top->line, g_strdup(last_key), GINT_TO_POINTER(line));
-          key = last_key;
-        }
-        expect_key = FALSE;
-      }
-      p = q < end ? q : end - 1;
-      continue;
-    }
-    if (c == '{' || c == '[') {
-      if (++depth > JSON_MAX_DEPTH)
-        return scan_fail(err, name, line, "nested deeper than " G_STRINGIFY(JSON_MAX_DEPTH) " levels%s", NULL);
-      kind[depth] = c;
-      if (c == '{')
-        g_array_set_size(keys->pdata[depth], 0);
-      expect_key = c == '{';
-      key = NULL;
-    } else if (c == '}' || c == ']') {
-      done = --depth <= 0;
-      key = NULL;
-    } else if (c == ',') {
-      expect_key = depth >= 1 && kind[depth] == '{';
-      key = NULL;
-    } else if (c == '\'' || c == '/') {
-      /* json-glib takes single-quoted strings and comments, which JSON has not */
-      return c == '\'' ? scan_fail(err, name, line, "a single quote: JSON strings take double quotes%s", NULL)
-                       : scan_fail(err, name, line, "a slash outside a string: JSON has no comments%s", NULL);
-    } else if (c != ':') {
-      /* a number, true, false or null: to the next delimiter */
-      const char *q = p;
-      while (q < end && (*q == '\0' || !strchr(",]}: \t\r\n\"", *q))) /* strchr finds '\0' too */
-        q++;
-      g_autofree char *tok = g_strndup(p, (gsize)(q - p));
-      if (depth == 1 && key && top)
-        g_hash_table_insert(top->raw, g_strdup(key), g_strdup(tok));
-      else if (whole && depth > 1 && (g_ascii_isdigit(c) || c == '-')) {
-        gint64 v;
-        if (!g_ascii_string_to_signed(tok, 10, G_MININT32, G_MAXINT32, &v, NULL))
-          return scan_fail(err, name, line, "number %s: expected a whole number", tok);
-      }
-      key = NULL;
-      p = q - 1;
-    }
+    else if (done)
+      ok = c == '{' || c == '['
+             ? scan_fail(err, name, sc.line, "a second JSON value after the first (one object per file)%s", NULL)
+             : scan_fail(err, name, sc.line, "text %s after the JSON object", p);
+    else if (c == '"')
+      ok = scan_string(&sc, &p, err);
+    else if (c && strchr("{[}],'/", c))
+      ok = scan_mark(&sc, c, &done, err);
+    else if (c != ':')
+      ok = scan_word(&sc, &p, err);
   }
-  return TRUE;
+  g_free(sc.last_key);
+  g_ptr_array_unref(sc.keys);
+  return ok;
 }
 
 char *tp_json_error_line(const GError *e)
@@ -347,9 +382,78 @@ static gboolean read_worker_orders(TpSchedule *s, JsonObject *ro, GHashTable *li
   return TRUE;
 }
 
-TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err)
+/* Operation k of stage st: an object of the known keys, read as a CSV row is. */
+static gboolean read_op(TpSchedule *s, int st, guint k, JsonNode *on, GHashTable *lines, const char *name,
+                        GError **err)
 {
   static const char *const op_keys[] = { "op", "mini_batch", "micro_batch", "version", "source", NULL };
+  int line = GPOINTER_TO_INT(g_hash_table_lookup(lines, on));
+  gboolean bad = !JSON_NODE_HOLDS_OBJECT(on);
+  BadMember bad_member = { 0 };
+  TpOp op;
+  int ost = st;
+  char stage_txt[16];
+  const char *unknown = NULL;
+  GError *e = NULL;
+  g_snprintf(stage_txt, sizeof stage_txt, "%d", st + 1);
+  if (!bad && !known_members(json_node_get_object(on), op_keys, NULL, &unknown)) {
+    g_autofree char *q = tp_quote(unknown);
+    g_autofree char *at = where(name, line);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: unknown key %s (known: op, mini_batch, "
+                "micro_batch, version, source)", at, st, k, q);
+    return FALSE;
+  }
+  if (!bad) {
+    JsonObject *o = json_node_get_object(on);
+    g_autofree char *kind = member_text(o, "op", NULL, G_TYPE_STRING, &bad_member),
+                    *mb = member_text(o, "mini_batch", NULL, G_TYPE_INT64, &bad_member),
+                    *micro = member_text(o, "micro_batch", NULL, G_TYPE_INT64, &bad_member),
+                    *ver = member_text(o, "version", NULL, G_TYPE_INT64, &bad_member),
+                    *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_member);
+    if (bad_member.key)
+      g_set_error(&e, TP_ERROR, TP_ERROR_INPUT, "bad %s (expected %s)", bad_member.key, type_text(bad_member.want));
+    else if (tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
+      op.line = line;
+      g_array_append_val(s->stage[st], op);
+      return TRUE;
+    }
+  }
+  g_autofree char *at = where(name, line);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: %s", at, st, k,
+              e ? e->message : "expected an object with op, mini_batch, micro_batch, version");
+  g_clear_error(&e);
+  return FALSE;
+}
+
+/* "stages": an array of W arrays, each stage's operations. */
+static gboolean read_stages(TpSchedule *s, JsonObject *ro, GHashTable *lines, GHashTable *top_line, const char *name,
+                            GError **err)
+{
+  JsonNode *stages = json_object_get_member(ro, "stages");
+  if (!stages || !JSON_NODE_HOLDS_ARRAY(stages) || json_array_get_length(json_node_get_array(stages)) != (guint)s->W) {
+    g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top_line, "stages")));
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: \"stages\" must be an array of %d arrays (one per stage)", at,
+                s->W);
+    return FALSE;
+  }
+  JsonArray *sa = json_node_get_array(stages);
+  for (int st = 0; st < s->W; st++) {
+    JsonNode *sn = json_array_get_element(sa, (guint)st);
+    if (!JSON_NODE_HOLDS_ARRAY(sn)) {
+      g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(lines, sn)));
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d] is not an array", at, st);
+      return FALSE;
+    }
+    JsonArray *ops = json_node_get_array(sn);
+    for (guint k = 0; k < json_array_get_length(ops); k++)
+      if (!read_op(s, st, k, json_array_get_element(ops, k), lines, name, err))
+        return FALSE;
+  }
+  return TRUE;
+}
+
+TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err)
+{
   g_autoptr(JsonParser) parser = json_parser_new_immutable();
   g_autoptr(GHashTable) lines = g_hash_table_new(NULL, NULL);
   g_autoptr(GHashTable) top_line = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -372,64 +476,8 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
     return NULL;
   }
   JsonObject *ro = json_node_get_object(root);
-  if (!read_header(s, ro, &top, name, err))
-    return NULL;
-  JsonNode *stages = json_object_get_member(ro, "stages");
-  if (!stages || !JSON_NODE_HOLDS_ARRAY(stages) || json_array_get_length(json_node_get_array(stages)) != (guint)s->W) {
-    g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(top_line, "stages")));
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: \"stages\" must be an array of %d arrays (one per stage)", at,
-                s->W);
-    return NULL;
-  }
-  JsonArray *sa = json_node_get_array(stages);
-  for (int st = 0; st < s->W; st++) {
-    JsonNode *sn = json_array_get_element(sa, (guint)st);
-    if (!JSON_NODE_HOLDS_ARRAY(sn)) {
-      g_autofree char *at = where(name, GPOINTER_TO_INT(g_hash_table_lookup(lines, sn)));
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d] is not an array", at, st);
-      return NULL;
-    }
-    JsonArray *ops = json_node_get_array(sn);
-    for (guint k = 0; k < json_array_get_length(ops); k++) {
-      JsonNode *on = json_array_get_element(ops, k);
-      int line = GPOINTER_TO_INT(g_hash_table_lookup(lines, on));
-      gboolean bad = !JSON_NODE_HOLDS_OBJECT(on);
-      BadMember bad_member = { 0 };
-      TpOp op;
-      int ost = st;
-      char stage_txt[16];
-      const char *unknown = NULL;
-      g_snprintf(stage_txt, sizeof stage_txt, "%d", st + 1);
-      if (!bad && !known_members(json_node_get_object(on), op_keys, NULL, &unknown)) {
-        g_autofree char *q = tp_quote(unknown);
-        g_autofree char *at = where(name, line);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: unknown key %s (known: op, mini_batch, "
-                    "micro_batch, version, source)", at, st, k, q);
-        return NULL;
-      }
-      if (!bad) {
-        JsonObject *o = json_node_get_object(on);
-        g_autofree char *kind = member_text(o, "op", NULL, G_TYPE_STRING, &bad_member),
-                        *mb = member_text(o, "mini_batch", NULL, G_TYPE_INT64, &bad_member),
-                        *micro = member_text(o, "micro_batch", NULL, G_TYPE_INT64, &bad_member),
-                        *ver = member_text(o, "version", NULL, G_TYPE_INT64, &bad_member),
-                        *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_member);
-        if (bad_member.key)
-          g_set_error(&e, TP_ERROR, TP_ERROR_INPUT, "bad %s (expected %s)", bad_member.key, type_text(bad_member.want));
-        else if (tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
-          op.line = line;
-          g_array_append_val(s->stage[st], op);
-          continue;
-        }
-      }
-      g_autofree char *at = where(name, line);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: %s", at, st, k,
-                  e ? e->message : "expected an object with op, mini_batch, micro_batch, version");
-      g_clear_error(&e);
-      return NULL;
-    }
-  }
-  if (!read_worker_orders(s, ro, lines, top_line, name, err))
+  if (!read_header(s, ro, &top, name, err) || !read_stages(s, ro, lines, top_line, name, err) ||
+      !read_worker_orders(s, ro, lines, top_line, name, err))
     return NULL;
   return g_steal_pointer(&s);
 }

@@ -272,6 +272,40 @@ static gboolean derive_tokens(const TpModel *m, TpLayer *L, long long c, long lo
   return TRUE;
 }
 
+/* A max or average pool's window over a c x h x w input. */
+static gboolean add_pool(TpLayer *L, long long c, long long h, long long w, const char *file, GError **err)
+{
+  L->hout = window(h, L->k, L->stride, L->pad);
+  L->wout = window(w, L->k, L->stride, L->pad);
+  if (L->hout < 1 || L->wout < 1)
+    return bad(err, file, L->line, "%s: a %dx%d window does not fit a %lldx%lld input", tp_layer_names[L->kind],
+               L->k, L->k, h, w);
+  L->fwd_flops = (double)L->k * L->k * c * L->hout * L->wout;
+  L->bwd_in_flops = (double)c * L->hout * L->wout;
+  L->stored_elems = L->kind == TP_LAYER_MAXPOOL ? count((double)c * L->hout * L->wout) : 0;
+  return TRUE;
+}
+
+/* A layer's totals from its parts (the backward's FLOPs, its weights and stored bytes where its kind
+ * left them, its output), held to the per-sample bounds. */
+static gboolean finish_layer(const TpModel *m, TpLayer *L, long long c, long long h, long long w, const char *file,
+                             GError **err)
+{
+  L->bwd_flops = L->bwd_in_flops + L->bwd_w_flops;
+  if (L->weights == 0)
+    L->weights = L->params;
+  if (L->stored_bytes == 0)
+    L->stored_bytes = (double)m->elem_bytes * (double)L->stored_elems;
+  L->out_elems = count((double)L->cout * L->hout * L->wout);
+  const double most = TP_MODEL_MAX_COUNT;
+  if (L->in_elems > most || L->out_elems > most || L->stored_elems > most || L->params > most || L->cout > most)
+    return bad(err, file, L->line, "%s: more than %.0e elements or parameters per sample (input %lldx%lldx%lld)",
+               tp_layer_names[L->kind], most, c, h, w);
+  if (!isfinite(L->fwd_flops) || !isfinite(L->bwd_flops) || L->fwd_flops > 1e30 || L->bwd_flops > 1e30)
+    return bad(err, file, L->line, "%s: more than 1e30 FLOPs per sample", tp_layer_names[L->kind]);
+  return TRUE;
+}
+
 /* Derive shape, parameters, FLOPs and activations of L from its input shape. */
 static gboolean derive(const TpModel *m, TpLayer *L, long long c, long long h, long long w, const char *file,
                        GError **err)
@@ -297,14 +331,8 @@ static gboolean derive(const TpModel *m, TpLayer *L, long long c, long long h, l
     break;
   case TP_LAYER_MAXPOOL:
   case TP_LAYER_AVGPOOL:
-    L->hout = window(h, L->k, L->stride, L->pad);
-    L->wout = window(w, L->k, L->stride, L->pad);
-    if (L->hout < 1 || L->wout < 1)
-      return bad(err, file, L->line, "%s: a %dx%d window does not fit a %lldx%lld input", tp_layer_names[L->kind],
-                 L->k, L->k, h, w);
-    L->fwd_flops = (double)L->k * L->k * c * L->hout * L->wout;
-    L->bwd_in_flops = (double)c * L->hout * L->wout;
-    L->stored_elems = L->kind == TP_LAYER_MAXPOOL ? count((double)c * L->hout * L->wout) : 0;
+    if (!add_pool(L, c, h, w, file, err))
+      return FALSE;
     break;
   case TP_LAYER_AVGPOOL_TO:
     L->hout = L->k, L->wout = L->out;
@@ -343,19 +371,7 @@ static gboolean derive(const TpModel *m, TpLayer *L, long long c, long long h, l
     break;
   default: g_assert_not_reached();
   }
-  L->bwd_flops = L->bwd_in_flops + L->bwd_w_flops;
-  if (L->weights == 0)
-    L->weights = L->params;
-  if (L->stored_bytes == 0)
-    L->stored_bytes = (double)m->elem_bytes * (double)L->stored_elems;
-  L->out_elems = count((double)L->cout * L->hout * L->wout);
-  const double most = TP_MODEL_MAX_COUNT;
-  if (L->in_elems > most || L->out_elems > most || L->stored_elems > most || L->params > most || L->cout > most)
-    return bad(err, file, L->line, "%s: more than %.0e elements or parameters per sample (input %lldx%lldx%lld)",
-               tp_layer_names[L->kind], most, c, h, w);
-  if (!isfinite(L->fwd_flops) || !isfinite(L->bwd_flops) || L->fwd_flops > 1e30 || L->bwd_flops > 1e30)
-    return bad(err, file, L->line, "%s: more than 1e30 FLOPs per sample", tp_layer_names[L->kind]);
-  return TRUE;
+  return finish_layer(m, L, c, h, w, file, err);
 }
 
 static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long long *h, long long *w, const char *file,
@@ -412,105 +428,119 @@ static gboolean parse_layer(TpModel *m, char **tok, int line, long long *c, long
   return TRUE;
 }
 
-TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **err)
+/* A model file being read: the model so far, the shape the next layer takes, whether the input was
+ * given, the file's name for messages. */
+typedef struct {
+  TpModel *m;
+  long long c, h, w;
+  gboolean have_input;
+  const char *file;
+} Reader;
+
+/* "name NAME": a name a report can print as it is. */
+static gboolean read_name(Reader *r, char **tok, int line, GError **err)
 {
-  g_autoptr(TpModel) m = g_new0(TpModel, 1);
-  m->source = g_strdup(name);
-  m->elem_bytes = 4, m->precision = "fp32";
-  m->layers = g_array_new(FALSE, TRUE, sizeof(TpLayer));
-  g_autofree char *copy = g_strndup(text, len);
-  g_auto(GStrv) lines = g_strsplit(copy, "\n", -1);
-  long long c = 0, h = 0, w = 0;
-  gboolean have_input = FALSE;
-  for (int ln = 0; lines[ln]; ln++) {
-    char *hash = strchr(lines[ln], '#');
-    if (hash)
-      *hash = '\0';
-    g_auto(GStrv) raw = g_strsplit_set(g_strstrip(lines[ln]), " \t", -1);
-    g_autoptr(GPtrArray) tv = g_ptr_array_new();
-    for (int i = 0; raw[i]; i++)
-      if (raw[i][0])
-        g_ptr_array_add(tv, raw[i]);
-    if (tv->len == 0)
-      continue;
-    g_ptr_array_add(tv, NULL);
-    char **tok = (char **)tv->pdata;
-    int line = ln + 1;
-    if (strcmp(tok[0], "name") == 0) {
-      if (!tok[1] || tok[2]) {
-        bad(err, name, line, "expected 'name NAME'");
-        return NULL;
-      }
-      const char *why = tp_name_problem(tok[1]);
-      if (why) {
-        g_autofree char *q = tp_quote(tok[1]);
-        bad(err, name, line, "name %s holds %s, which a name may not", q, why);
-        return NULL;
-      }
-      g_free(m->name);
-      m->name = g_strdup(tok[1]);
-    } else if (strcmp(tok[0], "dataset") == 0) {
-      gint64 v;
-      if (!tok[1] || tok[2] || !tp_parse_int64(tok[1], 1, G_MAXINT64 / 2, &v, NULL)) {
-        bad(err, name, line, "expected 'dataset SAMPLES' (samples per epoch)");
-        return NULL;
-      }
-      m->dataset = v;
-    } else if (strcmp(tok[0], "precision") == 0) {
-      static const char *const names[] = { "fp32", "bf16", "fp16" };
-      int p = 0;
-      while (p < 3 && (!tok[1] || tok[2] || strcmp(tok[1], names[p]) != 0))
-        p++;
-      if (p == 3 || m->layers->len) {
-        bad(err, name, line, "expected 'precision fp32|bf16|fp16' before the layers");
-        return NULL;
-      }
-      m->precision = names[p], m->elem_bytes = p ? 2 : 4;
-    } else if (strcmp(tok[0], "tokens") == 0) {
-      int ctx, voc;
-      if (have_input || m->layers->len || !tok[1] || !tok[2] || tok[3] || !to_int(tok[1], 1, 1 << 20, &ctx) ||
-          !to_int(tok[2], 2, 1 << 24, &voc)) {
-        bad(err, name, line, "expected 'tokens CONTEXT VOCAB' once, before the layers (a sample: one sequence of "
-                             "CONTEXT tokens of a VOCAB-token vocabulary)");
-        return NULL;
-      }
-      m->context = ctx, m->vocab = voc;
-      m->in_c = c = 1, m->in_h = h = ctx, m->in_w = w = 1;
-      have_input = TRUE;
-    } else if (strcmp(tok[0], "input") == 0) {
-      if (have_input || m->layers->len) {
-        bad(err, name, line, "'input' must come once, before the layers");
-        return NULL;
-      }
-      int ic, ih, iw;
-      if (!tok[1] || !tok[2] || !tok[3] || tok[4] || !to_int(tok[1], 1, 1 << 20, &ic) ||
-          !to_int(tok[2], 1, 1 << 16, &ih) || !to_int(tok[3], 1, 1 << 16, &iw)) {
-        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH' (at most %d x %d x %d)", 1 << 20, 1 << 16, 1 << 16);
-        return NULL;
-      }
-      m->in_c = c = ic, m->in_h = h = ih, m->in_w = w = iw;
-      have_input = TRUE;
-    } else {
-      if (!have_input) {
-        bad(err, name, line, "expected 'input CHANNELS HEIGHT WIDTH' (or 'tokens CONTEXT VOCAB') before the first "
-                             "layer");
-        return NULL;
-      }
-      int times = 1; /* "repeat N LAYER …": N identical layers, each a unit of its own */
-      if (strcmp(tok[0], "repeat") == 0 &&
-          (!tok[1] || !tok[2] || !to_int(tok[1], 1, TP_MODEL_MAX_LAYERS, &times) || strcmp(tok[2], "repeat") == 0)) {
-        bad(err, name, line, "expected 'repeat N LAYER [ARGS]' with N from 1 to %d", TP_MODEL_MAX_LAYERS);
-        return NULL;
-      }
-      char **layer = strcmp(tok[0], "repeat") == 0 ? tok + 2 : tok;
-      for (int r = 0; r < times; r++)
-        if (!parse_layer(m, layer, line, &c, &h, &w, name, err))
-          return NULL;
-    }
+  if (!tok[1] || tok[2])
+    return bad(err, r->file, line, "expected 'name NAME'");
+  const char *why = tp_name_problem(tok[1]);
+  if (why) {
+    g_autofree char *q = tp_quote(tok[1]);
+    return bad(err, r->file, line, "name %s holds %s, which a name may not", q, why);
   }
+  g_free(r->m->name);
+  r->m->name = g_strdup(tok[1]);
+  return TRUE;
+}
+
+/* "dataset SAMPLES": the samples per epoch. */
+static gboolean read_dataset(Reader *r, char **tok, int line, GError **err)
+{
+  gint64 v;
+  if (!tok[1] || tok[2] || !tp_parse_int64(tok[1], 1, G_MAXINT64 / 2, &v, NULL))
+    return bad(err, r->file, line, "expected 'dataset SAMPLES' (samples per epoch)");
+  r->m->dataset = v;
+  return TRUE;
+}
+
+/* "precision fp32|bf16|fp16", before the layers. */
+static gboolean read_precision(Reader *r, char **tok, int line, GError **err)
+{
+  static const char *const names[] = { "fp32", "bf16", "fp16" };
+  int p = 0;
+  while (p < 3 && (!tok[1] || tok[2] || strcmp(tok[1], names[p]) != 0))
+    p++;
+  if (p == 3 || r->m->layers->len)
+    return bad(err, r->file, line, "expected 'precision fp32|bf16|fp16' before the layers");
+  r->m->precision = names[p], r->m->elem_bytes = p ? 2 : 4;
+  return TRUE;
+}
+
+/* "tokens CONTEXT VOCAB": a sample is one sequence of tokens (the input, once, before the layers). */
+static gboolean read_tokens(Reader *r, char **tok, int line, GError **err)
+{
+  int ctx, voc;
+  if (r->have_input || r->m->layers->len || !tok[1] || !tok[2] || tok[3] || !to_int(tok[1], 1, 1 << 20, &ctx) ||
+      !to_int(tok[2], 2, 1 << 24, &voc))
+    return bad(err, r->file, line, "expected 'tokens CONTEXT VOCAB' once, before the layers (a sample: one sequence of "
+                                   "CONTEXT tokens of a VOCAB-token vocabulary)");
+  r->m->context = ctx, r->m->vocab = voc;
+  r->m->in_c = r->c = 1, r->m->in_h = r->h = ctx, r->m->in_w = r->w = 1;
+  r->have_input = TRUE;
+  return TRUE;
+}
+
+/* "input CHANNELS HEIGHT WIDTH", once, before the layers. */
+static gboolean read_input(Reader *r, char **tok, int line, GError **err)
+{
+  if (r->have_input || r->m->layers->len)
+    return bad(err, r->file, line, "'input' must come once, before the layers");
+  int ic, ih, iw;
+  if (!tok[1] || !tok[2] || !tok[3] || tok[4] || !to_int(tok[1], 1, 1 << 20, &ic) ||
+      !to_int(tok[2], 1, 1 << 16, &ih) || !to_int(tok[3], 1, 1 << 16, &iw))
+    return bad(err, r->file, line, "expected 'input CHANNELS HEIGHT WIDTH' (at most %d x %d x %d)", 1 << 20, 1 << 16,
+               1 << 16);
+  r->m->in_c = r->c = ic, r->m->in_h = r->h = ih, r->m->in_w = r->w = iw;
+  r->have_input = TRUE;
+  return TRUE;
+}
+
+/* A layer after the input, or "repeat N LAYER …": N identical layers, each a unit of its own. */
+static gboolean read_layers(Reader *r, char **tok, int line, GError **err)
+{
+  if (!r->have_input)
+    return bad(err, r->file, line, "expected 'input CHANNELS HEIGHT WIDTH' (or 'tokens CONTEXT VOCAB') before the first "
+                                   "layer");
+  int times = 1;
+  if (strcmp(tok[0], "repeat") == 0 &&
+      (!tok[1] || !tok[2] || !to_int(tok[1], 1, TP_MODEL_MAX_LAYERS, &times) || strcmp(tok[2], "repeat") == 0))
+    return bad(err, r->file, line, "expected 'repeat N LAYER [ARGS]' with N from 1 to %d", TP_MODEL_MAX_LAYERS);
+  char **layer = strcmp(tok[0], "repeat") == 0 ? tok + 2 : tok;
+  for (int i = 0; i < times; i++)
+    if (!parse_layer(r->m, layer, line, &r->c, &r->h, &r->w, r->file, err))
+      return FALSE;
+  return TRUE;
+}
+
+/* One line's words (tok, NULL-terminated), by its first. */
+static gboolean read_line(Reader *r, char **tok, int line, GError **err)
+{
+  static const struct {
+    const char *word;
+    gboolean (*read)(Reader *r, char **tok, int line, GError **err);
+  } keys[] = { { "name", read_name }, { "dataset", read_dataset }, { "precision", read_precision },
+               { "tokens", read_tokens }, { "input", read_input } };
+  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++)
+    if (strcmp(tok[0], keys[i].word) == 0)
+      return keys[i].read(r, tok, line, err);
+  return read_layers(r, tok, line, err);
+}
+
+/* The model's totals over its layers, once it has one. */
+static gboolean model_totals(TpModel *m, const char *name, GError **err)
+{
   if (m->layers->len == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no layers", name);
-    return NULL;
+    return FALSE;
   }
   if (!m->name)
     m->name = tp_name_from_file(name);
@@ -522,9 +552,36 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
   }
   if (!isfinite(m->fwd_flops + m->bwd_flops)) { /* cannot happen with the per-layer bounds; kept as the rule */
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: the model's FLOPs per sample are not a finite number", name);
-    return NULL;
+    return FALSE;
   }
-  return g_steal_pointer(&m);
+  return TRUE;
+}
+
+TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **err)
+{
+  g_autoptr(TpModel) m = g_new0(TpModel, 1);
+  m->source = g_strdup(name);
+  m->elem_bytes = 4, m->precision = "fp32";
+  m->layers = g_array_new(FALSE, TRUE, sizeof(TpLayer));
+  g_autofree char *copy = g_strndup(text, len);
+  g_auto(GStrv) lines = g_strsplit(copy, "\n", -1);
+  Reader r = { .m = m, .file = name };
+  for (int ln = 0; lines[ln]; ln++) {
+    char *hash = strchr(lines[ln], '#');
+    if (hash)
+      *hash = '\0';
+    g_auto(GStrv) raw = g_strsplit_set(g_strstrip(lines[ln]), " \t", -1);
+    g_autoptr(GPtrArray) tv = g_ptr_array_new(); /* the words, without the empty ones between blanks */
+    for (int i = 0; raw[i]; i++)
+      if (raw[i][0])
+        g_ptr_array_add(tv, raw[i]);
+    if (tv->len == 0)
+      continue;
+    g_ptr_array_add(tv, NULL);
+    if (!read_line(&r, (char **)tv->pdata, ln + 1, err))
+      return NULL;
+  }
+  return model_totals(m, name, err) ? g_steal_pointer(&m) : NULL;
 }
 
 char *tp_data_find(const char *env_var, const char *sub, const char *name, const char *ext)

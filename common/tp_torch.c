@@ -209,17 +209,169 @@ static gboolean derive_map(const int *rank, int S, int R, gboolean split, TpChun
   return FALSE;
 }
 
-TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err)
+/* A carriage return that is no CR LF (old Mac line ends: the whole file would read as one rank). */
+static gboolean check_line_ends(const char *text, const char *name, GError **err)
 {
   const char *cr = strchr(text, '\r');
-  if (cr && cr[1] != '\n') { /* old Mac line ends: the whole file would read as one rank */
-    int line = 1;
-    for (const char *p = text; p < cr; p++)
-      line += *p == '\n';
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: a line ends in a carriage return alone (rows end in LF or "
-                "CR LF)", name, line);
+  if (!cr || cr[1] == '\n')
+    return TRUE;
+  int line = 1;
+  for (const char *p = text; p < cr; p++)
+    line += *p == '\n';
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: a line ends in a carriage return alone (rows end in LF or "
+              "CR LF)", name, line);
+  return FALSE;
+}
+
+/* The actions read, per rank (row), and what they say: the stages, the micro-batches, each stage's
+ * rank. */
+typedef struct {
+  const char *name;
+  int rows, stages, N;
+  GArray **acts; /* [rows] of Action */
+  int *rank_of;  /* [TP_MAX_WORKERS]: each stage's rank, -1 while none */
+} Torch;
+
+/* Action a of cell (row r, step c) within the limits, its stage on one rank. */
+static gboolean take_action(Torch *t, const Action *a, int r, int c, const char *cell, GError **err)
+{
+  gboolean ok = TRUE;
+  t->stages = MAX(t->stages, a->stage + 1);
+  if (a->micro >= TP_MAX_MICRO)
+    ok = cell_error(err, t->name, r + 1, c, cell, "micro-batch index beyond the limit");
+  else if (a->stage >= TP_MAX_WORKERS)
+    ok = cell_error(err, t->name, r + 1, c, cell, "stage index beyond the limit");
+  else if (a->kind >= 0 && t->rank_of[a->stage] >= 0 && t->rank_of[a->stage] != r) {
+    g_autofree char *why = g_strdup_printf("stage %d runs on rank %d already: a stage runs on one rank",
+                                           a->stage, t->rank_of[a->stage]);
+    ok = cell_error(err, t->name, r + 1, c, cell, why);
+  } else if (a->kind >= 0)
+    t->rank_of[a->stage] = r;
+  t->N = MAX(t->N, a->micro + 1);
+  return ok;
+}
+
+/* Row r's cells (the row in place: each comma ends one) into its actions. */
+static gboolean read_row(Torch *t, int r, char *row, GError **err)
+{
+  char *next = g_strstrip(row);
+  guint cells = 1;
+  for (const char *c = next; *c; c++)
+    cells += *c == ',';
+  t->acts[r] = g_array_sized_new(FALSE, FALSE, sizeof(Action), cells);
+  gboolean ok = TRUE;
+  for (int c = 0; next && ok; c++) {
+    char *cell = next, *end = cell;
+    while (*end && *end != ',') /* most cells are a few bytes or none: no call per cell */
+      end++;
+    next = *end ? end + 1 : NULL;
+    while (cell < end && g_ascii_isspace(*cell)) /* g_strstrip's trim, without moving the text */
+      cell++;
+    while (end > cell && g_ascii_isspace(end[-1]))
+      end--;
+    *end = '\0';
+    guint before = t->acts[r]->len;
+    ok = parse_cell(cell, t->acts[r], t->name, r + 1, c, err);
+    for (guint i = before; ok && i < t->acts[r]->len; i++)
+      ok = take_action(t, &g_array_index(t->acts[r], Action, i), r, c, cell, err);
+  }
+  return ok;
+}
+
+/* The stages and their ranks: as many chunks on every rank, each stage computing somewhere, stage s
+ * on rank s where there are as many stages as ranks. */
+static gboolean check_stages(const Torch *t, GError **err)
+{
+  if (t->stages > t->rows && t->stages % t->rows != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d stages on %d ranks: interleaved stages need the same number of "
+                "chunks on every rank", t->name, t->stages, t->rows);
+    return FALSE;
+  }
+  for (int st = 0; st < t->stages; st++)
+    if (t->rank_of[st] < 0) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stage %d runs no computation on any rank", t->name, st);
+      return FALSE;
+    } else if (t->stages <= t->rows && t->rank_of[st] != st) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: stage %d runs on rank %d: with as many stages as ranks "
+                  "stage s runs on rank s", t->name, t->rank_of[st] + 1, st, t->rank_of[st]);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Whether a backward is split into I and W anywhere. */
+static gboolean has_split(const Torch *t)
+{
+  for (int r = 0; r < t->rows; r++)
+    for (guint i = 0; i < t->acts[r]->len; i++)
+      if (g_array_index(t->acts[r], Action, i).kind == TP_OP_I || g_array_index(t->acts[r], Action, i).kind == TP_OP_W)
+        return TRUE;
+  return FALSE;
+}
+
+/* A forward names the micro-batch the stage before sent: PyTorch 2.15's Schedule1F1B numbers the
+ * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action (the forwards
+ * each stage runs, by micro-batch, looked up in one table). */
+static gboolean check_forwards(const Torch *t, GError **err)
+{
+  g_autofree guint8 *fwd = g_malloc0((size_t)t->stages * (size_t)t->N);
+  for (int r = 0; r < t->rows; r++)
+    for (guint i = 0; i < t->acts[r]->len; i++) {
+      const Action *a = &g_array_index(t->acts[r], Action, i);
+      if (a->kind == TP_OP_F)
+        fwd[(size_t)a->stage * (size_t)t->N + (size_t)a->micro] = 1;
+    }
+  for (int r = 0; r < t->rows; r++)
+    for (guint i = 0; i < t->acts[r]->len; i++) {
+      const Action *a = &g_array_index(t->acts[r], Action, i);
+      if (a->kind != TP_OP_F || a->stage == 0 || fwd[(size_t)(a->stage - 1) * (size_t)t->N + (size_t)a->micro])
+        continue;
+      char cell[32];
+      g_snprintf(cell, sizeof cell, "%dF%d", a->stage, a->micro);
+      g_autofree char *why = t->stages > t->rows
+                               ? g_strdup_printf("stage %d (rank %d) runs no forward of micro-batch %d to send it",
+                                                 a->stage - 1, t->rank_of[a->stage - 1], a->micro)
+                               : g_strdup_printf("rank %d runs no forward of micro-batch %d to send it", a->stage - 1,
+                                                 a->micro);
+      return cell_error(err, t->name, r + 1, a->col, cell, why);
+    }
+  return TRUE;
+}
+
+/* The schedule of the actions read: each rank's in its order, each stage's update after the rank's
+ * last action, the order inferred. */
+static TpSchedule *build(const Torch *t, TpChunkMap map, GError **err)
+{
+  TpSchedule *s = tp_schedule_blank(t->name);
+  s->order = TP_ORDER_1F1B, s->policy = TP_POLICY_SYNC, s->W = t->rows, s->N = t->N, s->K = 1;
+  if (t->stages > t->rows)
+    s->V = t->stages / t->rows, s->map = map;
+  if (!tp_header_finish(s, FALSE, err)) {
+    tp_schedule_free(s);
     return NULL;
   }
+  for (int r = 0; r < t->rows; r++) {
+    for (guint i = 0; i < t->acts[r]->len; i++) {
+      const Action *a = &g_array_index(t->acts[r], Action, i);
+      TpOp op = { .kind = (uint8_t)a->kind, .src = TP_SRC_FIXED, .mb = 1, .micro = a->micro, .ver = 0, .line = r + 1 };
+      g_array_append_val(s->stage[a->stage], op);
+      tp_rank_seq_push(s, a->stage);
+    }
+    for (int st = 0; st < s->W; st++) /* each of the rank's stages applies its update after its last action */
+      if (tp_stage_rank(s, st) == r) {
+        TpOp u = { .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = 1, .micro = TP_WHOLE, .ver = 0, .line = r + 1 };
+        g_array_append_val(s->stage[st], u);
+        tp_rank_seq_push(s, st);
+      }
+  }
+  s->order = infer_order(s);
+  return s;
+}
+
+TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError **err)
+{
+  if (!check_line_ends(text, name, err))
+    return NULL;
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   int rows = g_strv_length(lines);
   while (rows > 0 && !*g_strstrip(lines[rows - 1]))
@@ -229,130 +381,25 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
                 rows, TP_MAX_WORKERS);
     return NULL;
   }
-  GArray **acts = g_new0(GArray *, rows);
-  int stages = 0, N = 0, *rank_of = g_new(int, TP_MAX_WORKERS);
-  TpChunkMap map = TP_MAP_NONE;
+  Torch t = { .name = name, .rows = rows, .acts = g_new0(GArray *, rows), .rank_of = g_new(int, TP_MAX_WORKERS) };
   for (int st = 0; st < TP_MAX_WORKERS; st++)
-    rank_of[st] = -1;
+    t.rank_of[st] = -1;
+  TpChunkMap map = TP_MAP_NONE;
   gboolean ok = TRUE;
-  for (int r = 0; r < rows && ok; r++) {
-    /* the cells in place: each comma ends one */
-    char *next = g_strstrip(lines[r]);
-    guint cells = 1;
-    for (const char *c = next; *c; c++)
-      cells += *c == ',';
-    acts[r] = g_array_sized_new(FALSE, FALSE, sizeof(Action), cells);
-    for (int c = 0; next && ok; c++) {
-      char *cell = next, *end = cell;
-      while (*end && *end != ',') /* most cells are a few bytes or none: no call per cell */
-        end++;
-      next = *end ? end + 1 : NULL;
-      while (cell < end && g_ascii_isspace(*cell)) /* g_strstrip's trim, without moving the text */
-        cell++;
-      while (end > cell && g_ascii_isspace(end[-1]))
-        end--;
-      *end = '\0';
-      guint before = acts[r]->len;
-      ok = parse_cell(cell, acts[r], name, r + 1, c, err);
-      for (guint i = before; ok && i < acts[r]->len; i++) {
-        Action *a = &g_array_index(acts[r], Action, i);
-        stages = MAX(stages, a->stage + 1);
-        if (a->micro >= TP_MAX_MICRO)
-          ok = cell_error(err, name, r + 1, c, cell, "micro-batch index beyond the limit");
-        else if (a->stage >= TP_MAX_WORKERS)
-          ok = cell_error(err, name, r + 1, c, cell, "stage index beyond the limit");
-        else if (a->kind >= 0 && rank_of[a->stage] >= 0 && rank_of[a->stage] != r) {
-          g_autofree char *why = g_strdup_printf("stage %d runs on rank %d already: a stage runs on one rank",
-                                                 a->stage, rank_of[a->stage]);
-          ok = cell_error(err, name, r + 1, c, cell, why);
-        } else if (a->kind >= 0)
-          rank_of[a->stage] = r;
-        N = MAX(N, a->micro + 1);
-      }
-    }
-  }
-  if (ok && stages > rows && stages % rows != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %d stages on %d ranks: interleaved stages need the same number of "
-                "chunks on every rank", name, stages, rows);
-    ok = FALSE;
-  }
-  for (int st = 0; ok && st < stages; st++)
-    if (rank_of[st] < 0) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stage %d runs no computation on any rank", name, st);
-      ok = FALSE;
-    } else if (stages <= rows && rank_of[st] != st) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: stage %d runs on rank %d: with as many stages as ranks "
-                  "stage s runs on rank s", name, rank_of[st] + 1, st, rank_of[st]);
-      ok = FALSE;
-    }
-  gboolean split = FALSE;
-  for (int r = 0; ok && r < rows && !split; r++) /* every row read (an error stops the reading) */
-    for (guint i = 0; i < acts[r]->len && !split; i++)
-      split = g_array_index(acts[r], Action, i).kind == TP_OP_I || g_array_index(acts[r], Action, i).kind == TP_OP_W;
-  if (ok && stages > rows)
-    ok = derive_map(rank_of, stages, rows, split, &map, name, err);
-  /* a forward names the micro-batch the stage before sent: PyTorch 2.15's Schedule1F1B numbers the
-   * last rank's forwards 1..M instead of 0..M-1, refused here at the first such action (the
-   * forwards each stage runs, by micro-batch, looked up in one table) */
-  guint8 *fwd = ok ? g_malloc0((size_t)stages * (size_t)N) : NULL;
-  for (int r = 0; ok && r < rows; r++)
-    for (guint i = 0; i < acts[r]->len; i++) {
-      const Action *a = &g_array_index(acts[r], Action, i);
-      if (a->kind == TP_OP_F)
-        fwd[(size_t)a->stage * (size_t)N + (size_t)a->micro] = 1;
-    }
-  for (int r = 0; ok && r < rows; r++)
-    for (guint i = 0; ok && i < acts[r]->len; i++) {
-      const Action *a = &g_array_index(acts[r], Action, i);
-      if (a->kind != TP_OP_F || a->stage == 0)
-        continue;
-      if (!fwd[(size_t)(a->stage - 1) * (size_t)N + (size_t)a->micro]) {
-        char cell[32];
-        g_snprintf(cell, sizeof cell, "%dF%d", a->stage, a->micro);
-        g_autofree char *why = stages > rows ? g_strdup_printf("stage %d (rank %d) runs no forward of micro-batch %d "
-                                                               "to send it", a->stage - 1, rank_of[a->stage - 1], a->micro)
-                                             : g_strdup_printf("rank %d runs no forward of micro-batch %d to send it",
-                                                               a->stage - 1, a->micro);
-        ok = cell_error(err, name, r + 1, a->col, cell, why);
-      }
-    }
-  if (ok && N == 0) {
+  for (int r = 0; r < rows && ok; r++)
+    ok = read_row(&t, r, lines[r], err);
+  ok = ok && check_stages(&t, err) &&
+       (t.stages <= rows || derive_map(t.rank_of, t.stages, rows, has_split(&t), &map, name, err)) &&
+       check_forwards(&t, err);
+  if (ok && t.N == 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no computation in the PyTorch schedule CSV", name);
     ok = FALSE;
   }
-  TpSchedule *s = NULL;
-  if (ok) {
-    s = tp_schedule_blank(name);
-    s->order = TP_ORDER_1F1B, s->policy = TP_POLICY_SYNC, s->W = rows, s->N = N, s->K = 1;
-    if (stages > rows)
-      s->V = stages / rows, s->map = map;
-    ok = tp_header_finish(s, FALSE, err);
-    for (int r = 0; ok && r < rows; r++) {
-      for (guint i = 0; i < acts[r]->len; i++) {
-        const Action *a = &g_array_index(acts[r], Action, i);
-        TpOp op = { .kind = (uint8_t)a->kind, .src = TP_SRC_FIXED, .mb = 1, .micro = a->micro, .ver = 0, .line = r + 1 };
-        g_array_append_val(s->stage[a->stage], op);
-        tp_rank_seq_push(s, a->stage);
-      }
-      for (int st = 0; st < s->W; st++) /* each of the rank's stages applies its update after its last action */
-        if (tp_stage_rank(s, st) == r) {
-          TpOp u = { .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = 1, .micro = TP_WHOLE, .ver = 0, .line = r + 1 };
-          g_array_append_val(s->stage[st], u);
-          tp_rank_seq_push(s, st);
-        }
-    }
-    if (ok)
-      s->order = infer_order(s);
-  }
-  g_free(fwd);
-  g_free(rank_of);
+  TpSchedule *s = ok ? build(&t, map, err) : NULL;
+  g_free(t.rank_of);
   for (int r = 0; r < rows; r++)
-    if (acts[r])
-      g_array_unref(acts[r]);
-  g_free(acts);
-  if (!ok) {
-    tp_schedule_free(s);
-    return NULL;
-  }
+    if (t.acts[r])
+      g_array_unref(t.acts[r]);
+  g_free(t.acts);
   return s;
 }

@@ -247,12 +247,81 @@ static gboolean group_index(const char *group, const char *prefix, int n, int *o
   return TRUE;
 }
 
+/* [cost]: samples_per_micro_batch. */
+static gboolean apply_cost_group(const TpKeyFile *r, const char *g, TpCost *c, GError **err)
+{
+  g_auto(GStrv) keys = g_key_file_get_keys(r->kf, g, NULL, NULL);
+  for (int k = 0; keys[k]; k++) {
+    if (strcmp(keys[k], "samples_per_micro_batch") != 0)
+      return tp_kf_fail(r, err, g, keys[k], "unknown key (known: samples_per_micro_batch)");
+    g_autofree char *v = g_key_file_get_value(r->kf, g, keys[k], NULL);
+    if (!tp_kf_parse_number(v, &c->samples_per_micro) || c->samples_per_micro <= 0 || c->samples_per_micro > 1e12) {
+      g_autofree char *q = tp_quote(v);
+      return tp_kf_fail(r, err, g, keys[k], "expected a positive number up to 1e12, got %s", q);
+    }
+  }
+  return TRUE;
+}
+
+/* Group g in pass 0 ([cost] and the [stages]/[links] defaults) or pass 1 (the [stage.N]/[link.N]
+ * overrides); a group of no known name, or of a stage or link the run has not, refused in either. */
+static gboolean apply_group(const TpKeyFile *r, const char *g, int pass, TpCost *c, int W, guint32 *set, GError **err)
+{
+  int idx;
+  if (strcmp(g, "cost") == 0)
+    return pass || apply_cost_group(r, g, c, err);
+  if (strcmp(g, "stages") == 0)
+    return pass || apply_stage_group(r, g, c, 0, W, set, err);
+  if (strcmp(g, "links") == 0)
+    return pass || W <= 1 || apply_link_group(r, g, c, 0, W - 1, err);
+  if (g_str_has_prefix(g, "stage.")) {
+    if (!group_index(g, "stage.", W, &idx))
+      return tp_kf_fail(r, err, g, NULL, "no such stage: stages are stage.1 .. stage.%d", W);
+    return !pass || apply_stage_group(r, g, c, idx, idx + 1, set, err);
+  }
+  if (g_str_has_prefix(g, "link.")) {
+    if (W == 1)
+      return tp_kf_fail(r, err, g, NULL, "no such link: a single stage has no links");
+    if (!group_index(g, "link.", W - 1, &idx))
+      return tp_kf_fail(r, err, g, NULL, "no such link: links are link.1 .. link.%d (link.S joins stages S and S+1)",
+                        W - 1);
+    return !pass || apply_link_group(r, g, c, idx, idx + 1, err);
+  }
+  return tp_kf_fail(r, err, g, NULL, "unknown group (known: cost, stages, stage.N, links, link.N)");
+}
+
+/* Each stage's forward and backward given (a backward_input below the backward), the byte counts
+ * not given taken from those they default to. */
+static gboolean stage_defaults(const TpKeyFile *r, TpCost *c, int W, const guint32 *set, GError **err)
+{
+  for (int s = 0; s < W; s++) {
+    TpStageCost *sc = &c->stage[s];
+#define GIVEN(k) ((set[s] >> (k)) & 1u)
+    if (!GIVEN(K_FORWARD) || !GIVEN(K_BACKWARD))
+      return tp_kf_fail(r, err, "stages", NULL, "stage %d has no %s time: give forward and backward", s + 1,
+                        GIVEN(K_FORWARD) ? "backward" : "forward");
+    if (GIVEN(K_BACKWARD_INPUT) && sc->bwd_input >= sc->bwd)
+      return tp_kf_fail(r, err, "stages", "backward_input",
+                        "stage %d: backward_input %g is not less than backward %g (the weight gradient W takes the "
+                        "rest of the backward)", s + 1, sc->bwd_input, sc->bwd);
+    if (!GIVEN(K_GRAD))
+      sc->grad_bytes = sc->act_bytes;
+    if (!GIVEN(K_STORED))
+      sc->stored_bytes = sc->act_bytes;
+    if (!GIVEN(K_OPTIMIZER))
+      sc->optimizer_bytes = sc->weight_bytes;
+    if (!GIVEN(K_GRAD_BUFFER))
+      sc->grad_buffer_bytes = sc->weight_bytes;
+#undef GIVEN
+  }
+  return TRUE;
+}
+
 TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GError **err)
 {
   TpKeyFile r;
   if (!tp_kf_open(&r, name, text, len, err))
     return NULL;
-  GKeyFile *kf = r.kf;
   g_autoptr(TpCost) c = tp_cost_unit(W);
   c->unit = FALSE;
   c->time_unit = "s";
@@ -262,76 +331,12 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
     c->stage[s] = (TpStageCost){ .device = s };
   guint32 *set = g_new0(guint32, W);
   gboolean ok = TRUE;
-  g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+  g_auto(GStrv) groups = g_key_file_get_groups(r.kf, NULL);
   /* [cost] and [stages]/[links] defaults first, then [stage.N]/[link.N] overrides */
   for (int pass = 0; pass < 2 && ok; pass++)
-    for (int i = 0; groups[i] && ok; i++) {
-      const char *g = groups[i];
-      int idx;
-      if (strcmp(g, "cost") == 0) {
-        if (pass)
-          continue;
-        g_auto(GStrv) keys = g_key_file_get_keys(kf, g, NULL, NULL);
-        for (int k = 0; keys[k] && ok; k++) {
-          if (strcmp(keys[k], "samples_per_micro_batch") != 0) {
-            ok = tp_kf_fail(&r, err, g, keys[k], "unknown key (known: samples_per_micro_batch)");
-            break;
-          }
-          g_autofree char *v = g_key_file_get_value(kf, g, keys[k], NULL);
-          if (!tp_kf_parse_number(v, &c->samples_per_micro) || c->samples_per_micro <= 0 ||
-              c->samples_per_micro > 1e12) {
-            g_autofree char *q = tp_quote(v);
-            ok = tp_kf_fail(&r, err, g, keys[k], "expected a positive number up to 1e12, got %s", q);
-          }
-        }
-      } else if (strcmp(g, "stages") == 0) {
-        if (!pass)
-          ok = apply_stage_group(&r, g, c, 0, W, set, err);
-      } else if (strcmp(g, "links") == 0) {
-        if (!pass && W > 1)
-          ok = apply_link_group(&r, g, c, 0, W - 1, err);
-      } else if (g_str_has_prefix(g, "stage.")) {
-        if (!group_index(g, "stage.", W, &idx))
-          ok = tp_kf_fail(&r, err, g, NULL, "no such stage: stages are stage.1 .. stage.%d", W);
-        else if (pass)
-          ok = apply_stage_group(&r, g, c, idx, idx + 1, set, err);
-      } else if (g_str_has_prefix(g, "link.")) {
-        if (W == 1)
-          ok = tp_kf_fail(&r, err, g, NULL, "no such link: a single stage has no links");
-        else if (!group_index(g, "link.", W - 1, &idx))
-          ok = tp_kf_fail(&r, err, g, NULL, "no such link: links are link.1 .. link.%d (link.S joins stages S and S+1)",
-                   W - 1);
-        else if (pass)
-          ok = apply_link_group(&r, g, c, idx, idx + 1, err);
-      } else {
-        ok = tp_kf_fail(&r, err, g, NULL, "unknown group (known: cost, stages, stage.N, links, link.N)");
-      }
-    }
-  if (ok)
-    for (int s = 0; s < W; s++) {
-      TpStageCost *sc = &c->stage[s];
-#define GIVEN(k) ((set[s] >> (k)) & 1u)
-      if (!GIVEN(K_FORWARD) || !GIVEN(K_BACKWARD)) {
-        ok = tp_kf_fail(&r, err, "stages", NULL, "stage %d has no %s time: give forward and backward", s + 1,
-                 GIVEN(K_FORWARD) ? "backward" : "forward");
-        break;
-      }
-      if (GIVEN(K_BACKWARD_INPUT) && sc->bwd_input >= sc->bwd) {
-        ok = tp_kf_fail(&r, err, "stages", "backward_input",
-                        "stage %d: backward_input %g is not less than backward %g (the weight gradient W takes the "
-                        "rest of the backward)", s + 1, sc->bwd_input, sc->bwd);
-        break;
-      }
-      if (!GIVEN(K_GRAD))
-        sc->grad_bytes = sc->act_bytes;
-      if (!GIVEN(K_STORED))
-        sc->stored_bytes = sc->act_bytes;
-      if (!GIVEN(K_OPTIMIZER))
-        sc->optimizer_bytes = sc->weight_bytes;
-      if (!GIVEN(K_GRAD_BUFFER))
-        sc->grad_buffer_bytes = sc->weight_bytes;
-#undef GIVEN
-    }
+    for (int i = 0; groups[i] && ok; i++)
+      ok = apply_group(&r, groups[i], pass, c, W, set, err);
+  ok = ok && stage_defaults(&r, c, W, set, err);
   g_free(set);
   tp_kf_close(&r);
   if (!ok)

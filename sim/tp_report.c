@@ -32,11 +32,9 @@ static const char *order_note(const TpSchedule *s, const TpCost *c)
                    : "fixed on unit slots, replayed under the costs (the other choice: fixed on the costs)";
 }
 
-void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
+/* The text report's head: the schedule, its chunks, the costs, the order and recomputation. */
+static void text_head(const TpSchedule *s, const TpCost *c, GString *out)
 {
-  const TpSchedule *s = sim->s;
-  const TpCost *c = sim->c;
-  const char *tu = c->time_unit, *bu = c->byte_unit;
   char name[128], a[TP_NUM_LEN], b[TP_NUM_LEN];
   g_autofree char *ssha = tp_schedule_sha256(s);
   g_string_append_printf(out, "schedule     %s: W=%d stages, N=%d micro-batches, K=%d mini-batches; sha256 %s\n",
@@ -57,6 +55,13 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "order        %s\n", order_note(s, c));
   g_string_append_printf(out, "recompute    %s\n", s->recompute ? "true: a backward first runs its forward again from "
                          "the stored stage input (stored activations: stage inputs and one workspace)" : "false");
+}
+
+/* The times: makespan, time per mini-batch, throughput, bubble, the steady v. */
+static void text_times(const TpCost *c, const TpMetrics *m, GString *out)
+{
+  const char *tu = c->time_unit;
+  char a[TP_NUM_LEN], b[TP_NUM_LEN];
   g_string_append_printf(out, "makespan     %s %s%s\n", tp_num(a, "%.6g", m->makespan), tu, c->unit ? "s" : "");
   g_string_append_printf(out, "mini-batch   %s %s%s in the steady state (spacing of stage 1's updates); %s over the "
                               "whole run (makespan / K)\n", tp_num(a, "%.6g", m->t_minibatch), tu, c->unit ? "s" : "",
@@ -69,6 +74,12 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
                          m->steady_lo, m->steady_hi,
                          m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
                          m->v_steady_min != m->v_steady ? "; values differ there, the largest is shown" : "");
+}
+
+/* The versions read (chains, staleness, mismatch) and the messages sent. */
+static void text_versions(const TpSchedule *s, const TpCost *c, const TpMetrics *m, GString *out)
+{
+  char a[TP_NUM_LEN];
   g_string_append_printf(out, "chains       %d (first members:", m->chains);
   for (guint i = 0; i < m->chain_first->len && i < 16; i++)
     g_string_append_printf(out, " %d", g_array_index(m->chain_first, int, i));
@@ -88,8 +99,14 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_c(out, '\n');
   g_string_append_printf(out, "messages     %ld, %s %s; published model for K mini-batches: naive 2(W-1)NK = %ld, "
                               "TiMePReSt (W-1)(N+1)K = %ld\n",
-                         m->messages, tp_num(a, "%.6g", m->bytes), bu, 2L * (s->W - 1) * s->N * s->K,
+                         m->messages, tp_num(a, "%.6g", m->bytes), c->byte_unit, 2L * (s->W - 1) * s->N * s->K,
                          (long)(s->W - 1) * (s->N + 1) * s->K);
+}
+
+/* One row per stage: busy, bubble, versions, activations and its memory at its peak. */
+static void text_stages(const TpSchedule *s, const TpCost *c, const TpMetrics *m, GString *out)
+{
+  char a[TP_NUM_LEN], b[TP_NUM_LEN];
   g_string_append_printf(out, "\n%5s %12s %7s %8s %8s %11s %12s %12s %12s %12s %12s %12s\n", "stage", "busy", "bubble",
                          "mismatch", "versions", "activations", "peak_bytes", "weights", "optimizer", "gradients",
                          "stored_act", "comm");
@@ -104,40 +121,60 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     g_string_append_c(out, '\n');
   }
   g_string_append_printf(out, "(bubble over the whole run; mismatch: the largest above; memory in %s at each stage's "
-                              "peak; versions and activations are the largest counts held at once)\n", bu);
-  if (s->rank_seq) { /* interleaved stages: each worker's chunks added up */
-    g_string_append_printf(out, "\n%6s %-16s %12s %7s %12s\n", "worker", "stages", "busy", "bubble", "peak_bytes");
-    for (int r = 0; r < tp_schedule_ranks(s); r++) {
-      g_autoptr(GString) list = g_string_new(NULL);
-      double busy = 0, peak = 0, bubble = 0;
-      for (int st = 0; st < s->W; st++)
-        if (tp_stage_rank(s, st) == r) {
-          g_string_append_printf(list, "%s%d", list->len ? "," : "", st + 1);
-          busy += m->stage[st].busy, peak += m->stage[st].peak_bytes, bubble = m->stage[st].bubble;
-        }
-      char p[TP_NUM_LEN];
-      g_string_append_printf(out, "%6d %-16s %12s %7s %12s\n", r + 1, list->str, tp_num(a, "%.6g", busy),
-                             tp_num(b, "%.4f", bubble), tp_num(p, "%.6g", peak));
-    }
-    g_string_append(out, "(a worker's busy time and its chunks' peaks added: an upper bound on its peak)\n");
+                              "peak; versions and activations are the largest counts held at once)\n", c->byte_unit);
+}
+
+/* Interleaved stages: each worker's chunks added up. */
+static void text_workers(const TpSchedule *s, const TpMetrics *m, GString *out)
+{
+  char a[TP_NUM_LEN], b[TP_NUM_LEN];
+  g_string_append_printf(out, "\n%6s %-16s %12s %7s %12s\n", "worker", "stages", "busy", "bubble", "peak_bytes");
+  for (int r = 0; r < tp_schedule_ranks(s); r++) {
+    g_autoptr(GString) list = g_string_new(NULL);
+    double busy = 0, peak = 0, bubble = 0;
+    for (int st = 0; st < s->W; st++)
+      if (tp_stage_rank(s, st) == r) {
+        g_string_append_printf(list, "%s%d", list->len ? "," : "", st + 1);
+        busy += m->stage[st].busy, peak += m->stage[st].peak_bytes, bubble = m->stage[st].bubble;
+      }
+    char p[TP_NUM_LEN];
+    g_string_append_printf(out, "%6d %-16s %12s %7s %12s\n", r + 1, list->str, tp_num(a, "%.6g", busy),
+                           tp_num(b, "%.4f", bubble), tp_num(p, "%.6g", peak));
   }
-  if (s->W > 1) {
-    g_string_append(out, "\nlink         messages        bytes\n");
-    for (int l = 0; l < tp_sim_n_links(s->W); l++) {
-      int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
-      char inside[48] = ""; /* two chunks of one worker: no link is crossed */
-      if (s->rank_seq && tp_stage_rank(s, from - 1) == tp_stage_rank(s, to - 1))
-        g_snprintf(inside, sizeof inside, "  (inside worker %d: free)", tp_stage_rank(s, from - 1) + 1);
-      g_string_append_printf(out, "%3d -> %-3d %10ld %12s%s\n", from, to, m->link_messages[l],
-                             tp_num(a, "%.6g", m->link_bytes[l]), inside);
-    }
+  g_string_append(out, "(a worker's busy time and its chunks' peaks added: an upper bound on its peak)\n");
+}
+
+/* Each link's messages and bytes (two chunks of one worker cross none). */
+static void text_links(const TpSchedule *s, const TpMetrics *m, GString *out)
+{
+  char a[TP_NUM_LEN];
+  g_string_append(out, "\nlink         messages        bytes\n");
+  for (int l = 0; l < tp_sim_n_links(s->W); l++) {
+    int from = tp_link_src(s->W, l) + 1, to = tp_link_dst(s->W, l) + 1;
+    char inside[48] = "";
+    if (s->rank_seq && tp_stage_rank(s, from - 1) == tp_stage_rank(s, to - 1))
+      g_snprintf(inside, sizeof inside, "  (inside worker %d: free)", tp_stage_rank(s, from - 1) + 1);
+    g_string_append_printf(out, "%3d -> %-3d %10ld %12s%s\n", from, to, m->link_messages[l],
+                           tp_num(a, "%.6g", m->link_bytes[l]), inside);
   }
 }
 
-void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
+void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   const TpSchedule *s = sim->s;
-  const TpCost *c = sim->c;
+  text_head(s, sim->c, out);
+  text_times(sim->c, m, out);
+  text_versions(s, sim->c, m, out);
+  text_stages(s, sim->c, m, out);
+  if (s->rank_seq)
+    text_workers(s, m, out);
+  if (s->W > 1)
+    text_links(s, m, out);
+}
+
+/* The JSON report's head: the schedule and the cost model. */
+static void json_head(const TpSchedule *s, const TpCost *c, GString *out)
+{
   const char *preset = tp_preset_name(s->order, s->policy);
   g_string_append(out, "{\n");
   g_string_append_printf(out, "  \"preset\": %s%s%s,\n", preset ? "\"" : "", preset ? preset : "null",
@@ -151,6 +188,11 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "  \"order_fixed_on\": \"%s\",\n  \"schedule_sha256\": \"%s\",\n", tp_report_fixed_on(s),
                          ssha);
   g_string_append_printf(out, "  \"recompute\": %s,\n", s->recompute ? "true" : "false");
+}
+
+/* The times, over the whole run and the steady window. */
+static void json_times(const TpCost *c, const TpMetrics *m, GString *out)
+{
   g_string_append(out, "  \"makespan\": "), num(out, m->makespan);
   g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);
   g_string_append(out, ",\n  \"bubble_definition\": \"idle stage-time / (W * makespan)\"");
@@ -165,6 +207,11 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
                        "time_per_mini_batch and the _steady values the steady_window, from stage 1's update of "
                        "mini-batch v_steady_range[0] - 1 to that of v_steady_range[1]\"");
   g_string_append_printf(out, ",\n  \"throughput_unit\": \"samples/%s\"", c->time_unit);
+}
+
+/* The versions: v, its chains, the staleness and mismatch histograms. */
+static void json_versions(const TpSchedule *s, const TpMetrics *m, GString *out)
+{
   g_string_append_printf(out, ",\n  \"v_steady\": %d,\n  \"v_steady_min\": %d,\n  \"v_steady_range\": [%d, %d],\n"
                               "  \"v_steady_range_empty\": %s,\n",
                          m->v_steady, m->v_steady_min, m->steady_lo, m->steady_hi, m->steady_empty ? "true" : "false");
@@ -184,6 +231,11 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "],\n  \"version_mismatch_older\": %ld,\n  \"version_mismatch_definition\": \"per "
                               "micro-batch backward: the version it reads minus the version its forward read on the stage; "
                               "the histogram counts them by that difference, 0 first\"", m->mismatch_older);
+}
+
+/* The messages, against the published counts, and each link's. */
+static void json_messages(const TpSchedule *s, const TpMetrics *m, GString *out)
+{
   g_string_append_printf(out, ",\n  \"messages\": %ld,\n  \"bytes\": ", m->messages);
   num(out, m->bytes);
   g_string_append_printf(out, ",\n  \"published_messages\": {\"naive\": %ld, \"timeprest\": %ld},\n",
@@ -196,33 +248,47 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
     num(out, m->link_bytes[l]);
     g_string_append(out, "}");
   }
-  g_string_append(out, "\n  ],\n  \"stages\": [");
-  for (int st = 0; st < s->W; st++) {
-    const TpStageMetrics *sm = &m->stage[st];
-    g_string_append_printf(out, "%s\n    {\"stage\": %d, \"device\": %d, \"busy\": ", st ? "," : "", st + 1,
-                           c->stage[st].device + 1);
-    num(out, sm->busy);
-    g_string_append(out, ", \"bubble_fraction\": "), num(out, sm->bubble);
-    g_string_append_printf(out, ", \"max_version_mismatch\": %d, \"max_live_versions\": %d, \"peak_activations\": %d, "
-                                "\"peak_bytes\": ", sm->max_version_mismatch, sm->max_live_versions, sm->peak_activations);
-    num(out, sm->peak_bytes);
-    if (c->stage_note) {
-      g_string_append_printf(out, ", \"device_name\": \"%s\", \"layers\": \"%s\", \"device_memory\": ", c->device_name[st],
-                             c->stage_note[st]);
-      num(out, c->capacity[st]);
-    }
-    g_string_append(out, ", \"forward_time\": "), num(out, c->unit ? 1 : c->stage[st].fwd);
-    g_string_append(out, ", \"backward_time\": "), num(out, c->unit ? 1 : c->stage[st].bwd);
-    for (int which = 0; which < 2; which++) {
-      g_string_append_printf(out, ", \"%s\": {", which ? "memory_component_peaks" : "memory_at_peak");
-      for (int k = 0; k < TP_N_MEM; k++) {
-        g_string_append_printf(out, "%s\"%s\": ", k ? ", " : "", tp_mem_names[k]);
-        num(out, which ? sm->comp_peak[k] : sm->at_peak[k]);
-      }
-      g_string_append(out, "}");
+}
+
+/* Stage st's object: its times, versions and memory. */
+static void json_stage(const TpCost *c, const TpMetrics *m, int st, GString *out)
+{
+  const TpStageMetrics *sm = &m->stage[st];
+  g_string_append_printf(out, "%s\n    {\"stage\": %d, \"device\": %d, \"busy\": ", st ? "," : "", st + 1,
+                         c->stage[st].device + 1);
+  num(out, sm->busy);
+  g_string_append(out, ", \"bubble_fraction\": "), num(out, sm->bubble);
+  g_string_append_printf(out, ", \"max_version_mismatch\": %d, \"max_live_versions\": %d, \"peak_activations\": %d, "
+                              "\"peak_bytes\": ", sm->max_version_mismatch, sm->max_live_versions, sm->peak_activations);
+  num(out, sm->peak_bytes);
+  if (c->stage_note) {
+    g_string_append_printf(out, ", \"device_name\": \"%s\", \"layers\": \"%s\", \"device_memory\": ", c->device_name[st],
+                           c->stage_note[st]);
+    num(out, c->capacity[st]);
+  }
+  g_string_append(out, ", \"forward_time\": "), num(out, c->unit ? 1 : c->stage[st].fwd);
+  g_string_append(out, ", \"backward_time\": "), num(out, c->unit ? 1 : c->stage[st].bwd);
+  for (int which = 0; which < 2; which++) {
+    g_string_append_printf(out, ", \"%s\": {", which ? "memory_component_peaks" : "memory_at_peak");
+    for (int k = 0; k < TP_N_MEM; k++) {
+      g_string_append_printf(out, "%s\"%s\": ", k ? ", " : "", tp_mem_names[k]);
+      num(out, which ? sm->comp_peak[k] : sm->at_peak[k]);
     }
     g_string_append(out, "}");
   }
+  g_string_append(out, "}");
+}
+
+void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
+{
+  const TpSchedule *s = sim->s;
+  json_head(s, sim->c, out);
+  json_times(sim->c, m, out);
+  json_versions(s, m, out);
+  json_messages(s, m, out);
+  g_string_append(out, "\n  ],\n  \"stages\": [");
+  for (int st = 0; st < s->W; st++)
+    json_stage(sim->c, m, st, out);
   g_string_append(out, "\n  ]\n}\n");
 }
 

@@ -122,7 +122,8 @@ static void test_refusal(void)
 }
 
 /* `train --transport nccl` without what it needs: one line, status 2, before any MPI start-up —
- * without NCCL in the build, without --backend cuda, without a GPU (and, with one, outside mpirun). */
+ * without NCCL in the build, without --backend cuda, outside mpirun (option checking loads no backend:
+ * whether a GPU is present the trainer finds after MPI starts). */
 static void test_train_refusal(void)
 {
   const char *plain[] = { "train", "--transport", "nccl", "--data", "synthetic", "-k", "2", "-q", NULL };
@@ -130,12 +131,8 @@ static void test_train_refusal(void)
                          NULL };
   const char *expect[2];
 #ifdef HAVE_NCCL_TRANSPORT
-  char *why = NULL;
-  gboolean gpu = tp_cuda_device_count(&why) > 0;
-  g_free(why);
   expect[0] = "timeprest train: --transport nccl: links GPU stages; give --backend cuda\n";
-  expect[1] = gpu ? "timeprest train: --transport nccl: start it under mpirun"
-                  : "timeprest train: --transport nccl: no CUDA device: ";
+  expect[1] = "timeprest train: --transport nccl: start it under mpirun";
 #else
   expect[0] = expect[1] = "timeprest train: --transport nccl: " TP_NCCL_MISSING "\n";
 #endif

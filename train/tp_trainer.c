@@ -379,7 +379,7 @@ static gboolean check_replicas(Train *t, const TpBackendReg *reg, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA_PARALLEL, "data-parallel %d: %s", D, why);
     return FALSE;
   }
-  if (c->batch % (D * t->N)) {
+  if (D > 1 && c->batch % (D * t->N)) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA_PARALLEL, "data-parallel %d: %d replicas of %d micro-batches "
                 "each do not divide the batch of %d samples", D, D, t->N, c->batch);
     return FALSE;
