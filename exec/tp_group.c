@@ -91,6 +91,12 @@ gboolean tp_group_check_same(TpGroup *g, const char *text, GError **err)
   return !g->iface->check_same || g->iface->check_same(g, text, err);
 }
 
+gboolean tp_group_reduce(TpGroup *g, int W, double timeout_s, TpReduce **r, GError **err)
+{
+  *r = NULL;
+  return !g->iface->reduce || (*r = g->iface->reduce(g, W, timeout_s, err)) != NULL;
+}
+
 gboolean tp_group_check_size(const TpGroup *g, int W, GError **err)
 {
   return !g->iface->check_size || g->iface->check_size(g, W, err);

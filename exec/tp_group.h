@@ -8,6 +8,7 @@
 #ifndef TP_GROUP_H
 #define TP_GROUP_H
 
+#include "tp_reduce.h"
 #include "tp_transport.h"
 
 #include <glib.h>
@@ -40,9 +41,13 @@ typedef struct {
   /* Optional (NULL: one process agrees with itself): whether text is the same on every rank, else
    * TP_ERROR_INPUT naming the first rank that differs, on every rank.  Collective. */
   gboolean (*check_same)(TpGroup *g, const char *text, GError **err);
-  /* Optional (NULL: this process runs every stage): whether the ranks are the W stages, else
-   * TP_ERROR_INPUT saying so, on every rank. */
+  /* Optional (NULL: this process runs every stage): whether the ranks are the W stages of every
+   * replica, else TP_ERROR_INPUT saying so, on every rank. */
   gboolean (*check_size)(const TpGroup *g, int W, GError **err);
+  /* Optional (NULL: the replicas, if any, are threads of this process): the reduction of each stage's
+   * gradient over its replicas, where the group's ranks hold them (rank r: replica r / W, stage
+   * r mod W); the group's, freed when it finishes.  Collective. */
+  TpReduce *(*reduce)(TpGroup *g, int W, double timeout_s, GError **err);
   /* Optional (NULL: the runtime's own links): this rank's stage links for a schedule of N
    * micro-batches, its stage on GPU device (-1: on the host); the group owns them.  Collective. */
   TpTransport *(*stage_links)(TpGroup *g, int N, int device, GError **err);
@@ -84,6 +89,8 @@ gboolean tp_group_measure_links(TpGroup *g, int W, TpGroupLink **links, GError *
 gboolean tp_group_check_same(TpGroup *g, const char *text, GError **err);
 /* Whether the ranks are the W stages (a group of one runs them all). */
 gboolean tp_group_check_size(const TpGroup *g, int W, GError **err);
+/* The reduction over replicas held by other ranks, or *r = NULL where the group has none. */
+gboolean tp_group_reduce(TpGroup *g, int W, double timeout_s, TpReduce **r, GError **err);
 /* This rank's stage links, or *links = NULL where the runtime keeps its own. */
 gboolean tp_group_stage_links(TpGroup *g, int N, int device, TpTransport **links, GError **err);
 void tp_group_catch_stop(TpGroup *g, void (*note)(int sig));

@@ -260,7 +260,7 @@ static void test_lib_round_trip(void)
   g_assert_no_error(e);
   g_assert_cmpint(sig, ==, 0);
   g_assert_cmpint(tp_checkpoint_first_generation(dir), ==, 4);
-  g_assert_true(tp_checkpoint_load(g, dir, &back, &e));
+  g_assert_true(tp_checkpoint_load(g, dir, c.W, &back, &e));
   g_assert_no_error(e);
   check_same(&c, &back, 0, 2);
   tp_checkpoint_clear(&back);

@@ -152,6 +152,49 @@ static void test_size(void)
   run_clear(&r);
 }
 
+/* --data-parallel 2 over MPI (rank r: replica r / W, stage r mod W): the weights, the losses and the
+ * replicas' identity of the same run with the replicas as threads of one process, bit for bit (a
+ * sum of two gradients does not depend on their order); stopped at a segment's end and resumed under
+ * MPI, the uninterrupted run's weights; a -np that is not D·W refused once. */
+static void test_data_parallel(gconstpointer preset)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *dir = g_dir_make_tmp("test-train-mpi-XXXXXX", NULL);
+  g_autofree char *args = g_strdup_printf("-s %s -w 2 -n 2 --data-parallel 2 -k 8 --batch 32 --data synthetic "
+                                          "--seed 3 --order-from slots --format json --quiet --peer-timeout 20 "
+                                          "--checkpoint-every 4", (const char *)preset);
+  g_autofree char *largs = g_strdup_printf("%s --checkpoint %s/l", args, dir);
+  g_autofree char *margs = g_strdup_printf("--transport mpi %s --checkpoint %s/m", args, dir);
+  g_autofree char *sargs = g_strdup_printf("--transport mpi %s --checkpoint %s/s --stop-after 4", args, dir);
+  g_autofree char *rargs = g_strdup_printf("--transport mpi %s --resume %s/s", args, dir);
+  Run local = run(0, largs), mpi = run(4, margs), stop = run(4, sargs);
+  expect_success(&local);
+  expect_success(&mpi);
+  g_assert_cmpint(stop.status, ==, 0);
+  Run resumed = run(4, rargs);
+  expect_success(&resumed);
+  const char *keys[] = { "weights_sha256", "final_train_loss", "final_test_loss", "replicas_identical" };
+  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+    g_autofree char *l = json_value(local.out, keys[i]), *m = json_value(mpi.out, keys[i]);
+    g_assert_nonnull(l);
+    g_assert_cmpstr(m, ==, l);
+  }
+  g_autofree char *id = json_value(mpi.out, "replicas_identical");
+  g_assert_cmpstr(id, ==, "true");
+  g_autofree char *wl = json_value(local.out, "weights_sha256"), *wr = json_value(resumed.out, "weights_sha256");
+  g_assert_cmpstr(wr, ==, wl);
+  g_assert_cmpint(count(mpi.out, "\"weights_sha256\""), ==, 1); /* one report, from rank 0 */
+  Run r = run(3, "--transport mpi -w 2 -n 2 --data-parallel 2 -k 2 --batch 16 --data synthetic --quiet");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(count(r.err, "timeprest train: mpirun -np 3 does not match --data-parallel 2 times -w 2 (4 ranks)\n"),
+                  ==, 1);
+  g_assert_cmpint(count(r.err, "timeprest train:"), ==, 1);
+  run_clear(&r), run_clear(&local), run_clear(&mpi), run_clear(&stop), run_clear(&resumed);
+  g_autofree char *rm = g_strdup_printf("rm -rf '%s'", dir);
+  g_assert_cmpint(system(rm), ==, 0);
+}
+
 /* Run a launcher's command line (words split at spaces: mpirun's A : B forms) to its end: its exit
  * status (asserted to have exited), standard error into *err (owned). */
 static int run_line(const char *line, char **err)
@@ -354,6 +397,8 @@ int main(int argc, char **argv)
     g_test_add_data_func(path, cases[i], test_same_weights);
   }
   g_test_add_func("/train-mpi/size", test_size);
+  g_test_add_data_func("/train-mpi/data-parallel/gpipe", "gpipe", test_data_parallel);
+  g_test_add_data_func("/train-mpi/data-parallel/timeprest", "timeprest", test_data_parallel);
   g_test_add_func("/train-mpi/flatten-stage-memory", test_flatten_stage_memory);
   g_test_add_func("/train-mpi/other-arguments", test_other_args);
   g_test_add_func("/train-mpi/startup-bounded", test_startup_bounded);

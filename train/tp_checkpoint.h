@@ -139,7 +139,7 @@ gboolean tp_checkpoint_take(TpCheckpoint *c, const TpRuntime *rt, int lo, int hi
 gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char *dir, GError **err);
 
 /* A run's checkpoint written by its group: a group of one writes the whole run (tp_checkpoint_write);
- * otherwise each rank writes its stage's part durably, a gather (which also shares stop, the
+ * otherwise each rank of the first replica (ranks 0..c->W-1) writes its stage's part durably, a gather (which also shares stop, the
  * signal each rank caught, into *sig: the first one, 0: none) tells rank 0 that every part is on
  * disk, rank 0 commits the metadata and says so, and only then does each rank remove its stage's
  * files of older checkpoints.  A rank that fails returns FALSE (its error names its stage): until
@@ -147,9 +147,9 @@ gboolean tp_checkpoint_restore(const TpCheckpoint *c, TpRuntime *rt, const char 
 gboolean tp_checkpoint_save(TpGroup *g, const char *dir, const TpCheckpoint *c, int (*stop)(void), int *sig,
                             GError **err);
 
-/* The checkpoint in dir read by a group: rank 0 reads the metadata and broadcasts it, every rank
- * takes the state of its stages (tp_group_stages).  Collective. */
-gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError **err);
+/* The checkpoint in dir read by a group of a run of W stages: rank 0 reads the metadata and broadcasts
+ * it, every rank takes the state of its stages (tp_group_stages).  Collective. */
+gboolean tp_checkpoint_load(TpGroup *g, const char *dir, int W, TpCheckpoint *c, GError **err);
 
 /* A schedule of the checkpoint's plan (CSV text, [plan] key), parsed and validated; errors name the key. */
 TpSchedule *tp_checkpoint_plan(const char *text, const char *dir, const char *key, GError **err);

@@ -150,18 +150,19 @@ gboolean tp_checkpoint_save(TpGroup *g, const char *dir, const TpCheckpoint *c, 
     gint32 sig;
     char sha[65];
   } Part;
-  const int W = tp_group_size(g), rank = tp_group_rank(g);
+  /* ranks W.. hold other replicas of the same stages (the same weights): the first replica writes */
+  const int n = tp_group_size(g), W = c->W, rank = tp_group_rank(g), st = rank % W;
   Part mine;
   memset(&mine, 0, sizeof mine);
-  if (!tp_checkpoint_write_part(dir, c, rank, mine.sha, err)) {
-    g_prefix_error(err, "stage %d (rank %d): ", rank + 1, rank); /* the line of the rank that failed */
+  if (rank < W && !tp_checkpoint_write_part(dir, c, st, mine.sha, err)) {
+    g_prefix_error(err, "stage %d (rank %d): ", st + 1, rank); /* the line of the rank that failed */
     return FALSE;
   }
   mine.sig = stop();
-  g_autofree Part *all = g_new0(Part, W);
+  g_autofree Part *all = g_new0(Part, n);
   if (!tp_group_gather(g, -1, &mine, sizeof mine, all, err))
     return FALSE;
-  for (int r = 0; r < W && !*sig; r++)
+  for (int r = 0; r < n && !*sig; r++)
     *sig = all[r].sig;
   gint64 committed = 0;
   if (rank == 0) {
@@ -176,13 +177,14 @@ gboolean tp_checkpoint_save(TpGroup *g, const char *dir, const TpCheckpoint *c, 
   }
   if (!tp_group_broadcast(g, 0, &committed, sizeof committed, "committing the checkpoint", err))
     return FALSE;
-  tp_checkpoint_remove_stale(dir, c->generation, rank);
+  if (rank < W)
+    tp_checkpoint_remove_stale(dir, c->generation, st);
   if (rank == 0)
     tp_checkpoint_remove_stale(dir, c->generation, -1);
   return TRUE;
 }
 
-gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError **err)
+gboolean tp_checkpoint_load(TpGroup *g, const char *dir, int W, TpCheckpoint *c, GError **err)
 {
   const char *doing = "reading the checkpoint";
   const int rank = tp_group_rank(g);
@@ -209,7 +211,7 @@ gboolean tp_checkpoint_load(TpGroup *g, const char *dir, TpCheckpoint *c, GError
   if (rank != 0)
     meta = g_malloc((gsize)len + 1);
   int lo, hi;
-  tp_group_stages(g, c->W, &lo, &hi);
+  tp_group_stages(g, W, &lo, &hi);
   if (tp_group_size(g) == 1)
     hi = -1; /* every stage the checkpoint holds */
   return tp_group_broadcast(g, 0, meta, (size_t)len, doing, err) &&

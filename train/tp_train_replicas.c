@@ -1,6 +1,7 @@
-/* tp_train_replicas.c — data parallelism in one process: a segment's schedule run by every replica of
- * the pipeline at once, each on its share of every mini-batch's samples, their updates on the mean of
- * their gradients (exec/tp_reduce.h); their losses added up, and their weights compared. */
+/* tp_train_replicas.c — data parallelism: a segment's schedule run by every replica of the pipeline at
+ * once, each on its share of every mini-batch's samples, their updates on the mean of their gradients
+ * (exec/tp_reduce.h).  In one process the replicas are threads, their losses added up here and their
+ * weights compared; over a group of ranks each rank runs its stage of its replica (the group gathers). */
 #include "config.h"
 #include "tp_train.h"
 #include "tp_train_priv.h"
@@ -48,7 +49,7 @@ static void start(Train *t, Replica *x, int k, const TpSchedule *s, int *const *
   x->idx = g_new(const int *, MAX(s->K, 1));
   for (int i = 0; i < s->K; i++)
     x->idx[i] = idx[i] + (size_t)k * share;
-  x->rt = t->dp.rt[k], x->s = s, x->first_mb = first_mb, x->origin = t->prog.origin, x->reduce = t->dp.reduce;
+  x->rt = t->dp.rt ? t->dp.rt[k] : t->rt, x->s = s, x->first_mb = first_mb, x->origin = t->prog.origin, x->reduce = t->dp.reduce;
   x->prog = k == 0 ? prog : NULL;
 }
 
@@ -58,6 +59,13 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
   int D = t->dp.D;
   if (D == 1)
     return tp_runtime_run(t->rt, s, (const int *const *)idx, first_mb, t->prog.origin, prog, r, err);
+  if (tp_group_per_stage(t->group)) { /* this rank: its stage of replica rank / W, on that replica's share */
+    Replica one = { 0 };
+    start(t, &one, t->rank / t->W, s, idx, first_mb, prog);
+    gboolean ok = tp_runtime_run(t->rt, s, one.idx, first_mb, t->prog.origin, prog, r, err);
+    g_free(one.idx);
+    return ok;
+  }
   Replica *x = g_new0(Replica, D);
   GThread **th = g_new0(GThread *, D);
   for (int k = 0; k < D; k++)

@@ -144,7 +144,7 @@ gboolean tp_train_resume(Train *t, GError **err)
     return FALSE;
   }
   /* rank 0's metadata, each process's stages' state */
-  if (!tp_checkpoint_load(t->group, dir, &c, err)) {
+  if (!tp_checkpoint_load(t->group, dir, t->W, &c, err)) {
     tp_error_about(err, TP_ERROR_PARAM_RESUME);
     return FALSE;
   }
@@ -162,8 +162,8 @@ gboolean tp_train_resume(Train *t, GError **err)
     ok = FALSE;
   } else
     ok = check_position(t, &c, dir, err);
-  for (int k = 0; k < MAX(t->dp.D, 1) && ok; k++) /* every replica */
-    ok = tp_checkpoint_restore(&c, t->dp.D > 1 ? t->dp.rt[k] : t->rt, dir, err);
+  for (int k = 0; k < (t->dp.rt ? t->dp.D : 1) && ok; k++) /* every replica of this process */
+    ok = tp_checkpoint_restore(&c, t->dp.rt ? t->dp.rt[k] : t->rt, dir, err);
   ok = ok && tp_batcher_seek(t->batcher, c.pos, err);
   if (ok && !t->cfg.sched.file) /* the plan it ran, not one fixed on this process's profile */
     ok = (t->s = tp_checkpoint_plan(c.plan, dir, "segment", err)) != NULL &&
@@ -328,7 +328,7 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, int *do
   *done = ok ? r.done : len;
   t->prog.done_before += *done;
   if (ok) /* rank 0 gets every stage's part; the others only train */
-    ok = tp_group_gather_run(t->group, s, t->rt, &r, err);
+    ok = tp_group_gather_run(t->group, s, t->rt, &r, t->dp.D > 1 ? &t->dp.identical : NULL, err);
   g_autoptr(TpSchedule) ran = ok && *done < len && *done > 0 ? tp_schedule_prefix(s, *done) : NULL;
   if (ran) {
     tp_run_result_cut(&r, s);

@@ -102,8 +102,9 @@ void tp_train_clear(Train *t)
   tp_runtime_free(t->rt);
   for (int r = 1; t->dp.rt && r < t->dp.D; r++)
     tp_runtime_free(t->dp.rt[r]);
+  if (t->dp.rt) /* the replicas are this process's threads: their reduction is the run's (else the group's) */
+    tp_reduce_free(t->dp.reduce);
   g_free(t->dp.rt);
-  tp_reduce_free(t->dp.reduce);
   free_stage_backends(t);
   tp_schedule_free(t->s);
   tp_schedule_free(t->pos.s_tail);
@@ -350,8 +351,17 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
   g_autofree const TpBackend **per_stage = g_new0(const TpBackend *, t->W);
   for (int s = 0; s < t->W && t->dev.stage_be; s++)
     per_stage[s] = t->dev.stage_be[s] ? t->dev.stage_be[s] : tp_backend_cpu();
+  t->dp.identical = TRUE;
   if (t->dp.D == 1)
     return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+  if (tp_group_per_stage(t->group)) { /* this rank: one stage of replica rank / W, the reduction the group's */
+    int r = t->rank / t->W;
+    cfg.replica = r, cfg.micro_base = r * t->N;
+    return tp_group_check_size(t->group, t->W, err) && /* the ranks are the replicas' stages: checked before
+                                                           the group splits them */
+           tp_group_reduce(t->group, t->W, c->timeout, &t->dp.reduce, err) && (cfg.reduce = t->dp.reduce) &&
+           (t->rt = tp_runtime_new_on(&cfg, NULL, err)) != NULL;
+  }
   t->dp.reduce = tp_reduce_local_new(t->dp.D, t->W, c->timeout);
   t->dp.rt = g_new0(TpRuntime *, t->dp.D);
   for (int r = 0; r < t->dp.D; r++) { /* the same seed: the same initial weights */
@@ -360,20 +370,17 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
       return FALSE;
   }
   t->rt = t->dp.rt[0];
-  t->dp.identical = TRUE;
   return TRUE;
 }
 
-/* Data parallelism's checks: replicas of one process on the cpu backend, and micro-batches of whole
- * samples on every replica. */
+/* Data parallelism's checks: replicas on the cpu backend (threads of this process, or ranks of the
+ * group), and micro-batches of whole samples on every replica. */
 static gboolean check_replicas(Train *t, const TpBackendReg *reg, GError **err)
 {
   const TpTrainConfig *c = &t->cfg;
   int D = t->dp.D = MAX(c->data_parallel, 1);
   const char *why = NULL;
-  if (D > 1 && tp_group_per_stage(t->group))
-    why = "the replicas run as threads of one process (--transport local); over MPI they are not built yet";
-  else if (D > 1 && reg->device_noun)
+  if (D > 1 && (reg->device_noun || tp_group_links_on_gpus(t->group)))
     why = "the replicas run on the cpu backend; on GPUs (NCCL's all-reduce) they are not built yet";
   if (why) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA_PARALLEL, "data-parallel %d: %s", D, why);
@@ -505,8 +512,9 @@ static gboolean open_stage_links(Train *t, GError **err)
 {
   TpTransport *links = NULL;
   int device = t->dev.stage_be && t->rank < t->W ? tp_backend_device(t->dev.stage_be[t->rank]) : -1;
+  int st = t->rank % t->W; /* with replicas, rank r runs stage r mod W of replica r / W */
   return tp_group_stage_links(t->group, t->N, device, &links, err) &&
-         (!links || tp_runtime_set_part(t->rt, t->rank, t->rank + 1, links, err));
+         (!links || tp_runtime_set_part(t->rt, st, st + 1, links, err));
 }
 
 /* A failure once the set-up is agreed: the caller ends the job through the group. */

@@ -11,6 +11,9 @@ typedef struct {
   TpGpuLinksFn gpu_links;
   TpTransport *gpu;    /* the stages' links when they join GPUs */
   double timeout_s;
+  int replicas;        /* data parallelism's D: rank r is replica r / W, stage r mod W */
+  TpMpi *replica;      /* D > 1: the stage links of this rank's replica */
+  TpReduce *reduce;    /* D > 1: the gradients' reduction over each stage's replicas (the group's) */
 } Ctx;
 
 static Ctx *ctx_of(const TpGroup *g) { return g->ctx; }
@@ -31,7 +34,7 @@ static gboolean mpi_broadcast(TpGroup *g, int root, void *buf, size_t len, const
 /* The links' costs; their eager limits only where MPI carries the stages' messages. */
 static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError **err)
 {
-  TpMpi *m = ctx_of(g)->mpi;
+  TpMpi *m = ctx_of(g)->replica ? ctx_of(g)->replica : ctx_of(g)->mpi; /* a replica's own links */
   g_autofree TpMpiLink *l = g_new0(TpMpiLink, MAX(W - 1, 1));
   g_autofree double *eager = g_new0(double, MAX(W - 1, 1));
   if (!tp_mpi_measure_links(m, 5, 0, FALSE, l, err) || !tp_mpi_eager_limits(m, eager, err))
@@ -49,13 +52,34 @@ static gboolean mpi_check_same(TpGroup *g, const char *text, GError **err)
 
 static gboolean mpi_check_size(const TpGroup *g, int W, GError **err)
 {
-  (void)g;
-  return tp_mpi_check_size(W, err);
+  int D = ctx_of(g)->replicas;
+  if (D == 1)
+    return tp_mpi_check_size(W, err);
+  if (tp_mpi_size() == D * W)
+    return TRUE;
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "mpirun -np %d does not match --data-parallel %d times -w %d (%d ranks)",
+              tp_mpi_size(), D, W, D * W);
+  return FALSE;
+}
+
+static TpReduce *mpi_reduce(TpGroup *g, int W, double timeout_s, GError **err)
+{
+  (void)W;
+  Ctx *c = ctx_of(g);
+  if (c->replicas > 1 && !c->reduce)
+    c->reduce = tp_mpi_reduce_new(c->mpi, c->replicas, timeout_s, err);
+  return c->reduce;
 }
 
 static TpTransport *mpi_stage_links(TpGroup *g, int N, int device, GError **err)
 {
   Ctx *c = ctx_of(g);
+  if (c->replicas > 1) { /* a pipeline of its replica's ranks */
+    if (!c->replica && !(c->replica = tp_mpi_new_split(N, c->timeout_s, c->replicas, err)))
+      return NULL;
+    tp_mpi_set_micro_batches(c->replica, N);
+    return tp_mpi_transport(c->replica);
+  }
   if (!c->gpu_links) {
     tp_mpi_set_micro_batches(c->mpi, N);
     return tp_mpi_transport(c->mpi);
@@ -85,6 +109,10 @@ static void mpi_finish(TpGroup *g)
   Ctx *c = ctx_of(g);
   tp_transport_free(c->gpu); /* waits for its last sends */
   c->gpu = NULL;
+  tp_transport_free(tp_mpi_transport(c->replica));
+  c->replica = NULL;
+  tp_reduce_free(c->reduce);
+  c->reduce = NULL;
   if (c->mpi)
     tp_mpi_finalize(c->mpi);
   c->mpi = NULL;
@@ -106,6 +134,7 @@ static const TpGroupIface mpi_iface = {
   .measure_links = mpi_measure_links,
   .check_same = mpi_check_same,
   .check_size = mpi_check_size,
+  .reduce = mpi_reduce,
   .stage_links = mpi_stage_links,
   .catch_stop = mpi_catch_stop,
   .end_said = mpi_end_said,
@@ -134,7 +163,7 @@ static const TpGroupIface gpu_iface = {
   .free = mpi_free,
 };
 
-TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, GError **err)
+TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, int replicas, GError **err)
 {
   tp_mpi_watchdog(peer_timeout_s, "starting MPI"); /* MPI_Init and the communicators: no timeout of their own */
   if (!tp_mpi_init(NULL, NULL, err))
@@ -145,7 +174,7 @@ TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, GErro
     tp_mpi_fail(NULL, e->message, 1);
   tp_mpi_watchdog(0, NULL);
   Ctx *c = g_new0(Ctx, 1);
-  *c = (Ctx){ .mpi = m, .gpu_links = gpu_links, .timeout_s = peer_timeout_s };
+  *c = (Ctx){ .mpi = m, .gpu_links = gpu_links, .timeout_s = peer_timeout_s, .replicas = MAX(replicas, 1) };
   TpGroup *g = g_new0(TpGroup, 1);
   *g = (TpGroup){ .iface = gpu_links ? &gpu_iface : &mpi_iface, .ctx = c };
   return g;

@@ -13,7 +13,8 @@ typedef TpTransport *(*TpGpuLinksFn)(int N, double timeout_s, const char *gpu, G
 /* MPI started (MPI_Init and the communicators bounded by peer_timeout_s, which every wait for
  * another rank keeps) and this rank's group: NULL and err when MPI cannot start; a rank that
  * cannot make its transport ends the job with its line.  gpu_links: NULL where MPI carries the
- * stages' messages, else what carries them between GPUs (MPI keeps the rest). */
-TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, GError **err);
+ * stages' messages, else what carries them between GPUs (MPI keeps the rest).  replicas: data
+ * parallelism's D (rank r: replica r / W, stage r mod W; 1: one pipeline). */
+TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, int replicas, GError **err);
 
 #endif

@@ -441,13 +441,17 @@ void tp_mpi_set_micro_batches(TpMpi *m, int N)
   m->base.N = N;
 }
 
-TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
+/* The transport among the ranks of communicator base (its size the stages, its rank this one's). */
+static TpMpi *new_on(MPI_Comm base, int N, double timeout_s, GError **err)
 {
   g_return_val_if_fail(N >= 1 && timeout_s >= 0, NULL);
+  int size = 1, rank = 0;
+  MPI_Comm_size(base, &size);
+  MPI_Comm_rank(base, &rank);
   TpMpi *m = g_new0(TpMpi, 1);
   m->base = (TpTransport){
     .name = "mpi",
-    .W = tp_mpi_size(),
+    .W = size,
     .N = N,
     .timeout_s = timeout_s,
     .send = mpi_send,
@@ -458,7 +462,7 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
     .send_borrowed = mpi_send_borrowed,
     .queued = mpi_queued,
   };
-  m->rank = tp_mpi_rank();
+  m->rank = rank;
   int *ub = NULL, flag = 0;
   if (!TP_GPU_MPI_TRY(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag)))
     flag = 0; /* the standard's least upper bound, below */
@@ -469,7 +473,7 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
     m->tag_ub = atoi(narrow);
   MPI_Comm *comms[3] = { &m->hdr_comm, &m->data_comm, &m->ctl_comm };
   for (int i = 0; i < 3; i++) {
-    if (MPI_Comm_dup(MPI_COMM_WORLD, comms[i]) != MPI_SUCCESS ||
+    if (MPI_Comm_dup(base, comms[i]) != MPI_SUCCESS ||
         MPI_Comm_set_errhandler(*comms[i], MPI_ERRORS_RETURN) != MPI_SUCCESS) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot duplicate MPI_COMM_WORLD with errors returned",
                   m->rank);
@@ -483,6 +487,22 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
   m->ctl_sends = g_ptr_array_new_with_free_func(g_free);
   g_queue_init(&m->held[0]);
   g_queue_init(&m->held[1]);
+  return m;
+}
+
+TpMpi *tp_mpi_new(int N, double timeout_s, GError **err) { return new_on(MPI_COMM_WORLD, N, timeout_s, err); }
+
+TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err)
+{
+  int size = tp_mpi_size(), rank = tp_mpi_rank(), W = size / MAX(replicas, 1);
+  MPI_Comm part;
+  if (replicas < 1 || size % replicas || MPI_Comm_split(MPI_COMM_WORLD, rank / W, rank % W, &part) != MPI_SUCCESS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot split %d ranks into %d replicas", rank, size,
+                replicas);
+    return NULL;
+  }
+  TpMpi *m = new_on(part, N, timeout_s, err);
+  MPI_Comm_free(&part); /* its duplicates stay */
   return m;
 }
 

@@ -71,6 +71,14 @@ gboolean tp_mpi_check_size(int W, GError **err);
 /* The transport of this rank's stage (stage tp_mpi_rank()+1 of W = tp_mpi_size());
  * N: micro-batches per mini-batch; receives wait at most timeout_s.  Collective. */
 TpMpi *tp_mpi_new(int N, double timeout_s, GError **err);
+/* Data parallelism: the transport of this rank's replica, the world's ranks split into `replicas`
+ * runs of consecutive ranks (rank r: replica r / W, stage r mod W, W = size / replicas), each a
+ * pipeline of its own.  Collective. */
+TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err);
+/* The mean over the replicas of each stage's gradient (exec/tp_reduce.h): one communicator per
+ * stage; a reduction onto the stage's first replica and a broadcast from it, so that every
+ * replica gets the same bits; waits bounded by timeout_s, polling m's aborts.  Collective. */
+struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err);
 /* The micro-batches per mini-batch of the schedule its stage links carry (they name a message's
  * micro-batch), set before their first message. */
 void tp_mpi_set_micro_batches(TpMpi *m, int N);

@@ -35,6 +35,20 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err)
   return NULL;
 }
 
+TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err)
+{
+  (void)N, (void)timeout_s, (void)replicas;
+  missing(err);
+  return NULL;
+}
+
+struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err)
+{
+  (void)m, (void)replicas, (void)timeout_s;
+  missing(err);
+  return NULL;
+}
+
 void tp_mpi_set_micro_batches(TpMpi *m, int N) { (void)m, (void)N; }
 
 TpTransport *tp_mpi_transport(TpMpi *m)

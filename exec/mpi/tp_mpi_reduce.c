@@ -1,0 +1,94 @@
+/* tp_mpi_reduce.c — data parallelism's reduction over MPI (exec/tp_reduce.h): a communicator per
+ * stage holding that stage's replicas; each update's gradient reduced (sum) onto the stage's first
+ * replica and broadcast back, then scaled by 1/D on every rank alike, so that every replica gets the
+ * same bits.  Non-blocking calls waited for under the transport's lock with its timeout, polling its
+ * aborts, like a receive; a failure ends the job through the group (tp_mpi_fail), as a stage's does. */
+#include "tp_mpi_priv.h"
+#include "tp_error.h"
+#include "tp_reduce.h"
+
+#include <limits.h>
+
+typedef struct {
+  TpReduce base;
+  TpMpi *m;          /* the world's transport: its lock, timeout and aborts */
+  MPI_Comm stage;    /* this rank's stage's replicas, replica order */
+  double timeout_s;
+  float *host;       /* the gradient, staged */
+  size_t cap;
+} MpiReduce;
+
+/* Wait for req (lock held): FALSE with err naming the replica, the stage and what went wrong. */
+static gboolean wait_for(MpiReduce *r, MPI_Request *req, int stage, int replica, long mb, const char *what, GError **err)
+{
+  gint64 deadline = g_get_monotonic_time() + (gint64)(r->timeout_s * G_USEC_PER_SEC);
+  int w = tp_mpi_wait(r->m, req, deadline, FALSE);
+  if (w == 0)
+    return TRUE;
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: %s of the gradient of mini-batch %ld %s",
+              stage + 1, replica + 1, what, mb,
+              w == 1 ? "timed out (another replica is dead or stuck)" : w == 2 ? "aborted" : "failed in MPI");
+  return FALSE;
+}
+
+static gboolean mpi_mean(TpReduce *base, int stage, int replica, long mb, const TpBackend *be, float *grad, size_t n,
+                         GError **err)
+{
+  MpiReduce *r = (MpiReduce *)base;
+  if (n > (size_t)INT_MAX) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: %zu floats of gradient are more than one MPI call "
+                "reduces", stage + 1, n);
+    return FALSE;
+  }
+  if (r->cap < n)
+    r->host = g_realloc_n(r->host, n, sizeof(float)), r->cap = n;
+  if (!be->iface->download(be, r->host, grad, n, err))
+    return FALSE;
+  MPI_Request req;
+  g_rec_mutex_lock(&r->m->lock);
+  int rc = MPI_Ireduce(replica == 0 ? MPI_IN_PLACE : r->host, r->host, (int)n, MPI_FLOAT, MPI_SUM, 0, r->stage, &req);
+  gboolean ok = rc == MPI_SUCCESS && wait_for(r, &req, stage, replica, mb, "the sum", err);
+  rc = ok ? MPI_Ibcast(r->host, (int)n, MPI_FLOAT, 0, r->stage, &req) : rc;
+  ok = ok && rc == MPI_SUCCESS && wait_for(r, &req, stage, replica, mb, "the broadcast", err);
+  g_rec_mutex_unlock(&r->m->lock);
+  if (!ok && !(err && *err))
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: MPI cannot reduce the gradient", stage + 1,
+                replica + 1);
+  if (!ok)
+    return FALSE;
+  float d = (float)base->D;
+  for (size_t i = 0; i < n; i++)
+    r->host[i] /= d;
+  return be->iface->upload(be, grad, r->host, n, err);
+}
+
+static void mpi_abort(TpReduce *base, const char *why)
+{
+  MpiReduce *r = (MpiReduce *)base;
+  tp_mpi_transport(r->m)->abort(tp_mpi_transport(r->m), why);
+}
+
+static void mpi_free(TpReduce *base)
+{
+  MpiReduce *r = (MpiReduce *)base;
+  MPI_Comm_free(&r->stage);
+  g_free(r->host);
+  g_free(r);
+}
+
+static const TpReduceIface mpi_iface = { .mean = mpi_mean, .abort = mpi_abort, .free = mpi_free };
+
+TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err)
+{
+  int size = tp_mpi_size(), rank = tp_mpi_rank(), W = size / MAX(replicas, 1);
+  MpiReduce *r = g_new0(MpiReduce, 1);
+  *r = (MpiReduce){ .base = { .iface = &mpi_iface, .D = replicas }, .m = m, .timeout_s = MAX(timeout_s, 1.0) };
+  if (replicas < 1 || size % replicas || MPI_Comm_split(MPI_COMM_WORLD, rank % W, rank / W, &r->stage) != MPI_SUCCESS ||
+      MPI_Comm_set_errhandler(r->stage, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot make the communicator of its stage's %d replicas",
+                rank, replicas);
+    g_free(r);
+    return NULL;
+  }
+  return &r->base;
+}
