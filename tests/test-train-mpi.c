@@ -379,6 +379,44 @@ static void test_fault(gconstpointer data)
   g_string_free(err, TRUE);
 }
 
+/* A replica's rank killed while training (rank 3: stage 2 of replica 2): the job ends, with a
+ * non-zero status, well before the outer timeout (the other replicas wait for it at their next
+ * update at most --peer-timeout). */
+static void test_fault_replica(void)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *mark = g_strdup_printf("%d-dp-%d", (int)getpid(), g_random_int_range(0, 1 << 30));
+  g_autoptr(GPtrArray) argv = tpt_mpi_command(4, bin, (const char *const[]){ "train", NULL },
+                                              "--transport mpi -s timeprest -w 2 -n 2 --data-parallel 2 -k 3000 "
+                                              "--batch 64 --data synthetic --order-from slots --quiet "
+                                              "--peer-timeout 5 --timeout 5");
+  g_auto(GStrv) envp = tpt_mpi_env(NULL, mark);
+  int err_fd = -1;
+  gint64 t0 = g_get_monotonic_time();
+  GPid child = tpt_mpi_start(argv, envp, &err_fd);
+  pid_t victim = 0;
+  for (int i = 0; i < 400 && !(victim = tpt_mpi_find_rank(mark, 3)); i++)
+    g_usleep(25000);
+  for (int i = 0; victim && i < 800 && !has_thread(victim, "stage-2"); i++)
+    g_usleep(25000);
+  if (victim) {
+    g_usleep(300000);
+    kill(victim, SIGKILL);
+  }
+  Run r = tpt_mpi_finish(child, err_fd, t0);
+  g_test_message("status %d after %.2f s\n%s", r.status, r.secs, r.err);
+  if (!victim) {
+    run_clear(&r);
+    g_test_skip("rank 3's process was not found (OMPI_COMM_WORLD_RANK in /proc/PID/environ)");
+    return;
+  }
+  g_assert_cmpint(r.status, !=, 0);
+  g_assert_cmpint(r.status, !=, 124); /* the outer timeout: a hang */
+  g_assert_cmpfloat(r.secs, <, 45);
+  run_clear(&r);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -406,5 +444,6 @@ int main(int argc, char **argv)
   g_test_add_func("/train-mpi/outputs-rank-0", test_outputs_rank0);
   g_test_add_data_func("/train-mpi/fault/kill", GINT_TO_POINTER(SIGKILL), test_fault);
   g_test_add_data_func("/train-mpi/fault/stop", GINT_TO_POINTER(SIGSTOP), test_fault);
+  g_test_add_func("/train-mpi/fault/replica", test_fault_replica);
   return g_test_run();
 }

@@ -11,9 +11,15 @@
 #include <sys/prctl.h>
 #endif
 
+/* Data parallelism: the stages of each replica (0: one pipeline, rank r runs stage r+1). */
+static int replica_stages;
+
 void tp_mpi_who(int rank, char *buf, size_t len)
 {
-  g_snprintf(buf, len, "stage %d (rank %d)", rank + 1, rank);
+  if (replica_stages > 0)
+    g_snprintf(buf, len, "stage %d of replica %d (rank %d)", rank % replica_stages + 1, rank / replica_stages + 1, rank);
+  else
+    g_snprintf(buf, len, "stage %d (rank %d)", rank + 1, rank);
 }
 
 int tp_mpi_code(const TpMpi *m, const TpTag *tag)
@@ -180,8 +186,8 @@ static gboolean post_send(TpTransport *t, int from, int to, const TpTag *tag, co
   }
   char name[48], me[40], peer[40];
   tp_tag_name(t, tag, name, sizeof name);
-  tp_mpi_who(from, me, sizeof me);
-  tp_mpi_who(to, peer, sizeof peer);
+  tp_mpi_who(m->first + from, me, sizeof me);
+  tp_mpi_who(m->first + to, peer, sizeof peer);
   g_rec_mutex_lock(&m->lock);
   if (tp_mpi_poll_abort(m)) {
     g_rec_mutex_unlock(&m->lock);
@@ -349,8 +355,8 @@ static gboolean mpi_recv(TpTransport *t, TpLinkEnds link, const TpTag *tag, void
     return tp_transport_bad_link(m->base.W, m->rank, to, from, to, err);
   char name[48], me[40], peer[40];
   tp_tag_name(t, tag, name, sizeof name);
-  tp_mpi_who(to, me, sizeof me);
-  tp_mpi_who(from, peer, sizeof peer);
+  tp_mpi_who(m->first + to, me, sizeof me);
+  tp_mpi_who(m->first + from, peer, sizeof peer);
   char *note = g_strdup_printf("%s from %s", name, peer);
   tp_mpi_note_wait(note);
   g_rec_mutex_lock(&m->lock);
@@ -462,7 +468,7 @@ static TpMpi *new_on(MPI_Comm base, int N, double timeout_s, GError **err)
     .send_borrowed = mpi_send_borrowed,
     .queued = mpi_queued,
   };
-  m->rank = rank;
+  m->rank = rank, m->first = tp_mpi_rank() - rank;
   int *ub = NULL, flag = 0;
   if (!TP_GPU_MPI_TRY(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag)))
     flag = 0; /* the standard's least upper bound, below */
@@ -503,6 +509,8 @@ TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err)
   }
   TpMpi *m = new_on(part, N, timeout_s, err);
   MPI_Comm_free(&part); /* its duplicates stay */
+  replica_stages = W;
+  tp_mpi_renote_who(); /* the rank's line names its replica */
   return m;
 }
 
@@ -517,7 +525,7 @@ gboolean tp_mpi_check_abort(TpMpi *m, GError **err)
   g_rec_mutex_unlock(&m->lock);
   if (aborted) {
     char me[40], *r = reason_of(m);
-    tp_mpi_who(m->rank, me, sizeof me);
+    tp_mpi_who(m->first + m->rank, me, sizeof me);
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: run aborted: %s", me, r);
     g_free(r);
   }

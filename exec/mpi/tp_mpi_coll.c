@@ -25,8 +25,8 @@ static gboolean wait_peers(TpMpi *m, MPI_Request *req, const int *peer, const gb
   if (w == 0)
     return TRUE;
   char me[40], who[40];
-  tp_mpi_who(m->rank, me, sizeof me);
-  tp_mpi_who(peer[i - 1], who, sizeof who);
+  tp_mpi_who(m->first + m->rank, me, sizeof me);
+  tp_mpi_who(m->first + peer[i - 1], who, sizeof who);
   if (w == 1)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s: no answer from %s within %g s while %s (the peer is dead or "
                 "stuck)", me, who, limit, doing);

@@ -34,7 +34,8 @@ typedef struct {
 
 struct TpMpi {
   TpTransport base;
-  int rank;
+  int rank;              /* in its communicator (a replica's, with data parallelism) */
+  int first;             /* the world rank of its communicator's rank 0 */
   int tag_ub;
   MPI_Comm hdr_comm, data_comm, ctl_comm;
   GRecMutex lock;        /* every MPI call, the pending sends and the held messages */
@@ -64,8 +65,10 @@ enum { TP_MPI_SPIN_US = 50 };
 int tp_mpi_wait_spin(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv, gint64 spin_us);
 int tp_mpi_wait(TpMpi *m, MPI_Request *req, gint64 deadline, gboolean is_recv);
 
-/* "stage 2 (rank 1)" */
+/* "stage 2 (rank 1)", or with replicas "stage 2 of replica 1 (rank 1)": world rank rank. */
 void tp_mpi_who(int rank, char *buf, size_t len);
+/* The rank's line (the signal hooks') named again, once the replicas are known. */
+void tp_mpi_renote_who(void);
 
 /* Note what the rank is waiting for (NULL: nothing), for the SIGTERM hook's line. */
 void tp_mpi_note_wait(const char *what);

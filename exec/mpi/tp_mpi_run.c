@@ -150,12 +150,14 @@ gboolean tp_mpi_init(int *argc, char ***argv, GError **err)
     (void)TP_GPU_MPI_TRY(MPI_Finalize());
     return FALSE;
   }
-  tp_mpi_who(tp_mpi_rank(), who_line, sizeof who_line);
+  tp_mpi_renote_who();
   first_rank = tp_mpi_rank() == 0;
   tp_signal_set_end(on_sigterm, FALSE);
   return TRUE;
 }
 
+
+void tp_mpi_renote_who(void) { tp_mpi_who(tp_mpi_rank(), who_line, sizeof who_line); }
 
 int tp_mpi_rank(void)
 {
@@ -229,7 +231,7 @@ static void finalize(TpMpi *m, double at_least_s)
   if (m) {
     TpTransport *t = &m->base;
     char me[40], line[512];
-    tp_mpi_who(m->rank, me, sizeof me);
+    tp_mpi_who(m->first + m->rank, me, sizeof me);
     gint64 deadline = g_get_monotonic_time() + (gint64)(wait_s * G_USEC_PER_SEC);
     g_rec_mutex_lock(&m->lock);
     MPI_Request req;
