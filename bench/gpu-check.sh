@@ -306,6 +306,8 @@ step "done"
   echo "Kit: $(sed -n 's/^commit //p' "$kit/MANIFEST"); CUDA libraries from ${TP_CUDA_LIBS:-nowhere}; $(nproc) cores."
   echo "Parity (tests/test-backend$([ "$DRY" = 1 ] || echo ", TP_REQUIRE=cuda")): $parity. NCCL links: not checked (one GPU;"
   echo "two ranks on one GPU are refused with one line). compute-sanitizer on the parity test: ${sanitizer:-not run}."
+  echo "Data parallelism (--data-parallel D): not run here, and not skipped silently: its replicas train on the cpu"
+  echo "backend only (NCCL's all-reduce is not built), and on one GPU NCCL could not run D > 1 (a rank per GPU)."
   echo
   echo "One GPU, W = $W, N = $N, batch $B (vgg16 $VGG_B, llama-tiny $LM_B, $BIG $BIG_B), seed 7, unit-slot order. s/mb: seconds per mini-batch, measured;"
   echo "profiled / h200: predicted from train's profiled costs / from the h200 cluster's analytic model;"
