@@ -321,30 +321,37 @@ static gboolean has_thread(pid_t pid, const char *name)
 /* Rank 1 (stage 2 of 3) is killed, or stopped, once training runs: ranks 0 and 2 each end with one
  * line naming stage 2 (rank 1) and the operation they waited for; mpirun exits non-zero, within
  * the peer timeout and well before the outer timeout. */
+/* mpirun -np np BIN train ARGS, and signal sig to rank `rank` once its stage thread (stage-2) runs
+ * (*victim: its process, 0 where it was not found); the run to its end. */
+static Run run_and_kill(int np, const char *args, int rank, int sig, pid_t *victim)
+{
+  g_autofree char *mark = g_strdup_printf("%d-%d-%d", (int)getpid(), sig, g_random_int_range(0, 1 << 30));
+  g_autoptr(GPtrArray) argv = tpt_mpi_command(np, bin, (const char *const[]){ "train", NULL }, args);
+  g_auto(GStrv) envp = tpt_mpi_env(NULL, mark);
+  int err_fd = -1;
+  gint64 t0 = g_get_monotonic_time();
+  GPid child = tpt_mpi_start(argv, envp, &err_fd);
+  *victim = 0;
+  for (int i = 0; i < 400 && !(*victim = tpt_mpi_find_rank(mark, rank)); i++)
+    g_usleep(25000);
+  /* once its stage thread runs, training has begun */
+  for (int i = 0; *victim && i < 800 && !has_thread(*victim, "stage-2"); i++)
+    g_usleep(25000);
+  if (*victim) {
+    g_usleep(300000);
+    kill(*victim, sig);
+  }
+  return tpt_mpi_finish(child, err_fd, t0);
+}
+
 static void test_fault(gconstpointer data)
 {
   if (!mpi_usable())
     return;
   int sig = GPOINTER_TO_INT(data);
-  g_autofree char *mark = g_strdup_printf("%d-%d-%d", (int)getpid(), sig, g_random_int_range(0, 1 << 30));
-  g_autoptr(GPtrArray) argv = tpt_mpi_command(3, bin, (const char *const[]){ "train", NULL },
-                                              "--transport mpi -s timeprest -w 3 -n 2 -k 3000 --batch 64 "
-                                              "--data synthetic --order-from slots --quiet --peer-timeout 5");
-  g_auto(GStrv) envp = tpt_mpi_env(NULL, mark);
-  int err_fd = -1;
-  gint64 t0 = g_get_monotonic_time();
-  GPid child = tpt_mpi_start(argv, envp, &err_fd);
   pid_t victim = 0;
-  for (int i = 0; i < 400 && !(victim = tpt_mpi_find_rank(mark, 1)); i++)
-    g_usleep(25000);
-  /* once its stage thread runs, training has begun */
-  for (int i = 0; victim && i < 800 && !has_thread(victim, "stage-2"); i++)
-    g_usleep(25000);
-  if (victim) {
-    g_usleep(300000);
-    kill(victim, sig);
-  }
-  Run r = tpt_mpi_finish(child, err_fd, t0);
+  Run r = run_and_kill(3, "--transport mpi -s timeprest -w 3 -n 2 -k 3000 --batch 64 --data synthetic "
+                       "--order-from slots --quiet --peer-timeout 5", 1, sig, &victim);
   double secs = r.secs;
   int status = r.status;
   GString *err = g_string_new(r.err);
@@ -386,25 +393,9 @@ static void test_fault_replica(void)
 {
   if (!mpi_usable())
     return;
-  g_autofree char *mark = g_strdup_printf("%d-dp-%d", (int)getpid(), g_random_int_range(0, 1 << 30));
-  g_autoptr(GPtrArray) argv = tpt_mpi_command(4, bin, (const char *const[]){ "train", NULL },
-                                              "--transport mpi -s timeprest -w 2 -n 2 --data-parallel 2 -k 3000 "
-                                              "--batch 64 --data synthetic --order-from slots --quiet "
-                                              "--peer-timeout 5 --timeout 5");
-  g_auto(GStrv) envp = tpt_mpi_env(NULL, mark);
-  int err_fd = -1;
-  gint64 t0 = g_get_monotonic_time();
-  GPid child = tpt_mpi_start(argv, envp, &err_fd);
   pid_t victim = 0;
-  for (int i = 0; i < 400 && !(victim = tpt_mpi_find_rank(mark, 3)); i++)
-    g_usleep(25000);
-  for (int i = 0; victim && i < 800 && !has_thread(victim, "stage-2"); i++)
-    g_usleep(25000);
-  if (victim) {
-    g_usleep(300000);
-    kill(victim, SIGKILL);
-  }
-  Run r = tpt_mpi_finish(child, err_fd, t0);
+  Run r = run_and_kill(4, "--transport mpi -s timeprest -w 2 -n 2 --data-parallel 2 -k 3000 --batch 64 "
+                       "--data synthetic --order-from slots --quiet --peer-timeout 5 --timeout 5", 3, SIGKILL, &victim);
   g_test_message("status %d after %.2f s\n%s", r.status, r.secs, r.err);
   if (!victim) {
     run_clear(&r);
