@@ -70,6 +70,13 @@ static void test_reduce_abort_and_timeout(void)
   g_assert_nonnull(strstr(p.err->message, "another replica failed (stage 2: the loss is NaN)"));
   g_assert_nonnull(strstr(p.err->message, "mini-batch 7"));
   g_clear_error(&p.err);
+  /* a replica that comes after the abort fails too, with the reason (its stage reports an error) */
+  p = (Part){ .r = r, .replica = 1 };
+  part_main(&p);
+  g_assert_false(p.ok);
+  g_assert_error(p.err, TP_ERROR, TP_ERROR_RUNTIME);
+  g_assert_nonnull(strstr(p.err->message, "stage 2, replica 2: another replica failed (stage 2: the loss is NaN)"));
+  g_clear_error(&p.err);
   tp_reduce_free(r);
   /* a replica that never comes: the wait ends after the timeout, naming the stage and replica */
   r = tp_reduce_local_new(2, 2, 0.2);
@@ -186,6 +193,21 @@ static void test_refusals(void)
   tpt_run_clear(&r);
 }
 
+/* A replica that fails mid-run (the loss NaN) ends the run with its reason, the other replicas'
+ * stages reaching their update after the abort included (they failed without an error: a crash). */
+static void test_replica_fails(void)
+{
+  const char *base[] = { "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "20", "--batch", "64", "--data",
+                         "synthetic:512:128", "--quiet", "--lr", "1e6" };
+  const char *dp[] = { "--data-parallel", "2", NULL };
+  for (int i = 0; i < 3; i++) {
+    TptRun r = tpt_run_more(base, G_N_ELEMENTS(base), dp);
+    if (r.status != 1 || !strstr(r.err, "the loss is NaN"))
+      g_error("exit %d: %s", r.status, r.err);
+    tpt_run_clear(&r);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -201,5 +223,6 @@ int main(int argc, char **argv)
   }
   g_test_add_func("/data-parallel/resume", test_resume);
   g_test_add_func("/data-parallel/refusals", test_refusals);
+  g_test_add_func("/data-parallel/replica-fails", test_replica_fails);
   return g_test_run();
 }

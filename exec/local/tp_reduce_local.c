@@ -67,7 +67,8 @@ static gboolean local_mean(TpReduce *base, int stage, int replica, long mb, cons
   Rendezvous *z = &l->st[stage];
   int D = base->D;
   g_mutex_lock(&z->lock);
-  gboolean ok = !l->aborted && ensure_parts(z, D, n, err) && be->iface->download(be, z->part[replica], grad, n, err);
+  gboolean late = l->aborted != NULL; /* aborted before this replica came: it fails, naming why */
+  gboolean ok = !late && ensure_parts(z, D, n, err) && be->iface->download(be, z->part[replica], grad, n, err);
   guint64 mine = z->round;
   if (ok && ++z->arrived == D) {
     reduce_parts(z, D);
@@ -78,7 +79,7 @@ static gboolean local_mean(TpReduce *base, int stage, int replica, long mb, cons
   while (ok && z->round == mine && !l->aborted)
     if (!g_cond_wait_until(&z->cond, &z->lock, until))
       break;
-  if (ok && z->round == mine)
+  if (late || (ok && z->round == mine))
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: %s at the update of mini-batch %ld",
                 stage + 1, replica + 1, l->aborted ? l->aborted : "the other replicas did not come", mb);
   ok = ok && z->round != mine && be->iface->upload(be, grad, z->mean, n, err);
