@@ -414,12 +414,15 @@ static void test_sigterm(void)
 /* One long segment (-k 20000, no --checkpoint-every: the run is one schedule): SIGTERM stops it at
  * the next mini-batch within seconds, with a checkpoint inside the segment that resumes (and stops
  * again at --stop-after). */
-static void test_sigterm_one_segment(void)
+/* data: the replicas (--data-parallel; NULL: one pipeline), which a stop cuts at one mini-batch. */
+static void test_sigterm_one_segment(gconstpointer data)
 {
+  const char *D = data ? data : "1";
   g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
   const char *argv[] = { NULL, "train", "-s", "timeprest", "-w", "2", "-n", "2", "-k", "20000", "--batch", "32",
-                         "--data", DATA, "--order-from", "slots", "--quiet", "--checkpoint", dir, NULL };
+                         "--data", DATA, "--order-from", "slots", "--quiet", "--checkpoint", dir, "--data-parallel", D,
+                         NULL };
   char msg[4096];
   double ms;
   int status = term_run(argv, NULL, 1500, msg, sizeof msg, &ms);
@@ -435,7 +438,8 @@ static void test_sigterm_one_segment(void)
   g_assert_cmpint(index, >, 0);
   g_assert_cmpint(index, <, 20000);
   g_autofree char *until = g_strdup_printf("%d", index + 2), *line = g_strdup_printf("mini-batch %d written", index + 2);
-  TptRun r = train("timeprest", (const char *[]){ "-k", "20000", "--resume", dir, "--stop-after", until, NULL });
+  TptRun r = train("timeprest", (const char *[]){ "-k", "20000", "--resume", dir, "--stop-after", until,
+                                                  "--data-parallel", D, NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.err, line));
   tpt_run_clear(&r);
@@ -562,7 +566,8 @@ int main(int argc, char **argv)
   g_test_add_func("/checkpoint/other-run", test_other_run);
   g_test_add_func("/checkpoint/damaged", test_damaged);
   g_test_add_func("/checkpoint/sigterm", test_sigterm);
-  g_test_add_func("/checkpoint/sigterm-one-segment", test_sigterm_one_segment);
+  g_test_add_data_func("/checkpoint/sigterm-one-segment", NULL, test_sigterm_one_segment);
+  g_test_add_data_func("/checkpoint/sigterm-one-segment/replicas", "2", test_sigterm_one_segment);
   g_test_add_func("/checkpoint/sigterm-schedule-file", test_sigterm_schedule_file);
   g_test_add_func("/checkpoint/kill-during-write", test_kill_during_write);
   g_test_add_func("/checkpoint/new-run-over-checkpoint", test_new_run_over_checkpoint);

@@ -147,6 +147,16 @@ static void test_identical(gconstpointer preset)
   }
 }
 
+/* Batchnorm's running statistics: each replica moves its own, and at a segment's end they become the
+ * replicas' mean, so the replicas are identical there, buffers included. */
+static void test_identical_batchnorm(void)
+{
+  const char *args[] = { "-s", "timeprest", "-w", "2", "-n", "2", "--data-parallel", "2", "-m", "resnet-fmnist", NULL };
+  g_autofree char *a = train_json(args, "4");
+  if (!strstr(a, "\"replicas_identical\": true"))
+    g_error("the replicas differ:\n%s", a);
+}
+
 /* Stopped at a segment's end and resumed: the uninterrupted run's weights; a checkpoint of two
  * replicas is no one pipeline's. */
 static void test_resume(void)
@@ -174,6 +184,29 @@ static void test_resume(void)
   if (!strstr(r.err, "data_parallel '2' there, '(none)' here"))
     g_error("%s", r.err);
   tpt_run_clear(&r);
+  tpt_rm_tree(dir);
+}
+
+/* A stop inside a segment (--stop-after, no --checkpoint-every: the run is one segment) cuts every
+ * replica at the same mini-batch; resumed, a flush schedule ends with the uninterrupted run's weights. */
+static void test_cut(void)
+{
+  g_autofree char *dir = tpt_tmp_dir("tp-dp-cut"), *ck = g_build_filename(dir, "ck", NULL);
+  const char *whole[] = { "-s", "gpipe", "-w", "2", "-n", "2", "--data-parallel", "2", NULL };
+  const char *stop[] = { "-s", "gpipe", "-w", "2", "-n", "2", "--data-parallel", "2", "--checkpoint", ck,
+                         "--stop-after", "3", NULL };
+  const char *resume[] = { "-s", "gpipe", "-w", "2", "-n", "2", "--data-parallel", "2", "--resume", ck, NULL };
+  g_autofree char *a = train_json(whole, "8");
+  const char *base[] = { "train", "-k", "8", "--batch", "64", "--order-from", "slots", "--quiet", "--format", "json",
+                         "--data", "synthetic:512:128" };
+  TptRun r = tpt_run_more(base, G_N_ELEMENTS(base), stop);
+  g_assert_cmpint(r.status, ==, 0);
+  if (!strstr(r.err, "mini-batch 3 written"))
+    g_error("the stop is not where --stop-after put it: %s", r.err);
+  tpt_run_clear(&r);
+  g_autofree char *b = train_json(resume, "8");
+  g_autofree char *wa = tpt_json_value(a, "weights_sha256"), *wb = tpt_json_value(b, "weights_sha256");
+  g_assert_cmpstr(wa, ==, wb);
   tpt_rm_tree(dir);
 }
 
@@ -222,6 +255,8 @@ int main(int argc, char **argv)
     g_test_add_data_func(path, presets[i], test_identical);
   }
   g_test_add_func("/data-parallel/resume", test_resume);
+  g_test_add_func("/data-parallel/cut", test_cut);
+  g_test_add_func("/data-parallel/identical/batchnorm", test_identical_batchnorm);
   g_test_add_func("/data-parallel/refusals", test_refusals);
   g_test_add_func("/data-parallel/replica-fails", test_replica_fails);
   return g_test_run();

@@ -90,11 +90,11 @@ gboolean tp_group_gather_run(TpGroup *g, const TpSchedule *s, TpRuntime *rt, TpR
   for (int k = 1; k < n; k++)
     if (!take_part(s, rt, r, k, k % W, k < W, all + (size_t)k * len, err))
       return FALSE;
-  for (int k = W; identical && k < n; k++) { /* another replica's weights against the first's, stage by stage */
+  for (int k = W; identical && k < n; k++) { /* another replica's weights and buffers against the first's */
     int st = k % W;
     size_t off = np_off + (size_t)tp_stage_len(s, st) * sizeof(TpOpRecord);
     *identical = *identical && memcmp(all + (size_t)k * len + off, all + (size_t)st * len + off,
-                                      tp_runtime_n_params(rt, st) * sizeof(float)) == 0;
+                                      (tp_runtime_n_params(rt, st) + tp_runtime_n_buffers(rt, st)) * sizeof(float)) == 0;
   }
   tp_run_result_summarise(r, s, 0, W);
   return TRUE;

@@ -130,6 +130,10 @@ typedef struct {
   TpRuntime **rt;           /* [D]: rt[0] is the run's runtime (Train.rt) */
   TpReduce *reduce;
   gboolean identical;       /* the replicas' weights were bit-identical after every segment */
+  /* a stop inside a segment, decided once for every replica: the segment's mini-batches asked about
+   * so far, and the first one cut (0: none) */
+  GMutex cut_lock;
+  int cut_asked, cut_mb;
 } TpTrainReplicas;
 
 typedef struct {

@@ -16,6 +16,7 @@ typedef struct {
   int first_mb;
   gint64 origin;
   TpProgress *prog;
+  TpProgress own;   /* the other replicas': the cut's question, no ticks */
   TpReduce *reduce;
   TpRunResult r;
   GError *err;
@@ -31,14 +32,19 @@ static gpointer replica_main(gpointer data)
   return NULL;
 }
 
-/* Whether every replica's weights equal replica 0's, bit for bit. */
+/* Whether every replica's weights and buffers equal replica 0's, bit for bit. */
 static gboolean replicas_identical(const Train *t)
 {
   for (int r = 1; r < t->dp.D; r++)
-    for (int st = 0; st < t->W; st++)
+    for (int st = 0; st < t->W; st++) {
+      size_t nb = tp_runtime_n_buffers(t->rt, st);
+      g_autofree float *a = g_new(float, MAX(nb, 1)), *b = g_new(float, MAX(nb, 1));
       if (memcmp(tp_runtime_weights(t->dp.rt[r], st), tp_runtime_weights(t->rt, st),
-                 tp_runtime_n_params(t->rt, st) * sizeof(float)) != 0)
+                 tp_runtime_n_params(t->rt, st) * sizeof(float)) != 0 ||
+          (nb && (!tp_runtime_get_buffers(t->dp.rt[r], st, a, NULL) || !tp_runtime_get_buffers(t->rt, st, b, NULL) ||
+                  memcmp(a, b, nb * sizeof(float)) != 0)))
         return FALSE;
+    }
   return TRUE;
 }
 
@@ -50,7 +56,40 @@ static void start(Train *t, Replica *x, int k, const TpSchedule *s, int *const *
   for (int i = 0; i < s->K; i++)
     x->idx[i] = idx[i] + (size_t)k * share;
   x->rt = t->dp.rt ? t->dp.rt[k] : t->rt, x->s = s, x->first_mb = first_mb, x->origin = t->prog.origin, x->reduce = t->dp.reduce;
-  x->prog = k == 0 ? prog : NULL;
+  x->own = (TpProgress){ .data = prog ? prog->data : NULL, .cut_before = prog ? prog->cut_before : NULL };
+  x->prog = k == 0 ? prog : &x->own;
+}
+
+/* Batchnorm's running statistics of each stage, averaged over the replicas in replica order (each
+ * replica moved its own from its samples during the segment): evaluation and checkpoints see the
+ * mean, and every replica goes on from it.  Over ranks, this rank's stage through the reduction. */
+static gboolean average_buffers(Train *t, GError **err)
+{
+  for (int st = 0; st < t->W; st++) {
+    size_t nb = tp_runtime_n_buffers(t->rt, st);
+    gboolean mine = !tp_group_per_stage(t->group) || st == t->rank % t->W;
+    if (!nb || !mine)
+      continue;
+    g_autofree float *sum = g_new(float, nb), *one = g_new(float, nb);
+    gboolean ok = tp_runtime_get_buffers(t->rt, st, sum, err);
+    if (ok && tp_group_per_stage(t->group))
+      ok = t->dp.reduce->iface->mean(t->dp.reduce, st, t->rank / t->W, 0, tp_backend_cpu(), sum, nb, err) &&
+           tp_runtime_set_buffers(t->rt, st, sum, err);
+    else if (ok) {
+      for (int k = 1; k < t->dp.D && ok; k++) {
+        ok = tp_runtime_get_buffers(t->dp.rt[k], st, one, err);
+        for (size_t i = 0; ok && i < nb; i++)
+          sum[i] += one[i];
+      }
+      for (size_t i = 0; i < nb; i++)
+        sum[i] /= (float)t->dp.D;
+      for (int k = 0; k < t->dp.D && ok; k++)
+        ok = tp_runtime_set_buffers(t->dp.rt[k], st, sum, err);
+    }
+    if (!ok)
+      return FALSE;
+  }
+  return TRUE;
 }
 
 gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, int first_mb, TpProgress *prog,
@@ -62,7 +101,7 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
   if (tp_group_per_stage(t->group)) { /* this rank: its stage of replica rank / W, on that replica's share */
     Replica one = { 0 };
     start(t, &one, t->rank / t->W, s, idx, first_mb, prog);
-    gboolean ok = tp_runtime_run(t->rt, s, one.idx, first_mb, t->prog.origin, prog, r, err);
+    gboolean ok = tp_runtime_run(t->rt, s, one.idx, first_mb, t->prog.origin, prog, r, err) && average_buffers(t, err);
     g_free(one.idx);
     return ok;
   }
@@ -72,11 +111,15 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
     start(t, &x[k], k, s, idx, first_mb, prog);
   for (int k = 1; k < D; k++) {
     g_autofree char *name = g_strdup_printf("replica-%d", k + 1);
-    th[k] = g_thread_new(name, replica_main, &x[k]);
+    if (!(th[k] = g_thread_try_new(name, replica_main, &x[k], &x[k].err))) { /* the others stop at an update */
+      g_prefix_error(&x[k].err, "replica %d: cannot start its thread: ", k + 1);
+      t->dp.reduce->iface->abort(t->dp.reduce, x[k].err->message);
+    }
   }
   replica_main(&x[0]);
   for (int k = 1; k < D; k++)
-    g_thread_join(th[k]);
+    if (th[k])
+      g_thread_join(th[k]);
   gboolean ok = TRUE;
   for (int k = 0; k < D; k++) {
     if (!x[k].ok && ok) /* the first replica's error in replica order: the others name it */
@@ -89,9 +132,11 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
     tp_run_result_clear(&x[k].r);
   }
   if (ok)
-    *r = x[0].r, t->dp.identical = t->dp.identical && replicas_identical(t);
+    *r = x[0].r;
   else
     tp_run_result_clear(&x[0].r);
+  ok = ok && average_buffers(t, err);
+  t->dp.identical = t->dp.identical && (!ok || replicas_identical(t));
   for (int k = 0; k < D; k++)
     g_free(x[k].idx);
   g_free(x), g_free(th);

@@ -300,9 +300,24 @@ static void log_run(Train *t, int e, double acc)
 static gboolean cut_before(TpProgress *p, void *data, int mb)
 {
   (void)p;
-  const Train *t = data;
+  Train *t = data;
   long done = (long)t->prog.done_before + mb - 1;
-  return t->cfg.ck.dir && (tp_signal_stop_requested() || (t->cfg.ck.stop_after && done >= t->cfg.ck.stop_after));
+  /* replicas over ranks each see their own signal: there a signal stops at the segment's end */
+  gboolean by_signal = tp_signal_stop_requested() && !(t->dp.D > 1 && tp_group_per_stage(t->group));
+  gboolean cut = t->cfg.ck.dir && (by_signal || (t->cfg.ck.stop_after && done >= t->cfg.ck.stop_after));
+  if (t->dp.D == 1 || tp_group_per_stage(t->group))
+    return cut;
+  /* replicas as threads: the first to ask about mini-batch mb decides for them all */
+  TpTrainReplicas *dp = &t->dp;
+  g_mutex_lock(&dp->cut_lock);
+  if (mb > dp->cut_asked) {
+    dp->cut_asked = mb;
+    if (cut && !dp->cut_mb)
+      dp->cut_mb = mb;
+  }
+  cut = dp->cut_mb && mb >= dp->cut_mb;
+  g_mutex_unlock(&dp->cut_lock);
+  return cut;
 }
 
 /* The schedule of the segment from mini-batch i0 of a run: on the grid of M, the segment's (the
@@ -320,7 +335,8 @@ static gboolean run_segment(Train *t, int e, int i0, int len, int **idx, int *do
 {
   const TpSchedule *s = segment_schedule(t, i0, len);
   TpProgress prog = { .tick = t->prog.bar ? tick : NULL, .data = t, .interval_s = 0.25,
-                      .cut_before = t->cfg.sched.file || t->dp.D > 1 ? NULL : cut_before };
+                      .cut_before = t->cfg.sched.file ? NULL : cut_before };
+  t->dp.cut_asked = 0, t->dp.cut_mb = 0;
   TpRunResult r = { 0 };
   gint64 t0 = g_get_monotonic_time();
   gboolean ok = tp_train_run_replicas(t, s, idx, e * t->K + i0 + 1, &prog, &r, err);

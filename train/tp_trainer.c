@@ -102,8 +102,10 @@ void tp_train_clear(Train *t)
   tp_runtime_free(t->rt);
   for (int r = 1; t->dp.rt && r < t->dp.D; r++)
     tp_runtime_free(t->dp.rt[r]);
-  if (t->dp.rt) /* the replicas are this process's threads: their reduction is the run's (else the group's) */
+  if (t->dp.rt) { /* the replicas are this process's threads: their reduction is the run's (else the group's) */
     tp_reduce_free(t->dp.reduce);
+    g_mutex_clear(&t->dp.cut_lock);
+  }
   g_free(t->dp.rt);
   free_stage_backends(t);
   tp_schedule_free(t->s);
@@ -307,7 +309,8 @@ static gboolean check_memory(Train *t, const TpBackend *be, GError **err)
                         (c->opt.adamw ? 4 * t->model->params : 0)); /* AdamW: v */
   /* under ulimit -v or -d, the address space each thread running the backend maps for itself: the
    * stages' threads in this process, the main one (it profiles) and BLAS's own beyond the first */
-  int threads = (tp_group_per_stage(t->group) ? 1 : D * t->W) + 1 + MAX(c->threads - 1, 0);
+  int threads = (tp_group_per_stage(t->group) ? 1 : D * t->W + D - 1) + 1 + MAX(c->threads - 1, 0); /* and the
+                                                                                                  replicas' */
   need += tp_backend_threads_address_bytes(be, threads);
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
@@ -364,12 +367,13 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
   }
   t->dp.reduce = tp_reduce_local_new(t->dp.D, t->W, c->timeout);
   t->dp.rt = g_new0(TpRuntime *, t->dp.D);
+  g_mutex_init(&t->dp.cut_lock);
   for (int r = 0; r < t->dp.D; r++) { /* the same seed: the same initial weights */
     cfg.reduce = t->dp.reduce, cfg.replica = r, cfg.micro_base = r * t->N;
     if (!(t->dp.rt[r] = tp_runtime_new_on(&cfg, NULL, err)))
       return FALSE;
+    t->rt = t->dp.rt[0]; /* freed as the run's */
   }
-  t->rt = t->dp.rt[0];
   return TRUE;
 }
 
