@@ -130,6 +130,8 @@ static void table_head(const Row *rows, int n, const Row *ref, long long dataset
                          "window\n"
                          "run       the whole run, fill and drain included: time = makespan / K; bubble = idle / (W x "
                          "makespan)\n"
+                         "span      Qi et al.'s bubble rate: 1 - a worker's most compute / the longest worker span (first "
+                         "forward to last operation)\n"
                          "t/epoch   %s at the steady time per mini-batch\n"
                          "mismatch  the most versions a backward's weights are newer than its forward's\n"
                          "order     the timeline the order was fixed on: slots or costs\n"
@@ -139,9 +141,9 @@ static void table_head(const Row *rows, int n, const Row *ref, long long dataset
     unit_note(rows, n, out);
   g_autofree char *tcol = g_strdup_printf("t/mini-batch (%s)", tu);
   g_autofree char *qcol = g_strdup_printf("throughput (samples/%s)", tu);
-  g_string_append_printf(out, "%-16s %-21s %10s %-13s %-21s\n", "", tcol, "", "bubble", qcol);
-  g_string_append_printf(out, "%-16s %10s %10s %10s %6s %6s %10s %10s %3s %6s %8s %5s  %s\n", "preset", "steady", "run",
-                         "t/epoch", "steady", "run", "steady", "run", "v", "chains", "mismatch", "order",
+  g_string_append_printf(out, "%-16s %-21s %10s %-20s %-21s\n", "", tcol, "", "bubble", qcol);
+  g_string_append_printf(out, "%-16s %10s %10s %10s %6s %6s %6s %10s %10s %3s %6s %8s %5s  %s\n", "preset", "steady",
+                         "run", "t/epoch", "steady", "run", "span", "steady", "run", "v", "chains", "mismatch", "order",
                          "mem/versions by stage");
 }
 
@@ -151,10 +153,10 @@ static gboolean table_row(const Row *r, const TpSchedule *s, long long dataset, 
 {
   const TpMetrics *m = r->m;
   double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * s->N) : s->K;
-  g_string_append_printf(out, "%-16s %10.5g %10.5g %10.5g %6.4f %6.4f %10.5g %10.5g %3d %6d %8d %5s ", r->p->name,
-                         m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
-                         m->throughput_steady, m->throughput, m->v_steady, m->chains, max_mismatch(m),
-                         tp_report_fixed_on(r->s));
+  g_string_append_printf(out, "%-16s %10.5g %10.5g %10.5g %6.4f %6.4f %6.4f %10.5g %10.5g %3d %6d %8d %5s ",
+                         r->p->name, m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady,
+                         m->bubble, m->bubble_span, m->throughput_steady, m->throughput, m->v_steady, m->chains,
+                         max_mismatch(m), tp_report_fixed_on(r->s));
   gboolean any_over = FALSE;
   for (int w = 0; w < tp_schedule_ranks(r->s); w++) {
     double bytes;
@@ -205,7 +207,7 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
   g_string_append(out, "preset,order,policy,applies,order_fixed_on,time_per_mini_batch_steady,"
                        "time_per_mini_batch_whole_run,time_per_epoch_steady,bubble_fraction_steady,"
                        "bubble_fraction_whole_run,throughput_steady,throughput_whole_run,v_steady,chains,"
-                       "multiple_sequences,max_version_mismatch,makespan");
+                       "multiple_sequences,max_version_mismatch,makespan,bubble_rate_span");
   for (int st = 1; st <= W; st++)
     g_string_append_printf(out, ",peak_bytes_%d,live_versions_%d,peak_activations_%d,max_version_mismatch_%d", st, st,
                            st, st);
@@ -225,10 +227,10 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
     }
     const TpMetrics *m = r->m;
     double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * r->s->N) : r->s->K;
-    g_string_append_printf(out, ",%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%d,%.9g", tp_report_fixed_on(r->s),
+    g_string_append_printf(out, ",%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%d,%.9g,%.9g", tp_report_fixed_on(r->s),
                            m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
                            m->throughput_steady, m->throughput, m->v_steady, m->chains, m->multiple_sequences,
-                           max_mismatch(m), m->makespan);
+                           max_mismatch(m), m->makespan, m->bubble_span);
     for (int w = 0; w < W; w++) {
       double bytes;
       int versions, acts, worst = 0;

@@ -251,6 +251,9 @@ static gboolean derive_tokens(const TpModel *m, TpLayer *L, long long c, long lo
     double ffn = e * (s * d + (b->swiglu ? 3 : 2) * s * f) + (b->dropout ? s * d : 0);
     L->stored_bytes = norms + att + ffn;
     L->stored_elems = count(L->stored_bytes / e);
+    /* the weight gradients need the products' inputs, not the probabilities or the masks (Qi et al.'s
+     * M_W, 32sbh of Megatron-LM's 34sbh + 5as^2b) */
+    L->stored_w_bytes = L->stored_bytes - e * a * s * s - (b->dropout ? a * s * s * (1 + e) + 2 * s * d : 0);
     break;
   }
   case TP_LAYER_LM_HEAD:
@@ -296,6 +299,8 @@ static gboolean finish_layer(const TpModel *m, TpLayer *L, long long c, long lon
     L->weights = L->params;
   if (L->stored_bytes == 0)
     L->stored_bytes = (double)m->elem_bytes * (double)L->stored_elems;
+  if (L->stored_w_bytes == 0)
+    L->stored_w_bytes = L->stored_bytes;
   L->out_elems = count((double)L->cout * L->hout * L->wout);
   const double most = TP_MODEL_MAX_COUNT;
   if (L->in_elems > most || L->out_elems > most || L->stored_elems > most || L->params > most || L->cout > most)

@@ -65,6 +65,9 @@ typedef struct {
   long long work_elems;       /* per sample, the executor's scratch while the layer runs (a bottleneck's
                                  output gradients in its backward; 0 for the rest) */
   double stored_bytes;        /* their bytes at the model's precision (masks and token ids as they are) */
+  double stored_w_bytes;      /* of those, what a split backward's weight gradient W still needs after its
+                                 input gradient I: the inputs of the layer's products (a block drops its
+                                 attention probabilities and dropout masks); the rest: all of them */
 } TpLayer;
 
 typedef struct {

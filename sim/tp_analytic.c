@@ -26,6 +26,7 @@ void tp_analytic_free(TpAnalytic *a)
   g_free(a->upd_prefix);
   g_free(a->param_prefix);
   g_free(a->stored_prefix);
+  g_free(a->storedw_prefix);
   g_free(a->in_bytes);
   g_free(a->out_bytes);
   g_free(a);
@@ -155,6 +156,7 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
   a->inp_prefix = g_new0(double, (size_t)W * (L + 1));
   a->param_prefix = g_new0(double, L + 1);
   a->stored_prefix = g_new0(double, L + 1);
+  a->storedw_prefix = g_new0(double, L + 1);
   a->in_bytes = g_new0(double, L);
   a->out_bytes = g_new0(double, L);
   if (c) /* a cluster given beside a profile: its links */
@@ -170,11 +172,13 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
       const TpProfileLayer *pl = &p->layer[i];
       a->param_prefix[i + 1] = a->param_prefix[i] + pl->weight_bytes;
       a->stored_prefix[i + 1] = a->stored_prefix[i] + pl->stored_bytes;
+      a->storedw_prefix[i + 1] = a->storedw_prefix[i] + pl->stored_bytes; /* the executor keeps it all until W */
       a->in_bytes[i] = pl->in_bytes, a->out_bytes[i] = pl->out_bytes;
     } else {
       const double e = m->elem_bytes;
       a->param_prefix[i + 1] = a->param_prefix[i] + e * (double)ly->weights;
       a->stored_prefix[i + 1] = a->stored_prefix[i] + ly->stored_bytes;
+      a->storedw_prefix[i + 1] = a->storedw_prefix[i] + ly->stored_w_bytes;
       a->in_bytes[i] = e * (double)ly->in_elems, a->out_bytes[i] = e * (double)ly->out_elems;
     }
   }
@@ -314,6 +318,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     sc->act_bytes = a->micro * a->out_bytes[hi - 1];
     sc->grad_bytes = a->micro * a->in_bytes[lo];
     sc->stored_bytes = a->micro * stored;
+    sc->stored_w_bytes = a->micro * (a->storedw_prefix[hi] - a->storedw_prefix[lo]);
     sc->weight_bytes = sc->grad_buffer_bytes = params;
     sc->optimizer_bytes = params * optimizer_states(a);
     sc->device = a->device[s];

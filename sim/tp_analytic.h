@@ -25,7 +25,8 @@ typedef struct {
   double *inp_prefix;              /* [W][L+1] the same of the backwards' input-gradient parts (a
                                       layer's backward shared by its input- and weight-gradient FLOPs) */
   double *upd_prefix;              /* [L+1] measured update seconds (profile), else NULL */
-  double *param_prefix, *stored_prefix; /* [L+1] weight bytes; bytes kept per sample */
+  double *param_prefix, *stored_prefix, *storedw_prefix; /* [L+1] weight bytes; bytes kept per sample; of
+                                                           those, what a W still needs after its I */
   double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
   double link_latency, link_bandwidth; /* bandwidth 0: links are free */
   double link_eager_limit;             /* MPI's eager limit (TpLinkCost); 0: every message eager */

@@ -90,7 +90,7 @@ typedef struct {
   ValueKind kind;
 } CostKey;
 
-enum { K_FORWARD, K_FORWARD_WHOLE, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
+enum { K_FORWARD, K_FORWARD_WHOLE, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_STORED_W, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
 
 static const CostKey stage_keys[N_STAGE_KEYS] = {
   [K_FORWARD] = { "forward", G_STRUCT_OFFSET(TpStageCost, fwd), V_TIME },
@@ -101,6 +101,7 @@ static const CostKey stage_keys[N_STAGE_KEYS] = {
   [K_ACT] = { "activation_bytes", G_STRUCT_OFFSET(TpStageCost, act_bytes), V_BYTES },
   [K_GRAD] = { "gradient_bytes", G_STRUCT_OFFSET(TpStageCost, grad_bytes), V_BYTES },
   [K_STORED] = { "stored_activation_bytes", G_STRUCT_OFFSET(TpStageCost, stored_bytes), V_BYTES },
+  [K_STORED_W] = { "stored_for_w_bytes", G_STRUCT_OFFSET(TpStageCost, stored_w_bytes), V_BYTES },
   [K_WEIGHT] = { "weight_bytes", G_STRUCT_OFFSET(TpStageCost, weight_bytes), V_BYTES },
   [K_OPTIMIZER] = { "optimizer_bytes", G_STRUCT_OFFSET(TpStageCost, optimizer_bytes), V_BYTES },
   [K_GRAD_BUFFER] = { "gradient_buffer_bytes", G_STRUCT_OFFSET(TpStageCost, grad_buffer_bytes), V_BYTES },
@@ -308,6 +309,10 @@ static gboolean stage_defaults(const TpKeyFile *r, TpCost *c, int W, const guint
       sc->grad_bytes = sc->act_bytes;
     if (!GIVEN(K_STORED))
       sc->stored_bytes = sc->act_bytes;
+    if (GIVEN(K_STORED_W) && sc->stored_w_bytes > sc->stored_bytes)
+      return tp_kf_fail(r, err, "stages", "stored_for_w_bytes",
+                        "stage %d: stored_for_w_bytes %g is more than stored_activation_bytes %g (what a W keeps is "
+                        "part of what the forward stored)", s + 1, sc->stored_w_bytes, sc->stored_bytes);
     if (!GIVEN(K_OPTIMIZER))
       sc->optimizer_bytes = sc->weight_bytes;
     if (!GIVEN(K_GRAD_BUFFER))

@@ -23,6 +23,8 @@ typedef struct {
   double bwd_input;          /* a split backward's input gradient I per micro-batch; 0: half of bwd */
   double fwd_whole;          /* one forward of the whole mini-batch (its N micro-batches as one
                                 product); 0: N x fwd */
+  double stored_w_bytes;     /* of stored_bytes, what a split backward keeps from its I to its W (Qi et
+                                al.'s M_W); 0: all of stored_bytes */
 } TpStageCost;
 
 /* Times of a split backward's parts per micro-batch: I = bwd_input (default bwd/2), W = bwd - I. */
@@ -30,6 +32,8 @@ static inline double tp_cost_input_grad(const TpStageCost *sc) { return sc->bwd_
 /* Time of a forward of the whole mini-batch of N micro-batches. */
 static inline double tp_cost_forward_whole(const TpStageCost *sc, int N) { return sc->fwd_whole > 0 ? sc->fwd_whole : N * sc->fwd; }
 static inline double tp_cost_weight_grad(const TpStageCost *sc) { return sc->bwd - tp_cost_input_grad(sc); }
+/* Bytes a micro-batch keeps between its I and its W (M_W). */
+static inline double tp_cost_stored_w(const TpStageCost *sc) { return sc->stored_w_bytes > 0 ? sc->stored_w_bytes : sc->stored_bytes; }
 
 typedef struct {
   double latency;     /* time before the first byte arrives */

@@ -117,10 +117,11 @@ typedef struct {
   int heap[S_N], n_heap; /* merging: the streams left, by their next change */
 } Streams;
 
-/* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
+/* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions); a forward's
+ * activations may be freed in two parts (at its I and its W). */
 static long streams_layout(Streams *q, long nf, long nb, int K)
 {
-  const long cap[S_N] = { nf, nf, nb, nb, nf, nb, nf + nb, nf + nb, nf, nb, K + 1L, K + 1L };
+  const long cap[S_N] = { nf, 2 * nf, nb, nb, nf, nb, nf + nb, nf + nb, nf, nb, K + 1L, K + 1L };
   long total = 0;
   for (int k = 0; k < S_N; k++)
     q->at[k] = total, q->len[k] = 0, total += cap[k];
@@ -215,6 +216,15 @@ static double release_time(const TpSim *sim, int st, const TpOp *f)
   return sim->end[ix->off[st] + p];
 }
 
+/* When forward f's micro-batch runs a split backward: the end of its I, after which only M_W stays
+ * until its W (release_time); otherwise -1. */
+static double input_grad_end(const TpSim *sim, int st, const TpOp *f)
+{
+  const TpIndex *ix = sim->ix;
+  int32_t p = f->micro == TP_WHOLE ? -1 : ix->bpos[(size_t)st * ix->nkeys + tp_key(sim->s->N, f->mb, f->micro)];
+  return p >= 0 && tp_stage_ops(sim->s, st)[p].kind == TP_OP_I ? sim->end[ix->off[st] + p] : -1;
+}
+
 static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *ch, GArray *series)
 {
   const TpSchedule *s = sim->s;
@@ -243,8 +253,13 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
     }
     double use = sim->end[g];
     if (op->kind == TP_OP_F) {
-      double rel = release_time(sim, st, op);
-      add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
+      double rel = release_time(sim, st, op), keep = tp_cost_stored_w(sc) / sc->stored_bytes, rel_i;
+      if (keep < 1 && (rel_i = input_grad_end(sim, st, op)) >= 0) { /* M_B - M_W released at the I */
+        put(&q, S_ACTS, sim->start[g], 1);
+        put(&q, S_ACTS_END, rel_i, keep - 1);
+        put(&q, S_ACTS_END, rel, -keep);
+      } else
+        add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
     } else if (op->src == TP_SRC_BLEND && latest > op->ver) {
@@ -444,6 +459,33 @@ static void stage_memory_finish(StageWork *w, GThread **t, int threads)
 
 /* ---- all metrics -------------------------------------------------------------------------- */
 
+/* The zero-bubble paper's bubble rate (TpMetrics.bubble_span), over the workers' spans. */
+static double span_bubble(const TpSim *sim)
+{
+  const TpSchedule *s = sim->s;
+  const int R = tp_schedule_ranks(s);
+  double *first = g_new(double, R), *last = g_new0(double, R), *work = g_new0(double, R), cost = 0, most = 0;
+  for (int r = 0; r < R; r++)
+    first[r] = G_MAXDOUBLE;
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    int r = tp_stage_rank(s, st);
+    for (int k = 0; k < tp_stage_len(s, st); k++) {
+      long g = sim->ix->off[st] + k;
+      if (ops[k].kind == TP_OP_U)
+        continue;
+      if (ops[k].kind == TP_OP_F)
+        first[r] = MIN(first[r], sim->start[g]);
+      last[r] = MAX(last[r], sim->end[g]);
+      work[r] += sim->end[g] - sim->start[g];
+    }
+  }
+  for (int r = 0; r < R; r++)
+    cost = MAX(cost, last[r] - MIN(first[r], last[r])), most = MAX(most, work[r]);
+  g_free(first), g_free(last), g_free(work);
+  return cost > 0 ? (cost - most) / cost : 0;
+}
+
 TpMetrics *tp_metrics_compute(const TpSim *sim)
 {
   const TpSchedule *s = sim->s;
@@ -466,6 +508,7 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   version_difference(s, m->v, m->g);
   steady(s, m->v, m);
   m->t_minibatch = time_per_minibatch(sim, m);
+  m->bubble_span = span_bubble(sim);
 
   /* one pass: busy times (the whole run, and inside the steady window), staleness, messages, and
    * the version mismatch of every backward */

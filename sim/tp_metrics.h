@@ -31,6 +31,9 @@ typedef struct {
   double t_minibatch_run;   /* makespan / K */
   double throughput_steady; /* N x samples per micro-batch / t_minibatch */
   double bubble_steady;     /* idle / (W x window) */
+  double bubble_span;       /* Qi et al.'s bubble rate (cost - work) / cost: cost the longest worker span
+                               from its first forward's start to its last operation's end (updates left
+                               out), work the most compute time of a worker */
   double window_start, window_end;
   int *v;                 /* [1..K] version difference v(i) = i - g(i) */
   int *g;                 /* [1..K] version the gradient of i is computed against (stage 1) */

@@ -70,6 +70,9 @@ static void text_times(const TpCost *c, const TpMetrics *m, GString *out)
                               "steady state\n", tp_num(a, "%.6g", m->throughput), tu, tp_num(b, "%.6g", m->throughput_steady));
   g_string_append_printf(out, "bubble       %s over the whole run, %s in the steady state  (idle stage-time / (W x "
                               "time))\n", tp_num(a, "%.4f", m->bubble), tp_num(b, "%.4f", m->bubble_steady));
+  g_string_append_printf(out, "bubble rate  %s  (Qi et al.: 1 - a worker's most compute / the longest worker span, first "
+                              "forward to last operation)\n",
+                         tp_num(a, "%.4f", m->bubble_span));
   g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
                          m->steady_lo, m->steady_hi,
                          m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
@@ -196,6 +199,10 @@ static void json_times(const TpCost *c, const TpMetrics *m, GString *out)
   g_string_append(out, "  \"makespan\": "), num(out, m->makespan);
   g_string_append(out, ",\n  \"bubble_fraction\": "), num(out, m->bubble);
   g_string_append(out, ",\n  \"bubble_definition\": \"idle stage-time / (W * makespan)\"");
+  g_string_append(out, ",\n  \"bubble_rate_span\": "), num(out, m->bubble_span);
+  g_string_append(out, ",\n  \"bubble_rate_span_definition\": \"(cost - work) / cost: cost the longest worker span "
+                       "from its first forward's start to its last operation's end, updates left out; work a "
+                       "worker's most compute time (Qi et al., Zero Bubble Pipeline Parallelism)\"");
   g_string_append(out, ",\n  \"throughput\": "), num(out, m->throughput);
   g_string_append(out, ",\n  \"time_per_mini_batch\": "), num(out, m->t_minibatch);
   g_string_append(out, ",\n  \"time_per_mini_batch_whole_run\": "), num(out, m->t_minibatch_run);

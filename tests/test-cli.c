@@ -204,7 +204,7 @@ static void test_compare(void)
   g_assert_true(g_str_has_prefix(c.out, "preset,order,policy,applies,order_fixed_on,time_per_mini_batch_steady,"
                                         "time_per_mini_batch_whole_run,time_per_epoch_steady,bubble_fraction_steady,"
                                         "bubble_fraction_whole_run,throughput_steady,throughput_whole_run,v_steady,chains,"
-                                        "multiple_sequences,max_version_mismatch,makespan,peak_bytes_1,"));
+                                        "multiple_sequences,max_version_mismatch,makespan,bubble_rate_span,peak_bytes_1,"));
   g_assert_nonnull(strstr(c.out, "\ngpipe,gpipe,sync,1,slots,"));
   tpt_run_clear(&r);
   tpt_run_clear(&c);

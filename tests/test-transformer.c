@@ -77,6 +77,8 @@ static void test_korthikanti_activations(void)
   const TpLayer *b = tp_model_layer(m, 1);
   double s = 2048, h = 12288, a = 96;
   g_assert_cmpfloat(b->stored_bytes, ==, s * h * (34 + 5 * a * s / h));
+  /* what a split backward's W still needs after its I (Qi et al.'s M_W): 32·s·h */
+  g_assert_cmpfloat(b->stored_w_bytes, ==, 32 * s * h);
   GError *err = NULL;
   g_autoptr(TpModel) nd = parse("tokens 2048 50257\nprecision bf16\nembedding 12288 positions=learned\n"
                                 "block heads=96 ffn=49152 bias=1\n", &err);

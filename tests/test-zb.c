@@ -2,6 +2,8 @@
  * forms on unit slots F = I = W = 1 (B = 2), validation of I and W, PyTorch's compute-only CSV read
  * and written, and what is refused (the executor's I and W: test-split). */
 #include "tp_test.h"
+
+#include <math.h>
 #include "tp_cost.h"
 #include "tp_metrics.h"
 #include "tp_sim.h"
@@ -121,6 +123,104 @@ static void test_pending_w_memory(void)
         g_assert_cmpint(m->stage[st].peak_activations, ==, most_held(s, st));
       tp_metrics_free(m);
     }
+}
+
+/* The same with M_W (stored_for_w_bytes) a share `keep` of M_B: an I frees M_B - M_W, its W the rest.
+ * The largest total held on stage st, in M_B, counted on the order. */
+static double most_held_w(const TpSchedule *s, int st, double keep)
+{
+  double held = 0, most = 0;
+  for (int k = 0; k < tp_stage_len(s, st); k++) {
+    TpOpKind kind = tp_stage_ops(s, st)[k].kind;
+    held += kind == TP_OP_F ? 1 : kind == TP_OP_I ? keep - 1 : kind == TP_OP_W ? -keep : 0;
+    most = MAX(most, held);
+  }
+  g_assert_cmpfloat(fabs(held), <, 1e-9);
+  return most;
+}
+
+/* stored_for_w_bytes: the simulator's peak per stage is what the order holds with an I freeing
+ * M_B - M_W and its W M_W (in bytes: stored_activation_bytes = 100); more than the stored bytes is
+ * refused in one line. */
+static void test_w_memory(void)
+{
+  static const char text[] = "[stages]\nforward = 1\nbackward = 2\nstored_activation_bytes = 100\n"
+                             "stored_for_w_bytes = 25\n",
+                    bad[] = "[stages]\nforward = 1\nbackward = 2\nstored_activation_bytes = 100\n"
+                            "stored_for_w_bytes = 101\n";
+  GError *err = NULL;
+  for (int h2 = 0; h2 < 2; h2++)
+    for (int N = 4; N <= 12; N += 4) {
+      g_autoptr(TpCost) c = tp_cost_parse(text, sizeof text - 1, "w", 4, &err);
+      g_assert_no_error(err);
+      g_autoptr(TpSchedule) s = tpt_preset(h2 ? "zb-h2" : "zb-h1", 4, N, 1);
+      g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+      g_assert_no_error(err);
+      g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+      for (int st = 0; st < 4; st++)
+        g_assert_cmpfloat(fabs(m->stage[st].peak_bytes - 100 * most_held_w(s, st, 0.25)), <, 1e-9);
+    }
+  g_assert_null(tp_cost_parse(bad, sizeof bad - 1, "bad", 4, &err));
+  g_assert_nonnull(strstr(err->message, "stored_for_w_bytes 101 is more than stored_activation_bytes 100"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_error_free(err);
+}
+
+/* The zero-bubble paper's Table 9 (Qi et al., arXiv 2401.10241; Table 6 of the ICLR version):
+ * profiled T_F, T_B (our I), T_W, T_comm in ms for p stages and m micro-batches, and its Table 5's
+ * bubble rates for 1F1B, ZB-H1, ZB-H2, ZB-1p, ZB-2p. */
+typedef struct {
+  int p, m;
+  double f, b, w, comm, rate[5];
+} PaperRow;
+
+static const PaperRow paper[] = {
+  { 8, 24, 18.522, 18.086, 9.337, 0.601, { 0.2431, 0.1585, 0.1083, 0.1585, 0.0433 } },
+  { 8, 32, 18.513, 18.086, 9.331, 0.626, { 0.1985, 0.1242, 0.0837, 0.1242, 0.0039 } },
+  { 8, 64, 18.546, 18.097, 9.321, 0.762, { 0.1240, 0.0674, 0.0444, 0.0674, 0.0026 } },
+  { 8, 24, 29.718, 29.444, 19.927, 0.527, { 0.2347, 0.1323, 0.0698, 0.1323, 0.0029 } },
+  { 8, 32, 29.802, 29.428, 19.530, 0.577, { 0.1898, 0.1045, 0.0559, 0.1045, 0.0022 } },
+  { 8, 64, 29.935, 29.621, 19.388, 0.535, { 0.1091, 0.0554, 0.0294, 0.0554, 0.0010 } },
+  { 16, 48, 11.347, 11.248, 8.132, 0.377, { 0.2552, 0.1397, 0.0672, 0.1397, 0.0066 } },
+  { 16, 64, 11.307, 11.254, 8.101, 0.379, { 0.2082, 0.1088, 0.0516, 0.1088, 0.0054 } },
+  { 16, 128, 11.325, 11.308, 8.109, 0.378, { 0.1251, 0.0576, 0.0266, 0.0576, 0.0028 } },
+  { 32, 96, 10.419, 10.207, 7.715, 0.408, { 0.2646, 0.1421, 0.0641, 0.1421, 0.0038 } },
+  { 32, 128, 10.408, 10.204, 7.703, 0.408, { 0.2168, 0.1106, 0.0490, 0.1106, 0.0029 } },
+  { 32, 256, 10.402, 10.248, 7.698, 0.460, { 0.1352, 0.0594, 0.0257, 0.0594, 0.0018 } },
+};
+
+/* A row's cost file: backward = T_B + T_W, split at backward_input = T_B; links of latency T_comm. */
+static TpCost *paper_cost(const PaperRow *r)
+{
+  g_autofree char *text = g_strdup_printf("[stages]\nforward = %g\nbackward = %.17g\nbackward_input = %g\n"
+                                          "[links]\nlatency = %g\n", r->f, r->b + r->w, r->b, r->comm);
+  GError *err = NULL;
+  TpCost *c = tp_cost_parse(text, strlen(text), "paper", r->p, &err);
+  g_assert_no_error(err);
+  return c;
+}
+
+static double span_rate(TpSchedule *s, const TpCost *c)
+{
+  GError *err = NULL;
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  return m->bubble_span;
+}
+
+/* The paper's bubble rate, (cost - m(T_F + T_B + T_W)) / cost with cost the longest stage span,
+ * gives its Table 5 to the four published decimals for 1F1B, ZB-H1 and ZB-H2 on every row. */
+static void test_paper_table5_handcrafted(void)
+{
+  static const char *const presets[] = { "1f1b", "zb-h1", "zb-h2" };
+  for (guint i = 0; i < G_N_ELEMENTS(paper); i++) {
+    g_autoptr(TpCost) c = paper_cost(&paper[i]);
+    for (int k = 0; k < 3; k++) {
+      g_autoptr(TpSchedule) s = tpt_preset(presets[k], paper[i].p, paper[i].m, 1);
+      g_assert_cmpfloat(fabs(span_rate(s, c) - paper[i].rate[k]), <=, 0.00005);
+    }
+  }
 }
 
 /* Edit one generated zb-h1 schedule and expect the validator's line to contain `want`. */
@@ -352,6 +452,8 @@ int main(int argc, char **argv)
   g_test_add_func("/zb/split-costs", test_split_costs);
   g_test_add_func("/zb/in-flight", test_in_flight);
   g_test_add_func("/zb/pending-w-memory", test_pending_w_memory);
+  g_test_add_func("/zb/w-memory", test_w_memory);
+  g_test_add_func("/zb/paper-table5-handcrafted", test_paper_table5_handcrafted);
   g_test_add_func("/zb/validate-split", test_validate_split);
   g_test_add_func("/zb/torch-round-trip", test_torch_round_trip);
   g_test_add_func("/zb/torch-columns", test_torch_columns);
