@@ -2,6 +2,7 @@
  * orders zb-h1 and zb-h2 (§2.3, split backward) in closed form; nf1b and 1f1b-async by their
  * unit-slot rules (backward first, bounded admission). */
 #include "tp_schedule.h"
+#include "tp_zbauto.h"
 
 /* Append an operation to stage st, whose array is sized already (len[st]: operations so far). */
 static inline void put(TpSchedule *s, int *len, int st, TpOpKind k, int mb, int micro)
@@ -263,6 +264,13 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
   case TP_ORDER_ZB_H2: order_zb(s, len, TRUE); break;
   case TP_ORDER_INTERLEAVED_1F1B: order_interleaved(s, len); break;
   case TP_ORDER_ZB_V: order_zbv(s, len); break;
+  case TP_ORDER_ZB_1P:
+  case TP_ORDER_ZB_2P: {
+    g_autoptr(TpZbCosts) c = tp_zb_costs_new(s->order, s->W);
+    gboolean ok = tp_order_zb_auto(s, len, c); /* unit slots: any limit of W >= 1 micro-batches fits */
+    g_assert(ok);
+    break;
+  }
   case TP_ORDER_NF1B: order_slots(s, len, FALSE, start, end, per_stage); break;
   case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE, start, end, per_stage); break;
   default: g_assert_not_reached();

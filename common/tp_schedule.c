@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw", "zb-h1", "zb-h2",
-                                                      "interleaved-1f1b", "zb-v" };
+                                                      "interleaved-1f1b", "zb-v", "zb-1p", "zb-2p" };
 static const char *const map_names[TP_N_MAPS] = { "none", "round-robin", "v-shape" };
 const char tp_op_letters[TP_N_OP_KINDS + 1] = "FBUIW";
 static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
@@ -29,6 +29,8 @@ const TpPreset tp_presets[] = {
   { "timeprest-1f1b", TP_ORDER_1F1B_ASYNC, TP_POLICY_VSYNC_LATEST, "ablation: asynchronous 1F1B, no stashing" },
   { "zb-h1", TP_ORDER_ZB_H1, TP_POLICY_SYNC, "zero bubble H1: 1F1B's memory, weight gradients deferred" },
   { "zb-h2", TP_ORDER_ZB_H2, TP_POLICY_SYNC, "zero bubble H2: longer warm-up, no bubble once N >= 2W-1" },
+  { "zb-1p", TP_ORDER_ZB_1P, TP_POLICY_SYNC, "zero bubble, automatic: built on the costs under W micro-batches' activations" },
+  { "zb-2p", TP_ORDER_ZB_2P, TP_POLICY_SYNC, "zero bubble, automatic: built on the costs under 2W micro-batches' activations" },
   { "interleaved-1f1b", TP_ORDER_INTERLEAVED_1F1B, TP_POLICY_SYNC,
     "interleaved 1F1B (Megatron): --chunks V model chunks per worker, round-robin, N a multiple of W" },
   { "zb-v", TP_ORDER_ZB_V, TP_POLICY_SYNC, "zero bubble V: two chunks per worker in a V, split backward" },

@@ -22,6 +22,8 @@ typedef enum {
   TP_ORDER_ZB_H2,
   TP_ORDER_INTERLEAVED_1F1B,
   TP_ORDER_ZB_V,
+  TP_ORDER_ZB_1P, /* the automatic zero-bubble orders (tp_zbauto.h) under W and 2W micro-batches' activations */
+  TP_ORDER_ZB_2P,
   TP_N_ORDERS
 } TpOrder;
 
@@ -45,7 +47,7 @@ static inline gboolean tp_op_sends_up(int kind) { return kind == TP_OP_B || kind
 /* The orders whose backward is split into I and W. */
 static inline gboolean tp_order_split(TpOrder o)
 {
-  return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_V;
+  return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_V || o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P;
 }
 /* The orders whose ranks hold several model chunks (interleaved, virtual stages). */
 static inline gboolean tp_order_chunked(TpOrder o) { return o == TP_ORDER_INTERLEAVED_1F1B || o == TP_ORDER_ZB_V; }

@@ -8,6 +8,7 @@
 #include "tp_sim.h"
 #include "tp_validate.h"
 #include "tp_memory.h"
+#include "tp_zbauto.h"
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
@@ -125,6 +126,38 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
+/* zb-1p and zb-2p built on the cost model's times: each stage's F, I and W, a message's time on its
+ * link, and the share of the stored bytes a W keeps (tp_zbauto.h). */
+static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
+{
+  TpSchedule *s = tp_schedule_new(o, p, W, N, K);
+  s->fixed_on = TP_FIXED_ON_COSTS;
+  g_autoptr(TpZbCosts) zc = tp_zb_costs_new(o, W);
+  for (int st = 0; st < W; st++) {
+    const TpStageCost *sc = &c->stage[st];
+    TpOp f = { .kind = TP_OP_F, .mb = 1, .micro = 0 }, i = f, w = f;
+    i.kind = TP_OP_I, w.kind = TP_OP_W;
+    zc->f[st] = tp_sim_op_time(c, s, st, &f, FALSE);
+    zc->i[st] = tp_sim_op_time(c, s, st, &i, FALSE);
+    zc->w[st] = tp_sim_op_time(c, s, st, &w, FALSE);
+    zc->keep[st] = sc->stored_bytes > 0 ? tp_cost_stored_w(sc) / sc->stored_bytes : 1;
+    if (st < W - 1)
+      zc->up[st] = tp_sim_link_time(c, tp_link_of(W, st, TP_OP_F), tp_sim_op_bytes(c, s, st, &f));
+    if (st > 0)
+      zc->down[st - 1] = tp_sim_link_time(c, tp_link_of(W, st, TP_OP_I), tp_sim_op_bytes(c, s, st, &i));
+  }
+  int *len = g_new0(int, W);
+  for (int st = 0; st < W; st++)
+    g_array_set_size(s->stage[st], (guint)tp_stage_ops_count(o, N, K));
+  gboolean ok = tp_order_zb_auto(s, len, zc) && tp_policy_assign(s, err) && tp_validate(s, err);
+  g_free(len);
+  if (!ok) {
+    tp_schedule_free(s);
+    return NULL;
+  }
+  return s;
+}
+
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
 {
   return tp_schedule_generate_costed_rc(o, p, W, N, K, FALSE, c, err);
@@ -133,6 +166,9 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
 TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
                                            const TpCost *c, GError **err)
 {
+  if (tp_order_zb_auto_kind(o) && !recompute && c->W == W && tp_size_check(W, N, K, err) &&
+      tp_pair_check(o, p, W, N, err))
+    return generate_zb(o, p, W, N, K, c, err);
   if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC) {
     TpSchedule *s = tp_schedule_generate(o, p, W, N, K, err);
     if (s)
@@ -211,7 +247,7 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
 
 gboolean tp_order_depends_on_costs(TpOrder o)
 {
-  return o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC;
+  return o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC || tp_order_zb_auto_kind(o);
 }
 
 TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err)

@@ -9,6 +9,8 @@
 #include "tp_sim.h"
 #include "tp_validate.h"
 #include "tp_replay.h"
+#include "tp_costed.h"
+#include "tp_zbauto.h"
 
 /* F = 1, B = 2 per micro-batch (a split backward: I = W = 1, the default half each), transfers free. */
 static const char unit3[] = "[stages]\nforward = 1\nbackward = 2\n";
@@ -220,6 +222,69 @@ static void test_paper_table5_handcrafted(void)
       g_autoptr(TpSchedule) s = tpt_preset(presets[k], paper[i].p, paper[i].m, 1);
       g_assert_cmpfloat(fabs(span_rate(s, c) - paper[i].rate[k]), <=, 0.00005);
     }
+  }
+}
+
+/* A row's cost file with the paper's M_B = s·h·(34 + 5·a·s/h) and M_W = 32·s·h per sample (a heads,
+ * h hidden, s = 1024), in units of s·h. */
+static TpCost *paper_cost_mw(const PaperRow *r)
+{
+  double h = r->p == 8 && r->f < 20 ? 2304 : r->p == 8 ? 4096 : r->p == 16 ? 5120 : 6144;
+  double a = h == 2304 ? 24 : h == 4096 ? 32 : h == 5120 ? 40 : 48;
+  g_autofree char *text = g_strdup_printf("[stages]\nforward = %g\nbackward = %.17g\nbackward_input = %g\n"
+                                          "stored_activation_bytes = %.17g\nstored_for_w_bytes = 32\n"
+                                          "[links]\nlatency = %g\n", r->f, r->b + r->w, r->b,
+                                          34 + 5 * a * 1024 / h, r->comm);
+  GError *err = NULL;
+  TpCost *c = tp_cost_parse(text, strlen(text), "paper", r->p, &err);
+  g_assert_no_error(err);
+  return c;
+}
+
+/* ZB-1p and ZB-2p, built on each row's costs with the paper's M_W: every stage within p·M_B and
+ * 2p·M_B (M_W counted), and a bubble rate no worse than Table 5's on every row but the last, where
+ * the paper's schedule (its heuristic refined by an ILP) is 3.9 ms shorter over 7,270 ms. */
+static void test_paper_table5_auto(void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS(paper); i++) {
+    g_autoptr(TpCost) c = paper_cost_mw(&paper[i]);
+    double keep = 32 / c->stage[0].stored_bytes;
+    for (int k = 0; k < 2; k++) {
+      GError *err = NULL;
+      TpOrder o = k ? TP_ORDER_ZB_2P : TP_ORDER_ZB_1P;
+      g_autoptr(TpSchedule) s = tp_schedule_generate_costed(o, TP_POLICY_SYNC, paper[i].p, paper[i].m, 1, c, &err);
+      g_assert_no_error(err);
+      g_assert_cmpint(s->fixed_on, ==, TP_FIXED_ON_COSTS);
+      for (int st = 0; st < s->W; st++)
+        g_assert_cmpfloat(most_held_w(s, st, keep), <=, tp_zb_limit(o, s->W) + 1e-9);
+      double rate = span_rate(s, c), paper_rate = paper[i].rate[3 + k];
+      g_test_message("p=%d m=%d %s: %.4f (paper %.4f)", paper[i].p, paper[i].m, k ? "zb-2p" : "zb-1p", rate, paper_rate);
+      g_assert_cmpfloat(rate, <=, (i == G_N_ELEMENTS(paper) - 1 && k ? 0.0024 : paper_rate + 0.00005));
+    }
+  }
+}
+
+/* On unit slots (F = I = W = 1, free links, M_W = M_B) the heuristic finds the handcrafted schedules'
+ * makespans: zb-1p zb-h1's; zb-2p zb-h2's once N >= 2W-1, and no more below (where ZB-H2's long
+ * warm-up waits), for W in 2..8 and N in 1..3W; every order valid (tpt_preset validates) and every
+ * stage within W and 2W micro-batches' activations. */
+static void test_auto_unit(void)
+{
+  GError *err = NULL;
+  for (int W = 2; W <= 8; W++) {
+    g_autoptr(TpCost) c = tp_cost_parse(unit3, sizeof unit3 - 1, "unit3", W, &err);
+    g_assert_no_error(err);
+    for (int N = 1; N <= 3 * W; N++)
+      for (int k = 0; k < 2; k++) {
+        g_autoptr(TpSchedule) s = tpt_preset(k ? "zb-2p" : "zb-1p", W, N, 2);
+        for (int st = 0; st < W; st++)
+          g_assert_cmpint(most_held(s, st), <=, k ? 2 * W : W);
+        double m = makespan(k ? "zb-2p" : "zb-1p", W, N, 1, c), h = makespan(k ? "zb-h2" : "zb-h1", W, N, 1, c);
+        if (k && N < 2 * W - 1)
+          g_assert_cmpfloat(m, <=, h);
+        else
+          g_assert_cmpfloat(m, ==, h);
+      }
   }
 }
 
@@ -454,6 +519,8 @@ int main(int argc, char **argv)
   g_test_add_func("/zb/pending-w-memory", test_pending_w_memory);
   g_test_add_func("/zb/w-memory", test_w_memory);
   g_test_add_func("/zb/paper-table5-handcrafted", test_paper_table5_handcrafted);
+  g_test_add_func("/zb/paper-table5-auto", test_paper_table5_auto);
+  g_test_add_func("/zb/auto-unit", test_auto_unit);
   g_test_add_func("/zb/validate-split", test_validate_split);
   g_test_add_func("/zb/torch-round-trip", test_torch_round_trip);
   g_test_add_func("/zb/torch-columns", test_torch_columns);
