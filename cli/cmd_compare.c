@@ -354,12 +354,14 @@ static gboolean run_preset(Compare *cmp, int i, GError **err)
   Row *r = &cmp->rows[i];
   r->p = &tp_presets[i];
   o->preset = (char *)r->p->name;
-  char *chunks = o->chunks; /* --chunks is interleaved-1f1b's (zb-v holds two) */
-  if (r->p->order != TP_ORDER_INTERLEAVED_1F1B)
+  char *chunks = o->chunks, *limit = o->act_limit; /* --chunks is interleaved-1f1b's (zb-v holds two), */
+  if (r->p->order != TP_ORDER_INTERLEAVED_1F1B)                        /* --activation-limit zb-auto's */
     o->chunks = NULL;
+  if (r->p->order != TP_ORDER_ZB_AUTO)
+    o->act_limit = NULL;
   GError *e = NULL;
   r->s = tp_cli_schedule_build(o, &e);
-  o->preset = NULL, o->chunks = chunks;
+  o->preset = NULL, o->chunks = chunks, o->act_limit = limit;
   if (!r->s) {
     r->skip = g_strdup_printf("n/a: %s", e->message);
     g_error_free(e);

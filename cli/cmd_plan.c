@@ -52,15 +52,15 @@ static GArray *parse_batches(const char *text, GError **err)
   return g_steal_pointer(&out);
 }
 
-/* --presets a,b,c (default: every preset the executor can train, zb-h1 and zb-h2 included (without
+/* --presets a,b,c (default: every preset the executor can train, the zero-bubble ones included (without
  * recomputation); interleaved-1f1b and zb-v, whose W·V chunks the search does not split and the
- * executor does not run, are refused). */
+ * executor does not run, are refused, and zb-auto, whose limit zb-1p and zb-2p set). */
 static GPtrArray *parse_presets(const char *text, GError **err)
 {
   GPtrArray *a = g_ptr_array_new();
   if (!text) {
     for (int i = 0; i < tp_n_presets; i++)
-      if (!tp_order_chunked(tp_presets[i].order))
+      if (!tp_order_chunked(tp_presets[i].order) && tp_presets[i].order != TP_ORDER_ZB_AUTO)
         g_ptr_array_add(a, (gpointer)&tp_presets[i]);
     return a;
   }
@@ -74,9 +74,10 @@ static GPtrArray *parse_presets(const char *text, GError **err)
       g_ptr_array_unref(a);
       return NULL;
     }
-    if (tp_order_chunked(p->order)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--presets: %s holds several model chunks per worker, which the plan "
-                  "search does not split; simulate or compare it", p->name);
+    if (tp_order_chunked(p->order) || p->order == TP_ORDER_ZB_AUTO) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, p->order == TP_ORDER_ZB_AUTO ? "--presets: %s takes an activation "
+                  "limit, which the plan search does not choose; use zb-1p or zb-2p" : "--presets: %s holds several "
+                  "model chunks per worker, which the plan search does not split; simulate or compare it", p->name);
       g_ptr_array_unref(a);
       return NULL;
     }

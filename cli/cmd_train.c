@@ -23,7 +23,7 @@ typedef struct {
   char *preset, *workers, *micro, *mini, *epochs, *model, *batch, *data, *seed, *lr, *momentum, *wd;
   char *backend, *transport, *order_from, *schedule, *csv, *trace, *format, *output, *timeout, *reps, *threads;
   char *significance, *peer_timeout, *devices, *lr_schedule, *optimizer, *beta1, *beta2, *eps, *warmup;
-  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks, *fuse, *data_parallel;
+  char *checkpoint, *resume, *ck_every, *stop_after, *split, *chunks, *fuse, *data_parallel, *act_limit;
   gboolean quiet, recompute;
   int *split_counts;        /* --split parsed: [W] layers per stage */
 } Opts;
@@ -35,7 +35,7 @@ static void opts_clear(Opts *o)
                    &o->schedule, &o->csv, &o->trace, &o->format, &o->output, &o->timeout, &o->reps, &o->threads,
                    &o->significance, &o->peer_timeout, &o->checkpoint, &o->resume, &o->ck_every, &o->stop_after,
                    &o->devices, &o->lr_schedule, &o->split, &o->chunks, &o->fuse, &o->optimizer, &o->beta1,
-                   &o->beta2, &o->eps, &o->warmup, &o->data_parallel };
+                   &o->beta2, &o->eps, &o->warmup, &o->data_parallel, &o->act_limit };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
   g_clear_pointer(&o->split_counts, g_free);
@@ -238,6 +238,12 @@ static gboolean parse_schedule(const Opts *o, TpTrainConfig *c, Parsed *p, GErro
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks: the schedule file gives its chunks; drop --chunks");
     return FALSE;
   }
+  if (o->act_limit && o->schedule) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit: the schedule file gives the schedule; drop it");
+    return FALSE;
+  }
+  if (!o->schedule && !tp_cli_act_limit(o->act_limit, c->sched.preset->order, &c->sched.act_limit, err))
+    return FALSE;
   return TRUE;
 }
 
@@ -347,6 +353,8 @@ static void schedule_entries(GOptionContext *ctx, Opts *o)
     { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
       "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages, a worker's chunks "
       "taking turns in its order (--transport local)", "V" },
+    { "activation-limit", 0, 0, G_OPTION_ARG_STRING, &o->act_limit,
+      "zb-auto's limit: micro-batches' stored activations a stage may hold (a W keeps M_W of them)", "X" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },

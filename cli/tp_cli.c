@@ -6,6 +6,7 @@
 #include "tp_analytic.h"
 #include "tp_costed.h"
 #include "tp_fit.h"
+#include "tp_keyfile.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
 #include "tp_sweep.h"
@@ -25,6 +26,16 @@ gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out
     return TRUE;
   g_prefix_error(err, "%s: ", flag);
   return FALSE;
+}
+
+gboolean tp_cli_act_limit(const char *text, TpOrder o, double *out, GError **err)
+{
+  *out = 0;
+  if (text && (!tp_kf_parse_number(text, out) || *out <= 0)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit %s: not a positive number", text);
+    return FALSE;
+  }
+  return tp_limit_check(o, *out, err);
 }
 
 gboolean tp_cli_bytes(const char *flag, const char *text, double *out, GError **err)
@@ -111,13 +122,16 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
   GOptionEntry entries[] = {
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest; see 'timeprest --help')",
       "PRESET" },
-    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, interleaved-1f1b, zb-v",
+    { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, interleaved-1f1b, zb-v, "
+      "zb-1p, zb-2p, zb-auto",
       "ORDER" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &o->policy,
       "Weight policy with --order: sync, stash, vsync-latest, latest, intermediate, 2bw", "POLICY" },
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &o->workers, "Workers = pipeline stages (default 4)", "W" },
     { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
       "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages", "V" },
+    { "activation-limit", 0, 0, G_OPTION_ARG_STRING, &o->act_limit,
+      "zb-auto's limit: micro-batches' stored activations a stage may hold (a W keeps M_W of them)", "X" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch (default 4)", "N" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 3W+2: W+2 of them in the steady state; "
       "3WV+2 for W workers of V chunks)", "K" },
@@ -147,15 +161,17 @@ void tp_cli_schedule_clear(TpCliSchedule *o)
   g_free(o->input);
   g_free(o->significance);
   g_free(o->chunks);
+  g_free(o->act_limit);
 }
 
 /* tp_cli_schedule_build, keeping in prep (NULL: nothing) what generating the schedule computed */
 static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GError **err)
 {
   if (o->input) {
-    if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini || o->chunks || o->significance) {
+    if (o->preset || o->order || o->policy || o->workers || o->micro || o->mini || o->chunks || o->significance ||
+        o->act_limit) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--input: the file gives the schedule; drop "
-                  "-s/--order/--policy/-w/-n/-k/--chunks/--significance");
+                  "-s/--order/--policy/-w/-n/-k/--chunks/--significance/--activation-limit");
       return NULL;
     }
     TpSchedule *s = tp_schedule_load_prepared(o->input, prep, err);
@@ -214,9 +230,12 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
       return NULL;
     }
   }
-  if (!tp_size_check(W, N, K, err) || !tp_pair_check(order, policy, W, N, err) || !tp_chunks_check(order, W, V, N, err))
+  double limit;
+  if (!tp_size_check(W, N, K, err) || !tp_pair_check(order, policy, W, N, err) || !tp_chunks_check(order, W, V, N, err) ||
+      !tp_cli_act_limit(o->act_limit, order, &limit, err))
     return NULL;
-  TpSchedule *s = tp_schedule_generate_chunked(order, policy, W, V, N, K, prep, err);
+  TpSchedule *s = limit > 0 ? tp_schedule_generate_limited(order, policy, W, N, K, limit, prep, err)
+                            : tp_schedule_generate_chunked(order, policy, W, V, N, K, prep, err);
   if (s)
     s->sig = sig;
   if (s && o->recompute && !tp_schedule_ask_recompute(s, err))

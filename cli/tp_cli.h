@@ -22,6 +22,8 @@ gboolean tp_cmd_model(int argc, char **argv, GError **err);
 gboolean tp_cli_bytes(const char *flag, const char *text, double *out, GError **err);
 /* A whole number in [lo, hi] for option `flag`; a usage error otherwise. */
 gboolean tp_cli_int(const char *flag, const char *text, int lo, int hi, int *out, GError **err);
+/* --activation-limit's value (NULL: 0, none) for order o, checked by tp_limit_check. */
+gboolean tp_cli_act_limit(const char *text, TpOrder o, double *out, GError **err);
 /* "A-B" or "A" within [lo, hi], A <= B. */
 gboolean tp_cli_range(const char *flag, const char *text, int lo, int hi, int *a, int *b, GError **err);
 /* --split: W comma-separated layer counts, each at least 1 (their sum is checked by the user). */
@@ -41,6 +43,7 @@ GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long ma
 /* Options that select a schedule, shared by `schedule` and `simulate`. */
 typedef struct {
   char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance, *chunks;
+  char *act_limit; /* --activation-limit: zb-auto's */
   gboolean recompute;
   gboolean fuse; /* --fuse-forwards: the schedule with fused forwards (tp_schedule_fuse_forwards) */
 } TpCliSchedule;

@@ -265,9 +265,10 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
   case TP_ORDER_INTERLEAVED_1F1B: order_interleaved(s, len); break;
   case TP_ORDER_ZB_V: order_zbv(s, len); break;
   case TP_ORDER_ZB_1P:
-  case TP_ORDER_ZB_2P: {
-    g_autoptr(TpZbCosts) c = tp_zb_costs_new(s->order, s->W);
-    gboolean ok = tp_order_zb_auto(s, len, c); /* unit slots: any limit of W >= 1 micro-batches fits */
+  case TP_ORDER_ZB_2P:
+  case TP_ORDER_ZB_AUTO: {
+    g_autoptr(TpZbCosts) c = tp_zb_costs_new(s->W, tp_zb_limit(s));
+    gboolean ok = tp_order_zb_auto(s, len, c); /* unit slots: any limit of 1 micro-batch or more fits */
     g_assert(ok);
     break;
   }

@@ -11,7 +11,8 @@
 #include <string.h>
 
 static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw", "zb-h1", "zb-h2",
-                                                      "interleaved-1f1b", "zb-v", "zb-1p", "zb-2p" };
+                                                      "interleaved-1f1b", "zb-v", "zb-1p", "zb-2p",
+                                                      "zb-auto" };
 static const char *const map_names[TP_N_MAPS] = { "none", "round-robin", "v-shape" };
 const char tp_op_letters[TP_N_OP_KINDS + 1] = "FBUIW";
 static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
@@ -31,6 +32,7 @@ const TpPreset tp_presets[] = {
   { "zb-h2", TP_ORDER_ZB_H2, TP_POLICY_SYNC, "zero bubble H2: longer warm-up, no bubble once N >= 2W-1" },
   { "zb-1p", TP_ORDER_ZB_1P, TP_POLICY_SYNC, "zero bubble, automatic: built on the costs under W micro-batches' activations" },
   { "zb-2p", TP_ORDER_ZB_2P, TP_POLICY_SYNC, "zero bubble, automatic: built on the costs under 2W micro-batches' activations" },
+  { "zb-auto", TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, "zero bubble, automatic: under --activation-limit X micro-batches' activations" },
   { "interleaved-1f1b", TP_ORDER_INTERLEAVED_1F1B, TP_POLICY_SYNC,
     "interleaved 1F1B (Megatron): --chunks V model chunks per worker, round-robin, N a multiple of W" },
   { "zb-v", TP_ORDER_ZB_V, TP_POLICY_SYNC, "zero bubble V: two chunks per worker in a V, split backward" },
@@ -380,10 +382,41 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
   return tp_schedule_generate_chunked(o, p, W, tp_order_default_chunks(o), N, K, prep, err);
 }
 
+gboolean tp_limit_check(TpOrder o, double limit, GError **err)
+{
+  if (o == TP_ORDER_ZB_AUTO && !(limit >= 1 && limit <= 1e9)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, limit == 0 ? "order zb-auto needs --activation-limit X (micro-batches' "
+                "stored activations a stage may hold)" : "--activation-limit %g: from 1 (one micro-batch's stored "
+                "activations) to 1e9", limit);
+    return FALSE;
+  }
+  if (o != TP_ORDER_ZB_AUTO && limit != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit: only zb-auto takes one (order %s)", tp_order_name(o));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static TpSchedule *generate(TpOrder o, TpPolicy p, int R, int V, int N, int K, double limit, TpPrepared *prep,
+                            GError **err);
+
 TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, int N, int K, TpPrepared *prep,
                                          GError **err)
 {
-  if (!tp_size_check(R, N, K, err) || !tp_pair_check(o, p, R, N, err) || !tp_chunks_check(o, R, V, N, err))
+  return generate(o, p, R, V, N, K, 0, prep, err);
+}
+
+TpSchedule *tp_schedule_generate_limited(TpOrder o, TpPolicy p, int W, int N, int K, double limit, TpPrepared *prep,
+                                         GError **err)
+{
+  return generate(o, p, W, 1, N, K, limit, prep, err);
+}
+
+static TpSchedule *generate(TpOrder o, TpPolicy p, int R, int V, int N, int K, double limit, TpPrepared *prep,
+                            GError **err)
+{
+  if (!tp_size_check(R, N, K, err) || !tp_pair_check(o, p, R, N, err) || !tp_chunks_check(o, R, V, N, err) ||
+      !tp_limit_check(o, limit, err))
     return NULL;
   int W = R * V; /* stages */
   if (W * tp_stage_ops_count(o, N, K) > TP_MAX_OPS) {
@@ -395,6 +428,7 @@ TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, in
     return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   tp_schedule_set_chunks(s, V, tp_order_chunk_map(o, V));
+  s->act_limit = limit;
   /* one index and one unit-slot timeline serve the versions and the validation (and, kept in prep,
    * the simulator): the orders fixed on unit slots make it as they are filled, the others replay */
   TpPrepared mine = { 0 };

@@ -24,6 +24,7 @@ typedef enum {
   TP_ORDER_ZB_V,
   TP_ORDER_ZB_1P, /* the automatic zero-bubble orders (tp_zbauto.h) under W and 2W micro-batches' activations */
   TP_ORDER_ZB_2P,
+  TP_ORDER_ZB_AUTO, /* the same under TpSchedule.act_limit */
   TP_N_ORDERS
 } TpOrder;
 
@@ -47,7 +48,8 @@ static inline gboolean tp_op_sends_up(int kind) { return kind == TP_OP_B || kind
 /* The orders whose backward is split into I and W. */
 static inline gboolean tp_order_split(TpOrder o)
 {
-  return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_V || o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P;
+  return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_V || o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P ||
+         o == TP_ORDER_ZB_AUTO;
 }
 /* The orders whose ranks hold several model chunks (interleaved, virtual stages). */
 static inline gboolean tp_order_chunked(TpOrder o) { return o == TP_ORDER_INTERLEAVED_1F1B || o == TP_ORDER_ZB_V; }
@@ -119,6 +121,7 @@ typedef struct {
   int V;
   TpChunkMap map;
   GArray **rank_seq;
+  double act_limit; /* zb-auto's activations per stage, in micro-batches' stored bytes; 0 otherwise */
 } TpSchedule;
 
 /* Ranks (devices) of a schedule: W / V. */
@@ -259,6 +262,13 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
 /* The same with V chunks per rank (W ranks, so W·V stages; V = 1 for orders without chunks). */
 TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int W, int V, int N, int K, TpPrepared *prep,
                                          GError **err);
+/* The same for order zb-auto, which takes an activation limit (TpSchedule.act_limit, at least 1);
+ * limit 0 for the other orders. */
+TpSchedule *tp_schedule_generate_limited(TpOrder o, TpPolicy p, int W, int N, int K, double limit, TpPrepared *prep,
+                                         GError **err);
+/* Whether limit suits order o: a limit of at least 1 for zb-auto and none for the others; otherwise a
+ * one-line TP_ERROR_INPUT. */
+gboolean tp_limit_check(TpOrder o, double limit, GError **err);
 
 /* orders.c: fill the per-stage operation lists (versions left at 0) of an empty schedule. */
 void tp_order_fill(TpSchedule *s);

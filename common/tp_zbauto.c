@@ -14,11 +14,11 @@
 #define EPS 1e-9
 enum { W_FIT, W_ANY, W_SLACK, N_W_MODES };
 
-TpZbCosts *tp_zb_costs_new(TpOrder o, int W)
+TpZbCosts *tp_zb_costs_new(int W, double limit)
 {
   TpZbCosts *c = g_new0(TpZbCosts, 1);
   c->W = W;
-  c->limit = tp_zb_limit(o, W);
+  c->limit = limit;
   c->f = g_new(double, W), c->i = g_new(double, W), c->w = g_new(double, W), c->keep = g_new(double, W);
   c->up = g_new0(double, MAX(W - 1, 1)), c->down = g_new0(double, MAX(W - 1, 1));
   for (int st = 0; st < W; st++)
@@ -34,7 +34,10 @@ void tp_zb_costs_free(TpZbCosts *c)
   g_free(c);
 }
 
-double tp_zb_limit(TpOrder o, int W) { return o == TP_ORDER_ZB_1P ? W : 2.0 * W; }
+double tp_zb_limit(const TpSchedule *s)
+{
+  return s->order == TP_ORDER_ZB_1P ? s->W : s->order == TP_ORDER_ZB_2P ? 2.0 * s->W : s->act_limit;
+}
 
 /* One mini-batch's order under construction: per stage its time, memory and counts, the end of each
  * micro-batch's F and I, and the operations so far (3N per stage). */

@@ -17,16 +17,19 @@ typedef struct {
   double *up, *down;     /* [W-1] link st: an activation's time to st+1, a gradient's from st+1 */
 } TpZbCosts;
 
-/* Unit slots (F = I = W = 1, free links, M_W = M_B) under the limit for order o on W stages. */
-TpZbCosts *tp_zb_costs_new(TpOrder o, int W);
+/* Unit slots (F = I = W = 1, free links, M_W = M_B) on W stages under the limit. */
+TpZbCosts *tp_zb_costs_new(int W, double limit);
 void tp_zb_costs_free(TpZbCosts *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpZbCosts, tp_zb_costs_free)
 
 /* zb-1p or zb-2p. */
-static inline gboolean tp_order_zb_auto_kind(TpOrder o) { return o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P; }
+static inline gboolean tp_order_zb_auto_kind(TpOrder o)
+{
+  return o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P || o == TP_ORDER_ZB_AUTO;
+}
 
-/* The activation limit of order o on W stages: W (zb-1p) or 2W (zb-2p), in M_B. */
-double tp_zb_limit(TpOrder o, int W);
+/* The activation limit of s, in M_B: W (zb-1p), 2W (zb-2p) or its act_limit (zb-auto). */
+double tp_zb_limit(const TpSchedule *s);
 
 /* Fill the stages of s (arrays sized, len[st] operations so far) with its K mini-batches, each in the
  * order the heuristic builds on c, then its update.  FALSE (nothing written) if a stage cannot keep

@@ -128,11 +128,15 @@ static void start(void *ctx, int st) { try_start(ctx, st); }
 
 /* zb-1p and zb-2p built on the cost model's times: each stage's F, I and W, a message's time on its
  * link, and the share of the stored bytes a W keeps (tp_zbauto.h). */
-static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
+static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpCost *c,
+                               GError **err)
 {
+  if (!tp_limit_check(o, limit, err))
+    return NULL;
   TpSchedule *s = tp_schedule_new(o, p, W, N, K);
   s->fixed_on = TP_FIXED_ON_COSTS;
-  g_autoptr(TpZbCosts) zc = tp_zb_costs_new(o, W);
+  s->act_limit = limit;
+  g_autoptr(TpZbCosts) zc = tp_zb_costs_new(W, tp_zb_limit(s));
   for (int st = 0; st < W; st++) {
     const TpStageCost *sc = &c->stage[st];
     TpOp f = { .kind = TP_OP_F, .mb = 1, .micro = 0 }, i = f, w = f;
@@ -168,7 +172,7 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
 {
   if (tp_order_zb_auto_kind(o) && !recompute && c->W == W && tp_size_check(W, N, K, err) &&
       tp_pair_check(o, p, W, N, err))
-    return generate_zb(o, p, W, N, K, c, err);
+    return generate_zb(o, p, W, N, K, 0, c, err);
   if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC) {
     TpSchedule *s = tp_schedule_generate(o, p, W, N, K, err);
     if (s)
@@ -252,7 +256,9 @@ gboolean tp_order_depends_on_costs(TpOrder o)
 
 TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err)
 {
-  TpSchedule *t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
+  TpSchedule *t = tp_order_zb_auto_kind(s->order) && !s->recompute && c->W == s->W
+                    ? generate_zb(s->order, s->policy, s->W, s->N, s->K, s->act_limit, c, err)
+                    : tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
   if (t)
     t->sig = s->sig;
   return t;

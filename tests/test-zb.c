@@ -256,7 +256,7 @@ static void test_paper_table5_auto(void)
       g_assert_no_error(err);
       g_assert_cmpint(s->fixed_on, ==, TP_FIXED_ON_COSTS);
       for (int st = 0; st < s->W; st++)
-        g_assert_cmpfloat(most_held_w(s, st, keep), <=, tp_zb_limit(o, s->W) + 1e-9);
+        g_assert_cmpfloat(most_held_w(s, st, keep), <=, tp_zb_limit(s) + 1e-9);
       double rate = span_rate(s, c), paper_rate = paper[i].rate[3 + k];
       g_test_message("p=%d m=%d %s: %.4f (paper %.4f)", paper[i].p, paper[i].m, k ? "zb-2p" : "zb-1p", rate, paper_rate);
       g_assert_cmpfloat(rate, <=, (i == G_N_ELEMENTS(paper) - 1 && k ? 0.0024 : paper_rate + 0.00005));
@@ -285,6 +285,53 @@ static void test_auto_unit(void)
         else
           g_assert_cmpfloat(m, ==, h);
       }
+  }
+}
+
+/* zb-auto under --activation-limit X: every stage within X (M_W counted), on unit slots and on costs
+ * with M_W = M_B / 4; X = W gives zb-1p's order and X = 2W zb-2p's; a limit below one micro-batch,
+ * none, or one for another order is refused in one line. */
+static void test_auto_limit(void)
+{
+  static const char text[] = "[stages]\nforward = 1.3\nbackward = 2.1\nbackward_input = 1.2\n"
+                             "stored_activation_bytes = 4\nstored_for_w_bytes = 1\n[links]\nlatency = 0.1\n";
+  GError *err = NULL;
+  for (int W = 2; W <= 6; W += 2) {
+    g_autoptr(TpCost) c = tp_cost_parse(text, sizeof text - 1, "auto", W, &err);
+    g_assert_no_error(err);
+    for (double X = 1; X <= 2.5 * W; X += 0.75) {
+      g_autoptr(TpSchedule) u = tp_schedule_generate_limited(TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, W, 3 * W, 2, X, NULL, &err);
+      g_assert_no_error(err);
+      g_autoptr(TpSchedule) s = tp_schedule_costed_like(u, c, &err);
+      g_assert_no_error(err);
+      for (int st = 0; st < W; st++) {
+        g_assert_cmpfloat(most_held_w(u, st, 1), <=, X + 1e-9);
+        g_assert_cmpfloat(most_held_w(s, st, 0.25), <=, X + 1e-9);
+      }
+    }
+    for (int k = 1; k <= 2; k++) {
+      g_autoptr(TpSchedule) a = tp_schedule_generate_limited(TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, W, 2 * W, 1, k * W, NULL, &err);
+      g_autoptr(TpSchedule) p = tpt_preset(k == 1 ? "zb-1p" : "zb-2p", W, 2 * W, 1);
+      g_assert_no_error(err);
+      for (int st = 0; st < W; st++)
+        g_assert_cmpmem(tp_stage_ops(a, st), tp_stage_len(a, st) * sizeof(TpOp), tp_stage_ops(p, st),
+                        tp_stage_len(p, st) * sizeof(TpOp));
+    }
+  }
+  static const struct {
+    const char *preset, *limit, *want;
+  } bad[] = {
+    { "zb-auto", NULL, "order zb-auto needs --activation-limit X" },
+    { "zb-auto", "0.5", "--activation-limit 0.5: from 1" },
+    { "zb-h2", "3", "--activation-limit: only zb-auto takes one (order zb-h2)" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    TptRun r = tpt_run((const char *const[]){ "simulate", "-s", bad[i].preset, bad[i].limit ? "--activation-limit" : NULL,
+                                              bad[i].limit, NULL });
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, bad[i].want));
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    tpt_run_clear(&r);
   }
 }
 
@@ -521,6 +568,7 @@ int main(int argc, char **argv)
   g_test_add_func("/zb/paper-table5-handcrafted", test_paper_table5_handcrafted);
   g_test_add_func("/zb/paper-table5-auto", test_paper_table5_auto);
   g_test_add_func("/zb/auto-unit", test_auto_unit);
+  g_test_add_func("/zb/auto-limit", test_auto_limit);
   g_test_add_func("/zb/validate-split", test_validate_split);
   g_test_add_func("/zb/torch-round-trip", test_torch_round_trip);
   g_test_add_func("/zb/torch-columns", test_torch_columns);

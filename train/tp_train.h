@@ -51,6 +51,7 @@ typedef struct {
   gboolean per_epoch;       /* runs are epochs (else one run of K mini-batches, or of the file) */
   gboolean slots;           /* the order fixed on unit slots (else on the profiled costs) */
   gboolean recompute;       /* stages keep their inputs only; a backward runs its forward again */
+  double act_limit;         /* zb-auto's activation limit (0 for the other presets) */
   TpFuseMode fuse;          /* fused forwards of a generated schedule */
   const int *split;         /* [stages] layers per stage (NULL: balanced by FLOPs); borrowed */
   gboolean has_sig;

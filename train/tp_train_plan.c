@@ -119,9 +119,16 @@ TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
   const TpPreset *p = cfg->sched.preset;
+  const double limit = cfg->sched.act_limit; /* zb-auto's */
   TpSchedule *s = t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err)
+                  : limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, t->W, t->N, K, limit, NULL, err)
                   : cfg->sched.slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
                                : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, err);
+  if (s && limit > 0 && !cfg->sched.slots) { /* zb-auto fixed on the costs */
+    TpSchedule *costed = tp_schedule_costed_like(s, c, err);
+    tp_schedule_free(s);
+    s = costed;
+  }
   if (!s)
     return NULL;
   s->recompute = cfg->sched.recompute;
