@@ -169,33 +169,37 @@ static void test_w_memory(void)
 }
 
 /* The zero-bubble paper's Table 9 (Qi et al., arXiv 2401.10241; Table 6 of the ICLR version):
- * profiled T_F, T_B (our I), T_W, T_comm in ms for p stages and m micro-batches, and its Table 5's
- * bubble rates for 1F1B, ZB-H1, ZB-H2, ZB-1p, ZB-2p. */
+ * profiled T_F, T_B (our I), T_W, T_comm in ms for p stages and m micro-batches of a model of
+ * hidden size h and a heads (its Table 3), and its Table 5's bubble rates for 1F1B, ZB-H1, ZB-H2,
+ * ZB-1p, ZB-2p. */
 typedef struct {
-  int p, m;
+  int p, m, h, a;
   double f, b, w, comm, rate[5];
 } PaperRow;
 
 static const PaperRow paper[] = {
-  { 8, 24, 18.522, 18.086, 9.337, 0.601, { 0.2431, 0.1585, 0.1083, 0.1585, 0.0433 } },
-  { 8, 32, 18.513, 18.086, 9.331, 0.626, { 0.1985, 0.1242, 0.0837, 0.1242, 0.0039 } },
-  { 8, 64, 18.546, 18.097, 9.321, 0.762, { 0.1240, 0.0674, 0.0444, 0.0674, 0.0026 } },
-  { 8, 24, 29.718, 29.444, 19.927, 0.527, { 0.2347, 0.1323, 0.0698, 0.1323, 0.0029 } },
-  { 8, 32, 29.802, 29.428, 19.530, 0.577, { 0.1898, 0.1045, 0.0559, 0.1045, 0.0022 } },
-  { 8, 64, 29.935, 29.621, 19.388, 0.535, { 0.1091, 0.0554, 0.0294, 0.0554, 0.0010 } },
-  { 16, 48, 11.347, 11.248, 8.132, 0.377, { 0.2552, 0.1397, 0.0672, 0.1397, 0.0066 } },
-  { 16, 64, 11.307, 11.254, 8.101, 0.379, { 0.2082, 0.1088, 0.0516, 0.1088, 0.0054 } },
-  { 16, 128, 11.325, 11.308, 8.109, 0.378, { 0.1251, 0.0576, 0.0266, 0.0576, 0.0028 } },
-  { 32, 96, 10.419, 10.207, 7.715, 0.408, { 0.2646, 0.1421, 0.0641, 0.1421, 0.0038 } },
-  { 32, 128, 10.408, 10.204, 7.703, 0.408, { 0.2168, 0.1106, 0.0490, 0.1106, 0.0029 } },
-  { 32, 256, 10.402, 10.248, 7.698, 0.460, { 0.1352, 0.0594, 0.0257, 0.0594, 0.0018 } },
+  { 8, 24, 2304, 24, 18.522, 18.086, 9.337, 0.601, { 0.2431, 0.1585, 0.1083, 0.1585, 0.0433 } },
+  { 8, 32, 2304, 24, 18.513, 18.086, 9.331, 0.626, { 0.1985, 0.1242, 0.0837, 0.1242, 0.0039 } },
+  { 8, 64, 2304, 24, 18.546, 18.097, 9.321, 0.762, { 0.1240, 0.0674, 0.0444, 0.0674, 0.0026 } },
+  { 8, 24, 4096, 32, 29.718, 29.444, 19.927, 0.527, { 0.2347, 0.1323, 0.0698, 0.1323, 0.0029 } },
+  { 8, 32, 4096, 32, 29.802, 29.428, 19.530, 0.577, { 0.1898, 0.1045, 0.0559, 0.1045, 0.0022 } },
+  { 8, 64, 4096, 32, 29.935, 29.621, 19.388, 0.535, { 0.1091, 0.0554, 0.0294, 0.0554, 0.0010 } },
+  { 16, 48, 5120, 40, 11.347, 11.248, 8.132, 0.377, { 0.2552, 0.1397, 0.0672, 0.1397, 0.0066 } },
+  { 16, 64, 5120, 40, 11.307, 11.254, 8.101, 0.379, { 0.2082, 0.1088, 0.0516, 0.1088, 0.0054 } },
+  { 16, 128, 5120, 40, 11.325, 11.308, 8.109, 0.378, { 0.1251, 0.0576, 0.0266, 0.0576, 0.0028 } },
+  { 32, 96, 6144, 48, 10.419, 10.207, 7.715, 0.408, { 0.2646, 0.1421, 0.0641, 0.1421, 0.0038 } },
+  { 32, 128, 6144, 48, 10.408, 10.204, 7.703, 0.408, { 0.2168, 0.1106, 0.0490, 0.1106, 0.0029 } },
+  { 32, 256, 6144, 48, 10.402, 10.248, 7.698, 0.460, { 0.1352, 0.0594, 0.0257, 0.0594, 0.0018 } },
 };
 
-/* A row's cost file: backward = T_B + T_W, split at backward_input = T_B; links of latency T_comm. */
-static TpCost *paper_cost(const PaperRow *r)
+/* A row's cost file: backward = T_B + T_W, split at backward_input = T_B; links of latency T_comm;
+ * with mw, the paper's M_B = s·h·(34 + 5·a·s/h) and M_W = 32·s·h per sample (s = 1024), in s·h. */
+static TpCost *paper_cost(const PaperRow *r, gboolean mw)
 {
   g_autofree char *text = g_strdup_printf("[stages]\nforward = %g\nbackward = %.17g\nbackward_input = %g\n"
-                                          "[links]\nlatency = %g\n", r->f, r->b + r->w, r->b, r->comm);
+                                          "stored_activation_bytes = %.17g\nstored_for_w_bytes = %d\n"
+                                          "[links]\nlatency = %g\n", r->f, r->b + r->w, r->b,
+                                          mw ? 34 + 5.0 * r->a * 1024 / r->h : 1, mw ? 32 : 1, r->comm);
   GError *err = NULL;
   TpCost *c = tp_cost_parse(text, strlen(text), "paper", r->p, &err);
   g_assert_no_error(err);
@@ -217,28 +221,12 @@ static void test_paper_table5_handcrafted(void)
 {
   static const char *const presets[] = { "1f1b", "zb-h1", "zb-h2" };
   for (guint i = 0; i < G_N_ELEMENTS(paper); i++) {
-    g_autoptr(TpCost) c = paper_cost(&paper[i]);
+    g_autoptr(TpCost) c = paper_cost(&paper[i], FALSE);
     for (int k = 0; k < 3; k++) {
       g_autoptr(TpSchedule) s = tpt_preset(presets[k], paper[i].p, paper[i].m, 1);
       g_assert_cmpfloat(fabs(span_rate(s, c) - paper[i].rate[k]), <=, 0.00005);
     }
   }
-}
-
-/* A row's cost file with the paper's M_B = s·h·(34 + 5·a·s/h) and M_W = 32·s·h per sample (a heads,
- * h hidden, s = 1024), in units of s·h. */
-static TpCost *paper_cost_mw(const PaperRow *r)
-{
-  double h = r->p == 8 && r->f < 20 ? 2304 : r->p == 8 ? 4096 : r->p == 16 ? 5120 : 6144;
-  double a = h == 2304 ? 24 : h == 4096 ? 32 : h == 5120 ? 40 : 48;
-  g_autofree char *text = g_strdup_printf("[stages]\nforward = %g\nbackward = %.17g\nbackward_input = %g\n"
-                                          "stored_activation_bytes = %.17g\nstored_for_w_bytes = 32\n"
-                                          "[links]\nlatency = %g\n", r->f, r->b + r->w, r->b,
-                                          34 + 5 * a * 1024 / h, r->comm);
-  GError *err = NULL;
-  TpCost *c = tp_cost_parse(text, strlen(text), "paper", r->p, &err);
-  g_assert_no_error(err);
-  return c;
 }
 
 /* ZB-1p and ZB-2p, built on each row's costs with the paper's M_W: every stage within p·M_B and
@@ -247,7 +235,7 @@ static TpCost *paper_cost_mw(const PaperRow *r)
 static void test_paper_table5_auto(void)
 {
   for (guint i = 0; i < G_N_ELEMENTS(paper); i++) {
-    g_autoptr(TpCost) c = paper_cost_mw(&paper[i]);
+    g_autoptr(TpCost) c = paper_cost(&paper[i], TRUE);
     double keep = 32 / c->stage[0].stored_bytes;
     for (int k = 0; k < 2; k++) {
       GError *err = NULL;
