@@ -1,5 +1,7 @@
 /* tp_report.c — text, JSON and CSV renderings of a simulation and its metrics. */
 #include "tp_report.h"
+#include "tp_costed.h"
+#include "tp_zbauto.h"
 #include "tp_error.h"
 #include "tp_events.h"
 #include "tp_format.h"
@@ -22,9 +24,11 @@ const char *tp_report_fixed_on(const TpSchedule *s) { return s->fixed_on == TP_F
 static const char *order_note(const TpSchedule *s, const TpCost *c)
 {
   if (s->fixed_on == TP_FIXED_ON_COSTS)
-    return "fixed on the costs: each stage ran what was ready under the order's rules (the other choice: the "
-           "unit-slot order)";
-  if (s->order != TP_ORDER_NF1B && s->order != TP_ORDER_1F1B_ASYNC)
+    return tp_order_zb_auto_kind(s->order) ? "built on the costs by the zero-bubble heuristic (the other choice: the "
+                                             "unit-slot order)"
+                                           : "fixed on the costs: each stage ran what was ready under the order's "
+                                             "rules (the other choice: the unit-slot order)";
+  if (!tp_order_depends_on_costs(s->order))
     return "fixed on unit slots (this order does not depend on costs)";
   if (c->unit)
     return "fixed on unit slots";
