@@ -1,7 +1,7 @@
 /* test-split.c — the executor's split backward (zero-bubble schedules' I and W): on every backend
  * (cpu, the naive double reference, cuda where there is one) I then W leave the input gradient and
  * the accumulated weight gradient of the fused backward bit for bit, and agree with central finite
- * differences of the loss; through the runtime, zb-h1 and zb-h2 end with the weights of 1f1b (the
+ * differences of the loss; through the runtime, zb-h1, zb-h2, zb-1p and zb-2p end with the weights of 1f1b (the
  * same order of gradient sums: bit for bit) and of gpipe (within 1e-5) on mlp-deep, keep the
  * activations and output gradients the simulator counts, and train runs a preset, a PyTorch
  * schedule file with I and W, and a file whose I is fed by a fused B (one message tag for both). */
@@ -212,8 +212,8 @@ static float *train(const TpSchedule *s, TpRunResult *res, size_t *n)
   return tpt_train_even(deep, data, BATCH, s, res, n);
 }
 
-/* zb-h1 and zb-h2 against 1f1b (its backwards in the same micro-batch order: the same sums, bit for
- * bit) and gpipe (backwards in reverse order: within 1e-5), W = 2 and 3, N = 4. */
+/* zb-h1, zb-h2, zb-1p and zb-2p against 1f1b (its backwards in the same micro-batch order: the same
+ * sums, bit for bit) and gpipe (backwards in reverse order: within 1e-5), W = 2 and 3, N = 4. */
 static void test_same_weights(void)
 {
   static const int cases[][2] = { { 2, 4 }, { 3, 4 } };
@@ -224,8 +224,8 @@ static void test_same_weights(void)
     g_autofree float *wg = NULL, *wf = NULL;
     size_t n = tpt_flush_references(deep, data, BATCH, W, N, K_RUN, &wg, &wf);
     g_assert_cmpfloat(tpt_rel_diff(wf, wg, n), <=, 1e-5);
-    const char *zb[] = { "zb-h1", "zb-h2" };
-    for (int i = 0; i < 2; i++) {
+    const char *zb[] = { "zb-h1", "zb-h2", "zb-1p", "zb-2p" };
+    for (int i = 0; i < 4; i++) {
       g_autoptr(TpSchedule) s = tpt_preset(zb[i], W, N, K_RUN);
       g_assert_true(tp_schedule_has_split(s));
       g_autofree float *w = train(s, &r, &n1);
@@ -243,8 +243,8 @@ static void test_same_weights(void)
  * the bytes of each micro-batch include the output gradients I keeps for W. */
 static void test_memory(void)
 {
-  const char *zb[] = { "zb-h1", "zb-h2" };
-  for (int i = 0; i < 2; i++) {
+  const char *zb[] = { "zb-h1", "zb-h2", "zb-1p", "zb-2p" };
+  for (int i = 0; i < 4; i++) {
     g_autoptr(TpSchedule) s = tpt_preset(zb[i], 3, 4, 3);
     TpRunResult r;
     size_t n;
