@@ -32,7 +32,7 @@ const TpPreset tp_presets[] = {
   { "zb-h2", TP_ORDER_ZB_H2, TP_POLICY_SYNC, "zero bubble H2: longer warm-up, no bubble once N >= 2W-1" },
   { "zb-1p", TP_ORDER_ZB_1P, TP_POLICY_SYNC, "zero bubble, automatic: built on the costs under W micro-batches' activations" },
   { "zb-2p", TP_ORDER_ZB_2P, TP_POLICY_SYNC, "zero bubble, automatic: built on the costs under 2W micro-batches' activations" },
-  { "zb-auto", TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, "zero bubble, automatic: under --activation-limit X micro-batches' activations" },
+  { "zb-auto", TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, "zero bubble, automatic: under --activation-limit X micro-batches' activations (default 2W)" },
   { "interleaved-1f1b", TP_ORDER_INTERLEAVED_1F1B, TP_POLICY_SYNC,
     "interleaved 1F1B (Megatron): --chunks V model chunks per worker, round-robin, N a multiple of W" },
   { "zb-v", TP_ORDER_ZB_V, TP_POLICY_SYNC, "zero bubble V: two chunks per worker in a V, split backward" },
@@ -384,10 +384,9 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
 
 gboolean tp_limit_check(TpOrder o, double limit, GError **err)
 {
-  if (o == TP_ORDER_ZB_AUTO && !(limit >= 1 && limit <= 1e9)) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, limit == 0 ? "order zb-auto needs --activation-limit X (micro-batches' "
-                "stored activations a stage may hold)" : "--activation-limit %g: from 1 (one micro-batch's stored "
-                "activations) to 1e9", limit);
+  if (o == TP_ORDER_ZB_AUTO && limit != 0 && !(limit >= 1 && limit <= 1e9)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit %g: from 1 (one micro-batch's stored activations) "
+                "to 1e9", limit);
     return FALSE;
   }
   if (o != TP_ORDER_ZB_AUTO && limit != 0) {

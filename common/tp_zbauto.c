@@ -36,7 +36,7 @@ void tp_zb_costs_free(TpZbCosts *c)
 
 double tp_zb_limit(const TpSchedule *s)
 {
-  return s->order == TP_ORDER_ZB_1P ? s->W : s->order == TP_ORDER_ZB_2P ? 2.0 * s->W : s->act_limit;
+  return s->order == TP_ORDER_ZB_1P ? s->W : s->order == TP_ORDER_ZB_AUTO && s->act_limit > 0 ? s->act_limit : 2.0 * s->W;
 }
 
 /* One mini-batch's order under construction: per stage its time, memory and counts, the end of each

@@ -28,7 +28,7 @@ static inline gboolean tp_order_zb_auto_kind(TpOrder o)
   return o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P || o == TP_ORDER_ZB_AUTO;
 }
 
-/* The activation limit of s, in M_B: W (zb-1p), 2W (zb-2p) or its act_limit (zb-auto). */
+/* The activation limit of s, in M_B: W (zb-1p), 2W (zb-2p) or its act_limit (zb-auto; 2W without). */
 double tp_zb_limit(const TpSchedule *s);
 
 /* Fill the stages of s (arrays sized, len[st] operations so far) with its K mini-batches, each in the

@@ -277,8 +277,8 @@ static void test_auto_unit(void)
 }
 
 /* zb-auto under --activation-limit X: every stage within X (M_W counted), on unit slots and on costs
- * with M_W = M_B / 4; X = W gives zb-1p's order and X = 2W zb-2p's; a limit below one micro-batch,
- * none, or one for another order is refused in one line. */
+ * with M_W = M_B / 4; X = W gives zb-1p's order and X = 2W (the default) zb-2p's; a limit below one
+ * micro-batch, or one for another order, is refused in one line. */
 static void test_auto_limit(void)
 {
   static const char text[] = "[stages]\nforward = 1.3\nbackward = 2.1\nbackward_input = 1.2\n"
@@ -297,8 +297,9 @@ static void test_auto_limit(void)
         g_assert_cmpfloat(most_held_w(s, st, 0.25), <=, X + 1e-9);
       }
     }
-    for (int k = 1; k <= 2; k++) {
-      g_autoptr(TpSchedule) a = tp_schedule_generate_limited(TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, W, 2 * W, 1, k * W, NULL, &err);
+    for (int k = 1; k <= 3; k++) { /* 3: no limit given */
+      g_autoptr(TpSchedule) a = tp_schedule_generate_limited(TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, W, 2 * W, 1,
+                                                             k < 3 ? k * W : 0, NULL, &err);
       g_autoptr(TpSchedule) p = tpt_preset(k == 1 ? "zb-1p" : "zb-2p", W, 2 * W, 1);
       g_assert_no_error(err);
       for (int st = 0; st < W; st++)
@@ -309,7 +310,6 @@ static void test_auto_limit(void)
   static const struct {
     const char *preset, *limit, *want;
   } bad[] = {
-    { "zb-auto", NULL, "order zb-auto needs --activation-limit X" },
     { "zb-auto", "0.5", "--activation-limit 0.5: from 1" },
     { "zb-h2", "3", "--activation-limit: only zb-auto takes one (order zb-h2)" },
   };
