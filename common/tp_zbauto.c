@@ -1,5 +1,5 @@
-/* tp_zbauto.c — the automatic zero-bubble orders (zb-1p, zb-2p): the heuristic of Qi et al. (Zero
- * Bubble Pipeline Parallelism, §3.1) on per-stage times.  One mini-batch is built round by round, so
+/* tp_zbauto.c — the automatic zero-bubble orders (zb-1p, zb-2p, zb-auto): the heuristic of Qi et al.
+ * (Zero Bubble Pipeline Parallelism, §3.1) on per-stage times.  One mini-batch is built round by round, so
  * that every operation's predecessors are placed (and timed) before it: round 0 runs micro-batch 0's
  * forward down the stages, then the warm-up forwards each stage has time and memory for before its
  * first input gradient can arrive, then micro-batch 0's I back up the stages; round r runs one more
@@ -36,7 +36,9 @@ void tp_zb_costs_free(TpZbCosts *c)
 
 double tp_zb_limit(const TpSchedule *s)
 {
-  return s->order == TP_ORDER_ZB_1P ? s->W : s->order == TP_ORDER_ZB_AUTO && s->act_limit > 0 ? s->act_limit : 2.0 * s->W;
+  if (s->order == TP_ORDER_ZB_AUTO && s->act_limit > 0)
+    return s->act_limit;
+  return s->order == TP_ORDER_ZB_1P ? s->W : 2.0 * s->W;
 }
 
 /* One mini-batch's order under construction: per stage its time, memory and counts, the end of each

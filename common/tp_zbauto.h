@@ -1,8 +1,8 @@
-/* tp_zbauto.h — the automatic zero-bubble orders zb-1p and zb-2p (Qi et al., Zero Bubble Pipeline
- * Parallelism, §3.1): per stage, as many warm-up forwards as the activation limit and the first input
- * gradient's arrival allow, then one forward and one input gradient I a round, with deferred weight
- * gradients W filling the gaps and freeing memory; built on per-stage times (unit slots, or a cost
- * model's, sim/tp_costed.c). */
+/* tp_zbauto.h — the automatic zero-bubble orders zb-1p, zb-2p and zb-auto (Qi et al., Zero Bubble
+ * Pipeline Parallelism, §3.1): per stage, as many warm-up forwards as the activation limit and the
+ * first input gradient's arrival allow, then one forward and one input gradient I a round, with
+ * deferred weight gradients W filling the gaps and freeing memory; built on per-stage times (unit
+ * slots, or a cost model's, sim/tp_costed.c). */
 #ifndef TP_ZBAUTO_H
 #define TP_ZBAUTO_H
 
