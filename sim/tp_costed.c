@@ -162,6 +162,23 @@ static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, doubl
   return s;
 }
 
+/* What fixing an order on the costs allocated, freed (not the schedule). */
+static void gen_clear(Gen *g)
+{
+  tp_link_queues_free(g->link, tp_sim_n_links(g->W));
+  g_free(g->nf);
+  g_free(g->nb);
+  g_free(g->inflight);
+  g_free(g->pending_u);
+  g_free(g->busy);
+  g_free(g->dev_busy);
+  g_free(g->f_in);
+  g_free(g->g_in);
+  g_free(g->t0);
+  g_free(g->t1);
+  tp_engine_clear(&g->eng);
+}
+
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
 {
   return tp_schedule_generate_costed_rc(o, p, W, N, K, FALSE, c, err);
@@ -170,9 +187,9 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
 TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
                                            const TpCost *c, GError **err)
 {
-  if (tp_order_zb_auto_kind(o) && !recompute && c->W == W && tp_size_check(W, N, K, err) &&
-      tp_pair_check(o, p, W, N, err))
-    return generate_zb(o, p, W, N, K, 0, c, err);
+  if (tp_order_zb_auto_kind(o) && !recompute && c->W == W)
+    return tp_size_check(W, N, K, err) && tp_pair_check(o, p, W, N, err) ? generate_zb(o, p, W, N, K, 0, c, err)
+                                                                          : NULL;
   if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC) {
     TpSchedule *s = tp_schedule_generate(o, p, W, N, K, err);
     if (s)
@@ -230,18 +247,7 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
   ok = ok && tp_policy_assign_timed(s, start, end, err) && tp_validate(s, err);
   g_free(start);
   g_free(end);
-  tp_link_queues_free(g.link, tp_sim_n_links(W));
-  g_free(g.nf);
-  g_free(g.nb);
-  g_free(g.inflight);
-  g_free(g.pending_u);
-  g_free(g.busy);
-  g_free(g.dev_busy);
-  g_free(g.f_in);
-  g_free(g.g_in);
-  g_free(g.t0);
-  g_free(g.t1);
-  tp_engine_clear(&g.eng);
+  gen_clear(&g);
   if (!ok) {
     tp_schedule_free(s);
     return NULL;
