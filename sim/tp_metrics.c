@@ -110,11 +110,24 @@ static int change_cmp(const void *a, const void *b)
   return change_before(x, 0, y, 0) ? -1 : change_before(y, 0, x, 0) ? 1 : 0;
 }
 
+/* The changes at one instant of the instants' table, summed by component; `up` has bit c set when
+ * component c grows there. */
+typedef struct {
+  double sum[C_N];
+} Instant;
+
 typedef struct {
   Change *buf; /* the streams one after the other */
   long at[S_N], len[S_N];
   const Change *cur[S_N], *stop[S_N]; /* merging: the next change of each stream, and its end */
   int heap[S_N], n_heap; /* merging: the streams left, by their next change */
+  /* instead of the streams, when every amount and every time is a whole number (see
+   * instants_fit): the changes summed per instant 0..span, in inst and up (zero outside lo..hi);
+   * `off` set by a time that is not one of them */
+  Instant *inst;
+  uint8_t *up;
+  long span, lo, hi;
+  gboolean off;
 } Streams;
 
 /* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
@@ -129,6 +142,17 @@ static long streams_layout(Streams *q, long nf, long nb, int K)
 
 static inline void put(Streams *q, int stream, double t, double delta)
 {
+  if (q->inst) {
+    long i = (long)t;
+    if (G_UNLIKELY(!(t >= 0 && t <= q->span) || (double)i != t)) {
+      q->off = TRUE;
+      return;
+    }
+    q->inst[i].sum[stream_comp[stream]] += delta;
+    q->up[i] |= (uint8_t)((delta > 0) << stream_comp[stream]);
+    q->lo = MIN(q->lo, i), q->hi = MAX(q->hi, i);
+    return;
+  }
   Change *c = &q->buf[q->at[stream] + q->len[stream]++];
   c->t = t, c->delta = delta;
 }
@@ -215,7 +239,13 @@ static double release_time(const TpSim *sim, int st, const TpOp *f)
   return sim->end[ix->off[st] + p];
 }
 
-static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *ch, GArray *series)
+/* A stage's sizes that the components' bytes are made of. */
+typedef struct {
+  double weight, stored, workspace, fixed, optimizer, grad_buffer;
+} Sizes;
+
+/* Every change of stage st, into q (streams or instants); create and last have K+1 entries. */
+static void stage_changes(const TpSim *sim, int st, Streams *q, double *create, double *last)
 {
   const TpSchedule *s = sim->s;
   const TpStageCost *sc = &sim->c->stage[st];
@@ -223,14 +253,7 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
   const long off = sim->ix->off[st];
   const int n = tp_stage_len(s, st);
   gboolean stashing = s->policy == TP_POLICY_STASH || s->policy == TP_POLICY_INTERMEDIATE;
-  double *create = g_new(double, s->K + 1), *last = g_new0(double, s->K + 1);
-  Streams q;
-  long nf = 0, nb = 0;
-  for (int k = 0; k < n; k++)
-    nf += ops[k].kind == TP_OP_F, nb += tp_op_sends_up(ops[k].kind);
-  long room = streams_layout(&q, nf, nb, s->K);
-  g_array_set_size(ch, (guint)room);
-  q.buf = (Change *)ch->data;
+  memset(last, 0, (s->K + 1) * sizeof *last);
   create[0] = 0;
   int latest = 0; /* the stage's latest version when op k runs (m->latest, which may not be ready) */
   for (int k = 0; k < n; k++) {
@@ -244,11 +267,11 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
     double use = sim->end[g];
     if (op->kind == TP_OP_F) {
       double rel = release_time(sim, st, op);
-      add(&q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
+      add(q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
     } else if (op->src == TP_SRC_BLEND && latest > op->ver) {
-      add(&q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], sc->weight_bytes);
+      add(q, S_BLEND, S_BLEND_END, sim->start[g], sim->end[g], sc->weight_bytes);
     }
     last[op->ver] = MAX(last[op->ver], use);
     /* messages: received ones wait from arrival to the consuming op's start; sent ones from the
@@ -261,73 +284,97 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
       const TpStageCost *pc = &sim->c->stage[op->kind == TP_OP_F ? st - 1 : st + 1];
       double bytes = tp_op_count(s, op) * (op->kind == TP_OP_F ? pc->act_bytes : pc->grad_bytes);
       if (!tp_cost_rendezvous(&sim->c->link[op->kind == TP_OP_F ? st - 1 : st], bytes))
-        add(&q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g], bytes);
+        add(q, op->kind == TP_OP_F ? S_RECV_F : S_RECV_B, S_RECV_END, sim->xend[p], sim->start[g], bytes);
     }
     if (sim->cons[g] >= 0) {
       double bytes = tp_sim_op_bytes(sim->c, s, st, op);
       gboolean rv = tp_cost_rendezvous(&sim->c->link[op->kind == TP_OP_F ? st : st - 1], bytes);
-      add(&q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g],
+      add(q, S_SEND, op->kind == TP_OP_F ? S_SEND_END_F : S_SEND_END_B, sim->end[g],
           rv ? MAX(sim->start[sim->cons[g]], sim->xend[g]) : sim->xend[g], bytes);
     }
   }
   /* version v lives from its update until the next update or its last reader, whichever is later */
   for (int v = 0; v <= s->K; v++)
-    add(&q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), 1);
-  merge_start(&q);
-  /* recomputation stores each forward's stage input, and holds one workspace for the largest
-   * operation's saved activations (its forward, and a backward's forwards run again) */
-  double stored = sc->stored_bytes, workspace = 0;
-  if (s->recompute) {
-    int most = 1;
-    for (int k = 0; k < n; k++)
-      most = MAX(most, ops[k].kind == TP_OP_U ? 1 : tp_op_count(s, &ops[k]));
-    stored = sc->input_bytes > 0 ? sc->input_bytes : sc->grad_bytes;
-    workspace = most * sc->stored_bytes;
+    add(q, S_VER, S_VER_END, create[v], v == s->K ? sim->makespan : MAX(create[v + 1], last[v]), 1);
+}
+
+/* One evaluation of the peaks: cur holds the components' counts and bytes after a change that adds
+ * (`grew`: bit c set when component c grew), comp their bytes. */
+static inline void peaks_at(TpStageMetrics *sm, const Sizes *z, const double *cur, const double *comp, int grew)
+{
+  if (grew & 1 << C_VERSIONS)
+    sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
+  if (grew & 1 << C_ACTS)
+    sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
+  sm->comp_peak[0] = MAX(sm->comp_peak[0], comp[0]);
+  sm->comp_peak[3] = MAX(sm->comp_peak[3], comp[3]);
+  sm->comp_peak[4] = MAX(sm->comp_peak[4], comp[4]);
+  double total = comp[0] + comp[3] + comp[4] + z->fixed;
+  if (total > sm->peak_bytes) {
+    sm->peak_bytes = total;
+    sm->at_peak[0] = comp[0], sm->at_peak[1] = z->optimizer, sm->at_peak[2] = z->grad_buffer;
+    sm->at_peak[3] = comp[3], sm->at_peak[4] = comp[4];
   }
-  double cur[C_N] = { 0 }, fixed = sc->optimizer_bytes + sc->grad_buffer_bytes;
-  sm->peak_bytes = -1;
+}
+
+/* The peaks from the merged streams: a change that frees (delta <= 0) lowers its component and the
+ * total, so only the other changes are compared against the peaks so far. */
+static void peaks_merged(Streams *q, const Sizes *z, TpStageMetrics *sm)
+{
+  double cur[C_N] = { 0 }, comp[TP_N_MEM] = { 0, 0, 0, z->workspace, 0 };
+  gboolean first = TRUE;
   int cc;
-  if (!series && q.n_heap > 0) {
-    /* the peaks only: a change that frees (delta <= 0) lowers its component and the total, so only
-     * the other changes are compared against the peaks so far (the same maxima as below) */
-    sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
-    sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
-    const double wb = sc->weight_bytes, sb = stored;
-    double comp0 = 0, comp3 = workspace, comp4 = 0;
-    gboolean first = TRUE;
-    for (const Change *c; (c = merge_next(&q, &cc)) != NULL;) {
-      cur[cc] += c->delta;
-      if (cc == C_ACTS)
-        comp3 = cur[C_ACTS] * sb + workspace;
-      else if (cc == C_COMM)
-        comp4 = cur[C_COMM];
-      else
-        comp0 = cur[C_VERSIONS] * wb + cur[C_BLEND];
-      if (c->delta <= 0 && !first)
-        continue;
-      first = FALSE;
-      if (cc == C_VERSIONS)
-        sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
-      if (cc == C_ACTS)
-        sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
-      sm->comp_peak[0] = MAX(sm->comp_peak[0], comp0);
-      sm->comp_peak[3] = MAX(sm->comp_peak[3], comp3);
-      sm->comp_peak[4] = MAX(sm->comp_peak[4], comp4);
-      double total = comp0 + comp3 + comp4 + fixed;
-      if (total > sm->peak_bytes) {
-        sm->peak_bytes = total;
-        sm->at_peak[0] = comp0, sm->at_peak[1] = sc->optimizer_bytes, sm->at_peak[2] = sc->grad_buffer_bytes;
-        sm->at_peak[3] = comp3, sm->at_peak[4] = comp4;
-      }
-    }
+  for (const Change *c; (c = merge_next(q, &cc)) != NULL;) {
+    cur[cc] += c->delta;
+    if (cc == C_ACTS)
+      comp[3] = cur[C_ACTS] * z->stored + z->workspace;
+    else if (cc == C_COMM)
+      comp[4] = cur[C_COMM];
+    else
+      comp[0] = cur[C_VERSIONS] * z->weight + cur[C_BLEND];
+    if (c->delta <= 0 && !first)
+      continue;
+    first = FALSE;
+    peaks_at(sm, z, cur, comp, 1 << cc);
   }
-  for (const Change *c; series && (c = merge_next(&q, &cc)) != NULL;) {
+}
+
+/* The peaks from the instants' table, clearing it.  Its sums are exact (instants_fit), so each
+ * component's running sum is the merge's whatever the order within an instant; and at an instant
+ * the merge takes the frees first, then allocations that only raise each component: its last
+ * evaluation there holds every peak it reaches there, and the total's first reaching it has the
+ * same components (a later change that leaves an exact total as it is adds nothing). */
+static void peaks_instants(Streams *q, const Sizes *z, TpStageMetrics *sm)
+{
+  double cur[C_N] = { 0 }, comp[TP_N_MEM] = { 0, 0, 0, z->workspace, 0 };
+  for (long i = q->lo; i <= q->hi; i++) {
+    Instant *x = &q->inst[i];
+    int grew = q->up[i];
+    for (int c = 0; c < C_N; c++)
+      cur[c] += x->sum[c];
+    *x = (Instant){ { 0 } };
+    q->up[i] = 0;
+    if (!grew)
+      continue;
+    comp[0] = cur[C_VERSIONS] * z->weight + cur[C_BLEND];
+    comp[3] = cur[C_ACTS] * z->stored + z->workspace;
+    comp[4] = cur[C_COMM];
+    peaks_at(sm, z, cur, comp, grew);
+  }
+}
+
+/* The step function of the stage's total memory, from the merged streams (the peaks on the way). */
+static void series_merged(Streams *q, const Sizes *z, TpStageMetrics *sm, GArray *series)
+{
+  double cur[C_N] = { 0 };
+  int cc;
+  for (const Change *c; (c = merge_next(q, &cc)) != NULL;) {
     cur[cc] += c->delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
-    double comp[TP_N_MEM] = { cur[C_VERSIONS] * sc->weight_bytes + cur[C_BLEND], sc->optimizer_bytes,
-                              sc->grad_buffer_bytes, cur[C_ACTS] * stored + workspace, cur[C_COMM] };
-    double total = comp[0] + comp[3] + comp[4] + fixed;
+    double comp[TP_N_MEM] = { cur[C_VERSIONS] * z->weight + cur[C_BLEND], z->optimizer, z->grad_buffer,
+                              cur[C_ACTS] * z->stored + z->workspace, cur[C_COMM] };
+    double total = comp[0] + comp[3] + comp[4] + z->fixed;
     for (int k = 0; k < TP_N_MEM; k++)
       sm->comp_peak[k] = MAX(sm->comp_peak[k], comp[k]);
     if (total > sm->peak_bytes) {
@@ -335,11 +382,88 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, GArray *c
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (q.n_heap == 0 || head(&q, q.heap[0])->t != c->t) {
+    if (q->n_heap == 0 || head(q, q->heap[0])->t != c->t) {
       TpMemPoint p = { c->t, total };
       g_array_append_val(series, p);
     }
   }
+}
+
+/* Whether stage st's changes fit the instants' table of `room` changes' memory: every amount a
+ * whole number, and their sum exact in a double whatever the order; whole-number times (unit
+ * slots), the makespan among them, and no more instants than half the changes. */
+static gboolean instants_fit(const TpSim *sim, int st, long room)
+{
+  const TpSchedule *s = sim->s;
+  const TpStageCost *sc = sim->c->stage;
+  double span = sim->makespan, most = MAX(s->N, 1), bytes[5] = { sc[st].weight_bytes, sc[st].act_bytes,
+                                                                 sc[st].grad_bytes, 0, 0 };
+  bytes[3] = st > 0 ? sc[st - 1].act_bytes : 0;
+  bytes[4] = st < s->W - 1 ? sc[st + 1].grad_bytes : 0;
+  for (int k = 0; k < 5; k++) {
+    if (!(bytes[k] >= 0 && bytes[k] <= 0x1p40) || bytes[k] != (double)(long long)bytes[k])
+      return FALSE;
+    most = MAX(most, bytes[k] * MAX(s->N, 1));
+  }
+  return most * (double)room < 0x1p53 && span >= 0 && span == (double)(long)span && (span + 1) * 2 <= room;
+}
+
+/* Scratch of one thread: the streams' changes, or the instants' table (kept cleared). */
+typedef struct {
+  GArray *changes, *instants, *up;
+} Scratch;
+
+static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *sc_, GArray *series)
+{
+  const TpSchedule *s = sim->s;
+  const TpStageCost *sc = &sim->c->stage[st];
+  const TpOp *ops = tp_stage_ops(s, st);
+  const int n = tp_stage_len(s, st);
+  double *create = g_new(double, s->K + 1), *last = g_new(double, s->K + 1);
+  Streams q = { 0 };
+  long nf = 0, nb = 0;
+  for (int k = 0; k < n; k++)
+    nf += ops[k].kind == TP_OP_F, nb += tp_op_sends_up(ops[k].kind);
+  long room = streams_layout(&q, nf, nb, s->K);
+  if (!series && instants_fit(sim, st, room)) {
+    q.span = (long)sim->makespan, q.lo = q.span + 1, q.hi = -1;
+    if (sc_->instants->len < (guint)q.span + 1) {
+      g_array_set_size(sc_->instants, (guint)q.span + 1);
+      g_array_set_size(sc_->up, (guint)q.span + 1);
+    }
+    q.inst = (Instant *)sc_->instants->data, q.up = (uint8_t *)sc_->up->data;
+    stage_changes(sim, st, &q, create, last);
+    if (q.off) { /* a time that is not a whole number: clear the table, and the streams instead */
+      memset(q.inst, 0, sc_->instants->len * sizeof(Instant));
+      memset(q.up, 0, sc_->up->len);
+      q.inst = NULL;
+    }
+  }
+  if (!q.inst) {
+    g_array_set_size(sc_->changes, (guint)room);
+    q.buf = (Change *)sc_->changes->data;
+    stage_changes(sim, st, &q, create, last);
+    merge_start(&q);
+  }
+  /* recomputation stores each forward's stage input, and holds one workspace for the largest
+   * operation's saved activations (its forward, and a backward's forwards run again) */
+  Sizes z = { .weight = sc->weight_bytes, .stored = sc->stored_bytes, .optimizer = sc->optimizer_bytes,
+              .grad_buffer = sc->grad_buffer_bytes, .fixed = sc->optimizer_bytes + sc->grad_buffer_bytes };
+  if (s->recompute) {
+    int most = 1;
+    for (int k = 0; k < n; k++)
+      most = MAX(most, ops[k].kind == TP_OP_U ? 1 : tp_op_count(s, &ops[k]));
+    z.stored = sc->input_bytes > 0 ? sc->input_bytes : sc->grad_bytes;
+    z.workspace = most * sc->stored_bytes;
+  }
+  sm->peak_bytes = -1;
+  if (!series && (q.inst ? q.hi >= q.lo : q.n_heap > 0)) {
+    sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
+    sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
+    (q.inst ? peaks_instants : peaks_merged)(&q, &z, sm);
+  }
+  if (series)
+    series_merged(&q, &z, sm, series);
   g_free(create);
   g_free(last);
 }
@@ -413,10 +537,13 @@ typedef struct {
 static gpointer stage_memory_worker(gpointer data)
 {
   StageWork *w = data;
-  GArray *ch = g_array_new(FALSE, FALSE, sizeof(Change));
+  Scratch sc = { g_array_new(FALSE, FALSE, sizeof(Change)), g_array_new(FALSE, TRUE, sizeof(Instant)),
+                 g_array_new(FALSE, TRUE, 1) };
   for (int st; (st = g_atomic_int_add(&w->next, 1)) < w->m->W;)
-    stage_memory(w->sim, st, &w->m->stage[st], ch, NULL);
-  g_array_unref(ch);
+    stage_memory(w->sim, st, &w->m->stage[st], &sc, NULL);
+  g_array_unref(sc.changes);
+  g_array_unref(sc.instants);
+  g_array_unref(sc.up);
   return NULL;
 }
 
@@ -529,11 +656,12 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
 
 GArray *tp_metrics_memory_series(const TpSim *sim, const TpMetrics *m, int st)
 {
-  GArray *series = g_array_new(FALSE, FALSE, sizeof(TpMemPoint)), *ch = g_array_new(FALSE, FALSE, sizeof(Change));
+  GArray *series = g_array_new(FALSE, FALSE, sizeof(TpMemPoint));
+  Scratch sc = { g_array_new(FALSE, FALSE, sizeof(Change)), NULL, NULL };
   TpStageMetrics scratch = { 0 };
   (void)m;
-  stage_memory(sim, st, &scratch, ch, series);
-  g_array_unref(ch);
+  stage_memory(sim, st, &scratch, &sc, series);
+  g_array_unref(sc.changes);
   return series;
 }
 

@@ -440,6 +440,79 @@ static void test_zero_costs_cli(void)
   tpt_tmp_remove(sched);
 }
 
+/* "a, b, …" of W values cycling through v[0..3], each times `scale`. */
+static char *cost_list(int W, const double *v, double scale)
+{
+  GString *t = g_string_new(NULL);
+  for (int st = 0; st < W; st++)
+    g_string_append_printf(t, "%s%g", st ? ", " : "", v[st % 4] * scale);
+  return g_string_free(t, FALSE);
+}
+
+/* Whole-number bytes and times doubled (half = 0) or as they are (half = 1: halves among them). */
+static TpCost *memory_costs(int W, int half)
+{
+  static const double fwd[4] = { 0.5, 0.5, 0.5, 0.5 }, bwd[4] = { 0.5, 1, 0.5, 0.5 }, act[4] = { 3, 5, 2, 4 },
+                      grad[4] = { 5, 1, 6, 2 };
+  g_autofree char *f = cost_list(W, fwd, half ? 1 : 2), *b = cost_list(W, bwd, half ? 1 : 2),
+                  *a = cost_list(W, act, 1), *g = cost_list(W, grad, 1);
+  g_autofree char *text = g_strdup_printf("[stages]\nforward = %s\nbackward = %s\nupdate = 0\nactivation_bytes = %s\n"
+                                          "gradient_bytes = %s\nweight_bytes = 7\nstored_activation_bytes = 2\n"
+                                          "optimizer_bytes = 11\n[links]\nlatency = %s\neager_limit = 9\n",
+                                          f, b, a, g, half ? "0.5" : "1");
+  GError *err = NULL;
+  TpCost *c = cost_text(text, W, &err);
+  g_assert_no_error(err);
+  return c;
+}
+
+/* The stages' memory on whole-number times and bytes (summed per instant) is that of the same runs
+ * on halved times (the changes merged in time order), for every preset, with and without
+ * recomputation, with messages over the eager limit: every peak, count and component; and the
+ * highest point of the memory over time (merged) is the peak. */
+static void test_memory_instants(void)
+{
+  for (int i = 0; i < tp_n_presets; i++)
+    for (int recompute = 0; recompute < 2; recompute++) {
+      g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, 4, 8, 9);
+      if (recompute && !tp_schedule_ask_recompute(s, NULL))
+        continue;
+      TpStageMetrics *got[2];
+      double span[2];
+      for (int half = 0; half < 2; half++) {
+        GError *err = NULL;
+        g_autoptr(TpCost) c = memory_costs(s->W, half);
+        tp_cost_place_chunks(c, s);
+        g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+        g_assert_no_error(err);
+        g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+        got[half] = g_memdup2(m->stage, s->W * sizeof *m->stage);
+        span[half] = sim->makespan;
+        for (int st = 0; st < s->W && !half; st++) {
+          g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
+          double top = 0;
+          for (guint k = 0; k < series->len; k++)
+            top = MAX(top, g_array_index(series, TpMemPoint, k).bytes);
+          g_assert_cmpfloat(top, ==, m->stage[st].peak_bytes);
+        }
+      }
+      g_assert_cmpfloat(span[0], ==, 2 * span[1]);
+      for (int st = 0; st < s->W; st++) {
+        const TpStageMetrics *a = &got[0][st], *b = &got[1][st];
+        if (a->max_live_versions != b->max_live_versions || a->peak_activations != b->peak_activations ||
+            a->peak_bytes != b->peak_bytes || memcmp(a->at_peak, b->at_peak, sizeof a->at_peak) != 0 ||
+            memcmp(a->comp_peak, b->comp_peak, sizeof a->comp_peak) != 0)
+          g_error("%s%s stage %d: memory on whole times (peak %g B, %d versions, %d activations) differs from "
+                  "halved times (peak %g B, %d versions, %d activations)", tp_presets[i].name,
+                  recompute ? " --recompute" : "", st + 1, a->peak_bytes, a->max_live_versions, a->peak_activations,
+                  b->peak_bytes, b->max_live_versions, b->peak_activations);
+        g_assert_cmpfloat(a->peak_bytes, >, 11);
+      }
+      g_free(got[0]);
+      g_free(got[1]);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -451,5 +524,6 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/costed-order", test_costed_order);
   g_test_add_func("/sim/zero-costs", test_zero_costs);
   g_test_add_func("/sim/zero-costs-cli", test_zero_costs_cli);
+  g_test_add_func("/sim/memory-instants", test_memory_instants);
   return g_test_run();
 }
