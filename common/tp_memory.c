@@ -224,3 +224,56 @@ gpointer tp_memory_alloc_large(gsize bytes)
 #endif
   return p;
 }
+
+struct TpPrefault {
+  int n;
+  char **base;
+  gsize *bytes;
+  GThread *thread;
+};
+
+/* A chunk of each block in turn: a pass that writes every block at once finds its pages there. */
+static gpointer prefault_run(gpointer data)
+{
+#ifdef MADV_POPULATE_WRITE
+  TpPrefault *p = data;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), chunk = 64u << 10;
+  for (gsize off = 0, more = 1; more; off += chunk) {
+    more = 0;
+    for (int b = 0; b < p->n; b++) {
+      if (off >= p->bytes[b])
+        continue;
+      uintptr_t lo = ((uintptr_t)p->base[b] + off) & ~(page - 1),
+                hi = ((uintptr_t)p->base[b] + MIN(off + chunk, p->bytes[b]) + page - 1) & ~(page - 1);
+      if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+        return NULL; /* a kernel without it (before Linux 5.14): the writes fault as usual */
+      more = 1;
+    }
+  }
+#else
+  (void)data;
+#endif
+  return NULL;
+}
+
+TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes)
+{
+  TpPrefault *p = g_new0(TpPrefault, 1);
+  p->n = n;
+  p->base = g_memdup2(base, n * sizeof *base);
+  p->bytes = g_memdup2(bytes, n * sizeof *bytes);
+  if (g_get_num_processors() > 1)
+    p->thread = g_thread_try_new("prefault", prefault_run, p, NULL);
+  return p;
+}
+
+void tp_memory_prefault_wait(TpPrefault *p)
+{
+  if (!p)
+    return;
+  if (p->thread)
+    g_thread_join(p->thread);
+  g_free(p->base);
+  g_free(p->bytes);
+  g_free(p);
+}

@@ -30,5 +30,12 @@ void tp_string_reserve(GString *s, long long bytes);
  * allows them (transparent huge pages, madvise mode): a million-operation schedule's tables are
  * written once, and four thousand small page faults each cost more than the writes.  g_free frees it. */
 gpointer tp_memory_alloc_large(gsize bytes);
+/* The pages of n blocks that a pass is about to write, faulted in meanwhile by a thread of its own
+ * (Linux's MADV_POPULATE_WRITE, 64 KiB of each block in turn: the order of a pass that writes all of
+ * them at once), so that the pass finds most of them there; on one core, or where the kernel lacks
+ * it, nothing.  tp_memory_prefault_wait waits for that thread (before any block is freed). */
+typedef struct TpPrefault TpPrefault;
+TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes);
+void tp_memory_prefault_wait(TpPrefault *p);
 
 #endif

@@ -2,6 +2,8 @@
  * orders zb-h1 and zb-h2 (§2.3, split backward) in closed form; nf1b and 1f1b-async by their
  * unit-slot rules (backward first, bounded admission). */
 #include "tp_schedule.h"
+#include "tp_memory.h"
+#include "tp_parallel.h"
 
 /* Append an operation to stage st, whose array is sized already (len[st]: operations so far). */
 static inline void put(TpSchedule *s, int *len, int st, TpOpKind k, int mb, int micro)
@@ -245,6 +247,28 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole, double *start, 
   g_free(g);
 }
 
+/* A large schedule's pages fault in on another core while the orders fill them: every stage's
+ * operations, and its part of start and end when given. */
+static TpPrefault *prefault(const TpSchedule *s, const int *len, guint per_stage, double *start, double *end)
+{
+  if (tp_parallel_parts((long long)s->W * per_stage, s->W) < 2)
+    return NULL;
+  int n = 0;
+  void **base = g_new(void *, 3 * s->W);
+  gsize *bytes = g_new(gsize, 3 * s->W);
+  for (int st = 0; st < s->W; st++) {
+    base[n] = &tp_stage_ops(s, st)[len[st]], bytes[n++] = per_stage * sizeof(TpOp);
+    if (start)
+      base[n] = &start[(size_t)st * per_stage], bytes[n++] = per_stage * sizeof(double);
+    if (end)
+      base[n] = &end[(size_t)st * per_stage], bytes[n++] = per_stage * sizeof(double);
+  }
+  TpPrefault *pf = tp_memory_prefault(n, base, bytes);
+  g_free(base);
+  g_free(bytes);
+  return pf;
+}
+
 gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
 {
   /* every stage gets K·N forwards (K whole ones for 1f1b-async), K·N backwards (K whole ones for
@@ -255,6 +279,7 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
     len[st] = tp_stage_len(s, st);
     g_array_set_size(s->stage[st], len[st] + per_stage);
   }
+  TpPrefault *pf = prefault(s, len, per_stage, start, end);
   switch (s->order) {
   case TP_ORDER_GPIPE: order_gpipe(s, len); break;
   case TP_ORDER_1F1B: order_1f1b(s, len); break;
@@ -267,6 +292,7 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
   case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE, start, end, per_stage); break;
   default: g_assert_not_reached();
   }
+  tp_memory_prefault_wait(pf);
   for (int st = 0; st < s->W; st++)
     g_assert((guint)len[st] == s->stage[st]->len);
   g_free(len);
