@@ -110,6 +110,12 @@ static int change_cmp(const void *a, const void *b)
   return change_before(x, 0, y, 0) ? -1 : change_before(y, 0, x, 0) ? 1 : 0;
 }
 
+/* Merging: a stream's next change, held in the heap itself. */
+typedef struct {
+  double t, delta;
+  int comp, k; /* its component, and the stream */
+} Head;
+
 /* The changes at one instant of the instants' table, summed by component; `up` has bit c set when
  * component c grows there. */
 typedef struct {
@@ -120,14 +126,15 @@ typedef struct {
   Change *buf; /* the streams one after the other */
   long at[S_N], len[S_N];
   const Change *cur[S_N], *stop[S_N]; /* merging: the next change of each stream, and its end */
-  int heap[S_N], n_heap; /* merging: the streams left, by their next change */
+  Head heap[S_N]; /* merging: the streams left, by their next change */
+  int n_heap;
   /* instead of the streams, when every amount and every time is a whole number (see
-   * instants_fit): the changes summed per instant 0..span, in inst and up (zero outside lo..hi);
-   * `off` set by a time that is not one of them */
+   * instants_fit): the changes summed per instant 0..span, in inst and up; `off` set by a time
+   * that is not one of them, unless `whole` says every time is one (unit slots) */
   Instant *inst;
   uint8_t *up;
-  long span, lo, hi;
-  gboolean off;
+  long span;
+  gboolean off, whole, any; /* any: a change was put */
 } Streams;
 
 /* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
@@ -144,13 +151,12 @@ static inline void put(Streams *q, int stream, double t, double delta)
 {
   if (q->inst) {
     long i = (long)t;
-    if (G_UNLIKELY(!(t >= 0 && t <= q->span) || (double)i != t)) {
+    if (!q->whole && G_UNLIKELY(!(t >= 0 && t <= q->span) || (double)i != t)) {
       q->off = TRUE;
       return;
     }
     q->inst[i].sum[stream_comp[stream]] += delta;
     q->up[i] |= (uint8_t)((delta > 0) << stream_comp[stream]);
-    q->lo = MIN(q->lo, i), q->hi = MAX(q->hi, i);
     return;
   }
   Change *c = &q->buf[q->at[stream] + q->len[stream]++];
@@ -161,31 +167,35 @@ static inline void add(Streams *q, int on, int off, double t0, double t1, double
 {
   if (t1 <= t0 || amount == 0)
     return;
+  q->any = TRUE;
   put(q, on, t0, amount);
   put(q, off, t1, -amount);
 }
 
-static inline const Change *head(const Streams *q, int k) { return q->cur[k]; }
-
-static inline gboolean head_before(const Streams *q, int a, int b)
+static inline gboolean head_before(const Head *a, const Head *b)
 {
-  return change_before(head(q, a), stream_comp[a], head(q, b), stream_comp[b]);
+  if (a->t != b->t)
+    return a->t < b->t;
+  if (a->delta != b->delta)
+    return a->delta < b->delta;
+  return a->comp < b->comp;
 }
 
 static void sift_down(Streams *q, int i)
 {
+  Head x = q->heap[i];
   for (;;) {
     int c = 2 * i + 1;
     if (c >= q->n_heap)
-      return;
-    if (c + 1 < q->n_heap && head_before(q, q->heap[c + 1], q->heap[c]))
+      break;
+    if (c + 1 < q->n_heap && head_before(&q->heap[c + 1], &q->heap[c]))
       c++;
-    if (!head_before(q, q->heap[c], q->heap[i]))
-      return;
-    int t = q->heap[c];
-    q->heap[c] = q->heap[i], q->heap[i] = t;
+    if (!head_before(&q->heap[c], &x))
+      break;
+    q->heap[i] = q->heap[c];
     i = c;
   }
+  q->heap[i] = x;
 }
 
 /* Get ready to merge: a stream out of time order (a schedule file may receive in another order than
@@ -202,24 +212,26 @@ static void merge_start(Streams *q)
       }
     q->cur[k] = c, q->stop[k] = c + q->len[k];
     if (q->len[k] > 0)
-      q->heap[q->n_heap++] = k;
+      q->heap[q->n_heap++] = (Head){ .t = c->t, .delta = c->delta, .comp = stream_comp[k], .k = k };
   }
   for (int i = q->n_heap / 2 - 1; i >= 0; i--)
     sift_down(q, i);
 }
 
-/* The next change in order and its component; NULL when none is left. */
-static inline const Change *merge_next(Streams *q, int *comp)
+/* The next change in order and its component; FALSE when none is left. */
+static inline gboolean merge_next(Streams *q, Change *out, int *comp)
 {
   if (q->n_heap == 0)
-    return NULL;
-  int k = q->heap[0];
-  const Change *c = head(q, k);
-  *comp = stream_comp[k];
-  if (++q->cur[k] == q->stop[k])
-    q->heap[0] = q->heap[--q->n_heap];
+    return FALSE;
+  Head *h = &q->heap[0];
+  out->t = h->t, out->delta = h->delta, *comp = h->comp;
+  const Change *next = ++q->cur[h->k];
+  if (next == q->stop[h->k])
+    *h = q->heap[--q->n_heap];
+  else
+    h->t = next->t, h->delta = next->delta;
   sift_down(q, 0);
-  return c;
+  return TRUE;
 }
 
 /* End of the backward that consumes the activations of forward op f at stage st: of its W when
@@ -324,15 +336,15 @@ static void peaks_merged(Streams *q, const Sizes *z, TpStageMetrics *sm)
   double cur[C_N] = { 0 }, comp[TP_N_MEM] = { 0, 0, 0, z->workspace, 0 };
   gboolean first = TRUE;
   int cc;
-  for (const Change *c; (c = merge_next(q, &cc)) != NULL;) {
-    cur[cc] += c->delta;
+  for (Change c; merge_next(q, &c, &cc);) {
+    cur[cc] += c.delta;
     if (cc == C_ACTS)
       comp[3] = cur[C_ACTS] * z->stored + z->workspace;
     else if (cc == C_COMM)
       comp[4] = cur[C_COMM];
     else
       comp[0] = cur[C_VERSIONS] * z->weight + cur[C_BLEND];
-    if (c->delta <= 0 && !first)
+    if (c.delta <= 0 && !first)
       continue;
     first = FALSE;
     peaks_at(sm, z, cur, comp, 1 << cc);
@@ -347,7 +359,7 @@ static void peaks_merged(Streams *q, const Sizes *z, TpStageMetrics *sm)
 static void peaks_instants(Streams *q, const Sizes *z, TpStageMetrics *sm)
 {
   double cur[C_N] = { 0 }, comp[TP_N_MEM] = { 0, 0, 0, z->workspace, 0 };
-  for (long i = q->lo; i <= q->hi; i++) {
+  for (long i = 0; i <= q->span; i++) {
     Instant *x = &q->inst[i];
     int grew = q->up[i];
     for (int c = 0; c < C_N; c++)
@@ -368,8 +380,8 @@ static void series_merged(Streams *q, const Sizes *z, TpStageMetrics *sm, GArray
 {
   double cur[C_N] = { 0 };
   int cc;
-  for (const Change *c; (c = merge_next(q, &cc)) != NULL;) {
-    cur[cc] += c->delta;
+  for (Change c; merge_next(q, &c, &cc);) {
+    cur[cc] += c.delta;
     sm->max_live_versions = MAX(sm->max_live_versions, (int)(cur[C_VERSIONS] + 0.5));
     sm->peak_activations = MAX(sm->peak_activations, (int)(cur[C_ACTS] + 0.5));
     double comp[TP_N_MEM] = { cur[C_VERSIONS] * z->weight + cur[C_BLEND], z->optimizer, z->grad_buffer,
@@ -382,8 +394,8 @@ static void series_merged(Streams *q, const Sizes *z, TpStageMetrics *sm, GArray
       for (int k = 0; k < TP_N_MEM; k++)
         sm->at_peak[k] = comp[k];
     }
-    if (q->n_heap == 0 || head(q, q->heap[0])->t != c->t) {
-      TpMemPoint p = { c->t, total };
+    if (q->n_heap == 0 || q->heap[0].t != c.t) {
+      TpMemPoint p = { c.t, total };
       g_array_append_val(series, p);
     }
   }
@@ -426,7 +438,8 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
     nf += ops[k].kind == TP_OP_F, nb += tp_op_sends_up(ops[k].kind);
   long room = streams_layout(&q, nf, nb, s->K);
   if (!series && instants_fit(sim, st, room)) {
-    q.span = (long)sim->makespan, q.lo = q.span + 1, q.hi = -1;
+    /* unit slots: every time is a whole number of slots from 0 to the makespan */
+    q.span = (long)sim->makespan, q.whole = sim->c->unit;
     if (sc_->instants->len < (guint)q.span + 1) {
       g_array_set_size(sc_->instants, (guint)q.span + 1);
       g_array_set_size(sc_->up, (guint)q.span + 1);
@@ -434,8 +447,8 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
     q.inst = (Instant *)sc_->instants->data, q.up = (uint8_t *)sc_->up->data;
     stage_changes(sim, st, &q, create, last);
     if (q.off) { /* a time that is not a whole number: clear the table, and the streams instead */
-      memset(q.inst, 0, sc_->instants->len * sizeof(Instant));
-      memset(q.up, 0, sc_->up->len);
+      memset(q.inst, 0, (q.span + 1) * sizeof(Instant));
+      memset(q.up, 0, q.span + 1);
       q.inst = NULL;
     }
   }
@@ -457,7 +470,7 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
     z.workspace = most * sc->stored_bytes;
   }
   sm->peak_bytes = -1;
-  if (!series && (q.inst ? q.hi >= q.lo : q.n_heap > 0)) {
+  if (!series && (q.inst ? q.any : q.n_heap > 0)) {
     sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
     sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
     (q.inst ? peaks_instants : peaks_merged)(&q, &z, sm);
