@@ -236,12 +236,13 @@ static inline gboolean merge_next(Streams *q, Change *out, int *comp)
 
 /* End of the backward that consumes the activations of forward op f at stage st: of its W when
  * the backward is split (a pending W keeps the stage's inputs and output gradients alive). */
-static double release_time(const TpSim *sim, int st, const TpOp *f)
+static double release_time(const TpSim *sim, int st, const TpOp *f, gboolean *whole)
 {
   const TpSchedule *s = sim->s;
   const TpIndex *ix = sim->ix;
   const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys;
   int key = tp_key(s->N, f->mb, TP_WHOLE);
+  *whole = bp[key] >= 0; /* one backward for the whole mini-batch: the same time for all its forwards */
   if (bp[key] < 0 && f->micro != TP_WHOLE)
     key = tp_key(s->N, f->mb, f->micro);
   int32_t p = MAX(bp[key], tp_index_wpos(ix, st, key));
@@ -268,6 +269,9 @@ static void stage_changes(const TpSim *sim, int st, Streams *q, double *create, 
   memset(last, 0, (s->K + 1) * sizeof *last);
   create[0] = 0;
   int latest = 0; /* the stage's latest version when op k runs (m->latest, which may not be ready) */
+  int rel_mb = 0; /* the last forward's mini-batch and release time, when it is its mini-batch's */
+  gboolean rel_whole = FALSE;
+  double rel = 0;
   for (int k = 0; k < n; k++) {
     const TpOp *op = &ops[k];
     long g = off + k;
@@ -278,7 +282,8 @@ static void stage_changes(const TpSim *sim, int st, Streams *q, double *create, 
     }
     double use = sim->end[g];
     if (op->kind == TP_OP_F) {
-      double rel = release_time(sim, st, op);
+      if (op->mb != rel_mb || !rel_whole)
+        rel = release_time(sim, st, op, &rel_whole), rel_mb = op->mb;
       add(q, S_ACTS, S_ACTS_END, sim->start[g], rel, tp_op_count(s, op));
       if (stashing)
         use = MAX(use, rel);
