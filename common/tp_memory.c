@@ -230,6 +230,7 @@ struct TpPrefault {
   char **base;
   gsize *bytes;
   GThread *thread;
+  gint stop; /* set when the pass is done: what is left would be faulted for nothing */
 };
 
 /* A chunk of each block in turn: a pass that writes every block at once finds its pages there. */
@@ -240,7 +241,7 @@ static gpointer prefault_run(gpointer data)
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), chunk = 64u << 10;
   for (gsize off = 0, more = 1; more; off += chunk) {
     more = 0;
-    for (int b = 0; b < p->n; b++) {
+    for (int b = 0; b < p->n && !g_atomic_int_get(&p->stop); b++) {
       if (off >= p->bytes[b])
         continue;
       uintptr_t lo = ((uintptr_t)p->base[b] + off) & ~(page - 1),
@@ -271,6 +272,7 @@ void tp_memory_prefault_wait(TpPrefault *p)
 {
   if (!p)
     return;
+  g_atomic_int_set(&p->stop, 1);
   if (p->thread)
     g_thread_join(p->thread);
   g_free(p->base);
