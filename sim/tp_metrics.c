@@ -474,14 +474,19 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
     z.stored = sc->input_bytes > 0 ? sc->input_bytes : sc->grad_bytes;
     z.workspace = most * sc->stored_bytes;
   }
-  sm->peak_bytes = -1;
+  /* the peaks in a copy, written back once: the stage's other fields are another thread's */
+  TpStageMetrics p = { .peak_bytes = -1 };
   if (!series && (q.inst ? q.any : q.n_heap > 0)) {
-    sm->comp_peak[1] = MAX(sm->comp_peak[1], sc->optimizer_bytes);
-    sm->comp_peak[2] = MAX(sm->comp_peak[2], sc->grad_buffer_bytes);
-    (q.inst ? peaks_instants : peaks_merged)(&q, &z, sm);
+    p.comp_peak[1] = MAX(p.comp_peak[1], sc->optimizer_bytes);
+    p.comp_peak[2] = MAX(p.comp_peak[2], sc->grad_buffer_bytes);
+    (q.inst ? peaks_instants : peaks_merged)(&q, &z, &p);
   }
   if (series)
-    series_merged(&q, &z, sm, series);
+    series_merged(&q, &z, &p, series);
+  sm->peak_bytes = p.peak_bytes, sm->max_live_versions = p.max_live_versions;
+  sm->peak_activations = p.peak_activations;
+  memcpy(sm->at_peak, p.at_peak, sizeof p.at_peak);
+  memcpy(sm->comp_peak, p.comp_peak, sizeof p.comp_peak);
   g_free(create);
   g_free(last);
 }
@@ -589,6 +594,53 @@ static void stage_memory_finish(StageWork *w, GThread **t, int threads)
 
 /* ---- all metrics -------------------------------------------------------------------------- */
 
+/* Stage st's part of the one pass: its busy time, its reads' staleness, its backwards' version
+ * mismatch, its messages and bytes (its two links are its own: summed here, in its order), and its
+ * share of the busy time inside [t0, t1] added to *busy_steady in the stages' order. */
+static void stage_pass(const TpSim *sim, TpMetrics *m, int st, double t0, double t1, double *busy_steady)
+{
+  const TpSchedule *s = sim->s;
+  const TpOp *ops = tp_stage_ops(s, st);
+  const long off = sim->ix->off[st];
+  const double *start = sim->start + off, *end = sim->end + off;
+  const int32_t *cons = sim->cons + off;
+  int latest = 0, worst = 0;
+  double busy = 0, steady = *busy_steady, bytes[2] = { 0, 0 }; /* sent on the forward link, the backward one */
+  long messages[2] = { 0, 0 };
+  for (int k = 0; k < tp_stage_len(s, st); k++) {
+    const TpOp *op = &ops[k];
+    busy += end[k] - start[k];
+    steady += MAX(0.0, MIN(end[k], t1) - MAX(start[k], t0));
+    if (op->kind == TP_OP_U) {
+      latest++;
+      continue;
+    }
+    guint d = (guint)(latest - op->ver);
+    if (m->staleness->len <= d)
+      g_array_set_size(m->staleness, d + 1);
+    /* a whole-mini-batch forward reads for its N micro-batches (fused forwards count as the forwards
+     * they stand for) */
+    g_array_index(m->staleness, long, d) += op->kind == TP_OP_F ? tp_op_count(s, op) : 1;
+    if (tp_op_sends_up(op->kind)) {
+      int d_b = tp_backward_mismatch(s, sim->ix, st, op, latest, m->mismatch, &m->mismatch_older);
+      worst = MAX(worst, d_b);
+    }
+    if (cons[k] >= 0) {
+      int up = op->kind != TP_OP_F;
+      messages[up]++;
+      bytes[up] += tp_sim_op_bytes(sim->c, s, st, op);
+    }
+  }
+  for (int up = 0; up < 2; up++)
+    if (messages[up] > 0) {
+      int l = tp_link_of(s->W, st, up ? TP_OP_B : TP_OP_F);
+      m->link_messages[l] += messages[up], m->link_bytes[l] += bytes[up];
+    }
+  m->stage[st].busy = busy;
+  m->stage[st].max_version_mismatch = worst;
+  *busy_steady = steady;
+}
+
 TpMetrics *tp_metrics_compute(const TpSim *sim)
 {
   const TpSchedule *s = sim->s;
@@ -618,37 +670,9 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   double busy_steady = 0;
   m->mismatch = g_array_new(FALSE, TRUE, sizeof(long));
   for (int st = 0; st < W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    const long off = sim->ix->off[st];
-    int latest = 0, worst = 0;
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      const TpOp *op = &ops[k];
-      long g = off + k;
-      m->stage[st].busy += sim->end[g] - sim->start[g];
-      busy_steady += MAX(0.0, MIN(sim->end[g], t1) - MAX(sim->start[g], t0));
-      if (op->kind == TP_OP_U) {
-        latest++;
-        continue;
-      }
-      guint d = (guint)(latest - op->ver);
-      if (m->staleness->len <= d)
-        g_array_set_size(m->staleness, d + 1);
-      /* a whole-mini-batch forward reads for its N micro-batches (fused forwards count as the forwards
-       * they stand for) */
-      g_array_index(m->staleness, long, d) += op->kind == TP_OP_F ? tp_op_count(s, op) : 1;
-      if (tp_op_sends_up(op->kind)) {
-        int d_b = tp_backward_mismatch(s, sim->ix, st, op, latest, m->mismatch, &m->mismatch_older);
-        worst = MAX(worst, d_b);
-      }
-      if (sim->cons[g] >= 0) {
-        int l = tp_link_of(W, st, op->kind);
-        m->link_messages[l]++;
-        m->link_bytes[l] += tp_sim_op_bytes(sim->c, s, st, op);
-      }
-    }
+    stage_pass(sim, m, st, t0, t1, &busy_steady);
     m->busy += m->stage[st].busy;
     m->stage[st].bubble = m->makespan > 0 ? 1.0 - m->stage[st].busy / m->makespan : 0;
-    m->stage[st].max_version_mismatch = worst;
   }
   for (int l = 0; l < L; l++)
     m->messages += m->link_messages[l], m->bytes += m->link_bytes[l];
