@@ -135,6 +135,7 @@ typedef struct {
   uint8_t *up;
   long span;
   gboolean off, whole, any; /* any: a change was put */
+  gboolean by_time;         /* merging with exact sums: by time alone, the peaks per instant */
 } Streams;
 
 /* Room for each stream of a stage with nf forwards and nb backwards (and K+1 versions). */
@@ -172,10 +173,12 @@ static inline void add(Streams *q, int on, int off, double t0, double t1, double
   put(q, off, t1, -amount);
 }
 
-static inline gboolean head_before(const Head *a, const Head *b)
+static inline gboolean head_before(const Streams *q, const Head *a, const Head *b)
 {
   if (a->t != b->t)
     return a->t < b->t;
+  if (q->by_time) /* exact sums: the order within an instant does not matter */
+    return FALSE;
   if (a->delta != b->delta)
     return a->delta < b->delta;
   return a->comp < b->comp;
@@ -188,9 +191,9 @@ static void sift_down(Streams *q, int i)
     int c = 2 * i + 1;
     if (c >= q->n_heap)
       break;
-    if (c + 1 < q->n_heap && head_before(&q->heap[c + 1], &q->heap[c]))
+    if (c + 1 < q->n_heap && head_before(q, &q->heap[c + 1], &q->heap[c]))
       c++;
-    if (!head_before(&q->heap[c], &x))
+    if (!head_before(q, &q->heap[c], &x))
       break;
     q->heap[i] = q->heap[c];
     i = c;
@@ -334,6 +337,14 @@ static inline void peaks_at(TpStageMetrics *sm, const Sizes *z, const double *cu
   }
 }
 
+/* peaks_at with every component's bytes from the sums (an instant's last change). */
+static inline void peaks_of_sums(TpStageMetrics *sm, const Sizes *z, const double *cur, int grew)
+{
+  double comp[TP_N_MEM] = { cur[C_VERSIONS] * z->weight + cur[C_BLEND], 0, 0, cur[C_ACTS] * z->stored + z->workspace,
+                            cur[C_COMM] };
+  peaks_at(sm, z, cur, comp, grew);
+}
+
 /* The peaks from the merged streams: a change that frees (delta <= 0) lowers its component and the
  * total, so only the other changes are compared against the peaks so far. */
 static void peaks_merged(Streams *q, const Sizes *z, TpStageMetrics *sm)
@@ -363,7 +374,7 @@ static void peaks_merged(Streams *q, const Sizes *z, TpStageMetrics *sm)
  * same components (a later change that leaves an exact total as it is adds nothing). */
 static void peaks_instants(Streams *q, const Sizes *z, TpStageMetrics *sm)
 {
-  double cur[C_N] = { 0 }, comp[TP_N_MEM] = { 0, 0, 0, z->workspace, 0 };
+  double cur[C_N] = { 0 };
   for (long i = 0; i <= q->span; i++) {
     Instant *x = &q->inst[i];
     int grew = q->up[i];
@@ -373,10 +384,23 @@ static void peaks_instants(Streams *q, const Sizes *z, TpStageMetrics *sm)
     q->up[i] = 0;
     if (!grew)
       continue;
-    comp[0] = cur[C_VERSIONS] * z->weight + cur[C_BLEND];
-    comp[3] = cur[C_ACTS] * z->stored + z->workspace;
-    comp[4] = cur[C_COMM];
-    peaks_at(sm, z, cur, comp, grew);
+    peaks_of_sums(sm, z, cur, grew);
+  }
+}
+
+/* The peaks from the streams merged by time alone (exact sums): once per instant, after all its
+ * changes, as peaks_instants does. */
+static void peaks_grouped(Streams *q, const Sizes *z, TpStageMetrics *sm)
+{
+  double cur[C_N] = { 0 };
+  int cc, grew = 0;
+  for (Change c; merge_next(q, &c, &cc);) {
+    cur[cc] += c.delta;
+    grew |= (c.delta > 0) << cc;
+    if (!grew || (q->n_heap > 0 && q->heap[0].t == c.t))
+      continue;
+    peaks_of_sums(sm, z, cur, grew);
+    grew = 0;
   }
 }
 
@@ -406,15 +430,13 @@ static void series_merged(Streams *q, const Sizes *z, TpStageMetrics *sm, GArray
   }
 }
 
-/* Whether stage st's changes fit the instants' table of `room` changes' memory: every amount a
- * whole number, and their sum exact in a double whatever the order; whole-number times (unit
- * slots), the makespan among them, and no more instants than half the changes. */
-static gboolean instants_fit(const TpSim *sim, int st, long room)
+/* Whether stage st's changes sum exactly in a double whatever their order (of `room` at most):
+ * every amount a whole number, and their sum well within 2^53. */
+static gboolean exact_sums(const TpSim *sim, int st, long room)
 {
   const TpSchedule *s = sim->s;
   const TpStageCost *sc = sim->c->stage;
-  double span = sim->makespan, most = MAX(s->N, 1), bytes[5] = { sc[st].weight_bytes, sc[st].act_bytes,
-                                                                 sc[st].grad_bytes, 0, 0 };
+  double most = MAX(s->N, 1), bytes[5] = { sc[st].weight_bytes, sc[st].act_bytes, sc[st].grad_bytes, 0, 0 };
   bytes[3] = st > 0 ? sc[st - 1].act_bytes : 0;
   bytes[4] = st < s->W - 1 ? sc[st + 1].grad_bytes : 0;
   for (int k = 0; k < 5; k++) {
@@ -422,7 +444,16 @@ static gboolean instants_fit(const TpSim *sim, int st, long room)
       return FALSE;
     most = MAX(most, bytes[k] * MAX(s->N, 1));
   }
-  return most * (double)room < 0x1p53 && span >= 0 && span == (double)(long)span && (span + 1) * 2 <= room;
+  return most * (double)room < 0x1p53;
+}
+
+/* Whether the instants' table of a stage of `room` changes may hold its sums: whole-number times
+ * (unit slots), the makespan among them, and no more instants than half the changes (the table
+ * takes no more memory than the streams). */
+static gboolean instants_fit(const TpSim *sim, long room)
+{
+  double span = sim->makespan;
+  return span >= 0 && span == (double)(long)span && (span + 1) * 2 <= room;
 }
 
 /* Scratch of one thread: the streams' changes, or the instants' table (kept cleared). */
@@ -442,7 +473,8 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
   for (int k = 0; k < n; k++)
     nf += ops[k].kind == TP_OP_F, nb += tp_op_sends_up(ops[k].kind);
   long room = streams_layout(&q, nf, nb, s->K);
-  if (!series && instants_fit(sim, st, room)) {
+  gboolean exact = !series && exact_sums(sim, st, room);
+  if (exact && instants_fit(sim, room)) {
     /* unit slots: every time is a whole number of slots from 0 to the makespan */
     q.span = (long)sim->makespan, q.whole = sim->c->unit;
     if (sc_->instants->len < (guint)q.span + 1) {
@@ -461,6 +493,7 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
     g_array_set_size(sc_->changes, (guint)room);
     q.buf = (Change *)sc_->changes->data;
     stage_changes(sim, st, &q, create, last);
+    q.by_time = exact;
     merge_start(&q);
   }
   /* recomputation stores each forward's stage input, and holds one workspace for the largest
@@ -479,7 +512,7 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
   if (!series && (q.inst ? q.any : q.n_heap > 0)) {
     p.comp_peak[1] = MAX(p.comp_peak[1], sc->optimizer_bytes);
     p.comp_peak[2] = MAX(p.comp_peak[2], sc->grad_buffer_bytes);
-    (q.inst ? peaks_instants : peaks_merged)(&q, &z, &p);
+    (q.inst ? peaks_instants : q.by_time ? peaks_grouped : peaks_merged)(&q, &z, &p);
   }
   if (series)
     series_merged(&q, &z, &p, series);

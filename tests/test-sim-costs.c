@@ -449,27 +449,44 @@ static char *cost_list(int W, const double *v, double scale)
   return g_string_free(t, FALSE);
 }
 
-/* Whole-number bytes and times doubled (half = 0) or as they are (half = 1: halves among them). */
-static TpCost *memory_costs(int W, int half)
+/* Whole-number bytes and times doubled (variant 0), times as they are (1: halves among them), and
+ * bytes halved too (2: halves among them). */
+static TpCost *memory_costs(int W, int variant)
 {
   static const double fwd[4] = { 0.5, 0.5, 0.5, 0.5 }, bwd[4] = { 0.5, 1, 0.5, 0.5 }, act[4] = { 3, 5, 2, 4 },
                       grad[4] = { 5, 1, 6, 2 };
-  g_autofree char *f = cost_list(W, fwd, half ? 1 : 2), *b = cost_list(W, bwd, half ? 1 : 2),
-                  *a = cost_list(W, act, 1), *g = cost_list(W, grad, 1);
+  double tb = variant ? 1 : 2, bb = variant == 2 ? 0.5 : 1;
+  g_autofree char *f = cost_list(W, fwd, tb), *b = cost_list(W, bwd, tb), *a = cost_list(W, act, bb),
+                  *g = cost_list(W, grad, bb);
   g_autofree char *text = g_strdup_printf("[stages]\nforward = %s\nbackward = %s\nupdate = 0\nactivation_bytes = %s\n"
-                                          "gradient_bytes = %s\nweight_bytes = 7\nstored_activation_bytes = 2\n"
-                                          "optimizer_bytes = 11\n[links]\nlatency = %s\neager_limit = 9\n",
-                                          f, b, a, g, half ? "0.5" : "1");
+                                          "gradient_bytes = %s\nweight_bytes = %g\nstored_activation_bytes = %g\n"
+                                          "optimizer_bytes = %g\n[links]\nlatency = %g\neager_limit = %g\n",
+                                          f, b, a, g, 7 * bb, 2 * bb, 11 * bb, 0.5 * tb, 9 * bb);
   GError *err = NULL;
   TpCost *c = cost_text(text, W, &err);
   g_assert_no_error(err);
   return c;
 }
 
-/* The stages' memory on whole-number times and bytes (summed per instant) is that of the same runs
- * on halved times (the changes merged in time order), for every preset, with and without
- * recomputation, with messages over the eager limit: every peak, count and component; and the
- * highest point of the memory over time (merged) is the peak. */
+/* Stage st's memory in run v against run 0's, bytes times `scale`: every peak, count and component. */
+static void memory_same(const char *what, int st, const TpStageMetrics *a, const TpStageMetrics *b, double scale)
+{
+  gboolean same = a->max_live_versions == b->max_live_versions && a->peak_activations == b->peak_activations &&
+                  a->peak_bytes == b->peak_bytes * scale;
+  for (int k = 0; k < TP_N_MEM; k++)
+    same = same && a->at_peak[k] == b->at_peak[k] * scale && a->comp_peak[k] == b->comp_peak[k] * scale;
+  if (!same)
+    g_error("%s stage %d: memory on whole times and bytes (peak %g B, %d versions, %d activations) differs from "
+            "halves (peak %g B x %g, %d versions, %d activations)", what, st + 1, a->peak_bytes,
+            a->max_live_versions, a->peak_activations, b->peak_bytes, scale, b->max_live_versions,
+            b->peak_activations);
+  g_assert_cmpfloat(a->peak_bytes, >, 11);
+}
+
+/* The stages' memory on whole-number times and bytes (summed per instant), on halved times (merged
+ * by time, summed per instant) and on halved times and bytes (merged change by change, frees first
+ * at an instant) is the same, for every preset, with and without recomputation, with messages over
+ * the eager limit; and the highest point of the memory over time (merged) is the peak. */
 static void test_memory_instants(void)
 {
   for (int i = 0; i < tp_n_presets; i++)
@@ -477,18 +494,18 @@ static void test_memory_instants(void)
       g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, 4, 8, 9);
       if (recompute && !tp_schedule_ask_recompute(s, NULL))
         continue;
-      TpStageMetrics *got[2];
-      double span[2];
-      for (int half = 0; half < 2; half++) {
+      TpStageMetrics *got[3];
+      double span[3];
+      for (int v = 0; v < 3; v++) {
         GError *err = NULL;
-        g_autoptr(TpCost) c = memory_costs(s->W, half);
+        g_autoptr(TpCost) c = memory_costs(s->W, v);
         tp_cost_place_chunks(c, s);
         g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
         g_assert_no_error(err);
         g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
-        got[half] = g_memdup2(m->stage, s->W * sizeof *m->stage);
-        span[half] = sim->makespan;
-        for (int st = 0; st < s->W && !half; st++) {
+        got[v] = g_memdup2(m->stage, s->W * sizeof *m->stage);
+        span[v] = sim->makespan;
+        for (int st = 0; st < s->W && !v; st++) {
           g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
           double top = 0;
           for (guint k = 0; k < series->len; k++)
@@ -497,19 +514,14 @@ static void test_memory_instants(void)
         }
       }
       g_assert_cmpfloat(span[0], ==, 2 * span[1]);
+      g_assert_cmpfloat(span[1], ==, span[2]);
+      g_autofree char *what = g_strdup_printf("%s%s", tp_presets[i].name, recompute ? " --recompute" : "");
       for (int st = 0; st < s->W; st++) {
-        const TpStageMetrics *a = &got[0][st], *b = &got[1][st];
-        if (a->max_live_versions != b->max_live_versions || a->peak_activations != b->peak_activations ||
-            a->peak_bytes != b->peak_bytes || memcmp(a->at_peak, b->at_peak, sizeof a->at_peak) != 0 ||
-            memcmp(a->comp_peak, b->comp_peak, sizeof a->comp_peak) != 0)
-          g_error("%s%s stage %d: memory on whole times (peak %g B, %d versions, %d activations) differs from "
-                  "halved times (peak %g B, %d versions, %d activations)", tp_presets[i].name,
-                  recompute ? " --recompute" : "", st + 1, a->peak_bytes, a->max_live_versions, a->peak_activations,
-                  b->peak_bytes, b->max_live_versions, b->peak_activations);
-        g_assert_cmpfloat(a->peak_bytes, >, 11);
+        memory_same(what, st, &got[0][st], &got[1][st], 1);
+        memory_same(what, st, &got[0][st], &got[2][st], 2);
       }
-      g_free(got[0]);
-      g_free(got[1]);
+      for (int v = 0; v < 3; v++)
+        g_free(got[v]);
     }
 }
 
