@@ -1,7 +1,7 @@
 /* tp_memory.c — the memory left to this process (TP_MEMORY_LIMIT, else the least of MemAvailable,
  * the address-space and data limits and the cgroup's limit), the refusal of a step that needs more,
  * and GLib's growth of arrays and strings. */
-#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
+#define _DEFAULT_SOURCE /* madvise, mincore and MADV_HUGEPAGE */
 #include "tp_memory.h"
 #include "tp_error.h"
 
@@ -239,6 +239,12 @@ static gpointer prefault_run(gpointer data)
 #ifdef MADV_POPULATE_WRITE
   TpPrefault *p = data;
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), chunk = 64u << 10;
+  for (int b = 0; b < p->n; b++) { /* a block whose last page is there already: memory used before */
+    unsigned char there = 0;
+    uintptr_t last = ((uintptr_t)p->base[b] + p->bytes[b] - 1) & ~(page - 1);
+    if (p->bytes[b] > 0 && mincore((void *)last, page, &there) == 0 && (there & 1))
+      p->bytes[b] = 0;
+  }
   for (gsize off = 0, more = 1; more; off += chunk) {
     more = 0;
     for (int b = 0; b < p->n && !g_atomic_int_get(&p->stop); b++) {

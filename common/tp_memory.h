@@ -32,8 +32,8 @@ void tp_string_reserve(GString *s, long long bytes);
 gpointer tp_memory_alloc_large(gsize bytes);
 /* The pages of n blocks that a pass is about to write, faulted in meanwhile by a thread of its own
  * (Linux's MADV_POPULATE_WRITE, 64 KiB of each block in turn: the order of a pass that writes all of
- * them at once), so that the pass finds most of them there; on one core, or where the kernel lacks
- * it, nothing.  tp_memory_prefault_wait stops that thread and waits for it (before any block is
+ * them at once), so that the pass finds most of them there — a block whose last page is there
+ * already is left alone (memory used before); on one core, or where the kernel lacks it, nothing.  tp_memory_prefault_wait stops that thread and waits for it (before any block is
  * freed): the pass is done, what is left is not faulted in. */
 typedef struct TpPrefault TpPrefault;
 TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes);
