@@ -178,43 +178,6 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
   return ix;
 }
 
-/* The consumers of stages lo..hi-1's operations: each range writes its own entries. */
-typedef struct {
-  const TpSchedule *s;
-  const TpIndex *ix;
-  int32_t *cons;
-} ConsWork;
-
-static void consumers_range(void *ctx, int part, int lo, int hi)
-{
-  (void)part;
-  const ConsWork *w = ctx;
-  const TpSchedule *s = w->s;
-  const TpIndex *ix = w->ix;
-  for (int st = lo; st < hi; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    const int32_t *fnext = st < s->W - 1 ? ix->fpos + (size_t)(st + 1) * ix->nkeys : NULL;
-    const int32_t *bprev = st > 0 ? ix->bpos + (size_t)(st - 1) * ix->nkeys : NULL;
-    int32_t *cons = w->cons + ix->off[st];
-    for (int k = 0, n = tp_stage_len(s, st); k < n; k++) {
-      const TpOp *op = &ops[k];
-      int32_t c = -1;
-      long to = 0;
-      if (op->kind == TP_OP_F && fnext)
-        c = fnext[tp_key(s->N, op->mb, op->micro)], to = ix->off[st + 1];
-      else if (tp_op_sends_up(op->kind) && bprev)
-        c = bprev[tp_key(s->N, op->mb, op->micro)], to = ix->off[st - 1];
-      cons[k] = c < 0 ? -1 : (int32_t)(to + c);
-    }
-  }
-}
-
-void tp_index_consumers(const TpIndex *ix, const TpSchedule *s, int32_t *cons)
-{
-  ConsWork w = { s, ix, cons };
-  tp_parallel_ranges(s->W, tp_parallel_parts(ix->off[s->W], s->W), consumers_range, &w);
-}
-
 long tp_index_producer(const TpIndex *ix, const TpSchedule *s, int st, const TpOp *op, int *pst)
 {
   int src;

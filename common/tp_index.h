@@ -46,9 +46,5 @@ static inline int32_t tp_index_pos(const TpIndex *ix, int st, const TpOp *op)
  * at st-1, or the same backward at st+1 (a B or an I needs the B or I of the same micro-batches
  * there: both send the input gradient; a W needs nothing from another stage).  -1 when it needs none; -2 when the producer is missing. */
 long tp_index_producer(const TpIndex *ix, const TpSchedule *s, int st, const TpOp *op, int *pst);
-/* cons[g] = the global index of the op that receives from op g (whose producer g is), else -1: the
- * same forward at the next stage, the same backward (B or I) at the stage before; on ranges of
- * stages at once. */
-void tp_index_consumers(const TpIndex *ix, const TpSchedule *s, int32_t *cons);
 
 #endif

@@ -3,7 +3,14 @@
 
 #include <string.h>
 
-void tp_timeline_wire(TpTimeline *tl) { tp_index_consumers(tl->ix, tl->s, tl->cons); }
+void tp_timeline_wire(TpTimeline *tl)
+{
+  for (long g = 0; g < tl->n_ops; g++)
+    tl->cons[g] = -1;
+  for (long g = 0; g < tl->n_ops; g++)
+    if (tl->prod[g] >= 0)
+      tl->cons[tl->prod[g]] = (int32_t)g;
+}
 
 gboolean tp_timeline_init(TpTimeline *tl, const TpSchedule *s, TpIndex *ix, gboolean measured, GError **err)
 {

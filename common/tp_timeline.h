@@ -36,7 +36,7 @@ typedef struct {
  * measured: version and latest too) and wired (cons from the index's producers); times are left for
  * the caller to fill.  ix: s's index, taken over (NULL: built here).  TP_ERROR_INPUT from the index. */
 gboolean tp_timeline_init(TpTimeline *tl, const TpSchedule *s, TpIndex *ix, gboolean measured, GError **err);
-/* cons from the index: cons[p] = g when g receives from p (prod[g] = p), else -1. */
+/* cons from prod: cons[p] = g when g receives from p, else -1. */
 void tp_timeline_wire(TpTimeline *tl);
 /* Frees what tl holds (not tl itself). */
 void tp_timeline_clear(TpTimeline *tl);
