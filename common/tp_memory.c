@@ -269,7 +269,8 @@ TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes)
   p->n = n;
   p->base = g_memdup2(base, n * sizeof *base);
   p->bytes = g_memdup2(bytes, n * sizeof *bytes);
-  if (g_get_num_processors() > 1)
+  /* under an address-space limit a thread's stack counts there: none */
+  if (g_get_num_processors() > 1 && !tp_memory_address_limited())
     p->thread = g_thread_try_new("prefault", prefault_run, p, NULL);
   return p;
 }
