@@ -182,21 +182,30 @@ static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t
 /* One operation of the digest record (docs/formats.md, "The schedule's digest"): a tag byte — kind,
  * source << 3, 32 when the stage differs from the previous row's, 64 when a micro-batch is named —
  * then the stage if it changed, mini-batch minus the previous row's, the micro-batch if named, and
- * mini-batch minus version. */
-static void digest_row(void *ctx, int st, const TpOp *op)
+ * mini-batch minus version; written at p, the end returned.  The previous row's stage and mini-batch
+ * are the caller's (locals, kept in registers: the record's bytes may alias anything). */
+static inline char *digest_op(char *p, int st, const TpOp *op, int *prev_st, int32_t *prev_mb)
 {
-  Sink *k = ctx;
-  gboolean moved = st != k->prev_st, micro = op->micro != TP_WHOLE && op->kind != TP_OP_U;
-  char *p0 = sink_row(k), *p = p0;
+  gboolean moved = st != *prev_st, micro = op->micro != TP_WHOLE && op->kind != TP_OP_U;
   *p++ = (char)(op->kind | op->src << 3 | moved << 5 | micro << 6);
   if (moved)
     p = put_leb(p, (uint64_t)st);
-  p = put_leb(p, zigzag((int64_t)op->mb - k->prev_mb));
+  p = put_leb(p, zigzag((int64_t)op->mb - *prev_mb));
   if (micro)
     p = put_leb(p, (uint64_t)op->micro);
   p = put_leb(p, zigzag((int64_t)op->mb - op->ver));
-  k->n += (size_t)(p - p0);
-  k->prev_st = st, k->prev_mb = op->mb;
+  *prev_st = st, *prev_mb = op->mb;
+  return p;
+}
+
+static void digest_row(void *ctx, int st, const TpOp *op)
+{
+  Sink *k = ctx;
+  int prev_st = k->prev_st;
+  int32_t prev_mb = k->prev_mb;
+  char *p0 = sink_row(k);
+  k->n += (size_t)(digest_op(p0, st, op, &prev_st, &prev_mb) - p0);
+  k->prev_st = prev_st, k->prev_mb = prev_mb;
 }
 
 /* Every row of s through row into a block handed on to text or hash. */
@@ -231,9 +240,18 @@ static void digest_range(void *ctx, int part, int lo, int hi)
       k->prev_st = st, k->prev_mb = tp_stage_ops(s, st)[tp_stage_len(s, st) - 1].mb;
       break;
     }
-  for (int st = lo; st < hi; st++)
-    for (int j = 0, n = tp_stage_len(s, st); j < n; j++)
-      digest_row(k, st, &tp_stage_ops(s, st)[j]);
+  int prev_st = k->prev_st;
+  int32_t prev_mb = k->prev_mb;
+  for (int st = lo; st < hi; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int j = 0, n = tp_stage_len(s, st); j < n;) {
+      /* a block's worth of rows at a time, its length in a local */
+      char *p = sink_row(k), *stop = k->buf + SINK_BLOCK - SINK_ROW_MAX, *p0 = p;
+      for (; j < n && p <= stop; j++)
+        p = digest_op(p, st, &ops[j], &prev_st, &prev_mb);
+      k->n += (size_t)(p - p0);
+    }
+  }
   sink_flush(k);
   g_free(k);
 }

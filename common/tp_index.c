@@ -76,6 +76,8 @@ static gboolean index_positions(IndexWork *w, int lo, int hi, GError **err)
     const TpOp *ops = tp_stage_ops(s, st);
     const int n = tp_stage_len(s, st);
     int32_t *fpos = ix->fpos + (size_t)st * ix->nkeys, *bpos = ix->bpos + (size_t)st * ix->nkeys;
+    memset(fpos, 0xff, ix->nkeys * sizeof(int32_t)); /* -1: none yet */
+    memset(bpos, 0xff, ix->nkeys * sizeof(int32_t));
     for (int k = 0; k < n; k++) {
       const TpOp *op = &ops[k];
       if (!op_fields_ok(s, st, op, err))
@@ -151,9 +153,7 @@ TpIndex *tp_index_new(const TpSchedule *s, GError **err)
   ix->fpos = tp_memory_alloc_large(nk * sizeof(int32_t));
   ix->bpos = tp_memory_alloc_large(nk * sizeof(int32_t));
   ix->upos = g_new(int32_t, nu);
-  memset(ix->fpos, 0xff, nk * sizeof(int32_t));
-  memset(ix->bpos, 0xff, nk * sizeof(int32_t));
-  memset(ix->upos, 0xff, nu * sizeof(int32_t));
+  memset(ix->upos, 0xff, nu * sizeof(int32_t)); /* the forward and backward rows: by each range */
   ix->off = g_new(long, s->W + 1);
   ix->off[0] = 0;
   for (int st = 0; st < s->W; st++)

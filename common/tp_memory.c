@@ -1,7 +1,7 @@
 /* tp_memory.c — the memory left to this process (TP_MEMORY_LIMIT, else the least of MemAvailable,
  * the address-space and data limits and the cgroup's limit), the refusal of a step that needs more,
  * and GLib's growth of arrays and strings. */
-#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
+#define _DEFAULT_SOURCE /* madvise, mincore and MADV_HUGEPAGE */
 #include "tp_memory.h"
 #include "tp_error.h"
 
@@ -223,4 +223,66 @@ gpointer tp_memory_alloc_large(gsize bytes)
     (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* advice: where it is not taken, small pages */
 #endif
   return p;
+}
+
+struct TpPrefault {
+  int n;
+  char **base;
+  gsize *bytes;
+  GThread *thread;
+  gint stop; /* set when the pass is done: what is left would be faulted for nothing */
+};
+
+/* A chunk of each block in turn: a pass that writes every block at once finds its pages there. */
+static gpointer prefault_run(gpointer data)
+{
+#ifdef MADV_POPULATE_WRITE
+  TpPrefault *p = data;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), chunk = 64u << 10;
+  for (int b = 0; b < p->n; b++) { /* a block whose last page is there already: memory used before */
+    unsigned char there = 0;
+    uintptr_t last = ((uintptr_t)p->base[b] + p->bytes[b] - 1) & ~(page - 1);
+    if (p->bytes[b] > 0 && mincore((void *)last, page, &there) == 0 && (there & 1))
+      p->bytes[b] = 0;
+  }
+  for (gsize off = 0, more = 1; more; off += chunk) {
+    more = 0;
+    for (int b = 0; b < p->n && !g_atomic_int_get(&p->stop); b++) {
+      if (off >= p->bytes[b])
+        continue;
+      uintptr_t lo = ((uintptr_t)p->base[b] + off) & ~(page - 1),
+                hi = ((uintptr_t)p->base[b] + MIN(off + chunk, p->bytes[b]) + page - 1) & ~(page - 1);
+      if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+        return NULL; /* a kernel without it (before Linux 5.14): the writes fault as usual */
+      more = 1;
+    }
+  }
+#else
+  (void)data;
+#endif
+  return NULL;
+}
+
+TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes)
+{
+  TpPrefault *p = g_new0(TpPrefault, 1);
+  p->n = n;
+  p->base = g_memdup2(base, n * sizeof *base);
+  p->bytes = g_memdup2(bytes, n * sizeof *bytes);
+  /* under an address-space limit a thread's stack counts there: none */
+  if (g_get_num_processors() > 1 && !tp_memory_address_limited())
+    p->thread = g_thread_try_new("prefault", prefault_run, p, NULL);
+  return p;
+}
+
+void tp_memory_prefault_wait(TpPrefault *p)
+{
+  if (!p)
+    return;
+  g_atomic_int_set(&p->stop, 1);
+  if (p->thread)
+    g_thread_join(p->thread);
+  g_free(p->base);
+  g_free(p->bytes);
+  g_free(p);
 }

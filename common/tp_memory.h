@@ -30,5 +30,14 @@ void tp_string_reserve(GString *s, long long bytes);
  * allows them (transparent huge pages, madvise mode): a million-operation schedule's tables are
  * written once, and four thousand small page faults each cost more than the writes.  g_free frees it. */
 gpointer tp_memory_alloc_large(gsize bytes);
+/* The pages of n blocks that a pass is about to write, faulted in meanwhile by a thread of its own
+ * (Linux's MADV_POPULATE_WRITE, 64 KiB of each block in turn: the order of a pass that writes all of
+ * them at once), so that the pass finds most of them there — a block whose last page is there
+ * already is left alone (memory used before); on one core, under an address-space or data limit
+ * (ulimit -v, -d), or where the kernel lacks it, nothing.  tp_memory_prefault_wait stops that thread and waits for it (before any block is
+ * freed): the pass is done, what is left is not faulted in. */
+typedef struct TpPrefault TpPrefault;
+TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes);
+void tp_memory_prefault_wait(TpPrefault *p);
 
 #endif

@@ -2,6 +2,8 @@
  * orders zb-h1 and zb-h2 (§2.3, split backward) in closed form; nf1b and 1f1b-async by their
  * unit-slot rules (backward first, bounded admission). */
 #include "tp_schedule.h"
+#include "tp_memory.h"
+#include "tp_parallel.h"
 #include "tp_zbauto.h"
 
 /* Append an operation to stage st, whose array is sized already (len[st]: operations so far). */
@@ -187,25 +189,49 @@ static void order_2bw(TpSchedule *s, int *len)
  * them: stages are visited in order within a slot, so stage st+1's count of backwards is still the
  * one of the slot before, and stage st-1's count of forwards is taken before it moves.  A stage runs
  * its next operation as soon as it is ready, so the slots are the unit-slot replay's times
- * (tp_replay_times): with start and end, they are written there, by global index (every stage has
- * per operations). */
-/* One stage's place in order_slots: its next forward unit (nf, mini-batch fi, micro-batch fj, kept
- * without a division), its next backward's mini-batch and its mini-batches in flight. */
+ * (tp_replay_times).
+ * Two passes: the rule, slot by slot, writes one byte per stage and slot (what it ran: a column of
+ * bytes per stage); then each stage's column becomes its operations and their times (by global
+ * index: every stage has per_stage operations), on ranges of stages at once — one write stream per
+ * array instead of three per stage. */
+enum { RAN_NOTHING, RAN_FORWARD, RAN_BACKWARD };
+
+/* One stage's place in the rule: its next forward unit (nf, micro-batch fj, kept without a division),
+ * its next backward's mini-batch and its mini-batches in flight. */
 typedef struct {
   long nf;
-  int fi, fj, nb, inflight;
+  int fj, nb, inflight;
 } SlotStage;
 
-static void order_slots(TpSchedule *s, int *len, gboolean whole, double *start, double *end, long per_stage)
+typedef struct {
+  TpSchedule *s;
+  int *len, per;
+  gboolean whole;
+  uint8_t **col; /* [st][t]: what stage st ran in slot t */
+  long slots;    /* the slots the rule took */
+  double *start, *end;
+  long per_stage;
+} Slots;
+
+/* The rule over every slot until every stage is done: the columns, and their length. */
+static void slots_rule(Slots *z)
 {
-  const int W = s->W, K = s->K, per = whole ? 1 : s->N;
+  const int W = z->s->W, K = z->s->K, per = z->per;
   const long units = (long)K * per; /* forward units per stage, in order */
   SlotStage *g = g_new(SlotStage, W);
+  long cap = (long)K * (per + 1) + 4L * W + 64;
   int done = 0;
-
-  for (int st = 0; st < W; st++)
-    g[st] = (SlotStage){ .nf = 0, .fi = 1, .fj = 0, .nb = 1, .inflight = 0 };
-  for (double t = 0; done < W; t++) {
+  for (int st = 0; st < W; st++) {
+    g[st] = (SlotStage){ .nf = 0, .fj = 0, .nb = 1, .inflight = 0 };
+    z->col[st] = g_malloc(cap);
+  }
+  long t = 0;
+  for (; done < W; t++) {
+    if (t == cap) { /* more slots than the steady rate gives: room for twice as many */
+      cap *= 2;
+      for (int st = 0; st < W; st++)
+        z->col[st] = g_realloc(z->col[st], cap);
+    }
     long up = 0; /* forwards stage st-1 had finished before this slot */
     for (int st = 0; st < W; st++) {
       SlotStage *x = &g[st];
@@ -214,36 +240,85 @@ static void order_slots(TpSchedule *s, int *len, gboolean whole, double *start, 
       gboolean bready = st < W - 1 && i <= K && g[st + 1].nb > i;
       gboolean fready = st > 0 && f < units && up > f;
       up = f;
-      long gi = (long)st * per_stage + len[st]; /* the next operation's global index */
-      /* 3W write streams, more than the hardware prefetches: ask for the lines a few slots ahead */
-      __builtin_prefetch(&tp_stage_ops(s, st)[len[st] + 16], 1);
-      if (start)
-        __builtin_prefetch(&start[gi + 16], 1), __builtin_prefetch(&end[gi + 16], 1);
-      switch (tp_nf1b_next(W, K, per, st, f, x->fj, i, x->inflight, fready, bready)) {
-      case TP_NEXT_BACKWARD:
-        put(s, len, st, TP_OP_B, i, TP_WHOLE);
-        put(s, len, st, TP_OP_U, i, TP_WHOLE); /* takes no time, right after its backward */
-        if (start)
-          start[gi] = t, end[gi] = t + 1, start[gi + 1] = end[gi + 1] = t + 1;
+      TpNext next = tp_nf1b_next(W, K, per, st, f, x->fj, i, x->inflight, fready, bready);
+      z->col[st][t] = next == TP_NEXT_BACKWARD ? RAN_BACKWARD : next == TP_NEXT_FORWARD ? RAN_FORWARD : RAN_NOTHING;
+      if (next == TP_NEXT_BACKWARD) {
         x->inflight--;
-        if (++x->nb > K)
-          done++;
-        break;
-      case TP_NEXT_FORWARD:
-        put(s, len, st, TP_OP_F, x->fi, whole ? TP_WHOLE : x->fj);
-        if (start)
-          start[gi] = t, end[gi] = t + 1;
+        done += ++x->nb > K;
+      } else if (next == TP_NEXT_FORWARD) {
         x->nf++;
-        if (x->fj == 0)
-          x->inflight++;
+        x->inflight += x->fj == 0;
         if (++x->fj == per)
-          x->fj = 0, x->fi++;
-        break;
-      case TP_NEXT_IDLE: break;
+          x->fj = 0;
       }
     }
   }
+  z->slots = t;
   g_free(g);
+}
+
+/* Stages lo..hi-1's operations (and times) from their columns. */
+static void slots_expand(void *ctx, int part, int lo, int hi)
+{
+  (void)part;
+  Slots *z = ctx;
+  for (int st = lo; st < hi; st++) {
+    const uint8_t *col = z->col[st];
+    TpOp *ops = tp_stage_ops(z->s, st);
+    int k = z->len[st], fi = 1, fj = 0, nb = 1;
+    double *start = z->start ? z->start + (long)st * z->per_stage : NULL; /* by k, as the rule counts */
+    double *end = z->end ? z->end + (long)st * z->per_stage : NULL;
+    for (long t = 0; t < z->slots; t++) {
+      if (col[t] == RAN_BACKWARD) {
+        ops[k] = (TpOp){ .kind = TP_OP_B, .src = TP_SRC_FIXED, .mb = nb, .micro = TP_WHOLE };
+        ops[k + 1] = (TpOp){ .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = nb++, .micro = TP_WHOLE };
+        if (start) /* the update takes no time, right after its backward */
+          start[k] = t, end[k] = t + 1, start[k + 1] = end[k + 1] = t + 1;
+        k += 2;
+      } else if (col[t] == RAN_FORWARD) {
+        ops[k] = (TpOp){ .kind = TP_OP_F, .src = TP_SRC_FIXED, .mb = fi, .micro = z->whole ? TP_WHOLE : fj };
+        if (start)
+          start[k] = t, end[k] = t + 1;
+        k++;
+        if (++fj == z->per)
+          fj = 0, fi++;
+      }
+    }
+    z->len[st] = k;
+  }
+}
+
+static void order_slots(TpSchedule *s, int *len, gboolean whole, double *start, double *end, long per_stage)
+{
+  Slots z = { .s = s, .len = len, .per = whole ? 1 : s->N, .whole = whole, .col = g_new(uint8_t *, s->W),
+              .start = start, .end = end, .per_stage = per_stage };
+  slots_rule(&z);
+  tp_parallel_ranges(s->W, tp_parallel_parts((long long)s->W * per_stage, s->W), slots_expand, &z);
+  for (int st = 0; st < s->W; st++)
+    g_free(z.col[st]);
+  g_free(z.col);
+}
+
+/* A large schedule's pages fault in on another core while the orders fill them: every stage's
+ * operations, and its part of start and end when given. */
+static TpPrefault *prefault(const TpSchedule *s, const int *len, guint per_stage, double *start, double *end)
+{
+  if (tp_parallel_parts((long long)s->W * per_stage, s->W) < 2)
+    return NULL;
+  int n = 0;
+  void **base = g_new(void *, 3 * s->W);
+  gsize *bytes = g_new(gsize, 3 * s->W);
+  for (int st = 0; st < s->W; st++) {
+    base[n] = &tp_stage_ops(s, st)[len[st]], bytes[n++] = per_stage * sizeof(TpOp);
+    if (start)
+      base[n] = &start[(size_t)st * per_stage], bytes[n++] = per_stage * sizeof(double);
+    if (end)
+      base[n] = &end[(size_t)st * per_stage], bytes[n++] = per_stage * sizeof(double);
+  }
+  TpPrefault *pf = tp_memory_prefault(n, base, bytes);
+  g_free(base);
+  g_free(bytes);
+  return pf;
 }
 
 gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
@@ -256,6 +331,7 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
     len[st] = tp_stage_len(s, st);
     g_array_set_size(s->stage[st], len[st] + per_stage);
   }
+  TpPrefault *pf = prefault(s, len, per_stage, start, end);
   switch (s->order) {
   case TP_ORDER_GPIPE: order_gpipe(s, len); break;
   case TP_ORDER_1F1B: order_1f1b(s, len); break;
@@ -276,6 +352,7 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
   case TP_ORDER_1F1B_ASYNC: order_slots(s, len, TRUE, start, end, per_stage); break;
   default: g_assert_not_reached();
   }
+  tp_memory_prefault_wait(pf);
   for (int st = 0; st < s->W; st++)
     g_assert((guint)len[st] == s->stage[st]->len);
   g_free(len);

@@ -1,6 +1,7 @@
 /* tp_policy.c — version assignment for the six weight policies, and the significance function
  * of the intermediate policy. */
 #include "tp_policy.h"
+#include "tp_parallel.h"
 #include "tp_error.h"
 #include "tp_index.h"
 #include "tp_replay.h"
@@ -91,6 +92,28 @@ gboolean tp_vsync_versions(const TpSchedule *s, const TpIndex *ix, const double 
   return ok;
 }
 
+/* vsync-latest's versions of stages lo..hi-1: a forward's from fver (by key), a backward's c(i). */
+typedef struct {
+  TpSchedule *s;
+  const int32_t *fver, *c;
+} VsyncWork;
+
+static void vsync_range(void *ctx, int part, int lo, int hi)
+{
+  (void)part;
+  const VsyncWork *w = ctx;
+  for (int st = lo; st < hi; st++) {
+    TpOp *ops = tp_stage_ops(w->s, st);
+    for (int k = 0; k < tp_stage_len(w->s, st); k++) {
+      TpOp *op = &ops[k];
+      op->src = TP_SRC_FIXED;
+      op->ver = op->kind == TP_OP_U ? op->mb - 1
+                : op->kind == TP_OP_F ? w->fver[tp_key(w->s->N, op->mb, op->micro)]
+                                      : w->c[op->mb];
+    }
+  }
+}
+
 /* vsync-latest: F(i,j) reads stage 1's version at F(i,j)'s start there; B(i) reads c(i) on every
  * stage.  end1: end of each of stage 1's operations; startW, endW: start and end of each of stage
  * W's, by position, on the timeline the order was fixed on.  ix may be NULL. */
@@ -107,16 +130,9 @@ static gboolean assign_vsync(TpSchedule *s, const TpIndex *ix, const double *end
       fver[tp_key(s->N, o0[k].mb, o0[k].micro)] = latest;
   }
   gboolean ok = tp_vsync_versions(s, ix, end1, startW, endW, c, err);
-  for (int st = 0; ok && st < s->W; st++) {
-    TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0; k < tp_stage_len(s, st); k++) {
-      TpOp *op = &ops[k];
-      op->src = TP_SRC_FIXED;
-      op->ver = op->kind == TP_OP_U ? op->mb - 1
-                : op->kind == TP_OP_F ? fver[tp_key(s->N, op->mb, op->micro)]
-                                      : c[op->mb];
-    }
-  }
+  VsyncWork w = { s, fver, c };
+  if (ok)
+    tp_parallel_ranges(s->W, tp_parallel_parts(tp_schedule_n_ops(s), s->W), vsync_range, &w);
   g_free(fver);
   g_free(c);
   return ok;

@@ -148,37 +148,100 @@ static int stashed_version(const TpSchedule *s, const TpIndex *ix, int st, const
   return v;
 }
 
-static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, int latest, GError **err)
+/* An update at position k of stage st, after `latest` updates: in mini-batch order, turning version
+ * mb - 1 into mb, after every backward (and weight gradient) of its mini-batch. */
+static gboolean check_update(const TpSchedule *s, const TpIndex *ix, int st, int k, int latest, GError **err)
 {
   const TpOp *op = &tp_stage_ops(s, st)[k];
   char need[64];
-  if (op->kind == TP_OP_U) {
-    if (latest != op->mb - 1)
-      return fail(err, s, st, op, "comes after %d updates: updates must run in mini-batch order", latest);
-    /* it turns version mb - 1 into mb: its row says so, with no other source */
-    if (op->ver != latest || op->src != TP_SRC_FIXED)
-      return fail(err, s, st, op, "turns version %d into %d, so its row says version %d, source fixed (not %d, %s)",
-                  latest, latest + 1, latest, op->ver, tp_source_names[op->src]);
-    const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *row = &bp[tp_key(s->N, op->mb, TP_WHOLE)];
-    int32_t last = -1; /* the usual case first, in one branch-free pass: no backward after k */
-    for (int j = 0; j <= s->N; j++)
-      last = MAX(last, row[j]);
-    for (int j = TP_WHOLE; last > k && j < s->N; j++) {
-      int32_t p = bp[tp_key(s->N, op->mb, j)];
-      if (p > k) {
-        tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
-        return fail(err, s, st, op, "comes before %s, whose gradient it applies", need);
-      }
+  if (latest != op->mb - 1)
+    return fail(err, s, st, op, "comes after %d updates: updates must run in mini-batch order", latest);
+  /* it turns version mb - 1 into mb: its row says so, with no other source */
+  if (op->ver != latest || op->src != TP_SRC_FIXED)
+    return fail(err, s, st, op, "turns version %d into %d, so its row says version %d, source fixed (not %d, %s)",
+                latest, latest + 1, latest, op->ver, tp_source_names[op->src]);
+  const int32_t *bp = ix->bpos + (size_t)st * ix->nkeys, *row = &bp[tp_key(s->N, op->mb, TP_WHOLE)];
+  int32_t last = -1; /* the usual case first, in one branch-free pass: no backward after k */
+  for (int j = 0; j <= s->N; j++)
+    last = MAX(last, row[j]);
+  for (int j = TP_WHOLE; last > k && j < s->N; j++) {
+    int32_t p = bp[tp_key(s->N, op->mb, j)];
+    if (p > k) {
+      tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
+      return fail(err, s, st, op, "comes before %s, whose gradient it applies", need);
     }
-    for (int j = TP_WHOLE; ix->wpos && j < s->N; j++) {
-      int32_t p = tp_index_wpos(ix, st, tp_key(s->N, op->mb, j));
-      if (p > k) {
-        tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
-        return fail(err, s, st, op, "comes before %s, the weight gradient it applies", need);
-      }
-    }
-    return TRUE;
   }
+  for (int j = TP_WHOLE; ix->wpos && j < s->N; j++) {
+    int32_t p = tp_index_wpos(ix, st, tp_key(s->N, op->mb, j));
+    if (p > k) {
+      tp_op_name(s, &tp_stage_ops(s, st)[p], need, sizeof need);
+      return fail(err, s, st, op, "comes before %s, the weight gradient it applies", need);
+    }
+  }
+  return TRUE;
+}
+
+/* vsync-latest's reference: the version stage 1's forward (fwd) or stage W's backward (bwd) of each
+ * key reads, -1 where it has none; every other stage reads the same. */
+typedef struct {
+  int32_t *fwd, *bwd;
+} VsyncRef;
+
+static void vsync_ref_init(const TpSchedule *s, const TpIndex *ix, VsyncRef *r)
+{
+  r->fwd = r->bwd = NULL;
+  if (s->policy != TP_POLICY_VSYNC_LATEST)
+    return;
+  r->fwd = g_new(int32_t, ix->nkeys), r->bwd = g_new(int32_t, ix->nkeys);
+  const int32_t *fp = ix->fpos, *bp = ix->bpos + (size_t)(s->W - 1) * ix->nkeys;
+  const TpOp *o0 = tp_stage_ops(s, 0), *ow = tp_stage_ops(s, s->W - 1);
+  for (int key = 0; key < ix->nkeys; key++) {
+    r->fwd[key] = fp[key] >= 0 ? o0[fp[key]].ver : -1;
+    r->bwd[key] = bp[key] >= 0 ? ow[bp[key]].ver : -1;
+  }
+}
+
+/* The version op (at stage st, after `latest` updates) must read under the policy, -1 when it is
+ * free to read any, with the rule that says so and the source it must name. */
+static int policy_want(const TpSchedule *s, const TpIndex *ix, const VsyncRef *ref, int st, const TpOp *op,
+                       int latest, const char **rule, TpSource *src)
+{
+  *rule = NULL, *src = TP_SRC_FIXED;
+  switch (s->policy) {
+  case TP_POLICY_SYNC: *rule = "mini-batch i reads version i-1"; return op->mb - 1;
+  case TP_POLICY_2BW: *rule = "mini-batch i reads version max(i-2, 0)"; return MAX(op->mb - 2, 0);
+  case TP_POLICY_LATEST: *rule = "every operation reads the latest version"; return latest;
+  case TP_POLICY_STASH:
+  case TP_POLICY_INTERMEDIATE:
+    if (op->kind == TP_OP_F) {
+      *rule = "a forward reads the latest version";
+      return latest;
+    }
+    *rule = "a backward reads the versions its forwards stashed";
+    *src = s->policy == TP_POLICY_STASH ? TP_SRC_STASH : TP_SRC_BLEND;
+    return stashed_version(s, ix, st, op);
+  case TP_POLICY_VSYNC_LATEST: /* every stage reads what stage 1 (forward) or stage W (backward) reads */
+    if (st != (op->kind == TP_OP_F ? 0 : s->W - 1)) {
+      *rule = op->kind == TP_OP_F ? "a forward reads the version stage 1 read (vertical sync)"
+                                  : "a backward reads the version it reads on stage W (vertical sync)";
+      if (op->kind == TP_OP_W) /* a weight gradient: the one at stage W (not in the table) */
+        return tp_stage_ops(s, s->W - 1)[tp_index_pos(ix, s->W - 1, op)].ver;
+      return (op->kind == TP_OP_F ? ref->fwd : ref->bwd)[tp_key(s->N, op->mb, op->micro)];
+    }
+    if (op->kind == TP_OP_F)
+      *rule = "on stage 1 a forward reads the latest version";
+    return op->kind == TP_OP_F ? latest : -1;
+  default: return -1;
+  }
+}
+
+static gboolean check_op(const TpSchedule *s, const TpIndex *ix, const VsyncRef *ref, int st, int k, int latest,
+                         GError **err)
+{
+  const TpOp *op = &tp_stage_ops(s, st)[k];
+  char need[64];
+  if (op->kind == TP_OP_U)
+    return check_update(s, ix, st, k, latest, err);
   if (tp_op_sends_up(op->kind)) {
     const int32_t *fp = ix->fpos + (size_t)st * ix->nkeys, *row = &fp[tp_key(s->N, op->mb, TP_WHOLE)];
     int32_t p = row[0];
@@ -202,37 +265,9 @@ static gboolean check_op(const TpSchedule *s, const TpIndex *ix, int st, int k, 
     return fail(err, s, st, op, "reads version %d after it was freed (policy %s keeps %s; latest is %d)", op->ver,
                 tp_policy_name(s->policy), keep == 1 ? "only the latest version" : "the two latest versions",
                 latest);
-  int want = -1;
-  const char *rule = NULL;
-  TpSource src = TP_SRC_FIXED;
-  switch (s->policy) {
-  case TP_POLICY_SYNC: want = op->mb - 1, rule = "mini-batch i reads version i-1"; break;
-  case TP_POLICY_2BW: want = MAX(op->mb - 2, 0), rule = "mini-batch i reads version max(i-2, 0)"; break;
-  case TP_POLICY_LATEST: want = latest, rule = "every operation reads the latest version"; break;
-  case TP_POLICY_STASH:
-  case TP_POLICY_INTERMEDIATE:
-    if (op->kind == TP_OP_F) {
-      want = latest, rule = "a forward reads the latest version";
-    } else {
-      want = stashed_version(s, ix, st, op), rule = "a backward reads the versions its forwards stashed";
-      src = s->policy == TP_POLICY_STASH ? TP_SRC_STASH : TP_SRC_BLEND;
-    }
-    break;
-  case TP_POLICY_VSYNC_LATEST: {
-    /* every stage reads what stage 1 (forward) or stage W (backward) reads */
-    int ref = op->kind == TP_OP_F ? 0 : s->W - 1;
-    if (ref != st) {
-      int32_t p = tp_index_pos(ix, ref, op);
-      want = tp_stage_ops(s, ref)[p].ver;
-      rule = op->kind == TP_OP_F ? "a forward reads the version stage 1 read (vertical sync)"
-                                 : "a backward reads the version it reads on stage W (vertical sync)";
-    } else if (op->kind == TP_OP_F) {
-      want = latest, rule = "on stage 1 a forward reads the latest version";
-    }
-    break;
-  }
-  default: break;
-  }
+  const char *rule;
+  TpSource src;
+  int want = policy_want(s, ix, ref, st, op, latest, &rule, &src);
   if (op->src != src)
     return fail(err, s, st, op, "weight source does not fit policy %s", tp_policy_name(s->policy));
   if (want >= 0 && op->ver != want)
@@ -329,7 +364,7 @@ static gboolean check_chunks(const TpSchedule *s, GError **err)
 }
 
 /* Every operation of stages lo..hi-1 on its own: order, versions and sources. */
-static gboolean check_ops(const TpSchedule *s, const TpIndex *ix, int lo, int hi, GError **err)
+static gboolean check_ops(const TpSchedule *s, const TpIndex *ix, const VsyncRef *ref, int lo, int hi, GError **err)
 {
   for (int st = lo; st < hi; st++) {
     int latest = 0;
@@ -337,7 +372,7 @@ static gboolean check_ops(const TpSchedule *s, const TpIndex *ix, int lo, int hi
     for (int k = 0; k < tp_stage_len(s, st); k++) {
       if (ops[k].ver < 0)
         return fail(err, s, st, &ops[k], "version %d out of range", ops[k].ver);
-      if (!check_op(s, ix, st, k, latest, err))
+      if (!check_op(s, ix, ref, st, k, latest, err))
         return FALSE;
       if (ops[k].kind == TP_OP_U)
         latest++;
@@ -350,6 +385,7 @@ static gboolean check_ops(const TpSchedule *s, const TpIndex *ix, int lo, int hi
 typedef struct {
   const TpSchedule *s;
   const TpIndex *ix;
+  VsyncRef ref;
   int failed[TP_PARALLEL_MAX];
   GError *err[TP_PARALLEL_MAX];
 } StaticWork;
@@ -360,7 +396,7 @@ static void static_range(void *ctx, int part, int lo, int hi)
   GError **e = &w->err[part];
   w->failed[part] = !check_complete(w->s, w->ix, lo, hi, e)    ? 0
                     : !check_producers(w->s, w->ix, lo, hi, e) ? 1
-                    : !check_ops(w->s, w->ix, lo, hi, e)       ? 2
+                    : !check_ops(w->s, w->ix, &w->ref, lo, hi, e) ? 2
                                                                : 3;
 }
 
@@ -371,8 +407,11 @@ gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err
   /* the passes one after the other over every stage, on ranges of stages at once: the error is the
    * one of the earliest pass that fails, on its first range that fails (the same as in one range) */
   StaticWork w = { .s = s, .ix = ix };
+  vsync_ref_init(s, ix, &w.ref);
   int parts = tp_parallel_parts(ix->off[s->W], s->W), first = -1;
   tp_parallel_ranges(s->W, parts, static_range, &w);
+  g_free(w.ref.fwd);
+  g_free(w.ref.bwd);
   for (int p = 0; p < parts; p++)
     if (w.failed[p] < 3 && (first < 0 || w.failed[p] < w.failed[first]))
       first = p;

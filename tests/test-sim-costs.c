@@ -440,6 +440,91 @@ static void test_zero_costs_cli(void)
   tpt_tmp_remove(sched);
 }
 
+/* "a, b, …" of W values cycling through v[0..3], each times `scale`. */
+static char *cost_list(int W, const double *v, double scale)
+{
+  GString *t = g_string_new(NULL);
+  for (int st = 0; st < W; st++)
+    g_string_append_printf(t, "%s%g", st ? ", " : "", v[st % 4] * scale);
+  return g_string_free(t, FALSE);
+}
+
+/* Whole-number bytes and times doubled (variant 0), times as they are (1: halves among them), and
+ * bytes halved too (2: halves among them). */
+static TpCost *memory_costs(int W, int variant)
+{
+  static const double fwd[4] = { 0.5, 0.5, 0.5, 0.5 }, bwd[4] = { 0.5, 1, 0.5, 0.5 }, act[4] = { 3, 5, 2, 4 },
+                      grad[4] = { 5, 1, 6, 2 };
+  double tb = variant ? 1 : 2, bb = variant == 2 ? 0.5 : 1;
+  g_autofree char *f = cost_list(W, fwd, tb), *b = cost_list(W, bwd, tb), *a = cost_list(W, act, bb),
+                  *g = cost_list(W, grad, bb);
+  g_autofree char *text = g_strdup_printf("[stages]\nforward = %s\nbackward = %s\nupdate = 0\nactivation_bytes = %s\n"
+                                          "gradient_bytes = %s\nweight_bytes = %g\nstored_activation_bytes = %g\n"
+                                          "optimizer_bytes = %g\n[links]\nlatency = %g\neager_limit = %g\n",
+                                          f, b, a, g, 7 * bb, 2 * bb, 11 * bb, 0.5 * tb, 9 * bb);
+  GError *err = NULL;
+  TpCost *c = cost_text(text, W, &err);
+  g_assert_no_error(err);
+  return c;
+}
+
+/* Stage st's memory in run v against run 0's, bytes times `scale`: every peak, count and component. */
+static void memory_same(const char *what, int st, const TpStageMetrics *a, const TpStageMetrics *b, double scale)
+{
+  gboolean same = a->max_live_versions == b->max_live_versions && a->peak_activations == b->peak_activations &&
+                  a->peak_bytes == b->peak_bytes * scale;
+  for (int k = 0; k < TP_N_MEM; k++)
+    same = same && a->at_peak[k] == b->at_peak[k] * scale && a->comp_peak[k] == b->comp_peak[k] * scale;
+  if (!same)
+    g_error("%s stage %d: memory on whole times and bytes (peak %g B, %d versions, %d activations) differs from "
+            "halves (peak %g B x %g, %d versions, %d activations)", what, st + 1, a->peak_bytes,
+            a->max_live_versions, a->peak_activations, b->peak_bytes, scale, b->max_live_versions,
+            b->peak_activations);
+  g_assert_cmpfloat(a->peak_bytes, >, 11);
+}
+
+/* The stages' memory on whole-number times and bytes (summed per instant), on halved times (merged
+ * by time, summed per instant) and on halved times and bytes (merged change by change, frees first
+ * at an instant) is the same, for every preset, with and without recomputation, with messages over
+ * the eager limit; and the highest point of the memory over time (merged) is the peak. */
+static void test_memory_instants(void)
+{
+  for (int i = 0; i < tp_n_presets; i++)
+    for (int recompute = 0; recompute < 2; recompute++) {
+      g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, 4, 8, 9);
+      if (recompute && !tp_schedule_ask_recompute(s, NULL))
+        continue;
+      TpStageMetrics *got[3];
+      double span[3];
+      for (int v = 0; v < 3; v++) {
+        GError *err = NULL;
+        g_autoptr(TpCost) c = memory_costs(s->W, v);
+        tp_cost_place_chunks(c, s);
+        g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+        g_assert_no_error(err);
+        g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+        got[v] = g_memdup2(m->stage, s->W * sizeof *m->stage);
+        span[v] = sim->makespan;
+        for (int st = 0; st < s->W && !v; st++) {
+          g_autoptr(GArray) series = tp_metrics_memory_series(sim, m, st);
+          double top = 0;
+          for (guint k = 0; k < series->len; k++)
+            top = MAX(top, g_array_index(series, TpMemPoint, k).bytes);
+          g_assert_cmpfloat(top, ==, m->stage[st].peak_bytes);
+        }
+      }
+      g_assert_cmpfloat(span[0], ==, 2 * span[1]);
+      g_assert_cmpfloat(span[1], ==, span[2]);
+      g_autofree char *what = g_strdup_printf("%s%s", tp_presets[i].name, recompute ? " --recompute" : "");
+      for (int st = 0; st < s->W; st++) {
+        memory_same(what, st, &got[0][st], &got[1][st], 1);
+        memory_same(what, st, &got[0][st], &got[2][st], 2);
+      }
+      for (int v = 0; v < 3; v++)
+        g_free(got[v]);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -451,5 +536,6 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/costed-order", test_costed_order);
   g_test_add_func("/sim/zero-costs", test_zero_costs);
   g_test_add_func("/sim/zero-costs-cli", test_zero_costs_cli);
+  g_test_add_func("/sim/memory-instants", test_memory_instants);
   return g_test_run();
 }

@@ -325,12 +325,40 @@ static void test_plot_inputs(void)
   }
 }
 
+/* The consumers are the producers turned round: cons[p] = g exactly when prod[g] = p, for every
+ * preset (split backwards and chunks included), on one range and on several (a large schedule). */
+static void test_consumers(void)
+{
+  for (int i = 0; i < tp_n_presets; i++)
+    for (int large = 0; large < 2; large++) {
+      g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, large ? 16 : 4, large ? 16 : 4, large ? 800 : 6);
+      g_autoptr(TpTimeline) tl = tp_timeline_new(s, FALSE, NULL);
+      g_assert_nonnull(tl);
+      long linked = 0;
+      for (long g = 0; g < tl->n_ops; g++)
+        if (tl->prod[g] >= 0) {
+          g_assert_cmpint(tl->cons[tl->prod[g]], ==, g);
+          linked++;
+        }
+      for (long p = 0; p < tl->n_ops; p++) {
+        if (tl->cons[p] >= 0) {
+          g_assert_cmpint(tl->prod[tl->cons[p]], ==, p);
+          linked--;
+        } else {
+          g_assert_cmpint(tl->cons[p], ==, -1);
+        }
+      }
+      g_assert_cmpint(linked, ==, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/timeline/events-simulated", test_events_simulated);
   g_test_add_func("/timeline/events-measured", test_events_measured);
   g_test_add_func("/timeline/events-malformed", test_events_malformed);
+  g_test_add_func("/timeline/consumers", test_consumers);
   g_test_add_func("/trainlog/round-trip", test_trainlog_round_trip);
   g_test_add_func("/trainlog/malformed", test_trainlog_malformed);
   g_test_add_func("/plot/inputs", test_plot_inputs);
