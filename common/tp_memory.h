@@ -30,5 +30,7 @@ void tp_string_reserve(GString *s, long long bytes);
  * allows them (transparent huge pages, madvise mode): a million-operation schedule's tables are
  * written once, and four thousand small page faults each cost more than the writes.  g_free frees it. */
 gpointer tp_memory_alloc_large(gsize bytes);
+/* The same advice for the block of `bytes` at p, allocated otherwise (nothing below 4 MiB). */
+void tp_memory_advise_huge(gpointer p, gsize bytes);
 
 #endif

@@ -246,32 +246,49 @@ static gboolean drop_rows(const TpBackend *be, const NetLayer *L, const Geo *g, 
   return TRUE;
 }
 
-/* Attention of sample b: probabilities P [a][s][s] and output o [s][q] from its qkv rows; a training
- * forward with dropout (sv) keeps the dropped probabilities in PD and multiplies V by them. */
+/* The causal products run in two parts of the rows: the first half of the positions reads only the
+ * first half of the keys, the rest reads them all (a quarter of the s×s products skipped); part p
+ * is rows [r0, r0 + m) against keys [0, n). */
+typedef struct {
+  int r0, m, n;
+} Part;
+
+static Part causal_part(const Geo *g, int p)
+{
+  int h0 = g->s / 2;
+  return p ? (Part){ .r0 = h0, .m = g->s - h0, .n = g->s } : (Part){ .r0 = 0, .m = h0, .n = h0 };
+}
+
+/* Attention of sample b: probabilities P [a][s][s] (0 above the diagonal) and output o [s][q] from
+ * its qkv rows; a training forward with dropout (sv) keeps the dropped probabilities in PD and
+ * multiplies V by them. */
 static gboolean attention_forward(const TpBackend *be, const NetLayer *L, const Geo *g, const TpSaved *sv, float **pc,
                                   int b, GError **err)
 {
   const float *qkv = pc[BLK_QKV] + (size_t)b * g->s * g->qkvw;
   float *P = pc[BLK_P] + (size_t)b * L->piece[BLK_P], *o = pc[BLK_O] + (size_t)b * g->s * g->qd, *PV = P;
   size_t ss = (size_t)g->s * g->s;
-  for (int k = 0; k < g->G; k++) {
-    int h = k * g->r;
-    if (!be->iface->sgemm_batched(be, FALSE, TRUE, g->s, g->s, g->hd, 1.0f, qkv + h * g->hd, g->qkvw, g->hd,
-                                  qkv + g->qd + k * g->hd, g->qkvw, 0, 0.0f, P + h * ss, g->s, ss, g->r, err))
-      return FALSE;
-  }
+  for (int p = 0; p < 2; p++)
+    for (int k = 0, h = 0; k < g->G && causal_part(g, p).m; k++, h += g->r) {
+      Part c = causal_part(g, p);
+      if (!be->iface->sgemm_batched(be, FALSE, TRUE, c.m, c.n, g->hd, 1.0f, qkv + (size_t)c.r0 * g->qkvw + h * g->hd,
+                                    g->qkvw, g->hd, qkv + g->qd + k * g->hd, g->qkvw, 0, 0.0f, P + h * ss + c.r0 * g->s,
+                                    g->s, ss, g->r, err))
+        return FALSE;
+    }
   if (!be->iface->causal_softmax_forward(be, g->a, g->s, 1.0f / sqrtf((float)g->hd), P, P, err))
     return FALSE;
   if (sv && g->drop && !drop_forward(be, L, g, sv, pc, b, 0, (size_t)g->a * ss, P,
                                      PV = pc[BLK_PD] + (size_t)b * L->piece[BLK_PD], err))
     return FALSE;
-  for (int k = 0; k < g->G; k++) {
-    int h = k * g->r;
-    if (!be->iface->sgemm_batched(be, FALSE, FALSE, g->s, g->hd, g->s, 1.0f, PV + h * ss, g->s, ss,
-                                  qkv + g->qd + g->kvd + k * g->hd, g->qkvw, 0, 0.0f, o + h * g->hd, g->qd, g->hd,
-                                  g->r, err))
-      return FALSE;
-  }
+  for (int p = 0; p < 2; p++)
+    for (int k = 0, h = 0; k < g->G && causal_part(g, p).m; k++, h += g->r) {
+      Part c = causal_part(g, p);
+      if (!be->iface->sgemm_batched(be, FALSE, FALSE, c.m, g->hd, c.n, 1.0f, PV + h * ss + c.r0 * g->s, g->s, ss,
+                                    qkv + g->qd + g->kvd + k * g->hd, g->qkvw, 0, 0.0f,
+                                    o + (size_t)c.r0 * g->qd + h * g->hd, g->qd, g->hd, g->r, err))
+        return FALSE;
+    }
   return TRUE;
 }
 
@@ -308,6 +325,30 @@ static gboolean block_forward(const TpBackend *be, const NetLayer *L, int nb, fl
          (!drop || drop_rows(be, L, &g, sv, nb, pc, as2 + sd, y, err)) && f->axpy(be, n, 1.0f, pc[BLK_Y1], y, err);
 }
 
+/* The products of the attention's backward for part c of the rows, with heads h0 … h0 + r − 1 of
+ * key/value head k: dP = dO·Vᵀ and V's gradient += PVᵀ·dO (before the softmax's backward, dq
+ * NULL), or q's gradient = dP·K and K's += dPᵀ·q (after it). */
+static gboolean attention_part(const TpBackend *be, const Geo *g, Part c, int k, const float *qkv, const float *PV,
+                               const float *dO, float *dP, float *dqkv, gboolean after, GError **err)
+{
+  const TpBackendIface *f = be->iface;
+  size_t ss = (size_t)g->s * g->s, ro = (size_t)c.r0 * g->s;
+  int h0 = k * g->r;
+  const float *kv = qkv + g->qd + (after ? 0 : g->kvd) + k * g->hd; /* K after, V before */
+  float *dkv = dqkv + g->qd + (after ? 0 : g->kvd) + k * g->hd;
+  if (!after ? !f->sgemm_batched(be, FALSE, TRUE, c.m, c.n, g->hd, 1.0f, dO + (size_t)c.r0 * g->qd + h0 * g->hd,
+                                 g->qd, g->hd, kv, g->qkvw, 0, 0.0f, dP + h0 * ss + ro, g->s, ss, g->r, err)
+             : !f->sgemm_batched(be, FALSE, FALSE, c.m, g->hd, c.n, 1.0f, dP + h0 * ss + ro, g->s, ss, kv, g->qkvw, 0,
+                                 0.0f, dqkv + (size_t)c.r0 * g->qkvw + h0 * g->hd, g->qkvw, g->hd, g->r, err))
+    return FALSE;
+  for (int h = h0; h < h0 + g->r; h++) /* the heads of a group share k and v: their products sum */
+    if (!f->sgemm(be, TRUE, FALSE, c.n, g->hd, c.m, 1.0f, (after ? dP : PV) + h * ss + ro, g->s,
+                  after ? qkv + (size_t)c.r0 * g->qkvw + h * g->hd : dO + (size_t)c.r0 * g->qd + h * g->hd,
+                  after ? g->qkvw : g->qd, 1.0f, dkv, g->qkvw, err))
+      return FALSE;
+  return TRUE;
+}
+
 /* The attention's backward of sample b: from its dO [s][q] to its dqkv (zeroed first), with dP
  * [a][s][s] as scratch; with dropout V's gradient takes the dropped probabilities, and the
  * probabilities' gradient goes back through the mask. */
@@ -321,34 +362,18 @@ static gboolean attention_backward(const TpBackend *be, const NetLayer *L, const
   float *dqkv = dqkv0 + (size_t)b * g->s * g->qkvw;
   if (!f->zero(be, dqkv, (size_t)g->s * g->qkvw, err))
     return FALSE;
-  for (int k = 0; k < g->G; k++) {
-    int h0 = k * g->r;
-    const float *v = qkv + g->qd + g->kvd + k * g->hd;
-    float *dv = dqkv + g->qd + g->kvd + k * g->hd;
-    if (!f->sgemm_batched(be, FALSE, TRUE, g->s, g->s, g->hd, 1.0f, dO + h0 * g->hd, g->qd, g->hd, v, g->qkvw, 0, 0.0f,
-                          dP + h0 * ss, g->s, ss, g->r, err))
-      return FALSE;
-    for (int h = h0; h < h0 + g->r; h++) /* the heads of a group share v: their products sum */
-      if (!f->sgemm(be, TRUE, FALSE, g->s, g->hd, g->s, 1.0f, PV + h * ss, g->s, dO + h * g->hd, g->qd, 1.0f, dv,
-                    g->qkvw, err))
+  for (int p = 0; p < 2; p++)
+    for (int k = 0; k < g->G && causal_part(g, p).m; k++)
+      if (!attention_part(be, g, causal_part(g, p), k, qkv, PV, dO, dP, dqkv, FALSE, err))
         return FALSE;
-  }
   if ((g->drop &&
        !f->dropout_byte_backward(be, (size_t)g->a * ss, TP_BLOCK_DROPOUT_P, sample_mask(L, pc, b), dP, dP, err)) ||
       !f->causal_softmax_backward(be, g->a, g->s, 1.0f / sqrtf((float)g->hd), P, dP, dP, err))
     return FALSE;
-  for (int k = 0; k < g->G; k++) {
-    int h0 = k * g->r;
-    const float *kk = qkv + g->qd + k * g->hd;
-    float *dk = dqkv + g->qd + k * g->hd;
-    if (!f->sgemm_batched(be, FALSE, FALSE, g->s, g->hd, g->s, 1.0f, dP + h0 * ss, g->s, ss, kk, g->qkvw, 0, 0.0f,
-                          dqkv + h0 * g->hd, g->qkvw, g->hd, g->r, err))
-      return FALSE;
-    for (int h = h0; h < h0 + g->r; h++)
-      if (!f->sgemm(be, TRUE, FALSE, g->s, g->hd, g->s, 1.0f, dP + h * ss, g->s, qkv + h * g->hd, g->qkvw, 1.0f, dk,
-                    g->qkvw, err))
+  for (int p = 0; p < 2; p++)
+    for (int k = 0; k < g->G && causal_part(g, p).m; k++)
+      if (!attention_part(be, g, causal_part(g, p), k, qkv, PV, dO, dP, dqkv, TRUE, err))
         return FALSE;
-  }
   return TRUE;
 }
 

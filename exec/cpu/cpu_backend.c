@@ -27,6 +27,7 @@ static float *cpu_alloc(const TpBackend *be, size_t n, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cpu backend: cannot allocate %zu floats", n);
     return NULL;
   }
+  tp_memory_advise_huge(p, bytes); /* a saved state of many samples: fewer first-touch faults and TLB misses */
   return p;
 }
 
