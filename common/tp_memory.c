@@ -214,14 +214,21 @@ void tp_string_reserve(GString *s, long long bytes)
   }
 }
 
-gpointer tp_memory_alloc_large(gsize bytes)
+void tp_memory_advise_huge(gpointer p, gsize bytes)
 {
-  gpointer p = g_malloc(bytes);
 #ifdef MADV_HUGEPAGE
   const uintptr_t huge = 2u << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + bytes) & ~(huge - 1);
   if (bytes >= 2 * huge && hi > lo)
     (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* advice: where it is not taken, small pages */
+#else
+  (void)p, (void)bytes;
 #endif
+}
+
+gpointer tp_memory_alloc_large(gsize bytes)
+{
+  gpointer p = g_malloc(bytes);
+  tp_memory_advise_huge(p, bytes);
   return p;
 }
 

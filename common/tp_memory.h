@@ -39,5 +39,7 @@ gpointer tp_memory_alloc_large(gsize bytes);
 typedef struct TpPrefault TpPrefault;
 TpPrefault *tp_memory_prefault(int n, void *const *base, const gsize *bytes);
 void tp_memory_prefault_wait(TpPrefault *p);
+/* The same advice for the block of `bytes` at p, allocated otherwise (nothing below 4 MiB). */
+void tp_memory_advise_huge(gpointer p, gsize bytes);
 
 #endif

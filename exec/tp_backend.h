@@ -127,6 +127,14 @@ struct TpBackendIface {
                               float *mask, GError **err);
   gboolean (*dropout_backward)(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
                                GError **err);
+  /* the same with a one-byte mask (a transformer block's, kept as PyTorch keeps it) and the
+   * element counter starting at `first`: element i is kept when tp_dropout_keep(seed, first + i, p),
+   * then mask[i] = 1 and y[i] = x[i]·(1/(1−p)), else both 0 (y may equal x); backward dx[i] =
+   * dy[i]·(1/(1−p)) where mask[i] is 1, else 0 (dx may equal dy) */
+  gboolean (*dropout_byte_forward)(const TpBackend *be, size_t n, float p, guint64 seed, guint64 first, const float *x,
+                                   float *y, guint8 *mask, GError **err);
+  gboolean (*dropout_byte_backward)(const TpBackend *be, size_t n, float p, const guint8 *mask, const float *dy,
+                                    float *dx, GError **err);
 
   /* softmax + cross-entropy over `classes` scores per sample: probs = softmax(x); *loss_sum gets
    * Σ −log probs[label], *correct the samples whose first maximal score is the label.

@@ -38,9 +38,6 @@ gboolean tp_net_check_model(const TpModel *m, GError **err)
                   tp_layer_names[d->kind]);
       return FALSE;
     }
-    if (tp_net_is_token_kind(d->kind) && !tp_net_token_check(m, d, err))
-      return FALSE;
-
   }
   return TRUE;
 }
@@ -56,6 +53,81 @@ gboolean tp_net_check_trainable(const TpModel *m, GError **err)
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean tp_net_check_split(const TpModel *m, const int *bounds, int W, GError **err)
+{
+  for (int s = 1; s < W; s++)
+    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) { /* tp_net_new checks them */
+      const TpLayer *d = tp_model_layer(m, i);
+      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 is on stage %d, the embedding on stage 1: a "
+                    "head tied across stages is not supported by the executor (train it on one stage, or untie it "
+                    "with tied=0)", m->source, d->line, s + 1);
+        return FALSE;
+      }
+    }
+  return TRUE;
+}
+
+/* Layer L's parameters, saved floats and kept output gradients, from its description. */
+static void layout(TpNet *net, NetLayer *L)
+{
+  const TpLayer *d = &L->d;
+  switch (d->kind) {
+  case TP_LAYER_LINEAR:
+    L->n_w = (size_t)d->cin * d->cout, L->n_b = d->bias ? (size_t)d->cout : 0;
+    L->n_save = L->in, L->saves_input = TRUE;
+    break;
+  case TP_LAYER_CONV:
+    L->n_w = (size_t)d->cout * d->cin * d->k * d->k, L->n_b = d->bias ? (size_t)d->cout : 0;
+    L->n_save = L->in, L->saves_input = TRUE;
+    break;
+  case TP_LAYER_RELU: L->n_save = L->in, L->saves_input = TRUE; break;
+  case TP_LAYER_DROPOUT: L->n_save = L->in; break;
+  case TP_LAYER_MAXPOOL: L->n_save = L->out; break;
+  case TP_LAYER_SOFTMAX_CE: L->n_save = L->in, net->has_loss = TRUE; break;
+  case TP_LAYER_BATCHNORM:
+    L->n_w = L->n_b = (size_t)d->cin, L->n_st = 2 * (size_t)d->cin;
+    L->n_save = L->in, L->saves_input = TRUE;
+    break;
+  case TP_LAYER_BOTTLENECK: tp_net_res_layout(L); break;
+  case TP_LAYER_TOKEN_CE:
+    net->has_loss = TRUE, net->labels_per_sample = (int)d->hin;
+    tp_net_token_layout(L);
+    break;
+  default:
+    if (tp_net_is_token_kind(d->kind))
+      tp_net_token_layout(L);
+    break;
+  }
+}
+
+/* Where layer L's parameters, statistics, saved floats and kept output gradients are in the stage's
+ * arrays (after the layers before it).  A tied head on the embedding's stage reads the
+ * embedding's table; on another stage it holds a copy of it (d->weights). */
+static void place(TpNet *net, NetLayer *L)
+{
+  const TpLayer *d = &L->d;
+  if (!L->lead)
+    L->lead = L->n_save;
+  L->w_off = L->w_at = net->n_params;
+  if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied && net->first == 0) /* the embedding's table, on this stage */
+    L->n_w = 0, L->w_at = net->layers[0].w_off;
+  L->has_w = L->n_w || L->w_at != L->w_off;
+  if (L->has_w && !L->n_dy)
+    L->n_dy = L->out;
+  g_assert((long long)(L->n_w + L->n_b) == (L->w_at != L->w_off ? d->params : d->weights));
+  net->n_params += L->n_w + L->n_b;
+  L->st_off = net->n_stats;
+  net->n_stats += L->n_st;
+  L->save_off = net->save_per_sample;
+  net->save_per_sample += L->n_save;
+  if (L->has_w) {
+    L->dy_off = net->dy_per_sample;
+    net->dy_per_sample += L->n_dy;
+  }
+  net->max_elems = MAX(net->max_elems, MAX(L->in, L->out));
 }
 
 TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err)
@@ -80,49 +152,8 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
     L->index = first + i;
     L->in = (size_t)d->in_elems, L->out = (size_t)d->out_elems;
     L->win = (TpWindow){ d->cin, d->hin, d->win, d->cout, d->hout, d->wout, d->k, d->stride, d->pad };
-    switch (d->kind) {
-    case TP_LAYER_LINEAR:
-      L->n_w = (size_t)d->cin * d->cout, L->n_b = d->bias ? (size_t)d->cout : 0;
-      L->n_save = L->in, L->saves_input = TRUE;
-      break;
-    case TP_LAYER_CONV:
-      L->n_w = (size_t)d->cout * d->cin * d->k * d->k, L->n_b = d->bias ? (size_t)d->cout : 0;
-      L->n_save = L->in, L->saves_input = TRUE;
-      break;
-    case TP_LAYER_RELU: L->n_save = L->in, L->saves_input = TRUE; break;
-    case TP_LAYER_DROPOUT: L->n_save = L->in; break;
-    case TP_LAYER_MAXPOOL: L->n_save = L->out; break;
-    case TP_LAYER_SOFTMAX_CE: L->n_save = L->in, net->has_loss = TRUE; break;
-    case TP_LAYER_BATCHNORM:
-      L->n_w = L->n_b = (size_t)d->cin, L->n_st = 2 * (size_t)d->cin;
-      L->n_save = L->in, L->saves_input = TRUE;
-      break;
-    case TP_LAYER_BOTTLENECK: tp_net_res_layout(L); break;
-    case TP_LAYER_TOKEN_CE:
-      net->has_loss = TRUE, net->labels_per_sample = (int)d->hin;
-      tp_net_token_layout(L);
-      break;
-    default:
-      if (tp_net_is_token_kind(d->kind))
-        tp_net_token_layout(L);
-      break;
-    }
-    if (!L->lead)
-      L->lead = L->n_save;
-    if (L->n_w && !L->n_dy)
-      L->n_dy = L->out;
-    g_assert((long long)(L->n_w + L->n_b) == d->params);
-    L->w_off = net->n_params;
-    net->n_params += L->n_w + L->n_b;
-    L->st_off = net->n_stats;
-    net->n_stats += L->n_st;
-    L->save_off = net->save_per_sample;
-    net->save_per_sample += L->n_save;
-    if (L->n_w) {
-      L->dy_off = net->dy_per_sample;
-      net->dy_per_sample += L->n_dy;
-    }
-    net->max_elems = MAX(net->max_elems, MAX(L->in, L->out));
+    layout(net, L);
+    place(net, L);
   }
   net->in_elems = net->layers[0].in;
   net->out_elems = net->layers[net->n - 1].out;
@@ -479,7 +510,7 @@ gboolean tp_net_forward(TpNet *net, const float *weights, const float *in, int b
   const float *cur = in;
   for (int i = 0; i < net->n; i++) {
     const NetLayer *L = &net->layers[i];
-    const float *w = L->n_w ? weights + L->w_off : NULL, *b = L->n_b ? w + L->n_w : NULL;
+    const float *w = L->has_w ? weights + L->w_at : NULL, *b = L->n_b ? w + L->n_w : NULL;
     if (saved && L->saves_input && cur != region(saved, L)) {
       if (!be->iface->copy(be, region(saved, L), cur, L->in * batch, err))
         return FALSE;
@@ -539,13 +570,13 @@ static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const
     return FALSE;
   /* without din, no layer up to the first one with parameters needs its input gradient */
   int stop = 0;
-  while (!din && stop < net->n && !net->layers[stop].n_w)
+  while (!din && stop < net->n && !net->layers[stop].has_w)
     stop++;
   const float *g = dout;
   for (int i = net->n - 1; i >= stop; i--) {
     const NetLayer *L = &net->layers[i];
-    const float *w = L->n_w ? weights + L->w_off : NULL;
-    float *gw = L->n_w && !split ? grad + L->w_off : NULL, *gb = L->n_b && !split ? gw + L->n_w : NULL;
+    const float *w = L->has_w ? weights + L->w_at : NULL;
+    float *gw = L->has_w && !split ? grad + L->w_at : NULL, *gb = L->n_b && !split ? gw + L->n_w : NULL;
     float *dst = i == 0 ? din : i == stop && !din ? NULL : other(net, g);
     gboolean ok = TRUE;
     if (tp_net_is_token_kind(L->d.kind) || L->d.kind == TP_LAYER_BOTTLENECK) { /* they keep their own output
@@ -556,7 +587,7 @@ static gboolean backward(TpNet *net, const float *weights, TpSaved *saved, const
       g = dst;
       continue;
     }
-    if (split && L->n_w) { /* W reads it later; without an input gradient to compute, nothing more */
+    if (split && L->has_w) { /* W reads it later; without an input gradient to compute, nothing more */
       if (!be->iface->copy(be, dy_region(saved, L), g, L->out * batch, err))
         return FALSE;
       if (!dst)
@@ -617,10 +648,10 @@ gboolean tp_net_backward_weight(TpNet *net, const float *weights, TpSaved *saved
     return FALSE;
   for (int i = net->n - 1; i >= 0; i--) { /* the fused backward's order */
     const NetLayer *L = &net->layers[i];
-    if (!L->n_w)
+    if (!L->has_w)
       continue;
-    const float *w = weights + L->w_off;
-    float *gw = grad + L->w_off, *gb = L->n_b ? gw + L->n_w : NULL;
+    const float *w = weights + L->w_at;
+    float *gw = grad + L->w_at, *gb = L->n_b ? gw + L->n_w : NULL;
     if (tp_net_is_token_kind(L->d.kind)) {
       if (!tp_net_token_weight(net, L, saved, w, gw, err))
         return FALSE;

@@ -25,6 +25,9 @@ typedef struct TpSaved TpSaved;
 
 /* Dropout layers drop with this probability (the model files give none). */
 #define TP_DROPOUT_P 0.5f
+/* A transformer block with dropout=1 drops its attention probabilities and its two projections'
+ * outputs (before each residual sum) with this one: GPT-2's attn_pdrop and resid_pdrop. */
+#define TP_BLOCK_DROPOUT_P 0.1f
 
 /* Whether the executor can run every layer of m: a layer it does not support or a softmax_ce that
  * is not the last layer is a one-line TP_ERROR_INPUT naming the model file and line. */
@@ -33,6 +36,14 @@ gboolean tp_net_check_model(const TpModel *m, GError **err);
 /* tp_net_check_model, and m ends with its loss (softmax_ce; token_ce for a language model), as
  * training and profiling need: else one line naming the last layer. */
 gboolean tp_net_check_trainable(const TpModel *m, GError **err);
+
+/* Whether a pipeline split of m into stages [bounds[s], bounds[s+1]) can train: a head tied to the
+ * embedding must be on the embedding's stage, where it reads the embedding's table and its
+ * gradient adds to the table's.  On another stage it would hold a copy of the table (tp_net_new
+ * makes one, for profiling a layer alone), which updates apart from the table would untie: the
+ * executor does not exchange the two gradients between the first and last stages.  TP_ERROR_INPUT,
+ * one line naming the head, its stage and what to do. */
+gboolean tp_net_check_split(const TpModel *m, const int *bounds, int W, GError **err);
 
 /* The stage of layers [first, last) of m on backend be; the whole model must pass
  * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */

@@ -6,18 +6,20 @@
 
 #include "tp_net.h"
 
-/* A transformer block's saved pieces, per sample, in this order (tp_net_token.c) */
-enum { BLK_X, BLK_H1, BLK_QKV, BLK_P, BLK_O, BLK_Y1, BLK_H2, BLK_A1, BLK_M, BLK_N_PIECES };
-/* and the output gradients a split backward keeps from its I to its W */
-enum { BLK_DOUT, BLK_DA1, BLK_DH2, BLK_DY1, BLK_DQKV, BLK_DH1, BLK_N_DYS };
+/* A transformer block's saved pieces, per sample, in this order (tp_net_token.c); with dropout also
+ * the dropped probabilities and the masks' bytes (empty without) */
+enum { BLK_X, BLK_H1, BLK_QKV, BLK_P, BLK_O, BLK_Y1, BLK_H2, BLK_A1, BLK_M, BLK_PD, BLK_MASK, BLK_N_PIECES };
+/* and the output gradients a split backward keeps from its I to its W (with dropout, those of the
+ * two projections before their dropouts: the MLP's and the attention's) */
+enum { BLK_DOUT, BLK_DA1, BLK_DH2, BLK_DY1, BLK_DQKV, BLK_DH1, BLK_DZ2, BLK_DZ1, BLK_N_DYS };
 /* A bottleneck's saved pieces (tp_net_resnet.c): its input, each convolution's output A and each
  * inner ReLU's output R, the shortcut convolution's output (a projection's), the block's output */
 enum { RES_X, RES_A1, RES_R1, RES_A2, RES_R2, RES_A3, RES_AS, RES_Y, RES_N_PIECES };
 /* and its output gradients kept from I to W: at the sum (after the final ReLU), at each
  * convolution's output (A) and each inner batchnorm's output (B) */
 enum { RES_DZ, RES_DA3, RES_DB2, RES_DA2, RES_DB1, RES_DA1, RES_DAS, RES_N_DYS };
-#define NET_PIECES 9 /* the most of BLK_N_PIECES, RES_N_PIECES */
-#define NET_DYS 7 /* the most of BLK_N_DYS, RES_N_DYS */
+#define NET_PIECES 11 /* the most of BLK_N_PIECES, RES_N_PIECES */
+#define NET_DYS 8 /* the most of BLK_N_DYS, RES_N_DYS */
 
 G_STATIC_ASSERT(NET_PIECES >= (int)BLK_N_PIECES && NET_PIECES >= (int)RES_N_PIECES);
 G_STATIC_ASSERT(NET_DYS >= (int)BLK_N_DYS && NET_DYS >= (int)RES_N_DYS);
@@ -27,6 +29,10 @@ typedef struct {
   int index;              /* in the model */
   TpWindow win;           /* conv and pooling geometry */
   size_t w_off, n_w, n_b; /* weights at w_off, then n_b bias values */
+  gboolean has_w;         /* it has weights: its own, or a tied head's on the embedding's stage */
+  size_t w_at;            /* where its weights are read and its gradient accumulated: w_off, or for
+                             a tied head on the embedding's stage the embedding's table (its own
+                             n_w is then 0) */
   size_t save_off, n_save; /* per-sample floats kept for the backward (offset is per sample) */
   size_t dy_off;          /* a layer with parameters: its output gradient's offset in a split
                              backward's TpSaved (per sample, L->out floats) */
@@ -127,8 +133,6 @@ gboolean tp_net_res_weight(TpNet *net, const NetLayer *L, TpSaved *saved, const 
 
 /* ---- the transformer layers (tp_net_token.c) ---- */
 
-/* Why the executor cannot run transformer layer d of model m (a TP_ERROR_INPUT line), or TRUE. */
-gboolean tp_net_token_check(const TpModel *m, const TpLayer *d, GError **err);
 /* L's parameters, saved floats, saved input, kept output gradients, from its description. */
 void tp_net_token_layout(NetLayer *L);
 /* Initial weights of L into host (its n_w + n_b values at host). */

@@ -641,8 +641,6 @@ static void test_sizes(void)
 static void test_unsupported(void)
 {
   const char *cases[][2] = {
-    { "tokens 4 11\nembedding 8\n\n# no dropout in the executor's blocks\nblock heads=2 ffn=12 dropout=1\nlm_head\n"
-      "token_ce\n", "bad.model:5: block dropout=1 is not supported" },
     { "input 4 1 1\nsoftmax_ce\nlinear 3\n", "bad.model:2: softmax_ce must be the model's last layer" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {

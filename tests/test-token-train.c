@@ -96,6 +96,81 @@ static void test_timeprest_trains(void)
   tpt_tmp_remove(model);
 }
 
+/* GPT-2's block: dropout in it, learned positions, the head tied to the embedding or not. */
+static char *gpt_file(gboolean tied)
+{
+  char *path = tpt_tmp_path(tied ? "tiny-gpt-tied.model" : "tiny-gpt.model");
+  g_autofree char *text = g_strdup_printf("tokens 16 256\nembedding 32 positions=learned\nrepeat 2 block heads=4 "
+                                          "ffn=64 mlp=gelu norm=layernorm positions=none bias=1 dropout=1\nlayernorm\n"
+                                          "lm_head tied=%d\ntoken_ce\n", tied);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  return path;
+}
+
+/* train -s preset -w W on synthetic tokens with AdamW (GPT's small initial weights learn slowly
+ * under SGD), and one more option or none. */
+static TptRun train_gpt(const char *model, const char *preset, const char *w, const char *extra)
+{
+  const char *args[] = { "train", "-m", model, "-s", preset, "-w", w, "-n", "4", "-k", "20", "--batch", "8", "--data",
+                         "synthetic:256:32", "--optimizer", "adamw", "--lr", "0.01", "--profile-reps", "1", "--format",
+                         "json", "--quiet", extra, NULL };
+  TptRun r = tpt_run(args);
+  if (r.status != 0)
+    g_printerr("%s", r.err);
+  g_assert_cmpint(r.status, ==, 0);
+  return r;
+}
+
+static gboolean same_weights(const TptRun *a, const TptRun *b)
+{
+  g_autofree char *x = tpt_json_value(a->out, "weights_sha256"), *y = tpt_json_value(b->out, "weights_sha256");
+  return strcmp(x, y) == 0;
+}
+
+/* Block dropout trains: its masks follow the micro-batches, not the split (gpipe over one stage or
+ * two ends with the same weights, bit for bit), a recomputed forward draws them again (the same
+ * weights), they drop something (not the weights without dropout), and the loss falls. */
+static void test_dropout_trains(void)
+{
+  g_autofree char *model = gpt_file(FALSE);
+  TptRun one = train_gpt(model, "gpipe", "1", NULL), two = train_gpt(model, "gpipe", "2", NULL);
+  TptRun rc = train_gpt(model, "gpipe", "2", "--recompute"), rc1 = train_gpt(model, "1f1b", "2", "--recompute");
+  TptRun f1 = train_gpt(model, "1f1b", "2", NULL);
+  g_assert_true(same_weights(&one, &two) && same_weights(&two, &rc) && same_weights(&f1, &rc1));
+  double first = tpt_json_num(one.out, "first_train_loss"), last = tpt_json_num(one.out, "final_train_loss");
+  g_test_message("gpt with dropout: loss %.4f → %.4f", first, last);
+  g_assert_cmpfloat(last, <, first - 0.05);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(model, &text, NULL, NULL));
+  memcpy(strstr(text, "dropout=1"), "dropout=0", 9);
+  g_assert_true(g_file_set_contents(model, text, -1, NULL));
+  TptRun none = train_gpt(model, "gpipe", "1", NULL);
+  g_assert_false(same_weights(&one, &none));
+  tpt_run_clear(&one), tpt_run_clear(&two), tpt_run_clear(&rc), tpt_run_clear(&rc1), tpt_run_clear(&f1);
+  tpt_run_clear(&none);
+  tpt_tmp_remove(model);
+}
+
+/* A tied head trains on the embedding's stage (the loss falls; recomputing and the split backward
+ * end where the fused backward does), and a split that puts it on another stage is refused in one
+ * line. */
+static void test_tied_trains(void)
+{
+  g_autofree char *model = gpt_file(TRUE);
+  TptRun r = train_gpt(model, "gpipe", "1", NULL), rc = train_gpt(model, "gpipe", "1", "--recompute");
+  TptRun zb = train_gpt(model, "zb-h1", "1", NULL);
+  double first = tpt_json_num(r.out, "first_train_loss"), last = tpt_json_num(r.out, "final_train_loss");
+  g_test_message("tied gpt: loss %.4f → %.4f (zb-h1 %.9g)", first, last, tpt_json_num(zb.out, "final_train_loss"));
+  g_assert_cmpfloat(last, <, first - 0.05);
+  g_assert_true(same_weights(&r, &rc));
+  g_assert_cmpfloat(fabs(tpt_json_num(zb.out, "final_train_loss") - last), <=, 1e-6 * last);
+  tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-w", "2", "-n", "1", "-k", "1", "--batch", "2",
+                                           "--data", "synthetic:64:16", NULL },
+                         "lm_head tied=1 is on stage 2, the embedding on stage 1");
+  tpt_run_clear(&r), tpt_run_clear(&rc), tpt_run_clear(&zb);
+  tpt_tmp_remove(model);
+}
+
 /* The default corpus (the fortunes package), and a text file of one's own. */
 static void test_text(void)
 {
@@ -244,6 +319,8 @@ int main(int argc, char **argv)
   g_test_add_func("/token-train/split-same", test_split_same);
   g_test_add_func("/token-train/split-and-recompute", test_split_and_recompute);
   g_test_add_func("/token-train/timeprest", test_timeprest_trains);
+  g_test_add_func("/token-train/dropout", test_dropout_trains);
+  g_test_add_func("/token-train/tied", test_tied_trains);
   g_test_add_func("/token-train/text", test_text);
   g_test_add_func("/token-train/refusals", test_refusals);
   g_test_add_func("/token-train/adamw-resume", test_adamw_resume);

@@ -253,7 +253,8 @@ static void test_model_command(void)
 }
 
 /* The analytic model times a 16-bit model at the device's 16-bit FLOP/s, and counts its bytes at two
- * per element; training refuses what the executor does not run (GPT-2's tied head) up front, in one line. */
+ * per element; training refuses what the executor does not run (GPT-2's head tied across stages)
+ * up front, in one line. */
 static void test_costs_and_refusal(void)
 {
   TptRun r = tpt_run((const char *[]){ "simulate", "-s", "1f1b", "--model", "gpt-1.5b", "--cluster", "h100x8", "-n",
@@ -266,11 +267,11 @@ static void test_costs_and_refusal(void)
   TpDevice d = { .flops = 67e12, .flops16 = 989e12, .memory = 80e9, .bandwidth = 3.35e12, .efficiency = 1 };
   g_assert_cmpfloat(fabs(tp_layer_time(b, &d, 2, 1, FALSE) / (b->fwd_flops / 989e12) - 1), <, 1e-12);
   g_assert_cmpfloat(fabs(tp_layer_time(b, &d, 4, 1, FALSE) / (b->fwd_flops / 67e12) - 1), <, 1e-12);
-  r = tpt_run((const char *[]){ "train", "-m", "gpt2-124m", "-w", "2", "-k", "1", "--data", "synthetic", "--quiet",
-                                NULL });
+  r = tpt_run((const char *[]){ "train", "-m", "gpt2-124m", "-w", "2", "-n", "2", "--batch", "2", "-k", "1", "--data",
+                                "synthetic", "--quiet", NULL });
   g_assert_cmpint(r.status, ==, 2);
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
-  g_assert_nonnull(strstr(r.err, "not supported by the executor"));
+  g_assert_nonnull(strstr(r.err, "a head tied across stages is not supported by the executor"));
   tpt_run_clear(&r);
 }
 

@@ -40,6 +40,8 @@ const Member tp_backend_members[] = {
   MEMBER(relu_backward, OP_RELU_BWD),
   MEMBER(dropout_forward, OP_DROPOUT_FWD),
   MEMBER(dropout_backward, OP_DROPOUT_BWD),
+  MEMBER(dropout_byte_forward, OP_DROPOUT_BYTE_FWD),
+  MEMBER(dropout_byte_backward, OP_DROPOUT_BYTE_BWD),
   MEMBER(softmax_ce_forward, OP_SOFTMAX_FWD),
   MEMBER(softmax_ce_backward, OP_SOFTMAX_BWD),
   MEMBER(sgd_step, OP_SGD),
@@ -101,6 +103,10 @@ const Case tp_backend_cases[] = {
   { "dropout-fwd-1001", OP_DROPOUT_FWD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
   { "dropout-fwd-1001-inference", OP_DROPOUT_FWD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
   { "dropout-bwd-1001", OP_DROPOUT_BWD, 1001, 0, 0, 0, 0, 0, { 0 } },
+  { "dropout-byte-fwd-1001", OP_DROPOUT_BYTE_FWD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
+  { "dropout-byte-fwd-1001-in-place", OP_DROPOUT_BYTE_FWD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
+  { "dropout-byte-bwd-1001", OP_DROPOUT_BYTE_BWD, 1001, 0, 0, 0, 0, FALSE, { 0 } },
+  { "dropout-byte-bwd-1001-in-place", OP_DROPOUT_BYTE_BWD, 1001, 0, 0, 0, 0, TRUE, { 0 } },
   { "softmax-ce-fwd-7x10", OP_SOFTMAX_FWD, 7, 10, 0, 0, 0, 0, { 0 } },
   { "softmax-ce-fwd-128x100", OP_SOFTMAX_FWD, 128, 100, 0, 0, 0, 0, { 0 } },
   { "softmax-ce-bwd-7x10", OP_SOFTMAX_BWD, 7, 10, 0, 0, 0, 0, { 0 } },
@@ -559,6 +565,23 @@ static gboolean run_case(const TpBackend *be, const Case *c, Run *r)
   case OP_DROPOUT_BWD: {
     float *mask = input(r, n, 0, 2), *dy = input(r, n, -1, 1), *dx = input(r, n, -1, 1);
     if ((ok = be->iface->dropout_backward(be, n, mask, dy, dx, err)))
+      output(r, "dx", dx, n, EXACT);
+    break;
+  }
+  case OP_DROPOUT_BYTE_FWD:
+  case OP_DROPOUT_BYTE_BWD: { /* the mask (bytes in a float buffer) from the forward, its counter from 77 */
+    float *x = input(r, n, -1, 1), *y = c->flag ? x : input(r, n, -1, 1), *mask = input(r, (n + 3) / 4, 0, 0);
+    float *dy = input(r, n, -1, 1), *dx = c->flag ? dy : input(r, n, -1, 1);
+    ok = be->iface->dropout_byte_forward(be, n, 0.3f, G_GUINT64_CONSTANT(0x1234567890abcdef), 77, x, y, (guint8 *)mask,
+                                         err);
+    if (ok && c->op == OP_DROPOUT_BYTE_FWD) {
+      output(r, "y", y, n, EXACT);
+      g_autofree float *packed = g_new(float, (n + 3) / 4), *kept = g_new(float, n);
+      g_assert_true(be->iface->download(be, packed, mask, (n + 3) / 4, &r->err));
+      for (size_t i = 0; i < n; i++)
+        kept[i] = ((const guint8 *)packed)[i];
+      host_output(r, "mask", kept, n, EXACT);
+    } else if (ok && (ok = be->iface->dropout_byte_backward(be, n, 0.3f, (const guint8 *)mask, dy, dx, err)))
       output(r, "dx", dx, n, EXACT);
     break;
   }

@@ -26,6 +26,8 @@ typedef enum {
   OP_RELU_BWD,
   OP_DROPOUT_FWD,
   OP_DROPOUT_BWD,
+  OP_DROPOUT_BYTE_FWD,
+  OP_DROPOUT_BYTE_BWD,
   OP_SOFTMAX_FWD,
   OP_SOFTMAX_BWD,
   OP_SGD,
@@ -51,7 +53,7 @@ typedef enum {
 /* One case: an op at one shape. m, n, k: sgemm's dims; linear: batch, in, out; softmax: batch,
  * classes; elementwise ops: n; embedding: rows, positions, width; norms: rows, width; rope: rows,
  * positions, head width; causal softmax: matrices, size; swiglu: rows, width; batchnorm: batch, channels, plane. w: the window (batch in m). flag: bias / dx wanted / mask (dropout
- * in training) / in place / positions (embedding) / RMSNorm / turning back (rope) / training (batchnorm's forward) / weight gradients (its backward),
+ * in training) / in place (a byte dropout's too) / positions (embedding) / RMSNorm / turning back (rope) / training (batchnorm's forward) / weight gradients (its backward),
  * depending on the op. */
 typedef struct {
   const char *name;

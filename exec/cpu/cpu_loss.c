@@ -12,6 +12,7 @@ gboolean tp_cpu_softmax_ce_forward(const TpBackend *be, int batch, int classes, 
   (void)be;
   double loss = 0.0;
   int right = 0;
+  g_autofree double *e = g_new(double, classes); /* a sample's exponentials, each computed once */
   for (int n = 0; n < batch; n++) {
     const float *s = x + (size_t)n * classes;
     float *p = probs + (size_t)n * classes;
@@ -21,9 +22,9 @@ gboolean tp_cpu_softmax_ce_forward(const TpBackend *be, int batch, int classes, 
         best = c;
     double sum = 0.0;
     for (int c = 0; c < classes; c++)
-      sum += exp((double)s[c] - s[best]);
+      sum += e[c] = exp((double)s[c] - s[best]);
     for (int c = 0; c < classes; c++)
-      p[c] = (float)(exp((double)s[c] - s[best]) / sum);
+      p[c] = (float)(e[c] / sum);
     if (labels) {
       gint32 y = labels[n];
       if (y < 0 || y >= classes) {

@@ -51,6 +51,10 @@ gboolean tp_cpu_dropout_forward(const TpBackend *be, size_t n, float p, guint64 
                                 float *mask, GError **err);
 gboolean tp_cpu_dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
                                  GError **err);
+gboolean tp_cpu_dropout_byte_forward(const TpBackend *be, size_t n, float p, guint64 seed, guint64 first,
+                                     const float *x, float *y, guint8 *mask, GError **err);
+gboolean tp_cpu_dropout_byte_backward(const TpBackend *be, size_t n, float p, const guint8 *mask, const float *dy,
+                                      float *dx, GError **err);
 
 gboolean tp_cpu_softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
                                    const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err);

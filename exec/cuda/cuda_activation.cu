@@ -1,6 +1,7 @@
 /* cuda_activation.cu — elementwise layers: ReLU, and inverted dropout whose mask comes from the
  * counter-based tp_dropout_keep of tp_backend.h (the very function the cpu backend calls), so that
- * masks agree with the cpu backend's bit for bit; the dropout backward is a product with the mask. */
+ * masks agree with the cpu backend's bit for bit; the dropout backward is a product with the mask
+ * (a float scale, the dropout layer's) or a choice by it (a byte, a transformer block's). */
 #include "tp_cuda_kernel.cuh"
 
 __global__ static void relu_fwd_kernel(size_t n, const float *x, float *y)
@@ -23,6 +24,22 @@ __global__ static void dropout_fwd_kernel(size_t n, float p, float keep, guint64
     mask[i] = m;
     y[i] = x[i] * m;
   }
+}
+
+__global__ static void dropout_byte_fwd_kernel(size_t n, float p, float keep, guint64 seed, guint64 first,
+                                               const float *x, float *y, guint8 *mask)
+{
+  TP_CUDA_FOR(i, n) {
+    guint8 m = tp_dropout_keep(seed, first + i, p);
+    mask[i] = m;
+    y[i] = m ? x[i] * keep : 0.0f;
+  }
+}
+
+__global__ static void dropout_byte_bwd_kernel(size_t n, float keep, const guint8 *mask, const float *dy, float *dx)
+{
+  TP_CUDA_FOR(i, n)
+    dx[i] = mask[i] ? dy[i] * keep : 0.0f;
 }
 
 __global__ static void mul_kernel(size_t n, const float *a, const float *b, float *out)
@@ -59,6 +76,24 @@ extern "C" cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, f
   tp_cuda_launch_begin();
   if (n)
     dropout_fwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, p, keep, seed, x, y, mask);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t tp_cuda_dropout_byte_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed,
+                                                guint64 first, const float *x, float *y, guint8 *mask)
+{
+  tp_cuda_launch_begin();
+  if (n)
+    dropout_byte_fwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, p, keep, seed, first, x, y, mask);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t tp_cuda_dropout_byte_bwd(cudaStream_t st, size_t n, float keep, const guint8 *mask,
+                                                const float *dy, float *dx)
+{
+  tp_cuda_launch_begin();
+  if (n)
+    dropout_byte_bwd_kernel<<<tp_cuda_grid(n), TP_CUDA_BLOCK, 0, st>>>(n, keep, mask, dy, dx);
   return cudaGetLastError();
 }
 

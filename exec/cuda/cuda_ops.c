@@ -75,6 +75,23 @@ gboolean tp_cuda_dropout_backward(const TpBackend *be, size_t n, const float *ma
   return TRUE;
 }
 
+/* The scale 1/(1−p) is computed here, as the cpu backend computes it. */
+gboolean tp_cuda_dropout_byte_forward(const TpBackend *be, size_t n, float p, guint64 seed, guint64 first,
+                                      const float *x, float *y, guint8 *mask, GError **err)
+{
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
+  TP_CUDA_CHECK(tp_cuda_dropout_byte_fwd(tp_cuda_stream(be), n, p, 1.0f / (1.0f - p), seed, first, x, y, mask), err);
+  return TRUE;
+}
+
+gboolean tp_cuda_dropout_byte_backward(const TpBackend *be, size_t n, float p, const guint8 *mask, const float *dy,
+                                       float *dx, GError **err)
+{
+  TP_CUDA_CHECK(tp_cuda_use(be), err);
+  TP_CUDA_CHECK(tp_cuda_dropout_byte_bwd(tp_cuda_stream(be), n, 1.0f / (1.0f - p), mask, dy, dx), err);
+  return TRUE;
+}
+
 /* The labels go to the device by a copy from pageable host memory, which returns once the host
  * array has been read; later uses of the scratch are ordered after the kernels by the stream.
  * Scratch layout: result (double loss, int count, padded to 16 bytes), then per-sample losses

@@ -86,6 +86,10 @@ gboolean tp_cuda_dropout_forward(const TpBackend *be, size_t n, float p, guint64
                                  float *mask, GError **err);
 gboolean tp_cuda_dropout_backward(const TpBackend *be, size_t n, const float *mask, const float *dy, float *dx,
                                   GError **err);
+gboolean tp_cuda_dropout_byte_forward(const TpBackend *be, size_t n, float p, guint64 seed, guint64 first,
+                                      const float *x, float *y, guint8 *mask, GError **err);
+gboolean tp_cuda_dropout_byte_backward(const TpBackend *be, size_t n, float p, const guint8 *mask, const float *dy,
+                                       float *dx, GError **err);
 gboolean tp_cuda_softmax_ce_forward(const TpBackend *be, int batch, int classes, const float *x,
                                     const gint32 *labels, float *probs, double *loss_sum, int *correct, GError **err);
 gboolean tp_cuda_softmax_ce_backward(const TpBackend *be, int batch, int classes, const float *probs,
@@ -152,6 +156,10 @@ cudaError_t tp_cuda_relu_fwd(cudaStream_t st, size_t n, const float *x, float *y
 cudaError_t tp_cuda_relu_bwd(cudaStream_t st, size_t n, const float *x, const float *dy, float *dx);
 cudaError_t tp_cuda_dropout_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed, const float *x,
                                 float *y, float *mask);
+cudaError_t tp_cuda_dropout_byte_fwd(cudaStream_t st, size_t n, float p, float keep, guint64 seed, guint64 first,
+                                     const float *x, float *y, guint8 *mask);
+cudaError_t tp_cuda_dropout_byte_bwd(cudaStream_t st, size_t n, float keep, const guint8 *mask, const float *dy,
+                                     float *dx);
 cudaError_t tp_cuda_mul(cudaStream_t st, size_t n, const float *a, const float *b, float *out);
 
 /* cuda_batchnorm.cu: stats is the launch's scratch (2c floats forward, 4c backward) */
