@@ -152,7 +152,7 @@ static void table_head(const Row *rows, int n, const Row *ref, long long dataset
 static gboolean table_row(const Row *r, const TpSchedule *s, long long dataset, gboolean unit, GString *out)
 {
   const TpMetrics *m = r->m;
-  double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * s->N) : s->K;
+  double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * tp_cost_replicas(r->c) * s->N) : s->K;
   g_string_append_printf(out, "%-16s %10.5g %10.5g %10.5g %6.4f %6.4f %6.4f %10.5g %10.5g %3d %6d %8d %5s ",
                          r->p->name, m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady,
                          m->bubble, m->bubble_span, m->throughput_steady, m->throughput, m->v_steady, m->chains,
@@ -226,7 +226,7 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
       continue;
     }
     const TpMetrics *m = r->m;
-    double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * r->s->N) : r->s->K;
+    double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * tp_cost_replicas(r->c) * r->s->N) : r->s->K;
     g_string_append_printf(out, ",%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%d,%.9g,%.9g", tp_report_fixed_on(r->s),
                            m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
                            m->throughput_steady, m->throughput, m->v_steady, m->chains, m->multiple_sequences,

@@ -32,7 +32,11 @@ static void text_report(const TpModel *m, GString *out)
   else
     g_string_append_printf(out, "; a sample is a %lldx%lldx%lld input", m->in_c, m->in_h, m->in_w);
   g_string_append(out, "\nper sample: FLOPs (2 per multiply-add) of the forward, the backward's input gradient and "
-                       "weight gradient; bytes kept from forward to backward\n\n");
+                       "weight gradient; bytes kept from forward to backward\n");
+  if (m->tensor_parallel > 1)
+    g_string_append_printf(out, "one device's share of blocks split %d ways (tensor parallelism, simulated, not "
+                                "executed)\n", m->tensor_parallel);
+  g_string_append_c(out, '\n');
   g_string_append_printf(out, "%5s  %-10s %-14s %-14s %14s %12s %12s %12s %14s\n", "layer", "kind", "input", "output",
                          "parameters", "forward", "input grad", "weight grad", "stored bytes");
   Totals t = { 0 };
@@ -58,6 +62,8 @@ static void json_report(const TpModel *m, GString *out)
   /* a model's name holds no quote, backslash or control byte (tp_name_problem) */
   g_string_append_printf(out, "{\n  \"model\": \"%s\",\n  \"parameters\": %lld,\n  \"precision\": \"%s\",\n  "
                               "\"element_bytes\": %d,\n", m->name, m->params, m->precision, m->elem_bytes);
+  if (m->tensor_parallel > 1)
+    g_string_append_printf(out, "  \"tensor_parallel\": %d,\n  \"executed\": false,\n", m->tensor_parallel);
   if (m->vocab)
     g_string_append_printf(out, "  \"context\": %d,\n  \"vocabulary\": %d,\n", m->context, m->vocab);
   else
@@ -84,12 +90,18 @@ static void json_report(const TpModel *m, GString *out)
 
 gboolean tp_cmd_model(int argc, char **argv, GError **err)
 {
-  g_autofree char *format = NULL, *output = NULL, *model = NULL;
+  g_autofree char *format = NULL, *output = NULL, *model = NULL, *tensor = NULL;
+  gboolean sequence = FALSE;
+  int T = 1;
   g_auto(GStrv) rest = NULL;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model, "The model: a name, a .model file or a config.json", "NAME" },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write to FILE instead of standard output", "FILE" },
+    { "tensor-parallel", 0, 0, G_OPTION_ARG_STRING, &tensor,
+      "One device's share of the transformer blocks split T ways (simulated, not executed)", "T" },
+    { "sequence-parallel", 0, 0, G_OPTION_ARG_NONE, &sequence,
+      "With --tensor-parallel: the blocks' remaining activations split too", NULL },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &rest, NULL, "NAME|FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -104,8 +116,13 @@ gboolean tp_cmd_model(int argc, char **argv, GError **err)
     "         timeprest model gpt2-124m --format json");
   static const char *const formats[] = { "text", "json", NULL };
   int fmt = 0;
-  if (!tp_cli_parse(ctx, &argc, &argv, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)))
+  if (!tp_cli_parse(ctx, &argc, &argv, err) || (format && !tp_cli_choice("--format", format, formats, &fmt, err)) ||
+      (tensor && !tp_cli_int("--tensor-parallel", tensor, 1, 1024, &T, err)))
     return FALSE;
+  if (sequence && T < 2) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--sequence-parallel needs --tensor-parallel T with T > 1");
+    return FALSE;
+  }
   guint n = rest ? g_strv_length(rest) : 0;
   if ((n == 0) == (model == NULL) || n > 1) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "give one model, as NAME|FILE or with -m");
@@ -118,6 +135,9 @@ gboolean tp_cmd_model(int argc, char **argv, GError **err)
   g_autoptr(TpModel) m = tp_model_load(which, err);
   if (!m)
     return FALSE;
+  if (!tp_model_tensor_check(m, T, err))
+    return FALSE;
+  tp_model_tensor_parallel(m, T, sequence);
   g_autoptr(GString) out = g_string_new(NULL);
   (fmt ? json_report : text_report)(m, out);
   return tp_cli_emit(output, out, err);

@@ -21,6 +21,8 @@
 typedef struct {
   char *model, *cluster, *profile, *batch, *limit, *workers, *micro, *presets, *run_top, *format, *show, *threads;
   char *output, *run_k, *recompute, *run_reps, *transport, *launcher, *optimizer;
+  char *devices, *data_parallel, *tensor_parallel;
+  gboolean overlap_allreduce, sequence_parallel;
 } PlanOpts;
 
 /* A measured plan (--run-top): the median over its repetitions and their spread. */
@@ -310,7 +312,8 @@ static gboolean on_front(const TpPlanResult *res, const TpPlan *p)
   return FALSE;
 }
 
-static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, const Measured *m, int reps)
+static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, const Measured *m, int reps,
+                      gboolean parallel)
 {
   g_autofree char *split = tp_plan_split_text(p);
   g_string_append_printf(out, "{\"preset\": \"%s\", \"workers\": %d, \"micro_batches\": %d, \"batch\": %ld, "
@@ -332,6 +335,9 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
     tp_append_num(out, p->peak_bytes[s]);
   }
   g_string_append(out, "]}");
+  if (parallel)
+    g_string_append_printf(out, ", \"data_parallel\": %d, \"tensor_parallel\": %d, \"devices\": %d", p->D, p->T,
+                           p->D * p->T * p->W);
   if (m) {
     g_string_append(out, ", \"measured\": {\"time_per_mini_batch\": ");
     tp_append_num(out, m->t_minibatch);
@@ -357,6 +363,7 @@ static void bytes_list(GString *out, const TpPlan *p)
  * (fused forwards), when a row shown has them. */
 typedef struct {
   gboolean rc, batch, ff;
+  gboolean dt; /* D and T: data and tensor parallelism searched or given */
 } Columns;
 
 static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResult *res, const Columns *cols)
@@ -368,6 +375,8 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
   g_string_append_printf(out, "%4d %c %-16s %2d %4d", rank, on_front(res, p) ? '*' : ' ', p->preset->name, p->W, p->N);
   if (cols->batch)
     g_string_append_printf(out, " %6ld", p->batch);
+  if (cols->dt)
+    g_string_append_printf(out, " %4d %2d", p->D, p->T);
   if (cols->rc)
     g_string_append_printf(out, " %-2s", p->recompute ? "rc" : "");
   if (cols->ff)
@@ -378,9 +387,9 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
 
 static void table_head(GString *out, const Columns *cols)
 {
-  g_string_append_printf(out, "rank   preset            W    N%s%s%s  split           v mis  ms/mini-b  samples/s  "
-                         "bottleneck              peak GB per stage\n", cols->batch ? "  batch" : "", cols->rc ? " rc" : "",
-                         cols->ff ? " ff" : "");
+  g_string_append_printf(out, "rank   preset            W    N%s%s%s%s  split           v mis  ms/mini-b  samples/s  "
+                         "bottleneck              peak GB per stage\n", cols->batch ? "  batch" : "",
+                         cols->dt ? "    D  T" : "", cols->rc ? " rc" : "", cols->ff ? " ff" : "");
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -389,7 +398,8 @@ static void opts_clear(PlanOpts *o)
 {
   char **all[] = { &o->model, &o->cluster, &o->profile, &o->batch, &o->limit, &o->workers, &o->micro, &o->presets,
                    &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k, &o->recompute,
-                   &o->run_reps, &o->transport, &o->launcher, &o->optimizer };
+                   &o->run_reps, &o->transport, &o->launcher, &o->optimizer, &o->devices, &o->data_parallel,
+                   &o->tensor_parallel };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -445,6 +455,16 @@ static GOptionContext *plan_context(PlanOpts *o)
     { "show", 0, 0, G_OPTION_ARG_STRING, &o->show, "Rows of the ranked table (default 10; JSON lists every plan)",
       "M" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &o->threads, "Threads simulating candidates (default: every core)", "T" },
+    { "devices", 0, 0, G_OPTION_ARG_STRING, &o->devices,
+      "Search D replicas x W stages x T-way tensor-parallel blocks on at most G devices, ranked by samples/s", "G" },
+    { "data-parallel", 0, 0, G_OPTION_ARG_STRING, &o->data_parallel,
+      "Without --devices: every plan D replicas of its pipeline, --batch split over them (default 1)", "D" },
+    { "tensor-parallel", 0, 0, G_OPTION_ARG_STRING, &o->tensor_parallel,
+      "Without --devices: every plan's transformer blocks split T ways (simulated, not executed; default 1)", "T" },
+    { "overlap-allreduce", 0, 0, G_OPTION_ARG_NONE, &o->overlap_allreduce,
+      "The replicas' all-reduce in 25 MiB buckets behind each stage's last backward", NULL },
+    { "sequence-parallel", 0, 0, G_OPTION_ARG_NONE, &o->sequence_parallel,
+      "Tensor-parallel blocks keep all their activations split (Korthikanti et al. 2022)", NULL },
     { "format", 'f', 0, G_OPTION_ARG_STRING, &o->format, "table (default) or json", "FORMAT" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o->output, "Write the report to FILE", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
@@ -472,6 +492,9 @@ typedef struct {
   gboolean several; /* several batches: plans ranked by samples/s */
   GPtrArray *presets;
   GArray *batches;
+  int devices, D, T;           /* --devices (0: none), --data-parallel, --tensor-parallel */
+  gboolean parallel, overlap;  /* any of them: the plans show D and T; --overlap-allreduce */
+  TpModel *split[TP_PLAN_MAX_TENSOR + 1]; /* the model split T ways, T = 2, 4, 8 */
   TpModel *m;
   TpCluster *c;
   TpProfile *prof;
@@ -482,6 +505,8 @@ static void args_clear(PlanArgs *a)
   g_clear_pointer(&a->presets, g_ptr_array_unref);
   g_clear_pointer(&a->batches, g_array_unref);
   g_clear_pointer(&a->m, tp_model_free);
+  for (int t = 0; t <= TP_PLAN_MAX_TENSOR; t++)
+    g_clear_pointer(&a->split[t], tp_model_free);
   g_clear_pointer(&a->c, tp_cluster_free);
   g_clear_pointer(&a->prof, tp_profile_free);
 }
@@ -538,6 +563,43 @@ static gboolean parse_search(const PlanOpts *o, PlanArgs *a, GError **err)
          (!o->profile || (a->prof = tp_profile_load(o->profile, err)));
 }
 
+/* --devices, --data-parallel, --tensor-parallel: checked, and the model split each way a plan may take
+ * (T a power of two dividing every block's heads, key/value heads and MLP width). */
+static gboolean parse_parallel(const PlanOpts *o, PlanArgs *a, GError **err)
+{
+  a->D = a->T = 1;
+  if ((o->devices && !tp_cli_int("--devices", o->devices, 1, 1 << 20, &a->devices, err)) ||
+      (o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 4096, &a->D, err)) ||
+      (o->tensor_parallel && !tp_cli_int("--tensor-parallel", o->tensor_parallel, 1, TP_PLAN_MAX_TENSOR, &a->T, err)))
+    return FALSE;
+  const char *why = a->devices && (o->data_parallel || o->tensor_parallel)
+                      ? "--devices searches D and T: drop --data-parallel and --tensor-parallel"
+                    : (a->T & (a->T - 1)) ? "--tensor-parallel: T is a power of two up to 8"
+                    : o->sequence_parallel && a->T < 2 && !a->devices ? "--sequence-parallel needs --tensor-parallel or --devices"
+                    : o->overlap_allreduce && a->D < 2 && !a->devices ? "--overlap-allreduce needs --data-parallel or --devices"
+                    : o->run_top && (a->devices || a->D > 1 || a->T > 1)
+                      ? "--run-top trains one pipeline on this machine: drop --devices, --data-parallel, --tensor-parallel"
+                      : NULL;
+  if (why) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s", why);
+    return FALSE;
+  }
+  if (!tp_model_tensor_check(a->m, a->T, err))
+    return FALSE;
+  a->parallel = a->devices || a->D > 1 || a->T > 1;
+  a->overlap = o->overlap_allreduce;
+  if (a->c)
+    tp_cluster_expand(a->c, a->w1);
+  for (int t = 2; t <= TP_PLAN_MAX_TENSOR; t *= 2)
+    if ((a->devices || t == a->T) && tp_model_tensor_splits(a->m, t)) {
+      a->split[t] = tp_model_load(o->model, err);
+      if (!a->split[t])
+        return FALSE;
+      tp_model_tensor_parallel(a->split[t], t, o->sequence_parallel);
+    }
+  return TRUE;
+}
+
 /* --run-top's options, checked against each other and the costs. */
 static gboolean check_run_options(const PlanOpts *o, const PlanArgs *a, GError **err)
 {
@@ -591,7 +653,10 @@ static TpPlanResult *search(const PlanArgs *a, GError **err)
                         .w0 = a->w0, .w1 = a->w1, .n0 = a->n0, .n1 = a->n1,
                         .presets = (const TpPreset *const *)a->presets->pdata, .n_presets = (int)a->presets->len,
                         .recompute = (TpPlanRecompute)a->rc, .memory_limit = a->limit, .threads = a->threads,
-                        .optimizer_states = 1 + a->adamw };
+                        .optimizer_states = 1 + a->adamw, .devices = a->devices, .data_parallel = a->D,
+                        .tensor_parallel = a->T, .overlap_allreduce = a->overlap };
+  for (int t = 1; t <= TP_PLAN_MAX_TENSOR; t++)
+    req.by_tensor[t] = t == 1 ? a->m : a->split[t];
   TpPlanResult *res = tp_plan_search(&req, err);
   if (res && !res->ranked->len) {
     nothing_fits(res, a->rc, err);
@@ -654,7 +719,8 @@ static void report_json(GString *out, const Report *r)
                          res->n_dominated, res->n_failed);
   for (guint i = 0; i < res->ranked->len; i++) {
     g_string_append(out, i ? ",\n  " : "\n  ");
-    plan_json(out, res, res->ranked->pdata[i], (int)i < r->runs->runs ? &r->runs->meas[i] : NULL, a->reps);
+    plan_json(out, res, res->ranked->pdata[i], (int)i < r->runs->runs ? &r->runs->meas[i] : NULL, a->reps,
+              a->parallel);
   }
   g_string_append(out, "]");
   if (r->runs->runs > 0) {
@@ -689,6 +755,12 @@ static void text_head(GString *out, const Report *r)
                          res->n_candidates, a->several ? "batches x " : "", a->rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
                          : a->rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
                          res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
+  if (a->parallel && a->devices)
+    g_string_append_printf(out, "parallelism: D replicas x W stages x T-way tensor-parallel blocks on at most %d "
+                           "devices; tensor parallelism is simulated, not executed\n\n", a->devices);
+  else if (a->parallel)
+    g_string_append(out, "parallelism: D replicas x W stages x T-way tensor-parallel blocks; tensor parallelism is "
+                         "simulated, not executed\n\n");
   const TpPlan *f = first_failure(res);
   if (f)
     g_string_append_printf(out, "failed, for one: %s W=%d N=%d%s: %s\n\n", f->preset->name, f->W, f->N,
@@ -779,7 +851,7 @@ static GString *report(const PlanArgs *a, const TpPlanResult *res, const Runs *r
   for (guint i = 0; i < MIN(res->ranked->len, (guint)a->show); i++)
     ff = ff || ((const TpPlan *)res->ranked->pdata[i])->fused;
   const Report r = { .a = a, .res = res, .runs = runs,
-                     .cols = { .rc = a->rc != TP_PLAN_RECOMPUTE_NO, .batch = a->several, .ff = ff } };
+                     .cols = { .rc = a->rc != TP_PLAN_RECOMPUTE_NO, .batch = a->several, .ff = ff, .dt = a->parallel } };
   GString *out = g_string_new(NULL);
   if (a->fmt == 1)
     report_json(out, &r);
@@ -795,7 +867,7 @@ gboolean tp_cmd_plan(int argc, char **argv, GError **err)
   g_autoptr(GOptionContext) ctx = plan_context(&o);
   g_autoptr(TpPlanResult) res = NULL;
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && parse_inputs(&o, &a, err) && parse_search(&o, &a, err) &&
-                check_run_options(&o, &a, err) && (res = search(&a, err));
+                check_run_options(&o, &a, err) && parse_parallel(&o, &a, err) && (res = search(&a, err));
   /* --run-top: the K best measured */
   Runs runs = { .runs = ok ? MIN(a.top, (int)res->ranked->len) : 0 };
   runs.meas = g_new0(Measured, MAX(runs.runs, 1));

@@ -7,6 +7,7 @@
 #include "tp_costed.h"
 #include "tp_fit.h"
 #include "tp_keyfile.h"
+#include "tp_layout.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
 #include "tp_sweep.h"
@@ -386,6 +387,15 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
       "Timeline the nf1b/1f1b-async order (and vsync versions) is fixed on: costs (the default with a cost model: "
       "each stage runs what is ready) or slots (the published unit-slot order)", "slots|costs" },
     { "costed-order", 0, 0, G_OPTION_ARG_NONE, &o->costed_order, "The same as --order-from costs", NULL },
+    { "data-parallel", 0, 0, G_OPTION_ARG_STRING, &o->data_parallel,
+      "D replicas of the pipeline, --batch split over them; each stage's gradients all-reduced (ring) before its "
+      "update (default 1)", "D" },
+    { "overlap-allreduce", 0, 0, G_OPTION_ARG_NONE, &o->overlap_allreduce,
+      "With --data-parallel: all-reduce in 25 MiB buckets behind each stage's last backward", NULL },
+    { "tensor-parallel", 0, 0, G_OPTION_ARG_STRING, &o->tensor_parallel,
+      "With --model: transformer blocks split T ways on one node (simulated, not executed; default 1)", "T" },
+    { "sequence-parallel", 0, 0, G_OPTION_ARG_NONE, &o->sequence_parallel,
+      "With --tensor-parallel: the blocks' remaining activations split too (Korthikanti et al. 2022)", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -401,6 +411,26 @@ void tp_cli_cost_clear(TpCliCost *o)
   g_free(o->split);
   g_free(o->order_from);
   g_free(o->optimizer);
+  g_free(o->data_parallel);
+  g_free(o->tensor_parallel);
+}
+
+/* --data-parallel D and --tensor-parallel T (1 where not given), and the options that need them. */
+static gboolean parallel_options(const TpCliCost *o, GError **err)
+{
+  int D = 1, T = 1;
+  if ((o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 4096, &D, err)) ||
+      (o->tensor_parallel && !tp_cli_int("--tensor-parallel", o->tensor_parallel, 1, 1024, &T, err)))
+    return FALSE;
+  const char *why = D > 1 && !o->cost && !o->model ? "--data-parallel: the all-reduce needs a cost model (--cost FILE, "
+                                                     "or --model with --cluster or --profile)"
+                    : o->overlap_allreduce && D < 2 ? "--overlap-allreduce needs --data-parallel D with D > 1"
+                    : T > 1 && !o->model ? "--tensor-parallel needs --model (it splits the model's transformer blocks)"
+                    : o->sequence_parallel && T < 2 ? "--sequence-parallel needs --tensor-parallel T with T > 1"
+                                                    : NULL;
+  if (why)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s", why);
+  return !why;
 }
 
 gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **err)
@@ -425,6 +455,8 @@ gboolean tp_cli_cost_defaults(const TpCliCost *o, TpCliSchedule *so, GError **er
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--split and --fit-memory exclude each other");
     return FALSE;
   }
+  if (!parallel_options(o, err))
+    return FALSE;
   static const char *const from[] = { "slots", "costs", NULL };
   int which = -1;
   if (o->order_from && !tp_cli_choice("--order-from", o->order_from, from, &which, err))
@@ -471,17 +503,23 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o)
   return o->cost || o->model;
 }
 
-static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
+static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T, GError **err);
 
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
-  TpCost *c = cost_build(o, s, err);
-  if (c)
+  int D = 1, T = 1;
+  if ((o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 4096, &D, err)) ||
+      (o->tensor_parallel && !tp_cli_int("--tensor-parallel", o->tensor_parallel, 1, 1024, &T, err)))
+    return NULL;
+  TpCost *c = cost_build(o, s, D, T, err);
+  if (c) {
     tp_cost_place_chunks(c, s);
+    tp_cost_data_parallel(c, D, o->overlap_allreduce);
+  }
   return c;
 }
 
-static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
+static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T, GError **err)
 {
   if (o->cost) {
     TpCost *c = tp_cost_load(o->cost, s->W, err);
@@ -503,9 +541,19 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   g_autoptr(TpProfile) prof = m && o->profile && (c || !o->cluster) ? tp_profile_load(o->profile, err) : NULL;
   if (!m || (o->cluster && !c) || (o->profile && !prof))
     return NULL;
-  int batch = 32 * s->N;
+  if (c)
+    tp_cluster_expand(c, s->W);
+  int batch = 32 * s->N * D;
   if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))
     return NULL;
+  if (batch % D != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--batch: %d samples do not split evenly over %d replicas", batch, D);
+    return NULL;
+  }
+  batch /= D; /* each replica's */
+  if (!tp_model_tensor_check(m, T, err))
+    return NULL;
+  tp_model_tensor_parallel(m, T, o->sequence_parallel);
   static const char *const optimizers[] = { "sgd", "adamw", NULL };
   int adamw = 0;
   if (o->optimizer && !tp_cli_choice("--optimizer", o->optimizer, optimizers, &adamw, err))
@@ -515,17 +563,18 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   if (!a || (s->rank_seq && !tp_analytic_place(a, s, err)))
     return NULL;
   a->optimizer_states = 1 + adamw;
+  tp_analytic_tensor(a, T);
   g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);
     if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
-  if (o->fit_memory)
-    return tp_fit_memory(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err);
-  if (!tp_analytic_split(a, counts, NULL, NULL, err))
-    return NULL;
-  return tp_analytic_cost(a);
+  TpCost *cost = o->fit_memory ? tp_fit_memory(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err)
+                 : tp_analytic_split(a, counts, NULL, NULL, err) ? tp_analytic_cost(a) : NULL;
+  if (cost && c)
+    tp_layout_links(cost, c, D, T);
+  return cost;
 }
 
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)

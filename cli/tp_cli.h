@@ -58,7 +58,8 @@ void tp_cli_schedule_clear(TpCliSchedule *o);
  * nf1b / 1f1b-async orders are fixed on (--order-from slots|costs; --costed-order = costs). */
 typedef struct {
   char *cost, *model, *cluster, *profile, *batch, *split, *order_from, *optimizer;
-  gboolean fit_memory, costed_order;
+  char *data_parallel, *tensor_parallel; /* D replicas; T-way tensor parallel blocks (simulated) */
+  gboolean fit_memory, costed_order, overlap_allreduce, sequence_parallel;
 } TpCliCost;
 
 void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o);

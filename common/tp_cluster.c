@@ -27,6 +27,19 @@ void tp_cluster_free(TpCluster *c)
   g_free(c);
 }
 
+void tp_cluster_expand(TpCluster *c, int n)
+{
+  if (!c->any_count || n <= c->n)
+    return;
+  c->dev = g_renew(TpDevice, c->dev, n);
+  for (int i = c->n; i < n; i++) {
+    c->dev[i] = c->dev[0];
+    c->dev[i].id = g_strdup(c->dev[0].id);
+    c->dev[i].name = g_strdup(c->dev[0].name);
+  }
+  c->n = n;
+}
+
 static gboolean device_read(TpKeyFile *k, TpDevice *d, GError **err)
 {
   static const char *const keys[] = { "name", "flops", "flops_16bit", "memory", "memory_bandwidth", "efficiency", NULL };
@@ -102,7 +115,9 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
   TpKeyFile k;
   if (!tp_kf_open_file(&k, path, "cluster file", err))
     return NULL;
-  static const char *const keys[] = { "name", "devices", "link_bandwidth", "link_latency", "link_eager_limit", NULL };
+  static const char *const keys[] = { "name", "devices", "link_bandwidth", "link_latency", "link_eager_limit",
+                                      "gpus_per_node", "network_bandwidth", "network_latency", NULL };
+  double gpn = 1;
   g_autoptr(TpCluster) c = g_new0(TpCluster, 1);
   c->source = g_strdup(path);
   gboolean ok = g_key_file_has_group(k.kf, "cluster") || tp_kf_fail(&k, err, "cluster", NULL, "missing group");
@@ -113,7 +128,17 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
   ok = ok && tp_kf_known_keys(&k, "cluster", keys, err) &&
        tp_kf_number(&k, "cluster", "link_bandwidth", TRUE, 1e-6, TP_DEVICE_MAX, &c->link_bandwidth, err) &&
        tp_kf_number(&k, "cluster", "link_latency", FALSE, 0, 1e9, &c->link_latency, err) &&
-       tp_kf_number(&k, "cluster", "link_eager_limit", FALSE, 0, TP_DEVICE_MAX, &c->link_eager_limit, err);
+       tp_kf_number(&k, "cluster", "link_eager_limit", FALSE, 0, TP_DEVICE_MAX, &c->link_eager_limit, err) &&
+       tp_kf_number(&k, "cluster", "gpus_per_node", FALSE, 1, 4096, &gpn, err) &&
+       tp_kf_number(&k, "cluster", "network_bandwidth", FALSE, 1e-6, TP_DEVICE_MAX, &c->network_bandwidth, err) &&
+       tp_kf_number(&k, "cluster", "network_latency", FALSE, 0, 1e9, &c->network_latency, err);
+  c->gpus_per_node = (int)gpn;
+  if (ok && gpn != c->gpus_per_node)
+    ok = tp_kf_fail(&k, err, "cluster", "gpus_per_node", "expected a whole number of GPUs, got %g", gpn);
+  if (ok && !g_key_file_has_key(k.kf, "cluster", "network_bandwidth", NULL))
+    c->network_bandwidth = c->link_bandwidth;
+  if (ok && !g_key_file_has_key(k.kf, "cluster", "network_latency", NULL))
+    c->network_latency = c->link_latency;
   g_autofree char *devs = ok ? g_key_file_get_value(k.kf, "cluster", "devices", NULL) : NULL;
   if (ok && !devs)
     ok = tp_kf_fail(&k, err, "cluster", NULL, "missing key 'devices' (device names, one per worker)");
@@ -139,6 +164,7 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
       g_free(d);
     }
   }
+  c->any_count = ok && c->n == 1 && g_key_file_has_key(k.kf, "cluster", "gpus_per_node", NULL);
   ok = ok && tp_kf_name(&k, "cluster", "name", FALSE, FALSE, &c->name, err);
   if (ok && !c->name)
     c->name = tp_name_from_file(path);

@@ -24,6 +24,13 @@ typedef struct {
   TpDevice *dev;
   double link_bandwidth, link_latency;
   double link_eager_limit; /* links carried by MPI: its eager limit (common/tp_eager.h); 0: none */
+  /* nodes, for data and tensor parallelism: GPUs per node (the link_* figures are those between two
+   * GPUs of a node), and each node's network to the others: bytes/s of all its interfaces together
+   * and latency.  Not given: a node per worker, its network the link. */
+  int gpus_per_node;
+  double network_bandwidth, network_latency;
+  gboolean any_count; /* gpus_per_node given with one device: as many GPUs of it as a run asks for
+                         (tp_cluster_expand), not one shared by every stage */
 } TpCluster;
 
 /* A path (contains '/' or ends in .cluster) or a name looked up as NAME.cluster in
@@ -35,6 +42,8 @@ char *tp_cluster_path(const char *name_or_path);
 TpDevice *tp_device_load(const char *path, GError **err);
 void tp_device_clear(TpDevice *d);
 void tp_cluster_free(TpCluster *c);
+/* A cluster of any_count: n workers of its device (no change for fewer than it has, or otherwise). */
+void tp_cluster_expand(TpCluster *c, int n);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpCluster, tp_cluster_free)
 
 /* The device stage s runs on when the pipeline has W stages. */

@@ -81,6 +81,7 @@ typedef struct {
   GArray *layers;    /* TpLayer */
   long long params;
   double fwd_flops, bwd_flops;
+  int tensor_parallel; /* > 1: its blocks are one device's share of T (tp_model_tensor_parallel) */
 } TpModel;
 
 extern const char *const tp_layer_names[TP_N_LAYER_KINDS];
@@ -114,6 +115,15 @@ long long tp_model_train_bytes(const TpModel *m, int batch);
 long long tp_layer_norm_plane(const TpLayer *d);
 /* The least of tp_layer_norm_plane over m's layers with batchnorm; 0 without any. */
 long long tp_model_least_norm_plane(const TpModel *m);
+
+/* Tensor parallelism, simulated: every transformer block becomes one device's share of a T-way
+ * split (FLOPs and weights / T; stored activations per Korthikanti et al. 2022, all of them / T with
+ * sequence parallelism); the totals follow.  T <= 1: nothing changes. */
+void tp_model_tensor_parallel(TpModel *m, int T, gboolean sequence);
+/* Whether m has transformer blocks and each splits T ways (heads, key/value heads, MLP width). */
+gboolean tp_model_tensor_splits(const TpModel *m, int T);
+/* The same as a refusal naming --tensor-parallel (TP_ERROR_INPUT); TRUE for T <= 1. */
+gboolean tp_model_tensor_check(const TpModel *m, int T, GError **err);
 
 /* Find a data file: `sub/NAME.ext` under $env_var, the installed data directory, the source tree.
  * Returns a newly allocated path or NULL. */

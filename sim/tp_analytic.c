@@ -1,5 +1,6 @@
 /* tp_analytic.c — the analytic cost model: model description × cluster → per-stage costs. */
 #include "tp_analytic.h"
+#include "tp_allreduce.h"
 #include "tp_error.h"
 #include "tp_costed.h"
 #include "tp_metrics.h"
@@ -65,6 +66,16 @@ gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **e
   return TRUE;
 }
 
+/* Tensor parallelism: the two all-reduces of a block's activations among a->tensor (for b samples)
+ * that its forward, and again its backward, waits for; 0 for other layers or without it. */
+static double tensor_comm(const TpAnalytic *a, const TpLayer *l, double b)
+{
+  if (a->tensor <= 1 || l->kind != TP_LAYER_BLOCK)
+    return 0;
+  double bw = a->cluster ? a->cluster->link_bandwidth : 0, lat = a->cluster ? a->cluster->link_latency : 0;
+  return 2 * tp_allreduce_ring(a->tensor, b * a->model->elem_bytes * (double)l->hin * (double)l->cin, bw, lat);
+}
+
 /* Each stage's prefix sums of layer times on its device (k: the profile's micro-batch size, or -1). */
 static void fill_prefixes(TpAnalytic *a, int k)
 {
@@ -78,8 +89,9 @@ static void fill_prefixes(TpAnalytic *a, int k)
     double *ip = a->inp_prefix + (size_t)s * (L + 1);
     for (int i = 0; i < L; i++) {
       const TpLayer *l = tp_model_layer(m, i);
-      double bwd = p ? p->layer[i].bwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, TRUE);
-      fp[i + 1] = fp[i] + (p ? p->layer[i].fwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, FALSE));
+      double comm = tensor_comm(a, l, a->micro);
+      double bwd = comm + (p ? p->layer[i].bwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, TRUE));
+      fp[i + 1] = fp[i] + comm + (p ? p->layer[i].fwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, FALSE));
       bp[i + 1] = bp[i] + bwd;
       ip[i + 1] = ip[i] + (l->bwd_flops > 0 ? bwd * l->bwd_in_flops / l->bwd_flops : bwd / 2);
     }
@@ -97,6 +109,8 @@ static double forward_whole(const TpAnalytic *a, int s, int lo, int hi)
   if (p && k < 0)
     return 0;
   for (int i = lo; i < hi; i++)
+    t += tensor_comm(a, tp_model_layer(a->model, i), (double)a->batch);
+  for (int i = lo; i < hi; i++)
     t += p ? p->layer[i].fwd[k]
            : tp_layer_time(tp_model_layer(a->model, i), &a->cluster->dev[a->device[s]], a->model->elem_bytes,
                          (double)a->batch, FALSE);
@@ -111,6 +125,14 @@ gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err)
     a->device[st] = !a->profile && n == 1 ? 0 : n > 0 && R > n ? tp_stage_rank(s, st) % n : tp_stage_rank(s, st);
   fill_prefixes(a, a->profile ? tp_profile_size_index(a->profile, (int)(a->batch / a->N)) : -1);
   return TRUE;
+}
+
+void tp_analytic_tensor(TpAnalytic *a, int T)
+{
+  if (T <= 1)
+    return;
+  a->tensor = T;
+  fill_prefixes(a, a->profile ? tp_profile_size_index(a->profile, (int)(a->batch / a->N)) : -1);
 }
 
 TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, long batch, GError **err)
@@ -291,6 +313,12 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
   else
     cost->source = g_strdup_printf("model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name,
                                    a->batch);
+  if (a->tensor > 1) { /* one line of the report says it */
+    char *t = g_strdup_printf("%s; its blocks tensor-parallel over %d devices of a node (simulated, not executed)",
+                              cost->source, a->tensor);
+    g_free(cost->source);
+    cost->source = t;
+  }
   cost->device_name = g_new0(char *, a->W + 1);
   cost->stage_note = g_new0(char *, a->W + 1);
   cost->capacity = g_new0(double, a->W);

@@ -35,6 +35,7 @@ typedef struct {
   double cap;                      /* > 0: no device holds more than this (a memory limit) */
   double pace;                     /* after a split chosen here: its slowest stage's cost per micro-batch */
   int optimizer_states;            /* optimizer floats per parameter: 1 (SGD's momentum, the default), 2 (AdamW) */
+  int tensor;                      /* > 1: the model's blocks are split this many ways (tp_analytic_tensor) */
   gboolean recompute;              /* the split is for a recomputing schedule (docs/recompute.md): a stage's
                                       pace gains its forward again, its memory test stores the stage's
                                       input per micro-batch plus one micro-batch's activations */
@@ -55,6 +56,9 @@ gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err);
 /* Whether profile p was taken of model m (layer count and kinds); the error names the profile. */
 gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **err);
 void tp_analytic_free(TpAnalytic *a);
+/* Tensor parallelism (the model already split by tp_model_tensor_parallel): each block's forward and
+ * backward gain two all-reduces of its activations among T on the cluster's link (intra-node). */
+void tp_analytic_tensor(TpAnalytic *a, int T);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpAnalytic, tp_analytic_free)
 
 /* Seconds for one layer on a device for b samples (forward, or backward when bwd), its elements of

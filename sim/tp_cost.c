@@ -34,6 +34,7 @@ void tp_cost_free(TpCost *c)
   g_strfreev(c->device_name);
   g_strfreev(c->stage_note);
   g_free(c->capacity);
+  tp_dp_free(c->dp);
   g_free(c);
 }
 
@@ -238,6 +239,38 @@ static gboolean apply_link_group(const TpKeyFile *r, const char *group, TpCost *
   return TRUE;
 }
 
+/* [data_parallel]: the all-reduce's links, one value or one per stage each: latency, bandwidth, and
+ * link (stages given one number share that link; by default each stage has its own). */
+static gboolean apply_dp_group(const TpKeyFile *r, const char *g, TpCost *c, GError **err)
+{
+  static const CostKey keys[] = {
+    { "latency", 0, V_TIME }, { "bandwidth", 0, V_BANDWIDTH }, { "link", 0, V_DEVICE },
+  };
+  if (!c->dp)
+    c->dp = tp_dp_new(c->W);
+  TpDataParallel *dp = c->dp;
+  double *dest[] = { dp->latency, dp->bandwidth, NULL };
+  g_auto(GStrv) names = g_key_file_get_keys(r->kf, g, NULL, NULL);
+  g_autofree double *vals = g_new(double, c->W);
+  for (int i = 0; names && names[i]; i++) {
+    int got = 0;
+    const CostKey *key = find_key(r, g, names[i], keys, G_N_ELEMENTS(keys), err);
+    if (!key || !read_values(r, g, key, c->W, vals, &got, err))
+      return FALSE;
+    for (int s = 0; s < c->W; s++) {
+      double v = vals[got == 1 ? 0 : s];
+      if (dest[key - keys])
+        dest[key - keys][s] = v;
+      else if (v > c->W)
+        return tp_kf_fail(r, err, g, "link", "link %g: links are numbered 1 .. %d (one per stage at most)", v, c->W);
+      else
+        dp->link[s] = (int)v - 1;
+    }
+  }
+  tp_dp_update_links(dp);
+  return TRUE;
+}
+
 /* "prefixN" with N in 1..n: its index from 0.  FALSE when there is no such index (also when n < 1). */
 static gboolean group_index(const char *group, const char *prefix, int n, int *out)
 {
@@ -275,6 +308,8 @@ static gboolean apply_group(const TpKeyFile *r, const char *g, int pass, TpCost 
     return pass || apply_stage_group(r, g, c, 0, W, set, err);
   if (strcmp(g, "links") == 0)
     return pass || W <= 1 || apply_link_group(r, g, c, 0, W - 1, err);
+  if (strcmp(g, "data_parallel") == 0)
+    return pass || apply_dp_group(r, g, c, err);
   if (g_str_has_prefix(g, "stage.")) {
     if (!group_index(g, "stage.", W, &idx))
       return tp_kf_fail(r, err, g, NULL, "no such stage: stages are stage.1 .. stage.%d", W);
@@ -288,7 +323,7 @@ static gboolean apply_group(const TpKeyFile *r, const char *g, int pass, TpCost 
                         W - 1);
     return !pass || apply_link_group(r, g, c, idx, idx + 1, err);
   }
-  return tp_kf_fail(r, err, g, NULL, "unknown group (known: cost, stages, stage.N, links, link.N)");
+  return tp_kf_fail(r, err, g, NULL, "unknown group (known: cost, stages, stage.N, links, link.N, data_parallel)");
 }
 
 /* Each stage's forward and backward given (a backward_input below the backward), the byte counts
@@ -348,6 +383,20 @@ TpCost *tp_cost_parse(const char *text, gsize len, const char *name, int W, GErr
     return NULL;
   tp_cost_update_devices(c);
   return g_steal_pointer(&c);
+}
+
+void tp_cost_data_parallel(TpCost *c, int D, gboolean overlap)
+{
+  if (D <= 1)
+    return;
+  if (!c->dp)
+    c->dp = tp_dp_new(c->W);
+  c->dp->D = D;
+  c->dp->overlap = overlap;
+  for (int s = 0; s < c->W; s++) {
+    c->dp->bytes[s] = c->stage[s].weight_bytes;
+    c->stage[s].grad_buffer_bytes += c->stage[s].weight_bytes; /* the reduction buffer */
+  }
 }
 
 TpCost *tp_cost_load(const char *path, int W, GError **err)

@@ -5,6 +5,7 @@
 
 #include <glib.h>
 
+#include "tp_allreduce.h"
 #include "tp_schedule.h"
 
 typedef struct {
@@ -63,7 +64,13 @@ typedef struct {
   /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory */
   char **device_name, **stage_note;
   double *capacity;
+  /* data parallelism (tp_allreduce.h): the [data_parallel] links of a cost file or a cluster's, and
+   * D once the command line sets it; NULL: none given, D = 1 */
+  TpDataParallel *dp;
 } TpCost;
+
+/* The pipeline's replicas: D, or 1. */
+static inline int tp_cost_replicas(const TpCost *c) { return c->dp ? c->dp->D : 1; }
 
 TpCost *tp_cost_unit(int W);
 /* Load a cost file for W stages.  Errors (TP_ERROR_INPUT) name file:line and the key. */
@@ -78,5 +85,9 @@ void tp_cost_update_devices(TpCost *c);
  * stage r had, so ranks that shared a device still do — and a link between two chunks of one rank
  * costs nothing (no latency, infinite bandwidth).  Nothing to do otherwise. */
 void tp_cost_place_chunks(TpCost *c, const TpSchedule *s);
+/* D replicas of the pipeline (D > 1): each stage all-reduces its weight bytes of gradients before its
+ * update (overlap: in buckets behind its last backward) on the links c->dp gives (free links where
+ * none are given), and holds a reduction buffer of as many bytes beside its gradient buffer. */
+void tp_cost_data_parallel(TpCost *c, int D, gboolean overlap);
 
 #endif

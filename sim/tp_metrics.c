@@ -765,9 +765,11 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
         m->stage[st].bubble = m->makespan > 0 ? 1.0 - busy / m->makespan : 0;
   }
   m->bubble = m->makespan > 0 ? 1.0 - m->busy / (R * m->makespan) : 0;
-  m->throughput = m->makespan > 0 ? (double)s->K * s->N * sim->c->samples_per_micro / m->makespan : 0;
+  /* samples of every replica (data parallelism: D pipelines in step) */
+  double per_micro = sim->c->samples_per_micro * tp_cost_replicas(sim->c);
+  m->throughput = m->makespan > 0 ? (double)s->K * s->N * per_micro / m->makespan : 0;
   m->t_minibatch_run = m->makespan / s->K;
-  m->throughput_steady = m->t_minibatch > 0 ? s->N * sim->c->samples_per_micro / m->t_minibatch : 0;
+  m->throughput_steady = m->t_minibatch > 0 ? s->N * per_micro / m->t_minibatch : 0;
   m->bubble_steady = t1 > t0 ? 1.0 - busy_steady / (R * (t1 - t0)) : m->bubble;
 
   stage_memory_finish(&w, t, threads);

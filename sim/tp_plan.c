@@ -118,9 +118,10 @@ typedef struct {
 /* The cost model of candidate p (its split set), or NULL with err. */
 static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
 {
-  TpAnalytic *a = tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, p->batch, TRUE, err);
+  TpAnalytic *a = tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
+                                     tp_plan_replica_batch(p), TRUE, err);
   if (a) /* recomputing: the split is chosen on backwards that cost their forwards again */
-    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states;
+    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states, tp_plan_tensor(p, a);
   if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
     tp_analytic_free(a);
     return NULL;
@@ -128,7 +129,9 @@ static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **ou
   for (int s = 0; s < p->W; s++)
     p->split[s] = a->bounds[s + 1] - a->bounds[s];
   *out_a = a;
-  return tp_analytic_cost(a);
+  TpCost *c = tp_analytic_cost(a);
+  tp_plan_replicas(r, p, c);
+  return c;
 }
 
 /* Per-device sums of per-stage values. */
@@ -261,14 +264,16 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
                                                  tp_default_mini_batches(p->W), &e);
   if (s)
     s->recompute = p->recompute;
-  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(r->model, r->cluster, r->profile, p->W, p->N, p->batch, TRUE, &e) : NULL;
+  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
+                                                   tp_plan_replica_batch(p), TRUE, &e) : NULL;
   if (a)
-    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states;
+    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states, tp_plan_tensor(p, a);
   g_autoptr(TpCost) c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
   if (!c) { /* no split fits: the fastest one stays, over the limit */
     g_clear_error(&e);
     return;
   }
+  tp_plan_replicas(r, p, c);
   TpPlan q = *p;
   q.split = g_new(int, p->W), q.peak_bytes = g_new(double, p->W), q.failure = NULL;
   for (int st = 0; st < p->W; st++)
@@ -346,12 +351,15 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
 {
   int inapplicable = 0, L = tp_model_n_layers(r->model);
   long long plane = tp_model_least_norm_plane(r->model);
+  int *pD = g_new(int, TP_PLAN_MAX_PAIRS), *pT = g_new(int, TP_PLAN_MAX_PAIRS);
   for (int b = 0; b < MAX(r->n_batches, 1); b++) {
     long B = batch_of(r, b);
+    int pairs = tp_plan_pairs(r, B, pD, pT);
     for (int k = 0; k < r->n_presets; k++)
-      for (int W = r->w0; W <= MIN(r->w1, L); W++)
-        for (int N = r->n0; N <= r->n1 && N <= B; N++) {
-          if (B % N)
+      for (int q = 0; q < pairs; q++)
+      for (int W = r->w0; W <= MIN(tp_plan_max_width(r, pD[q], pT[q]), L); W++)
+        for (int N = r->n0; N <= r->n1 && N <= B / pD[q]; N++) {
+          if ((B / pD[q]) % N)
             continue;
           for (int rc = r->recompute == TP_PLAN_RECOMPUTE_YES; rc <= (r->recompute != TP_PLAN_RECOMPUTE_NO); rc++) {
             const TpPreset *ps = r->presets[k];
@@ -365,17 +373,18 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
             }
             /* a batchnorm that would normalise one value per channel (train refuses it) */
             if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
-                !tp_size_check(W, N, tp_default_mini_batches(W), NULL) || (plane && (B / N) * plane < 2)) {
+                !tp_size_check(W, N, tp_default_mini_batches(W), NULL) || (plane && (B / pD[q] / N) * plane < 2)) {
               inapplicable++;
               continue;
             }
             TpPlan *p = g_new0(TpPlan, 1);
-            *p = (TpPlan){ .preset = ps, .batch = B, .W = W, .N = N, .recompute = rc, .split = g_new0(int, W),
-                           .peak_bytes = g_new0(double, W), .index = (int)all->len };
+            *p = (TpPlan){ .preset = ps, .batch = B, .W = W, .N = N, .D = pD[q], .T = pT[q], .recompute = rc,
+                           .split = g_new0(int, W), .peak_bytes = g_new0(double, W), .index = (int)all->len };
             g_ptr_array_add(all, p);
           }
         }
   }
+  g_free(pD), g_free(pT);
   return inapplicable;
 }
 

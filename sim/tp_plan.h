@@ -16,6 +16,9 @@ typedef enum {
   TP_PLAN_RECOMPUTE_BOTH, /* each candidate both ways */
 } TpPlanRecompute;
 
+/* The largest tensor-parallel split plan --devices considers (one node's NVLink domain). */
+#define TP_PLAN_MAX_TENSOR 8
+
 typedef struct {
   const TpModel *model;
   const TpCluster *cluster;   /* roofline times and device memory; with a profile: the links only */
@@ -36,6 +39,12 @@ typedef struct {
   int threads;                /* 0: every core */
   int optimizer_states;       /* optimizer floats per parameter: 1 (SGD, also for 0), 2 (AdamW) */
   gboolean no_prune;          /* simulate every candidate (for checking the pruning) */
+  /* data and tensor parallelism (sim/tp_plan_parallel.c): devices > 0 searches every D x W x T of
+   * at most that many devices (T a power of two up to the cluster's GPUs per node, by_tensor[T] the
+   * model split T ways); otherwise the plans take data_parallel and tensor_parallel (0: 1) */
+  int devices, data_parallel, tensor_parallel;
+  gboolean overlap_allreduce;
+  const TpModel *by_tensor[TP_PLAN_MAX_TENSOR + 1];
 } TpPlanRequest;
 
 typedef enum {
@@ -50,6 +59,7 @@ typedef struct {
   const TpPreset *preset;
   long batch;                 /* samples per mini-batch */
   int W, N;
+  int D, T;                   /* replicas of the pipeline (each on batch / D samples); tensor-parallel split */
   gboolean recompute;         /* its stages store their inputs only and recompute in the backward */
   gboolean fused;             /* its forwards fused (tp_schedule_fuse_forwards): simulated faster so */
   int *split;                 /* [W] layers per stage */
@@ -87,6 +97,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 /* Most steps (W·L² summed over the candidates) per thread a search's exact splits may take: minutes
  * (about 1e8 steps a second). */
 #define TP_PLAN_MAX_SPLIT_WORK 2e10
+
+/* Data and tensor parallelism in a search (sim/tp_plan_parallel.c): the (D, T) pairs candidates of
+ * batch B take ({1, 1} without them; at most TP_PLAN_MAX_PAIRS), the most stages each allows, the
+ * model and samples of p's replica, its analytic costs split T ways (before its split is chosen),
+ * and its cost model's replicas and links (once made). */
+#define TP_PLAN_MAX_PAIRS 4096
+int tp_plan_pairs(const TpPlanRequest *r, long B, int *D, int *T);
+int tp_plan_max_width(const TpPlanRequest *r, int D, int T);
+const TpModel *tp_plan_model(const TpPlanRequest *r, const TpPlan *p);
+long tp_plan_replica_batch(const TpPlan *p);
+void tp_plan_tensor(const TpPlan *p, TpAnalytic *a);
+void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c);
 
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
  * batch, preset, W, N, recompute in enumeration order. */

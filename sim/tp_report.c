@@ -166,6 +166,25 @@ static void text_links(const TpSchedule *s, const TpMetrics *m, GString *out)
   }
 }
 
+/* Data parallelism: each stage's all-reduce (D > 1 only). */
+static void text_allreduce(const TpSim *sim, GString *out)
+{
+  const TpDataParallel *dp = sim->c->dp;
+  char a[TP_NUM_LEN], b[TP_NUM_LEN], t[TP_NUM_LEN];
+  g_string_append_printf(out, "\ndata parallel  %d replicas; each stage's gradients all-reduced (ring) %s\n", dp->D,
+                         dp->overlap ? "in buckets behind its last backward before the update"
+                                     : "after its last backward, before its update");
+  g_string_append_printf(out, "%5s %5s %12s %8s %12s %12s\n", "stage", "link", "bytes", "buckets", "time", "exposed");
+  for (int st = 0; st < sim->s->W; st++) {
+    long n = MAX(sim->ar->count[st], 1);
+    g_string_append_printf(out, "%5d %5d %12s %8d %12s %12s\n", st + 1, dp->link[st] + 1,
+                           tp_num(a, "%.6g", dp->bytes[st]), tp_allreduce_buckets(dp, st),
+                           tp_num(t, "%.6g", sim->ar->busy[st] / n), tp_num(b, "%.6g", sim->ar->exposed[st] / n));
+  }
+  g_string_append_printf(out, "(per all-reduce, mean over the run: time on its link, and exposed: how long the update "
+                              "waited for it; in %s)\n", sim->c->time_unit);
+}
+
 void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   const TpSchedule *s = sim->s;
@@ -177,6 +196,8 @@ void tp_report_text(const TpSim *sim, const TpMetrics *m, GString *out)
     text_workers(s, m, out);
   if (s->W > 1)
     text_links(s, m, out);
+  if (sim->ar)
+    text_allreduce(sim, out);
 }
 
 /* The JSON report's head: the schedule and the cost model. */
@@ -290,6 +311,26 @@ static void json_stage(const TpCost *c, const TpMetrics *m, int st, GString *out
   g_string_append(out, "}");
 }
 
+/* Data parallelism (D > 1 only): the replicas and each stage's all-reduce. */
+static void json_allreduce(const TpSim *sim, GString *out)
+{
+  const TpDataParallel *dp = sim->c->dp;
+  g_string_append_printf(out, ",\n  \"data_parallel\": %d,\n  \"overlap_allreduce\": %s,\n  \"allreduce\": [", dp->D,
+                         dp->overlap ? "true" : "false");
+  for (int st = 0; st < sim->s->W; st++) {
+    long n = MAX(sim->ar->count[st], 1);
+    g_string_append_printf(out, "%s\n    {\"stage\": %d, \"link\": %d, \"buckets\": %d, \"bytes\": ", st ? "," : "",
+                           st + 1, dp->link[st] + 1, tp_allreduce_buckets(dp, st));
+    num(out, dp->bytes[st]);
+    g_string_append(out, ", \"count\": ");
+    g_string_append_printf(out, "%ld, \"time\": ", sim->ar->count[st]);
+    num(out, sim->ar->busy[st] / n);
+    g_string_append(out, ", \"exposed\": "), num(out, sim->ar->exposed[st] / n);
+    g_string_append(out, "}");
+  }
+  g_string_append(out, "\n  ]");
+}
+
 void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
 {
   const TpSchedule *s = sim->s;
@@ -300,7 +341,10 @@ void tp_report_json(const TpSim *sim, const TpMetrics *m, GString *out)
   g_string_append(out, "\n  ],\n  \"stages\": [");
   for (int st = 0; st < s->W; st++)
     json_stage(sim->c, m, st, out);
-  g_string_append(out, "\n  ]\n}\n");
+  g_string_append(out, "\n  ]");
+  if (sim->ar)
+    json_allreduce(sim, out);
+  g_string_append(out, "\n}\n");
 }
 
 long long tp_events_bytes(const TpSim *sim)

@@ -21,6 +21,7 @@ typedef struct {
   gboolean *busy, *dev_busy;
   uint8_t *arrived;
   TpLinkQueue *link; /* queued messages: the producing op's global index */
+  TpArRun *ar;       /* data parallelism: the stages' all-reduces (NULL: none) */
 } Run;
 
 double tp_sim_op_time(const TpCost *c, const TpSchedule *s, int st, const TpOp *op, gboolean after_whole)
@@ -88,16 +89,18 @@ static void try_start(Run *r, int st)
   long g = sim->ix->off[st] + r->pos[st];
   const TpSchedule *s = sim->s;
   int dev = sim->c->stage[st].device, rk = tp_stage_rank(s, st);
-  if (!r->arrived[g] || r->dev_busy[dev])
+  const TpOp *op = &tp_stage_ops(s, st)[r->pos[st]];
+  if (!r->arrived[g] || (r->ar && op->kind == TP_OP_U && !tp_ar_ready(r->ar, st)) || r->dev_busy[dev])
     return;
   if (s->rank_seq && g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]) != st)
     return; /* not this chunk's turn on its rank: the rank runs one operation at a time, in its order */
-  const TpOp *op = &tp_stage_ops(sim->s, st)[r->pos[st]];
   r->busy[st] = r->dev_busy[dev] = TRUE;
   r->cur[st] = g;
   sim->start[g] = r->eng.now;
   double dur = tp_sim_op_time(sim->c, s, st, op, s->recompute && after_whole_forward(sim->ix, st, op));
   tp_engine_push(&r->eng, r->eng.now + dur, EV_COMPUTE_DONE, (uint32_t)st);
+  if (r->ar)
+    tp_ar_started(r->ar, s, st, r->pos[st], dur);
 #ifdef __GNUC__
   /* each stage walks its own arrays: with many stages that is more streams than the hardware
    * prefetcher follows, so fetch the stage's next operation while this one runs */
@@ -142,7 +145,10 @@ static void on_xfer_done(Run *r, int l) { tp_link_done(&r->eng, &r->link[l], l, 
 
 static void commit(void *ctx, const TpEvent *ev)
 {
-  (TP_EV_CLASS(ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(ctx, (int)TP_EV_TARGET(ev));
+  if (TP_EV_CLASS(ev) >= TP_EV_AR_XFER)
+    tp_ar_commit(((Run *)ctx)->ar, ev);
+  else
+    (TP_EV_CLASS(ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(ctx, (int)TP_EV_TARGET(ev));
 }
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
@@ -198,6 +204,8 @@ static gboolean run_events(TpSim *sim, GError **err)
     r.arrived[g] = sim->prod[g] < 0; /* nothing to receive */
   for (int st = 0; st < s->W; st++)
     try_later(&r, st);
+  if (c->dp && c->dp->D > 1)
+    r.ar = tp_ar_run_new(c->dp, &r.eng, sim->ar = g_new0(TpAllreduceStats, 1));
 
   static const TpEngineHandlers handlers = { commit, start };
   tp_engine_run(&r.eng, &handlers, &r);
@@ -211,6 +219,7 @@ static gboolean run_events(TpSim *sim, GError **err)
       ok = FALSE;
     }
   tp_link_queues_free(r.link, tp_sim_n_links(s->W));
+  tp_ar_run_free(r.ar);
   g_free(r.pos);
   g_free(r.cur);
   g_free(r.busy);
@@ -318,5 +327,6 @@ void tp_sim_free(TpSim *sim)
   if (!sim)
     return;
   tp_timeline_clear(&sim->tl);
+  tp_allreduce_stats_free(sim->ar);
   g_free(sim);
 }

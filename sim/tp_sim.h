@@ -21,6 +21,7 @@ typedef struct {
     };
   };
   const TpCost *c;
+  TpAllreduceStats *ar; /* data parallelism (D > 1): what the all-reduces took; NULL otherwise */
 } TpSim;
 
 /* Links: 0..W-2 carry activations from stage l to l+1; W-1+l carries gradients from l+1 to l

@@ -1,0 +1,176 @@
+/* tp_allreduce.c — the data-parallel all-reduce: its ring cost and its part of the event loop
+ * (tp_allreduce.h). */
+#include "tp_allreduce.h"
+
+#include <math.h>
+
+TpDataParallel *tp_dp_new(int W)
+{
+  TpDataParallel *dp = g_new0(TpDataParallel, 1);
+  dp->D = 1;
+  dp->W = W;
+  dp->link = g_new(int, W);
+  dp->latency = g_new0(double, W);
+  dp->bandwidth = g_new0(double, W);
+  dp->bytes = g_new0(double, W);
+  for (int s = 0; s < W; s++)
+    dp->link[s] = s;
+  dp->n_links = W;
+  return dp;
+}
+
+void tp_dp_free(TpDataParallel *dp)
+{
+  if (!dp)
+    return;
+  g_free(dp->link);
+  g_free(dp->latency);
+  g_free(dp->bandwidth);
+  g_free(dp->bytes);
+  g_free(dp);
+}
+
+void tp_dp_update_links(TpDataParallel *dp)
+{
+  dp->n_links = 0;
+  for (int s = 0; s < dp->W; s++)
+    dp->n_links = MAX(dp->n_links, dp->link[s] + 1);
+}
+
+double tp_allreduce_ring(int D, double bytes, double bandwidth, double latency)
+{
+  if (D <= 1)
+    return 0;
+  return 2.0 * (D - 1) / D * (bandwidth > 0 ? bytes / bandwidth : 0) + 2.0 * (D - 1) * latency;
+}
+
+int tp_allreduce_buckets(const TpDataParallel *dp, int st)
+{
+  if (!dp->overlap || dp->bytes[st] <= TP_ALLREDUCE_BUCKET_BYTES)
+    return 1;
+  return (int)MIN(ceil(dp->bytes[st] / TP_ALLREDUCE_BUCKET_BYTES), 1 << 20);
+}
+
+double tp_allreduce_bucket_time(const TpDataParallel *dp, int st)
+{
+  return tp_allreduce_ring(dp->D, dp->bytes[st] / tp_allreduce_buckets(dp, st), dp->bandwidth[st], dp->latency[st]);
+}
+
+double tp_allreduce_time(const TpDataParallel *dp, int st)
+{
+  return tp_allreduce_buckets(dp, st) * tp_allreduce_bucket_time(dp, st);
+}
+
+void tp_allreduce_stats_free(TpAllreduceStats *st)
+{
+  if (!st)
+    return;
+  g_free(st->busy);
+  g_free(st->exposed);
+  g_free(st->count);
+  g_free(st);
+}
+
+/* ---- the event loop's part ------------------------------------------------------------------ */
+
+struct TpArRun {
+  const TpDataParallel *dp;
+  TpEngine *e;
+  TpAllreduceStats *stats;
+  TpLinkQueue *q;   /* [n_links] buckets waiting for or in transfer (the message: their stage) */
+  double *xfer_t0;  /* [n_links] when the transfer in progress started */
+  int *left;        /* [W] buckets of the stage's pending all-reduce not reduced yet; -1: none pending */
+  double *reached;  /* [W] when the stage reached its update; -1: not yet */
+};
+
+static void ar_deliver(void *ctx, int l, long st)
+{
+  TpArRun *ar = ctx;
+  ar->stats->busy[st] += ar->e->now - ar->xfer_t0[l];
+  if (--ar->left[st] == 0) {
+    ar->stats->count[st]++;
+    if (ar->reached[st] >= 0)
+      ar->stats->exposed[st] += ar->e->now - ar->reached[st];
+    tp_engine_mark(ar->e, (int)st);
+  }
+}
+
+static void ar_started(void *ctx, int l, long st)
+{
+  (void)st;
+  TpArRun *ar = ctx;
+  ar->xfer_t0[l] = ar->e->now;
+}
+
+static const TpLinkHandlers ar_handlers = { ar_deliver, ar_started, TP_EV_AR_XFER };
+
+TpArRun *tp_ar_run_new(const TpDataParallel *dp, TpEngine *e, TpAllreduceStats *stats)
+{
+  TpArRun *ar = g_new0(TpArRun, 1);
+  *ar = (TpArRun){ .dp = dp, .e = e, .stats = stats };
+  ar->q = g_new0(TpLinkQueue, MAX(dp->n_links, 1));
+  ar->xfer_t0 = g_new0(double, MAX(dp->n_links, 1));
+  ar->left = g_new(int, dp->W);
+  ar->reached = g_new(double, dp->W);
+  for (int s = 0; s < dp->W; s++)
+    ar->left[s] = -1, ar->reached[s] = -1;
+  stats->busy = g_new0(double, dp->W);
+  stats->exposed = g_new0(double, dp->W);
+  stats->count = g_new0(long, dp->W);
+  return ar;
+}
+
+void tp_ar_run_free(TpArRun *ar)
+{
+  if (!ar)
+    return;
+  tp_link_queues_free(ar->q, MAX(ar->dp->n_links, 1));
+  g_free(ar->xfer_t0);
+  g_free(ar->left);
+  g_free(ar->reached);
+  g_free(ar);
+}
+
+static void send_bucket(TpArRun *ar, int st)
+{
+  int l = ar->dp->link[st];
+  tp_link_send(ar->e, &ar->q[l], l, st, tp_allreduce_bucket_time(ar->dp, st), &ar_handlers, ar);
+}
+
+gboolean tp_ar_ready(TpArRun *ar, int st)
+{
+  if (ar->reached[st] < 0)
+    ar->reached[st] = ar->e->now;
+  if (ar->left[st] < 0) { /* not started behind a backward: all of it now */
+    int n = tp_allreduce_buckets(ar->dp, st);
+    ar->left[st] = n;
+    for (int i = 0; i < n; i++)
+      send_bucket(ar, st);
+  }
+  return ar->left[st] == 0;
+}
+
+void tp_ar_started(TpArRun *ar, const TpSchedule *s, int st, int pos, double dur)
+{
+  const TpOp *ops = tp_stage_ops(s, st);
+  if (ops[pos].kind == TP_OP_U) {
+    ar->left[st] = -1, ar->reached[st] = -1;
+    return;
+  }
+  if (!ar->dp->overlap || pos + 1 >= tp_stage_len(s, st) || ops[pos + 1].kind != TP_OP_U || ar->left[st] >= 0)
+    return;
+  /* the last operation before the update: its gradients become ready evenly through its run */
+  int n = tp_allreduce_buckets(ar->dp, st);
+  ar->left[st] = n;
+  for (int i = 0; i < n; i++)
+    tp_engine_push(ar->e, ar->e->now + dur * (i + 1) / n, TP_EV_AR_BUCKET, (uint32_t)st);
+}
+
+void tp_ar_commit(TpArRun *ar, const TpEvent *ev)
+{
+  int target = (int)TP_EV_TARGET(ev);
+  if (TP_EV_CLASS(ev) == TP_EV_AR_XFER)
+    tp_link_done(ar->e, &ar->q[target], target, &ar_handlers, ar);
+  else
+    send_bucket(ar, target);
+}

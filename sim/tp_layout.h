@@ -1,0 +1,18 @@
+/* tp_layout.h — where D replicas of a W-stage pipeline whose blocks are split T ways sit on a
+ * cluster's nodes, and the links that follows.  Megatron-LM's order: GPU g = t + T(r + D s) for
+ * tensor rank t, replica r, stage s, nodes filled in turn (gpus_per_node each).  A stage's D x T GPUs
+ * are consecutive: within one node its all-reduce runs on the node's GPU links; across nodes on their
+ * network, each GPU of the stage on a node getting an equal share of that node's bandwidth, and stages
+ * that share a node share its network: one data-parallel link. */
+#ifndef TP_LAYOUT_H
+#define TP_LAYOUT_H
+
+#include "tp_cluster.h"
+#include "tp_cost.h"
+
+/* The data-parallel links of cost (made if it has none) for D replicas, and the pipeline's links
+ * where consecutive stages sit on different nodes (only with D x T > 1: a single pipeline keeps the
+ * cluster's link). */
+void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T);
+
+#endif

@@ -1,0 +1,205 @@
+/* test-sim-parallel.c — data and tensor parallelism in the cost model: the simulator's all-reduce
+ * against the ring formula (computed here), links shared and overlapped in buckets, D = 1 left as it
+ * was, the reduction buffer, the cluster layout's links, Korthikanti et al.'s stored activations
+ * for tensor-parallel GPT blocks, and plan's search over devices. */
+#include "tp_cost.h"
+#include "tp_layout.h"
+#include "tp_metrics.h"
+#include "tp_plan.h"
+#include "tp_sim.h"
+#include "tp_test.h"
+
+#include <math.h>
+
+/* W=2 stages of 0.01 s forward, 0.02 s backward, 4e8 weight bytes each, and an all-reduce link of
+ * 5 µs and 2e10 B/s; extra appends keys to [data_parallel]. */
+static TpCost *dp_cost_bw(int D, gboolean overlap, const char *extra, double bw)
+{
+  g_autofree char *text = g_strdup_printf("[cost]\nsamples_per_micro_batch = 8\n[stages]\nforward = 0.01\n"
+                                          "backward = 0.02\nactivation_bytes = 1e6\nweight_bytes = 4e8\n"
+                                          "[links]\nlatency = 1e-5\nbandwidth = 1e10\n"
+                                          "[data_parallel]\nlatency = 5e-6\nbandwidth = %g\n%s", bw, extra);
+  GError *err = NULL;
+  TpCost *c = tp_cost_parse(text, strlen(text), "dp.cost", 2, &err);
+  g_assert_no_error(err);
+  tp_cost_data_parallel(c, D, overlap);
+  return c;
+}
+
+static TpCost *dp_cost(int D, gboolean overlap, const char *extra) { return dp_cost_bw(D, overlap, extra, 2e10); }
+
+/* 2(D-1)/D x bytes / bandwidth + 2(D-1) x latency */
+static double ring(int D, double bytes, double bw, double lat) { return 2.0 * (D - 1) / D * bytes / bw + 2.0 * (D - 1) * lat; }
+
+/* Schedules the simulations read, freed at the end. */
+static GPtrArray *schedules;
+
+static TpSim *run(const TpCost *c, const char *preset, int K)
+{
+  GError *err = NULL;
+  TpSchedule *s = tpt_preset(preset, 2, 2, K);
+  g_ptr_array_add(schedules, s);
+  TpSim *sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  return sim;
+}
+
+/* The simulated all-reduce takes the ring formula's time, once per mini-batch, and the update
+ * waits exactly that long on a link of its own. */
+static void test_ring_time(void)
+{
+  for (int D = 2; D <= 16; D *= 2) {
+    g_autoptr(TpCost) c = dp_cost(D, FALSE, "");
+    g_autoptr(TpSim) sim = run(c, "gpipe", 3);
+    double want = ring(D, 4e8, 2e10, 5e-6);
+    for (int st = 0; st < 2; st++) {
+      g_assert_cmpint(sim->ar->count[st], ==, 3);
+      double got = sim->ar->busy[st] / sim->ar->count[st];
+      g_assert_cmpfloat(fabs(got - want), <=, 0.01 * want);
+      g_assert_cmpfloat(fabs(sim->ar->exposed[st] / 3 - want), <=, 1e-9);
+    }
+    g_autoptr(TpCost) one = dp_cost(1, FALSE, "");
+    g_autoptr(TpSim) base = run(one, "gpipe", 3);
+    g_assert_cmpfloat(sim->makespan, >=, base->makespan + 3 * want - 1e-9);
+    g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+    g_autoptr(TpMetrics) mb = tp_metrics_compute(base);
+    /* D replicas: D times the samples in the time of a mini-batch */
+    g_assert_cmpfloat(fabs(m->throughput * m->makespan - D * mb->throughput * mb->makespan), <=, 1e-6);
+    /* the reduction buffer: the gradients twice */
+    g_assert_cmpfloat(m->stage[0].comp_peak[TP_MEM_GRADIENTS], ==, 8e8);
+  }
+}
+
+/* D = 1 (or no --data-parallel): the [data_parallel] group changes nothing. */
+static void test_one_replica(void)
+{
+  g_autoptr(TpCost) c = dp_cost(1, FALSE, "");
+  g_autoptr(TpSim) sim = run(c, "1f1b", 4);
+  g_assert_null(sim->ar);
+  GError *err = NULL;
+  const char *plain = "[cost]\nsamples_per_micro_batch = 8\n[stages]\nforward = 0.01\nbackward = 0.02\n"
+                      "activation_bytes = 1e6\nweight_bytes = 4e8\n[links]\nlatency = 1e-5\nbandwidth = 1e10\n";
+  g_autoptr(TpCost) p = tp_cost_parse(plain, strlen(plain), "plain.cost", 2, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSim) base = run(p, "1f1b", 4);
+  g_assert_cmpfloat(sim->makespan, ==, base->makespan);
+}
+
+/* Two stages on one link: the second all-reduce waits for the first. */
+static void test_shared_link(void)
+{
+  g_autoptr(TpCost) own = dp_cost_bw(8, FALSE, "", 1e9);
+  g_autoptr(TpCost) one = dp_cost_bw(8, FALSE, "link = 1\n", 1e9);
+  g_assert_cmpint(one->dp->n_links, ==, 1);
+  g_autoptr(TpSim) a = run(own, "gpipe", 1);
+  g_autoptr(TpSim) b = run(one, "gpipe", 1);
+  double t = ring(8, 4e8, 1e9, 5e-6);
+  /* stage 2 reaches its update first (0.7 s of all-reduce); stage 1, 0.04 s later, waits for it */
+  g_assert_cmpfloat(fabs(a->ar->exposed[0] - t), <=, 1e-9);
+  g_assert_cmpfloat(b->ar->exposed[0], >, 2 * t - 0.05);
+  g_assert_cmpfloat(b->makespan, >, a->makespan);
+}
+
+/* Overlapped: 25 MiB buckets released through the last backward, the update waiting less. */
+static void test_overlap(void)
+{
+  g_autoptr(TpCost) plain = dp_cost(4, FALSE, "");
+  g_autoptr(TpCost) over = dp_cost(4, TRUE, "");
+  g_autoptr(TpSim) a = run(plain, "gpipe", 2);
+  g_autoptr(TpSim) b = run(over, "gpipe", 2);
+  int n = (int)ceil(4e8 / (25.0 * 1024 * 1024));
+  g_assert_cmpint(tp_allreduce_buckets(over->dp, 0), ==, n);
+  double per = n * ring(4, 4e8 / n, 2e10, 5e-6);
+  g_assert_cmpfloat(fabs(b->ar->busy[0] / b->ar->count[0] - per), <=, 1e-9 * per);
+  g_assert_cmpfloat(b->ar->exposed[0], <, a->ar->exposed[0]);
+  g_assert_cmpfloat(b->makespan, <, a->makespan);
+}
+
+/* dgx-a100: a stage's D x T GPUs inside a node reduce on NVLink; across nodes on the network, each
+ * GPU its share of the node's; pipeline links cross nodes when a stage fills one. */
+static void test_layout(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpCluster) cl = tp_cluster_load("dgx-a100", &err);
+  g_assert_no_error(err);
+  g_assert_true(cl->any_count);
+  g_autoptr(TpCost) in = dp_cost(1, FALSE, "");
+  tp_layout_links(in, cl, 2, 2);
+  g_assert_cmpfloat(in->dp->bandwidth[0], ==, cl->link_bandwidth);
+  g_assert_cmpfloat(in->link[0].bandwidth, ==, 1e10); /* stages 1 and 2 on one node: the cost's link */
+  g_autoptr(TpCost) across = dp_cost(1, FALSE, "");
+  tp_layout_links(across, cl, 2, 8);
+  g_assert_cmpfloat(across->dp->bandwidth[1], ==, cl->network_bandwidth / 8);
+  g_assert_cmpfloat(across->dp->latency[1], ==, cl->network_latency);
+  g_assert_cmpfloat(across->link[0].bandwidth, ==, cl->network_bandwidth / 8);
+  g_assert_cmpint(across->dp->link[0], !=, across->dp->link[1]);
+}
+
+/* Korthikanti et al. (2022), per sample of a GPT block at 16 bits: s·h·(10 + 24/t + 5as/(ht)) bytes,
+ * with sequence parallelism s·h·(34/t + 5as/(ht)); FLOPs and weights / t. */
+static void test_tensor_activations(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_load("gpt3-175b", &err);
+  g_assert_no_error(err);
+  const TpLayer *b1 = tp_model_layer(m, 1);
+  g_assert_cmpint(b1->kind, ==, TP_LAYER_BLOCK);
+  double s = 2048, h = 12288, a = 96, fwd = b1->fwd_flops;
+  long long params = b1->params;
+  g_assert_true(tp_model_tensor_splits(m, 8));
+  g_assert_false(tp_model_tensor_splits(m, 7));
+  for (int sp = 0; sp < 2; sp++) {
+    g_autoptr(TpModel) t = tp_model_load("gpt3-175b", &err);
+    tp_model_tensor_parallel(t, 8, sp);
+    const TpLayer *b = tp_model_layer(t, 1);
+    double want = sp ? s * h * (34.0 / 8 + 5 * a * s / (h * 8)) : s * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8));
+    g_assert_cmpfloat(fabs(b->stored_bytes - want), <=, 1e-9 * want);
+    g_assert_cmpfloat(b->fwd_flops, ==, fwd / 8);
+    g_assert_cmpint(b->params, ==, params / 8);
+  }
+}
+
+/* plan --devices: every plan within the devices, D and T searched, the top one the fastest. */
+static void test_plan_devices(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_load("llama-tiny", &err);
+  g_autoptr(TpModel) m2 = tp_model_load("llama-tiny", &err);
+  g_autoptr(TpCluster) cl = tp_cluster_load("dgx-a100", &err);
+  g_assert_no_error(err);
+  tp_cluster_expand(cl, 4);
+  tp_model_tensor_parallel(m2, 2, FALSE);
+  const TpPreset *ps[] = { tp_preset_find("1f1b") };
+  TpPlanRequest r = { .model = m, .cluster = cl, .batch = 16, .w0 = 1, .w1 = 4, .n0 = 1, .n1 = 16, .presets = ps,
+                      .n_presets = 1, .threads = 1, .devices = 8, .by_tensor = { NULL, m, m2 } };
+  g_autoptr(TpPlanResult) res = tp_plan_search(&r, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(res->ranked->len, >, 0);
+  gboolean dp = FALSE, tp = FALSE;
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    g_assert_cmpint(p->D * p->T * p->W, <=, 8);
+    g_assert_cmpint(16 % p->D, ==, 0);
+    dp = dp || p->D > 1, tp = tp || p->T > 1;
+  }
+  g_assert_true(dp && tp);
+  const TpPlan *top = res->ranked->pdata[0];
+  for (guint i = 1; i < res->ranked->len; i++)
+    g_assert_cmpfloat(top->samples_per_second, >=, ((const TpPlan *)res->ranked->pdata[i])->samples_per_second * (1 - 1e-9));
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/parallel/ring-time", test_ring_time);
+  g_test_add_func("/parallel/one-replica", test_one_replica);
+  g_test_add_func("/parallel/shared-link", test_shared_link);
+  g_test_add_func("/parallel/overlap", test_overlap);
+  g_test_add_func("/parallel/layout", test_layout);
+  g_test_add_func("/parallel/tensor-activations", test_tensor_activations);
+  g_test_add_func("/parallel/plan-devices", test_plan_devices);
+  schedules = g_ptr_array_new_with_free_func((GDestroyNotify)tp_schedule_free);
+  int rc = g_test_run();
+  g_ptr_array_unref(schedules);
+  return rc;
+}
