@@ -125,6 +125,9 @@ static void table_head(const Row *rows, int n, const Row *ref, long long dataset
                                   : g_strdup_printf("K=%d", s->K);
   g_string_append_printf(out, "compare: W=%d, N=%d, %s; costs: %s; recompute: %s\n", s->W, s->N, kk,
                          unit ? "unit slots" : c->source, s->recompute ? "true" : "false");
+  if (tp_cost_replicas(c) > 1)
+    g_string_append_printf(out, "replicas  %d (data parallel): throughput counts every replica's samples, times "
+                                "include each stage's all-reduce\n", tp_cost_replicas(c));
   g_string_append_printf(out,
                          "steady    the steady state: time = spacing of stage 1's updates; bubble, throughput over that "
                          "window\n"
