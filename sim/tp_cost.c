@@ -82,7 +82,7 @@ void tp_cost_place_chunks(TpCost *c, const TpSchedule *s)
 #define TP_COST_MAX_BYTES 1e18
 #define TP_COST_MIN_BANDWIDTH 1e-6
 
-typedef enum { V_TIME, V_BYTES, V_BANDWIDTH, V_DEVICE } ValueKind;
+typedef enum { V_TIME, V_BYTES, V_BANDWIDTH, V_DEVICE, V_LINK } ValueKind;
 
 /* A key of [stages]/[stage.N] or [links]/[link.N]: where its value goes and what it may be. */
 typedef struct {
@@ -149,6 +149,8 @@ static const char *value_problem(ValueKind kind, double v)
              : NULL;
   case V_DEVICE:
     return v < 1 || v > 4096 || v != floor(v) ? "device numbers are whole numbers from 1 to 4096" : NULL;
+  case V_LINK:
+    return v < 1 || v > 4096 || v != floor(v) ? "link numbers are whole numbers from 1 to 4096" : NULL;
   }
   return NULL;
 }
@@ -244,7 +246,7 @@ static gboolean apply_link_group(const TpKeyFile *r, const char *group, TpCost *
 static gboolean apply_dp_group(const TpKeyFile *r, const char *g, TpCost *c, GError **err)
 {
   static const CostKey keys[] = {
-    { "latency", 0, V_TIME }, { "bandwidth", 0, V_BANDWIDTH }, { "link", 0, V_DEVICE },
+    { "latency", 0, V_TIME }, { "bandwidth", 0, V_BANDWIDTH }, { "link", 0, V_LINK },
   };
   if (!c->dp)
     c->dp = tp_dp_new(c->W);

@@ -85,6 +85,22 @@ static void test_one_replica(void)
   g_assert_cmpfloat(sim->makespan, ==, base->makespan);
 }
 
+/* A [data_parallel] group's bad values are refused naming the key. */
+static void test_bad_group(void)
+{
+  const char *bad[][2] = { { "link = 3", "links are numbered 1 .. 2" }, { "link = 0", "link numbers are whole" },
+                           { "latency = 1, 2, 3", "expected one number or 2" }, { "foo = 1", "unknown key" } };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *text = g_strdup_printf("[stages]\nforward = 1\nbackward = 1\n[data_parallel]\n%s\n", bad[i][0]);
+    GError *err = NULL;
+    g_autoptr(TpCost) c = tp_cost_parse(text, strlen(text), "bad.cost", 2, &err);
+    g_assert_null(c);
+    g_assert_nonnull(strstr(err->message, "[data_parallel]"));
+    g_assert_nonnull(strstr(err->message, bad[i][1]));
+    g_error_free(err);
+  }
+}
+
 /* Two stages on one link: the second all-reduce waits for the first. */
 static void test_shared_link(void)
 {
@@ -193,6 +209,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/parallel/ring-time", test_ring_time);
   g_test_add_func("/parallel/one-replica", test_one_replica);
+  g_test_add_func("/parallel/bad-group", test_bad_group);
   g_test_add_func("/parallel/shared-link", test_shared_link);
   g_test_add_func("/parallel/overlap", test_overlap);
   g_test_add_func("/parallel/layout", test_layout);
