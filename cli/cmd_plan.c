@@ -786,7 +786,8 @@ static void text_table(GString *out, const Report *r)
   for (guint i = 0; i < res->pareto->len; i++) {
     const TpPlan *p = res->pareto->pdata[i];
     g_autofree char *b = a->several ? g_strdup_printf(" B=%-6ld", p->batch) : g_strdup("");
-    g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s%s %10.4f ms  %8.4g GB", p->preset->name, p->W, p->N, b,
+    g_autofree char *dt = r->cols.dt ? g_strdup_printf(" D=%-4d T=%d", p->D, p->T) : g_strdup("");
+    g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s%s%s %10.4f ms  %8.4g GB", p->preset->name, p->W, p->N, dt, b,
                            !r->cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->t_minibatch, p->peak / 1e9);
     if (a->several)
       g_string_append_printf(out, "  %11.1f samples/s", p->samples_per_second);

@@ -504,7 +504,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
 static char *label(const TpPlan *p, gboolean with_batch)
 {
   g_autofree char *b = with_batch ? g_strdup_printf(" B=%ld", p->batch) : g_strdup("");
-  return g_strdup_printf("%s W=%d N=%d%s%s", p->preset->name, p->W, p->N, b, p->recompute ? " recompute" : "");
+  g_autofree char *dt = p->D > 1 || p->T > 1 ? g_strdup_printf(" D=%d T=%d", p->D, p->T) : g_strdup("");
+  return g_strdup_printf("%s W=%d N=%d%s%s%s", p->preset->name, p->W, p->N, dt, b, p->recompute ? " recompute" : "");
 }
 
 char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
