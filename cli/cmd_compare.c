@@ -158,7 +158,7 @@ static gboolean table_row(const Row *r, const TpSchedule *s, long long dataset, 
   double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * tp_cost_replicas(r->c) * s->N) : s->K;
   g_string_append_printf(out, "%-16s %10.5g %10.5g %10.5g %6.4f %6.4f %6.4f %10.5g %10.5g %3d %6d %8d %5s ",
                          r->p->name, m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady,
-                         m->bubble, m->bubble_span, m->throughput_steady, m->throughput, m->v_steady, m->chains,
+                         m->bubble, m->bubble_span, m->throughput_steady, m->throughput, m->ver.v_steady, m->ver.chains,
                          max_mismatch(m), tp_report_fixed_on(r->s));
   gboolean any_over = FALSE;
   for (int w = 0; w < tp_schedule_ranks(r->s); w++) {
@@ -232,7 +232,7 @@ static void csv(Row *rows, int n, long long dataset, GString *out)
     double per_epoch = dataset ? (double)dataset / (r->c->samples_per_micro * tp_cost_replicas(r->c) * r->s->N) : r->s->K;
     g_string_append_printf(out, ",%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%d,%.9g,%.9g", tp_report_fixed_on(r->s),
                            m->t_minibatch, m->t_minibatch_run, m->t_minibatch * per_epoch, m->bubble_steady, m->bubble,
-                           m->throughput_steady, m->throughput, m->v_steady, m->chains, m->multiple_sequences,
+                           m->throughput_steady, m->throughput, m->ver.v_steady, m->ver.chains, m->ver.multiple_sequences,
                            max_mismatch(m), m->makespan, m->bubble_span);
     for (int w = 0; w < W; w++) {
       double bytes;

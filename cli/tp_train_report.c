@@ -203,8 +203,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
       g_string_append_printf(out, ", \"input_grad\": %.9g, \"weight_grad\": %.9g", t->pred.prof[s].inp, t->pred.prof[s].wgt);
     g_string_append(out, "}");
   }
-  g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pred.m->v_steady,
-                         t->pred.m->chains, t->pred.m->multiple_sequences ? "true" : "false");
+  g_string_append_printf(out, "], \"v_steady\": %d, \"chains\": %d, \"multiple_sequences\": %s, ", t->pred.m->ver.v_steady,
+                         t->pred.m->ver.chains, t->pred.m->ver.multiple_sequences ? "true" : "false");
   report_gpu_memory(t, TRUE, out);
   tp_comparison_json(&t->res.cmp, out);
   g_string_append(out, "}\n");
@@ -266,14 +266,14 @@ static void report_text(const Train *t, const char *sha, GString *out)
    * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON */
   g_autofree char *ssha = tp_schedule_sha256(t->s);
   char vs[48];
-  if (t->pred.m->v_steady_min != t->pred.m->v_steady)
-    g_snprintf(vs, sizeof vs, "v from %d to %d", t->pred.m->v_steady_min, t->pred.m->v_steady);
+  if (t->pred.m->ver.v_steady_min != t->pred.m->ver.v_steady)
+    g_snprintf(vs, sizeof vs, "v from %d to %d", t->pred.m->ver.v_steady_min, t->pred.m->ver.v_steady);
   else
-    g_snprintf(vs, sizeof vs, "v = %d", t->pred.m->v_steady);
+    g_snprintf(vs, sizeof vs, "v = %d", t->pred.m->ver.v_steady);
   g_string_append_printf(out, "order        %s, fixed on %s; plan sha256 %s\n", tp_order_name(t->s->order),
                          t->s->fixed_on == TP_FIXED_ON_COSTS ? "the profiled costs" : "unit slots", ssha);
-  g_string_append_printf(out, "steady state %s, %d chain%s; multiple-sequence problem: %s\n", vs, t->pred.m->chains,
-                         t->pred.m->chains == 1 ? "" : "s", t->pred.m->multiple_sequences ? "yes" : "no");
+  g_string_append_printf(out, "steady state %s, %d chain%s; multiple-sequence problem: %s\n", vs, t->pred.m->ver.chains,
+                         t->pred.m->ver.chains == 1 ? "" : "s", t->pred.m->ver.multiple_sequences ? "yes" : "no");
   g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
                          "again from the stored stage input, with the weights the backward read" : "false");
   fused_text(t, out);

@@ -26,38 +26,38 @@ static void version_difference(const TpSchedule *s, int *v, int *g)
 /* Steady range: mini-batches after the first W and before the last W, else all of them. */
 static void steady_range(const TpSchedule *s, TpMetrics *m)
 {
-  m->steady_lo = s->W + 1;
-  m->steady_hi = s->K - s->W;
-  m->steady_empty = m->steady_lo > m->steady_hi;
-  if (m->steady_empty)
-    m->steady_lo = 1, m->steady_hi = s->K;
+  m->ver.steady_lo = s->W + 1;
+  m->ver.steady_hi = s->K - s->W;
+  m->ver.steady_empty = m->ver.steady_lo > m->ver.steady_hi;
+  if (m->ver.steady_empty)
+    m->ver.steady_lo = 1, m->ver.steady_hi = s->K;
 }
 
 /* The steady range, v over it and the update chains. */
 static void steady(const TpSchedule *s, const int *v, TpMetrics *m)
 {
   steady_range(s, m);
-  m->v_steady = 0;
-  m->v_steady_min = G_MAXINT;
-  for (int i = m->steady_lo; i <= m->steady_hi; i++) {
-    m->v_steady = MAX(m->v_steady, v[i]);
-    m->v_steady_min = MIN(m->v_steady_min, v[i]);
+  m->ver.v_steady = 0;
+  m->ver.v_steady_min = G_MAXINT;
+  for (int i = m->ver.steady_lo; i <= m->ver.steady_hi; i++) {
+    m->ver.v_steady = MAX(m->ver.v_steady, v[i]);
+    m->ver.v_steady_min = MIN(m->ver.v_steady_min, v[i]);
   }
   /* chains: follow i -> i - v(i); a chain's first member is the i whose link leaves 1..K */
   int *root = g_new(int, s->K + 1);
   gboolean *seen = g_new0(gboolean, s->K + 1);
   for (int i = 1; i <= s->K; i++)
     root[i] = i - v[i] <= 0 ? i : root[i - v[i]];
-  m->chain_first = g_array_new(FALSE, FALSE, sizeof(int));
+  m->ver.chain_first = g_array_new(FALSE, FALSE, sizeof(int));
   /* v consecutive mini-batches lie on v different chains: look at least that far */
-  int last = MIN(s->K, MAX(m->steady_hi, m->steady_lo + m->v_steady - 1));
-  for (int i = m->steady_lo; i <= last; i++)
+  int last = MIN(s->K, MAX(m->ver.steady_hi, m->ver.steady_lo + m->ver.v_steady - 1));
+  for (int i = m->ver.steady_lo; i <= last; i++)
     seen[root[i]] = TRUE;
   for (int i = 1; i <= s->K; i++)
     if (seen[i])
-      g_array_append_val(m->chain_first, i);
-  m->chains = (int)m->chain_first->len;
-  m->multiple_sequences = m->v_steady > 1;
+      g_array_append_val(m->ver.chain_first, i);
+  m->ver.chains = (int)m->ver.chain_first->len;
+  m->ver.multiple_sequences = m->ver.v_steady > 1;
   g_free(root);
   g_free(seen);
 }
@@ -69,13 +69,13 @@ int tp_version_difference(const TpSchedule *s, int *v_min, gboolean *steady_empt
   version_difference(s, v, g);
   steady(s, v, &m);
   if (v_min)
-    *v_min = m.v_steady_min;
+    *v_min = m.ver.v_steady_min;
   if (steady_empty)
-    *steady_empty = m.steady_empty;
-  g_array_unref(m.chain_first);
+    *steady_empty = m.ver.steady_empty;
+  g_array_unref(m.ver.chain_first);
   g_free(v);
   g_free(g);
-  return m.v_steady;
+  return m.ver.v_steady;
 }
 
 /* ---- memory ------------------------------------------------------------------------------- */
@@ -546,9 +546,9 @@ static void stage_memory(const TpSim *sim, int st, TpStageMetrics *sm, Scratch *
 static double time_per_minibatch(const TpSim *sim, TpMetrics *m)
 {
   const TpSchedule *s = sim->s;
-  int lo = m->steady_lo - 1, hi = m->steady_hi;
+  int lo = m->ver.steady_lo - 1, hi = m->ver.steady_hi;
   m->window_start = 0, m->window_end = m->makespan;
-  if (m->steady_empty || lo < 1 || hi <= lo)
+  if (m->ver.steady_empty || lo < 1 || hi <= lo)
     return m->makespan / s->K;
   const int32_t *upos = sim->ix->upos; /* stage 1's row */
   if (upos[lo] < 0 || upos[hi] < 0)
@@ -735,10 +735,10 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   int threads;
   GThread **t = stage_memory_start(sim, &w, &threads);
 
-  m->v = g_new(int, s->K + 1);
-  m->g = g_new(int, s->K + 1);
-  version_difference(s, m->v, m->g);
-  steady(s, m->v, m);
+  m->ver.v = g_new(int, s->K + 1);
+  m->ver.g = g_new(int, s->K + 1);
+  version_difference(s, m->ver.v, m->ver.g);
+  steady(s, m->ver.v, m);
   m->t_minibatch = time_per_minibatch(sim, m);
   m->bubble_span = span_bubble(sim);
 
@@ -791,10 +791,10 @@ void tp_metrics_free(TpMetrics *m)
 {
   if (!m)
     return;
-  g_free(m->v);
-  g_free(m->g);
-  if (m->chain_first)
-    g_array_unref(m->chain_first);
+  g_free(m->ver.v);
+  g_free(m->ver.g);
+  if (m->ver.chain_first)
+    g_array_unref(m->ver.chain_first);
   g_free(m->link_messages);
   g_free(m->link_bytes);
   g_array_unref(m->staleness);

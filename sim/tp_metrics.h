@@ -20,6 +20,18 @@ typedef struct {
   double comp_peak[TP_N_MEM]; /* each component's own peak */
 } TpStageMetrics;
 
+/* The version difference v(i) of every mini-batch, its steady value and the update chains (SPEC §3). */
+typedef struct {
+  int *v;                 /* [1..K] version difference v(i) = i - g(i) */
+  int *g;                 /* [1..K] version the gradient of i is computed against (stage 1) */
+  int v_steady, v_steady_min;
+  int steady_lo, steady_hi; /* the mini-batches v_steady is taken over */
+  gboolean steady_empty;    /* K <= 2W: taken over all mini-batches instead */
+  int chains;               /* chains the steady mini-batches (and the v-1 after them) lie on */
+  GArray *chain_first;      /* int: first member of each chain, ascending */
+  gboolean multiple_sequences;
+} TpVersionMetrics;
+
 typedef struct {
   int W, N, K;
   double makespan, busy, bubble, throughput;
@@ -35,14 +47,7 @@ typedef struct {
                                from its first forward's start to its last operation's end (updates left
                                out), work the most compute time of a worker */
   double window_start, window_end;
-  int *v;                 /* [1..K] version difference v(i) = i - g(i) */
-  int *g;                 /* [1..K] version the gradient of i is computed against (stage 1) */
-  int v_steady, v_steady_min;
-  int steady_lo, steady_hi; /* the mini-batches v_steady is taken over */
-  gboolean steady_empty;    /* K <= 2W: taken over all mini-batches instead */
-  int chains;               /* chains the steady mini-batches (and the v-1 after them) lie on */
-  GArray *chain_first;      /* int: first member of each chain, ascending */
-  gboolean multiple_sequences;
+  TpVersionMetrics ver;     /* v, its steady value, the update chains */
   long messages;
   double bytes;
   long *link_messages;      /* [tp_sim_n_links(W)] */

@@ -225,7 +225,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   p->t_minibatch = m->t_minibatch;
   p->samples_per_second = m->throughput_steady;
   p->bubble = m->bubble_steady;
-  p->v_steady = m->v_steady;
+  p->v_steady = m->ver.v_steady;
   p->max_mismatch = 0;
   for (int st = 0; st < p->W; st++) {
     p->peak_bytes[st] = m->stage[st].peak_bytes;

@@ -77,21 +77,21 @@ static void text_times(const TpCost *c, const TpMetrics *m, GString *out)
   g_string_append_printf(out, "bubble rate  %s  (Qi et al.: 1 - a worker's most compute / the longest worker span, first "
                               "forward to last operation)\n",
                          tp_num(a, "%.4f", m->bubble_span));
-  g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->v_steady,
-                         m->steady_lo, m->steady_hi,
-                         m->steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
-                         m->v_steady_min != m->v_steady ? "; values differ there, the largest is shown" : "");
+  g_string_append_printf(out, "v            %d in steady state (mini-batches %d..%d)%s%s\n", m->ver.v_steady,
+                         m->ver.steady_lo, m->ver.steady_hi,
+                         m->ver.steady_empty ? "; K <= 2W leaves no steady range, so this is over all mini-batches" : "",
+                         m->ver.v_steady_min != m->ver.v_steady ? "; values differ there, the largest is shown" : "");
 }
 
 /* The versions read (chains, staleness, mismatch) and the messages sent. */
 static void text_versions(const TpSchedule *s, const TpCost *c, const TpMetrics *m, GString *out)
 {
   char a[TP_NUM_LEN];
-  g_string_append_printf(out, "chains       %d (first members:", m->chains);
-  for (guint i = 0; i < m->chain_first->len && i < 16; i++)
-    g_string_append_printf(out, " %d", g_array_index(m->chain_first, int, i));
-  g_string_append_printf(out, "%s); multiple-sequence problem: %s\n", m->chain_first->len > 16 ? " …" : "",
-                         m->multiple_sequences ? "yes" : "no");
+  g_string_append_printf(out, "chains       %d (first members:", m->ver.chains);
+  for (guint i = 0; i < m->ver.chain_first->len && i < 16; i++)
+    g_string_append_printf(out, " %d", g_array_index(m->ver.chain_first, int, i));
+  g_string_append_printf(out, "%s); multiple-sequence problem: %s\n", m->ver.chain_first->len > 16 ? " …" : "",
+                         m->ver.multiple_sequences ? "yes" : "no");
   g_string_append(out, "staleness    reads d versions behind the latest:");
   for (guint d = 0; d < m->staleness->len; d++)
     if (g_array_index(m->staleness, long, d))
@@ -246,14 +246,14 @@ static void json_versions(const TpSchedule *s, const TpMetrics *m, GString *out)
 {
   g_string_append_printf(out, ",\n  \"v_steady\": %d,\n  \"v_steady_min\": %d,\n  \"v_steady_range\": [%d, %d],\n"
                               "  \"v_steady_range_empty\": %s,\n",
-                         m->v_steady, m->v_steady_min, m->steady_lo, m->steady_hi, m->steady_empty ? "true" : "false");
-  g_string_append_printf(out, "  \"chains\": %d,\n  \"chain_first_members\": [", m->chains);
-  for (guint i = 0; i < m->chain_first->len; i++)
-    g_string_append_printf(out, "%s%d", i ? ", " : "", g_array_index(m->chain_first, int, i));
-  g_string_append_printf(out, "],\n  \"multiple_sequences\": %s,\n", m->multiple_sequences ? "true" : "false");
+                         m->ver.v_steady, m->ver.v_steady_min, m->ver.steady_lo, m->ver.steady_hi, m->ver.steady_empty ? "true" : "false");
+  g_string_append_printf(out, "  \"chains\": %d,\n  \"chain_first_members\": [", m->ver.chains);
+  for (guint i = 0; i < m->ver.chain_first->len; i++)
+    g_string_append_printf(out, "%s%d", i ? ", " : "", g_array_index(m->ver.chain_first, int, i));
+  g_string_append_printf(out, "],\n  \"multiple_sequences\": %s,\n", m->ver.multiple_sequences ? "true" : "false");
   g_string_append(out, "  \"v\": [");
   for (int i = 1; i <= s->K; i++)
-    g_string_append_printf(out, "%s%d", i > 1 ? ", " : "", m->v[i]);
+    g_string_append_printf(out, "%s%d", i > 1 ? ", " : "", m->ver.v[i]);
   g_string_append(out, "],\n  \"staleness_histogram\": [");
   for (guint d = 0; d < m->staleness->len; d++)
     g_string_append_printf(out, "%s%ld", d ? ", " : "", g_array_index(m->staleness, long, d));

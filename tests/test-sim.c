@@ -272,7 +272,7 @@ static void test_steady_and_whole_run(void)
       g_assert_cmpfloat(tm->bubble, >, 0);
       g_assert_cmpfloat_with_epsilon(tm->throughput_steady, (double)N / (N + 1), 1e-12);
       g_assert_cmpfloat(tm->throughput, <, tm->throughput_steady);
-      g_assert_cmpfloat(tm->window_end - tm->window_start, ==, (N + 1.0) * (tm->steady_hi - tm->steady_lo + 1));
+      g_assert_cmpfloat(tm->window_end - tm->window_start, ==, (N + 1.0) * (tm->ver.steady_hi - tm->ver.steady_lo + 1));
       tp_cost_free(c);
     }
 }
