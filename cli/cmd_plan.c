@@ -123,7 +123,7 @@ static int run_length(const TpPlan *p, int run_k)
 {
   if (run_k)
     return run_k;
-  double steady = p->t_minibatch > 0 ? ceil(RUN_WINDOW_S / p->t_minibatch) : 1e9;
+  double steady = p->sim.t_minibatch > 0 ? ceil(RUN_WINDOW_S / p->sim.t_minibatch) : 1e9;
   return (int)MIN(1000.0, 2.0 * p->W + MAX(2.0 * p->W + 4, steady));
 }
 
@@ -257,7 +257,7 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const TpProf
     g_ptr_array_add(argv, g_strdup("--recompute"));
   g_ptr_array_add(argv, NULL);
   GError *e = NULL;
-  gboolean ok = mpi ? run_launched((char **)argv->pdata, k * p->t_minibatch, t, ran_threads, &e)
+  gboolean ok = mpi ? run_launched((char **)argv->pdata, k * p->sim.t_minibatch, t, ran_threads, &e)
                     : tp_train_measure((int)argv->len - 2, (char **)argv->pdata + 1, t, ran_threads, &e);
   if (!ok) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,
@@ -321,18 +321,18 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
                          "\"bottleneck\": {\"stage\": %d, \"component\": \"%s\"}, \"peak\": {\"stage\": %d, "
                          "\"component\": \"%s\"}, \"predicted\": {\"time_per_mini_batch\": ",
                          p->preset->name, p->W, p->N, p->batch, split, p->recompute ? "true" : "false",
-                         p->fused ? "true" : "false", p->v_steady,
-                         p->max_mismatch, on_front(res, p) ? "true" : "false", p->bottleneck_stage + 1, p->bottleneck,
-                         p->peak_stage + 1, tp_mem_names[p->peak_component]);
-  tp_append_num(out, p->t_minibatch);
+                         p->fused ? "true" : "false", p->sim.v_steady,
+                         p->sim.max_mismatch, on_front(res, p) ? "true" : "false", p->sim.bottleneck_stage + 1, p->sim.bottleneck,
+                         p->sim.peak_stage + 1, tp_mem_names[p->sim.peak_component]);
+  tp_append_num(out, p->sim.t_minibatch);
   g_string_append(out, ", \"samples_per_second\": ");
-  tp_append_num(out, p->samples_per_second);
+  tp_append_num(out, p->sim.samples_per_second);
   g_string_append(out, ", \"bubble_fraction\": ");
-  tp_append_num(out, p->bubble);
+  tp_append_num(out, p->sim.bubble);
   g_string_append(out, ", \"peak_bytes\": [");
   for (int s = 0; s < p->W; s++) {
     g_string_append(out, s ? ", " : "");
-    tp_append_num(out, p->peak_bytes[s]);
+    tp_append_num(out, p->sim.peak_bytes[s]);
   }
   g_string_append(out, "]}");
   if (parallel)
@@ -347,7 +347,7 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
                            m->mini_batches, reps, m->threads);
     tp_append_num(out, m->spread);
     g_string_append(out, "}, \"error\": {\"time_per_mini_batch\": ");
-    tp_append_num(out, tp_rel_error(p->t_minibatch, m->t_minibatch));
+    tp_append_num(out, tp_rel_error(p->sim.t_minibatch, m->t_minibatch));
     g_string_append(out, "}");
   }
   g_string_append(out, "}");
@@ -356,7 +356,7 @@ static void plan_json(GString *out, const TpPlanResult *res, const TpPlan *p, co
 static void bytes_list(GString *out, const TpPlan *p)
 {
   for (int s = 0; s < p->W; s++)
-    g_string_append_printf(out, "%s%.3g", s ? "/" : "", p->peak_bytes[s] / 1e9);
+    g_string_append_printf(out, "%s%.3g", s ? "/" : "", p->sim.peak_bytes[s] / 1e9);
 }
 
 /* The table's optional columns: rc (recompute), shown when recomputing candidates were searched; ff
@@ -371,7 +371,7 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
   g_autofree char *split = tp_plan_split_text(p);
   g_autoptr(GString) peaks = g_string_new(NULL);
   bytes_list(peaks, p);
-  g_autofree char *bn = g_strdup_printf("stage %d %s", p->bottleneck_stage + 1, p->bottleneck);
+  g_autofree char *bn = g_strdup_printf("stage %d %s", p->sim.bottleneck_stage + 1, p->sim.bottleneck);
   g_string_append_printf(out, "%4d %c %-16s %2d %4d", rank, on_front(res, p) ? '*' : ' ', p->preset->name, p->W, p->N);
   if (cols->batch)
     g_string_append_printf(out, " %6ld", p->batch);
@@ -381,8 +381,8 @@ static void table_row(GString *out, int rank, const TpPlan *p, const TpPlanResul
     g_string_append_printf(out, " %-2s", p->recompute ? "rc" : "");
   if (cols->ff)
     g_string_append_printf(out, " %-2s", p->fused ? "ff" : "");
-  g_string_append_printf(out, "  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", split, p->v_steady, p->max_mismatch,
-                         1e3 * p->t_minibatch, p->samples_per_second, bn, peaks->str);
+  g_string_append_printf(out, "  %-14s %2d %3d %12.4f %11.1f  %-22s %s\n", split, p->sim.v_steady, p->sim.max_mismatch,
+                         1e3 * p->sim.t_minibatch, p->sim.samples_per_second, bn, peaks->str);
 }
 
 static void table_head(GString *out, const Columns *cols)
@@ -633,9 +633,9 @@ static void nothing_fits(const TpPlanResult *res, int rc, GError **err)
   if (s) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: %d candidates over the memory limit; the smallest peak "
                 "found is %.4g GB against %.4g GB (%s W=%d N=%d%s, stage %d), dominated by its %s%s",
-                res->n_over_memory, s->peak / 1e9, s->limit / 1e9, s->preset->name, s->W, s->N,
-                s->recompute ? " recompute" : "", s->peak_stage + 1, tp_mem_names[s->peak_component],
-                rc == TP_PLAN_RECOMPUTE_NO && s->peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
+                res->n_over_memory, s->sim.peak / 1e9, s->sim.limit / 1e9, s->preset->name, s->W, s->N,
+                s->recompute ? " recompute" : "", s->sim.peak_stage + 1, tp_mem_names[s->sim.peak_component],
+                rc == TP_PLAN_RECOMPUTE_NO && s->sim.peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
                 "less of them)" : "");
     return;
   }
@@ -788,9 +788,9 @@ static void text_table(GString *out, const Report *r)
     g_autofree char *b = a->several ? g_strdup_printf(" B=%-6ld", p->batch) : g_strdup("");
     g_autofree char *dt = r->cols.dt ? g_strdup_printf(" D=%-4d T=%d", p->D, p->T) : g_strdup("");
     g_string_append_printf(out, "  %-16s W=%-2d N=%-4d%s%s%s %10.4f ms  %8.4g GB", p->preset->name, p->W, p->N, dt, b,
-                           !r->cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->t_minibatch, p->peak / 1e9);
+                           !r->cols.rc ? "" : p->recompute ? " rc" : "   ", 1e3 * p->sim.t_minibatch, p->sim.peak / 1e9);
     if (a->several)
-      g_string_append_printf(out, "  %11.1f samples/s", p->samples_per_second);
+      g_string_append_printf(out, "  %11.1f samples/s", p->sim.samples_per_second);
     g_string_append_c(out, '\n');
   }
 }
@@ -810,8 +810,8 @@ static void text_measured(GString *out, const Report *r)
     const TpPlan *p = r->res->ranked->pdata[i];
     g_string_append_printf(out, "  %-16s %2d %4d%s %14.3f %14.3f %+8.1f%% %6d %6.1f%%\n", p->preset->name, p->W,
                            p->N, !r->cols.rc ? "" : p->recompute ? " rc" : "   ",
-                           1e3 * p->t_minibatch, 1e3 * m->meas[i].t_minibatch,
-                           100 * tp_rel_error(p->t_minibatch, m->meas[i].t_minibatch), m->meas[i].mini_batches,
+                           1e3 * p->sim.t_minibatch, 1e3 * m->meas[i].t_minibatch,
+                           100 * tp_rel_error(p->sim.t_minibatch, m->meas[i].t_minibatch), m->meas[i].mini_batches,
                            100 * m->meas[i].spread);
   }
   g_string_append(out, "spread: (slowest - fastest) / median of a plan's runs\n");

@@ -18,7 +18,7 @@ static void plan_free(gpointer data)
 {
   TpPlan *p = data;
   g_free(p->split);
-  g_free(p->peak_bytes);
+  g_free(p->sim.peak_bytes);
   g_free(p->failure);
   g_free(p);
 }
@@ -52,8 +52,8 @@ int tp_plan_compare(const TpPlan *a, const TpPlan *b)
 {
   if (!tp_plan_same_time(a, b))
     return a->rank_time < b->rank_time ? -1 : 1;
-  if (a->peak != b->peak)
-    return a->peak < b->peak ? -1 : 1;
+  if (a->sim.peak != b->sim.peak)
+    return a->sim.peak < b->sim.peak ? -1 : 1;
   return (a->index > b->index) - (a->index < b->index);
 }
 
@@ -80,9 +80,9 @@ GPtrArray *tp_plan_pareto(const GPtrArray *plans)
   /* in ranking order, a plan is on the front when its peak is below every faster plan's */
   for (guint i = 0; i < sorted->len; i++) {
     TpPlan *p = sorted->pdata[i];
-    if (p->peak < best_peak) {
+    if (p->sim.peak < best_peak) {
       g_ptr_array_add(front, p);
-      best_peak = p->peak;
+      best_peak = p->sim.peak;
     }
   }
   return front;
@@ -168,7 +168,7 @@ static void bottleneck(TpPlan *p, const TpCost *c)
       int k = 0;
       for (int i = 1; i < 4; i++)
         k = parts[i] > parts[k] ? i : k;
-      worst = pace, p->bottleneck_stage = s, p->bottleneck = names[k];
+      worst = pace, p->sim.bottleneck_stage = s, p->sim.bottleneck = names[k];
     }
   }
 }
@@ -197,7 +197,7 @@ static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
     used += seen[d];
   g_free(seen);
   p->mem_bound = mem / MAX(used, 1);
-  p->limit = cap / MAX(used, 1);
+  p->sim.limit = cap / MAX(used, 1);
 }
 
 static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
@@ -222,31 +222,31 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   p->fused = fsim && tp_metrics_time_per_minibatch(fsim) < tp_metrics_time_per_minibatch(sim) * (1 - 1e-6);
   g_autoptr(TpMetrics) m = tp_metrics_compute(p->fused ? fsim : sim);
   p->simulated = TRUE;
-  p->t_minibatch = m->t_minibatch;
-  p->samples_per_second = m->throughput_steady;
-  p->bubble = m->bubble_steady;
-  p->v_steady = m->ver.v_steady;
-  p->max_mismatch = 0;
+  p->sim.t_minibatch = m->t_minibatch;
+  p->sim.samples_per_second = m->throughput_steady;
+  p->sim.bubble = m->bubble_steady;
+  p->sim.v_steady = m->ver.v_steady;
+  p->sim.max_mismatch = 0;
   for (int st = 0; st < p->W; st++) {
-    p->peak_bytes[st] = m->stage[st].peak_bytes;
-    p->max_mismatch = MAX(p->max_mismatch, m->stage[st].max_version_mismatch);
+    p->sim.peak_bytes[st] = m->stage[st].peak_bytes;
+    p->sim.max_mismatch = MAX(p->sim.max_mismatch, m->stage[st].max_version_mismatch);
   }
   int ps = 0;
-  p->peak = device_max(c, p->peak_bytes, &ps);
-  p->peak_stage = ps;
-  p->limit = tp_analytic_capacity(a, ps);
+  p->sim.peak = device_max(c, p->sim.peak_bytes, &ps);
+  p->sim.peak_stage = ps;
+  p->sim.limit = tp_analytic_capacity(a, ps);
   int comp = 0;
   for (int k = 1; k < TP_N_MEM; k++)
     if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
       comp = k;
-  p->peak_component = comp;
+  p->sim.peak_component = comp;
   /* over the limit on any memory: the stages on it together against their shares of it together
    * (a profile's machine is one memory for all its cores) */
   gboolean over = FALSE;
   double *need = g_new0(double, MAX(c->n_devices, 1)), *cap = g_new0(double, MAX(c->n_devices, 1));
   for (int st = 0; st < p->W; st++) {
     int mem = a->profile ? 0 : c->stage[st].device;
-    need[mem] += p->peak_bytes[st], cap[mem] += tp_analytic_capacity(a, st);
+    need[mem] += p->sim.peak_bytes[st], cap[mem] += tp_analytic_capacity(a, st);
   }
   for (int d = 0; d < MAX(c->n_devices, 1); d++)
     over = over || need[d] > cap[d];
@@ -275,16 +275,16 @@ static void refit(const TpPlanRequest *r, TpPlan *p)
   }
   tp_plan_replicas(r, p, c);
   TpPlan q = *p;
-  q.split = g_new(int, p->W), q.peak_bytes = g_new(double, p->W), q.failure = NULL;
+  q.split = g_new(int, p->W), q.sim.peak_bytes = g_new(double, p->W), q.failure = NULL;
   for (int st = 0; st < p->W; st++)
     q.split[st] = a->bounds[st + 1] - a->bounds[st];
   simulate(&q, c, a);
-  if (q.status == TP_PLAN_FITS || (q.status == TP_PLAN_OVER_MEMORY && q.peak < p->peak)) {
+  if (q.status == TP_PLAN_FITS || (q.status == TP_PLAN_OVER_MEMORY && q.sim.peak < p->sim.peak)) {
     TpPlan old = *p;
     *p = q;
     q = old;
   }
-  g_free(q.split), g_free(q.peak_bytes), g_free(q.failure);
+  g_free(q.split), g_free(q.sim.peak_bytes), g_free(q.failure);
 }
 
 /* Build, bound and (unless pruned) simulate: the pool's work item. */
@@ -315,7 +315,7 @@ static void evaluate(gpointer data, gpointer user)
     simulate(p, c, a);
     if (p->status == TP_PLAN_OVER_MEMORY)
       refit(j->r, p);
-    p->rank_time = p->t_minibatch * scale;
+    p->rank_time = p->sim.t_minibatch * scale;
   }
   tp_analytic_free(a);
 }
@@ -379,7 +379,7 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
             }
             TpPlan *p = g_new0(TpPlan, 1);
             *p = (TpPlan){ .preset = ps, .batch = B, .W = W, .N = N, .D = pD[q], .T = pT[q], .recompute = rc,
-                           .split = g_new0(int, W), .peak_bytes = g_new0(double, W), .index = (int)all->len };
+                           .split = g_new0(int, W), .sim.peak_bytes = g_new0(double, W), .index = (int)all->len };
             g_ptr_array_add(all, p);
           }
         }
@@ -458,7 +458,7 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
       TpPlan *p = order->pdata[j];
       if (p->status == TP_PLAN_FAILED)
         continue;
-      if (!r->no_prune && p->mem_bound > p->limit) {
+      if (!r->no_prune && p->mem_bound > p->sim.limit) {
         p->status = TP_PLAN_OVER_MEMORY;
         g_ptr_array_add(over_bound, p);
         continue;
@@ -466,7 +466,7 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
       gboolean dominated = FALSE;
       for (guint k = 0; !r->no_prune && k < fitting->len && !dominated; k++) {
         const TpPlan *f = fitting->pdata[k];
-        dominated = f->rank_time <= TP_PLAN_PRUNE_MARGIN * p->rank_bound && f->peak <= p->mem_bound;
+        dominated = f->rank_time <= TP_PLAN_PRUNE_MARGIN * p->rank_bound && f->sim.peak <= p->mem_bound;
       }
       if (dominated)
         p->status = TP_PLAN_DOMINATED;
@@ -491,7 +491,7 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
     res->n_dominated += p->status == TP_PLAN_DOMINATED;
     res->n_failed += p->status == TP_PLAN_FAILED;
     if (p->simulated && p->status == TP_PLAN_OVER_MEMORY &&
-        (!res->smallest || p->peak < res->smallest->peak || (p->peak == res->smallest->peak && p->index < res->smallest->index)))
+        (!res->smallest || p->sim.peak < res->smallest->sim.peak || (p->sim.peak == res->smallest->sim.peak && p->index < res->smallest->index)))
       res->smallest = p;
   }
   res->pareto = tp_plan_pareto(res->ranked);
@@ -514,9 +514,9 @@ char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
   g_autofree char *a = label(top, batches);
   GString *s = g_string_new(NULL);
   g_string_append_printf(s, "%s: %.4g s per mini-batch (%.4g samples/s), %.3g GB at peak (stage %d, %s); "
-                         "bottleneck stage %d (%s).\n", a, top->t_minibatch, top->samples_per_second, top->peak / 1e9,
-                         top->peak_stage + 1, tp_mem_names[top->peak_component], top->bottleneck_stage + 1,
-                         top->bottleneck);
+                         "bottleneck stage %d (%s).\n", a, top->sim.t_minibatch, top->sim.samples_per_second, top->sim.peak / 1e9,
+                         top->sim.peak_stage + 1, tp_mem_names[top->sim.peak_component], top->sim.bottleneck_stage + 1,
+                         top->sim.bottleneck);
   if (!next) {
     g_string_append(s, "No other plan fits.\n");
     return g_string_free(s, FALSE);
@@ -527,17 +527,17 @@ char *tp_plan_explain(const TpPlan *top, const TpPlan *next)
   double gain = next->rank_time > 0 ? 100 * (next->rank_time - top->rank_time) / next->rank_time : 0;
   if (tp_plan_same_time(top, next))
     g_string_append_printf(s, "It ties with the runner-up, %s, in %s (bubbles %.1f %% of the steady "
-                           "window) and ranks first for its %s peak", b, per, 100 * top->bubble,
-                           top->peak < next->peak ? "smaller" : "equal");
+                           "window) and ranks first for its %s peak", b, per, 100 * top->sim.bubble,
+                           top->sim.peak < next->sim.peak ? "smaller" : "equal");
   else
     g_string_append_printf(s, "It beats the runner-up, %s, by %.1f %% in %s: bubbles %.1f %% against "
-                           "%.1f %% of the steady window", b, gain, per, 100 * top->bubble, 100 * next->bubble);
+                           "%.1f %% of the steady window", b, gain, per, 100 * top->sim.bubble, 100 * next->sim.bubble);
   if (top->W != next->W || top->N != next->N)
     g_string_append_printf(s, ", %d×%d against %d×%d stages × micro-batches", top->W, top->N, next->W, next->N);
   g_string_append(s, ".\n");
-  double dm = next->peak > 0 ? 100 * (top->peak - next->peak) / next->peak : 0;
+  double dm = next->sim.peak > 0 ? 100 * (top->sim.peak - next->sim.peak) / next->sim.peak : 0;
   g_string_append_printf(s, "Its price: peak memory %+.1f %% (%.3g against %.3g GB); v = %d against %d, version "
-                         "mismatch up to %d against %d.\n", dm, top->peak / 1e9, next->peak / 1e9, top->v_steady,
-                         next->v_steady, top->max_mismatch, next->max_mismatch);
+                         "mismatch up to %d against %d.\n", dm, top->sim.peak / 1e9, next->sim.peak / 1e9, top->sim.v_steady,
+                         next->sim.v_steady, top->sim.max_mismatch, next->sim.max_mismatch);
   return g_string_free(s, FALSE);
 }

@@ -55,6 +55,18 @@ typedef enum {
   TP_PLAN_FAILED,       /* the simulation refused it (too large) */
 } TpPlanStatus;
 
+/* What a candidate's simulation said. */
+typedef struct {
+  int v_steady, max_mismatch; /* steady version difference; largest backward-forward version mismatch */
+  double t_minibatch, samples_per_second, bubble; /* steady state */
+  double *peak_bytes;         /* [W] per stage */
+  double peak;                /* largest device's bytes at peak (a stage's, when each has a device) */
+  double limit;               /* the limit that device had */
+  int peak_stage, peak_component; /* the stage with the largest peak, and its largest component (TP_MEM_…) */
+  int bottleneck_stage;       /* the stage with the most work per mini-batch (on a shared device: that device's) */
+  const char *bottleneck;     /* its largest part: "forward", "backward", "update", "link" */
+} TpPlanSim;
+
 typedef struct {
   const TpPreset *preset;
   long batch;                 /* samples per mini-batch */
@@ -67,14 +79,7 @@ typedef struct {
   double rank_time, rank_bound; /* the ranking's time and its bound: per mini-batch, or per sample when
                                    several batches are searched */
   gboolean simulated;
-  int v_steady, max_mismatch; /* steady version difference; largest backward-forward version mismatch */
-  double t_minibatch, samples_per_second, bubble; /* steady state */
-  double *peak_bytes;         /* [W] per stage */
-  double peak;                /* largest device's bytes at peak (a stage's, when each has a device) */
-  double limit;               /* the limit that device had */
-  int peak_stage, peak_component; /* the stage with the largest peak, and its largest component (TP_MEM_…) */
-  int bottleneck_stage;       /* the stage with the most work per mini-batch (on a shared device: that device's) */
-  const char *bottleneck;     /* its largest part: "forward", "backward", "update", "link" */
+  TpPlanSim sim;              /* what its simulation said */
   TpPlanStatus status;
   char *failure;              /* TP_PLAN_FAILED: why */
   int index;                  /* order of enumeration (ties) */

@@ -64,7 +64,7 @@ static double total_peak(const TpPlan *q)
 {
   double t = 0;
   for (int s = 0; s < q->W; s++)
-    t += q->peak_bytes[s];
+    t += q->sim.peak_bytes[s];
   return t;
 }
 
@@ -114,14 +114,14 @@ static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w
  * faster one's peak is not on the front, nor is the second of two equal plans. */
 static void test_ties(void)
 {
-  TpPlan a = { .rank_time = 1.1878e-3, .peak = 4.842e8, .index = 0 };
-  TpPlan b = { .rank_time = 1.1878e-3 * (1 + 1e-12), .peak = 4.79e8, .index = 1 };
-  TpPlan c = { .rank_time = 1.1878e-3 * (1 + 1e-8), .peak = 1e8, .index = 2 };
+  TpPlan a = { .rank_time = 1.1878e-3, .sim.peak = 4.842e8, .index = 0 };
+  TpPlan b = { .rank_time = 1.1878e-3 * (1 + 1e-12), .sim.peak = 4.79e8, .index = 1 };
+  TpPlan c = { .rank_time = 1.1878e-3 * (1 + 1e-8), .sim.peak = 1e8, .index = 2 };
   g_assert_true(tp_plan_same_time(&a, &b));
   g_assert_false(tp_plan_same_time(&a, &c));
   g_assert_cmpint(tp_plan_compare(&b, &a), <, 0);
   g_assert_cmpint(tp_plan_compare(&a, &c), <, 0);
-  TpPlan d = { .rank_time = 2e-3, .peak = 1e8, .index = 3 }, e = { .rank_time = 2e-3, .peak = 1e8, .index = 4 };
+  TpPlan d = { .rank_time = 2e-3, .sim.peak = 1e8, .index = 3 }, e = { .rank_time = 2e-3, .sim.peak = 1e8, .index = 4 };
   g_autoptr(GPtrArray) all = g_ptr_array_new();
   g_ptr_array_add(all, &e), g_ptr_array_add(all, &d);
   g_ptr_array_add(all, &a), g_ptr_array_add(all, &b), g_ptr_array_add(all, &c);
@@ -154,8 +154,8 @@ static void test_pareto_brute(void)
     for (guint j = 0; j < fit->len && !beaten; j++) {
       const TpPlan *b = fit->pdata[j];
       gboolean same = tp_plan_same_time(a, b); /* one batch: rank_time is t_minibatch */
-      gboolean le = (same || b->t_minibatch < a->t_minibatch) && b->peak <= a->peak;
-      gboolean lt = (!same && b->t_minibatch < a->t_minibatch) || b->peak < a->peak;
+      gboolean le = (same || b->sim.t_minibatch < a->sim.t_minibatch) && b->sim.peak <= a->sim.peak;
+      gboolean lt = (!same && b->sim.t_minibatch < a->sim.t_minibatch) || b->sim.peak < a->sim.peak;
       beaten = j != i && le && (lt || j < i);
     }
     if (!beaten)
@@ -169,7 +169,7 @@ static void test_pareto_brute(void)
     g_assert_true(a->preset == b->preset);
     g_assert_cmpint(a->W, ==, b->W);
     g_assert_cmpint(a->N, ==, b->N);
-    g_assert_cmpfloat(a->t_minibatch, ==, b->t_minibatch);
+    g_assert_cmpfloat(a->sim.t_minibatch, ==, b->sim.t_minibatch);
   }
   /* pruning keeps the top of the ranking */
   for (guint i = 0; i < 5; i++) {
@@ -189,14 +189,14 @@ static void test_split_under_memory(void)
   int moved = 0;
   for (guint i = 0; i < capped->ranked->len; i++) {
     const TpPlan *p = capped->ranked->pdata[i];
-    g_assert_cmpfloat(p->peak, <=, limit);
+    g_assert_cmpfloat(p->sim.peak, <=, limit);
     g_autofree char *split = tp_plan_split_text(p);
     for (guint j = 0; j < uncapped->all->len; j++) {
       const TpPlan *q = uncapped->all->pdata[j];
       g_autofree char *fast = tp_plan_split_text(q);
       if (q->simulated && q->preset == p->preset && q->W == p->W && q->N == p->N && strcmp(fast, split) != 0) {
-        g_assert_cmpfloat(q->peak, >, limit); /* split again only because the fastest split is over */
-        g_assert_cmpfloat(p->t_minibatch, >=, q->t_minibatch);
+        g_assert_cmpfloat(q->sim.peak, >, limit); /* split again only because the fastest split is over */
+        g_assert_cmpfloat(p->sim.t_minibatch, >=, q->sim.t_minibatch);
         moved++;
       }
     }
@@ -211,13 +211,13 @@ static void test_nothing_fits(void)
   g_autoptr(TpPlanResult) res = search(m, p, 1e6, 2, FALSE);
   g_assert_cmpuint(res->ranked->len, ==, 0);
   g_assert_nonnull(res->smallest);
-  g_assert_cmpfloat(res->smallest->peak, >, 1e6);
+  g_assert_cmpfloat(res->smallest->sim.peak, >, 1e6);
   g_assert_cmpint(res->n_over_memory, ==, res->n_candidates);
   /* the smallest is the smallest of all simulated */
   for (guint i = 0; i < res->all->len; i++) {
     const TpPlan *q = res->all->pdata[i];
     g_assert_true(q->simulated);
-    g_assert_cmpfloat(q->peak, >=, res->smallest->peak);
+    g_assert_cmpfloat(q->sim.peak, >=, res->smallest->sim.peak);
   }
   TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64",
                                             "-w", "1-3", "-n", "1-4", "--memory-limit", "1M", NULL });
@@ -337,17 +337,17 @@ static void test_recompute(void)
   const TpPlan *plain = find_plan(both, "gpipe", 1, 8, FALSE), *rc = find_plan(both, "gpipe", 1, 8, TRUE);
   g_assert_nonnull(plain);
   g_assert_nonnull(rc);
-  g_assert_cmpfloat(rc->peak, <, plain->peak);
-  g_assert_cmpfloat(rc->t_minibatch, >, plain->t_minibatch);     /* the forward again */
+  g_assert_cmpfloat(rc->sim.peak, <, plain->sim.peak);
+  g_assert_cmpfloat(rc->sim.t_minibatch, >, plain->sim.t_minibatch);     /* the forward again */
   g_assert_cmpfloat(rc->t_bound, >, 1.2 * plain->t_bound);       /* counted by the bound */
-  double limit = 0.5 * (rc->peak + plain->peak);
+  double limit = 0.5 * (rc->sim.peak + plain->sim.peak);
   g_autoptr(TpPlanResult) none = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_NO, limit, FALSE);
   g_assert_cmpuint(none->ranked->len, ==, 0); /* the limit excludes the plan without recomputation */
   g_autoptr(TpPlanResult) fit = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_BOTH, limit, FALSE);
   g_assert_cmpuint(fit->ranked->len, ==, 1);
   const TpPlan *listed = fit->ranked->pdata[0];
   g_assert_true(listed->recompute);
-  g_assert_cmpfloat(listed->peak, <=, limit);
+  g_assert_cmpfloat(listed->sim.peak, <=, limit);
   g_assert_cmpint(fit->n_over_memory, ==, 1);
   g_autoptr(TpPlanResult) yes = search_rc(m, p, "gpipe", 1, 8, 8, TP_PLAN_RECOMPUTE_YES, limit, FALSE);
   g_assert_cmpint(yes->n_candidates, ==, 1);
@@ -361,8 +361,8 @@ static void test_recompute(void)
     const TpPlan *q = full->all->pdata[i];
     if (!q->simulated || !q->recompute)
       continue;
-    g_assert_cmpfloat(q->peak, >=, q->mem_bound);
-    g_assert_cmpfloat(q->t_minibatch, >=, 0.9 * q->t_bound);
+    g_assert_cmpfloat(q->sim.peak, >=, q->mem_bound);
+    g_assert_cmpfloat(q->sim.t_minibatch, >=, 0.9 * q->t_bound);
     const TpPlan *twin = find_plan(full, q->preset->name, q->W, q->N, FALSE);
     g_assert_cmpfloat(q->t_bound, >, twin->t_bound);
     checked++;
@@ -423,18 +423,18 @@ static void test_batches(void)
     g_assert_true(q->batch == 8 || q->batch == 64);
     g_assert_cmpint(q->batch % q->N, ==, 0);
     seen[q->batch == 64] = TRUE;
-    assert_close(q->samples_per_second, (double)q->batch / q->t_minibatch);
+    assert_close(q->sim.samples_per_second, (double)q->batch / q->sim.t_minibatch);
     if (i > 0) /* by samples/s, not by time per mini-batch (times equal to 9 digits tie) */
-      g_assert_cmpfloat(q->samples_per_second, <=,
-                        ((const TpPlan *)res->ranked->pdata[i - 1])->samples_per_second * (1 + 1e-8));
+      g_assert_cmpfloat(q->sim.samples_per_second, <=,
+                        ((const TpPlan *)res->ranked->pdata[i - 1])->sim.samples_per_second * (1 + 1e-8));
   }
   g_assert_true(seen[0] && seen[1]);
   const TpPlan *top = res->ranked->pdata[0], *a = small->ranked->pdata[0], *b = large->ranked->pdata[0];
-  const TpPlan *best = a->samples_per_second > b->samples_per_second ? a : b;
-  g_assert_cmpfloat(top->samples_per_second, ==, best->samples_per_second);
+  const TpPlan *best = a->sim.samples_per_second > b->sim.samples_per_second ? a : b;
+  g_assert_cmpfloat(top->sim.samples_per_second, ==, best->sim.samples_per_second);
   /* here the larger batch pipelines better and wins, though its mini-batch takes longer */
   g_assert_cmpint(top->batch, ==, 64);
-  g_assert_cmpfloat(top->t_minibatch, >, a->t_minibatch);
+  g_assert_cmpfloat(top->sim.t_minibatch, >, a->sim.t_minibatch);
   assert_same_top(res, full);
   /* through the program: A-B doubles from A, a list is sorted and each size searched once */
   TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch",
@@ -467,7 +467,7 @@ static char *ranking(const TpPlanResult *res)
   for (guint i = 0; i < res->ranked->len; i++) {
     const TpPlan *p = res->ranked->pdata[i];
     g_autofree char *split = tp_plan_split_text(p);
-    g_string_append_printf(s, "%s %d %d %s %.17g\n", p->preset->name, p->W, p->N, split, p->t_minibatch);
+    g_string_append_printf(s, "%s %d %d %s %.17g\n", p->preset->name, p->W, p->N, split, p->sim.t_minibatch);
   }
   return g_string_free(s, FALSE);
 }

@@ -201,7 +201,7 @@ static void test_plan_devices(void)
   g_assert_true(dp && tp);
   const TpPlan *top = res->ranked->pdata[0];
   for (guint i = 1; i < res->ranked->len; i++)
-    g_assert_cmpfloat(top->samples_per_second, >=, ((const TpPlan *)res->ranked->pdata[i])->samples_per_second * (1 - 1e-9));
+    g_assert_cmpfloat(top->sim.samples_per_second, >=, ((const TpPlan *)res->ranked->pdata[i])->sim.samples_per_second * (1 - 1e-9));
 }
 
 int main(int argc, char **argv)
