@@ -21,15 +21,15 @@ void tp_analytic_free(TpAnalytic *a)
   g_free(a->bounds);
   g_free(a->device);
   g_free(a->reserve);
-  g_free(a->fwd_prefix);
-  g_free(a->bwd_prefix);
-  g_free(a->inp_prefix);
-  g_free(a->upd_prefix);
-  g_free(a->param_prefix);
-  g_free(a->stored_prefix);
-  g_free(a->storedw_prefix);
-  g_free(a->in_bytes);
-  g_free(a->out_bytes);
+  g_free(a->tab.fwd_prefix);
+  g_free(a->tab.bwd_prefix);
+  g_free(a->tab.inp_prefix);
+  g_free(a->tab.upd_prefix);
+  g_free(a->tab.param_prefix);
+  g_free(a->tab.stored_prefix);
+  g_free(a->tab.storedw_prefix);
+  g_free(a->tab.in_bytes);
+  g_free(a->tab.out_bytes);
   g_free(a);
 }
 
@@ -85,8 +85,8 @@ static void fill_prefixes(TpAnalytic *a, int k)
   int L = tp_model_n_layers(m);
   for (int s = 0; s < a->W; s++) {
     const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
-    double *fp = a->fwd_prefix + (size_t)s * (L + 1), *bp = a->bwd_prefix + (size_t)s * (L + 1);
-    double *ip = a->inp_prefix + (size_t)s * (L + 1);
+    double *fp = a->tab.fwd_prefix + (size_t)s * (L + 1), *bp = a->tab.bwd_prefix + (size_t)s * (L + 1);
+    double *ip = a->tab.inp_prefix + (size_t)s * (L + 1);
     for (int i = 0; i < L; i++) {
       const TpLayer *l = tp_model_layer(m, i);
       double comm = tensor_comm(a, l, a->micro);
@@ -173,14 +173,14 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
   a->bounds = g_new0(int, W + 1);
   a->device = g_new0(int, W);
   a->reserve = g_new0(double, W);
-  a->fwd_prefix = g_new0(double, (size_t)W * (L + 1));
-  a->bwd_prefix = g_new0(double, (size_t)W * (L + 1));
-  a->inp_prefix = g_new0(double, (size_t)W * (L + 1));
-  a->param_prefix = g_new0(double, L + 1);
-  a->stored_prefix = g_new0(double, L + 1);
-  a->storedw_prefix = g_new0(double, L + 1);
-  a->in_bytes = g_new0(double, L);
-  a->out_bytes = g_new0(double, L);
+  a->tab.fwd_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->tab.bwd_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->tab.inp_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->tab.param_prefix = g_new0(double, L + 1);
+  a->tab.stored_prefix = g_new0(double, L + 1);
+  a->tab.storedw_prefix = g_new0(double, L + 1);
+  a->tab.in_bytes = g_new0(double, L);
+  a->tab.out_bytes = g_new0(double, L);
   if (c) /* a cluster given beside a profile: its links */
     a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth, a->link_eager_limit = c->link_eager_limit;
   else if (p && p->links.transport) /* measured between MPI ranks */
@@ -192,22 +192,22 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     const TpLayer *ly = tp_model_layer(m, i);
     if (p) {
       const TpProfileLayer *pl = &p->layer[i];
-      a->param_prefix[i + 1] = a->param_prefix[i] + pl->weight_bytes;
-      a->stored_prefix[i + 1] = a->stored_prefix[i] + pl->stored_bytes;
-      a->storedw_prefix[i + 1] = a->storedw_prefix[i] + pl->stored_bytes; /* the executor keeps it all until W */
-      a->in_bytes[i] = pl->in_bytes, a->out_bytes[i] = pl->out_bytes;
+      a->tab.param_prefix[i + 1] = a->tab.param_prefix[i] + pl->weight_bytes;
+      a->tab.stored_prefix[i + 1] = a->tab.stored_prefix[i] + pl->stored_bytes;
+      a->tab.storedw_prefix[i + 1] = a->tab.storedw_prefix[i] + pl->stored_bytes; /* the executor keeps it all until W */
+      a->tab.in_bytes[i] = pl->in_bytes, a->tab.out_bytes[i] = pl->out_bytes;
     } else {
       const double e = m->elem_bytes;
-      a->param_prefix[i + 1] = a->param_prefix[i] + e * (double)ly->weights;
-      a->stored_prefix[i + 1] = a->stored_prefix[i] + ly->stored_bytes;
-      a->storedw_prefix[i + 1] = a->storedw_prefix[i] + ly->stored_w_bytes;
-      a->in_bytes[i] = e * (double)ly->in_elems, a->out_bytes[i] = e * (double)ly->out_elems;
+      a->tab.param_prefix[i + 1] = a->tab.param_prefix[i] + e * (double)ly->weights;
+      a->tab.stored_prefix[i + 1] = a->tab.stored_prefix[i] + ly->stored_bytes;
+      a->tab.storedw_prefix[i + 1] = a->tab.storedw_prefix[i] + ly->stored_w_bytes;
+      a->tab.in_bytes[i] = e * (double)ly->in_elems, a->tab.out_bytes[i] = e * (double)ly->out_elems;
     }
   }
   if (p) {
-    a->upd_prefix = g_new0(double, L + 1);
+    a->tab.upd_prefix = g_new0(double, L + 1);
     for (int i = 0; i < L; i++)
-      a->upd_prefix[i + 1] = a->upd_prefix[i] + p->layer[i].upd;
+      a->tab.upd_prefix[i + 1] = a->tab.upd_prefix[i] + p->layer[i].upd;
   }
   fill_prefixes(a, k);
   return a;
@@ -226,13 +226,13 @@ static double range_cost(int s, int lo, int hi, gpointer data)
 {
   const TpAnalytic *a = data;
   size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
-  double fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
+  double fwd = a->tab.fwd_prefix[row + hi] - a->tab.fwd_prefix[row + lo];
   /* recomputing: the backward runs the forward again */
-  double t = (a->recompute ? 2 : 1) * fwd + a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
+  double t = (a->recompute ? 2 : 1) * fwd + a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
   if (s < a->W - 1)
-    t = MAX(t, link_time(a, a->out_bytes[hi - 1]));
+    t = MAX(t, link_time(a, a->tab.out_bytes[hi - 1]));
   if (s > 0)
-    t = MAX(t, link_time(a, a->in_bytes[lo]));
+    t = MAX(t, link_time(a, a->tab.in_bytes[lo]));
   return t;
 }
 
@@ -241,13 +241,13 @@ static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions)
 {
   (void)s;
-  double params = a->param_prefix[hi] - a->param_prefix[lo], stored = a->stored_prefix[hi] - a->stored_prefix[lo];
+  double params = a->tab.param_prefix[hi] - a->tab.param_prefix[lo], stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
   /* weight versions, optimizer state, gradient buffer; stored activations (recomputing: the stage's
    * input per micro-batch in flight and one workspace of a micro-batch's activations, as the
    * simulator counts them; tp_fit_memory corrects a larger workspace by simulation) */
   double held = params * (versions + 1 + optimizer_states(a));
   if (a->recompute)
-    return held + a->micro * (a->in_bytes[lo] * acts + stored);
+    return held + a->micro * (a->tab.in_bytes[lo] * acts + stored);
   return held + a->micro * stored * acts;
 }
 
@@ -326,27 +326,27 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     int lo = a->bounds[s], hi = a->bounds[s + 1];
     const TpLayer *first = tp_model_layer(a->model, lo), *last = tp_model_layer(a->model, hi - 1);
     size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
-    double params = a->param_prefix[hi] - a->param_prefix[lo], stored = a->stored_prefix[hi] - a->stored_prefix[lo];
+    double params = a->tab.param_prefix[hi] - a->tab.param_prefix[lo], stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
     TpStageCost *sc = &cost->stage[s];
-    sc->fwd = a->fwd_prefix[row + hi] - a->fwd_prefix[row + lo];
-    sc->bwd = a->bwd_prefix[row + hi] - a->bwd_prefix[row + lo];
+    sc->fwd = a->tab.fwd_prefix[row + hi] - a->tab.fwd_prefix[row + lo];
+    sc->bwd = a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
     /* a split backward's I: the layers' input-gradient shares (Megatron-LM's counts for a block;
      * a range without input-gradient FLOPs keeps the cost model's half) */
-    sc->bwd_input = MIN(a->inp_prefix[row + hi] - a->inp_prefix[row + lo], sc->bwd);
+    sc->bwd_input = MIN(a->tab.inp_prefix[row + hi] - a->tab.inp_prefix[row + lo], sc->bwd);
     sc->fwd_whole = forward_whole(a, s, lo, hi);
     /* the update streams its arrays: SGD reads weights, gradient and momentum and writes two (5);
      * AdamW reads two moments and writes them (7); a profile's measured SGD update scaled alike */
     double streams = 3 + 2 * optimizer_states(a);
     if (p)
-      sc->upd = (a->upd_prefix[hi] - a->upd_prefix[lo]) * streams / 5;
+      sc->upd = (a->tab.upd_prefix[hi] - a->tab.upd_prefix[lo]) * streams / 5;
     else {
       const TpDevice *d = &c->dev[a->device[s]];
       sc->upd = streams * params / (d->bandwidth * d->efficiency);
     }
-    sc->act_bytes = a->micro * a->out_bytes[hi - 1];
-    sc->grad_bytes = a->micro * a->in_bytes[lo];
+    sc->act_bytes = a->micro * a->tab.out_bytes[hi - 1];
+    sc->grad_bytes = a->micro * a->tab.in_bytes[lo];
     sc->stored_bytes = a->micro * stored;
-    sc->stored_w_bytes = a->micro * (a->storedw_prefix[hi] - a->storedw_prefix[lo]);
+    sc->stored_w_bytes = a->micro * (a->tab.storedw_prefix[hi] - a->tab.storedw_prefix[lo]);
     sc->weight_bytes = sc->grad_buffer_bytes = params;
     sc->optimizer_bytes = params * optimizer_states(a);
     sc->device = a->device[s];

@@ -12,6 +12,17 @@
 #include "tp_profile.h"
 #include "tp_schedule.h"
 
+/* The layers' times and bytes, as prefix sums over the layers (a range's cost is two reads). */
+typedef struct {
+  double *fwd_prefix, *bwd_prefix; /* [W][L+1] prefix sums of layer times on stage s's device */
+  double *inp_prefix;              /* [W][L+1] the same of the backwards' input-gradient parts (a
+                                      layer's backward shared by its input- and weight-gradient FLOPs) */
+  double *upd_prefix;              /* [L+1] measured update seconds (profile), else NULL */
+  double *param_prefix, *stored_prefix, *storedw_prefix; /* [L+1] weight bytes; bytes kept per sample; of
+                                                           those, what a W still needs after its I */
+  double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
+} TpAnalyticTables;
+
 typedef struct {
   const TpModel *model;
   const TpCluster *cluster;   /* NULL with a profile alone */
@@ -21,13 +32,7 @@ typedef struct {
   double micro; /* samples per micro-batch (batch / N) */
   int *bounds;  /* [W+1]: stage s has layers [bounds[s], bounds[s+1]) */
   int *device;  /* [W]: the device (cluster worker, or processor for a profile) stage s runs on */
-  double *fwd_prefix, *bwd_prefix; /* [W][L+1] prefix sums of layer times on stage s's device */
-  double *inp_prefix;              /* [W][L+1] the same of the backwards' input-gradient parts (a
-                                      layer's backward shared by its input- and weight-gradient FLOPs) */
-  double *upd_prefix;              /* [L+1] measured update seconds (profile), else NULL */
-  double *param_prefix, *stored_prefix, *storedw_prefix; /* [L+1] weight bytes; bytes kept per sample; of
-                                                           those, what a W still needs after its I */
-  double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
+  TpAnalyticTables tab;            /* the layers' times and bytes */
   double link_latency, link_bandwidth; /* bandwidth 0: links are free */
   double link_eager_limit;             /* MPI's eager limit (TpLinkCost); 0: every message eager */
   const int *acts, *versions;      /* per stage counts for the memory test, or NULL */

@@ -52,10 +52,10 @@ mutant() {
 }
 mutant "zb-h2's W deferral 2s - 1" common/tp_orders.c "defer = h2 ? 2 * st : st" "defer = h2 ? 2 * st - 1 : st" test-zb
 mutant "PyTorch CSV: a step too few between actions" common/tp_torch.c "      t = start[g] + 1;" "      t = start[g];" test-zb
-mutant "Pareto front keeps a slower plan of equal peak" sim/tp_plan.c "    if (p->peak < best_peak) {" "    if (p->peak <= best_peak) {" test-plan
+mutant "Pareto front keeps a slower plan of equal peak" sim/tp_plan.c "    if (p->sim.peak < best_peak) {" "    if (p->sim.peak <= best_peak) {" test-plan
 mutant "fused forwards one short" common/tp_fuse.c "  for (int j = 1; j < s->N; j++) {" "  for (int j = 1; j < s->N - 1; j++) {" test-fuse
 mutant "a run's counts (train_time and the rest) not restored on resume" train/tp_tally.c "      memcpy(AT(dst, f, char), AT(src, f, const char), scalar_size[f->kind]);" "      ;" test-token-train
-mutant "a profile's input bytes read as its output bytes" sim/tp_analytic.c "a->in_bytes[i] = pl->in_bytes" "a->in_bytes[i] = pl->out_bytes" test-profile
+mutant "a profile's input bytes read as its output bytes" sim/tp_analytic.c "a->tab.in_bytes[i] = pl->in_bytes" "a->tab.in_bytes[i] = pl->out_bytes" test-profile
 mutant "RoPE's backward turns forward" exec/tp_net_token.c "g.theta, -1.0f, dys[BLK_DQKV] + g.qd" "g.theta, 1.0f, dys[BLK_DQKV] + g.qd" test-token-layers
 mutant "AdamW's second moment not restored on resume" exec/tp_runtime_state.c "be->iface->upload(be, S->mom, momentum, S->ns, err)" "be->iface->upload(be, S->mom, momentum, S->np, err)" test-token-train
 mutant "a recomputed forward at its forward's version, not the backward's" exec/tp_runtime_acts.c "tp_net_forward(g->net, w, g->a.kept[key]" "tp_net_forward(g->net, tp_wstore_version(g->store, g->a.fver[key]), g->a.kept[key]" test-recompute
