@@ -56,7 +56,7 @@ typedef struct {
   gboolean per_micro_backward; /* run a whole-mini-batch backward micro-batch by micro-batch even
                                   where its micro-batches read one version (the reference path) */
   /* data parallelism: this runtime is replica `replica` of reduce->D, whose updates use the mean of the
-   * replicas' gradients (not in a timing run); its micro-batches are micro_base.. of the global
+   * replicas' gradients (in a timing run too: every replica times at once); its micro-batches are micro_base.. of the global
    * mini-batch (dropout masks as one pipeline of all of them draws) */
   TpReduce *reduce;         /* NULL: one pipeline */
   int replica, micro_base;

@@ -264,7 +264,7 @@ gboolean tp_rt_update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
     return fail(g, op, err, "no buffer for the new version");
   const TpRuntime *rt = g->sh->rt;
   TpReduce *red = rt->cfg.reduce; /* data parallelism: the replicas' mean gradient */
-  if (red && g->S->np && !rt->timing &&
+  if (red && g->S->np &&
       !red->iface->mean(red, g->st, rt->cfg.replica, (long)g->sh->first_mb + op->mb - 1, g->be, g->S->grad, g->S->np, err))
     return FALSE;
   if (!tp_rt_step(g->sh->rt, g->S, (long)g->sh->first_mb + op->mb - 1, wl, g->S->grad, g->S->mom, ub, err) ||

@@ -149,6 +149,20 @@ static void test_identical(gconstpointer preset)
 
 /* Batchnorm's running statistics: each replica moves its own, and at a segment's end they become the
  * replicas' mean, so the replicas are identical there, buffers included. */
+/* One stage per replica fits the cores: the plan times every replica at once (their updates on the
+ * reduction too), and the run goes on from the same state. */
+static void test_profile_replicas(void)
+{
+  const char *args[] = { "-s", "timeprest", "-w", "1", "-n", "2", "--data-parallel", "2", "--order-from", "costs", NULL };
+  const char *base[] = { "train", "-k", "6", "--batch", "64", "--quiet", "--format", "json", "--data",
+                         "synthetic:512:128" };
+  TptRun r = tpt_run_more(base, G_N_ELEMENTS(base), args);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"replicas_identical\": true"));
+  g_assert_cmpfloat(tpt_json_num(r.out, "samples_per_second"), >, 0);
+  tpt_run_clear(&r);
+}
+
 static void test_identical_batchnorm(void)
 {
   const char *args[] = { "-s", "timeprest", "-w", "2", "-n", "2", "--data-parallel", "2", "-m", "resnet-fmnist", NULL };
@@ -257,6 +271,7 @@ int main(int argc, char **argv)
   g_test_add_func("/data-parallel/resume", test_resume);
   g_test_add_func("/data-parallel/cut", test_cut);
   g_test_add_func("/data-parallel/identical/batchnorm", test_identical_batchnorm);
+  g_test_add_func("/data-parallel/profile-replicas", test_profile_replicas);
   g_test_add_func("/data-parallel/refusals", test_refusals);
   g_test_add_func("/data-parallel/replica-fails", test_replica_fails);
   return g_test_run();

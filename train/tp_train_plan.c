@@ -152,14 +152,16 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
   /* where every stage has a device (core) of its own, time the operations as the run will see them:
    * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
    * stages alone, or on slots), the first mini-batch warming up and reps more timed, its updates
-   * discarded.  With more stages than cores the simulator shares the devices itself, so the
-   * stages are timed alone, as they are when each process runs one stage. */
+   * discarded; with replicas in this process, every replica at once, its updates on the replicas'
+   * mean (their memory and the reduction in the times).  With more stages than cores the simulator
+   * shares the devices itself, so the stages are timed alone, as they are when each process runs
+   * one stage. */
   int devices = tp_train_prediction_devices(t);
   if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
     g_autoptr(TpCost) alone = tp_predict_cost(t->rt, t->pred.prof, t->N, tp_train_replica_batch(t), devices);
     g_autoptr(TpSchedule) warm = tp_train_generate(t, kw, alone, err); /* timed as the run will do it */
-    if (!warm || !tp_runtime_profile_pipelined(t->rt, warm, first_idx, t->pred.prof, err))
+    if (!warm || !tp_train_profile_replicas(t, warm, first_idx, err))
       return FALSE;
   }
   t->cost = tp_predict_cost(t->rt, t->pred.prof, t->N, tp_train_replica_batch(t), devices);

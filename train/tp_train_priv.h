@@ -18,4 +18,9 @@ TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err);
 gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, int first_mb, TpProgress *prog,
                                TpRunResult *r, GError **err);
 
+/* tp_train_replicas.c: the pipelined profile (tp_runtime_profile_pipelined) of schedule warm on the
+ * first mini-batch (samples first_idx) into t->pred.prof; with replicas in this process, every
+ * replica's at once on its share of the samples (replica 0's times kept). */
+gboolean tp_train_profile_replicas(Train *t, const TpSchedule *warm, const int *first_idx, GError **err);
+
 #endif

@@ -142,3 +142,49 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
   g_free(x), g_free(th);
   return ok;
 }
+
+typedef struct {
+  TpRuntime *rt;
+  const TpSchedule *s;
+  const int *idx;
+  TpStageProfile *prof;
+  TpReduce *reduce;
+  GError *err;
+  gboolean ok;
+} Timed;
+
+static gpointer timed_main(gpointer data)
+{
+  Timed *x = data;
+  x->ok = tp_runtime_profile_pipelined(x->rt, x->s, x->idx, x->prof, &x->err);
+  if (!x->ok && x->reduce) /* the others stop at their next update */
+    x->reduce->iface->abort(x->reduce, x->err->message);
+  return NULL;
+}
+
+gboolean tp_train_profile_replicas(Train *t, const TpSchedule *warm, const int *first_idx, GError **err)
+{
+  int D = t->dp.rt ? t->dp.D : 1, share = tp_train_replica_batch(t);
+  Timed *x = g_new0(Timed, D);
+  GThread **th = g_new0(GThread *, D);
+  for (int k = 0; k < D; k++) /* the others' profiles are scratch: replica 0's times are the run's */
+    x[k] = (Timed){ .rt = k ? t->dp.rt[k] : t->rt, .s = warm, .idx = first_idx + (size_t)k * share,
+                    .prof = k ? g_memdup2(t->pred.prof, sizeof(TpStageProfile) * (size_t)t->W) : t->pred.prof,
+                    .reduce = D > 1 ? t->dp.reduce : NULL };
+  for (int k = 1; k < D; k++)
+    if (!(th[k] = g_thread_try_new("replica-profile", timed_main, &x[k], &x[k].err)))
+      t->dp.reduce->iface->abort(t->dp.reduce, x[k].err->message);
+  timed_main(&x[0]);
+  gboolean ok = TRUE;
+  for (int k = 0; k < D; k++) {
+    if (k && th[k])
+      g_thread_join(th[k]);
+    if (!x[k].ok && ok)
+      g_propagate_error(err, g_steal_pointer(&x[k].err)), ok = FALSE;
+    g_clear_error(&x[k].err);
+    if (k)
+      g_free(x[k].prof);
+  }
+  g_free(x), g_free(th);
+  return ok;
+}
