@@ -17,19 +17,57 @@ typedef struct {
   gint64 origin;
   TpProgress *prog;
   TpProgress own;   /* the other replicas': the cut's question, no ticks */
-  TpReduce *reduce;
   TpRunResult r;
-  GError *err;
-  gboolean ok;
 } Replica;
 
-static gpointer replica_main(gpointer data)
+static gboolean replica_run(gpointer part, GError **err)
 {
-  Replica *x = data;
-  x->ok = tp_runtime_run(x->rt, x->s, x->idx, x->first_mb, x->origin, x->prog, &x->r, &x->err);
-  if (!x->ok) /* the others stop at their next update */
-    x->reduce->iface->abort(x->reduce, x->err->message);
+  Replica *x = part;
+  return tp_runtime_run(x->rt, x->s, x->idx, x->first_mb, x->origin, x->prog, &x->r, err);
+}
+
+/* One replica's share of a job: what fn does with part, and how it ended. */
+typedef struct {
+  gboolean (*fn)(gpointer part, GError **err);
+  gpointer part;
+  TpReduce *reduce; /* aborted when the part fails: the other replicas stop at their next update */
+  GError *err;
+  gboolean ok;
+} Job;
+
+static gpointer job_main(gpointer data)
+{
+  Job *j = data;
+  j->ok = j->fn(j->part, &j->err);
+  if (!j->ok && j->reduce)
+    j->reduce->iface->abort(j->reduce, j->err->message);
   return NULL;
+}
+
+/* jobs[1..D-1] on threads of their own (named name-k), jobs[0] here; the first failure in replica
+ * order into err (the others name it). */
+static gboolean run_jobs(Job *jobs, int D, const char *name, GError **err)
+{
+  GThread **th = g_new0(GThread *, D);
+  for (int k = 1; k < D; k++) {
+    g_autofree char *n = g_strdup_printf("%s-%d", name, k + 1);
+    if (!(th[k] = g_thread_try_new(n, job_main, &jobs[k], &jobs[k].err))) {
+      g_prefix_error(&jobs[k].err, "replica %d: cannot start its thread: ", k + 1);
+      if (jobs[k].reduce)
+        jobs[k].reduce->iface->abort(jobs[k].reduce, jobs[k].err->message);
+    }
+  }
+  job_main(&jobs[0]);
+  gboolean ok = TRUE;
+  for (int k = 0; k < D; k++) {
+    if (k && th[k])
+      g_thread_join(th[k]);
+    if (!jobs[k].ok && ok)
+      g_propagate_error(err, g_steal_pointer(&jobs[k].err)), ok = FALSE;
+    g_clear_error(&jobs[k].err);
+  }
+  g_free(th);
+  return ok;
 }
 
 /* Whether every replica's weights and buffers equal replica 0's, bit for bit. */
@@ -55,7 +93,7 @@ static void start(Train *t, Replica *x, int k, const TpSchedule *s, int *const *
   x->idx = g_new(const int *, MAX(s->K, 1));
   for (int i = 0; i < s->K; i++)
     x->idx[i] = idx[i] + (size_t)k * share;
-  x->rt = t->dp.rt ? t->dp.rt[k] : t->rt, x->s = s, x->first_mb = first_mb, x->origin = t->prog.origin, x->reduce = t->dp.reduce;
+  x->rt = t->dp.rt ? t->dp.rt[k] : t->rt, x->s = s, x->first_mb = first_mb, x->origin = t->prog.origin;
   x->own = (TpProgress){ .data = prog ? prog->data : NULL, .cut_before = prog ? prog->cut_before : NULL };
   x->prog = k == 0 ? prog : &x->own;
 }
@@ -106,26 +144,12 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
     return ok;
   }
   Replica *x = g_new0(Replica, D);
-  GThread **th = g_new0(GThread *, D);
-  for (int k = 0; k < D; k++)
-    start(t, &x[k], k, s, idx, first_mb, prog);
-  for (int k = 1; k < D; k++) {
-    g_autofree char *name = g_strdup_printf("replica-%d", k + 1);
-    if (!(th[k] = g_thread_try_new(name, replica_main, &x[k], &x[k].err))) { /* the others stop at an update */
-      g_prefix_error(&x[k].err, "replica %d: cannot start its thread: ", k + 1);
-      t->dp.reduce->iface->abort(t->dp.reduce, x[k].err->message);
-    }
-  }
-  replica_main(&x[0]);
-  for (int k = 1; k < D; k++)
-    if (th[k])
-      g_thread_join(th[k]);
-  gboolean ok = TRUE;
+  Job *jobs = g_new0(Job, D);
   for (int k = 0; k < D; k++) {
-    if (!x[k].ok && ok) /* the first replica's error in replica order: the others name it */
-      g_propagate_error(err, g_steal_pointer(&x[k].err)), ok = FALSE;
-    g_clear_error(&x[k].err);
+    start(t, &x[k], k, s, idx, first_mb, prog);
+    jobs[k] = (Job){ .fn = replica_run, .part = &x[k], .reduce = t->dp.reduce };
   }
+  gboolean ok = run_jobs(jobs, D, "replica", err);
   for (int k = 1; k < D; k++) {
     for (int i = 0; ok && i < s->K; i++)
       x[0].r.loss_sum[i] += x[k].r.loss_sum[i], x[0].r.correct[i] += x[k].r.correct[i];
@@ -139,7 +163,7 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
   t->dp.identical = t->dp.identical && (!ok || replicas_identical(t));
   for (int k = 0; k < D; k++)
     g_free(x[k].idx);
-  g_free(x), g_free(th);
+  g_free(x), g_free(jobs);
   return ok;
 }
 
@@ -148,43 +172,27 @@ typedef struct {
   const TpSchedule *s;
   const int *idx;
   TpStageProfile *prof;
-  TpReduce *reduce;
-  GError *err;
-  gboolean ok;
 } Timed;
 
-static gpointer timed_main(gpointer data)
+static gboolean timed_run(gpointer part, GError **err)
 {
-  Timed *x = data;
-  x->ok = tp_runtime_profile_pipelined(x->rt, x->s, x->idx, x->prof, &x->err);
-  if (!x->ok && x->reduce) /* the others stop at their next update */
-    x->reduce->iface->abort(x->reduce, x->err->message);
-  return NULL;
+  Timed *x = part;
+  return tp_runtime_profile_pipelined(x->rt, x->s, x->idx, x->prof, err);
 }
 
 gboolean tp_train_profile_replicas(Train *t, const TpSchedule *warm, const int *first_idx, GError **err)
 {
   int D = t->dp.rt ? t->dp.D : 1, share = tp_train_replica_batch(t);
   Timed *x = g_new0(Timed, D);
-  GThread **th = g_new0(GThread *, D);
-  for (int k = 0; k < D; k++) /* the others' profiles are scratch: replica 0's times are the run's */
+  Job *jobs = g_new0(Job, D);
+  for (int k = 0; k < D; k++) { /* the others' profiles are scratch: replica 0's times are the run's */
     x[k] = (Timed){ .rt = k ? t->dp.rt[k] : t->rt, .s = warm, .idx = first_idx + (size_t)k * share,
-                    .prof = k ? g_memdup2(t->pred.prof, sizeof(TpStageProfile) * (size_t)t->W) : t->pred.prof,
-                    .reduce = D > 1 ? t->dp.reduce : NULL };
-  for (int k = 1; k < D; k++)
-    if (!(th[k] = g_thread_try_new("replica-profile", timed_main, &x[k], &x[k].err)))
-      t->dp.reduce->iface->abort(t->dp.reduce, x[k].err->message);
-  timed_main(&x[0]);
-  gboolean ok = TRUE;
-  for (int k = 0; k < D; k++) {
-    if (k && th[k])
-      g_thread_join(th[k]);
-    if (!x[k].ok && ok)
-      g_propagate_error(err, g_steal_pointer(&x[k].err)), ok = FALSE;
-    g_clear_error(&x[k].err);
-    if (k)
-      g_free(x[k].prof);
+                    .prof = k ? g_memdup2(t->pred.prof, sizeof(TpStageProfile) * (size_t)t->W) : t->pred.prof };
+    jobs[k] = (Job){ .fn = timed_run, .part = &x[k], .reduce = D > 1 ? t->dp.reduce : NULL };
   }
-  g_free(x), g_free(th);
+  gboolean ok = run_jobs(jobs, D, "replica-profile", err);
+  for (int k = 1; k < D; k++)
+    g_free(x[k].prof);
+  g_free(x), g_free(jobs);
   return ok;
 }
