@@ -178,8 +178,11 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const TpProf
     g_ptr_array_add(argv, g_strdup("--recompute"));
   g_ptr_array_add(argv, NULL);
   GError *e = NULL;
+  /* the option parser drops what it reads from the vector it is given: hand it a copy of the
+   * pointers, so that argv still owns (and frees) every word */
+  g_autofree char **words = g_memdup2(argv->pdata + 1, (argv->len - 1) * sizeof(char *));
   gboolean ok = mpi ? run_launched((char **)argv->pdata, k * p->sim.t_minibatch, t, ran_threads, &e)
-                    : tp_train_measure((int)argv->len - 2, (char **)argv->pdata + 1, t, ran_threads, &e);
+                    : tp_train_measure((int)argv->len - 2, words, t, ran_threads, &e);
   if (!ok) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,
                 p->W, p->N, p->recompute ? " recompute" : "", e->message);
