@@ -169,7 +169,7 @@ static void opts_clear(PlanOpts *o)
   char **all[] = { &o->model, &o->cluster, &o->profile, &o->batch, &o->limit, &o->workers, &o->micro, &o->presets,
                    &o->run_top, &o->format, &o->show, &o->threads, &o->output, &o->run_k, &o->recompute,
                    &o->run_reps, &o->transport, &o->launcher, &o->optimizer, &o->devices, &o->data_parallel,
-                   &o->tensor_parallel };
+                   &o->tensor_parallel, &o->launch_timeout };
   for (size_t i = 0; i < G_N_ELEMENTS(all); i++)
     g_clear_pointer(all[i], g_free);
 }
@@ -222,6 +222,9 @@ static GOptionContext *plan_context(PlanOpts *o)
     { "launcher", 0, 0, G_OPTION_ARG_STRING, &o->launcher,
       "With --transport mpi: the command that starts W ranks, {W} standing for W (default \"mpirun -np {W}\"; "
       "under Slurm e.g. \"srun -n {W}\")", "CMD" },
+    { "launch-timeout", 0, 0, G_OPTION_ARG_STRING, &o->launch_timeout,
+      "With --transport mpi: seconds a launched run may take beyond 20 times its prediction, to start and end; "
+      "longer, it is killed and named (default 30)", "S" },
     { "show", 0, 0, G_OPTION_ARG_STRING, &o->show, "Rows of the ranked table (default 10; JSON lists every plan)",
       "M" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &o->threads, "Threads simulating candidates (default: every core)", "T" },
@@ -325,6 +328,7 @@ static gboolean parse_search(const PlanOpts *o, PlanArgs *a, GError **err)
          (!o->run_k || tp_cli_int("--run-mini-batches", o->run_k, 1, 100000, &a->run_k, err)) &&
          (!o->run_reps || tp_cli_int("--run-repetitions", o->run_reps, 1, 1000, &a->reps, err)) &&
          (!o->transport || tp_cli_choice("--transport", o->transport, transports, &a->mpi, err)) &&
+         (!o->launch_timeout || tp_cli_int("--launch-timeout", o->launch_timeout, 1, 86400, &o->launch_s, err)) &&
          (!o->show || tp_cli_int("--show", o->show, 1, 1 << 20, &a->show, err)) &&
          (!o->threads || tp_cli_int("--threads", o->threads, 1, 1024, &a->threads, err)) &&
          (!o->limit || tp_cli_bytes("--memory-limit", o->limit, &a->limit, err)) &&
@@ -383,8 +387,9 @@ static gboolean check_run_options(const PlanOpts *o, const PlanArgs *a, GError *
                 o->run_k ? "--run-mini-batches" : o->run_reps ? "--run-repetitions" : "--transport");
     return FALSE;
   }
-  if (o->launcher && !a->mpi) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--launcher: starts the ranks of --transport mpi; give that too");
+  if ((o->launcher || o->launch_timeout) && !a->mpi) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s of --transport mpi; give that too",
+                o->launcher ? "--launcher: starts the ranks" : "--launch-timeout: bounds the runs");
     return FALSE;
   }
   if (o->launcher && !strstr(o->launcher, "{W}")) {
@@ -633,7 +638,7 @@ static GString *report(const PlanArgs *a, const TpPlanResult *res, const Runs *r
 
 gboolean tp_cmd_plan(int argc, char **argv, GError **err)
 {
-  PlanOpts o = { 0 };
+  PlanOpts o = { .launch_s = 30 };
   PlanArgs a = { .rc = TP_PLAN_RECOMPUTE_NO, .w0 = 1, .w1 = 8, .n0 = 1, .show = 10, .reps = RUN_REPS };
   g_autoptr(GOptionContext) ctx = plan_context(&o);
   g_autoptr(TpPlanResult) res = NULL;

@@ -11,8 +11,9 @@
 typedef struct {
   char *model, *cluster, *profile, *batch, *limit, *workers, *micro, *presets, *run_top, *format, *show, *threads;
   char *output, *run_k, *recompute, *run_reps, *transport, *launcher, *optimizer;
-  char *devices, *data_parallel, *tensor_parallel;
+  char *devices, *data_parallel, *tensor_parallel, *launch_timeout;
   gboolean overlap_allreduce, sequence_parallel;
+  int launch_s; /* --launch-timeout, checked (default 30) */
 } PlanOpts;
 
 /* A measured plan (--run-top): the median over its repetitions and their spread. */

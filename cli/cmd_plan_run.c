@@ -137,13 +137,13 @@ static gboolean run_bounded(char **argv, double limit_s, Child *c, GError **err)
   return TRUE;
 }
 
-/* Under the launcher (one MPI rank per stage): `timeprest train` as argv starts it, bounded by half a
- * minute to start (a launcher, MPI) and 20 times the predicted run (t_run seconds); its JSON report
+/* Under the launcher (one MPI rank per stage): `timeprest train` as argv starts it, bounded by
+ * launch_s to start (a launcher, MPI) and 20 times the predicted run (t_run seconds); its JSON report
  * read back. */
-static gboolean run_launched(char **argv, double t_run, double *t, int *threads, GError **err)
+static gboolean run_launched(char **argv, int launch_s, double t_run, double *t, int *threads, GError **err)
 {
   Child c = { 0 };
-  gboolean ok = run_bounded(argv, 30 + 20.0 * t_run, &c, err) && read_measured(c.out, t, threads, err);
+  gboolean ok = run_bounded(argv, launch_s + 20.0 * t_run, &c, err) && read_measured(c.out, t, threads, err);
   g_free(c.out), g_free(c.errtext);
   return ok;
 }
@@ -181,7 +181,7 @@ static gboolean run_plan(const TpPlan *p, const PlanOpts *o, int k, const TpProf
   /* the option parser drops what it reads from the vector it is given: hand it a copy of the
    * pointers, so that argv still owns (and frees) every word */
   g_autofree char **words = g_memdup2(argv->pdata + 1, (argv->len - 1) * sizeof(char *));
-  gboolean ok = mpi ? run_launched((char **)argv->pdata, k * p->sim.t_minibatch, t, ran_threads, &e)
+  gboolean ok = mpi ? run_launched((char **)argv->pdata, o->launch_s, k * p->sim.t_minibatch, t, ran_threads, &e)
                     : tp_train_measure((int)argv->len - 2, words, t, ran_threads, &e);
   if (!ok) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "--run-top: training %s W=%d N=%d%s failed: %s", p->preset->name,

@@ -289,6 +289,8 @@ static void test_run_top_interleaved(void)
   /* the launcher: only with --transport mpi, and it must say where W goes */
   const char *bad[][4] = { { "--launcher", "mpirun -np {W}", NULL, "--launcher: starts the ranks of --transport mpi" },
                            { "--transport", "mpi", "--launcher=mpirun -np 2", "has no {W}" },
+                           { "--launch-timeout", "5", NULL, "--launch-timeout: bounds the runs of --transport mpi" },
+                           { "--transport", "mpi", "--launch-timeout=0", "--launch-timeout" },
                            { "--transport", "mpi", "--launcher=mpirun 'unclosed {W}", "cannot split" },
                            { "--transport", "tcp", NULL, "--transport" },
                            /* a run without a steady window to measure against the steady prediction */
@@ -390,12 +392,12 @@ static void test_run_top_hung_launcher(void)
   gint64 t0 = g_get_monotonic_time();
   TptRun r = tpt_run((const char *const[]){ "plan", "--model", "mlp", "--profile", path, "--batch", "2", "-w", "1", "-n",
                                             "1", "--presets", "gpipe", "--run-top", "1", "--run-repetitions", "1",
-                                            "--run-mini-batches", "5", "--transport", "mpi", "--launcher",
-                                            "sh -c 'sleep 1000 & sleep 1000' {W}", NULL });
+                                            "--run-mini-batches", "5", "--transport", "mpi", "--launch-timeout", "3",
+                                            "--launcher", "sh -c 'sleep 1000 & sleep 1000' {W}", NULL });
   double took = (double)(g_get_monotonic_time() - t0) / 1e6;
   g_assert_cmpint(r.status, ==, 1);
-  g_assert_nonnull(strstr(r.err, "did not end within 30 s (killed"));
-  g_assert_cmpfloat(took, <, 60);
+  g_assert_nonnull(strstr(r.err, "did not end within 3 s (killed"));
+  g_assert_cmpfloat(took, <, 30);
   tpt_run_clear(&r);
   tpt_tmp_remove(path);
 }
