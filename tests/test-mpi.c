@@ -395,13 +395,13 @@ static void test_fault(gconstpointer data)
 {
   if (!mpi_usable())
     return;
-  const char *args[] = { "fault", data, "2", NULL };
-  MpiRun r = mpi_run(3, NULL, args);
+  const char *args[] = { "fault", data, "2", NULL }, *env[] = { TPT_MPI_PATIENT, NULL };
+  MpiRun r = mpi_run(3, env, args);
   g_test_message("%s: status %d after %.2f s\n%s", (const char *)data, r.status, r.secs, r.err);
   g_assert_cmpint(r.status, !=, 0);
   g_assert_cmpint(r.status, !=, 124); /* the outer timeout: a hang */
   /* well before the outer timeout; a stopped rank is only killed after mpirun's SIGTERM → SIGKILL
-   * wait (OMPI_MCA_odls_base_sigkill_timeout, 10 s here), which may come more than once */
+   * wait (OMPI_MCA_odls_base_sigkill_timeout, 4 s here), which may come more than once */
   g_assert_cmpfloat(r.secs, <, 45);
   g_auto(GStrv) lines = g_strsplit(r.err, "\n", -1);
   GRegex *op = g_regex_new("(waiting for|no message) [FB]\\([0-9]+(,[A-Z])?\\) from stage 2 \\(rank 1\\)", 0, 0, NULL);

@@ -327,7 +327,7 @@ static Run run_and_kill(int np, const char *args, int rank, int sig, pid_t *vict
 {
   g_autofree char *mark = g_strdup_printf("%d-%d-%d", (int)getpid(), sig, g_random_int_range(0, 1 << 30));
   g_autoptr(GPtrArray) argv = tpt_mpi_command(np, bin, (const char *const[]){ "train", NULL }, args);
-  g_auto(GStrv) envp = tpt_mpi_env(NULL, mark);
+  g_auto(GStrv) envp = tpt_mpi_env((const char *const[]){ TPT_MPI_PATIENT, NULL }, mark);
   int err_fd = -1;
   gint64 t0 = g_get_monotonic_time();
   GPid child = tpt_mpi_start(argv, envp, &err_fd);
@@ -365,7 +365,7 @@ static void test_fault(gconstpointer data)
   g_assert_cmpint(status, !=, 0);
   g_assert_cmpint(status, !=, 124); /* the outer timeout: a hang */
   /* well before the outer timeout; a stopped rank is only killed after mpirun's SIGTERM → SIGKILL
-   * wait (OMPI_MCA_odls_base_sigkill_timeout, 10 s here), which may come more than once */
+   * wait (OMPI_MCA_odls_base_sigkill_timeout, 4 s here), which may come more than once */
   g_assert_cmpfloat(secs, <, 45);
   g_auto(GStrv) lines = g_strsplit(err->str, "\n", -1);
   GRegex *op = g_regex_new("(waiting for|no message) [FB]\\([0-9]+(,[A-Z])?\\) from stage 2 \\(rank 1\\)", 0, 0, NULL);

@@ -1,6 +1,6 @@
 /* tp_test_mpi.h — what the tests that start programs under mpirun share (test-mpi.c, test-train-mpi.c):
  * the command line (`timeout 60 mpirun --oversubscribe -np N PROGRAM ARGS`, or PROGRAM ARGS alone),
- * the environment (root allowed through Open MPI's variables, a long SIGTERM → SIGKILL wait, no
+ * the environment (root allowed through Open MPI's variables, the SIGTERM → SIGKILL wait, no
  * leak reports for MPI's own allocations, a mark to find the job's processes by), running it with
  * its status, time and output, whether mpirun can start processes here at all, and finding the
  * process of one rank. */
@@ -15,6 +15,10 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* For a job whose ranks must print their line from a SIGTERM handler when a peer is lost: 1 s is
+ * too short under load for that (and costs every aborted job twice the wait). */
+#define TPT_MPI_PATIENT "OMPI_MCA_odls_base_sigkill_timeout=4"
 
 typedef struct {
   int status; /* exit status, or 128 + signal */
@@ -35,9 +39,10 @@ static inline char **tpt_mpi_env(const char *const *env, const char *mark)
   char **envp = g_get_environ();
   envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT", "1", TRUE);
   envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", TRUE);
-  /* a killed rank's job: mpirun sends the others SIGTERM, then SIGKILL after this many seconds
-   * (default 1, too short under load for a rank's SIGTERM handler to print its line) */
-  envp = g_environ_setenv(envp, "OMPI_MCA_odls_base_sigkill_timeout", "10", TRUE);
+  /* an aborted job: mpirun sends the ranks SIGTERM, then SIGKILL after this many seconds, and
+   * waits them out twice even where every rank has ended; Open MPI's 1 s unless env says
+   * TPT_MPI_PATIENT */
+  envp = g_environ_setenv(envp, "OMPI_MCA_odls_base_sigkill_timeout", "1", TRUE);
   const char *asan = g_environ_getenv(envp, "ASAN_OPTIONS"); /* MPI's own allocations are not ours */
   g_autofree char *asan2 = g_strdup_printf("%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
   envp = g_environ_setenv(envp, "ASAN_OPTIONS", asan2, TRUE);
