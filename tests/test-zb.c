@@ -252,6 +252,48 @@ static void test_paper_table5_auto(void)
   }
 }
 
+/* The most a rank of zb-v schedule s holds at once, in its micro-batch's stored activations (each chunk
+ * half of them, a W keeping `keep` of its chunk's), counted on the rank's order. */
+static double most_held_v(const TpSchedule *s, int r, double keep)
+{
+  double held = 0, most = 0;
+  int *pos = g_new0(int, s->W);
+  for (guint k = 0; k < s->rank_seq[r]->len; k++) {
+    int st = g_array_index(s->rank_seq[r], int32_t, k);
+    TpOpKind kind = tp_stage_ops(s, st)[pos[st]++].kind;
+    held += 0.5 * (kind == TP_OP_F ? 1 : kind == TP_OP_I ? keep - 1 : kind == TP_OP_W ? -keep : 0);
+    most = MAX(most, held);
+  }
+  g_free(pos);
+  g_assert_cmpfloat(fabs(held), <, 1e-9);
+  return most;
+}
+
+/* zb-v on each row's profile as chunks of half a stage (T_F, T_B, T_W and the activations halved,
+ * T_comm kept) on p ranks: built on the costs, every rank within p micro-batches' activations (2p
+ * chunks', M_W counted), and a bubble rate no worse than PyTorch's fixed pattern. */
+static void test_paper_zbv(void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS(paper); i++) {
+    PaperRow half = paper[i];
+    half.p *= 2, half.f /= 2, half.b /= 2, half.w /= 2;
+    g_autoptr(TpCost) c = paper_cost(&half, TRUE);
+    double keep = 32 / c->stage[0].stored_bytes;
+    GError *err = NULL;
+    g_autoptr(TpSchedule) u = tp_schedule_generate_chunked(TP_ORDER_ZB_V, TP_POLICY_SYNC, paper[i].p, 2, paper[i].m, 1,
+                                                           NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(TpSchedule) s = tp_schedule_costed_like(u, c, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(s->fixed_on, ==, TP_FIXED_ON_COSTS);
+    for (int r = 0; r < paper[i].p; r++)
+      g_assert_cmpfloat(most_held_v(s, r, keep), <=, paper[i].p + 1e-9);
+    double rate = span_rate(s, c), fixed = span_rate(u, c);
+    g_test_message("p=%d m=%d zb-v: %.4f (fixed pattern %.4f)", paper[i].p, paper[i].m, rate, fixed);
+    g_assert_cmpfloat(rate, <=, fixed);
+  }
+}
+
 /* On unit slots (F = I = W = 1, free links, M_W = M_B) the heuristic finds the handcrafted schedules'
  * makespans: zb-1p zb-h1's; zb-2p zb-h2's once N >= 2W-1, and no more below (where ZB-H2's long
  * warm-up waits), for W in 2..8 and N in 1..3W; every order valid (tpt_preset validates) and every
@@ -311,7 +353,7 @@ static void test_auto_limit(void)
     const char *preset, *limit, *want;
   } bad[] = {
     { "zb-auto", "0.5", "--activation-limit 0.5: from 1" },
-    { "zb-h2", "3", "--activation-limit: only zb-auto takes one (order zb-h2)" },
+    { "zb-h2", "3", "--activation-limit: only zb-auto and zb-v take one (order zb-h2)" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     TptRun r = tpt_run((const char *const[]){ "simulate", "-s", bad[i].preset, bad[i].limit ? "--activation-limit" : NULL,
@@ -555,6 +597,7 @@ int main(int argc, char **argv)
   g_test_add_func("/zb/w-memory", test_w_memory);
   g_test_add_func("/zb/paper-table5-handcrafted", test_paper_table5_handcrafted);
   g_test_add_func("/zb/paper-table5-auto", test_paper_table5_auto);
+  g_test_add_func("/zb/paper-zbv", test_paper_zbv);
   g_test_add_func("/zb/auto-unit", test_auto_unit);
   g_test_add_func("/zb/auto-limit", test_auto_limit);
   g_test_add_func("/zb/validate-split", test_validate_split);
