@@ -230,8 +230,7 @@ static void test_paper_table5_handcrafted(void)
 }
 
 /* ZB-1p and ZB-2p, built on each row's costs with the paper's M_W: every stage within p·M_B and
- * 2p·M_B (M_W counted), and a bubble rate no worse than Table 5's on every row but the last, where
- * the paper's schedule (its heuristic refined by an ILP) is 3.9 ms shorter over 7,270 ms. */
+ * 2p·M_B (M_W counted), and a bubble rate no worse than Table 5's on every row. */
 static void test_paper_table5_auto(void)
 {
   for (guint i = 0; i < G_N_ELEMENTS(paper); i++) {
@@ -247,7 +246,7 @@ static void test_paper_table5_auto(void)
         g_assert_cmpfloat(most_held_w(s, st, keep), <=, tp_zb_limit(s) + 1e-9);
       double rate = span_rate(s, c), paper_rate = paper[i].rate[3 + k];
       g_test_message("p=%d m=%d %s: %.4f (paper %.4f)", paper[i].p, paper[i].m, k ? "zb-2p" : "zb-1p", rate, paper_rate);
-      g_assert_cmpfloat(rate, <=, (i == G_N_ELEMENTS(paper) - 1 && k ? 0.0024 : paper_rate + 0.00005));
+      g_assert_cmpfloat(rate, <=, paper_rate + 0.00005);
     }
   }
 }
