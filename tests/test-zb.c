@@ -268,6 +268,26 @@ static double most_held_v(const TpSchedule *s, int r, double keep)
   return most;
 }
 
+/* Costs for the limit tests: a W keeping a quarter of the stored activations (M_W = M_B / 4). */
+static const char limit_costs[] = "[stages]\nforward = 1.3\nbackward = 2.1\nbackward_input = 1.2\n"
+                                  "stored_activation_bytes = 4\nstored_for_w_bytes = 1\n[links]\nlatency = 0.1\n";
+
+/* Order o (zb-auto or zb-v) on W workers under limit X, on unit slots and built on c (limit_costs):
+ * every stage (zb-v: worker) within X, M_W counted. */
+static void expect_within(TpOrder o, int W, int N, double X, const TpCost *c)
+{
+  GError *err = NULL;
+  g_autoptr(TpSchedule) u = tp_schedule_generate_limited(o, TP_POLICY_SYNC, W, N, 2, X, NULL, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSchedule) s = tp_schedule_costed_like(u, c, &err);
+  g_assert_no_error(err);
+  double (*held)(const TpSchedule *, int, double) = u->rank_seq ? most_held_v : most_held_w;
+  for (int r = 0; r < tp_schedule_ranks(u); r++) {
+    g_assert_cmpfloat(held(u, r, 1), <=, X + 1e-9);
+    g_assert_cmpfloat(held(s, r, 0.25), <=, X + 1e-9);
+  }
+}
+
 /* zb-v on each row's profile as chunks of half a stage (T_F, T_B, T_W and the activations halved,
  * T_comm kept) on p ranks: built on the costs, every rank within p micro-batches' activations (2p
  * chunks', M_W counted), and a bubble rate below PyTorch's fixed pattern's on every row. */
@@ -298,23 +318,13 @@ static void test_paper_zbv(void)
  * limit below W refused in one line; --order-from slots keeps PyTorch's fixed pattern, byte for byte. */
 static void test_zbv_limit(void)
 {
-  static const char text[] = "[stages]\nforward = 1.3\nbackward = 2.1\nbackward_input = 1.2\n"
-                             "stored_activation_bytes = 4\nstored_for_w_bytes = 1\n[links]\nlatency = 0.1\n";
   GError *err = NULL;
   for (int W = 2; W <= 6; W += 2) {
-    g_autoptr(TpCost) c = tp_cost_parse(text, sizeof text - 1, "v", 2 * W, &err);
+    g_autoptr(TpCost) c = tp_cost_parse(limit_costs, sizeof limit_costs - 1, "v", 2 * W, &err);
     g_assert_no_error(err);
     for (int N = 1; N <= 3 * W; N++)
-      for (double X = W; X <= 2.5 * W; X += 0.75) {
-        g_autoptr(TpSchedule) u = tp_schedule_generate_limited(TP_ORDER_ZB_V, TP_POLICY_SYNC, W, N, 2, X, NULL, &err);
-        g_assert_no_error(err);
-        g_autoptr(TpSchedule) s = tp_schedule_costed_like(u, c, &err);
-        g_assert_no_error(err);
-        for (int r = 0; r < W; r++) {
-          g_assert_cmpfloat(most_held_v(u, r, 1), <=, X + 1e-9);
-          g_assert_cmpfloat(most_held_v(s, r, 0.25), <=, X + 1e-9);
-        }
-      }
+      for (double X = W; X <= 2.5 * W; X += 0.75)
+        expect_within(TP_ORDER_ZB_V, W, N, X, c);
     g_autoptr(TpSchedule) a = tp_schedule_generate_limited(TP_ORDER_ZB_V, TP_POLICY_SYNC, W, 3 * W, 1, W, NULL, &err);
     g_autoptr(TpSchedule) b = tp_schedule_generate_chunked(TP_ORDER_ZB_V, TP_POLICY_SYNC, W, 2, 3 * W, 1, NULL, &err);
     g_assert_no_error(err);
@@ -329,7 +339,7 @@ static void test_zbv_limit(void)
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   tpt_run_clear(&r);
   g_autofree char *path = tpt_tmp_path("v.cost");
-  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  g_assert_true(g_file_set_contents(path, limit_costs, -1, NULL));
   char *sha[3];
   for (int k = 0; k < 3; k++) { /* unit slots; costs, --order-from slots; costs */
     const char *const argv[] = { "simulate", "-s", "zb-v", "-w", "3", "-n", "8", k ? "-c" : NULL, path, "--order-from",
@@ -375,22 +385,12 @@ static void test_auto_unit(void)
  * micro-batch, or one for another order, is refused in one line. */
 static void test_auto_limit(void)
 {
-  static const char text[] = "[stages]\nforward = 1.3\nbackward = 2.1\nbackward_input = 1.2\n"
-                             "stored_activation_bytes = 4\nstored_for_w_bytes = 1\n[links]\nlatency = 0.1\n";
   GError *err = NULL;
   for (int W = 2; W <= 6; W += 2) {
-    g_autoptr(TpCost) c = tp_cost_parse(text, sizeof text - 1, "auto", W, &err);
+    g_autoptr(TpCost) c = tp_cost_parse(limit_costs, sizeof limit_costs - 1, "auto", W, &err);
     g_assert_no_error(err);
-    for (double X = 1; X <= 2.5 * W; X += 0.75) {
-      g_autoptr(TpSchedule) u = tp_schedule_generate_limited(TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, W, 3 * W, 2, X, NULL, &err);
-      g_assert_no_error(err);
-      g_autoptr(TpSchedule) s = tp_schedule_costed_like(u, c, &err);
-      g_assert_no_error(err);
-      for (int st = 0; st < W; st++) {
-        g_assert_cmpfloat(most_held_w(u, st, 1), <=, X + 1e-9);
-        g_assert_cmpfloat(most_held_w(s, st, 0.25), <=, X + 1e-9);
-      }
-    }
+    for (double X = 1; X <= 2.5 * W; X += 0.75)
+      expect_within(TP_ORDER_ZB_AUTO, W, 3 * W, X, c);
     for (int k = 1; k <= 3; k++) { /* 3: no limit given */
       g_autoptr(TpSchedule) a = tp_schedule_generate_limited(TP_ORDER_ZB_AUTO, TP_POLICY_SYNC, W, 2 * W, 1,
                                                              k < 3 ? k * W : 0, NULL, &err);
