@@ -80,6 +80,7 @@ static void put(VBuild *b, int r, int ch, TpOpKind k)
     b->idle[r] += start - b->e[r];
   b->e[r] = start + (k == TP_OP_F ? c->f[j] : k == TP_OP_I ? c->i[j] : c->w[j]);
   b->mem[r] += 0.5 * (k == TP_OP_F ? 1 : k == TP_OP_I ? c->keep[j] - 1 : -c->keep[j]);
+  b->broken = b->broken || b->mem[r] > c->limit + EPS; /* past the limit: the variant fails */
   if (k != TP_OP_W) {
     (k == TP_OP_F ? b->tf : b->ti)[(r * 2 + ch) * N + mb] = b->e[r];
     count[r * 2 + ch]++;
@@ -198,7 +199,7 @@ static double build(VBuild *b)
   for (int r = 0; r < b->R; r++) {
     while (owed(b, r))
       put(b, r, 0, TP_OP_W);
-    b->broken = b->broken || b->n[r] != 6 * b->N || b->mem[r] > b->c->limit + EPS;
+    b->broken = b->broken || b->n[r] != 6 * b->N;
     most = MAX(most, b->idle[r]);
   }
   return b->broken ? -1 : most;
