@@ -330,7 +330,7 @@ static gboolean run_shared(Compare *cmp, Row *r, gboolean costed, GError **err)
 }
 
 /* A preset of several chunks per worker: its own split of the model into W·V chunks, on the same
- * workers; what this preset alone cannot take (fewer layers than its chunks, a --split of W counts) is
+ * workers (zb-v's order built on it); what this preset alone cannot take (fewer layers than its chunks, a --split of W counts) is
  * its row's n/a. */
 static gboolean run_chunked(Compare *cmp, Row *r, GError **err)
 {
@@ -344,7 +344,7 @@ static gboolean run_chunked(Compare *cmp, Row *r, GError **err)
     g_propagate_error(err, e);
     return FALSE;
   }
-  if (!(r->sim = tp_sim_run(r->s, r->c, err)))
+  if (!tp_cli_costed_order(cmp->co, &r->s, r->c, err) || !(r->sim = tp_sim_run(r->s, r->c, err)))
     return FALSE;
   r->m = tp_metrics_compute(r->sim);
   return TRUE;

@@ -354,7 +354,8 @@ static void schedule_entries(GOptionContext *ctx, Opts *o)
       "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages, a worker's chunks "
       "taking turns in its order (--transport local)", "V" },
     { "activation-limit", 0, 0, G_OPTION_ARG_STRING, &o->act_limit,
-      "zb-auto's limit: micro-batches' stored activations a stage may hold (a W keeps M_W of them; default 2W)", "X" },
+      "zb-auto's and zb-v's limit: micro-batches' stored activations a stage (zb-v: a worker's two chunks) may "
+      "hold (a W keeps M_W of them; default 2W, zb-v W)", "X" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Train K mini-batches (one schedule of K)", "K" },
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &o->epochs, "Train E epochs, one schedule per epoch (default 1)", "E" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },

@@ -132,7 +132,8 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
     { "chunks", 0, 0, G_OPTION_ARG_STRING, &o->chunks,
       "Model chunks per worker for interleaved-1f1b (default 2; zb-v holds 2): W x V stages", "V" },
     { "activation-limit", 0, 0, G_OPTION_ARG_STRING, &o->act_limit,
-      "zb-auto's limit: micro-batches' stored activations a stage may hold (a W keeps M_W of them; default 2W)", "X" },
+      "zb-auto's and zb-v's limit: micro-batches' stored activations a stage (zb-v: a worker's two chunks) may "
+      "hold (a W keeps M_W of them; default 2W, zb-v W)", "X" },
     { "micro-batches", 'n', 0, G_OPTION_ARG_STRING, &o->micro, "Micro-batches per mini-batch (default 4)", "N" },
     { "mini-batches", 'k', 0, G_OPTION_ARG_STRING, &o->mini, "Mini-batches (default 3W+2: W+2 of them in the steady state; "
       "3WV+2 for W workers of V chunks)", "K" },

@@ -43,7 +43,7 @@ GArray *tp_cli_sweep(const char *wr, const char *nr, const char *preset, long ma
 /* Options that select a schedule, shared by `schedule` and `simulate`. */
 typedef struct {
   char *preset, *order, *policy, *workers, *micro, *mini, *input, *significance, *chunks;
-  char *act_limit; /* --activation-limit: zb-auto's */
+  char *act_limit; /* --activation-limit: zb-auto's and zb-v's */
   gboolean recompute;
   gboolean fuse; /* --fuse-forwards: the schedule with fused forwards (tp_schedule_fuse_forwards) */
 } TpCliSchedule;

@@ -339,7 +339,16 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
   case TP_ORDER_ZB_H1: order_zb(s, len, FALSE); break;
   case TP_ORDER_ZB_H2: order_zb(s, len, TRUE); break;
   case TP_ORDER_INTERLEAVED_1F1B: order_interleaved(s, len); break;
-  case TP_ORDER_ZB_V: order_zbv(s, len); break;
+  case TP_ORDER_ZB_V:
+    if (s->act_limit > 0) { /* the heuristic under the limit, on unit slots; where it finds no order (few
+                               micro-batches), the fixed pattern, within any limit of W or more */
+      g_autoptr(TpZbCosts) c = tp_zb_costs_new(s->W, s->act_limit);
+      if (!tp_order_zbv(s, len, c))
+        order_zbv(s, len);
+    } else {
+      order_zbv(s, len);
+    }
+    break;
   case TP_ORDER_ZB_1P:
   case TP_ORDER_ZB_2P:
   case TP_ORDER_ZB_AUTO: {

@@ -1,6 +1,7 @@
 /* tp_schedule.c — names of orders, policies and presets; schedule allocation, comparison and
  * the generation pipeline (order → versions → validation). */
 #include "tp_schedule.h"
+#include "tp_zbauto.h"
 #include "tp_error.h"
 #include "tp_policy.h"
 #include "tp_replay.h"
@@ -384,13 +385,15 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
 
 gboolean tp_limit_check(TpOrder o, double limit, GError **err)
 {
-  if (o == TP_ORDER_ZB_AUTO && limit != 0 && !(limit >= 1 && limit <= 1e9)) {
+  gboolean takes = o == TP_ORDER_ZB_AUTO || o == TP_ORDER_ZB_V;
+  if (takes && limit != 0 && !(limit >= 1 && limit <= 1e9)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit %g: from 1 (one micro-batch's stored activations) "
                 "to 1e9", limit);
     return FALSE;
   }
-  if (o != TP_ORDER_ZB_AUTO && limit != 0) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit: only zb-auto takes one (order %s)", tp_order_name(o));
+  if (!takes && limit != 0) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--activation-limit: only zb-auto and zb-v take one (order %s)",
+                tp_order_name(o));
     return FALSE;
   }
   return TRUE;
@@ -408,14 +411,14 @@ TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int R, int V, in
 TpSchedule *tp_schedule_generate_limited(TpOrder o, TpPolicy p, int W, int N, int K, double limit, TpPrepared *prep,
                                          GError **err)
 {
-  return generate(o, p, W, 1, N, K, limit, prep, err);
+  return generate(o, p, W, tp_order_default_chunks(o), N, K, limit, prep, err);
 }
 
 static TpSchedule *generate(TpOrder o, TpPolicy p, int R, int V, int N, int K, double limit, TpPrepared *prep,
                             GError **err)
 {
   if (!tp_size_check(R, N, K, err) || !tp_pair_check(o, p, R, N, err) || !tp_chunks_check(o, R, V, N, err) ||
-      !tp_limit_check(o, limit, err))
+      !tp_limit_check(o, limit, err) || (o == TP_ORDER_ZB_V && !tp_zbv_limit_check(R, limit, err)))
     return NULL;
   int W = R * V; /* stages */
   if (W * tp_stage_ops_count(o, N, K) > TP_MAX_OPS) {

@@ -121,8 +121,8 @@ typedef struct {
   int V;
   TpChunkMap map;
   GArray **rank_seq;
-  double act_limit; /* zb-auto's activations per stage, in micro-batches' stored bytes; 0: 2W (and for the
-                       other orders) */
+  double act_limit; /* zb-auto's activations per stage, in micro-batches' stored bytes (zb-v's per rank, in
+                       its two chunks'); 0: the default (and for the other orders) */
 } TpSchedule;
 
 /* Ranks (devices) of a schedule: W / V. */
@@ -263,11 +263,11 @@ TpSchedule *tp_schedule_generate_prepared(TpOrder o, TpPolicy p, int W, int N, i
 /* The same with V chunks per rank (W ranks, so W·V stages; V = 1 for orders without chunks). */
 TpSchedule *tp_schedule_generate_chunked(TpOrder o, TpPolicy p, int W, int V, int N, int K, TpPrepared *prep,
                                          GError **err);
-/* The same for order zb-auto, which takes an activation limit (TpSchedule.act_limit, at least 1; 0:
- * zb-2p's, 2W); limit 0 for the other orders. */
+/* The same for orders zb-auto and zb-v (W ranks), which take an activation limit (TpSchedule.act_limit, at
+ * least 1; 0: their default, tp_zbauto.h); limit 0 for the other orders. */
 TpSchedule *tp_schedule_generate_limited(TpOrder o, TpPolicy p, int W, int N, int K, double limit, TpPrepared *prep,
                                          GError **err);
-/* Whether limit suits order o: 0 (none), or at least 1 for zb-auto; otherwise a one-line
+/* Whether limit suits order o: 0 (none), or at least 1 for zb-auto and zb-v; otherwise a one-line
  * TP_ERROR_INPUT. */
 gboolean tp_limit_check(TpOrder o, double limit, GError **err);
 

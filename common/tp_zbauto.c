@@ -5,10 +5,12 @@
  * first input gradient can arrive, then micro-batch 0's I back up the stages; round r runs one more
  * forward on each stage (top down) and micro-batch r's I (bottom up).  Before an operation whose input
  * has not arrived, deferred weight gradients W fill the gap; before a forward that would pass the
- * activation limit, W run to free memory (an I frees M_B - M_W, its W the rest).  Six variants — a
+ * activation limit, W run to free memory (an I frees M_B - M_W, its W the rest).  Twelve variants — a
  * warm-up forward only where it ends before the gradient arrives, or wherever it starts before; a W
  * only in a gap it fits, in any gap, or in a gap the stage cannot idle through without becoming the
- * most idle — are built and the shortest longest-stage span kept. */
+ * most idle; a round's forward always run, or left to wait for the next I where the stage runs two
+ * ahead of the next (the stages before waiting too) — are built and the shortest longest-stage span
+ * kept, the first of equals. */
 #include "tp_zbauto.h"
 
 #define EPS 1e-9
@@ -49,9 +51,11 @@ typedef struct {
   gboolean fit_warm;        /* the variant: warm-up forwards only where they end in time */
   int w_mode;               /* and a W in a gap shorter than it: never (W_FIT), always (W_ANY), or where
                                idling would make the stage's idle time the largest (W_SLACK) */
+  gboolean wait_f;          /* and a forward two ahead of the next stage's may wait for the next I */
   double *e, *mem, *first;  /* [W] time the stage is free, activations held (M_B), its first start */
   double *idle, most_idle;  /* [W] idle time since the first start; the largest of them */
   int *nf, *ni, *nw;        /* [W] F, I, W placed */
+  int *want;                /* [W] the round's forwards */
   double *tf, *ti;          /* [W·N] end of each F, I */
   TpOp *ops;                /* [W·3N] */
 } Build;
@@ -152,6 +156,23 @@ static gboolean warm_up(Build *b)
   return TRUE;
 }
 
+/* With wait_f, whether stage j, two forwards ahead of the next stage, lets this round's forward wait:
+ * the next stage's forward, I and gradient end by the time stage j is free, or the forward (after the W
+ * that make room for it) would not end before they do and the stage can idle until then without
+ * becoming the most idle. */
+static gboolean waits(const Build *b, int j)
+{
+  const TpZbCosts *c = b->c;
+  if (!b->wait_f || j + 1 >= b->W || b->nf[j] < b->nf[j + 1] + 2)
+    return FALSE;
+  double next = b->e[j + 1] + c->f[j + 1] + c->i[j + 1] + c->down[j], w = 0, mem = b->mem[j] + 1;
+  if (b->e[j] >= next - EPS)
+    return TRUE;
+  for (int n = b->nw[j]; mem > c->limit + EPS && n < b->ni[j]; n++)
+    w += c->w[j], mem -= c->keep[j];
+  return b->e[j] + c->f[j] + w > next + EPS && next - b->e[j] <= b->most_idle - b->idle[j] + EPS;
+}
+
 /* Build one mini-batch's order in the variant set in b; its longest stage span, or -1 if a stage
  * cannot keep under the limit. */
 static double build(Build *b)
@@ -160,8 +181,12 @@ static double build(Build *b)
   if (!warm_up(b))
     return -1;
   for (int r = 1; r < N; r++) {
-    for (int j = 0; j < W; j++) /* a stage needs micro-batch r's forward before its I */
-      if (b->nf[j] < N && (j == 0 || b->nf[j] < b->nf[j - 1]) && !forward(b, j) && b->nf[j] <= r)
+    for (int j = 0; j < W; j++)
+      b->want[j] = b->nf[j] < N && !waits(b, j);
+    for (int j = W - 2; j >= 0; j--) /* a stage waits if the next does, but needs micro-batch r's forward */
+      b->want[j] = (b->want[j] && b->want[j + 1]) || (b->nf[j] <= r && b->nf[j] < N);
+    for (int j = 0; j < W; j++) /* before its I */
+      if (b->want[j] && (j == 0 || b->nf[j] < b->nf[j - 1]) && !forward(b, j) && b->nf[j] <= r)
         return -1;
     for (int j = W - 1; j >= 0; j--)
       backward(b, j);
@@ -178,9 +203,10 @@ static double build(Build *b)
 static void build_init(Build *b, const TpZbCosts *c, int N, int variant)
 {
   const int W = c->W;
-  *b = (Build){ .c = c, .W = W, .N = N, .fit_warm = variant & 1, .w_mode = variant >> 1 };
+  *b = (Build){ .c = c, .W = W, .N = N, .fit_warm = variant & 1, .w_mode = (variant >> 1) % N_W_MODES,
+                .wait_f = variant >= 2 * N_W_MODES };
   b->e = g_new0(double, W), b->mem = g_new0(double, W), b->first = g_new0(double, W), b->idle = g_new0(double, W);
-  b->nf = g_new0(int, W), b->ni = g_new0(int, W), b->nw = g_new0(int, W);
+  b->nf = g_new0(int, W), b->ni = g_new0(int, W), b->nw = g_new0(int, W), b->want = g_new0(int, W);
   b->tf = g_new0(double, (size_t)W * N), b->ti = g_new0(double, (size_t)W * N);
   b->ops = g_new0(TpOp, (size_t)W * 3 * N);
 }
@@ -188,6 +214,7 @@ static void build_init(Build *b, const TpZbCosts *c, int N, int variant)
 static void build_clear(Build *b)
 {
   g_free(b->e), g_free(b->mem), g_free(b->first), g_free(b->idle), g_free(b->nf), g_free(b->ni), g_free(b->nw);
+  g_free(b->want);
   g_free(b->tf), g_free(b->ti), g_free(b->ops);
 }
 
@@ -195,7 +222,7 @@ gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c)
 {
   Build best = { 0 }, b;
   double best_span = -1;
-  for (int variant = 0; variant < 2 * N_W_MODES; variant++) {
+  for (int variant = 0; variant < 4 * N_W_MODES; variant++) {
     build_init(&b, c, s->N, variant);
     double span = build(&b);
     if (span >= 0 && (best_span < 0 || span < best_span - EPS)) {

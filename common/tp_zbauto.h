@@ -36,4 +36,18 @@ double tp_zb_limit(const TpSchedule *s);
  * under the limit: a limit below one micro-batch. */
 gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c);
 
+/* zb-v's activation limit per rank, in micro-batches of two chunks' activations: its act_limit, or R by
+ * default (2R chunks' activations, 1F1B's memory and the handcrafted ZB-V's). */
+static inline double tp_zbv_limit(const TpSchedule *s) { return s->act_limit > 0 ? s->act_limit : s->W / 2; }
+/* Fill the 2R stages and R rank orders of zb-v schedule s (arrays sized, len[st] operations so far) with
+ * its K mini-batches in the order tp_zbv.c builds on c (c->W = 2R stages), then the updates; FALSE
+ * (nothing written) if a rank cannot keep under the limit. */
+gboolean tp_order_zbv(TpSchedule *s, int *len, const TpZbCosts *c);
+/* The most activations a rank of zb-v schedule s holds at once, counted on its order in c's unit (a
+ * chunk's forward half a micro-batch's; an I frees it but M_W, its W the rest). */
+double tp_zbv_peak(const TpSchedule *s, const TpZbCosts *c);
+/* Whether activation limit `limit` (0: the default) suits zb-v on R workers: at least R; otherwise a
+ * one-line TP_ERROR_INPUT. */
+gboolean tp_zbv_limit_check(int R, double limit, GError **err);
+
 #endif

@@ -8,7 +8,10 @@
 #include "tp_sim.h"
 #include "tp_validate.h"
 #include "tp_memory.h"
+#include "tp_metrics.h"
 #include "tp_zbauto.h"
+
+#include <math.h>
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
@@ -126,17 +129,13 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
-/* zb-1p and zb-2p built on the cost model's times: each stage's F, I and W, a message's time on its
- * link, and the share of the stored bytes a W keeps (tp_zbauto.h). */
-static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpCost *c,
-                               GError **err)
+/* What the zero-bubble heuristics build on, from cost model c for schedule s (its W stages): each
+ * stage's F, I and W, a message's time on its link (none between two chunks of a rank) and the share
+ * of the stored bytes a W keeps (tp_zbauto.h). */
+static TpZbCosts *zb_costs(const TpSchedule *s, double limit, const TpCost *c)
 {
-  if (!tp_limit_check(o, limit, err))
-    return NULL;
-  TpSchedule *s = tp_schedule_new(o, p, W, N, K);
-  s->fixed_on = TP_FIXED_ON_COSTS;
-  s->act_limit = limit;
-  g_autoptr(TpZbCosts) zc = tp_zb_costs_new(W, tp_zb_limit(s));
+  const int W = s->W;
+  TpZbCosts *zc = tp_zb_costs_new(W, limit);
   for (int st = 0; st < W; st++) {
     const TpStageCost *sc = &c->stage[st];
     TpOp f = { .kind = TP_OP_F, .mb = 1, .micro = 0 }, i = f, w = f;
@@ -145,20 +144,79 @@ static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, doubl
     zc->i[st] = tp_sim_op_time(c, s, st, &i, FALSE);
     zc->w[st] = tp_sim_op_time(c, s, st, &w, FALSE);
     zc->keep[st] = sc->stored_bytes > 0 ? tp_cost_stored_w(sc) / sc->stored_bytes : 1;
-    if (st < W - 1)
+    gboolean apart = st < W - 1 && tp_stage_rank(s, st) != tp_stage_rank(s, st + 1);
+    if (apart)
       zc->up[st] = tp_sim_link_time(c, tp_link_of(W, st, TP_OP_F), tp_sim_op_bytes(c, s, st, &f));
-    if (st > 0)
-      zc->down[st - 1] = tp_sim_link_time(c, tp_link_of(W, st, TP_OP_I), tp_sim_op_bytes(c, s, st, &i));
+    if (apart)
+      zc->down[st] = tp_sim_link_time(c, tp_link_of(W, st + 1, TP_OP_I), tp_sim_op_bytes(c, s, st + 1, &i));
   }
-  int *len = g_new0(int, W);
-  for (int st = 0; st < W; st++)
+  return zc;
+}
+
+/* zb-1p, zb-2p and zb-auto (W stages), or zb-v (W ranks, 2W stages), built on the cost model's times. */
+static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpCost *c,
+                               GError **err)
+{
+  if (!tp_limit_check(o, limit, err))
+    return NULL;
+  gboolean v = o == TP_ORDER_ZB_V;
+  TpSchedule *s = tp_schedule_new(o, p, v ? 2 * W : W, N, K);
+  if (v)
+    tp_schedule_set_chunks(s, 2, TP_MAP_V_SHAPE);
+  s->fixed_on = TP_FIXED_ON_COSTS;
+  s->act_limit = limit;
+  g_autoptr(TpZbCosts) zc = zb_costs(s, v ? tp_zbv_limit(s) : tp_zb_limit(s), c);
+  int *len = g_new0(int, s->W);
+  for (int st = 0; st < s->W; st++)
     g_array_set_size(s->stage[st], (guint)tp_stage_ops_count(o, N, K));
-  gboolean ok = tp_order_zb_auto(s, len, zc) && tp_policy_assign(s, err) && tp_validate(s, err);
+  gboolean ok = (v ? tp_order_zbv(s, len, zc) : tp_order_zb_auto(s, len, zc)) && tp_policy_assign(s, err) &&
+                tp_validate(s, err);
   g_free(len);
   if (!ok) {
     tp_schedule_free(s);
     return NULL;
   }
+  return s;
+}
+
+/* The paper's bubble rate of schedule s simulated under c (the longest worker span's share of idle
+ * time), or -1 with *err set. */
+static double span_on(const TpSchedule *s, const TpCost *c, GError **err)
+{
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, err);
+  if (!sim)
+    return -1;
+  g_autoptr(TpMetrics) m = tp_metrics_compute(sim);
+  return m->bubble_span;
+}
+
+/* zb-v on the costs: the heuristic's order, or PyTorch's fixed pattern where that stays within the
+ * limit and is not longer on these costs (one mini-batch of each simulated) or the heuristic finds
+ * none (fewer micro-batches than its warm-up takes). */
+static TpSchedule *generate_zbv(TpPolicy p, int R, int N, int K, double limit, const TpCost *c, GError **err)
+{
+  if (!tp_limit_check(TP_ORDER_ZB_V, limit, err) || !tp_zbv_limit_check(R, limit, err))
+    return NULL;
+  GError *e = NULL;
+  g_autoptr(TpSchedule) fixed = tp_schedule_generate_chunked(TP_ORDER_ZB_V, p, R, 2, N, 1, NULL, &e);
+  g_autoptr(TpSchedule) built = fixed ? generate_zb(TP_ORDER_ZB_V, p, R, N, 1, limit, c, &e) : NULL;
+  g_autoptr(TpZbCosts) zc = fixed ? zb_costs(fixed, limit > 0 ? limit : R, c) : NULL;
+  double a = built ? span_on(built, c, &e) : INFINITY,
+         b = !e && tp_zbv_peak(fixed, zc) <= zc->limit + 1e-9 ? span_on(fixed, c, &e) : INFINITY;
+  if (e) {
+    g_propagate_error(err, e);
+    return NULL;
+  }
+  if (a < b)
+    return generate_zb(TP_ORDER_ZB_V, p, R, N, K, limit, c, err);
+  if (!isfinite(b)) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "zb-v: no order of %d micro-batches keeps every worker within %g "
+                "micro-batches' activations on these costs", N, zc->limit);
+    return NULL;
+  }
+  TpSchedule *s = tp_schedule_generate_chunked(TP_ORDER_ZB_V, p, R, 2, N, K, NULL, err);
+  if (s)
+    s->fixed_on = TP_FIXED_ON_COSTS, s->act_limit = limit;
   return s;
 }
 
@@ -257,14 +315,20 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
 
 gboolean tp_order_depends_on_costs(TpOrder o)
 {
-  return o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC || tp_order_zb_auto_kind(o);
+  return o == TP_ORDER_NF1B || o == TP_ORDER_1F1B_ASYNC || o == TP_ORDER_ZB_V || tp_order_zb_auto_kind(o);
 }
 
 TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError **err)
 {
-  TpSchedule *t = tp_order_zb_auto_kind(s->order) && !s->recompute && c->W == s->W
-                    ? generate_zb(s->order, s->policy, s->W, s->N, s->K, s->act_limit, c, err)
-                    : tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
+  TpSchedule *t;
+  if (s->order == TP_ORDER_ZB_V)
+    t = !s->recompute && c->W == s->W ? generate_zbv(s->policy, s->W / 2, s->N, s->K, s->act_limit, c, err)
+                                      : tp_schedule_generate_limited(s->order, s->policy, s->W / 2, s->N, s->K,
+                                                                     s->act_limit, NULL, err);
+  else if (tp_order_zb_auto_kind(s->order) && !s->recompute && c->W == s->W)
+    t = generate_zb(s->order, s->policy, s->W, s->N, s->K, s->act_limit, c, err);
+  else
+    t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
   if (t)
     t->sig = s->sig;
   return t;

@@ -8,6 +8,7 @@
 #include "tp_test_mpi.h" /* tpt_json_value */
 #include "tp_test_run.h"
 #include "tp_train.h"
+#include "tp_costed.h"
 
 enum { BATCH = 32, K_RUN = 6 };
 static TpModel *deep;
@@ -50,20 +51,24 @@ static void check_turns(const TpSchedule *s, const TpRunResult *r)
     g_assert_cmpint(k[st], ==, tp_stage_len(s, st));
 }
 
-/* interleaved-1f1b (V = 2 on W = 2 and 4, V = 3 on W = 2) and zb-v (W = 2, 3) against 1f1b and
- * gpipe on the same W·V stages: each chunk runs its micro-batches' backwards in order, as 1f1b
+/* interleaved-1f1b (V = 2 on W = 2 and 4, V = 3 on W = 2) and zb-v (W = 2, 3; and built on costs) against
+ * 1f1b and gpipe on the same W·V stages: each chunk runs its micro-batches' backwards in order, as 1f1b
  * does, so the gradient sums are 1f1b's, bit for bit; gpipe sums in reverse order (within 1e-5). */
 static void test_same_weights(void)
 {
+  static const char costs[] = "[stages]\nforward = 1.3\nbackward = 2.1\nbackward_input = 1.2\n"
+                              "stored_activation_bytes = 4\nstored_for_w_bytes = 1\n[links]\nlatency = 0.1\n";
   static const struct {
     TpOrder o;
     int W, V, N;
+    gboolean costed; /* zb-v built on the costs above */
   } cases[] = {
-    { TP_ORDER_INTERLEAVED_1F1B, 2, 2, 4 },
-    { TP_ORDER_INTERLEAVED_1F1B, 4, 2, 4 },
-    { TP_ORDER_INTERLEAVED_1F1B, 2, 3, 4 },
-    { TP_ORDER_ZB_V, 2, 2, 4 },
-    { TP_ORDER_ZB_V, 3, 2, 4 },
+    { TP_ORDER_INTERLEAVED_1F1B, 2, 2, 4, FALSE },
+    { TP_ORDER_INTERLEAVED_1F1B, 4, 2, 4, FALSE },
+    { TP_ORDER_INTERLEAVED_1F1B, 2, 3, 4, FALSE },
+    { TP_ORDER_ZB_V, 2, 2, 4, FALSE },
+    { TP_ORDER_ZB_V, 3, 2, 4, FALSE },
+    { TP_ORDER_ZB_V, 2, 2, 8, TRUE },
   };
   for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
     int stages = cases[c].W * cases[c].V, N = cases[c].N;
@@ -72,6 +77,16 @@ static void test_same_weights(void)
     g_autofree float *wg = NULL, *wf = NULL;
     size_t n = tpt_flush_references(deep, data, BATCH, stages, N, K_RUN, &wg, &wf);
     g_autoptr(TpSchedule) s = chunked(cases[c].o, cases[c].W, cases[c].V, N, K_RUN);
+    if (cases[c].costed) { /* another order than the fixed pattern's, the same weights */
+      GError *err = NULL;
+      g_autoptr(TpCost) cost = tp_cost_parse(costs, sizeof costs - 1, "costs", stages, &err);
+      g_assert_no_error(err);
+      TpSchedule *t = tp_schedule_costed_like(s, cost, &err);
+      g_assert_no_error(err);
+      g_assert_false(tp_schedule_equal(s, t));
+      tp_schedule_free(s);
+      s = t;
+    }
     g_assert_cmpint(s->W, ==, stages);
     g_autofree float *w = train(s, &r, &n1);
     g_assert_cmpuint(n, ==, n1);

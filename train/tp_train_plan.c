@@ -114,17 +114,18 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
 
 /* The preset's schedule of K mini-batches, with the run's recomputation and significance: fixed on
  * unit slots or on cost model c, its forwards fused as the run's choice says (fuse()).  Interleaved
- * stages (t->V chunks per worker) come from their rule, which no cost changes. */
+ * stages (t->V chunks per worker) come from their rule, which no cost changes, but zb-v's, built on c. */
 TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
   const TpPreset *p = cfg->sched.preset;
-  const double limit = cfg->sched.act_limit; /* zb-auto's */
-  TpSchedule *s = t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err)
-                  : limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, t->W, t->N, K, limit, NULL, err)
+  const double limit = cfg->sched.act_limit; /* zb-auto's and zb-v's */
+  const gboolean zbv = p->order == TP_ORDER_ZB_V;
+  TpSchedule *s = limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, t->W / t->V, t->N, K, limit, NULL, err)
+                  : t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err)
                   : cfg->sched.slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
                                : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, err);
-  if (s && limit > 0 && !cfg->sched.slots) { /* zb-auto fixed on the costs */
+  if (s && (limit > 0 || zbv) && !cfg->sched.slots) { /* zb-auto and zb-v built on the costs */
     TpSchedule *costed = tp_schedule_costed_like(s, c, err);
     tp_schedule_free(s);
     s = costed;
