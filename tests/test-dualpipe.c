@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include "tp_cost.h"
+#include "tp_index.h"
 #include "tp_metrics.h"
 #include "tp_replay.h"
 #include "tp_sim.h"
@@ -35,6 +36,38 @@ static void test_pytorch_order(void)
   g_assert_cmpuint(g->fb[1]->len, ==, 3);
 }
 
+/* Each cell of the CSV written sits in the column of its (first) operation's unit-slot start, a
+ * composite's B one slot later, its cell empty. */
+static void check_columns(const TpSchedule *s, const char *csv)
+{
+  GError *err = NULL;
+  g_autoptr(TpIndex) ix = NULL;
+  int64_t *start = NULL, *end = NULL;
+  g_assert_true(tp_replay_indexed(s, &ix, &start, &end, &err));
+  g_auto(GStrv) rows = g_strsplit(csv, "\n", -1);
+  for (int r = 0; r < tp_schedule_ranks(s); r++) {
+    g_auto(GStrv) cell = g_strsplit(rows[r], ",", -1);
+    for (int c = 0; cell[c]; c++) {
+      if (!*cell[c])
+        continue;
+      gboolean fb = cell[c][0] == '(';
+      int st, micro, st2, micro2;
+      char kind, kind2;
+      g_assert_cmpint(sscanf(cell[c] + fb, "%d%c%d;%d%c%d", &st, &kind, &micro, &st2, &kind2, &micro2), ==, fb ? 6 : 3);
+      TpOp op = { .kind = (uint8_t)(strchr(tp_op_letters, kind) - tp_op_letters), .mb = 1, .micro = (int16_t)micro };
+      g_assert_cmpint(start[ix->off[st] + tp_index_pos(ix, st, &op)], ==, c);
+      if (fb) {
+        TpOp b = { .kind = TP_OP_B, .mb = 1, .micro = (int16_t)micro2 };
+        g_assert_cmpint(kind2, ==, 'B');
+        g_assert_cmpint(start[ix->off[st2] + tp_index_pos(ix, st2, &b)], ==, c + 1);
+        g_assert_true(cell[c + 1] == NULL || !*cell[c + 1]);
+      }
+    }
+  }
+  g_free(start);
+  g_free(end);
+}
+
 /* Generated for R = 1..6 ranks and N = 2R..3R+1: valid, written to PyTorch's CSV and read back the
  * same schedule, composites included; every stage runs N forwards and N backwards (B, or I and W). */
 static void test_round_trip(void)
@@ -60,6 +93,7 @@ static void test_round_trip(void)
       GError *err = NULL;
       g_assert_true(tp_format_torch(s, out, &err));
       g_assert_nonnull(strstr(out->str, ")OVERLAP_F_B"));
+      check_columns(s, out->str);
       g_autoptr(TpSchedule) back = tpt_parse(out->str, &err);
       g_assert_no_error(err);
       g_assert_cmpint(back->order, ==, TP_ORDER_DUALPIPE_V);
@@ -105,7 +139,8 @@ static void test_closed_form(void)
   for (guint i = 0; i < G_N_ELEMENTS(costs); i++)
     for (int R = 2; R <= 6; R++)
       for (int N = 2 * R; N <= 4 * R; N += R) {
-        double F = costs[i].fwd, B = costs[i].bwd, I = costs[i].in, W = B - I, FB = tp_cost_fb(F, B, costs[i].o);
+        double F = costs[i].fwd, B = costs[i].bwd, I = costs[i].in, W = B - I;
+        double FB = MAX(F, B) + (1 - costs[i].o) * MIN(F, B);
         g_autoptr(TpSchedule) s = dualpipe(R, N, 1);
         double makespan;
         g_autofree double *idle = idle_per_rank(s, F, B, I, costs[i].o, &makespan);
@@ -173,12 +208,17 @@ static void test_refused(void)
   g_assert_null(tp_schedule_generate_chunked(TP_ORDER_DUALPIPE_V, TP_POLICY_SYNC, 2, 3, 4, 1, NULL, &err));
   g_assert_nonnull(strstr(err->message, "dualpipe-v holds exactly 2 chunks per worker"));
   g_clear_error(&err);
-  g_autoptr(TpSchedule) s = dualpipe(2, 4, 1);
-  g_array_index(s->fb[0], int32_t, 0) = 0; /* 0F0 then 0F1 */
-  g_assert_false(tp_validate(s, &err));
-  g_assert_nonnull(strstr(err->message, "an F&B composite is a forward then a backward of a micro-batch"));
-  g_assert_null(strchr(err->message, '\n'));
-  g_clear_error(&err);
+  /* worker 1 runs 0F0 0F1 0F2 3F0 3I0 3W0 3F1 (0F3;3B1) (3F2;0B0) 3B2 …: composites at 7, 9, 12 */
+  static const int place[2] = { 0, 10 }, which[2] = { 0, 1 }; /* 0F0 then 0F1; 0B0 then 3B2 */
+  for (int i = 0; i < 2; i++) {
+    g_autoptr(TpSchedule) s = dualpipe(2, 4, 1);
+    g_assert_cmpint(g_array_index(s->fb[0], int32_t, 1), ==, 9);
+    g_array_index(s->fb[0], int32_t, which[i]) = place[i];
+    g_assert_false(tp_validate(s, &err));
+    g_assert_nonnull(strstr(err->message, "an F&B composite is a forward then a backward of a micro-batch"));
+    g_assert_null(strchr(err->message, '\n'));
+    g_clear_error(&err);
+  }
   const char *const few[] = { "schedule", "-s", "dualpipe-v", "-w", "4", "-n", "6", NULL };
   tpt_expect_cli_refused(few, "order dualpipe-v needs N >= 2W (got N=6, W=4)");
   /* a composite of one chunk per rank is read as its two actions (test-zb reads one) */
