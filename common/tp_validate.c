@@ -518,7 +518,7 @@ gboolean tp_validate_prepared(const TpSchedule *s, TpPrepared *prep, GError **er
   if (tp_order_chunked(s->order) != (s->rank_seq != NULL)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sorder %s %s", s->source ? s->source : "", s->source ? ": " : "",
                 tp_order_name(s->order), s->rank_seq ? "holds one chunk per worker: chunks= and chunk_map= are for "
-                "interleaved-1f1b and zb-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
+                "interleaved-1f1b, zb-v and dualpipe-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
     return FALSE;
   }
   if (!backwards_of_order(s, err))
