@@ -109,11 +109,17 @@ static gboolean replay_ranks(const TpSchedule *s, const TpIndex *ix, int64_t *is
       break;
     }
     const TpOp *op = &tp_stage_ops(s, st)[pos[st]];
+    int64_t unused = 0;
+    const char *part = "";
+    if (fb_at(s, r, rp[r], fbc) && input_ready(s, ix, pos, st, ix->off[st] + pos[st], ie, &unused)) {
+      int st2 = g_array_index(s->rank_seq[r], int32_t, rp[r] + 1); /* the composite waits for its B's input */
+      op = &tp_stage_ops(s, st2)[pos[st2] + (st2 == st)], st = st2, part = "the F&B composite's ";
+    }
     tp_op_where(s, op, where, sizeof where);
     tp_op_name(s, op, what, sizeof what);
     tp_index_producer(ix, s, st, op, &pst);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sdeadlock: rank %d waits at %s of stage %d for %s from stage %d on "
-                "rank %d, which never gets there in its order", where, r + 1, what, st + 1, what, pst + 1,
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sdeadlock: rank %d waits at %s%s of stage %d for %s from stage %d on "
+                "rank %d, which never gets there in its order", where, r + 1, part, what, st + 1, what, pst + 1,
                 tp_stage_rank(s, pst) + 1);
     ok = FALSE;
   }

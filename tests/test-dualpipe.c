@@ -221,6 +221,10 @@ static void test_refused(void)
   }
   const char *const few[] = { "schedule", "-s", "dualpipe-v", "-w", "4", "-n", "6", NULL };
   tpt_expect_cli_refused(few, "order dualpipe-v needs N >= 2W (got N=6, W=4)");
+  /* a composite waits for both inputs: its B's gradient comes after it (3B0 follows it on its rank) */
+  tpt_expect_refused("0F0,0F1,3F0,(3F1;0B0)OVERLAP_F_B,3B0,3B1,0B1\n1F0,2F0,1F1,2F1,2B0,1B0,2B1,1B1\n",
+                     "t.csv:1: deadlock: rank 1 waits at the F&B composite's B(1,A) of stage 1 for B(1,A) from stage 2 "
+                     "on rank 2");
   /* a composite of one chunk per rank is read as its two actions (test-zb reads one) */
   g_autoptr(TpSchedule) one = tpt_parse("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n,1F0,1B0,1F1,1B1\n", &err);
   g_assert_no_error(err);
