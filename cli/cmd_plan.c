@@ -35,8 +35,8 @@ static GArray *parse_batches(const char *text, GError **err)
 }
 
 /* --presets a,b,c (default: every preset the executor can train, the zero-bubble ones included (without
- * recomputation); interleaved-1f1b and zb-v, whose W·V chunks the search does not split and the
- * executor does not run, are refused, and zb-auto, whose limit zb-1p and zb-2p set). */
+ * recomputation); interleaved-1f1b, zb-v and dualpipe-v, whose W·V chunks the search does not split, are
+ * refused, and zb-auto, whose limit zb-1p and zb-2p set). */
 static GPtrArray *parse_presets(const char *text, GError **err)
 {
   GPtrArray *a = g_ptr_array_new();
@@ -318,8 +318,8 @@ static gboolean parse_inputs(const PlanOpts *o, PlanArgs *a, GError **err)
   return TRUE;
 }
 
-/* The ranges and numbers, the presets, and the model and costs loaded. */
-static gboolean parse_search(const PlanOpts *o, PlanArgs *a, GError **err)
+/* The ranges and numbers (--launch-timeout's into o), the presets, and the model and costs loaded. */
+static gboolean parse_search(PlanOpts *o, PlanArgs *a, GError **err)
 {
   static const char *const transports[] = { "local", "mpi", NULL };
   return (!o->workers || tp_cli_range("-w", o->workers, 1, TP_MAX_WORKERS, &a->w0, &a->w1, err)) &&

@@ -124,7 +124,7 @@ void tp_cli_schedule_options(GOptionContext *ctx, TpCliSchedule *o)
     { "preset", 's', 0, G_OPTION_ARG_STRING, &o->preset, "Schedule preset (default timeprest; see 'timeprest --help')",
       "PRESET" },
     { "order", 0, 0, G_OPTION_ARG_STRING, &o->order, "Order instead of a preset: gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, interleaved-1f1b, zb-v, "
-      "zb-1p, zb-2p, zb-auto",
+      "zb-1p, zb-2p, zb-auto, dualpipe-v",
       "ORDER" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &o->policy,
       "Weight policy with --order: sync, stash, vsync-latest, latest, intermediate, 2bw", "POLICY" },
@@ -194,7 +194,8 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
     }
     if (!tp_order_from_name(o->order, &order)) {
       g_autofree char *q = tp_quote(o->order);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, interleaved-1f1b, zb-v)", q);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, "
+                  "interleaved-1f1b, zb-v, zb-1p, zb-2p, zb-auto, dualpipe-v)", q);
       return NULL;
     }
     if (!tp_policy_from_name(o->policy, &policy)) {

@@ -166,6 +166,86 @@ static void order_zbv(TpSchedule *s, int *len)
     }
 }
 
+/* DualPipe-V's state on one rank in one mini-batch: forwards and backwards so far per chunk, and the
+ * weight gradients owed, oldest first (chunk·TP_MAX_MICRO + micro-batch). */
+typedef struct {
+  TpSchedule *s;
+  int *len, r, i;
+  int f[2], b[2];
+  GQueue owed;
+} DualV;
+
+static void dv_forward(DualV *d, int c) { put_chunk(d->s, d->len, d->r, c, TP_OP_F, d->i, d->f[c]++); }
+
+/* The next backward of chunk c: whole (B), or its input gradient I with its W owed (zb). */
+static void dv_backward(DualV *d, int c, gboolean zb)
+{
+  if (zb)
+    g_queue_push_tail(&d->owed, GINT_TO_POINTER(c * TP_MAX_MICRO + d->b[c]));
+  put_chunk(d->s, d->len, d->r, c, zb ? TP_OP_I : TP_OP_B, d->i, d->b[c]++);
+}
+
+/* The oldest W owed, if any. */
+static void dv_weight(DualV *d)
+{
+  if (g_queue_is_empty(&d->owed))
+    return;
+  int w = GPOINTER_TO_INT(g_queue_pop_head(&d->owed));
+  put_chunk(d->s, d->len, d->r, w / TP_MAX_MICRO, TP_OP_W, d->i, w % TP_MAX_MICRO);
+}
+
+/* An F&B composite: the next forward of chunk fc and the next whole backward of the other chunk. */
+static void dv_fb(DualV *d, int fc)
+{
+  tp_schedule_add_fb(d->s, d->r, (int)d->s->rank_seq[d->r]->len);
+  dv_forward(d, fc);
+  dv_backward(d, 1 - fc, FALSE);
+}
+
+/* DualPipe-V (DeepSeek-V3's DualPipe cut in half; deepseek-ai/DualPipe's DualPipeV, PyTorch's
+ * ScheduleDualPipeV), N >= 2R: chunk 0 = stage r, chunk 1 = stage 2R-1-r.  Per rank r and mini-batch:
+ * 2(R-1-r) F0; r+1 times F0 F1; R-1-r times I1 W F1; N-2R+r+1 times (F0;B1) (F1;B0) as composites
+ * (the last rank's first (F0;B1) as two operations); R-1-r times B1 (F1;B0); r+1 times B1 B0, their
+ * second half I instead of B (W owed); R-1-r times W and B0 (I once the second half began); r+1 W.
+ * A W is the oldest owed. */
+static void order_dualpipev(TpSchedule *s, int *len)
+{
+  const int R = s->W / 2;
+  for (int i = 1; i <= s->K; i++)
+    for (int r = 0; r < R; r++) {
+      DualV d = { .s = s, .len = len, .r = r, .i = i };
+      g_queue_init(&d.owed);
+      for (int k = 0; k < 2 * (R - 1 - r); k++)
+        dv_forward(&d, 0);
+      for (int k = 0; k < r + 1; k++)
+        dv_forward(&d, 0), dv_forward(&d, 1);
+      for (int k = 0; k < R - 1 - r; k++)
+        dv_backward(&d, 1, TRUE), dv_weight(&d), dv_forward(&d, 1);
+      for (int k = 0; k < s->N - 2 * R + r + 1; k++) {
+        if (k == 0 && r == R - 1)
+          dv_forward(&d, 0), dv_backward(&d, 1, FALSE);
+        else
+          dv_fb(&d, 0);
+        dv_fb(&d, 1);
+      }
+      for (int k = 0; k < R - 1 - r; k++)
+        dv_backward(&d, 1, FALSE), dv_fb(&d, 1);
+      gboolean zb = FALSE;
+      for (int k = 0; k < r + 1; k++) {
+        zb |= k == (r + 1) / 2 && r % 2 == 1;
+        dv_backward(&d, 1, zb);
+        zb |= k == (r + 1) / 2 && r % 2 == 0;
+        dv_backward(&d, 0, zb);
+      }
+      for (int k = 0; k < R - 1 - r; k++)
+        dv_weight(&d), dv_backward(&d, 0, zb);
+      for (int k = 0; k < r + 1; k++)
+        dv_weight(&d);
+      g_assert(g_queue_is_empty(&d.owed));
+      put_updates(s, len, r, i);
+    }
+}
+
 /* PipeDream-2BW: one 1F1B stream over all K·N micro-batches, an update after the last
  * micro-batch backward of each mini-batch, no flush. */
 static void order_2bw(TpSchedule *s, int *len)
@@ -348,6 +428,11 @@ gboolean tp_order_fill_timed(TpSchedule *s, double *start, double *end)
     } else {
       order_zbv(s, len);
     }
+    break;
+  case TP_ORDER_DUALPIPE_V: /* a whole B where others split: fewer operations than sized */
+    order_dualpipev(s, len);
+    for (int st = 0; st < s->W; st++)
+      g_array_set_size(s->stage[st], (guint)len[st]);
     break;
   case TP_ORDER_ZB_1P:
   case TP_ORDER_ZB_2P:

@@ -34,12 +34,34 @@ static void describe_deadlock(const TpSchedule *s, const TpIndex *ix, const int 
   g_free(seen);
 }
 
+/* Whether operation g of stage st has its input (its producer, on the stage before or after, has run:
+ * pos says how far each stage got), raising *ready to the producer's end. */
+static inline gboolean input_ready(const TpSchedule *s, const TpIndex *ix, const int *pos, int st, long g,
+                                   const int64_t *ie, int64_t *ready)
+{
+  int32_t p = ix->prod[g];
+  if (p == -1)
+    return TRUE;
+  int pst = tp_stage_ops(s, st)[g - ix->off[st]].kind == TP_OP_F ? st - 1 : st + 1;
+  if (p < 0 || p - ix->off[pst] >= pos[pst])
+    return FALSE;
+  *ready = MAX(*ready, ie[p]);
+  return TRUE;
+}
+
+/* Whether place k of rank r's order starts an F&B composite; fbc[r] is its next composite. */
+static inline gboolean fb_at(const TpSchedule *s, int r, int k, const int *fbc)
+{
+  return s->fb && fbc[r] < (int)s->fb[r]->len && g_array_index(s->fb[r], int32_t, fbc[r]) == k;
+}
+
 /* The replay of a schedule with interleaved stages: each rank runs its rank_seq one operation at a
- * time across its chunks, an operation starting when the rank is free and its producer has ended. */
+ * time across its chunks, an operation starting when the rank is free and its producer has ended (an
+ * F&B composite when both its parts' producers have). */
 static gboolean replay_ranks(const TpSchedule *s, const TpIndex *ix, int64_t *is, int64_t *ie, GError **err)
 {
   const int W = s->W, R = tp_schedule_ranks(s);
-  int *pos = g_new0(int, W), *rp = g_new0(int, R), *stack = g_new(int, R);
+  int *pos = g_new0(int, W), *rp = g_new0(int, R), *stack = g_new(int, R), *fbc = g_new0(int, R);
   gboolean *queued = g_new(gboolean, R);
   int64_t *clock = g_new0(int64_t, R);
   int top = 0;
@@ -55,13 +77,14 @@ static gboolean replay_ranks(const TpSchedule *s, const TpIndex *ix, int64_t *is
         break; /* more entries than operations: validation names it */
       const TpOp *op = &tp_stage_ops(s, st)[k];
       long g = ix->off[st] + k;
-      int32_t p = ix->prod[g];
       int64_t ready = clock[r];
-      if (p != -1) {
-        int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
-        if (p < 0 || p - ix->off[pst] >= pos[pst])
+      if (!input_ready(s, ix, pos, st, g, ie, &ready))
+        break;
+      if (fb_at(s, r, rp[r], fbc)) { /* an F&B composite starts once its B's gradient is there too */
+        int st2 = g_array_index(seq, int32_t, rp[r] + 1);
+        if (!input_ready(s, ix, pos, st2, ix->off[st2] + pos[st2] + (st2 == st), ie, &ready))
           break;
-        ready = MAX(ready, ie[p]);
+        fbc[r]++;
       }
       clock[r] = ready + (op->kind == TP_OP_U ? 0 : 1);
       is[g] = ready, ie[g] = clock[r];
@@ -86,16 +109,23 @@ static gboolean replay_ranks(const TpSchedule *s, const TpIndex *ix, int64_t *is
       break;
     }
     const TpOp *op = &tp_stage_ops(s, st)[pos[st]];
+    int64_t unused = 0;
+    const char *part = "";
+    if (fb_at(s, r, rp[r], fbc) && input_ready(s, ix, pos, st, ix->off[st] + pos[st], ie, &unused)) {
+      int st2 = g_array_index(s->rank_seq[r], int32_t, rp[r] + 1); /* the composite waits for its B's input */
+      op = &tp_stage_ops(s, st2)[pos[st2] + (st2 == st)], st = st2, part = "the F&B composite's ";
+    }
     tp_op_where(s, op, where, sizeof where);
     tp_op_name(s, op, what, sizeof what);
     tp_index_producer(ix, s, st, op, &pst);
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sdeadlock: rank %d waits at %s of stage %d for %s from stage %d on "
-                "rank %d, which never gets there in its order", where, r + 1, what, st + 1, what, pst + 1,
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%sdeadlock: rank %d waits at %s%s of stage %d for %s from stage %d on "
+                "rank %d, which never gets there in its order", where, r + 1, part, what, st + 1, what, pst + 1,
                 tp_stage_rank(s, pst) + 1);
     ok = FALSE;
   }
   g_free(pos);
   g_free(rp);
+  g_free(fbc);
   g_free(stack);
   g_free(queued);
   g_free(clock);

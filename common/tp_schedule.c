@@ -13,7 +13,7 @@
 
 static const char *const order_names[TP_N_ORDERS] = { "gpipe", "1f1b", "1f1b-async", "nf1b", "2bw", "zb-h1", "zb-h2",
                                                       "interleaved-1f1b", "zb-v", "zb-1p", "zb-2p",
-                                                      "zb-auto" };
+                                                      "zb-auto", "dualpipe-v" };
 static const char *const map_names[TP_N_MAPS] = { "none", "round-robin", "v-shape" };
 const char tp_op_letters[TP_N_OP_KINDS + 1] = "FBUIW";
 static const char *const policy_names[TP_N_POLICIES] = { "sync", "stash", "vsync-latest", "latest",
@@ -37,6 +37,8 @@ const TpPreset tp_presets[] = {
   { "interleaved-1f1b", TP_ORDER_INTERLEAVED_1F1B, TP_POLICY_SYNC,
     "interleaved 1F1B (Megatron): --chunks V model chunks per worker, round-robin, N a multiple of W" },
   { "zb-v", TP_ORDER_ZB_V, TP_POLICY_SYNC, "zero bubble V: two chunks per worker in a V, split backward" },
+  { "dualpipe-v", TP_ORDER_DUALPIPE_V, TP_POLICY_SYNC,
+    "DualPipe-V (DeepSeek): two chunks per worker in a V, F&B composites, N >= 2W" },
 };
 const int tp_n_presets = G_N_ELEMENTS(tp_presets);
 
@@ -130,6 +132,10 @@ gboolean tp_pair_check(TpOrder o, TpPolicy p, int W, int N, GError **err)
                 tp_order_name(o));
     return FALSE;
   }
+  if (o == TP_ORDER_DUALPIPE_V && N < 2 * W) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "order dualpipe-v needs N >= 2W (got N=%d, W=%d)", N, W);
+    return FALSE;
+  }
   if (o == TP_ORDER_2BW && N < W) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "order 2bw needs N >= W (got N=%d, W=%d): with fewer micro-batches than stages two "
@@ -146,13 +152,14 @@ gboolean tp_chunks_check(TpOrder o, int W, int V, int N, GError **err)
                 "(with 1 it is 1f1b)", V);
     return FALSE;
   }
-  if (o == TP_ORDER_ZB_V && V != 2) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: zb-v holds exactly 2 chunks per worker (a V)", V);
+  if ((o == TP_ORDER_ZB_V || o == TP_ORDER_DUALPIPE_V) && V != 2) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: %s holds exactly 2 chunks per worker (a V)", V,
+                tp_order_name(o));
     return FALSE;
   }
   if (!tp_order_chunked(o) && V != 1) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--chunks %d: order %s holds one chunk per worker (chunks are for "
-                "interleaved-1f1b and zb-v)", V, tp_order_name(o));
+                "interleaved-1f1b, zb-v and dualpipe-v)", V, tp_order_name(o));
     return FALSE;
   }
   if (V < 1 || (long long)W * V > TP_MAX_WORKERS) {
@@ -196,6 +203,17 @@ long long tp_stage_ops_count(TpOrder o, int N, int K)
 {
   gboolean whole_f = o == TP_ORDER_1F1B_ASYNC, whole_b = whole_f || o == TP_ORDER_NF1B;
   return (long long)K * ((whole_f ? 1 : N) + (whole_b ? 1 : N) * (tp_order_split(o) ? 2 : 1) + 1);
+}
+
+void tp_schedule_add_fb(TpSchedule *s, int r, int k)
+{
+  if (!s->fb) {
+    s->fb = g_new0(GArray *, tp_schedule_ranks(s));
+    for (int i = 0; i < tp_schedule_ranks(s); i++)
+      s->fb[i] = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  }
+  int32_t v = k;
+  g_array_append_val(s->fb[r], v);
 }
 
 void tp_schedule_set_chunks(TpSchedule *s, int V, TpChunkMap m)
@@ -275,7 +293,10 @@ void tp_schedule_free(TpSchedule *s)
     g_array_unref(s->stage[st]);
   for (int r = 0; s->rank_seq && r < tp_schedule_ranks(s); r++)
     g_array_unref(s->rank_seq[r]);
+  for (int r = 0; s->fb && r < tp_schedule_ranks(s); r++)
+    g_array_unref(s->fb[r]);
   g_free(s->rank_seq);
+  g_free(s->fb);
   g_free(s->stage);
   g_free(s->source);
   g_free(s);
@@ -296,10 +317,16 @@ TpSchedule *tp_schedule_prefix(const TpSchedule *s, int j)
   /* each rank's order: its entries whose operation is kept, counted stage by stage */
   for (int r = 0; s->rank_seq && r < tp_schedule_ranks(s); r++) {
     g_autofree int *pos = g_new0(int, s->W);
+    guint c = 0; /* the rank's next composite (both its operations are of one mini-batch) */
     for (guint k = 0; k < s->rank_seq[r]->len; k++) {
       int32_t st = g_array_index(s->rank_seq[r], int32_t, k);
-      if (tp_stage_ops(s, st)[pos[st]++].mb <= j)
-        g_array_append_val(t->rank_seq[r], st);
+      gboolean fb = s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == (int32_t)k;
+      c += fb;
+      if (tp_stage_ops(s, st)[pos[st]++].mb > j)
+        continue;
+      if (fb)
+        tp_schedule_add_fb(t, r, (int)t->rank_seq[r]->len);
+      g_array_append_val(t->rank_seq[r], st);
     }
   }
   return t;
@@ -321,6 +348,10 @@ gboolean tp_schedule_equal(const TpSchedule *a, const TpSchedule *b)
   for (int r = 0; a->rank_seq && r < tp_schedule_ranks(a); r++)
     if (a->rank_seq[r]->len != b->rank_seq[r]->len ||
         memcmp(a->rank_seq[r]->data, b->rank_seq[r]->data, a->rank_seq[r]->len * sizeof(int32_t)) != 0)
+      return FALSE;
+  for (int r = 0; (a->fb || b->fb) && r < tp_schedule_ranks(a); r++)
+    if (!a->fb || !b->fb || a->fb[r]->len != b->fb[r]->len ||
+        memcmp(a->fb[r]->data, b->fb[r]->data, a->fb[r]->len * sizeof(int32_t)) != 0)
       return FALSE;
   if (a->policy == TP_POLICY_INTERMEDIATE && (a->sig.kind != b->sig.kind || a->sig.param != b->sig.param))
     return FALSE;

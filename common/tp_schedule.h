@@ -25,6 +25,7 @@ typedef enum {
   TP_ORDER_ZB_1P, /* the automatic zero-bubble orders (tp_zbauto.h) under W and 2W micro-batches' activations */
   TP_ORDER_ZB_2P,
   TP_ORDER_ZB_AUTO, /* the same under TpSchedule.act_limit */
+  TP_ORDER_DUALPIPE_V, /* DeepSeek's DualPipe-V: a V of two chunks per rank, F&B composites (TpSchedule.fb) */
   TP_N_ORDERS
 } TpOrder;
 
@@ -49,10 +50,13 @@ static inline gboolean tp_op_sends_up(int kind) { return kind == TP_OP_B || kind
 static inline gboolean tp_order_split(TpOrder o)
 {
   return o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_V || o == TP_ORDER_ZB_1P || o == TP_ORDER_ZB_2P ||
-         o == TP_ORDER_ZB_AUTO;
+         o == TP_ORDER_ZB_AUTO || o == TP_ORDER_DUALPIPE_V;
 }
 /* The orders whose ranks hold several model chunks (interleaved, virtual stages). */
-static inline gboolean tp_order_chunked(TpOrder o) { return o == TP_ORDER_INTERLEAVED_1F1B || o == TP_ORDER_ZB_V; }
+static inline gboolean tp_order_chunked(TpOrder o)
+{
+  return o == TP_ORDER_INTERLEAVED_1F1B || o == TP_ORDER_ZB_V || o == TP_ORDER_DUALPIPE_V;
+}
 
 /* Interleaved (virtual) stages: R ranks hold V model chunks each, W = R·V stages in all.  The map
  * says which rank runs stage st (0-based):
@@ -121,6 +125,10 @@ typedef struct {
   int V;
   TpChunkMap map;
   GArray **rank_seq;
+  /* F&B composites (PyTorch's OVERLAP_F_B): per rank, the ascending places k in its order (rank_seq[r],
+   * or stage r's operations with one chunk per rank) whose operation, an F, and the next, a B, run
+   * as one operation; NULL when there is none. */
+  GArray **fb;
   double act_limit; /* zb-auto's activations per stage, in micro-batches' stored bytes (zb-v's per rank, in
                        its two chunks'); 0: the default (and for the other orders) */
 } TpSchedule;
@@ -131,6 +139,8 @@ static inline int tp_stage_rank(const TpSchedule *s, int st)
 {
   return s->rank_seq ? tp_chunk_map_rank(s->map, s->W / s->V, st) : st;
 }
+/* Mark places k and k+1 of rank r's order as one F&B composite (k ascending on each rank). */
+void tp_schedule_add_fb(TpSchedule *s, int r, int k);
 /* Give s (W stages) the chunk map m with V chunks per rank and empty rank sequences (V > 1). */
 void tp_schedule_set_chunks(TpSchedule *s, int V, TpChunkMap m);
 
@@ -249,12 +259,13 @@ TpSchedule *tp_schedule_generate(TpOrder o, TpPolicy p, int W, int N, int K, GEr
  * other orders with V > 1, none with V = 1. */
 static inline TpChunkMap tp_order_chunk_map(TpOrder o, int V)
 {
-  return V == 1 ? TP_MAP_NONE : o == TP_ORDER_ZB_V ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN;
+  return V == 1 ? TP_MAP_NONE : o == TP_ORDER_ZB_V || o == TP_ORDER_DUALPIPE_V ? TP_MAP_V_SHAPE : TP_MAP_ROUND_ROBIN;
 }
-/* Chunks per rank an order takes when none are asked for: 2 for interleaved-1f1b and zb-v, else 1. */
+/* Chunks per rank an order takes when none are asked for: 2 for the chunked orders, else 1. */
 static inline int tp_order_default_chunks(TpOrder o) { return tp_order_chunked(o) ? 2 : 1; }
 /* Whether V chunks per rank fit order o on W ranks with N micro-batches: interleaved-1f1b needs
- * V >= 2 and N a multiple of W (Megatron's and PyTorch's rule), zb-v V = 2, the others V = 1. */
+ * V >= 2 and N a multiple of W (Megatron's and PyTorch's rule), zb-v V = 2, dualpipe-v V = 2 and N >= 2W,
+ * the others V = 1. */
 gboolean tp_chunks_check(TpOrder o, int W, int V, int N, GError **err);
 /* The same, keeping in *prep (tp_replay.h; NULL: keep nothing) the index and unit-slot replay the
  * generation built, for tp_sim_run_prepared. */

@@ -38,20 +38,27 @@ gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
   gboolean ok = tp_replay_indexed(s, &ix, &start, &end, err);
   int *pos = g_new0(int, s->W);
   for (int r = 0; ok && r < tp_schedule_ranks(s); r++) {
-    /* one cell per unit slot up to the rank's last operation (across its chunks); updates take none */
+    /* one cell per unit slot up to the rank's last operation (across its chunks); updates take none; an
+     * F&B composite "(0F3;3B1)OVERLAP_F_B" in its F's slot, its B's slot left empty */
     int64_t t = 0;
     int n = s->rank_seq ? (int)s->rank_seq[r]->len : tp_stage_len(s, r);
+    guint c = 0;
+    gboolean in_fb = FALSE;
     for (int k = 0; k < n; k++) {
       int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, k) : r;
       long g = ix->off[st] + pos[st]++;
       const TpOp *op = &tp_stage_ops(s, st)[g - ix->off[st]];
       if (op->kind == TP_OP_U)
         continue;
-      for (; t < start[g]; t++) /* idle steps: empty cells */
+      for (; !in_fb && t < start[g]; t++) /* idle steps: empty cells */
         if (t > 0)
           g_string_append_c(out, ',');
-      g_string_append_printf(out, "%s%d%c%d", t > 0 ? "," : "", st, tp_op_letters[op->kind], op->micro);
-      t = start[g] + 1;
+      gboolean opens = s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == k;
+      c += opens;
+      g_string_append_printf(out, "%s%s%d%c%d%s", t > 0 && !in_fb ? "," : "", opens ? "(" : in_fb ? ";" : "", st,
+                             tp_op_letters[op->kind], op->micro, in_fb ? ")OVERLAP_F_B" : "");
+      t = in_fb ? start[g] : start[g] + 1; /* after a composite, its B's slot is an empty cell */
+      in_fb = opens;
     }
     g_string_append_c(out, '\n');
   }
@@ -64,6 +71,7 @@ gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
 typedef struct {
   int stage, kind, micro; /* kind: TpOpKind, or -1 for an ignored action */
   int col;                /* step (cell) it was read from */
+  gboolean fb;            /* the F of an F&B composite, its B the next action */
 } Action;
 
 /* One simple action "0F0", "2W1", "0UNSHARD", "1SEND_F3"; FALSE with *why when it is not one. */
@@ -129,18 +137,21 @@ static gboolean parse_cell(const char *cell, GArray *acts, const char *name, int
     g_auto(GStrv) parts = g_strsplit(inner, ";", -1);
     if (g_strv_length(parts) != 2)
       return cell_error(err, name, row, col, cell, "OVERLAP_F_B overlaps two computations, (A;B)");
-    for (int i = 0; parts[i]; i++) {
+    Action two[2];
+    for (int i = 0; i < 2; i++) {
       char *part = g_strstrip(parts[i]);
-      if (!parse_simple(part, &a, &why) || a.kind < 0)
+      if (!parse_simple(part, &two[i], &why) || two[i].kind < 0)
         return cell_error(err, name, row, col, cell, why ? why : "a part of OVERLAP_F_B must be a computation");
-      a.col = col;
-      g_array_append_val(acts, a);
+      two[i].col = col, two[i].fb = FALSE;
     }
+    /* a forward then a backward of two chunks is one composite; other pairs are their two actions */
+    two[0].fb = two[0].kind == TP_OP_F && two[1].kind == TP_OP_B && two[0].stage != two[1].stage;
+    g_array_append_vals(acts, two, 2);
     return TRUE;
   }
   if (!parse_simple(cell, &a, &why))
     return cell_error(err, name, row, col, cell, why);
-  a.col = col;
+  a.col = col, a.fb = FALSE;
   if (a.kind >= 0)
     g_array_append_val(acts, a);
   return TRUE;
@@ -165,7 +176,7 @@ static TpSchedule *order_only(TpOrder o, const TpSchedule *s)
 static TpOrder infer_order(const TpSchedule *s)
 {
   static const TpOrder flat[] = { TP_ORDER_GPIPE, TP_ORDER_1F1B, TP_ORDER_ZB_H1, TP_ORDER_ZB_H2 };
-  static const TpOrder chunked[] = { TP_ORDER_INTERLEAVED_1F1B, TP_ORDER_ZB_V };
+  static const TpOrder chunked[] = { TP_ORDER_INTERLEAVED_1F1B, TP_ORDER_ZB_V, TP_ORDER_DUALPIPE_V };
   const TpOrder *cand = s->rank_seq ? chunked : flat;
   guint n = s->rank_seq ? G_N_ELEMENTS(chunked) : G_N_ELEMENTS(flat);
   gboolean split = tp_schedule_has_split(s);
@@ -354,6 +365,8 @@ static TpSchedule *build(const Torch *t, TpChunkMap map, GError **err)
     for (guint i = 0; i < t->acts[r]->len; i++) {
       const Action *a = &g_array_index(t->acts[r], Action, i);
       TpOp op = { .kind = (uint8_t)a->kind, .src = TP_SRC_FIXED, .mb = 1, .micro = a->micro, .ver = 0, .line = r + 1 };
+      if (a->fb && s->rank_seq) /* composites of one chunk per rank are read as their two actions */
+        tp_schedule_add_fb(s, r, (int)s->rank_seq[r]->len);
       g_array_append_val(s->stage[a->stage], op);
       tp_rank_seq_push(s, a->stage);
     }

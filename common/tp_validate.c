@@ -363,6 +363,35 @@ static gboolean check_chunks(const TpSchedule *s, GError **err)
   return ok;
 }
 
+/* F&B composites: each a forward then a whole backward on the rank, no two sharing an operation. */
+static gboolean check_fb(const TpSchedule *s, GError **err)
+{
+  for (int r = 0; s->fb && r < tp_schedule_ranks(s); r++) {
+    int n = s->rank_seq ? (int)s->rank_seq[r]->len : tp_stage_len(s, r), next = 0, k = 0;
+    g_autofree int *pos = g_new0(int, s->W);
+    const TpOp *prev = NULL;
+    int prev_st = r;
+    for (guint c = 0; c < s->fb[r]->len; c++) {
+      int at = g_array_index(s->fb[r], int32_t, c);
+      for (; k < n && k <= at + 1; k++) {
+        int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, k) : r;
+        const TpOp *op = pos[st] < tp_stage_len(s, st) ? &tp_stage_ops(s, st)[pos[st]++] : NULL;
+        if (k == at + 1 && op && prev && (prev->kind != TP_OP_F || op->kind != TP_OP_B || op->micro == TP_WHOLE))
+          return fail(err, s, prev_st, prev, "an F&B composite is a forward then a backward of a micro-batch "
+                      "(PyTorch's OVERLAP_F_B), not %c then %c", tp_op_letters[prev->kind], tp_op_letters[op->kind]);
+        prev = op, prev_st = st;
+      }
+      if (at < next || at + 1 >= n) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sworker %d: F&B composite at place %d of %d in its order",
+                    s->source ? s->source : "", s->source ? ": " : "", r + 1, at + 1, n);
+        return FALSE;
+      }
+      next = at + 2;
+    }
+  }
+  return TRUE;
+}
+
 /* Every operation of stages lo..hi-1 on its own: order, versions and sources. */
 static gboolean check_ops(const TpSchedule *s, const TpIndex *ix, const VsyncRef *ref, int lo, int hi, GError **err)
 {
@@ -402,7 +431,7 @@ static void static_range(void *ctx, int part, int lo, int hi)
 
 gboolean tp_validate_static(const TpSchedule *s, const TpIndex *ix, GError **err)
 {
-  if (!check_chunks(s, err))
+  if (!check_chunks(s, err) || !check_fb(s, err))
     return FALSE;
   /* the passes one after the other over every stage, on ranges of stages at once: the error is the
    * one of the earliest pass that fails, on its first range that fails (the same as in one range) */
@@ -481,7 +510,7 @@ gboolean tp_validate(const TpSchedule *s, GError **err) { return tp_validate_pre
 
 gboolean tp_validate_prepared(const TpSchedule *s, TpPrepared *prep, GError **err)
 {
-  if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, s->W, s->N, err)) {
+  if (!tp_size_check(s->W, s->N, s->K, err) || !tp_pair_check(s->order, s->policy, tp_schedule_ranks(s), s->N, err)) {
     if (s->source)
       g_prefix_error(err, "%s: ", s->source);
     return FALSE;
@@ -489,7 +518,7 @@ gboolean tp_validate_prepared(const TpSchedule *s, TpPrepared *prep, GError **er
   if (tp_order_chunked(s->order) != (s->rank_seq != NULL)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s%sorder %s %s", s->source ? s->source : "", s->source ? ": " : "",
                 tp_order_name(s->order), s->rank_seq ? "holds one chunk per worker: chunks= and chunk_map= are for "
-                "interleaved-1f1b and zb-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
+                "interleaved-1f1b, zb-v and dualpipe-v" : "needs several chunks per worker (chunks= and chunk_map= in the header)");
     return FALSE;
   }
   if (!backwards_of_order(s, err))

@@ -82,7 +82,7 @@ void tp_cost_place_chunks(TpCost *c, const TpSchedule *s)
 #define TP_COST_MAX_BYTES 1e18
 #define TP_COST_MIN_BANDWIDTH 1e-6
 
-typedef enum { V_TIME, V_BYTES, V_BANDWIDTH, V_DEVICE, V_LINK } ValueKind;
+typedef enum { V_TIME, V_BYTES, V_BANDWIDTH, V_DEVICE, V_LINK, V_FRACTION } ValueKind;
 
 /* A key of [stages]/[stage.N] or [links]/[link.N]: where its value goes and what it may be. */
 typedef struct {
@@ -91,7 +91,7 @@ typedef struct {
   ValueKind kind;
 } CostKey;
 
-enum { K_FORWARD, K_FORWARD_WHOLE, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_STORED_W, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, N_STAGE_KEYS };
+enum { K_FORWARD, K_FORWARD_WHOLE, K_BACKWARD, K_BACKWARD_INPUT, K_UPDATE, K_ACT, K_GRAD, K_STORED, K_STORED_W, K_WEIGHT, K_OPTIMIZER, K_GRAD_BUFFER, K_DEVICE, K_FB_OVERLAP, N_STAGE_KEYS };
 
 static const CostKey stage_keys[N_STAGE_KEYS] = {
   [K_FORWARD] = { "forward", G_STRUCT_OFFSET(TpStageCost, fwd), V_TIME },
@@ -107,6 +107,7 @@ static const CostKey stage_keys[N_STAGE_KEYS] = {
   [K_OPTIMIZER] = { "optimizer_bytes", G_STRUCT_OFFSET(TpStageCost, optimizer_bytes), V_BYTES },
   [K_GRAD_BUFFER] = { "gradient_buffer_bytes", G_STRUCT_OFFSET(TpStageCost, grad_buffer_bytes), V_BYTES },
   [K_DEVICE] = { "device", G_STRUCT_OFFSET(TpStageCost, device), V_DEVICE },
+  [K_FB_OVERLAP] = { "fb_overlap", G_STRUCT_OFFSET(TpStageCost, fb_overlap), V_FRACTION },
 };
 
 static const CostKey link_keys[] = {
@@ -151,6 +152,8 @@ static const char *value_problem(ValueKind kind, double v)
     return v < 1 || v > 4096 || v != floor(v) ? "device numbers are whole numbers from 1 to 4096" : NULL;
   case V_LINK:
     return v < 1 || v > 4096 || v != floor(v) ? "link numbers are whole numbers from 1 to 4096" : NULL;
+  case V_FRACTION:
+    return v > 1 ? "expected a fraction from 0 to 1" : NULL;
   }
   return NULL;
 }

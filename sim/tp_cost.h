@@ -26,7 +26,12 @@ typedef struct {
                                 product); 0: N x fwd */
   double stored_w_bytes;     /* of stored_bytes, what a split backward keeps from its I to its W (Qi et
                                 al.'s M_W); 0: all of stored_bytes */
+  double fb_overlap;         /* o of an F&B composite whose F runs here (tp_cost_fb), 0..1 */
 } TpStageCost;
+
+/* An F&B composite of a forward of time f and a backward of time b takes max(f, b) + (1 - o)·min(f, b):
+ * o = 0 (the default) their sum, o = 1 the longer one alone. */
+static inline double tp_cost_fb(double f, double b, double o) { return MAX(f, b) + (1 - o) * MIN(f, b); }
 
 /* Times of a split backward's parts per micro-batch: I = bwd_input (default bwd/2), W = bwd - I. */
 static inline double tp_cost_input_grad(const TpStageCost *sc) { return sc->bwd_input > 0 ? sc->bwd_input : sc->bwd / 2; }

@@ -17,6 +17,8 @@ typedef struct {
   int W;
   int *pos;
   int *rpos;         /* interleaved stages: each rank's place in its order (rank_seq) */
+  int *fbc;          /* each rank's next F&B composite (TpSchedule.fb) */
+  double *fb_rest;   /* each rank's B part of the composite whose F part runs, or -1 */
   long *cur;
   gboolean *busy, *dev_busy;
   uint8_t *arrived;
@@ -69,7 +71,10 @@ static void deliver(void *ctx, int l, long g)
   TpSim *sim = r->sim;
   sim->xend[g] = r->eng.now;
   r->arrived[sim->cons[g]] = 1;
-  try_later(r, tp_link_dst(r->W, l));
+  int dst = tp_link_dst(r->W, l), rk = tp_stage_rank(sim->s, dst);
+  try_later(r, dst);
+  if (sim->s->fb && sim->s->rank_seq && r->rpos[rk] < (int)sim->s->rank_seq[rk]->len) /* a composite's F may wait for this B's input */
+    try_later(r, g_array_index(sim->s->rank_seq[rk], int32_t, r->rpos[rk]));
 }
 
 static void started(void *ctx, int l, long g)
@@ -80,6 +85,32 @@ static void started(void *ctx, int l, long g)
 }
 
 static const TpLinkHandlers link_handlers = { deliver, started, EV_XFER_DONE };
+
+/* F&B composites on rank rk, whose operation of stage st is next: its F starts once its B's gradient
+ * has arrived too (FALSE: not yet); the composite takes tp_cost_fb's time, its F part then its B
+ * part in proportion to their own times (*dur, the F's or the B's, becomes its part's). */
+static gboolean fb_part(Run *r, int rk, int st, double *dur)
+{
+  const TpSim *sim = r->sim;
+  const TpSchedule *s = sim->s;
+  if (r->fb_rest[rk] >= 0) { /* the B part follows its F part */
+    *dur = r->fb_rest[rk];
+    r->fb_rest[rk] = -1;
+    return TRUE;
+  }
+  if (r->fbc[rk] >= (int)s->fb[rk]->len || g_array_index(s->fb[rk], int32_t, r->fbc[rk]) != r->rpos[rk])
+    return TRUE;
+  int st2 = g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk] + 1), k2 = r->pos[st2] + (st2 == st);
+  long g2 = sim->ix->off[st2] + k2;
+  if (!r->arrived[g2])
+    return FALSE;
+  double f = *dur, b = tp_sim_op_time(sim->c, s, st2, &tp_stage_ops(s, st2)[k2], FALSE);
+  double fb = sim->c->unit ? f + b : tp_cost_fb(f, b, sim->c->stage[st].fb_overlap);
+  *dur = f + b > 0 ? fb * f / (f + b) : 0;
+  r->fb_rest[rk] = fb - *dur;
+  r->fbc[rk]++;
+  return TRUE;
+}
 
 static void try_start(Run *r, int st)
 {
@@ -94,10 +125,12 @@ static void try_start(Run *r, int st)
     return;
   if (s->rank_seq && g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]) != st)
     return; /* not this chunk's turn on its rank: the rank runs one operation at a time, in its order */
+  double dur = tp_sim_op_time(sim->c, s, st, op, s->recompute && after_whole_forward(sim->ix, st, op));
+  if (s->fb && s->rank_seq && !fb_part(r, rk, st, &dur))
+    return;
   r->busy[st] = r->dev_busy[dev] = TRUE;
   r->cur[st] = g;
   sim->start[g] = r->eng.now;
-  double dur = tp_sim_op_time(sim->c, s, st, op, s->recompute && after_whole_forward(sim->ix, st, op));
   tp_engine_push(&r->eng, r->eng.now + dur, EV_COMPUTE_DONE, (uint32_t)st);
   if (r->ar)
     tp_ar_started(r->ar, s, st, r->pos[st], dur);
@@ -198,6 +231,10 @@ static gboolean run_events(TpSim *sim, GError **err)
   r.busy = g_new0(gboolean, s->W);
   r.dev_busy = g_new0(gboolean, c->n_devices);
   r.rpos = g_new0(int, tp_schedule_ranks(s));
+  r.fbc = g_new0(int, tp_schedule_ranks(s));
+  r.fb_rest = g_new(double, tp_schedule_ranks(s));
+  for (int k = 0; k < tp_schedule_ranks(s); k++)
+    r.fb_rest[k] = -1;
   r.arrived = g_new0(uint8_t, n);
   r.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(s->W), 1));
   for (long g = 0; g < n; g++)
@@ -225,6 +262,8 @@ static gboolean run_events(TpSim *sim, GError **err)
   g_free(r.busy);
   g_free(r.dev_busy);
   g_free(r.rpos);
+  g_free(r.fbc);
+  g_free(r.fb_rest);
   g_free(r.arrived);
   tp_engine_clear(&r.eng);
   return ok;

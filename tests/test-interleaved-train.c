@@ -1,4 +1,5 @@
-/* test-interleaved-train.c — training interleaved (virtual) stages: interleaved-1f1b and zb-v run
+/* test-interleaved-train.c — training interleaved (virtual) stages: interleaved-1f1b, zb-v and
+ * dualpipe-v (its F&B composites run as their F, then their B) run
  * through the executor end with 1f1b's weights on the same stages (the same mini-batch SGD, the
  * same order of gradient sums) and gpipe's within 1e-5; every worker runs one operation at a time,
  * in its order across its chunks (the measured operations of a worker never overlap and follow
@@ -51,8 +52,8 @@ static void check_turns(const TpSchedule *s, const TpRunResult *r)
     g_assert_cmpint(k[st], ==, tp_stage_len(s, st));
 }
 
-/* interleaved-1f1b (V = 2 on W = 2 and 4, V = 3 on W = 2) and zb-v (W = 2, 3; and built on costs) against
- * 1f1b and gpipe on the same W·V stages: each chunk runs its micro-batches' backwards in order, as 1f1b
+/* interleaved-1f1b (V = 2 on W = 2 and 4, V = 3 on W = 2), zb-v (W = 2, 3; and built on costs) and dualpipe-v
+ * (W = 2, 3) against 1f1b and gpipe on the same W·V stages: each chunk runs its micro-batches' backwards in order, as 1f1b
  * does, so the gradient sums are 1f1b's, bit for bit; gpipe sums in reverse order (within 1e-5). */
 static void test_same_weights(void)
 {
@@ -69,6 +70,8 @@ static void test_same_weights(void)
     { TP_ORDER_ZB_V, 2, 2, 4, FALSE },
     { TP_ORDER_ZB_V, 3, 2, 4, FALSE },
     { TP_ORDER_ZB_V, 2, 2, 8, TRUE },
+    { TP_ORDER_DUALPIPE_V, 2, 2, 4, FALSE },
+    { TP_ORDER_DUALPIPE_V, 3, 2, 8, FALSE },
   };
   for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
     int stages = cases[c].W * cases[c].V, N = cases[c].N;

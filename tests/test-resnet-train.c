@@ -257,7 +257,7 @@ int main(int argc, char **argv)
     g_test_add_data_func(path, shipped[i], test_shipped);
   }
   for (int i = 0; i < tp_n_presets; i++) {
-    if (tp_presets[i].order == TP_ORDER_INTERLEAVED_1F1B || tp_presets[i].order == TP_ORDER_ZB_V)
+    if (tp_order_chunked(tp_presets[i].order))
       continue; /* chunked: tests/test-interleaved-train.c's runs; the command line's below */
     g_autofree char *path = g_strdup_printf("/resnet-train/preset/%s", tp_presets[i].name);
     g_test_add_data_func(path, tp_presets[i].name, test_preset);

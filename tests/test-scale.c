@@ -175,7 +175,8 @@ static void test_prepared(void)
     for (int costs = 0; costs < 2; costs++) {
       const TpPreset *p = &tp_presets[i];
       TpPrepared prep = { 0 };
-      g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(p->order, p->policy, 4, 4, 12, &prep, NULL);
+      int N = p->order == TP_ORDER_DUALPIPE_V ? 8 : 4; /* N >= 2W */
+      g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(p->order, p->policy, 4, N, 12, &prep, NULL);
       g_assert_nonnull(s);
       g_assert_true(prep.ix && prep.start && prep.end);
       g_autoptr(TpCost) c = tp_cost_unit(s->W);

@@ -331,7 +331,8 @@ static void test_consumers(void)
 {
   for (int i = 0; i < tp_n_presets; i++)
     for (int large = 0; large < 2; large++) {
-      g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, large ? 16 : 4, large ? 16 : 4, large ? 800 : 6);
+      int W = large ? 16 : 4, N = tp_presets[i].order == TP_ORDER_DUALPIPE_V ? 2 * W : W; /* dualpipe-v: N >= 2W */
+      g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, W, N, large ? 800 : 6);
       g_autoptr(TpTimeline) tl = tp_timeline_new(s, FALSE, NULL);
       g_assert_nonnull(tl);
       long linked = 0;

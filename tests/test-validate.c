@@ -41,7 +41,8 @@ static void test_generated_valid(void)
     for (int W = 1; W <= 6; W++)
       for (int N = 1; N <= 6; N++) {
         if ((tp_presets[i].order == TP_ORDER_2BW && N < W) ||
-            (tp_presets[i].order == TP_ORDER_INTERLEAVED_1F1B && N % W))
+            (tp_presets[i].order == TP_ORDER_INTERLEAVED_1F1B && N % W) ||
+            (tp_presets[i].order == TP_ORDER_DUALPIPE_V && N < 2 * W))
           continue;
         g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, W, N, 2 * W + 3);
         GError *err = NULL;
