@@ -123,6 +123,7 @@ void tp_train_clear(Train *t)
   if (t->res.log)
     g_string_free(t->res.log, TRUE);
   g_free(t->res.links);
+  g_free(t->res.allreduce);
   g_free(t->dev.list);
   g_free(t->data_id);
   tp_group_free(t->group);
