@@ -96,8 +96,9 @@ static void links_json(const Train *t, GString *out)
 
 static void links_text(const Train *t, GString *out)
 {
-  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", tp_group_transport(t->group), t->W,
-                         t->W == 1 ? "" : "s",
+  int ranks = t->W * MAX(t->dp.D, 1);
+  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage %s; %s", tp_group_transport(t->group), ranks,
+                         ranks == 1 ? "" : "s", t->dp.D > 1 ? "r mod W + 1 of replica r / W + 1" : "r+1",
                          t->W == 1 ? "no links" : "links (ping-pong before training):");
   for (int l = 0; l < t->W - 1; l++) {
     g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
