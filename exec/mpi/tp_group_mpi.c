@@ -31,7 +31,9 @@ static gboolean mpi_broadcast(TpGroup *g, int root, void *buf, size_t len, const
   return tp_mpi_bcast(ctx_of(g)->mpi, root, buf, len, doing, err);
 }
 
-/* The links' costs; their eager limits only where MPI carries the stages' messages. */
+/* The links' costs; their eager limits only where MPI carries the stages' messages.  With replicas,
+ * each measures its own links and every rank takes the first replica's, so that every rank fixes
+ * its order on the same numbers. */
 static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError **err)
 {
   TpMpi *m = ctx_of(g)->replica ? ctx_of(g)->replica : ctx_of(g)->mpi; /* a replica's own links */
@@ -42,7 +44,8 @@ static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError 
   for (int i = 0; i < W - 1; i++)
     links[i] = (TpGroupLink){ .latency_s = l[i].latency_s, .bandwidth_Bps = l[i].bandwidth_Bps,
                               .eager_limit = ctx_of(g)->gpu_links ? 0 : eager[i] };
-  return TRUE;
+  return !ctx_of(g)->replica || W < 2 ||
+         tp_mpi_bcast(ctx_of(g)->mpi, 0, links, (size_t)(W - 1) * sizeof *links, "while sharing the first replica's links", err);
 }
 
 static gboolean mpi_check_same(TpGroup *g, const char *text, GError **err)
