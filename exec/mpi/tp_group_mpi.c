@@ -45,7 +45,8 @@ static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError 
     links[i] = (TpGroupLink){ .latency_s = l[i].latency_s, .bandwidth_Bps = l[i].bandwidth_Bps,
                               .eager_limit = ctx_of(g)->gpu_links ? 0 : eager[i] };
   return !ctx_of(g)->replica || W < 2 ||
-         tp_mpi_bcast(ctx_of(g)->mpi, 0, links, (size_t)(W - 1) * sizeof *links, "while sharing the first replica's links", err);
+         tp_mpi_bcast(ctx_of(g)->mpi, 0, links, (size_t)(W - 1) * sizeof *links,
+                      "while sharing the first replica's links", err);
 }
 
 static gboolean mpi_check_same(TpGroup *g, const char *text, GError **err)
