@@ -165,7 +165,7 @@ static guchar pattern(int k, size_t i) { return (guchar)(k * 31 + i * 7 + 1); }
   } while (0)
 
 /* Two replicas of one stage (D = 2, W = 1), one GPU each: the gradient's mean by NCCL's all-reduce,
- * checked against the host's on both ranks, and the same bits on both. */
+ * checked against the host's on both ranks, and the same bits on both; then of host memory. */
 static int worker_allreduce(int rank)
 {
   enum { N = 1 << 16 };
@@ -185,6 +185,11 @@ static int worker_allreduce(int rank)
     WCHECK(fabsf(host[i] - ((float)i + 0.5f)) <= 1e-6f * ((float)i + 1.0f), "a mean is wrong");
   WCHECK(MPI_Allgather(host, N, MPI_FLOAT, all, N, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Allgather");
   WCHECK(memcmp(all, all + N, N * sizeof(float)) == 0, "the replicas' means differ");
+  for (int i = 0; i < N; i++) /* host memory (batchnorm's statistics): through the GPU */
+    host[i] = rank ? 3.0f : 1.0f;
+  WCHECK(r->iface->mean(r, 0, rank, 1, NULL, host, N, &err), err ? err->message : "mean of host memory");
+  for (int i = 0; i < N; i++)
+    WCHECK(host[i] == 2.0f, "a mean of host memory is wrong");
   tp_reduce_free(r);
   cudaFree(dev);
   return 0;

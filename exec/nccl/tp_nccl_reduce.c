@@ -1,7 +1,7 @@
 /* tp_nccl_reduce.c — data parallelism's reduction with NCCL (exec/tp_reduce.h, tp_nccl.h): the
  * D·W ranks split by stage over MPI, one NCCL communicator per stage over its D replicas, joined on
  * the first reduction on the GPU that holds the gradient; each reduction an in-place ncclAllReduce
- * with ncclAvg on a stream of its own, waited for by polling (the stream, NCCL's asynchronous error,
+ * with ncclAvg on a stream of its own (a gradient in host memory through a device copy), waited for by polling (the stream, NCCL's asynchronous error,
  * this reduction's abort) at most timeout_s, after which the communicator is aborted. */
 #include "config.h"
 #include "tp_nccl_priv.h"
@@ -20,21 +20,43 @@ typedef struct {
   gint aborted;
   GMutex lock;
   char *why;            /* the abort's reason (lock) */
+  float *buf;           /* a host gradient's copy on the GPU (cap floats) */
+  size_t cap;
 } NcclReduce;
 
-/* The communicator on the GPU that holds grad (the first call: collective over the stage's replicas). */
-static gboolean join(NcclReduce *r, const float *grad, GError **err)
+/* The communicator on GPU device (the first call: collective over the stage's replicas). */
+static gboolean join(NcclReduce *r, int device, GError **err)
+{
+  TP_NCCLR_CUDA(cudaSetDevice(device), err);
+  TP_NCCLR_CUDA(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), err);
+  TP_NCCLR_CALL(ncclCommInitRank(&r->comm, r->base.D, r->id, r->replica), NULL, err);
+  r->device = device;
+  return TRUE;
+}
+
+/* Where grad lies: *on_gpu and its device, or host memory (the device then the current one). */
+static gboolean locate(const float *grad, gboolean *on_gpu, int *device, GError **err)
 {
   struct cudaPointerAttributes a;
   TP_NCCLR_CUDA(cudaPointerGetAttributes(&a, grad), err);
-  if (a.type != cudaMemoryTypeDevice) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl all-reduce: the gradient is not in GPU memory");
-    return FALSE;
-  }
-  TP_NCCLR_CUDA(cudaSetDevice(a.device), err);
-  TP_NCCLR_CUDA(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking), err);
-  TP_NCCLR_CALL(ncclCommInitRank(&r->comm, r->base.D, r->id, r->replica), NULL, err);
-  r->device = a.device;
+  *on_gpu = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  if (*on_gpu)
+    *device = a.device;
+  else
+    TP_NCCLR_CUDA(cudaGetDevice(device), err);
+  return TRUE;
+}
+
+/* A device buffer of n floats for a gradient in host memory, the reduction's own (kept). */
+static gboolean scratch(NcclReduce *r, size_t n, GError **err)
+{
+  if (r->cap >= n)
+    return TRUE;
+  if (r->buf)
+    TP_NCCLR_CUDA(cudaFree(r->buf), err);
+  r->buf = NULL, r->cap = 0;
+  TP_NCCLR_CUDA(cudaMalloc((void **)&r->buf, MAX(n, 1) * sizeof(float)), err);
+  r->cap = n;
   return TRUE;
 }
 
@@ -82,15 +104,26 @@ static gboolean nccl_mean(TpReduce *base, int stage, int replica, long mb, const
                           GError **err)
 {
   NcclReduce *r = (NcclReduce *)base;
-  (void)replica, (void)be; /* this rank's replica; be: the gradient's device, which the pointer names */
-  if (g_atomic_int_get(&r->aborted) || (r->device < 0 && !join(r, grad, err))) {
+  (void)replica, (void)be; /* this rank's replica; be: the gradient's memory, which the pointer tells */
+  gboolean on_gpu = FALSE;
+  int device = -1;
+  if (g_atomic_int_get(&r->aborted) || !locate(grad, &on_gpu, &device, err) || (r->device < 0 && !join(r, device, err))) {
     if (err && !*err)
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: the NCCL all-reduce was aborted%s%s",
                   stage + 1, r->replica + 1, r->why ? ": " : "", r->why ? r->why : "");
     return FALSE;
   }
   TP_NCCLR_CUDA(cudaSetDevice(r->device), err);
-  TP_NCCLR_CALL(ncclAllReduce(grad, grad, n, ncclFloat, ncclAvg, r->comm, r->stream), r->comm, err);
+  float *x = grad; /* in host memory (batchnorm's statistics): reduced in a copy on the GPU */
+  if (!on_gpu) {
+    if (!scratch(r, n, err))
+      return FALSE;
+    x = r->buf;
+    TP_NCCLR_CUDA(cudaMemcpyAsync(x, grad, n * sizeof(float), cudaMemcpyHostToDevice, r->stream), err);
+  }
+  TP_NCCLR_CALL(ncclAllReduce(x, x, n, ncclFloat, ncclAvg, r->comm, r->stream), r->comm, err);
+  if (!on_gpu)
+    TP_NCCLR_CUDA(cudaMemcpyAsync(grad, x, n * sizeof(float), cudaMemcpyDeviceToHost, r->stream), err);
   return wait_for(r, stage, mb, err);
 }
 
@@ -111,6 +144,8 @@ static void nccl_reduce_free(TpReduce *base)
     (void)(g_atomic_int_get(&r->aborted) ? ncclCommAbort(r->comm) : ncclCommDestroy(r->comm));
   if (r->stream)
     TP_GPU_CUDA_LOG("nccl all-reduce", cudaStreamDestroy(r->stream));
+  if (r->buf)
+    TP_GPU_CUDA_LOG("nccl all-reduce", cudaFree(r->buf));
   g_mutex_clear(&r->lock);
   g_free(r->why);
   g_free(r);
