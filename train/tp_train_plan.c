@@ -171,9 +171,9 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
    * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
    * stages alone, or on slots), the first mini-batch warming up and reps more timed, its updates
    * discarded; with replicas in this process, every replica at once, its updates on the replicas'
-   * mean (their memory in the times; the reduction, timed apart, taken out of the updates).  With more stages than cores the simulator
-   * shares the devices itself, so the stages are timed alone, as they are when each process runs
-   * one stage. */
+   * mean (their memory in the times; the reduction, timed apart, taken out of the updates).  With
+   * more stages than cores the simulator shares the devices itself, so the stages are timed alone,
+   * as they are when each process runs one stage. */
   int devices = tp_train_prediction_devices(t);
   if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
