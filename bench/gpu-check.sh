@@ -8,7 +8,8 @@
 #     from the folders of step 1, nothing else but the C library and the compiler's runtime;
 #  3. parity: tests/test-backend with TP_REQUIRE=cuda (every backend operation and the whole mlp and
 #     cnn networks, cuda against cpu; a case that cannot reach a GPU fails instead of skipping),
-#     then tests/test-nccl (one GPU: its two-rank exchange cannot run; NCCL links are not checked);
+#     then tests/test-nccl (one GPU: its two-rank exchange and its two-replica all-reduce cannot run;
+#     NCCL links and NCCL's all-reduce are not checked);
 #  4. the SGEMM rate of the cnn's and vgg16-cifar100's layers against cuBLAS on the same shapes;
 #  5. one GPU, W = 4 stages (one stream each), gpipe, pipedream and timeprest: cnn on the carried
 #     Fashion-MNIST slice for one epoch, vgg16-cifar100 on synthetic data for 50 mini-batches
@@ -166,7 +167,7 @@ fi
 cp "$tmp/parity" "$OUT/runs/parity.tap"
 parity="$(tap ok "$tmp/parity") ok, $(tap 'not ok' "$tmp/parity") failed, $(grep -c '# SKIP' "$tmp/parity") skipped"
 
-step "NCCL: tests/test-nccl (one GPU: the two-rank exchange cannot run here)"
+step "NCCL: tests/test-nccl (one GPU: the two-rank exchange and the two-replica all-reduce cannot run here)"
 if G_DEBUG=fatal-warnings run test-nccl --tap >"$tmp/nccl" 2>&1; then
   grep '^ok' "$tmp/nccl" | sed 's/^/   /'
 else
@@ -306,8 +307,8 @@ step "done"
   echo "Kit: $(sed -n 's/^commit //p' "$kit/MANIFEST"); CUDA libraries from ${TP_CUDA_LIBS:-nowhere}; $(nproc) cores."
   echo "Parity (tests/test-backend$([ "$DRY" = 1 ] || echo ", TP_REQUIRE=cuda")): $parity. NCCL links: not checked (one GPU;"
   echo "two ranks on one GPU are refused with one line). compute-sanitizer on the parity test: ${sanitizer:-not run}."
-  echo "Data parallelism (--data-parallel D): not run here, and not skipped silently: its replicas train on the cpu"
-  echo "backend only (NCCL's all-reduce is not built), and on one GPU NCCL could not run D > 1 (a rank per GPU)."
+  echo "Data parallelism (--data-parallel D > 1): NCCL's all-reduce cannot run on one GPU (NCCL takes a rank per GPU,"
+  echo "so D replicas need D GPUs: tests/test-nccl /nccl/allreduce $(grep -q '^ok.*/nccl/allreduce # SKIP' "$tmp/nccl" 2>/dev/null && echo skipped || echo ran)); the trainer runs replicas on the cpu backend only."
   echo
   echo "One GPU, W = $W, N = $N, batch $B (vgg16 $VGG_B, llama-tiny $LM_B, $BIG $BIG_B), seed 7, unit-slot order. s/mb: seconds per mini-batch, measured;"
   echo "profiled / h200: predicted from train's profiled costs / from the h200 cluster's analytic model;"

@@ -83,7 +83,8 @@ static gboolean start_group(const Opts *o, Train *t, GError **err)
   const TpBackendReg *reg = nccl ? tp_backend_find(o->backend ? o->backend : "cpu", NULL) : NULL;
   if (reg && reg->load_eagerly)
     reg->load_eagerly();
-  t->group = tp_group_mpi_start(t->cfg.peer_timeout, nccl ? tp_nccl_new : NULL, MAX(t->cfg.data_parallel, 1), err);
+  t->group = tp_group_mpi_start(t->cfg.peer_timeout, nccl ? tp_nccl_new : NULL, nccl ? tp_nccl_reduce_new : NULL,
+                                MAX(t->cfg.data_parallel, 1), err);
   return t->group != NULL;
 }
 

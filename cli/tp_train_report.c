@@ -54,6 +54,35 @@ gboolean tp_train_check_outputs(const char *csv, const char *trace, const char *
 
 /* ---- reports ------------------------------------------------------------------------------------- */
 
+/* Stage st's all-reduce as the prediction has it: the simulation's mean link time per all-reduce. */
+static double predicted_allreduce(const Train *t, int st)
+{
+  const TpAllreduceStats *ar = t->pred.sim->ar;
+  return ar && ar->count[st] ? ar->busy[st] / (double)ar->count[st] : 0;
+}
+
+/* Replicas: each stage's reduction as timed before training, and the prediction's all-reduce. */
+static void allreduce_json(const Train *t, GString *out)
+{
+  g_string_append(out, "\"allreduce\": [");
+  for (int st = 0; st < t->W; st++)
+    g_string_append_printf(out, "%s{\"stage\": %d, \"bytes\": %zu, \"measured\": %.9g, \"predicted\": %.9g}",
+                           st ? ", " : "", st + 1, tp_runtime_n_params(t->rt, st) * sizeof(float), t->res.allreduce[st],
+                           predicted_allreduce(t, st));
+  g_string_append(out, "], ");
+}
+
+static void allreduce_text(const Train *t, GString *out)
+{
+  g_string_append_printf(out, "all-reduce   %s, timed before training (median of %d) / as predicted:",
+                         t->dp.rt ? "the replicas' in-process reduction" : "the reduction over the job's MPI links",
+                         tp_train_allreduce_reps(t));
+  for (int st = 0; st < t->W; st++)
+    g_string_append_printf(out, "%s stage %d %.4g / %.4g ms", st ? "," : "", st + 1, 1e3 * t->res.allreduce[st],
+                           1e3 * predicted_allreduce(t, st));
+  g_string_append_c(out, '\n');
+}
+
 /* The links between processes as measured before training (one process per stage). */
 static void links_json(const Train *t, GString *out)
 {
@@ -67,8 +96,9 @@ static void links_json(const Train *t, GString *out)
 
 static void links_text(const Train *t, GString *out)
 {
-  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage r+1; %s", tp_group_transport(t->group), t->W,
-                         t->W == 1 ? "" : "s",
+  int ranks = t->W * MAX(t->dp.D, 1);
+  g_string_append_printf(out, "transport    %s: %d rank%s, rank r runs stage %s; %s", tp_group_transport(t->group), ranks,
+                         ranks == 1 ? "" : "s", t->dp.D > 1 ? "r mod W + 1 of replica r / W + 1" : "r+1",
                          t->W == 1 ? "no links" : "links (ping-pong before training):");
   for (int l = 0; l < t->W - 1; l++) {
     g_string_append_printf(out, "%s %d-%d %.1f us, %.2f GB/s", l ? "," : "", l + 1, l + 2,
@@ -173,6 +203,8 @@ static void report_json(const Train *t, const char *sha, GString *out)
   if (t->dp.D > 1)
     g_string_append_printf(out, "\"data_parallel\": %d, \"replicas_identical\": %s, ", t->dp.D,
                            t->dp.identical ? "true" : "false");
+  if (t->res.allreduce)
+    allreduce_json(t, out);
   if (t->res.links)
     links_json(t, out);
   g_string_append(out, "\"stages\": [");
@@ -260,6 +292,8 @@ static void report_text(const Train *t, const char *sha, GString *out)
     g_string_append_printf(out, "replicas     %d (data parallel, %d samples each, gradients averaged before every update); "
                            "bit-identical after every segment: %s\n", t->dp.D, tp_train_replica_batch(t),
                            t->dp.identical ? "yes" : "NO");
+  if (t->res.allreduce)
+    allreduce_text(t, out);
   if (t->res.links)
     links_text(t, out);
   /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state

@@ -236,4 +236,10 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
 gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
                                       GError **err);
 
+/* Data parallelism (cfg.reduce): the reduction an update runs, timed on each of this process's
+ * stages' gradient size (a scratch gradient of zeros in the stage's memory), every replica calling
+ * at once (each from its own thread or process): out[s] the median seconds of reps calls after one
+ * warm-up; 0 for a stage without parameters, or of another process, or without a reduction. */
+gboolean tp_runtime_time_reduce(TpRuntime *rt, int reps, double *out, GError **err);
+
 #endif

@@ -1,7 +1,7 @@
 /* tp_runtime_eval.c — what the runtime does outside training proper: test-set evaluation through
  * every stage in turn with the latest weights, and the profiles the simulator's prediction is
  * built on — each stage's operations timed alone on real data in the calling thread, and timed in
- * a short pipelined run whose updates are discarded. */
+ * a short pipelined run whose updates are discarded — and the replicas' gradient reduction timed. */
 #include "config.h"
 #include "tp_error.h"
 #include "tp_runtime_priv.h"
@@ -180,6 +180,35 @@ static gboolean prof_update(void *ctx, GError **err)
 {
   ProfCtx *c = ctx;
   return tp_rt_step(c->rt, &c->rt->st[c->s], 1, c->w, c->grad, c->mom, c->w, err) && tp_backend_sync(c->be, err);
+}
+
+/* The data-parallel reduction (cfg.reduce) of stage s's gradient, as an update makes it: the mean
+ * over the replicas of a scratch gradient in the stage's memory. */
+static gboolean prof_reduce(void *ctx, GError **err)
+{
+  ProfCtx *c = ctx;
+  TpReduce *red = c->rt->cfg.reduce;
+  return red->iface->mean(red, c->s, c->rt->cfg.replica, 0, c->be, c->grad, c->rt->st[c->s].np, err) &&
+         tp_backend_sync(c->be, err);
+}
+
+gboolean tp_runtime_time_reduce(TpRuntime *rt, int reps, double *out, GError **err)
+{
+  gboolean ok = TRUE;
+  for (int s = 0; s < rt->W; s++)
+    out[s] = 0;
+  for (int s = rt->lo; s < rt->hi && ok && rt->cfg.reduce; s++) {
+    const RtStage *S = &rt->st[s];
+    if (!S->np) /* nothing to reduce: the update calls no reduction either */
+      continue;
+    ProfCtx c = { .rt = rt, .s = s, .be = S->be, .grad = S->be->iface->alloc(S->be, S->np, err) };
+    ok = c.grad && S->be->iface->zero(S->be, c.grad, S->np, err) && time_median(prof_reduce, &c, MAX(reps, 1), &out[s], err);
+    if (c.grad)
+      S->be->iface->free(S->be, c.grad);
+  }
+  if (!ok)
+    g_prefix_error(err, "timing the gradients' reduction before training: ");
+  return ok;
 }
 
 /* Stage s's forward then backward buffers: on a host backend the shared host arrays themselves;

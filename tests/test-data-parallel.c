@@ -1,8 +1,8 @@
 /* test-data-parallel.c — data parallelism in one process (`train --data-parallel D`): the in-process
  * reduction (the mean in replica order, the same bits for every replica, an abort and a missing
  * replica ending the wait), D replicas of N micro-batches against one pipeline of D·N (the same
- * mathematics, dropout included), replicas bit-identical under every kind of weight policy, stop and
- * resume, and the refusals. */
+ * mathematics, dropout included), the prediction's all-reduce the reduction timed before training,
+ * replicas bit-identical under every kind of weight policy, stop and resume, and the refusals. */
 #include "tp_test.h"
 
 #include "tp_backend.h"
@@ -120,7 +120,9 @@ static void test_equals_one_pipeline(gconstpointer model)
   assert_close("final train loss", tpt_json_num(a, "final_train_loss"), tpt_json_num(b, "final_train_loss"), 1e-5);
   assert_close("test loss", tpt_json_num(a, "final_test_loss"), tpt_json_num(b, "final_test_loss"), 1e-5);
   g_assert_nonnull(strstr(a, "\"data_parallel\": 2, \"replicas_identical\": true"));
+  tpt_assert_allreduce_fed(a, 2);
   g_assert_null(strstr(b, "data_parallel")); /* one pipeline's report is as before */
+  g_assert_null(strstr(b, "allreduce"));
 }
 
 /* The same with dropout: each replica's micro-batches draw the masks the pipeline's draw. */
@@ -160,6 +162,7 @@ static void test_profile_replicas(void)
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "\"replicas_identical\": true"));
   g_assert_cmpfloat(tpt_json_num(r.out, "samples_per_second"), >, 0);
+  tpt_assert_allreduce_fed(r.out, 1);
   tpt_run_clear(&r);
 }
 

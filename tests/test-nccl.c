@@ -4,13 +4,15 @@
  * and in `train --transport nccl`.  Where two GPUs and mpirun are present (NCCL allows one rank per
  * GPU): `make check` is the driver and starts this same program under `timeout 60 mpirun -np 2 …
  * --worker`, whose ranks exchange tagged messages out of order between host and device buffers and
- * check every byte.  Otherwise that test skips, saying why. */
+ * check every byte, and two replicas of one stage average a gradient with NCCL's all-reduce
+ * (data parallelism's reduction).  Otherwise those tests skip, saying why. */
 #include "config.h"
 #include "tp_error.h"
 #include "tp_nccl.h"
 #include "tp_test.h"
 
 #include <glib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -162,14 +164,52 @@ static guchar pattern(int k, size_t i) { return (guchar)(k * 31 + i * 7 + 1); }
     }                                                                                                  \
   } while (0)
 
+/* Two replicas of one stage (D = 2, W = 1), one GPU each: the gradient's mean by NCCL's all-reduce,
+ * checked against the host's on both ranks, and the same bits on both; then of host memory. */
+static int worker_allreduce(int rank)
+{
+  enum { N = 1 << 16 };
+  GError *err = NULL;
+  TpReduce *r = tp_nccl_reduce_new(2, 30, &err);
+  WCHECK(r, err ? err->message : "tp_nccl_reduce_new");
+  g_autofree float *host = g_new(float, N), *all = g_new(float, 2 * (size_t)N);
+  float *dev = NULL;
+  WCHECK(cudaSetDevice(rank) == cudaSuccess && cudaMalloc((void **)&dev, N * sizeof(float)) == cudaSuccess, "cudaMalloc");
+  for (int i = 0; i < N; i++)
+    host[i] = rank ? 1.5f * (float)i + 1.0f : 0.5f * (float)i;
+  WCHECK(cudaMemcpy(dev, host, N * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+  gboolean ok = r->iface->mean(r, 0, rank, 1, NULL, dev, N, &err);
+  WCHECK(ok, err ? err->message : "mean");
+  WCHECK(cudaMemcpy(host, dev, N * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+  for (int i = 0; i < N; i++)
+    WCHECK(fabsf(host[i] - ((float)i + 0.5f)) <= 1e-6f * ((float)i + 1.0f), "a mean is wrong");
+  WCHECK(MPI_Allgather(host, N, MPI_FLOAT, all, N, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Allgather");
+  WCHECK(memcmp(all, all + N, N * sizeof(float)) == 0, "the replicas' means differ");
+  for (int i = 0; i < N; i++) /* host memory (batchnorm's statistics): through the GPU */
+    host[i] = rank ? 3.0f : 1.0f;
+  WCHECK(r->iface->mean(r, 0, rank, 1, NULL, host, N, &err), err ? err->message : "mean of host memory");
+  for (int i = 0; i < N; i++)
+    WCHECK(host[i] == 2.0f, "a mean of host memory is wrong");
+  tp_reduce_free(r);
+  cudaFree(dev);
+  return 0;
+}
+
 /* Rank 0 sends F(1,1..3) in order from device memory; rank 1 asks for them as 3, 1, 2 (host, device,
  * host buffers), then answers with B(1,1) which rank 0 receives into host memory. */
 static int worker(int *argc, char ***argv)
 {
   int provided = 0, rank = -1;
+  gboolean allreduce = strcmp((*argv)[1], "--worker-allreduce") == 0; /* read before MPI sees argv */
   if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
     return 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (allreduce) {
+    int rc = worker_allreduce(rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rc;
+  }
   GError *err = NULL;
   TpTransport *t = tp_nccl_new(3, 30, NULL, &err);
   if (!t) {
@@ -227,10 +267,12 @@ static int worker(int *argc, char ***argv)
 }
 #endif
 
-/* Two ranks, one GPU each, exchange messages out of order (see worker). */
-static void test_two_ranks(void)
+/* `timeout 60 mpirun -np 2 SELF mode`, two ranks of one GPU each; skips, saying why, where there are
+ * not two GPUs, or no mpirun. */
+static void two_ranks(const char *mode)
 {
 #ifndef HAVE_NCCL_TRANSPORT
+  (void)mode;
   tpt_skip_unless_required("nccl", TP_NCCL_MISSING);
 #else
   char *why = NULL;
@@ -247,7 +289,7 @@ static void test_two_ranks(void)
     tpt_skip_unless_required("mpi", !mpirun ? "mpirun not found" : "timeout not found");
     return;
   }
-  const char *argv[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np", "2", self, "--worker", NULL };
+  const char *argv[] = { "timeout", "60", "mpirun", "--oversubscribe", "-np", "2", self, mode, NULL };
   char **envp = g_get_environ();
   envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT", "1", TRUE);
   envp = g_environ_setenv(envp, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", TRUE);
@@ -258,15 +300,37 @@ static void test_two_ranks(void)
   g_assert_no_error(e);
   g_strfreev(envp);
   if (!WIFEXITED(wait) || WEXITSTATUS(wait) != 0)
-    g_error("mpirun -np 2 --worker failed (status %d):\n%s%s", wait, out, errout);
+    g_error("mpirun -np 2 %s failed (status %d):\n%s%s", mode, wait, out, errout);
 #endif
+}
+
+/* Two ranks, one GPU each, exchange messages out of order (see worker). */
+static void test_two_ranks(void) { two_ranks("--worker"); }
+
+/* Data parallelism's NCCL all-reduce: two replicas of one stage, one GPU each (worker_allreduce). */
+static void test_allreduce(void) { two_ranks("--worker-allreduce"); }
+
+/* Its refusal where it cannot run: a build without NCCL; outside MPI. */
+static void test_allreduce_refusal(void)
+{
+  GError *err = NULL;
+#ifdef HAVE_NCCL_TRANSPORT
+  g_assert_null(tp_nccl_reduce_new(2, 1, &err)); /* MPI not started in this process */
+  g_assert_error(err, TP_ERROR, TP_ERROR_RUNTIME);
+  g_assert_true(g_str_has_prefix(err->message, "nccl all-reduce: "));
+#else
+  g_assert_null(tp_nccl_reduce_new(2, 1, &err));
+  g_assert_error(err, TP_ERROR, TP_ERROR_RUNTIME);
+  g_assert_cmpstr(err->message, ==, "nccl all-reduce: " TP_NCCL_MISSING);
+#endif
+  g_clear_error(&err);
 }
 
 int main(int argc, char **argv)
 {
   self = argv[0];
 #ifdef HAVE_NCCL_TRANSPORT
-  if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+  if (argc > 1 && (strcmp(argv[1], "--worker") == 0 || strcmp(argv[1], "--worker-allreduce") == 0))
     return worker(&argc, &argv);
 #endif
   g_test_init(&argc, &argv, NULL);
@@ -277,5 +341,7 @@ int main(int argc, char **argv)
   g_test_add_func("/nccl/refusal", test_refusal);
   g_test_add_func("/nccl/train-refusal", test_train_refusal);
   g_test_add_func("/nccl/two-ranks", test_two_ranks);
+  g_test_add_func("/nccl/allreduce", test_allreduce);
+  g_test_add_func("/nccl/allreduce-refusal", test_allreduce_refusal);
   return g_test_run();
 }

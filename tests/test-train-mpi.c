@@ -182,6 +182,7 @@ static void test_data_parallel(gconstpointer preset)
   }
   g_autofree char *id = json_value(mpi.out, "replicas_identical");
   g_assert_cmpstr(id, ==, "true");
+  tpt_assert_allreduce_fed(mpi.out, 2); /* the reduction over MPI, timed before training */
   g_autofree char *wl = json_value(local.out, "weights_sha256"), *wr = json_value(resumed.out, "weights_sha256");
   g_assert_cmpstr(wr, ==, wl);
   g_assert_cmpint(count(mpi.out, "\"weights_sha256\""), ==, 1); /* one report, from rank 0 */

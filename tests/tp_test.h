@@ -13,6 +13,8 @@
 
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -249,6 +251,36 @@ static inline char *tpt_schedule_file(const char *path, const char *preset, cons
   char *text = g_strdup(r.out);
   tpt_run_clear(&r);
   return text;
+}
+
+/* A train report with W stages and replicas (JSON): each stage's all-reduce in the prediction is
+ * the reduction timed before training (the plumbing, not a timing: within the printed digits), of
+ * its gradient's bytes (stages[].params floats), positive where it has any; and the predicted
+ * time per mini-batch holds stage 1's (gpipe's updates wait for it). */
+static inline void tpt_assert_allreduce_fed(const char *json, int W)
+{
+  const char *p = strstr(json, "\"allreduce\": [");
+  g_assert_nonnull(p);
+  double slowest = 0;
+  for (int st = 1; st <= W; st++) {
+    g_autofree char *head = g_strdup_printf("{\"stage\": %d, \"bytes\": ", st), *param = g_strdup_printf(
+                                                                  "{\"stage\": %d, \"first_layer\": ", st);
+    p = strstr(p, head);
+    const char *q = strstr(json, param);
+    g_assert_nonnull(p);
+    g_assert_nonnull(q);
+    double bytes = 0, measured = -1, predicted = -1, params = -1;
+    g_assert_cmpint(sscanf(p + strlen(head), "%lf, \"measured\": %lf, \"predicted\": %lf", &bytes, &measured, &predicted),
+                    ==, 3);
+    g_assert_cmpint(sscanf(strstr(q, "\"params\": ") + 10, "%lf", &params), ==, 1);
+    g_assert_cmpfloat(bytes, ==, 4 * params);
+    if (bytes > 0)
+      g_assert_cmpfloat(measured, >, 0);
+    g_assert_cmpfloat(fabs(predicted - measured), <=, 1e-8 * measured);
+    slowest = st == 1 ? measured : slowest;
+    p++;
+  }
+  g_assert_cmpfloat(tpt_json_num(strstr(json, "\"predicted\": {"), "time_per_mini_batch"), >=, slowest);
 }
 
 #endif

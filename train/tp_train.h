@@ -86,6 +86,8 @@ typedef struct {
   GString *log;             /* training log (CSV) */
   GArray *events;           /* measured event rows (cfg.keep_events) */
   TpGroupLink *links;       /* [W-1] measured before training (NULL: free links) */
+  double *allreduce;        /* [W] each stage's gradient reduction among its replicas, timed before
+                               training (seconds; NULL: one pipeline): the prediction's all-reduce */
   TpComparison cmp;         /* the prediction joined with the measurement */
   gboolean cmp_ready;
 } TpTrainResults;
@@ -169,6 +171,9 @@ typedef gboolean (*TpTrainReportFn)(const Train *t, gpointer data, GError **err)
 
 /* The samples of a mini-batch each replica runs. */
 static inline int tp_train_replica_batch(const Train *t) { return t->cfg.batch / MAX(t->dp.D, 1); }
+/* Timings of the replicas' reduction before training (res.allreduce): more than of an operation, a
+ * reduction being cheap beside one and noisier (the replicas meet). */
+static inline int tp_train_allreduce_reps(const Train *t) { return 2 * MAX(t->cfg.reps, 1) + 1; }
 
 /* The cosine decay's length in mini-batches (the whole run), 0 for a constant rate. */
 static inline long tp_train_lr_steps(const Train *t) { return t->cfg.opt.lr_cosine ? (long)t->K * t->runs : 0; }

@@ -42,6 +42,23 @@ static void links_to_cost(Train *t)
   tp_predict_set_links(t->cost, lat, bw, eager);
 }
 
+/* D replicas: each stage's all-reduce in the cost model takes the time of the run's reduction timed
+ * before training (t->res.allreduce): the ring's bandwidth set so that it does, no latency.  Its
+ * memory stays what the executor measures (the weight stores): the simulator's reduction buffer
+ * is taken out again. */
+static void allreduce_to_cost(Train *t)
+{
+  const int D = t->dp.D;
+  tp_cost_data_parallel(t->cost, D, FALSE);
+  TpDataParallel *dp = t->cost->dp;
+  for (int s = 0; s < t->W; s++) {
+    double sec = t->res.allreduce[s];
+    t->cost->stage[s].grad_buffer_bytes -= dp->bytes[s];
+    dp->latency[s] = 0;
+    dp->bandwidth[s] = dp->bytes[s] > 0 && sec > 0 ? 2.0 * (D - 1) / D * dp->bytes[s] / sec : 0; /* 0: free */
+  }
+}
+
 /* The schedule every process is about to run is the first one's (a digest compared across them). */
 static gboolean same_schedule(Train *t, GError **err)
 {
@@ -148,15 +165,16 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
    * micro-batches read one version) */
   gboolean whole_bwd = whole || (t->s ? t->s->order : p->order) == TP_ORDER_NF1B;
   t->pred.prof = g_new0(TpStageProfile, t->W);
-  if (!tp_runtime_profile(t->rt, first_idx, cfg->reps, whole, whole_bwd, t->pred.prof, err) || !share_profiles(t, err))
+  if (!tp_runtime_profile(t->rt, first_idx, cfg->reps, whole, whole_bwd, t->pred.prof, err) || !share_profiles(t, err) ||
+      !tp_train_time_allreduce(t, err))
     return FALSE;
   /* where every stage has a device (core) of its own, time the operations as the run will see them:
    * in a short pipelined run of the preset in the run's kind of order (fixed on the costs of the
    * stages alone, or on slots), the first mini-batch warming up and reps more timed, its updates
    * discarded; with replicas in this process, every replica at once, its updates on the replicas'
-   * mean (their memory and the reduction in the times).  With more stages than cores the simulator
-   * shares the devices itself, so the stages are timed alone, as they are when each process runs
-   * one stage. */
+   * mean (their memory in the times; the reduction, timed apart, taken out of the updates).  With
+   * more stages than cores the simulator shares the devices itself, so the stages are timed alone,
+   * as they are when each process runs one stage. */
   int devices = tp_train_prediction_devices(t);
   if (!t->s && tp_group_size(t->group) == 1 && t->W / t->V <= devices) { /* a worker's chunks take turns */
     int kw = 2 * t->W + cfg->reps + 1;
@@ -164,10 +182,16 @@ static gboolean plan_on(Train *t, const int *first_idx, GError **err)
     g_autoptr(TpSchedule) warm = tp_train_generate(t, kw, alone, err); /* timed as the run will do it */
     if (!warm || !tp_train_profile_replicas(t, warm, first_idx, err))
       return FALSE;
+    for (int st = 0; t->res.allreduce && st < t->W; st++) { /* updates that waited for the reduction, which */
+      double *u = &t->pred.prof[st].upd;                      /* the cost model's all-reduce carries */
+      *u = MAX(*u - t->res.allreduce[st], 0.1 * *u);
+    }
   }
   t->cost = tp_predict_cost(t->rt, t->pred.prof, t->N, tp_train_replica_batch(t), devices);
   if (t->res.links)
     links_to_cost(t);
+  if (t->res.allreduce)
+    allreduce_to_cost(t);
   if (!t->s) {
     /* with checkpoints every M mini-batches, a run is cut into segments of M, each a whole schedule */
     int seg = tp_train_segment_length(t), tail = cfg->ck.every ? t->K % cfg->ck.every : 0;

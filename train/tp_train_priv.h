@@ -23,4 +23,9 @@ gboolean tp_train_run_replicas(Train *t, const TpSchedule *s, int *const *idx, i
  * replica's at once on its share of the samples (replica 0's times kept). */
 gboolean tp_train_profile_replicas(Train *t, const TpSchedule *warm, const int *first_idx, GError **err);
 
+/* tp_train_replicas.c: with replicas (D > 1), the run's reduction timed on every stage's gradient
+ * (tp_runtime_time_reduce: every replica at once, in this process's threads or the group's ranks),
+ * the slowest replica's median per stage into t->res.allreduce on every rank; nothing for D = 1. */
+gboolean tp_train_time_allreduce(Train *t, GError **err);
+
 #endif

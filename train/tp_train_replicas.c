@@ -196,3 +196,47 @@ gboolean tp_train_profile_replicas(Train *t, const TpSchedule *warm, const int *
   g_free(x), g_free(jobs);
   return ok;
 }
+
+typedef struct {
+  TpRuntime *rt;
+  int reps;
+  double *out; /* [W] */
+} ReduceTiming;
+
+static gboolean timed_reduce(gpointer part, GError **err)
+{
+  ReduceTiming *x = part;
+  return tp_runtime_time_reduce(x->rt, x->reps, x->out, err);
+}
+
+gboolean tp_train_time_allreduce(Train *t, GError **err)
+{
+  const int D = t->dp.D, W = t->W, reps = tp_train_allreduce_reps(t);
+  if (D < 2)
+    return TRUE;
+  /* parts: one timing per replica of this process (threads), or this rank's gathered from every rank */
+  int parts = t->dp.rt ? D : tp_group_size(t->group);
+  g_autofree double *all = g_new0(double, (size_t)parts * W);
+  gboolean ok;
+  if (t->dp.rt) {
+    ReduceTiming *x = g_new0(ReduceTiming, D);
+    Job *jobs = g_new0(Job, D);
+    for (int k = 0; k < D; k++) {
+      x[k] = (ReduceTiming){ .rt = t->dp.rt[k], .reps = reps, .out = all + (size_t)k * W };
+      jobs[k] = (Job){ .fn = timed_reduce, .part = &x[k], .reduce = t->dp.reduce };
+    }
+    ok = run_jobs(jobs, D, "replica-reduce", err);
+    g_free(x), g_free(jobs);
+  } else {
+    g_autofree double *mine = g_new0(double, W);
+    ok = tp_runtime_time_reduce(t->rt, reps, mine, err) && tp_group_gather(t->group, -1, mine, W * sizeof(double), all, err);
+  }
+  if (!ok)
+    return FALSE;
+  g_free(t->res.allreduce);
+  t->res.allreduce = g_new0(double, W);
+  for (int p = 0; p < parts; p++) /* a reduction ends when its slowest replica's does */
+    for (int st = 0; st < W; st++)
+      t->res.allreduce[st] = MAX(t->res.allreduce[st], all[(size_t)p * W + st]);
+  return TRUE;
+}

@@ -123,6 +123,7 @@ void tp_train_clear(Train *t)
   if (t->res.log)
     g_string_free(t->res.log, TRUE);
   g_free(t->res.links);
+  g_free(t->res.allreduce);
   g_free(t->dev.list);
   g_free(t->data_id);
   tp_group_free(t->group);
@@ -385,7 +386,8 @@ static gboolean check_replicas(Train *t, const TpBackendReg *reg, GError **err)
   int D = t->dp.D = MAX(c->data_parallel, 1);
   const char *why = NULL;
   if (D > 1 && (reg->device_noun || tp_group_links_on_gpus(t->group)))
-    why = "the replicas run on the cpu backend; on GPUs (NCCL's all-reduce) they are not built yet";
+    why = "the replicas run on the cpu backend; on GPUs the D·W ranks are not given GPUs of their own yet (NCCL's "
+          "all-reduce is built, not run)";
   if (why) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_DATA_PARALLEL, "data-parallel %d: %s", D, why);
     return FALSE;

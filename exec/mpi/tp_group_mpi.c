@@ -9,6 +9,7 @@
 typedef struct {
   TpMpi *mpi;          /* NULL once the job's end is said */
   TpGpuLinksFn gpu_links;
+  TpGpuReduceFn gpu_reduce;
   TpTransport *gpu;    /* the stages' links when they join GPUs */
   double timeout_s;
   int replicas;        /* data parallelism's D: rank r is replica r / W, stage r mod W */
@@ -31,7 +32,9 @@ static gboolean mpi_broadcast(TpGroup *g, int root, void *buf, size_t len, const
   return tp_mpi_bcast(ctx_of(g)->mpi, root, buf, len, doing, err);
 }
 
-/* The links' costs; their eager limits only where MPI carries the stages' messages. */
+/* The links' costs; their eager limits only where MPI carries the stages' messages.  With replicas,
+ * each measures its own links and every rank takes the first replica's, so that every rank fixes
+ * its order on the same numbers. */
 static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError **err)
 {
   TpMpi *m = ctx_of(g)->replica ? ctx_of(g)->replica : ctx_of(g)->mpi; /* a replica's own links */
@@ -42,7 +45,9 @@ static gboolean mpi_measure_links(TpGroup *g, int W, TpGroupLink *links, GError 
   for (int i = 0; i < W - 1; i++)
     links[i] = (TpGroupLink){ .latency_s = l[i].latency_s, .bandwidth_Bps = l[i].bandwidth_Bps,
                               .eager_limit = ctx_of(g)->gpu_links ? 0 : eager[i] };
-  return TRUE;
+  return !ctx_of(g)->replica || W < 2 ||
+         tp_mpi_bcast(ctx_of(g)->mpi, 0, links, (size_t)(W - 1) * sizeof *links,
+                      "while sharing the first replica's links", err);
 }
 
 static gboolean mpi_check_same(TpGroup *g, const char *text, GError **err)
@@ -67,7 +72,8 @@ static TpReduce *mpi_reduce(TpGroup *g, int W, double timeout_s, GError **err)
   (void)W;
   Ctx *c = ctx_of(g);
   if (c->replicas > 1 && !c->reduce)
-    c->reduce = tp_mpi_reduce_new(c->mpi, c->replicas, timeout_s, err);
+    c->reduce = c->gpu_reduce ? c->gpu_reduce(c->replicas, timeout_s, err)
+                              : tp_mpi_reduce_new(c->mpi, c->replicas, timeout_s, err);
   return c->reduce;
 }
 
@@ -155,6 +161,7 @@ static const TpGroupIface gpu_iface = {
   .measure_links = mpi_measure_links,
   .check_same = mpi_check_same,
   .check_size = mpi_check_size,
+  .reduce = mpi_reduce,
   .stage_links = mpi_stage_links,
   .catch_stop = mpi_catch_stop,
   .end_said = mpi_end_said,
@@ -163,7 +170,8 @@ static const TpGroupIface gpu_iface = {
   .free = mpi_free,
 };
 
-TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, int replicas, GError **err)
+TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, TpGpuReduceFn gpu_reduce, int replicas,
+                            GError **err)
 {
   tp_mpi_watchdog(peer_timeout_s, "starting MPI"); /* MPI_Init and the communicators: no timeout of their own */
   if (!tp_mpi_init(NULL, NULL, err))
@@ -174,7 +182,8 @@ TpGroup *tp_group_mpi_start(double peer_timeout_s, TpGpuLinksFn gpu_links, int r
     tp_mpi_fail(NULL, e->message, 1);
   tp_mpi_watchdog(0, NULL);
   Ctx *c = g_new0(Ctx, 1);
-  *c = (Ctx){ .mpi = m, .gpu_links = gpu_links, .timeout_s = peer_timeout_s, .replicas = MAX(replicas, 1) };
+  *c = (Ctx){ .mpi = m, .gpu_links = gpu_links, .gpu_reduce = gpu_reduce, .timeout_s = peer_timeout_s,
+              .replicas = MAX(replicas, 1) };
   TpGroup *g = g_new0(TpGroup, 1);
   *g = (TpGroup){ .iface = gpu_links ? &gpu_iface : &mpi_iface, .ctx = c };
   return g;

@@ -39,6 +39,7 @@
 #define TP_NCCL_H
 
 #include "tp_msg_hdr.h"
+#include "tp_reduce.h"
 #include "tp_transport.h"
 
 #include <glib.h>
@@ -58,6 +59,16 @@ TpTransport *tp_nccl_new(int N, double timeout_s, const char *devices, GError **
 
 /* The GPU this rank's transport runs on. */
 int tp_nccl_device(const TpTransport *t);
+
+/* Data parallelism's reduction (tp_reduce.h) over NCCL, for GPU stages one rank each: the D·W ranks
+ * of MPI_COMM_WORLD, rank r replica r / W of stage r mod W; a communicator per stage over its D
+ * replicas (its id made by the first and broadcast over MPI here, collectively; joined by the first
+ * mean(), on the GPU that holds the gradient).  mean() reduces the gradient in place (ncclAllReduce,
+ * ncclAvg: NCCL leaves every replica the same bits; host memory through a copy on the GPU) and
+ * waits at most timeout_s;
+ * abort() makes a waiting or later mean() fail and abort the communicator.  TP_NCCL_MISSING where
+ * the build has no NCCL. */
+TpReduce *tp_nccl_reduce_new(int replicas, double timeout_s, GError **err);
 
 /* ---- the parts of the scheme that need neither a GPU nor MPI (tp_nccl_match.c; tested alone) ---- */
 

@@ -1,4 +1,4 @@
-/* tp_nccl_loader.c — the NCCL transport's entry points (tp_nccl.h) inside the program.
+/* tp_nccl_loader.c — the NCCL transport's entry points (tp_nccl.h, its all-reduce's too) inside the program.
  *
  * The transport itself (tp_nccl.c, tp_nccl_boot.c) is the module tpnccl.so, linked against NCCL,
  * cudart and MPI; it is loaded here, with GModule, when a run asks for `--transport nccl`, so that
@@ -15,13 +15,14 @@ typedef struct {
   char *error;
   TpTransport *(*make)(int N, double timeout_s, const char *devices, GError **err);
   int (*device)(const TpTransport *t);
+  TpReduce *(*reduce)(int replicas, double timeout_s, GError **err);
 } NcclModule;
 
 static gpointer load(gpointer data)
 {
   NcclModule *m = data;
-  static const char *const names[] = { "tp_nccl_new", "tp_nccl_device", NULL };
-  gpointer *const out[] = { (gpointer *)&m->make, (gpointer *)&m->device };
+  static const char *const names[] = { "tp_nccl_new", "tp_nccl_device", "tp_nccl_reduce_new", NULL };
+  gpointer *const out[] = { (gpointer *)&m->make, (gpointer *)&m->device, (gpointer *)&m->reduce };
   char *why = NULL;
   GModule *mod = tp_module_open("tpnccl.so", "TP_NCCL_MODULE", &why);
   if (!mod || !tp_module_symbols(mod, names, out, &why)) {
@@ -59,4 +60,15 @@ int tp_nccl_device(const TpTransport *t)
   const char *why = NULL;
   NcclModule *m = module(&why);
   return m ? m->device(t) : -1;
+}
+
+TpReduce *tp_nccl_reduce_new(int replicas, double timeout_s, GError **err)
+{
+  const char *why = NULL;
+  NcclModule *m = module(&why);
+  if (!m) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl all-reduce: %s", why);
+    return NULL;
+  }
+  return m->reduce(replicas, timeout_s, err);
 }

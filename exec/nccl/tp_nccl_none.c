@@ -1,5 +1,5 @@
 /* tp_nccl_none.c — the NCCL transport's stand-in for builds without NCCL or without MPI: the same
- * entry points, refusing `--transport nccl` with one clear line. */
+ * entry points, refusing `--transport nccl` (and NCCL's all-reduce) with one clear line. */
 #include "config.h"
 #include "tp_error.h"
 #include "tp_nccl.h"
@@ -17,4 +17,11 @@ int tp_nccl_device(const TpTransport *t)
 {
   (void)t;
   return -1;
+}
+
+TpReduce *tp_nccl_reduce_new(int replicas, double timeout_s, GError **err)
+{
+  (void)replicas, (void)timeout_s;
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "nccl all-reduce: " TP_NCCL_MISSING);
+  return NULL;
 }
