@@ -292,6 +292,7 @@ typedef struct {
   const TpPlanRequest *r;
   gboolean simulate;
   gboolean per_sample; /* several batches: rank by time per sample */
+  TpPlanActs *acts;    /* bounding: the activations each order holds */
 } Job;
 
 static void evaluate(gpointer data, gpointer user)
@@ -311,6 +312,7 @@ static void evaluate(gpointer data, gpointer user)
   if (!j->simulate) {
     bound(p, a, c);
     p->rank_bound = p->t_bound * scale;
+    p->may_fit = j->r->no_prune || tp_plan_may_fit(j->acts, p, a, c);
   } else {
     simulate(p, c, a);
     if (p->status == TP_PLAN_OVER_MEMORY)
@@ -440,13 +442,15 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   /* bounds of every candidate, then simulation in waves of increasing time bound: a candidate is
    * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
    * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
-   * nor lie on the front).  Waves, not a shared running best, keep the outcome independent of the
-   * threads' timing. */
+   * nor lie on the front), or when no split of it may fit (tp_plan_may_fit).  Waves, not a shared
+   * running best, keep the outcome independent of the threads' timing. */
   gboolean per_sample = FALSE;
   for (int b = 1; b < r->n_batches; b++)
     per_sample = per_sample || r->batches[b] != r->batches[0];
-  Job bjob = { r, FALSE, per_sample }, sjob = { r, TRUE, per_sample };
+  TpPlanActs *acts = tp_plan_acts_new();
+  Job bjob = { r, FALSE, per_sample, acts }, sjob = { r, TRUE, per_sample, NULL };
   run_pool(res->all, &bjob, threads);
+  tp_plan_acts_free(acts);
   g_autoptr(GPtrArray) order = borrow(res->all);
   g_ptr_array_sort(order, compare_bound);
   g_autoptr(GPtrArray) fitting = g_ptr_array_new();
@@ -470,7 +474,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
       }
       if (dominated)
         p->status = TP_PLAN_DOMINATED;
-      else
+      else if (!p->may_fit) { /* no split of it fits: over the limit, like one simulated */
+        p->status = TP_PLAN_OVER_MEMORY;
+        g_ptr_array_add(over_bound, p);
+      } else
         g_ptr_array_add(batch, p);
     }
     run_pool(batch, &sjob, threads);
