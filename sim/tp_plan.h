@@ -79,7 +79,8 @@ typedef struct {
   gboolean may_fit;           /* some split might fit every device (tp_plan_may_fit): if not, over the limit */
   double rank_time, rank_bound; /* the ranking's time and its bound: per mini-batch, or per sample when
                                    several batches are searched */
-  gboolean simulated;
+  gboolean simulated;         /* sim holds its simulation */
+  gboolean tried, pending;    /* a split of it simulated; over the limit, sim left for when nothing fits */
   TpPlanSim sim;              /* what its simulation said */
   TpPlanStatus status;
   char *failure;              /* TP_PLAN_FAILED: why */
@@ -126,8 +127,12 @@ void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c);
 typedef struct TpPlanActs TpPlanActs;
 TpPlanActs *tp_plan_acts_new(void);
 void tp_plan_acts_free(TpPlanActs *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanActs, tp_plan_acts_free)
 void tp_plan_held_acts(const TpPreset *ps, int W, int N, int *held);
 gboolean tp_plan_may_fit(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c);
+/* TRUE when the split of cost model c (p's, under a) holds more than a device's memory on some stage by
+ * those least bytes: simulated, it would be over the limit. */
+gboolean tp_plan_split_over(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c);
 
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
  * batch, preset, W, N, recompute in enumeration order. */

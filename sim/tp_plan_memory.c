@@ -95,16 +95,36 @@ static double per_weight(const TpCost *c)
   return 1;
 }
 
-gboolean tp_plan_may_fit(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c)
+/* Whether stages share a memory: then they are judged together (the simulation's test), not here. */
+static gboolean shared_memory(const TpAnalytic *a, const TpCost *c)
 {
-  int W = p->W, L = tp_model_n_layers(a->model);
-  /* stages that share a memory are judged together (the simulation's test): no bound here */
-  if (a->profile)
-    return TRUE;
-  for (int s = 0; s < W; s++)
+  for (int s = 0; s < c->W; s++)
     for (int u = 0; u < s; u++)
       if (c->stage[s].device == c->stage[u].device)
         return TRUE;
+  return a->profile != NULL;
+}
+
+gboolean tp_plan_split_over(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c)
+{
+  if (shared_memory(a, c))
+    return FALSE;
+  const int *held = held_of(t, p);
+  for (int s = 0; s < c->W; s++) {
+    const TpStageCost *sc = &c->stage[s];
+    double acts = p->recompute ? held[s] * (sc->input_bytes > 0 ? sc->input_bytes : sc->grad_bytes) + sc->stored_bytes
+                               : held[s] * sc->stored_bytes;
+    if (sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + acts > tp_analytic_capacity(a, s) * (1 + MAY_FIT_SLACK))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+gboolean tp_plan_may_fit(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c)
+{
+  int W = p->W, L = tp_model_n_layers(a->model);
+  if (shared_memory(a, c))
+    return TRUE;
   const int *held = held_of(t, p);
   double pw = per_weight(c);
   /* reach[l]: layers [0, l) split over the stages so far, each within its memory */

@@ -357,12 +357,16 @@ static gboolean some_split_fits(const TpModel *m, const TpCluster *cl, const TpP
 /* Candidates dropped because no split of them may fit, under limits at the peaks of plans that fit
  * (each such plan just within its limit): over the limit in the unpruned search too, and every
  * split of each simulated over its devices' memory (brute force); what fits is listed the same. */
-static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, int *dropped)
+static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, int *dropped, int *pending)
 {
   g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, limit, FALSE);
   g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, limit, TRUE);
   for (guint i = 0; i < pruned->all->len; i++) {
     const TpPlan *p = pruned->all->pdata[i], *q = full->all->pdata[i];
+    if (p->pending) { /* over the limit without its details: so it is in full */
+      g_assert_cmpint(q->status, ==, TP_PLAN_OVER_MEMORY);
+      (*pending)++;
+    }
     if (p->may_fit)
       continue;
     g_assert_cmpint(p->status, !=, TP_PLAN_FITS);
@@ -396,10 +400,24 @@ static void test_may_fit(void)
   g_assert_no_error(err);
   g_autoptr(TpPlanResult) open = search_cluster(m, "C", 3, 8, 0, TRUE);
   g_assert_cmpuint(open->ranked->len, >, 20);
-  int dropped = 0;
+  int dropped = 0, pending = 0;
   for (guint k = 0; k < open->ranked->len; k += 5)
-    check_may_fit(m, cl, ((const TpPlan *)open->ranked->pdata[k])->sim.peak, &dropped);
+    check_may_fit(m, cl, ((const TpPlan *)open->ranked->pdata[k])->sim.peak, &dropped, &pending);
   g_assert_cmpint(dropped, >, 0);
+  g_assert_cmpint(pending, >, 0);
+  /* nothing fits (and plans over the limit were left without their details till then): the smallest
+   * peak named and the counts are the unpruned search's */
+  double least = INFINITY;
+  for (guint k = 0; k < open->ranked->len; k++)
+    least = MIN(least, ((const TpPlan *)open->ranked->pdata[k])->sim.peak);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, 0.86 * least, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, 0.86 * least, TRUE);
+  g_assert_cmpuint(full->ranked->len, ==, 0);
+  g_assert_cmpuint(pruned->ranked->len, ==, 0);
+  g_assert_cmpint(pruned->smallest->index, ==, full->smallest->index);
+  g_assert_cmpfloat(pruned->smallest->sim.peak, ==, full->smallest->sim.peak);
+  g_assert_cmpint(pruned->n_over_memory, ==, full->n_over_memory);
+  g_assert_cmpint(pruned->n_simulated, ==, full->n_simulated);
 }
 
 static TpPlanResult *search_rc(const TpModel *m, const TpProfile *p, const char *presets, int w1, int n0, int n1,
