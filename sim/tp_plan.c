@@ -303,7 +303,7 @@ static void refit_keep(TpPlan *p, Refit *f)
   tp_analytic_free(f->a);
 }
 
-/* Build, bound and (unless pruned) simulate: the pool's work item. */
+/* What the pool's threads do to each candidate (evaluate): bound it, or simulate it. */
 typedef struct {
   const TpPlanRequest *r;
   gboolean simulate;
@@ -385,6 +385,18 @@ static int compare_bound(gconstpointer a, gconstpointer b)
 }
 
 /* ---- the search --------------------------------------------------------------------------------- */
+
+/* Nothing fits: the candidates over the limit by a bound (over_bound) and those pending are simulated
+ * in full by job, so that the smallest peak named is one found, not a bound. */
+static void simulate_over(GPtrArray *all, GPtrArray *over_bound, const Job *job, int threads)
+{
+  for (guint i = 0; i < all->len; i++) {
+    TpPlan *p = all->pdata[i];
+    if (p->pending)
+      p->pending = FALSE, g_ptr_array_add(over_bound, p);
+  }
+  run_pool(over_bound, job, threads);
+}
 
 /* The b-th mini-batch size of the request. */
 static long batch_of(const TpPlanRequest *r, int b)
@@ -530,17 +542,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   }
   res->ranked = borrow(fitting);
   g_ptr_array_sort(res->ranked, compare_ptr);
-  /* nothing fits: the candidates pruned by their memory bound are simulated too, so that the
-   * smallest peak named is one found, not a bound */
-  if (!res->ranked->len) { /* and those simulated in part */
-    for (guint i = 0; i < res->all->len; i++)
-      if (((TpPlan *)res->all->pdata[i])->pending) {
-        ((TpPlan *)res->all->pdata[i])->pending = FALSE;
-        g_ptr_array_add(over_bound, res->all->pdata[i]);
-      }
-    Job xjob = { r, TRUE, per_sample, acts, TRUE };
-    run_pool(over_bound, &xjob, threads);
-  }
+  if (!res->ranked->len)
+    simulate_over(res->all, over_bound, &(Job){ r, TRUE, per_sample, acts, TRUE }, threads);
   for (guint i = 0; i < res->all->len; i++) {
     const TpPlan *p = res->all->pdata[i];
     res->n_simulated += p->simulated || p->tried;
