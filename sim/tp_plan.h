@@ -120,10 +120,10 @@ void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c);
 /* Memory before simulating (sim/tp_plan_memory.c).  held[s]: the micro-batches of activations stage s
  * of preset ps (W stages, N micro-batches) holds when its first backward starts, the same on every
  * split (1 where the order is fixed on the costs).  tp_plan_may_fit: FALSE when no split of p's layers
- * keeps every stage's least bytes (its weights, optimizer state, buffers and those activations,
- * as cost model c counts them per weight byte) within its device's memory under a (the candidate's
- * analytic costs); TRUE where it cannot tell (stages sharing a memory).  TpPlanActs keeps held per
- * preset, W and N for a search's threads. */
+ * keeps every stage's least bytes (its weights, optimizer state, buffers and those activations, or
+ * recomputing one micro-batch's, as cost model c counts them) within its device's memory under a
+ * (the candidate's analytic costs); TRUE where it cannot tell (stages sharing a memory).  TpPlanActs
+ * keeps held per preset, W and N for a search's threads. */
 typedef struct TpPlanActs TpPlanActs;
 TpPlanActs *tp_plan_acts_new(void);
 void tp_plan_acts_free(TpPlanActs *t);

@@ -3,8 +3,9 @@
  * is always live), optimizer state, gradient and reduction buffers, and the activations it holds when
  * its first backward starts: every forward before that backward is still held, and which forwards
  * come first is the order's own, the same on every split (the micro-batches held, from the schedule
- * itself, kept per preset, W and N for the whole search).  The layers are then tried every way
- * into the stages: no split whose every stage is within its device's memory, no plan that fits. */
+ * itself, kept per preset, W and N for the whole search; recomputing, one as workspace).  The layers
+ * are then tried every way into the stages: no split whose every stage is within its device's
+ * memory, no plan that fits. */
 #include "tp_plan.h"
 #include "tp_costed.h"
 
@@ -73,15 +74,14 @@ static const int *held_of(TpPlanActs *t, const TpPlan *p)
 }
 
 /* Stage s's least bytes on layers [lo, hi): what every weight byte brings (`per_weight`: itself,
- * optimizer state, buffers) and `held` micro-batches of its stored activations (recomputing: of its
- * input, beside one micro-batch's activations as workspace). */
+ * optimizer state, buffers) and `held` micro-batches of its stored activations.  Recomputing, one
+ * micro-batch's activations as workspace: the stored inputs are left out (a simulated peak need not
+ * hold them beside it: gpipe W = 1 recomputing peaks at its weights and workspace alone). */
 static double least_bytes(const TpAnalytic *a, int lo, int hi, double per_weight, int held)
 {
   const TpAnalyticTables *tab = &a->tab;
   double params = tab->param_prefix[hi] - tab->param_prefix[lo], stored = tab->stored_prefix[hi] - tab->stored_prefix[lo];
-  if (a->recompute)
-    return per_weight * params + a->micro * (held * tab->in_bytes[lo] + stored);
-  return per_weight * params + a->micro * held * stored;
+  return per_weight * params + a->micro * (a->recompute ? 1 : held) * stored;
 }
 
 /* Bytes per weight byte that cost model c gives each stage: all are proportional to the weights. */
@@ -112,8 +112,7 @@ gboolean tp_plan_split_over(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a,
   const int *held = held_of(t, p);
   for (int s = 0; s < c->W; s++) {
     const TpStageCost *sc = &c->stage[s];
-    double acts = p->recompute ? held[s] * (sc->input_bytes > 0 ? sc->input_bytes : sc->grad_bytes) + sc->stored_bytes
-                               : held[s] * sc->stored_bytes;
+    double acts = (p->recompute ? 1 : held[s]) * sc->stored_bytes; /* as least_bytes counts them */
     if (sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + acts > tp_analytic_capacity(a, s) * (1 + MAY_FIT_SLACK))
       return TRUE;
   }

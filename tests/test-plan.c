@@ -97,13 +97,14 @@ static void test_memory_limit(void)
 
 /* The front: no listed plan beats a front member in both; every fitting plan off the front is beaten
  * by one on it — against every candidate simulated (no pruning). */
-static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w1, int n1, double limit, gboolean no_prune)
+static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w1, int n1, double limit,
+                                    TpPlanRecompute rc, gboolean no_prune)
 {
   GError *err = NULL;
   g_autoptr(TpCluster) c = tp_cluster_load(cluster, &err);
   g_assert_no_error(err);
   TpPlanRequest r = { .model = m, .cluster = c, .batch = 128, .w0 = 1, .w1 = w1, .n0 = 1, .n1 = n1, .threads = 2,
-                      .memory_limit = limit, .no_prune = no_prune };
+                      .recompute = rc, .memory_limit = limit, .no_prune = no_prune };
   r.presets = all_presets(&r.n_presets);
   TpPlanResult *res = tp_plan_search(&r, &err);
   g_assert_no_error(err);
@@ -142,8 +143,8 @@ static void test_pareto_brute(void)
 {
   /* VGG-16 on cluster C: a front from fast and large to slow and small */
   g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
-  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, FALSE);
-  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TRUE);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, TP_PLAN_RECOMPUTE_NO, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TP_PLAN_RECOMPUTE_NO, TRUE);
   g_assert_cmpint(pruned->n_dominated, >, 0); /* the pruning is exercised */
   g_assert_cmpint(full->n_dominated, ==, 0);
   /* brute force over every fitting plan: not strictly beaten, first of its (time, peak) ties */
@@ -185,8 +186,8 @@ static void test_split_under_memory(void)
 {
   g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
   double limit = 12.0 * (1 << 30);
-  g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, FALSE);
-  g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, FALSE);
+  g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, TP_PLAN_RECOMPUTE_NO, FALSE);
+  g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, TP_PLAN_RECOMPUTE_NO, FALSE);
   int moved = 0;
   for (guint i = 0; i < capped->ranked->len; i++) {
     const TpPlan *p = capped->ranked->pdata[i];
@@ -357,10 +358,10 @@ static gboolean some_split_fits(const TpModel *m, const TpCluster *cl, const TpP
 /* Candidates dropped because no split of them may fit, under limits at the peaks of plans that fit
  * (each such plan just within its limit): over the limit in the unpruned search too, and every
  * split of each simulated over its devices' memory (brute force); what fits is listed the same. */
-static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, int *dropped, int *pending)
+static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, int dropped[2], int *pending)
 {
-  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, limit, FALSE);
-  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, limit, TRUE);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, limit, TP_PLAN_RECOMPUTE_BOTH, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, limit, TP_PLAN_RECOMPUTE_BOTH, TRUE);
   for (guint i = 0; i < pruned->all->len; i++) {
     const TpPlan *p = pruned->all->pdata[i], *q = full->all->pdata[i];
     if (p->pending) { /* over the limit without its details: so it is in full */
@@ -373,7 +374,7 @@ static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, i
     g_assert_cmpint(q->status, ==, TP_PLAN_OVER_MEMORY);
     int counts[8];
     g_assert_false(some_split_fits(m, cl, p, counts, 0, tp_model_n_layers(m), limit));
-    (*dropped)++;
+    dropped[p->recompute]++;
   }
   /* every plan that fits is listed as the unpruned search lists it, unless a faster one dominated it */
   guint listed = 0;
@@ -398,20 +399,22 @@ static void test_may_fit(void)
   GError *err = NULL;
   g_autoptr(TpCluster) cl = tp_cluster_load("C", &err);
   g_assert_no_error(err);
-  g_autoptr(TpPlanResult) open = search_cluster(m, "C", 3, 8, 0, TRUE);
+  g_autoptr(TpPlanResult) open = search_cluster(m, "C", 3, 8, 0, TP_PLAN_RECOMPUTE_BOTH, TRUE);
   g_assert_cmpuint(open->ranked->len, >, 20);
-  int dropped = 0, pending = 0;
-  for (guint k = 0; k < open->ranked->len; k += 5)
-    check_may_fit(m, cl, ((const TpPlan *)open->ranked->pdata[k])->sim.peak, &dropped, &pending);
-  g_assert_cmpint(dropped, >, 0);
+  int dropped[2] = { 0, 0 }, pending = 0; /* without and with recomputation */
+  for (guint k = 0; k < open->ranked->len; k += 8)
+    check_may_fit(m, cl, ((const TpPlan *)open->ranked->pdata[k])->sim.peak, dropped, &pending);
+  g_assert_cmpint(dropped[0], >, 0);
+  g_assert_cmpint(dropped[1], >, 0);
   g_assert_cmpint(pending, >, 0);
   /* nothing fits (and plans over the limit were left without their details till then): the smallest
    * peak named and the counts are the unpruned search's */
   double least = INFINITY;
   for (guint k = 0; k < open->ranked->len; k++)
-    least = MIN(least, ((const TpPlan *)open->ranked->pdata[k])->sim.peak);
-  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, 0.86 * least, FALSE);
-  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, 0.86 * least, TRUE);
+    if (!((const TpPlan *)open->ranked->pdata[k])->recompute)
+      least = MIN(least, ((const TpPlan *)open->ranked->pdata[k])->sim.peak);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, 0.86 * least, TP_PLAN_RECOMPUTE_NO, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, 0.86 * least, TP_PLAN_RECOMPUTE_NO, TRUE);
   g_assert_cmpuint(full->ranked->len, ==, 0);
   g_assert_cmpuint(pruned->ranked->len, ==, 0);
   g_assert_cmpint(pruned->smallest->index, ==, full->smallest->index);
