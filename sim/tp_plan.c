@@ -504,7 +504,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   for (int b = 1; b < r->n_batches; b++)
     per_sample = per_sample || r->batches[b] != r->batches[0];
   g_autoptr(TpPlanActs) acts = tp_plan_acts_new();
-  Job bjob = { r, FALSE, per_sample, acts, FALSE }, sjob = { r, TRUE, per_sample, acts, r->no_prune };
+  Job bjob = { .r = r, .per_sample = per_sample, .acts = acts },
+      sjob = { .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = r->no_prune };
   run_pool(res->all, &bjob, threads);
   g_autoptr(GPtrArray) order = borrow(res->all);
   g_ptr_array_sort(order, compare_bound);
@@ -543,7 +544,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   res->ranked = borrow(fitting);
   g_ptr_array_sort(res->ranked, compare_ptr);
   if (!res->ranked->len)
-    simulate_over(res->all, over_bound, &(Job){ r, TRUE, per_sample, acts, TRUE }, threads);
+    simulate_over(res->all, over_bound, &(Job){ .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = TRUE },
+                  threads);
   for (guint i = 0; i < res->all->len; i++) {
     const TpPlan *p = res->all->pdata[i];
     res->n_simulated += p->simulated || p->tried;
