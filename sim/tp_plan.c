@@ -254,46 +254,93 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
 }
 
-/* p over its memory limit with the fastest split: split under the memory instead (the schedule's
- * activations and versions per stage, corrected by simulation a few rounds), and keep that split
- * when it fits, or when it brings the peak down. */
-static void refit(const TpPlanRequest *r, TpPlan *p)
+/* p split under the memory instead of its fastest split: the schedule's activations and versions
+ * per stage, corrected by simulation a few rounds (tp_fit_memory).  Its plan q, not simulated yet,
+ * with its costs; FALSE when no split fits. */
+typedef struct {
+  TpAnalytic *a;
+  TpCost *c;
+  TpPlan q;
+} Refit;
+
+static gboolean refit_make(const TpPlanRequest *r, const TpPlan *p, Refit *f)
 {
   GError *e = NULL;
   g_autoptr(TpSchedule) s = tp_schedule_generate(p->preset->order, p->preset->policy, p->W, p->N,
                                                  tp_default_mini_batches(p->W), &e);
   if (s)
     s->recompute = p->recompute;
-  g_autoptr(TpAnalytic) a = s ? tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
-                                                   tp_plan_replica_batch(p), TRUE, &e) : NULL;
+  TpAnalytic *a = s ? tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
+                                         tp_plan_replica_batch(p), TRUE, &e) : NULL;
   if (a)
     a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states, tp_plan_tensor(p, a);
-  g_autoptr(TpCost) c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
-  if (!c) { /* no split fits: the fastest one stays, over the limit */
+  TpCost *c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  if (!c) {
     g_clear_error(&e);
-    return;
+    tp_analytic_free(a);
+    return FALSE;
   }
   tp_plan_replicas(r, p, c);
-  TpPlan q = *p;
-  q.split = g_new(int, p->W), q.sim.peak_bytes = g_new(double, p->W), q.failure = NULL;
+  *f = (Refit){ .a = a, .c = c, .q = *p };
+  f->q.split = g_new(int, p->W), f->q.sim.peak_bytes = g_new(double, p->W), f->q.failure = NULL;
+  f->q.simulated = FALSE, f->q.status = TP_PLAN_OVER_MEMORY;
   for (int st = 0; st < p->W; st++)
-    q.split[st] = a->bounds[st + 1] - a->bounds[st];
-  simulate(&q, c, a);
-  if (q.status == TP_PLAN_FITS || (q.status == TP_PLAN_OVER_MEMORY && q.sim.peak < p->sim.peak)) {
-    TpPlan old = *p;
-    *p = q;
-    q = old;
-  }
-  g_free(q.split), g_free(q.sim.peak_bytes), g_free(q.failure);
+    f->q.split[st] = a->bounds[st + 1] - a->bounds[st];
+  return TRUE;
 }
 
-/* Build, bound and (unless pruned) simulate: the pool's work item. */
+/* p takes q when q fits, or when q brings the peak down (both simulated, over the limit); f freed. */
+static void refit_keep(TpPlan *p, Refit *f)
+{
+  TpPlan *q = &f->q;
+  if (q->simulated && (q->status == TP_PLAN_FITS || (q->status == TP_PLAN_OVER_MEMORY && q->sim.peak < p->sim.peak))) {
+    TpPlan old = *p;
+    *p = *q;
+    *q = old;
+  }
+  g_free(q->split), g_free(q->sim.peak_bytes), g_free(q->failure);
+  tp_cost_free(f->c);
+  tp_analytic_free(f->a);
+}
+
+/* What the pool's threads do to each candidate (evaluate): bound it, or simulate it. */
 typedef struct {
   const TpPlanRequest *r;
   gboolean simulate;
   gboolean per_sample; /* several batches: rank by time per sample */
+  TpPlanActs *acts;    /* the activations each order holds */
+  gboolean exact;      /* simulate every split tried, bounds or not (every plan's details) */
 } Job;
 
+/* p simulated, and split again under the memory when over the limit (refit_make), keeping the split
+ * under the memory when it fits or brings the peak down.  A split that a bound shows over the limit
+ * (tp_plan_split_over) is simulated only where its details could matter: p fits as it would have, and
+ * a p over the limit without them is `pending` (they matter only when nothing fits). */
+static void settle(const Job *j, TpPlan *p, const TpCost *c, const TpAnalytic *a)
+{
+  if (j->exact || !tp_plan_split_over(j->acts, p, a, c)) {
+    simulate(p, c, a);
+    if (p->status != TP_PLAN_OVER_MEMORY)
+      return;
+  }
+  Refit f;
+  if (!refit_make(j->r, p, &f)) { /* no split fits: the fastest one stays, over the limit */
+    if (!p->simulated)
+      simulate(p, c, a);
+    return;
+  }
+  if (j->exact || !tp_plan_split_over(j->acts, &f.q, f.a, f.c))
+    simulate(&f.q, f.c, f.a);
+  gboolean tried = p->simulated || f.q.simulated;
+  if (f.q.simulated && f.q.status == TP_PLAN_FAILED && !p->simulated)
+    simulate(p, c, a); /* the refused split is not kept: p as simulated */
+  else if (!(f.q.simulated && f.q.status == TP_PLAN_FITS) && !(p->simulated && f.q.simulated))
+    p->status = TP_PLAN_OVER_MEMORY, p->pending = TRUE;
+  refit_keep(p, &f);
+  p->tried = tried || p->simulated;
+}
+
+/* Build, bound and (unless pruned) simulate: the pool's work item. */
 static void evaluate(gpointer data, gpointer user)
 {
   TpPlan *p = data;
@@ -311,10 +358,9 @@ static void evaluate(gpointer data, gpointer user)
   if (!j->simulate) {
     bound(p, a, c);
     p->rank_bound = p->t_bound * scale;
+    p->may_fit = j->r->no_prune || tp_plan_may_fit(j->acts, p, a, c);
   } else {
-    simulate(p, c, a);
-    if (p->status == TP_PLAN_OVER_MEMORY)
-      refit(j->r, p);
+    settle(j, p, c, a);
     p->rank_time = p->sim.t_minibatch * scale;
   }
   tp_analytic_free(a);
@@ -339,6 +385,18 @@ static int compare_bound(gconstpointer a, gconstpointer b)
 }
 
 /* ---- the search --------------------------------------------------------------------------------- */
+
+/* Nothing fits: the candidates over the limit by a bound (over_bound) and those pending are simulated
+ * in full by job, so that the smallest peak named is one found, not a bound. */
+static void simulate_over(GPtrArray *all, GPtrArray *over_bound, const Job *job, int threads)
+{
+  for (guint i = 0; i < all->len; i++) {
+    TpPlan *p = all->pdata[i];
+    if (p->pending)
+      p->pending = FALSE, g_ptr_array_add(over_bound, p);
+  }
+  run_pool(over_bound, job, threads);
+}
 
 /* The b-th mini-batch size of the request. */
 static long batch_of(const TpPlanRequest *r, int b)
@@ -440,12 +498,14 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   /* bounds of every candidate, then simulation in waves of increasing time bound: a candidate is
    * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
    * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
-   * nor lie on the front).  Waves, not a shared running best, keep the outcome independent of the
-   * threads' timing. */
+   * nor lie on the front), or when no split of it may fit (tp_plan_may_fit).  Waves, not a shared
+   * running best, keep the outcome independent of the threads' timing. */
   gboolean per_sample = FALSE;
   for (int b = 1; b < r->n_batches; b++)
     per_sample = per_sample || r->batches[b] != r->batches[0];
-  Job bjob = { r, FALSE, per_sample }, sjob = { r, TRUE, per_sample };
+  g_autoptr(TpPlanActs) acts = tp_plan_acts_new();
+  Job bjob = { .r = r, .per_sample = per_sample, .acts = acts },
+      sjob = { .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = r->no_prune };
   run_pool(res->all, &bjob, threads);
   g_autoptr(GPtrArray) order = borrow(res->all);
   g_ptr_array_sort(order, compare_bound);
@@ -470,7 +530,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
       }
       if (dominated)
         p->status = TP_PLAN_DOMINATED;
-      else
+      else if (!p->may_fit) { /* no split of it fits: over the limit, like one simulated */
+        p->status = TP_PLAN_OVER_MEMORY;
+        g_ptr_array_add(over_bound, p);
+      } else
         g_ptr_array_add(batch, p);
     }
     run_pool(batch, &sjob, threads);
@@ -480,13 +543,12 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   }
   res->ranked = borrow(fitting);
   g_ptr_array_sort(res->ranked, compare_ptr);
-  /* nothing fits: the candidates pruned by their memory bound are simulated too, so that the
-   * smallest peak named is one found, not a bound */
   if (!res->ranked->len)
-    run_pool(over_bound, &sjob, threads);
+    simulate_over(res->all, over_bound, &(Job){ .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = TRUE },
+                  threads);
   for (guint i = 0; i < res->all->len; i++) {
     const TpPlan *p = res->all->pdata[i];
-    res->n_simulated += p->simulated;
+    res->n_simulated += p->simulated || p->tried;
     res->n_over_memory += p->status == TP_PLAN_OVER_MEMORY;
     res->n_dominated += p->status == TP_PLAN_DOMINATED;
     res->n_failed += p->status == TP_PLAN_FAILED;

@@ -76,9 +76,11 @@ typedef struct {
   gboolean fused;             /* its forwards fused (tp_schedule_fuse_forwards): simulated faster so */
   int *split;                 /* [W] layers per stage */
   double t_bound, mem_bound;  /* lower bounds before simulating: time per mini-batch, largest device's bytes */
+  gboolean may_fit;           /* some split might fit every device (tp_plan_may_fit): if not, over the limit */
   double rank_time, rank_bound; /* the ranking's time and its bound: per mini-batch, or per sample when
                                    several batches are searched */
-  gboolean simulated;
+  gboolean simulated;         /* sim holds its simulation */
+  gboolean tried, pending;    /* a split of it simulated; over the limit, sim left for when nothing fits */
   TpPlanSim sim;              /* what its simulation said */
   TpPlanStatus status;
   char *failure;              /* TP_PLAN_FAILED: why */
@@ -114,6 +116,23 @@ const TpModel *tp_plan_model(const TpPlanRequest *r, const TpPlan *p);
 long tp_plan_replica_batch(const TpPlan *p);
 void tp_plan_tensor(const TpPlan *p, TpAnalytic *a);
 void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c);
+
+/* Memory before simulating (sim/tp_plan_memory.c).  held[s]: the micro-batches of activations stage s
+ * of preset ps (W stages, N micro-batches) holds when its first backward starts, the same on every
+ * split (1 where the order is fixed on the costs).  tp_plan_may_fit: FALSE when no split of p's layers
+ * keeps every stage's least bytes (its weights, optimizer state, buffers and those activations, or
+ * recomputing one micro-batch's, as cost model c counts them) within its device's memory under a
+ * (the candidate's analytic costs); TRUE where it cannot tell (stages sharing a memory).  TpPlanActs
+ * keeps held per preset, W and N for a search's threads. */
+typedef struct TpPlanActs TpPlanActs;
+TpPlanActs *tp_plan_acts_new(void);
+void tp_plan_acts_free(TpPlanActs *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanActs, tp_plan_acts_free)
+void tp_plan_held_acts(const TpPreset *ps, int W, int N, int *held);
+gboolean tp_plan_may_fit(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c);
+/* TRUE when the split of cost model c (p's, under a) holds more than a device's memory on some stage by
+ * those least bytes: simulated, it would be over the limit. */
+gboolean tp_plan_split_over(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c);
 
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
  * batch, preset, W, N, recompute in enumeration order. */

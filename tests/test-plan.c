@@ -2,6 +2,7 @@
  * ties, nothing fits, JSON fields, deterministic ranking), through the library and the program.
  * The profile's file is test-profile's. */
 #include "tp_plan.h"
+#include "tp_costed.h"
 #include "tp_test.h"
 #include "tp_test_profile.h"
 
@@ -96,13 +97,14 @@ static void test_memory_limit(void)
 
 /* The front: no listed plan beats a front member in both; every fitting plan off the front is beaten
  * by one on it — against every candidate simulated (no pruning). */
-static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w1, int n1, double limit, gboolean no_prune)
+static TpPlanResult *search_cluster(const TpModel *m, const char *cluster, int w1, int n1, double limit,
+                                    TpPlanRecompute rc, gboolean no_prune)
 {
   GError *err = NULL;
   g_autoptr(TpCluster) c = tp_cluster_load(cluster, &err);
   g_assert_no_error(err);
   TpPlanRequest r = { .model = m, .cluster = c, .batch = 128, .w0 = 1, .w1 = w1, .n0 = 1, .n1 = n1, .threads = 2,
-                      .memory_limit = limit, .no_prune = no_prune };
+                      .recompute = rc, .memory_limit = limit, .no_prune = no_prune };
   r.presets = all_presets(&r.n_presets);
   TpPlanResult *res = tp_plan_search(&r, &err);
   g_assert_no_error(err);
@@ -141,8 +143,8 @@ static void test_pareto_brute(void)
 {
   /* VGG-16 on cluster C: a front from fast and large to slow and small */
   g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
-  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, FALSE);
-  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TRUE);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 8, 128, 0, TP_PLAN_RECOMPUTE_NO, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 8, 128, 0, TP_PLAN_RECOMPUTE_NO, TRUE);
   g_assert_cmpint(pruned->n_dominated, >, 0); /* the pruning is exercised */
   g_assert_cmpint(full->n_dominated, ==, 0);
   /* brute force over every fitting plan: not strictly beaten, first of its (time, peak) ties */
@@ -184,8 +186,8 @@ static void test_split_under_memory(void)
 {
   g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
   double limit = 12.0 * (1 << 30);
-  g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, FALSE);
-  g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, FALSE);
+  g_autoptr(TpPlanResult) uncapped = search_cluster(m, "C", 3, 4, 0, TP_PLAN_RECOMPUTE_NO, FALSE);
+  g_autoptr(TpPlanResult) capped = search_cluster(m, "C", 3, 4, limit, TP_PLAN_RECOMPUTE_NO, FALSE);
   int moved = 0;
   for (guint i = 0; i < capped->ranked->len; i++) {
     const TpPlan *p = capped->ranked->pdata[i];
@@ -296,6 +298,129 @@ static void assert_same_top(const TpPlanResult *pruned, const TpPlanResult *full
     g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
   for (guint i = 0; i < 5; i++)
     g_assert_cmpint(((const TpPlan *)pruned->ranked->pdata[i])->index, ==, ((const TpPlan *)full->ranked->pdata[i])->index);
+}
+
+/* Memory before simulating: the micro-batches an order holds at a stage's first backward (1F1B's
+ * W - s of them, GPipe's N, one where the order is fixed on the costs). */
+static void test_held_activations(void)
+{
+  const TpPreset *f = tp_preset_find("1f1b"), *g = tp_preset_find("gpipe"), *t = tp_preset_find("timeprest");
+  int held[8];
+  for (int W = 1; W <= 6; W++)
+    for (int N = 1; N <= 8; N++) {
+      tp_plan_held_acts(f, W, N, held);
+      for (int s = 0; s < W; s++)
+        g_assert_cmpint(held[s], ==, MIN(W - s, N));
+      tp_plan_held_acts(g, W, N, held);
+      for (int s = 0; s < W; s++)
+        g_assert_cmpint(held[s], ==, N);
+      tp_plan_held_acts(t, W, N, held);
+      for (int s = 0; s < W; s++)
+        g_assert_cmpint(held[s], ==, 1);
+    }
+}
+
+/* Whether p on the split `counts` fits its devices: simulated, every stage's peak within its memory. */
+static gboolean split_fits(const TpModel *m, const TpCluster *cl, const TpPlan *p, const int *counts, double limit)
+{
+  GError *err = NULL;
+  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, cl, NULL, p->W, p->N, p->batch, TRUE, &err);
+  g_assert_no_error(err);
+  a->cap = limit, a->recompute = p->recompute;
+  g_assert_true(tp_analytic_split(a, counts, NULL, NULL, &err));
+  g_autoptr(TpCost) c = tp_analytic_cost(a);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N,
+                                                           tp_default_mini_batches(p->W), p->recompute, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
+  for (int st = 0; st < p->W; st++)
+    if (mm->stage[st].peak_bytes > c->capacity[st])
+      return FALSE;
+  return TRUE;
+}
+
+/* Whether any split of p's L layers (stages s.. with `left` layers to give) fits. */
+static gboolean some_split_fits(const TpModel *m, const TpCluster *cl, const TpPlan *p, int *counts, int s, int left,
+                                double limit)
+{
+  if (s == p->W - 1) {
+    counts[s] = left;
+    return split_fits(m, cl, p, counts, limit);
+  }
+  for (counts[s] = 1; counts[s] <= left - (p->W - 1 - s); counts[s]++)
+    if (some_split_fits(m, cl, p, counts, s + 1, left - counts[s], limit))
+      return TRUE;
+  return FALSE;
+}
+
+/* Candidates dropped because no split of them may fit, under limits at the peaks of plans that fit
+ * (each such plan just within its limit): over the limit in the unpruned search too, and every
+ * split of each simulated over its devices' memory (brute force); what fits is listed the same. */
+static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, int dropped[2], int *pending)
+{
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, limit, TP_PLAN_RECOMPUTE_BOTH, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, limit, TP_PLAN_RECOMPUTE_BOTH, TRUE);
+  for (guint i = 0; i < pruned->all->len; i++) {
+    const TpPlan *p = pruned->all->pdata[i], *q = full->all->pdata[i];
+    if (p->pending) { /* over the limit without its details: so it is in full */
+      g_assert_cmpint(q->status, ==, TP_PLAN_OVER_MEMORY);
+      (*pending)++;
+    }
+    if (p->may_fit)
+      continue;
+    g_assert_cmpint(p->status, !=, TP_PLAN_FITS);
+    g_assert_cmpint(q->status, ==, TP_PLAN_OVER_MEMORY);
+    int counts[8];
+    g_assert_false(some_split_fits(m, cl, p, counts, 0, tp_model_n_layers(m), limit));
+    dropped[p->recompute]++;
+  }
+  /* every plan that fits is listed as the unpruned search lists it, unless a faster one dominated it */
+  guint listed = 0;
+  for (guint i = 0; i < full->ranked->len; i++) {
+    const TpPlan *q = full->ranked->pdata[i], *p = pruned->all->pdata[q->index];
+    g_assert_true(p->status == TP_PLAN_DOMINATED || p->status == TP_PLAN_FITS);
+    if (p->status != TP_PLAN_FITS)
+      continue;
+    g_assert_cmpfloat(p->sim.t_minibatch, ==, q->sim.t_minibatch);
+    g_assert_cmpfloat(p->sim.peak, ==, q->sim.peak);
+    listed++;
+  }
+  g_assert_cmpuint(listed, ==, pruned->ranked->len);
+  g_assert_cmpuint(pruned->pareto->len, ==, full->pareto->len);
+  for (guint i = 0; i < full->pareto->len; i++) /* the top choice first */
+    g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
+}
+
+static void test_may_fit(void)
+{
+  g_autoptr(TpModel) m = tpt_model("vgg16-imagenet");
+  GError *err = NULL;
+  g_autoptr(TpCluster) cl = tp_cluster_load("C", &err);
+  g_assert_no_error(err);
+  g_autoptr(TpPlanResult) open = search_cluster(m, "C", 3, 8, 0, TP_PLAN_RECOMPUTE_BOTH, TRUE);
+  g_assert_cmpuint(open->ranked->len, >, 20);
+  int dropped[2] = { 0, 0 }, pending = 0; /* without and with recomputation */
+  for (guint k = 0; k < open->ranked->len; k += 8)
+    check_may_fit(m, cl, ((const TpPlan *)open->ranked->pdata[k])->sim.peak, dropped, &pending);
+  g_assert_cmpint(dropped[0], >, 0);
+  g_assert_cmpint(dropped[1], >, 0);
+  g_assert_cmpint(pending, >, 0);
+  /* nothing fits (and plans over the limit were left without their details till then): the smallest
+   * peak named and the counts are the unpruned search's */
+  double least = INFINITY;
+  for (guint k = 0; k < open->ranked->len; k++)
+    if (!((const TpPlan *)open->ranked->pdata[k])->recompute)
+      least = MIN(least, ((const TpPlan *)open->ranked->pdata[k])->sim.peak);
+  g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, 0.86 * least, TP_PLAN_RECOMPUTE_NO, FALSE);
+  g_autoptr(TpPlanResult) full = search_cluster(m, "C", 3, 8, 0.86 * least, TP_PLAN_RECOMPUTE_NO, TRUE);
+  g_assert_cmpuint(full->ranked->len, ==, 0);
+  g_assert_cmpuint(pruned->ranked->len, ==, 0);
+  g_assert_cmpint(pruned->smallest->index, ==, full->smallest->index);
+  g_assert_cmpfloat(pruned->smallest->sim.peak, ==, full->smallest->sim.peak);
+  g_assert_cmpint(pruned->n_over_memory, ==, full->n_over_memory);
+  g_assert_cmpint(pruned->n_simulated, ==, full->n_simulated);
 }
 
 static TpPlanResult *search_rc(const TpModel *m, const TpProfile *p, const char *presets, int w1, int n0, int n1,
@@ -503,6 +628,8 @@ int main(int argc, char **argv)
   g_test_add_func("/plan/pareto-brute-force", test_pareto_brute);
   g_test_add_func("/plan/ties", test_ties);
   g_test_add_func("/plan/split-under-memory", test_split_under_memory);
+  g_test_add_func("/plan/held-activations", test_held_activations);
+  g_test_add_func("/plan/may-fit", test_may_fit);
   g_test_add_func("/plan/nothing-fits", test_nothing_fits);
   g_test_add_func("/plan/json", test_json);
   g_test_add_func("/plan/recompute", test_recompute);
