@@ -319,6 +319,28 @@ static void test_composite_marks(void)
   }
   tpt_run_clear(&csv);
   tpt_run_clear(&native);
+  /* the brief's case end to end: written as CSV or JSON, simulated from the file, the same report and
+   * events as the native schedule's */
+  g_autofree char *file = g_build_filename(root, "dpv", NULL), *ev = g_build_filename(root, "ev.csv", NULL),
+                  *ev_native = g_build_filename(root, "ev-native.csv", NULL);
+  TptRun want_sim = tpt_run((const char *[]){ "simulate", "-s", "dualpipe-v", "-w", "3", "-n", "8", "--csv", ev_native,
+                                              NULL });
+  g_assert_cmpint(want_sim.status, ==, 0);
+  g_autofree char *want_ev = NULL;
+  g_assert_true(g_file_get_contents(ev_native, &want_ev, NULL, NULL));
+  for (int json = 0; json < 2; json++) {
+    TptRun w = tpt_run((const char *[]){ "schedule", "-s", "dualpipe-v", "-w", "3", "-n", "8", "--format",
+                                         json ? "json" : "csv", "-o", file, NULL });
+    g_assert_cmpint(w.status, ==, 0);
+    TptRun sim = tpt_run((const char *[]){ "simulate", "-i", file, "--csv", ev, NULL });
+    g_assert_cmpstr(sim.out, ==, want_sim.out);
+    g_autofree char *got_ev = NULL;
+    g_assert_true(g_file_get_contents(ev, &got_ev, NULL, NULL));
+    g_assert_cmpstr(got_ev, ==, want_ev);
+    tpt_run_clear(&w);
+    tpt_run_clear(&sim);
+  }
+  tpt_run_clear(&want_sim);
   tpt_rm_tree(root);
 }
 
