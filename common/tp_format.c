@@ -75,30 +75,6 @@ static void format_header(const TpSchedule *s, GString *out, const char *lead)
   g_string_append_c(out, '\n');
 }
 
-#define CSV_COLUMNS "stage,op,mini_batch,micro_batch,version,source"
-
-/* Every operation with its stage, in the order the CSV lists them: stage by stage, or for interleaved
- * stages each worker's operations in its order across its chunks (the file keeps that order). */
-typedef void (*RowFn)(void *ctx, int st, const TpOp *op);
-static void each_row(const TpSchedule *s, RowFn row, void *ctx)
-{
-  if (s->rank_seq) {
-    int *pos = g_new0(int, s->W);
-    for (int r = 0; r < tp_schedule_ranks(s); r++)
-      for (guint k = 0; k < s->rank_seq[r]->len; k++) {
-        int st = g_array_index(s->rank_seq[r], int32_t, k);
-        row(ctx, st, &tp_stage_ops(s, st)[pos[st]++]);
-      }
-    g_free(pos);
-    return;
-  }
-  for (int st = 0; st < s->W; st++) {
-    const TpOp *ops = tp_stage_ops(s, st);
-    for (int k = 0, n = tp_stage_len(s, st); k < n; k++)
-      row(ctx, st, &ops[k]);
-  }
-}
-
 /* Text or digest bytes gathered in a block that stays in cache, handed on when nearly full. */
 enum { SINK_BLOCK = 1 << 16, SINK_ROW_MAX = 64 };
 typedef struct {
@@ -106,9 +82,41 @@ typedef struct {
   TpSha256 *hash;  /* the digest's, or NULL */
   int prev_st;     /* the digest's previous row */
   int32_t prev_mb;
+  gboolean opens;  /* the row handed to a RowFn opens an F&B composite with its worker's next one */
   size_t n;
   char buf[SINK_BLOCK];
 } Sink;
+
+#define CSV_COLUMNS "stage,op,mini_batch,micro_batch,version,source"
+#define CSV_COMPOSITE ",composite" /* the seventh column, only in files of schedules with F&B composites */
+
+/* Every operation with its stage, in the order the CSV lists them: stage by stage, or for interleaved
+ * stages each worker's operations in its order across its chunks (the file keeps that order); with
+ * F&B composites the sink says whether the row opens one. */
+typedef void (*RowFn)(Sink *k, int st, const TpOp *op);
+static void each_row(const TpSchedule *s, RowFn row, Sink *k)
+{
+  if (s->rank_seq || s->fb) { /* without chunks a worker's order is its stage's */
+    int *pos = g_new0(int, s->W);
+    for (int r = 0; r < tp_schedule_ranks(s); r++) {
+      int n = s->rank_seq ? (int)s->rank_seq[r]->len : tp_stage_len(s, r);
+      guint c = 0; /* the worker's next composite */
+      for (int j = 0; j < n; j++) {
+        int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, j) : r;
+        k->opens = s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == j;
+        c += k->opens;
+        row(k, st, &tp_stage_ops(s, st)[pos[st]++]);
+      }
+    }
+    g_free(pos);
+    return;
+  }
+  for (int st = 0; st < s->W; st++) {
+    const TpOp *ops = tp_stage_ops(s, st);
+    for (int j = 0, n = tp_stage_len(s, st); j < n; j++)
+      row(k, st, &ops[j]);
+  }
+}
 
 static void sink_flush(Sink *k)
 {
@@ -147,9 +155,8 @@ static inline char *put_int(char *p, int32_t v)
   return put_uint(p, v < 0 ? 0u - (uint32_t)v : (uint32_t)v);
 }
 
-static void csv_put_row(void *ctx, int st, const TpOp *op)
+static void csv_put_row(Sink *k, int st, const TpOp *op)
 {
-  Sink *k = ctx;
   char *p0 = sink_row(k), *p = put_uint(p0, (uint32_t)st + 1);
   *p++ = ',', *p++ = tp_op_letters[op->kind], *p++ = ',';
   p = put_int(p, op->mb);
@@ -164,6 +171,15 @@ static void csv_put_row(void *ctx, int st, const TpOp *op)
   memcpy(p, src, n);
   p[n] = '\n';
   k->n += (size_t)(p + n + 1 - p0);
+}
+
+/* A row with the composite column: "fb" where it opens an F&B composite, else empty. */
+static void csv_put_row_fb(Sink *k, int st, const TpOp *op)
+{
+  csv_put_row(k, st, op);
+  k->n--; /* its newline */
+  memcpy(k->buf + k->n, k->opens ? ",fb\n" : ",\n", k->opens ? 4 : 2);
+  k->n += k->opens ? 4 : 2;
 }
 
 /* The digest record's integers: unsigned LEB128, signed ones zigzag-mapped first. */
@@ -198,21 +214,22 @@ static inline char *digest_op(char *p, int st, const TpOp *op, int *prev_st, int
   return p;
 }
 
-static void digest_row(void *ctx, int st, const TpOp *op)
+static void digest_row(Sink *k, int st, const TpOp *op)
 {
-  Sink *k = ctx;
   int prev_st = k->prev_st;
   int32_t prev_mb = k->prev_mb;
   char *p0 = sink_row(k);
   k->n += (size_t)(digest_op(p0, st, op, &prev_st, &prev_mb) - p0);
   k->prev_st = prev_st, k->prev_mb = prev_mb;
+  if (k->opens) /* 128 in its tag: an operation that opens an F&B composite */
+    p0[0] = (char)(p0[0] | 0x80);
 }
 
 /* Every row of s through row into a block handed on to text or hash. */
 static void sink_rows(const TpSchedule *s, RowFn row, GString *text, TpSha256 *hash)
 {
   Sink *k = g_new(Sink, 1); /* its block is written before it is read */
-  k->text = text, k->hash = hash, k->prev_st = 0, k->prev_mb = 0, k->n = 0;
+  k->text = text, k->hash = hash, k->prev_st = 0, k->prev_mb = 0, k->opens = FALSE, k->n = 0;
   each_row(s, row, k);
   sink_flush(k);
   g_free(k);
@@ -264,7 +281,7 @@ char *tp_schedule_sha256(const TpSchedule *s)
   tp_sha256_update(hash, head->str, head->len);
   /* a large schedule's stages in ranges at once: the first range hashed as it is written, the others'
    * records after it, in order (the same bytes as one pass) */
-  int parts = s->rank_seq ? 1 : tp_parallel_parts(tp_schedule_n_ops(s), s->W);
+  int parts = s->rank_seq || s->fb ? 1 : tp_parallel_parts(tp_schedule_n_ops(s), s->W);
   if (parts == 1) {
     sink_rows(s, digest_row, NULL, hash);
     return tp_sha256_finish_hex(hash);
@@ -288,14 +305,14 @@ char *tp_schedule_sha256_csv(const TpSchedule *s)
 void tp_format_csv(const TpSchedule *s, GString *out)
 {
   format_header(s, out, "# timeprest-schedule ");
-  g_string_append(out, CSV_COLUMNS "\n");
+  g_string_append(out, s->fb ? CSV_COLUMNS CSV_COMPOSITE "\n" : CSV_COLUMNS "\n");
   /* sized once: a row is its stage, mini-batch, micro-batch and version digits, the op's letter, the
    * source (at most 5 letters) and 6 separators (a version above K only makes the text grow) */
   char num[3][16];
   int row = snprintf(num[0], sizeof num[0], "%d", s->W) + 2 * snprintf(num[1], sizeof num[1], "%d", s->K) +
-            snprintf(num[2], sizeof num[2], "%d", s->N) + 1 + 5 + 6;
+            snprintf(num[2], sizeof num[2], "%d", s->N) + 1 + 5 + 6 + (s->fb ? 3 : 0);
   tp_string_reserve(out, (long long)out->len + tp_schedule_n_ops(s) * row + 1);
-  sink_rows(s, csv_put_row, out, NULL);
+  sink_rows(s, s->fb ? csv_put_row_fb : csv_put_row, out, NULL);
 }
 
 /* Strict integer in [lo, hi]. */
@@ -445,6 +462,50 @@ gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, c
   return TRUE;
 }
 
+gboolean tp_fb_mark_parse(const TpSchedule *s, const char *text, const TpOp *op, gboolean *opens, GError **err)
+{
+  *opens = text && *text;
+  gboolean ok = !*opens || (strcmp(text, "fb") == 0 && s->rank_seq && op->kind == TP_OP_F);
+  if (ok)
+    return TRUE;
+  if (strcmp(text, "fb") != 0) {
+    g_autofree char *q = tp_quote(text);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad composite (expected fb or empty): %s", q);
+  } else if (!s->rank_seq)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad composite: F&B composites need chunks (interleaved stages)");
+  else
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "bad composite: an F&B composite opens on an F, not %c",
+                tp_op_letters[op->kind]);
+  return FALSE;
+}
+
+gboolean tp_fb_check_read(const TpSchedule *s, GError **err)
+{
+  for (int r = 0; s->fb && r < tp_schedule_ranks(s); r++) {
+    g_autofree int *pos = g_new0(int, s->W);
+    const TpOp *open = NULL, *op = NULL;
+    guint c = 0;
+    for (guint j = 0; j < s->rank_seq[r]->len && c < s->fb[r]->len; j++) {
+      int st = g_array_index(s->rank_seq[r], int32_t, j);
+      if (pos[st] >= tp_stage_len(s, st))
+        break; /* more entries than operations: validation names it */
+      op = &tp_stage_ops(s, st)[pos[st]++];
+      if (open && (op->kind != TP_OP_B || op->micro == TP_WHOLE))
+        break;
+      c += open != NULL;
+      open = open ? NULL : g_array_index(s->fb[r], int32_t, c) == (int32_t)j ? op : NULL;
+    }
+    if (open) {
+      g_autofree char *next = op == open ? g_strdup("nothing") : g_strdup_printf("%c (line %d)",
+                                                                                  tp_op_letters[op->kind], op->line);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: bad composite: worker %d's next operation after this F is %s, "
+                  "not a B of a micro-batch", s->source, open->line, r + 1, next);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 /* Wrap a field-level error with "name:line: ". */
 static gboolean at_line(GError **err, const char *name, int line, GError *e)
 {
@@ -479,20 +540,24 @@ static gboolean csv_header(TpSchedule *s, const char *items, const char *name, i
   return tp_header_finish(s, g_hash_table_contains(seen, "significance"), &e) || at_line(err, name, line, e);
 }
 
-static gboolean csv_row(TpSchedule *s, const char *text, const char *name, int line, GError **err)
+/* A row of `cols` fields (6, or 7 with the composite column). */
+static gboolean csv_row(TpSchedule *s, const char *text, int cols, const char *name, int line, GError **err)
 {
   g_auto(GStrv) f = g_strsplit(text, ",", -1);
   GError *e = NULL;
-  if (g_strv_length(f) != 6) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected 6 comma-separated fields, found %u", name, line,
+  if (g_strv_length(f) != (guint)cols) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected %d comma-separated fields, found %u", name, line, cols,
                 g_strv_length(f));
     return FALSE;
   }
   int st;
   TpOp op;
-  if (!tp_op_parse(s, f[0], f[1], f[2], f[3], f[4], f[5], &st, &op, &e))
+  gboolean opens;
+  if (!tp_op_parse(s, f[0], f[1], f[2], f[3], f[4], f[5], &st, &op, &e) || !tp_fb_mark_parse(s, f[6], &op, &opens, &e))
     return at_line(err, name, line, e);
   op.line = line;
+  if (opens) /* rows of a worker come in its order: this one is next in it */
+    tp_schedule_add_fb(s, tp_stage_rank(s, st), (int)s->rank_seq[tp_stage_rank(s, st)]->len);
   g_array_append_val(s->stage[st], op);
   tp_rank_seq_push(s, st);
   return TRUE;
@@ -503,7 +568,8 @@ static TpSchedule *parse_csv(const char *text, const char *name, GError **err)
   static const char tag[] = "# timeprest-schedule";
   g_autoptr(TpSchedule) s = tp_schedule_blank(name);
   g_autoptr(GString) buf = g_string_new(NULL); /* one line at a time, copied out of the text */
-  gboolean have_header = FALSE, have_columns = FALSE;
+  gboolean have_header = FALSE;
+  int cols = 0; /* the column line's fields, once read */
   const char *end = text + strlen(text), *p = text;
   for (int ln = 0; p; ln++) { /* lines split by memchr: linear whatever the text's length */
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -526,21 +592,21 @@ static TpSchedule *parse_csv(const char *text, const char *name, GError **err)
     } else if (!have_header) {
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected the '%s order=…' header first", name, ln + 1, tag);
       return NULL;
-    } else if (!have_columns) {
-      if (strcmp(line, CSV_COLUMNS) != 0) {
+    } else if (!cols) {
+      if (strcmp(line, CSV_COLUMNS) != 0 && strcmp(line, CSV_COLUMNS CSV_COMPOSITE) != 0) {
         g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: expected the column line '%s'", name, ln + 1, CSV_COLUMNS);
         return NULL;
       }
-      have_columns = TRUE;
-    } else if (!csv_row(s, line, name, ln + 1, err)) {
+      cols = strcmp(line, CSV_COLUMNS) == 0 ? 6 : 7;
+    } else if (!csv_row(s, line, cols, name, ln + 1, err)) {
       return NULL;
     }
   }
-  if (!have_columns) {
+  if (!cols) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no schedule header and column line found", name);
     return NULL;
   }
-  return g_steal_pointer(&s);
+  return tp_fb_check_read(s, err) ? g_steal_pointer(&s) : NULL;
 }
 
 /* Whether the memory left holds what reading `len` bytes of a format takes, `per_byte` times the

@@ -20,6 +20,13 @@ gboolean tp_header_finish(TpSchedule *s, gboolean sig_given, GError **err);
  * Sets *st (0-based stage).  The error message carries no location: the caller adds it. */
 gboolean tp_op_parse(const TpSchedule *s, const char *stage, const char *kind, const char *mb, const char *micro,
                      const char *ver, const char *src, int *st, TpOp *op, GError **err);
+/* The composite field of an operation just read (CSV column, JSON key): NULL or "" none, "fb" an F&B
+ * composite it opens with its worker's next operation (*opens), read only with chunks and on an F.
+ * The error message carries no location. */
+gboolean tp_fb_mark_parse(const TpSchedule *s, const char *text, const TpOp *op, gboolean *opens, GError **err);
+/* The F&B composites read from a file: each F's worker's next operation is a backward of a
+ * micro-batch; refused as "name:line: bad composite: …" at the F's line. */
+gboolean tp_fb_check_read(const TpSchedule *s, GError **err);
 /* An operation of stage st was read: with interleaved stages it is next in its worker's order. */
 static inline void tp_rank_seq_push(TpSchedule *s, int st)
 {

@@ -8,8 +8,32 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+/* Per operation, in stage order (stage st's from off[st]), whether it opens an F&B composite; NULL
+ * when the schedule has none. */
+static char *fb_opens(const TpSchedule *s)
+{
+  if (!s->fb)
+    return NULL;
+  g_autofree long *off = g_new(long, s->W + 1);
+  off[0] = 0;
+  for (int st = 0; st < s->W; st++)
+    off[st + 1] = off[st] + tp_stage_len(s, st);
+  char *opens = g_new0(char, off[s->W] + 1);
+  g_autofree int *pos = g_new0(int, s->W);
+  for (int r = 0; r < tp_schedule_ranks(s); r++)
+    for (guint j = 0, c = 0, n = s->rank_seq ? s->rank_seq[r]->len : (guint)tp_stage_len(s, r); j < n; j++) {
+      int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, j) : r;
+      gboolean o = c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == (int32_t)j;
+      c += o;
+      opens[off[st] + pos[st]++] = (char)o;
+    }
+  return opens;
+}
+
 void tp_format_json(const TpSchedule *s, GString *out)
 {
+  g_autofree char *opens = fb_opens(s);
+  long g = 0; /* the operation's place in stage order */
   g_string_append_printf(out,
                          "{\n  \"format\": \"" TP_SCHEDULE_FORMAT "\",\n  \"order\": \"%s\",\n  \"policy\": \"%s\",\n"
                          "  \"workers\": %d,\n  \"micro_batches\": %d,\n  \"mini_batches\": %d,\n"
@@ -39,6 +63,9 @@ void tp_format_json(const TpSchedule *s, GString *out)
       g_string_append_printf(out, ", \"version\": %d", op->ver);
       if (op->src != TP_SRC_FIXED)
         g_string_append_printf(out, ", \"source\": \"%s\"", tp_source_names[op->src]);
+      if (opens && opens[g])
+        g_string_append(out, ", \"composite\": \"fb\"");
+      g++;
       g_string_append(out, k + 1 < n ? "},\n" : "}\n");
     }
     g_string_append(out, st + 1 < s->W ? "    ],\n" : "    ]\n");
@@ -383,10 +410,10 @@ static gboolean read_worker_orders(TpSchedule *s, JsonObject *ro, GHashTable *li
 }
 
 /* Operation k of stage st: an object of the known keys, read as a CSV row is. */
-static gboolean read_op(TpSchedule *s, int st, guint k, JsonNode *on, GHashTable *lines, const char *name,
-                        GError **err)
+static gboolean read_op(TpSchedule *s, int st, guint k, JsonNode *on, GHashTable *lines, GArray **marks,
+                        const char *name, GError **err)
 {
-  static const char *const op_keys[] = { "op", "mini_batch", "micro_batch", "version", "source", NULL };
+  static const char *const op_keys[] = { "op", "mini_batch", "micro_batch", "version", "source", "composite", NULL };
   int line = GPOINTER_TO_INT(g_hash_table_lookup(lines, on));
   gboolean bad = !JSON_NODE_HOLDS_OBJECT(on);
   BadMember bad_member = { 0 };
@@ -400,7 +427,7 @@ static gboolean read_op(TpSchedule *s, int st, guint k, JsonNode *on, GHashTable
     g_autofree char *q = tp_quote(unknown);
     g_autofree char *at = where(name, line);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: stages[%d][%u]: unknown key %s (known: op, mini_batch, "
-                "micro_batch, version, source)", at, st, k, q);
+                "micro_batch, version, source, composite)", at, st, k, q);
     return FALSE;
   }
   if (!bad) {
@@ -409,11 +436,16 @@ static gboolean read_op(TpSchedule *s, int st, guint k, JsonNode *on, GHashTable
                     *mb = member_text(o, "mini_batch", NULL, G_TYPE_INT64, &bad_member),
                     *micro = member_text(o, "micro_batch", NULL, G_TYPE_INT64, &bad_member),
                     *ver = member_text(o, "version", NULL, G_TYPE_INT64, &bad_member),
-                    *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_member);
+                    *src = member_text(o, "source", NULL, G_TYPE_STRING, &bad_member),
+                    *fb = member_text(o, "composite", NULL, G_TYPE_STRING, &bad_member);
+    gboolean opens;
     if (bad_member.key)
       g_set_error(&e, TP_ERROR, TP_ERROR_INPUT, "bad %s (expected %s)", bad_member.key, type_text(bad_member.want));
-    else if (tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e)) {
+    else if (tp_op_parse(s, stage_txt, kind ? kind : "", mb ? mb : "", micro, ver ? ver : "", src, &ost, &op, &e) &&
+             tp_fb_mark_parse(s, fb, &op, &opens, &e)) {
       op.line = line;
+      if (opens)
+        g_array_append_val(marks[st], k);
       g_array_append_val(s->stage[st], op);
       return TRUE;
     }
@@ -425,9 +457,10 @@ static gboolean read_op(TpSchedule *s, int st, guint k, JsonNode *on, GHashTable
   return FALSE;
 }
 
-/* "stages": an array of W arrays, each stage's operations. */
-static gboolean read_stages(TpSchedule *s, JsonObject *ro, GHashTable *lines, GHashTable *top_line, const char *name,
-                            GError **err)
+/* "stages": an array of W arrays, each stage's operations; marks[st] gets the places of stage st's
+ * operations that open an F&B composite. */
+static gboolean read_stages(TpSchedule *s, JsonObject *ro, GHashTable *lines, GHashTable *top_line, GArray **marks,
+                            const char *name, GError **err)
 {
   JsonNode *stages = json_object_get_member(ro, "stages");
   if (!stages || !JSON_NODE_HOLDS_ARRAY(stages) || json_array_get_length(json_node_get_array(stages)) != (guint)s->W) {
@@ -446,10 +479,27 @@ static gboolean read_stages(TpSchedule *s, JsonObject *ro, GHashTable *lines, GH
     }
     JsonArray *ops = json_node_get_array(sn);
     for (guint k = 0; k < json_array_get_length(ops); k++)
-      if (!read_op(s, st, k, json_array_get_element(ops, k), lines, name, err))
+      if (!read_op(s, st, k, json_array_get_element(ops, k), lines, marks, name, err))
         return FALSE;
   }
   return TRUE;
+}
+
+/* The F&B composites of the operations marked in stage order (marks[st]: places in stage st), at their
+ * places in their workers' orders. */
+static void fb_from_marks(TpSchedule *s, GArray **marks)
+{
+  g_autofree int *pos = g_new0(int, s->W);
+  g_autofree guint *cur = g_new0(guint, s->W);
+  for (int r = 0; s->rank_seq && r < tp_schedule_ranks(s); r++)
+    for (guint j = 0; j < s->rank_seq[r]->len; j++) {
+      int st = g_array_index(s->rank_seq[r], int32_t, j);
+      if (cur[st] < marks[st]->len && g_array_index(marks[st], guint, cur[st]) == (guint)pos[st]) {
+        tp_schedule_add_fb(s, r, (int)j);
+        cur[st]++;
+      }
+      pos[st]++;
+    }
 }
 
 TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name, GError **err)
@@ -476,8 +526,17 @@ TpSchedule *tp_schedule_parse_json(const char *text, gsize len, const char *name
     return NULL;
   }
   JsonObject *ro = json_node_get_object(root);
-  if (!read_header(s, ro, &top, name, err) || !read_stages(s, ro, lines, top_line, name, err) ||
-      !read_worker_orders(s, ro, lines, top_line, name, err))
+  if (!read_header(s, ro, &top, name, err))
     return NULL;
-  return g_steal_pointer(&s);
+  GArray **marks = g_new(GArray *, s->W);
+  for (int st = 0; st < s->W; st++)
+    marks[st] = g_array_new(FALSE, FALSE, sizeof(guint));
+  gboolean ok = read_stages(s, ro, lines, top_line, marks, name, err) &&
+                read_worker_orders(s, ro, lines, top_line, name, err);
+  if (ok)
+    fb_from_marks(s, marks);
+  for (int st = 0; st < s->W; st++)
+    g_array_unref(marks[st]);
+  g_free(marks);
+  return ok && tp_fb_check_read(s, err) ? g_steal_pointer(&s) : NULL;
 }

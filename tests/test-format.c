@@ -13,6 +13,10 @@
 #include <unistd.h>
 
 #define PINNED_DIGEST "4b495d69d8929f9e0dde2d858c4eb856f520f0d07c8445a7383eeb1cacedb662"
+/* zb-v and interleaved-1f1b on 2 workers, 4 micro-batches, 3 mini-batches, as recorded before the
+ * records could mark F&B composites: a schedule without them keeps its digest */
+#define PINNED_ZBV "ace67d065b8d564b29d5a86298d83da27bd2d06876fabc5bcade3ef98faf51cf"
+#define PINNED_INTERLEAVED "9cbf7e12b2e7eb8f8e3b150899bf253dd326029a106dda15d5736766acbc5bdc"
 
 static TpSchedule *reparse(const TpSchedule *s, gboolean json)
 {
@@ -60,9 +64,10 @@ static void test_equal_detects(void)
 
 /* The schedule's digest, built here from its CSV text as docs/formats.md defines the record (the
  * header line led by "timeprest-schedule-digest 2 ", then per row a tag byte — kind, source << 3,
- * 32 when the stage changes, 64 when a micro-batch is named — the stage if it changed, zigzag
- * LEB128 mini-batch minus the row before's, the micro-batch, mini-batch minus version) and hashed
- * by GLib's own SHA-256: an independent reading of the format and of the hash. */
+ * 32 when the stage changes, 64 when a micro-batch is named, 128 when the composite column says fb —
+ * the stage if it changed, zigzag LEB128 mini-batch minus the row before's, the micro-batch,
+ * mini-batch minus version) and hashed by GLib's own SHA-256: an independent reading of the format
+ * and of the hash. */
 static void put_leb(GByteArray *b, guint64 v)
 {
   for (; v >= 0x80; v >>= 7) {
@@ -82,17 +87,20 @@ static char *digest_from_csv(const char *csv)
   g_autoptr(GByteArray) rec = g_byte_array_new();
   g_autofree char *head = g_strdup_printf("timeprest-schedule-digest 2 %s\n", lines[0] + strlen("# timeprest-schedule "));
   g_byte_array_append(rec, (const guint8 *)head, (guint)strlen(head));
-  g_assert_cmpstr(lines[1], ==, "stage,op,mini_batch,micro_batch,version,source");
+  gboolean fb = strcmp(lines[1], "stage,op,mini_batch,micro_batch,version,source,composite") == 0;
+  if (!fb)
+    g_assert_cmpstr(lines[1], ==, "stage,op,mini_batch,micro_batch,version,source");
   gint64 prev_st = 0, prev_mb = 0;
   for (int i = 2; lines[i] && *lines[i]; i++) {
     g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
-    g_assert_cmpuint(g_strv_length(f), ==, 6);
+    g_assert_cmpuint(g_strv_length(f), ==, fb ? 7 : 6);
     gint64 st = g_ascii_strtoll(f[0], NULL, 10) - 1, mb = g_ascii_strtoll(f[2], NULL, 10),
            ver = g_ascii_strtoll(f[4], NULL, 10);
     int kind = (int)(strchr("FBUIW", f[1][0]) - "FBUIW");
     int src = !strcmp(f[5], "fixed") ? 0 : !strcmp(f[5], "stash") ? 1 : 2;
     gboolean micro = *f[3] != '\0';
-    guint8 tag = (guint8)(kind | src << 3 | (st != prev_st) << 5 | micro << 6);
+    gboolean opens = fb && strcmp(f[6], "fb") == 0;
+    guint8 tag = (guint8)(kind | src << 3 | (st != prev_st) << 5 | micro << 6 | opens << 7);
     g_byte_array_append(rec, &tag, 1);
     if (st != prev_st)
       put_leb(rec, (guint64)st);
@@ -108,7 +116,7 @@ static char *digest_from_csv(const char *csv)
 static void test_digest_record(void)
 {
   const char *presets[] = { "gpipe", "1f1b", "pipedream", "pipedream-2bw", "timeprest", "i-timeprest",
-                            "timeprest-stash", "zb-h2", "interleaved-1f1b", "zb-v" };
+                            "timeprest-stash", "zb-h2", "interleaved-1f1b", "zb-v", "dualpipe-v" };
   for (guint i = 0; i < G_N_ELEMENTS(presets); i++) {
     g_autoptr(TpSchedule) s = tpt_preset(presets[i], 4, 8, 5);
     if (s->policy == TP_POLICY_INTERMEDIATE)
@@ -136,6 +144,10 @@ static void test_digest_record(void)
   g_autoptr(TpSchedule) small = tpt_preset("timeprest", 3, 2, 6);
   g_autofree char *pin = tp_schedule_sha256(small);
   g_assert_cmpstr(pin, ==, PINNED_DIGEST);
+  g_autoptr(TpSchedule) zbv = tpt_preset("zb-v", 2, 4, 3), inter = tpt_preset("interleaved-1f1b", 2, 4, 3);
+  g_autofree char *pin_zbv = tp_schedule_sha256(zbv), *pin_inter = tp_schedule_sha256(inter);
+  g_assert_cmpstr(pin_zbv, ==, PINNED_ZBV);
+  g_assert_cmpstr(pin_inter, ==, PINNED_INTERLEAVED);
 }
 
 /* Every field of every operation, the header and the order of rows reach the digest. */
@@ -166,6 +178,13 @@ static void test_digest_detects(void)
   g_array_prepend_val(u->stage[1], last);
   g_autofree char *d = tp_schedule_sha256(u);
   g_assert_cmpstr(d, !=, base);
+  /* F&B composites: dropped, or one moved to another forward */
+  g_autoptr(TpSchedule) dp = tpt_preset("dualpipe-v", 2, 4, 1), bare = reparse(dp, FALSE), moved = reparse(dp, TRUE);
+  tpt_drop_fb(bare);
+  g_array_index(moved->fb[0], int32_t, 0)--;
+  g_autofree char *with = tp_schedule_sha256(dp), *without = tp_schedule_sha256(bare), *other = tp_schedule_sha256(moved);
+  g_assert_cmpstr(with, !=, without);
+  g_assert_cmpstr(with, !=, other);
 }
 
 /* A header without fixed_on (files written before it existed) means unit slots. */
@@ -299,6 +318,65 @@ static void test_parse_errors(void)
                      "bad.sched:3: stages[0][1]: bad mini_batch");
   expect_parse_error("{\"order\": \"nf1b\", \"policy\": \"latest\", \"workers\": 2, \"micro_batches\": 1, "
                      "\"mini_batches\": 1, \"stages\": [[]]}", "one per stage");
+}
+
+#define DPV "# timeprest-schedule order=dualpipe-v policy=sync workers=1 micro_batches=2 mini_batches=1 chunks=2 " \
+            "chunk_map=v-shape\nstage,op,mini_batch,micro_batch,version,source,composite\n1,F,1,1,0,fixed,\n"    \
+            "2,F,1,1,0,fixed,\n1,F,1,2,0,fixed,\n2,B,1,1,0,fixed,\n"
+#define DPV_END "1,B,1,1,0,fixed,\n2,B,1,2,0,fixed,\n1,I,1,2,0,fixed,\n1,W,1,2,0,fixed,\n1,U,1,,0,fixed,\n2,U,1,,0,fixed,\n"
+
+/* text with the first `from` on line `line` (1-based) replaced by `to`. */
+static char *edit_line(const char *text, int line, const char *from, const char *to)
+{
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  char *at = strstr(lines[line - 1], from);
+  g_assert_nonnull(at);
+  g_autofree char *edited = g_strdup_printf("%.*s%s%s", (int)(at - lines[line - 1]), lines[line - 1], to, at + strlen(from));
+  g_free(lines[line - 1]);
+  lines[line - 1] = g_steal_pointer(&edited);
+  return g_strjoinv("\n", lines);
+}
+
+/* F&B composites in our CSV (the composite column) and JSON ("composite"): the one a format reads
+ * holds them, an old file without the column reads as before, and a wrong mark is refused in one
+ * line naming the file, the line and the field. */
+static void test_composite_marks(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpSchedule) ok = tpt_parse(DPV "2,F,1,2,0,fixed,fb\n" DPV_END, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(ok->fb[0]->len, ==, 1);
+  g_assert_cmpint(g_array_index(ok->fb[0], int32_t, 0), ==, 4);
+  /* JSON: dualpipe-v on 1 worker, 2 micro-batches; its composite on line 23 (stage 2's F of micro-batch 2),
+   * line 13 stage 1's first F, whose worker runs stage 2's F (line 21) next, line 16 an I */
+  g_autoptr(TpSchedule) dp = tpt_preset("dualpipe-v", 1, 2, 1);
+  g_autoptr(GString) j = g_string_new(NULL);
+  tp_format_json(dp, j);
+  g_autoptr(TpSchedule) json = tpt_parse(j->str, &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_schedule_equal(dp, json));
+  g_autofree char *old = edit_line(j->str, 23, ", \"composite\": \"fb\"", "");
+  g_autoptr(TpSchedule) bare = tp_schedule_parse(old, strlen(old), "old.json", &err);
+  g_assert_no_error(err);
+  g_assert_null(bare->fb);
+  g_autofree char *truth = edit_line(j->str, 23, "\"fb\"", "true"), *on_f = edit_line(old, 13, "0}", "0, \"composite\": \"fb\"}"),
+                  *on_i = edit_line(old, 16, "0}", "0, \"composite\": \"fb\"}");
+  expect_parse_error(truth, "bad.sched:23: stages[1][2]: bad composite (expected a string)");
+  expect_parse_error(on_i, "bad.sched:16: stages[0][3]: bad composite: an F&B composite opens on an F, not I");
+  expect_parse_error(on_f, "bad.sched:13: bad composite: worker 1's next operation after this F is F (line 21), not a B "
+                     "of a micro-batch");
+  expect_parse_error(DPV "2,F,1,2,0,fixed,yes\n" DPV_END, "bad.sched:7: bad composite (expected fb or empty): 'yes'");
+  expect_parse_error(DPV "2,F,1,2,0,fixed\n" DPV_END, "bad.sched:7: expected 7 comma-separated fields, found 6");
+  expect_parse_error(DPV "2,F,1,2,0,fixed,\n1,B,1,1,0,fixed,fb\n", "bad.sched:8: bad composite: an F&B composite opens "
+                     "on an F, not B");
+  expect_parse_error(DPV "2,F,1,2,0,fixed,\n1,B,1,1,0,fixed,\n2,B,1,2,0,fixed,\n1,I,1,2,0,fixed,\n1,W,1,2,0,fixed,\n"
+                     "1,F,1,2,0,fixed,fb\n", "bad.sched:12: bad composite: worker 1's next operation after this F is "
+                     "nothing, not a B of a micro-batch");
+  expect_parse_error(DPV "2,F,1,2,0,fixed,fb\n1,I,1,2,0,fixed,\n", "bad.sched:7: bad composite: worker 1's next operation "
+                     "after this F is I (line 8), not a B of a micro-batch");
+  expect_parse_error("# timeprest-schedule order=1f1b policy=sync workers=1 micro_batches=1 mini_batches=1\n"
+                     "stage,op,mini_batch,micro_batch,version,source,composite\n1,F,1,1,0,fixed,fb\n1,B,1,1,0,fixed,\n",
+                     "bad.sched:3: bad composite: F&B composites need chunks (interleaved stages)");
 }
 
 /* Input size: a file over the limit, a device that never ends, a pipe; a byte-order mark is skipped;
@@ -534,6 +612,7 @@ int main(int argc, char **argv)
   g_test_add_func("/format/op-names", test_op_names);
   g_test_add_func("/format/fixed-on-absent", test_fixed_on_absent);
   g_test_add_func("/format/parse-errors", test_parse_errors);
+  g_test_add_func("/format/composite-marks", test_composite_marks);
   g_test_add_func("/format/read-limits", test_read_limits);
   g_test_add_func("/format/json-strict", test_json_strict);
   g_test_add_func("/format/events-bounds", test_events_bounds);

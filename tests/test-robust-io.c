@@ -266,6 +266,84 @@ static void test_schedule_digest(void)
   tpt_run_clear(&r);
 }
 
+/* text with its first `from` replaced by `to`. */
+static char *replace_first(const char *text, const char *from, const char *to)
+{
+  const char *at = strstr(text, from);
+  g_assert_nonnull(at);
+  return g_strdup_printf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
+/* F&B composites in our schedule files: a dualpipe-v file reports the native schedule's digest, and
+ * the same operations without the marks another; a wrong mark is refused by every command that reads
+ * the file in one line naming the file, the line and the field, and nothing is written. */
+static void test_composite_marks(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust");
+  g_autofree char *path = g_build_filename(root, "dpv.csv", NULL), *out = g_build_filename(root, "out.json", NULL);
+  const char *gen[] = { "schedule", "-s", "dualpipe-v", "-w", "2", "-n", "4", "-k", "1", NULL, NULL, NULL };
+  TptRun csv = tpt_run((const char *[]){ "schedule", "-s", "dualpipe-v", "-w", "2", "-n", "4", "-k", "1", "--format", "csv",
+                                         NULL });
+  g_assert_cmpint(csv.status, ==, 0);
+  gen[0] = "simulate", gen[9] = "--format", gen[10] = "json";
+  TptRun native = tpt_run(gen);
+  g_autofree char *want = json_string(native.out, "schedule_sha256");
+  g_autofree char *unmarked = replace_first(csv.out, ",fb\n", ",\n"), *wrong = replace_first(csv.out, ",fb\n", ",FB\n");
+  const char *texts[] = { csv.out, unmarked, wrong };
+  for (int i = 0; i < 3; i++) {
+    g_assert_true(g_file_set_contents(path, texts[i], -1, NULL));
+    TptRun sim = tpt_run((const char *[]){ "simulate", "-i", path, "--format", "json", NULL });
+    if (i < 2) {
+      g_autofree char *sha = json_string(sim.out, "schedule_sha256");
+      if (i == 0)
+        g_assert_cmpstr(sha, ==, want);
+      else
+        g_assert_cmpstr(sha, !=, want);
+      tpt_run_clear(&sim);
+      continue;
+    }
+    int line = 1; /* the marked row's */
+    for (const char *p = csv.out; p < strstr(csv.out, ",fb\n"); p++)
+      line += *p == '\n';
+    g_autofree char *where = g_strdup_printf("%s:%d: bad composite (expected fb or empty): 'FB'", path, line);
+    assert_refused(&sim, where);
+    TptRun runs[2] = { tpt_run((const char *[]){ "schedule", "-i", path, "--format", "json", "-o", out, NULL }),
+                       tpt_run((const char *[]){ "train", "--schedule", path, "--batch", "32", "--data", DATA, "--quiet",
+                                                 NULL }) };
+    for (int r = 0; r < 2; r++) {
+      assert_refused(&runs[r], where);
+      tpt_run_clear(&runs[r]);
+    }
+    g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+    tpt_run_clear(&sim);
+  }
+  tpt_run_clear(&csv);
+  tpt_run_clear(&native);
+  /* the brief's case end to end: written as CSV or JSON, simulated from the file, the same report and
+   * events as the native schedule's */
+  g_autofree char *file = g_build_filename(root, "dpv", NULL), *ev = g_build_filename(root, "ev.csv", NULL),
+                  *ev_native = g_build_filename(root, "ev-native.csv", NULL);
+  TptRun want_sim = tpt_run((const char *[]){ "simulate", "-s", "dualpipe-v", "-w", "3", "-n", "8", "--csv", ev_native,
+                                              NULL });
+  g_assert_cmpint(want_sim.status, ==, 0);
+  g_autofree char *want_ev = NULL;
+  g_assert_true(g_file_get_contents(ev_native, &want_ev, NULL, NULL));
+  for (int json = 0; json < 2; json++) {
+    TptRun w = tpt_run((const char *[]){ "schedule", "-s", "dualpipe-v", "-w", "3", "-n", "8", "--format",
+                                         json ? "json" : "csv", "-o", file, NULL });
+    g_assert_cmpint(w.status, ==, 0);
+    TptRun sim = tpt_run((const char *[]){ "simulate", "-i", file, "--csv", ev, NULL });
+    g_assert_cmpstr(sim.out, ==, want_sim.out);
+    g_autofree char *got_ev = NULL;
+    g_assert_true(g_file_get_contents(ev, &got_ev, NULL, NULL));
+    g_assert_cmpstr(got_ev, ==, want_ev);
+    tpt_run_clear(&w);
+    tpt_run_clear(&sim);
+  }
+  tpt_run_clear(&want_sim);
+  tpt_rm_tree(root);
+}
+
 /* The text report says what the steady state holds as the JSON does (v, chains, the
  * multiple-sequence problem): pipedream W=2 N=4 on unit slots has v = 2 on 2 chains. */
 static void test_steady_state_text(void)
@@ -479,6 +557,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust-io/fifo-inputs", test_fifo_inputs);
   g_test_add_func("/robust-io/numbers", test_numbers);
   g_test_add_func("/robust-io/schedule-digest", test_schedule_digest);
+  g_test_add_func("/robust-io/composite-marks", test_composite_marks);
   g_test_add_func("/robust-io/steady-state-text", test_steady_state_text);
   g_test_add_func("/robust-io/require", test_require);
   g_test_add_func("/robust-io/messages", test_messages);

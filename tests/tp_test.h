@@ -59,6 +59,14 @@ static inline TpSchedule *tpt_parse(const char *text, GError **err)
   return s;
 }
 
+/* s without its F&B composites (the same operations in the same orders). */
+static inline void tpt_drop_fb(TpSchedule *s)
+{
+  for (int r = 0; s->fb && r < tp_schedule_ranks(s); r++)
+    g_array_unref(s->fb[r]);
+  g_clear_pointer(&s->fb, g_free);
+}
+
 /* The validator refuses s with one line containing want. */
 static inline void tpt_expect_invalid(const TpSchedule *s, const char *want)
 {
