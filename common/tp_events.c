@@ -54,7 +54,7 @@ static gboolean field_num(const char *t, double *out) { return tp_kf_parse_numbe
 
 GArray *tp_events_parse(const char *text, const char *name, GError **err)
 {
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
   gboolean header = FALSE, has_mismatch = FALSE;
   guint ncols = 0; /* the header's columns: every row has as many fields */

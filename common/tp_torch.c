@@ -385,7 +385,7 @@ TpSchedule *tp_schedule_parse_torch(const char *text, const char *name, GError *
 {
   if (!check_line_ends(text, name, err))
     return NULL;
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   int rows = g_strv_length(lines);
   while (rows > 0 && !*g_strstrip(lines[rows - 1]))
     rows--;

@@ -37,7 +37,7 @@ int tp_trainlog_column(const TpTrainLog *log, const char *name)
 
 TpTrainLog *tp_trainlog_parse(const char *text, const char *name, GError **err)
 {
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   g_autoptr(TpTrainLog) log = g_new0(TpTrainLog, 1);
   int head = 0; /* the header: the first line that is not empty */
   while (lines[head] && !*g_strstrip(lines[head]))

@@ -91,7 +91,7 @@ static void test_schedule_file_round_trip(void)
   g_assert_true(g_file_get_contents(path, &want, NULL, NULL));
   g_assert_cmpstr(b.out, ==, want);
   /* break line 12 of the JSON file (an operation) */
-  g_auto(GStrv) lines = g_strsplit(want, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(want, "\n", -1);
   g_assert_nonnull(strstr(lines[11], "\"version\": "));
   char *v = strstr(lines[11], "\"version\": ");
   v[strlen("\"version\": ")] = '9';
@@ -160,7 +160,7 @@ static void test_validate_tsv(void)
 {
   TptRun r = tpt_run((const char *const[]){ "validate", "-w", "2-8", "-n", "2-4", "--format", "tsv", NULL });
   g_assert_cmpint(r.status, ==, 0);
-  g_auto(GStrv) lines = g_strsplit(r.out, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(r.out, "\n", -1);
   g_assert_true(g_str_has_prefix(lines[0], "workers\tmicro_batches\tv_sim\tv_eq3\teq2_holds\tmultiple_sequences"));
   g_assert_cmpint(g_strv_length(lines), ==, 1 + 7 * 3 + 1);
   /* W=6, N=2: simulation gives 2, Eq. 3 says 3 */
@@ -421,7 +421,7 @@ static JsonObject *root_of(JsonParser *p) { return json_node_get_object(json_par
 /* The value of column `col` in the row of `preset` of a compare CSV. */
 static char *csv_cell(const char *csv, const char *preset, const char *col)
 {
-  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(csv, "\n", -1);
   g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
   int c = -1;
   for (int i = 0; head[i]; i++)

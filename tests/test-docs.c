@@ -76,7 +76,7 @@ static void read_page(const char *path)
   GError *e = NULL;
   g_assert_true(g_file_get_contents(path, &text, NULL, &e));
   g_assert_no_error(e);
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   g_autofree char *base = g_path_get_basename(path);
   g_autofree char *name = strcmp(base, "README.md") == 0 ? g_strdup(base) : g_build_filename("docs", base, NULL);
   g_autoptr(GRegex) ex = g_regex_new("^<!-- example(?: needs=(\\S+))? -->\\s*$", 0, 0, NULL);
@@ -194,7 +194,7 @@ static char **text_lines(const char *text)
   size_t n = strlen(t);
   if (n && t[n - 1] == '\n')
     t[n - 1] = '\0';
-  return *t ? g_strsplit(t, "\n", -1) : g_new0(char *, 1);
+  return *t ? g_strsplit_set(t, "\n", -1) : g_new0(char *, 1);
 }
 
 static gboolean output_matches(const char *want, const char *got)
@@ -355,7 +355,7 @@ static void check_synopsis(gconstpointer data)
 static GPtrArray *names_under(const char *help, const char *heading)
 {
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-  g_auto(GStrv) lines = g_strsplit(help, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(help, "\n", -1);
   int i = 0;
   while (lines[i] && strcmp(lines[i], heading) != 0)
     i++;
@@ -420,7 +420,7 @@ static gboolean has_anchor(const char *path, const char *anchor)
   g_autofree char *text = NULL;
   if (!g_file_get_contents(path, &text, NULL, NULL))
     return FALSE;
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   gboolean in_fence = FALSE;
   for (int i = 0; lines[i]; i++) {
     if (is_fence(lines[i], NULL))
@@ -467,7 +467,7 @@ static void test_links(void)
     const char *page = doc_files->pdata[f];
     g_autofree char *text = NULL;
     g_assert_true(g_file_get_contents(page, &text, NULL, NULL));
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
     gboolean in_fence = FALSE;
     for (int i = 0; lines[i]; i++) {
       if (is_fence(lines[i], NULL))

@@ -44,7 +44,7 @@ static void check_columns(const TpSchedule *s, const char *csv)
   g_autoptr(TpIndex) ix = NULL;
   int64_t *start = NULL, *end = NULL;
   g_assert_true(tp_replay_indexed(s, &ix, &start, &end, &err));
-  g_auto(GStrv) rows = g_strsplit(csv, "\n", -1);
+  g_auto(GStrv) rows = g_strsplit_set(csv, "\n", -1);
   for (int r = 0; r < tp_schedule_ranks(s); r++) {
     g_auto(GStrv) cell = g_strsplit(rows[r], ",", -1);
     for (int c = 0; cell[c]; c++) {

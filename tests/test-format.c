@@ -82,7 +82,7 @@ static guint64 zz(gint64 v) { return v < 0 ? ((guint64)(-v) << 1) - 1 : (guint64
 
 static char *digest_from_csv(const char *csv)
 {
-  g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(csv, "\n", -1);
   g_assert_true(g_str_has_prefix(lines[0], "# timeprest-schedule "));
   g_autoptr(GByteArray) rec = g_byte_array_new();
   g_autofree char *head = g_strdup_printf("timeprest-schedule-digest 2 %s\n", lines[0] + strlen("# timeprest-schedule "));
@@ -328,7 +328,7 @@ static void test_parse_errors(void)
 /* text with the first `from` on line `line` (1-based) replaced by `to`. */
 static char *edit_line(const char *text, int line, const char *from, const char *to)
 {
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   char *at = strstr(lines[line - 1], from);
   g_assert_nonnull(at);
   g_autofree char *edited = g_strdup_printf("%.*s%s%s", (int)(at - lines[line - 1]), lines[line - 1], to, at + strlen(from));
@@ -427,7 +427,7 @@ static void test_read_limits(void)
   g_array_append_val(wide->stage[0], op);
   g_autoptr(GString) json = g_string_new(NULL);
   tp_format_json(wide, json);
-  g_auto(GStrv) lines = g_strsplit(json->str, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(json->str, "\n", -1);
   gsize longest = 0;
   for (int i = 0; lines[i]; i++)
     longest = MAX(longest, strlen(lines[i]) + 1);

@@ -403,7 +403,7 @@ static void test_fault(gconstpointer data)
   /* well before the outer timeout; a stopped rank is only killed after mpirun's SIGTERM → SIGKILL
    * wait (OMPI_MCA_odls_base_sigkill_timeout, 4 s here), which may come more than once */
   g_assert_cmpfloat(r.secs, <, 45);
-  g_auto(GStrv) lines = g_strsplit(r.err, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(r.err, "\n", -1);
   GRegex *op = g_regex_new("(waiting for|no message) [FB]\\([0-9]+(,[A-Z])?\\) from stage 2 \\(rank 1\\)", 0, 0, NULL);
   for (int rank = 0; rank < 3; rank += 2) {
     char prefix[40];

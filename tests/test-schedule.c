@@ -17,7 +17,7 @@ static void test_timeprest_grid(void)
   };
   g_autoptr(TpSchedule) s = tpt_preset("timeprest", 3, 2, 10);
   g_autofree char *grid = tpt_grid(s);
-  g_auto(GStrv) lines = g_strsplit(grid, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(grid, "\n", -1);
   for (int st = 0; st < 3; st++) {
     g_auto(GStrv) tok = g_strsplit(lines[st], " ", 19); /* 18 slots, then the rest */
     g_assert_cmpuint(g_strv_length(tok), ==, 19);
@@ -38,7 +38,7 @@ static void test_grid_shape(void)
       continue; /* W·V lines: tests/test-interleaved */
     g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, W, N, K);
     g_autofree char *grid = tpt_grid(s);
-    g_auto(GStrv) lines = g_strsplit(grid, "\n", -1);
+    g_auto(GStrv) lines = g_strsplit_set(grid, "\n", -1);
     g_assert_cmpuint(g_strv_length(lines), ==, (guint)W + 1);
     guint width = 0;
     for (int st = 0; st < W; st++) {

@@ -133,7 +133,7 @@ static void test_kill_resume(void)
   for (int rank = 0; rank < 3; rank += 2) {
     g_autofree char *prefix = g_strdup_printf("stage %d (rank %d): ", rank + 1, rank);
     gboolean found = FALSE;
-    g_auto(GStrv) lines = g_strsplit(k.err, "\n", -1);
+    g_auto(GStrv) lines = g_strsplit_set(k.err, "\n", -1);
     for (int i = 0; lines[i]; i++)
       found = found || (g_str_has_prefix(lines[i], prefix) && g_regex_match(line, lines[i], 0, NULL));
     if (!found)
@@ -165,7 +165,7 @@ static void test_sigterm_resume(void)
   g_assert_cmpint(tpt_count(t.err, stopped), ==, 1);
   g_assert_cmpint(tpt_count(t.err, "interrupted:"), ==, 1);
   g_assert_cmpint(tpt_count(t.err, "stage 2 (rank 1): SIGTERM"), ==, 1);
-  g_auto(GStrv) lines = g_strsplit(t.err, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(t.err, "\n", -1);
   for (int i = 0; lines[i]; i++) /* nothing failed: no line of ranks 0 and 2 */
     g_assert_false(g_str_has_prefix(lines[i], "stage 1 (rank 0): ") || g_str_has_prefix(lines[i], "stage 3 (rank 2): "));
   int g = ini_int(dir, "generation");

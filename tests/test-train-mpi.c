@@ -71,7 +71,7 @@ static void test_same_weights(gconstpointer data)
   }
   g_rmdir(dir);
   /* the same log but for the times (column 3), the same rows of events, the same schedule */
-  g_auto(GStrv) ll = g_strsplit(text[0], "\n", -1), ml = g_strsplit(text[1], "\n", -1);
+  g_auto(GStrv) ll = g_strsplit_set(text[0], "\n", -1), ml = g_strsplit_set(text[1], "\n", -1);
   g_assert_cmpuint(g_strv_length(ll), ==, g_strv_length(ml));
   g_assert_cmpuint(g_strv_length(ll), >, 2);
   for (int i = 1; ll[i] && *ll[i]; i++) {
@@ -368,7 +368,7 @@ static void test_fault(gconstpointer data)
   /* well before the outer timeout; a stopped rank is only killed after mpirun's SIGTERM → SIGKILL
    * wait (OMPI_MCA_odls_base_sigkill_timeout, 4 s here), which may come more than once */
   g_assert_cmpfloat(secs, <, 45);
-  g_auto(GStrv) lines = g_strsplit(err->str, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(err->str, "\n", -1);
   GRegex *op = g_regex_new("(waiting for|no message) [FB]\\([0-9]+(,[A-Z])?\\) from stage 2 \\(rank 1\\)", 0, 0, NULL);
   for (int rank = 0; rank < 3; rank += 2) {
     char prefix[40];

@@ -188,7 +188,7 @@ static void test_file_line(void)
   g_autoptr(GString) text = g_string_new(NULL);
   tp_format_csv(s, text);
   /* line 4 is stage 1's second op (F(2)) in this schedule: make it read a future version */
-  g_auto(GStrv) lines = g_strsplit(text->str, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(text->str, "\n", -1);
   g_assert_cmpstr(lines[3], ==, "1,F,2,1,0,fixed");
   g_free(lines[3]);
   lines[3] = g_strdup("1,F,2,1,2,fixed");
@@ -223,7 +223,7 @@ static void test_vsync_backward_zeroed(void)
   TptRun g = tpt_run((const char *const[]){ "schedule", "-s", "timeprest", "-w", "4", "-n", "2", "-k", "12",
                                             "--format", "csv", NULL });
   g_assert_cmpint(g.status, ==, 0);
-  g_auto(GStrv) lines = g_strsplit(g.out, "\n", -1);
+  g_auto(GStrv) lines = g_strsplit_set(g.out, "\n", -1);
   int b3 = 0; /* line of B(3) at stage 4, the first backward whose c(i) is not 0 */
   for (int ln = 0; lines[ln]; ln++) {
     g_auto(GStrv) f = g_strsplit(lines[ln], ",", -1);

@@ -514,7 +514,7 @@ static void test_torch_columns(void)
         g_autoptr(TpIndex) ix = NULL;
         int64_t *start = NULL, *end = NULL;
         g_assert_true(tp_replay_indexed(s, &ix, &start, &end, &err));
-        g_auto(GStrv) rows = g_strsplit(out->str, "\n", -1);
+        g_auto(GStrv) rows = g_strsplit_set(out->str, "\n", -1);
         long cells = 0;
         for (int r = 0; r < W; r++) {
           g_auto(GStrv) cell = g_strsplit(rows[r], ",", -1);
