@@ -529,6 +529,33 @@ static void test_cpu_core(void)
   g_unsetenv("OPENBLAS_VERBOSE");
 }
 
+/* The commands that make no product map neither OpenBLAS nor Open MPI (their modules tpblas.so and
+ * tpmpi.so are loaded only by train and profile): glibc's loader names each library it opens. */
+static void test_start_libraries(void)
+{
+  g_setenv("LD_DEBUG", "libs", TRUE);
+  const char *const cmds[][8] = {
+    { "--version", NULL },
+    { "simulate", "-s", "timeprest", "-w", "4", "-n", "8", NULL },
+    { "train", "--help", NULL },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    TptRun r = tpt_run(cmds[i]);
+    g_assert_cmpint(r.status, ==, 0);
+    gboolean loader = strstr(r.err, "find library=") != NULL; /* glibc's LD_DEBUG */
+    gboolean blas = strstr(r.err, "libopenblas") != NULL, mpi = strstr(r.err, "libmpi") != NULL;
+    g_test_message("%s: OpenBLAS %s, MPI %s", cmds[i][0], blas ? "loaded" : "not loaded", mpi ? "loaded" : "not loaded");
+    if (loader && strcmp(cmds[i][0], "train") == 0)
+      g_assert_true(blas); /* what the check below looks for is there when the library is */
+    else if (loader) {
+      g_assert_false(blas);
+      g_assert_false(mpi);
+    }
+    tpt_run_clear(&r);
+  }
+  g_unsetenv("LD_DEBUG");
+}
+
 /* Whether some member of the interface is exercised by op's cases. */
 static gboolean op_in_interface(Op op)
 {
@@ -545,6 +572,7 @@ int main(int argc, char **argv)
   g_test_add_func("/backend/interface/registry", test_registry);
   g_test_add_func("/backend/cpu/threads", test_cpu_threads);
   g_test_add_func("/backend/cpu/core", test_cpu_core);
+  g_test_add_func("/backend/cpu/start-libraries", test_start_libraries);
   for (size_t i = 0; i < tp_backend_n_cases; i++) {
     char *path;
     if (!op_in_interface(tp_backend_cases[i].op))
