@@ -9,17 +9,7 @@ static char *error; /* why the module could not be loaded */
 static gpointer load(gpointer data)
 {
   (void)data;
-  static const char *const names[] = { TP_BLAS_MODULE_SYMBOL, NULL };
-  const TpBlasModule *(*entry)(void) = NULL;
-  gpointer *const out[] = { (gpointer *)&entry };
-  char *why = NULL;
-  GModule *m = tp_module_open("tpblas.so", "TP_BLAS_MODULE", &why);
-  if (!m || !tp_module_symbols(m, names, out, &why)) {
-    error = g_strdup_printf("the OpenBLAS module: %s", why);
-    g_free(why);
-    return NULL;
-  }
-  return (gpointer)entry();
+  return (gpointer)tp_module_table("tpblas.so", "TP_BLAS_MODULE", TP_BLAS_MODULE_SYMBOL, "OpenBLAS", &error);
 }
 
 const TpBlasModule *tp_blas(GError **err)

@@ -15,17 +15,7 @@ static char *error; /* why the module could not be loaded */
 static gpointer load(gpointer data)
 {
   (void)data;
-  static const char *const names[] = { TP_MPI_MODULE_SYMBOL, NULL };
-  const TpMpiModule *(*entry)(void) = NULL;
-  gpointer *const out[] = { (gpointer *)&entry };
-  char *why = NULL;
-  GModule *m = tp_module_open("tpmpi.so", "TP_MPI_MODULE", &why);
-  if (!m || !tp_module_symbols(m, names, out, &why)) {
-    error = g_strdup_printf("the MPI module: %s", why);
-    g_free(why);
-    return NULL;
-  }
-  return (gpointer)entry();
+  return (gpointer)tp_module_table("tpmpi.so", "TP_MPI_MODULE", TP_MPI_MODULE_SYMBOL, "MPI", &error);
 }
 
 /* The table; NULL with the module's reason in *err. */
@@ -39,6 +29,7 @@ static const TpMpiModule *mod(GError **err)
 }
 
 gboolean tp_mpi_available(void) { return mod(NULL) != NULL; }
+const char *tp_mpi_missing(void) { return mod(NULL) ? NULL : error; }
 
 gboolean tp_mpi_launched(void)
 {
