@@ -13,8 +13,8 @@ k=${2:-60}
 r=${3:-3}
 dataopt=""
 [ -n "$DATA" ] && dataopt="--data $DATA"
-chosen=$(env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$b/timeprest" --version 2>&1 | sed -n 's/^Core: //p' | tail -n 1)
-echo "OpenBLAS as loaded: $(env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$b/timeprest" --version 2>&1 | sed -n 's/^Core: //p' | head -n 1); the program computes with: $chosen"
+chosen=$(env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$b/timeprest" train --help 2>&1 | sed -n 's/^Core: //p' | tail -n 1)
+echo "OpenBLAS as loaded: $(env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$b/timeprest" train --help 2>&1 | sed -n 's/^Core: //p' | head -n 1); the program computes with: $chosen"
 best=""
 for round in $(seq 1 "$r"); do
   for core in program ${CORES:-Prescott Haswell SkylakeX}; do

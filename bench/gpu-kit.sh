@@ -5,8 +5,9 @@
 #
 # It builds with CUDA and NCCL (the source tree when it is configured with CUDA, else an out-of-tree
 # build in _gpu/), then gathers into one ignored folder, _gpukit/:
-#   bin/      timeprest, the modules tpcuda.so and tpnccl.so, tests/test-backend, tests/test-nccl,
-#             bench/bench-gemm-cuda and bench/bench-gemm (the dry run's stand-in), debug info stripped;
+#   bin/      timeprest, the modules tpcuda.so, tpnccl.so, tpblas.so and tpmpi.so, tests/test-backend,
+#             tests/test-nccl, bench/bench-gemm-cuda and bench/bench-gemm (the dry run's stand-in), debug
+#             info stripped;
 #   lib/      every shared library those need (found with ldd) except the C library's own
 #             (libc, libm, libpthread, libdl, librt, the loader), the compiler's runtime (libgcc_s,
 #             libstdc++: every image with nvcc has them, and a newer one must not be shadowed), and
@@ -59,7 +60,7 @@ nice make -j"$jobs" tests/test-backend tests/test-nccl bench/bench-gemm-cuda ben
 # ---- gather ----------------------------------------------------------------------------------------
 rm -rf "$kit"
 mkdir -p "$kit/bin" "$kit/lib" "$kit/models" "$kit/data/fashion-mnist"
-progs="timeprest tpcuda.so tpnccl.so tests/test-backend tests/test-nccl bench/bench-gemm-cuda bench/bench-gemm"
+progs="timeprest tpcuda.so tpnccl.so tpblas.so tpmpi.so tests/test-backend tests/test-nccl bench/bench-gemm-cuda bench/bench-gemm"
 for p in $progs; do
   [ -f "$build/$p" ] || die "$build/$p is missing"
   cp "$build/$p" "$kit/bin/"
@@ -134,9 +135,10 @@ case $p in */*) ;; *) p=$kit/bin/$p ;; esac
 lib=$kit/lib
 [ -z "${TP_KIT_NOLIB:-}" ] || lib=
 LD_LIBRARY_PATH=$lib${TP_CUDA_LIBS:+:$TP_CUDA_LIBS}
-TP_CUDA_MODULE=$kit/bin/tpcuda.so TP_NCCL_MODULE=$kit/bin/tpnccl.so TP_BIN=$kit/bin/timeprest
+TP_CUDA_MODULE=$kit/bin/tpcuda.so TP_NCCL_MODULE=$kit/bin/tpnccl.so TP_BLAS_MODULE=$kit/bin/tpblas.so
+TP_MPI_MODULE=$kit/bin/tpmpi.so TP_BIN=$kit/bin/timeprest
 TP_MODELS_DIR=$kit/models TP_CLUSTERS_DIR=$kit/models/clusters TP_DEVICES_DIR=$kit/models/devices
-export LD_LIBRARY_PATH TP_CUDA_MODULE TP_NCCL_MODULE TP_BIN TP_MODELS_DIR TP_CLUSTERS_DIR TP_DEVICES_DIR
+export LD_LIBRARY_PATH TP_CUDA_MODULE TP_NCCL_MODULE TP_BLAS_MODULE TP_MPI_MODULE TP_BIN TP_MODELS_DIR TP_CLUSTERS_DIR TP_DEVICES_DIR
 if [ -n "${TP_KIT_HIDE:-}" ]; then
   exec unshare -m --propagation private sh -c 'mount --bind "$0" /usr/lib/x86_64-linux-gnu && exec "$@"' \
     "$TP_KIT_HIDE" "$p" "$@"

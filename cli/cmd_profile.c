@@ -269,7 +269,7 @@ static gboolean parse_args(const ProfOpts *o, ProfArgs *a, GError **err)
       !(a->be = tp_backend_get(o->backend ? o->backend : "cpu", err)))
     return FALSE;
   if (a->mpi && (!tp_mpi_available() || !tp_mpi_launched())) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s", !tp_mpi_available() ? TP_MPI_MISSING :
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport mpi: %s", !tp_mpi_available() ? tp_mpi_missing() :
                 "start it under mpirun (mpirun -np R timeprest profile --transport mpi ..., R >= 2)");
     return FALSE;
   }

@@ -213,7 +213,7 @@ static gboolean check_transport(const Opts *o, GError **err)
   }
   if (ranks && (!tp_mpi_available() || !tp_mpi_launched())) {
     if (!tp_mpi_available())
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport %s: " TP_MPI_MISSING, o->transport);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport %s: %s", o->transport, tp_mpi_missing());
     else
       g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--transport %s: start it under mpirun (mpirun -np W timeprest "
                   "train --transport %s -w W ...)", o->transport, o->transport);

@@ -61,12 +61,15 @@ static void check_stdout(void)
 
 int main(int argc, char **argv)
 {
+  /* OpenBLAS, in the commands that compute with it (the others never load it), before anything
+   * reads the process's size */
+  gboolean blas = argc > 1 && (strcmp(argv[1], "train") == 0 || strcmp(argv[1], "profile") == 0);
   GError *settle = NULL;
-  if (!tp_backend_cpu_settle(argv, &settle)) { /* before anything reads the process's size */
-    gboolean command = argc > 1 && argv[1][0] != '-'; /* named as the command's other refusals */
-    if (!tp_cli_silent_rank(&settle))                /* under mpirun: rank 0's line only */
-      fprintf(stderr, "timeprest%s%s: %s\n", command ? " " : "", command ? argv[1] : "", settle->message);
-    _exit(2); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
+  if (blas && !tp_backend_cpu_settle(argv, &settle)) {
+    int status = tp_error_exit_status(settle);
+    if (!tp_cli_silent_rank(&settle)) /* under mpirun: rank 0's line only */
+      fprintf(stderr, "timeprest %s: %s\n", argv[1], settle->message);
+    _exit(status); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
   }
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
   atexit(check_stdout);

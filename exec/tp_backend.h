@@ -297,16 +297,17 @@ const TpBackend *tp_backend_cpu(void);
  * Prescott and the CPU has them; NULL otherwise. */
 const char *tp_cpu_better_core(const char *core);
 
-/* Called first thing by the program (argv): where OpenBLAS fell back to its generic kernels on a CPU
- * that has better ones (tp_cpu_better_core) and the user set no OPENBLAS_CORETYPE, the program starts
- * again with that core type.  OpenBLAS starts its worker threads as it loads, and each maps its
- * buffer (128 MB) when it first runs, at a moment of its own.  Under an address-space or data limit
- * (ulimit -v, -d) a memory check would read a size growing behind it and allow an allocation that
- * then fails, so the program starts again (the same restart) with OPENBLAS_NUM_THREADS=1 where no
- * thread count was chosen; otherwise the threads are joined (OpenBLAS starts them again when a
- * product needs them), and one that cannot map its buffer under the limit retries forever, so the
- * limit is then refused (FALSE, TP_ERROR_INPUT) instead of the program hanging.  Without such a
- * limit TRUE, after the restart for the core where there was one. */
+/* Called first thing by the commands that compute with OpenBLAS (argv): loads it (the module
+ * tpblas.so; FALSE, TP_ERROR_RUNTIME where it cannot be).  Where OpenBLAS fell back to its generic
+ * kernels on a CPU that has better ones (tp_cpu_better_core) and the user set no OPENBLAS_CORETYPE,
+ * the program starts again with that core type.  OpenBLAS starts its worker threads as it loads, and
+ * each maps its buffer (128 MB) when it first runs, at a moment of its own.  Under an address-space
+ * or data limit (ulimit -v, -d) a memory check would read a size growing behind it and allow an
+ * allocation that then fails, so OpenBLAS loads with OPENBLAS_NUM_THREADS=1 where no thread count was
+ * chosen; otherwise the threads are joined (OpenBLAS starts them again when a product needs them),
+ * and one that cannot map its buffer under the limit retries forever, so the limit is then refused
+ * (FALSE, TP_ERROR_INPUT) instead of the program hanging.  Without such a limit TRUE, after the
+ * restart for the core where there was one. */
 gboolean tp_backend_cpu_settle(char **argv, GError **err);
 
 /* Counter-based random numbers shared by every backend and by the initialisation, so that a value

@@ -18,17 +18,7 @@ static gpointer load(gpointer data)
 {
   (void)data;
   g_atomic_int_set(&started, 1);
-  static const char *const names[] = { TP_CUDA_MODULE_SYMBOL, NULL };
-  const TpCudaModule *(*entry)(void) = NULL;
-  gpointer *const out[] = { (gpointer *)&entry };
-  char *why = NULL;
-  GModule *m = tp_module_open("tpcuda.so", "TP_CUDA_MODULE", &why);
-  if (!m || !tp_module_symbols(m, names, out, &why)) {
-    error = g_strdup_printf("the cuda backend module: %s", why);
-    g_free(why);
-    return NULL;
-  }
-  return (gpointer)entry();
+  return (gpointer)tp_module_table("tpcuda.so", "TP_CUDA_MODULE", TP_CUDA_MODULE_SYMBOL, "cuda backend", &error);
 }
 
 /* The module's table, or NULL with the reason in *why (not to be freed). */

@@ -18,6 +18,21 @@ GModule *tp_module_open(const char *file, const char *env, char **error)
   return m;
 }
 
+gconstpointer tp_module_table(const char *file, const char *env, const char *symbol, const char *what, char **error)
+{
+  const char *const names[] = { symbol, NULL };
+  gconstpointer (*entry)(void) = NULL;
+  gpointer *const out[] = { (gpointer *)&entry };
+  char *why = NULL;
+  GModule *m = tp_module_open(file, env, &why);
+  if (!m || !tp_module_symbols(m, names, out, &why)) {
+    *error = g_strdup_printf("the %s module: %s", what, why);
+    g_free(why);
+    return NULL;
+  }
+  return entry();
+}
+
 gboolean tp_module_symbols(GModule *m, const char *const *names, gpointer *const *out, char **error)
 {
   for (int i = 0; names[i]; i++)

@@ -15,4 +15,8 @@ GModule *tp_module_open(const char *file, const char *env, char **error);
  * named in *error (to be freed). */
 gboolean tp_module_symbols(GModule *m, const char *const *names, gpointer *const *out, char **error);
 
+/* The table that the module's entry point `symbol` (a function without arguments) returns, the
+ * module opened as tp_module_open does; NULL with "the WHAT module: reason" in *error (to be freed). */
+gconstpointer tp_module_table(const char *file, const char *env, const char *symbol, const char *what, char **error);
+
 #endif

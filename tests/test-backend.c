@@ -501,10 +501,11 @@ static void test_cpu_core(void)
     want = "Haswell";
 #endif
   g_assert_cmpstr(tp_cpu_better_core("Prescott"), ==, want);
-  /* through the program: the core it computes with, and a core the user chose */
+  /* through the program: the core it computes with, and a core the user chose (train loads
+   * OpenBLAS; --version does not) */
   g_setenv("OPENBLAS_VERBOSE", "2", TRUE);
   g_unsetenv("OPENBLAS_CORETYPE");
-  TptRun r = tpt_run((const char *[]){ "--version", NULL });
+  TptRun r = tpt_run((const char *[]){ "train", "--help", NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_autofree char *core = last_core(r.err);
   g_test_message("OpenBLAS computes on %s (the fallback's replacement here: %s)", core ? core : "?", want ? want : "none");
@@ -512,14 +513,47 @@ static void test_cpu_core(void)
     g_assert_cmpstr(core, !=, "Prescott");
   tpt_run_clear(&r);
   g_setenv("OPENBLAS_CORETYPE", "Prescott", TRUE);
-  r = tpt_run((const char *[]){ "--version", NULL });
+  r = tpt_run((const char *[]){ "train", "--help", NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_autofree char *chosen = last_core(r.err);
   if (chosen)
     g_assert_cmpstr(chosen, ==, "Prescott");
   tpt_run_clear(&r);
+  /* a command that makes no product never loads OpenBLAS (its start would pay for it) */
+  r = tpt_run((const char *[]){ "--version", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_autofree char *none = last_core(r.err);
+  g_assert_null(none);
+  tpt_run_clear(&r);
   g_unsetenv("OPENBLAS_CORETYPE");
   g_unsetenv("OPENBLAS_VERBOSE");
+}
+
+/* The commands that make no product map neither OpenBLAS nor Open MPI (their modules tpblas.so and
+ * tpmpi.so are loaded only by train and profile): glibc's loader names each library it opens. */
+static void test_start_libraries(void)
+{
+  g_setenv("LD_DEBUG", "libs", TRUE);
+  const char *const cmds[][8] = {
+    { "--version", NULL },
+    { "simulate", "-s", "timeprest", "-w", "4", "-n", "8", NULL },
+    { "train", "--help", NULL },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    TptRun r = tpt_run(cmds[i]);
+    g_assert_cmpint(r.status, ==, 0);
+    gboolean loader = strstr(r.err, "find library=") != NULL; /* glibc's LD_DEBUG */
+    gboolean blas = strstr(r.err, "libopenblas") != NULL, mpi = strstr(r.err, "libmpi") != NULL;
+    g_test_message("%s: OpenBLAS %s, MPI %s", cmds[i][0], blas ? "loaded" : "not loaded", mpi ? "loaded" : "not loaded");
+    if (loader && strcmp(cmds[i][0], "train") == 0)
+      g_assert_true(blas); /* what the check below looks for is there when the library is */
+    else if (loader) {
+      g_assert_false(blas);
+      g_assert_false(mpi);
+    }
+    tpt_run_clear(&r);
+  }
+  g_unsetenv("LD_DEBUG");
 }
 
 /* Whether some member of the interface is exercised by op's cases. */
@@ -538,6 +572,7 @@ int main(int argc, char **argv)
   g_test_add_func("/backend/interface/registry", test_registry);
   g_test_add_func("/backend/cpu/threads", test_cpu_threads);
   g_test_add_func("/backend/cpu/core", test_cpu_core);
+  g_test_add_func("/backend/cpu/start-libraries", test_start_libraries);
   for (size_t i = 0; i < tp_backend_n_cases; i++) {
     char *path;
     if (!op_in_interface(tp_backend_cases[i].op))

@@ -50,7 +50,7 @@ static void test_memory_limit(void)
     /* each stage thread's BLAS buffer and heap counted: it hung in OpenBLAS's retry */
     { "400000", "train -w 2 -k 2 --batch 64 --data synthetic --quiet", "address-space limit" },
     { "600000", "train -w 4 -k 2 --batch 64 --data synthetic --quiet", "address-space limit" },
-    { "250000", read_json, "big.json (JSON, 11.8 MB) needs about" },
+    { "150000", read_json, "big.json (JSON, 11.8 MB) needs about" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     TptRun r = run_limited(cases[i].kb, cases[i].cmd);

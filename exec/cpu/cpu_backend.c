@@ -1,4 +1,5 @@
-/* cpu_backend.c — the `cpu` backend: host memory, OpenBLAS SGEMM and the kernel table.
+/* cpu_backend.c — the `cpu` backend: host memory, OpenBLAS SGEMM (the module tpblas.so, tp_blas.h)
+ * and the kernel table.
  *
  * Threads: the executor runs one thread per pipeline stage and each stage calls BLAS itself, so
  * OpenBLAS must not start threads of its own inside a call (W stages × its threads would oversubscribe
@@ -10,12 +11,14 @@
 #include "tp_error.h"
 #include "tp_schedule.h"
 #include "tp_memory.h"
+#include "tp_blas.h"
 
-#include <cblas.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const TpBlasModule *blas; /* OpenBLAS, loaded by tp_cpu_instance */
 
 static float *cpu_alloc(const TpBackend *be, size_t n, GError **err)
 {
@@ -56,8 +59,7 @@ gboolean tp_cpu_sgemm(const TpBackend *be, gboolean trans_a, gboolean trans_b, i
                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc, GError **err)
 {
   (void)be, (void)err;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
+  blas->sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return TRUE;
 }
 
@@ -160,28 +162,33 @@ static const TpBackendIface cpu_iface = {
 static TpBackend cpu_backend = { .iface = &cpu_iface, .ctx = NULL };
 static gint threads_set;
 
-/* OpenBLAS's: joins its worker threads (a multi-threaded product starts them again), and starts them. */
-int blas_thread_shutdown_(void);
-int blas_thread_init(void);
 static gint blas_rested; /* its threads were joined by tp_backend_cpu_settle */
 
 void tp_cpu_set_threads(int n)
 {
+  if (!tp_cpu_instance(0, NULL))
+    return;
   /* growing the pool past its first size while it is joined would start those threads twice */
   if (n > 1 && g_atomic_int_compare_and_exchange(&blas_rested, 1, 0))
-    blas_thread_init();
-  openblas_set_num_threads(MAX(n, 1));
+    blas->thread_init();
+  blas->set_num_threads(MAX(n, 1));
   g_atomic_int_set(&threads_set, 1);
 }
 
 TpBackend *tp_cpu_instance(int device, GError **err)
 {
-  (void)device, (void)err;
+  (void)device;
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
-    if (!g_atomic_int_get(&threads_set))
-      openblas_set_num_threads(1);
+    const TpBlasModule *m = tp_blas(NULL);
+    if (m && !g_atomic_int_get(&threads_set))
+      m->set_num_threads(1);
+    g_atomic_pointer_set(&blas, m);
     g_once_init_leave(&once, 1);
+  }
+  if (!g_atomic_pointer_get(&blas)) {
+    tp_blas(err); /* the module's reason */
+    return NULL;
   }
   return &cpu_backend;
 }
@@ -198,7 +205,7 @@ static gboolean blas_joined;
 static gpointer blas_join(gpointer data)
 {
   (void)data;
-  blas_thread_shutdown_();
+  tp_blas(NULL)->thread_shutdown();
   g_atomic_int_set(&blas_rested, 1);
   g_mutex_lock(&blas_lock);
   blas_joined = TRUE;
@@ -226,25 +233,24 @@ const char *tp_cpu_better_core(const char *core)
 
 gboolean tp_backend_cpu_settle(char **argv, GError **err)
 {
-  gboolean restart = FALSE, limited = tp_memory_address_limited();
+  gboolean limited = tp_memory_address_limited();
+  /* OpenBLAS reads its thread count as it loads: under a limit it loads with one (no worker
+   * threads, nothing mapped behind the checks; train --threads asks for more where it wants them),
+   * unless the user chose a count */
+  if (limited && !g_getenv("OPENBLAS_NUM_THREADS") && !g_getenv("OMP_NUM_THREADS") && !g_getenv("GOTO_NUM_THREADS"))
+    g_setenv("OPENBLAS_NUM_THREADS", "1", TRUE);
+  const TpBlasModule *m = tp_blas(err);
+  if (!m)
+    return FALSE;
   /* OpenBLAS picks its kernels as it loads; one older than the CPU takes its generic ones */
-  const char *core = g_getenv("OPENBLAS_CORETYPE") ? NULL : tp_cpu_better_core(openblas_get_corename());
+  const char *core = g_getenv("OPENBLAS_CORETYPE") ? NULL : tp_cpu_better_core(m->corename());
   if (core) {
     g_setenv("OPENBLAS_CORETYPE", core, TRUE);
-    restart = TRUE;
-  }
-  /* OpenBLAS reads its thread count as it loads: under a limit the program starts again with one
-   * (no worker threads, nothing mapped behind the checks; train --threads asks for more where it
-   * wants them), unless the user chose a count */
-  if (limited && !g_getenv("OPENBLAS_NUM_THREADS") && !g_getenv("OMP_NUM_THREADS") && !g_getenv("GOTO_NUM_THREADS")) {
-    g_setenv("OPENBLAS_NUM_THREADS", "1", TRUE);
-    restart = TRUE;
-  }
-  if (restart)
     execv("/proc/self/exe", argv); /* returns only where it cannot: then, under a limit, the threads are joined */
+  }
   if (!limited) {
     /* the threads OpenBLAS starts as it loads spin for about 0.1 s waiting for work, a core's worth
-     * taken from a command that makes no product (simulate, plan, …): joined now */
+     * taken from the command until its first product: joined now */
     blas_join(NULL);
     return TRUE;
   }

@@ -533,3 +533,4 @@ gboolean tp_mpi_check_abort(TpMpi *m, GError **err)
 }
 
 gboolean tp_mpi_available(void) { return TRUE; }
+const char *tp_mpi_missing(void) { return NULL; }

@@ -43,6 +43,9 @@ typedef struct TpMpi TpMpi;
 /* Whether this build has the MPI transport. */
 gboolean tp_mpi_available(void);
 
+/* Why it is not available (TP_MPI_MISSING, or why its module cannot be loaded); NULL where it is. */
+const char *tp_mpi_missing(void);
+
 /* Whether the process looks started by an MPI launcher (mpirun, mpiexec or srun set their
  * environment variables); a --transport mpi run without one is refused before MPI starts. */
 gboolean tp_mpi_launched(void);

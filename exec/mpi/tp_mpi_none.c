@@ -9,6 +9,7 @@
 static void missing(GError **err) { g_set_error_literal(err, TP_ERROR, TP_ERROR_INPUT, TP_MPI_MISSING); }
 
 gboolean tp_mpi_available(void) { return FALSE; }
+const char *tp_mpi_missing(void) { return TP_MPI_MISSING; }
 gboolean tp_mpi_launched(void) { return FALSE; }
 
 gboolean tp_mpi_init(int *argc, char ***argv, GError **err)

@@ -3,9 +3,9 @@
  * The transport itself (tp_nccl.c, tp_nccl_boot.c) is the module tpnccl.so, linked against NCCL,
  * cudart and MPI; it is loaded here, with GModule, when a run asks for `--transport nccl`, so that
  * `timeprest` links no CUDA or NCCL library and commands that never use them never map them (the
- * cuda backend is loaded the same way, exec/tp_cuda_loader.c).  The module shares the program's
- * MPI library, so MPI started by the program (tp_mpi_init) is the module's.  Looked for at
- * $TP_NCCL_MODULE, then in the build tree, then in the package's libexec directory. */
+ * cuda backend is loaded the same way, exec/tp_cuda_loader.c).  The module shares the process's one
+ * MPI library (that of the MPI transport's module), so MPI started by tp_mpi_init is the module's.
+ * Looked for at $TP_NCCL_MODULE, then in the build tree, then in the package's libexec directory. */
 #include "config.h"
 #include "tp_error.h"
 #include "tp_module.h"
