@@ -50,8 +50,8 @@ fi
 mkdir -p "$build"
 cd "$build"
 [ -f config.status ] || "$src/configure" -q --with-cuda --with-nccl || die "configure --with-cuda --with-nccl failed in $build"
-grep -q '^#define HAVE_CUDA 1' config.h || die "$build is configured without CUDA (configure --with-cuda there)"
-grep -q '^#define HAVE_NCCL_TRANSPORT 1' config.h || die "$build is configured without the NCCL transport (NCCL and MPI)"
+grep -q '^#define HAVE_CUDA 1' config/config.h || die "$build is configured without CUDA (configure --with-cuda there)"
+grep -q '^#define HAVE_NCCL_TRANSPORT 1' config/config.h || die "$build is configured without the NCCL transport (NCCL and MPI)"
 echo "gpu-kit: building in $build"
 nice make -j"$jobs" >/dev/null || die "the build failed in $build (run make there)"
 nice make -j"$jobs" tests/test-backend tests/test-nccl bench/bench-gemm-cuda bench/bench-gemm >/dev/null ||
