@@ -234,7 +234,6 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   int ps = 0;
   p->sim.peak = device_max(c, p->sim.peak_bytes, &ps);
   p->sim.peak_stage = ps;
-  p->sim.limit = tp_analytic_capacity(a, ps);
   int comp = 0;
   for (int k = 1; k < TP_N_MEM; k++)
     if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
@@ -250,6 +249,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   }
   for (int d = 0; d < MAX(c->n_devices, 1); d++)
     over = over || need[d] > cap[d];
+  p->sim.limit = cap[a->profile ? 0 : c->stage[ps].device]; /* the memory of the peak's stage, all its shares */
   g_free(need), g_free(cap);
   p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
 }

@@ -228,6 +228,13 @@ static void test_nothing_fits(void)
   g_assert_nonnull(strstr(r.err, "dominated by its weights"));
   g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
+  /* 8 stages on cluster C's 4 devices, two on each: the peak's device against that device's limit, not
+   * against one stage's half of it */
+  r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "128", "-s",
+                                     "1f1b", "-w", "8-8", "-n", "128-128", "--memory-limit", "1G", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "against 1.074 GB (1f1b W=8 N=128, stage 7)"));
+  tpt_run_clear(&r);
   /* every candidate refused by the simulation (the process's own memory limit): one of them says why */
   r = tpt_run_shell("TP_MEMORY_LIMIT=100K exec \"$TP\" plan --model cnn --cluster A --batch 8 -w 1-2 -n 1-2");
   g_assert_cmpint(r.status, ==, 2);
