@@ -189,8 +189,7 @@ static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
   for (int s = 0; s < p->W; s++) {
     const TpStageCost *sc = &c->stage[s];
     mem += sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + sc->stored_bytes;
-    if (!seen[sc->device])
-      cap += tp_analytic_capacity(a, s), seen[sc->device] = TRUE;
+    cap += tp_analytic_capacity(a, s), seen[sc->device] = TRUE; /* the stages' shares: their devices whole */
   }
   int used = 0;
   for (int d = 0; d < c->n_devices; d++)
