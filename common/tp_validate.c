@@ -363,7 +363,8 @@ static gboolean check_chunks(const TpSchedule *s, GError **err)
   return ok;
 }
 
-/* F&B composites: each a forward then a whole backward on the rank, no two sharing an operation. */
+/* F&B composites: each a forward then a whole backward of another chunk on the rank, no two sharing an
+ * operation. */
 static gboolean check_fb(const TpSchedule *s, GError **err)
 {
   for (int r = 0; s->fb && r < tp_schedule_ranks(s); r++) {
@@ -379,6 +380,9 @@ static gboolean check_fb(const TpSchedule *s, GError **err)
         if (k == at + 1 && op && prev && (prev->kind != TP_OP_F || op->kind != TP_OP_B || op->micro == TP_WHOLE))
           return fail(err, s, prev_st, prev, "an F&B composite is a forward then a backward of a micro-batch "
                       "(PyTorch's OVERLAP_F_B), not %c then %c", tp_op_letters[prev->kind], tp_op_letters[op->kind]);
+        if (k == at + 1 && op && prev && st == prev_st)
+          return fail(err, s, prev_st, prev, "an F&B composite overlaps a forward of one chunk with a backward of "
+                      "another, not of the same stage %d", st + 1);
         prev = op, prev_st = st;
       }
       if (at < next || at + 1 >= n) {

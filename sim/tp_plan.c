@@ -189,8 +189,7 @@ static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
   for (int s = 0; s < p->W; s++) {
     const TpStageCost *sc = &c->stage[s];
     mem += sc->weight_bytes + sc->optimizer_bytes + sc->grad_buffer_bytes + sc->stored_bytes;
-    if (!seen[sc->device])
-      cap += tp_analytic_capacity(a, s), seen[sc->device] = TRUE;
+    cap += tp_analytic_capacity(a, s), seen[sc->device] = TRUE; /* the stages' shares: their devices whole */
   }
   int used = 0;
   for (int d = 0; d < c->n_devices; d++)
@@ -234,7 +233,6 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   int ps = 0;
   p->sim.peak = device_max(c, p->sim.peak_bytes, &ps);
   p->sim.peak_stage = ps;
-  p->sim.limit = tp_analytic_capacity(a, ps);
   int comp = 0;
   for (int k = 1; k < TP_N_MEM; k++)
     if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
@@ -250,6 +248,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   }
   for (int d = 0; d < MAX(c->n_devices, 1); d++)
     over = over || need[d] > cap[d];
+  p->sim.limit = cap[a->profile ? 0 : c->stage[ps].device]; /* the memory of the peak's stage, all its shares */
   g_free(need), g_free(cap);
   p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
 }

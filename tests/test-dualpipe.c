@@ -234,7 +234,8 @@ static void test_own_formats(void)
         }
 }
 
-/* Refused in one line: N < 2W, a composite that is no forward then backward, a --chunks other than 2. */
+/* Refused in one line: N < 2W, a composite that is no forward then backward of another chunk, a --chunks
+ * other than 2. */
 static void test_refused(void)
 {
   GError *err = NULL;
@@ -261,6 +262,13 @@ static void test_refused(void)
   tpt_expect_refused("0F0,0F1,3F0,(3F1;0B0)OVERLAP_F_B,3B0,3B1,0B1\n1F0,2F0,1F1,2F1,2B0,1B0,2B1,1B1\n",
                      "t.csv:1: deadlock: rank 1 waits at the F&B composite's B(1,A) of stage 1 for B(1,A) from stage 2 "
                      "on rank 2");
+  /* our CSV's composite of one stage's F and B: that B of micro-batch 2 needs that very forward's output */
+  tpt_expect_refused("# timeprest-schedule order=dualpipe-v policy=sync workers=1 micro_batches=2 mini_batches=1 chunks=2 "
+                     "chunk_map=v-shape\nstage,op,mini_batch,micro_batch,version,source,composite\n1,F,1,1,0,fixed,\n"
+                     "2,F,1,1,0,fixed,\n1,F,1,2,0,fixed,\n2,B,1,1,0,fixed,\n2,F,1,2,0,fixed,fb\n2,B,1,2,0,fixed,\n"
+                     "1,B,1,1,0,fixed,\n1,I,1,2,0,fixed,\n1,W,1,2,0,fixed,\n1,U,1,,0,fixed,\n2,U,1,,0,fixed,\n",
+                     "t.csv:7: F(1,B) at stage 2: an F&B composite overlaps a forward of one chunk with a backward of "
+                     "another, not of the same stage 2");
   /* a composite of one chunk per rank is read as its two actions (test-zb reads one) */
   g_autoptr(TpSchedule) one = tpt_parse("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n,1F0,1B0,1F1,1B1\n", &err);
   g_assert_no_error(err);

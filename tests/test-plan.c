@@ -228,6 +228,13 @@ static void test_nothing_fits(void)
   g_assert_nonnull(strstr(r.err, "dominated by its weights"));
   g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
+  /* 8 stages on cluster C's 4 devices, two on each: the peak's device against that device's limit, not
+   * against one stage's half of it */
+  r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "128", "-s",
+                                     "1f1b", "-w", "8-8", "-n", "128-128", "--memory-limit", "1G", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "against 1.074 GB (1f1b W=8 N=128, stage 7)"));
+  tpt_run_clear(&r);
   /* every candidate refused by the simulation (the process's own memory limit): one of them says why */
   r = tpt_run_shell("TP_MEMORY_LIMIT=100K exec \"$TP\" plan --model cnn --cluster A --batch 8 -w 1-2 -n 1-2");
   g_assert_cmpint(r.status, ==, 2);
@@ -358,6 +365,26 @@ static gboolean some_split_fits(const TpModel *m, const TpCluster *cl, const TpP
 /* Candidates dropped because no split of them may fit, under limits at the peaks of plans that fit
  * (each such plan just within its limit): over the limit in the unpruned search too, and every
  * split of each simulated over its devices' memory (brute force); what fits is listed the same. */
+/* Every plan that fits is listed as the unpruned search lists it, unless a faster one dominated it;
+ * the same front, the top choice first. */
+static void lists_as_unpruned(const TpPlanResult *pruned, const TpPlanResult *full)
+{
+  guint listed = 0;
+  for (guint i = 0; i < full->ranked->len; i++) {
+    const TpPlan *q = full->ranked->pdata[i], *p = pruned->all->pdata[q->index];
+    g_assert_true(p->status == TP_PLAN_DOMINATED || p->status == TP_PLAN_FITS);
+    if (p->status != TP_PLAN_FITS)
+      continue;
+    g_assert_cmpfloat(p->sim.t_minibatch, ==, q->sim.t_minibatch);
+    g_assert_cmpfloat(p->sim.peak, ==, q->sim.peak);
+    listed++;
+  }
+  g_assert_cmpuint(listed, ==, pruned->ranked->len);
+  g_assert_cmpuint(pruned->pareto->len, ==, full->pareto->len);
+  for (guint i = 0; i < full->pareto->len; i++)
+    g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
+}
+
 static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, int dropped[2], int *pending)
 {
   g_autoptr(TpPlanResult) pruned = search_cluster(m, "C", 3, 8, limit, TP_PLAN_RECOMPUTE_BOTH, FALSE);
@@ -376,21 +403,7 @@ static void check_may_fit(const TpModel *m, const TpCluster *cl, double limit, i
     g_assert_false(some_split_fits(m, cl, p, counts, 0, tp_model_n_layers(m), limit));
     dropped[p->recompute]++;
   }
-  /* every plan that fits is listed as the unpruned search lists it, unless a faster one dominated it */
-  guint listed = 0;
-  for (guint i = 0; i < full->ranked->len; i++) {
-    const TpPlan *q = full->ranked->pdata[i], *p = pruned->all->pdata[q->index];
-    g_assert_true(p->status == TP_PLAN_DOMINATED || p->status == TP_PLAN_FITS);
-    if (p->status != TP_PLAN_FITS)
-      continue;
-    g_assert_cmpfloat(p->sim.t_minibatch, ==, q->sim.t_minibatch);
-    g_assert_cmpfloat(p->sim.peak, ==, q->sim.peak);
-    listed++;
-  }
-  g_assert_cmpuint(listed, ==, pruned->ranked->len);
-  g_assert_cmpuint(pruned->pareto->len, ==, full->pareto->len);
-  for (guint i = 0; i < full->pareto->len; i++) /* the top choice first */
-    g_assert_cmpint(((const TpPlan *)pruned->pareto->pdata[i])->index, ==, ((const TpPlan *)full->pareto->pdata[i])->index);
+  lists_as_unpruned(pruned, full);
 }
 
 static void test_may_fit(void)
@@ -421,6 +434,21 @@ static void test_may_fit(void)
   g_assert_cmpfloat(pruned->smallest->sim.peak, ==, full->smallest->sim.peak);
   g_assert_cmpint(pruned->n_over_memory, ==, full->n_over_memory);
   g_assert_cmpint(pruned->n_simulated, ==, full->n_simulated);
+}
+
+/* Stages that share a memory (a profile's machine holds them all): the bound sets their bytes against
+ * the whole memory, not one stage's share of it, so that no plan that fits is dropped unsimulated. */
+static void test_bound_shared(void)
+{
+  g_autoptr(TpModel) m = tpt_model("mlp-deep");
+  g_autoptr(TpProfile) p = synthetic_profile(m, 64, 2, 1e12);
+  g_autoptr(TpPlanResult) open = search(m, p, 0, 2, TRUE);
+  g_assert_cmpuint(open->ranked->len, >, 20);
+  double limit = ((const TpPlan *)open->ranked->pdata[open->ranked->len / 2])->sim.peak;
+  g_autoptr(TpPlanResult) pruned = search(m, p, limit, 2, FALSE);
+  g_autoptr(TpPlanResult) full = search(m, p, limit, 2, TRUE);
+  g_assert_cmpuint(full->ranked->len, >, 0);
+  lists_as_unpruned(pruned, full);
 }
 
 static TpPlanResult *search_rc(const TpModel *m, const TpProfile *p, const char *presets, int w1, int n0, int n1,
@@ -630,6 +658,7 @@ int main(int argc, char **argv)
   g_test_add_func("/plan/split-under-memory", test_split_under_memory);
   g_test_add_func("/plan/held-activations", test_held_activations);
   g_test_add_func("/plan/may-fit", test_may_fit);
+  g_test_add_func("/plan/bound-shared", test_bound_shared);
   g_test_add_func("/plan/nothing-fits", test_nothing_fits);
   g_test_add_func("/plan/json", test_json);
   g_test_add_func("/plan/recompute", test_recompute);
