@@ -23,8 +23,11 @@ const char *tp_report_fixed_on(const TpSchedule *s) { return s->fixed_on == TP_F
 /* What the order line of the text report says. */
 static const char *order_note(const TpSchedule *s, const TpCost *c)
 {
+  if (s->fixed_on == TP_FIXED_ON_COSTS && s->order == TP_ORDER_ZB_V) /* the heuristic's V, or the pattern */
+    return "fixed on the costs: the zero-bubble heuristic's V where it is shorter, else PyTorch's pattern (the "
+           "other choice: the unit-slot order)";
   if (s->fixed_on == TP_FIXED_ON_COSTS)
-    return tp_order_zb_auto_kind(s->order) || s->order == TP_ORDER_ZB_V ? "built on the costs by the zero-bubble heuristic (the other choice: the "
+    return tp_order_zb_auto_kind(s->order) ? "built on the costs by the zero-bubble heuristic (the other choice: the "
                                              "unit-slot order)"
                                            : "fixed on the costs: each stage ran what was ready under the order's "
                                              "rules (the other choice: the unit-slot order)";
