@@ -463,9 +463,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
     return NULL;
   }
   if (!res->all->len) {
+    g_autofree char *on = r->devices > 0 ? g_strdup_printf(" on at most %d devices", r->devices) : g_strdup("");
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
-                "suits any of the presets%s", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
-                batch_of(r, 0), tp_model_least_norm_plane(r->model)
+                "suits any of the presets%s%s", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
+                batch_of(r, 0), on, tp_model_least_norm_plane(r->model)
                                   ? " (a micro-batch must give each batchnorm more than one value per channel)"
                                   : "");
     return NULL;

@@ -202,6 +202,12 @@ static void test_plan_devices(void)
   const TpPlan *top = res->ranked->pdata[0];
   for (guint i = 1; i < res->ranked->len; i++)
     g_assert_cmpfloat(top->sim.samples_per_second, >=, ((const TpPlan *)res->ranked->pdata[i])->sim.samples_per_second * (1 - 1e-9));
+  /* more stages than devices: no candidate, and the line names the devices */
+  r.devices = 2, r.w0 = 4;
+  g_assert_null(tp_plan_search(&r, &err));
+  g_assert_nonnull(err);
+  g_assert_nonnull(strstr(err->message, "on at most 2 devices"));
+  g_clear_error(&err);
 }
 
 int main(int argc, char **argv)
