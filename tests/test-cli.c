@@ -9,20 +9,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-static void expect_usage_error(const char *const *args, const char *needle)
-{
-  TptRun r = tpt_run(args);
-  if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, needle))
-    g_error("%s %s: status %d, stderr '%s' (wanted status 2, one line with '%s')", args[0], args[1] ? args[1] : "",
-            r.status, r.err, needle);
-  g_assert_cmpuint(strlen(r.err), <, 300);
-  g_assert_cmpstr(r.out, ==, "");
-  tpt_run_clear(&r);
-}
-
 static void test_bad_input(void)
 {
-#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+#define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("-w: expected a whole number from 1 to 1024, got '0'", "schedule", "-w", "0");
   E("-w: expected a whole number", "schedule", "-w", "-3");
   E("-w: expected a whole number", "schedule", "-w", "99999999999");
@@ -57,7 +46,7 @@ static void test_bad_cost_file_cli(void)
   g_autofree char *path = tpt_tmp_path("tp-cli-bad.cost");
   g_assert_true(g_file_set_contents(path, "[stages]\nforward = 1\nbackward = slow\n", -1, NULL));
   g_autofree char *want = g_strdup_printf("%s:3: [stages] backward", path);
-  expect_usage_error((const char *const[]){ "simulate", "-w", "2", "--cost", path, NULL }, want);
+  tpt_expect_cli_refused((const char *const[]){ "simulate", "-w", "2", "--cost", path, NULL }, want);
   tpt_tmp_remove(path);
 }
 
@@ -82,9 +71,9 @@ static void test_schedule_file_round_trip(void)
   TptRun b = tpt_run((const char *const[]){ "schedule", "--input", path, "--format", "json", NULL });
   g_assert_cmpint(b.status, ==, 0);
   /* the file gives its significance: another one beside it is refused, by every command that reads it */
-  expect_usage_error((const char *const[]){ "simulate", "-i", path, "--significance", "const:1", NULL },
+  tpt_expect_cli_refused((const char *const[]){ "simulate", "-i", path, "--significance", "const:1", NULL },
                      "drop -s/--order/--policy/-w/-n/-k/--chunks/--significance");
-  expect_usage_error((const char *const[]){ "train", "--schedule", path, "--significance", "const:1", "--data",
+  tpt_expect_cli_refused((const char *const[]){ "train", "--schedule", path, "--significance", "const:1", "--data",
                                             "synthetic", "--quiet", NULL },
                      "--schedule: the file gives the schedule; drop -s, -k, --order-from and --significance");
   g_autofree char *want = NULL;
@@ -99,7 +88,7 @@ static void test_schedule_file_round_trip(void)
   g_assert_true(g_file_set_contents(path, bad, -1, NULL));
   g_assert_true(g_file_set_contents(out, "keep", -1, NULL));
   g_autofree char *where = g_strdup_printf("%s:12: ", path);
-  expect_usage_error((const char *const[]){ "schedule", "--input", path, "--format", "csv", "-o", out, NULL }, where);
+  tpt_expect_cli_refused((const char *const[]){ "schedule", "--input", path, "--format", "csv", "-o", out, NULL }, where);
   g_autofree char *kept = NULL;
   g_assert_true(g_file_get_contents(out, &kept, NULL, NULL));
   g_assert_cmpstr(kept, ==, "keep");
@@ -208,124 +197,7 @@ static void test_compare(void)
   g_assert_nonnull(strstr(c.out, "\ngpipe,gpipe,sync,1,slots,"));
   tpt_run_clear(&r);
   tpt_run_clear(&c);
-  expect_usage_error((const char *const[]){ "compare", "-s", "gpipe", NULL }, "compare runs every preset");
-}
-
-/* The trace is JSON with one complete event per operation and per transfer. */
-static void test_trace(void)
-{
-  g_autofree char *trace = tpt_tmp_path("tp-cli-trace.json");
-  g_autofree char *csv = tpt_tmp_path("tp-cli-trace.csv");
-  g_autofree char *cost = tpt_tmp_path("tp-cli-trace.cost");
-  g_assert_true(g_file_set_contents(cost, "[stages]\nforward = 0.001\nbackward = 0.002\nactivation_bytes = 1e6\n"
-                                          "[links]\nbandwidth = 1e9\n", -1, NULL));
-  TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "i-timeprest", "-w", "3", "-n", "3", "-k", "7", "--cost",
-                                            cost, "--trace", trace, "--csv", csv, NULL });
-  g_assert_cmpint(r.status, ==, 0);
-  g_autofree char *events = NULL;
-  g_assert_true(g_file_get_contents(csv, &events, NULL, NULL));
-  int rows = tpt_lines(events) - 2; /* the comment line and the header */
-  g_autoptr(JsonParser) p = json_parser_new();
-  GError *err = NULL;
-  g_assert_true(json_parser_load_from_file(p, trace, &err));
-  g_assert_no_error(err);
-  JsonObject *other = json_object_get_object_member(json_node_get_object(json_parser_get_root(p)), "otherData");
-  g_assert_cmpstr(json_object_get_string_member(other, "order_fixed_on"), ==, "costs"); /* a cost file: the default */
-  JsonArray *ev = json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "traceEvents");
-  int complete = 0, sends = 0, pids_ok = 1;
-  for (guint i = 0; i < json_array_get_length(ev); i++) {
-    JsonObject *o = json_array_get_object_element(ev, i);
-    if (g_strcmp0(json_object_get_string_member(o, "ph"), "X") != 0)
-      continue;
-    complete++;
-    sends += json_object_get_int_member(o, "tid") != 1;
-    pids_ok &= json_object_get_int_member(o, "pid") >= 1 && json_object_get_int_member(o, "pid") <= 3;
-    JsonObject *args = json_object_get_object_member(o, "args");
-    g_assert_true(json_object_has_member(args, "mini_batch") && json_object_has_member(args, "micro_batch") &&
-                  json_object_has_member(args, "version"));
-  }
-  /* 3 stages x (7x3 forwards + 7 backwards + 7 updates); 2 links x 2 directions of messages */
-  g_assert_cmpint(rows, ==, 3 * (21 + 7 + 7) + 2 * (21 + 7));
-  g_assert_cmpint(complete, ==, rows);
-  g_assert_cmpint(sends, ==, 2 * (21 + 7));
-  g_assert_true(pids_ok);
-  tpt_tmp_remove(trace);
-  tpt_tmp_remove(csv);
-  tpt_tmp_remove(cost);
-  tpt_run_clear(&r);
-}
-
-static gboolean have_gnuplot(void)
-{
-  g_autofree char *gp = g_find_program_in_path("gnuplot");
-  return gp != NULL || g_getenv("TP_GNUPLOT") != NULL;
-}
-
-static void expect_picture(const char *const *args, const char *path)
-{
-  TptRun r = tpt_run(args);
-  if (r.status != 0)
-    g_error("plot failed: %s", r.err);
-  g_autofree char *data = NULL;
-  gsize len = 0;
-  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
-  g_assert_cmpuint(len, >, 2000);
-  if (g_str_has_suffix(path, ".png"))
-    g_assert_cmpmem(data, 8, "\x89PNG\r\n\x1a\n", 8);
-  else
-    g_assert_nonnull(strstr(data, "<svg"));
-  g_unlink(path);
-  tpt_run_clear(&r);
-}
-
-static void test_plots(void)
-{
-  if (!have_gnuplot()) {
-    g_test_skip("gnuplot is not installed");
-    return;
-  }
-  g_autofree char *dir = g_dir_make_tmp("tp-plots-XXXXXX", NULL);
-  g_autofree char *png = g_build_filename(dir, "p.png", NULL), *svg = g_build_filename(dir, "p.svg", NULL);
-  g_autofree char *csv = g_build_filename(dir, "sim.csv", NULL);
-  const char *src = g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".";
-  g_autofree char *log1 = g_build_filename(src, "tests", "data", "train-timeprest.csv", NULL);
-  g_autofree char *log2 = g_build_filename(src, "tests", "data", "train-pipedream.csv", NULL);
-  expect_picture((const char *const[]){ "plot", "timeline", "-s", "timeprest", "-w", "3", "-n", "2", "-k", "6", "--versions",
-                                        "-o", png, NULL }, png);
-  expect_picture((const char *const[]){ "plot", "timeline", "-s", "1f1b", "-w", "3", "-n", "4", "-k", "2", "-o", svg, NULL },
-                 svg);
-  TptRun r = tpt_run((const char *const[]){ "simulate", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", "--csv", csv, NULL });
-  g_assert_cmpint(r.status, ==, 0);
-  tpt_run_clear(&r);
-  expect_picture((const char *const[]){ "plot", "timeline", "--events", csv, "--measured", csv, "-o", png, NULL }, png);
-  expect_picture((const char *const[]){ "plot", "memory", "-s", "pipedream", "--model", "cnn", "--cluster", "A", "-n", "2",
-                                        "-o", png, NULL }, png);
-  expect_picture((const char *const[]){ "plot", "memory", "-s", "timeprest", "-w", "3", "-o", svg, NULL }, svg);
-  expect_picture((const char *const[]){ "plot", "vmap", "-w", "2-8", "-n", "2-6", "-o", png, NULL }, png);
-  expect_picture((const char *const[]){ "plot", "convergence", "-i", log1, "-i", log2, "-o", png, NULL }, png);
-  expect_picture((const char *const[]){ "plot", "convergence", "-i", log1, "--x", "time", "--y", "accuracy", "-o", svg,
-                                        NULL }, svg);
-  /* bad input: no picture, a picture type gnuplot is not asked for, malformed logs and events */
-  expect_usage_error((const char *const[]){ "plot", "vmap", NULL }, "-o: give the picture to write");
-  expect_usage_error((const char *const[]){ "plot", "vmap", "-o", "x.jpg", NULL }, "must end in .png or .svg");
-  expect_usage_error((const char *const[]){ "plot", "sketch", "-o", "x.png", NULL }, "expected a plot kind");
-  g_autofree char *bad = g_build_filename(dir, "bad.csv", NULL);
-  g_assert_true(g_file_set_contents(bad, "epoch,loss\n1,0.5\n2,lots\n", -1, NULL));
-  g_autofree char *want = g_strdup_printf("%s:3: 'lots' is not a finite number", bad);
-  expect_usage_error((const char *const[]){ "plot", "convergence", "-i", bad, "-o", png, NULL }, want);
-  g_assert_true(g_file_set_contents(bad, "epoch,accuracy\n1,0.5\n", -1, NULL));
-  g_free(want);
-  want = g_strdup_printf("%s:1: no column 'loss'", bad);
-  expect_usage_error((const char *const[]){ "plot", "convergence", "-i", bad, "-o", png, NULL }, want);
-  g_assert_true(g_file_set_contents(bad, "stage,kind,mini_batch,micro_batch,start,end,version,latest,staleness,bytes,peer\n"
-                                         "1,F,1,1,0,1,0,0,0,,\n1,X,1,1,0,1,0,0,0,,\n", -1, NULL));
-  g_free(want);
-  want = g_strdup_printf("%s:3: bad kind", bad);
-  expect_usage_error((const char *const[]){ "plot", "timeline", "--events", bad, "-o", png, NULL }, want);
-  g_assert_false(g_file_test(png, G_FILE_TEST_EXISTS));
-  g_unlink(bad);
-  g_unlink(csv);
-  g_rmdir(dir);
+  tpt_expect_cli_refused((const char *const[]){ "compare", "-s", "gpipe", NULL }, "compare runs every preset");
 }
 
 static void test_model_cli(void)
@@ -357,7 +229,7 @@ static void test_model_cli(void)
   g_assert_cmpstr(f.err, ==, "");
   tpt_run_clear(&w);
   tpt_run_clear(&f);
-#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+#define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("--model: no model named 'gpt5'", "simulate", "--model", "gpt5", "--cluster", "C");
   E("--cluster: no cluster named 'Z'", "simulate", "--model", "cnn", "--cluster", "Z");
   E("--model and --cluster go together", "simulate", "--model", "cnn");
@@ -375,12 +247,12 @@ static void test_model_cli(void)
   g_autofree char *cl = g_build_filename(cdir, "x.cluster", NULL);
   g_assert_true(g_file_set_contents(cl, "[cluster]\ndevices = rtx-2080\nlink_bandwidth = -1\n", -1, NULL));
   g_autofree char *cwant = g_strdup_printf("%s:3: [cluster] link_bandwidth: expected a number", cl);
-  expect_usage_error((const char *const[]){ "simulate", "--model", "cnn", "--cluster", cl, "-w", "1", NULL }, cwant);
+  tpt_expect_cli_refused((const char *const[]){ "simulate", "--model", "cnn", "--cluster", cl, "-w", "1", NULL }, cwant);
   g_assert_true(g_file_set_contents(cl, "[cluster]\ndevices = tp-test-gpu\nlink_bandwidth = 1e9\n", -1, NULL));
   g_autofree char *dev = g_build_filename(ddir, "tp-test-gpu.device", NULL);
   g_mkdir_with_parents(ddir, 0700);
   g_assert_true(g_file_set_contents(dev, "[device]\nflops = 1e12\nmemory = 8e9\n", -1, NULL));
-  expect_usage_error((const char *const[]){ "simulate", "--model", "cnn", "--cluster", cl, "-w", "1", NULL },
+  tpt_expect_cli_refused((const char *const[]){ "simulate", "--model", "cnn", "--cluster", cl, "-w", "1", NULL },
                      "[device]: missing key 'memory_bandwidth'");
   g_unlink(dev);
   g_unlink(cl);
@@ -390,7 +262,7 @@ static void test_model_cli(void)
   g_autofree char *path = tpt_tmp_path("tp-cli-bad.model");
   g_assert_true(g_file_set_contents(path, "input 3 32 32\nconv 16 3 pad=1\nrelu\nlinear 10\n", -1, NULL));
   g_autofree char *want = g_strdup_printf("%s:4: linear needs a flat input", path);
-  expect_usage_error((const char *const[]){ "simulate", "--model", path, "--cluster", "A", NULL }, want);
+  tpt_expect_cli_refused((const char *const[]){ "simulate", "--model", path, "--cluster", "A", NULL }, want);
   tpt_tmp_remove(path);
 }
 
@@ -446,7 +318,7 @@ static void test_order_from(void)
   g_autofree char *sched = g_build_filename(dir, "s.csv", NULL), *png = g_build_filename(dir, "t.png", NULL);
   g_assert_true(g_file_set_contents(cost, "[stages]\nforward = 1, 3, 1, 2\nbackward = 2, 5, 2, 4\nupdate = 0.5\n"
                                           "activation_bytes = 100\n[links]\nlatency = 0.25\nbandwidth = 80\n", -1, NULL));
-#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+#define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("--order-from costs: fixing the order on costs needs a cost model", "simulate", "--order-from", "costs");
   E("--costed-order: fixing the order on costs needs a cost model", "simulate", "--costed-order");
   E("--order-from costs: fixing the order on costs needs a cost model", "compare", "--order-from", "costs");
@@ -512,7 +384,7 @@ static void test_order_from(void)
   tpt_run_clear(&r);
   g_autoptr(JsonParser) file = simulate_json((const char *const[]){ "--input", sched, "--cost", cost, NULL });
   g_assert_cmpstr(json_object_get_string_member(root_of(file), "order_fixed_on"), ==, "slots");
-  expect_usage_error((const char *const[]){ "simulate", "--input", sched, "--cost", cost, "--order-from", "costs", NULL },
+  tpt_expect_cli_refused((const char *const[]){ "simulate", "--input", sched, "--cost", cost, "--order-from", "costs", NULL },
                      "--order-from: a schedule file's order is fixed already");
   /* schedule with a cost model writes the costed order */
   TptRun k = tpt_run((const char *const[]){ "schedule", "-w", "4", "-n", "3", "-k", "12", "--cost", cost, "--format", "csv",
@@ -621,7 +493,7 @@ static void test_compare_labels(void)
  * through one parser with one message. */
 static void test_cli_quoting(void)
 {
-#define E(needle, ...) expect_usage_error((const char *const[]){ __VA_ARGS__, NULL }, needle)
+#define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("-w: expected a whole number from 1 to 1024, got '3\\nx'", "schedule", "-w", "3\nx");
   E("-s: unknown preset 'a\\tb\\x01'", "schedule", "-s", "a\tb\x01");
   g_autofree char *big = g_strnfill(100 * 1024, '7');
@@ -692,8 +564,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/validate-tsv", test_validate_tsv);
   g_test_add_func("/cli/help", test_help);
   g_test_add_func("/cli/compare", test_compare);
-  g_test_add_func("/cli/trace", test_trace);
-  g_test_add_func("/cli/plots", test_plots);
   g_test_add_func("/cli/model", test_model_cli);
   g_test_add_func("/cli/order-from", test_order_from);
   g_test_add_func("/cli/version-mismatch", test_version_mismatch_cli);

@@ -197,14 +197,16 @@ static inline int tpt_lines(const char *text)
   return n + (*text && text[strlen(text) - 1] != '\n');
 }
 
-/* The program refuses args: exit 2 and one line on standard error, which holds want. */
+/* The program refuses args: exit 2, nothing on standard output, and one short line on standard
+ * error, which holds want. */
 static inline void tpt_expect_cli_refused(const char *const *args, const char *want)
 {
   TptRun r = tpt_run(args);
-  g_assert_cmpint(r.status, ==, 2);
-  if (!strstr(r.err, want))
-    g_error("expected '%s' in: %s", want, r.err);
-  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  if (r.status != 2 || tpt_lines(r.err) != 1 || !strstr(r.err, want))
+    g_error("%s %s: status %d, stderr '%s' (wanted status 2, one line with '%s')", args[0], args[1] ? args[1] : "",
+            r.status, r.err, want);
+  g_assert_cmpuint(strlen(r.err), <, 300);
+  g_assert_cmpstr(r.out, ==, "");
   tpt_run_clear(&r);
 }
 
