@@ -445,6 +445,48 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
   return inapplicable;
 }
 
+/* One candidate of a wave, by its bounds: over the memory limit, dominated by a fitting plan of an
+ * earlier wave, over the limit on every split (tp_plan_may_fit), or to simulate (into batch). */
+static void triage(const TpPlanRequest *r, TpPlan *p, const GPtrArray *fitting, GPtrArray *over_bound, GPtrArray *batch)
+{
+  if (p->status == TP_PLAN_FAILED)
+    return;
+  if (!r->no_prune && p->mem_bound > p->sim.limit) {
+    p->status = TP_PLAN_OVER_MEMORY;
+    g_ptr_array_add(over_bound, p);
+    return;
+  }
+  gboolean dominated = FALSE;
+  for (guint k = 0; !r->no_prune && k < fitting->len && !dominated; k++) {
+    const TpPlan *f = fitting->pdata[k];
+    dominated = f->rank_time <= TP_PLAN_PRUNE_MARGIN * p->rank_bound && f->sim.peak <= p->mem_bound;
+  }
+  if (dominated)
+    p->status = TP_PLAN_DOMINATED;
+  else if (!p->may_fit) { /* no split of it fits: over the limit, like one simulated */
+    p->status = TP_PLAN_OVER_MEMORY;
+    g_ptr_array_add(over_bound, p);
+  } else
+    g_ptr_array_add(batch, p);
+}
+
+/* The result's counts, and the smallest simulated peak over the limit (the first in enumeration
+ * order among equals). */
+static void tally(TpPlanResult *res)
+{
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    res->n_simulated += p->simulated || p->tried;
+    res->n_over_memory += p->status == TP_PLAN_OVER_MEMORY;
+    res->n_dominated += p->status == TP_PLAN_DOMINATED;
+    res->n_failed += p->status == TP_PLAN_FAILED;
+    if (p->simulated && p->status == TP_PLAN_OVER_MEMORY &&
+        (!res->smallest || p->sim.peak < res->smallest->sim.peak ||
+         (p->sim.peak == res->smallest->sim.peak && p->index < res->smallest->index)))
+      res->smallest = p;
+  }
+}
+
 TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
 {
   if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
@@ -514,28 +556,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   guint wave = (guint)MAX(threads * 4, 8);
   for (guint i = 0; i < order->len; i += wave) {
     g_autoptr(GPtrArray) batch = g_ptr_array_new();
-    for (guint j = i; j < MIN(i + wave, order->len); j++) {
-      TpPlan *p = order->pdata[j];
-      if (p->status == TP_PLAN_FAILED)
-        continue;
-      if (!r->no_prune && p->mem_bound > p->sim.limit) {
-        p->status = TP_PLAN_OVER_MEMORY;
-        g_ptr_array_add(over_bound, p);
-        continue;
-      }
-      gboolean dominated = FALSE;
-      for (guint k = 0; !r->no_prune && k < fitting->len && !dominated; k++) {
-        const TpPlan *f = fitting->pdata[k];
-        dominated = f->rank_time <= TP_PLAN_PRUNE_MARGIN * p->rank_bound && f->sim.peak <= p->mem_bound;
-      }
-      if (dominated)
-        p->status = TP_PLAN_DOMINATED;
-      else if (!p->may_fit) { /* no split of it fits: over the limit, like one simulated */
-        p->status = TP_PLAN_OVER_MEMORY;
-        g_ptr_array_add(over_bound, p);
-      } else
-        g_ptr_array_add(batch, p);
-    }
+    for (guint j = i; j < MIN(i + wave, order->len); j++)
+      triage(r, order->pdata[j], fitting, over_bound, batch);
     run_pool(batch, &sjob, threads);
     for (guint j = 0; j < batch->len; j++)
       if (((TpPlan *)batch->pdata[j])->status == TP_PLAN_FITS)
@@ -543,19 +565,11 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   }
   res->ranked = borrow(fitting);
   g_ptr_array_sort(res->ranked, compare_ptr);
-  if (!res->ranked->len)
-    simulate_over(res->all, over_bound, &(Job){ .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = TRUE },
-                  threads);
-  for (guint i = 0; i < res->all->len; i++) {
-    const TpPlan *p = res->all->pdata[i];
-    res->n_simulated += p->simulated || p->tried;
-    res->n_over_memory += p->status == TP_PLAN_OVER_MEMORY;
-    res->n_dominated += p->status == TP_PLAN_DOMINATED;
-    res->n_failed += p->status == TP_PLAN_FAILED;
-    if (p->simulated && p->status == TP_PLAN_OVER_MEMORY &&
-        (!res->smallest || p->sim.peak < res->smallest->sim.peak || (p->sim.peak == res->smallest->sim.peak && p->index < res->smallest->index)))
-      res->smallest = p;
+  if (!res->ranked->len) {
+    Job exact = { .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = TRUE };
+    simulate_over(res->all, over_bound, &exact, threads);
   }
+  tally(res);
   res->pareto = tp_plan_pareto(res->ranked);
   return g_steal_pointer(&res);
 }

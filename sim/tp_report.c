@@ -24,8 +24,8 @@ const char *tp_report_fixed_on(const TpSchedule *s) { return s->fixed_on == TP_F
 static const char *order_note(const TpSchedule *s, const TpCost *c)
 {
   if (s->fixed_on == TP_FIXED_ON_COSTS && s->order == TP_ORDER_ZB_V) /* the heuristic's V, or the pattern */
-    return "fixed on the costs: the zero-bubble heuristic's V where it is shorter, else PyTorch's pattern (the "
-           "other choice: the unit-slot order)";
+    return "fixed on the costs: the zero-bubble heuristic's V where it is shorter than PyTorch's pattern, else "
+           "that pattern (--order-from slots: always the pattern)";
   if (s->fixed_on == TP_FIXED_ON_COSTS)
     return tp_order_zb_auto_kind(s->order) ? "built on the costs by the zero-bubble heuristic (the other choice: the "
                                              "unit-slot order)"

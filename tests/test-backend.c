@@ -543,11 +543,17 @@ static void test_start_libraries(void)
     TptRun r = tpt_run(cmds[i]);
     g_assert_cmpint(r.status, ==, 0);
     gboolean loader = strstr(r.err, "find library=") != NULL; /* glibc's LD_DEBUG */
+    if (!loader) {
+      tpt_run_clear(&r);
+      g_unsetenv("LD_DEBUG");
+      g_test_skip("the loader printed no LD_DEBUG trace (not glibc's, or a program it does not trace)");
+      return;
+    }
     gboolean blas = strstr(r.err, "libopenblas") != NULL, mpi = strstr(r.err, "libmpi") != NULL;
     g_test_message("%s: OpenBLAS %s, MPI %s", cmds[i][0], blas ? "loaded" : "not loaded", mpi ? "loaded" : "not loaded");
-    if (loader && strcmp(cmds[i][0], "train") == 0)
+    if (strcmp(cmds[i][0], "train") == 0)
       g_assert_true(blas); /* what the check below looks for is there when the library is */
-    else if (loader) {
+    else {
       g_assert_false(blas);
       g_assert_false(mpi);
     }

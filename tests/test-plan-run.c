@@ -397,7 +397,7 @@ static void test_run_top_hung_launcher(void)
   double took = (double)(g_get_monotonic_time() - t0) / 1e6;
   g_assert_cmpint(r.status, ==, 1);
   g_assert_nonnull(strstr(r.err, "did not end within 3 s (killed"));
-  g_assert_cmpfloat(took, <, 30);
+  g_assert_cmpfloat(took, <, 60);
   tpt_run_clear(&r);
   tpt_tmp_remove(path);
 }
