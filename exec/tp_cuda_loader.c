@@ -12,23 +12,13 @@
 #include "tp_module.h"
 
 static gint started; /* set once loading began: CUDA may have started */
-static char *error;  /* why the module could not be loaded */
-
-static gpointer load(gpointer data)
-{
-  (void)data;
-  g_atomic_int_set(&started, 1);
-  return (gpointer)tp_module_table("tpcuda.so", "TP_CUDA_MODULE", TP_CUDA_MODULE_SYMBOL, "cuda backend", &error);
-}
+static TpModuleOnce cuda = TP_MODULE_ONCE("tpcuda.so", "TP_CUDA_MODULE", TP_CUDA_MODULE_SYMBOL, "cuda backend");
 
 /* The module's table, or NULL with the reason in *why (not to be freed). */
 static const TpCudaModule *module(const char **why)
 {
-  static GOnce once = G_ONCE_INIT;
-  const TpCudaModule *m = g_once(&once, load, NULL);
-  if (!m)
-    *why = error;
-  return m;
+  g_atomic_int_set(&started, 1);
+  return tp_module_get(&cuda, why);
 }
 
 TpBackend *tp_cuda_create(int device, GError **err)

@@ -1,5 +1,5 @@
 /* tp_module.c — opening the executor's modules (tp_module.h): where they are looked for, GModule's
- * error in one line, and their entry points looked up by name. */
+ * error in one line, their entry points looked up by name, and a module's table loaded once. */
 #include "config.h"
 #include "tp_module.h"
 
@@ -31,6 +31,20 @@ gconstpointer tp_module_table(const char *file, const char *env, const char *sym
     return NULL;
   }
   return entry();
+}
+
+static gpointer load_once(gpointer data)
+{
+  TpModuleOnce *m = data;
+  return (gpointer)tp_module_table(m->file, m->env, m->symbol, m->what, &m->error);
+}
+
+gconstpointer tp_module_get(TpModuleOnce *m, const char **why)
+{
+  gconstpointer table = g_once(&m->once, load_once, m);
+  if (!table)
+    *why = m->error;
+  return table;
 }
 
 gboolean tp_module_symbols(GModule *m, const char *const *names, gpointer *const *out, char **error)

@@ -19,4 +19,18 @@ gboolean tp_module_symbols(GModule *m, const char *const *names, gpointer *const
  * module opened as tp_module_open does; NULL with "the WHAT module: reason" in *error (to be freed). */
 gconstpointer tp_module_table(const char *file, const char *env, const char *symbol, const char *what, char **error);
 
+/* A module whose table is loaded once, the first time it is asked for (TP_MODULE_ONCE). */
+typedef struct {
+  const char *file, *env, *symbol, *what; /* as tp_module_table takes them */
+  GOnce once;
+  char *error; /* why the module could not be loaded */
+} TpModuleOnce;
+
+#define TP_MODULE_ONCE(FILE, ENV, SYMBOL, WHAT)                                                              \
+  { .file = (FILE), .env = (ENV), .symbol = (SYMBOL), .what = (WHAT), .once = G_ONCE_INIT, .error = NULL }
+
+/* m's table, loaded by the first call (tp_module_table); NULL with the reason in *why (m's, not to
+ * be freed) where it cannot be loaded. */
+gconstpointer tp_module_get(TpModuleOnce *m, const char **why);
+
 #endif

@@ -4,19 +4,13 @@
 #include "tp_error.h"
 #include "tp_module.h"
 
-static char *error; /* why the module could not be loaded */
-
-static gpointer load(gpointer data)
-{
-  (void)data;
-  return (gpointer)tp_module_table("tpblas.so", "TP_BLAS_MODULE", TP_BLAS_MODULE_SYMBOL, "OpenBLAS", &error);
-}
+static TpModuleOnce blas = TP_MODULE_ONCE("tpblas.so", "TP_BLAS_MODULE", TP_BLAS_MODULE_SYMBOL, "OpenBLAS");
 
 const TpBlasModule *tp_blas(GError **err)
 {
-  static GOnce once = G_ONCE_INIT;
-  const TpBlasModule *m = g_once(&once, load, NULL);
+  const char *why = NULL;
+  const TpBlasModule *m = tp_module_get(&blas, &why);
   if (!m)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", error);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", why);
   return m;
 }

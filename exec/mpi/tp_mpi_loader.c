@@ -10,26 +10,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static char *error; /* why the module could not be loaded */
-
-static gpointer load(gpointer data)
-{
-  (void)data;
-  return (gpointer)tp_module_table("tpmpi.so", "TP_MPI_MODULE", TP_MPI_MODULE_SYMBOL, "MPI", &error);
-}
+static TpModuleOnce mpi = TP_MODULE_ONCE("tpmpi.so", "TP_MPI_MODULE", TP_MPI_MODULE_SYMBOL, "MPI");
 
 /* The table; NULL with the module's reason in *err. */
 static const TpMpiModule *mod(GError **err)
 {
-  static GOnce once = G_ONCE_INIT;
-  const TpMpiModule *m = g_once(&once, load, NULL);
+  const char *why = NULL;
+  const TpMpiModule *m = tp_module_get(&mpi, &why);
   if (!m)
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", error);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "%s", why);
   return m;
 }
 
 gboolean tp_mpi_available(void) { return mod(NULL) != NULL; }
-const char *tp_mpi_missing(void) { return mod(NULL) ? NULL : error; }
+
+const char *tp_mpi_missing(void)
+{
+  const char *why = NULL;
+  return tp_module_get(&mpi, &why) ? NULL : why;
+}
 
 gboolean tp_mpi_launched(void)
 {
