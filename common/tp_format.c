@@ -103,7 +103,7 @@ static void each_row(const TpSchedule *s, RowFn row, Sink *k)
       guint c = 0; /* the worker's next composite */
       for (int j = 0; j < n; j++) {
         int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, j) : r;
-        k->opens = s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == j;
+        k->opens = tp_fb_opens(s, r, c, j);
         c += k->opens;
         row(k, st, &tp_stage_ops(s, st)[pos[st]++]);
       }
@@ -493,7 +493,7 @@ gboolean tp_fb_check_read(const TpSchedule *s, GError **err)
       if (open && (op->kind != TP_OP_B || op->micro == TP_WHOLE))
         break;
       c += open != NULL;
-      open = open ? NULL : g_array_index(s->fb[r], int32_t, c) == (int32_t)j ? op : NULL;
+      open = open ? NULL : tp_fb_opens(s, r, c, (int)j) ? op : NULL;
     }
     if (open) {
       g_autofree char *next = op == open ? g_strdup("nothing") : g_strdup_printf("%c (line %d)",

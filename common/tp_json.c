@@ -23,7 +23,7 @@ static char *fb_opens(const TpSchedule *s)
   for (int r = 0; r < tp_schedule_ranks(s); r++)
     for (guint j = 0, c = 0, n = s->rank_seq ? s->rank_seq[r]->len : (guint)tp_stage_len(s, r); j < n; j++) {
       int st = s->rank_seq ? g_array_index(s->rank_seq[r], int32_t, j) : r;
-      gboolean o = c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == (int32_t)j;
+      gboolean o = tp_fb_opens(s, r, c, (int)j);
       c += o;
       opens[off[st] + pos[st]++] = (char)o;
     }

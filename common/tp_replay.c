@@ -52,7 +52,7 @@ static inline gboolean input_ready(const TpSchedule *s, const TpIndex *ix, const
 /* Whether place k of rank r's order starts an F&B composite; fbc[r] is its next composite. */
 static inline gboolean fb_at(const TpSchedule *s, int r, int k, const int *fbc)
 {
-  return s->fb && fbc[r] < (int)s->fb[r]->len && g_array_index(s->fb[r], int32_t, fbc[r]) == k;
+  return tp_fb_opens(s, r, (guint)fbc[r], k);
 }
 
 /* The replay of a schedule with interleaved stages: each rank runs its rank_seq one operation at a

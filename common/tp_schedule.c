@@ -320,7 +320,7 @@ TpSchedule *tp_schedule_prefix(const TpSchedule *s, int j)
     guint c = 0; /* the rank's next composite (both its operations are of one mini-batch) */
     for (guint k = 0; k < s->rank_seq[r]->len; k++) {
       int32_t st = g_array_index(s->rank_seq[r], int32_t, k);
-      gboolean fb = s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == (int32_t)k;
+      gboolean fb = tp_fb_opens(s, r, c, (int)k);
       c += fb;
       if (tp_stage_ops(s, st)[pos[st]++].mb > j)
         continue;

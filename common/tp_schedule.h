@@ -141,6 +141,12 @@ static inline int tp_stage_rank(const TpSchedule *s, int st)
 }
 /* Mark places k and k+1 of rank r's order as one F&B composite (k ascending on each rank). */
 void tp_schedule_add_fb(TpSchedule *s, int r, int k);
+/* Whether rank r's composite c (its c-th, in its order) opens at place k of the order: FALSE past its
+ * last one, and where s has none. */
+static inline gboolean tp_fb_opens(const TpSchedule *s, int r, guint c, int k)
+{
+  return s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == k;
+}
 /* Give s (W stages) the chunk map m with V chunks per rank and empty rank sequences (V > 1). */
 void tp_schedule_set_chunks(TpSchedule *s, int V, TpChunkMap m);
 

@@ -53,7 +53,7 @@ gboolean tp_format_torch(const TpSchedule *s, GString *out, GError **err)
       for (; !in_fb && t < start[g]; t++) /* idle steps: empty cells */
         if (t > 0)
           g_string_append_c(out, ',');
-      gboolean opens = s->fb && c < s->fb[r]->len && g_array_index(s->fb[r], int32_t, c) == k;
+      gboolean opens = tp_fb_opens(s, r, c, k);
       c += opens;
       g_string_append_printf(out, "%s%s%d%c%d%s", t > 0 && !in_fb ? "," : "", opens ? "(" : in_fb ? ";" : "", st,
                              tp_op_letters[op->kind], op->micro, in_fb ? ")OVERLAP_F_B" : "");

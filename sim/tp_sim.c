@@ -98,7 +98,7 @@ static gboolean fb_part(Run *r, int rk, int st, double *dur)
     r->fb_rest[rk] = -1;
     return TRUE;
   }
-  if (r->fbc[rk] >= (int)s->fb[rk]->len || g_array_index(s->fb[rk], int32_t, r->fbc[rk]) != r->rpos[rk])
+  if (!tp_fb_opens(s, rk, (guint)r->fbc[rk], r->rpos[rk]))
     return TRUE;
   int st2 = g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk] + 1), k2 = r->pos[st2] + (st2 == st);
   long g2 = sim->ix->off[st2] + k2;
