@@ -2,7 +2,9 @@
  * engine (tp_engine.h).  At each instant every completion is committed first (transfer ends before
  * compute ends, then by target, then by age); then the stages whose state changed try to start,
  * lowest stage first; this repeats while zero-time operations finish at the same instant.  Links
- * are tp_link.h's.  On unit costs with a device per stage the timeline is the unit-slot replay's. */
+ * are tp_link.h's.  On unit costs with a device per stage the timeline is the unit-slot replay's;
+ * on other costs with a device per stage and no interleaved ranks or all-reduce, the costed
+ * replay's (run_costed), the same times without the event queue. */
 #include "tp_sim.h"
 #include "tp_engine.h"
 #include "tp_error.h"
@@ -269,6 +271,89 @@ static gboolean run_events(TpSim *sim, GError **err)
   return ok;
 }
 
+/* Whether the costed replay gives this run's timeline: costs, a device per stage, no interleaved
+ * ranks (nor their F&B composites) and no all-reduce, so that nothing is shared but a stage's own
+ * time and its links, each link carrying one sender's messages in that sender's order. */
+static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean events)
+{
+  return !events && !c->unit && !c->shared_devices && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
+}
+
+/* Stage st's operations from pos[st] on, as far as their inputs have been computed: an operation
+ * starts at max(its stage's previous end, its input's arrival); its message starts on its link at
+ * max(its end, the link's previous arrival).  *down, *up: it sent on the link below or above. */
+static void costed_stage(TpSim *sim, int st, int *pos, double *clock, double *link_free, gboolean *down,
+                         gboolean *up)
+{
+  const TpSchedule *s = sim->s;
+  const TpCost *c = sim->c;
+  const TpIndex *ix = sim->ix;
+  const TpOp *ops = tp_stage_ops(s, st);
+  const long off = ix->off[st];
+  const int n = tp_stage_len(s, st);
+  int k = pos[st];
+  double clk = clock[st];
+  for (; k < n; k++) {
+    const TpOp *op = &ops[k];
+    long g = off + k;
+    int32_t p = ix->prod[g];
+    double ready = clk;
+    if (p != -1) { /* its producer, on the stage before (a forward's) or after, has been computed */
+      int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
+      if (p < 0 || p - ix->off[pst] >= pos[pst])
+        break;
+      ready = MAX(ready, sim->xend[p]);
+    }
+    sim->start[g] = ready;
+    clk = sim->end[g] = ready + tp_sim_op_time(c, s, st, op, s->recompute && after_whole_forward(ix, st, op));
+    if (sim->cons[g] < 0)
+      continue;
+    int l = tp_link_of(s->W, st, op->kind);
+    double x = MAX(clk, link_free[l]), d = tp_sim_link_time(c, l, tp_sim_op_bytes(c, s, st, op));
+    sim->xstart[g] = x;
+    sim->xend[g] = link_free[l] = d > 0 ? x + d : x;
+    *(op->kind == TP_OP_F ? down : up) = TRUE;
+  }
+  pos[st] = k;
+  clock[st] = clk;
+}
+
+/* The event loop's timeline where costed_replay holds, without the event queue: each stage runs as
+ * far as its inputs allow, then wakes the neighbours it sent to.  Every time is the same sum of the
+ * same two numbers as the event loop's, so the two agree bit for bit (tests check it). */
+static gboolean run_costed(TpSim *sim, GError **err)
+{
+  const TpSchedule *s = sim->s;
+  const int W = s->W;
+  int *pos = g_new0(int, W), *stack = g_new(int, W), top = 0;
+  gboolean *queued = g_new(gboolean, W);
+  double *clock = g_new0(double, W), *link_free = g_new0(double, MAX(tp_sim_n_links(W), 1));
+  for (int st = W - 1; st >= 0; st--)
+    stack[top++] = st, queued[st] = TRUE;
+  while (top > 0) {
+    int st = stack[--top];
+    gboolean down = FALSE, up = FALSE;
+    queued[st] = FALSE;
+    costed_stage(sim, st, pos, clock, link_free, &down, &up);
+    if (down && st + 1 < W && !queued[st + 1])
+      stack[top++] = st + 1, queued[st + 1] = TRUE;
+    if (up && st > 0 && !queued[st - 1])
+      stack[top++] = st - 1, queued[st - 1] = TRUE;
+  }
+  gboolean ok = TRUE;
+  for (int st = 0; st < W && ok; st++)
+    if (pos[st] < tp_stage_len(s, st)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "simulation stalled at stage %d, operation %d", st + 1, pos[st] + 1);
+      ok = FALSE;
+    }
+  double span = 0;
+  for (int st = 0; st < W; st++)
+    span = MAX(span, clock[st]);
+  sim->makespan = span;
+  g_free(pos), g_free(stack), g_free(queued), g_free(clock), g_free(link_free);
+  return ok;
+}
+
 /* Interleaved stages whose ranks share no device (the unit-slot replay runs each rank on its own). */
 static gboolean ranks_apart(const TpSchedule *s, const TpCost *c)
 {
@@ -334,7 +419,7 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
   } else {
     for (long g = 0; g < n; g++)
       sim->xstart[g] = sim->xend[g] = -1;
-    ok = run_events(sim, err);
+    ok = costed_replay(s, c, events) ? run_costed(sim, err) : run_events(sim, err);
   }
   if (!ok) {
     tp_sim_free(sim);

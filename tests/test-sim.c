@@ -1,6 +1,6 @@
 /* test-sim.c — the simulator on unit costs against closed forms: unit-cost timelines equal the
  * unit-slot replay, GPipe's bubble, 1F1B's stored activations, PipeDream's versions, message
- * counts, the steady time per mini-batch, the version mismatch and its column in event files.
+ * counts, the costed replay against the event loop, the steady time per mini-batch, the version mismatch and its column in event files.
  * The simulator on real costs is tests/test-sim-costs.c. */
 #include "tp_cost.h"
 #include "tp_events.h"
@@ -51,6 +51,55 @@ static void test_unit_equals_replay(void)
     g_free(end);
     tp_cost_free(c);
   }
+}
+
+/* Costs with a device per stage take the costed replay (tp_sim_run), which must give the event
+ * loop's timeline bit for bit, transfers included: every preset, uneven stages, links slow enough
+ * that messages queue, free links, whole-mini-batch forwards and recomputation. */
+static void test_costed_equals_events(void)
+{
+  static const char *const costs[] = {
+    "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
+    "update = 0.3\n"
+    "activation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
+    "[links]\nlatency = 0.2\nbandwidth = 100\n",
+    "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n"
+    "[links]\nlatency = 0\n",
+  };
+  for (guint ci = 0; ci < G_N_ELEMENTS(costs); ci++)
+    for (int i = 0; i < tp_n_presets; i++)
+      for (int variant = 0; variant < 4; variant++) { /* recomputed (bit 0), forwards fused (bit 1) */
+        int N = 10; /* a multiple of W, and dualpipe-v's 2W */
+        g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, 5, N, 9);
+        if (s->rank_seq)
+          continue; /* interleaved stages: the event loop's alone */
+        if ((variant & 1) && !tp_schedule_ask_recompute(s, NULL))
+          continue; /* a split backward is not recomputed */
+        int fused = 0;
+        if (variant & 2) {
+          TpSchedule *f = tp_schedule_fuse_forwards(s, &fused, NULL);
+          if (!f)
+            continue; /* nothing to fuse */
+          tp_schedule_free(s);
+          s = f;
+        }
+        GError *err = NULL;
+        g_autoptr(TpCost) c = tp_cost_parse(costs[ci], strlen(costs[ci]), "test.cost", s->W, &err);
+        g_assert_no_error(err);
+        g_autoptr(TpSim) fast = tp_sim_run(s, c, &err);
+        g_assert_no_error(err);
+        g_autoptr(TpSim) ev = tp_sim_run_events(s, c, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(fast->makespan, ==, ev->makespan);
+        for (long g = 0; g < ev->n_ops; g++) {
+          g_assert_cmpfloat(fast->start[g], ==, ev->start[g]);
+          g_assert_cmpfloat(fast->end[g], ==, ev->end[g]);
+          if (ev->cons[g] < 0)
+            continue;
+          g_assert_cmpfloat(fast->xstart[g], ==, ev->xstart[g]);
+          g_assert_cmpfloat(fast->xend[g], ==, ev->xend[g]);
+        }
+      }
 }
 
 /* The orders fixed on unit slots write their times as they are generated: those are the unit-slot
@@ -320,6 +369,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/sim/unit-equals-replay", test_unit_equals_replay);
+  g_test_add_func("/sim/costed-equals-events", test_costed_equals_events);
   g_test_add_func("/sim/generated-times", test_generated_times);
   g_test_add_func("/sim/gpipe-bubble", test_gpipe_bubble);
   g_test_add_func("/sim/1f1b-activations", test_1f1b_activations);
