@@ -572,7 +572,7 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T,
     if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
-  TpCost *cost = o->fit_memory ? tp_fit_memory(a, s, tp_cli_order_on_costs(o) && !s->source, 16, err)
+  TpCost *cost = o->fit_memory ? tp_fit_memory(a, s, NULL, tp_cli_order_on_costs(o) && !s->source, 16, err)
                  : tp_analytic_split(a, counts, NULL, NULL, err) ? tp_analytic_cost(a) : NULL;
   if (cost && c)
     tp_layout_links(cost, c, D, T);

@@ -337,6 +337,5 @@ void tp_prepared_clear(TpPrepared *p)
   tp_index_free(p->ix);
   g_free(p->start);
   g_free(p->end);
-  p->ix = NULL;
-  p->start = p->end = NULL;
+  *p = (TpPrepared){ .simulated = p->simulated };
 }

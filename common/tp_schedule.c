@@ -463,18 +463,25 @@ static TpSchedule *generate(TpOrder o, TpPolicy p, int R, int V, int N, int K, d
   tp_schedule_set_chunks(s, V, tp_order_chunk_map(o, V));
   s->act_limit = limit;
   /* one index and one unit-slot timeline serve the versions and the validation (and, kept in prep,
-   * the simulator): the orders fixed on unit slots make it as they are filled, the others replay */
+   * the simulator): the orders fixed on unit slots make it as they are filled, the others replay;
+   * for a caller that simulates on costs, only where the versions need it (TpPrepared.simulated) */
   TpPrepared mine = { 0 };
-  long long total = W * tp_stage_ops_count(o, N, K);
-  mine.start = tp_memory_alloc_large(total * sizeof(double));
-  mine.end = tp_memory_alloc_large(total * sizeof(double));
-  gboolean timed = tp_order_fill_timed(s, mine.start, mine.end);
+  gboolean times = !prep || !prep->simulated || p == TP_POLICY_VSYNC_LATEST, timed = FALSE;
+  if (times) {
+    long long total = W * tp_stage_ops_count(o, N, K);
+    mine.start = tp_memory_alloc_large(total * sizeof(double));
+    mine.end = tp_memory_alloc_large(total * sizeof(double));
+    timed = tp_order_fill_timed(s, mine.start, mine.end);
+  } else {
+    tp_order_fill(s);
+  }
   TpIndex *ix = mine.ix = tp_index_new(s, err);
-  gboolean ok = ix != NULL && (timed || tp_replay_times(s, ix, mine.start, mine.end, err)) &&
+  gboolean ok = ix != NULL && (!times || timed || tp_replay_times(s, ix, mine.start, mine.end, err)) &&
                 tp_policy_assign_replayed(s, ix, mine.start, mine.end, err);
   ok = ok && tp_validate_static(s, ix, err);
   if (ok && prep) {
     tp_prepared_clear(prep);
+    mine.simulated = prep->simulated;
     *prep = mine;
   } else {
     tp_prepared_clear(&mine);

@@ -239,17 +239,17 @@ static void gen_clear(Gen *g)
 
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err)
 {
-  return tp_schedule_generate_costed_rc(o, p, W, N, K, FALSE, c, err);
+  return tp_schedule_generate_costed_rc(o, p, W, N, K, FALSE, c, NULL, err);
 }
 
 TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
-                                           const TpCost *c, GError **err)
+                                           const TpCost *c, TpPrepared *prep, GError **err)
 {
   if (tp_order_zb_auto_kind(o) && !recompute && c->W == W)
     return tp_size_check(W, N, K, err) && tp_pair_check(o, p, W, N, err) ? generate_zb(o, p, W, N, K, 0, c, err)
                                                                           : NULL;
   if (o != TP_ORDER_NF1B && o != TP_ORDER_1F1B_ASYNC) {
-    TpSchedule *s = tp_schedule_generate(o, p, W, N, K, err);
+    TpSchedule *s = tp_schedule_generate_prepared(o, p, W, N, K, prep, err);
     if (s)
       s->recompute = recompute;
     return s;
@@ -328,7 +328,7 @@ TpSchedule *tp_schedule_costed_like(const TpSchedule *s, const TpCost *c, GError
   else if (tp_order_zb_auto_kind(s->order) && !s->recompute && c->W == s->W)
     t = generate_zb(s->order, s->policy, s->W, s->N, s->K, s->act_limit, c, err);
   else
-    t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, err);
+    t = tp_schedule_generate_costed_rc(s->order, s->policy, s->W, s->N, s->K, s->recompute, c, NULL, err);
   if (t)
     t->sig = s->sig;
   return t;

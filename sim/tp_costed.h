@@ -13,9 +13,10 @@
  * slots; zb-auto takes zb-2p's limit here (tp_schedule_costed_like keeps a schedule's own). */
 TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int K, const TpCost *c, GError **err);
 /* The same for a schedule that recomputes (TpSchedule.recompute): fixed on backwards that cost
- * their forwards again. */
+ * their forwards again.  prep (NULL: none) keeps what generating an order that does not depend on
+ * the costs computed, for tp_sim_run_prepared (tp_schedule_generate_prepared). */
 TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
-                                           const TpCost *c, GError **err);
+                                           const TpCost *c, TpPrepared *prep, GError **err);
 
 /* Whether an order depends on the timeline it is fixed on (nf1b, 1f1b-async, zb-1p, zb-2p, zb-auto;
  * not gpipe, 1f1b, 2bw, zb-h1, zb-h2). */

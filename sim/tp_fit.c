@@ -4,11 +4,12 @@
 #include "tp_metrics.h"
 #include "tp_sim.h"
 
-TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, gboolean order_on_costs, int rounds, GError **err)
+TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
+                      GError **err)
 {
   /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
   g_autoptr(TpCost) unit = tp_cost_unit(s->W);
-  g_autoptr(TpSim) usim = tp_sim_run(s, unit, err);
+  g_autoptr(TpSim) usim = tp_sim_run_prepared(s, unit, prep, err);
   if (!usim)
     return NULL;
   g_autoptr(TpMetrics) um = tp_metrics_compute(usim);

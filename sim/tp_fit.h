@@ -11,7 +11,9 @@
  * device.  The split's first estimate takes the schedule's own peaks (micro-batch activations,
  * live versions) on unit slots; each round simulates the order that will run (fixed on that
  * round's costs when order_on_costs and s's order depends on them), at most `rounds` rounds.
- * a->reserve keeps what was held back. */
-TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, gboolean order_on_costs, int rounds, GError **err);
+ * a->reserve keeps what was held back.  prep (NULL: none) is what generating s computed, taken over
+ * by its simulation on unit slots (tp_sim_run_prepared). */
+TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
+                      GError **err);
 
 #endif

@@ -4,6 +4,7 @@
 #include "tp_costed.h"
 #include "tp_fit.h"
 #include "tp_error.h"
+#include "tp_replay.h"
 
 #include <math.h>
 #include <string.h>
@@ -204,9 +205,11 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   GError *e = NULL;
   bottleneck(p, c);
   int K = tp_default_mini_batches(p->W);
+  TpPrepared prep = { .simulated = TRUE };
   g_autoptr(TpSchedule) s = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N, K,
-                                                           p->recompute, c, &e);
-  g_autoptr(TpSim) sim = s ? tp_sim_run(s, c, &e) : NULL;
+                                                           p->recompute, c, &prep, &e);
+  g_autoptr(TpSim) sim = s ? tp_sim_run_prepared(s, c, &prep, &e) : NULL;
+  tp_prepared_clear(&prep);
   if (!sim) {
     p->status = TP_PLAN_FAILED;
     p->failure = g_strdup(e->message);
@@ -265,15 +268,17 @@ typedef struct {
 static gboolean refit_make(const TpPlanRequest *r, const TpPlan *p, Refit *f)
 {
   GError *e = NULL;
-  g_autoptr(TpSchedule) s = tp_schedule_generate(p->preset->order, p->preset->policy, p->W, p->N,
-                                                 tp_default_mini_batches(p->W), &e);
+  TpPrepared prep = { 0 };
+  g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(p->preset->order, p->preset->policy, p->W, p->N,
+                                                          tp_default_mini_batches(p->W), &prep, &e);
   if (s)
     s->recompute = p->recompute;
   TpAnalytic *a = s ? tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
                                          tp_plan_replica_batch(p), TRUE, &e) : NULL;
   if (a)
     a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states, tp_plan_tensor(p, a);
-  TpCost *c = a ? tp_fit_memory(a, s, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  TpCost *c = a ? tp_fit_memory(a, s, &prep, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  tp_prepared_clear(&prep);
   if (!c) {
     g_clear_error(&e);
     tp_analytic_free(a);
@@ -537,7 +542,8 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
         return NULL;
       }
     }
-  /* bounds of every candidate, then simulation in waves of increasing time bound: a candidate is
+  /* bounds of every candidate, then simulation in waves of increasing time bound, each of four
+   * candidates a thread to simulate (those pruned on the way do not count): a candidate is
    * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
    * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
    * nor lie on the front), or when no split of it may fit (tp_plan_may_fit).  Waves, not a shared
@@ -554,10 +560,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   g_autoptr(GPtrArray) fitting = g_ptr_array_new();
   g_autoptr(GPtrArray) over_bound = g_ptr_array_new();
   guint wave = (guint)MAX(threads * 4, 8);
-  for (guint i = 0; i < order->len; i += wave) {
+  for (guint i = 0; i < order->len;) {
     g_autoptr(GPtrArray) batch = g_ptr_array_new();
-    for (guint j = i; j < MIN(i + wave, order->len); j++)
-      triage(r, order->pdata[j], fitting, over_bound, batch);
+    for (; i < order->len && batch->len < wave; i++)
+      triage(r, order->pdata[i], fitting, over_bound, batch);
     run_pool(batch, &sjob, threads);
     for (guint j = 0; j < batch->len; j++)
       if (((TpPlan *)batch->pdata[j])->status == TP_PLAN_FITS)

@@ -8,6 +8,7 @@
  * memory, no plan that fits. */
 #include "tp_plan.h"
 #include "tp_costed.h"
+#include "tp_replay.h"
 
 #include <string.h>
 
@@ -43,7 +44,10 @@ void tp_plan_held_acts(const TpPreset *ps, int W, int N, int *held)
   /* an order fixed on the costs depends on the split: only that one micro-batch is certain */
   if (tp_order_depends_on_costs(ps->order))
     return;
-  g_autoptr(TpSchedule) s = tp_schedule_generate(ps->order, ps->policy, W, N, tp_default_mini_batches(W), NULL);
+  TpPrepared prep = { .simulated = TRUE }; /* the order alone is read: no unit-slot times */
+  g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(ps->order, ps->policy, W, N, tp_default_mini_batches(W), &prep,
+                                                          NULL);
+  tp_prepared_clear(&prep);
   for (int st = 0; s && s->W == W && st < W; st++) { /* (a worker's chunks as stages: no bound) */
     const TpOp *ops = tp_stage_ops(s, st);
     int n = tp_stage_len(s, st), count = 0;

@@ -117,7 +117,7 @@ static void test_rule_direct(void)
         const TpPreset *pr = tp_preset_find("timeprest");
         TpCost *c = costs(W, 0);
         g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, W, N, 3 * W + 2, FALSE,
-                                                                          c, &err)
+                                                                          c, NULL, &err)
                                          : tpt_preset("timeprest", W, N, 3 * W + 2);
         g_assert_no_error(err);
         tp_cost_free(c);
@@ -157,7 +157,7 @@ static void test_rule(void)
     g_assert_cmpint(check_fused(s, f), ==, 1);
     const TpPreset *pr = tp_preset_find(nf1b[p]);
     TpCost *c = costs(2, 0);
-    g_autoptr(TpSchedule) sc = tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 6, FALSE, c, &err);
+    g_autoptr(TpSchedule) sc = tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 6, FALSE, c, NULL, &err);
     g_assert_no_error(err);
     g_autoptr(TpSchedule) fc = tp_schedule_fuse_forwards(sc, &n, &err);
     g_assert_no_error(err);
@@ -305,7 +305,7 @@ static void test_staleness(void)
     for (int costed = 0; costed < 2; costed++) {
       const TpPreset *pr = tp_preset_find(nf1b[p]);
       TpCost *c = costs(4, 2.5);
-      g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 4, 4, 12, FALSE, c, &err)
+      g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 4, 4, 12, FALSE, c, NULL, &err)
                                        : tpt_preset(nf1b[p], 4, 4, 12);
       g_assert_no_error(err);
       int n = 0;
@@ -384,7 +384,7 @@ static void test_train(gconstpointer name)
     tpt_tmp_remove(path);
     for (int rc = 0; rc < 2; rc++)
       for (int costed = 0; costed < 2; costed++) {
-        g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, rc, c, &err)
+        g_autoptr(TpSchedule) s = costed ? tp_schedule_generate_costed_rc(pr->order, pr->policy, 2, 4, 8, rc, c, NULL, &err)
                                          : tpt_preset(name, 2, 4, 8);
         g_assert_no_error(err);
         s->recompute = rc;

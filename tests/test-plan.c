@@ -337,7 +337,7 @@ static gboolean split_fits(const TpModel *m, const TpCluster *cl, const TpPlan *
   g_assert_true(tp_analytic_split(a, counts, NULL, NULL, &err));
   g_autoptr(TpCost) c = tp_analytic_cost(a);
   g_autoptr(TpSchedule) s = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N,
-                                                           tp_default_mini_batches(p->W), p->recompute, c, &err);
+                                                           tp_default_mini_batches(p->W), p->recompute, c, NULL, &err);
   g_assert_no_error(err);
   g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
   g_assert_no_error(err);

@@ -141,7 +141,7 @@ TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
   TpSchedule *s = limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, t->W / t->V, t->N, K, limit, NULL, err)
                   : t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err)
                   : cfg->sched.slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
-                               : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, err);
+                               : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, NULL, err);
   if (s && (limit > 0 || zbv) && !cfg->sched.slots) { /* zb-auto and zb-v built on the costs */
     TpSchedule *costed = tp_schedule_costed_like(s, c, err);
     tp_schedule_free(s);
