@@ -337,5 +337,5 @@ void tp_prepared_clear(TpPrepared *p)
   tp_index_free(p->ix);
   g_free(p->start);
   g_free(p->end);
-  *p = (TpPrepared){ .simulated = p->simulated };
+  *p = (TpPrepared){ .untimed = p->untimed };
 }

@@ -22,13 +22,14 @@ gboolean tp_replay_times(const TpSchedule *s, const TpIndex *ix, double *start, 
  * its unit-slot replay (start and end by global operation index).  The caller owns it, next to
  * the schedule it describes; it describes the operations as generated, so clear it before editing
  * them.  tp_sim_run_prepared takes over what it uses and frees the rest
- * (once it has started, it leaves prep empty).  With `simulated` set before generating, the caller
- * simulates the schedule on costs and has its deadlocks from that run: generation then keeps the
- * index alone and replays on unit slots only where the versions need the times (vsync-latest). */
+ * (once it has started, it leaves prep empty).  With `untimed` set before generating, the caller
+ * reads no unit-slot times and finds a deadlock its own way (its simulation on costs stalls) or
+ * never runs the order (it reads the operations alone): generation then keeps the index alone and
+ * replays on unit slots only where the versions need the times (vsync-latest). */
 struct TpPrepared {
   TpIndex *ix;
   double *start, *end;
-  gboolean simulated;
+  gboolean untimed;
 };
 void tp_prepared_clear(TpPrepared *p);
 

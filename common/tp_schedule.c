@@ -464,9 +464,9 @@ static TpSchedule *generate(TpOrder o, TpPolicy p, int R, int V, int N, int K, d
   s->act_limit = limit;
   /* one index and one unit-slot timeline serve the versions and the validation (and, kept in prep,
    * the simulator): the orders fixed on unit slots make it as they are filled, the others replay;
-   * for a caller that simulates on costs, only where the versions need it (TpPrepared.simulated) */
+   * for a caller that needs no times, only where the versions do (TpPrepared.untimed) */
   TpPrepared mine = { 0 };
-  gboolean times = !prep || !prep->simulated || p == TP_POLICY_VSYNC_LATEST, timed = FALSE;
+  gboolean times = !prep || !prep->untimed || p == TP_POLICY_VSYNC_LATEST, timed = FALSE;
   if (times) {
     long long total = W * tp_stage_ops_count(o, N, K);
     mine.start = tp_memory_alloc_large(total * sizeof(double));
@@ -481,7 +481,7 @@ static TpSchedule *generate(TpOrder o, TpPolicy p, int R, int V, int N, int K, d
   ok = ok && tp_validate_static(s, ix, err);
   if (ok && prep) {
     tp_prepared_clear(prep);
-    mine.simulated = prep->simulated;
+    mine.untimed = prep->untimed;
     *prep = mine;
   } else {
     tp_prepared_clear(&mine);

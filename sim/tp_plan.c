@@ -14,6 +14,9 @@
 #define TP_PLAN_PRUNE_MARGIN 0.9
 /* Rounds of simulation that correct a split under the memory limit (tp_fit_memory). */
 #define TP_PLAN_FIT_ROUNDS 4
+/* Candidates simulated at once, a number of its own so that what is pruned does not depend on the
+ * threads: eight for each of two cores, a few for each of many. */
+#define TP_PLAN_WAVE 16
 
 static void plan_free(gpointer data)
 {
@@ -205,7 +208,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   GError *e = NULL;
   bottleneck(p, c);
   int K = tp_default_mini_batches(p->W);
-  TpPrepared prep = { .simulated = TRUE };
+  TpPrepared prep = { .untimed = TRUE }; /* simulated on costs */
   g_autoptr(TpSchedule) s = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N, K,
                                                            p->recompute, c, &prep, &e);
   g_autoptr(TpSim) sim = s ? tp_sim_run_prepared(s, c, &prep, &e) : NULL;
@@ -542,12 +545,12 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
         return NULL;
       }
     }
-  /* bounds of every candidate, then simulation in waves of increasing time bound, each of four
-   * candidates a thread to simulate (those pruned on the way do not count): a candidate is
+  /* bounds of every candidate, then simulation in waves of increasing time bound, each of
+   * TP_PLAN_WAVE candidates to simulate (those pruned on the way do not count): a candidate is
    * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
    * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
-   * nor lie on the front), or when no split of it may fit (tp_plan_may_fit).  Waves, not a shared
-   * running best, keep the outcome independent of the threads' timing. */
+   * nor lie on the front), or when no split of it may fit (tp_plan_may_fit).  Waves of a fixed
+   * size, not a shared running best, keep the outcome independent of the threads and their timing. */
   gboolean per_sample = FALSE;
   for (int b = 1; b < r->n_batches; b++)
     per_sample = per_sample || r->batches[b] != r->batches[0];
@@ -559,10 +562,9 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
   g_ptr_array_sort(order, compare_bound);
   g_autoptr(GPtrArray) fitting = g_ptr_array_new();
   g_autoptr(GPtrArray) over_bound = g_ptr_array_new();
-  guint wave = (guint)MAX(threads * 4, 8);
   for (guint i = 0; i < order->len;) {
     g_autoptr(GPtrArray) batch = g_ptr_array_new();
-    for (; i < order->len && batch->len < wave; i++)
+    for (; i < order->len && batch->len < TP_PLAN_WAVE; i++)
       triage(r, order->pdata[i], fitting, over_bound, batch);
     run_pool(batch, &sjob, threads);
     for (guint j = 0; j < batch->len; j++)

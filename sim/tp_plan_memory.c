@@ -44,7 +44,7 @@ void tp_plan_held_acts(const TpPreset *ps, int W, int N, int *held)
   /* an order fixed on the costs depends on the split: only that one micro-batch is certain */
   if (tp_order_depends_on_costs(ps->order))
     return;
-  TpPrepared prep = { .simulated = TRUE }; /* the order alone is read: no unit-slot times */
+  TpPrepared prep = { .untimed = TRUE }; /* the order alone is read */
   g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(ps->order, ps->policy, W, N, tp_default_mini_batches(W), &prep,
                                                           NULL);
   tp_prepared_clear(&prep);

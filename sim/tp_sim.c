@@ -188,6 +188,14 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
+/* Whether the costed replay gives this run's timeline: costs, a device per stage, no interleaved
+ * ranks (nor their F&B composites) and no all-reduce, so that nothing is shared but a stage's own
+ * time and its links, each link carrying one sender's messages in that sender's order. */
+static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean events)
+{
+  return !events && !c->unit && !c->shared_devices && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
+}
+
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
 {
   long long ops = tp_schedule_n_ops(s), widest = 0;
@@ -196,10 +204,11 @@ long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
   long long keys = (long long)s->W * ((long long)s->K * (s->N + 1) + 1);
   /* the schedule (20 B per operation); index: producers, consumers (8 B), positions per key (12 B) and
    * per update; start, end, transfer start and end (32 B); arrivals (1 B); queued messages (16 B,
-   * none on unit costs); the metrics' latest versions (4 B) and, per thread, one stage's memory
-   * changes (about six of 16 B per operation); and the program itself */
+   * none on unit costs nor in the costed replay); the metrics' latest versions (4 B) and, per
+   * thread, one stage's memory changes (about six of 16 B per operation); and the program itself */
   int threads = s->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)s->W / 8);
-  return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + (c->unit ? 0 : 16) + 4) + keys * 12 +
+  long long queued = c->unit || costed_replay(s, c, FALSE) ? 0 : 16;
+  return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + queued + 4) + keys * 12 +
          (long long)s->W * (s->K + 1) * 4 + (widest * 6 + 2LL * s->K + 2) * 16 * threads + (8LL << 20);
 }
 
@@ -269,14 +278,6 @@ static gboolean run_events(TpSim *sim, GError **err)
   g_free(r.arrived);
   tp_engine_clear(&r.eng);
   return ok;
-}
-
-/* Whether the costed replay gives this run's timeline: costs, a device per stage, no interleaved
- * ranks (nor their F&B composites) and no all-reduce, so that nothing is shared but a stage's own
- * time and its links, each link carrying one sender's messages in that sender's order. */
-static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean events)
-{
-  return !events && !c->unit && !c->shared_devices && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
 }
 
 /* Stage st's operations from pos[st] on, as far as their inputs have been computed: an operation

@@ -632,9 +632,14 @@ static void test_deterministic(void)
   g_autoptr(TpPlanResult) a = search(m, p, 0, 1, FALSE);
   g_autoptr(TpPlanResult) b = search(m, p, 0, 2, FALSE);
   g_autoptr(TpPlanResult) c = search(m, p, 0, 3, FALSE);
-  g_autofree char *ra = ranking(a), *rb = ranking(b), *rc = ranking(c);
+  g_autoptr(TpPlanResult) d = search(m, p, 0, 64, FALSE); /* more threads than a wave has candidates */
+  g_autofree char *ra = ranking(a), *rb = ranking(b), *rc = ranking(c), *rd = ranking(d);
   g_assert_cmpstr(ra, ==, rb);
   g_assert_cmpstr(ra, ==, rc);
+  g_assert_cmpstr(ra, ==, rd);
+  g_assert_cmpint(a->n_dominated, >, 0); /* pruning at work, and the same whatever the threads */
+  g_assert_cmpint(a->n_dominated, ==, d->n_dominated);
+  g_assert_cmpint(a->n_simulated, ==, d->n_simulated);
   for (guint i = 1; i < a->ranked->len; i++)
     g_assert_cmpint(tp_plan_compare(a->ranked->pdata[i - 1], a->ranked->pdata[i]), <, 0);
 }

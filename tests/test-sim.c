@@ -3,6 +3,7 @@
  * counts, the costed replay against the event loop, the steady time per mini-batch, the version mismatch and its column in event files.
  * The simulator on real costs is tests/test-sim-costs.c. */
 #include "tp_cost.h"
+#include "tp_costed.h"
 #include "tp_events.h"
 #include "tp_metrics.h"
 #include "tp_policy.h"
@@ -53,53 +54,63 @@ static void test_unit_equals_replay(void)
   }
 }
 
-/* Costs with a device per stage take the costed replay (tp_sim_run), which must give the event
- * loop's timeline bit for bit, transfers included: every preset, uneven stages, links slow enough
- * that messages queue, free links, whole-mini-batch forwards and recomputation. */
+/* Preset p on W stages under cost file text `cost`: recomputed (variant bit 0), forwards fused (bit
+ * 1), its order fixed on the costs (bit 2); the costed replay's timeline must be the event loop's
+ * bit for bit, transfers included.  Variants that do not apply are skipped. */
+static void costed_case(const char *cost, int W, const TpPreset *p, int variant)
+{
+  g_autoptr(TpSchedule) s = tpt_preset(p->name, W, 10, 9); /* N a multiple of W, and dualpipe-v's 2W */
+  GError *err = NULL;
+  g_autoptr(TpCost) c = tp_cost_parse(cost, strlen(cost), "test.cost", W, &err);
+  g_assert_no_error(err);
+  if (s->rank_seq || ((variant & 1) && !tp_schedule_ask_recompute(s, NULL)) ||
+      ((variant & 4) && !tp_order_depends_on_costs(s->order)))
+    return; /* interleaved stages take the event loop alone; a split backward is not recomputed */
+  if (variant & 4) {
+    TpSchedule *t = tp_schedule_costed_like(s, c, &err);
+    g_assert_no_error(err);
+    tp_schedule_free(s), s = t;
+  }
+  int fused = 0;
+  TpSchedule *f = (variant & 2) ? tp_schedule_fuse_forwards(s, &fused, NULL) : NULL;
+  if ((variant & 2) && !f)
+    return; /* nothing to fuse */
+  if (f)
+    tp_schedule_free(s), s = f;
+  g_autoptr(TpSim) fast = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSim) ev = tp_sim_run_events(s, c, &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(fast->makespan, ==, ev->makespan);
+  for (long g = 0; g < ev->n_ops; g++) {
+    g_assert_cmpfloat(fast->start[g], ==, ev->start[g]);
+    g_assert_cmpfloat(fast->end[g], ==, ev->end[g]);
+    if (ev->cons[g] < 0)
+      continue;
+    g_assert_cmpfloat(fast->xstart[g], ==, ev->xstart[g]);
+    g_assert_cmpfloat(fast->xend[g], ==, ev->xend[g]);
+  }
+}
+
+/* Costs with a device per stage take the costed replay (tp_sim_run): every preset, uneven stages,
+ * links slow enough that messages queue, free links, one stage, whole-mini-batch forwards,
+ * recomputation and orders fixed on the costs. */
 static void test_costed_equals_events(void)
 {
-  static const char *const costs[] = {
-    "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
-    "update = 0.3\n"
-    "activation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
-    "[links]\nlatency = 0.2\nbandwidth = 100\n",
-    "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n"
-    "[links]\nlatency = 0\n",
+  static const struct {
+    int W;
+    const char *text;
+  } costs[] = {
+    { 5, "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
+         "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
+         "[links]\nlatency = 0.2\nbandwidth = 100\n" },
+    { 5, "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n[links]\nlatency = 0\n" },
+    { 1, "[stages]\nforward = 2\nbackward = 3\nupdate = 0.5\n" },
   };
   for (guint ci = 0; ci < G_N_ELEMENTS(costs); ci++)
     for (int i = 0; i < tp_n_presets; i++)
-      for (int variant = 0; variant < 4; variant++) { /* recomputed (bit 0), forwards fused (bit 1) */
-        int N = 10; /* a multiple of W, and dualpipe-v's 2W */
-        g_autoptr(TpSchedule) s = tpt_preset(tp_presets[i].name, 5, N, 9);
-        if (s->rank_seq)
-          continue; /* interleaved stages: the event loop's alone */
-        if ((variant & 1) && !tp_schedule_ask_recompute(s, NULL))
-          continue; /* a split backward is not recomputed */
-        int fused = 0;
-        if (variant & 2) {
-          TpSchedule *f = tp_schedule_fuse_forwards(s, &fused, NULL);
-          if (!f)
-            continue; /* nothing to fuse */
-          tp_schedule_free(s);
-          s = f;
-        }
-        GError *err = NULL;
-        g_autoptr(TpCost) c = tp_cost_parse(costs[ci], strlen(costs[ci]), "test.cost", s->W, &err);
-        g_assert_no_error(err);
-        g_autoptr(TpSim) fast = tp_sim_run(s, c, &err);
-        g_assert_no_error(err);
-        g_autoptr(TpSim) ev = tp_sim_run_events(s, c, &err);
-        g_assert_no_error(err);
-        g_assert_cmpfloat(fast->makespan, ==, ev->makespan);
-        for (long g = 0; g < ev->n_ops; g++) {
-          g_assert_cmpfloat(fast->start[g], ==, ev->start[g]);
-          g_assert_cmpfloat(fast->end[g], ==, ev->end[g]);
-          if (ev->cons[g] < 0)
-            continue;
-          g_assert_cmpfloat(fast->xstart[g], ==, ev->xstart[g]);
-          g_assert_cmpfloat(fast->xend[g], ==, ev->xend[g]);
-        }
-      }
+      for (int variant = 0; variant < 8; variant++)
+        costed_case(costs[ci].text, costs[ci].W, &tp_presets[i], variant);
 }
 
 /* The orders fixed on unit slots write their times as they are generated: those are the unit-slot
