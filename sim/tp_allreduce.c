@@ -153,13 +153,19 @@ gboolean tp_ar_ready(TpArRun *ar, int st)
 void tp_ar_started(TpArRun *ar, const TpSchedule *s, int st, int pos, double dur)
 {
   const TpOp *ops = tp_stage_ops(s, st);
-  if (ops[pos].kind == TP_OP_U) {
-    ar->left[st] = -1, ar->reached[st] = -1;
+  if (ops[pos].kind == TP_OP_U)
+    tp_ar_update_started(ar, st);
+  else if (pos + 1 < tp_stage_len(s, st) && ops[pos + 1].kind == TP_OP_U)
+    tp_ar_last_before_update(ar, st, dur);
+}
+
+void tp_ar_update_started(TpArRun *ar, int st) { ar->left[st] = -1, ar->reached[st] = -1; }
+
+void tp_ar_last_before_update(TpArRun *ar, int st, double dur)
+{
+  if (!ar->dp->overlap || ar->left[st] >= 0)
     return;
-  }
-  if (!ar->dp->overlap || pos + 1 >= tp_stage_len(s, st) || ops[pos + 1].kind != TP_OP_U || ar->left[st] >= 0)
-    return;
-  /* the last operation before the update: its gradients become ready evenly through its run */
+  /* its gradients become ready evenly through its run */
   int n = tp_allreduce_buckets(ar->dp, st);
   ar->left[st] = n;
   for (int i = 0; i < n; i++)

@@ -60,6 +60,10 @@ gboolean tp_ar_ready(TpArRun *ar, int st);
 /* Stage st started op (position pos of its order) lasting dur: an update consumes its all-reduce;
  * overlapped, the operation before an update releases the buckets through its run. */
 void tp_ar_started(TpArRun *ar, const TpSchedule *s, int st, int pos, double dur);
+/* The same for an order still being written (the costed generator): stage st started its update, or
+ * the operation of duration dur that its update will follow. */
+void tp_ar_update_started(TpArRun *ar, int st);
+void tp_ar_last_before_update(TpArRun *ar, int st, double dur);
 /* An event of class TP_EV_AR_XFER or TP_EV_AR_BUCKET. */
 void tp_ar_commit(TpArRun *ar, const TpEvent *ev);
 

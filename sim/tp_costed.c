@@ -1,6 +1,7 @@
 /* tp_costed.c — nf1b and 1f1b-async orders fixed on a cost model by a small event loop with the
  * simulator's resources and tie rules, so that simulating the result under the same costs gives
- * back the very timeline the order was chosen on.  The rule is tp_nf1b_next, the links tp_link.h's. */
+ * back the very timeline the order was chosen on.  The rule is tp_nf1b_next, the links tp_link.h's,
+ * the data-parallel all-reduces tp_allreduce.h's. */
 #include "tp_costed.h"
 #include "tp_engine.h"
 #include "tp_error.h"
@@ -30,6 +31,8 @@ typedef struct {
   long cap;            /* operations per stage */
   double *t0, *t1;     /* [st * cap + position]: start and end of each operation */
   TpLinkQueue *link; /* queued messages: forward unit (activations) or mini-batch (gradients) */
+  TpArRun *ar;       /* data parallelism: the stages' all-reduces, as the simulator runs them (NULL: none) */
+  TpAllreduceStats *ar_stats;
 } Gen;
 
 static inline void mark(Gen *g, int st) { tp_engine_mark(&g->eng, st); }
@@ -70,10 +73,14 @@ static void try_start(Gen *g, int st)
   const TpSchedule *s = g->s;
   if (g->busy[st] || g->dev_busy[g->c->stage[st].device])
     return;
-  if (g->pending_u[st]) { /* the update follows its backward */
+  if (g->pending_u[st]) { /* the update follows its backward, and its all-reduce */
+    if (g->ar && !tp_ar_ready(g->ar, st))
+      return;
     TpOp u = { .kind = TP_OP_U, .mb = g->pending_u[st], .micro = TP_WHOLE };
     g->pending_u[st] = 0;
     push_op(g, st, TP_OP_U, u.mb, TP_WHOLE, tp_sim_op_time(g->c, s, st, &u, FALSE));
+    if (g->ar)
+      tp_ar_update_started(g->ar, st);
     return;
   }
   int i = g->nb[st];
@@ -83,7 +90,10 @@ static void try_start(Gen *g, int st)
   switch (tp_nf1b_next(g->W, s->K, g->per, st, f, (int)(f % g->per), i, g->inflight[st], fready, bready)) {
   case TP_NEXT_BACKWARD: {
     TpOp op = { .kind = TP_OP_B, .mb = i, .micro = TP_WHOLE };
-    push_op(g, st, TP_OP_B, i, TP_WHOLE, tp_sim_op_time(g->c, s, st, &op, g->per == 1)); /* per 1: after a whole forward */
+    double d = tp_sim_op_time(g->c, s, st, &op, g->per == 1); /* per 1: after a whole forward */
+    push_op(g, st, TP_OP_B, i, TP_WHOLE, d);
+    if (g->ar) /* its update follows it */
+      tp_ar_last_before_update(g->ar, st, d);
     break;
   }
   case TP_NEXT_FORWARD: {
@@ -124,7 +134,10 @@ static void on_xfer_done(Gen *g, int l) { tp_link_done(&g->eng, &g->link[l], l, 
 
 static void commit(void *ctx, const TpEvent *ev)
 {
-  (TP_EV_CLASS(ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(ctx, (int)TP_EV_TARGET(ev));
+  if (TP_EV_CLASS(ev) >= TP_EV_AR_XFER)
+    tp_ar_commit(((Gen *)ctx)->ar, ev);
+  else
+    (TP_EV_CLASS(ev) == EV_XFER_DONE ? on_xfer_done : on_compute_done)(ctx, (int)TP_EV_TARGET(ev));
 }
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
@@ -234,6 +247,8 @@ static void gen_clear(Gen *g)
   g_free(g->g_in);
   g_free(g->t0);
   g_free(g->t1);
+  tp_ar_run_free(g->ar);
+  tp_allreduce_stats_free(g->ar_stats);
   tp_engine_clear(&g->eng);
 }
 
@@ -282,6 +297,8 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
   g.t0 = g_new(double, (size_t)W * g.cap);
   g.t1 = g_new(double, (size_t)W * g.cap);
   g.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(W), 1));
+  if (c->dp && c->dp->D > 1)
+    g.ar = tp_ar_run_new(c->dp, &g.eng, g.ar_stats = g_new0(TpAllreduceStats, 1));
   for (int st = 0; st < W; st++) {
     g.nb[st] = 1;
     mark(&g, st);
