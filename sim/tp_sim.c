@@ -3,9 +3,11 @@
  * compute ends, then by target, then by age); then the stages whose state changed try to start,
  * lowest stage first; this repeats while zero-time operations finish at the same instant.  Links
  * are tp_link.h's.  On unit costs with a device per stage the timeline is the unit-slot replay's;
- * on other costs with a device per stage and no interleaved ranks or all-reduce, the costed
- * replay's (run_costed), the same times without the event queue. */
-#include "tp_sim.h"
+ * on other costs with no interleaved ranks or all-reduce, the costed replay's, the same times
+ * without the event queue: a sweep over the stages with a device per stage (run_costed), decisions
+ * device by device where stages share devices and nothing that sends takes zero time
+ * (tp_sim_shared.c; the event loop where it cannot decide). */
+#include "tp_sim_priv.h"
 #include "tp_engine.h"
 #include "tp_error.h"
 #include "tp_replay.h"
@@ -55,6 +57,11 @@ static gboolean after_whole_forward(const TpIndex *ix, int st, const TpOp *op)
     return FALSE;
   TpOp f = { .kind = TP_OP_F, .mb = op->mb, .micro = TP_WHOLE };
   return tp_index_pos(ix, st, &f) >= 0;
+}
+
+double tp_sim_op_dur(const TpSim *sim, int st, const TpOp *op)
+{
+  return tp_sim_op_time(sim->c, sim->s, st, op, sim->s->recompute && after_whole_forward(sim->ix, st, op));
 }
 
 double tp_sim_link_time(const TpCost *c, int link, double bytes)
@@ -196,6 +203,20 @@ static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean eve
   return !events && !c->unit && !c->shared_devices && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
 }
 
+/* Whether the costed replay of shared devices (tp_sim_shared.c) may decide this run: costs, no
+ * interleaved ranks, composites or all-reduce, and no operation that sends taking zero time. */
+static gboolean shared_replay(const TpSchedule *s, const TpCost *c, gboolean events)
+{
+  if (events || c->unit || !c->shared_devices || s->rank_seq || s->fb || (c->dp && c->dp->D > 1))
+    return FALSE;
+  for (int st = 0; st < c->W; st++) {
+    const TpStageCost *sc = &c->stage[st];
+    if (!(sc->fwd > 0 && sc->bwd > 0 && tp_cost_input_grad(sc) > 0 && tp_cost_forward_whole(sc, s->N) > 0))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
 {
   long long ops = tp_schedule_n_ops(s), widest = 0;
@@ -204,10 +225,11 @@ long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
   long long keys = (long long)s->W * ((long long)s->K * (s->N + 1) + 1);
   /* the schedule (20 B per operation); index: producers, consumers (8 B), positions per key (12 B) and
    * per update; start, end, transfer start and end (32 B); arrivals (1 B); queued messages (16 B,
-   * none on unit costs nor in the costed replay); the metrics' latest versions (4 B) and, per
-   * thread, one stage's memory changes (about six of 16 B per operation); and the program itself */
+   * none on unit costs nor in the costed replay, 16 B more of summed times where stages share
+   * devices); the metrics' latest versions (4 B) and, per thread, one stage's memory changes (about
+   * six of 16 B per operation); and the program itself */
   int threads = s->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)s->W / 8);
-  long long queued = c->unit || costed_replay(s, c, FALSE) ? 0 : 16;
+  long long queued = c->unit || costed_replay(s, c, FALSE) ? 0 : shared_replay(s, c, FALSE) ? 32 : 16;
   return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + queued + 4) + keys * 12 +
          (long long)s->W * (s->K + 1) * 4 + (widest * 6 + 2LL * s->K + 2) * 16 * threads + (8LL << 20);
 }
@@ -420,7 +442,15 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
   } else {
     for (long g = 0; g < n; g++)
       sim->xstart[g] = sim->xend[g] = -1;
-    ok = costed_replay(s, c, events) ? run_costed(sim, err) : run_events(sim, err);
+    if (costed_replay(s, c, events))
+      ok = run_costed(sim, err);
+    else if (shared_replay(s, c, events) && tp_sim_replay_shared(sim))
+      ok = TRUE;
+    else {
+      for (long g = 0; g < n; g++) /* what a partial replay wrote is not read */
+        sim->xstart[g] = sim->xend[g] = -1;
+      ok = run_events(sim, err);
+    }
   }
   if (!ok) {
     tp_sim_free(sim);

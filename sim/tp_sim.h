@@ -51,8 +51,8 @@ TpSim *tp_sim_run(const TpSchedule *s, const TpCost *c, GError **err);
  * (tp_schedule_generate_prepared, no edit since). */
 TpSim *tp_sim_run_prepared(const TpSchedule *s, const TpCost *c, TpPrepared *prep, GError **err);
 /* The same, always through the event loop (tp_sim_run takes the unit-slot replay where the two
- * agree, unit costs with a device per stage, and the costed replay on other costs with a device per
- * stage, no interleaved ranks and no all-reduce). */
+ * agree, unit costs with a device per stage, and the costed replays on other costs without
+ * interleaved ranks or all-reduce). */
 TpSim *tp_sim_run_events(const TpSchedule *s, const TpCost *c, GError **err);
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c);
 /* A measured timeline under cost model c (message bytes, memory) as a simulation result, for the

@@ -92,9 +92,10 @@ static void costed_case(const char *cost, int W, const TpPreset *p, int variant)
   }
 }
 
-/* Costs with a device per stage take the costed replay (tp_sim_run): every preset, uneven stages,
- * links slow enough that messages queue, free links, one stage, whole-mini-batch forwards,
- * recomputation and orders fixed on the costs. */
+/* Costs take the costed replays (tp_sim_run; with a device per stage, or stages sharing devices):
+ * every preset, uneven stages, links slow enough that messages queue, free links, one stage, equal
+ * stages whose ties the lowest stage wins, whole-mini-batch forwards, recomputation and orders fixed
+ * on the costs. */
 static void test_costed_equals_events(void)
 {
   static const struct {
@@ -106,6 +107,15 @@ static void test_costed_equals_events(void)
          "[links]\nlatency = 0.2\nbandwidth = 100\n" },
     { 5, "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n[links]\nlatency = 0\n" },
     { 1, "[stages]\nforward = 2\nbackward = 3\nupdate = 0.5\n" },
+    /* stages sharing devices */
+    { 5, "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
+         "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
+         "device = 1, 2, 1, 3, 2\n[links]\nlatency = 0.2\nbandwidth = 100\n" },
+    { 5, "[stages]\nforward = 1, 1, 1, 1, 1\nbackward = 2, 2, 2, 2, 2\nupdate = 0\ndevice = 1, 2, 2, 1, 1\n" },
+    { 5, "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0.25\ndevice = 1, 1, 1, 1, 1\n"
+         "[links]\nlatency = 0.5\n" },
+    /* a forward of no time sends within its instant, after a higher stage may have taken the device */
+    { 5, "[stages]\nforward = 0, 1, 1, 0, 1\nbackward = 1, 1, 1, 1, 1\nupdate = 0\ndevice = 1, 2, 1, 2, 1\n" },
   };
   for (guint ci = 0; ci < G_N_ELEMENTS(costs); ci++)
     for (int i = 0; i < tp_n_presets; i++)

@@ -1,0 +1,16 @@
+/* tp_sim_priv.h — what the simulator's files share (tp_sim.c, tp_sim_shared.c), not for its users. */
+#ifndef TP_SIM_PRIV_H
+#define TP_SIM_PRIV_H
+
+#include "tp_sim.h"
+
+/* The time op (of stage st) takes in sim: tp_sim_op_time, a recomputed backward after a whole
+ * forward where it follows one. */
+double tp_sim_op_dur(const TpSim *sim, int st, const TpOp *op);
+/* The costed replay where stages share devices (tp_sim_shared.c): sim's start, end and transfer times
+ * and makespan, as the event loop gives them; FALSE when it cannot decide some device (the caller
+ * runs the event loop).  Only where no operation that sends takes zero time, a device per rank and no
+ * all-reduce (tp_sim.c checks). */
+gboolean tp_sim_replay_shared(TpSim *sim);
+
+#endif
