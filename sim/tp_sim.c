@@ -203,18 +203,26 @@ static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean eve
   return !events && !c->unit && !c->shared_devices && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
 }
 
+/* Stages a device at most for the costed replay of shared devices. */
+#define SHARED_MAX_STAGES 8
+
 /* Whether the costed replay of shared devices (tp_sim_shared.c) may decide this run: costs, no
- * interleaved ranks, composites or all-reduce, and no operation that sends taking zero time. */
+ * interleaved ranks, composites or all-reduce, no operation that sends taking zero time, and a few
+ * stages a device (each decision looks at all of them; with many the event loop is faster). */
 static gboolean shared_replay(const TpSchedule *s, const TpCost *c, gboolean events)
 {
   if (events || c->unit || !c->shared_devices || s->rank_seq || s->fb || (c->dp && c->dp->D > 1))
     return FALSE;
+  int *on = g_new0(int, c->n_devices), most = 0;
+  gboolean timed = TRUE;
   for (int st = 0; st < c->W; st++) {
     const TpStageCost *sc = &c->stage[st];
-    if (!(sc->fwd > 0 && sc->bwd > 0 && tp_cost_input_grad(sc) > 0 && tp_cost_forward_whole(sc, s->N) > 0))
-      return FALSE;
+    timed = timed && sc->fwd > 0 && sc->bwd > 0 && tp_cost_input_grad(sc) > 0 && tp_cost_forward_whole(sc, s->N) > 0;
+    on[sc->device]++;
+    most = MAX(most, on[sc->device]);
   }
-  return TRUE;
+  g_free(on);
+  return timed && most <= SHARED_MAX_STAGES;
 }
 
 long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
@@ -225,11 +233,11 @@ long long tp_sim_bytes(const TpSchedule *s, const TpCost *c)
   long long keys = (long long)s->W * ((long long)s->K * (s->N + 1) + 1);
   /* the schedule (20 B per operation); index: producers, consumers (8 B), positions per key (12 B) and
    * per update; start, end, transfer start and end (32 B); arrivals (1 B); queued messages (16 B,
-   * none on unit costs nor in the costed replay, 16 B more of summed times where stages share
-   * devices); the metrics' latest versions (4 B) and, per thread, one stage's memory changes (about
-   * six of 16 B per operation); and the program itself */
+   * none on unit costs nor in the costed replay; as much of summed times in the replay of shared
+   * devices, freed before any event loop); the metrics' latest versions (4 B) and, per thread, one
+   * stage's memory changes (about six of 16 B per operation); and the program itself */
   int threads = s->W < 16 ? 1 : (int)MIN(g_get_num_processors(), (guint)s->W / 8);
-  long long queued = c->unit || costed_replay(s, c, FALSE) ? 0 : shared_replay(s, c, FALSE) ? 32 : 16;
+  long long queued = c->unit || costed_replay(s, c, FALSE) ? 0 : 16;
   return ops * (long long)(sizeof(TpOp) + 8 + 32 + 1 + queued + 4) + keys * 12 +
          (long long)s->W * (s->K + 1) * 4 + (widest * 6 + 2LL * s->K + 2) * 16 * threads + (8LL << 20);
 }
@@ -438,14 +446,15 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
 
   gboolean ok;
   if (replay) {
+    sim->path = TP_SIM_UNIT_REPLAY;
     ok = run_replay(sim, replayed, err);
   } else {
     for (long g = 0; g < n; g++)
       sim->xstart[g] = sim->xend[g] = -1;
     if (costed_replay(s, c, events))
-      ok = run_costed(sim, err);
+      sim->path = TP_SIM_COSTED_REPLAY, ok = run_costed(sim, err);
     else if (shared_replay(s, c, events) && tp_sim_replay_shared(sim))
-      ok = TRUE;
+      sim->path = TP_SIM_SHARED_REPLAY, ok = TRUE;
     else {
       for (long g = 0; g < n; g++) /* what a partial replay wrote is not read */
         sim->xstart[g] = sim->xend[g] = -1;

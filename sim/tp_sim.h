@@ -11,6 +11,9 @@
 #include "tp_schedule.h"
 #include "tp_timeline.h"
 
+/* How a simulation's timeline was made: the same times whichever (tests compare them). */
+typedef enum { TP_SIM_EVENTS, TP_SIM_UNIT_REPLAY, TP_SIM_COSTED_REPLAY, TP_SIM_SHARED_REPLAY } TpSimPath;
+
 /* A simulation: its timeline (tp_timeline.h, read as sim->start or passed as &sim->tl) and the cost
  * model it ran under (message bytes and memory for the metrics and reports). */
 typedef struct {
@@ -22,6 +25,7 @@ typedef struct {
   };
   const TpCost *c;
   TpAllreduceStats *ar; /* data parallelism (D > 1): what the all-reduces took; NULL otherwise */
+  TpSimPath path;       /* of tp_sim_run (TP_SIM_EVENTS for a measured timeline) */
 } TpSim;
 
 /* Links: 0..W-2 carry activations from stage l to l+1; W-1+l carries gradients from l+1 to l

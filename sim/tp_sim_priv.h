@@ -8,9 +8,8 @@
  * forward where it follows one. */
 double tp_sim_op_dur(const TpSim *sim, int st, const TpOp *op);
 /* The costed replay where stages share devices (tp_sim_shared.c): sim's start, end and transfer times
- * and makespan, as the event loop gives them; FALSE when it cannot decide some device (the caller
- * runs the event loop).  Only where no operation that sends takes zero time, a device per rank and no
- * all-reduce (tp_sim.c checks). */
+ * and makespan, as the event loop gives them; FALSE when it cannot (the caller runs the event loop).
+ * Only without interleaved ranks, F&B composites or all-reduce (tp_sim.c checks). */
 gboolean tp_sim_replay_shared(TpSim *sim);
 
 #endif

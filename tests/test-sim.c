@@ -1,6 +1,7 @@
 /* test-sim.c — the simulator on unit costs against closed forms: unit-cost timelines equal the
  * unit-slot replay, GPipe's bubble, 1F1B's stored activations, PipeDream's versions, message
- * counts, the costed replay against the event loop, the steady time per mini-batch, the version mismatch and its column in event files.
+ * counts, the costed replays against the event loop, the steady time per mini-batch, the version
+ * mismatch and its column in event files.
  * The simulator on real costs is tests/test-sim-costs.c. */
 #include "tp_cost.h"
 #include "tp_costed.h"
@@ -56,16 +57,17 @@ static void test_unit_equals_replay(void)
 
 /* Preset p on W stages under cost file text `cost`: recomputed (variant bit 0), forwards fused (bit
  * 1), its order fixed on the costs (bit 2); the costed replay's timeline must be the event loop's
- * bit for bit, transfers included.  Variants that do not apply are skipped. */
-static void costed_case(const char *cost, int W, const TpPreset *p, int variant)
+ * bit for bit, transfers included.  Variants that do not apply are skipped (-1); else how
+ * tp_sim_run made the timeline. */
+static int costed_case(const char *cost, int W, const TpPreset *p, int variant)
 {
-  g_autoptr(TpSchedule) s = tpt_preset(p->name, W, 10, 9); /* N a multiple of W, and dualpipe-v's 2W */
+  g_autoptr(TpSchedule) s = tpt_preset(p->name, W, 30, 9); /* N a multiple of W (1, 3 or 5), and dualpipe-v's 2W */
   GError *err = NULL;
   g_autoptr(TpCost) c = tp_cost_parse(cost, strlen(cost), "test.cost", W, &err);
   g_assert_no_error(err);
   if (s->rank_seq || ((variant & 1) && !tp_schedule_ask_recompute(s, NULL)) ||
       ((variant & 4) && !tp_order_depends_on_costs(s->order)))
-    return; /* interleaved stages take the event loop alone; a split backward is not recomputed */
+    return -1; /* interleaved stages take the event loop alone; a split backward is not recomputed */
   if (variant & 4) {
     TpSchedule *t = tp_schedule_costed_like(s, c, &err);
     g_assert_no_error(err);
@@ -74,7 +76,7 @@ static void costed_case(const char *cost, int W, const TpPreset *p, int variant)
   int fused = 0;
   TpSchedule *f = (variant & 2) ? tp_schedule_fuse_forwards(s, &fused, NULL) : NULL;
   if ((variant & 2) && !f)
-    return; /* nothing to fuse */
+    return -1; /* nothing to fuse */
   if (f)
     tp_schedule_free(s), s = f;
   g_autoptr(TpSim) fast = tp_sim_run(s, c, &err);
@@ -90,37 +92,55 @@ static void costed_case(const char *cost, int W, const TpPreset *p, int variant)
     g_assert_cmpfloat(fast->xstart[g], ==, ev->xstart[g]);
     g_assert_cmpfloat(fast->xend[g], ==, ev->xend[g]);
   }
+  return fast->path;
 }
 
 /* Costs take the costed replays (tp_sim_run; with a device per stage, or stages sharing devices):
  * every preset, uneven stages, links slow enough that messages queue, free links, one stage, equal
  * stages whose ties the lowest stage wins, whole-mini-batch forwards, recomputation and orders fixed
- * on the costs. */
+ * on the costs; every case of a cost file takes the path it names. */
 static void test_costed_equals_events(void)
 {
   static const struct {
     int W;
+    int path; /* a TpSimPath, or -1: any */
     const char *text;
   } costs[] = {
-    { 5, "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
-         "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
-         "[links]\nlatency = 0.2\nbandwidth = 100\n" },
-    { 5, "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n[links]\nlatency = 0\n" },
-    { 1, "[stages]\nforward = 2\nbackward = 3\nupdate = 0.5\n" },
+    { 5, TP_SIM_COSTED_REPLAY,
+      "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
+      "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
+      "[links]\nlatency = 0.2\nbandwidth = 100\n" },
+    { 5, TP_SIM_COSTED_REPLAY,
+      "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n[links]\nlatency = 0\n" },
+    { 1, TP_SIM_COSTED_REPLAY, "[stages]\nforward = 2\nbackward = 3\nupdate = 0.5\n" },
     /* stages sharing devices */
-    { 5, "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
-         "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
-         "device = 1, 2, 1, 3, 2\n[links]\nlatency = 0.2\nbandwidth = 100\n" },
-    { 5, "[stages]\nforward = 1, 1, 1, 1, 1\nbackward = 2, 2, 2, 2, 2\nupdate = 0\ndevice = 1, 2, 2, 1, 1\n" },
-    { 5, "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0.25\ndevice = 1, 1, 1, 1, 1\n"
-         "[links]\nlatency = 0.5\n" },
+    { 5, TP_SIM_SHARED_REPLAY,
+      "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
+      "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
+      "device = 1, 2, 1, 3, 2\n[links]\nlatency = 0.2\nbandwidth = 100\n" },
+    { 5, TP_SIM_SHARED_REPLAY,
+      "[stages]\nforward = 1, 1, 1, 1, 1\nbackward = 2, 2, 2, 2, 2\nupdate = 0\ndevice = 1, 2, 2, 1, 1\n" },
+    { 5, TP_SIM_SHARED_REPLAY,
+      "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0.25\ndevice = 1, 1, 1, 1, 1\n"
+      "[links]\nlatency = 0.5\n" },
     /* a forward of no time sends within its instant, after a higher stage may have taken the device */
-    { 5, "[stages]\nforward = 0, 1, 1, 0, 1\nbackward = 1, 1, 1, 1, 1\nupdate = 0\ndevice = 1, 2, 1, 2, 1\n" },
+    { 5, TP_SIM_EVENTS,
+      "[stages]\nforward = 0, 1, 1, 0, 1\nbackward = 1, 1, 1, 1, 1\nupdate = 0\ndevice = 1, 2, 1, 2, 1\n" },
+    /* the same where a backward's time is lost in rounding: its end is its start, late in the run */
+    { 3, -1, "[stages]\nforward = 1, 1e-12, 1e-12\nbackward = 5e8, 1e-12, 5e8\nactivation_bytes = 8\ndevice = 2, 1, 2\n"
+             "[links]\nlatency = 1e-12, 0\n" },
   };
-  for (guint ci = 0; ci < G_N_ELEMENTS(costs); ci++)
+  for (guint ci = 0; ci < G_N_ELEMENTS(costs); ci++) {
+    int cases = 0, took = 0;
     for (int i = 0; i < tp_n_presets; i++)
-      for (int variant = 0; variant < 8; variant++)
-        costed_case(costs[ci].text, costs[ci].W, &tp_presets[i], variant);
+      for (int variant = 0; variant < 8; variant++) {
+        int path = costed_case(costs[ci].text, costs[ci].W, &tp_presets[i], variant);
+        cases += path >= 0, took += path == costs[ci].path;
+      }
+    g_assert_cmpint(cases, >, 0);
+    if (costs[ci].path >= 0)
+      g_assert_cmpint(took, ==, cases);
+  }
 }
 
 /* The orders fixed on unit slots write their times as they are generated: those are the unit-slot
