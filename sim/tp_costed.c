@@ -71,11 +71,11 @@ static void send(Gen *g, int st, TpOpKind kind, long id, double bytes)
 static void try_start(Gen *g, int st)
 {
   const TpSchedule *s = g->s;
-  if (g->busy[st] || g->dev_busy[g->c->stage[st].device])
+  /* as the simulator checks: a stage that reaches its update starts its all-reduce, its device
+   * busy or not */
+  if (g->busy[st] || (g->pending_u[st] && g->ar && !tp_ar_ready(g->ar, st)) || g->dev_busy[g->c->stage[st].device])
     return;
   if (g->pending_u[st]) { /* the update follows its backward, and its all-reduce */
-    if (g->ar && !tp_ar_ready(g->ar, st))
-      return;
     TpOp u = { .kind = TP_OP_U, .mb = g->pending_u[st], .micro = TP_WHOLE };
     g->pending_u[st] = 0;
     push_op(g, st, TP_OP_U, u.mb, TP_WHOLE, tp_sim_op_time(g->c, s, st, &u, FALSE));

@@ -351,32 +351,54 @@ static const char *const zero_costs[] = {
   "[stages]\nforward = 0, 1, 0, 2\nbackward = 0, 0, 3, 0\nupdate = 0\n",
 };
 
+/* Preset p fixed on cost file `text` (W stages) with D = 2 replicas: its simulated timeline keeps the
+ * order's rules, and vsync-latest's versions taken on the order's own timeline are the simulated
+ * one's.  *held counts the stages whose updates waited for their all-reduce. */
+static void allreduce_case(const char *text, int W, const char *p_name, int N, int K, gboolean overlap, int *held)
+{
+  GError *err = NULL;
+  g_autoptr(TpCost) c = cost_text(text, W, &err);
+  g_assert_no_error(err);
+  tp_cost_data_parallel(c, 2, overlap);
+  const TpPreset *p = tp_preset_find(p_name);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_costed(p->order, p->policy, W, N, K, c, &err);
+  g_assert_no_error(err);
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(costed_rule_breaks(sim), ==, 0);
+  for (int st = 0; st < W; st++)
+    *held += sim->ar->exposed[st] > 0;
+  g_autoptr(GArray) ver = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  for (int st = 0; st < W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      g_array_append_val(ver, tp_stage_ops(s, st)[k].ver);
+  g_assert_true(tp_policy_assign_timed(s, sim->start, sim->end, &err));
+  for (int st = 0, at = 0; st < W; st++)
+    for (int k = 0; k < tp_stage_len(s, st); k++)
+      g_assert_cmpint(tp_stage_ops(s, st)[k].ver, ==, g_array_index(ver, int32_t, at++));
+}
+
 /* With replicas, each update waits for its stage's all-reduce: the order fixed on the costs waits for
- * it as the simulator does, so its simulated timeline keeps the rules (serial and overlapped
- * all-reduces, on links slow enough to hold the updates back). */
+ * it as the simulator does (also where a stage reaches its update while a lower stage holds their
+ * device: its all-reduce starts then), so its simulated timeline keeps the rules (serial and
+ * overlapped all-reduces, on links slow enough to hold the updates back). */
 static void test_costed_order_allreduce(void)
 {
   const char *presets[] = { "timeprest", "v-timeprest", "pipedream", "timeprest-1f1b" };
+  /* buckets of 25 MiB: 12 to 35; a device a stage, or stages 1 and 3 on one */
   const char *text = "[stages]\nforward = 1, 3, 1, 2\nbackward = 2, 5, 2, 4\nupdate = 0.5\nactivation_bytes = 100\n"
-                     "weight_bytes = 4e8, 9e8, 3e8, 6e8\n[links]\nlatency = 0.25\nbandwidth = 80\n"
-                     "[data_parallel]\nlatency = 0.5\nbandwidth = 2e8\n"; /* buckets of 25 MiB: 12 to 35 */
+                     "weight_bytes = 4e8, 9e8, 3e8, 6e8\n%s[links]\nlatency = 0.25\nbandwidth = 80\n"
+                     "[data_parallel]\nlatency = 0.5\nbandwidth = 2e8\n";
   int held = 0;
   for (guint i = 0; i < G_N_ELEMENTS(presets); i++)
-    for (int overlap = 0; overlap < 2; overlap++) {
-      GError *err = NULL;
-      g_autoptr(TpCost) c = cost_text(text, 4, &err);
-      g_assert_no_error(err);
-      tp_cost_data_parallel(c, 2, overlap);
-      const TpPreset *p = tp_preset_find(presets[i]);
-      g_autoptr(TpSchedule) s = tp_schedule_generate_costed(p->order, p->policy, 4, 3, 12, c, &err);
-      g_assert_no_error(err);
-      g_autoptr(TpSim) sim = tp_sim_run(s, c, &err);
-      g_assert_no_error(err);
-      g_assert_cmpint(costed_rule_breaks(sim), ==, 0);
-      for (int st = 0; st < 4; st++)
-        held += sim->ar->exposed[st] > 0;
+    for (int variant = 0; variant < 4; variant++) {
+      g_autofree char *t = g_strdup_printf(text, (variant & 2) ? "device = 1, 2, 1, 3\n" : "");
+      allreduce_case(t, 4, presets[i], 3, 12, variant & 1, &held);
     }
   g_assert_cmpint(held, >, 0); /* the all-reduces do hold updates back */
+  allreduce_case("[stages]\nforward = 2, 3, 2, 2, 2\nbackward = 4, 3, 4, 4, 1\nupdate = 0\nweight_bytes = 2e8, 1e8, 4e8, "
+                 "3e8, 3e8\ndevice = 2, 2, 1, 4, 4\n[data_parallel]\nlatency = 2\nbandwidth = 2e8\n", 5, "timeprest", 2, 8,
+                 FALSE, &held);
 }
 
 static void test_zero_costs(void)
