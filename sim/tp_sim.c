@@ -134,7 +134,7 @@ static void try_start(Run *r, int st)
     return;
   if (s->rank_seq && g_array_index(s->rank_seq[rk], int32_t, r->rpos[rk]) != st)
     return; /* not this chunk's turn on its rank: the rank runs one operation at a time, in its order */
-  double dur = tp_sim_op_time(sim->c, s, st, op, s->recompute && after_whole_forward(sim->ix, st, op));
+  double dur = tp_sim_op_dur(sim, st, op);
   if (s->fb && s->rank_seq && !fb_part(r, rk, st, &dur))
     return;
   r->busy[st] = r->dev_busy[dev] = TRUE;
@@ -195,23 +195,29 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
-/* Whether the costed replay gives this run's timeline: costs, a device per stage, no interleaved
- * ranks (nor their F&B composites) and no all-reduce, so that nothing is shared but a stage's own
- * time and its links, each link carrying one sender's messages in that sender's order. */
+/* Whether a costed replay may give this run's timeline: costs, no interleaved ranks (nor their F&B
+ * composites) and no all-reduce, so that nothing is shared but the devices and the links, each link
+ * carrying one sender's messages in that sender's order. */
+static gboolean replayable(const TpSchedule *s, const TpCost *c, gboolean events)
+{
+  return !events && !c->unit && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
+}
+
+/* Whether the costed replay with a device per stage (run_costed) gives it. */
 static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean events)
 {
-  return !events && !c->unit && !c->shared_devices && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
+  return replayable(s, c, events) && !c->shared_devices;
 }
 
 /* Stages a device at most for the costed replay of shared devices. */
 #define SHARED_MAX_STAGES 8
 
-/* Whether the costed replay of shared devices (tp_sim_shared.c) may decide this run: costs, no
- * interleaved ranks, composites or all-reduce, no operation that sends taking zero time, and a few
- * stages a device (each decision looks at all of them; with many the event loop is faster). */
+/* Whether the costed replay of shared devices (tp_sim_shared.c) may decide it: no operation that
+ * sends taking zero time, and a few stages a device (each decision looks at all of them; with many
+ * the event loop is faster). */
 static gboolean shared_replay(const TpSchedule *s, const TpCost *c, gboolean events)
 {
-  if (events || c->unit || !c->shared_devices || s->rank_seq || s->fb || (c->dp && c->dp->D > 1))
+  if (!replayable(s, c, events) || !c->shared_devices)
     return FALSE;
   int *on = g_new0(int, c->n_devices), most = 0;
   gboolean timed = TRUE;
@@ -260,6 +266,17 @@ static gboolean run_replay(TpSim *sim, gboolean replayed, GError **err)
   return TRUE;
 }
 
+/* Whether every stage ran all its operations (pos: how far each got); else the first that stalled. */
+static gboolean all_ran(const TpSchedule *s, const int *pos, GError **err)
+{
+  for (int st = 0; st < s->W; st++)
+    if (pos[st] < tp_stage_len(s, st)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "simulation stalled at stage %d, operation %d", st + 1, pos[st] + 1);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean run_events(TpSim *sim, GError **err)
 {
   const TpSchedule *s = sim->s;
@@ -289,13 +306,7 @@ static gboolean run_events(TpSim *sim, GError **err)
   tp_engine_run(&r.eng, &handlers, &r);
   sim->makespan = r.eng.now;
 
-  gboolean ok = TRUE;
-  for (int st = 0; st < s->W && ok; st++)
-    if (r.pos[st] < tp_stage_len(s, st)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "simulation stalled at stage %d, operation %d", st + 1,
-                  r.pos[st] + 1);
-      ok = FALSE;
-    }
+  gboolean ok = all_ran(s, r.pos, err);
   tp_link_queues_free(r.link, tp_sim_n_links(s->W));
   tp_ar_run_free(r.ar);
   g_free(r.pos);
@@ -336,13 +347,11 @@ static void costed_stage(TpSim *sim, int st, int *pos, double *clock, double *li
       ready = MAX(ready, sim->xend[p]);
     }
     sim->start[g] = ready;
-    clk = sim->end[g] = ready + tp_sim_op_time(c, s, st, op, s->recompute && after_whole_forward(ix, st, op));
+    clk = sim->end[g] = ready + tp_sim_op_dur(sim, st, op);
     if (sim->cons[g] < 0)
       continue;
     int l = tp_link_of(s->W, st, op->kind);
-    double x = MAX(clk, link_free[l]), d = tp_sim_link_time(c, l, tp_sim_op_bytes(c, s, st, op));
-    sim->xstart[g] = x;
-    sim->xend[g] = link_free[l] = d > 0 ? x + d : x;
+    tp_sim_transfer(sim, g, tp_sim_link_time(c, l, tp_sim_op_bytes(c, s, st, op)), &link_free[l]);
     *(op->kind == TP_OP_F ? down : up) = TRUE;
   }
   pos[st] = k;
@@ -371,12 +380,7 @@ static gboolean run_costed(TpSim *sim, GError **err)
     if (up && st > 0 && !queued[st - 1])
       stack[top++] = st - 1, queued[st - 1] = TRUE;
   }
-  gboolean ok = TRUE;
-  for (int st = 0; st < W && ok; st++)
-    if (pos[st] < tp_stage_len(s, st)) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "simulation stalled at stage %d, operation %d", st + 1, pos[st] + 1);
-      ok = FALSE;
-    }
+  gboolean ok = all_ran(s, pos, err);
   double span = 0;
   for (int st = 0; st < W; st++)
     span = MAX(span, clock[st]);
@@ -455,11 +459,8 @@ static TpSim *run(const TpSchedule *s, const TpCost *c, gboolean events, TpPrepa
       sim->path = TP_SIM_COSTED_REPLAY, ok = run_costed(sim, err);
     else if (shared_replay(s, c, events) && tp_sim_replay_shared(sim))
       sim->path = TP_SIM_SHARED_REPLAY, ok = TRUE;
-    else {
-      for (long g = 0; g < n; g++) /* what a partial replay wrote is not read */
-        sim->xstart[g] = sim->xend[g] = -1;
+    else /* it writes every message's times, a partial replay's too */
       ok = run_events(sim, err);
-    }
   }
   if (!ok) {
     tp_sim_free(sim);

@@ -12,4 +12,13 @@ double tp_sim_op_dur(const TpSim *sim, int st, const TpOp *op);
  * Only without interleaved ranks, F&B composites or all-reduce (tp_sim.c checks). */
 gboolean tp_sim_replay_shared(TpSim *sim);
 
+/* Op g's message, d long on its link (d <= 0: none), once op g has ended: it starts as the link's
+ * last transfer (*link_free) ends, first in first out, and *link_free becomes its arrival. */
+static inline void tp_sim_transfer(TpSim *sim, long g, double d, double *link_free)
+{
+  double t = MAX(sim->end[g], *link_free);
+  sim->xstart[g] = t;
+  sim->xend[g] = *link_free = d > 0 ? t + d : t;
+}
+
 #endif

@@ -46,13 +46,19 @@ static inline double ops_time(const Shared *x, int st, long k0, long k1)
   return row[k1] - row[k0];
 }
 
+/* The producer of operation g (global index) of stage st, and in *pst its stage: a forward's is the
+ * stage before, a backward's the stage after. */
+static long producer_of(const Shared *x, int st, long g, int *pst)
+{
+  const TpIndex *ix = x->sim->ix;
+  *pst = tp_stage_ops(x->s, st)[g - ix->off[st]].kind == TP_OP_F ? st - 1 : st + 1;
+  return ix->prod[g];
+}
+
 /* The producer of stage st's next operation, as (stage, global index); FALSE when it has none. */
 static gboolean producer(const Shared *x, int st, int *pst, long *p)
 {
-  const TpIndex *ix = x->sim->ix;
-  long g = ix->off[st] + x->pos[st];
-  *p = ix->prod[g];
-  *pst = tp_stage_ops(x->s, st)[x->pos[st]].kind == TP_OP_F ? st - 1 : st + 1;
+  *p = producer_of(x, st, x->sim->ix->off[st] + x->pos[st], pst);
   return *p != -1;
 }
 
@@ -80,12 +86,11 @@ static double arrival_bound(const Shared *x, int pst, long p, int depth)
 
 static double input_bound(const Shared *x, int st, long g, int depth)
 {
-  const TpIndex *ix = x->sim->ix;
-  long q = ix->prod[g];
+  int qst;
+  long q = producer_of(x, st, g, &qst);
   if (q < 0)
     return 0;
-  int qst = tp_stage_ops(x->s, st)[g - ix->off[st]].kind == TP_OP_F ? st - 1 : st + 1;
-  if (q - ix->off[qst] < x->pos[qst])
+  if (q - x->sim->ix->off[qst] < x->pos[qst])
     return x->sim->xend[q];
   return depth > 0 ? arrival_bound(x, qst, q, depth - 1) : 0;
 }
@@ -104,10 +109,7 @@ static gboolean run_op(Shared *x, int st, double at)
     return TRUE;
   if (sim->end[g] == at)
     return FALSE;
-  int l = tp_link_of(x->W, st, op->kind);
-  double t = MAX(sim->end[g], x->link_free[l]), d = x->xdur[g];
-  sim->xstart[g] = t;
-  sim->xend[g] = x->link_free[l] = d > 0 ? t + d : t;
+  tp_sim_transfer(sim, g, x->xdur[g], &x->link_free[tp_link_of(x->W, st, op->kind)]);
   return TRUE;
 }
 
