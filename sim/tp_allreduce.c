@@ -61,6 +61,15 @@ double tp_allreduce_time(const TpDataParallel *dp, int st)
   return tp_allreduce_buckets(dp, st) * tp_allreduce_bucket_time(dp, st);
 }
 
+TpAllreduceStats *tp_allreduce_stats_new(int W)
+{
+  TpAllreduceStats *st = g_new0(TpAllreduceStats, 1);
+  st->busy = g_new0(double, W);
+  st->exposed = g_new0(double, W);
+  st->count = g_new0(long, W);
+  return st;
+}
+
 void tp_allreduce_stats_free(TpAllreduceStats *st)
 {
   if (!st)
@@ -114,9 +123,6 @@ TpArRun *tp_ar_run_new(const TpDataParallel *dp, TpEngine *e, TpAllreduceStats *
   ar->reached = g_new(double, dp->W);
   for (int s = 0; s < dp->W; s++)
     ar->left[s] = -1, ar->reached[s] = -1;
-  stats->busy = g_new0(double, dp->W);
-  stats->exposed = g_new0(double, dp->W);
-  stats->count = g_new0(long, dp->W);
   return ar;
 }
 
@@ -179,4 +185,52 @@ void tp_ar_commit(TpArRun *ar, const TpEvent *ev)
     tp_link_done(ar->e, &ar->q[target], target, &ar_handlers, ar);
   else
     send_bucket(ar, target);
+}
+
+/* ---- without the event loop ------------------------------------------------------------------- */
+
+gboolean tp_dp_links_apart(const TpDataParallel *dp)
+{
+  gboolean *used = g_new0(gboolean, MAX(dp->n_links, 1)), apart = TRUE;
+  for (int s = 0; s < dp->W && apart; s++) {
+    int l = dp->link[s];
+    apart = l >= 0 && l < dp->n_links && !used[l];
+    if (apart)
+      used[l] = TRUE;
+  }
+  g_free(used);
+  return apart;
+}
+
+/* Stage st's buckets through its idle link one after another, each from when it is ready: from t0,
+ * or spread evenly through [t0, t0 + dur] as the event loop releases them.  Its last delivery. */
+static double replay_buckets(const TpDataParallel *dp, TpAllreduceStats *stats, int st, double t0, double dur,
+                             gboolean spread)
+{
+  int n = tp_allreduce_buckets(dp, st);
+  double bt = tp_allreduce_bucket_time(dp, st), free = t0;
+  for (int i = 0; i < n; i++) {
+    double start = MAX(spread ? t0 + dur * (i + 1) / n : t0, free);
+    free = bt > 0 ? start + bt : start;
+    stats->busy[st] += free - start;
+  }
+  stats->count[st]++;
+  return free;
+}
+
+void tp_ar_replay_before_update(const TpDataParallel *dp, TpAllreduceStats *stats, int st, double t0, double dur,
+                                double *pending)
+{
+  if (dp->overlap && *pending < 0)
+    *pending = replay_buckets(dp, stats, st, t0, dur, TRUE);
+}
+
+double tp_ar_replay_update(const TpDataParallel *dp, TpAllreduceStats *stats, int st, double reached,
+                           double *pending)
+{
+  double done = *pending >= 0 ? *pending : replay_buckets(dp, stats, st, reached, 0, FALSE);
+  *pending = -1;
+  if (done > reached)
+    stats->exposed[st] += done - reached;
+  return MAX(done, reached);
 }

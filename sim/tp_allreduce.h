@@ -46,7 +46,20 @@ typedef struct {
   long *count;            /* [W] */
 } TpAllreduceStats;
 
+TpAllreduceStats *tp_allreduce_stats_new(int W);
 void tp_allreduce_stats_free(TpAllreduceStats *st);
+
+/* Whether every stage has a data-parallel link of its own (then its all-reduces wait for nothing
+ * but themselves, and the costed replay can time them). */
+gboolean tp_dp_links_apart(const TpDataParallel *dp);
+/* The all-reduce without the event loop, for a stage alone on its link: the event loop's sums.
+ * *pending is when the stage's all-reduce started behind a backward is delivered, -1 if none is.
+ * The operation before an update started at t0 and lasts dur (overlapped, it releases the buckets);
+ * the stage reached its update at `reached`: when the update starts. */
+void tp_ar_replay_before_update(const TpDataParallel *dp, TpAllreduceStats *stats, int st, double t0, double dur,
+                                double *pending);
+double tp_ar_replay_update(const TpDataParallel *dp, TpAllreduceStats *stats, int st, double reached,
+                           double *pending);
 
 /* The event loop's part (sim/tp_sim.c): classes 2 (a data-parallel transfer ended, target its link)
  * and 3 (a bucket became ready, target its stage) are the all-reduce's. */

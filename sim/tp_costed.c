@@ -298,7 +298,7 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
   g.t1 = g_new(double, (size_t)W * g.cap);
   g.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(W), 1));
   if (c->dp && c->dp->D > 1)
-    g.ar = tp_ar_run_new(c->dp, &g.eng, g.ar_stats = g_new0(TpAllreduceStats, 1));
+    g.ar = tp_ar_run_new(c->dp, &g.eng, g.ar_stats = tp_allreduce_stats_new(W));
   for (int st = 0; st < W; st++) {
     g.nb[st] = 1;
     mark(&g, st);

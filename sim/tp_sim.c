@@ -3,10 +3,11 @@
  * compute ends, then by target, then by age); then the stages whose state changed try to start,
  * lowest stage first; this repeats while zero-time operations finish at the same instant.  Links
  * are tp_link.h's.  On unit costs with a device per stage the timeline is the unit-slot replay's;
- * on other costs with no interleaved ranks or all-reduce, the costed replay's, the same times
- * without the event queue: a sweep over the stages with a device per stage (run_costed), decisions
- * device by device where stages share devices and nothing that sends takes zero time
- * (tp_sim_shared.c; the event loop where it cannot decide). */
+ * on other costs with no interleaved ranks, the costed replay's, the same times without the event
+ * queue: a sweep over the stages with a device per stage (run_costed; all-reduces too where each
+ * stage has its data-parallel link to itself), decisions device by device where stages share
+ * devices, nothing is all-reduced and nothing that sends takes zero time (tp_sim_shared.c; the event
+ * loop where it cannot decide). */
 #include "tp_sim_priv.h"
 #include "tp_engine.h"
 #include "tp_error.h"
@@ -195,18 +196,21 @@ static void commit(void *ctx, const TpEvent *ev)
 
 static void start(void *ctx, int st) { try_start(ctx, st); }
 
-/* Whether a costed replay may give this run's timeline: costs, no interleaved ranks (nor their F&B
- * composites) and no all-reduce, so that nothing is shared but the devices and the links, each link
- * carrying one sender's messages in that sender's order. */
+/* Whether a costed replay may give this run's timeline: costs and no interleaved ranks (nor their F&B
+ * composites), so that nothing is shared but the devices and the links, each link carrying one
+ * sender's messages in that sender's order. */
 static gboolean replayable(const TpSchedule *s, const TpCost *c, gboolean events)
 {
-  return !events && !c->unit && !s->rank_seq && !s->fb && !(c->dp && c->dp->D > 1);
+  return !events && !c->unit && !s->rank_seq && !s->fb;
 }
 
-/* Whether the costed replay with a device per stage (run_costed) gives it. */
+static gboolean all_reduced(const TpCost *c) { return c->dp && c->dp->D > 1; }
+
+/* Whether the costed replay with a device per stage (run_costed) gives it: all-reduces too, where
+ * each stage has its data-parallel link to itself. */
 static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean events)
 {
-  return replayable(s, c, events) && !c->shared_devices;
+  return replayable(s, c, events) && !c->shared_devices && (!all_reduced(c) || tp_dp_links_apart(c->dp));
 }
 
 /* Stages a device at most for the costed replay of shared devices. */
@@ -217,7 +221,7 @@ static gboolean costed_replay(const TpSchedule *s, const TpCost *c, gboolean eve
  * the event loop is faster). */
 static gboolean shared_replay(const TpSchedule *s, const TpCost *c, gboolean events)
 {
-  if (!replayable(s, c, events) || !c->shared_devices)
+  if (!replayable(s, c, events) || !c->shared_devices || all_reduced(c))
     return FALSE;
   int *on = g_new0(int, c->n_devices), most = 0;
   gboolean timed = TRUE;
@@ -299,8 +303,8 @@ static gboolean run_events(TpSim *sim, GError **err)
     r.arrived[g] = sim->prod[g] < 0; /* nothing to receive */
   for (int st = 0; st < s->W; st++)
     try_later(&r, st);
-  if (c->dp && c->dp->D > 1)
-    r.ar = tp_ar_run_new(c->dp, &r.eng, sim->ar = g_new0(TpAllreduceStats, 1));
+  if (all_reduced(c))
+    r.ar = tp_ar_run_new(c->dp, &r.eng, sim->ar = tp_allreduce_stats_new(s->W));
 
   static const TpEngineHandlers handlers = { commit, start };
   tp_engine_run(&r.eng, &handlers, &r);
@@ -321,11 +325,27 @@ static gboolean run_events(TpSim *sim, GError **err)
   return ok;
 }
 
+/* The costed replay's state: how far each stage got and when it is free, when each link's last
+ * message arrives, and each stage's all-reduce started behind its backward (-1: none). */
+typedef struct {
+  int *pos;
+  double *clock, *link_free, *ar_done;
+} Sweep;
+
+/* The time op g (op, of stage st) starts, its input there at `ready`: an update waits for its
+ * all-reduce, started now unless it was behind the operation before. */
+static inline double costed_begin(TpSim *sim, Sweep *x, int st, const TpOp *op, double ready)
+{
+  if (!sim->ar || op->kind != TP_OP_U)
+    return ready;
+  return tp_ar_replay_update(sim->c->dp, sim->ar, st, ready, &x->ar_done[st]);
+}
+
 /* Stage st's operations from pos[st] on, as far as their inputs have been computed: an operation
- * starts at max(its stage's previous end, its input's arrival); its message starts on its link at
- * max(its end, the link's previous arrival).  *down, *up: it sent on the link below or above. */
-static void costed_stage(TpSim *sim, int st, int *pos, double *clock, double *link_free, gboolean *down,
-                         gboolean *up)
+ * starts at max(its stage's previous end, its input's arrival), an update once its all-reduce is
+ * done; its message starts on its link at max(its end, the link's previous arrival).  *down, *up: it
+ * sent on the link below or above. */
+static void costed_stage(TpSim *sim, Sweep *x, int st, gboolean *down, gboolean *up)
 {
   const TpSchedule *s = sim->s;
   const TpCost *c = sim->c;
@@ -333,8 +353,8 @@ static void costed_stage(TpSim *sim, int st, int *pos, double *clock, double *li
   const TpOp *ops = tp_stage_ops(s, st);
   const long off = ix->off[st];
   const int n = tp_stage_len(s, st);
-  int k = pos[st];
-  double clk = clock[st];
+  int k = x->pos[st];
+  double clk = x->clock[st];
   for (; k < n; k++) {
     const TpOp *op = &ops[k];
     long g = off + k;
@@ -342,20 +362,22 @@ static void costed_stage(TpSim *sim, int st, int *pos, double *clock, double *li
     double ready = clk;
     if (p != -1) { /* its producer, on the stage before (a forward's) or after, has been computed */
       int pst = op->kind == TP_OP_F ? st - 1 : st + 1;
-      if (p < 0 || p - ix->off[pst] >= pos[pst])
+      if (p < 0 || p - ix->off[pst] >= x->pos[pst])
         break;
       ready = MAX(ready, sim->xend[p]);
     }
-    sim->start[g] = ready;
-    clk = sim->end[g] = ready + tp_sim_op_dur(sim, st, op);
+    double t0 = sim->start[g] = costed_begin(sim, x, st, op, ready), dur = tp_sim_op_dur(sim, st, op);
+    clk = sim->end[g] = t0 + dur;
+    if (sim->ar && op->kind != TP_OP_U && k + 1 < n && ops[k + 1].kind == TP_OP_U)
+      tp_ar_replay_before_update(c->dp, sim->ar, st, t0, dur, &x->ar_done[st]);
     if (sim->cons[g] < 0)
       continue;
     int l = tp_link_of(s->W, st, op->kind);
-    tp_sim_transfer(sim, g, tp_sim_link_time(c, l, tp_sim_op_bytes(c, s, st, op)), &link_free[l]);
+    tp_sim_transfer(sim, g, tp_sim_link_time(c, l, tp_sim_op_bytes(c, s, st, op)), &x->link_free[l]);
     *(op->kind == TP_OP_F ? down : up) = TRUE;
   }
-  pos[st] = k;
-  clock[st] = clk;
+  x->pos[st] = k;
+  x->clock[st] = clk;
 }
 
 /* The event loop's timeline where costed_replay holds, without the event queue: each stage runs as
@@ -365,27 +387,30 @@ static gboolean run_costed(TpSim *sim, GError **err)
 {
   const TpSchedule *s = sim->s;
   const int W = s->W;
-  int *pos = g_new0(int, W), *stack = g_new(int, W), top = 0;
+  Sweep x = { .pos = g_new0(int, W), .clock = g_new0(double, W),
+              .link_free = g_new0(double, MAX(tp_sim_n_links(W), 1)), .ar_done = g_new(double, W) };
+  int *stack = g_new(int, W), top = 0;
   gboolean *queued = g_new(gboolean, W);
-  double *clock = g_new0(double, W), *link_free = g_new0(double, MAX(tp_sim_n_links(W), 1));
+  if (all_reduced(sim->c))
+    sim->ar = tp_allreduce_stats_new(W);
   for (int st = W - 1; st >= 0; st--)
-    stack[top++] = st, queued[st] = TRUE;
+    stack[top++] = st, queued[st] = TRUE, x.ar_done[st] = -1;
   while (top > 0) {
     int st = stack[--top];
     gboolean down = FALSE, up = FALSE;
     queued[st] = FALSE;
-    costed_stage(sim, st, pos, clock, link_free, &down, &up);
+    costed_stage(sim, &x, st, &down, &up);
     if (down && st + 1 < W && !queued[st + 1])
       stack[top++] = st + 1, queued[st + 1] = TRUE;
     if (up && st > 0 && !queued[st - 1])
       stack[top++] = st - 1, queued[st - 1] = TRUE;
   }
-  gboolean ok = all_ran(s, pos, err);
+  gboolean ok = all_ran(s, x.pos, err);
   double span = 0;
   for (int st = 0; st < W; st++)
-    span = MAX(span, clock[st]);
+    span = MAX(span, x.clock[st]);
   sim->makespan = span;
-  g_free(pos), g_free(stack), g_free(queued), g_free(clock), g_free(link_free);
+  g_free(x.pos), g_free(x.clock), g_free(x.link_free), g_free(x.ar_done), g_free(stack), g_free(queued);
   return ok;
 }
 

@@ -131,6 +131,32 @@ static void test_overlap(void)
   g_assert_cmpfloat(b->makespan, <, a->makespan);
 }
 
+/* The costed replay's all-reduce: one whose buckets are all delivered before the stage reaches its
+ * update exposes nothing (the event loop adds exposure only while the stage waits), even where the
+ * last instant bucket is ready at t0 + (1.4 x 3) / 3, a rounding before t0 + 1.4. */
+static void test_replay_early(void)
+{
+  g_autoptr(TpCost) c = dp_cost(2, TRUE, "");
+  c->dp->bytes[0] = 6e7, c->dp->latency[0] = c->dp->bandwidth[0] = 0; /* bandwidth 0: infinite */
+  g_assert_cmpint(tp_allreduce_buckets(c->dp, 0), ==, 3);
+  g_assert_cmpfloat((1.4 * 3) / 3, <, 1.4);
+  TpAllreduceStats *st = tp_allreduce_stats_new(2);
+  double pending = -1;
+  tp_ar_replay_before_update(c->dp, st, 0, 0, 1.4, &pending);
+  g_assert_cmpfloat(pending, <, 1.4);
+  g_assert_cmpfloat(tp_ar_replay_update(c->dp, st, 0, 1.4, &pending), ==, 1.4);
+  g_assert_cmpfloat(st->exposed[0], ==, 0);
+  g_assert_cmpint(st->count[0], ==, 1);
+  g_assert_cmpfloat(pending, ==, -1);
+  /* not behind a backward: reduced whole from the update's reach, the wait all exposed */
+  c->dp->bandwidth[0] = 1e8, c->dp->latency[0] = 0.5;
+  double t = tp_allreduce_time(c->dp, 0);
+  g_assert_cmpfloat(fabs(tp_ar_replay_update(c->dp, st, 0, 10, &pending) - (10 + t)), <=, 1e-12 * t);
+  g_assert_cmpfloat(fabs(st->exposed[0] - t), <=, 1e-12 * t);
+  g_assert_cmpint(st->count[0], ==, 2);
+  tp_allreduce_stats_free(st);
+}
+
 /* dgx-a100: a stage's D x T GPUs inside a node reduce on NVLink; across nodes on the network, each
  * GPU its share of the node's; pipeline links cross nodes when a stage fills one. */
 static void test_layout(void)
@@ -218,6 +244,7 @@ int main(int argc, char **argv)
   g_test_add_func("/parallel/bad-group", test_bad_group);
   g_test_add_func("/parallel/shared-link", test_shared_link);
   g_test_add_func("/parallel/overlap", test_overlap);
+  g_test_add_func("/parallel/replay-early", test_replay_early);
   g_test_add_func("/parallel/layout", test_layout);
   g_test_add_func("/parallel/tensor-activations", test_tensor_activations);
   g_test_add_func("/parallel/plan-devices", test_plan_devices);

@@ -59,12 +59,14 @@ static void test_unit_equals_replay(void)
  * 1), its order fixed on the costs (bit 2); the costed replay's timeline must be the event loop's
  * bit for bit, transfers included.  Variants that do not apply are skipped (-1); else how
  * tp_sim_run made the timeline. */
-static int costed_case(const char *cost, int W, const TpPreset *p, int variant)
+static int costed_case(const char *cost, int W, int D, gboolean overlap, const TpPreset *p, int variant)
 {
   g_autoptr(TpSchedule) s = tpt_preset(p->name, W, 30, 9); /* N a multiple of W (1, 3 or 5), and dualpipe-v's 2W */
   GError *err = NULL;
   g_autoptr(TpCost) c = tp_cost_parse(cost, strlen(cost), "test.cost", W, &err);
   g_assert_no_error(err);
+  if (D > 1)
+    tp_cost_data_parallel(c, D, overlap);
   if (s->rank_seq || ((variant & 1) && !tp_schedule_ask_recompute(s, NULL)) ||
       ((variant & 4) && !tp_order_depends_on_costs(s->order)))
     return -1; /* interleaved stages take the event loop alone; a split backward is not recomputed */
@@ -92,6 +94,13 @@ static int costed_case(const char *cost, int W, const TpPreset *p, int variant)
     g_assert_cmpfloat(fast->xstart[g], ==, ev->xstart[g]);
     g_assert_cmpfloat(fast->xend[g], ==, ev->xend[g]);
   }
+  g_assert_true((fast->ar == NULL) == (D <= 1) && (ev->ar == NULL) == (D <= 1));
+  for (int st = 0; st < W && D > 1; st++) { /* what the all-reduces took, summed alike */
+    g_assert_cmpfloat(fast->ar->busy[st], ==, ev->ar->busy[st]);
+    g_assert_cmpfloat(fast->ar->exposed[st], ==, ev->ar->exposed[st]);
+    g_assert_cmpint(fast->ar->count[st], ==, ev->ar->count[st]);
+    g_assert_cmpint(ev->ar->count[st], >, 0);
+  }
   return fast->path;
 }
 
@@ -105,36 +114,52 @@ static void test_costed_equals_events(void)
     int W;
     int path; /* a TpSimPath, or -1: any */
     const char *text;
+    int D;            /* replicas, their all-reduces on [data_parallel]'s links */
+    gboolean overlap; /* reduced in buckets behind the backward */
   } costs[] = {
-    { 5, TP_SIM_COSTED_REPLAY,
+    { .W = 5, .path = TP_SIM_COSTED_REPLAY, .text =
       "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
       "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
       "[links]\nlatency = 0.2\nbandwidth = 100\n" },
-    { 5, TP_SIM_COSTED_REPLAY,
+    { .W = 5, .path = TP_SIM_COSTED_REPLAY, .text =
       "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0\n[links]\nlatency = 0\n" },
-    { 1, TP_SIM_COSTED_REPLAY, "[stages]\nforward = 2\nbackward = 3\nupdate = 0.5\n" },
+    { .W = 1, .path = TP_SIM_COSTED_REPLAY, .text = "[stages]\nforward = 2\nbackward = 3\nupdate = 0.5\n" },
     /* stages sharing devices */
-    { 5, TP_SIM_SHARED_REPLAY,
+    { .W = 5, .path = TP_SIM_SHARED_REPLAY, .text =
       "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nforward_whole = 9, 14, 4, 21, 11\nbackward = 2.5, 4, 1, 5.75, 3\n"
       "update = 0.3\nactivation_bytes = 400, 100, 900, 50, 0\ngradient_bytes = 0, 700, 80, 300, 60\n"
       "device = 1, 2, 1, 3, 2\n[links]\nlatency = 0.2\nbandwidth = 100\n" },
-    { 5, TP_SIM_SHARED_REPLAY,
+    { .W = 5, .path = TP_SIM_SHARED_REPLAY, .text =
       "[stages]\nforward = 1, 1, 1, 1, 1\nbackward = 2, 2, 2, 2, 2\nupdate = 0\ndevice = 1, 2, 2, 1, 1\n" },
-    { 5, TP_SIM_SHARED_REPLAY,
+    { .W = 5, .path = TP_SIM_SHARED_REPLAY, .text =
       "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0.25\ndevice = 1, 1, 1, 1, 1\n"
       "[links]\nlatency = 0.5\n" },
     /* a forward of no time sends within its instant, after a higher stage may have taken the device */
-    { 5, TP_SIM_EVENTS,
+    { .W = 5, .path = TP_SIM_EVENTS, .text =
       "[stages]\nforward = 0, 1, 1, 0, 1\nbackward = 1, 1, 1, 1, 1\nupdate = 0\ndevice = 1, 2, 1, 2, 1\n" },
     /* the same where a backward's time is lost in rounding: its end is its start, late in the run */
-    { 3, -1, "[stages]\nforward = 1, 1e-12, 1e-12\nbackward = 5e8, 1e-12, 5e8\nactivation_bytes = 8\ndevice = 2, 1, 2\n"
+    { .W = 3, .path = -1, .text = "[stages]\nforward = 1, 1e-12, 1e-12\nbackward = 5e8, 1e-12, 5e8\nactivation_bytes = 8\ndevice = 2, 1, 2\n"
              "[links]\nlatency = 1e-12, 0\n" },
+    /* replicas: each stage's all-reduce on its own link (one bucket; in buckets that queue behind the
+     * backward, some still running when the update comes; of no time), or on links two stages share */
+    { .W = 5, .path = TP_SIM_COSTED_REPLAY, .D = 4,
+      .text = "[stages]\nforward = 1.25, 2, 0.5, 3, 1.5\nbackward = 2.5, 4, 1, 5.75, 3\nupdate = 0.3\n"
+              "weight_bytes = 300, 0, 50, 1000, 70\nactivation_bytes = 400, 100, 900, 50, 0\n"
+              "[links]\nlatency = 0.2\nbandwidth = 100\n[data_parallel]\nlatency = 0.05\nbandwidth = 40, 40, 80, 20, 40\n" },
+    { .W = 5, .path = TP_SIM_COSTED_REPLAY, .D = 8, .overlap = TRUE,
+      .text = "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0.1\n"
+              "weight_bytes = 1e8, 3e7, 6e7, 1e6, 0\n[data_parallel]\nlatency = 0.01\nbandwidth = 3e7\n" },
+    { .W = 3, .path = TP_SIM_COSTED_REPLAY, .D = 2, .overlap = TRUE,
+      .text = "[stages]\nforward = 1, 2, 1\nbackward = 1.4, 2.8, 0.7\nupdate = 0\nweight_bytes = 6e7\n" },
+    { .W = 5, .path = TP_SIM_EVENTS, .D = 4,
+      .text = "[stages]\nforward = 1, 1.5, 2, 0.75, 1\nbackward = 2, 3, 4.5, 1.5, 2\nupdate = 0.1\nweight_bytes = 500\n"
+              "[data_parallel]\nlatency = 0.05\nbandwidth = 50\nlink = 1, 1, 2, 3, 3\n" },
   };
   for (guint ci = 0; ci < G_N_ELEMENTS(costs); ci++) {
     int cases = 0, took = 0;
     for (int i = 0; i < tp_n_presets; i++)
       for (int variant = 0; variant < 8; variant++) {
-        int path = costed_case(costs[ci].text, costs[ci].W, &tp_presets[i], variant);
+        int path = costed_case(costs[ci].text, costs[ci].W, costs[ci].D, costs[ci].overlap, &tp_presets[i], variant);
         cases += path >= 0, took += path == costs[ci].path;
       }
     g_assert_cmpint(cases, >, 0);
