@@ -505,39 +505,63 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o)
   return o->cost || o->model;
 }
 
-static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T, GError **err);
+/* What every cost gets once made (and each cost --fit-memory simulates): the cluster's links for D
+ * replicas of T-way blocks, interleaved chunks on their ranks' devices, the replicas' all-reduce. */
+typedef struct {
+  const TpCliCost *o;
+  const TpSchedule *s;
+  const TpCluster *cluster; /* NULL: no layout */
+  int D, T;
+} Dress;
+
+static void dress(TpCost *c, gconstpointer data)
+{
+  const Dress *d = data;
+  if (d->cluster)
+    tp_layout_links(c, d->cluster, d->D, d->T);
+  tp_cost_place_chunks(c, d->s);
+  tp_cost_data_parallel(c, d->D, d->o->overlap_allreduce);
+}
+
+static TpCost *cost_build(Dress *d, GError **err);
 
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
-  int D = 1, T = 1;
-  if ((o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 4096, &D, err)) ||
-      (o->tensor_parallel && !tp_cli_int("--tensor-parallel", o->tensor_parallel, 1, 1024, &T, err)))
+  Dress d = { .o = o, .s = s, .D = 1, .T = 1 };
+  if ((o->data_parallel && !tp_cli_int("--data-parallel", o->data_parallel, 1, 4096, &d.D, err)) ||
+      (o->tensor_parallel && !tp_cli_int("--tensor-parallel", o->tensor_parallel, 1, 1024, &d.T, err)))
     return NULL;
-  TpCost *c = cost_build(o, s, D, T, err);
-  if (c) {
-    tp_cost_place_chunks(c, s);
-    tp_cost_data_parallel(c, D, o->overlap_allreduce);
+  return cost_build(&d, err);
+}
+
+/* --cost FILE's costs for W stages. */
+static TpCost *cost_from_file(const char *path, int W, GError **err)
+{
+  TpCost *c = tp_cost_load(path, W, err);
+  gboolean work = FALSE;
+  for (int st = 0; c && st < c->W; st++)
+    work = work || c->stage[st].fwd > 0 || c->stage[st].bwd > 0;
+  if (c && !work) { /* a run of no time has no rate: refuse rather than report 0 samples/s */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: every forward and backward time is 0, so a run takes no time "
+                "and its rates are undefined; give at least one of them a time", path);
+    tp_cost_free(c);
+    return NULL;
   }
   return c;
 }
 
-static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T, GError **err)
+/* The cost of d's schedule under d's options, dressed. */
+static TpCost *cost_build(Dress *d, GError **err)
 {
-  if (o->cost) {
-    TpCost *c = tp_cost_load(o->cost, s->W, err);
-    gboolean work = FALSE;
-    for (int st = 0; c && st < c->W; st++)
-      work = work || c->stage[st].fwd > 0 || c->stage[st].bwd > 0;
-    if (c && !work) { /* a run of no time has no rate: refuse rather than report 0 samples/s */
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: every forward and backward time is 0, so a run takes no time "
-                  "and its rates are undefined; give at least one of them a time", o->cost);
-      tp_cost_free(c);
-      return NULL;
-    }
+  const TpCliCost *o = d->o;
+  const TpSchedule *s = d->s;
+  const int D = d->D, T = d->T;
+  if (o->cost || !o->model) {
+    TpCost *c = o->cost ? cost_from_file(o->cost, s->W, err) : tp_cost_unit(s->W);
+    if (c)
+      dress(c, d);
     return c;
   }
-  if (!o->model)
-    return tp_cost_unit(s->W);
   g_autoptr(TpModel) m = tp_model_load(o->model, err);
   g_autoptr(TpCluster) c = m && o->cluster ? tp_cluster_load(o->cluster, err) : NULL;
   g_autoptr(TpProfile) prof = m && o->profile && (c || !o->cluster) ? tp_profile_load(o->profile, err) : NULL;
@@ -564,7 +588,7 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T,
   g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, TRUE, err);
   if (!a || (s->rank_seq && !tp_analytic_place(a, s, err)))
     return NULL;
-  a->optimizer_states = 1 + adamw;
+  a->optimizer_states = 1 + adamw, a->replicas = D;
   tp_analytic_tensor(a, T);
   g_autofree int *counts = NULL;
   if (o->split) {
@@ -572,10 +596,13 @@ static TpCost *cost_build(const TpCliCost *o, const TpSchedule *s, int D, int T,
     if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
-  TpCost *cost = o->fit_memory ? tp_fit_memory(a, s, NULL, tp_cli_order_on_costs(o) && !s->source, 16, err)
-                 : tp_analytic_split(a, counts, NULL, NULL, err) ? tp_analytic_cost(a) : NULL;
-  if (cost && c)
-    tp_layout_links(cost, c, D, T);
+  d->cluster = c;
+  const TpCostDress fit_dress = { dress, d };
+  if (o->fit_memory)
+    return tp_fit_memory(a, s, NULL, tp_cli_order_on_costs(o) && !s->source, 16, &fit_dress, err);
+  TpCost *cost = tp_analytic_split(a, counts, NULL, NULL, err) ? tp_analytic_cost(a) : NULL;
+  if (cost)
+    dress(cost, d);
   return cost;
 }
 

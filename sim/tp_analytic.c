@@ -242,10 +242,11 @@ double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int a
 {
   (void)s;
   double params = a->tab.param_prefix[hi] - a->tab.param_prefix[lo], stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
-  /* weight versions, optimizer state, gradient buffer; stored activations (recomputing: the stage's
-   * input per micro-batch in flight and one workspace of a micro-batch's activations, as the
-   * simulator counts them; tp_fit_memory corrects a larger workspace by simulation) */
-  double held = params * (versions + 1 + optimizer_states(a));
+  /* weight versions, optimizer state, gradient buffer, with replicas the reduction buffer; stored
+   * activations (recomputing: the stage's input per micro-batch in flight and one workspace of a
+   * micro-batch's activations, as the simulator counts them; tp_fit_memory corrects a larger
+   * workspace by simulation) */
+  double held = params * (versions + 1 + optimizer_states(a) + (a->replicas > 1));
   if (a->recompute)
     return held + a->micro * (a->tab.in_bytes[lo] * acts + stored);
   return held + a->micro * stored * acts;

@@ -41,6 +41,9 @@ typedef struct {
   double pace;                     /* after a split chosen here: its slowest stage's cost per micro-batch */
   int optimizer_states;            /* optimizer floats per parameter: 1 (SGD's momentum, the default), 2 (AdamW) */
   int tensor;                      /* > 1: the model's blocks are split this many ways (tp_analytic_tensor) */
+  int replicas;                    /* > 1: the stages' gradients are all-reduced among this many replicas,
+                                      each stage holding a reduction buffer of its weights
+                                      (tp_cost_data_parallel) */
   gboolean recompute;              /* the split is for a recomputing schedule (docs/recompute.md): a stage's
                                       pace gains its forward again, its memory test stores the stage's
                                       input per micro-batch plus one micro-batch's activations */

@@ -4,21 +4,30 @@
 #include "tp_metrics.h"
 #include "tp_sim.h"
 
+/* The analytic model's cost of its current split, dressed. */
+static TpCost *dressed(const TpAnalytic *a, const TpCostDress *dress)
+{
+  TpCost *c = tp_analytic_cost(a);
+  if (dress)
+    dress->fn(c, dress->data);
+  return c;
+}
+
 TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
-                      GError **err)
+                      const TpCostDress *dress, GError **err)
 {
   /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
   g_autoptr(TpCost) unit = tp_cost_unit(s->W);
   g_autoptr(TpSim) usim = tp_sim_run_prepared(s, unit, prep, err);
   if (!usim)
     return NULL;
-  g_autoptr(TpMetrics) um = tp_metrics_compute(usim);
+  g_autofree TpStageMetrics *um = tp_metrics_memory(usim);
   g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
   for (int st = 0; st < s->W; st++)
-    acts[st] = um->stage[st].peak_activations, versions[st] = um->stage[st].max_live_versions;
+    acts[st] = um[st].peak_activations, versions[st] = um[st].max_live_versions;
   if (!tp_analytic_split(a, NULL, acts, versions, err))
     return NULL;
-  TpCost *cost = tp_analytic_cost(a);
+  TpCost *cost = dressed(a, dress);
   /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
    * what a stage overran, and split again until every stage fits (or no split does). */
   for (int round = 0; round < rounds; round++) {
@@ -32,11 +41,11 @@ TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboo
       tp_cost_free(cost);
       return NULL;
     }
-    g_autoptr(TpMetrics) mm = tp_metrics_compute(sim);
+    g_autofree TpStageMetrics *mm = tp_metrics_memory(sim);
     gboolean over = FALSE;
     for (int st = 0; st < s->W; st++)
-      if (mm->stage[st].peak_bytes > cost->capacity[st]) {
-        a->reserve[st] += mm->stage[st].peak_bytes - cost->capacity[st];
+      if (mm[st].peak_bytes > cost->capacity[st]) {
+        a->reserve[st] += mm[st].peak_bytes - cost->capacity[st];
         over = TRUE;
       }
     if (!over)
@@ -44,7 +53,7 @@ TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboo
     tp_cost_free(cost);
     if (!tp_analytic_split(a, NULL, acts, versions, err))
       return NULL;
-    cost = tp_analytic_cost(a);
+    cost = dressed(a, dress);
   }
   return cost;
 }

@@ -271,6 +271,16 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   return m;
 }
 
+TpStageMetrics *tp_metrics_memory(const TpSim *sim)
+{
+  TpMetrics m = { .W = sim->s->W, .stage = g_new0(TpStageMetrics, sim->s->W) };
+  TpStageWork w = { sim, &m, 0 };
+  int threads;
+  GThread **t = tp_metrics_memory_start(sim, &w, &threads);
+  tp_metrics_memory_finish(&w, t, threads);
+  return m.stage;
+}
+
 void tp_metrics_free(TpMetrics *m)
 {
   if (!m)

@@ -65,6 +65,9 @@ typedef struct {
 } TpMetrics;
 
 TpMetrics *tp_metrics_compute(const TpSim *sim);
+/* The memory fields of tp_metrics_compute(sim)'s stages alone ([W], g_free), for callers that read
+ * nothing else. */
+TpStageMetrics *tp_metrics_memory(const TpSim *sim);
 /* t_minibatch of tp_metrics_compute(sim) alone: the spacing of stage 1's updates over the steady
  * range, else makespan / K. */
 double tp_metrics_time_per_minibatch(const TpSim *sim);

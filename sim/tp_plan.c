@@ -119,13 +119,24 @@ typedef struct {
   GPtrArray *all;
 } Search;
 
-/* The cost model of candidate p (its split set), or NULL with err. */
-static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
+/* The analytic model of candidate p, its split not chosen yet (NULL with err).  Recomputing: the
+ * split is chosen on backwards that cost their forwards again. */
+static TpAnalytic *plan_analytic(const TpPlanRequest *r, const TpPlan *p, GError **err)
 {
   TpAnalytic *a = tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
                                      tp_plan_replica_batch(p), TRUE, err);
-  if (a) /* recomputing: the split is chosen on backwards that cost their forwards again */
-    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states, tp_plan_tensor(p, a);
+  if (!a)
+    return NULL;
+  a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states;
+  a->replicas = p->D;
+  tp_plan_tensor(p, a);
+  return a;
+}
+
+/* The cost model of candidate p (its split set), or NULL with err. */
+static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
+{
+  TpAnalytic *a = plan_analytic(r, p, err);
   if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
     tp_analytic_free(a);
     return NULL;
@@ -268,6 +279,18 @@ typedef struct {
   TpPlan q;
 } Refit;
 
+/* Candidate p's links and replicas on a cost of the analytic model. */
+typedef struct {
+  const TpPlanRequest *r;
+  const TpPlan *p;
+} PlanDress;
+
+static void plan_dress(TpCost *c, gconstpointer data)
+{
+  const PlanDress *d = data;
+  tp_plan_replicas(d->r, d->p, c);
+}
+
 static gboolean refit_make(const TpPlanRequest *r, const TpPlan *p, Refit *f)
 {
   GError *e = NULL;
@@ -276,18 +299,16 @@ static gboolean refit_make(const TpPlanRequest *r, const TpPlan *p, Refit *f)
                                                           tp_default_mini_batches(p->W), &prep, &e);
   if (s)
     s->recompute = p->recompute;
-  TpAnalytic *a = s ? tp_analytic_new_on(tp_plan_model(r, p), r->cluster, r->profile, p->W, p->N,
-                                         tp_plan_replica_batch(p), TRUE, &e) : NULL;
-  if (a)
-    a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states, tp_plan_tensor(p, a);
-  TpCost *c = a ? tp_fit_memory(a, s, &prep, TRUE, TP_PLAN_FIT_ROUNDS, &e) : NULL;
+  TpAnalytic *a = s ? plan_analytic(r, p, &e) : NULL;
+  PlanDress pd = { r, p };
+  const TpCostDress dress = { plan_dress, &pd };
+  TpCost *c = a ? tp_fit_memory(a, s, &prep, TRUE, TP_PLAN_FIT_ROUNDS, &dress, &e) : NULL;
   tp_prepared_clear(&prep);
   if (!c) {
     g_clear_error(&e);
     tp_analytic_free(a);
     return FALSE;
   }
-  tp_plan_replicas(r, p, c);
   *f = (Refit){ .a = a, .c = c, .q = *p };
   f->q.split = g_new(int, p->W), f->q.sim.peak_bytes = g_new(double, p->W), f->q.failure = NULL;
   f->q.simulated = FALSE, f->q.status = TP_PLAN_OVER_MEMORY;
