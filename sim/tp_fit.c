@@ -4,6 +4,26 @@
 #include "tp_metrics.h"
 #include "tp_sim.h"
 
+void tp_fitted_clear(TpFitted *f)
+{
+  tp_sim_free(f->sim);
+  tp_schedule_free(f->order);
+  g_free(f->memory);
+  *f = (TpFitted){ 0 };
+}
+
+gboolean tp_fit_unit_peaks(const TpSchedule *s, TpPrepared *prep, int *acts, int *versions, GError **err)
+{
+  g_autoptr(TpCost) unit = tp_cost_unit(s->W);
+  g_autoptr(TpSim) usim = tp_sim_run_prepared(s, unit, prep, err);
+  if (!usim)
+    return FALSE;
+  g_autofree TpStageMetrics *um = tp_metrics_memory(usim);
+  for (int st = 0; st < s->W; st++)
+    acts[st] = um[st].peak_activations, versions[st] = um[st].max_live_versions;
+  return TRUE;
+}
+
 /* The analytic model's cost of its current split, dressed. */
 static TpCost *dressed(const TpAnalytic *a, const TpCostDress *dress)
 {
@@ -13,18 +33,10 @@ static TpCost *dressed(const TpAnalytic *a, const TpCostDress *dress)
   return c;
 }
 
-TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
-                      const TpCostDress *dress, GError **err)
+TpCost *tp_fit_memory_from(TpAnalytic *a, const TpSchedule *s, const int *acts, const int *versions,
+                           gboolean order_on_costs, int rounds, const TpCostDress *dress, TpFitted *fitted,
+                           GError **err)
 {
-  /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
-  g_autoptr(TpCost) unit = tp_cost_unit(s->W);
-  g_autoptr(TpSim) usim = tp_sim_run_prepared(s, unit, prep, err);
-  if (!usim)
-    return NULL;
-  g_autofree TpStageMetrics *um = tp_metrics_memory(usim);
-  g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
-  for (int st = 0; st < s->W; st++)
-    acts[st] = um[st].peak_activations, versions[st] = um[st].max_live_versions;
   if (!tp_analytic_split(a, NULL, acts, versions, err))
     return NULL;
   TpCost *cost = dressed(a, dress);
@@ -48,12 +60,25 @@ TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboo
         a->reserve[st] += mm[st].peak_bytes - cost->capacity[st];
         over = TRUE;
       }
-    if (!over)
+    if (!over) {
+      if (fitted)
+        *fitted = (TpFitted){ .order = g_steal_pointer(&t), .sim = g_steal_pointer(&sim), .memory = g_steal_pointer(&mm) };
       break;
+    }
     tp_cost_free(cost);
     if (!tp_analytic_split(a, NULL, acts, versions, err))
       return NULL;
     cost = dressed(a, dress);
   }
   return cost;
+}
+
+TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
+                      const TpCostDress *dress, GError **err)
+{
+  /* the schedule's own peaks (micro-batch activations, versions) on unit slots */
+  g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
+  if (!tp_fit_unit_peaks(s, prep, acts, versions, err))
+    return NULL;
+  return tp_fit_memory_from(a, s, acts, versions, order_on_costs, rounds, dress, NULL, err);
 }

@@ -5,7 +5,9 @@
 #define TP_FIT_H
 
 #include "tp_analytic.h"
+#include "tp_metrics.h"
 #include "tp_schedule.h"
+#include "tp_sim.h"
 
 /* What the caller adds to every cost the analytic model makes before it is simulated: links of a
  * cluster's layout, the all-reduce of replicas (whose buffers the memory must hold). */
@@ -23,5 +25,24 @@ typedef struct {
  * simulation on unit slots (tp_sim_run_prepared). */
 TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
                       const TpCostDress *dress, GError **err);
+
+/* The fit in two parts, for callers that keep what it computed.  s's unit-slot peaks per stage:
+ * micro-batch activations and live versions. */
+gboolean tp_fit_unit_peaks(const TpSchedule *s, TpPrepared *prep, int *acts, int *versions, GError **err);
+
+/* What the fit's last round simulated when the split it returns fit: the order that ran when it was
+ * fixed on the costs (NULL: s itself), its simulation, and its stages' memory (tp_metrics_memory). */
+typedef struct {
+  TpSchedule *order;
+  TpSim *sim;
+  TpStageMetrics *memory;
+} TpFitted;
+void tp_fitted_clear(TpFitted *f);
+
+/* tp_fit_memory from s's unit-slot peaks; *fitted (NULL: not wanted) takes what the last round
+ * simulated when the split fit, and stays empty otherwise. */
+TpCost *tp_fit_memory_from(TpAnalytic *a, const TpSchedule *s, const int *acts, const int *versions,
+                           gboolean order_on_costs, int rounds, const TpCostDress *dress, TpFitted *fitted,
+                           GError **err);
 
 #endif

@@ -213,7 +213,18 @@ static void stage_pass(const TpSim *sim, TpMetrics *m, int st, double t0, double
   *busy_steady = steady;
 }
 
-TpMetrics *tp_metrics_compute(const TpSim *sim)
+/* The memory fields of a stage's metrics (what tp_metrics_memory computes). */
+static void memory_fields(TpStageMetrics *to, const TpStageMetrics *from)
+{
+  to->peak_bytes = from->peak_bytes, to->max_live_versions = from->max_live_versions;
+  to->peak_activations = from->peak_activations;
+  memcpy(to->at_peak, from->at_peak, sizeof to->at_peak);
+  memcpy(to->comp_peak, from->comp_peak, sizeof to->comp_peak);
+}
+
+TpMetrics *tp_metrics_compute(const TpSim *sim) { return tp_metrics_compute_with(sim, NULL); }
+
+TpMetrics *tp_metrics_compute_with(const TpSim *sim, const TpStageMetrics *memory)
 {
   const TpSchedule *s = sim->s;
   const int W = s->W, L = tp_sim_n_links(W);
@@ -227,8 +238,8 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
 
   /* the stages' memory needs only the timeline: on other threads while this one does the rest */
   TpStageWork w = { sim, m, 0 };
-  int threads;
-  GThread **t = tp_metrics_memory_start(sim, &w, &threads);
+  int threads = 0;
+  GThread **t = memory ? NULL : tp_metrics_memory_start(sim, &w, &threads);
 
   m->ver.v = g_new(int, s->K + 1);
   m->ver.g = g_new(int, s->K + 1);
@@ -267,7 +278,11 @@ TpMetrics *tp_metrics_compute(const TpSim *sim)
   m->throughput_steady = m->t_minibatch > 0 ? s->N * per_micro / m->t_minibatch : 0;
   m->bubble_steady = t1 > t0 ? 1.0 - busy_steady / (R * (t1 - t0)) : m->bubble;
 
-  tp_metrics_memory_finish(&w, t, threads);
+  if (memory)
+    for (int st = 0; st < W; st++)
+      memory_fields(&m->stage[st], &memory[st]);
+  else
+    tp_metrics_memory_finish(&w, t, threads);
   return m;
 }
 

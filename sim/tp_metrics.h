@@ -65,6 +65,8 @@ typedef struct {
 } TpMetrics;
 
 TpMetrics *tp_metrics_compute(const TpSim *sim);
+/* The same with the stages' memory already computed (tp_metrics_memory(sim), or NULL: computed). */
+TpMetrics *tp_metrics_compute_with(const TpSim *sim, const TpStageMetrics *memory);
 /* The memory fields of tp_metrics_compute(sim)'s stages alone ([W], g_free), for callers that read
  * nothing else. */
 TpStageMetrics *tp_metrics_memory(const TpSim *sim);

@@ -214,16 +214,36 @@ static void bound(TpPlan *p, const TpAnalytic *a, const TpCost *c)
   p->sim.limit = cap / MAX(used, 1);
 }
 
-static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
+/* p split under the memory instead of its fastest split (refit_make): the schedule's activations
+ * and versions per stage, corrected by simulation a few rounds (tp_fit_memory_from).  Its plan q,
+ * not simulated yet, with its costs, its schedule, and what the fit's last round simulated when it
+ * fit (q's simulation takes that over). */
+typedef struct {
+  TpAnalytic *a;
+  TpCost *c;
+  TpPlan q;
+  TpSchedule *s;
+  TpFitted fitted;
+} Refit;
+
+static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a, const Refit *fit)
 {
   GError *e = NULL;
   bottleneck(p, c);
-  int K = tp_default_mini_batches(p->W);
-  TpPrepared prep = { .untimed = TRUE }; /* simulated on costs */
-  g_autoptr(TpSchedule) s = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N, K,
-                                                           p->recompute, c, &prep, &e);
-  g_autoptr(TpSim) sim = s ? tp_sim_run_prepared(s, c, &prep, &e) : NULL;
-  tp_prepared_clear(&prep);
+  g_autoptr(TpSchedule) own = NULL;
+  g_autoptr(TpSim) own_sim = NULL;
+  const TpSchedule *s = NULL;
+  const TpSim *sim = NULL;
+  const TpStageMetrics *memory = NULL; /* sim's, when known */
+  if (fit && fit->fitted.sim) { /* the fit's last round: this schedule on these costs */
+    s = fit->fitted.order ? fit->fitted.order : fit->s, sim = fit->fitted.sim, memory = fit->fitted.memory;
+  } else {
+    TpPrepared prep = { .untimed = TRUE }; /* simulated on costs */
+    s = own = tp_schedule_generate_costed_rc(p->preset->order, p->preset->policy, p->W, p->N,
+                                             tp_default_mini_batches(p->W), p->recompute, c, &prep, &e);
+    sim = own_sim = s ? tp_sim_run_prepared(s, c, &prep, &e) : NULL;
+    tp_prepared_clear(&prep);
+  }
   if (!sim) {
     p->status = TP_PLAN_FAILED;
     p->failure = g_strdup(e->message);
@@ -236,7 +256,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &nf, NULL);
   g_autoptr(TpSim) fsim = f ? tp_sim_run(f, c, NULL) : NULL;
   p->fused = fsim && tp_metrics_time_per_minibatch(fsim) < tp_metrics_time_per_minibatch(sim) * (1 - 1e-6);
-  g_autoptr(TpMetrics) m = tp_metrics_compute(p->fused ? fsim : sim);
+  g_autoptr(TpMetrics) m = p->fused ? tp_metrics_compute(fsim) : tp_metrics_compute_with(sim, memory);
   p->simulated = TRUE;
   p->sim.t_minibatch = m->t_minibatch;
   p->sim.samples_per_second = m->throughput_steady;
@@ -270,15 +290,6 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a)
   p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
 }
 
-/* p split under the memory instead of its fastest split: the schedule's activations and versions
- * per stage, corrected by simulation a few rounds (tp_fit_memory).  Its plan q, not simulated yet,
- * with its costs; FALSE when no split fits. */
-typedef struct {
-  TpAnalytic *a;
-  TpCost *c;
-  TpPlan q;
-} Refit;
-
 /* Candidate p's links and replicas on a cost of the analytic model. */
 typedef struct {
   const TpPlanRequest *r;
@@ -291,25 +302,22 @@ static void plan_dress(TpCost *c, gconstpointer data)
   tp_plan_replicas(d->r, d->p, c);
 }
 
-static gboolean refit_make(const TpPlanRequest *r, const TpPlan *p, Refit *f)
+static gboolean refit_make(const TpPlanRequest *r, TpPlanActs *acts, const TpPlan *p, Refit *f)
 {
   GError *e = NULL;
-  TpPrepared prep = { 0 };
-  g_autoptr(TpSchedule) s = tp_schedule_generate_prepared(p->preset->order, p->preset->policy, p->W, p->N,
-                                                          tp_default_mini_batches(p->W), &prep, &e);
-  if (s)
-    s->recompute = p->recompute;
+  const int *peaks = NULL; /* its unit-slot activations, then versions, per stage */
+  g_autoptr(TpSchedule) s = tp_plan_schedule_peaks(acts, p, &peaks, &e);
   TpAnalytic *a = s ? plan_analytic(r, p, &e) : NULL;
   PlanDress pd = { r, p };
   const TpCostDress dress = { plan_dress, &pd };
-  TpCost *c = a ? tp_fit_memory(a, s, &prep, TRUE, TP_PLAN_FIT_ROUNDS, &dress, &e) : NULL;
-  tp_prepared_clear(&prep);
+  TpFitted fitted = { 0 };
+  TpCost *c = a ? tp_fit_memory_from(a, s, peaks, peaks + p->W, TRUE, TP_PLAN_FIT_ROUNDS, &dress, &fitted, &e) : NULL;
   if (!c) {
     g_clear_error(&e);
     tp_analytic_free(a);
     return FALSE;
   }
-  *f = (Refit){ .a = a, .c = c, .q = *p };
+  *f = (Refit){ .a = a, .c = c, .q = *p, .s = g_steal_pointer(&s), .fitted = fitted };
   f->q.split = g_new(int, p->W), f->q.sim.peak_bytes = g_new(double, p->W), f->q.failure = NULL;
   f->q.simulated = FALSE, f->q.status = TP_PLAN_OVER_MEMORY;
   for (int st = 0; st < p->W; st++)
@@ -327,6 +335,8 @@ static void refit_keep(TpPlan *p, Refit *f)
     *q = old;
   }
   g_free(q->split), g_free(q->sim.peak_bytes), g_free(q->failure);
+  tp_fitted_clear(&f->fitted);
+  tp_schedule_free(f->s);
   tp_cost_free(f->c);
   tp_analytic_free(f->a);
 }
@@ -347,21 +357,21 @@ typedef struct {
 static void settle(const Job *j, TpPlan *p, const TpCost *c, const TpAnalytic *a)
 {
   if (j->exact || !tp_plan_split_over(j->acts, p, a, c)) {
-    simulate(p, c, a);
+    simulate(p, c, a, NULL);
     if (p->status != TP_PLAN_OVER_MEMORY)
       return;
   }
   Refit f;
-  if (!refit_make(j->r, p, &f)) { /* no split fits: the fastest one stays, over the limit */
+  if (!refit_make(j->r, j->acts, p, &f)) { /* no split fits: the fastest one stays, over the limit */
     if (!p->simulated)
-      simulate(p, c, a);
+      simulate(p, c, a, NULL);
     return;
   }
   if (j->exact || !tp_plan_split_over(j->acts, &f.q, f.a, f.c))
-    simulate(&f.q, f.c, f.a);
+    simulate(&f.q, f.c, f.a, &f);
   gboolean tried = p->simulated || f.q.simulated;
   if (f.q.simulated && f.q.status == TP_PLAN_FAILED && !p->simulated)
-    simulate(p, c, a); /* the refused split is not kept: p as simulated */
+    simulate(p, c, a, NULL); /* the refused split is not kept: p as simulated */
   else if (!(f.q.simulated && f.q.status == TP_PLAN_FITS) && !(p->simulated && f.q.simulated))
     p->status = TP_PLAN_OVER_MEMORY, p->pending = TRUE;
   refit_keep(p, &f);

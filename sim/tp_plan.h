@@ -133,6 +133,10 @@ gboolean tp_plan_may_fit(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, co
 /* TRUE when the split of cost model c (p's, under a) holds more than a device's memory on some stage by
  * those least bytes: simulated, it would be over the limit. */
 gboolean tp_plan_split_over(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c);
+/* p's schedule (its preset's order, recomputing as p) and, in *peaks, its peaks on unit slots per
+ * stage (tp_fit_unit_peaks: W micro-batch activations, then W live versions), kept in t per preset, W,
+ * N and recomputing for a search's threads; NULL on error. */
+TpSchedule *tp_plan_schedule_peaks(TpPlanActs *t, const TpPlan *p, const int **peaks, GError **err);
 
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then
  * batch, preset, W, N, recompute in enumeration order. */

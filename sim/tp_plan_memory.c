@@ -5,9 +5,11 @@
  * come first is the order's own, the same on every split (the micro-batches held, from the schedule
  * itself, kept per preset, W and N for the whole search; recomputing, one as workspace).  The layers
  * are then tried every way into the stages: no split whose every stage is within its device's
- * memory, no plan that fits. */
+ * memory, no plan that fits.  The same cache keeps each schedule's peaks on unit slots, where the
+ * split under the memory starts (tp_fit_memory_from). */
 #include "tp_plan.h"
 #include "tp_costed.h"
+#include "tp_fit.h"
 #include "tp_replay.h"
 
 #include <string.h>
@@ -17,7 +19,8 @@
 
 struct TpPlanActs {
   GMutex lock;
-  GHashTable *held; /* "order:policy:W:N" -> int[W] */
+  GHashTable *held;  /* "order:policy:W:N" -> int[W] */
+  GHashTable *peaks; /* "order:policy:W:N:recompute" -> int[2W] */
 };
 
 TpPlanActs *tp_plan_acts_new(void)
@@ -25,6 +28,7 @@ TpPlanActs *tp_plan_acts_new(void)
   TpPlanActs *t = g_new0(TpPlanActs, 1);
   g_mutex_init(&t->lock);
   t->held = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  t->peaks = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   return t;
 }
 
@@ -33,6 +37,7 @@ void tp_plan_acts_free(TpPlanActs *t)
   if (!t)
     return;
   g_hash_table_destroy(t->held);
+  g_hash_table_destroy(t->peaks);
   g_mutex_clear(&t->lock);
   g_free(t);
 }
@@ -57,24 +62,63 @@ void tp_plan_held_acts(const TpPreset *ps, int W, int N, int *held)
   }
 }
 
+/* The value under key in table (the search's threads share it), or `mine` inserted there: `mine` is
+ * freed when another thread inserted first. */
+static const int *keep(TpPlanActs *t, GHashTable *table, char *key, int *mine)
+{
+  g_mutex_lock(&t->lock);
+  const int *kept = g_hash_table_lookup(table, key);
+  if (!kept)
+    g_hash_table_insert(table, key, mine), kept = mine;
+  else
+    g_free(key), g_free(mine);
+  g_mutex_unlock(&t->lock);
+  return kept;
+}
+
+static const int *lookup(TpPlanActs *t, GHashTable *table, const char *key)
+{
+  g_mutex_lock(&t->lock);
+  const int *kept = g_hash_table_lookup(table, key);
+  g_mutex_unlock(&t->lock);
+  return kept;
+}
+
 /* The micro-batches each stage of p's order holds at its first backward, computed once per key. */
 static const int *held_of(TpPlanActs *t, const TpPlan *p)
 {
-  g_autofree char *key = g_strdup_printf("%d:%d:%d:%d", p->preset->order, p->preset->policy, p->W, p->N);
-  g_mutex_lock(&t->lock);
-  const int *held = g_hash_table_lookup(t->held, key);
-  g_mutex_unlock(&t->lock);
-  if (held)
+  char *key = g_strdup_printf("%d:%d:%d:%d", p->preset->order, p->preset->policy, p->W, p->N);
+  const int *held = lookup(t, t->held, key);
+  if (held) {
+    g_free(key);
     return held;
+  }
   int *mine = g_new(int, p->W);
   tp_plan_held_acts(p->preset, p->W, p->N, mine);
-  g_mutex_lock(&t->lock);
-  if (!(held = g_hash_table_lookup(t->held, key)))
-    g_hash_table_insert(t->held, g_steal_pointer(&key), mine), held = mine;
-  else
-    g_free(mine);
-  g_mutex_unlock(&t->lock);
-  return held;
+  return keep(t, t->held, key, mine);
+}
+
+TpSchedule *tp_plan_schedule_peaks(TpPlanActs *t, const TpPlan *p, const int **peaks, GError **err)
+{
+  char *key = g_strdup_printf("%d:%d:%d:%d:%d", p->preset->order, p->preset->policy, p->W, p->N, p->recompute);
+  *peaks = lookup(t, t->peaks, key);
+  TpPrepared prep = { .untimed = *peaks != NULL }; /* known peaks: the order alone is read */
+  TpSchedule *s = tp_schedule_generate_prepared(p->preset->order, p->preset->policy, p->W, p->N,
+                                                tp_default_mini_batches(p->W), &prep, err);
+  if (s)
+    s->recompute = p->recompute;
+  if (s && !*peaks) {
+    int *mine = g_new(int, 2 * p->W);
+    if (tp_fit_unit_peaks(s, &prep, mine, mine + p->W, err))
+      *peaks = keep(t, t->peaks, g_steal_pointer(&key), mine);
+    else {
+      g_free(mine);
+      g_clear_pointer(&s, tp_schedule_free);
+    }
+  }
+  tp_prepared_clear(&prep);
+  g_free(key);
+  return s;
 }
 
 /* Stage s's least bytes on layers [lo, hi): what every weight byte brings (`per_weight`: itself,
