@@ -83,6 +83,7 @@ static void fill_prefixes(TpAnalytic *a, int k)
   const TpCluster *c = a->cluster;
   const TpProfile *p = a->profile;
   int L = tp_model_n_layers(m);
+  a->tab.times_grow = TRUE;
   for (int s = 0; s < a->W; s++) {
     const TpDevice *d = p ? NULL : &c->dev[a->device[s]];
     double *fp = a->tab.fwd_prefix + (size_t)s * (L + 1), *bp = a->tab.bwd_prefix + (size_t)s * (L + 1);
@@ -94,6 +95,7 @@ static void fill_prefixes(TpAnalytic *a, int k)
       fp[i + 1] = fp[i] + comm + (p ? p->layer[i].fwd[k] : tp_layer_time(l, d, m->elem_bytes, a->micro, FALSE));
       bp[i + 1] = bp[i] + bwd;
       ip[i + 1] = ip[i] + (l->bwd_flops > 0 ? bwd * l->bwd_in_flops / l->bwd_flops : bwd / 2);
+      a->tab.times_grow &= fp[i + 1] >= fp[i] && bp[i + 1] >= bp[i];
     }
   }
 }
@@ -220,15 +222,22 @@ static double link_time(const TpAnalytic *a, double bytes_per_sample)
   return a->link_latency + a->micro * bytes_per_sample / a->link_bandwidth;
 }
 
-/* A stage's share of the pipeline's pace for one micro-batch: its compute, or the transfer of its
- * output activations downstream or of its input gradient upstream if slower (they overlap). */
-static double range_cost(int s, int lo, int hi, gpointer data)
+/* Stage s's compute for one micro-batch on layers [lo, hi). */
+static double range_compute(int s, int lo, int hi, gpointer data)
 {
   const TpAnalytic *a = data;
   size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
   double fwd = a->tab.fwd_prefix[row + hi] - a->tab.fwd_prefix[row + lo];
   /* recomputing: the backward runs the forward again */
-  double t = (a->recompute ? 2 : 1) * fwd + a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
+  return (a->recompute ? 2 : 1) * fwd + a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
+}
+
+/* A stage's share of the pipeline's pace for one micro-batch: its compute, or the transfer of its
+ * output activations downstream or of its input gradient upstream if slower (they overlap). */
+static double range_cost(int s, int lo, int hi, gpointer data)
+{
+  const TpAnalytic *a = data;
+  double t = range_compute(s, lo, hi, data);
   if (s < a->W - 1)
     t = MAX(t, link_time(a, a->tab.out_bytes[hi - 1]));
   if (s > 0)
@@ -276,7 +285,9 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
     return TRUE;
   }
   a->acts = acts, a->versions = versions;
-  gboolean ok = tp_partition(L, a->W, range_cost, acts && versions ? range_fits : NULL, a, a->bounds, &a->pace);
+  const TpRanges r = { .cost = range_cost, .floor = a->tab.times_grow ? range_compute : NULL,
+                       .fits = acts && versions ? range_fits : NULL, .data = a };
+  gboolean ok = tp_partition(L, a->W, &r, a->bounds, &a->pace);
   a->acts = a->versions = NULL;
   if (!ok)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,

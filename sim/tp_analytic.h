@@ -21,6 +21,8 @@ typedef struct {
   double *param_prefix, *stored_prefix, *storedw_prefix; /* [L+1] weight bytes; bytes kept per sample; of
                                                            those, what a W still needs after its I */
   double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
+  gboolean times_grow;             /* no layer's time is negative: a stage's compute never shrinks
+                                      as it takes more layers */
 } TpAnalyticTables;
 
 typedef struct {

@@ -10,12 +10,21 @@ typedef double (*TpRangeCost)(int s, int lo, int hi, gpointer data);
 /* Whether layers [lo, hi) fit stage s; NULL = always. */
 typedef gboolean (*TpRangeFits)(int s, int lo, int hi, gpointer data);
 
+/* What a split is judged on.  floor (NULL: none) is a lower bound of cost that never grows when a
+ * stage starts later (gives up layers): floor(s, lo, hi) <= cost(s, lo, hi) and floor(s, lo + 1, hi)
+ * <= floor(s, lo, hi); with it the search stops looking at earlier starts that cannot win. */
+typedef struct {
+  TpRangeCost cost, floor;
+  TpRangeFits fits;
+  gpointer data;
+} TpRanges;
+
 /* bounds[0..W]: stage s gets layers [bounds[s], bounds[s+1]); every stage at least one layer.
- * Among optimal splits the one with the earliest boundaries is returned.
- * FALSE when L < W or no split fits. O(W·L²) cost calls. */
-gboolean tp_partition(int L, int W, TpRangeCost cost, TpRangeFits fits, gpointer data, int *bounds, double *best);
-/* The same by enumerating every split (for tests; exponential). */
-gboolean tp_partition_brute(int L, int W, TpRangeCost cost, TpRangeFits fits, gpointer data, int *bounds,
-                            double *best);
+ * Among optimal splits: the last stage's earliest start, then each earlier stage's earliest start
+ * among the best splits of the layers before it.  FALSE when L < W or no split fits.  At most
+ * O(W·L²) cost calls, far fewer where the best start moves little as layers are added. */
+gboolean tp_partition(int L, int W, const TpRanges *r, int *bounds, double *best);
+/* The same optimum by enumerating every split (for tests; exponential). */
+gboolean tp_partition_brute(int L, int W, const TpRanges *r, int *bounds, double *best);
 
 #endif

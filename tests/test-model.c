@@ -157,29 +157,64 @@ static gboolean toy_fits(int s, int lo, int hi, gpointer data)
   return sum <= t->cap * (s + 1) / 2.0;
 }
 
+/* The recurrence the partitioner solves, every start of every stage tried (its tie rule: each stage's
+ * earliest start among equals), as the reference of its pruned search. */
+static gboolean plain_partition(int L, int W, const TpRanges *r, int *bounds, double *best)
+{
+  double f[8][17] = { { 0 } };
+  int arg[8][17];
+  for (int s = 0; s < W; s++)
+    for (int j = 0; j <= L; j++) {
+      f[s][j] = G_MAXDOUBLE, arg[s][j] = -1;
+      for (int i = s, last = s == 0 ? 0 : j - 1; i <= last && i < j; i++) { /* stage 0 starts at 0 */
+        double prev = s == 0 ? 0 : f[s - 1][i];
+        if (prev == G_MAXDOUBLE || (r->fits && !r->fits(s, i, j, r->data)))
+          continue;
+        double v = MAX(prev, r->cost(s, i, j, r->data));
+        if (v < f[s][j])
+          f[s][j] = v, arg[s][j] = i;
+      }
+    }
+  if (f[W - 1][L] == G_MAXDOUBLE)
+    return FALSE;
+  bounds[W] = L;
+  for (int s = W - 1; s >= 0; s--)
+    bounds[s] = arg[s][bounds[s + 1]];
+  *best = f[W - 1][L];
+  return TRUE;
+}
+
 static void test_partition_brute(void)
 {
   GRand *rng = g_rand_new_with_seed(7);
   int compared = 0, infeasible = 0;
-  for (int trial = 0; trial < 400; trial++) {
-    Toy t = { .L = g_rand_int_range(rng, 1, 11), .W = g_rand_int_range(rng, 1, 5) };
+  for (int trial = 0; trial < 600; trial++) {
+    Toy t = { .L = g_rand_int_range(rng, 1, 17), .W = g_rand_int_range(rng, 1, 7) };
+    int spread = g_rand_int_range(rng, 2, 20); /* few distinct weights, some none: many ties */
     for (int i = 0; i < t.L; i++)
-      t.w[i] = g_rand_int_range(rng, 1, 20), t.mem[i] = g_rand_int_range(rng, 1, 10);
+      t.w[i] = g_rand_int_range(rng, 0, spread), t.mem[i] = g_rand_int_range(rng, 1, 10);
     for (int s = 0; s < t.W; s++)
       t.speed[s] = g_rand_int_range(rng, 1, 4);
     t.cap = g_rand_int_range(rng, 5, 30);
-    for (int with_fit = 0; with_fit < 2; with_fit++) {
-      int b1[8], b2[8];
-      double v1 = -1, v2 = -2;
-      TpRangeFits fits = with_fit ? toy_fits : NULL;
-      gboolean ok1 = tp_partition(t.L, t.W, toy_cost, fits, &t, b1, &v1);
-      gboolean ok2 = tp_partition_brute(t.L, t.W, toy_cost, fits, &t, b2, &v2);
+    for (int how = 0; how < 4; how++) {
+      int b1[8], b2[8], b3[8];
+      double v1 = -1, v2 = -2, v3 = -3;
+      const TpRanges r = { .cost = toy_cost, .floor = how & 2 ? toy_cost : NULL, .fits = how & 1 ? toy_fits : NULL,
+                           .data = &t };
+      gboolean ok1 = tp_partition(t.L, t.W, &r, b1, &v1);
+      gboolean ok3 = plain_partition(t.L, t.W, &r, b3, &v3);
+      gboolean ok2 = t.W <= 4 && t.L <= 12 ? tp_partition_brute(t.L, t.W, &r, b2, &v2) : ok3;
       g_assert_cmpint(ok1, ==, ok2);
+      g_assert_cmpint(ok1, ==, ok3);
       if (!ok1) {
         infeasible++;
         continue;
       }
-      g_assert_cmpfloat(v1, ==, v2);
+      if (t.W <= 4 && t.L <= 12)
+        g_assert_cmpfloat(v1, ==, v2);
+      g_assert_cmpfloat(v1, ==, v3);
+      for (int s = 0; s <= t.W; s++) /* the same split among equals as every start tried */
+        g_assert_cmpint(b1[s], ==, b3[s]);
       /* the returned split achieves the value it claims, and is contiguous and complete */
       double worst = 0;
       g_assert_cmpint(b1[0], ==, 0);
@@ -187,15 +222,15 @@ static void test_partition_brute(void)
       for (int s = 0; s < t.W; s++) {
         g_assert_cmpint(b1[s], <, b1[s + 1]);
         worst = MAX(worst, toy_cost(s, b1[s], b1[s + 1], &t));
-        if (fits)
-          g_assert_true(fits(s, b1[s], b1[s + 1], &t));
+        if (r.fits)
+          g_assert_true(r.fits(s, b1[s], b1[s + 1], &t));
       }
       g_assert_cmpfloat(worst, ==, v1);
       compared++;
     }
   }
   g_rand_free(rng);
-  g_assert_cmpint(compared, >, 300);
+  g_assert_cmpint(compared, >, 1000);
   g_assert_cmpint(infeasible, >, 0);
 }
 

@@ -283,6 +283,8 @@ static gboolean split_stages(Train *t, GError **err)
   int L = tp_model_n_layers(t->model);
   t->bounds = g_new(int, t->W + 1);
   double best;
+  /* the FLOPs of more layers are never fewer: they bound themselves */
+  const TpRanges ranges = { .cost = range_flops, .floor = range_flops, .data = (gpointer)t->model };
   if (c->sched.split) {
     t->bounds[0] = 0;
     for (int s = 0; s < t->W; s++)
@@ -292,7 +294,7 @@ static gboolean split_stages(Train *t, GError **err)
                   t->model->name, L);
       return FALSE;
     }
-  } else if (!tp_partition(L, t->W, range_flops, NULL, t->model, t->bounds, &best)) {
+  } else if (!tp_partition(L, t->W, &ranges, t->bounds, &best)) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_WORKERS, "cannot split %d layers into %d stages", L, t->W);
     return FALSE;
   }
