@@ -5,18 +5,22 @@
 # with --recompute, lr in LRS x momentum in MOMS, presets gpipe (the synchronous reference at each
 # setting), pipedream, timeprest, v-timeprest and i-timeprest with each significance function; and
 # `mlp-deep` at W = 4, N = 4 (its split puts parameters upstream on every stage) for E_DEEP epochs.
-# Seed fixed (--seed 1).  Every run writes its training log and JSON report to OUTDIR
+# One seed a grid (SEED, default 1; a run of another seed is tagged -seedS).  Every run writes its
+# training log and JSON report to OUTDIR
 # (bench/train-run.sh: runs already there are skipped, so the grid can be resumed);
 # `bench/convergence-table.py --claims OUTDIR` makes the table and counts where each claim holds.
 # Not part of `make check`; the whole grid takes days on 2 cores: narrow it with the variables.
 # Usage: bench/claims.sh [BUILDDIR [OUTDIR]]
 #   env: MODELS='mlp cnn mlp-deep' E_MLP=10 E_CNN=5 E_DEEP=5 ORDERS='slots costs' RECOMPUTE='0 1'
 #        LRS='0.005 0.01 0.02 0.05' MOMS='0 0.9' PRESETS='gpipe pipedream timeprest v-timeprest i-timeprest'
-#        SIGS='exp linear const:0.5' BATCH=120 BATCH_DEEP=128 DATA=DIR ARGS='more options for every run'
+#        SIGS='exp linear const:0.5' BATCH=120 BATCH_DEEP=128 SEED=1 DATA=DIR ARGS='more options for every run'
 set -e
 b=${1:-.}
 out=${2:-bench/results/claims}
 dataopt=""
+seed=${SEED:-1}
+seedtag=""
+[ "$seed" != 1 ] && seedtag="-seed$seed"
 [ -n "$DATA" ] && dataopt="--data $DATA"
 mkdir -p "$out"
 . "$(dirname "$0")/train-run.sh"
@@ -44,8 +48,8 @@ for model in ${MODELS:-mlp cnn mlp-deep}; do
             oopt="--order-from $order" otag="-$order"
             [ "$p" = gpipe ] && oopt="" otag=""
             # shellcheck disable=SC2086 # option lists
-            run_train "$model-$p$sigtag-w4-n$n-e$e$otag-rc$rc-lr$lr-m$mom" --model "$model" -s "$p" -w 4 -n "$n" \
-              --batch "$batch" --epochs "$e" --seed 1 --lr "$lr" --momentum "$mom" $oopt $rcopt $sigopt
+            run_train "$model-$p$sigtag-w4-n$n-e$e$otag-rc$rc-lr$lr-m$mom$seedtag" --model "$model" -s "$p" -w 4 -n "$n" \
+              --batch "$batch" --epochs "$e" --seed "$seed" --lr "$lr" --momentum "$mom" $oopt $rcopt $sigopt
           done
         done
       done
