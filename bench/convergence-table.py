@@ -5,7 +5,9 @@
 # With --compact: one row per preset and model, the final test accuracy (v) per (W, N), for docs/findings.md.
 # With --claims: the runs of bench/claims.sh — one row per run (order, recompute, lr, momentum, preset;
 # epochs and seconds to 85 % and 88 %, final accuracy, measured peak bytes per stage) and, per seed
-# claim, at how many settings it holds.
+# claim, at how many settings it holds; where the directory holds several seeds of the grid (tags
+# ending -seedS, bench/claims.sh SEED=S), each claim on the seeds' mean at every setting all of them
+# ran, and at how many of those the margin exceeds the seeds' standard deviation.
 # Usage: bench/convergence-table.py [--compact | --claims] [DIR [TARGET [SUMMARY.csv]]]
 import csv, glob, json, os, re, sys
 
@@ -74,7 +76,7 @@ def compact(runs, failed):
 
 CLAIM_TAG = re.compile(r"(?P<model>mlp-deep|mlp|cnn)-(?P<preset>[a-z0-9-]+?)(?:-s(?P<sig>[a-z0-9_.]+))?-w(?P<w>\d+)"
                        r"-n(?P<n>\d+)-e(?P<e>\d+)(?:-(?P<order>slots|costs))?-rc(?P<rc>[01])-lr(?P<lr>[0-9.]+)"
-                       r"-m(?P<mom>[0-9.]+)")
+                       r"-m(?P<mom>[0-9.]+)(?:-seed(?P<seed>\d+))?")
 
 
 def claims(d):
@@ -97,9 +99,13 @@ def claims(d):
                 rows.append(dict(m.groupdict(), j=None, t85=(None, None), t88=(None, None),
                                  failed="NaN loss" if "NaN" in why else "refused"))
     for r in rows:
+        r["seed"] = int(r["seed"] or 1)
         r["name"] = r["preset"] + (" s=" + r["sig"].replace("_", ":") if r["sig"] else "")
         r["setting"] = (r["model"], r["n"], r["e"], r["rc"], r["lr"], r["mom"])
-    rows.sort(key=lambda r: (r["setting"], r["order"] or "", PRESETS.index(r["preset"]), r["name"]))
+    seeds = sorted({r["seed"] for r in rows})
+    for r in rows:
+        r["label"] = r["name"] + (" (seed %d)" % r["seed"] if len(seeds) > 1 else "")
+    rows.sort(key=lambda r: (r["setting"], r["order"] or "", PRESETS.index(r["preset"]), r["name"], r["seed"]))
     fmt = lambda x, f: f % x if x is not None else "—"
     print("| model | N | epochs | order | recompute | lr | momentum | preset | v | final test acc. | epochs to 85 % "
           "| s to 85 % | epochs to 88 % | s to 88 % | peak bytes per stage (measured) |")
@@ -108,52 +114,101 @@ def claims(d):
         j = r["j"]
         if j is None:
             print("| %s | %s | %s | %s | %s | %s | %s | %s | | %s | | | | | |" % (
-                r["model"], r["n"], r["e"], r["order"] or "—", r["rc"], r["lr"], r["mom"], r["name"], r["failed"]))
+                r["model"], r["n"], r["e"], r["order"] or "—", r["rc"], r["lr"], r["mom"], r["label"], r["failed"]))
             continue
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.4f | %s | %s | %s | %s | %s |" % (
-            r["model"], r["n"], r["e"], r["order"] or "—", r["rc"], r["lr"], r["mom"], r["name"], j["v_steady"],
+            r["model"], r["n"], r["e"], r["order"] or "—", r["rc"], r["lr"], r["mom"], r["label"], j["v_steady"],
             j["final_test_accuracy"], fmt(r["t85"][0], "%d"), fmt(r["t85"][1], "%.0f"), fmt(r["t88"][0], "%d"),
             fmt(r["t88"][1], "%.0f"), " / ".join(kib(s["peak_bytes"]) for s in j["measured"]["stages"])))
-    # the seed claims, setting by setting (a setting: model, N, epochs, recompute, lr, momentum, order)
-    def get(setting, order, name):
+    print()
+    verdicts(rows, seeds)
+
+
+def claim_values(rows):
+    """Per claim, per (setting, order[, function]) and seed: the claim's margin at that seed (it holds
+    where the margin is positive), or None where a run it needs is missing."""
+    def get(setting, order, name, seed):
         for r in rows:
-            if r["setting"] == setting and r["name"] == name and (r["order"] == order or r["preset"] == "gpipe"):
+            if r["setting"] == setting and r["name"] == name and r["seed"] == seed and \
+                    (r["order"] == order or r["preset"] == "gpipe"):
                 return r
         if name == "gpipe":  # GPipe ends with the same weights with and without --recompute (bit for bit)
             other = setting[:3] + ("1" if setting[3] == "0" else "0",) + setting[4:]
-            return next((r for r in rows if r["setting"] == other and r["name"] == name), None)
+            return next((r for r in rows if r["setting"] == other and r["name"] == name and r["seed"] == seed), None)
         return None
     acc = lambda r: r["j"]["final_test_accuracy"] if r and r["j"] else None
-    ep = lambda r: (r["t85"][0] or 10 ** 9) if r and r["j"] else 10 ** 9  # never reached or failed: last
+    # epochs to 85 %; never reached (or the run failed): one epoch past the run's end
+    ep = lambda r: (r["t85"][0] or int(r["e"]) + 1) if r and r["j"] else int(r["e"]) + 1
     peak = lambda r: max(s["peak_bytes"] for s in r["j"]["measured"]["stages"])
-    verdict = {"a": [0, 0], "b": [0, 0], "c": [0, 0]}
-    by_rc = {k: {} for k in "abc"}  # recompute → [holds, settings]
-    def count(k, setting, holds):
-        verdict[k][1] += 1
-        verdict[k][0] += holds
-        c = by_rc[k].setdefault(setting[3], [0, 0])
-        c[0] += holds
-        c[1] += 1
+    out = {"a": {}, "b": {}, "c": {}}
+    seeds = sorted({r["seed"] for r in rows})
     for setting, order in sorted({(r["setting"], r["order"]) for r in rows if r["order"]}):
-        g, t = get(setting, order, "gpipe"), get(setting, order, "timeprest")
-        if acc(g) is not None and t:  # (a) within 1 point of GPipe's final accuracy (a NaN run: lower)
-            count("a", setting, acc(t) is not None and acc(t) >= acc(g) - 0.01)
-        v, pd = get(setting, order, "v-timeprest"), get(setting, order, "pipedream")
-        if v and pd and min(ep(v), ep(pd)) < 10 ** 9:  # (b) more epochs to 85 % than stashing
-            count("b", setting, ep(v) > ep(pd))
-        for r in rows:  # (c) each significance function: fewer epochs than V-TiMePReSt, less memory than PipeDream
-            if r["setting"] == setting and r["order"] == order and r["preset"] == "i-timeprest" and v and pd \
-                    and r["j"] and pd["j"] and min(ep(r), ep(v)) < 10 ** 9:
-                count("c", setting, ep(r) < ep(v) and peak(r) < peak(pd))
-    print()
-    texts = {"a": "TiMePReSt's final test accuracy within 1 point of GPipe's",
-             "b": "V-TiMePReSt needs more epochs to 85 % than PipeDream (weight stashing)",
-             "c": "I-TiMePReSt reaches 85 % in fewer epochs than V-TiMePReSt with a lower peak than PipeDream"}
+        sigs = sorted({r["name"] for r in rows if r["setting"] == setting and r["order"] == order
+                       and r["preset"] == "i-timeprest"})
+        for seed in seeds:
+            g, t = get(setting, order, "gpipe", seed), get(setting, order, "timeprest", seed)
+            if acc(g) is not None and t:  # (a) within 1 point of GPipe's final accuracy (a NaN run: lower)
+                out["a"].setdefault((setting, order), {})[seed] = acc(t) - acc(g) + 0.01 if acc(t) is not None else -1
+            v, pd = get(setting, order, "v-timeprest", seed), get(setting, order, "pipedream", seed)
+            if v and pd:  # (b) more epochs to 85 % than stashing (where either reaches it)
+                reached = min(ep(v), ep(pd)) <= int(setting[2])
+                out["b"].setdefault((setting, order), {})[seed] = ep(v) - ep(pd) if reached else None
+            for name in sigs:  # (c) fewer epochs than V-TiMePReSt, less memory than PipeDream
+                i = get(setting, order, name, seed)
+                if i and i["j"] and v and pd and pd["j"]:
+                    reached = min(ep(i), ep(v)) <= int(setting[2])
+                    out["c"].setdefault((setting, order, name), {})[seed] = \
+                        (ep(v) - ep(i), peak(pd) - peak(i)) if reached else None
+    return out
+
+
+def mean_sd(xs):
+    m = sum(xs) / len(xs)
+    return m, (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 0.0
+
+
+TEXTS = {"a": "TiMePReSt's final test accuracy within 1 point of GPipe's",
+         "b": "V-TiMePReSt needs more epochs to 85 % than PipeDream (weight stashing)",
+         "c": "I-TiMePReSt reaches 85 % in fewer epochs than V-TiMePReSt with a lower peak than PipeDream"}
+
+
+def verdicts(rows, seeds):
+    """Each claim at every setting: on one seed, where it holds; on several, on the seeds' mean at the
+    settings every seed ran, and where the mean's margin exceeds the seeds' standard deviation."""
+    values = claim_values(rows)
     for k in "abc":
-        split = "; ".join("%s recomputation %d of %d" % ("with" if rc == "1" else "without", h, n)
-                          for rc, (h, n) in sorted(by_rc[k].items()))
         unit = "(setting, significance function) pairs" if k == "c" else "settings"  # (c): one per function
-        print("- (%s) %s: holds at %d of %d %s (%s)" % (k, texts[k], verdict[k][0], verdict[k][1], unit, split))
+        held, n, by_rc, beyond, beyond_held = 0, 0, {}, 0, 0
+        for key, per_seed in sorted(values[k].items()):
+            if sorted(per_seed) != seeds or all(x is None for x in per_seed.values()):
+                continue
+            xs = [x for x in per_seed.values() if x is not None]
+            if k == "c":  # the memory's margin on every seed, the epochs' on their mean
+                m, sd = mean_sd([x[0] for x in xs])
+                mem = [x[1] > 0 for x in xs]
+                holds = m > 0 and all(mem)
+                clear = not any(mem) or (all(mem) and abs(m) > sd)
+            else:
+                m, sd = mean_sd(xs)
+                holds, clear = m > 0 if k == "b" else m >= 0, abs(m) > sd
+            n += 1
+            held += holds
+            c = by_rc.setdefault(key[0][3], [0, 0])
+            c[0] += holds
+            c[1] += 1
+            beyond += clear and len(seeds) > 1
+            beyond_held += clear and holds and len(seeds) > 1
+        split = "; ".join("%s recomputation %d of %d" % ("with" if rc == "1" else "without", h, c)
+                          for rc, (h, c) in sorted(by_rc.items()))
+        if n == 0:
+            print("- (%s) %s: no setting has the runs it needs on every seed (%s)" % (k, TEXTS[k], ", ".join(map(str, seeds))))
+        elif len(seeds) == 1:
+            print("- (%s) %s: holds at %d of %d %s (%s)" % (k, TEXTS[k], held, n, unit, split))
+        else:
+            print("- (%s) %s, seeds %s: holds on their mean at %d of %d %s (%s); beyond the seeds' standard "
+                  "deviation at %d of them (holds at %d, fails at %d), within it at %d"
+                  % (k, TEXTS[k], ", ".join(map(str, seeds)), held, n, unit, split, beyond, beyond_held,
+                     beyond - beyond_held, n - beyond))
 
 
 def main():
