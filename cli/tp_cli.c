@@ -523,7 +523,7 @@ static void dress(TpCost *c, gconstpointer data)
   tp_cost_data_parallel(c, d->D, d->o->overlap_allreduce);
 }
 
-static TpCost *cost_build(Dress *d, GError **err);
+static TpCost *cost_build(const Dress *d, GError **err);
 
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
 {
@@ -550,8 +550,8 @@ static TpCost *cost_from_file(const char *path, int W, GError **err)
   return c;
 }
 
-/* The cost of d's schedule under d's options, dressed. */
-static TpCost *cost_build(Dress *d, GError **err)
+/* The cost of d's schedule under d's options, dressed (with the cluster's layout where one is given). */
+static TpCost *cost_build(const Dress *d, GError **err)
 {
   const TpCliCost *o = d->o;
   const TpSchedule *s = d->s;
@@ -596,13 +596,13 @@ static TpCost *cost_build(Dress *d, GError **err)
     if (!tp_cli_split(o->split, s->W, counts, err))
       return NULL;
   }
-  d->cluster = c;
-  const TpCostDress fit_dress = { dress, d };
+  const Dress laid = { .o = o, .s = s, .cluster = c, .D = D, .T = T };
+  const TpCostDress fit_dress = { dress, &laid };
   if (o->fit_memory)
     return tp_fit_memory(a, s, NULL, tp_cli_order_on_costs(o) && !s->source, 16, &fit_dress, err);
   TpCost *cost = tp_analytic_split(a, counts, NULL, NULL, err) ? tp_analytic_cost(a) : NULL;
   if (cost)
-    dress(cost, d);
+    dress(cost, &laid);
   return cost;
 }
 

@@ -208,14 +208,14 @@ static double replay_buckets(const TpDataParallel *dp, TpAllreduceStats *stats, 
                              gboolean spread)
 {
   int n = tp_allreduce_buckets(dp, st);
-  double bt = tp_allreduce_bucket_time(dp, st), free = t0;
+  double bt = tp_allreduce_bucket_time(dp, st), link_free = t0;
   for (int i = 0; i < n; i++) {
-    double start = MAX(spread ? t0 + dur * (i + 1) / n : t0, free);
-    free = bt > 0 ? start + bt : start;
-    stats->busy[st] += free - start;
+    double start = MAX(spread ? t0 + dur * (i + 1) / n : t0, link_free);
+    link_free = bt > 0 ? start + bt : start;
+    stats->busy[st] += link_free - start;
   }
   stats->count[st]++;
-  return free;
+  return link_free;
 }
 
 void tp_ar_replay_before_update(const TpDataParallel *dp, TpAllreduceStats *stats, int st, double t0, double dur,

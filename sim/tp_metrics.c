@@ -222,34 +222,13 @@ static void memory_fields(TpStageMetrics *to, const TpStageMetrics *from)
   memcpy(to->comp_peak, from->comp_peak, sizeof to->comp_peak);
 }
 
-TpMetrics *tp_metrics_compute(const TpSim *sim) { return tp_metrics_compute_with(sim, NULL); }
-
-TpMetrics *tp_metrics_compute_with(const TpSim *sim, const TpStageMetrics *memory)
+/* One pass over the timeline: busy times (the whole run, and inside the steady window from
+ * m->window_start to m->window_end), bubbles, staleness, messages, the version mismatch of every
+ * backward, and the throughputs. */
+static void busy_fields(const TpSim *sim, TpMetrics *m)
 {
   const TpSchedule *s = sim->s;
   const int W = s->W, L = tp_sim_n_links(W);
-  TpMetrics *m = g_new0(TpMetrics, 1);
-  m->W = W, m->N = s->N, m->K = s->K;
-  m->makespan = sim->makespan;
-  m->stage = g_new0(TpStageMetrics, W);
-  m->link_messages = g_new0(long, MAX(L, 1));
-  m->link_bytes = g_new0(double, MAX(L, 1));
-  m->staleness = g_array_new(FALSE, TRUE, sizeof(long));
-
-  /* the stages' memory needs only the timeline: on other threads while this one does the rest */
-  TpStageWork w = { sim, m, 0 };
-  int threads = 0;
-  GThread **t = memory ? NULL : tp_metrics_memory_start(sim, &w, &threads);
-
-  m->ver.v = g_new(int, s->K + 1);
-  m->ver.g = g_new(int, s->K + 1);
-  version_difference(s, m->ver.v, m->ver.g);
-  steady(s, m->ver.v, m);
-  m->t_minibatch = time_per_minibatch(sim, m);
-  m->bubble_span = span_bubble(sim);
-
-  /* one pass: busy times (the whole run, and inside the steady window), staleness, messages, and
-   * the version mismatch of every backward */
   const double t0 = m->window_start, t1 = m->window_end;
   double busy_steady = 0;
   m->mismatch = g_array_new(FALSE, TRUE, sizeof(long));
@@ -277,6 +256,34 @@ TpMetrics *tp_metrics_compute_with(const TpSim *sim, const TpStageMetrics *memor
   m->t_minibatch_run = m->makespan / s->K;
   m->throughput_steady = m->t_minibatch > 0 ? s->N * per_micro / m->t_minibatch : 0;
   m->bubble_steady = t1 > t0 ? 1.0 - busy_steady / (R * (t1 - t0)) : m->bubble;
+}
+
+TpMetrics *tp_metrics_compute(const TpSim *sim) { return tp_metrics_compute_with(sim, NULL); }
+
+TpMetrics *tp_metrics_compute_with(const TpSim *sim, const TpStageMetrics *memory)
+{
+  const TpSchedule *s = sim->s;
+  const int W = s->W, L = tp_sim_n_links(W);
+  TpMetrics *m = g_new0(TpMetrics, 1);
+  m->W = W, m->N = s->N, m->K = s->K;
+  m->makespan = sim->makespan;
+  m->stage = g_new0(TpStageMetrics, W);
+  m->link_messages = g_new0(long, MAX(L, 1));
+  m->link_bytes = g_new0(double, MAX(L, 1));
+  m->staleness = g_array_new(FALSE, TRUE, sizeof(long));
+
+  /* the stages' memory needs only the timeline: on other threads while this one does the rest */
+  TpStageWork w = { sim, m, 0 };
+  int threads = 0;
+  GThread **t = memory ? NULL : tp_metrics_memory_start(sim, &w, &threads);
+
+  m->ver.v = g_new(int, s->K + 1);
+  m->ver.g = g_new(int, s->K + 1);
+  version_difference(s, m->ver.v, m->ver.g);
+  steady(s, m->ver.v, m);
+  m->t_minibatch = time_per_minibatch(sim, m);
+  m->bubble_span = span_bubble(sim);
+  busy_fields(sim, m);
 
   if (memory)
     for (int st = 0; st < W; st++)

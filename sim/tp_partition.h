@@ -22,7 +22,8 @@ typedef struct {
 /* bounds[0..W]: stage s gets layers [bounds[s], bounds[s+1]); every stage at least one layer.
  * Among optimal splits: the last stage's earliest start, then each earlier stage's earliest start
  * among the best splits of the layers before it.  FALSE when L < W or no split fits.  At most
- * O(W·L²) cost calls, far fewer where the best start moves little as layers are added. */
+ * O(W·L²) calls of cost, fits and floor each, far fewer where the best start moves little as layers
+ * are added. */
 gboolean tp_partition(int L, int W, const TpRanges *r, int *bounds, double *best);
 /* The same optimum by enumerating every split (for tests; exponential). */
 gboolean tp_partition_brute(int L, int W, const TpRanges *r, int *bounds, double *best);

@@ -226,16 +226,19 @@ typedef struct {
   TpFitted fitted;
 } Refit;
 
-static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a, const Refit *fit)
+/* p's timeline on costs c, and its metrics: the fit's last round where that simulated p's schedule on
+ * c (a chunked order excepted: its fit simulates the costed V, a candidate the unit pattern), else
+ * generated and simulated here; nf1b's forwards fused where they can be, kept when that is faster (as
+ * train's auto does; a plan re-simulated on another split decides again).  NULL, p failed, on error. */
+static TpMetrics *timeline(TpPlan *p, const TpCost *c, const Refit *fit)
 {
   GError *e = NULL;
-  bottleneck(p, c);
   g_autoptr(TpSchedule) own = NULL;
   g_autoptr(TpSim) own_sim = NULL;
   const TpSchedule *s = NULL;
   const TpSim *sim = NULL;
   const TpStageMetrics *memory = NULL; /* sim's, when known */
-  if (fit && fit->fitted.sim) { /* the fit's last round: this schedule on these costs */
+  if (fit && fit->fitted.sim && !tp_order_chunked(p->preset->order)) {
     s = fit->fitted.order ? fit->fitted.order : fit->s, sim = fit->fitted.sim, memory = fit->fitted.memory;
   } else {
     TpPrepared prep = { .untimed = TRUE }; /* simulated on costs */
@@ -248,15 +251,39 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a, const Refi
     p->status = TP_PLAN_FAILED;
     p->failure = g_strdup(e->message);
     g_error_free(e);
-    return;
+    return NULL;
   }
-  /* nf1b: its forwards fused where they can be, kept when that is faster (as train's auto does);
-   * a plan re-simulated on another split decides again; the metrics are the kept timeline's */
   int nf = 0;
   g_autoptr(TpSchedule) f = tp_schedule_fuse_forwards(s, &nf, NULL);
   g_autoptr(TpSim) fsim = f ? tp_sim_run(f, c, NULL) : NULL;
   p->fused = fsim && tp_metrics_time_per_minibatch(fsim) < tp_metrics_time_per_minibatch(sim) * (1 - 1e-6);
-  g_autoptr(TpMetrics) m = p->fused ? tp_metrics_compute(fsim) : tp_metrics_compute_with(sim, memory);
+  return p->fused ? tp_metrics_compute(fsim) : tp_metrics_compute_with(sim, memory);
+}
+
+/* Whether p's peaks are over the limit on any memory: the stages on it together against their shares
+ * of it together (a profile's machine is one memory for all its cores); p->sim.limit, the memory of
+ * the peak's stage, all its shares. */
+static gboolean over_memory(TpPlan *p, const TpCost *c, const TpAnalytic *a)
+{
+  gboolean over = FALSE;
+  double *need = g_new0(double, MAX(c->n_devices, 1)), *cap = g_new0(double, MAX(c->n_devices, 1));
+  for (int st = 0; st < p->W; st++) {
+    int mem = a->profile ? 0 : c->stage[st].device;
+    need[mem] += p->sim.peak_bytes[st], cap[mem] += tp_analytic_capacity(a, st);
+  }
+  for (int d = 0; d < MAX(c->n_devices, 1); d++)
+    over = over || need[d] > cap[d];
+  p->sim.limit = cap[a->profile ? 0 : c->stage[p->sim.peak_stage].device];
+  g_free(need), g_free(cap);
+  return over;
+}
+
+static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a, const Refit *fit)
+{
+  bottleneck(p, c);
+  g_autoptr(TpMetrics) m = timeline(p, c, fit);
+  if (!m)
+    return;
   p->simulated = TRUE;
   p->sim.t_minibatch = m->t_minibatch;
   p->sim.samples_per_second = m->throughput_steady;
@@ -275,19 +302,7 @@ static void simulate(TpPlan *p, const TpCost *c, const TpAnalytic *a, const Refi
     if (m->stage[ps].at_peak[k] > m->stage[ps].at_peak[comp])
       comp = k;
   p->sim.peak_component = comp;
-  /* over the limit on any memory: the stages on it together against their shares of it together
-   * (a profile's machine is one memory for all its cores) */
-  gboolean over = FALSE;
-  double *need = g_new0(double, MAX(c->n_devices, 1)), *cap = g_new0(double, MAX(c->n_devices, 1));
-  for (int st = 0; st < p->W; st++) {
-    int mem = a->profile ? 0 : c->stage[st].device;
-    need[mem] += p->sim.peak_bytes[st], cap[mem] += tp_analytic_capacity(a, st);
-  }
-  for (int d = 0; d < MAX(c->n_devices, 1); d++)
-    over = over || need[d] > cap[d];
-  p->sim.limit = cap[a->profile ? 0 : c->stage[ps].device]; /* the memory of the peak's stage, all its shares */
-  g_free(need), g_free(cap);
-  p->status = over ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
+  p->status = over_memory(p, c, a) ? TP_PLAN_OVER_MEMORY : TP_PLAN_FITS;
 }
 
 /* Candidate p's links and replicas on a cost of the analytic model. */

@@ -123,7 +123,7 @@ void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c);
  * keeps every stage's least bytes (its weights, optimizer state, buffers and those activations, or
  * recomputing one micro-batch's, as cost model c counts them) within its device's memory under a
  * (the candidate's analytic costs); TRUE where it cannot tell (stages sharing a memory).  TpPlanActs
- * keeps held per preset, W and N for a search's threads. */
+ * keeps held per order and policy, W and N for a search's threads. */
 typedef struct TpPlanActs TpPlanActs;
 TpPlanActs *tp_plan_acts_new(void);
 void tp_plan_acts_free(TpPlanActs *t);
@@ -134,8 +134,8 @@ gboolean tp_plan_may_fit(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, co
  * those least bytes: simulated, it would be over the limit. */
 gboolean tp_plan_split_over(TpPlanActs *t, const TpPlan *p, const TpAnalytic *a, const TpCost *c);
 /* p's schedule (its preset's order, recomputing as p) and, in *peaks, its peaks on unit slots per
- * stage (tp_fit_unit_peaks: W micro-batch activations, then W live versions), kept in t per preset, W,
- * N and recomputing for a search's threads; NULL on error. */
+ * stage (tp_fit_unit_peaks: W micro-batch activations, then W live versions), kept in t per order and
+ * policy, W, N and recomputing for a search's threads; NULL on error. */
 TpSchedule *tp_plan_schedule_peaks(TpPlanActs *t, const TpPlan *p, const int **peaks, GError **err);
 
 /* Ranking: faster first (rank_time; times equal to 9 significant digits tie), then smaller peak, then

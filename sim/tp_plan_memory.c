@@ -3,7 +3,7 @@
  * is always live), optimizer state, gradient and reduction buffers, and the activations it holds when
  * its first backward starts: every forward before that backward is still held, and which forwards
  * come first is the order's own, the same on every split (the micro-batches held, from the schedule
- * itself, kept per preset, W and N for the whole search; recomputing, one as workspace).  The layers
+ * itself, kept per order and policy, W and N for the whole search; recomputing, one as workspace).  The layers
  * are then tried every way into the stages: no split whose every stage is within its device's
  * memory, no plan that fits.  The same cache keeps each schedule's peaks on unit slots, where the
  * split under the memory starts (tp_fit_memory_from). */

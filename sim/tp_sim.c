@@ -332,7 +332,7 @@ typedef struct {
   double *clock, *link_free, *ar_done;
 } Sweep;
 
-/* The time op g (op, of stage st) starts, its input there at `ready`: an update waits for its
+/* The time op (of stage st) starts, its input there at `ready`: an update waits for its
  * all-reduce, started now unless it was behind the operation before. */
 static inline double costed_begin(TpSim *sim, Sweep *x, int st, const TpOp *op, double ready)
 {

@@ -136,6 +136,7 @@ typedef struct {
   double w[16];     /* layer weights */
   double speed[6];  /* per stage */
   double mem[16];   /* layer memory */
+  double edge[16];  /* a time at each layer's input boundary, as a link's (not monotone) */
   double cap;
 } Toy;
 
@@ -146,6 +147,13 @@ static double toy_cost(int s, int lo, int hi, gpointer data)
   for (int i = lo; i < hi; i++)
     sum += t->w[i];
   return sum / t->speed[s];
+}
+
+/* toy_cost, or the time at the stage's input boundary if larger: toy_cost is its floor. */
+static double toy_linked(int s, int lo, int hi, gpointer data)
+{
+  const Toy *t = data;
+  return MAX(toy_cost(s, lo, hi, data), s > 0 ? t->edge[lo] : 0);
 }
 
 static gboolean toy_fits(int s, int lo, int hi, gpointer data)
@@ -192,15 +200,16 @@ static void test_partition_brute(void)
     Toy t = { .L = g_rand_int_range(rng, 1, 17), .W = g_rand_int_range(rng, 1, 7) };
     int spread = g_rand_int_range(rng, 2, 20); /* few distinct weights, some none: many ties */
     for (int i = 0; i < t.L; i++)
-      t.w[i] = g_rand_int_range(rng, 0, spread), t.mem[i] = g_rand_int_range(rng, 1, 10);
+      t.w[i] = g_rand_int_range(rng, 0, spread), t.mem[i] = g_rand_int_range(rng, 1, 10),
+      t.edge[i] = g_rand_int_range(rng, 0, 2 * spread);
     for (int s = 0; s < t.W; s++)
       t.speed[s] = g_rand_int_range(rng, 1, 4);
     t.cap = g_rand_int_range(rng, 5, 30);
-    for (int how = 0; how < 4; how++) {
+    for (int how = 0; how < 8; how++) { /* fits, a floor, a cost above its floor */
       int b1[8], b2[8], b3[8];
       double v1 = -1, v2 = -2, v3 = -3;
-      const TpRanges r = { .cost = toy_cost, .floor = how & 2 ? toy_cost : NULL, .fits = how & 1 ? toy_fits : NULL,
-                           .data = &t };
+      const TpRanges r = { .cost = how & 4 ? toy_linked : toy_cost, .floor = how & 2 ? toy_cost : NULL,
+                           .fits = how & 1 ? toy_fits : NULL, .data = &t };
       gboolean ok1 = tp_partition(t.L, t.W, &r, b1, &v1);
       gboolean ok3 = plain_partition(t.L, t.W, &r, b3, &v3);
       gboolean ok2 = t.W <= 4 && t.L <= 12 ? tp_partition_brute(t.L, t.W, &r, b2, &v2) : ok3;
@@ -221,7 +230,7 @@ static void test_partition_brute(void)
       g_assert_cmpint(b1[t.W], ==, t.L);
       for (int s = 0; s < t.W; s++) {
         g_assert_cmpint(b1[s], <, b1[s + 1]);
-        worst = MAX(worst, toy_cost(s, b1[s], b1[s + 1], &t));
+        worst = MAX(worst, r.cost(s, b1[s], b1[s + 1], &t));
         if (r.fits)
           g_assert_true(r.fits(s, b1[s], b1[s + 1], &t));
       }
@@ -230,7 +239,7 @@ static void test_partition_brute(void)
     }
   }
   g_rand_free(rng);
-  g_assert_cmpint(compared, >, 1000);
+  g_assert_cmpint(compared, >, 2000);
   g_assert_cmpint(infeasible, >, 0);
 }
 
