@@ -1,6 +1,7 @@
 /* tp_fit.c — the split of the layers that fits the devices' memory (tp_fit.h). */
 #include "tp_fit.h"
 #include "tp_costed.h"
+#include "tp_error.h"
 #include "tp_metrics.h"
 #include "tp_sim.h"
 
@@ -33,6 +34,45 @@ static TpCost *dressed(const TpAnalytic *a, const TpCostDress *dress)
   return c;
 }
 
+/* Schedule s on cost: the order that will run (fixed on cost unless asked for the unit-slot one), its
+ * simulation and every stage's memory; FALSE on error.  *over: by how much each stage's peak passes its
+ * capacity (0 where within), and whether any does. */
+typedef struct {
+  TpSchedule *order; /* NULL: s itself */
+  TpSim *sim;
+  TpStageMetrics *memory;
+  gboolean any;
+} Round;
+
+static gboolean round_run(const TpSchedule *s, const TpCost *cost, gboolean order_on_costs, Round *r, GError **err)
+{
+  GError *e = NULL;
+  *r = (Round){ 0 };
+  r->order = order_on_costs && tp_order_depends_on_costs(s->order) ? tp_schedule_costed_like(s, cost, &e) : NULL;
+  r->sim = e ? NULL : tp_sim_run(r->order ? r->order : s, cost, &e);
+  if (!r->sim) {
+    tp_schedule_free(r->order);
+    g_propagate_error(err, e);
+    return FALSE;
+  }
+  r->memory = tp_metrics_memory(r->sim);
+  for (int st = 0; st < s->W; st++)
+    r->any = r->any || r->memory[st].peak_bytes > cost->capacity[st];
+  return TRUE;
+}
+
+/* What the round simulated, into *fitted (NULL: freed). */
+static void round_keep(Round *r, TpFitted *fitted)
+{
+  if (fitted)
+    *fitted = (TpFitted){ .order = r->order, .sim = r->sim, .memory = r->memory };
+  else {
+    tp_sim_free(r->sim);
+    tp_schedule_free(r->order);
+    g_free(r->memory);
+  }
+}
+
 TpCost *tp_fit_memory_from(TpAnalytic *a, const TpSchedule *s, const int *acts, const int *versions,
                            gboolean order_on_costs, int rounds, const TpCostDress *dress, TpFitted *fitted,
                            GError **err)
@@ -43,33 +83,41 @@ TpCost *tp_fit_memory_from(TpAnalytic *a, const TpSchedule *s, const int *acts, 
   /* The split's estimate leaves out message buffers and the timing of real costs: simulate, hold back
    * what a stage overran, and split again until every stage fits (or no split does). */
   for (int round = 0; round < rounds; round++) {
-    /* the order that will run: fixed on this round's costs unless asked for the unit-slot one */
-    GError *e = NULL;
-    g_autoptr(TpSchedule) t =
-        order_on_costs && tp_order_depends_on_costs(s->order) ? tp_schedule_costed_like(s, cost, &e) : NULL;
-    g_autoptr(TpSim) sim = e ? NULL : tp_sim_run(t ? t : s, cost, &e);
-    if (!sim) {
-      g_propagate_error(err, e);
+    Round r;
+    if (!round_run(s, cost, order_on_costs, &r, err)) {
       tp_cost_free(cost);
       return NULL;
     }
-    g_autofree TpStageMetrics *mm = tp_metrics_memory(sim);
-    gboolean over = FALSE;
     for (int st = 0; st < s->W; st++)
-      if (mm[st].peak_bytes > cost->capacity[st]) {
-        a->reserve[st] += mm[st].peak_bytes - cost->capacity[st];
-        over = TRUE;
-      }
-    if (!over) {
-      if (fitted)
-        *fitted = (TpFitted){ .order = g_steal_pointer(&t), .sim = g_steal_pointer(&sim), .memory = g_steal_pointer(&mm) };
+      a->reserve[st] += MAX(r.memory[st].peak_bytes - cost->capacity[st], 0);
+    if (!r.any) {
+      round_keep(&r, fitted);
       break;
     }
+    round_keep(&r, NULL);
     tp_cost_free(cost);
     if (!tp_analytic_split(a, NULL, acts, versions, err))
       return NULL;
     cost = dressed(a, dress);
   }
+  return cost;
+}
+
+/* The fastest split, dressed, when its simulation fits every device: the estimate from unit slots
+ * can hold more activations than the costs' timeline does (zero-bubble orders), and refuse it. */
+static TpCost *fastest_if_it_fits(TpAnalytic *a, const TpSchedule *s, gboolean order_on_costs,
+                                  const TpCostDress *dress)
+{
+  for (int st = 0; st < a->W; st++)
+    a->reserve[st] = 0;
+  if (!tp_analytic_split(a, NULL, NULL, NULL, NULL))
+    return NULL;
+  TpCost *cost = dressed(a, dress);
+  Round r;
+  if (!round_run(s, cost, order_on_costs, &r, NULL) || r.any)
+    g_clear_pointer(&cost, tp_cost_free);
+  if (r.sim)
+    round_keep(&r, NULL);
   return cost;
 }
 
@@ -80,5 +128,11 @@ TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboo
   g_autofree int *acts = g_new(int, s->W), *versions = g_new(int, s->W);
   if (!tp_fit_unit_peaks(s, prep, acts, versions, err))
     return NULL;
-  return tp_fit_memory_from(a, s, acts, versions, order_on_costs, rounds, dress, NULL, err);
+  GError *e = NULL;
+  TpCost *c = tp_fit_memory_from(a, s, acts, versions, order_on_costs, rounds, dress, NULL, &e);
+  if (!c && g_error_matches(e, TP_ERROR, TP_ERROR_INPUT) && (c = fastest_if_it_fits(a, s, order_on_costs, dress)))
+    g_clear_error(&e);
+  if (e)
+    g_propagate_error(err, e);
+  return c;
 }

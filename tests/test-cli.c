@@ -229,6 +229,21 @@ static void test_model_cli(void)
   g_assert_cmpstr(f.err, ==, "");
   tpt_run_clear(&w);
   tpt_run_clear(&f);
+  /* --fit-memory keeps what fits: recomputing, a stage stores its inputs and one workspace (an estimate
+   * without recomputation found no split, while the fastest split is over on stage 3); a zero-bubble
+   * order whose peaks on unit slots overstate the costs' timeline keeps the fastest split, which fits */
+  const char *const *fitting[] = {
+    (const char *const[]){ "simulate", "-s", "1f1b", "-w", "3", "-n", "8", "--batch", "384", "--model", "gpt2-124m",
+                           "--cluster", "C", "--recompute", "--fit-memory", NULL },
+    (const char *const[]){ "simulate", "-s", "zb-h2", "-w", "4", "-n", "8", "--batch", "128", "--model", "gpt-1.5b",
+                           "--cluster", "dgx-a100", "--data-parallel", "2", "--fit-memory", NULL },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(fitting); i++) {
+    TptRun x = tpt_run(fitting[i]);
+    g_assert_cmpstr(x.err, ==, "");
+    g_assert_cmpint(x.status, ==, 0);
+    tpt_run_clear(&x);
+  }
 #define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("--model: no model named 'gpt5'", "simulate", "--model", "gpt5", "--cluster", "C");
   E("--cluster: no cluster named 'Z'", "simulate", "--model", "cnn", "--cluster", "Z");
