@@ -569,6 +569,8 @@ static TpCost *cost_build(const Dress *d, GError **err)
     return NULL;
   if (c)
     tp_cluster_expand(c, s->W);
+  if (c && !tp_layout_check(c, D, tp_schedule_ranks(s), T, err))
+    return NULL;
   int batch = 32 * s->N * D;
   if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))
     return NULL;

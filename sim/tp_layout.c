@@ -1,5 +1,6 @@
 /* tp_layout.c — placing replicas, stages and tensor ranks on a cluster's nodes (tp_layout.h). */
 #include "tp_layout.h"
+#include "tp_error.h"
 
 /* Bytes/s one GPU of a group of `gpus` sees across nodes: its node's network shared by the group's
  * GPUs there, never more than the link between two GPUs. */
@@ -8,6 +9,23 @@ static double network_share(const TpCluster *c, int gpus)
   int gpn = MAX(c->gpus_per_node, 1);
   double share = c->network_bandwidth / MIN(gpus, gpn);
   return c->link_bandwidth > 0 ? MIN(share, c->link_bandwidth) : share;
+}
+
+gboolean tp_layout_check(const TpCluster *c, int D, int R, int T, GError **err)
+{
+  long gpus = (long)D * R * T;
+  if (T > 1 && c->gpus_per_node > 0 && c->gpus_per_node % T) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--tensor-parallel %d: cluster %s has %d GPU%s a node, and a "
+                "tensor-parallel group stays within a node (T divides the GPUs per node)", T, c->name,
+                c->gpus_per_node, c->gpus_per_node == 1 ? "" : "s");
+    return FALSE;
+  }
+  if (!c->any_count && (long)D * T > 1 && gpus > c->n) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%d replicas x %d stages x %d-way blocks need %ld GPUs, and cluster "
+                "%s has %d (a cluster of nodes, such as dgx-a100, has any count)", D, R, T, gpus, c->name, c->n);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T)

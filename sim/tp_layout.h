@@ -15,4 +15,10 @@
  * cluster's link). */
 void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T);
 
+/* Whether D replicas of R ranks (stages, or workers of interleaved chunks) of T-way blocks have GPUs
+ * on cluster c: a tensor-parallel group within a node (T divides gpus_per_node, where given), and on
+ * a list of devices (not a node description that grows to any count) a GPU each, D x R x T at most,
+ * where one pipeline (D = T = 1) shares them instead.  FALSE with err saying which. */
+gboolean tp_layout_check(const TpCluster *c, int D, int R, int T, GError **err);
+
 #endif

@@ -1,6 +1,7 @@
 /* tp_plan.c — the plan search: candidates, bounds, pruning, simulation on a thread pool, ranking,
  * the Pareto front and the explanation of the top choice. */
 #include "tp_plan.h"
+#include "tp_layout.h"
 #include "tp_costed.h"
 #include "tp_fit.h"
 #include "tp_error.h"
@@ -541,9 +542,27 @@ static void tally(TpPlanResult *res)
   }
 }
 
+/* Replicas and tensor ranks asked for (without --devices): every batch splits over the replicas, and
+ * the cluster has GPUs for them at the fewest stages. */
+static gboolean replicas_check(const TpPlanRequest *r, GError **err)
+{
+  int D = MAX(r->data_parallel, 1), T = MAX(r->tensor_parallel, 1);
+  if (r->devices > 0 || D * T == 1)
+    return TRUE;
+  for (int b = 0; b < MAX(r->n_batches, 1); b++)
+    if (batch_of(r, b) % D) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--data-parallel %d: the batch of %ld samples does not split "
+                  "evenly over %d replicas", D, batch_of(r, b), D);
+      return FALSE;
+    }
+  return !r->cluster || tp_layout_check(r->cluster, D, MAX(r->w0, 1), T, err);
+}
+
 TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
 {
   if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
+    return NULL;
+  if (!replicas_check(r, err))
     return NULL;
   g_autoptr(TpPlanResult) res = g_new0(TpPlanResult, 1);
   res->all = g_ptr_array_new_with_free_func(plan_free);

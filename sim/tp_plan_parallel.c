@@ -14,7 +14,7 @@ int tp_plan_pairs(const TpPlanRequest *r, long B, int *D, int *T)
   }
   int n = 0, node = r->cluster ? MAX(r->cluster->gpus_per_node, 1) : 1;
   for (int t = 1; t <= MIN(node, TP_PLAN_MAX_TENSOR); t *= 2) {
-    if (!r->by_tensor[t])
+    if (!r->by_tensor[t] || (r->cluster && !tp_layout_check(r->cluster, 1, 1, t, NULL)))
       continue;
     for (int d = 1; (long)d * t * MAX(r->w0, 1) <= r->devices && n < TP_PLAN_MAX_PAIRS; d++)
       if (B % d == 0)
@@ -25,7 +25,9 @@ int tp_plan_pairs(const TpPlanRequest *r, long B, int *D, int *T)
 
 int tp_plan_max_width(const TpPlanRequest *r, int D, int T)
 {
-  return r->devices > 0 ? MIN(r->w1, r->devices / (D * T)) : r->w1;
+  int w = r->devices > 0 ? MIN(r->w1, r->devices / (D * T)) : r->w1;
+  /* a list of devices: replicas and tensor ranks each on a GPU of their own */
+  return r->cluster && !r->cluster->any_count && D * T > 1 ? MIN(w, r->cluster->n / (D * T)) : w;
 }
 
 const TpModel *tp_plan_model(const TpPlanRequest *r, const TpPlan *p)

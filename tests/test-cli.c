@@ -253,6 +253,15 @@ static void test_model_cli(void)
   E("--split: expected 4 layer counts", "simulate", "--model", "cnn", "--cluster", "C", "--split", "5,6");
   E("--split: the stages get 12 layers, model cnn has 11", "simulate", "--model", "cnn", "--cluster", "C", "--split", "3,3,3,3");
   E("--batch, --split, --fit-memory and --optimizer need --model", "simulate", "--batch", "64");
+  /* replicas and tensor ranks need GPUs of their own on a list of devices, a tensor group one node */
+  E("8 replicas x 1 stages x 1-way blocks need 8 GPUs, and cluster H200 has 1", "simulate", "-s", "1f1b", "-w", "1",
+    "-n", "1", "--batch", "128", "--model", "vgg16-cifar100", "--cluster", "h200", "--data-parallel", "8");
+  E("--tensor-parallel 8: cluster H200 has 1 GPU a node", "simulate", "-s", "1f1b", "-w", "1", "-n", "8", "--batch",
+    "64", "--model", "gpt-1.5b", "--cluster", "h200", "--tensor-parallel", "8");
+  E("2 replicas x 4 stages x 1-way blocks need 8 GPUs, and cluster C has 4", "plan", "--model", "vgg16-cifar100",
+    "--cluster", "C", "--batch", "128", "--data-parallel", "2", "-w", "4-8");
+  E("--data-parallel 3: the batch of 128 samples does not split evenly over 3 replicas", "plan", "--model",
+    "vgg16-cifar100", "--cluster", "C", "--batch", "128", "--data-parallel", "3");
 #undef E
   /* a bad cluster file and a bad device file behind a cluster */
   g_autofree char *pdir = g_dir_make_tmp("tp-cli-cluster-XXXXXX", NULL);

@@ -246,6 +246,31 @@ static void test_fit_replicas(void)
   }
 }
 
+/* plan --devices on a list of devices (cluster C, four GPUs): replicas and tensor ranks each on a GPU
+ * of their own, so D x W x T <= 4 wherever D x T > 1; one pipeline shares them at any W. */
+static void test_plan_devices_list(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = tp_model_load("llama-tiny", &err);
+  g_autoptr(TpModel) m2 = tp_model_load("llama-tiny", &err);
+  g_autoptr(TpCluster) cl = tp_cluster_load("C", &err);
+  g_assert_no_error(err);
+  tp_model_tensor_parallel(m2, 2, FALSE);
+  const TpPreset *ps[] = { tp_preset_find("1f1b") };
+  TpPlanRequest r = { .model = m, .cluster = cl, .batch = 16, .w0 = 1, .w1 = 6, .n0 = 1, .n1 = 16, .presets = ps,
+                      .n_presets = 1, .threads = 1, .devices = 64, .by_tensor = { NULL, m, m2 } };
+  g_autoptr(TpPlanResult) res = tp_plan_search(&r, &err);
+  g_assert_no_error(err);
+  gboolean shared = FALSE, replicated = FALSE;
+  for (guint i = 0; i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    if (p->D * p->T > 1)
+      g_assert_cmpint(p->D * p->W * p->T, <=, 4);
+    shared = shared || p->W > 4, replicated = replicated || p->D * p->T > 1;
+  }
+  g_assert_true(shared && replicated);
+}
+
 /* plan --devices: every plan within the devices, D and T searched, the top one the fastest. */
 static void test_plan_devices(void)
 {
@@ -294,6 +319,7 @@ int main(int argc, char **argv)
   g_test_add_func("/parallel/tensor-activations", test_tensor_activations);
   g_test_add_func("/parallel/fit-replicas", test_fit_replicas);
   g_test_add_func("/parallel/plan-devices", test_plan_devices);
+  g_test_add_func("/parallel/plan-devices-list", test_plan_devices_list);
   schedules = g_ptr_array_new_with_free_func((GDestroyNotify)tp_schedule_free);
   int rc = g_test_run();
   g_ptr_array_unref(schedules);
