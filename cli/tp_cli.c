@@ -378,7 +378,7 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
       "FILE" },
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o->profile,
       "Measured profile with --model (timeprest profile; a --cluster then gives only the links)", "FILE" },
-    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch with --model (default 32 N)", "B" },
+    { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch, "Samples per mini-batch with --model, over all replicas (default 32 N each replica)", "B" },
     { "split", 0, 0, G_OPTION_ARG_STRING, &o->split, "Layers per stage, e.g. 10,12,8,6 (default: the optimal split)",
       "COUNTS" },
     { "fit-memory", 0, 0, G_OPTION_ARG_NONE, &o->fit_memory, "Split so that every stage fits its device's memory",

@@ -65,6 +65,7 @@ typedef struct {
   TpLinkCost *link;         /* W-1 entries: link l joins stages l and l+1 (0-based), both directions */
   int n_devices;
   gboolean shared_devices;  /* some device runs more than one stage */
+  long gpus;                /* replicas and tensor ranks: the GPUs they take in all (0: n_devices) */
   char *source;             /* cost file, or NULL */
   /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory */
   char **device_name, **stage_note;

@@ -52,7 +52,8 @@ static void text_head(const TpSchedule *s, const TpCost *c, GString *out)
   if (c->unit)
     g_string_append(out, "costs        unit slots: a forward or backward takes 1 slot; updates and transfers are free\n");
   else
-    g_string_append_printf(out, "costs        %s (%d device%s%s)\n", c->source, c->n_devices, c->n_devices > 1 ? "s" : "",
+    g_string_append_printf(out, "costs        %s (%ld %s%s%s)\n", c->source, c->gpus ? c->gpus : c->n_devices,
+                           c->gpus ? "GPUs" : "device", !c->gpus && c->n_devices > 1 ? "s" : "",
                            c->shared_devices ? ", some shared" : "");
   if (c->stage_note)
     for (int st = 0; st < s->W; st++)

@@ -244,6 +244,14 @@ static void test_model_cli(void)
     g_assert_cmpint(x.status, ==, 0);
     tpt_run_clear(&x);
   }
+  /* the costs line counts every replica's and tensor rank's GPU, and a replica's batch */
+  TptRun g = tpt_run((const char *const[]){ "simulate", "-s", "1f1b", "-w", "4", "-n", "8", "--model", "gpt-1.5b",
+                                            "--cluster", "dgx-a100", "--data-parallel", "2", "--tensor-parallel", "2",
+                                            NULL });
+  g_assert_cmpint(g.status, ==, 0);
+  g_assert_nonnull(strstr(g.out, "256 samples per mini-batch in each of 2 replicas (512 in all)"));
+  g_assert_nonnull(strstr(g.out, "(16 GPUs)\n"));
+  tpt_run_clear(&g);
 #define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("--model: no model named 'gpt5'", "simulate", "--model", "gpt5", "--cluster", "C");
   E("--cluster: no cluster named 'Z'", "simulate", "--model", "cnn", "--cluster", "Z");
