@@ -191,7 +191,7 @@ static GOptionContext *plan_context(PlanOpts *o)
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model name, .model file or config.json", "NAME|FILE" },
     { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o->cluster,
-      "Analytic costs and device memory of a cluster (A, B, C, h200, a100x8, h100x8 or a .cluster file); with --profile: its links",
+      "Analytic costs and device memory of a cluster (" TP_CLUSTERS_SHIPPED ", or a .cluster file); with --profile: its links",
       "FILE" },
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o->profile, "Measured costs (timeprest profile)", "FILE" },
     { "batch", 'b', 0, G_OPTION_ARG_STRING, &o->batch,

@@ -374,7 +374,7 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
     { "cost", 'c', 0, G_OPTION_ARG_FILENAME, &o->cost, "Cost file (key file, see docs/formats.md); default: unit slots", "FILE" },
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model, "Model description: a name from models/, a .model file or a config.json",
       "NAME" },
-    { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o->cluster, "Cluster with --model: A, B, C, h200, a100x8, h100x8 or a .cluster file",
+    { "cluster", 0, 0, G_OPTION_ARG_FILENAME, &o->cluster, "Cluster with --model: " TP_CLUSTERS_SHIPPED ", or a .cluster file",
       "FILE" },
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &o->profile,
       "Measured profile with --model (timeprest profile; a --cluster then gives only the links)", "FILE" },

@@ -109,7 +109,7 @@ TpCluster *tp_cluster_load(const char *name_or_path, GError **err)
   g_autofree char *path = tp_cluster_path(name_or_path);
   if (!path) {
     g_autofree char *q = tp_quote(name_or_path);
-    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_CLUSTER, "no cluster named %s (shipped: A, B, C, h200)", q);
+    g_set_error(err, TP_ERROR, TP_ERROR_PARAM_CLUSTER, "no cluster named %s (shipped: " TP_CLUSTERS_SHIPPED ")", q);
     return NULL;
   }
   TpKeyFile k;

@@ -37,6 +37,8 @@ typedef struct {
  * $TP_CLUSTERS_DIR, the installed data, the source tree.  Devices are looked up by name next to
  * the cluster file (../devices/NAME.device), then in $TP_DEVICES_DIR, the installed data, the tree. */
 TpCluster *tp_cluster_load(const char *name_or_path, GError **err);
+/* The clusters shipped in models/clusters, by name. */
+#define TP_CLUSTERS_SHIPPED "A, B, C, h200, a100x8, h100x8, dgx-a100, dgx-h100"
 /* The file tp_cluster_load reads for name_or_path (newly allocated); NULL for a name found nowhere. */
 char *tp_cluster_path(const char *name_or_path);
 TpDevice *tp_device_load(const char *path, GError **err);

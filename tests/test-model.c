@@ -310,6 +310,28 @@ static void test_bad_clusters(void)
                        ":3: [cluster]: group given twice (first on line 1)");
 }
 
+/* The shipped list names every cluster of models/clusters, and each loads. */
+static void test_clusters_shipped(void)
+{
+  g_auto(GStrv) names = g_strsplit(TP_CLUSTERS_SHIPPED, ", ", -1);
+  for (int i = 0; names[i]; i++) {
+    GError *err = NULL;
+    g_autoptr(TpCluster) c = tp_cluster_load(names[i], &err);
+    g_assert_no_error(err);
+  }
+  g_autofree char *dir = g_build_filename(g_getenv("TP_SRCDIR") ? g_getenv("TP_SRCDIR") : ".", "models", "clusters", NULL);
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  int files = 0;
+  for (const char *f; (f = g_dir_read_name(d));)
+    if (g_str_has_suffix(f, ".cluster")) {
+      g_autofree char *name = g_strndup(f, strlen(f) - strlen(".cluster"));
+      g_assert_true(g_strv_contains((const char *const *)names, name));
+      files++;
+    }
+  g_assert_cmpint(files, ==, g_strv_length(names));
+}
+
 static void test_bad_device(void)
 {
   g_autofree char *path = tpt_tmp_path("tp-bad.device");
@@ -442,6 +464,7 @@ int main(int argc, char **argv)
   g_test_add_func("/model/clusters", test_clusters);
   g_test_add_func("/model/bad-clusters", test_bad_clusters);
   g_test_add_func("/model/bad-device", test_bad_device);
+  g_test_add_func("/model/clusters-shipped", test_clusters_shipped);
   g_test_add_func("/model/device-strict", test_device_strict);
   g_test_add_func("/model/analytic-costs", test_analytic_costs);
   return g_test_run();
