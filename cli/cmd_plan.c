@@ -267,6 +267,7 @@ typedef struct {
   GArray *batches;
   int devices, D, T;           /* --devices (0: none), --data-parallel, --tensor-parallel */
   gboolean parallel, overlap;  /* any of them: the plans show D and T; --overlap-allreduce */
+  gboolean sequence;           /* --sequence-parallel */
   TpModel *split[TP_PLAN_MAX_TENSOR + 1]; /* the model split T ways, T = 2, 4, 8 */
   TpModel *m;
   TpCluster *c;
@@ -361,7 +362,7 @@ static gboolean parse_parallel(const PlanOpts *o, PlanArgs *a, GError **err)
   if (!tp_model_tensor_check(a->m, a->T, err))
     return FALSE;
   a->parallel = a->devices || a->D > 1 || a->T > 1;
-  a->overlap = o->overlap_allreduce;
+  a->overlap = o->overlap_allreduce, a->sequence = o->sequence_parallel;
   if (a->c)
     tp_cluster_expand(a->c, a->w1);
   for (int t = 2; t <= TP_PLAN_MAX_TENSOR; t *= 2)
@@ -487,8 +488,11 @@ static void report_json(GString *out, const Report *r)
     g_string_append(out, "], \"ranked_by\": \"samples_per_second\", ");
   } else
     g_string_append_printf(out, "\"batch\": %ld, ", a->batch);
-  g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": ", a->prof ? "profile" : "cluster");
-  tp_append_num(out, a->limit);
+  /* the limit in whole bytes; and what a plan needs beside its own fields to be simulated again */
+  g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": %.17g, \"optimizer\": \"%s\", "
+                         "\"overlap_allreduce\": %s, \"sequence_parallel\": %s", a->prof ? "profile" : "cluster",
+                         a->limit, a->adamw ? "adamw" : "sgd", a->overlap ? "true" : "false",
+                         a->sequence ? "true" : "false");
   g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
                          "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
                          res->n_dominated, res->n_failed);

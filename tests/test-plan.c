@@ -261,13 +261,19 @@ static void test_nothing_fits(void)
 static void test_json(void)
 {
   TptRun r = tpt_run((const char *const[]){ "plan", "--model", "vgg16-cifar100", "--cluster", "C", "--batch", "64",
-                                            "-w", "1-4", "-n", "1-8", "--format", "json", NULL });
+                                            "-w", "1-4", "-n", "1-8", "--memory-limit", "20G", "--optimizer", "adamw",
+                                            "--format", "json", NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_autoptr(JsonParser) parser = json_parser_new();
   GError *err = NULL;
   g_assert_true(json_parser_load_from_data(parser, r.out, -1, &err));
   g_assert_no_error(err);
   JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+  /* the limit to the byte, and what the plans were searched with */
+  g_assert_cmpint(json_object_get_int_member(o, "memory_limit"), ==, 20LL << 30);
+  g_assert_cmpstr(json_object_get_string_member(o, "optimizer"), ==, "adamw");
+  g_assert_false(json_object_get_boolean_member(o, "overlap_allreduce"));
+  g_assert_false(json_object_get_boolean_member(o, "sequence_parallel"));
   JsonArray *plans = json_object_get_array_member(o, "plans");
   g_assert_cmpuint(json_array_get_length(plans), >, 1);
   g_assert_cmpint(json_object_get_int_member(o, "candidates"), >=, (gint64)json_array_get_length(plans));
