@@ -489,7 +489,7 @@ static void report_json(GString *out, const Report *r)
   } else
     g_string_append_printf(out, "\"batch\": %ld, ", a->batch);
   /* the limit in whole bytes; and what a plan needs beside its own fields to be simulated again */
-  g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": %.17g, \"optimizer\": \"%s\", "
+  g_string_append_printf(out, "\"cost_source\": \"%s\", \"memory_limit\": %.0f, \"optimizer\": \"%s\", "
                          "\"overlap_allreduce\": %s, \"sequence_parallel\": %s", a->prof ? "profile" : "cluster",
                          a->limit, a->adamw ? "adamw" : "sgd", a->overlap ? "true" : "false",
                          a->sequence ? "true" : "false");

@@ -521,6 +521,8 @@ static void dress(TpCost *c, gconstpointer data)
     tp_layout_links(c, d->cluster, d->D, d->T);
   tp_cost_place_chunks(c, d->s);
   tp_cost_data_parallel(c, d->D, d->o->overlap_allreduce);
+  if (d->D * d->T > 1) /* every replica's and tensor rank's GPU, a worker of chunks one */
+    c->gpus = (long)d->D * tp_schedule_ranks(d->s) * d->T;
 }
 
 static TpCost *cost_build(const Dress *d, GError **err);
@@ -569,7 +571,7 @@ static TpCost *cost_build(const Dress *d, GError **err)
     return NULL;
   if (c)
     tp_cluster_expand(c, s->W);
-  if (c && !tp_layout_check(c, D, tp_schedule_ranks(s), T, err))
+  if (c && !prof && !tp_layout_check(c, D, tp_schedule_ranks(s), T, err)) /* (with a profile: its links) */
     return NULL;
   int batch = 32 * s->N * D;
   if (o->batch && !tp_cli_int("--batch", o->batch, 1, 1 << 24, &batch, err))

@@ -325,7 +325,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
   else
     cost->source = g_strdup_printf("model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name,
                                    a->batch);
-  if (a->replicas > 1) { /* a replica's batch above; the report counts a pipeline's devices */
+  if (a->replicas > 1) { /* a replica's batch above */
     char *t = g_strdup_printf("%s in each of %d replicas (%ld in all)", cost->source, a->replicas,
                               a->batch * a->replicas);
     g_free(cost->source);
@@ -337,8 +337,6 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     g_free(cost->source);
     cost->source = t;
   }
-  if (a->replicas * MAX(a->tensor, 1) > 1)
-    cost->gpus = (long)MAX(a->replicas, 1) * a->W * MAX(a->tensor, 1);
   cost->device_name = g_new0(char *, a->W + 1);
   cost->stage_note = g_new0(char *, a->W + 1);
   cost->capacity = g_new0(double, a->W);

@@ -34,9 +34,8 @@ static TpCost *dressed(const TpAnalytic *a, const TpCostDress *dress)
   return c;
 }
 
-/* Schedule s on cost: the order that will run (fixed on cost unless asked for the unit-slot one), its
- * simulation and every stage's memory; FALSE on error.  *over: by how much each stage's peak passes its
- * capacity (0 where within), and whether any does. */
+/* One round of the fit: the order that ran, its simulation, every stage's memory, and whether any
+ * stage's peak passed its capacity. */
 typedef struct {
   TpSchedule *order; /* NULL: s itself */
   TpSim *sim;
@@ -44,6 +43,8 @@ typedef struct {
   gboolean any;
 } Round;
 
+/* Schedule s on cost, into r: the order that will run (fixed on cost unless asked for the unit-slot
+ * one) simulated; FALSE on error, r empty. */
 static gboolean round_run(const TpSchedule *s, const TpCost *cost, gboolean order_on_costs, Round *r, GError **err)
 {
   GError *e = NULL;

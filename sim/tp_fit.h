@@ -21,8 +21,9 @@ typedef struct {
  * live versions) on unit slots; each round simulates the order that will run (fixed on that
  * round's costs when order_on_costs and s's order depends on them), at most `rounds` rounds, on
  * the cost dressed by `dress` (NULL: as made); the cost returned is dressed too.  a->reserve keeps
- * what was held back.  prep (NULL: none) is what generating s computed, taken over by its
- * simulation on unit slots (tp_sim_run_prepared). */
+ * what was held back; where the estimate finds no split, the fastest split is returned if its
+ * simulation fits (a->reserve then 0).  prep (NULL: none) is what generating s computed, taken over
+ * by its simulation on unit slots (tp_sim_run_prepared). */
 TpCost *tp_fit_memory(TpAnalytic *a, const TpSchedule *s, TpPrepared *prep, gboolean order_on_costs, int rounds,
                       const TpCostDress *dress, GError **err);
 

@@ -14,7 +14,8 @@ static double network_share(const TpCluster *c, int gpus)
 gboolean tp_layout_check(const TpCluster *c, int D, int R, int T, GError **err)
 {
   long gpus = (long)D * R * T;
-  if (T > 1 && c->gpus_per_node > 0 && c->gpus_per_node % T) {
+  gboolean nodes_differ = c->network_bandwidth != c->link_bandwidth || c->network_latency != c->link_latency;
+  if (T > 1 && nodes_differ && c->gpus_per_node % T) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--tensor-parallel %d: cluster %s has %d GPU%s a node, and a "
                 "tensor-parallel group stays within a node (T divides the GPUs per node)", T, c->name,
                 c->gpus_per_node, c->gpus_per_node == 1 ? "" : "s");

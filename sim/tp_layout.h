@@ -16,9 +16,10 @@
 void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T);
 
 /* Whether D replicas of R ranks (stages, or workers of interleaved chunks) of T-way blocks have GPUs
- * on cluster c: a tensor-parallel group within a node (T divides gpus_per_node, where given), and on
- * a list of devices (not a node description that grows to any count) a GPU each, D x R x T at most,
- * where one pipeline (D = T = 1) shares them instead.  FALSE with err saying which. */
+ * on cluster c: a tensor-parallel group within a node where the network between nodes is not the
+ * GPU link (T divides gpus_per_node), and on a list of devices (not a node description that grows to
+ * any count) a GPU each, D x R x T at most, where one pipeline (D = T = 1) shares them instead.
+ * FALSE with err saying which. */
 gboolean tp_layout_check(const TpCluster *c, int D, int R, int T, GError **err);
 
 #endif

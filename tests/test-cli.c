@@ -252,6 +252,16 @@ static void test_model_cli(void)
   g_assert_nonnull(strstr(g.out, "256 samples per mini-batch in each of 2 replicas (512 in all)"));
   g_assert_nonnull(strstr(g.out, "(16 GPUs)\n"));
   tpt_run_clear(&g);
+  /* a worker of interleaved chunks is one GPU; on one node's list of devices a tensor group is at home */
+  TptRun v = tpt_run((const char *const[]){ "simulate", "-s", "interleaved-1f1b", "-w", "4", "-n", "8", "--model",
+                                            "gpt-1.5b", "--cluster", "a100x8", "--data-parallel", "2", NULL });
+  TptRun tg = tpt_run((const char *const[]){ "simulate", "-w", "4", "-n", "4", "--model", "gpt-1.5b", "--cluster",
+                                             "a100x8", "--tensor-parallel", "2", NULL });
+  g_assert_cmpint(v.status, ==, 0);
+  g_assert_nonnull(strstr(v.out, "(8 GPUs, some shared)\n"));
+  g_assert_cmpint(tg.status, ==, 0);
+  tpt_run_clear(&v);
+  tpt_run_clear(&tg);
 #define E(needle, ...) tpt_expect_cli_refused((const char *const[]){ __VA_ARGS__, NULL }, needle)
   E("--model: no model named 'gpt5'", "simulate", "--model", "gpt5", "--cluster", "C");
   E("--cluster: no cluster named 'Z'", "simulate", "--model", "cnn", "--cluster", "Z");
@@ -264,7 +274,7 @@ static void test_model_cli(void)
   /* replicas and tensor ranks need GPUs of their own on a list of devices, a tensor group one node */
   E("8 replicas x 1 stages x 1-way blocks need 8 GPUs, and cluster H200 has 1", "simulate", "-s", "1f1b", "-w", "1",
     "-n", "1", "--batch", "128", "--model", "vgg16-cifar100", "--cluster", "h200", "--data-parallel", "8");
-  E("--tensor-parallel 8: cluster H200 has 1 GPU a node", "simulate", "-s", "1f1b", "-w", "1", "-n", "8", "--batch",
+  E("1 replicas x 1 stages x 8-way blocks need 8 GPUs, and cluster H200 has 1", "simulate", "-s", "1f1b", "-w", "1", "-n", "8", "--batch",
     "64", "--model", "gpt-1.5b", "--cluster", "h200", "--tensor-parallel", "8");
   E("2 replicas x 4 stages x 1-way blocks need 8 GPUs, and cluster C has 4", "plan", "--model", "vgg16-cifar100",
     "--cluster", "C", "--batch", "128", "--data-parallel", "2", "-w", "4-8");
