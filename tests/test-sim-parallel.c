@@ -246,20 +246,28 @@ static void test_fit_replicas(void)
   }
 }
 
+/* A 1f1b search of llama-tiny (batch 16, T = 1 or 2) over W w0..w1 on at most `devices` GPUs of
+ * cluster `cluster` (expanded to 4 where it has any count); NULL with err where it finds none. */
+static TpPlanResult *plan_llama(const char *cluster, int w0, int w1, int devices, GError **err)
+{
+  g_autoptr(TpModel) m = tp_model_load("llama-tiny", NULL);
+  g_autoptr(TpModel) m2 = tp_model_load("llama-tiny", NULL);
+  g_autoptr(TpCluster) cl = tp_cluster_load(cluster, NULL);
+  g_assert_true(m && m2 && cl);
+  tp_cluster_expand(cl, 4);
+  tp_model_tensor_parallel(m2, 2, FALSE);
+  const TpPreset *ps[] = { tp_preset_find("1f1b") };
+  TpPlanRequest r = { .model = m, .cluster = cl, .batch = 16, .w0 = w0, .w1 = w1, .n0 = 1, .n1 = 16, .presets = ps,
+                      .n_presets = 1, .threads = 1, .devices = devices, .by_tensor = { NULL, m, m2 } };
+  return tp_plan_search(&r, err);
+}
+
 /* plan --devices on a list of devices (cluster C, four GPUs): replicas and tensor ranks each on a GPU
  * of their own, so D x W x T <= 4 wherever D x T > 1; one pipeline shares them at any W. */
 static void test_plan_devices_list(void)
 {
   GError *err = NULL;
-  g_autoptr(TpModel) m = tp_model_load("llama-tiny", &err);
-  g_autoptr(TpModel) m2 = tp_model_load("llama-tiny", &err);
-  g_autoptr(TpCluster) cl = tp_cluster_load("C", &err);
-  g_assert_no_error(err);
-  tp_model_tensor_parallel(m2, 2, FALSE);
-  const TpPreset *ps[] = { tp_preset_find("1f1b") };
-  TpPlanRequest r = { .model = m, .cluster = cl, .batch = 16, .w0 = 1, .w1 = 6, .n0 = 1, .n1 = 16, .presets = ps,
-                      .n_presets = 1, .threads = 1, .devices = 64, .by_tensor = { NULL, m, m2 } };
-  g_autoptr(TpPlanResult) res = tp_plan_search(&r, &err);
+  g_autoptr(TpPlanResult) res = plan_llama("C", 1, 6, 64, &err);
   g_assert_no_error(err);
   gboolean shared = FALSE, replicated = FALSE;
   for (guint i = 0; i < res->all->len; i++) {
@@ -275,16 +283,7 @@ static void test_plan_devices_list(void)
 static void test_plan_devices(void)
 {
   GError *err = NULL;
-  g_autoptr(TpModel) m = tp_model_load("llama-tiny", &err);
-  g_autoptr(TpModel) m2 = tp_model_load("llama-tiny", &err);
-  g_autoptr(TpCluster) cl = tp_cluster_load("dgx-a100", &err);
-  g_assert_no_error(err);
-  tp_cluster_expand(cl, 4);
-  tp_model_tensor_parallel(m2, 2, FALSE);
-  const TpPreset *ps[] = { tp_preset_find("1f1b") };
-  TpPlanRequest r = { .model = m, .cluster = cl, .batch = 16, .w0 = 1, .w1 = 4, .n0 = 1, .n1 = 16, .presets = ps,
-                      .n_presets = 1, .threads = 1, .devices = 8, .by_tensor = { NULL, m, m2 } };
-  g_autoptr(TpPlanResult) res = tp_plan_search(&r, &err);
+  g_autoptr(TpPlanResult) res = plan_llama("dgx-a100", 1, 4, 8, &err);
   g_assert_no_error(err);
   g_assert_cmpuint(res->ranked->len, >, 0);
   gboolean dp = FALSE, tp = FALSE;
@@ -299,8 +298,7 @@ static void test_plan_devices(void)
   for (guint i = 1; i < res->ranked->len; i++)
     g_assert_cmpfloat(top->sim.samples_per_second, >=, ((const TpPlan *)res->ranked->pdata[i])->sim.samples_per_second * (1 - 1e-9));
   /* more stages than devices: no candidate, and the line names the devices */
-  r.devices = 2, r.w0 = 4;
-  g_assert_null(tp_plan_search(&r, &err));
+  g_assert_null(plan_llama("dgx-a100", 4, 4, 2, &err));
   g_assert_nonnull(err);
   g_assert_nonnull(strstr(err->message, "on at most 2 devices"));
   g_clear_error(&err);
