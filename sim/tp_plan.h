@@ -106,9 +106,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpPlanResult, tp_plan_result_free)
 #define TP_PLAN_MAX_SPLIT_WORK 2e10
 
 /* Data and tensor parallelism in a search (sim/tp_plan_parallel.c): the (D, T) pairs candidates of
- * batch B take ({1, 1} without them; at most TP_PLAN_MAX_PAIRS), the most stages each allows, the
- * model and samples of p's replica, its analytic costs split T ways (before its split is chosen),
- * and its cost model's replicas and links (once made). */
+ * batch B take ({1, 1} without them; at most TP_PLAN_MAX_PAIRS; T as tp_layout_check allows), the
+ * most stages each allows (on a list of devices, D x W x T within it where D x T > 1), the model and
+ * samples of p's replica, its analytic costs split T ways (before its split is chosen), and its cost
+ * model's replicas and links (once made). */
 #define TP_PLAN_MAX_PAIRS 4096
 int tp_plan_pairs(const TpPlanRequest *r, long B, int *D, int *T);
 int tp_plan_max_width(const TpPlanRequest *r, int D, int T);
