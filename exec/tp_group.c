@@ -91,10 +91,14 @@ gboolean tp_group_check_same(TpGroup *g, const char *text, GError **err)
   return !g->iface->check_same || g->iface->check_same(g, text, err);
 }
 
-gboolean tp_group_reduce(TpGroup *g, int W, double timeout_s, TpReduce **r, GError **err)
+gboolean tp_group_reduce(TpGroup *g, int W, int tie_stage, double timeout_s, TpReduce **r, GError **err)
 {
-  *r = NULL;
-  return !g->iface->reduce || (*r = g->iface->reduce(g, W, timeout_s, err)) != NULL;
+  GError *e = NULL;
+  *r = g->iface->reduce ? g->iface->reduce(g, W, tie_stage, timeout_s, &e) : NULL;
+  if (!e)
+    return TRUE;
+  g_propagate_error(err, e);
+  return FALSE;
 }
 
 gboolean tp_group_check_size(const TpGroup *g, int W, GError **err)

@@ -46,8 +46,10 @@ typedef struct {
   gboolean (*check_size)(const TpGroup *g, int W, GError **err);
   /* Optional (NULL: the replicas, if any, are threads of this process): the reduction of each stage's
    * gradient over its replicas, where the group's ranks hold them (rank r: replica r / W, stage
-   * r mod W); the group's, freed when it finishes.  Collective. */
-  TpReduce *(*reduce)(TpGroup *g, int W, double timeout_s, GError **err);
+   * r mod W), and with tie_stage > 0 the tie of the first stage's gradient with stage tie_stage's
+   * (tp_reduce.h); the group's, freed when it finishes.  NULL without err where there is nothing to
+   * reduce.  Collective. */
+  TpReduce *(*reduce)(TpGroup *g, int W, int tie_stage, double timeout_s, GError **err);
   /* Optional (NULL: the runtime's own links): this rank's stage links for a schedule of N
    * micro-batches, its stage on GPU device (-1: on the host); the group owns them.  Collective. */
   TpTransport *(*stage_links)(TpGroup *g, int N, int device, GError **err);
@@ -89,8 +91,9 @@ gboolean tp_group_measure_links(TpGroup *g, int W, TpGroupLink **links, GError *
 gboolean tp_group_check_same(TpGroup *g, const char *text, GError **err);
 /* Whether the ranks are the W stages (a group of one runs them all). */
 gboolean tp_group_check_size(const TpGroup *g, int W, GError **err);
-/* The reduction over replicas held by other ranks, or *r = NULL where the group has none. */
-gboolean tp_group_reduce(TpGroup *g, int W, double timeout_s, TpReduce **r, GError **err);
+/* The reduction over replicas held by other ranks and of the tie with stage tie_stage (> 0), or
+ * *r = NULL where the group has none or nothing to reduce. */
+gboolean tp_group_reduce(TpGroup *g, int W, int tie_stage, double timeout_s, TpReduce **r, GError **err);
 /* This rank's stage links, or *links = NULL where the runtime keeps its own. */
 gboolean tp_group_stage_links(TpGroup *g, int N, int device, TpTransport **links, GError **err);
 void tp_group_catch_stop(TpGroup *g, void (*note)(int sig));

@@ -55,19 +55,15 @@ gboolean tp_net_check_trainable(const TpModel *m, GError **err)
   return TRUE;
 }
 
-gboolean tp_net_check_split(const TpModel *m, const int *bounds, int W, GError **err)
+int tp_net_tied_stage(const TpModel *m, const int *bounds, int W)
 {
   for (int s = 1; s < W; s++)
-    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) { /* tp_net_new checks them */
+    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
       const TpLayer *d = tp_model_layer(m, i);
-      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 is on stage %d, the embedding on stage 1: a "
-                    "head tied across stages is not supported by the executor (train it on one stage, or untie it "
-                    "with tied=0)", m->source, d->line, s + 1);
-        return FALSE;
-      }
+      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied)
+        return s;
     }
-  return TRUE;
+  return -1;
 }
 
 /* Layer L's parameters, saved floats and kept output gradients, from its description. */
@@ -130,6 +126,22 @@ static void place(TpNet *net, NetLayer *L)
   net->max_elems = MAX(net->max_elems, MAX(L->in, L->out));
 }
 
+/* This stage's side of a head tied across stages: the head's copy on a stage after the first; on the
+ * first, the embedding's table where the tied head is on a later stage. */
+static void find_tie(TpNet *net, const TpModel *m, int total)
+{
+  for (int i = 0; i < net->n && net->first > 0; i++) {
+    const NetLayer *L = &net->layers[i];
+    if (L->d.kind == TP_LAYER_LM_HEAD && L->d.blk.tied)
+      net->tie_off = L->w_off, net->tie_n = L->n_w;
+  }
+  for (int i = net->last; i < total && net->first == 0 && net->layers[0].d.kind == TP_LAYER_EMBEDDING; i++) {
+    const TpLayer *d = tp_model_layer(m, i);
+    if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied)
+      net->tie_off = net->layers[0].w_off, net->tie_n = (size_t)d->weights;
+  }
+}
+
 TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err)
 {
   int total = tp_model_n_layers(m);
@@ -157,6 +169,7 @@ TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GE
   }
   net->in_elems = net->layers[0].in;
   net->out_elems = net->layers[net->n - 1].out;
+  find_tie(net, m, total);
   return net;
 }
 
@@ -190,6 +203,14 @@ void tp_net_free(TpNet *net)
 
 const TpBackend *tp_net_backend(const TpNet *net) { return net->be; }
 size_t tp_net_n_params(const TpNet *net) { return net->n_params; }
+
+gboolean tp_net_tied_part(const TpNet *net, size_t *off, size_t *n)
+{
+  if (!net->tie_n)
+    return FALSE;
+  *off = net->tie_off, *n = net->tie_n;
+  return TRUE;
+}
 size_t tp_net_param_bytes(const TpNet *net) { return net->n_params * sizeof(float); }
 size_t tp_net_in_elems(const TpNet *net) { return net->in_elems; }
 size_t tp_net_out_elems(const TpNet *net) { return net->out_elems; }

@@ -37,13 +37,11 @@ gboolean tp_net_check_model(const TpModel *m, GError **err);
  * training and profiling need: else one line naming the last layer. */
 gboolean tp_net_check_trainable(const TpModel *m, GError **err);
 
-/* Whether a pipeline split of m into stages [bounds[s], bounds[s+1]) can train: a head tied to the
- * embedding must be on the embedding's stage, where it reads the embedding's table and its
- * gradient adds to the table's.  On another stage it would hold a copy of the table (tp_net_new
- * makes one, for profiling a layer alone), which updates apart from the table would untie: the
- * executor does not exchange the two gradients between the first and last stages.  TP_ERROR_INPUT,
- * one line naming the head, its stage and what to do. */
-gboolean tp_net_check_split(const TpModel *m, const int *bounds, int W, GError **err);
+/* The stage of a split of m into stages [bounds[s], bounds[s+1]) that holds a head tied to the
+ * embedding, where that is not the embedding's stage (the first): there the head holds a copy of
+ * the embedding's table, and the two gradients are summed before every update (tp_reduce.h's tie)
+ * so that the copies stay the same bits.  -1: no head tied across stages. */
+int tp_net_tied_stage(const TpModel *m, const int *bounds, int W);
 
 /* The stage of layers [first, last) of m on backend be; the whole model must pass
  * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */
@@ -52,6 +50,10 @@ void tp_net_free(TpNet *net);
 
 const TpBackend *tp_net_backend(const TpNet *net);
 size_t tp_net_n_params(const TpNet *net);             /* floats in a weight version (= grads, momentum) */
+/* This stage's side of a head tied to the embedding across stages (tp_net_tied_stage): the
+ * embedding's table on the first stage, the head's copy of it on the head's stage, at *off in the
+ * stage's parameters, *n floats.  FALSE (and nothing set) on any other stage. */
+gboolean tp_net_tied_part(const TpNet *net, size_t *off, size_t *n);
 size_t tp_net_param_bytes(const TpNet *net);
 size_t tp_net_in_elems(const TpNet *net);             /* per sample */
 size_t tp_net_out_elems(const TpNet *net);            /* per sample (class probabilities on the last stage) */

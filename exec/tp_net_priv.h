@@ -65,6 +65,7 @@ struct TpNet {
   int group;      /* samples whose statistics a training batchnorm takes together (the micro-batch; 0:
                      the whole batch) */
   int labels_per_sample; /* 1, or a token model's positions */
+  size_t tie_off, tie_n;  /* its side of a head tied across stages (tp_net_tied_part; tie_n 0: none) */
 };
 
 struct TpSaved {

@@ -263,11 +263,14 @@ gboolean tp_rt_update(Stage *g, const TpOp *op, TpOpRecord *rec, GError **err)
   if (!ub || !wl)
     return fail(g, op, err, "no buffer for the new version");
   const TpRuntime *rt = g->sh->rt;
-  TpReduce *red = rt->cfg.reduce; /* data parallelism: the replicas' mean gradient */
-  if (red && g->S->np &&
-      !red->iface->mean(red, g->st, rt->cfg.replica, (long)g->sh->first_mb + op->mb - 1, g->be, g->S->grad, g->S->np, err))
+  TpReduce *red = rt->cfg.reduce; /* data parallelism: the replicas' mean gradient; a tied head's sum */
+  long mb = (long)g->sh->first_mb + op->mb - 1;
+  size_t off, n;
+  if (red && red->D > 1 && g->S->np && !red->iface->mean(red, g->st, rt->cfg.replica, mb, g->be, g->S->grad, g->S->np, err))
     return FALSE;
-  if (!tp_rt_step(g->sh->rt, g->S, (long)g->sh->first_mb + op->mb - 1, wl, g->S->grad, g->S->mom, ub, err) ||
+  if (tp_net_tied_part(g->net, &off, &n) && !red->iface->tie(red, g->st, rt->cfg.replica, mb, g->be, g->S->grad + off, n, err))
+    return FALSE;
+  if (!tp_rt_step(g->sh->rt, g->S, mb, wl, g->S->grad, g->S->mom, ub, err) ||
       !g->be->iface->zero(g->be, g->S->grad, g->S->np ? g->S->np : 1, err))
     return FALSE;
   if (g->st == 0 && g->sh->progress)

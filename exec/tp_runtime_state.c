@@ -56,7 +56,7 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
                 cfg->batch, cfg->N);
     return NULL;
   }
-  if (!tp_net_check_model(cfg->model, err) || !tp_net_check_split(cfg->model, cfg->bounds, cfg->W, err))
+  if (!tp_net_check_model(cfg->model, err))
     return NULL;
   g_autoptr(TpRuntime) rt = g_new0(TpRuntime, 1);
   rt->cfg = *cfg;

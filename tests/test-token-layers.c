@@ -397,8 +397,8 @@ static void test_block_dropout(void)
 }
 
 /* A tied head on the embedding's stage has no weights of its own; alone on a stage it holds a copy
- * of the embedding's initial table; a split that puts it on another stage than the embedding's is
- * refused for training, in one line naming it. */
+ * of the embedding's initial table, the part of its stage tied to the embedding's table on the first
+ * (tests/test-token-train.c trains them). */
 static void test_tied(void)
 {
   Fix whole = fix_new(gpt_tied, 0, 5, 1), emb = fix_new(gpt_tied, 0, 1, 1), head = fix_new(gpt_tied, 3, 4, 1);
@@ -409,14 +409,20 @@ static void test_tied(void)
   g_autofree float *we = g_new(float, tp_net_n_params(emb.net)), *wh = g_new(float, table);
   g_assert_true(tp_net_init_weights(emb.net, 3, we, &err) && tp_net_init_weights(head.net, 3, wh, &err));
   g_assert_cmpmem(we, table * sizeof(float), wh, table * sizeof(float));
-  const int one[] = { 0, 5 }, apart[] = { 0, 2, 5 }, together[] = { 0, 5, 5 };
-  g_assert_true(tp_net_check_split(whole.m, one, 1, &err));
-  g_assert_true(tp_net_check_split(whole.m, together, 1, &err));
-  g_assert_false(tp_net_check_split(whole.m, apart, 2, &err));
-  g_assert_error(err, TP_ERROR, TP_ERROR_INPUT);
-  g_assert_true(g_str_has_prefix(err->message, "t.model:5: lm_head tied=1 is on stage 2"));
-  g_assert_null(strchr(err->message, '\n'));
-  g_clear_error(&err);
+  const int one[] = { 0, 5 }, apart[] = { 0, 2, 5 }, together[] = { 0, 5, 5 }, third[] = { 0, 1, 3, 5 };
+  g_assert_cmpint(tp_net_tied_stage(whole.m, one, 1), ==, -1);
+  g_assert_cmpint(tp_net_tied_stage(whole.m, together, 2), ==, -1);
+  g_assert_cmpint(tp_net_tied_stage(whole.m, apart, 2), ==, 1);
+  g_assert_cmpint(tp_net_tied_stage(whole.m, third, 3), ==, 2);
+  /* the two sides: the embedding's table on the first stage, the head's copy on its own */
+  size_t off, n;
+  g_assert_false(tp_net_tied_part(whole.net, &off, &n));
+  g_assert_true(tp_net_tied_part(emb.net, &off, &n));
+  g_assert_cmpuint(off, ==, 0);
+  g_assert_cmpuint(n, ==, table);
+  g_assert_true(tp_net_tied_part(head.net, &off, &n));
+  g_assert_cmpuint(off, ==, 0);
+  g_assert_cmpuint(n, ==, table);
   fix_free(&whole), fix_free(&emb), fix_free(&head);
 }
 

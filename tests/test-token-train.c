@@ -5,6 +5,8 @@
  * corpus, and the refusals of bad text data. */
 #include "config.h"
 #include "tp_test.h"
+#include "tp_test_run.h"
+#include "tp_net.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -152,8 +154,11 @@ static void test_dropout_trains(void)
 }
 
 /* A tied head trains on the embedding's stage (the loss falls; recomputing and the split backward
- * end where the fused backward does), and a split that puts it on another stage is refused in one
- * line. */
+ * end where the fused backward does); on another stage its copy of the table and the table sum
+ * their gradients at each update: the flushing schedules over two and three stages end where one
+ * stage ends (the sums differ only in their order: 1e-6 relative), and the schedules where the two
+ * stages could wait on each other at an update are refused in one line.  Profiling times each layer
+ * alone, the head with its own copy. */
 static void test_tied_trains(void)
 {
   g_autofree char *model = gpt_file(TRUE);
@@ -164,11 +169,61 @@ static void test_tied_trains(void)
   g_assert_cmpfloat(last, <, first - 0.05);
   g_assert_true(same_weights(&r, &rc));
   g_assert_cmpfloat(fabs(tpt_json_num(zb.out, "final_train_loss") - last), <=, 1e-6 * last);
-  tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-w", "2", "-n", "1", "-k", "1", "--batch", "2",
-                                           "--data", "synthetic:64:16", NULL },
-                         "lm_head tied=1 is on stage 2, the embedding on stage 1");
-  tpt_run_clear(&r), tpt_run_clear(&rc), tpt_run_clear(&zb);
+  const char *split[][2] = { { "gpipe", "2" }, { "1f1b", "2" }, { "zb-h1", "2" }, { "1f1b", "3" } };
+  for (guint i = 0; i < G_N_ELEMENTS(split); i++) {
+    TptRun w = train_gpt(model, split[i][0], split[i][1], NULL);
+    double loss = tpt_json_num(w.out, "final_train_loss");
+    g_test_message("tied gpt, %s W = %s: loss %.9g (one stage %.9g)", split[i][0], split[i][1], loss, last);
+    g_assert_cmpfloat(fabs(loss - last), <=, 1e-6 * last);
+    tpt_run_clear(&w);
+  }
+  const char *refused[][2] = { { "pipedream", "stage 1 runs F(2) before the update of mini-batch 1" },
+                               { "timeprest", "before the update of mini-batch 1" },
+                               { "zb-v", "interleaved stages cannot meet to sum them" } };
+  for (guint i = 0; i < G_N_ELEMENTS(refused); i++)
+    tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-s", refused[i][0], "-w", "2", "-n", "4", "-k", "2",
+                                             "--batch", "8", "--data", "synthetic:64:16", "--profile-reps", "1", NULL },
+                           refused[i][1]);
+  TptRun prof = tpt_run((const char *[]){ "profile", "-m", model, "--micro-batch-sizes", "1,2", NULL }); /* a layer alone: the
+                                                                                          head's copy, untied */
+  g_assert_cmpint(prof.status, ==, 0);
+  tpt_run_clear(&r), tpt_run_clear(&rc), tpt_run_clear(&zb), tpt_run_clear(&prof);
   tpt_tmp_remove(model);
+}
+
+/* The two copies of a table tied across stages end the same bits: the embedding's on stage 1, the
+ * head's on stage 2 (AdamW, whose state each stage keeps for its copy). */
+static void test_tied_copies(void)
+{
+  g_autoptr(TpModel) m = tpt_model_text("tokens 16 256\nembedding 32 positions=learned\nrepeat 2 block heads=4 ffn=64 "
+                                        "mlp=gelu norm=layernorm positions=none bias=1 dropout=1\nlayernorm\n"
+                                        "lm_head tied=1\ntoken_ce\n");
+  g_autoptr(TpSchedule) s = tpt_preset("1f1b", 2, 4, 5);
+  TpDataset *data = tp_dataset_synthetic_tokens(64, 16, 5, 0);
+  int bounds[3];
+  TpRuntimeConfig cfg = tpt_even_config(m, data, 8, s, bounds);
+  bounds[1] = 2; /* the embedding and a block; the other block, the norm, the head and the loss */
+  g_assert_cmpint(tp_net_tied_stage(m, bounds, 2), ==, 1);
+  cfg.adamw = TRUE, cfg.lr = 0.01f, cfg.beta1 = 0.9f, cfg.beta2 = 0.999f, cfg.eps = 1e-8f, cfg.weight_decay = 0.1f;
+  cfg.reduce = tp_reduce_local_new(1, 2, 60);
+  GError *err = NULL;
+  TpNet *emb = tp_net_new(m, 0, 2, tp_backend_cpu(), &err), *head = tp_net_new(m, 2, bounds[2], tp_backend_cpu(), &err);
+  g_assert_no_error(err);
+  size_t off0, n0, off1, n1, n;
+  g_assert_true(tp_net_tied_part(emb, &off0, &n0) && tp_net_tied_part(head, &off1, &n1));
+  g_assert_cmpuint(n0, ==, n1);
+  g_assert_cmpuint(n0, ==, 256 * 32);
+  TpRunResult res;
+  g_autofree float *w = tpt_train(&cfg, s, &res, &n);
+  const float *table = w + off0, *copy = w + tp_net_n_params(emb) + off1;
+  g_assert_cmpmem(table, n0 * sizeof(float), copy, n1 * sizeof(float));
+  g_autofree float *w0 = g_new(float, tp_net_n_params(emb));
+  g_assert_true(tp_net_init_weights(emb, 11, w0, &err));
+  g_assert_cmpfloat(tpt_rel_diff(table, w0 + off0, n0), >, 1e-3); /* they moved */
+  tp_run_result_clear(&res);
+  tp_net_free(emb), tp_net_free(head);
+  tp_reduce_free(cfg.reduce);
+  tp_dataset_free(data);
 }
 
 /* The default corpus (the fortunes package), and a text file of one's own. */
@@ -321,6 +376,7 @@ int main(int argc, char **argv)
   g_test_add_func("/token-train/timeprest", test_timeprest_trains);
   g_test_add_func("/token-train/dropout", test_dropout_trains);
   g_test_add_func("/token-train/tied", test_tied_trains);
+  g_test_add_func("/token-train/tied-copies", test_tied_copies);
   g_test_add_func("/token-train/text", test_text);
   g_test_add_func("/token-train/refusals", test_refusals);
   g_test_add_func("/token-train/adamw-resume", test_adamw_resume);

@@ -4,7 +4,8 @@
  * B sends) with the same arguments and the unit-slot order, every read of the version the schedule names; -np other than W and a run without mpirun are
  * refused (exit 2, one line); a rank killed or stopped (SIGSTOP) mid-run ends every other rank with
  * one line naming the rank, stage and operation it waited for, well within the outer timeout; a
- * stage that is only a flatten is predicted the peak bytes measured (MPI's rendezvous sends).
+ * stage that is only a flatten is predicted the peak bytes measured (MPI's rendezvous sends); a head
+ * tied across stages sums its gradient with the embedding's over MPI as the local run does.
  * Checkpoints (test-train-mpi-ckpt.c) are tested in a program of their own.  The mpirun cases skip,
  * saying why, where mpirun cannot start processes here or the build has no MPI. */
 #include <glib.h>
@@ -194,6 +195,35 @@ static void test_data_parallel(gconstpointer preset)
   run_clear(&r), run_clear(&local), run_clear(&mpi), run_clear(&stop), run_clear(&resumed);
   g_autofree char *rm = g_strdup_printf("rm -rf '%s'", dir);
   g_assert_cmpint(system(rm), ==, 0);
+}
+
+/* A head tied to the embedding on another stage: its gradient summed with the table's over MPI ends
+ * with the weights of the local run, one pipeline (2 ranks) and two replicas (4 ranks). */
+static void test_tied(void)
+{
+  if (!mpi_usable())
+    return;
+  g_autofree char *model = tpt_tmp_path("tied-gpt.model");
+  g_assert_true(g_file_set_contents(model, "tokens 16 256\nembedding 32 positions=learned\nrepeat 2 block heads=4 "
+                                    "ffn=64 mlp=gelu norm=layernorm positions=none bias=1 dropout=1\nlayernorm\n"
+                                    "lm_head tied=1\ntoken_ce\n", -1, NULL));
+  for (int D = 1; D <= 2; D++) {
+    g_autofree char *args = g_strdup_printf("-m %s -s 1f1b -w 2 -n 4 --data-parallel %d -k 6 --batch %d --data "
+                                            "synthetic:256:32 --optimizer adamw --lr 0.01 --profile-reps 1 --format "
+                                            "json --quiet --peer-timeout 20", model, D, 8 * D);
+    g_autofree char *margs = g_strdup_printf("--transport mpi %s", args);
+    Run local = run(0, args), mpi = run(2 * D, margs);
+    expect_success(&local);
+    expect_success(&mpi);
+    const char *keys[] = { "weights_sha256", "final_train_loss" };
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+      g_autofree char *l = json_value(local.out, keys[i]), *m = json_value(mpi.out, keys[i]);
+      g_assert_nonnull(l);
+      g_assert_cmpstr(m, ==, l);
+    }
+    run_clear(&local), run_clear(&mpi);
+  }
+  tpt_tmp_remove(model);
 }
 
 /* Run a launcher's command line (words split at spaces: mpirun's A : B forms) to its end: its exit
@@ -429,6 +459,7 @@ int main(int argc, char **argv)
   g_test_add_func("/train-mpi/size", test_size);
   g_test_add_data_func("/train-mpi/data-parallel/gpipe", "gpipe", test_data_parallel);
   g_test_add_data_func("/train-mpi/data-parallel/timeprest", "timeprest", test_data_parallel);
+  g_test_add_func("/train-mpi/tied", test_tied);
   g_test_add_func("/train-mpi/flatten-stage-memory", test_flatten_stage_memory);
   g_test_add_func("/train-mpi/other-arguments", test_other_args);
   g_test_add_func("/train-mpi/startup-bounded", test_startup_bounded);

@@ -358,15 +358,19 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
   for (int s = 0; s < t->W && t->dev.stage_be; s++)
     per_stage[s] = t->dev.stage_be[s] ? t->dev.stage_be[s] : tp_backend_cpu();
   t->dp.identical = TRUE;
-  if (t->dp.D == 1)
-    return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
-  if (tp_group_per_stage(t->group)) { /* this rank: one stage of replica rank / W, the reduction the group's */
+  int tie = tp_net_tied_stage(t->model, t->bounds, t->W); /* a head tied across stages: their sum */
+  if (tp_group_per_stage(t->group) && (t->dp.D > 1 || tie > 0)) { /* this rank: one stage of replica rank / W,
+                                                                     the reduction the group's */
     int r = t->rank / t->W;
     cfg.replica = r, cfg.micro_base = r * t->N;
     return tp_group_check_size(t->group, t->W, err) && /* the ranks are the replicas' stages: checked before
                                                            the group splits them */
-           tp_group_reduce(t->group, t->W, c->timeout, &t->dp.reduce, err) && (cfg.reduce = t->dp.reduce) &&
-           (t->rt = tp_runtime_new_on(&cfg, NULL, err)) != NULL;
+           tp_group_reduce(t->group, t->W, tie, c->timeout, &t->dp.reduce, err) && ((cfg.reduce = t->dp.reduce), TRUE) &&
+           (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+  }
+  if (t->dp.D == 1) {
+    cfg.reduce = t->dp.reduce = tie > 0 ? tp_reduce_local_new(1, t->W, c->timeout) : NULL;
+    return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
   }
   t->dp.reduce = tp_reduce_local_new(t->dp.D, t->W, c->timeout);
   t->dp.rt = g_new0(TpRuntime *, t->dp.D);

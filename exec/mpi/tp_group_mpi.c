@@ -67,13 +67,16 @@ static gboolean mpi_check_size(const TpGroup *g, int W, GError **err)
   return FALSE;
 }
 
-static TpReduce *mpi_reduce(TpGroup *g, int W, double timeout_s, GError **err)
+/* NCCL's reduction does not tie stages: where it carries the stages, a tie alone makes none (the
+ * runtime then says the transport cannot tie). */
+static TpReduce *mpi_reduce(TpGroup *g, int W, int tie_stage, double timeout_s, GError **err)
 {
   (void)W;
   Ctx *c = ctx_of(g);
-  if (c->replicas > 1 && !c->reduce)
-    c->reduce = c->gpu_reduce ? c->gpu_reduce(c->replicas, timeout_s, err)
-                              : tp_mpi_reduce_new(c->mpi, c->replicas, timeout_s, err);
+  if (c->replicas > 1 && !c->reduce && c->gpu_reduce)
+    c->reduce = c->gpu_reduce(c->replicas, timeout_s, err);
+  else if ((c->replicas > 1 || tie_stage > 0) && !c->reduce && !c->gpu_reduce)
+    c->reduce = tp_mpi_reduce_new(c->mpi, c->replicas, tie_stage, timeout_s, err);
   return c->reduce;
 }
 

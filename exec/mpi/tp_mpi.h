@@ -80,8 +80,10 @@ TpMpi *tp_mpi_new(int N, double timeout_s, GError **err);
 TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err);
 /* The mean over the replicas of each stage's gradient (exec/tp_reduce.h): one communicator per
  * stage; a reduction onto the stage's first replica and a broadcast from it, so that every
- * replica gets the same bits; waits bounded by timeout_s, polling m's aborts.  Collective. */
-struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err);
+ * replica gets the same bits; with tie_stage > 0, the tie of the first stage's gradient with that
+ * stage's, one communicator of the two per replica; waits bounded by timeout_s, polling m's
+ * aborts.  Collective. */
+struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, int tie_stage, double timeout_s, GError **err);
 /* The micro-batches per mini-batch of the schedule its stage links carry (they name a message's
  * micro-batch), set before their first message. */
 void tp_mpi_set_micro_batches(TpMpi *m, int N);

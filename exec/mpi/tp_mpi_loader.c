@@ -88,9 +88,9 @@ TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err)
 
 /* The functions below take a TpMpi, which only the module makes: it is loaded. */
 
-struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err)
+struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, int tie_stage, double timeout_s, GError **err)
 {
-  return mod(NULL)->reduce_new(m, replicas, timeout_s, err);
+  return mod(NULL)->reduce_new(m, replicas, tie_stage, timeout_s, err);
 }
 
 void tp_mpi_set_micro_batches(TpMpi *m, int N) { mod(NULL)->set_micro_batches(m, N); }

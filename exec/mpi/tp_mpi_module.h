@@ -21,7 +21,7 @@ typedef struct {
   gboolean (*check_size)(int W, GError **err);
   TpMpi *(*create)(int N, double timeout_s, GError **err);
   TpMpi *(*create_split)(int N, double timeout_s, int replicas, GError **err);
-  struct TpReduce *(*reduce_new)(TpMpi *m, int replicas, double timeout_s, GError **err);
+  struct TpReduce *(*reduce_new)(TpMpi *m, int replicas, int tie_stage, double timeout_s, GError **err);
   void (*set_micro_batches)(TpMpi *m, int N);
   TpTransport *(*transport)(TpMpi *m);
   gboolean (*check_abort)(TpMpi *m, GError **err);

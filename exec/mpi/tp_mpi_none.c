@@ -43,9 +43,9 @@ TpMpi *tp_mpi_new_split(int N, double timeout_s, int replicas, GError **err)
   return NULL;
 }
 
-struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err)
+struct TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, int tie_stage, double timeout_s, GError **err)
 {
-  (void)m, (void)replicas, (void)timeout_s;
+  (void)m, (void)replicas, (void)tie_stage, (void)timeout_s;
   missing(err);
   return NULL;
 }

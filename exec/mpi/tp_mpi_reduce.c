@@ -1,7 +1,8 @@
-/* tp_mpi_reduce.c — data parallelism's reduction over MPI (exec/tp_reduce.h): a communicator per
- * stage holding that stage's replicas; each update's gradient reduced (sum) onto the stage's first
- * replica and broadcast back, then scaled by 1/D on every rank alike, so that every replica gets the
- * same bits.  Non-blocking calls waited for under the transport's lock with its timeout, polling its
+/* tp_mpi_reduce.c — the collectives of an update over MPI (exec/tp_reduce.h).  Data parallelism's:
+ * a communicator per stage holding that stage's replicas; each update's gradient reduced (sum) onto
+ * the stage's first replica and broadcast back, then scaled by 1/D on every rank alike, so that every
+ * replica gets the same bits.  A tied head's: a communicator of the first stage and the head's per
+ * replica, the two parts summed by an all-reduce (a sum of two is the same bits either way).  Non-blocking calls waited for under the transport's lock with its timeout, polling its
  * aborts, like a receive; a failure ends the job through the group (tp_mpi_fail), as a stage's does. */
 #include "tp_mpi_priv.h"
 #include "tp_error.h"
@@ -13,6 +14,7 @@ typedef struct {
   TpReduce base;
   TpMpi *m;          /* the world's transport: its lock, timeout and aborts */
   MPI_Comm stage;    /* this rank's stage's replicas, replica order */
+  MPI_Comm tie;      /* this rank's replica's first and tied stages (MPI_COMM_NULL: not one of them) */
   double timeout_s;
   float *host;       /* the gradient, staged */
   size_t cap;
@@ -62,6 +64,30 @@ static gboolean mpi_mean(TpReduce *base, int stage, int replica, long mb, const 
   return be->iface->upload(be, grad, r->host, n, err);
 }
 
+static gboolean mpi_tie(TpReduce *base, int stage, int replica, long mb, const TpBackend *be, float *grad, size_t n,
+                        GError **err)
+{
+  MpiReduce *r = (MpiReduce *)base;
+  if (r->tie == MPI_COMM_NULL || n > (size_t)INT_MAX) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: %s", stage + 1, r->tie == MPI_COMM_NULL
+                ? "no communicator ties it to another stage" : "the tied table is more than one MPI call sums");
+    return FALSE;
+  }
+  if (r->cap < n)
+    r->host = g_realloc_n(r->host, n, sizeof(float)), r->cap = n;
+  if (!be->iface->download(be, r->host, grad, n, err))
+    return FALSE;
+  MPI_Request req;
+  g_rec_mutex_lock(&r->m->lock);
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, r->host, (int)n, MPI_FLOAT, MPI_SUM, r->tie, &req);
+  gboolean ok = rc == MPI_SUCCESS && wait_for(r, &req, stage, replica, mb, "the tied head's sum", err);
+  g_rec_mutex_unlock(&r->m->lock);
+  if (!ok && !(err && *err))
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: MPI cannot sum the tied head's gradient",
+                stage + 1, replica + 1);
+  return ok && be->iface->upload(be, grad, r->host, n, err);
+}
+
 static void mpi_abort(TpReduce *base, const char *why)
 {
   MpiReduce *r = (MpiReduce *)base;
@@ -72,22 +98,32 @@ static void mpi_free(TpReduce *base)
 {
   MpiReduce *r = (MpiReduce *)base;
   MPI_Comm_free(&r->stage);
+  if (r->tie != MPI_COMM_NULL)
+    MPI_Comm_free(&r->tie);
   g_free(r->host);
   g_free(r);
 }
 
-static const TpReduceIface mpi_iface = { .mean = mpi_mean, .abort = mpi_abort, .free = mpi_free };
+static const TpReduceIface mpi_iface = { .mean = mpi_mean, .tie = mpi_tie, .abort = mpi_abort, .free = mpi_free };
 
-TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, double timeout_s, GError **err)
+TpReduce *tp_mpi_reduce_new(TpMpi *m, int replicas, int tie_stage, double timeout_s, GError **err)
 {
   int size = tp_mpi_size(), rank = tp_mpi_rank(), W = size / MAX(replicas, 1);
   MpiReduce *r = g_new0(MpiReduce, 1);
-  *r = (MpiReduce){ .base = { .iface = &mpi_iface, .D = replicas }, .m = m, .timeout_s = MAX(timeout_s, 1.0) };
+  *r = (MpiReduce){ .base = { .iface = &mpi_iface, .D = replicas }, .m = m, .timeout_s = MAX(timeout_s, 1.0),
+                    .tie = MPI_COMM_NULL };
   if (replicas < 1 || size % replicas || MPI_Comm_split(MPI_COMM_WORLD, rank % W, rank / W, &r->stage) != MPI_SUCCESS ||
       MPI_Comm_set_errhandler(r->stage, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot make the communicator of its stage's %d replicas",
                 rank, replicas);
     g_free(r);
+    return NULL;
+  }
+  int st = rank % W, tied = tie_stage > 0 && tie_stage < W && (st == 0 || st == tie_stage);
+  if (tie_stage > 0 && (MPI_Comm_split(MPI_COMM_WORLD, tied ? rank / W : MPI_UNDEFINED, st, &r->tie) != MPI_SUCCESS ||
+                        (tied && MPI_Comm_set_errhandler(r->tie, MPI_ERRORS_RETURN) != MPI_SUCCESS))) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "rank %d: cannot make the communicator of its tied stages", rank);
+    mpi_free(&r->base);
     return NULL;
   }
   return &r->base;
