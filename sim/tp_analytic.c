@@ -211,6 +211,11 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     for (int i = 0; i < L; i++)
       a->tab.upd_prefix[i + 1] = a->tab.upd_prefix[i] + p->layer[i].upd;
   }
+  a->tab.tied_at = -1;
+  for (int i = 1; i < L && tp_model_layer(m, 0)->kind == TP_LAYER_EMBEDDING; i++)
+    if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD && tp_model_layer(m, i)->blk.tied)
+      a->tab.tied_at = i, a->tab.tied_bytes = a->tab.param_prefix[i + 1] - a->tab.param_prefix[i],
+      a->tab.tied_upd = p ? p->layer[i].upd : 0;
   fill_prefixes(a, k);
   return a;
 }
@@ -250,7 +255,7 @@ static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions)
 {
   (void)s;
-  double params = a->tab.param_prefix[hi] - a->tab.param_prefix[lo], stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
+  double params = tp_tables_params(&a->tab, lo, hi), stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
   /* weight versions, optimizer state, gradient buffer, with replicas the reduction buffer; stored
    * activations (recomputing: the stage's input per micro-batch in flight and one workspace of a
    * micro-batch's activations, as the simulator counts them; tp_fit_memory corrects a larger
@@ -344,7 +349,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
     int lo = a->bounds[s], hi = a->bounds[s + 1];
     const TpLayer *first = tp_model_layer(a->model, lo), *last = tp_model_layer(a->model, hi - 1);
     size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
-    double params = a->tab.param_prefix[hi] - a->tab.param_prefix[lo], stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
+    double params = tp_tables_params(&a->tab, lo, hi), stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
     TpStageCost *sc = &cost->stage[s];
     sc->fwd = a->tab.fwd_prefix[row + hi] - a->tab.fwd_prefix[row + lo];
     sc->bwd = a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
@@ -356,7 +361,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
      * AdamW reads two moments and writes them (7); a profile's measured SGD update scaled alike */
     double streams = 3 + 2 * optimizer_states(a);
     if (p)
-      sc->upd = (a->tab.upd_prefix[hi] - a->tab.upd_prefix[lo]) * streams / 5;
+      sc->upd = tp_tables_upd(&a->tab, lo, hi) * streams / 5;
     else {
       const TpDevice *d = &c->dev[a->device[s]];
       sc->upd = streams * params / (d->bandwidth * d->efficiency);

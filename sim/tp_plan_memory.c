@@ -128,7 +128,7 @@ TpSchedule *tp_plan_schedule_peaks(TpPlanActs *t, const TpPlan *p, const int **p
 static double least_bytes(const TpAnalytic *a, int lo, int hi, double per_weight, int held)
 {
   const TpAnalyticTables *tab = &a->tab;
-  double params = tab->param_prefix[hi] - tab->param_prefix[lo], stored = tab->stored_prefix[hi] - tab->stored_prefix[lo];
+  double params = tp_tables_params(tab, lo, hi), stored = tab->stored_prefix[hi] - tab->stored_prefix[lo];
   return per_weight * params + a->micro * (a->recompute ? 1 : held) * stored;
 }
 
