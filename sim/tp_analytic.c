@@ -252,6 +252,20 @@ static double range_cost(int s, int lo, int hi, gpointer data)
 
 static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 1 ? a->optimizer_states : 1; }
 
+/* A head tied to the embedding on a later stage h than the embedding's: at every update the table's
+ * gradient on stage 1 and the copy's on stage h are summed, an all-reduce of two over the stages'
+ * link, which both updates wait for (the executor's tie, exec/tp_reduce.h). */
+static void add_tie(const TpAnalytic *a, TpCost *cost)
+{
+  int h = 0;
+  while (a->tab.tied_at >= 0 && h < a->W && a->bounds[h + 1] <= a->tab.tied_at)
+    h++;
+  if (a->tab.tied_at < 0 || h == 0 || h >= a->W || a->link_bandwidth <= 0)
+    return;
+  double t = tp_allreduce_ring(2, a->tab.tied_bytes, a->link_bandwidth, a->link_latency);
+  cost->stage[0].upd += t, cost->stage[h].upd += t;
+}
+
 double tp_analytic_stage_bytes(const TpAnalytic *a, int s, int lo, int hi, int acts, int versions)
 {
   (void)s;
@@ -385,6 +399,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
   for (int l = 0; l < a->W - 1; l++)
     cost->link[l] = (TpLinkCost){ .latency = a->link_latency, .bandwidth = a->link_bandwidth,
                                   .eager_limit = a->link_eager_limit };
+  add_tie(a, cost);
   tp_cost_update_devices(cost);
   return cost;
 }

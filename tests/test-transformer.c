@@ -4,6 +4,7 @@
  * Hugging Face config.json read as the .model it stands for, the repeat syntax, the refusals, and
  * the model command. */
 #include "tp_analytic.h"
+#include "tp_allreduce.h"
 #include "tp_model.h"
 #include "tp_test.h"
 
@@ -270,7 +271,8 @@ static void test_costs(void)
 
 /* GPT-2's head tied to the embedding: beside the embedding it has no weights of its own (the
  * model's 124,439,808 parameters, 16 bits each, on one stage); on a later stage it holds a copy
- * of the table (V·d more), with its optimizer state and gradient. */
+ * of the table (V·d more), with its optimizer state and gradient, and both stages' updates wait
+ * for the sum of the two gradients. */
 static void test_tied_bytes(void)
 {
   g_autoptr(TpModel) m = tpt_model("gpt2-124m");
@@ -288,6 +290,17 @@ static void test_tied_bytes(void)
     g_test_message("W = %d: %.0f weight bytes", W, weights);
     g_assert_cmpfloat(weights, ==, 2.0 * 124439808 + (W > 1 ? table : 0));
     g_assert_cmpfloat(states, ==, weights); /* SGD's momentum: one state a weight */
+    if (W == 1)
+      continue;
+    /* the sum of the two gradients at each update: an all-reduce of two on the stages' link, in the
+     * updates of both stages (the links made free, none) */
+    double bw = a->link_bandwidth, lat = a->link_latency, upd[2] = { cost->stage[0].upd, cost->stage[1].upd };
+    g_assert_cmpfloat(bw, >, 0);
+    a->link_bandwidth = 0;
+    g_autoptr(TpCost) free_links = tp_analytic_cost(a);
+    for (int s = 0; s < 2; s++)
+      g_assert_cmpfloat(fabs(upd[s] - free_links->stage[s].upd - tp_allreduce_ring(2, table, bw, lat)), <,
+                        1e-12 * upd[s]);
   }
 }
 
