@@ -66,6 +66,25 @@ int tp_net_tied_stage(const TpModel *m, const int *bounds, int W)
   return -1;
 }
 
+gboolean tp_net_check_tie(const TpModel *m, const int *bounds, int W, GError **err)
+{
+  int heads = 0, off = 0;
+  for (int s = 0; s < W; s++)
+    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
+      const TpLayer *d = tp_model_layer(m, i);
+      if (d->kind != TP_LAYER_LM_HEAD || !d->blk.tied)
+        continue;
+      heads++, off += s > 0;
+      if (heads > 1 && off > 0) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: a second lm_head tied=1 on stage %d: a split may tie one "
+                    "head to the embedding across stages (put the heads on the embedding's stage, or untie one)",
+                    m->source, d->line, s + 1);
+        return FALSE;
+      }
+    }
+  return TRUE;
+}
+
 /* Layer L's parameters, saved floats and kept output gradients, from its description. */
 static void layout(TpNet *net, NetLayer *L)
 {

@@ -42,6 +42,9 @@ gboolean tp_net_check_trainable(const TpModel *m, GError **err);
  * the embedding's table, and the two gradients are summed before every update (tp_reduce.h's tie)
  * so that the copies stay the same bits.  -1: no head tied across stages. */
 int tp_net_tied_stage(const TpModel *m, const int *bounds, int W);
+/* Whether the split can tie: at most one head tied to the embedding off the embedding's stage (two
+ * would each need the table's gradient); else a one-line TP_ERROR_INPUT naming the second. */
+gboolean tp_net_check_tie(const TpModel *m, const int *bounds, int W, GError **err);
 
 /* The stage of layers [first, last) of m on backend be; the whole model must pass
  * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */

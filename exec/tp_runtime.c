@@ -370,7 +370,8 @@ static void tick_until_done(Shared *sh, int n_th, TpProgress *progress)
   g_mutex_unlock(&sh->lock);
 }
 
-/* The first operation of stage st that is out of its mini-batch's block of the order (each
+/* A head tied across stages (tp_runtime_check_tie): the first operation of stage st that is out of
+ * its mini-batch's block of the order (each
  * mini-batch's operations, then its update, then the next's), and in *done the updates before it;
  * NULL where every one is in its block. */
 static const TpOp *out_of_block(const TpSchedule *s, int st, int *done)
@@ -385,43 +386,48 @@ static const TpOp *out_of_block(const TpSchedule *s, int st, int *done)
   return NULL;
 }
 
-/* A head tied across stages sums its gradient with the embedding's at every update, the two stages
- * meeting there: the reduction must tie stages, and the meeting must cost the schedule nothing.  It
- * does where each of the two stages runs its mini-batches in blocks (a mini-batch's operations, its
- * update, then the next's): the stage that comes first waits only for what its next operation
- * waits for anyway, the next mini-batch's forward.  Where the embedding's stage runs ahead (the
- * asynchronous policies) the head's stage would stall at every update, a wait the schedule does not
- * have; and a worker's chunks that take turns (interleaved stages) cannot both be at their update. */
-static gboolean check_tie(const TpRuntime *rt, const TpSchedule *s, GError **err)
+/* Why stage st of s cannot meet the other side of a tie at its updates (NULL: it can): it runs an
+ * operation out of its mini-batch's block. */
+static char *tie_block_why(const TpSchedule *s, int st)
 {
-  const TpModel *m = rt->cfg.model;
-  int h = tp_net_tied_stage(m, rt->bounds, rt->W), line = 0, st = 0, done = 0;
+  int done;
+  const TpOp *op = out_of_block(s, st, &done);
+  if (!op)
+    return NULL;
+  char name[64], where[256];
+  tp_op_name(s, op, name, sizeof name);
+  tp_op_where(s, op, where, sizeof where);
+  return op->mb > done + 1 ? g_strdup_printf("%sstage %d runs %s before the update of mini-batch %d", where, st + 1, name,
+                                             done + 1)
+                           : g_strdup_printf("%sstage %d runs %s after its mini-batch's update", where, st + 1, name);
+}
+
+gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSchedule *s, gboolean can_tie, GError **err)
+{
+  int h = tp_net_tied_stage(m, bounds, s->W), line = 0;
   if (h < 0)
     return TRUE;
-  for (int i = rt->bounds[h]; i < rt->bounds[h + 1]; i++)
+  if (!tp_net_check_tie(m, bounds, s->W, err))
+    return FALSE;
+  for (int i = bounds[h]; i < bounds[h + 1]; i++)
     if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD)
       line = tp_model_layer(m, i)->line;
   g_autofree char *why = NULL;
-  if (!rt->cfg.reduce || !rt->cfg.reduce->iface->tie)
-    why = g_strdup("this transport cannot sum them");
+  const char *fix = "use gpipe, 1f1b, zb-h1 or tied=0";
+  if (!can_tie)
+    why = g_strdup("which this transport cannot"), fix = "use --transport local or mpi, or tied=0";
   else if (s->rank_seq)
-    why = g_strdup("interleaved stages cannot meet to sum them");
+    why = g_strdup("but interleaved stages cannot meet to sum them"),
+    fix = "use gpipe, 1f1b, zb-h1 or tied=0";
   for (int i = 0; i < 2 && !why; i++) {
-    const TpOp *op = out_of_block(s, st = i ? h : 0, &done);
-    char name[64], where[256];
-    if (!op)
-      continue;
-    tp_op_name(s, op, name, sizeof name);
-    tp_op_where(s, op, where, sizeof where);
-    why = op->mb > done + 1 ? g_strdup_printf("%sstage %d runs %s before the update of mini-batch %d", where, st + 1,
-                                              name, done + 1)
-                            : g_strdup_printf("%sstage %d runs %s after its mini-batch's update", where, st + 1, name);
+    g_autofree char *block = tie_block_why(s, i ? h : 0);
+    if (block)
+      why = g_strdup_printf("but %s: they would wait for each other", block);
   }
   if (!why)
     return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 on stage %d sums its gradient with the "
-              "embedding's on stage 1 at each update, but %s (the two would wait for each other): use a schedule "
-              "that flushes (gpipe, 1f1b, zb-h1, ...) or tied=0", m->source, line, h + 1, why);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 on stage %d sums its gradient with stage 1's at "
+              "each update, %s (%s)", m->source, line, h + 1, why, fix);
   return FALSE;
 }
 
@@ -429,7 +435,7 @@ static gboolean check_tie(const TpRuntime *rt, const TpSchedule *s, GError **err
  * batch, interleaved stages all in this process. */
 static gboolean check_run(const TpRuntime *rt, const TpSchedule *s, GError **err)
 {
-  if (!tp_runtime_check_schedule(s, err) || !check_tie(rt, s, err))
+  if (!tp_runtime_check_schedule(s, err))
     return FALSE;
   if (s->rank_seq && (rt->lo != 0 || rt->hi != rt->W)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "interleaved stages (%d model chunks per worker) run in one process: "
@@ -441,7 +447,7 @@ static gboolean check_run(const TpRuntime *rt, const TpSchedule *s, GError **err
                 "and batch %d", s->W, s->N, rt->W, rt->cfg.batch);
     return FALSE;
   }
-  return TRUE;
+  return tp_runtime_check_tie(rt->cfg.model, rt->bounds, s, rt->cfg.reduce && rt->cfg.reduce->iface->tie, err);
 }
 
 gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *idx, int first_mb, gint64 origin,

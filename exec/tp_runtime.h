@@ -146,6 +146,9 @@ void tp_runtime_free(TpRuntime *rt);
 /* Run only stages [lo, hi) in this process, over transport tr (not owned; NULL: a local transport
  * made for each run, as without this call).  TP_ERROR_INPUT when the range is not within W. */
 gboolean tp_runtime_set_part(TpRuntime *rt, int lo, int hi, TpTransport *tr, GError **err);
+/* The reduction its updates run (TpRuntimeConfig.reduce), where it is made after the runtime (a
+ * group's, once the ranks agreed). */
+void tp_runtime_set_reduce(TpRuntime *rt, TpReduce *reduce);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpRuntime, tp_runtime_free)
 
 int tp_runtime_stages(const TpRuntime *rt);
@@ -235,6 +238,16 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
  * Kinds the schedule does not run on a stage keep out[s]'s value. */
 gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
                                       GError **err);
+
+/* Whether s can run m split at bounds where a head is tied to the embedding across stages
+ * (tp_net_tied_stage), can_tie saying whether the run's reduction ties stages: the two stages sum
+ * their gradients at every update, meeting there, which costs the schedule nothing only where each
+ * runs its mini-batches in blocks (a mini-batch's operations, its update, then the next's): the
+ * stage that comes first waits only for what its next operation waits for anyway.  Where the
+ * embedding's stage runs ahead (the asynchronous policies) the head's would stall at every update,
+ * and a worker's chunks that take turns (interleaved stages) cannot both be at their update.  Else
+ * a one-line TP_ERROR_INPUT naming the head, the operation out of its block and what to do. */
+gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSchedule *s, gboolean can_tie, GError **err);
 
 /* Data parallelism (cfg.reduce): the reduction an update runs, timed on each of this process's
  * stages' gradient size (a scratch gradient of zeros in the stage's memory), every replica calling

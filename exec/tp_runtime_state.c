@@ -96,6 +96,8 @@ TpRuntime *tp_runtime_new_on(const TpRuntimeConfig *cfg, const TpBackend *const 
   return g_steal_pointer(&rt);
 }
 
+void tp_runtime_set_reduce(TpRuntime *rt, TpReduce *reduce) { rt->cfg.reduce = reduce; }
+
 void tp_runtime_free(TpRuntime *rt)
 {
   if (!rt)

@@ -184,6 +184,17 @@ static void test_tied_trains(void)
     tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-s", refused[i][0], "-w", "2", "-n", "4", "-k", "2",
                                              "--batch", "8", "--data", "synthetic:64:16", "--profile-reps", "1", NULL },
                            refused[i][1]);
+  /* two heads tied to the table, one off its stage: each would need the table's gradient */
+  g_autofree char *two = tpt_tmp_path("tied-two.model");
+  g_assert_true(g_file_set_contents(two, "tokens 16 256\nembedding 256\nblock heads=4 ffn=64\nlayernorm\nlm_head tied=1\n"
+                                    "lm_head tied=1\ntoken_ce\n", -1, NULL));
+  tpt_expect_cli_refused((const char *[]){ "train", "-m", two, "-s", "1f1b", "-w", "2", "--split", "4,2", "-n", "4", "-k", "2",
+                                           "--batch", "8", "--data", "synthetic:64:16", NULL },
+                         "tied-two.model:6: a second lm_head tied=1 on stage 2");
+  tpt_expect_cli_refused((const char *[]){ "train", "-m", two, "-s", "1f1b", "-w", "3", "--split", "3,2,1", "-n", "4", "-k",
+                                           "2", "--batch", "8", "--data", "synthetic:64:16", NULL },
+                         "tied-two.model:6: a second lm_head tied=1 on stage 2");
+  tpt_tmp_remove(two);
   TptRun prof = tpt_run((const char *[]){ "profile", "-m", model, "--micro-batch-sizes", "1,2", NULL }); /* a layer alone: the
                                                                                           head's copy, untied */
   g_assert_cmpint(prof.status, ==, 0);

@@ -223,6 +223,15 @@ static void test_tied(void)
     }
     run_clear(&local), run_clear(&mpi);
   }
+  /* an asynchronous schedule, where the two would wait for each other: refused before any work, one
+   * line, exit 2 (as every rank's input error) */
+  g_autofree char *args = g_strdup_printf("--transport mpi -m %s -s pipedream -w 2 -n 4 -k 6 --batch 8 --data "
+                                          "synthetic:256:32 --quiet --peer-timeout 20", model);
+  Run r = run(2, args);
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(count(r.err, "timeprest train:"), ==, 1);
+  g_assert_cmpint(count(r.err, "stage 1 runs F(2) before the update of mini-batch 1"), ==, 1);
+  run_clear(&r);
   tpt_tmp_remove(model);
 }
 

@@ -102,10 +102,11 @@ void tp_train_clear(Train *t)
   tp_runtime_free(t->rt);
   for (int r = 1; t->dp.rt && r < t->dp.D; r++)
     tp_runtime_free(t->dp.rt[r]);
-  if (t->dp.rt) { /* the replicas are this process's threads: their reduction is the run's (else the group's) */
+  if (t->group && !tp_group_per_stage(t->group)) /* the stages and replicas are this process's threads: their
+                                                    reduction is the run's (else the group's) */
     tp_reduce_free(t->dp.reduce);
+  if (t->dp.rt)
     g_mutex_clear(&t->dp.cut_lock);
-  }
   g_free(t->dp.rt);
   free_stage_backends(t);
   tp_schedule_free(t->s);
@@ -301,6 +302,24 @@ static gboolean split_stages(Train *t, GError **err)
   return TRUE;
 }
 
+/* A head tied to the embedding across stages, refused before any work where the run cannot tie it:
+ * the schedule (the file's, or the preset's order on unit slots) and the transport, as the runtime
+ * checks them (tp_runtime_check_tie); NCCL's reduction does not tie stages. */
+static gboolean check_tie(Train *t, GError **err)
+{
+  if (tp_net_tied_stage(t->model, t->bounds, t->W) < 0)
+    return TRUE;
+  const TpPreset *p = t->cfg.sched.preset;
+  int K = MIN(t->K, 3), R = t->W / t->V;
+  g_autoptr(TpSchedule) own = t->s                      ? NULL
+                              : t->cfg.sched.act_limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, R, t->N, K,
+                                                                                         t->cfg.sched.act_limit, NULL, err)
+                              : t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, R, t->V, t->N, K, NULL, err)
+                                         : tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err);
+  return (t->s || own) &&
+         tp_runtime_check_tie(t->model, t->bounds, t->s ? t->s : own, !tp_group_links_on_gpus(t->group), err);
+}
+
 /* The least the stages hold (weights, momentum and gradient, the initial weights' buffer, one
  * mini-batch's activations), checked against the memory left before any of it is allocated; and
  * the learning rate's warm-up against the run's length. */
@@ -359,14 +378,12 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
     per_stage[s] = t->dev.stage_be[s] ? t->dev.stage_be[s] : tp_backend_cpu();
   t->dp.identical = TRUE;
   int tie = tp_net_tied_stage(t->model, t->bounds, t->W); /* a head tied across stages: their sum */
-  if (tp_group_per_stage(t->group) && (t->dp.D > 1 || tie > 0)) { /* this rank: one stage of replica rank / W,
-                                                                     the reduction the group's */
+  if (tp_group_per_stage(t->group) && (t->dp.D > 1 || tie > 0)) { /* this rank: one stage of replica rank / W, the
+                                                                     reduction the group's, once the set-up is
+                                                                     agreed (tp_train_reduce) */
     int r = t->rank / t->W;
     cfg.replica = r, cfg.micro_base = r * t->N;
-    return tp_group_check_size(t->group, t->W, err) && /* the ranks are the replicas' stages: checked before
-                                                           the group splits them */
-           tp_group_reduce(t->group, t->W, tie, c->timeout, &t->dp.reduce, err) && ((cfg.reduce = t->dp.reduce), TRUE) &&
-           (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
+    return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;
   }
   if (t->dp.D == 1) {
     cfg.reduce = t->dp.reduce = tie > 0 ? tp_reduce_local_new(1, t->W, c->timeout) : NULL;
@@ -435,8 +452,8 @@ gboolean tp_train_prepare(Train *t, GError **err)
   const TpBackendReg *reg = NULL;
   gboolean own_stage = FALSE;
   const TpBackend *be = stage_backend(t, &reg, &own_stage, err);
-  if (!be || !check_replicas(t, reg, err) || !open_data(t, err) || !split_stages(t, err) || !check_memory(t, be, err) ||
-      !make_runtime(t, reg, be, own_stage, err))
+  if (!be || !check_replicas(t, reg, err) || !open_data(t, err) || !split_stages(t, err) || !check_tie(t, err) ||
+      !check_memory(t, be, err) || !make_runtime(t, reg, be, own_stage, err))
     return FALSE;
   start_results(t);
   if (t->cfg.ck.every > t->K)
@@ -529,6 +546,21 @@ static gboolean open_stage_links(Train *t, GError **err)
          (!links || tp_runtime_set_part(t->rt, st, st + 1, links, err));
 }
 
+/* Where the group's ranks hold the stages and there is something to reduce (replicas, or a head tied
+ * across stages), the group's reduction, made once every rank agreed on the set-up (its
+ * communicators are collectives that would wait for a rank whose set-up failed): the ranks' checks
+ * first, then the runtime's.  Its waits are bounded by --peer-timeout, as the stages' messages. */
+static gboolean group_reduce(Train *t, GError **err)
+{
+  int tie = tp_net_tied_stage(t->model, t->bounds, t->W);
+  if (!tp_group_per_stage(t->group) || (t->dp.D == 1 && tie < 0))
+    return TRUE;
+  if (!tp_group_reduce(t->group, t->W, tie, t->cfg.peer_timeout, &t->dp.reduce, err))
+    return FALSE;
+  tp_runtime_set_reduce(t->rt, t->dp.reduce);
+  return TRUE;
+}
+
 /* A failure once the set-up is agreed: the caller ends the job through the group. */
 static gboolean failed(TpTrainEnd *end, int status, GError *e, GError **err)
 {
@@ -561,6 +593,8 @@ gboolean tp_train_main(Train *t, const char *args, TpTrainReportFn report, gpoin
       return end->ended;
   }
   if (t->cfg.ck.dir && !same_generation(t, &e))
+    return failed(end, 1, e, err);
+  if (!group_reduce(t, &e))
     return failed(end, 1, e, err);
   if (!open_stage_links(t, &e))
     return failed(end, tp_error_exit_status(e), e, err);

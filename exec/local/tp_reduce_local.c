@@ -39,6 +39,14 @@ typedef struct {
   GMutex abort_lock;
 } Local;
 
+/* The error of meeting m: why, naming the stage (and the replica, where there are several). */
+static void meeting_error(const Local *l, const Meeting *m, const char *why, GError **err)
+{
+  g_autofree char *who = l->base.D > 1 ? g_strdup_printf(", replica %d", m->replica + 1) : g_strdup("");
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d%s: %s at the update of mini-batch %ld", m->stage + 1, who, why,
+              m->mb);
+}
+
 /* Wait (lock held) until every party has come to this meeting; FALSE with err once the reduction is
  * aborted or the others do not come within the timeout. */
 static gboolean meet(Local *l, Rendezvous *z, const Meeting *m, GError **err)
@@ -54,8 +62,7 @@ static gboolean meet(Local *l, Rendezvous *z, const Meeting *m, GError **err)
       break;
   if (z->round != mine)
     return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: %s at the update of mini-batch %ld",
-              m->stage + 1, m->replica + 1, l->aborted ? l->aborted : m->others, m->mb);
+  meeting_error(l, m, l->aborted ? l->aborted : m->others, err);
   return FALSE;
 }
 
@@ -98,8 +105,7 @@ static gboolean reduce(Local *l, Rendezvous *z, const Meeting *m, const TpBacken
   gboolean host = tp_backend_host_memory(be);
   int p = m->part;
   g_mutex_lock(&z->lock);
-  gboolean ok = !l->aborted || (g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: %s at the update "
-                                            "of mini-batch %ld", m->stage + 1, m->replica + 1, l->aborted, m->mb), FALSE);
+  gboolean ok = !l->aborted || (meeting_error(l, m, l->aborted, err), FALSE);
   ok = ok && ensure(z, m->parties, n, err);
   if (ok && !host && !z->copy[p] && !(z->copy[p] = g_try_new(float, MAX(n, 1)))) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot allocate the gradient reduction's copy of %zu floats", n);

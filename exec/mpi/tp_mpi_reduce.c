@@ -27,9 +27,9 @@ static gboolean wait_for(MpiReduce *r, MPI_Request *req, int stage, int replica,
   int w = tp_mpi_wait(r->m, req, deadline, FALSE);
   if (w == 0)
     return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: %s of the gradient of mini-batch %ld %s",
-              stage + 1, replica + 1, what, mb,
-              w == 1 ? "timed out (another replica is dead or stuck)" : w == 2 ? "aborted" : "failed in MPI");
+  g_autofree char *who = r->base.D > 1 ? g_strdup_printf(", replica %d", replica + 1) : g_strdup("");
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d%s: %s of the gradient of mini-batch %ld %s", stage + 1, who,
+              what, mb, w == 1 ? "timed out (a peer is dead or stuck)" : w == 2 ? "aborted" : "failed in MPI");
   return FALSE;
 }
 
@@ -83,8 +83,7 @@ static gboolean mpi_tie(TpReduce *base, int stage, int replica, long mb, const T
   gboolean ok = rc == MPI_SUCCESS && wait_for(r, &req, stage, replica, mb, "the tied head's sum", err);
   g_rec_mutex_unlock(&r->m->lock);
   if (!ok && !(err && *err))
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d, replica %d: MPI cannot sum the tied head's gradient",
-                stage + 1, replica + 1);
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: MPI cannot sum the tied head's gradient", stage + 1);
   return ok && be->iface->upload(be, grad, r->host, n, err);
 }
 
