@@ -33,10 +33,9 @@ static gboolean wait_for(MpiReduce *r, MPI_Request *req, int stage, int replica,
   return FALSE;
 }
 
-static gboolean mpi_mean(TpReduce *base, int stage, int replica, long mb, const TpBackend *be, float *grad, size_t n,
-                         GError **err)
+/* Stage stage's gradient (n floats in be's memory) into the host buffer, for one MPI call. */
+static gboolean stage_in(MpiReduce *r, int stage, const TpBackend *be, const float *grad, size_t n, GError **err)
 {
-  MpiReduce *r = (MpiReduce *)base;
   if (n > (size_t)INT_MAX) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: %zu floats of gradient are more than one MPI call "
                 "reduces", stage + 1, n);
@@ -44,7 +43,14 @@ static gboolean mpi_mean(TpReduce *base, int stage, int replica, long mb, const 
   }
   if (r->cap < n)
     r->host = g_realloc_n(r->host, n, sizeof(float)), r->cap = n;
-  if (!be->iface->download(be, r->host, grad, n, err))
+  return be->iface->download(be, r->host, grad, n, err);
+}
+
+static gboolean mpi_mean(TpReduce *base, int stage, int replica, long mb, const TpBackend *be, float *grad, size_t n,
+                         GError **err)
+{
+  MpiReduce *r = (MpiReduce *)base;
+  if (!stage_in(r, stage, be, grad, n, err))
     return FALSE;
   MPI_Request req;
   g_rec_mutex_lock(&r->m->lock);
@@ -68,14 +74,11 @@ static gboolean mpi_tie(TpReduce *base, int stage, int replica, long mb, const T
                         GError **err)
 {
   MpiReduce *r = (MpiReduce *)base;
-  if (r->tie == MPI_COMM_NULL || n > (size_t)INT_MAX) {
-    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: %s", stage + 1, r->tie == MPI_COMM_NULL
-                ? "no communicator ties it to another stage" : "the tied table is more than one MPI call sums");
+  if (r->tie == MPI_COMM_NULL) {
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d: no communicator ties it to another stage", stage + 1);
     return FALSE;
   }
-  if (r->cap < n)
-    r->host = g_realloc_n(r->host, n, sizeof(float)), r->cap = n;
-  if (!be->iface->download(be, r->host, grad, n, err))
+  if (!stage_in(r, stage, be, grad, n, err))
     return FALSE;
   MPI_Request req;
   g_rec_mutex_lock(&r->m->lock);
