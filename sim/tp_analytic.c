@@ -254,15 +254,24 @@ static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 
 
 /* A head tied to the embedding on a later stage h than the embedding's: at every update the table's
  * gradient on stage 1 and the copy's on stage h are summed, an all-reduce of two over the stages'
- * link, which both updates wait for (the executor's tie, exec/tp_reduce.h). */
+ * link, which both updates wait for (the executor's tie, exec/tp_reduce.h); where both stages are
+ * on one device (a V's first and last chunks), a sum in its memory: two arrays read, one written. */
 static void add_tie(const TpAnalytic *a, TpCost *cost)
 {
   int h = 0;
   while (a->tab.tied_at >= 0 && h < a->W && a->bounds[h + 1] <= a->tab.tied_at)
     h++;
-  if (a->tab.tied_at < 0 || h == 0 || h >= a->W || a->link_bandwidth <= 0)
+  if (a->tab.tied_at < 0 || h == 0 || h >= a->W)
     return;
-  double t = tp_allreduce_ring(2, a->tab.tied_bytes, a->link_bandwidth, a->link_latency);
+  const TpCluster *c = a->cluster;
+  gboolean one_device = a->device[0] == a->device[h] && !(c && c->any_count && c->n == 1); /* not a GPU each */
+  double t = 0;
+  if (!one_device && a->link_bandwidth > 0)
+    t = tp_allreduce_ring(2, a->tab.tied_bytes, a->link_bandwidth, a->link_latency);
+  else if (one_device && !a->profile) {
+    const TpDevice *d = &c->dev[a->device[0]];
+    t = 3 * a->tab.tied_bytes / (d->bandwidth * d->efficiency);
+  }
   cost->stage[0].upd += t, cost->stage[h].upd += t;
 }
 

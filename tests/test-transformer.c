@@ -302,6 +302,19 @@ static void test_tied_bytes(void)
       g_assert_cmpfloat(fabs(upd[s] - free_links->stage[s].upd - tp_allreduce_ring(2, table, bw, lat)), <,
                         1e-12 * upd[s]);
   }
+  /* both stages on one device (h200: one GPU): a sum in its memory, two tables read and one written */
+  g_autoptr(TpCluster) one = tp_cluster_load("h200", NULL);
+  GError *err = NULL;
+  g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, one, NULL, 2, 2, 8, TRUE, &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_analytic_split(a, NULL, NULL, NULL, &err));
+  g_autoptr(TpCost) cost = tp_analytic_cost(a);
+  const TpDevice *d = &one->dev[0];
+  a->tab.tied_at = -1; /* untied: no sum */
+  g_autoptr(TpCost) untied = tp_analytic_cost(a);
+  for (int s = 0; s < 2; s++)
+    g_assert_cmpfloat(fabs(cost->stage[s].upd - untied->stage[s].upd - 3 * table / (d->bandwidth * d->efficiency)), <,
+                      1e-12 * cost->stage[s].upd);
 }
 
 /* AdamW in the analytic model: two optimizer floats a parameter (its state's bytes twice SGD's, in
