@@ -4,6 +4,7 @@
 #include "tp_error.h"
 #include "tp_costed.h"
 #include "tp_metrics.h"
+#include "tp_layout.h"
 #include "tp_partition.h"
 
 double tp_layer_time(const TpLayer *L, const TpDevice *d, int elem_bytes, double b, gboolean bwd)
@@ -26,6 +27,8 @@ void tp_analytic_free(TpAnalytic *a)
   g_free(a->tab.inp_prefix);
   g_free(a->tab.upd_prefix);
   g_free(a->tab.param_prefix);
+  g_free(a->tab.copy_prefix);
+  g_free(a->tab.copy_upd_prefix);
   g_free(a->tab.stored_prefix);
   g_free(a->tab.storedw_prefix);
   g_free(a->tab.in_bytes);
@@ -212,10 +215,16 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
       a->tab.upd_prefix[i + 1] = a->tab.upd_prefix[i] + p->layer[i].upd;
   }
   a->tab.tied_at = -1;
-  for (int i = 1; i < L && tp_model_layer(m, 0)->kind == TP_LAYER_EMBEDDING; i++)
-    if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD && tp_model_layer(m, i)->blk.tied)
-      a->tab.tied_at = i, a->tab.tied_bytes = a->tab.param_prefix[i + 1] - a->tab.param_prefix[i],
-      a->tab.tied_upd = p ? p->layer[i].upd : 0;
+  a->tab.copy_prefix = g_new0(double, L + 1), a->tab.copy_upd_prefix = g_new0(double, L + 1);
+  gboolean lm = tp_model_layer(m, 0)->kind == TP_LAYER_EMBEDDING;
+  for (int i = 0; i < L; i++) {
+    gboolean tied = lm && i > 0 && tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD && tp_model_layer(m, i)->blk.tied;
+    double bytes = tied ? a->tab.param_prefix[i + 1] - a->tab.param_prefix[i] : 0;
+    a->tab.copy_prefix[i + 1] = a->tab.copy_prefix[i] + bytes;
+    a->tab.copy_upd_prefix[i + 1] = a->tab.copy_upd_prefix[i] + (tied && p ? p->layer[i].upd : 0);
+    if (tied)
+      a->tab.tied_at = i, a->tab.tied_bytes = bytes;
+  }
   fill_prefixes(a, k);
   return a;
 }
@@ -265,9 +274,12 @@ static void add_tie(const TpAnalytic *a, TpCost *cost)
     return;
   const TpCluster *c = a->cluster;
   gboolean one_device = a->device[0] == a->device[h] && !(c && c->any_count && c->n == 1); /* not a GPU each */
-  double t = 0;
-  if (!one_device && a->link_bandwidth > 0)
-    t = tp_allreduce_ring(2, a->tab.tied_bytes, a->link_bandwidth, a->link_latency);
+  double t = 0, bw = a->link_bandwidth, lat = a->link_latency;
+  long group = (long)MAX(a->replicas, 1) * MAX(a->tensor, 1), gpn = c ? MAX(c->gpus_per_node, 1) : 1;
+  if (c && group > 1 && h * group / gpn != 0) /* on another node than stage 1, as tp_layout_links places them */
+    bw = tp_layout_network_share(c, (int)MIN(group, gpn)), lat = c->network_latency;
+  if (!one_device && bw > 0)
+    t = tp_allreduce_ring(2, a->tab.tied_bytes, bw, lat);
   else if (one_device && !a->profile) {
     const TpDevice *d = &c->dev[a->device[0]];
     t = 3 * a->tab.tied_bytes / (d->bandwidth * d->efficiency);

@@ -23,21 +23,23 @@ typedef struct {
   double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
   gboolean times_grow;             /* no layer's time is negative: a stage's compute never shrinks
                                       as it takes more layers */
-  int tied_at;                     /* a head tied to the embedding (layer 0): its layer, else -1 */
-  double tied_bytes, tied_upd;     /* its copy of the table's bytes and update seconds (profile), which a
-                                      stage that also holds the embedding does not have */
+  int tied_at;                     /* the last head tied to the embedding (layer 0): its layer, else -1 */
+  double tied_bytes;               /* its copy of the table's bytes */
+  double *copy_prefix, *copy_upd_prefix; /* [L+1] prefix sums of the tied heads' copies' bytes and update
+                                            seconds (profile), which a stage that also holds the
+                                            embedding does not have */
 } TpAnalyticTables;
 
 /* The weight bytes of layers [lo, hi) on one stage: a tied head beside the embedding holds no copy. */
 static inline double tp_tables_params(const TpAnalyticTables *t, int lo, int hi)
 {
-  return t->param_prefix[hi] - t->param_prefix[lo] - (lo == 0 && t->tied_at >= 0 && hi > t->tied_at ? t->tied_bytes : 0);
+  return t->param_prefix[hi] - t->param_prefix[lo] - (lo == 0 ? t->copy_prefix[hi] : 0);
 }
 
 /* The measured update seconds of layers [lo, hi) on one stage (a profile's tables only). */
 static inline double tp_tables_upd(const TpAnalyticTables *t, int lo, int hi)
 {
-  return t->upd_prefix[hi] - t->upd_prefix[lo] - (lo == 0 && t->tied_at >= 0 && hi > t->tied_at ? t->tied_upd : 0);
+  return t->upd_prefix[hi] - t->upd_prefix[lo] - (lo == 0 ? t->copy_upd_prefix[hi] : 0);
 }
 
 typedef struct {

@@ -2,9 +2,7 @@
 #include "tp_layout.h"
 #include "tp_error.h"
 
-/* Bytes/s one GPU of a group of `gpus` sees across nodes: its node's network shared by the group's
- * GPUs there, never more than the link between two GPUs. */
-static double network_share(const TpCluster *c, int gpus)
+double tp_layout_network_share(const TpCluster *c, int gpus)
 {
   int gpn = MAX(c->gpus_per_node, 1);
   double share = c->network_bandwidth / MIN(gpus, gpn);
@@ -43,12 +41,12 @@ void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T)
     long first = s * group, last = first + group - 1;
     gboolean inside = first / gpn == last / gpn;
     dp->latency[s] = inside ? c->link_latency : c->network_latency;
-    dp->bandwidth[s] = inside ? c->link_bandwidth : network_share(c, (int)MIN(group, gpn));
+    dp->bandwidth[s] = inside ? c->link_bandwidth : tp_layout_network_share(c, (int)MIN(group, gpn));
     /* across nodes, a stage shares the network of a node it has in common with the stage before */
     gboolean shares = s > 0 && !inside && dp->link[s - 1] == link && (first - 1) / gpn == first / gpn;
     dp->link[s] = shares ? link : ++link;
     if (s + 1 < W && (first / gpn != (first + group) / gpn)) /* the next stage is on another node */
-      cost->link[s] = (TpLinkCost){ .latency = c->network_latency, .bandwidth = network_share(c, (int)MIN(group, gpn)),
+      cost->link[s] = (TpLinkCost){ .latency = c->network_latency, .bandwidth = tp_layout_network_share(c, (int)MIN(group, gpn)),
                                     .eager_limit = cost->link[s].eager_limit };
   }
   tp_dp_update_links(dp);

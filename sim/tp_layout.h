@@ -14,6 +14,9 @@
  * where consecutive stages sit on different nodes (only with D x T > 1: a single pipeline keeps the
  * cluster's link). */
 void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T);
+/* Bytes/s one GPU of a group of `gpus` sees across nodes: its node's network shared by the group's
+ * GPUs there, never more than the link between two GPUs. */
+double tp_layout_network_share(const TpCluster *c, int gpus);
 
 /* Whether D replicas of R ranks (stages, or workers of interleaved chunks) of T-way blocks have GPUs
  * on cluster c: a tensor-parallel group within a node where the network between nodes is not the

@@ -5,6 +5,7 @@
  * the model command. */
 #include "tp_analytic.h"
 #include "tp_allreduce.h"
+#include "tp_layout.h"
 #include "tp_model.h"
 #include "tp_test.h"
 
@@ -301,7 +302,23 @@ static void test_tied_bytes(void)
     for (int s = 0; s < 2; s++)
       g_assert_cmpfloat(fabs(upd[s] - free_links->stage[s].upd - tp_allreduce_ring(2, table, bw, lat)), <,
                         1e-12 * upd[s]);
+    /* 8 replicas a stage: stage 2 on the next node, the sum on the nodes' network (tp_layout_links) */
+    a->link_bandwidth = bw, a->replicas = 8;
+    g_autoptr(TpCost) apart = tp_analytic_cost(a);
+    a->tab.tied_at = -1;
+    g_autoptr(TpCost) untied = tp_analytic_cost(a);
+    double net = tp_allreduce_ring(2, table, tp_layout_network_share(c, 8), c->network_latency);
+    g_assert_cmpfloat(net, >, 2 * tp_allreduce_ring(2, table, bw, lat));
+    for (int s = 0; s < 2; s++)
+      g_assert_cmpfloat(fabs(apart->stage[s].upd - untied->stage[s].upd - net), <, 1e-12 * apart->stage[s].upd);
   }
+  /* two heads tied beside the embedding: neither holds a copy (the model's own parameter count) */
+  g_autoptr(TpModel) two = tpt_model_text("tokens 8 256\nembedding 256\nblock heads=4 ffn=64\nlm_head tied=1\n"
+                                          "lm_head tied=1\ntoken_ce\n");
+  g_autoptr(TpAnalytic) a2 = tp_analytic_new_on(two, c, NULL, 1, 1, 8, TRUE, NULL);
+  g_assert_true(tp_analytic_split(a2, NULL, NULL, NULL, NULL));
+  g_autoptr(TpCost) cost2 = tp_analytic_cost(a2);
+  g_assert_cmpfloat(cost2->stage[0].weight_bytes, ==, two->elem_bytes * (double)two->params);
   /* both stages on one device (h200: one GPU): a sum in its memory, two tables read and one written */
   g_autoptr(TpCluster) one = tp_cluster_load("h200", NULL);
   GError *err = NULL;

@@ -452,8 +452,8 @@ gboolean tp_train_prepare(Train *t, GError **err)
   const TpBackendReg *reg = NULL;
   gboolean own_stage = FALSE;
   const TpBackend *be = stage_backend(t, &reg, &own_stage, err);
-  if (!be || !check_replicas(t, reg, err) || !open_data(t, err) || !split_stages(t, err) || !check_tie(t, err) ||
-      !check_memory(t, be, err) || !make_runtime(t, reg, be, own_stage, err))
+  if (!be || !check_replicas(t, reg, err) || !open_data(t, err) || !split_stages(t, err) || !check_memory(t, be, err) ||
+      !check_tie(t, err) || !make_runtime(t, reg, be, own_stage, err))
     return FALSE;
   start_results(t);
   if (t->cfg.ck.every > t->K)
