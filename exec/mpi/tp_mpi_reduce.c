@@ -28,8 +28,9 @@ static gboolean wait_for(MpiReduce *r, MPI_Request *req, int stage, int replica,
   if (w == 0)
     return TRUE;
   g_autofree char *who = r->base.D > 1 ? g_strdup_printf(", replica %d", replica + 1) : g_strdup("");
-  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d%s: %s of the gradient of mini-batch %ld %s", stage + 1, who,
-              what, mb, w == 1 ? "timed out (a peer is dead or stuck)" : w == 2 ? "aborted" : "failed in MPI");
+  g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "stage %d%s (rank %d): %s of the gradient of mini-batch %ld %s",
+              stage + 1, who, tp_mpi_rank(), what, mb,
+              w == 1 ? "timed out (a peer is dead or stuck)" : w == 2 ? "aborted" : "failed in MPI");
   return FALSE;
 }
 
