@@ -371,9 +371,8 @@ static void tick_until_done(Shared *sh, int n_th, TpProgress *progress)
 }
 
 /* A head tied across stages (tp_runtime_check_tie): the first operation of stage st that is out of
- * its mini-batch's block of the order (each
- * mini-batch's operations, then its update, then the next's), and in *done the updates before it;
- * NULL where every one is in its block. */
+ * its mini-batch's block of the order (each mini-batch's operations, then its update, then the
+ * next's), and in *done the updates before it; NULL where every one is in its block. */
 static const TpOp *out_of_block(const TpSchedule *s, int st, int *done)
 {
   *done = 0;
@@ -417,8 +416,7 @@ gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSched
   if (!can_tie)
     why = g_strdup("which this transport cannot"), fix = "use --transport local or mpi, or tied=0";
   else if (s->rank_seq)
-    why = g_strdup("but interleaved stages cannot meet to sum them"),
-    fix = "use gpipe, 1f1b, zb-h1 or tied=0";
+    why = g_strdup("but interleaved stages cannot meet to sum them");
   for (int i = 0; i < 2 && !why; i++) {
     g_autofree char *block = tie_block_why(s, i ? h : 0);
     if (block)

@@ -129,20 +129,17 @@ static TpSchedule *fuse(Train *t, TpSchedule *s, const TpCost *c, GError **err)
   return fused;
 }
 
-/* The preset's schedule of K mini-batches, with the run's recomputation and significance: fixed on
- * unit slots or on cost model c, its forwards fused as the run's choice says (fuse()).  Interleaved
- * stages (t->V chunks per worker) come from their rule, which no cost changes, but zb-v's, built on c. */
-TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
+TpSchedule *tp_train_generate_order(Train *t, int K, const TpCost *c, GError **err)
 {
   const TpTrainConfig *cfg = &t->cfg;
   const TpPreset *p = cfg->sched.preset;
   const double limit = cfg->sched.act_limit; /* zb-auto's and zb-v's */
-  const gboolean zbv = p->order == TP_ORDER_ZB_V;
+  const gboolean zbv = p->order == TP_ORDER_ZB_V, slots = cfg->sched.slots || !c;
   TpSchedule *s = limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, t->W / t->V, t->N, K, limit, NULL, err)
                   : t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, t->W / t->V, t->V, t->N, K, NULL, err)
-                  : cfg->sched.slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
-                               : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, NULL, err);
-  if (s && (limit > 0 || zbv) && !cfg->sched.slots) { /* zb-auto and zb-v built on the costs */
+                  : slots ? tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err)
+                          : tp_schedule_generate_costed_rc(p->order, p->policy, t->W, t->N, K, cfg->sched.recompute, c, NULL, err);
+  if (s && (limit > 0 || zbv) && !slots) { /* zb-auto and zb-v built on the costs */
     TpSchedule *costed = tp_schedule_costed_like(s, c, err);
     tp_schedule_free(s);
     s = costed;
@@ -152,7 +149,13 @@ TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
   s->recompute = cfg->sched.recompute;
   if (cfg->sched.has_sig)
     s->sig = cfg->sched.sig;
-  return t->V > 1 ? s : fuse(t, s, c, err);
+  return s;
+}
+
+TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err)
+{
+  TpSchedule *s = tp_train_generate_order(t, K, c, err);
+  return !s || t->V > 1 ? s : fuse(t, s, c, err);
 }
 
 /* Profile the stages on mini-batch first_idx, build the cost model, fix the schedules, predict. */

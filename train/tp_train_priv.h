@@ -8,8 +8,12 @@
 /* Mini-batches per segment: --checkpoint-every M, else the whole run's K (one schedule). */
 static inline int tp_train_segment_length(const Train *t) { return t->cfg.ck.every ? t->cfg.ck.every : t->K; }
 
-/* The preset's schedule of K mini-batches for this run (its recomputation, significance and fused
- * forwards), fixed on cost model c or on unit slots as the run asks. */
+/* The preset's schedule of K mini-batches, with the run's recomputation and significance: fixed on
+ * unit slots (c NULL, or --order-from slots) or on cost model c.  Interleaved stages (t->V chunks per
+ * worker) come from their rule, which no cost changes, but zb-v's, built on c. */
+TpSchedule *tp_train_generate_order(Train *t, int K, const TpCost *c, GError **err);
+/* tp_train_generate_order's schedule, its forwards fused as the run's choice says (fuse(), decided
+ * on the first schedule and kept for the run's others). */
 TpSchedule *tp_train_generate(Train *t, int K, const TpCost *c, GError **err);
 
 /* tp_train_replicas.c: schedule s of a segment (mini-batches from global first_mb, samples idx[i]) run

@@ -3,6 +3,7 @@
  * process (tp_train_main), the line of a run stopped at a checkpoint, the weights' digest. */
 #include "config.h"
 #include "tp_train.h"
+#include "tp_train_priv.h"
 #include "tp_trainlog.h"
 #include "tp_digest.h"
 #include "tp_error.h"
@@ -309,13 +310,7 @@ static gboolean check_tie(Train *t, GError **err)
 {
   if (tp_net_tied_stage(t->model, t->bounds, t->W) < 0)
     return TRUE;
-  const TpPreset *p = t->cfg.sched.preset;
-  int K = MIN(t->K, 3), R = t->W / t->V;
-  g_autoptr(TpSchedule) own = t->s                      ? NULL
-                              : t->cfg.sched.act_limit > 0 ? tp_schedule_generate_limited(p->order, p->policy, R, t->N, K,
-                                                                                         t->cfg.sched.act_limit, NULL, err)
-                              : t->V > 1 ? tp_schedule_generate_chunked(p->order, p->policy, R, t->V, t->N, K, NULL, err)
-                                         : tp_schedule_generate(p->order, p->policy, t->W, t->N, K, err);
+  g_autoptr(TpSchedule) own = t->s ? NULL : tp_train_generate_order(t, MIN(t->K, 3), NULL, err);
   return (t->s || own) &&
          tp_runtime_check_tie(t->model, t->bounds, t->s ? t->s : own, !tp_group_links_on_gpus(t->group), err);
 }
@@ -380,7 +375,7 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
   int tie = tp_net_tied_stage(t->model, t->bounds, t->W); /* a head tied across stages: their sum */
   if (tp_group_per_stage(t->group) && (t->dp.D > 1 || tie > 0)) { /* this rank: one stage of replica rank / W, the
                                                                      reduction the group's, once the set-up is
-                                                                     agreed (tp_train_reduce) */
+                                                                     agreed (group_reduce) */
     int r = t->rank / t->W;
     cfg.replica = r, cfg.micro_base = r * t->N;
     return (t->rt = tp_runtime_new_on(&cfg, t->dev.stage_be ? (const TpBackend *const *)per_stage : NULL, err)) != NULL;

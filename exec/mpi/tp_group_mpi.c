@@ -73,10 +73,9 @@ static TpReduce *mpi_reduce(TpGroup *g, int W, int tie_stage, double timeout_s, 
 {
   (void)W;
   Ctx *c = ctx_of(g);
-  if (c->replicas > 1 && !c->reduce && c->gpu_reduce)
-    c->reduce = c->gpu_reduce(c->replicas, timeout_s, err);
-  else if ((c->replicas > 1 || tie_stage > 0) && !c->reduce && !c->gpu_reduce)
-    c->reduce = tp_mpi_reduce_new(c->mpi, c->replicas, tie_stage, timeout_s, err);
+  if (!c->reduce && (c->replicas > 1 || (tie_stage > 0 && !c->gpu_reduce)))
+    c->reduce = c->gpu_reduce ? c->gpu_reduce(c->replicas, timeout_s, err)
+                              : tp_mpi_reduce_new(c->mpi, c->replicas, tie_stage, timeout_s, err);
   return c->reduce;
 }
 
