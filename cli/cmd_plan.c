@@ -5,6 +5,7 @@
 #include "tp_cli.h"
 #include "tp_error.h"
 #include "tp_plan.h"
+#include "tp_tie.h"
 #include "tp_predict.h"
 #include "tp_train_report.h"
 
@@ -494,8 +495,8 @@ static void report_json(GString *out, const Report *r)
                          a->limit, a->adamw ? "adamw" : "sgd", a->overlap ? "true" : "false",
                          a->sequence ? "true" : "false");
   g_string_append_printf(out, ", \"candidates\": %d, \"simulated\": %d, \"over_memory\": %d, \"dominated\": %d, "
-                         "\"failed\": %d, \"plans\": [", res->n_candidates, res->n_simulated, res->n_over_memory,
-                         res->n_dominated, res->n_failed);
+                         "\"failed\": %d, \"left_out_tied\": %d, \"plans\": [", res->n_candidates, res->n_simulated,
+                         res->n_over_memory, res->n_dominated, res->n_failed, res->n_tied);
   for (guint i = 0; i < res->ranked->len; i++) {
     g_string_append(out, i ? ",\n  " : "\n  ");
     plan_json(out, res, res->ranked->pdata[i], (int)i < r->runs->runs ? &r->runs->meas[i] : NULL, a->reps,
@@ -534,6 +535,10 @@ static void text_head(GString *out, const Report *r)
                          res->n_candidates, a->several ? "batches x " : "", a->rc == TP_PLAN_RECOMPUTE_BOTH ? " x recompute no/yes"
                          : a->rc == TP_PLAN_RECOMPUTE_YES ? ", recomputing" : "", res->n_simulated,
                          res->n_over_memory, res->n_dominated, res->n_failed, res->ranked->len);
+  if (res->n_tied)
+    g_string_append_printf(out, "left out: %d candidate%s of presets that cannot train the model's head tied to "
+                           "its embedding across stages (only " TP_TIE_PRESETS " can)\n\n",
+                           res->n_tied, res->n_tied == 1 ? "" : "s");
   if (a->parallel && a->devices)
     g_string_append_printf(out, "parallelism: D replicas x W stages x T-way tensor-parallel blocks on at most %d "
                            "devices; tensor parallelism is simulated, not executed\n\n", a->devices);
@@ -560,8 +565,9 @@ static void text_table(GString *out, const Report *r)
                          "%s%sbottleneck: the stage with the most work per mini-batch and its largest part\n",
                          r->cols.rc ? "rc: recomputes (stores stage inputs, a backward runs its forward again); " : "",
                          r->cols.ff ? "ff: fused forwards (a mini-batch's forwards as one; docs/fused-forwards.md); " : "");
-  g_string_append_printf(out, "\nPareto front (%s against the largest device's peak), %u plans:\n",
-                         a->several ? "samples/s" : "time per mini-batch", res->pareto->len);
+  g_string_append_printf(out, "\nPareto front (%s against the largest device's peak), %u plan%s:\n",
+                         a->several ? "samples/s" : "time per mini-batch", res->pareto->len,
+                         res->pareto->len == 1 ? "" : "s");
   for (guint i = 0; i < res->pareto->len; i++) {
     const TpPlan *p = res->pareto->pdata[i];
     g_autofree char *b = a->several ? g_strdup_printf(" B=%-6ld", p->batch) : g_strdup("");

@@ -9,6 +9,7 @@
 #include "tp_keyfile.h"
 #include "tp_layout.h"
 #include "tp_policy.h"
+#include "tp_tie.h"
 #include "tp_replay.h"
 #include "tp_sweep.h"
 
@@ -610,6 +611,14 @@ static TpCost *cost_build(const Dress *d, GError **err)
   return cost;
 }
 
+gboolean tp_cli_tie_check(const TpCliCost *o, const TpCost *c, const TpSchedule *s, GError **err)
+{
+  if (!o->model || !c->bounds)
+    return TRUE;
+  g_autoptr(TpModel) m = tp_model_load(o->model, err);
+  return m && tp_tie_check(m, c->bounds, s, err);
+}
+
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)
 {
   if (!c->capacity)
@@ -658,7 +667,8 @@ gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c
 gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s, TpCost **c, GError **err)
 {
   return tp_cli_cost_defaults(co, (TpCliSchedule *)so, err) && (*s = schedule_build(so, NULL, err)) != NULL &&
-         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_costed_order(co, s, *c, err) && fuse(so, s, err);
+         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_tie_check(co, *c, *s, err) &&
+         tp_cli_costed_order(co, s, *c, err) && fuse(so, s, err);
 }
 
 void tp_cli_run_options(GOptionContext *ctx, TpCliRun *r)
@@ -674,7 +684,7 @@ gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
   TpPrepared prep = { 0 };
   TpSchedule *generated = NULL;
   gboolean ok = tp_cli_cost_defaults(&r->co, &r->so, err) && (generated = r->s = schedule_build(&r->so, &prep, err)) &&
-                (r->c = tp_cli_cost_build(&r->co, r->s, err));
+                (r->c = tp_cli_cost_build(&r->co, r->s, err)) && tp_cli_tie_check(&r->co, r->c, r->s, err);
   if (tp_cli_order_on_costs(&r->co))
     tp_prepared_clear(&prep);
   ok = ok && tp_cli_costed_order(&r->co, &r->s, r->c, err) && fuse(&r->so, &r->s, err) &&

@@ -37,15 +37,6 @@ gboolean tp_net_check_model(const TpModel *m, GError **err);
  * training and profiling need: else one line naming the last layer. */
 gboolean tp_net_check_trainable(const TpModel *m, GError **err);
 
-/* The stage of a split of m into stages [bounds[s], bounds[s+1]) that holds a head tied to the
- * embedding, where that is not the embedding's stage (the first): there the head holds a copy of
- * the embedding's table, and the two gradients are summed before every update (tp_reduce.h's tie)
- * so that the copies stay the same bits.  -1: no head tied across stages. */
-int tp_net_tied_stage(const TpModel *m, const int *bounds, int W);
-/* Whether the split can tie: at most one head tied to the embedding off the embedding's stage (two
- * would each need the table's gradient); else a one-line TP_ERROR_INPUT naming the second. */
-gboolean tp_net_check_tie(const TpModel *m, const int *bounds, int W, GError **err);
-
 /* The stage of layers [first, last) of m on backend be; the whole model must pass
  * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */
 TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err);
@@ -53,7 +44,7 @@ void tp_net_free(TpNet *net);
 
 const TpBackend *tp_net_backend(const TpNet *net);
 size_t tp_net_n_params(const TpNet *net);             /* floats in a weight version (= grads, momentum) */
-/* This stage's side of a head tied to the embedding across stages (tp_net_tied_stage): the
+/* This stage's side of a head tied to the embedding across stages (tp_tie_stage, common/tp_tie.h): the
  * embedding's table on the first stage, the head's copy of it on the head's stage, at *off in the
  * stage's parameters, *n floats.  FALSE (and nothing set) on any other stage. */
 gboolean tp_net_tied_part(const TpNet *net, size_t *off, size_t *n);

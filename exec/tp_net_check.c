@@ -1,5 +1,4 @@
-/* tp_net_check.c — what the executor runs of a model (its layers, its loss last) and how a pipeline
- * split ties a head to the embedding across stages (tp_net.h). */
+/* tp_net_check.c — what the executor runs of a model: its layers, its loss last (tp_net.h). */
 #include "config.h"
 #include "tp_net.h"
 #include "tp_net_priv.h"
@@ -43,35 +42,5 @@ gboolean tp_net_check_trainable(const TpModel *m, GError **err)
                 m->vocab ? "token_ce (a language model's)" : "softmax_ce");
     return FALSE;
   }
-  return TRUE;
-}
-
-int tp_net_tied_stage(const TpModel *m, const int *bounds, int W)
-{
-  for (int s = 1; s < W; s++)
-    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
-      const TpLayer *d = tp_model_layer(m, i);
-      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied)
-        return s;
-    }
-  return -1;
-}
-
-gboolean tp_net_check_tie(const TpModel *m, const int *bounds, int W, GError **err)
-{
-  int heads = 0, off = 0;
-  for (int s = 0; s < W; s++)
-    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
-      const TpLayer *d = tp_model_layer(m, i);
-      if (d->kind != TP_LAYER_LM_HEAD || !d->blk.tied)
-        continue;
-      heads++, off += s > 0;
-      if (heads > 1 && off > 0) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: a second lm_head tied=1 on stage %d: a split may tie one "
-                    "head to the embedding across stages (put the heads on the embedding's stage, or untie one)",
-                    m->source, d->line, s + 1);
-        return FALSE;
-      }
-    }
   return TRUE;
 }

@@ -1,7 +1,7 @@
 /* tp_reduce.h — the collectives of an update.  Data parallelism's: before every update, each stage's
  * gradient becomes the mean over that stage's D replicas, the same bits on every replica (so the
  * replicas stay identical).  A head tied to the embedding on another stage than the embedding's
- * (tp_net_tied_stage): the embedding's table on the first stage and the head's copy of it take the
+ * (tp_tie_stage): the embedding's table on the first stage and the head's copy of it take the
  * sum of their two gradients, so that the two copies update to the same bits.  A reduction is
  * {iface, context}: in-process for stages and replicas that are threads of one process
  * (tp_reduce_local_new); one per transport that carries them elsewhere. */

@@ -9,6 +9,7 @@
 #include "tp_local.h"
 #include "tp_outbox.h"
 #include "tp_policy.h"
+#include "tp_tie.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -370,62 +371,13 @@ static void tick_until_done(Shared *sh, int n_th, TpProgress *progress)
   g_mutex_unlock(&sh->lock);
 }
 
-/* A head tied across stages (tp_runtime_check_tie): the first operation of stage st that is out of
- * its mini-batch's block of the order (each mini-batch's operations, then its update, then the
- * next's), and in *done the updates before it; NULL where every one is in its block. */
-static const TpOp *out_of_block(const TpSchedule *s, int st, int *done)
-{
-  *done = 0;
-  for (int k = 0; k < tp_stage_len(s, st); k++) {
-    const TpOp *op = &tp_stage_ops(s, st)[k];
-    if (op->mb != *done + 1)
-      return op;
-    *done += op->kind == TP_OP_U;
-  }
-  return NULL;
-}
-
-/* Why stage st of s cannot meet the other side of a tie at its updates (NULL: it can): it runs an
- * operation out of its mini-batch's block. */
-static char *tie_block_why(const TpSchedule *s, int st)
-{
-  int done;
-  const TpOp *op = out_of_block(s, st, &done);
-  if (!op)
-    return NULL;
-  char name[64], where[256];
-  tp_op_name(s, op, name, sizeof name);
-  tp_op_where(s, op, where, sizeof where);
-  return op->mb > done + 1 ? g_strdup_printf("%sstage %d runs %s before the update of mini-batch %d", where, st + 1, name,
-                                             done + 1)
-                           : g_strdup_printf("%sstage %d runs %s after its mini-batch's update", where, st + 1, name);
-}
-
 gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSchedule *s, gboolean can_tie, GError **err)
 {
-  int h = tp_net_tied_stage(m, bounds, s->W), line = 0;
-  if (h < 0)
-    return TRUE;
-  if (!tp_net_check_tie(m, bounds, s->W, err))
-    return FALSE;
-  for (int i = bounds[h]; i < bounds[h + 1]; i++)
-    if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD)
-      line = tp_model_layer(m, i)->line;
-  g_autofree char *why = NULL;
-  const char *fix = "use gpipe, 1f1b, zb-h1 or tied=0";
-  if (!can_tie)
-    why = g_strdup("which this transport cannot"), fix = "use --transport local or mpi, or tied=0";
-  else if (s->rank_seq)
-    why = g_strdup("but interleaved stages cannot meet to sum them");
-  for (int i = 0; i < 2 && !why; i++) {
-    g_autofree char *block = tie_block_why(s, i ? h : 0);
-    if (block)
-      why = g_strdup_printf("but %s: they would wait for each other", block);
-  }
-  if (!why)
-    return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 on stage %d sums its gradient with stage 1's at "
-              "each update, %s (%s)", m->source, line, h + 1, why, fix);
+  int h = tp_tie_stage(m, bounds, s->W);
+  if (h < 0 || can_tie)
+    return tp_tie_check(m, bounds, s, err);
+  if (tp_tie_check_split(m, bounds, s->W, err))
+    tp_tie_refuse(m, bounds, h, "which this transport cannot", "use --transport local or mpi, or tied=0", err);
   return FALSE;
 }
 

@@ -239,14 +239,8 @@ gboolean tp_runtime_profile(TpRuntime *rt, const int *idx, int reps, gboolean wh
 gboolean tp_runtime_profile_pipelined(TpRuntime *rt, const TpSchedule *s, const int *idx, TpStageProfile *out,
                                       GError **err);
 
-/* Whether s can run m split at bounds where a head is tied to the embedding across stages
- * (tp_net_tied_stage), can_tie saying whether the run's reduction ties stages: the two stages sum
- * their gradients at every update, meeting there, which costs the schedule nothing only where each
- * runs its mini-batches in blocks (a mini-batch's operations, its update, then the next's): the
- * stage that comes first waits only for what its next operation waits for anyway.  Where the
- * embedding's stage runs ahead (the asynchronous policies) the head's would stall at every update,
- * and a worker's chunks that take turns (interleaved stages) cannot both be at their update.  Else
- * a one-line TP_ERROR_INPUT naming the head, the operation out of its block and what to do. */
+/* tp_tie_check (common/tp_tie.h), can_tie saying whether the run's reduction ties stages: where it
+ * does not, a head tied across stages is refused in one line naming the transport. */
 gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSchedule *s, gboolean can_tie, GError **err);
 
 /* Data parallelism (cfg.reduce): the reduction an update runs, timed on each of this process's

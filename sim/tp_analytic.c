@@ -6,6 +6,7 @@
 #include "tp_metrics.h"
 #include "tp_layout.h"
 #include "tp_partition.h"
+#include "tp_tie.h"
 
 double tp_layer_time(const TpLayer *L, const TpDevice *d, int elem_bytes, double b, gboolean bwd)
 {
@@ -214,7 +215,6 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     for (int i = 0; i < L; i++)
       a->tab.upd_prefix[i + 1] = a->tab.upd_prefix[i] + p->layer[i].upd;
   }
-  a->tab.tied_at = -1;
   a->tab.copy_prefix = g_new0(double, L + 1), a->tab.copy_upd_prefix = g_new0(double, L + 1);
   gboolean lm = tp_model_layer(m, 0)->kind == TP_LAYER_EMBEDDING;
   for (int i = 0; i < L; i++) {
@@ -223,7 +223,7 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     a->tab.copy_prefix[i + 1] = a->tab.copy_prefix[i] + bytes;
     a->tab.copy_upd_prefix[i + 1] = a->tab.copy_upd_prefix[i] + (tied && p ? p->layer[i].upd : 0);
     if (tied)
-      a->tab.tied_at = i, a->tab.tied_bytes = bytes;
+      a->tab.tied_bytes = bytes;
   }
   fill_prefixes(a, k);
   return a;
@@ -264,13 +264,11 @@ static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 
 /* A head tied to the embedding on a later stage h than the embedding's: at every update the table's
  * gradient on stage 1 and the copy's on stage h are summed, an all-reduce of two over the stages'
  * link, which both updates wait for (the executor's tie, exec/tp_reduce.h); where both stages are
- * on one device (a V's first and last chunks), a sum in its memory: two arrays read, one written. */
+ * on one device (more stages than devices), a sum in its memory: two arrays read, one written. */
 static void add_tie(const TpAnalytic *a, TpCost *cost)
 {
-  int h = 0;
-  while (a->tab.tied_at >= 0 && h < a->W && a->bounds[h + 1] <= a->tab.tied_at)
-    h++;
-  if (a->tab.tied_at < 0 || h == 0 || h >= a->W)
+  int h = tp_tie_stage(a->model, a->bounds, a->W);
+  if (h < 0)
     return;
   const TpCluster *c = a->cluster;
   gboolean one_device = a->device[0] == a->device[h] && !(c && c->any_count && c->n == 1); /* not a GPU each */
@@ -380,6 +378,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
   cost->device_name = g_new0(char *, a->W + 1);
   cost->stage_note = g_new0(char *, a->W + 1);
   cost->capacity = g_new0(double, a->W);
+  cost->bounds = g_memdup2(a->bounds, sizeof *a->bounds * (size_t)(a->W + 1));
   for (int s = 0; s < a->W; s++) {
     int lo = a->bounds[s], hi = a->bounds[s + 1];
     const TpLayer *first = tp_model_layer(a->model, lo), *last = tp_model_layer(a->model, hi - 1);

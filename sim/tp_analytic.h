@@ -23,8 +23,7 @@ typedef struct {
   double *in_bytes, *out_bytes;    /* [L] per sample: a layer's input gradient, output activations */
   gboolean times_grow;             /* no layer's time is negative: a stage's compute never shrinks
                                       as it takes more layers */
-  int tied_at;                     /* the last head tied to the embedding (layer 0): its layer, else -1 */
-  double tied_bytes;               /* its copy of the table's bytes */
+  double tied_bytes;               /* a head tied to the embedding (tp_tie.h): its copy of the table's bytes */
   double *copy_prefix, *copy_upd_prefix; /* [L+1] prefix sums of the tied heads' copies' bytes and update
                                             seconds (profile), which a stage that also holds the
                                             embedding does not have */

@@ -34,6 +34,7 @@ void tp_cost_free(TpCost *c)
   g_strfreev(c->device_name);
   g_strfreev(c->stage_note);
   g_free(c->capacity);
+  g_free(c->bounds);
   tp_dp_free(c->dp);
   g_free(c);
 }

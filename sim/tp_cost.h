@@ -67,9 +67,11 @@ typedef struct {
   gboolean shared_devices;  /* some device runs more than one stage */
   long gpus;                /* replicas and tensor ranks: the GPUs they take in all (0: n_devices) */
   char *source;             /* cost file, or NULL */
-  /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory */
+  /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory; the
+   * split, stage s holding layers [bounds[s], bounds[s+1]) */
   char **device_name, **stage_note;
   double *capacity;
+  int *bounds;
   /* data parallelism (tp_allreduce.h): the [data_parallel] links of a cost file or a cluster's, and
    * D once the command line sets it; NULL: none given, D = 1 */
   TpDataParallel *dp;

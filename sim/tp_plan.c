@@ -6,6 +6,7 @@
 #include "tp_fit.h"
 #include "tp_error.h"
 #include "tp_replay.h"
+#include "tp_tie.h"
 
 #include <math.h>
 #include <string.h>
@@ -138,7 +139,7 @@ static TpAnalytic *plan_analytic(const TpPlanRequest *r, const TpPlan *p, GError
 static TpCost *candidate_cost(const TpPlanRequest *r, TpPlan *p, TpAnalytic **out_a, GError **err)
 {
   TpAnalytic *a = plan_analytic(r, p, err);
-  if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err)) {
+  if (!a || !tp_analytic_split(a, NULL, NULL, NULL, err) || !tp_tie_check_split(a->model, a->bounds, p->W, err)) {
     tp_analytic_free(a);
     return NULL;
   }
@@ -458,11 +459,15 @@ static long batch_of(const TpPlanRequest *r, int b)
   return r->n_batches > 0 ? r->batches[b] : r->batch;
 }
 
-/* Every applicable candidate, in enumeration order: batch, preset, W, N, recompute. */
-static int candidates(const TpPlanRequest *r, GPtrArray *all)
+/* Every applicable candidate, in enumeration order: batch, preset, W, N, recompute, into res->all;
+ * the others counted. */
+static void candidates(const TpPlanRequest *r, TpPlanResult *res)
 {
+  GPtrArray *all = res->all;
   int inapplicable = 0, L = tp_model_n_layers(r->model);
   long long plane = tp_model_least_norm_plane(r->model);
+  /* a head tied to the embedding beyond the first layer is on another stage at any W > 1 */
+  gboolean tied = tp_tie_stage(r->model, (const int[]){ 0, 1, L }, 2) >= 0;
   int *pD = g_new(int, TP_PLAN_MAX_PAIRS), *pT = g_new(int, TP_PLAN_MAX_PAIRS);
   for (int b = 0; b < MAX(r->n_batches, 1); b++) {
     long B = batch_of(r, b);
@@ -478,6 +483,11 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
             /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
             if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)
               continue;
+            /* train refuses a head tied across stages on the order (tp_tie.h) */
+            if (tied && W > 1 && !tp_order_ties(ps->order)) {
+              res->n_tied++;
+              continue;
+            }
             /* a split backward's W needs the forward's saved state: the executor does not recompute it */
             if (rc && tp_order_split(ps->order)) {
               inapplicable++;
@@ -497,7 +507,7 @@ static int candidates(const TpPlanRequest *r, GPtrArray *all)
         }
   }
   g_free(pD), g_free(pT);
-  return inapplicable;
+  res->n_inapplicable = inapplicable;
 }
 
 /* One candidate of a wave, by its bounds: over the memory limit, dominated by a fitting plan of an
@@ -566,7 +576,7 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
     return NULL;
   g_autoptr(TpPlanResult) res = g_new0(TpPlanResult, 1);
   res->all = g_ptr_array_new_with_free_func(plan_free);
-  res->n_inapplicable = candidates(r, res->all);
+  candidates(r, res);
   res->n_candidates = (int)res->all->len;
   gboolean all_split = r->n_presets > 0;
   for (int k = 0; k < r->n_presets; k++)
@@ -581,9 +591,10 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
     g_autofree char *on = r->devices > 0 ? g_strdup_printf(" on at most %d devices", r->devices) : g_strdup("");
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
                 "suits any of the presets%s%s", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
-                batch_of(r, 0), on, tp_model_least_norm_plane(r->model)
-                                  ? " (a micro-batch must give each batchnorm more than one value per channel)"
-                                  : "");
+                batch_of(r, 0), on, res->n_tied ? " (the model's tied head trains on another stage than its "
+                "embedding only under " TP_TIE_PRESETS ")"
+                : tp_model_least_norm_plane(r->model) ? " (a micro-batch must give each batchnorm more than one "
+                "value per channel)" : "");
     return NULL;
   }
   /* each candidate's split is exact, O(W·L²): a search whose splits alone would take many minutes on

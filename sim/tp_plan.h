@@ -92,6 +92,7 @@ typedef struct {
   GPtrArray *ranked;    /* the fitting plans, best first */
   GPtrArray *pareto;    /* the Pareto front of the fitting plans (time vs peak), fastest first */
   int n_candidates, n_simulated, n_over_memory, n_dominated, n_failed, n_inapplicable;
+  int n_tied; /* candidates left out: their order cannot tie the model's head across stages (tp_tie.h) */
   const TpPlan *smallest; /* nothing fits: the simulated candidate with the smallest peak */
 } TpPlanResult;
 

@@ -8,6 +8,7 @@
 #include "tp_backend.h"
 #include "tp_model.h"
 #include "tp_net.h"
+#include "tp_tie.h"
 #include "tp_test.h"
 #include "tp_test_run.h"
 
@@ -410,10 +411,10 @@ static void test_tied(void)
   g_assert_true(tp_net_init_weights(emb.net, 3, we, &err) && tp_net_init_weights(head.net, 3, wh, &err));
   g_assert_cmpmem(we, table * sizeof(float), wh, table * sizeof(float));
   const int one[] = { 0, 5 }, apart[] = { 0, 2, 5 }, together[] = { 0, 5, 5 }, third[] = { 0, 1, 3, 5 };
-  g_assert_cmpint(tp_net_tied_stage(whole.m, one, 1), ==, -1);
-  g_assert_cmpint(tp_net_tied_stage(whole.m, together, 2), ==, -1);
-  g_assert_cmpint(tp_net_tied_stage(whole.m, apart, 2), ==, 1);
-  g_assert_cmpint(tp_net_tied_stage(whole.m, third, 3), ==, 2);
+  g_assert_cmpint(tp_tie_stage(whole.m, one, 1), ==, -1);
+  g_assert_cmpint(tp_tie_stage(whole.m, together, 2), ==, -1);
+  g_assert_cmpint(tp_tie_stage(whole.m, apart, 2), ==, 1);
+  g_assert_cmpint(tp_tie_stage(whole.m, third, 3), ==, 2);
   /* the two sides: the embedding's table on the first stage, the head's copy on its own */
   size_t off, n;
   g_assert_false(tp_net_tied_part(whole.net, &off, &n));

@@ -7,6 +7,7 @@
 #include "tp_test.h"
 #include "tp_test_run.h"
 #include "tp_net.h"
+#include "tp_tie.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -214,7 +215,7 @@ static void test_tied_copies(void)
   int bounds[3];
   TpRuntimeConfig cfg = tpt_even_config(m, data, 8, s, bounds);
   bounds[1] = 2; /* the embedding and a block; the other block, the norm, the head and the loss */
-  g_assert_cmpint(tp_net_tied_stage(m, bounds, 2), ==, 1);
+  g_assert_cmpint(tp_tie_stage(m, bounds, 2), ==, 1);
   cfg.adamw = TRUE, cfg.lr = 0.01f, cfg.beta1 = 0.9f, cfg.beta2 = 0.999f, cfg.eps = 1e-8f, cfg.weight_decay = 0.1f;
   cfg.reduce = tp_reduce_local_new(1, 2, 60);
   GError *err = NULL;

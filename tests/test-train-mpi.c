@@ -329,7 +329,9 @@ static void test_startup_bounded(void)
   g_assert_cmpint(status, !=, 0);
   g_assert_cmpint(status, !=, 124);
   g_assert_cmpfloat(secs, <, 30);
-  g_assert_nonnull(strstr(err, "within 2 s while starting MPI"));
+  /* our line; or, where this rank started MPI before the other process ended (a loaded machine),
+   * mpirun's own ending of the job */
+  g_assert_true(strstr(err, "within 2 s while starting MPI") || strstr(err, "exiting improperly"));
 }
 
 /* Without mpirun (or in a build without MPI): exit 2, one line. */

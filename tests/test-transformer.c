@@ -8,6 +8,7 @@
 #include "tp_layout.h"
 #include "tp_model.h"
 #include "tp_test.h"
+#include "tp_tie.h"
 
 #include <math.h>
 
@@ -274,6 +275,15 @@ static void test_costs(void)
  * model's 124,439,808 parameters, 16 bits each, on one stage); on a later stage it holds a copy
  * of the table (V·d more), with its optimizer state and gradient, and both stages' updates wait
  * for the sum of the two gradients. */
+/* m's heads untied after an analytic model was made of it: its costs lose the sum (add_tie), its
+ * tables stay those of the tied model. */
+static void untie(const TpModel *m)
+{
+  for (int i = 0; i < tp_model_n_layers(m); i++)
+    if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD)
+      ((TpLayer *)tp_model_layer(m, i))->blk.tied = FALSE;
+}
+
 static void test_tied_bytes(void)
 {
   g_autoptr(TpModel) m = tpt_model("gpt2-124m");
@@ -305,8 +315,11 @@ static void test_tied_bytes(void)
     /* 8 replicas a stage: stage 2 on the next node, the sum on the nodes' network (tp_layout_links) */
     a->link_bandwidth = bw, a->replicas = 8;
     g_autoptr(TpCost) apart = tp_analytic_cost(a);
-    a->tab.tied_at = -1;
+    g_autoptr(TpModel) m_untied = tpt_model("gpt2-124m");
+    a->model = m_untied;
+    untie(m_untied);
     g_autoptr(TpCost) untied = tp_analytic_cost(a);
+    a->model = m;
     double net = tp_allreduce_ring(2, table, tp_layout_network_share(c, 8), c->network_latency);
     g_assert_cmpfloat(net, >, 2 * tp_allreduce_ring(2, table, bw, lat));
     for (int s = 0; s < 2; s++)
@@ -327,11 +340,100 @@ static void test_tied_bytes(void)
   g_assert_true(tp_analytic_split(a, NULL, NULL, NULL, &err));
   g_autoptr(TpCost) cost = tp_analytic_cost(a);
   const TpDevice *d = &one->dev[0];
-  a->tab.tied_at = -1; /* untied: no sum */
+  untie(m); /* no sum */
   g_autoptr(TpCost) untied = tp_analytic_cost(a);
   for (int s = 0; s < 2; s++)
     g_assert_cmpfloat(fabs(cost->stage[s].upd - untied->stage[s].upd - 3 * table / (d->bandwidth * d->efficiency)), <,
                       1e-12 * cost->stage[s].upd);
+}
+
+/* tp_order_ties says what tp_tie_check finds in every preset's generated schedules at W 2-4 and
+ * N 1-4 (those the preset takes), the head on the last stage: the orders that flush and run one chunk
+ * per worker can tie, the others not.  And a head beside the embedding ties under any schedule. */
+static void test_tie_orders(void)
+{
+  g_autoptr(TpModel) m = tpt_model_text("tokens 8 256\nembedding 16\nrepeat 8 block heads=2 ffn=32\nlm_head tied=1\n"
+                                        "token_ce\n");
+  const int L = tp_model_n_layers(m);
+  int seen[2] = { 0, 0 };
+  for (int p = 0; p < tp_n_presets; p++)
+    for (int W = 2; W <= 4; W++)
+      for (int N = 1; N <= 4; N++) {
+        const TpPreset *ps = &tp_presets[p];
+        g_autoptr(TpSchedule) s = tp_schedule_generate_chunked(ps->order, ps->policy, W, tp_order_default_chunks(ps->order),
+                                                               N, 2 * W + 2, NULL, NULL);
+        if (!s)
+          continue;
+        int bounds[TP_MAX_WORKERS + 1];
+        for (int st = 0; st <= s->W; st++)
+          bounds[st] = st * L / s->W;
+        g_assert_cmpint(tp_tie_stage(m, bounds, s->W), ==, s->W - 1);
+        GError *err = NULL;
+        gboolean ties = tp_tie_check(m, bounds, s, &err);
+        g_assert_cmpint(ties, ==, tp_order_ties(ps->order));
+        g_assert_true(ties || strstr(err->message, "t.model:4: lm_head tied=1 on stage"));
+        g_clear_error(&err);
+        seen[ties]++;
+        int beside[] = { 0, L - 1, L }; /* the head on the embedding's stage */
+        g_assert_true(s->W != 2 || tp_tie_check(m, beside, s, NULL));
+      }
+  g_assert_cmpint(seen[0], >, 20);
+  g_assert_cmpint(seen[1], >, 20);
+}
+
+/* What train refuses of a head tied across stages, simulate, compare and plot refuse alike, and plan
+ * leaves out: its --run-top trains the plans it ranks. */
+static void test_tie_refused(void)
+{
+  TptRun r = tpt_run((const char *[]){ "simulate", "-s", "timeprest", "--model", "gpt2-124m", "--cluster", "dgx-a100", "-w",
+                                       "2", "-n", "4", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "gpt2-124m.json:6: lm_head tied=1 on stage 2 sums its gradient with stage 1's at each "
+                                 "update, but stage 1 runs F(2,A) before the update of mini-batch 1"));
+  g_assert_null(strchr(strchr(r.err, '\n') + 1, '\n')); /* one line */
+  tpt_run_clear(&r);
+  g_autofree char *png = tpt_tmp_path("tie.png");
+  r = tpt_run((const char *[]){ "plot", "timeline", "-s", "zb-v", "--model", "gpt2-124m", "--cluster", "dgx-a100", "-w",
+                                "2", "-o", png, NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "interleaved stages cannot meet to sum them"));
+  g_assert_false(g_file_test(png, G_FILE_TEST_EXISTS));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(png);
+  r = tpt_run((const char *[]){ "compare", "--model", "gpt2-124m", "--cluster", "dgx-a100", "-w", "2", "-n", "4", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\npipedream        n/a: "));
+  g_assert_nonnull(strstr(r.out, "\nzb-v             n/a: "));
+  g_assert_null(strstr(r.out, "\n1f1b             n/a"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "plan", "--model", "gpt2-124m", "--cluster", "dgx-a100", "--batch", "16", "-w", "2", "-n",
+                                "1-2", "--format", "json", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\"left_out_tied\": 12,")); /* the six asynchronous presets searched, at W = 2, N = 1, 2 */
+  g_assert_null(strstr(r.out, "\"preset\": \"pipedream"));
+  g_assert_nonnull(strstr(r.out, "\"preset\": \"zb-h1\""));
+  tpt_run_clear(&r);
+  /* a tiny tied GPT profiled here: the plan asked for pipedream and 1f1b runs its top one */
+  g_autofree char *model = tpt_tmp_path("tied-plan.model"), *prof = tpt_tmp_path("tied-plan.profile");
+  g_assert_true(g_file_set_contents(model, "tokens 8 256\nembedding 32\nblock heads=4 ffn=64\nlayernorm\nlm_head tied=1\n"
+                                    "token_ce\n", -1, NULL));
+  r = tpt_run((const char *[]){ "profile", "--model", model, "--micro-batch-sizes", "2,4", "-r", "1", "-o", prof, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "plan", "--model", model, "--profile", prof, "--batch", "4", "-w", "2", "-n", "1-2",
+                                "--presets", "pipedream,1f1b", "--run-top", "1", "--run-repetitions", "1",
+                                "--run-mini-batches", "5", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "left out: 1 candidate of presets that cannot train"));
+  g_assert_nonnull(strstr(r.out, "), 1 plan:\n")); /* the Pareto front */
+  g_assert_nonnull(strstr(r.out, "top choice confirmed: yes"));
+  tpt_run_clear(&r);
+  r = tpt_run((const char *[]){ "plan", "--model", model, "--profile", prof, "--batch", "4", "-w", "2", "-n", "1",
+                                "--presets", "pipedream", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_nonnull(strstr(r.err, "tied head trains on another stage than its embedding only under gpipe"));
+  tpt_run_clear(&r);
+  tpt_tmp_remove(model), tpt_tmp_remove(prof);
 }
 
 /* AdamW in the analytic model: two optimizer floats a parameter (its state's bytes twice SGD's, in
@@ -407,5 +509,7 @@ int main(int argc, char **argv)
   g_test_add_func("/transformer/model-command", test_model_command);
   g_test_add_func("/transformer/costs", test_costs);
   g_test_add_func("/transformer/tied-bytes", test_tied_bytes);
+  g_test_add_func("/transformer/tie-orders", test_tie_orders);
+  g_test_add_func("/transformer/tie-refused", test_tie_refused);
   return g_test_run();
 }

@@ -7,6 +7,7 @@
 #include "tp_trainlog.h"
 #include "tp_digest.h"
 #include "tp_error.h"
+#include "tp_tie.h"
 #include "tp_signal.h"
 #include "tp_format.h"
 #include "tp_net.h"
@@ -308,7 +309,7 @@ static gboolean split_stages(Train *t, GError **err)
  * checks them (tp_runtime_check_tie); NCCL's reduction does not tie stages. */
 static gboolean check_tie(Train *t, GError **err)
 {
-  if (tp_net_tied_stage(t->model, t->bounds, t->W) < 0)
+  if (tp_tie_stage(t->model, t->bounds, t->W) < 0)
     return TRUE;
   g_autoptr(TpSchedule) own = t->s ? NULL : tp_train_generate_order(t, MIN(t->K, 3), NULL, err);
   return (t->s || own) &&
@@ -372,7 +373,7 @@ static gboolean make_runtime(Train *t, const TpBackendReg *reg, const TpBackend 
   for (int s = 0; s < t->W && t->dev.stage_be; s++)
     per_stage[s] = t->dev.stage_be[s] ? t->dev.stage_be[s] : tp_backend_cpu();
   t->dp.identical = TRUE;
-  int tie = tp_net_tied_stage(t->model, t->bounds, t->W); /* a head tied across stages: their sum */
+  int tie = tp_tie_stage(t->model, t->bounds, t->W); /* a head tied across stages: their sum */
   if (tp_group_per_stage(t->group) && (t->dp.D > 1 || tie > 0)) { /* this rank: one stage of replica rank / W, the
                                                                      reduction the group's, once the set-up is
                                                                      agreed (group_reduce) */
@@ -547,7 +548,7 @@ static gboolean open_stage_links(Train *t, GError **err)
  * first, then the runtime's.  Its waits are bounded by --peer-timeout, as the stages' messages. */
 static gboolean group_reduce(Train *t, GError **err)
 {
-  int tie = tp_net_tied_stage(t->model, t->bounds, t->W);
+  int tie = tp_tie_stage(t->model, t->bounds, t->W);
   if (!tp_group_per_stage(t->group) || (t->dp.D == 1 && tie < 0))
     return TRUE;
   if (!tp_group_reduce(t->group, t->W, tie, t->cfg.peer_timeout, &t->dp.reduce, err))

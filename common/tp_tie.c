@@ -1,0 +1,100 @@
+/* tp_tie.c — a head tied to the embedding across stages: its stage under a split and the schedules
+ * that can keep its copy of the table the same as the embedding's (tp_tie.h). */
+#include "config.h"
+#include "tp_tie.h"
+#include "tp_error.h"
+
+int tp_tie_stage(const TpModel *m, const int *bounds, int W)
+{
+  for (int s = 1; s < W; s++)
+    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
+      const TpLayer *d = tp_model_layer(m, i);
+      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied)
+        return s;
+    }
+  return -1;
+}
+
+gboolean tp_tie_check_split(const TpModel *m, const int *bounds, int W, GError **err)
+{
+  int heads = 0, off = 0;
+  for (int s = 0; s < W; s++)
+    for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
+      const TpLayer *d = tp_model_layer(m, i);
+      if (d->kind != TP_LAYER_LM_HEAD || !d->blk.tied)
+        continue;
+      heads++, off += s > 0;
+      if (heads > 1 && off > 0) {
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: a second lm_head tied=1 on stage %d: a split may tie one "
+                    "head to the embedding across stages (put the heads on the embedding's stage, or untie one)",
+                    m->source, d->line, s + 1);
+        return FALSE;
+      }
+    }
+  return TRUE;
+}
+
+gboolean tp_order_ties(TpOrder o)
+{
+  return o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B || o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_1P ||
+         o == TP_ORDER_ZB_2P || o == TP_ORDER_ZB_AUTO;
+}
+
+/* The first operation of stage st that is out of its mini-batch's block of the order (each
+ * mini-batch's operations, then its update, then the next's), and in *done the updates before it;
+ * NULL where every one is in its block. */
+static const TpOp *out_of_block(const TpSchedule *s, int st, int *done)
+{
+  *done = 0;
+  for (int k = 0; k < tp_stage_len(s, st); k++) {
+    const TpOp *op = &tp_stage_ops(s, st)[k];
+    if (op->mb != *done + 1)
+      return op;
+    *done += op->kind == TP_OP_U;
+  }
+  return NULL;
+}
+
+/* Why stage st of s cannot meet the other side of a tie at its updates (NULL: it can): it runs an
+ * operation out of its mini-batch's block. */
+static char *block_why(const TpSchedule *s, int st)
+{
+  int done;
+  const TpOp *op = out_of_block(s, st, &done);
+  if (!op)
+    return NULL;
+  char name[64], where[256];
+  tp_op_name(s, op, name, sizeof name);
+  tp_op_where(s, op, where, sizeof where);
+  return op->mb > done + 1 ? g_strdup_printf("%sstage %d runs %s before the update of mini-batch %d", where, st + 1, name,
+                                             done + 1)
+                           : g_strdup_printf("%sstage %d runs %s after its mini-batch's update", where, st + 1, name);
+}
+
+void tp_tie_refuse(const TpModel *m, const int *bounds, int h, const char *why, const char *fix, GError **err)
+{
+  int line = 0;
+  for (int i = bounds[h]; i < bounds[h + 1]; i++)
+    if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD)
+      line = tp_model_layer(m, i)->line;
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 on stage %d sums its gradient with stage 1's at "
+              "each update, %s (%s)", m->source, line, h + 1, why, fix);
+}
+
+gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err)
+{
+  int h = tp_tie_stage(m, bounds, s->W);
+  if (h < 0)
+    return TRUE;
+  if (!tp_tie_check_split(m, bounds, s->W, err))
+    return FALSE;
+  g_autofree char *why = s->rank_seq ? g_strdup("but interleaved stages cannot meet to sum them") : NULL;
+  for (int i = 0; i < 2 && !why; i++) {
+    g_autofree char *block = block_why(s, i ? h : 0);
+    if (block)
+      why = g_strdup_printf("but %s: they would wait for each other", block);
+  }
+  if (why)
+    tp_tie_refuse(m, bounds, h, why, "use gpipe, 1f1b, zb-h1 or tied=0", err);
+  return !why;
+}
