@@ -568,38 +568,31 @@ static gboolean replicas_check(const TpPlanRequest *r, GError **err)
   return !r->cluster || tp_layout_check(r->cluster, D, MAX(r->w0, 1), T, err);
 }
 
-TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
+/* Why the search has no candidate (res->all empty): one line into err. */
+static void no_candidate(const TpPlanRequest *r, const TpPlanResult *res, GError **err)
 {
-  if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
-    return NULL;
-  if (!replicas_check(r, err))
-    return NULL;
-  g_autoptr(TpPlanResult) res = g_new0(TpPlanResult, 1);
-  res->all = g_ptr_array_new_with_free_func(plan_free);
-  candidates(r, res);
-  res->n_candidates = (int)res->all->len;
   gboolean all_split = r->n_presets > 0;
   for (int k = 0; k < r->n_presets; k++)
     all_split = all_split && tp_order_split(r->presets[k]->order);
-  if (!res->all->len && all_split && r->recompute == TP_PLAN_RECOMPUTE_YES) {
+  if (all_split && r->recompute == TP_PLAN_RECOMPUTE_YES) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: every preset asked for splits its backwards into I and "
                 "W, and a split backward is not recomputed (its W needs the forward's saved state); --recompute no "
                 "or both");
-    return NULL;
+    return;
   }
-  if (!res->all->len) {
-    g_autofree char *on = r->devices > 0 ? g_strdup_printf(" on at most %d devices", r->devices) : g_strdup("");
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
-                "suits any of the presets%s%s", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
-                batch_of(r, 0), on, res->n_tied ? " (the model's tied head trains on another stage than its "
-                "embedding only under " TP_TIE_PRESETS ")"
-                : tp_model_least_norm_plane(r->model) ? " (a micro-batch must give each batchnorm more than one "
-                "value per channel)" : "");
-    return NULL;
-  }
-  /* each candidate's split is exact, O(W·L²): a search whose splits alone would take many minutes on
-   * its threads is refused up front */
-  int threads = r->threads > 0 ? r->threads : (int)g_get_num_processors();
+  g_autofree char *on = r->devices > 0 ? g_strdup_printf(" on at most %d devices", r->devices) : g_strdup("");
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "no candidate: no W in %d-%d and N in %d-%d dividing the batch%s of %ld "
+              "suits any of the presets%s%s", r->w0, r->w1, r->n0, r->n1, r->n_batches > 1 ? "es" : "",
+              batch_of(r, 0), on, res->n_tied ? " (the model's tied head trains on another stage than its "
+              "embedding only under " TP_TIE_PRESETS ")"
+              : tp_model_least_norm_plane(r->model) ? " (a micro-batch must give each batchnorm more than one "
+              "value per channel)" : "");
+}
+
+/* Whether the candidates can be searched: their exact splits (O(W·L²) each) within minutes on the
+ * threads, and a profile with every micro-batch size they need; else one line, up front. */
+static gboolean searchable(const TpPlanRequest *r, const TpPlanResult *res, int threads, GError **err)
+{
   double L = tp_model_n_layers(r->model), work = 0;
   for (guint i = 0; i < res->all->len; i++)
     work += ((const TpPlan *)res->all->pdata[i])->W * L * L;
@@ -607,26 +600,30 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the search splits %d layers %d times (about %.2g steps, more than "
                 "%.0g on each of %d threads): narrow -w, -n or --presets", (int)L, res->n_candidates, work,
                 TP_PLAN_MAX_SPLIT_WORK, threads);
-    return NULL;
+    return FALSE;
   }
-  /* a profile without the micro-batch size a candidate needs: said once, up front */
-  if (r->profile)
-    for (guint i = 0; i < res->all->len; i++) {
-      const TpPlan *p = res->all->pdata[i];
-      if (tp_profile_size_index(r->profile, (int)(p->batch / p->N)) < 0) {
-        g_autofree char *have = tp_profile_sizes_text(r->profile);
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
-                    "(it has %s); profile micro-batches of %ld samples, or narrow the micro-batch counts",
-                    r->profile->source, p->batch / p->N, p->batch, p->N, have, p->batch / p->N);
-        return NULL;
-      }
+  for (guint i = 0; r->profile && i < res->all->len; i++) {
+    const TpPlan *p = res->all->pdata[i];
+    if (tp_profile_size_index(r->profile, (int)(p->batch / p->N)) < 0) {
+      g_autofree char *have = tp_profile_sizes_text(r->profile);
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
+                  "(it has %s); profile micro-batches of %ld samples, or narrow the micro-batch counts",
+                  r->profile->source, p->batch / p->N, p->batch, p->N, have, p->batch / p->N);
+      return FALSE;
     }
-  /* bounds of every candidate, then simulation in waves of increasing time bound, each of
-   * TP_PLAN_WAVE candidates to simulate (those pruned on the way do not count): a candidate is
-   * pruned when its memory bound exceeds the limit, or when a fitting plan of an earlier wave is
-   * faster than its time bound and smaller than its memory bound (it cannot rank above that plan
-   * nor lie on the front), or when no split of it may fit (tp_plan_may_fit).  Waves of a fixed
-   * size, not a shared running best, keep the outcome independent of the threads and their timing. */
+  }
+  return TRUE;
+}
+
+/* Bounds of every candidate, then simulation in waves of increasing time bound, each of TP_PLAN_WAVE
+ * candidates to simulate (those pruned on the way do not count): a candidate is pruned when its
+ * memory bound exceeds the limit, or when a fitting plan of an earlier wave is faster than its time
+ * bound and smaller than its memory bound (it cannot rank above that plan nor lie on the front), or
+ * when no split of it may fit (tp_plan_may_fit).  Waves of a fixed size, not a shared running best,
+ * keep the outcome independent of the threads and their timing.  Nothing fits: every candidate over
+ * the limit simulated in full. */
+static void search(const TpPlanRequest *r, TpPlanResult *res, int threads)
+{
   gboolean per_sample = FALSE;
   for (int b = 1; b < r->n_batches; b++)
     per_sample = per_sample || r->batches[b] != r->batches[0];
@@ -653,6 +650,26 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
     Job exact = { .r = r, .simulate = TRUE, .per_sample = per_sample, .acts = acts, .exact = TRUE };
     simulate_over(res->all, over_bound, &exact, threads);
   }
+}
+
+TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
+{
+  if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
+    return NULL;
+  if (!replicas_check(r, err))
+    return NULL;
+  g_autoptr(TpPlanResult) res = g_new0(TpPlanResult, 1);
+  res->all = g_ptr_array_new_with_free_func(plan_free);
+  candidates(r, res);
+  res->n_candidates = (int)res->all->len;
+  if (!res->all->len) {
+    no_candidate(r, res, err);
+    return NULL;
+  }
+  int threads = r->threads > 0 ? r->threads : (int)g_get_num_processors();
+  if (!searchable(r, res, threads, err))
+    return NULL;
+  search(r, res, threads);
   tally(res);
   res->pareto = tp_plan_pareto(res->ranked);
   return g_steal_pointer(&res);
