@@ -73,7 +73,9 @@ long long tp_sweep_work(int w0, int w1, int n0, int n1, long long *max_cell)
   return total;
 }
 
-GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, int threads, GError **err)
+/* Whether every cell of the sweep is valid, some cell runs, and the whole is within
+ * TP_MAX_SWEEP_WORK; else one line naming the cell or the bound. */
+static gboolean sweep_check(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, GError **err)
 {
   int runnable = 0;
   for (int W = w0; W <= w1; W++)
@@ -81,42 +83,42 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
       if (!tp_size_check(W, N, tp_sweep_K(W), err) || !tp_pair_check(o, p, W, N, err) ||
           (cell_takes(o, W, N) && !tp_chunks_check(o, W, tp_order_default_chunks(o), N, err))) {
         g_prefix_error(err, "cell W=%d, N=%d: ", W, N);
-        return NULL;
+        return FALSE;
       }
       runnable += cell_takes(o, W, N);
     }
   if (!runnable) { /* the reason, as the first cell gives it */
     tp_chunks_check(o, w0, tp_order_default_chunks(o), n0, err);
     g_prefix_error(err, "no cell of the sweep runs: ");
-    return NULL;
+    return FALSE;
   }
   long long work = tp_sweep_work(w0, w1, n0, n1, NULL);
   if (work > TP_MAX_SWEEP_WORK) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
                 "the sweep W=%d..%d, N=%d..%d simulates about %.3g operations in all, more than the bound of "
                 "%.3g: narrow -w or -n", w0, w1, n0, n1, (double)work, (double)TP_MAX_SWEEP_WORK);
-    return NULL;
+    return FALSE;
   }
-  /* every thread holds one cell: as many threads as the largest cell fits in memory, at least one */
+  return TRUE;
+}
+
+/* The bytes of the sweep's largest cell, which every thread may hold at once; -1 (err set) when it
+ * does not fit the memory. */
+static long long cell_bytes_checked(TpOrder o, int w0, int w1, int n0, int n1, GError **err)
+{
   long long cell_bytes = 0;
   int cw = w0, cn = n0;
   for (int W = w0; W <= w1; W++)
     for (int N = n0; N <= n1; N++)
       if (tp_generate_bytes(o, W, N, tp_sweep_K(W)) > cell_bytes)
         cell_bytes = tp_generate_bytes(o, W, N, tp_sweep_K(W)), cw = W, cn = N;
-  if (!tp_memory_check("one cell of the sweep", cw, cn, tp_sweep_K(cw), cell_bytes, err))
-    return NULL;
+  return tp_memory_check("one cell of the sweep", cw, cn, tp_sweep_K(cw), cell_bytes, err) ? cell_bytes : -1;
+}
+
+/* The cells measured on threads (0: one per processor) as many as the memory holds cells. */
+static void run_cells(Sweep *sw, int threads, long long cell_bytes)
+{
   long long avail = tp_memory_available();
-  Sweep sw = { .o = o, .p = p, .w0 = w0, .n0 = n0, .nn = n1 - n0 + 1 };
-  sw.cells = (long)(w1 - w0 + 1) * sw.nn;
-  if (sw.cells > G_MAXINT / 2) {
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the sweep has %ld cells, too many", sw.cells);
-    return NULL;
-  }
-  GArray *rows = g_array_sized_new(FALSE, TRUE, sizeof(TpSweepRow), (guint)sw.cells);
-  g_array_set_size(rows, (guint)sw.cells);
-  sw.rows = (TpSweepRow *)rows->data;
-  sw.errs = g_new0(GError *, sw.cells);
   if (threads <= 0)
     threads = (int)g_get_num_processors();
   /* under an address-space or data limit every byte mapped counts, the heap a cell keeps for the
@@ -134,15 +136,33 @@ GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, 
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
 #endif
-  threads = (int)MIN((long)threads, sw.cells);
+  threads = (int)MIN((long)threads, sw->cells);
   threads = (int)MAX(1, MIN((long long)threads, avail / MAX(cell_bytes, 1)));
   GThread **t = g_new(GThread *, MAX(threads, 1));
   for (int i = 1; i < threads; i++)
-    t[i] = g_thread_new("sweep", worker, &sw);
-  worker(&sw);
+    t[i] = g_thread_new("sweep", worker, sw);
+  worker(sw);
   for (int i = 1; i < threads; i++)
     g_thread_join(t[i]);
   g_free(t);
+}
+
+GArray *tp_sweep_threads(TpOrder o, TpPolicy p, int w0, int w1, int n0, int n1, int threads, GError **err)
+{
+  long long cell_bytes;
+  if (!sweep_check(o, p, w0, w1, n0, n1, err) || (cell_bytes = cell_bytes_checked(o, w0, w1, n0, n1, err)) < 0)
+    return NULL;
+  Sweep sw = { .o = o, .p = p, .w0 = w0, .n0 = n0, .nn = n1 - n0 + 1 };
+  sw.cells = (long)(w1 - w0 + 1) * sw.nn;
+  if (sw.cells > G_MAXINT / 2) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "the sweep has %ld cells, too many", sw.cells);
+    return NULL;
+  }
+  GArray *rows = g_array_sized_new(FALSE, TRUE, sizeof(TpSweepRow), (guint)sw.cells);
+  g_array_set_size(rows, (guint)sw.cells);
+  sw.rows = (TpSweepRow *)rows->data;
+  sw.errs = g_new0(GError *, sw.cells);
+  run_cells(&sw, threads, cell_bytes);
   /* the first failing cell in row order, whatever thread met it */
   gboolean ok = TRUE;
   for (long c = 0; c < sw.cells; c++)
