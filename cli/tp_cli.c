@@ -167,6 +167,38 @@ void tp_cli_schedule_clear(TpCliSchedule *o)
   g_free(o->act_limit);
 }
 
+/* The order and policy of -s PRESET, or of --order with --policy. */
+static gboolean order_policy(const TpCliSchedule *o, TpOrder *order, TpPolicy *policy, GError **err)
+{
+  if (!o->order && !o->policy) {
+    const TpPreset *p = tp_cli_preset(o->preset, err);
+    if (p)
+      *order = p->order, *policy = p->policy;
+    return p != NULL;
+  }
+  if (o->preset) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: give a preset or --order with --policy, not both");
+    return FALSE;
+  }
+  if (!o->order || !o->policy) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order and --policy go together");
+    return FALSE;
+  }
+  if (!tp_order_from_name(o->order, order)) {
+    g_autofree char *q = tp_quote(o->order);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, "
+                "interleaved-1f1b, zb-v, zb-1p, zb-2p, zb-auto, dualpipe-v)", q);
+    return FALSE;
+  }
+  if (!tp_policy_from_name(o->policy, policy)) {
+    g_autofree char *q = tp_quote(o->policy);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
+                "--policy: unknown policy %s (sync, stash, vsync-latest, latest, intermediate, 2bw)", q);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* tp_cli_schedule_build, keeping in prep (NULL: nothing) what generating the schedule computed */
 static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GError **err)
 {
@@ -184,34 +216,8 @@ static TpSchedule *schedule_build(const TpCliSchedule *o, TpPrepared *prep, GErr
   }
   TpOrder order;
   TpPolicy policy;
-  if (o->order || o->policy) {
-    if (o->preset) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "-s: give a preset or --order with --policy, not both");
-      return NULL;
-    }
-    if (!o->order || !o->policy) {
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order and --policy go together");
-      return NULL;
-    }
-    if (!tp_order_from_name(o->order, &order)) {
-      g_autofree char *q = tp_quote(o->order);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--order: unknown order %s (gpipe, 1f1b, 1f1b-async, nf1b, 2bw, zb-h1, zb-h2, "
-                  "interleaved-1f1b, zb-v, zb-1p, zb-2p, zb-auto, dualpipe-v)", q);
-      return NULL;
-    }
-    if (!tp_policy_from_name(o->policy, &policy)) {
-      g_autofree char *q = tp_quote(o->policy);
-      g_set_error(err, TP_ERROR, TP_ERROR_INPUT,
-                  "--policy: unknown policy %s (sync, stash, vsync-latest, latest, intermediate, 2bw)", q);
-      return NULL;
-    }
-  } else {
-    const TpPreset *p = tp_cli_preset(o->preset, err);
-    if (!p)
-      return NULL;
-    order = p->order;
-    policy = p->policy;
-  }
+  if (!order_policy(o, &order, &policy, err))
+    return NULL;
   int W = 4, N = 4, K;
   if ((o->workers && !tp_cli_int("-w", o->workers, 1, TP_MAX_WORKERS, &W, err)) ||
       (o->micro && !tp_cli_int("-n", o->micro, 1, TP_MAX_MICRO, &N, err)))
