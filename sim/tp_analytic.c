@@ -146,54 +146,47 @@ TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, 
   return tp_analytic_new_on(m, c, NULL, W, N, batch, FALSE, err);
 }
 
-TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpProfile *p, int W, int N, long batch,
-                               gboolean any_width, GError **err)
+/* Whether W stages of m, N micro-batches of batch samples, can be costed on c or profile p: the
+ * cluster's workers (unless any_width), the layers, the batch, the profile's model and micro-batch
+ * size (its index into *k, else -1); else one line. */
+static gboolean new_check(const TpModel *m, const TpCluster *c, const TpProfile *p, int W, int N, long batch,
+                          gboolean any_width, int *k, GError **err)
 {
   int L = tp_model_n_layers(m);
+  *k = -1;
   if (c && !any_width && c->n != 1 && c->n != W) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cluster %s has %d workers, the pipeline %d stages (use -w %d)", c->name,
                 c->n, W, c->n);
-    return NULL;
+    return FALSE;
   }
   if (W > L) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "model %s has %d layers, fewer than the %d stages", m->name, L, W);
-    return NULL;
+    return FALSE;
   }
   if (batch < N || batch % N != 0) {
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_BATCH, "%ld samples do not split into N=%d equal micro-batches",
                 batch, N);
-    return NULL;
+    return FALSE;
   }
-  int k = -1;
   if (p && (!tp_profile_check_model(p, m, err)))
-    return NULL;
-  if (p && (k = tp_profile_size_index(p, (int)(batch / N))) < 0) {
+    return FALSE;
+  if (p && (*k = tp_profile_size_index(p, (int)(batch / N))) < 0) {
     g_autofree char *have = tp_profile_sizes_text(p);
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: no micro-batch of %ld samples (batch %ld / N=%d) was profiled "
                 "(it has %s); profile micro-batches of %ld samples", p->source, batch / N, batch, N, have,
                 batch / N);
-    return NULL;
+    return FALSE;
   }
-  TpAnalytic *a = g_new0(TpAnalytic, 1);
-  a->model = m, a->cluster = c, a->profile = p, a->W = W, a->N = N, a->batch = batch, a->micro = (double)batch / N;
-  a->bounds = g_new0(int, W + 1);
-  a->device = g_new0(int, W);
-  a->reserve = g_new0(double, W);
-  a->tab.fwd_prefix = g_new0(double, (size_t)W * (L + 1));
-  a->tab.bwd_prefix = g_new0(double, (size_t)W * (L + 1));
-  a->tab.inp_prefix = g_new0(double, (size_t)W * (L + 1));
-  a->tab.param_prefix = g_new0(double, L + 1);
-  a->tab.stored_prefix = g_new0(double, L + 1);
-  a->tab.storedw_prefix = g_new0(double, L + 1);
-  a->tab.in_bytes = g_new0(double, L);
-  a->tab.out_bytes = g_new0(double, L);
-  if (c) /* a cluster given beside a profile: its links */
-    a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth, a->link_eager_limit = c->link_eager_limit;
-  else if (p && p->links.transport) /* measured between MPI ranks */
-    a->link_latency = p->links.latency, a->link_bandwidth = p->links.bandwidth, a->link_eager_limit = p->links.eager_limit;
-  int n_dev = p ? p->cores : c->n;
-  for (int s = 0; s < W; s++)
-    a->device[s] = !p && c->n == 1 ? 0 : n_dev > 0 && W > n_dev ? s % n_dev : s;
+  return TRUE;
+}
+
+/* The per-layer tables that do not depend on the stage: weight and stored bytes, message bytes, a
+ * profile's update times, and the tied heads' copies of the table. */
+static void layer_tables(TpAnalytic *a)
+{
+  const TpModel *m = a->model;
+  const TpProfile *p = a->profile;
+  int L = tp_model_n_layers(m);
   for (int i = 0; i < L; i++) {
     const TpLayer *ly = tp_model_layer(m, i);
     if (p) {
@@ -225,6 +218,35 @@ TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpPro
     if (tied)
       a->tab.tied_bytes = bytes;
   }
+}
+
+TpAnalytic *tp_analytic_new_on(const TpModel *m, const TpCluster *c, const TpProfile *p, int W, int N, long batch,
+                               gboolean any_width, GError **err)
+{
+  int L = tp_model_n_layers(m), k;
+  if (!new_check(m, c, p, W, N, batch, any_width, &k, err))
+    return NULL;
+  TpAnalytic *a = g_new0(TpAnalytic, 1);
+  a->model = m, a->cluster = c, a->profile = p, a->W = W, a->N = N, a->batch = batch, a->micro = (double)batch / N;
+  a->bounds = g_new0(int, W + 1);
+  a->device = g_new0(int, W);
+  a->reserve = g_new0(double, W);
+  a->tab.fwd_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->tab.bwd_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->tab.inp_prefix = g_new0(double, (size_t)W * (L + 1));
+  a->tab.param_prefix = g_new0(double, L + 1);
+  a->tab.stored_prefix = g_new0(double, L + 1);
+  a->tab.storedw_prefix = g_new0(double, L + 1);
+  a->tab.in_bytes = g_new0(double, L);
+  a->tab.out_bytes = g_new0(double, L);
+  if (c) /* a cluster given beside a profile: its links */
+    a->link_latency = c->link_latency, a->link_bandwidth = c->link_bandwidth, a->link_eager_limit = c->link_eager_limit;
+  else if (p && p->links.transport) /* measured between MPI ranks */
+    a->link_latency = p->links.latency, a->link_bandwidth = p->links.bandwidth, a->link_eager_limit = p->links.eager_limit;
+  int n_dev = p ? p->cores : c->n;
+  for (int s = 0; s < W; s++)
+    a->device[s] = !p && c->n == 1 ? 0 : n_dev > 0 && W > n_dev ? s % n_dev : s;
+  layer_tables(a);
   fill_prefixes(a, k);
   return a;
 }
@@ -346,76 +368,83 @@ double tp_analytic_capacity(const TpAnalytic *a, int s)
   return whole > 0 ? whole / MAX(sharing, 1) : whole;
 }
 
-TpCost *tp_analytic_cost(const TpAnalytic *a)
+/* The cost's source: model and cluster or profile, the batch, replicas and tensor parallelism. */
+static char *cost_source(const TpAnalytic *a)
 {
   const TpCluster *c = a->cluster;
   const TpProfile *p = a->profile;
+  GString *t = g_string_new(NULL);
+  if (p)
+    g_string_printf(t, "model %s profiled in %s (%s, %s)%s%s, %ld samples per mini-batch", a->model->name, p->source,
+                    p->backend, p->machine ? p->machine : "?",
+                    c ? ", links of cluster " : p->links.transport ? ", links measured by MPI" : "", c ? c->name : "",
+                    a->batch);
+  else
+    g_string_printf(t, "model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name, a->batch);
+  if (a->replicas > 1) /* a replica's batch above */
+    g_string_append_printf(t, " in each of %d replicas (%ld in all)", a->replicas, a->batch * a->replicas);
+  if (a->tensor > 1) /* one line of the report says it */
+    g_string_append_printf(t, "; its blocks tensor-parallel over %d devices of a node (simulated, not executed)",
+                           a->tensor);
+  return g_string_free(t, FALSE);
+}
+
+/* Stage s's costs, device and note from layers [bounds[s], bounds[s+1]). */
+static void stage_cost(const TpAnalytic *a, int s, TpCost *cost)
+{
+  const TpCluster *c = a->cluster;
+  const TpProfile *p = a->profile;
+  int lo = a->bounds[s], hi = a->bounds[s + 1];
+  const TpLayer *first = tp_model_layer(a->model, lo), *last = tp_model_layer(a->model, hi - 1);
+  size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
+  double params = tp_tables_params(&a->tab, lo, hi), stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
+  TpStageCost *sc = &cost->stage[s];
+  sc->fwd = a->tab.fwd_prefix[row + hi] - a->tab.fwd_prefix[row + lo];
+  sc->bwd = a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
+  /* a split backward's I: the layers' input-gradient shares (Megatron-LM's counts for a block;
+   * a range without input-gradient FLOPs keeps the cost model's half) */
+  sc->bwd_input = MIN(a->tab.inp_prefix[row + hi] - a->tab.inp_prefix[row + lo], sc->bwd);
+  sc->fwd_whole = forward_whole(a, s, lo, hi);
+  /* the update streams its arrays: SGD reads weights, gradient and momentum and writes two (5);
+   * AdamW reads two moments and writes them (7); a profile's measured SGD update scaled alike */
+  double streams = 3 + 2 * optimizer_states(a);
+  if (p)
+    sc->upd = tp_tables_upd(&a->tab, lo, hi) * streams / 5;
+  else {
+    const TpDevice *d = &c->dev[a->device[s]];
+    sc->upd = streams * params / (d->bandwidth * d->efficiency);
+  }
+  sc->act_bytes = a->micro * a->tab.out_bytes[hi - 1];
+  sc->grad_bytes = a->micro * a->tab.in_bytes[lo];
+  sc->stored_bytes = a->micro * stored;
+  sc->stored_w_bytes = a->micro * (a->tab.storedw_prefix[hi] - a->tab.storedw_prefix[lo]);
+  sc->weight_bytes = sc->grad_buffer_bytes = params;
+  sc->optimizer_bytes = params * optimizer_states(a);
+  sc->device = a->device[s];
+  cost->device_name[s] = p ? g_strdup_printf("%s core %d", p->backend, a->device[s] + 1)
+                           : g_strdup(c->dev[a->device[s]].name);
+  cost->capacity[s] = tp_analytic_capacity(a, s);
+  double mparams = params / a->model->elem_bytes / 1e6;
+  cost->stage_note[s] = hi - lo == 1 ? g_strdup_printf("layer %d (%s), %.4g M parameters", hi,
+                                                       tp_layer_names[first->kind], mparams)
+                                     : g_strdup_printf("layers %d-%d (%s .. %s), %.4g M parameters", lo + 1, hi,
+                                                       tp_layer_names[first->kind], tp_layer_names[last->kind], mparams);
+}
+
+TpCost *tp_analytic_cost(const TpAnalytic *a)
+{
   TpCost *cost = tp_cost_unit(a->W);
   cost->unit = FALSE;
   cost->time_unit = "s";
   cost->byte_unit = "B";
   cost->samples_per_micro = a->micro;
-  if (p)
-    cost->source = g_strdup_printf("model %s profiled in %s (%s, %s)%s%s, %ld samples per mini-batch", a->model->name,
-                                   p->source, p->backend, p->machine ? p->machine : "?",
-                                   c ? ", links of cluster " : p->links.transport ? ", links measured by MPI" : "",
-                                   c ? c->name : "", a->batch);
-  else
-    cost->source = g_strdup_printf("model %s on cluster %s, %ld samples per mini-batch", a->model->name, c->name,
-                                   a->batch);
-  if (a->replicas > 1) { /* a replica's batch above */
-    char *t = g_strdup_printf("%s in each of %d replicas (%ld in all)", cost->source, a->replicas,
-                              a->batch * a->replicas);
-    g_free(cost->source);
-    cost->source = t;
-  }
-  if (a->tensor > 1) { /* one line of the report says it */
-    char *t = g_strdup_printf("%s; its blocks tensor-parallel over %d devices of a node (simulated, not executed)",
-                              cost->source, a->tensor);
-    g_free(cost->source);
-    cost->source = t;
-  }
+  cost->source = cost_source(a);
   cost->device_name = g_new0(char *, a->W + 1);
   cost->stage_note = g_new0(char *, a->W + 1);
   cost->capacity = g_new0(double, a->W);
   cost->bounds = g_memdup2(a->bounds, sizeof *a->bounds * (size_t)(a->W + 1));
-  for (int s = 0; s < a->W; s++) {
-    int lo = a->bounds[s], hi = a->bounds[s + 1];
-    const TpLayer *first = tp_model_layer(a->model, lo), *last = tp_model_layer(a->model, hi - 1);
-    size_t row = (size_t)s * (tp_model_n_layers(a->model) + 1);
-    double params = tp_tables_params(&a->tab, lo, hi), stored = a->tab.stored_prefix[hi] - a->tab.stored_prefix[lo];
-    TpStageCost *sc = &cost->stage[s];
-    sc->fwd = a->tab.fwd_prefix[row + hi] - a->tab.fwd_prefix[row + lo];
-    sc->bwd = a->tab.bwd_prefix[row + hi] - a->tab.bwd_prefix[row + lo];
-    /* a split backward's I: the layers' input-gradient shares (Megatron-LM's counts for a block;
-     * a range without input-gradient FLOPs keeps the cost model's half) */
-    sc->bwd_input = MIN(a->tab.inp_prefix[row + hi] - a->tab.inp_prefix[row + lo], sc->bwd);
-    sc->fwd_whole = forward_whole(a, s, lo, hi);
-    /* the update streams its arrays: SGD reads weights, gradient and momentum and writes two (5);
-     * AdamW reads two moments and writes them (7); a profile's measured SGD update scaled alike */
-    double streams = 3 + 2 * optimizer_states(a);
-    if (p)
-      sc->upd = tp_tables_upd(&a->tab, lo, hi) * streams / 5;
-    else {
-      const TpDevice *d = &c->dev[a->device[s]];
-      sc->upd = streams * params / (d->bandwidth * d->efficiency);
-    }
-    sc->act_bytes = a->micro * a->tab.out_bytes[hi - 1];
-    sc->grad_bytes = a->micro * a->tab.in_bytes[lo];
-    sc->stored_bytes = a->micro * stored;
-    sc->stored_w_bytes = a->micro * (a->tab.storedw_prefix[hi] - a->tab.storedw_prefix[lo]);
-    sc->weight_bytes = sc->grad_buffer_bytes = params;
-    sc->optimizer_bytes = params * optimizer_states(a);
-    sc->device = a->device[s];
-    cost->device_name[s] = p ? g_strdup_printf("%s core %d", p->backend, a->device[s] + 1)
-                             : g_strdup(c->dev[a->device[s]].name);
-    cost->capacity[s] = tp_analytic_capacity(a, s);
-    double mparams = params / a->model->elem_bytes / 1e6;
-    cost->stage_note[s] = hi - lo == 1 ? g_strdup_printf("layer %d (%s), %.4g M parameters", hi,
-                                                         tp_layer_names[first->kind], mparams)
-                                       : g_strdup_printf("layers %d-%d (%s .. %s), %.4g M parameters", lo + 1, hi,
-                                                         tp_layer_names[first->kind], tp_layer_names[last->kind], mparams);
-  }
+  for (int s = 0; s < a->W; s++)
+    stage_cost(a, s, cost);
   for (int l = 0; l < a->W - 1; l++)
     cost->link[l] = (TpLinkCost){ .latency = a->link_latency, .bandwidth = a->link_bandwidth,
                                   .eager_limit = a->link_eager_limit };
