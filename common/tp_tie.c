@@ -37,7 +37,8 @@ gboolean tp_tie_check_split(const TpModel *m, const int *bounds, int W, GError *
 gboolean tp_order_ties(TpOrder o)
 {
   return o == TP_ORDER_GPIPE || o == TP_ORDER_1F1B || o == TP_ORDER_ZB_H1 || o == TP_ORDER_ZB_H2 || o == TP_ORDER_ZB_1P ||
-         o == TP_ORDER_ZB_2P || o == TP_ORDER_ZB_AUTO;
+         o == TP_ORDER_ZB_2P || o == TP_ORDER_ZB_AUTO || o == TP_ORDER_INTERLEAVED_1F1B || o == TP_ORDER_ZB_V ||
+         o == TP_ORDER_DUALPIPE_V;
 }
 
 /* The first operation of stage st that is out of its mini-batch's block of the order (each
@@ -88,7 +89,7 @@ gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, 
     return TRUE;
   if (!tp_tie_check_split(m, bounds, s->W, err))
     return FALSE;
-  g_autofree char *why = s->rank_seq ? g_strdup("but interleaved stages cannot meet to sum them") : NULL;
+  g_autofree char *why = NULL;
   for (int i = 0; i < 2 && !why; i++) {
     g_autofree char *block = block_why(s, i ? h : 0);
     if (block)

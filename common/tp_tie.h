@@ -6,10 +6,10 @@
  * executor's tie, exec/tp_reduce.h; the simulator's cost of it, sim/tp_analytic.c).  The sum costs
  * the schedule nothing only where both stages run their mini-batches in blocks (a mini-batch's
  * operations, its update, then the next's): the stage that comes first waits only for what its
- * next operation waits for anyway.  Where the embedding's stage runs ahead (the asynchronous
- * policies) the head's would stall at every update, and a worker's chunks that take turns
- * (interleaved stages) cannot both be at their update.  train, simulate, compare and plan refuse
- * alike what cannot tie. */
+ * next operation waits for anyway (interleaved stages: a chunk's update lets its worker's next
+ * chunk go on while it waits).  Where the embedding's stage runs ahead (the asynchronous policies)
+ * the head's would stall at every update.  train, simulate, compare and plan refuse alike what
+ * cannot tie. */
 #ifndef TP_TIE_H
 #define TP_TIE_H
 
@@ -25,15 +25,15 @@ int tp_tie_stage(const TpModel *m, const int *bounds, int W);
  * would each need the table's gradient); else a one-line TP_ERROR_INPUT naming the second. */
 gboolean tp_tie_check_split(const TpModel *m, const int *bounds, int W, GError **err);
 
-/* Whether order o's generated schedules run every stage's mini-batches in blocks, one chunk per
- * worker: a model with a head tied across stages can be trained on them (the flushing orders). */
+/* Whether order o's generated schedules run every stage's mini-batches in blocks: a model with a
+ * head tied across stages can be trained on them (the flushing orders). */
 gboolean tp_order_ties(TpOrder o);
 /* Their presets, for messages. */
-#define TP_TIE_PRESETS "gpipe, 1f1b, zb-h1, zb-h2, zb-1p, zb-2p and zb-auto"
+#define TP_TIE_PRESETS "gpipe, 1f1b, the zb presets, interleaved-1f1b and dualpipe-v"
 
 /* Whether s can run m split at bounds (tp_tie_stage): TRUE without a head tied across stages; else
- * both stages' mini-batches in blocks and one chunk per worker, or a one-line TP_ERROR_INPUT naming
- * the head, the operation out of its block and what to do. */
+ * both stages' mini-batches in blocks, or a one-line TP_ERROR_INPUT naming the head, the operation
+ * out of its block and what to do. */
 gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err);
 
 /* The refusal of a head tied on stage h of m split at bounds: "FILE:LINE: lm_head tied=1 on stage

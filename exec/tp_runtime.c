@@ -144,6 +144,12 @@ static gboolean stage_walk(Stage *g, GError **err)
     }
     if (!turn_take(sh, g->st, next, err))
       return FALSE;
+    /* a tied stage's update meets the other side of the tie (tp_tie.h), which may be a chunk of this
+     * rank later in its order: the rank's turn goes on before the meeting */
+    size_t tie_off, tie_n;
+    gboolean early = s->rank_seq && next->kind == TP_OP_U && tp_net_tied_part(g->net, &tie_off, &tie_n);
+    if (early)
+      turn_pass(sh, g->st);
     const TpOp *op = tp_wstore_op_begin(g->store, k, err);
     if (!op)
       return FALSE;
@@ -166,7 +172,8 @@ static gboolean stage_walk(Stage *g, GError **err)
       return FALSE;
     tp_wstore_op_end(g->store);
     rec->end = tp_rt_now(sh);
-    turn_pass(sh, g->st);
+    if (!early)
+      turn_pass(sh, g->st);
   }
   tp_wstore_stats(g->store, &sh->out->stats[g->st]);
   g_mutex_lock(&sh->lock);

@@ -286,7 +286,8 @@ static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 
 /* A head tied to the embedding on a later stage h than the embedding's: at every update the table's
  * gradient on stage 1 and the copy's on stage h are summed, an all-reduce of two over the stages'
  * link, which both updates wait for (the executor's tie, exec/tp_reduce.h); where both stages are
- * on one device (more stages than devices), a sum in its memory: two arrays read, one written. */
+ * on one device (a V's first and last chunks, more stages than devices), a sum in its memory: two
+ * arrays read, one written. */
 static void add_tie(const TpAnalytic *a, TpCost *cost)
 {
   int h = tp_tie_stage(a->model, a->bounds, a->W);

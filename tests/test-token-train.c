@@ -170,7 +170,8 @@ static void test_tied_trains(void)
   g_assert_cmpfloat(last, <, first - 0.05);
   g_assert_true(same_weights(&r, &rc));
   g_assert_cmpfloat(fabs(tpt_json_num(zb.out, "final_train_loss") - last), <=, 1e-6 * last);
-  const char *split[][2] = { { "gpipe", "2" }, { "1f1b", "2" }, { "zb-h1", "2" }, { "1f1b", "3" } };
+  const char *split[][2] = { { "gpipe", "2" },           { "1f1b", "2" }, { "zb-h1", "2" },     { "1f1b", "3" },
+                             { "interleaved-1f1b", "2" }, { "zb-v", "2" }, { "dualpipe-v", "2" } };
   for (guint i = 0; i < G_N_ELEMENTS(split); i++) {
     TptRun w = train_gpt(model, split[i][0], split[i][1], NULL);
     double loss = tpt_json_num(w.out, "final_train_loss");
@@ -179,8 +180,7 @@ static void test_tied_trains(void)
     tpt_run_clear(&w);
   }
   const char *refused[][2] = { { "pipedream", "stage 1 runs F(2) before the update of mini-batch 1" },
-                               { "timeprest", "before the update of mini-batch 1" },
-                               { "zb-v", "interleaved stages cannot meet to sum them" } };
+                               { "timeprest", "before the update of mini-batch 1" } };
   for (guint i = 0; i < G_N_ELEMENTS(refused); i++)
     tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-s", refused[i][0], "-w", "2", "-n", "4", "-k", "2",
                                              "--batch", "8", "--data", "synthetic:64:16", "--profile-reps", "1", NULL },
@@ -204,38 +204,54 @@ static void test_tied_trains(void)
 }
 
 /* The two copies of a table tied across stages end the same bits: the embedding's on stage 1, the
- * head's on stage 2 (AdamW, whose state each stage keeps for its copy). */
-static void test_tied_copies(void)
+ * head's on a later one (AdamW, whose state each stage keeps for its copy) — on another worker
+ * (1f1b, W = 2) or on the same worker as the embedding's, a chunk later in its order (zb-v's V). */
+static void test_tied_copies(gconstpointer data)
 {
+  const char *preset = data;
   g_autoptr(TpModel) m = tpt_model_text("tokens 16 256\nembedding 32 positions=learned\nrepeat 2 block heads=4 ffn=64 "
                                         "mlp=gelu norm=layernorm positions=none bias=1 dropout=1\nlayernorm\n"
                                         "lm_head tied=1\ntoken_ce\n");
-  g_autoptr(TpSchedule) s = tpt_preset("1f1b", 2, 4, 5);
-  TpDataset *data = tp_dataset_synthetic_tokens(64, 16, 5, 0);
-  int bounds[3];
-  TpRuntimeConfig cfg = tpt_even_config(m, data, 8, s, bounds);
-  bounds[1] = 2; /* the embedding and a block; the other block, the norm, the head and the loss */
-  g_assert_cmpint(tp_tie_stage(m, bounds, 2), ==, 1);
+  g_autoptr(TpSchedule) s = tp_schedule_generate_chunked(tp_preset_find(preset)->order, tp_preset_find(preset)->policy,
+                                                         2, tp_order_default_chunks(tp_preset_find(preset)->order), 4,
+                                                         5, NULL, NULL);
+  TpDataset *data_set = tp_dataset_synthetic_tokens(64, 16, 5, 0);
+  int bounds[5];
+  TpRuntimeConfig cfg = tpt_even_config(m, data_set, 8, s, bounds);
+  if (s->W == 2)
+    bounds[1] = 2; /* the embedding and a block; the other block, the norm, the head and the loss */
+  int h = tp_tie_stage(m, bounds, s->W);
+  g_assert_cmpint(h, ==, s->W - 1);
   cfg.adamw = TRUE, cfg.lr = 0.01f, cfg.beta1 = 0.9f, cfg.beta2 = 0.999f, cfg.eps = 1e-8f, cfg.weight_decay = 0.1f;
-  cfg.reduce = tp_reduce_local_new(1, 2, 60);
+  cfg.reduce = tp_reduce_local_new(1, s->W, 60);
   GError *err = NULL;
-  TpNet *emb = tp_net_new(m, 0, 2, tp_backend_cpu(), &err), *head = tp_net_new(m, 2, bounds[2], tp_backend_cpu(), &err);
-  g_assert_no_error(err);
-  size_t off0, n0, off1, n1, n;
-  g_assert_true(tp_net_tied_part(emb, &off0, &n0) && tp_net_tied_part(head, &off1, &n1));
+  size_t at = 0, at_h = 0, off0 = 0, n0 = 0, off1 = 0, n1 = 0, n, np0 = 0;
+  for (int st = 0; st < s->W; st++) {
+    TpNet *net = tp_net_new(m, bounds[st], bounds[st + 1], tp_backend_cpu(), &err);
+    g_assert_no_error(err);
+    g_assert_true(tp_net_tied_part(net, st ? &off1 : &off0, st ? &n1 : &n0) == (st == 0 || st == h));
+    if (st == 0)
+      np0 = tp_net_n_params(net);
+    if (st == h)
+      at_h = at;
+    at += tp_net_n_params(net);
+    tp_net_free(net);
+  }
   g_assert_cmpuint(n0, ==, n1);
   g_assert_cmpuint(n0, ==, 256 * 32);
   TpRunResult res;
   g_autofree float *w = tpt_train(&cfg, s, &res, &n);
-  const float *table = w + off0, *copy = w + tp_net_n_params(emb) + off1;
+  g_assert_cmpuint(n, ==, at);
+  const float *table = w + off0, *copy = w + at_h + off1;
   g_assert_cmpmem(table, n0 * sizeof(float), copy, n1 * sizeof(float));
-  g_autofree float *w0 = g_new(float, tp_net_n_params(emb));
+  g_autofree float *w0 = g_new(float, np0);
+  TpNet *emb = tp_net_new(m, 0, bounds[1], tp_backend_cpu(), &err);
   g_assert_true(tp_net_init_weights(emb, 11, w0, &err));
   g_assert_cmpfloat(tpt_rel_diff(table, w0 + off0, n0), >, 1e-3); /* they moved */
   tp_run_result_clear(&res);
-  tp_net_free(emb), tp_net_free(head);
+  tp_net_free(emb);
   tp_reduce_free(cfg.reduce);
-  tp_dataset_free(data);
+  tp_dataset_free(data_set);
 }
 
 /* The default corpus (the fortunes package), and a text file of one's own. */
@@ -388,7 +404,8 @@ int main(int argc, char **argv)
   g_test_add_func("/token-train/timeprest", test_timeprest_trains);
   g_test_add_func("/token-train/dropout", test_dropout_trains);
   g_test_add_func("/token-train/tied", test_tied_trains);
-  g_test_add_func("/token-train/tied-copies", test_tied_copies);
+  g_test_add_data_func("/token-train/tied-copies/1f1b", "1f1b", test_tied_copies);
+  g_test_add_data_func("/token-train/tied-copies/zb-v", "zb-v", test_tied_copies);
   g_test_add_func("/token-train/text", test_text);
   g_test_add_func("/token-train/refusals", test_refusals);
   g_test_add_func("/token-train/adamw-resume", test_adamw_resume);
