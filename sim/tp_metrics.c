@@ -149,16 +149,18 @@ static double span_bubble(const TpSim *sim)
     first[r] = G_MAXDOUBLE;
   for (int st = 0; st < s->W; st++) {
     const TpOp *ops = tp_stage_ops(s, st);
+    const double *start = sim->start + sim->ix->off[st], *end = sim->end + sim->ix->off[st];
     int r = tp_stage_rank(s, st);
+    double f = first[r], l = last[r], w = work[r]; /* in registers: the same sums in the same order */
     for (int k = 0; k < tp_stage_len(s, st); k++) {
-      long g = sim->ix->off[st] + k;
       if (ops[k].kind == TP_OP_U)
         continue;
       if (ops[k].kind == TP_OP_F)
-        first[r] = MIN(first[r], sim->start[g]);
-      last[r] = MAX(last[r], sim->end[g]);
-      work[r] += sim->end[g] - sim->start[g];
+        f = MIN(f, start[k]);
+      l = MAX(l, end[k]);
+      w += end[k] - start[k];
     }
+    first[r] = f, last[r] = l, work[r] = w;
   }
   for (int r = 0; r < R; r++)
     cost = MAX(cost, last[r] - MIN(first[r], last[r])), most = MAX(most, work[r]);
