@@ -179,8 +179,8 @@ static void stage_pass(const TpSim *sim, TpMetrics *m, int st, double t0, double
   const double *start = sim->start + off, *end = sim->end + off;
   const int32_t *cons = sim->cons + off;
   int latest = 0, worst = 0;
-  double busy = 0, steady = *busy_steady, bytes[2] = { 0, 0 }; /* sent on the forward link, the backward one */
-  long messages[2] = { 0, 0 };
+  double busy = 0, steady = *busy_steady, bytes_f = 0, bytes_b = 0; /* sent on the forward link, the backward one */
+  long sent_f = 0, sent_b = 0;
   for (int k = 0; k < tp_stage_len(s, st); k++) {
     const TpOp *op = &ops[k];
     busy += end[k] - start[k];
@@ -199,12 +199,13 @@ static void stage_pass(const TpSim *sim, TpMetrics *m, int st, double t0, double
       int d_b = tp_backward_mismatch(s, sim->ix, st, op, latest, m->mismatch, &m->mismatch_older);
       worst = MAX(worst, d_b);
     }
-    if (cons[k] >= 0) {
-      int up = op->kind != TP_OP_F;
-      messages[up]++;
-      bytes[up] += tp_sim_op_bytes(sim->c, s, st, op);
-    }
+    if (cons[k] >= 0 && op->kind == TP_OP_F) /* scalars, not indexed: no sum waits on memory */
+      sent_f++, bytes_f += tp_sim_op_bytes(sim->c, s, st, op);
+    else if (cons[k] >= 0)
+      sent_b++, bytes_b += tp_sim_op_bytes(sim->c, s, st, op);
   }
+  const double bytes[2] = { bytes_f, bytes_b };
+  const long messages[2] = { sent_f, sent_b };
   for (int up = 0; up < 2; up++)
     if (messages[up] > 0) {
       int l = tp_link_of(s->W, st, up ? TP_OP_B : TP_OP_F);
