@@ -208,6 +208,7 @@ static void stage_changes(const TpSim *sim, int st, Streams *q, double *create, 
   const long off = sim->ix->off[st];
   const int n = tp_stage_len(s, st);
   gboolean stashing = s->policy == TP_POLICY_STASH || s->policy == TP_POLICY_INTERMEDIATE;
+  const double keep = tp_cost_stored_w(sc) / sc->stored_bytes; /* of a forward's bytes, what waits for its W */
   memset(last, 0, (s->K + 1) * sizeof *last);
   create[0] = 0;
   int latest = 0; /* the stage's latest version when op k runs (m->latest, which may not be ready) */
@@ -226,7 +227,7 @@ static void stage_changes(const TpSim *sim, int st, Streams *q, double *create, 
     if (op->kind == TP_OP_F) {
       if (op->mb != rel_mb || !rel_whole)
         rel = release_time(sim, st, op, &rel_whole), rel_mb = op->mb;
-      double keep = tp_cost_stored_w(sc) / sc->stored_bytes, rel_i;
+      double rel_i;
       if (keep < 1 && (rel_i = input_grad_end(sim, st, op)) >= 0) { /* M_B - M_W released at the I */
         q->any = TRUE;
         put(q, S_ACTS, sim->start[g], 1);
