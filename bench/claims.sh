@@ -14,6 +14,7 @@
 #   env: MODELS='mlp cnn mlp-deep' E_MLP=10 E_CNN=5 E_DEEP=5 ORDERS='slots costs' RECOMPUTE='0 1'
 #        LRS='0.005 0.01 0.02 0.05' MOMS='0 0.9' PRESETS='gpipe pipedream timeprest v-timeprest i-timeprest'
 #        SIGS='exp linear const:0.5' BATCH=120 BATCH_DEEP=128 SEED=1 DATA=DIR ARGS='more options for every run'
+#        TARGETS=FILE (only the runs it lists: bench/claims-targets-*.txt, the settings within noise on seed 1)
 set -e
 b=${1:-.}
 out=${2:-bench/results/claims}

@@ -1,12 +1,17 @@
 # train-run.sh — one resumable training run of a benchmark grid, sourced by bench/convergence.sh and
 # bench/claims.sh.  run_train TAG OPTION… runs `timeprest train OPTION… $dataopt $ARGS -q` with its
 # training log in $out/TAG.csv and its JSON report in $out/TAG.json; a TAG whose report exists, or
-# that $out/failed.txt or $out/refused.txt names, is skipped (so a grid can be resumed); a run that
+# that $out/failed.txt or $out/refused.txt names, or that $TARGETS (when set) does not list, is
+# skipped (so a grid can be resumed or narrowed); a run that
 # fails (a loss that turns NaN, a configuration the preset refuses) is noted in $out/failed.txt with
 # its message.  Needs $b (the build directory) and $out; $dataopt and $ARGS may be empty.
 run_train() {
   tag=$1
   shift
+  # $TARGETS (a file of tags without their -seedS, one a line): only those run
+  if [ -n "$TARGETS" ] && ! grep -qx -- "${tag%-seed*}" "$TARGETS"; then
+    return 0
+  fi
   if [ -s "$out/$tag.json" ] || grep -qs "^$tag \\(refused\\|failed\\)" "$out/refused.txt" "$out/failed.txt"; then
     return 0
   fi
