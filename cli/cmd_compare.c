@@ -317,11 +317,12 @@ typedef struct {
   TpCliCost *co;
 } Compare;
 
-/* What train refuses of a head tied across stages (tp_cli_tie_check) makes row r n/a. */
-static gboolean tie_skip(const Compare *cmp, Row *r, const TpCost *c)
+/* What train refuses of a head tied across stages (tp_tie_check_schedule on c's split) makes row r
+ * n/a. */
+static gboolean tie_skip(Row *r, const TpCost *c)
 {
   GError *e = NULL;
-  if (tp_cli_tie_check(cmp->co, c, r->s, &e))
+  if (tp_tie_check_schedule(&c->tie, r->s, &e))
     return FALSE;
   r->skip = g_strdup_printf("n/a: %s", e->message);
   g_error_free(e);
@@ -333,7 +334,7 @@ static gboolean run_shared(Compare *cmp, Row *r, gboolean costed, GError **err)
 {
   if (!cmp->shared && !(cmp->shared = tp_cli_cost_build(cmp->co, r->s, err)))
     return FALSE;
-  if (tie_skip(cmp, r, cmp->shared))
+  if (tie_skip(r, cmp->shared))
     return TRUE;
   if ((costed && !tp_cli_costed_order(cmp->co, &r->s, cmp->shared, err)) || !(r->sim = tp_sim_run(r->s, cmp->shared, err)))
     return FALSE;
@@ -357,7 +358,7 @@ static gboolean run_chunked(Compare *cmp, Row *r, GError **err)
     g_propagate_error(err, e);
     return FALSE;
   }
-  if (tie_skip(cmp, r, r->c))
+  if (tie_skip(r, r->c))
     return TRUE;
   if (!tp_cli_costed_order(cmp->co, &r->s, r->c, err) || !(r->sim = tp_sim_run(r->s, r->c, err)))
     return FALSE;
@@ -399,8 +400,11 @@ static gboolean run_file(Compare *cmp, Row *r, GError **err)
 {
   if (!r->s->rank_seq)
     return run_shared(cmp, r, FALSE, err);
-  if (!(r->c = r->own = tp_cli_cost_build(cmp->co, r->s, err)) || !tp_cli_tie_check(cmp->co, r->c, r->s, err) ||
-      !(r->sim = tp_sim_run(r->s, r->c, err)))
+  if (!(r->c = r->own = tp_cli_cost_build(cmp->co, r->s, err)))
+    return FALSE;
+  if (tie_skip(r, r->c))
+    return TRUE;
+  if (!(r->sim = tp_sim_run(r->s, r->c, err)))
     return FALSE;
   r->m = tp_metrics_compute(r->sim);
   return TRUE;

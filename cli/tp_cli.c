@@ -609,21 +609,17 @@ static TpCost *cost_build(const Dress *d, GError **err)
   }
   const Dress laid = { .o = o, .s = s, .cluster = c, .D = D, .T = T };
   const TpCostDress fit_dress = { dress, &laid };
+  TpCost *cost = NULL;
   if (o->fit_memory)
-    return tp_fit_memory(a, s, NULL, tp_cli_order_on_costs(o) && !s->source, 16, &fit_dress, err);
-  TpCost *cost = tp_analytic_split(a, counts, NULL, NULL, err) ? tp_analytic_cost(a) : NULL;
-  if (cost)
+    cost = tp_fit_memory(a, s, NULL, tp_cli_order_on_costs(o) && !s->source, 16, &fit_dress, err);
+  else if (tp_analytic_split(a, counts, NULL, NULL, err) && (cost = tp_analytic_cost(a)))
     dress(cost, &laid);
+  if (cost && !tp_tie_check_split(m, a->bounds, a->W, err)) /* two heads tied across stages */
+    g_clear_pointer(&cost, tp_cost_free);
   return cost;
 }
 
-gboolean tp_cli_tie_check(const TpCliCost *o, const TpCost *c, const TpSchedule *s, GError **err)
-{
-  if (!o->model || !c->bounds)
-    return TRUE;
-  g_autoptr(TpModel) m = tp_model_load(o->model, err);
-  return m && tp_tie_check(m, c->bounds, s, err);
-}
+
 
 int tp_cli_memory_warnings(const TpCost *c, const TpMetrics *m, const char *label)
 {
@@ -673,7 +669,7 @@ gboolean tp_cli_costed_order(const TpCliCost *o, TpSchedule **s, const TpCost *c
 gboolean tp_cli_build_all(const TpCliSchedule *so, TpCliCost *co, TpSchedule **s, TpCost **c, GError **err)
 {
   return tp_cli_cost_defaults(co, (TpCliSchedule *)so, err) && (*s = schedule_build(so, NULL, err)) != NULL &&
-         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_cli_tie_check(co, *c, *s, err) &&
+         (*c = tp_cli_cost_build(co, *s, err)) != NULL && tp_tie_check_schedule(&(*c)->tie, *s, err) &&
          tp_cli_costed_order(co, s, *c, err) && fuse(so, s, err);
 }
 
@@ -690,7 +686,7 @@ gboolean tp_cli_run_simulate(TpCliRun *r, GError **err)
   TpPrepared prep = { 0 };
   TpSchedule *generated = NULL;
   gboolean ok = tp_cli_cost_defaults(&r->co, &r->so, err) && (generated = r->s = schedule_build(&r->so, &prep, err)) &&
-                (r->c = tp_cli_cost_build(&r->co, r->s, err)) && tp_cli_tie_check(&r->co, r->c, r->s, err);
+                (r->c = tp_cli_cost_build(&r->co, r->s, err)) && tp_tie_check_schedule(&r->c->tie, r->s, err);
   if (tp_cli_order_on_costs(&r->co))
     tp_prepared_clear(&prep);
   ok = ok && tp_cli_costed_order(&r->co, &r->s, r->c, err) && fuse(&r->so, &r->s, err) &&

@@ -72,9 +72,6 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o);
 /* The cost model for schedule s: unit slots, a cost file, or model × cluster or × measured profile
  * (split optimally, by --split, or under the devices' memory with --fit-memory). */
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
-/* Whether s can run on c's split of the model (tp_tie_check): what train refuses of a head tied
- * across stages, simulate, compare and plot refuse alike.  TRUE without a model. */
-gboolean tp_cli_tie_check(const TpCliCost *o, const TpCost *c, const TpSchedule *s, GError **err);
 void tp_cli_cost_clear(TpCliCost *o);
 /* When tp_cli_order_on_costs, fix the order of a generated rule-based schedule (nf1b, 1f1b-async) on
  * cost model c instead of unit slots, replacing *s.  A schedule file keeps its order (asking for

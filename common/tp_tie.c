@@ -4,16 +4,35 @@
 #include "tp_tie.h"
 #include "tp_error.h"
 
-int tp_tie_stage(const TpModel *m, const int *bounds, int W)
+/* The first head tied to the embedding off the first stage: its stage (and its layer in *layer), or
+ * -1. */
+static int tied_head(const TpModel *m, const int *bounds, int W, const TpLayer **layer)
 {
   for (int s = 1; s < W; s++)
     for (int i = MAX(bounds[s], 0); i < MIN(bounds[s + 1], tp_model_n_layers(m)); i++) {
       const TpLayer *d = tp_model_layer(m, i);
-      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied)
+      if (d->kind == TP_LAYER_LM_HEAD && d->blk.tied) {
+        *layer = d;
         return s;
+      }
     }
   return -1;
 }
+
+int tp_tie_stage(const TpModel *m, const int *bounds, int W)
+{
+  const TpLayer *d;
+  return tied_head(m, bounds, W, &d);
+}
+
+TpTie tp_tie_of(const TpModel *m, const int *bounds, int W)
+{
+  const TpLayer *d = NULL;
+  int s = tied_head(m, bounds, W, &d);
+  return (TpTie){ .stage = s, .head = s < 0 ? NULL : g_strdup_printf("%s:%d", m->source, d->line) };
+}
+
+void tp_tie_clear(TpTie *t) { g_clear_pointer(&t->head, g_free); }
 
 gboolean tp_tie_check_split(const TpModel *m, const int *bounds, int W, GError **err)
 {
@@ -72,30 +91,33 @@ static char *block_why(const TpSchedule *s, int st)
                            : g_strdup_printf("%sstage %d runs %s after its mini-batch's update", where, st + 1, name);
 }
 
-void tp_tie_refuse(const TpModel *m, const int *bounds, int h, const char *why, const char *fix, GError **err)
+void tp_tie_refuse(const TpTie *t, const char *why, const char *fix, GError **err)
 {
-  int line = 0;
-  for (int i = bounds[h]; i < bounds[h + 1]; i++)
-    if (tp_model_layer(m, i)->kind == TP_LAYER_LM_HEAD)
-      line = tp_model_layer(m, i)->line;
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s:%d: lm_head tied=1 on stage %d sums its gradient with stage 1's at "
-              "each update, %s (%s)", m->source, line, h + 1, why, fix);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: lm_head tied=1 on stage %d sums its gradient with stage 1's at each "
+              "update, %s (%s)", t->head, t->stage + 1, why, fix);
 }
 
-gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err)
+gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err)
 {
-  int h = tp_tie_stage(m, bounds, s->W);
-  if (h < 0)
+  if (t->stage < 0)
     return TRUE;
-  if (!tp_tie_check_split(m, bounds, s->W, err))
-    return FALSE;
   g_autofree char *why = NULL;
   for (int i = 0; i < 2 && !why; i++) {
-    g_autofree char *block = block_why(s, i ? h : 0);
+    g_autofree char *block = block_why(s, i ? t->stage : 0);
     if (block)
       why = g_strdup_printf("but %s: they would wait for each other", block);
   }
   if (why)
-    tp_tie_refuse(m, bounds, h, why, "use gpipe, 1f1b, zb-h1 or tied=0", err);
+    tp_tie_refuse(t, why, "use a flushing preset, or tied=0", err);
   return !why;
+}
+
+gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err)
+{
+  if (!tp_tie_check_split(m, bounds, s->W, err))
+    return FALSE;
+  TpTie t = tp_tie_of(m, bounds, s->W);
+  gboolean ok = tp_tie_check_schedule(&t, s, err);
+  tp_tie_clear(&t);
+  return ok;
 }

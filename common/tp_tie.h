@@ -17,8 +17,17 @@
 #include "tp_model.h"
 #include "tp_schedule.h"
 
-/* The stage of a split of m into stages [bounds[s], bounds[s+1]) (0-based, W stages) that holds a
- * head tied to the embedding, where that is not the embedding's stage (the first); -1: none. */
+/* A split's tie: the stage (0-based) of the head tied to the embedding where that is not the
+ * embedding's stage (the first), -1 where there is none; and where the head is, "FILE:LINE". */
+typedef struct {
+  int stage;
+  char *head;
+} TpTie;
+
+/* The tie of a split of m into W stages [bounds[s], bounds[s+1]); tp_tie_clear frees it. */
+TpTie tp_tie_of(const TpModel *m, const int *bounds, int W);
+void tp_tie_clear(TpTie *t);
+/* Its stage alone. */
 int tp_tie_stage(const TpModel *m, const int *bounds, int W);
 
 /* Whether the split can tie: at most one head tied to the embedding off the embedding's stage (two
@@ -29,15 +38,17 @@ gboolean tp_tie_check_split(const TpModel *m, const int *bounds, int W, GError *
  * head tied across stages can be trained on them (the flushing orders). */
 gboolean tp_order_ties(TpOrder o);
 /* Their presets, for messages. */
-#define TP_TIE_PRESETS "gpipe, 1f1b, the zb presets, interleaved-1f1b and dualpipe-v"
+#define TP_TIE_PRESETS "gpipe, 1f1b, the zb presets, interleaved-1f1b or dualpipe-v"
 
-/* Whether s can run m split at bounds (tp_tie_stage): TRUE without a head tied across stages; else
- * both stages' mini-batches in blocks, or a one-line TP_ERROR_INPUT naming the head, the operation
- * out of its block and what to do. */
+/* Whether s can run a split whose tie is t: TRUE without a head tied across stages; else both
+ * stages' mini-batches in blocks, or a one-line TP_ERROR_INPUT naming the head, the operation out
+ * of its block and what to do. */
+gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err);
+/* tp_tie_check_split, then tp_tie_check_schedule on m's split at bounds. */
 gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err);
 
-/* The refusal of a head tied on stage h of m split at bounds: "FILE:LINE: lm_head tied=1 on stage
- * H sums its gradient with stage 1's at each update, WHY (FIX)". */
-void tp_tie_refuse(const TpModel *m, const int *bounds, int h, const char *why, const char *fix, GError **err);
+/* The refusal of tie t: "FILE:LINE: lm_head tied=1 on stage H sums its gradient with stage 1's at
+ * each update, WHY (FIX)". */
+void tp_tie_refuse(const TpTie *t, const char *why, const char *fix, GError **err);
 
 #endif

@@ -380,12 +380,13 @@ static void tick_until_done(Shared *sh, int n_th, TpProgress *progress)
 
 gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSchedule *s, gboolean can_tie, GError **err)
 {
-  int h = tp_tie_stage(m, bounds, s->W);
-  if (h < 0 || can_tie)
-    return tp_tie_check(m, bounds, s, err);
-  if (tp_tie_check_split(m, bounds, s->W, err))
-    tp_tie_refuse(m, bounds, h, "which this transport cannot", "use --transport local or mpi, or tied=0", err);
-  return FALSE;
+  if (can_tie || !tp_tie_check_split(m, bounds, s->W, err))
+    return can_tie && tp_tie_check(m, bounds, s, err);
+  TpTie t = tp_tie_of(m, bounds, s->W);
+  if (t.stage >= 0)
+    tp_tie_refuse(&t, "which this transport cannot", "use --transport local or mpi, or tied=0", err);
+  tp_tie_clear(&t);
+  return t.stage < 0;
 }
 
 /* Whether rt runs s: a schedule the executor runs, of its stages and a micro-batch that divides its

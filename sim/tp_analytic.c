@@ -443,7 +443,7 @@ TpCost *tp_analytic_cost(const TpAnalytic *a)
   cost->device_name = g_new0(char *, a->W + 1);
   cost->stage_note = g_new0(char *, a->W + 1);
   cost->capacity = g_new0(double, a->W);
-  cost->bounds = g_memdup2(a->bounds, sizeof *a->bounds * (size_t)(a->W + 1));
+  cost->tie = tp_tie_of(a->model, a->bounds, a->W);
   for (int s = 0; s < a->W; s++)
     stage_cost(a, s, cost);
   for (int l = 0; l < a->W - 1; l++)

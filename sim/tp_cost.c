@@ -14,6 +14,7 @@ TpCost *tp_cost_unit(int W)
   c->samples_per_micro = 1;
   c->time_unit = "slot";
   c->byte_unit = "unit";
+  c->tie.stage = -1;
   c->stage = g_new0(TpStageCost, W);
   c->link = g_new0(TpLinkCost, MAX(W - 1, 1));
   for (int s = 0; s < W; s++)
@@ -34,7 +35,7 @@ void tp_cost_free(TpCost *c)
   g_strfreev(c->device_name);
   g_strfreev(c->stage_note);
   g_free(c->capacity);
-  g_free(c->bounds);
+  tp_tie_clear(&c->tie);
   tp_dp_free(c->dp);
   g_free(c);
 }

@@ -7,6 +7,7 @@
 
 #include "tp_allreduce.h"
 #include "tp_schedule.h"
+#include "tp_tie.h"
 
 typedef struct {
   double fwd, bwd;           /* time of one micro-batch forward / backward */
@@ -67,11 +68,10 @@ typedef struct {
   gboolean shared_devices;  /* some device runs more than one stage */
   long gpus;                /* replicas and tensor ranks: the GPUs they take in all (0: n_devices) */
   char *source;             /* cost file, or NULL */
-  /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory; the
-   * split, stage s holding layers [bounds[s], bounds[s+1]) */
+  /* from an analytic model (NULL otherwise): per stage device name, layer range, device memory */
   char **device_name, **stage_note;
   double *capacity;
-  int *bounds;
+  TpTie tie; /* the split's head tied across stages (tp_tie.h; stage -1: none, as without a model) */
   /* data parallelism (tp_allreduce.h): the [data_parallel] links of a cost file or a cluster's, and
    * D once the command line sets it; NULL: none given, D = 1 */
   TpDataParallel *dp;

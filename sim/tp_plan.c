@@ -483,11 +483,6 @@ static void candidates(const TpPlanRequest *r, TpPlanResult *res)
             /* 1f1b-async runs whole mini-batches: N is no dimension of it, only N = 1 is a candidate */
             if (ps->order == TP_ORDER_1F1B_ASYNC && N != 1)
               continue;
-            /* train refuses a head tied across stages on the order (tp_tie.h) */
-            if (tied && W > 1 && !tp_order_ties(ps->order)) {
-              res->n_tied++;
-              continue;
-            }
             /* a split backward's W needs the forward's saved state: the executor does not recompute it */
             if (rc && tp_order_split(ps->order)) {
               inapplicable++;
@@ -497,6 +492,11 @@ static void candidates(const TpPlanRequest *r, TpPlanResult *res)
             if (!tp_pair_check(ps->order, ps->policy, W, N, NULL) ||
                 !tp_size_check(W, N, tp_default_mini_batches(W), NULL) || (plane && (B / pD[q] / N) * plane < 2)) {
               inapplicable++;
+              continue;
+            }
+            /* train refuses a head tied across stages on the order (tp_tie.h) */
+            if (tied && W > 1 && !tp_order_ties(ps->order)) {
+              res->n_tied++;
               continue;
             }
             TpPlan *p = g_new0(TpPlan, 1);
