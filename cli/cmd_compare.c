@@ -413,11 +413,7 @@ static gboolean run_file(Compare *cmp, Row *r, GError **err)
 /* The table or CSV written; a comparison with no row computed is refused after it (the rows say why). */
 static gboolean emit(const Compare *cmp, int fmt, const char *output, GError **err)
 {
-  long long dataset = 0;
-  if (cmp->co->model) {
-    g_autoptr(TpModel) m = tp_model_load(cmp->co->model, NULL);
-    dataset = m ? m->dataset : 0;
-  }
+  long long dataset = cmp->co->loaded ? cmp->co->loaded->dataset : 0;
   g_autoptr(GString) out = g_string_new(NULL);
   (fmt ? csv : table)(cmp->rows, cmp->n, dataset, out);
   if (!tp_cli_emit(output, out, err))
@@ -471,7 +467,8 @@ gboolean tp_cmd_compare(int argc, char **argv, GError **err)
   int fmt = 0;
   g_autoptr(GOptionContext) ctx = compare_context(&o, &co, &format, &output);
   gboolean ok = tp_cli_parse(ctx, &argc, &argv, err) && check_options(&o, &co, format, output, &fmt, err) &&
-                (!o.input || take_file(&o, &file, &file_row, &file_name, err)) && tp_cli_cost_defaults(&co, &o, err);
+                (!o.input || take_file(&o, &file, &file_row, &file_name, err)) && tp_cli_cost_defaults(&co, &o, err) &&
+                tp_cli_cost_load_model(&co, err);
   if (ok)
     ok = compare(&o, &co, file, &file_row, fmt, output, err);
   else

@@ -368,9 +368,7 @@ static gboolean parse_parallel(const PlanOpts *o, PlanArgs *a, GError **err)
     tp_cluster_expand(a->c, a->w1);
   for (int t = 2; t <= TP_PLAN_MAX_TENSOR; t *= 2)
     if ((a->devices || t == a->T) && tp_model_tensor_splits(a->m, t)) {
-      a->split[t] = tp_model_load(o->model, err);
-      if (!a->split[t])
-        return FALSE;
+      a->split[t] = tp_model_copy(a->m);
       tp_model_tensor_parallel(a->split[t], t, o->sequence_parallel);
     }
   return TRUE;

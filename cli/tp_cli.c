@@ -410,8 +410,14 @@ void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o)
   g_option_context_add_main_entries(ctx, entries, NULL);
 }
 
+gboolean tp_cli_cost_load_model(TpCliCost *o, GError **err)
+{
+  return !o->model || (o->loaded = tp_model_load(o->model, err)) != NULL;
+}
+
 void tp_cli_cost_clear(TpCliCost *o)
 {
+  tp_model_free(o->loaded);
   g_free(o->cost);
   g_free(o->model);
   g_free(o->cluster);
@@ -571,7 +577,7 @@ static TpCost *cost_build(const Dress *d, GError **err)
       dress(c, d);
     return c;
   }
-  g_autoptr(TpModel) m = tp_model_load(o->model, err);
+  g_autoptr(TpModel) m = o->loaded ? tp_model_copy(o->loaded) : tp_model_load(o->model, err);
   g_autoptr(TpCluster) c = m && o->cluster ? tp_cluster_load(o->cluster, err) : NULL;
   g_autoptr(TpProfile) prof = m && o->profile && (c || !o->cluster) ? tp_profile_load(o->profile, err) : NULL;
   if (!m || (o->cluster && !c) || (o->profile && !prof))

@@ -4,6 +4,7 @@
 #define TP_CLI_H
 
 #include "tp_metrics.h"
+#include "tp_model.h"
 #include "tp_schedule.h"
 
 typedef gboolean (*TpCommandFn)(int argc, char **argv, GError **err);
@@ -60,6 +61,7 @@ typedef struct {
   char *cost, *model, *cluster, *profile, *batch, *split, *order_from, *optimizer;
   char *data_parallel, *tensor_parallel; /* D replicas; T-way tensor parallel blocks (simulated) */
   gboolean fit_memory, costed_order, overlap_allreduce, sequence_parallel;
+  TpModel *loaded; /* --model read once (tp_cli_cost_load_model), copied for each cost; NULL: read each time */
 } TpCliCost;
 
 void tp_cli_cost_options(GOptionContext *ctx, TpCliCost *o);
@@ -72,6 +74,8 @@ gboolean tp_cli_order_on_costs(const TpCliCost *o);
 /* The cost model for schedule s: unit slots, a cost file, or model × cluster or × measured profile
  * (split optimally, by --split, or under the devices' memory with --fit-memory). */
 TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err);
+/* --model (if given) read into o->loaded, for a command that builds several costs. */
+gboolean tp_cli_cost_load_model(TpCliCost *o, GError **err);
 void tp_cli_cost_clear(TpCliCost *o);
 /* When tp_cli_order_on_costs, fix the order of a generated rule-based schedule (nf1b, 1f1b-async) on
  * cost model c instead of unit slots, replacing *s.  A schedule file keeps its order (asking for

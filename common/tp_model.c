@@ -26,6 +26,15 @@ void tp_model_free(TpModel *m)
   g_free(m);
 }
 
+TpModel *tp_model_copy(const TpModel *m)
+{
+  TpModel *c = g_new(TpModel, 1);
+  *c = *m;
+  c->name = g_strdup(m->name), c->source = g_strdup(m->source);
+  c->layers = g_array_copy(m->layers);
+  return c;
+}
+
 G_GNUC_PRINTF(4, 5)
 static gboolean bad(GError **err, const char *file, int line, const char *fmt, ...)
 {

@@ -92,6 +92,9 @@ TpModel *tp_model_parse(const char *text, gsize len, const char *name, GError **
  * file whose first character other than blanks is '{' is a Hugging Face config.json
  * (tp_model_from_config). */
 TpModel *tp_model_load(const char *name_or_path, GError **err);
+/* A copy of m, its own to change (tp_model_tensor_parallel): a file is read once, which a pipe
+ * allows. */
+TpModel *tp_model_copy(const TpModel *m);
 /* A Hugging Face config.json as a model description's text (without a name line: the model takes
  * its file's): LlamaForCausalLM (model_type llama, mistral, qwen2) and GPT2LMHeadModel (gpt2); an
  * unknown model_type or a missing or malformed field is refused in one line naming it.  g_free the

@@ -595,6 +595,30 @@ static void test_cli_input_limits(void)
   tpt_run_clear(&r);
 }
 
+/* A model read from a pipe (`-m /dev/stdin`) is read once: compare costs its chunked presets on it
+ * too, and plan splits it for tensor parallelism, without reading it again (a second read of a
+ * pipe finds nothing). */
+static void test_model_pipe(void)
+{
+  const char *bin = g_getenv("TP_BIN"), *src = g_getenv("TP_SRCDIR");
+  if (!bin || !src) {
+    g_test_skip("TP_BIN and TP_SRCDIR are set by make check");
+    return;
+  }
+  const char *cmds[] = { "compare -m /dev/stdin --cluster C -w 2 -n 4", "plan -m /dev/stdin --cluster dgx-a100 "
+                         "--devices 8 --batch 64 -w 1-4 -s 1f1b --format json" };
+  const char *models[] = { "llama-tiny.model", "gpt-1.5b.model" };
+  for (int i = 0; i < 2; i++) {
+    g_autofree char *line = g_strdup_printf("sh -c 'cat \"%s/models/%s\" | \"%s\" %s'", src, models[i], bin, cmds[i]);
+    g_autofree char *out = NULL, *err = NULL;
+    int wait = 0;
+    g_assert_true(g_spawn_command_line_sync(line, &out, &err, &wait, NULL));
+    g_assert_true(WIFEXITED(wait) && WEXITSTATUS(wait) == 0);
+    g_assert_null(strstr(out, "n/a"));
+    g_assert_nonnull(strstr(out, i ? "\"tensor_parallel\": 2" : "zb-v  "));
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -608,6 +632,7 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/help", test_help);
   g_test_add_func("/cli/compare", test_compare);
   g_test_add_func("/cli/model", test_model_cli);
+  g_test_add_func("/cli/model-pipe", test_model_pipe);
   g_test_add_func("/cli/order-from", test_order_from);
   g_test_add_func("/cli/version-mismatch", test_version_mismatch_cli);
   g_test_add_func("/cli/compare-labels", test_compare_labels);
