@@ -275,7 +275,8 @@ static void fused_text(const Train *t, GString *out)
                            t->cfg.sched.fuse == TP_FUSE_OFF ? "--fuse-forwards off" : "fusing them is not faster", sim);
 }
 
-static void report_text(const Train *t, const char *sha, GString *out)
+/* What ran: the preset, the stages' layers, replicas and their all-reduce, the links. */
+static void setup_text(const Train *t, GString *out)
 {
   const TpTrainConfig *c = &t->cfg;
   const char *name = c->sched.preset ? c->sched.preset->name : c->sched.file;
@@ -296,8 +297,13 @@ static void report_text(const Train *t, const char *sha, GString *out)
     allreduce_text(t, out);
   if (t->res.links)
     links_text(t, out);
-  /* which order and plan ran (two runs' plans told apart by the digest), and what the steady state
-   * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON */
+}
+
+/* Which order and plan ran (two runs' plans told apart by the digest), and what the steady state
+ * holds: v (a range when it differs there), chains and the multiple-sequence problem, as the JSON;
+ * recomputation and fused forwards. */
+static void order_text(const Train *t, GString *out)
+{
   g_autofree char *ssha = tp_schedule_sha256(t->s);
   char vs[48];
   if (t->pred.m->ver.v_steady_min != t->pred.m->ver.v_steady)
@@ -311,6 +317,12 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "recompute    %s\n", t->s->recompute ? "true: each backward ran its stage's forward "
                          "again from the stored stage input, with the weights the backward read" : "false");
   fused_text(t, out);
+}
+
+/* The data and the optimizer. */
+static void optimizer_text(const Train *t, GString *out)
+{
+  const TpTrainConfig *c = &t->cfg;
   g_autofree char *data_name = g_strdup(t->train->name);
   for (char *q = data_name; *q; q++) /* a name's control bytes (a newline) stay on the line */
     if ((unsigned char)*q < 0x20 || *q == 0x7f)
@@ -327,6 +339,11 @@ static void report_text(const Train *t, const char *sha, GString *out)
                            c->opt.eps, c->opt.wd, c->seed);
   else
     g_string_append_printf(out, ", momentum %g, weight decay %g, seed %u\n", c->opt.momentum, c->opt.wd, c->seed);
+}
+
+/* Each epoch's (or run's) losses and accuracy, the throughput, the versions read, the weights. */
+static void outcome_text(const Train *t, const char *sha, GString *out)
+{
   for (guint e = 0; e < t->res.tally.test_acc->len; e++)
     g_string_append_printf(out, "%-5s %-6u train loss %.4f, test accuracy %.4f, test loss %.4f, %.2f s\n",
                            t->per_epoch ? "epoch" : "run", e + 1,
@@ -341,6 +358,14 @@ static void report_text(const Train *t, const char *sha, GString *out)
   g_string_append_printf(out, "versions     %s\n", t->res.tally.versions_match ? "every read was of the version the schedule names"
                                                                       : "SOME READS DIFFER from the schedule");
   g_string_append_printf(out, "weights      sha256 %s\n", sha);
+}
+
+static void report_text(const Train *t, const char *sha, GString *out)
+{
+  setup_text(t, out);
+  order_text(t, out);
+  optimizer_text(t, out);
+  outcome_text(t, sha, out);
   report_gpu_memory(t, FALSE, out);
   g_string_append(out, "prediction   the simulator on the profiled costs vs this run (mean over runs; counts: max)\n");
   if (t->V > 1 && t->W / t->V > t->dev.cores)
