@@ -71,71 +71,82 @@ static gboolean read_fail(GError **err, const char *what, const char *path, cons
   return FALSE;
 }
 
-gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err)
+/* path opened for reading ("-": standard input), *cap the buffer a read starts with (a regular
+ * file's size + 1); -1 (err set) for a directory, a regular file over max, or an error. */
+static int open_text(const char *path, const char *what, gsize max, gsize *cap, GError **err)
 {
   gboolean is_stdin = strcmp(path, "-") == 0;
   /* opened without blocking: a FIFO without a writer reads as empty instead of blocking in open() */
   int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return read_fail(err, what, path, "%s", g_strerror(errno));
+    return read_fail(err, what, path, "%s", g_strerror(errno)), -1;
   if (!is_stdin) {
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
       (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* then read as usual: a writer's data is waited for */
   }
   struct stat st;
-  gsize cap = MIN((gsize)1 << 16, max + 2);
-  g_autofree char *lim = size_text(max);
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (!is_stdin)
-      close(fd);
-    return read_fail(err, what, path, "is a directory");
-  }
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    if ((guint64)st.st_size > max) {
-      if (!is_stdin)
-        close(fd);
-      g_autofree char *sz = size_text((gsize)st.st_size);
-      return read_fail(err, what, path, "%s, more than the limit of %s", sz, lim);
-    }
-    cap = (gsize)st.st_size + 1;
-  }
-  char *buf = g_malloc(cap);
-  gsize n = 0;
-  gboolean ok = TRUE;
-  for (;;) {
-    if (n > max) {
-      ok = read_fail(err, what, path, "longer than the limit of %s", lim);
-      break;
-    }
-    if (n + 1 >= cap) {
-      cap = MIN(cap * 2, max + 2);
-      buf = g_realloc(buf, cap);
-    }
-    ssize_t r = read(fd, buf + n, MIN(cap - 1 - n, (gsize)1 << 24));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0) {
-      ok = read_fail(err, what, path, "%s", g_strerror(errno));
-      break;
-    }
-    if (r == 0)
-      break;
-    const char *nul = memchr(buf + n, '\0', (size_t)r);
-    if (nul) {
-      ok = read_fail(err, what, path, "not a text file (a NUL byte at offset %" G_GSIZE_FORMAT ")",
-                     (gsize)(nul - buf));
-      break;
-    }
-    n += (gsize)r;
+  *cap = MIN((gsize)1 << 16, max + 2);
+  gboolean fstat_ok = fstat(fd, &st) == 0;
+  if (fstat_ok && S_ISDIR(st.st_mode)) {
+    read_fail(err, what, path, "is a directory");
+  } else if (fstat_ok && S_ISREG(st.st_mode) && (guint64)st.st_size > max) {
+    g_autofree char *sz = size_text((gsize)st.st_size), *lim = size_text(max);
+    read_fail(err, what, path, "%s, more than the limit of %s", sz, lim);
+  } else {
+    if (fstat_ok && S_ISREG(st.st_mode))
+      *cap = (gsize)st.st_size + 1;
+    return fd;
   }
   if (!is_stdin)
+    close(fd);
+  return -1;
+}
+
+/* Everything fd holds, up to max bytes, NUL-terminated, into *buf (of *cap bytes, grown) and *n;
+ * FALSE (err set) over max, on a read error or a NUL byte. */
+static gboolean read_text(int fd, const char *path, const char *what, gsize max, char **buf, gsize *cap, gsize *n,
+                          GError **err)
+{
+  g_autofree char *lim = size_text(max);
+  for (*n = 0;;) {
+    if (*n > max)
+      return read_fail(err, what, path, "longer than the limit of %s", lim);
+    if (*n + 1 >= *cap) {
+      *cap = MIN(*cap * 2, max + 2);
+      *buf = g_realloc(*buf, *cap);
+    }
+    ssize_t r = read(fd, *buf + *n, MIN(*cap - 1 - *n, (gsize)1 << 24));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return read_fail(err, what, path, "%s", g_strerror(errno));
+    if (r == 0)
+      break;
+    const char *nul = memchr(*buf + *n, '\0', (size_t)r);
+    if (nul)
+      return read_fail(err, what, path, "not a text file (a NUL byte at offset %" G_GSIZE_FORMAT ")",
+                       (gsize)(nul - *buf));
+    *n += (gsize)r;
+  }
+  (*buf)[*n] = '\0';
+  return TRUE;
+}
+
+gboolean tp_read_file_max(const char *path, const char *what, gsize max, char **text, gsize *len, GError **err)
+{
+  gsize cap, n = 0;
+  int fd = open_text(path, what, max, &cap, err);
+  if (fd < 0)
+    return FALSE;
+  char *buf = g_malloc(cap);
+  gboolean ok = read_text(fd, path, what, max, &buf, &cap, &n, err);
+  if (strcmp(path, "-") != 0)
     close(fd);
   if (!ok) {
     g_free(buf);
     return FALSE;
   }
-  buf[n] = '\0';
   static const char bom[] = "\xEF\xBB\xBF";
   if (n >= 3 && memcmp(buf, bom, 3) == 0) {
     memmove(buf, buf + 3, n - 2);
