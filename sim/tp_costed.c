@@ -257,6 +257,58 @@ TpSchedule *tp_schedule_generate_costed(TpOrder o, TpPolicy p, int W, int N, int
   return tp_schedule_generate_costed_rc(o, p, W, N, K, FALSE, c, NULL, err);
 }
 
+/* g ready to fix order o's schedule on costs c: every stage's first forward marked. */
+static void gen_init(Gen *g, TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute, const TpCost *c)
+{
+  *g = (Gen){ .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
+  g->s = tp_schedule_new(o, p, W, N, K);
+  g->s->fixed_on = TP_FIXED_ON_COSTS;
+  g->s->recompute = recompute; /* its backwards cost their forwards again */
+  g->units = (long)K * g->per;
+  g->cap = g->units + 2L * K;
+  tp_engine_init(&g->eng, W);
+  g->nf = g_new0(long, W);
+  g->nb = g_new(int, W);
+  g->inflight = g_new0(int, W);
+  g->pending_u = g_new0(int, W);
+  g->busy = g_new0(gboolean, W);
+  g->dev_busy = g_new0(gboolean, c->n_devices);
+  g->f_in = g_new0(uint8_t, (size_t)W * g->units);
+  g->g_in = g_new0(uint8_t, (size_t)W * (K + 1));
+  g->t0 = g_new(double, (size_t)W * g->cap);
+  g->t1 = g_new(double, (size_t)W * g->cap);
+  g->link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(W), 1));
+  if (c->dp && c->dp->D > 1)
+    g->ar = tp_ar_run_new(c->dp, &g->eng, g->ar_stats = tp_allreduce_stats_new(W));
+  for (int st = 0; st < W; st++) {
+    g->nb[st] = 1;
+    mark(g, st);
+  }
+}
+
+/* After the run: every stage complete, the versions assigned on this timeline (global op index =
+ * stage offset + position), the schedule validated; FALSE with err otherwise. */
+static gboolean gen_finish(Gen *g, GError **err)
+{
+  TpSchedule *s = g->s;
+  long total = tp_schedule_n_ops(s), at = 0;
+  double *start = g_new(double, total), *end = g_new(double, total);
+  gboolean ok = TRUE;
+  for (int st = 0; st < g->W; st++) {
+    if (tp_stage_len(s, st) != g->cap) {
+      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "costed order stalled at stage %d (a bug)", st + 1);
+      ok = FALSE;
+      break;
+    }
+    for (long k = 0; k < g->cap; k++, at++)
+      start[at] = g->t0[(size_t)st * g->cap + k], end[at] = g->t1[(size_t)st * g->cap + k];
+  }
+  ok = ok && tp_policy_assign_timed(s, start, end, err) && tp_validate(s, err);
+  g_free(start);
+  g_free(end);
+  return ok;
+}
+
 TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, int K, gboolean recompute,
                                            const TpCost *c, TpPrepared *prep, GError **err)
 {
@@ -279,49 +331,12 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
   long long ops = W * tp_stage_ops_count(o, N, K);
   if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 48, err))
     return NULL;
-  Gen g = { .c = c, .W = W, .per = o == TP_ORDER_NF1B ? N : 1 };
-  g.s = tp_schedule_new(o, p, W, N, K);
-  g.s->fixed_on = TP_FIXED_ON_COSTS;
-  g.s->recompute = recompute; /* its backwards cost their forwards again */
-  g.units = (long)K * g.per;
-  g.cap = g.units + 2L * K;
-  tp_engine_init(&g.eng, W);
-  g.nf = g_new0(long, W);
-  g.nb = g_new(int, W);
-  g.inflight = g_new0(int, W);
-  g.pending_u = g_new0(int, W);
-  g.busy = g_new0(gboolean, W);
-  g.dev_busy = g_new0(gboolean, c->n_devices);
-  g.f_in = g_new0(uint8_t, (size_t)W * g.units);
-  g.g_in = g_new0(uint8_t, (size_t)W * (K + 1));
-  g.t0 = g_new(double, (size_t)W * g.cap);
-  g.t1 = g_new(double, (size_t)W * g.cap);
-  g.link = g_new0(TpLinkQueue, MAX(tp_sim_n_links(W), 1));
-  if (c->dp && c->dp->D > 1)
-    g.ar = tp_ar_run_new(c->dp, &g.eng, g.ar_stats = tp_allreduce_stats_new(W));
-  for (int st = 0; st < W; st++) {
-    g.nb[st] = 1;
-    mark(&g, st);
-  }
+  Gen g;
+  gen_init(&g, o, p, W, N, K, recompute, c);
   static const TpEngineHandlers handlers = { commit, start };
   tp_engine_run(&g.eng, &handlers, &g);
-  /* versions on this timeline (global op index = stage offset + position), then validation */
   TpSchedule *s = g.s;
-  long total = tp_schedule_n_ops(s), at = 0;
-  double *start = g_new(double, total), *end = g_new(double, total);
-  gboolean ok = TRUE;
-  for (int st = 0; st < W; st++) {
-    if (tp_stage_len(s, st) != g.cap) {
-      g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "costed order stalled at stage %d (a bug)", st + 1);
-      ok = FALSE;
-      break;
-    }
-    for (long k = 0; k < g.cap; k++, at++)
-      start[at] = g.t0[(size_t)st * g.cap + k], end[at] = g.t1[(size_t)st * g.cap + k];
-  }
-  ok = ok && tp_policy_assign_timed(s, start, end, err) && tp_validate(s, err);
-  g_free(start);
-  g_free(end);
+  gboolean ok = gen_finish(&g, err);
   gen_clear(&g);
   if (!ok) {
     tp_schedule_free(s);
