@@ -382,6 +382,12 @@ static gboolean check_run_options(const PlanOpts *o, const PlanArgs *a, GError *
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: trains on this machine; plan with its --profile");
     return FALSE;
   }
+  g_autofree char *path = o->run_top && o->model ? tp_model_path(o->model) : NULL;
+  if (path && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) { /* a pipe gives its text once */
+    g_autofree char *q = tp_quote(o->model);
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--run-top: its runs read --model %s again; give a file", q);
+    return FALSE;
+  }
   if (!o->run_top && (o->run_k || o->run_reps || o->transport)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: sets --run-top's runs; give --run-top K too",
                 o->run_k ? "--run-mini-batches" : o->run_reps ? "--run-repetitions" : "--transport");

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "tp_tie.h"
 #include "tp_error.h"
+#include "tp_index.h"
 
 /* The first head tied to the embedding off the first stage: its stage (and its layer in *layer), or
  * -1. */
@@ -97,6 +98,46 @@ void tp_tie_refuse(const TpTie *t, const char *why, const char *fix, GError **er
               "update, %s (%s)", t->head, t->stage + 1, why, fix);
 }
 
+/* Interleaved stages (s->rank_seq): the executor's rule played out on the workers' orders.  A worker
+ * runs its order one operation at a time, an operation once its input is there; a tied side's update
+ * passes the worker's turn on at once, but its stage runs nothing more until the other side's update
+ * of that mini-batch has come too.  Why a worker then never gets through its order (NULL: every one
+ * does); ix is s's index. */
+static char *turns_why(const TpSchedule *s, const TpIndex *ix, int h)
+{
+  const int R = tp_schedule_ranks(s);
+  int *pos = g_new0(int, s->W), *rp = g_new0(int, R), waiting[2] = { 0, 0 }; /* the mini-batch a side waits at */
+  for (gboolean moved = TRUE; moved;) {
+    moved = FALSE;
+    for (int r = 0; r < R; r++)
+      for (const GArray *seq = s->rank_seq[r]; rp[r] < (int)seq->len; rp[r]++, moved = TRUE) {
+        int st = g_array_index(seq, int32_t, rp[r]), side = st == 0 ? 0 : st == h ? 1 : -1, pst;
+        if (pos[st] >= tp_stage_len(s, st) || (side >= 0 && waiting[side]))
+          break;
+        const TpOp *op = &tp_stage_ops(s, st)[pos[st]];
+        long p = tp_index_producer(ix, s, st, op, &pst);
+        if (p != -1 && (p < 0 || p - ix->off[pst] >= pos[pst]))
+          break;
+        pos[st]++;
+        if (side >= 0 && op->kind == TP_OP_U && (waiting[side] = op->mb) == waiting[!side])
+          waiting[0] = waiting[1] = 0; /* met */
+      }
+  }
+  char *why = NULL;
+  for (int r = 0; r < R && !why; r++)
+    if (rp[r] < (int)s->rank_seq[r]->len) {
+      int st = g_array_index(s->rank_seq[r], int32_t, rp[r]);
+      char name[64] = "?", where[256] = "";
+      if (pos[st] < tp_stage_len(s, st)) {
+        tp_op_name(s, &tp_stage_ops(s, st)[pos[st]], name, sizeof name);
+        tp_op_where(s, &tp_stage_ops(s, st)[pos[st]], where, sizeof where);
+      }
+      why = g_strdup_printf("%sworker %d would stop at %s of stage %d", where, r + 1, name, st + 1);
+    }
+  g_free(pos), g_free(rp);
+  return why;
+}
+
 gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err)
 {
   if (t->stage < 0)
@@ -106,6 +147,15 @@ gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err
     g_autofree char *block = block_why(s, i ? t->stage : 0);
     if (block)
       why = g_strdup_printf("but %s: they would wait for each other", block);
+  }
+  if (!why && s->rank_seq) {
+    TpIndex *ix = tp_index_new(s, err);
+    if (!ix)
+      return FALSE;
+    g_autofree char *turns = turns_why(s, ix, t->stage);
+    tp_index_free(ix);
+    if (turns)
+      why = g_strdup_printf("but %s, the updates waiting for each other", turns);
   }
   if (why)
     tp_tie_refuse(t, why, "use a flushing preset, or tied=0", err);

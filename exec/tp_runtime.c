@@ -37,7 +37,8 @@ typedef struct {
  * for without interleaved stages).  The stage then holds its rank's turn for the whole operation,
  * waiting for its message included, and passes it on with turn_pass: the order was validated
  * deadlock-free on the same rule (a rank waits at its next operation until its input is there), so
- * the message comes.  FALSE with err when the run stopped meanwhile (another stage failed). */
+ * the message comes.  A tied head's update passes the turn on first (tp_tie.h checked that the
+ * orders let both sides meet).  FALSE with err when the run stopped meanwhile (another stage failed). */
 static gboolean turn_take(Shared *sh, int st, const TpOp *op, GError **err)
 {
   const TpSchedule *s = sh->s;

@@ -23,7 +23,8 @@ typedef struct {
   int finished;      /* stages done */
   GError *first_err; /* the error that ended the run */
   /* interleaved stages (s->rank_seq): the turn of each rank, which runs one operation at a time in
-   * its order across its chunks, as the simulator's ranks do */
+   * its order across its chunks, as the simulator's ranks do (but for a tied head's update, which
+   * passes the turn on before it meets the other side: stage_walk) */
   GMutex turn_lock;  /* rpos, stopped */
   GCond turn_cond;   /* a rank's turn passed on, or the run stopped */
   int *rpos;         /* [ranks] the place of each rank's next operation in its order */

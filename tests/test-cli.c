@@ -597,7 +597,7 @@ static void test_cli_input_limits(void)
 
 /* A model read from a pipe (`-m /dev/stdin`) is read once: compare costs its chunked presets on it
  * too, and plan splits it for tensor parallelism, without reading it again (a second read of a
- * pipe finds nothing). */
+ * pipe finds nothing); plan --run-top, whose runs are other processes, refuses it. */
 static void test_model_pipe(void)
 {
   const char *bin = g_getenv("TP_BIN"), *src = g_getenv("TP_SRCDIR");
@@ -617,6 +617,19 @@ static void test_model_pipe(void)
     g_assert_null(strstr(out, "n/a"));
     g_assert_nonnull(strstr(out, i ? "\"tensor_parallel\": 2" : "zb-v  "));
   }
+  /* --run-top's runs read the model again: a pipe is refused up front */
+  g_autofree char *prof = tpt_tmp_path("pipe-mlp.profile");
+  TptRun p = tpt_run((const char *[]){ "profile", "-m", "mlp", "--micro-batch-sizes", "32", "-r", "1", "-o", prof, NULL });
+  g_assert_cmpint(p.status, ==, 0);
+  tpt_run_clear(&p);
+  g_autofree char *line = g_strdup_printf("sh -c 'cat \"%s/models/mlp.model\" | \"%s\" plan -m /dev/stdin --profile \"%s\" "
+                                          "--batch 64 -w 1-2 -n 2 --run-top 1'", src, bin, prof);
+  g_autofree char *out = NULL, *err = NULL;
+  int wait = 0;
+  g_assert_true(g_spawn_command_line_sync(line, &out, &err, &wait, NULL));
+  g_assert_true(WIFEXITED(wait) && WEXITSTATUS(wait) == 2);
+  g_assert_nonnull(strstr(err, "--run-top: its runs read --model '/dev/stdin' again; give a file"));
+  tpt_tmp_remove(prof);
 }
 
 int main(int argc, char **argv)

@@ -185,6 +185,29 @@ static void test_tied_trains(void)
     tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "-s", refused[i][0], "-w", "2", "-n", "4", "-k", "2",
                                              "--batch", "8", "--data", "synthetic:64:16", "--profile-reps", "1", NULL },
                            refused[i][1]);
+  /* a schedule file whose worker orders let the tied sides meet at no update: zb-v's with the head's
+   * first update moved after stage 1's next forward, on the same worker (the run would hang) */
+  g_autofree char *zbv = tpt_tmp_path("tied-zbv.csv");
+  TptRun gen = tpt_run((const char *[]){ "schedule", "-s", "zb-v", "-w", "2", "-n", "4", "-k", "2", "-f", "csv", "-o", zbv,
+                                         NULL });
+  g_assert_cmpint(gen.status, ==, 0);
+  tpt_run_clear(&gen);
+  g_autofree char *csv = NULL;
+  g_assert_true(g_file_get_contents(zbv, &csv, NULL, NULL));
+  char *u = strstr(csv, "\n4,U,1,,0,fixed\n"), *f = strstr(csv, "\n1,F,2,1,1,fixed\n");
+  g_assert_true(u && f && u < f);
+  GString *moved = g_string_new_len(csv, u - csv + 1);
+  g_string_append_len(moved, u + 16, f + 17 - (u + 16));
+  g_string_append(moved, "4,U,1,,0,fixed\n");
+  g_string_append(moved, f + 17);
+  g_assert_true(g_file_set_contents(zbv, moved->str, -1, NULL));
+  g_string_free(moved, TRUE);
+  tpt_expect_cli_refused((const char *[]){ "simulate", "-m", model, "--cluster", "A", "-i", zbv, "--batch", "8", NULL },
+                         "worker 1 would stop at F(2,A) of stage 1");
+  tpt_expect_cli_refused((const char *[]){ "train", "-m", model, "--schedule", zbv, "--batch", "8", "--data",
+                                           "synthetic:64:16", NULL },
+                         "worker 1 would stop at F(2,A) of stage 1, the updates waiting for each other");
+  tpt_tmp_remove(zbv);
   /* two heads tied to the table, one off its stage: each would need the table's gradient */
   g_autofree char *two = tpt_tmp_path("tied-two.model");
   g_assert_true(g_file_set_contents(two, "tokens 16 256\nembedding 256\nblock heads=4 ffn=64\nlayernorm\nlm_head tied=1\n"
