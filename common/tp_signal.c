@@ -13,7 +13,9 @@ static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM };
 static TpSignalHook cleanups[MAX_HOOKS];
 static volatile sig_atomic_t n_cleanups;
 static TpSignalHook end_hook, stop_hook;
-static volatile sig_atomic_t end_on_int, stop_mode, stop_sig, ignore_end;
+static volatile sig_atomic_t end_on_int, stop_mode, ignore_end;
+static atomic_int stop_sig; /* read by every thread, written by the handler: lock-free, so safe in it */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler writes an atomic_int");
 static gboolean installed;
 
 /* The sections of tp_signal_block: a process-directed signal may run the handler on any thread that
@@ -55,8 +57,8 @@ static void on_signal(int sig)
   if (ignore_end && (sig == SIGTERM || sig == SIGHUP))
     return;
   if (stop_mode && stopping(sig)) {
-    if (!stop_sig) {
-      stop_sig = sig;
+    if (!atomic_load(&stop_sig)) {
+      atomic_store(&stop_sig, sig);
       if (stop_hook)
         stop_hook(sig);
       return;
@@ -156,7 +158,7 @@ void tp_signal_catch_stop(TpSignalHook announce)
 
 void tp_signal_leave_stop(void) { stop_mode = 0; }
 
-int tp_signal_stop_requested(void) { return stop_sig; }
+int tp_signal_stop_requested(void) { return atomic_load(&stop_sig); }
 
 void tp_signal_ignore_end(void)
 {

@@ -30,7 +30,13 @@ TpTie tp_tie_of(const TpModel *m, const int *bounds, int W)
 {
   const TpLayer *d = NULL;
   int s = tied_head(m, bounds, W, &d);
-  return (TpTie){ .stage = s, .head = s < 0 ? NULL : g_strdup_printf("%s:%d", m->source, d->line) };
+  if (s < 0)
+    return (TpTie){ .stage = -1 };
+  if (g_str_has_suffix(m->source, ".json")) /* a config.json: the lines are not the file's */
+    return (TpTie){ .stage = s, .head = g_strdup(m->source), .what = "the head (tie_word_embeddings)",
+                    .untie = "untie it" };
+  return (TpTie){ .stage = s, .head = g_strdup_printf("%s:%d", m->source, d->line), .what = "lm_head tied=1",
+                  .untie = "tied=0" };
 }
 
 void tp_tie_clear(TpTie *t) { g_clear_pointer(&t->head, g_free); }
@@ -94,8 +100,8 @@ static char *block_why(const TpSchedule *s, int st)
 
 void tp_tie_refuse(const TpTie *t, const char *why, const char *fix, GError **err)
 {
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: lm_head tied=1 on stage %d sums its gradient with stage 1's at each "
-              "update, %s (%s)", t->head, t->stage + 1, why, fix);
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: %s on stage %d sums its gradient with stage 1's at each update, %s "
+              "(%s)", t->head, t->what, t->stage + 1, why, fix);
 }
 
 /* Interleaved stages (s->rank_seq): the executor's rule played out on the workers' orders.  A worker
@@ -157,8 +163,9 @@ gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err
     if (turns)
       why = g_strdup_printf("but %s, the updates waiting for each other", turns);
   }
+  g_autofree char *fix = g_strdup_printf("use a flushing preset, or %s", t->untie);
   if (why)
-    tp_tie_refuse(t, why, "use a flushing preset, or tied=0", err);
+    tp_tie_refuse(t, why, fix, err);
   return !why;
 }
 

@@ -18,10 +18,12 @@
 #include "tp_schedule.h"
 
 /* A split's tie: the stage (0-based) of the head tied to the embedding where that is not the
- * embedding's stage (the first), -1 where there is none; and where the head is, "FILE:LINE". */
+ * embedding's stage (the first), -1 where there is none; where the head is ("FILE:LINE", or a
+ * Hugging Face config.json's field); and how to untie it there. */
 typedef struct {
   int stage;
   char *head;
+  const char *what, *untie; /* the head as its file names it; how to untie it there */
 } TpTie;
 
 /* The tie of a split of m into W stages [bounds[s], bounds[s+1]); tp_tie_clear frees it. */
@@ -48,7 +50,7 @@ gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err
 gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err);
 
 /* The refusal of tie t: "FILE:LINE: lm_head tied=1 on stage H sums its gradient with stage 1's at
- * each update, WHY (FIX)". */
+ * each update, WHY (FIX)" (a config.json: "FILE: the head (tie_word_embeddings) on stage H …"). */
 void tp_tie_refuse(const TpTie *t, const char *why, const char *fix, GError **err);
 
 #endif

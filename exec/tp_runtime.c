@@ -384,8 +384,10 @@ gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSched
   if (can_tie || !tp_tie_check_split(m, bounds, s->W, err))
     return can_tie && tp_tie_check(m, bounds, s, err);
   TpTie t = tp_tie_of(m, bounds, s->W);
-  if (t.stage >= 0)
-    tp_tie_refuse(&t, "which this transport cannot", "use --transport local or mpi, or tied=0", err);
+  if (t.stage >= 0) {
+    g_autofree char *fix = g_strdup_printf("use --transport local or mpi, or %s", t.untie);
+    tp_tie_refuse(&t, "which this transport cannot", fix, err);
+  }
   tp_tie_clear(&t);
   return t.stage < 0;
 }

@@ -388,8 +388,8 @@ static void test_tie_refused(void)
   TptRun r = tpt_run((const char *[]){ "simulate", "-s", "timeprest", "--model", "gpt2-124m", "--cluster", "dgx-a100", "-w",
                                        "2", "-n", "4", NULL });
   g_assert_cmpint(r.status, ==, 2);
-  g_assert_nonnull(strstr(r.err, "gpt2-124m.json:6: lm_head tied=1 on stage 2 sums its gradient with stage 1's at each "
-                                 "update, but stage 1 runs F(2,A) before the update of mini-batch 1"));
+  g_assert_nonnull(strstr(r.err, "gpt2-124m.json: the head (tie_word_embeddings) on stage 2 sums its gradient with "
+                                 "stage 1's at each update, but stage 1 runs F(2,A) before the update of mini-batch 1"));
   g_assert_null(strchr(strchr(r.err, '\n') + 1, '\n')); /* one line */
   tpt_run_clear(&r);
   g_autofree char *png = tpt_tmp_path("tie.png");
