@@ -46,19 +46,15 @@ static void test_compare_recompute(void)
 static void test_recompute_false(void)
 {
   g_autofree char *path = tpt_tmp_path("g.csv");
-  TptRun r = tpt_run((const char *[]){ "schedule", "-s", "gpipe", "-w", "2", "-n", "2", "-k", "2", "-f", "csv", "-o", path,
-                                       NULL });
-  g_assert_cmpint(r.status, ==, 0);
-  tpt_run_clear(&r);
   g_autofree char *text = NULL;
-  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  tpt_schedule_csv("gpipe", "2", "2", "2", path, &text);
   char *nl = strchr(text, '\n');
   g_autofree char *edited = g_strdup_printf("%.*s recompute=false%s", (int)(nl - text), text, nl);
   g_assert_true(g_file_set_contents(path, edited, -1, NULL));
   tpt_expect_cli_refused((const char *[]){ "simulate", "-i", path, "--recompute", NULL }, "says recompute=false");
   tpt_expect_cli_refused((const char *[]){ "train", "-w", "2", "--schedule", path, "--recompute", "--data", "synthetic",
                                            NULL }, "says recompute=false");
-  r = tpt_run((const char *[]){ "simulate", "-i", path, NULL }); /* and read as it says */
+  TptRun r = tpt_run((const char *[]){ "simulate", "-i", path, NULL }); /* and read as it says */
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "recompute    false"));
   tpt_run_clear(&r);

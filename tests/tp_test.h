@@ -227,6 +227,18 @@ static inline void tpt_tmp_remove(const char *path)
   g_rmdir(dir);
 }
 
+/* `timeprest schedule -s PRESET -w W -n N -k K -f csv -o path`, and the CSV it wrote into *text
+ * (g_free). */
+static inline void tpt_schedule_csv(const char *preset, const char *w, const char *n, const char *k, const char *path,
+                                    char **text)
+{
+  TptRun r = tpt_run((const char *[]){ "schedule", "-s", preset, "-w", w, "-n", n, "-k", k, "-f", "csv", "-o", path,
+                                       NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  g_assert_true(g_file_get_contents(path, text, NULL, NULL));
+}
+
 /* A fresh private directory (PREFIX-XXXXXX in the temporary directory), and its removal with
  * everything below it. */
 static inline char *tpt_tmp_dir(const char *prefix)
