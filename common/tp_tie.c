@@ -163,10 +163,11 @@ gboolean tp_tie_check_schedule(const TpTie *t, const TpSchedule *s, GError **err
     if (turns)
       why = g_strdup_printf("but %s, the updates waiting for each other", turns);
   }
+  if (!why)
+    return TRUE;
   g_autofree char *fix = g_strdup_printf("use a flushing preset, or %s", t->untie);
-  if (why)
-    tp_tie_refuse(t, why, fix, err);
-  return !why;
+  tp_tie_refuse(t, why, fix, err);
+  return FALSE;
 }
 
 gboolean tp_tie_check(const TpModel *m, const int *bounds, const TpSchedule *s, GError **err)

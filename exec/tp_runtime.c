@@ -381,8 +381,10 @@ static void tick_until_done(Shared *sh, int n_th, TpProgress *progress)
 
 gboolean tp_runtime_check_tie(const TpModel *m, const int *bounds, const TpSchedule *s, gboolean can_tie, GError **err)
 {
-  if (can_tie || !tp_tie_check_split(m, bounds, s->W, err))
-    return can_tie && tp_tie_check(m, bounds, s, err);
+  if (can_tie)
+    return tp_tie_check(m, bounds, s, err);
+  if (!tp_tie_check_split(m, bounds, s->W, err))
+    return FALSE;
   TpTie t = tp_tie_of(m, bounds, s->W);
   if (t.stage >= 0) {
     g_autofree char *fix = g_strdup_printf("use --transport local or mpi, or %s", t.untie);

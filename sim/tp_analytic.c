@@ -290,7 +290,7 @@ static int optimizer_states(const TpAnalytic *a) { return a->optimizer_states > 
  * arrays read, one written. */
 static void add_tie(const TpAnalytic *a, TpCost *cost)
 {
-  int h = tp_tie_stage(a->model, a->bounds, a->W);
+  int h = cost->tie.stage; /* tp_analytic_cost's, of this split */
   if (h < 0)
     return;
   const TpCluster *c = a->cluster;
