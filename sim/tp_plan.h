@@ -150,6 +150,8 @@ gboolean tp_plan_same_time(const TpPlan *a, const TpPlan *b);
 /* The plans of `plans` no other one beats in both time (rank_time) and peak (ties: the first in ranking),
  * fastest first. */
 GPtrArray *tp_plan_pareto(const GPtrArray *plans);
+/* plans in ranking order (tp_plan_compare): a new array of the same pointers, without a free function. */
+GPtrArray *tp_plan_ranked(const GPtrArray *plans);
 /* Two or three lines: why `top` is ranked above `next`. */
 char *tp_plan_explain(const TpPlan *top, const TpPlan *next);
 /* "10,12,9" */
