@@ -15,6 +15,7 @@
 
 #define EPS 1e-9
 enum { W_FIT, W_ANY, W_SLACK, N_W_MODES };
+G_STATIC_ASSERT(TP_ZB_VARIANTS == 4 * N_W_MODES);
 
 TpZbCosts *tp_zb_costs_new(int W, double limit)
 {
@@ -218,32 +219,49 @@ static void build_clear(Build *b)
   g_free(b->tf), g_free(b->ti), g_free(b->ops);
 }
 
-gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c)
+/* Write b's one mini-batch order as each of s's K mini-batches, each followed by its update. */
+static void write_order(TpSchedule *s, int *len, const Build *b)
 {
-  Build best = { 0 }, b;
-  double best_span = -1;
-  for (int variant = 0; variant < 4 * N_W_MODES; variant++) {
-    build_init(&b, c, s->N, variant);
-    double span = build(&b);
-    if (span >= 0 && (best_span < 0 || span < best_span - EPS)) {
-      build_clear(&best);
-      best = b, best_span = span;
-    } else {
-      build_clear(&b);
-    }
-  }
-  if (best_span < 0)
-    return FALSE;
   const int per = 3 * s->N;
   for (int i = 1; i <= s->K; i++)
     for (int st = 0; st < s->W; st++) {
       TpOp *to = tp_stage_ops(s, st);
       for (int k = 0; k < per; k++) {
-        to[len[st]] = best.ops[(size_t)st * per + k];
+        to[len[st]] = b->ops[(size_t)st * per + k];
         to[len[st]++].mb = i;
       }
       to[len[st]++] = (TpOp){ .kind = TP_OP_U, .src = TP_SRC_FIXED, .mb = i, .micro = TP_WHOLE };
     }
-  build_clear(&best);
-  return TRUE;
+}
+
+gboolean tp_order_zb_auto_variant(TpSchedule *s, int *len, const TpZbCosts *c, int variant)
+{
+  Build b;
+  build_init(&b, c, s->N, variant);
+  gboolean ok = build(&b) >= 0;
+  if (ok)
+    write_order(s, len, &b);
+  build_clear(&b);
+  return ok;
+}
+
+int tp_order_zb_auto_best(const TpZbCosts *c, int N)
+{
+  int best = -1;
+  double best_span = -1;
+  for (int variant = 0; variant < TP_ZB_VARIANTS; variant++) {
+    Build b;
+    build_init(&b, c, N, variant);
+    double span = build(&b);
+    build_clear(&b);
+    if (span >= 0 && (best_span < 0 || span < best_span - EPS))
+      best = variant, best_span = span;
+  }
+  return best;
+}
+
+gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c)
+{
+  int variant = tp_order_zb_auto_best(c, s->N);
+  return variant >= 0 && tp_order_zb_auto_variant(s, len, c, variant);
 }

@@ -35,6 +35,14 @@ double tp_zb_limit(const TpSchedule *s);
  * order the heuristic builds on c, then its update.  FALSE (nothing written) if a stage cannot keep
  * under the limit: a limit below one micro-batch. */
 gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c);
+/* The heuristic's variants (tp_zbauto.c), numbered 0..TP_ZB_VARIANTS-1: the one it keeps on c for N
+ * micro-batches (the shortest longest-stage span, the first of equals; -1 if none keeps under the
+ * limit), and s filled as tp_order_zb_auto does but with the given variant (FALSE, nothing written, if
+ * it cannot keep under the limit).  A caller that times orders otherwise (sim/tp_costed.c, with the
+ * data-parallel all-reduces) chooses among them. */
+#define TP_ZB_VARIANTS 12
+int tp_order_zb_auto_best(const TpZbCosts *c, int N);
+gboolean tp_order_zb_auto_variant(TpSchedule *s, int *len, const TpZbCosts *c, int variant);
 
 /* zb-v's activation limit per rank, in micro-batches of two chunks' activations: its act_limit, or R by
  * default (2R chunks' activations, 1F1B's memory and the handcrafted ZB-V's). */

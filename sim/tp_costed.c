@@ -13,6 +13,7 @@
 #include "tp_zbauto.h"
 
 #include <math.h>
+#include <string.h>
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
@@ -166,26 +167,81 @@ static TpZbCosts *zb_costs(const TpSchedule *s, double limit, const TpCost *c)
   return zc;
 }
 
-/* zb-1p, zb-2p and zb-auto (W stages), or zb-v (W ranks, 2W stages), built on the cost model's times. */
-static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpCost *c,
-                               GError **err)
+/* A zero-bubble schedule of K mini-batches, its stages' arrays sized, nothing in them yet. */
+static TpSchedule *zb_new(TpOrder o, TpPolicy p, int W, int N, int K, double limit)
 {
-  if (!tp_limit_check(o, limit, err))
-    return NULL;
   gboolean v = o == TP_ORDER_ZB_V;
   TpSchedule *s = tp_schedule_new(o, p, v ? 2 * W : W, N, K);
   if (v)
     tp_schedule_set_chunks(s, 2, TP_MAP_V_SHAPE);
   s->fixed_on = TP_FIXED_ON_COSTS;
   s->act_limit = limit;
-  g_autoptr(TpZbCosts) zc = zb_costs(s, v ? tp_zbv_limit(s) : tp_zb_limit(s), c);
-  int *len = g_new0(int, s->W);
   for (int st = 0; st < s->W; st++)
     g_array_set_size(s->stage[st], (guint)tp_stage_ops_count(o, N, K));
-  gboolean ok = (v ? tp_order_zbv(s, len, zc) : tp_order_zb_auto(s, len, zc)) && tp_policy_assign(s, err) &&
-                tp_validate(s, err);
+  return s;
+}
+
+/* s (from zb_new) filled in the heuristic's variant (-1: the one it keeps), its versions assigned and
+ * validated; FALSE (err set where the policy or validation failed) otherwise. */
+static gboolean zb_fill(TpSchedule *s, const TpZbCosts *zc, int variant, GError **err)
+{
+  int *len = g_new0(int, s->W);
+  gboolean built = s->order == TP_ORDER_ZB_V ? tp_order_zbv(s, len, zc)
+                   : variant < 0             ? tp_order_zb_auto(s, len, zc)
+                                             : tp_order_zb_auto_variant(s, len, zc, variant);
   g_free(len);
-  if (!ok) {
+  return built && tp_policy_assign(s, err) && tp_validate(s, err);
+}
+
+/* Whether schedules a and b (of the same shape) have the same operations. */
+static gboolean same_ops(const TpSchedule *a, const TpSchedule *b)
+{
+  for (int st = 0; st < a->W; st++)
+    if (tp_stage_len(a, st) != tp_stage_len(b, st) ||
+        memcmp(tp_stage_ops(a, st), tp_stage_ops(b, st), (size_t)tp_stage_len(a, st) * sizeof(TpOp)) != 0)
+      return FALSE;
+  return TRUE;
+}
+
+/* With data parallelism, the heuristic's variant whose K mini-batches, simulated under c with the
+ * all-reduces its own spans leave out, take the least time per mini-batch (the report's figure); the
+ * first of equals, each distinct order simulated once.  -1: the heuristic's own choice (no replicas,
+ * or no variant simulated). */
+static int zb_variant_on(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpZbCosts *zc,
+                         const TpCost *c)
+{
+  if (tp_cost_replicas(c) < 2)
+    return -1;
+  int best = -1;
+  double best_t = INFINITY;
+  g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func((GDestroyNotify)tp_schedule_free);
+  for (int variant = 0; variant < TP_ZB_VARIANTS; variant++) {
+    TpSchedule *one = zb_new(o, p, W, N, 1, limit); /* every mini-batch repeats the first's order */
+    g_ptr_array_add(seen, one);
+    gboolean again = !zb_fill(one, zc, variant, NULL);
+    for (guint i = 0; i + 1 < seen->len && !again; i++)
+      again = same_ops(one, g_ptr_array_index(seen, i));
+    if (again)
+      continue;
+    g_autoptr(TpSchedule) s = zb_new(o, p, W, N, K, limit);
+    g_autoptr(TpSim) sim = zb_fill(s, zc, variant, NULL) ? tp_sim_run(s, c, NULL) : NULL;
+    double t = sim ? tp_metrics_time_per_minibatch(sim) : INFINITY;
+    if (t < best_t * (1 - 1e-12))
+      best = variant, best_t = t;
+  }
+  return best;
+}
+
+/* zb-1p, zb-2p and zb-auto (W stages), or zb-v (W ranks, 2W stages), built on the cost model's times. */
+static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpCost *c,
+                               GError **err)
+{
+  if (!tp_limit_check(o, limit, err))
+    return NULL;
+  TpSchedule *s = zb_new(o, p, W, N, K, limit);
+  g_autoptr(TpZbCosts) zc = zb_costs(s, o == TP_ORDER_ZB_V ? tp_zbv_limit(s) : tp_zb_limit(s), c);
+  int variant = o == TP_ORDER_ZB_V ? -1 : zb_variant_on(o, p, W, N, K, limit, zc, c);
+  if (!zb_fill(s, zc, variant, err)) {
     tp_schedule_free(s);
     return NULL;
   }
