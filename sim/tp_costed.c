@@ -203,33 +203,52 @@ static gboolean same_ops(const TpSchedule *a, const TpSchedule *b)
   return TRUE;
 }
 
-/* With data parallelism, the heuristic's variant whose K mini-batches, simulated under c with the
- * all-reduces its own spans leave out, take the least time per mini-batch (the report's figure); the
- * first of equals, each distinct order simulated once.  -1: the heuristic's own choice (no replicas,
- * or no variant simulated). */
-static int zb_variant_on(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpZbCosts *zc,
-                         const TpCost *c)
+/* Variant v's schedule of K mini-batches simulated under c: its time per mini-batch (the report's
+ * figure), or -1 with err set (a refusal of its memory). */
+static double variant_time(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpZbCosts *zc,
+                           int v, const TpCost *c, GError **err)
 {
-  if (tp_cost_replicas(c) < 2)
+  g_autoptr(TpSchedule) s = zb_new(o, p, W, N, K, limit);
+  if (!zb_fill(s, zc, v, err))
     return -1;
-  int best = -1;
-  double best_t = INFINITY;
+  g_autoptr(TpSim) sim = tp_sim_run(s, c, err);
+  return sim ? tp_metrics_time_per_minibatch(sim) : -1;
+}
+
+/* With data parallelism, the heuristic's variant kept (*variant) unless another, simulated under c with
+ * the all-reduces its own spans leave out, takes less time per mini-batch (the first such of least
+ * time); each distinct order simulated once, on K mini-batches or the default count if fewer (the
+ * steady range is there either way), so that choosing never needs more memory than simulating the
+ * run.  Without replicas *variant stays -1 (the heuristic's own).  FALSE with err where a simulation
+ * was refused. */
+static gboolean zb_variant_on(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpZbCosts *zc,
+                              const TpCost *c, int *variant, GError **err)
+{
+  *variant = -1;
+  int own = tp_cost_replicas(c) < 2 ? -1 : tp_order_zb_auto_best(zc, N);
+  if (own < 0)
+    return TRUE;
+  const int k = MIN(K, tp_default_mini_batches(W));
+  double best_t = variant_time(o, p, W, N, k, limit, zc, own, c, err);
+  if (best_t < 0)
+    return FALSE;
+  *variant = own;
   g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func((GDestroyNotify)tp_schedule_free);
-  for (int variant = 0; variant < TP_ZB_VARIANTS; variant++) {
+  for (int v = -1; v < TP_ZB_VARIANTS; v++) { /* -1: the heuristic's own, seen first */
     TpSchedule *one = zb_new(o, p, W, N, 1, limit); /* every mini-batch repeats the first's order */
     g_ptr_array_add(seen, one);
-    gboolean again = !zb_fill(one, zc, variant, NULL);
+    gboolean again = !zb_fill(one, zc, v < 0 ? own : v, NULL);
     for (guint i = 0; i + 1 < seen->len && !again; i++)
       again = same_ops(one, g_ptr_array_index(seen, i));
-    if (again)
+    if (again || v < 0)
       continue;
-    g_autoptr(TpSchedule) s = zb_new(o, p, W, N, K, limit);
-    g_autoptr(TpSim) sim = zb_fill(s, zc, variant, NULL) ? tp_sim_run(s, c, NULL) : NULL;
-    double t = sim ? tp_metrics_time_per_minibatch(sim) : INFINITY;
+    double t = variant_time(o, p, W, N, k, limit, zc, v, c, err);
+    if (t < 0)
+      return FALSE;
     if (t < best_t * (1 - 1e-12))
-      best = variant, best_t = t;
+      *variant = v, best_t = t;
   }
-  return best;
+  return TRUE;
 }
 
 /* zb-1p, zb-2p and zb-auto (W stages), or zb-v (W ranks, 2W stages), built on the cost model's times. */
@@ -238,9 +257,13 @@ static TpSchedule *generate_zb(TpOrder o, TpPolicy p, int W, int N, int K, doubl
 {
   if (!tp_limit_check(o, limit, err))
     return NULL;
-  TpSchedule *s = zb_new(o, p, W, N, K, limit);
+  TpSchedule *s = zb_new(o, p, W, N, 1, limit); /* what the costs are read for */
   g_autoptr(TpZbCosts) zc = zb_costs(s, o == TP_ORDER_ZB_V ? tp_zbv_limit(s) : tp_zb_limit(s), c);
-  int variant = o == TP_ORDER_ZB_V ? -1 : zb_variant_on(o, p, W, N, K, limit, zc, c);
+  tp_schedule_free(s);
+  int variant = -1;
+  if (o != TP_ORDER_ZB_V && !zb_variant_on(o, p, W, N, K, limit, zc, c, &variant, err))
+    return NULL;
+  s = zb_new(o, p, W, N, K, limit);
   if (!zb_fill(s, zc, variant, err)) {
     tp_schedule_free(s);
     return NULL;
