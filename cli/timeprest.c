@@ -71,6 +71,8 @@ int main(int argc, char **argv)
       fprintf(stderr, "timeprest %s: %s\n", argv[1], settle->message);
     _exit(status); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
   }
+  if (!blas) /* the simulator's commands: the same sizes allocated and freed over and over */
+    tp_memory_keep_freed();
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
   atexit(check_stdout);
   if (argc < 2) {

@@ -1,11 +1,14 @@
 /* tp_memory.c — the memory left to this process (TP_MEMORY_LIMIT, else the least of MemAvailable,
  * the address-space and data limits and the cgroup's limit), the refusal of a step that needs more,
- * and GLib's growth of arrays and strings. */
+ * GLib's growth of arrays and strings, and malloc kept from giving freed memory back. */
 #define _DEFAULT_SOURCE /* madvise, mincore and MADV_HUGEPAGE */
 #include "tp_memory.h"
 #include "tp_error.h"
 
 #include <stdint.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -292,4 +295,14 @@ void tp_memory_prefault_wait(TpPrefault *p)
   g_free(p->base);
   g_free(p->bytes);
   g_free(p);
+}
+
+void tp_memory_keep_freed(void)
+{
+#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+  if (tp_memory_address_limited())
+    return;
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
 }
