@@ -426,8 +426,13 @@ static void test_tie_refused(void)
                                 "--run-mini-batches", "5", NULL });
   g_assert_cmpint(r.status, ==, 0);
   g_assert_nonnull(strstr(r.out, "left out: 1 candidate of presets that cannot train"));
-  g_assert_nonnull(strstr(r.out, "), 1 plan:\n")); /* the Pareto front */
   g_assert_nonnull(strstr(r.out, "top choice confirmed: yes"));
+  tpt_run_clear(&r);
+  /* one candidate: a Pareto front of "1 plan" (how many the run above has depends on the profile) */
+  r = tpt_run((const char *[]){ "plan", "--model", model, "--profile", prof, "--batch", "4", "-w", "2", "-n", "1",
+                                "--presets", "1f1b", NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "), 1 plan:\n"));
   tpt_run_clear(&r);
   r = tpt_run((const char *[]){ "plan", "--model", model, "--profile", prof, "--batch", "4", "-w", "2", "-n", "1",
                                 "--presets", "pipedream", NULL });
