@@ -5,7 +5,8 @@ all-reduces on a link each or on one shared link, with and without --overlap-all
 mini-batch of zb-1p or zb-2p as `simulate --data-parallel D` builds it (the heuristic's variant chosen
 on a simulation with the all-reduces) against the heuristic's own order (the same costs without
 replicas: `schedule`, then `simulate --input` with the replicas).  Both from one binary.
-Usage: bench/zb-dp.py [TIMEPREST [TRIALS [SEED]]]   (defaults ./timeprest 300 3)"""
+Usage: bench/zb-dp.py [TIMEPREST [TRIALS [SEED [K]]]]   (defaults ./timeprest 300 3 8; where K > 3W+2 the
+choice is made on 3W+2 mini-batches)"""
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import tempfile
 BIN = sys.argv[1] if len(sys.argv) > 1 else "./timeprest"
 TRIALS = int(sys.argv[2]) if len(sys.argv) > 2 else 300
 random.seed(int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+K = sys.argv[4] if len(sys.argv) > 4 else "8"
 D = 4
 
 
@@ -46,14 +48,14 @@ def main():
             fh.write(cost_text(W))
         preset = random.choice(["zb-1p", "zb-2p"])
         over = random.choice([[], ["--overlap-allreduce"]])
-        shape = ["-w", str(W), "-n", str(N), "-k", "8"]
+        shape = ["-w", str(W), "-n", str(N), "-k", K]
         subprocess.run([BIN, "schedule", "-s", preset, "--cost", cost] + shape + ["-f", "csv", "-o", order], check=True)
         own = per_minibatch(["-i", order, "--cost", cost, "--data-parallel", str(D)] + over)
         chosen = per_minibatch(["-s", preset, "--cost", cost, "--data-parallel", str(D)] + shape + over)
         ratios.append(chosen / own)
     faster = [r for r in ratios if r < 1]
-    print("%d cost files, D = %d: %d orders faster; chosen / own time per mini-batch: min %.4f, max %.6f%s"
-          % (TRIALS, D, len(faster), min(ratios), max(ratios),
+    print("%d cost files, D = %d, K = %s: %d orders faster; chosen / own time per mini-batch: min %.4f, max %.6f%s"
+          % (TRIALS, D, K, len(faster), min(ratios), max(ratios),
              ", mean of the faster %.4f" % statistics.mean(faster) if faster else ""))
 
 
