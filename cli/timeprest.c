@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     _exit(status); /* not exit(): OpenBLAS's destructor would wait for the thread that cannot start */
   }
   if (!blas) /* the simulator's commands: the same sizes allocated and freed over and over */
-    tp_memory_keep_freed();
+    tp_memory_keep_freed(4 << 20, 64 << 20);
   setlocale(LC_CTYPE, ""); /* text only: numbers are always written with a '.' */
   atexit(check_stdout);
   if (argc < 2) {

@@ -297,12 +297,14 @@ void tp_memory_prefault_wait(TpPrefault *p)
   g_free(p);
 }
 
-void tp_memory_keep_freed(void)
+gboolean tp_memory_keep_freed(int below, int keep)
 {
 #if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
-  if (tp_memory_address_limited())
-    return;
-  mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  if (tp_memory_address_limited() || cgroup_left() >= 0)
+    return FALSE;
+  return mallopt(M_MMAP_THRESHOLD, below) == 1 && mallopt(M_TRIM_THRESHOLD, keep) == 1;
+#else
+  (void)below, (void)keep;
+  return FALSE;
 #endif
 }

@@ -42,9 +42,10 @@ void tp_memory_prefault_wait(TpPrefault *p);
 /* The same advice for the block of `bytes` at p, allocated otherwise (nothing below 4 MiB). */
 void tp_memory_advise_huge(gpointer p, gsize bytes);
 /* malloc kept from handing memory back and faulting it in again, for a process that allocates and
- * frees the same sizes over and over (the planner's candidates, a simulation's phases): blocks below
- * 4 MiB from the heap, and up to 64 MiB of free heap kept.  Nothing under an address-space or data
- * limit (what is kept would count against it), nor where the C library has no such settings. */
-void tp_memory_keep_freed(void);
+ * frees the same sizes over and over (the planner's candidates, a sweep's cells): blocks below `below`
+ * bytes from the heap, and up to `keep` bytes of free heap kept.  Nothing under a limit that counts
+ * what is kept as used (an address-space or data limit, a cgroup's memory limit: work that fits would
+ * be refused), nor where the C library has no such settings; FALSE then. */
+gboolean tp_memory_keep_freed(int below, int keep);
 
 #endif

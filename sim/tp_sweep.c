@@ -6,10 +6,6 @@
 #include "tp_metrics.h"
 #include "tp_memory.h"
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 typedef struct {
   TpOrder o;
   TpPolicy p;
@@ -128,14 +124,9 @@ static void run_cells(Sweep *sw, int threads, long long cell_bytes)
   gboolean limited = tp_memory_address_limited();
   if (limited)
     threads = 1;
-#ifdef __GLIBC__
-  /* every cell allocates and frees arrays of a few megabytes: keep them in the heap for the next
-   * cell instead of mapping fresh (zeroed) pages each time */
-  if (!limited) {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
-#endif
+  /* every cell allocates and frees arrays of a few megabytes: kept in the heap for the next cell
+   * instead of mapping fresh (zeroed) pages each time */
+  tp_memory_keep_freed(32 << 20, 1 << 30);
   threads = (int)MIN((long)threads, sw->cells);
   threads = (int)MAX(1, MIN((long long)threads, avail / MAX(cell_bytes, 1)));
   GThread **t = g_new(GThread *, MAX(threads, 1));
