@@ -13,6 +13,8 @@
  * kept, the first of equals. */
 #include "tp_zbauto.h"
 
+#include <string.h>
+
 #define EPS 1e-9
 enum { W_FIT, W_ANY, W_SLACK, N_W_MODES };
 G_STATIC_ASSERT(TP_ZB_VARIANTS == 4 * N_W_MODES);
@@ -258,6 +260,26 @@ int tp_order_zb_auto_best(const TpZbCosts *c, int N)
       best = variant, best_span = span;
   }
   return best;
+}
+
+int tp_order_zb_auto_distinct(const TpZbCosts *c, int N, int *out)
+{
+  Build kept[TP_ZB_VARIANTS];
+  int n = 0;
+  for (int variant = 0; variant < TP_ZB_VARIANTS; variant++) {
+    Build *b = &kept[n];
+    build_init(b, c, N, variant);
+    gboolean keep = build(b) >= 0;
+    for (int i = 0; keep && i < n; i++)
+      keep = memcmp(b->ops, kept[i].ops, (size_t)c->W * 3 * N * sizeof(TpOp)) != 0;
+    if (keep)
+      out[n++] = variant;
+    else
+      build_clear(b);
+  }
+  for (int i = 0; i < n; i++)
+    build_clear(&kept[i]);
+  return n;
 }
 
 gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c)

@@ -42,6 +42,10 @@ gboolean tp_order_zb_auto(TpSchedule *s, int *len, const TpZbCosts *c);
  * data-parallel all-reduces) chooses among them. */
 #define TP_ZB_VARIANTS 12
 int tp_order_zb_auto_best(const TpZbCosts *c, int N);
+/* The variants that build distinct orders on c for N micro-batches, the first of each, in order, into
+ * out (room for TP_ZB_VARIANTS); how many (those that cannot keep under the limit left out).  The
+ * variant tp_order_zb_auto_best keeps is among them. */
+int tp_order_zb_auto_distinct(const TpZbCosts *c, int N, int *out);
 gboolean tp_order_zb_auto_variant(TpSchedule *s, int *len, const TpZbCosts *c, int variant);
 
 /* zb-v's activation limit per rank, in micro-batches of two chunks' activations: its act_limit, or R by

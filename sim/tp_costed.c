@@ -13,7 +13,6 @@
 #include "tp_zbauto.h"
 
 #include <math.h>
-#include <string.h>
 
 enum { EV_XFER_DONE, EV_COMPUTE_DONE };
 
@@ -193,16 +192,6 @@ static gboolean zb_fill(TpSchedule *s, const TpZbCosts *zc, int variant, GError 
   return built && tp_policy_assign(s, err) && tp_validate(s, err);
 }
 
-/* Whether schedules a and b (of the same shape) have the same operations. */
-static gboolean same_ops(const TpSchedule *a, const TpSchedule *b)
-{
-  for (int st = 0; st < a->W; st++)
-    if (tp_stage_len(a, st) != tp_stage_len(b, st) ||
-        memcmp(tp_stage_ops(a, st), tp_stage_ops(b, st), (size_t)tp_stage_len(a, st) * sizeof(TpOp)) != 0)
-      return FALSE;
-  return TRUE;
-}
-
 /* Variant v's schedule of K mini-batches simulated under c: its time per mini-batch (the report's
  * figure), or -1 with err set (a refusal of its memory). */
 static double variant_time(TpOrder o, TpPolicy p, int W, int N, int K, double limit, const TpZbCosts *zc,
@@ -233,20 +222,15 @@ static gboolean zb_variant_on(TpOrder o, TpPolicy p, int W, int N, int K, double
   if (best_t < 0)
     return FALSE;
   *variant = own;
-  g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func((GDestroyNotify)tp_schedule_free);
-  for (int v = -1; v < TP_ZB_VARIANTS; v++) { /* -1: the heuristic's own, seen first */
-    TpSchedule *one = zb_new(o, p, W, N, 1, limit); /* every mini-batch repeats the first's order */
-    g_ptr_array_add(seen, one);
-    gboolean again = !zb_fill(one, zc, v < 0 ? own : v, NULL);
-    for (guint i = 0; i + 1 < seen->len && !again; i++)
-      again = same_ops(one, g_ptr_array_index(seen, i));
-    if (again || v < 0)
+  int distinct[TP_ZB_VARIANTS], n = tp_order_zb_auto_distinct(zc, N, distinct);
+  for (int i = 0; i < n; i++) {
+    if (distinct[i] == own)
       continue;
-    double t = variant_time(o, p, W, N, k, limit, zc, v, c, err);
+    double t = variant_time(o, p, W, N, k, limit, zc, distinct[i], c, err);
     if (t < 0)
       return FALSE;
     if (t < best_t * (1 - 1e-12))
-      *variant = v, best_t = t;
+      *variant = distinct[i], best_t = t;
   }
   return TRUE;
 }
