@@ -17,7 +17,7 @@ echo "mutants: building a scratch copy in $work"
   make -j"$(nproc)" check TESTS=; } >build.log 2>&1 || { tail -20 build.log; echo "mutants: the copy does not build"; exit 1; }
 survived=0 caught=0 moved=0
 # the control: every test named below passes on the copy as it is (else a "catch" would mean nothing)
-for t in test-zb test-plan test-fuse test-token-train test-profile test-token-layers test-recompute test-train; do
+for t in test-zb test-torch test-plan test-fuse test-token-train test-profile test-token-layers test-recompute test-train; do
   TP_BIN=$work/timeprest TP_SRCDIR=$work timeout 600 "./tests/$t" >/dev/null 2>&1 ||
     { echo "mutants: $t fails without any bug put in: fix that first"; exit 1; }
 done
@@ -51,7 +51,7 @@ mutant() {
   fi
 }
 mutant "zb-h2's W deferral 2s - 1" common/tp_orders.c "defer = h2 ? 2 * st : st" "defer = h2 ? 2 * st - 1 : st" test-zb
-mutant "PyTorch CSV: a step too few between actions" common/tp_torch.c "      t = start[g] + 1;" "      t = start[g];" test-zb
+mutant "PyTorch CSV: a step too few between actions" common/tp_torch.c "      t = start[g] + 1;" "      t = start[g];" test-torch
 mutant "Pareto front keeps a slower plan of equal peak" sim/tp_plan.c "    if (p->sim.peak < best_peak) {" "    if (p->sim.peak <= best_peak) {" test-plan
 mutant "fused forwards one short" common/tp_fuse.c "  for (int j = 1; j < s->N; j++) {" "  for (int j = 1; j < s->N - 1; j++) {" test-fuse
 mutant "a run's counts (train_time and the rest) not restored on resume" train/tp_tally.c "      memcpy(AT(dst, f, char), AT(src, f, const char), scalar_size[f->kind]);" "      ;" test-token-train
