@@ -4,6 +4,7 @@
 #include "tp_data_priv.h"
 #include "tp_backend.h"
 #include "tp_error.h"
+#include "tp_memory.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -303,6 +304,10 @@ gboolean tp_data_open_shaped(const char *spec, const TpDataShape *shape, guint32
   if (spec && g_str_has_prefix(spec, "synthetic")) {
     int ntrain, ntest;
     if (!tp_data_parse_synthetic(spec, "DIR", "samples", &ntrain, &ntest, err))
+      return FALSE;
+    long long dim = (long long)shape->channels * shape->rows * shape->cols;
+    g_autofree char *what = g_strdup_printf("the synthetic data (%d and %d samples of %lld bytes)", ntrain, ntest, dim);
+    if (!tp_memory_check(what, 0, 0, 0, ((long long)ntrain + ntest) * (dim + 1), err))
       return FALSE;
     *train = tp_dataset_synthetic_shaped(ntrain, shape, seed);
     *test = tp_dataset_synthetic_shaped(ntest, shape, seed ^ 0x7e57u);

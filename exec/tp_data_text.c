@@ -5,7 +5,9 @@
 #include "tp_data_priv.h"
 #include "tp_backend.h"
 #include "tp_error.h"
+#include "tp_memory.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 /* ⌊(len − 1) / s⌋ windows of part [text, text + len), window i at a position from (seed, part, i). */
@@ -77,6 +79,18 @@ static GByteArray *read_corpus(const char *path, gboolean default_dir, GError **
                 default_dir ? " (install the fortunes package for the default corpus, or give --data text:FILE)" : "");
     return g_byte_array_unref(all), NULL;
   }
+  /* the corpus, a file's read buffer and the windows cut from it (inputs and labels) at once */
+  long long total = 0;
+  for (guint i = 0; i < files->len; i++) {
+    GStatBuf st;
+    if (g_stat(files->pdata[i], &st) == 0 && st.st_size > 0)
+      total = MIN(total + st.st_size, (long long)TP_TEXT_MAX_BYTES + 1);
+  }
+  g_autofree char *what = g_strdup_printf("the text data %s (%lld bytes)", path, total);
+  if (!tp_memory_check(what, 0, 0, 0, tp_memory_grown(total) + 3 * total, err))
+    return g_byte_array_unref(all), NULL;
+  if (total > 0 && total <= TP_TEXT_MAX_BYTES)
+    g_byte_array_set_size(all, (guint)total), g_byte_array_set_size(all, 0);
   for (guint i = 0; i < files->len; i++) {
     g_autofree char *text = NULL;
     gsize len = 0;
@@ -132,6 +146,11 @@ gboolean tp_data_open_text(const char *spec, const TpDataShape *shape, guint32 s
   if (synthetic) {
     int n[2];
     if (!tp_data_parse_synthetic(spec, "text:FILE", "sequences", &n[0], &n[1], err))
+      return FALSE;
+    /* each part: its bytes, then windows of them (inputs and labels) */
+    long long need = 3 * ((long long)n[0] + n[1]) * s + 2;
+    g_autofree char *what = g_strdup_printf("the synthetic token data (%d and %d sequences of %d tokens)", n[0], n[1], s);
+    if (!tp_memory_check(what, 0, 0, 0, need, err))
       return FALSE;
     *train = tp_dataset_synthetic_tokens(n[0], s, seed, 0);
     *test = tp_dataset_synthetic_tokens(n[1], s, seed, 1);

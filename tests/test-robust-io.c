@@ -94,6 +94,48 @@ static void test_memory_limit(void)
   tpt_rm_tree(root);
 }
 
+/* Data larger than the memory left: refused before it is generated or read, in one line naming
+ * it (it had aborted in GLib's allocator under a ulimit); and a test loss that is not a number
+ * ends the run with exit 1 naming it, instead of a report with "nan" in its JSON. */
+static void test_data_memory(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust-data");
+  g_autofree char *text = g_build_filename(root, "t.txt", NULL), *model = g_build_filename(root, "m.model", NULL);
+  g_autofree char *big = g_strnfill(8 << 20, 'a');
+  g_assert_true(g_file_set_contents(text, big, -1, NULL));
+  const char *cases[][2] = {
+    { "-m mlp --data synthetic:5000000", "the synthetic data (5000000 and 1024 samples of 784 bytes) needs about" },
+    { "-m llama-tiny --data synthetic:2000000", "the synthetic token data (2000000 and 1024 sequences of 128 tokens) "
+                                                "needs about" },
+    { "-m llama-tiny --data text:%s", "t.txt (8388608 bytes) needs about" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *opts = g_strdup_printf(cases[i][0], text);
+    g_autofree char *cmd = g_strdup_printf("TP_MEMORY_LIMIT=20M exec \"$TP\" train %s -w 2 -n 2 -b 8 -k 2 -q", opts);
+    TptRun r = tpt_run_shell(cmd);
+    g_test_message("%s: status %d, stderr: %s", opts, r.status, r.err);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_cmpint(tpt_lines(r.err), ==, 1);
+    g_assert_nonnull(strstr(r.err, cases[i][1]));
+    g_assert_nonnull(strstr(r.err, "allowed by TP_MEMORY_LIMIT"));
+    tpt_run_clear(&r);
+  }
+  g_assert_true(g_file_set_contents(model, "name micro\ntokens 16 256\nembedding 32\nrepeat 2 block heads=2 kv_heads=1 "
+                                    "ffn=64 mlp=swiglu norm=rmsnorm positions=rope theta=10000 eps=1e-5\nrmsnorm eps=1e-5\n"
+                                    "lm_head\ntoken_ce\n", -1, NULL));
+  g_autofree char *json = g_build_filename(root, "r.json", NULL);
+  g_autofree char *cmd = g_strdup_printf("exec \"$TP\" train -m '%s' -k 8 -w 1 -n 1 -b 8 --data synthetic --optimizer "
+                                         "adamw --lr 1000 -q --format json -o '%s'", model, json);
+  TptRun r = tpt_run_shell(cmd);
+  g_test_message("status %d, stderr: %s", r.status, r.err);
+  g_assert_cmpint(r.status, ==, 1);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "the test loss at the end of epoch 1 is NaN"));
+  g_assert_false(g_file_test(json, G_FILE_TEST_EXISTS));
+  tpt_run_clear(&r);
+  tpt_rm_tree(root);
+}
+
 /* The memory a step needs, against TP_MEMORY_LIMIT: a schedule's JSON text counts the power of two
  * its GString grows to (346 MB of text take 512 MB); a comparison where every preset is refused
  * says why for each and fails, instead of printing nothing with exit 0. */
@@ -556,6 +598,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust-io/memory-limit-env", test_memory_limit_env);
   g_test_add_func("/robust-io/fifo-inputs", test_fifo_inputs);
   g_test_add_func("/robust-io/numbers", test_numbers);
+  g_test_add_func("/robust-io/data-memory", test_data_memory);
   g_test_add_func("/robust-io/schedule-digest", test_schedule_digest);
   g_test_add_func("/robust-io/composite-marks", test_composite_marks);
   g_test_add_func("/robust-io/steady-state-text", test_steady_state_text);

@@ -415,6 +415,11 @@ static gboolean end_run(Train *t, int e, GError **err)
   ls /= (double)t->K * t->cfg.batch;
   if (!tp_runtime_evaluate(t->rt, t->test, &acc, &tl, err))
     return FALSE;
+  if (!isfinite(tl)) { /* the training losses were finite: the latest weights give the test set none */
+    g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "the test loss at the end of epoch %d is %s; lower the learning rate "
+                "or check the data", e + 1, isnan(tl) ? "NaN" : "infinite");
+    return FALSE;
+  }
   g_array_append_val(t->res.tally.test_acc, acc);
   g_array_append_val(t->res.tally.test_loss, tl);
   g_array_append_val(t->res.tally.epoch_time, t->res.tally.epoch_wall);
