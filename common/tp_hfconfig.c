@@ -73,6 +73,52 @@ static const char *str_member(JsonObject *o, const char *key)
   return n && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING ? json_node_get_string(n) : NULL;
 }
 
+/* Whether member key is absent or null. */
+static gboolean is_null(Config *c, const char *key)
+{
+  JsonNode *n = json_object_get_member(c->o, key);
+  return !n || JSON_NODE_HOLDS_NULL(n);
+}
+
+/* A member that changes the network, where timeprest builds one value of it: absent or null, or a
+ * string among `ok` (a NULL-ended list; NULL itself: none but null). */
+static gboolean only(Config *c, const char *key, const char *const *ok, const char *want)
+{
+  if (is_null(c, key))
+    return TRUE;
+  const char *v = str_member(c->o, key);
+  for (int i = 0; v && ok && ok[i]; i++)
+    if (!strcmp(v, ok[i]))
+      return TRUE;
+  return missing(c, key, want);
+}
+
+/* A boolean member that changes the network, where timeprest builds the network of `is` only. */
+static gboolean only_bool(Config *c, const char *key, gboolean is, const char *want)
+{
+  gboolean v;
+  if (!bool_member(c, key, is, &v))
+    return FALSE;
+  return v == is || missing(c, key, want);
+}
+
+/* Attention over a window shorter than the context (Mistral's sliding_window, Qwen2's with
+ * use_sliding_window): a network timeprest does not build. */
+static gboolean no_window(Config *c, gint64 ctx, gboolean qwen2)
+{
+  gboolean use = TRUE;
+  if (qwen2 && !bool_member(c, "use_sliding_window", FALSE, &use))
+    return FALSE;
+  gint64 w;
+  if (!use || !int_member(c, "sliding_window", 1, 1 << 30, 1 << 30, &w))
+    return use ? FALSE : TRUE;
+  if (w >= ctx)
+    return TRUE;
+  g_autofree char *want = g_strdup_printf("null, or at least max_position_embeddings %" G_GINT64_FORMAT ": attention "
+                                          "over a window shorter than the context is not modelled", ctx);
+  return missing(c, "sliding_window", want);
+}
+
 /* torch_dtype (dtype in newer configs) as the model's precision: bfloat16, float16, float32 (absent or
  * null: fp32); NULL with *key where it is something else. */
 static const char *precision(Config *c, const char **key)
@@ -101,7 +147,7 @@ static gboolean shape_ok(Config *c, gint64 d, gint64 h, gint64 kv, gint64 hd, co
 }
 
 /* Llama, Mistral and Qwen2 (whose q, k and v projections always have biases). */
-static gboolean llama(Config *c, const char *prec, gboolean qwen2, GString *m)
+static gboolean llama(Config *c, const char *prec, gboolean mistral, gboolean qwen2, GString *m)
 {
   gint64 V, d, f, L, h, kv, hd, ctx;
   double eps, theta;
@@ -110,12 +156,21 @@ static gboolean llama(Config *c, const char *prec, gboolean qwen2, GString *m)
       !int_member(c, "intermediate_size", 1, 1 << 20, -1, &f) ||
       !int_member(c, "num_hidden_layers", 1, TP_MODEL_MAX_LAYERS - 4, -1, &L) ||
       !int_member(c, "num_attention_heads", 1, 1 << 16, -1, &h) ||
-      !int_member(c, "num_key_value_heads", 1, 1 << 16, h, &kv) || !int_member(c, "head_dim", 0, 1 << 16, 0, &hd) ||
+      !int_member(c, "num_key_value_heads", 1, 1 << 16, h, &kv) ||
+      !(hd = 0, is_null(c, "head_dim") || int_member(c, "head_dim", 1, 1 << 16, -1, &hd)) ||
       !int_member(c, "max_position_embeddings", 1, 1 << 20, -1, &ctx) ||
       !num_member(c, "rms_norm_eps", 0, 0.5, 1e-6, &eps) || !num_member(c, "rope_theta", 1, 1e9, 10000, &theta) ||
       !bool_member(c, "tie_word_embeddings", FALSE, &tied) || !bool_member(c, "attention_bias", FALSE, &attn_bias) ||
       !bool_member(c, "mlp_bias", FALSE, &mlp_bias) ||
       !shape_ok(c, d, h, kv, hd, "hidden_size", "num_attention_heads", "num_key_value_heads"))
+    return FALSE;
+  static const char *const silu[] = { "silu", "swish", NULL };
+  double drop;
+  if (!only(c, "hidden_act", silu, "silu or swish: the SwiGLU MLP timeprest builds") ||
+      !only(c, "rope_scaling", NULL, "null: scaled rotary positions are not modelled") ||
+      !num_member(c, "attention_dropout", 0, 1, 0, &drop) ||
+      (drop > 0 && !missing(c, "attention_dropout", "0: attention dropout is not modelled for this model type")) ||
+      (mistral && !no_window(c, ctx, FALSE)) || (qwen2 && !no_window(c, ctx, TRUE)))
     return FALSE;
   char e[G_ASCII_DTOSTR_BUF_SIZE], t[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_dtostr(e, sizeof e, eps), g_ascii_dtostr(t, sizeof t, theta);
@@ -141,6 +196,11 @@ static gboolean gpt2(Config *c, const char *prec, GString *m)
       !num_member(c, "layer_norm_epsilon", 0, 0.5, 1e-5, &eps) ||
       !num_member(c, "resid_pdrop", 0, 1, 0.1, &pdrop) || /* GPT2Config's defaults where absent */
       !shape_ok(c, d, h, h, 0, "n_embd", "n_head", "n_head"))
+    return FALSE;
+  static const char *const tanh_gelu[] = { "gelu_new", "gelu_pytorch_tanh", NULL };
+  if (!only(c, "activation_function", tanh_gelu, "gelu_new or gelu_pytorch_tanh: the tanh GELU timeprest builds") ||
+      !only_bool(c, "scale_attn_weights", TRUE, "true: attention scores are scaled by 1/sqrt(head size)") ||
+      !only_bool(c, "scale_attn_by_inverse_layer_idx", FALSE, "false: scaling by the layer's index is not modelled"))
     return FALSE;
   char e[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_dtostr(e, sizeof e, eps);
@@ -183,7 +243,7 @@ char *tp_model_from_config(const char *json, gsize len, const char *file, GError
   g_autoptr(GString) m = g_string_new(NULL); /* no name line: the reader takes the file's */
   gboolean ok;
   if (type && (!strcmp(type, "llama") || !strcmp(type, "mistral") || !strcmp(type, "qwen2")))
-    ok = llama(&c, prec, strcmp(type, "qwen2") == 0, m);
+    ok = llama(&c, prec, strcmp(type, "mistral") == 0, strcmp(type, "qwen2") == 0, m);
   else if (type && !strcmp(type, "gpt2"))
     ok = gpt2(&c, prec, m);
   else {

@@ -167,6 +167,23 @@ static void test_config_refusals(void)
     { "{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 8, "
       "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"max_position_embeddings\": 8, \"rope_theta\": 0.5}",
       "\"rope_theta\" (a number above 1" },
+#define LLAMA_MIN "\"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 1, " \
+                  "\"num_attention_heads\": 4, \"max_position_embeddings\": 8"
+#define GPT2_MIN "\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, " \
+                 "\"n_positions\": 8"
+    /* fields that ask for another network */
+    { "{\"model_type\": \"llama\", " LLAMA_MIN ", \"hidden_act\": \"gelu\"}", "bad \"hidden_act\" (silu or swish" },
+    { "{\"model_type\": \"llama\", " LLAMA_MIN ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}}",
+      "bad \"rope_scaling\" (null" },
+    { "{\"model_type\": \"llama\", " LLAMA_MIN ", \"head_dim\": 0}", "bad \"head_dim\"" },
+    { "{\"model_type\": \"llama\", " LLAMA_MIN ", \"attention_dropout\": 0.1}", "bad \"attention_dropout\" (0" },
+    { "{\"model_type\": \"mistral\", " LLAMA_MIN ", \"sliding_window\": 4}",
+      "bad \"sliding_window\" (null, or at least max_position_embeddings 8" },
+    { "{\"model_type\": \"qwen2\", " LLAMA_MIN ", \"use_sliding_window\": true, \"sliding_window\": 4}",
+      "bad \"sliding_window\"" },
+    { "{" GPT2_MIN ", \"activation_function\": \"gelu\"}", "bad \"activation_function\" (gelu_new or" },
+    { "{" GPT2_MIN ", \"scale_attn_weights\": false}", "bad \"scale_attn_weights\" (true" },
+    { "{" GPT2_MIN ", \"scale_attn_by_inverse_layer_idx\": true}", "bad \"scale_attn_by_inverse_layer_idx\"" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     GError *err = NULL;
@@ -177,6 +194,19 @@ static void test_config_refusals(void)
     g_assert_nonnull(strstr(err->message, cases[i].want));
     g_assert_null(strchr(err->message, '\n'));
     g_error_free(err);
+  }
+  /* the values that ask for the network these are: read */
+  const char *fine[] = {
+    "{\"model_type\": \"llama\", " LLAMA_MIN ", \"hidden_act\": \"swish\", \"rope_scaling\": null, \"head_dim\": null}",
+    "{\"model_type\": \"mistral\", " LLAMA_MIN ", \"sliding_window\": 8, \"attention_dropout\": 0.0}",
+    "{\"model_type\": \"qwen2\", " LLAMA_MIN ", \"use_sliding_window\": false, \"sliding_window\": 4}",
+    "{" GPT2_MIN ", \"activation_function\": \"gelu_pytorch_tanh\", \"scale_attn_weights\": true}",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(fine); i++) {
+    GError *err = NULL;
+    g_autofree char *t = tp_model_from_config(fine[i], strlen(fine[i]), "c.json", &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(t);
   }
 }
 
