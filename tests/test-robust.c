@@ -6,6 +6,7 @@
 #include "tp_test_robust.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -112,6 +113,46 @@ static void test_negative_running_variance(void)
   tpt_rm_tree(root);
 }
 
+/* Resealed state with a number no run holds: a weight NaN or infinite, an AdamW second moment
+ * negative: refused on resuming, naming the stage, the kind and the index. */
+static void test_state_not_finite(void)
+{
+  g_autofree char *root = tpt_tmp_dir("tp-robust-state");
+  g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  const char *opts[] = { "--optimizer", "adamw", "-k", "2", "--checkpoint-every", "1", "--checkpoint", dir, NULL };
+  TptRun s = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
+                                     "--stop-after", "1", NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  g_autofree char *good = NULL;
+  g_assert_true(g_file_get_contents(ini, &good, NULL, NULL));
+  g_autoptr(GKeyFile) k = g_key_file_new();
+  g_assert_true(g_key_file_load_from_data(k, good, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
+  guint64 np = g_key_file_get_uint64(k, "position", "params_1", NULL);
+  g_autofree char *state = g_build_filename(dir, name, NULL), *bytes = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(state, &bytes, &len, NULL));
+  struct { guint64 at; float v; const char *want; } cases[] = {
+    { 0, NAN, "stage 1's weight 0 is NaN" },
+    { 3, INFINITY, "stage 1's weight 3 is infinite" },
+    { np + 2, NAN, "stage 1's optimizer state 2 is NaN" },
+    { 2 * np + 5, -1.0f, "stage 1's optimizer state 5 is negative (a checkpoint holds finite numbers, AdamW's second" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *b = g_memdup2(bytes, len);
+    memcpy(b + cases[i].at * 4, &cases[i].v, 4);
+    g_assert_true(g_file_set_contents(state, b, (gssize)len, NULL));
+    g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)b, len);
+    g_assert_true(g_file_set_contents(ini, good, -1, NULL));
+    edit_ini(dir, "state_sha256", sha);
+    TptRun r = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], "--resume", dir, NULL });
+    assert_refused(&r, cases[i].want);
+    tpt_run_clear(&r);
+  }
+  tpt_rm_tree(root);
+}
+
 /* Every key of a resealed checkpoint is checked for meaning: exit 2, one line naming the key. */
 static void test_edited_checkpoint(void)
 {
@@ -124,6 +165,11 @@ static void test_edited_checkpoint(void)
     { "seed", "77" },     { "loss_sum", "1;2" }, { "correct", "1;2;3;4;5;6;7" }, { "test_accuracy", "0.5" },
     { "elapsed", "-1" },  { "mismatched_reads", "-3" }, { "epoch_wall", "nan" }, { "params_1", "12" },
     { "state_bytes", "12" },
+    /* values that say nothing a run holds, each in its place */
+    { "loss_sum", "nan;1;1;1" }, { "loss_sum", "-5;1;1;1" }, { "update_time", "inf;1;1;1" },
+    { "correct", "-1;1;1;1" },   { "correct", "33;1;1;1" },  { "samples", "127" },      { "samples", "1e20" },
+    { "seed", "4294967297" },    { "versions_match", "false" }, { "log", "garbage" },
+    { "log", "epoch,mini_batch,time,loss,accuracy,test\\n1,10,0.5,2.0,0.5,1" },
   };
   g_autofree char *root = tpt_tmp_dir("tp-robust");
   g_autofree char *dir = make_checkpoint(root);
@@ -379,6 +425,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robust/edited-checkpoint", test_edited_checkpoint);
   g_test_add_func("/robust/old-schedule-digest", test_old_schedule_digest);
   g_test_add_func("/robust/negative-running-variance", test_negative_running_variance);
+  g_test_add_func("/robust/state-not-finite", test_state_not_finite);
   g_test_add_func("/robust/directory-lock", test_directory_lock);
   g_test_add_func("/robust/local-under-mpirun", test_local_under_mpirun);
   g_test_add_func("/robust/not-regular", test_not_regular);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -382,6 +383,25 @@ static gsize range_bytes(const TpCheckpoint *c, int lo, int hi)
 
 /* One state file, holding stages lo..hi-1, checked against its sha256; the stages of c->lo..c->hi-1
  * among them decoded into c. */
+/* Stage s's state as read: every weight, optimizer state and buffer finite, AdamW's second moments
+ * (the second half of its states) not negative. */
+static gboolean state_meaningful(const TpCheckpoint *c, int s, const char *path, GError **err)
+{
+  const float *src[3] = { c->weights[s], c->mom[s], c->buf[s] };
+  const size_t len_of[3] = { c->np[s], c->np[s] * c->states, c->nb[s] };
+  static const char *const name[3] = { "weight", "optimizer state", "buffer" };
+  for (int h = 0; h < 3; h++)
+    for (size_t i = 0; i < len_of[h]; i++) {
+      gboolean second = h == 1 && c->states == 2 && i >= c->np[s];
+      if (isfinite(src[h][i]) && !(second && src[h][i] < 0))
+        continue;
+      return bad(err, path, "stage %d's %s %zu is %s (a checkpoint holds finite numbers%s)", s + 1, name[h],
+                 second ? i - c->np[s] : i, isnan(src[h][i]) ? "NaN" : isinf(src[h][i]) ? "infinite" : "negative",
+                 second ? ", AdamW's second moments 0 or more" : "");
+    }
+  return TRUE;
+}
+
 static gboolean read_state_file(const char *dir, const char *name, const char *want, int lo, int hi, TpCheckpoint *c,
                                 GError **err)
 {
@@ -408,6 +428,8 @@ static gboolean read_state_file(const char *dir, const char *name, const char *w
         guint32 u = GUINT32_FROM_LE(*q);
         memcpy(&dst[h][i], &u, 4);
       }
+    if (wanted && !state_meaningful(c, s, path, err))
+      return FALSE;
   }
   return TRUE;
 }
@@ -505,8 +527,12 @@ static gboolean read_into(const char *dir, const char *meta, gsize meta_len, int
   const char *ik[] = { "generation", "epoch", "index", "done", "data_epoch", "data_index" };
   for (size_t i = 0; i < G_N_ELEMENTS(iv) && !e; i++)
     *iv[i] = g_key_file_get_integer(k, ig[i], ik[i], &e), which = ik[i];
+  guint64 seed = 0;
   if (!e)
-    c->seed = (guint32)g_key_file_get_uint64(k, "position", "seed", &e), which = "seed";
+    seed = g_key_file_get_uint64(k, "position", "seed", &e), which = "seed";
+  if (!e && seed > G_MAXUINT32)
+    return bad(err, path, "seed=%" G_GUINT64_FORMAT " is not a seed (0 to %u)", seed, G_MAXUINT32);
+  c->seed = (guint32)seed;
   if (!e)
     c->elapsed = g_key_file_get_double(k, "results", "elapsed", &e), which = "elapsed";
   gboolean ok = !e && tp_tally_get(&c->tally, k, "results", FALSE, &which);

@@ -141,7 +141,25 @@ gboolean tp_tally_get(TpTally *t, GKeyFile *k, const char *group, gboolean lists
   return TRUE;
 }
 
-char *tp_tally_check(const TpTally *t, int runs, int index)
+/* NULL when every value of list field f is a count or a number it may hold, else a line naming it. */
+static char *list_check(const Field *f, const GArray *a, int most_correct)
+{
+  for (guint i = 0; i < a->len; i++) {
+    if (f->kind == T_INTS) {
+      int v = g_array_index(a, int, i);
+      if (v < 0 || v > most_correct)
+        return g_strdup_printf("%s value %u is %d, not a count from 0 to %d (the labels of a mini-batch)", f->key,
+                               i + 1, v, most_correct);
+      continue;
+    }
+    double v = g_array_index(a, double, i), hi = strcmp(f->key, "test_accuracy") == 0 ? 1 : G_MAXDOUBLE;
+    if (!(isfinite(v) && v >= 0 && v <= hi))
+      return g_strdup_printf("%s value %u is not a finite number from 0%s", f->key, i + 1, hi == 1 ? " to 1" : " up");
+  }
+  return NULL;
+}
+
+char *tp_tally_check(const TpTally *t, int runs, int index, int K, int batch, int labels)
 {
   for (size_t i = 0; i < G_N_ELEMENTS(fields); i++) {
     const Field *f = &fields[i];
@@ -150,6 +168,16 @@ char *tp_tally_check(const TpTally *t, int runs, int index)
     guint want = (guint)(f->per_run ? runs : index);
     if (IS_LIST(f) && (*AT(t, f, GArray *const))->len != want)
       return g_strdup_printf("%s holds %u values, the position says %u", f->key, (*AT(t, f, GArray *const))->len, want);
+    char *bad = IS_LIST(f) ? list_check(f, *AT(t, f, GArray *const), batch * labels) : NULL;
+    if (bad)
+      return bad;
   }
+  double samples = ((double)runs * K + index) * batch;
+  if (t->samples != samples)
+    return g_strdup_printf("samples is %.17g, the position says %.17g (%d mini-batches of %d)", t->samples, samples,
+                           runs * K + index, batch);
+  if (t->versions_match != (t->mismatched == 0))
+    return g_strdup_printf("versions_match is %s with %ld mismatched_reads", t->versions_match ? "true" : "false",
+                           t->mismatched);
   return NULL;
 }

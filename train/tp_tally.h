@@ -29,9 +29,11 @@ void tp_tally_put(const TpTally *t, GKeyFile *k, const char *group);
  * *which the key missing or malformed. */
 gboolean tp_tally_get(TpTally *t, GKeyFile *k, const char *group, gboolean lists, const char **which);
 
-/* NULL when t fits a position of `runs` runs complete and `index` mini-batches into the next (one
- * value per run, one per mini-batch done; every number finite and at least 0), else a line naming
- * the first field that does not. */
-char *tp_tally_check(const TpTally *t, int runs, int index);
+/* NULL when t fits a position of `runs` runs of K mini-batches complete and `index` mini-batches into
+ * the next, of `batch` samples with `labels` labels each: one value per run, one per mini-batch done;
+ * every number finite and at least 0 (an accuracy at most 1, a mini-batch's correct labels at most
+ * batch · labels); the samples those mini-batches hold; versions_match true exactly where no read
+ * mismatched.  Else a line naming the first field that does not. */
+char *tp_tally_check(const TpTally *t, int runs, int index, int K, int batch, int labels);
 
 #endif

@@ -56,6 +56,34 @@ static void run_identity(const Train *t, TpCheckpoint *c)
   tp_checkpoint_identity(c, &id);
 }
 
+/* NULL when log is the training log of `runs` runs of K mini-batches (log_run's rows: their
+ * mini-batches and test flags, losses and times finite and 0 or more, accuracies from 0 to 1), else
+ * a line saying where it is not. */
+static char *log_check(const char *log, int runs, int K)
+{
+  if (runs == 0)
+    return strcmp(log, TP_TRAINLOG_HEADER "\n") == 0 ? NULL : g_strdup("log is not the header alone (no run is complete)");
+  GError *e = NULL;
+  g_autoptr(TpTrainLog) l = tp_trainlog_parse(log, "log", &e);
+  g_autoptr(GArray) rows = l ? tp_trainlog_rows(l, "log", &e) : NULL;
+  if (!rows) {
+    char *why = g_strdup_printf("log is not a training log (%s)", e->message);
+    g_error_free(e);
+    return why;
+  }
+  int every = MAX(1, K / 10), per_run = (K - 1) / every + 1;
+  if (rows->len != (guint)(runs * per_run))
+    return g_strdup_printf("log holds %u rows, %d runs of %d mini-batches give %d", rows->len, runs, K, runs * per_run);
+  for (guint r = 0; r < rows->len; r++) {
+    const TpTrainLogRow *x = &g_array_index(rows, TpTrainLogRow, r);
+    int e0 = (int)(r / per_run), i = (int)(r % per_run), mb = i + 1 < per_run ? e0 * K + (i + 1) * every : (e0 + 1) * K;
+    if (x->mini_batch != mb || x->test != (i + 1 == per_run) || !(x->loss >= 0) || !(x->time >= 0) ||
+        !(x->accuracy >= 0 && x->accuracy <= 1))
+      return g_strdup_printf("log row %u is not the row of mini-batch %d of the run", r + 1, mb);
+  }
+  return NULL;
+}
+
 /* The position and results of checkpoint c checked for meaning against this run (a checkpoint whose
  * seal was recomputed after an edit passes its integrity check): every key in range, the position a
  * segment boundary, the counts and the data position agreeing with it.  One line naming the key. */
@@ -95,7 +123,9 @@ static gboolean check_position(const Train *t, const TpCheckpoint *c, const char
 #undef BAD
   g_autofree char *bad = !isfinite(c->elapsed) || c->elapsed < 0
                            ? g_strdup("elapsed is not a finite number of 0 or more")
-                           : tp_tally_check(&c->tally, c->epoch, c->index);
+                           : tp_tally_check(&c->tally, c->epoch, c->index, K, t->cfg.batch, t->train->label_dim);
+  if (!bad)
+    bad = log_check(c->log, c->epoch, K);
   if (bad)
     g_set_error(err, TP_ERROR, TP_ERROR_PARAM_RESUME, "%s/%s: %s", dir, TP_CHECKPOINT_INI, bad);
   return !bad;
