@@ -169,7 +169,7 @@ static void dress(TpCost *c, gconstpointer data)
 {
   const Dress *d = data;
   if (d->cluster)
-    tp_layout_links(c, d->cluster, d->D, d->T);
+    tp_layout_links(c, d->cluster, d->D, d->T, d->s->rank_seq ? d->s->map : TP_MAP_NONE, tp_schedule_ranks(d->s));
   tp_cost_place_chunks(c, d->s);
   tp_cost_data_parallel(c, d->D, d->o->overlap_allreduce);
   if (d->D * d->T > 1) /* every replica's and tensor rank's GPU, a worker of chunks one */

@@ -297,7 +297,8 @@ static void add_tie(const TpAnalytic *a, TpCost *cost)
   gboolean one_device = a->device[0] == a->device[h] && !(c && c->any_count && c->n == 1); /* not a GPU each */
   double t = 0, bw = a->link_bandwidth, lat = a->link_latency;
   long group = (long)MAX(a->replicas, 1) * MAX(a->tensor, 1), gpn = c ? MAX(c->gpus_per_node, 1) : 1;
-  if (c && group > 1 && h * group / gpn != 0) /* on another node than stage 1, as tp_layout_links places them */
+  if (c && (group > 1 || tp_layout_nodes_differ(c)) && h * group / gpn != 0) /* on another node than stage 1, as
+                                                                           tp_layout_links places them */
     bw = tp_layout_network_share(c, (int)MIN(group, gpn)), lat = c->network_latency;
   if (!one_device && bw > 0)
     t = tp_allreduce_ring(2, a->tab.tied_bytes, bw, lat);

@@ -9,11 +9,16 @@
 
 #include "tp_cluster.h"
 #include "tp_cost.h"
+#include "tp_schedule.h"
 
+/* Whether c's network between nodes differs from its GPU link (where it does not, a stage's nodes
+ * do not matter). */
+gboolean tp_layout_nodes_differ(const TpCluster *c);
 /* The data-parallel links of cost (made if it has none) for D replicas, and the pipeline's links
- * where consecutive stages sit on different nodes (only with D x T > 1: a single pipeline keeps the
- * cluster's link). */
-void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T);
+ * where consecutive stages sit on different nodes (a single pipeline on a cluster whose network is
+ * its link keeps the cost's links).  Stages are placed by worker: with map (not TP_MAP_NONE)
+ * the W stages are chunks of R workers, a worker's chunks on its GPUs, sharing its links. */
+void tp_layout_links(TpCost *cost, const TpCluster *c, int D, int T, TpChunkMap map, int R);
 /* Bytes/s one GPU of a group of `gpus` sees across nodes: its node's network shared by the group's
  * GPUs there, never more than the link between two GPUs. */
 double tp_layout_network_share(const TpCluster *c, int gpus);

@@ -42,6 +42,6 @@ void tp_plan_tensor(const TpPlan *p, TpAnalytic *a) { tp_analytic_tensor(a, p->T
 void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c)
 {
   if (r->cluster)
-    tp_layout_links(c, r->cluster, MAX(p->D, 1), MAX(p->T, 1));
+    tp_layout_links(c, r->cluster, MAX(p->D, 1), MAX(p->T, 1), TP_MAP_NONE, c->W);
   tp_cost_data_parallel(c, p->D, r->overlap_allreduce);
 }

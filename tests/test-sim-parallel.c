@@ -167,15 +167,51 @@ static void test_layout(void)
   g_assert_no_error(err);
   g_assert_true(cl->any_count);
   g_autoptr(TpCost) in = dp_cost(1, FALSE, "");
-  tp_layout_links(in, cl, 2, 2);
+  tp_layout_links(in, cl, 2, 2, TP_MAP_NONE, 2);
   g_assert_cmpfloat(in->dp->bandwidth[0], ==, cl->link_bandwidth);
   g_assert_cmpfloat(in->link[0].bandwidth, ==, 1e10); /* stages 1 and 2 on one node: the cost's link */
   g_autoptr(TpCost) across = dp_cost(1, FALSE, "");
-  tp_layout_links(across, cl, 2, 8);
+  tp_layout_links(across, cl, 2, 8, TP_MAP_NONE, 2);
   g_assert_cmpfloat(across->dp->bandwidth[1], ==, cl->network_bandwidth / 8);
   g_assert_cmpfloat(across->dp->latency[1], ==, cl->network_latency);
   g_assert_cmpfloat(across->link[0].bandwidth, ==, cl->network_bandwidth / 8);
   g_assert_cmpint(across->dp->link[0], !=, across->dp->link[1]);
+}
+
+/* One pipeline on a cluster of nodes: stages 8 and 9 of 16 sit on two nodes, their link is the
+ * network's (it had been the GPU link); a list of devices, which has no nodes, keeps the cost's.
+ * Chunks are placed by worker: 4 chunks of 2 workers (round robin) and 3 replicas, 6 GPUs of one
+ * node, reduce on NVLink, a worker's chunks on its link. */
+static void test_layout_workers(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpCluster) cl = tp_cluster_load("dgx-a100", &err);
+  g_autoptr(TpCluster) list = tp_cluster_load("C", &err);
+  g_assert_no_error(err);
+  const char *text = "[stages]\nforward = 0.01\nbackward = 0.02\nweight_bytes = 4e8\n[links]\nlatency = 1e-5\n"
+                     "bandwidth = 1e10\n";
+  g_autoptr(TpCost) one = tp_cost_parse(text, strlen(text), "w.cost", 16, &err);
+  g_autoptr(TpCost) flat = tp_cost_parse(text, strlen(text), "w.cost", 4, &err);
+  g_assert_no_error(err);
+  tp_layout_links(one, cl, 1, 1, TP_MAP_NONE, 16);
+  tp_layout_links(flat, list, 1, 1, TP_MAP_NONE, 4);
+  for (int s = 0; s < 15; s++) {
+    g_assert_cmpfloat(one->link[s].bandwidth, ==, s == 7 ? cl->network_bandwidth : 1e10);
+    g_assert_cmpfloat(one->link[s].latency, ==, s == 7 ? cl->network_latency : 1e-5);
+  }
+  for (int s = 0; s < 3; s++)
+    g_assert_cmpfloat(flat->link[s].bandwidth, ==, 1e10);
+  g_assert_null(one->dp);
+  g_autoptr(TpCost) ch = tp_cost_parse(text, strlen(text), "w.cost", 4, &err);
+  g_assert_no_error(err);
+  tp_layout_links(ch, cl, 3, 1, TP_MAP_ROUND_ROBIN, 2);
+  g_assert_cmpint(ch->dp->link[0], ==, ch->dp->link[2]);
+  g_assert_cmpint(ch->dp->link[1], ==, ch->dp->link[3]);
+  g_assert_cmpint(ch->dp->link[0], !=, ch->dp->link[1]);
+  for (int s = 0; s < 4; s++) {
+    g_assert_cmpfloat(ch->dp->bandwidth[s], ==, cl->link_bandwidth);
+    g_assert_cmpfloat(s < 3 ? ch->link[s].bandwidth : 1e10, ==, 1e10);
+  }
 }
 
 /* Korthikanti et al. (2022), per sample of a GPT block at 16 bits: s·h·(10 + 24/t + 5as/(ht)) bytes,
@@ -204,7 +240,7 @@ static void test_tensor_activations(void)
 
 static void dress_replicas(TpCost *c, gconstpointer data)
 {
-  tp_layout_links(c, data, 8, 8);
+  tp_layout_links(c, data, 8, 8, TP_MAP_NONE, c->W);
   tp_cost_data_parallel(c, 8, FALSE);
 }
 
@@ -314,6 +350,7 @@ int main(int argc, char **argv)
   g_test_add_func("/parallel/overlap", test_overlap);
   g_test_add_func("/parallel/replay-early", test_replay_early);
   g_test_add_func("/parallel/layout", test_layout);
+  g_test_add_func("/parallel/layout-workers", test_layout_workers);
   g_test_add_func("/parallel/tensor-activations", test_tensor_activations);
   g_test_add_func("/parallel/fit-replicas", test_fit_replicas);
   g_test_add_func("/parallel/plan-devices", test_plan_devices);
