@@ -355,9 +355,12 @@ static gboolean gen_finish(Gen *g, GError **err)
 {
   TpSchedule *s = g->s;
   long total = tp_schedule_n_ops(s), at = 0;
-  double *start = g_new(double, total), *end = g_new(double, total);
-  gboolean ok = TRUE;
-  for (int st = 0; st < g->W; st++) {
+  double *start = g_try_new(double, total), *end = g_try_new(double, total);
+  gboolean ok = start && end;
+  if (!ok)
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "W=%d, N=%d, K=%d: the order fixed on the costs does not fit in "
+                "memory (%ld operations' times)", s->W, s->N, s->K, total);
+  for (int st = 0; ok && st < g->W; st++) {
     if (tp_stage_len(s, st) != g->cap) {
       g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "costed order stalled at stage %d (a bug)", st + 1);
       ok = FALSE;
@@ -390,9 +393,10 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, the schedule has %d", c->W, W);
     return NULL;
   }
-  /* on top of generating: each operation's start and end twice (32 B), arrivals, queued messages */
+  /* on top of generating: each operation's start and end twice (32 B), arrivals, queued messages, and
+   * the times it hands on and the validation's replay and index (48 B more) */
   long long ops = W * tp_stage_ops_count(o, N, K);
-  if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 48, err))
+  if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 96, err))
     return NULL;
   Gen g;
   gen_init(&g, o, p, W, N, K, recompute, c);

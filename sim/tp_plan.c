@@ -1,6 +1,7 @@
 /* tp_plan.c — the plan search: candidates, bounds, pruning, simulation on a thread pool (ranking,
  * the Pareto front and the explanation of the top choice: tp_plan_rank.c). */
 #include "tp_plan.h"
+#include "tp_memory.h"
 #include "tp_layout.h"
 #include "tp_costed.h"
 #include "tp_fit.h"
@@ -357,14 +358,35 @@ static void evaluate(gpointer data, gpointer user)
   tp_analytic_free(a);
 }
 
+/* Workers taking items in turn: this thread and up to threads − 1 more (fewer where a thread cannot
+ * start: nothing waits on one that never ran). */
+typedef struct {
+  GPtrArray *items;
+  const Job *job;
+  gint next;
+} Pool;
+
+static gpointer pool_worker(gpointer data)
+{
+  Pool *w = data;
+  for (guint i; (i = (guint)g_atomic_int_add(&w->next, 1)) < w->items->len;)
+    evaluate(w->items->pdata[i], (gpointer)w->job);
+  return NULL;
+}
+
 static void run_pool(GPtrArray *items, const Job *job, int threads)
 {
-  if (!items->len)
-    return;
-  GThreadPool *pool = g_thread_pool_new(evaluate, (gpointer)job, MAX(threads, 1), TRUE, NULL);
-  for (guint i = 0; i < items->len; i++)
-    g_thread_pool_push(pool, items->pdata[i], NULL);
-  g_thread_pool_free(pool, FALSE, TRUE);
+  /* under an address-space limit every thread's stack and heap count there: one thread */
+  int n = tp_memory_address_limited() ? 1 : (int)MIN((guint)MAX(threads, 1), MAX(items->len, 1));
+  Pool w = { .items = items, .job = job };
+  GThread **t = g_new0(GThread *, n);
+  for (int i = 1; i < n; i++)
+    t[i] = g_thread_try_new("plan", pool_worker, &w, NULL);
+  pool_worker(&w);
+  for (int i = 1; i < n; i++)
+    if (t[i])
+      g_thread_join(t[i]);
+  g_free(t);
 }
 
 static int compare_bound(gconstpointer a, gconstpointer b)
@@ -590,6 +612,10 @@ static void search(const TpPlanRequest *r, TpPlanResult *res, int threads)
 TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
 {
   if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
+    return NULL;
+  /* the least a search holds: the program, its candidates' table and a small simulation (as
+   * tp_sim_bytes counts them) */
+  if (!tp_memory_check("planning", 0, 0, 0, 16LL << 20, err))
     return NULL;
   if (!replicas_check(r, err))
     return NULL;
