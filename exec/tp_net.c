@@ -322,6 +322,22 @@ gboolean tp_net_set_group(TpNet *net, int samples, GError **err)
 
 /* Scratch buffers and workspace for `batch` samples (and the avgpool_to matrices and the running
  * statistics, once). */
+/* The convolutions' and bottlenecks' workspace for batch samples (floats). */
+static size_t workspace(const TpNet *net, int batch)
+{
+  size_t work = 0;
+  for (int i = 0; i < net->n; i++)
+    if (net->layers[i].d.kind == TP_LAYER_CONV)
+      work = MAX(work, net->be->iface->conv_workspace(net->be, &net->layers[i].win, batch));
+  return MAX(work, tp_net_res_workspace(net, batch));
+}
+
+size_t tp_net_scratch_floats(const TpNet *net, int batch)
+{
+  return 2 * net->max_elems * (size_t)batch + workspace(net, batch) + tp_net_token_scratch(net, batch) +
+         tp_net_res_scratch(net, batch);
+}
+
 static gboolean reserve(TpNet *net, int batch, GError **err)
 {
   if (!ensure_stats(net, err))
@@ -333,11 +349,7 @@ static gboolean reserve(TpNet *net, int batch, GError **err)
   if (batch <= net->cap)
     return TRUE;
   release_scratch(net);
-  size_t work = 0;
-  for (int i = 0; i < net->n; i++)
-    if (net->layers[i].d.kind == TP_LAYER_CONV)
-      work = MAX(work, net->be->iface->conv_workspace(net->be, &net->layers[i].win, batch));
-  work = MAX(work, tp_net_res_workspace(net, batch));
+  size_t work = workspace(net, batch);
   for (int i = 0; i < 2; i++)
     if (!(net->buf[i] = net->be->iface->alloc(net->be, net->max_elems * batch, err)))
       return FALSE;

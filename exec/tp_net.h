@@ -41,6 +41,9 @@ gboolean tp_net_check_trainable(const TpModel *m, GError **err);
  * tp_net_check_model, and an empty or out-of-range layer range is a TP_ERROR_INPUT. */
 TpNet *tp_net_new(const TpModel *m, int first, int last, const TpBackend *be, GError **err);
 void tp_net_free(TpNet *net);
+/* The scratch floats net holds once it has run batch samples (its buffers between layers and its
+ * layers' workspaces; kept for later calls of as many). */
+size_t tp_net_scratch_floats(const TpNet *net, int batch);
 
 const TpBackend *tp_net_backend(const TpNet *net);
 size_t tp_net_n_params(const TpNet *net);             /* floats in a weight version (= grads, momentum) */

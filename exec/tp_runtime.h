@@ -205,6 +205,10 @@ gboolean tp_runtime_run(TpRuntime *rt, const TpSchedule *s, const int *const *id
 /* Test-set accuracy and mean loss with every stage's latest weights: inference through the stages
  * in turn, in the calling thread. */
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err);
+/* Bytes an evaluation adds to a run of model m split at bounds into W stages whose operations run
+ * batch samples at most: its chunks' scratch in every stage (kept after it), their inputs, outputs
+ * and labels. */
+long long tp_runtime_eval_bytes(const TpModel *m, const int *bounds, int W, int batch, const TpBackend *be);
 
 /* One stage's profiled times. */
 typedef struct {

@@ -14,12 +14,44 @@
  * are context × vocabulary floats), so that a chunk's buffers stay near 2^24 floats each. */
 enum { EVAL_CHUNK_MOST = 256, EVAL_CHUNK_FLOATS = 1 << 24 };
 
-static size_t max_width(const TpRuntime *rt)
+static size_t nets_width(TpNet *const *net, int W)
 {
   size_t w = 1;
-  for (int s = 0; s < rt->W; s++)
-    w = MAX(w, MAX(tp_net_in_elems(rt->st[s].net), tp_net_out_elems(rt->st[s].net)));
+  for (int s = 0; s < W; s++)
+    w = MAX(w, MAX(tp_net_in_elems(net[s]), tp_net_out_elems(net[s])));
   return w;
+}
+
+static size_t max_width(const TpRuntime *rt)
+{
+  g_autofree TpNet **net = g_new(TpNet *, rt->W);
+  for (int s = 0; s < rt->W; s++)
+    net[s] = rt->st[s].net;
+  return nets_width(net, rt->W);
+}
+
+static int eval_chunk(size_t width) { return (int)CLAMP(EVAL_CHUNK_FLOATS / width, 1, EVAL_CHUNK_MOST); }
+
+long long tp_runtime_eval_bytes(const TpModel *m, const int *bounds, int W, int batch, const TpBackend *be)
+{
+  TpNet **net = g_new0(TpNet *, W);
+  long long bytes = 0;
+  gboolean ok = TRUE;
+  for (int s = 0; s < W && ok; s++)
+    ok = (net[s] = tp_net_new(m, bounds[s], bounds[s + 1], be, NULL)) != NULL;
+  if (ok) {
+    size_t width = nets_width(net, W);
+    int chunk = eval_chunk(width), b = MIN(chunk, MAX(batch, 1));
+    for (int s = 0; s < W; s++) /* each stage's scratch grows to a chunk's, and stays */
+      bytes += 4 * (long long)(tp_net_scratch_floats(net[s], chunk) - MIN(tp_net_scratch_floats(net[s], b),
+                                                                            tp_net_scratch_floats(net[s], chunk)));
+    bytes += 4 * (long long)chunk * (2 * (long long)width + MAX(m->context, 1)); /* a chunk in and out, its labels */
+  }
+  for (int s = 0; s < W; s++)
+    if (net[s])
+      tp_net_free(net[s]);
+  g_free(net);
+  return bytes;
 }
 
 /* One stage's inference on n samples: host in → host out (through the stage's device buffers
@@ -39,7 +71,7 @@ static gboolean eval_stage(TpRuntime *rt, int s, float **dev, const float *in, i
 gboolean tp_runtime_evaluate(TpRuntime *rt, const TpDataset *test, double *accuracy, double *loss, GError **err)
 {
   size_t width = max_width(rt);
-  const int chunk = (int)CLAMP(EVAL_CHUNK_FLOATS / width, 1, EVAL_CHUNK_MOST);
+  const int chunk = eval_chunk(width);
   float **dev = g_new0(float *, 2 * (size_t)rt->W); /* device stages' input and output buffers */
   gboolean ok = TRUE;
   for (int s = 0; s < rt->W && ok; s++)

@@ -330,6 +330,7 @@ static gboolean check_memory(Train *t, const TpBackend *be, GError **err)
   int threads = (tp_group_per_stage(t->group) ? 1 : D * t->W + D - 1) + 1 + MAX(c->threads - 1, 0); /* and the
                                                                                                   replicas' */
   need += tp_backend_threads_address_bytes(be, threads);
+  need += tp_runtime_eval_bytes(t->model, t->bounds, t->W, tp_train_replica_batch(t), be); /* the test set's */
   g_autofree char *what = g_strdup_printf("training %s with mini-batches of %d", t->model->name, c->batch);
   if (!tp_memory_check(what, t->W, t->N, t->K, need, err))
     return FALSE;
