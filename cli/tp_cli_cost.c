@@ -243,8 +243,8 @@ static TpCost *cost_build(const Dress *d, GError **err)
   g_autoptr(TpAnalytic) a = tp_analytic_new_on(m, c, prof, s->W, s->N, batch, TRUE, err);
   if (!a || (s->rank_seq && !tp_analytic_place(a, s, err)))
     return NULL;
-  a->optimizer_states = 1 + adamw, a->replicas = D, a->recompute = s->recompute;
-  tp_analytic_tensor(a, T);
+  a->optimizer_states = 1 + adamw, a->recompute = s->recompute;
+  tp_analytic_parallel(a, D, T);
   g_autofree int *counts = NULL;
   if (o->split) {
     counts = g_new(int, s->W);

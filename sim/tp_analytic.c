@@ -22,6 +22,7 @@ void tp_analytic_free(TpAnalytic *a)
     return;
   g_free(a->bounds);
   g_free(a->device);
+  g_free(a->group_memory);
   g_free(a->reserve);
   g_free(a->tab.fwd_prefix);
   g_free(a->tab.bwd_prefix);
@@ -139,6 +140,42 @@ void tp_analytic_tensor(TpAnalytic *a, int T)
     return;
   a->tensor = T;
   fill_prefixes(a, a->profile ? tp_profile_size_index(a->profile, (int)(a->batch / a->N)) : -1);
+}
+
+/* The seconds a forward of the whole model takes on device d, micro-batch samples at a time. */
+static double model_time(const TpAnalytic *a, const TpDevice *d)
+{
+  double t = 0;
+  for (int i = 0; i < tp_model_n_layers(a->model); i++)
+    t += tp_layer_time(tp_model_layer(a->model, i), d, a->model->elem_bytes, a->micro, FALSE);
+  return t;
+}
+
+void tp_analytic_parallel(TpAnalytic *a, int D, int T)
+{
+  a->replicas = D;
+  const TpCluster *c = a->cluster;
+  long group = (long)MAX(D, 1) * MAX(T, 1);
+  if (!a->profile && c && !c->any_count && c->n > 1 && group > 1) {
+    g_free(a->group_memory);
+    a->group_memory = g_new(double, a->W);
+    for (int s = 0; s < a->W; s++) {
+      long first = a->device[s] * group; /* the stage's rank (its device before) x its GPUs */
+      int slowest = (int)MIN(first, c->n - 1);
+      double most = -1, least = c->dev[slowest].memory;
+      for (long g = first; g < first + group && g < c->n; g++) {
+        double t = model_time(a, &c->dev[g]);
+        if (t > most)
+          most = t, slowest = (int)g;
+        least = MIN(least, c->dev[g].memory);
+      }
+      a->device[s] = slowest, a->group_memory[s] = least;
+    }
+  }
+  if (T > 1)
+    tp_analytic_tensor(a, T);
+  else if (a->group_memory)
+    fill_prefixes(a, -1);
 }
 
 TpAnalytic *tp_analytic_new(const TpModel *m, const TpCluster *c, int W, int N, long batch, GError **err)
@@ -360,7 +397,7 @@ gboolean tp_analytic_split(TpAnalytic *a, const int *counts, const int *acts, co
 
 double tp_analytic_capacity(const TpAnalytic *a, int s)
 {
-  double own = a->profile ? a->profile->memory : a->cluster->dev[a->device[s]].memory;
+  double own = a->profile ? a->profile->memory : a->group_memory ? a->group_memory[s] : a->cluster->dev[a->device[s]].memory;
   double whole = a->cap > 0 && (own <= 0 || a->cap < own) ? a->cap : own;
   /* the stages that share a memory share it evenly: a profile's machine holds every stage (its cores
    * are no memories of their own), a cluster's device the stages placed on it */

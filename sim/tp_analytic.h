@@ -49,7 +49,9 @@ typedef struct {
   long batch;   /* samples per mini-batch */
   double micro; /* samples per micro-batch (batch / N) */
   int *bounds;  /* [W+1]: stage s has layers [bounds[s], bounds[s+1]) */
-  int *device;  /* [W]: the device (cluster worker, or processor for a profile) stage s runs on */
+  int *device;  /* [W]: the device (cluster worker, or processor for a profile) stage s runs on; with
+                   replicas or tensor ranks on a list of devices, the slowest of its group's */
+  double *group_memory; /* [W] with such groups: the least memory among a stage's devices; else NULL */
   TpAnalyticTables tab;            /* the layers' times and bytes */
   double link_latency, link_bandwidth; /* bandwidth 0: links are free */
   double link_eager_limit;             /* MPI's eager limit (TpLinkCost); 0: every message eager */
@@ -85,6 +87,10 @@ void tp_analytic_free(TpAnalytic *a);
 /* Tensor parallelism (the model already split by tp_model_tensor_parallel): each block's forward and
  * backward gain two all-reduces of its activations among T on the cluster's link (intra-node). */
 void tp_analytic_tensor(TpAnalytic *a, int T);
+/* D replicas of the pipeline and T-way blocks (tp_analytic_tensor): on a list of devices a stage's
+ * D x T GPUs are its rank's group (GPU g = t + T(r + D x rank), tp_layout.h), which runs at the pace
+ * of its slowest and holds what its smallest holds. */
+void tp_analytic_parallel(TpAnalytic *a, int D, int T);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TpAnalytic, tp_analytic_free)
 
 /* Seconds for one layer on a device for b samples (forward, or backward when bwd), its elements of

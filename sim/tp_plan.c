@@ -67,8 +67,7 @@ static TpAnalytic *plan_analytic(const TpPlanRequest *r, const TpPlan *p, GError
   if (!a)
     return NULL;
   a->cap = r->memory_limit, a->recompute = p->recompute, a->optimizer_states = r->optimizer_states;
-  a->replicas = p->D;
-  tp_plan_tensor(p, a);
+  tp_analytic_parallel(a, p->D, p->T);
   return a;
 }
 

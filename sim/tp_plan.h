@@ -116,7 +116,6 @@ int tp_plan_pairs(const TpPlanRequest *r, long B, int *D, int *T);
 int tp_plan_max_width(const TpPlanRequest *r, int D, int T);
 const TpModel *tp_plan_model(const TpPlanRequest *r, const TpPlan *p);
 long tp_plan_replica_batch(const TpPlan *p);
-void tp_plan_tensor(const TpPlan *p, TpAnalytic *a);
 void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c);
 
 /* Memory before simulating (sim/tp_plan_memory.c).  held[s]: the micro-batches of activations stage s

@@ -37,7 +37,6 @@ const TpModel *tp_plan_model(const TpPlanRequest *r, const TpPlan *p)
 
 long tp_plan_replica_batch(const TpPlan *p) { return p->batch / MAX(p->D, 1); }
 
-void tp_plan_tensor(const TpPlan *p, TpAnalytic *a) { tp_analytic_tensor(a, p->T); }
 
 void tp_plan_replicas(const TpPlanRequest *r, const TpPlan *p, TpCost *c)
 {

@@ -2,10 +2,12 @@
  * against the ring formula (computed here), links shared and overlapped in buckets, D = 1 left as it
  * was, the reduction buffer, the cluster layout's links, Korthikanti et al.'s stored activations
  * for tensor-parallel GPT blocks, and plan's search over devices. */
+#include "tp_analytic.h"
 #include "tp_cost.h"
 #include "tp_fit.h"
 #include "tp_layout.h"
 #include "tp_metrics.h"
+#include "tp_model.h"
 #include "tp_plan.h"
 #include "tp_sim.h"
 #include "tp_test.h"
@@ -214,6 +216,31 @@ static void test_layout_workers(void)
   }
 }
 
+/* Replicas on a list of devices of two kinds (cluster C: three Quadro RTX 6000, an RTX 2080): stage
+ * 2's two replicas are GPUs 3 and 4, the Quadro and the RTX 2080 — it runs at the RTX 2080's pace and
+ * holds what the RTX 2080 holds (it had been costed on the Quadro alone); stage 1's, two Quadros. */
+static void test_replica_devices(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpCluster) cl = tp_cluster_load("C", &err);
+  g_autoptr(TpModel) m = tp_model_load("gpt2-124m", &err);
+  g_assert_no_error(err);
+  g_autoptr(TpAnalytic) one = tp_analytic_new_on(m, cl, NULL, 2, 2, 16, TRUE, &err);
+  g_autoptr(TpAnalytic) two = tp_analytic_new_on(m, cl, NULL, 2, 2, 16, TRUE, &err);
+  g_assert_no_error(err);
+  tp_analytic_parallel(one, 1, 1);
+  tp_analytic_parallel(two, 2, 1);
+  g_assert_cmpint(one->device[1], ==, 1);
+  g_assert_cmpint(two->device[0], <=, 1);
+  g_assert_cmpstr(cl->dev[two->device[0]].name, ==, cl->dev[0].name);
+  g_assert_cmpint(two->device[1], ==, 3);
+  g_assert_cmpfloat(tp_analytic_capacity(two, 1), ==, cl->dev[3].memory);
+  g_assert_cmpfloat(tp_analytic_capacity(two, 0), ==, cl->dev[0].memory);
+  /* the RTX 2080's pace: stage 2's backward prefix on it is slower than on the Quadro */
+  int L = tp_model_n_layers(m);
+  g_assert_cmpfloat(two->tab.bwd_prefix[(size_t)2 * (L + 1) - 1], >, one->tab.bwd_prefix[(size_t)2 * (L + 1) - 1]);
+}
+
 /* Korthikanti et al. (2022), per sample of a GPT block at 16 bits: s·h·(10 + 24/t + 5as/(ht)) bytes,
  * with sequence parallelism s·h·(34/t + 5as/(ht)); FLOPs and weights / t. */
 static void test_tensor_activations(void)
@@ -351,6 +378,7 @@ int main(int argc, char **argv)
   g_test_add_func("/parallel/replay-early", test_replay_early);
   g_test_add_func("/parallel/layout", test_layout);
   g_test_add_func("/parallel/layout-workers", test_layout_workers);
+  g_test_add_func("/parallel/replica-devices", test_replica_devices);
   g_test_add_func("/parallel/tensor-activations", test_tensor_activations);
   g_test_add_func("/parallel/fit-replicas", test_fit_replicas);
   g_test_add_func("/parallel/plan-devices", test_plan_devices);
