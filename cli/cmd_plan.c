@@ -411,10 +411,13 @@ static gboolean check_run_options(const PlanOpts *o, const PlanArgs *a, GError *
 static void nothing_fits(const TpPlanResult *res, int rc, GError **err)
 {
   const TpPlan *s = res->smallest;
+  char dt[48] = ""; /* replicas and tensor ranks, where the search had them */
+  if (s && (s->D > 1 || s->T > 1))
+    g_snprintf(dt, sizeof dt, " D=%d T=%d", MAX(s->D, 1), MAX(s->T, 1));
   if (s) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "nothing fits: %d candidates over the memory limit; the smallest peak "
-                "found is %.4g GB against %.4g GB (%s W=%d N=%d%s, stage %d), dominated by its %s%s",
-                res->n_over_memory, s->sim.peak / 1e9, s->sim.limit / 1e9, s->preset->name, s->W, s->N,
+                "found is %.4g GB against %.4g GB (%s W=%d N=%d%s%s, stage %d), dominated by its %s%s",
+                res->n_over_memory, s->sim.peak / 1e9, s->sim.limit / 1e9, s->preset->name, s->W, s->N, dt,
                 s->recompute ? " recompute" : "", s->sim.peak_stage + 1, tp_mem_names[s->sim.peak_component],
                 rc == TP_PLAN_RECOMPUTE_NO && s->sim.peak_component == TP_MEM_ACTIVATIONS ? " (--recompute both stores "
                 "less of them)" : "");

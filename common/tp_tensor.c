@@ -53,7 +53,16 @@ gboolean tp_model_tensor_check(const TpModel *m, int T, GError **err)
 {
   if (T <= 1 || tp_model_tensor_splits(m, T))
     return TRUE;
-  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--tensor-parallel: model %s has no transformer blocks whose heads and "
-              "MLP width split %d ways", m->name, T);
+  for (int i = 0; i < tp_model_n_layers(m); i++) { /* the first block that does not split */
+    const TpLayer *L = tp_model_layer(m, i);
+    if (L->kind == TP_LAYER_BLOCK && (L->blk.heads % T || L->blk.kv_heads % T || L->blk.ffn % T)) {
+      g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--tensor-parallel %d: layer %d of model %s has %d heads, "
+                  "%d KV heads and MLP width %d, not all multiples of %d", T, i + 1, m->name, L->blk.heads,
+                  L->blk.kv_heads, L->blk.ffn, T);
+      return FALSE;
+    }
+  }
+  g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--tensor-parallel %d: model %s has no transformer blocks to split", T,
+              m->name);
   return FALSE;
 }

@@ -227,6 +227,16 @@ static void test_nothing_fits(void)
   g_assert_nonnull(strstr(r.err, "nothing fits"));
   g_assert_nonnull(strstr(r.err, "dominated by its weights"));
   g_assert_cmpstr(r.out, ==, "");
+  g_assert_null(strstr(r.err, " D="));
+  tpt_run_clear(&r);
+  /* a search over replicas and tensor ranks names the smallest peak's D and T: its peak is theirs */
+  r = tpt_run((const char *const[]){ "plan", "--model", "gpt2-124m", "--cluster", "dgx-h100", "--batch", "32",
+                                     "--devices", "4", "-n", "4-8", "--memory-limit", "50M", NULL });
+  g_assert_cmpint(r.status, ==, 2);
+  g_test_message("%s", r.err);
+  g_assert_nonnull(strstr(r.err, "nothing fits"));
+  g_assert_nonnull(strstr(r.err, " D="));
+  g_assert_nonnull(strstr(r.err, " T="));
   tpt_run_clear(&r);
   /* 8 stages on cluster C's 4 devices, two on each: the peak's device against that device's limit, not
    * against one stage's half of it */

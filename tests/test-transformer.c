@@ -210,6 +210,26 @@ static void test_config_refusals(void)
   }
 }
 
+/* --tensor-parallel on a model whose blocks do not all split: the first block that does not, named
+ * with its sizes (it said the model had none that split); a model without blocks says so. */
+static void test_tensor_refusal(void)
+{
+  GError *err = NULL;
+  g_autoptr(TpModel) m = parse("tokens 8 16\nembedding 24\nblock heads=8 ffn=32\nblock heads=6 ffn=32\nlm_head\n"
+                               "token_ce\n", &err);
+  g_assert_no_error(err);
+  g_assert_true(tp_model_tensor_check(m, 2, &err));
+  g_assert_false(tp_model_tensor_check(m, 4, &err));
+  g_assert_cmpstr(err->message, ==, "--tensor-parallel 4: layer 3 of model t has 6 heads, 6 KV heads and MLP width 32, "
+                                    "not all multiples of 4");
+  g_clear_error(&err);
+  g_autoptr(TpModel) flat = parse("input 1 4 4\nflatten\nlinear 8\nlinear 2\nsoftmax_ce\n", &err);
+  g_assert_no_error(err);
+  g_assert_false(tp_model_tensor_check(flat, 2, &err));
+  g_assert_nonnull(strstr(err->message, "has no transformer blocks to split"));
+  g_clear_error(&err);
+}
+
 /* "repeat N LAYER" is N layers; the transformer kinds' refusals. */
 static void test_syntax(void)
 {
@@ -541,6 +561,7 @@ int main(int argc, char **argv)
   g_test_add_func("/transformer/korthikanti-activations", test_korthikanti_activations);
   g_test_add_func("/transformer/config-json", test_config_json);
   g_test_add_func("/transformer/config-refusals", test_config_refusals);
+  g_test_add_func("/transformer/tensor-refusal", test_tensor_refusal);
   g_test_add_func("/transformer/syntax", test_syntax);
   g_test_add_func("/transformer/model-command", test_model_command);
   g_test_add_func("/transformer/costs", test_costs);
