@@ -187,16 +187,33 @@ TpCost *tp_cli_cost_build(const TpCliCost *o, const TpSchedule *s, GError **err)
   return cost_build(&d, err);
 }
 
-/* --cost FILE's costs for W stages. */
-static TpCost *cost_from_file(const char *path, int W, GError **err)
+/* Whether a run on c takes time: an operation's, a message's on a link, or an all-reduce's. */
+static gboolean takes_time(const TpCost *c)
 {
-  TpCost *c = tp_cost_load(path, W, err);
-  gboolean work = FALSE;
-  for (int st = 0; c && st < c->W; st++)
-    work = work || c->stage[st].fwd > 0 || c->stage[st].bwd > 0;
-  if (c && !work) { /* a run of no time has no rate: refuse rather than report 0 samples/s */
-    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: every forward and backward time is 0, so a run takes no time "
-                "and its rates are undefined; give at least one of them a time", path);
+  for (int st = 0; st < c->W; st++) {
+    const TpStageCost *sc = &c->stage[st];
+    if (sc->fwd > 0 || sc->bwd > 0 || sc->upd > 0)
+      return TRUE;
+    const TpLinkCost *l = st + 1 < c->W ? &c->link[st] : NULL;
+    if (l && (l->latency > 0 || (l->bandwidth > 0 && (sc->act_bytes > 0 || c->stage[st + 1].grad_bytes > 0))))
+      return TRUE;
+    const TpDataParallel *dp = c->dp && c->dp->D > 1 ? c->dp : NULL;
+    if (dp && (dp->latency[st] > 0 || (dp->bandwidth[st] > 0 && dp->bytes[st] > 0)))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* --cost FILE's costs for d's schedule, dressed. */
+static TpCost *cost_from_file(const char *path, const Dress *d, GError **err)
+{
+  TpCost *c = tp_cost_load(path, d->s->W, err);
+  if (c)
+    dress(c, d);
+  if (c && !takes_time(c)) { /* a run of no time has no rate: refuse rather than report 0 samples/s */
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: every time is 0 (operations, messages%s), so a run takes no "
+                "time and its rates are undefined; give at least one of them a time", path,
+                d->D > 1 ? ", all-reduces" : "");
     tp_cost_free(c);
     return NULL;
   }
@@ -210,8 +227,8 @@ static TpCost *cost_build(const Dress *d, GError **err)
   const TpSchedule *s = d->s;
   const int D = d->D, T = d->T;
   if (o->cost || !o->model) {
-    TpCost *c = o->cost ? cost_from_file(o->cost, s->W, err) : tp_cost_unit(s->W);
-    if (c)
+    TpCost *c = o->cost ? cost_from_file(o->cost, d, err) : tp_cost_unit(s->W);
+    if (c && !o->cost)
       dress(c, d);
     return c;
   }

@@ -479,8 +479,21 @@ static void test_zero_costs_cli(void)
   g_assert_true(g_file_set_contents(cost, zero_costs[4], -1, NULL));
   TptRun none = tpt_run((const char *const[]){ "simulate", "--cost", cost, NULL });
   g_assert_cmpint(none.status, ==, 2);
-  g_assert_nonnull(strstr(none.err, "zero.cost: every forward and backward time is 0"));
+  g_assert_nonnull(strstr(none.err, "zero.cost: every time is 0 (operations, messages)"));
   tpt_run_clear(&none);
+  /* no compute, but an all-reduce of 100 bytes at 1 B/s among replicas: a run of time (it was refused) */
+  g_assert_true(g_file_set_contents(cost, "[stages]\nforward = 0\nbackward = 0\nweight_bytes = 100\n"
+                                          "[data_parallel]\nbandwidth = 1\n", -1, NULL));
+  TptRun dp = tpt_run((const char *const[]){ "simulate", "-w", "2", "-n", "2", "--cost", cost, "--data-parallel", "2",
+                                             "--format", "json", NULL });
+  g_assert_cmpint(dp.status, ==, 0);
+  g_assert_nonnull(strstr(dp.out, "\"makespan\": "));
+  g_assert_null(strstr(dp.out, "\"makespan\": 0,"));
+  tpt_run_clear(&dp);
+  dp = tpt_run((const char *const[]){ "simulate", "-w", "2", "-n", "2", "--cost", cost, NULL });
+  g_assert_cmpint(dp.status, ==, 2);
+  g_assert_nonnull(strstr(dp.err, "every time is 0 (operations, messages)"));
+  tpt_run_clear(&dp);
   g_assert_true(g_file_set_contents(cost, zero_costs[5], -1, NULL));
   TptRun tiny = tpt_run((const char *const[]){ "simulate", "--costed-order", "--cost", cost, NULL });
   g_assert_cmpint(tiny.status, ==, 2);
