@@ -51,14 +51,29 @@ int tp_allreduce_buckets(const TpDataParallel *dp, int st)
   return (int)MIN(ceil(dp->bytes[st] / TP_ALLREDUCE_BUCKET_BYTES), 1 << 20);
 }
 
-double tp_allreduce_bucket_time(const TpDataParallel *dp, int st)
+/* A full bucket's bytes: 25 MiB (more where the count of buckets is capped: equal ones). */
+static double bucket_size(const TpDataParallel *dp, int st)
 {
-  return tp_allreduce_ring(dp->D, dp->bytes[st] / tp_allreduce_buckets(dp, st), dp->bandwidth[st], dp->latency[st]);
+  return MAX(TP_ALLREDUCE_BUCKET_BYTES, dp->bytes[st] / tp_allreduce_buckets(dp, st));
+}
+
+double tp_allreduce_bucket_time(const TpDataParallel *dp, int st, int i)
+{
+  int n = tp_allreduce_buckets(dp, st);
+  double bytes = n == 1 ? dp->bytes[st] : i < n - 1 ? bucket_size(dp, st) : dp->bytes[st] - (n - 1) * bucket_size(dp, st);
+  return tp_allreduce_ring(dp->D, bytes, dp->bandwidth[st], dp->latency[st]);
+}
+
+double tp_allreduce_bucket_ready(const TpDataParallel *dp, int st, int i, double t0, double dur)
+{
+  int n = tp_allreduce_buckets(dp, st);
+  return i + 1 >= n ? t0 + dur : t0 + dur * (i + 1) * bucket_size(dp, st) / dp->bytes[st];
 }
 
 double tp_allreduce_time(const TpDataParallel *dp, int st)
 {
-  return tp_allreduce_buckets(dp, st) * tp_allreduce_bucket_time(dp, st);
+  int n = tp_allreduce_buckets(dp, st);
+  return (n - 1) * tp_allreduce_bucket_time(dp, st, 0) + tp_allreduce_bucket_time(dp, st, n - 1);
 }
 
 TpAllreduceStats *tp_allreduce_stats_new(int W)
@@ -89,6 +104,7 @@ struct TpArRun {
   TpLinkQueue *q;   /* [n_links] buckets waiting for or in transfer (the message: their stage) */
   double *xfer_t0;  /* [n_links] when the transfer in progress started */
   int *left;        /* [W] buckets of the stage's pending all-reduce not reduced yet; -1: none pending */
+  int *sent;        /* [W] of its buckets, those sent (in order: the full ones, then the rest) */
   double *reached;  /* [W] when the stage reached its update; -1: not yet */
 };
 
@@ -120,6 +136,7 @@ TpArRun *tp_ar_run_new(const TpDataParallel *dp, TpEngine *e, TpAllreduceStats *
   ar->q = g_new0(TpLinkQueue, MAX(dp->n_links, 1));
   ar->xfer_t0 = g_new0(double, MAX(dp->n_links, 1));
   ar->left = g_new(int, dp->W);
+  ar->sent = g_new0(int, dp->W);
   ar->reached = g_new(double, dp->W);
   for (int s = 0; s < dp->W; s++)
     ar->left[s] = -1, ar->reached[s] = -1;
@@ -133,6 +150,7 @@ void tp_ar_run_free(TpArRun *ar)
   tp_link_queues_free(ar->q, MAX(ar->dp->n_links, 1));
   g_free(ar->xfer_t0);
   g_free(ar->left);
+  g_free(ar->sent);
   g_free(ar->reached);
   g_free(ar);
 }
@@ -140,7 +158,7 @@ void tp_ar_run_free(TpArRun *ar)
 static void send_bucket(TpArRun *ar, int st)
 {
   int l = ar->dp->link[st];
-  tp_link_send(ar->e, &ar->q[l], l, st, tp_allreduce_bucket_time(ar->dp, st), &ar_handlers, ar);
+  tp_link_send(ar->e, &ar->q[l], l, st, tp_allreduce_bucket_time(ar->dp, st, ar->sent[st]++), &ar_handlers, ar);
 }
 
 gboolean tp_ar_ready(TpArRun *ar, int st)
@@ -149,7 +167,7 @@ gboolean tp_ar_ready(TpArRun *ar, int st)
     ar->reached[st] = ar->e->now;
   if (ar->left[st] < 0) { /* not started behind a backward: all of it now */
     int n = tp_allreduce_buckets(ar->dp, st);
-    ar->left[st] = n;
+    ar->left[st] = n, ar->sent[st] = 0;
     for (int i = 0; i < n; i++)
       send_bucket(ar, st);
   }
@@ -171,11 +189,11 @@ void tp_ar_last_before_update(TpArRun *ar, int st, double dur)
 {
   if (!ar->dp->overlap || ar->left[st] >= 0)
     return;
-  /* its gradients become ready evenly through its run */
+  /* its gradients become ready evenly through its run: a bucket once its bytes are */
   int n = tp_allreduce_buckets(ar->dp, st);
-  ar->left[st] = n;
+  ar->left[st] = n, ar->sent[st] = 0;
   for (int i = 0; i < n; i++)
-    tp_engine_push(ar->e, ar->e->now + dur * (i + 1) / n, TP_EV_AR_BUCKET, (uint32_t)st);
+    tp_engine_push(ar->e, tp_allreduce_bucket_ready(ar->dp, st, i, ar->e->now, dur), TP_EV_AR_BUCKET, (uint32_t)st);
 }
 
 void tp_ar_commit(TpArRun *ar, const TpEvent *ev)
@@ -208,9 +226,9 @@ static double replay_buckets(const TpDataParallel *dp, TpAllreduceStats *stats, 
                              gboolean spread)
 {
   int n = tp_allreduce_buckets(dp, st);
-  double bt = tp_allreduce_bucket_time(dp, st), link_free = t0;
+  double link_free = t0;
   for (int i = 0; i < n; i++) {
-    double start = MAX(spread ? t0 + dur * (i + 1) / n : t0, link_free);
+    double start = MAX(spread ? tp_allreduce_bucket_ready(dp, st, i, t0, dur) : t0, link_free), bt = tp_allreduce_bucket_time(dp, st, i);
     link_free = bt > 0 ? start + bt : start;
     stats->busy[st] += link_free - start;
   }

@@ -33,9 +33,12 @@ void tp_dp_update_links(TpDataParallel *dp);
 
 /* The ring all-reduce of `bytes` among D on a link of that bandwidth (0: infinite) and latency. */
 double tp_allreduce_ring(int D, double bytes, double bandwidth, double latency);
-/* Buckets of stage st's all-reduce (1 unless overlapped) and the link time of one. */
+/* Buckets of stage st's all-reduce (1 unless overlapped: 25 MiB ones, the rest in the last), the link
+ * time of bucket i, and when it is ready behind an operation from t0 lasting dur that makes the
+ * gradients evenly (once its bytes and those of the buckets before it are made). */
 int tp_allreduce_buckets(const TpDataParallel *dp, int st);
-double tp_allreduce_bucket_time(const TpDataParallel *dp, int st);
+double tp_allreduce_bucket_time(const TpDataParallel *dp, int st, int i);
+double tp_allreduce_bucket_ready(const TpDataParallel *dp, int st, int i, double t0, double dur);
 /* Link time of stage st's whole all-reduce (all its buckets). */
 double tp_allreduce_time(const TpDataParallel *dp, int st);
 
