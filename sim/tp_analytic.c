@@ -128,6 +128,7 @@ gboolean tp_analytic_place(TpAnalytic *a, const TpSchedule *s, GError **err)
 {
   (void)err;
   int R = tp_schedule_ranks(s), n = a->profile ? a->profile->cores : a->cluster->n;
+  a->map = s->rank_seq ? s->map : TP_MAP_NONE, a->ranks = R;
   for (int st = 0; st < a->W; st++)
     a->device[st] = !a->profile && n == 1 ? 0 : n > 0 && R > n ? tp_stage_rank(s, st) % n : tp_stage_rank(s, st);
   fill_prefixes(a, a->profile ? tp_profile_size_index(a->profile, (int)(a->batch / a->N)) : -1);
@@ -169,7 +170,10 @@ void tp_analytic_parallel(TpAnalytic *a, int D, int T)
           most = t, slowest = (int)g;
         least = MIN(least, c->dev[g].memory);
       }
-      a->device[s] = slowest, a->group_memory[s] = least;
+      const TpDevice *was = &c->dev[a->device[s]], *now = &c->dev[slowest];
+      if (g_strcmp0(was->id, now->id) != 0 || was->memory != now->memory) /* else the stage's device, alike */
+        a->device[s] = slowest;
+      a->group_memory[s] = least;
     }
   }
   if (T > 1)
@@ -334,8 +338,9 @@ static void add_tie(const TpAnalytic *a, TpCost *cost)
   gboolean one_device = a->device[0] == a->device[h] && !(c && c->any_count && c->n == 1); /* not a GPU each */
   double t = 0, bw = a->link_bandwidth, lat = a->link_latency;
   long group = (long)MAX(a->replicas, 1) * MAX(a->tensor, 1), gpn = c ? MAX(c->gpus_per_node, 1) : 1;
-  if (c && (group > 1 || tp_layout_nodes_differ(c)) && h * group / gpn != 0) /* on another node than stage 1, as
-                                                                           tp_layout_links places them */
+  long hr = a->map != TP_MAP_NONE ? tp_chunk_map_rank(a->map, a->ranks, h) : h; /* its worker */
+  if (c && (group > 1 || tp_layout_nodes_differ(c)) && hr * group / gpn != 0) /* on another node than stage 1's
+                                                                            worker, as tp_layout_links places them */
     bw = tp_layout_network_share(c, (int)MIN(group, gpn)), lat = c->network_latency;
   if (!one_device && bw > 0)
     t = tp_allreduce_ring(2, a->tab.tied_bytes, bw, lat);

@@ -52,6 +52,8 @@ typedef struct {
   int *device;  /* [W]: the device (cluster worker, or processor for a profile) stage s runs on; with
                    replicas or tensor ranks on a list of devices, the slowest of its group's */
   double *group_memory; /* [W] with such groups: the least memory among a stage's devices; else NULL */
+  TpChunkMap map;       /* a schedule of chunks (tp_analytic_place): their map onto `ranks` workers */
+  int ranks;
   TpAnalyticTables tab;            /* the layers' times and bytes */
   double link_latency, link_bandwidth; /* bandwidth 0: links are free */
   double link_eager_limit;             /* MPI's eager limit (TpLinkCost); 0: every message eager */

@@ -393,10 +393,9 @@ TpSchedule *tp_schedule_generate_costed_rc(TpOrder o, TpPolicy p, int W, int N, 
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "cost model is for %d stages, the schedule has %d", c->W, W);
     return NULL;
   }
-  /* on top of generating: each operation's start and end twice (32 B), arrivals, queued messages, and
-   * the times it hands on and the validation's replay and index (48 B more) */
+  /* on top of generating: each operation's start and end twice (32 B), arrivals, queued messages */
   long long ops = W * tp_stage_ops_count(o, N, K);
-  if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 96, err))
+  if (!tp_memory_check("fixing the order on the costs", W, N, K, tp_generate_bytes(o, W, N, K) + ops * 48, err))
     return NULL;
   Gen g;
   gen_init(&g, o, p, W, N, K, recompute, c);

@@ -250,6 +250,14 @@ static void test_replica_devices(void)
   /* the RTX 2080's pace: stage 2's backward prefix on it is slower than on the Quadro */
   int L = tp_model_n_layers(m);
   g_assert_cmpfloat(two->tab.bwd_prefix[(size_t)2 * (L + 1) - 1], >, one->tab.bwd_prefix[(size_t)2 * (L + 1) - 1]);
+  /* GPUs all alike (a100x8): each stage keeps its device, as reports number them */
+  g_autoptr(TpCluster) same = tp_cluster_load("a100x8", &err);
+  g_assert_no_error(err);
+  g_autoptr(TpAnalytic) alike = tp_analytic_new_on(m, same, NULL, 4, 2, 16, TRUE, &err);
+  g_assert_no_error(err);
+  tp_analytic_parallel(alike, 2, 1);
+  for (int s = 0; s < 4; s++)
+    g_assert_cmpint(alike->device[s], ==, s);
 }
 
 /* Korthikanti et al. (2022), per sample of a GPT block at 16 bits: s·h·(10 + 24/t + 5as/(ht)) bytes,

@@ -375,6 +375,22 @@ static void test_tied_bytes(void)
     for (int s = 0; s < 2; s++)
       g_assert_cmpfloat(fabs(apart->stage[s].upd - untied->stage[s].upd - net), <, 1e-12 * apart->stage[s].upd);
   }
+  /* twelve stages, chunks of 4 workers (interleaved): the head's chunk, stage 11 (the loss's the
+   * last), is worker 3's, on stage 1's node: the sum on the GPU link, where twelve workers would put
+   * it on the next node's network (it was charged the network: the node was found from the chunk) */
+  GError *e12 = NULL;
+  g_autoptr(TpAnalytic) v = tp_analytic_new_on(m, c, NULL, 12, 8, 64, TRUE, &e12);
+  g_assert_no_error(e12);
+  g_assert_true(tp_analytic_split(v, NULL, NULL, NULL, &e12));
+  g_autoptr(TpCost) twelve = tp_analytic_cost(v);
+  v->map = TP_MAP_ROUND_ROBIN, v->ranks = 4;
+  g_autoptr(TpCost) chunks = tp_analytic_cost(v);
+  int h = chunks->tie.stage;
+  g_assert_cmpint(h, ==, 10);
+  double nv = tp_allreduce_ring(2, table, v->link_bandwidth, v->link_latency);
+  double nw = tp_allreduce_ring(2, table, tp_layout_network_share(c, 1), c->network_latency);
+  g_assert_cmpfloat(nw, >, nv);
+  g_assert_cmpfloat(fabs(twelve->stage[h].upd - chunks->stage[h].upd - (nw - nv)), <, 1e-9 * twelve->stage[h].upd);
   /* two heads tied beside the embedding: neither holds a copy (the model's own parameter count) */
   g_autoptr(TpModel) two = tpt_model_text("tokens 8 256\nembedding 256\nblock heads=4 ffn=64\nlm_head tied=1\n"
                                           "lm_head tied=1\ntoken_ce\n");
