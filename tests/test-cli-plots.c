@@ -99,6 +99,15 @@ static void test_plots(void)
   expect_picture((const char *const[]){ "plot", "convergence", "-i", log1, "-i", log2, "-o", png, NULL }, png);
   expect_picture((const char *const[]){ "plot", "convergence", "-i", log1, "--x", "time", "--y", "accuracy", "-o", svg,
                                         NULL }, svg);
+  /* a title is drawn as given: gnuplot's markup (_ ^ {/Symbol} @ and backslashes) not interpreted */
+  const char *title = "ev_run_1.csv x^2 C:\\dir\\f {/Symbol a} @&";
+  r = tpt_run((const char *const[]){ "plot", "timeline", "-w", "2", "-n", "2", "-k", "2", "--title", title, "-o", svg, NULL });
+  g_assert_cmpint(r.status, ==, 0);
+  tpt_run_clear(&r);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(svg, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, "ev_run_1.csv x^2 C:\\dir\\f {/Symbol a} @&amp;"));
+  g_unlink(svg);
   /* bad input: no picture, a picture type gnuplot is not asked for, malformed logs and events */
   tpt_expect_cli_refused((const char *const[]){ "plot", "vmap", NULL }, "-o: give the picture to write");
   tpt_expect_cli_refused((const char *const[]){ "plot", "vmap", "-o", "x.jpg", NULL }, "must end in .png or .svg");
