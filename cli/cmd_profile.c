@@ -49,7 +49,7 @@ static GArray *parse_sizes(const ProfOpts *o, GError **err)
                 "whose divisors are profiled)");
     return NULL;
   }
-  if (o->sizes && !*g_strstrip(o->sizes)) {
+  if (o->sizes && !*o->sizes) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--micro-batch-sizes: empty (give sizes such as 8,16,32)");
     return NULL;
   }
@@ -58,7 +58,7 @@ static GArray *parse_sizes(const ProfOpts *o, GError **err)
     g_auto(GStrv) parts = g_strsplit(o->sizes, ",", -1);
     for (int i = 0; parts[i]; i++) {
       int v;
-      if (!tp_cli_int("--micro-batch-sizes", g_strstrip(parts[i]), 1, 1 << 16, &v, err)) {
+      if (!tp_cli_int("--micro-batch-sizes", parts[i], 1, 1 << 16, &v, err)) {
         g_array_unref(a);
         return NULL;
       }

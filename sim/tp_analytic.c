@@ -63,7 +63,7 @@ gboolean tp_profile_check_model(const TpProfile *p, const TpModel *m, GError **e
     const gboolean may_be_0[] = { FALSE, i == 0, i == L - 1 };
     for (int k = 0; k < 3; k++)
       if (have[k] != want[k] && !(may_be_0[k] && have[k] == 0)) {
-        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: layer %d (%s): %s %.0f in the profile, %.0f in model %s (a "
+        g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: layer %d (%s): %s %.17g in the profile, %.17g in model %s (a "
                     "profile of another model?)", p->source, i + 1, pl->kind, what[k], have[k], want[k], m->name);
         return FALSE;
       }

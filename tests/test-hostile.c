@@ -12,6 +12,8 @@ static void test_refused(void)
 {
   struct { const char *args[16]; const char *want; } cases[] = {
     { { "profile", "-m", "mlp", "--micro-batch-sizes", "", NULL }, "--micro-batch-sizes: empty" }, /* was SIGSEGV */
+    { { "profile", "-m", "mlp", "--micro-batch-sizes", "8 ,16", NULL }, "got '8 '" }, /* blanks: as every number */
+    { { "profile", "-m", "mlp", "--micro-batch-sizes", " 8", NULL }, "got ' 8'" },
     { { "schedule", "--profile", "/nonexistent", NULL }, "--profile: give the model" },           /* was exit 0 */
     { { "schedule", "--batch", "abc", NULL }, "need --model" },
     { { "schedule", "--split", "abc", NULL }, "need --model" },
@@ -96,6 +98,16 @@ static void test_profile_identity(void)
   r = tpt_run((const char *[]){ "simulate", "-m", "mlp", "--profile", path, "-w", "2", "-n", "2", "-b", "4", NULL });
   g_assert_cmpint(r.status, ==, 0); /* its own model */
   tpt_run_clear(&r);
+  /* a byte count off by a fraction: the message shows the two numbers that differ (it showed two 803840s) */
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  char *at = strstr(text, "weight_bytes=803840\n");
+  g_assert_nonnull(at);
+  g_autoptr(GString) edited = g_string_new_len(text, at - text);
+  g_string_append_printf(edited, "weight_bytes=803840.5\n%s", at + strlen("weight_bytes=803840\n"));
+  g_assert_true(g_file_set_contents(path, edited->str, -1, NULL));
+  tpt_expect_cli_refused((const char *[]){ "simulate", "-m", "mlp", "--profile", path, "-w", "2", "-n", "2", "-b", "4",
+                                           NULL }, "weight bytes 803840.5 in the profile, 803840 in model mlp");
   tpt_tmp_remove(path), tpt_tmp_remove(wide);
 }
 
