@@ -54,6 +54,9 @@ static gboolean field_num(const char *t, double *out) { return tp_kf_parse_numbe
 
 GArray *tp_events_parse(const char *text, const char *name, GError **err)
 {
+  g_autofree char *what = g_strdup_printf("reading %s", name);
+  if (!tp_memory_check_text(what, text, strlen(text), 4, FALSE, err))
+    return NULL;
   g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(TpEventRow));
   gboolean header = FALSE, has_mismatch = FALSE;

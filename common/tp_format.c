@@ -612,10 +612,11 @@ static TpSchedule *parse_csv(const char *text, const char *name, GError **err)
 /* Whether the memory left holds what reading `len` bytes of a format takes, `per_byte` times the
  * text at its peak as measured (JSON's tree of nodes: about 16 times; PyTorch's CSV: about 8), so
  * that a large file is refused in one line instead of aborting in the allocator. */
-static gboolean room_to_read(const char *name, const char *format, gsize len, int per_byte, GError **err)
+static gboolean room_to_read(const char *name, const char *format, const char *text, gsize len, int per_byte,
+                             GError **err)
 {
   g_autofree char *what = g_strdup_printf("reading %s (%s, %.3g MB)", name, format, (double)len / 1e6);
-  return tp_memory_check(what, 0, 0, 0, (long long)len * per_byte, err);
+  return tp_memory_check_text(what, text, len, per_byte, strcmp(format, "JSON") == 0, err);
 }
 
 TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GError **err)
@@ -624,7 +625,7 @@ TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GEr
   while (p < text + len && g_ascii_isspace(*p))
     p++;
   if (p < text + len && *p == '{')
-    return room_to_read(name, "JSON", len, 18, err) ? tp_schedule_parse_json(text, len, name, err) : NULL;
+    return room_to_read(name, "JSON", text, len, 18, err) ? tp_schedule_parse_json(text, len, name, err) : NULL;
   if (memchr(text, '\0', len)) {
     g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "%s: not a text file", name);
     return NULL;
@@ -638,9 +639,9 @@ TpSchedule *tp_schedule_parse(const char *text, gsize len, const char *name, GEr
                   "back; write the schedule with --format csv or json", name);
       return NULL;
     }
-    return room_to_read(name, "PyTorch's CSV", len, 10, err) ? tp_schedule_parse_torch(text, name, err) : NULL;
+    return room_to_read(name, "PyTorch's CSV", text, len, 10, err) ? tp_schedule_parse_torch(text, name, err) : NULL;
   }
-  return parse_csv(text, name, err);
+  return room_to_read(name, "CSV", text, len, 4, err) ? parse_csv(text, name, err) : NULL;
 }
 
 TpSchedule *tp_schedule_load(const char *path, GError **err) { return tp_schedule_load_prepared(path, NULL, err); }

@@ -1,6 +1,7 @@
 /* tp_keyfile.c — GKeyFile loading and messages with file:line for the project's key files. */
 #include "tp_keyfile.h"
 #include "tp_error.h"
+#include "tp_memory.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -62,6 +63,9 @@ static gboolean no_repeats(const TpKeyFile *k, GError **err)
 gboolean tp_kf_open(TpKeyFile *k, const char *name, const char *text, gsize len, GError **err)
 {
   GError *e = NULL;
+  g_autofree char *what = g_strdup_printf("reading %s", name);
+  if (!tp_memory_check_text(what, text, len, 6, FALSE, err)) /* GKeyFile's copy, its lines and ours */
+    return FALSE;
   k->name = name;
   k->text = g_strndup(text, len);
   k->kf = g_key_file_new();

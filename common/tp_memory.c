@@ -308,3 +308,21 @@ gboolean tp_memory_keep_freed(int below, int keep)
   return FALSE;
 #endif
 }
+
+gboolean tp_memory_check_text(const char *what, const char *text, gsize len, int per_byte, gboolean tree,
+                              GError **err)
+{
+  /* the pieces held at once: a tree's nodes (64 bytes each, as json-glib's take), or the lines and the
+   * fields of the longest line (48 bytes each: a pointer and a small string) */
+  long long lines = 0, fields = 0, most = 0, nodes = 0;
+  for (gsize i = 0; i < len; i++) {
+    char c = text[i];
+    nodes += c == ',' || c == '[' || c == '{' || c == ':';
+    fields += c == ',';
+    if (c == '\n')
+      lines++, most = MAX(most, fields), fields = 0;
+  }
+  long long pieces = tree ? nodes : lines + MAX(most, fields);
+  return tp_memory_check(what, 0, 0, 0, MAX((long long)len * per_byte, (long long)len + (tree ? 64 : 48) * pieces),
+                         err);
+}

@@ -21,6 +21,11 @@ gboolean tp_memory_address_limited(void);
  * sizes when W is 0).  Without TP_MEMORY_LIMIT, a step that needs less than a quarter of what was
  * left at a reading in the last 0.1 s (any thread's) passes on that reading. */
 gboolean tp_memory_check(const char *what, int W, int N, int K, long long need, GError **err);
+/* tp_memory_check for reading len bytes of text: per_byte times the text, or where it splits into
+ * many small pieces held at once their sum — a JSON tree's nodes (tree), else its lines and the
+ * fields of its longest line. */
+gboolean tp_memory_check_text(const char *what, const char *text, gsize len, int per_byte, gboolean tree,
+                              GError **err);
 /* Bytes a GArray or GString holding `bytes` takes: GLib rounds its capacity up to a power of two. */
 long long tp_memory_grown(long long bytes);
 /* Give s, once, the capacity for `bytes` (tp_memory_grown(bytes) of memory) so that text appended up

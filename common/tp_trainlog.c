@@ -1,6 +1,7 @@
 /* tp_trainlog.c — the training log's writer and reader (tp_trainlog.h). */
 #include "tp_trainlog.h"
 #include "tp_error.h"
+#include "tp_memory.h"
 #include "tp_keyfile.h"
 
 #include <math.h>
@@ -37,6 +38,9 @@ int tp_trainlog_column(const TpTrainLog *log, const char *name)
 
 TpTrainLog *tp_trainlog_parse(const char *text, const char *name, GError **err)
 {
+  g_autofree char *what = g_strdup_printf("reading %s", name);
+  if (!tp_memory_check_text(what, text, strlen(text), 4, FALSE, err))
+    return NULL;
   g_auto(GStrv) lines = g_strsplit_set(text, "\n", -1);
   g_autoptr(TpTrainLog) log = g_new0(TpTrainLog, 1);
   int head = 0; /* the header: the first line that is not empty */

@@ -132,6 +132,29 @@ static void test_data_memory(void)
     g_assert_nonnull(strstr(r.err, "allowed by TP_MEMORY_LIMIT"));
     tpt_run_clear(&r);
   }
+  /* files that split into many small pieces at once (a line of commas, lines of nothing: 48 bytes a
+   * piece against 2 MB of text) are refused before they are split (they took 40-60 times their size
+   * and aborted in GLib under a limit) */
+  g_autofree char *sched = g_build_filename(root, "s.csv", NULL), *cost = g_build_filename(root, "c.cost", NULL);
+  g_autofree char *commas = g_strnfill(2 << 20, ','), *blank = g_strnfill(2 << 20, '\n');
+  g_autofree char *stext = g_strdup_printf("# timeprest-schedule order=gpipe policy=sync workers=1 micro_batches=1 "
+                                           "mini_batches=1\nstage,kind,mini_batch,micro_batch,version,source\n1,F,1,1,0,"
+                                           "fixed%s\n", commas);
+  g_autofree char *ctext = g_strdup_printf("[stages]\nforward = 1\nbackward = 1\n%s", blank);
+  g_assert_true(g_file_set_contents(sched, stext, -1, NULL));
+  g_assert_true(g_file_set_contents(cost, ctext, -1, NULL));
+  const char *pieces[][2] = { { "simulate -i '%s'", "s.csv (CSV, 2.1 MB) needs about" },
+                              { "simulate -w 2 -n 2 -c '%s'", "c.cost needs about" } };
+  for (size_t i = 0; i < G_N_ELEMENTS(pieces); i++) {
+    g_autofree char *c = g_strdup_printf(pieces[i][0], i ? cost : sched);
+    g_autofree char *cmd = g_strdup_printf("TP_MEMORY_LIMIT=50M exec \"$TP\" %s", c);
+    TptRun p = tpt_run_shell(cmd);
+    g_test_message("%s: status %d, stderr: %s", c, p.status, p.err);
+    g_assert_cmpint(p.status, ==, 2);
+    g_assert_cmpint(tpt_lines(p.err), ==, 1);
+    g_assert_nonnull(strstr(p.err, pieces[i][1]));
+    tpt_run_clear(&p);
+  }
   g_assert_true(g_file_set_contents(model, "name micro\ntokens 16 256\nembedding 32\nrepeat 2 block heads=2 kv_heads=1 "
                                     "ffn=64 mlp=swiglu norm=rmsnorm positions=rope theta=10000 eps=1e-5\nrmsnorm eps=1e-5\n"
                                     "lm_head\ntoken_ce\n", -1, NULL));
