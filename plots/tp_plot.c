@@ -11,6 +11,20 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <signal.h>
+#include <sys/prctl.h>
+#endif
+
+/* In gnuplot, before it runs: end with the process that started it (a plot killed by a signal does
+ * not leave gnuplot drawing on), where the kernel offers it. */
+static void end_with_parent(gpointer data)
+{
+  (void)data;
+#ifdef __linux__
+  (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+}
 
 /* Make the scratch file path (taken over) and have a terminating signal remove it (tp_temp_create:
  * made and registered in one section, so that a signal handled on another thread never finds it
@@ -198,7 +212,7 @@ gboolean tp_plot_render(TpPlot *p, const char *script, const char *out, int widt
   g_autofree char *sout = NULL, *serr = NULL;
   int status = 0;
   GError *e = NULL;
-  if (!g_spawn_sync(p->dir, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &sout, &serr, &status, &e)) {
+  if (!g_spawn_sync(p->dir, argv, NULL, G_SPAWN_DEFAULT, end_with_parent, NULL, &sout, &serr, &status, &e)) {
     g_set_error(err, TP_ERROR, TP_ERROR_RUNTIME, "cannot run gnuplot: %s", e->message);
     g_error_free(e);
     return FALSE;
