@@ -322,6 +322,15 @@ char *tp_one_line(const char *msg)
       g_string_append_c(g, ' ');
     } else if ((guchar)*c < 0x20 || *c == 0x7f) {
       g_string_append_printf(g, "\\x%02X", (guchar)*c);
+    } else if ((guchar)*c >= 0x80) { /* a whole UTF-8 character, else the byte escaped */
+      gunichar u = g_utf8_get_char_validated(c, -1);
+      if (u == (gunichar)-1 || u == (gunichar)-2) {
+        g_string_append_printf(g, "\\x%02X", (guchar)*c);
+        continue;
+      }
+      int n = g_utf8_skip[(guchar)*c];
+      g_string_append_len(g, c, n);
+      c += n - 1;
     } else {
       g_string_append_c(g, *c);
     }

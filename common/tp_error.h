@@ -94,8 +94,8 @@ char *tp_name_clean(const char *text);
 char *tp_name_from_file(const char *path);
 
 /* A message from elsewhere (GOption, json-glib) made one line: a newline or tab and the blanks after
- * it become one space, other control bytes are escaped (\xNN), and past TP_LINE_MAX characters it
- * ends in an ellipsis.  g_free the result. */
+ * it become one space, other control bytes and bytes that are not UTF-8 are escaped (\xNN), and past
+ * TP_LINE_MAX characters it ends in an ellipsis.  g_free the result. */
 #define TP_LINE_MAX 240
 char *tp_one_line(const char *msg);
 

@@ -468,6 +468,8 @@ static void test_json_strict(void)
                      "bad.sched:3: number '99999999999999999999': expected a whole number");
   expect_parse_error(JH "\"workers\": 1, \"stages\": [\n7]}", "bad.sched:3: stages[0] is not an array");
   expect_parse_error(JH "\"workers\": 2, \"stages\": 5}", "bad.sched:2: \"stages\" must be an array");
+  /* a lone surrogate: json-glib quotes its bytes, which are not UTF-8: escaped in the one line */
+  expect_parse_error("{\"order\": \"nf1b\\ud800\", \"policy\": \"latest\"}", "\"nf1b\\xED\\xA0\\x80");
 #undef JH
 }
 
