@@ -452,7 +452,7 @@ static void test_sigterm_schedule_file(void)
 {
   g_autofree char *root = tpt_tmp_dir("tp-ckpt");
   g_autofree char *dir = g_build_filename(root, "ck", NULL), *file = g_build_filename(root, "s.csv", NULL);
-  g_free(tpt_schedule_file(file, "gpipe", "1500"));
+  g_free(tpt_schedule_file(file, "gpipe", "5000")); /* running a second after it starts: 1500 ended within it */
   const char *argv[] = { NULL, "train", "--schedule", file, "--batch", "32", "--data", DATA, "--quiet",
                          "--checkpoint", dir, NULL };
   char msg[4096];
