@@ -82,24 +82,37 @@ static void test_old_schedule_digest(void)
   tpt_rm_tree(root);
 }
 
+/* A checkpoint of `-k 2 --checkpoint-every 1` with options a b, stopped after mini-batch 1, in
+ * root/ck (returned): its checkpoint.ini's text in *ini_text, its state file's path in *state and
+ * stage 1's parameter count in *np. */
+static char *first_checkpoint(const char *root, const char *a, const char *b, char **ini_text, char **state, guint64 *np)
+{
+  char *dir = g_build_filename(root, "ck", NULL);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
+  TptRun s = train((const char *[]){ a, b, "-k", "2", "--checkpoint-every", "1", "--checkpoint", dir, "--stop-after", "1",
+                                     NULL });
+  g_assert_cmpint(s.status, ==, 0);
+  tpt_run_clear(&s);
+  g_assert_true(g_file_get_contents(ini, ini_text, NULL, NULL));
+  g_autoptr(GKeyFile) k = g_key_file_new();
+  g_assert_true(g_key_file_load_from_data(k, *ini_text, (gsize)-1, G_KEY_FILE_NONE, NULL));
+  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
+  *np = g_key_file_get_uint64(k, "position", "params_1", NULL);
+  *state = g_build_filename(dir, name, NULL);
+  return dir;
+}
+
 /* A resealed state file whose running variance is negative (a batchnorm's, stage 1's first
  * normalisation: its c means, then its c variances, after the weights and the momentum): refused
  * on resuming, in one line naming the stage, the layer and the channel. */
 static void test_negative_running_variance(void)
 {
-  g_autofree char *root = tpt_tmp_dir("tp-robust-bn");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
-  const char *opts[] = { "-m", "resnet-fmnist", "-k", "2", "--checkpoint-every", "1", "--checkpoint", dir, NULL };
-  TptRun s = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
-                                     "--stop-after", "1", NULL });
-  g_assert_cmpint(s.status, ==, 0);
-  tpt_run_clear(&s);
-  g_autoptr(GKeyFile) k = g_key_file_new();
-  g_assert_true(g_key_file_load_from_file(k, ini, G_KEY_FILE_NONE, NULL));
-  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
-  guint64 np = g_key_file_get_uint64(k, "position", "params_1", NULL);
-  g_assert_cmpuint(g_key_file_get_uint64(k, "position", "buffers_1", NULL), >, 32);
-  g_autofree char *state = g_build_filename(dir, name, NULL), *bytes = NULL;
+  g_autofree char *root = tpt_tmp_dir("tp-robust-bn"), *good = NULL, *state = NULL, *bytes = NULL;
+  guint64 np = 0;
+  g_autofree char *dir = first_checkpoint(root, "-m", "resnet-fmnist", &good, &state, &np);
+  const char *buffers = strstr(good, "\nbuffers_1=");
+  g_assert_nonnull(buffers);
+  g_assert_cmpuint(g_ascii_strtoull(buffers + strlen("\nbuffers_1="), NULL, 10), >, 32);
   gsize len = 0;
   g_assert_true(g_file_get_contents(state, &bytes, &len, NULL));
   float bad = -1.0f; /* the stem's batchnorm has 16 channels: its first variance follows 16 means */
@@ -107,7 +120,7 @@ static void test_negative_running_variance(void)
   g_assert_true(g_file_set_contents(state, bytes, (gssize)len, NULL));
   g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, len);
   edit_ini(dir, "state_sha256", sha);
-  TptRun r = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], "--resume", dir, NULL });
+  TptRun r = train((const char *[]){ "-m", "resnet-fmnist", "-k", "2", "--checkpoint-every", "1", "--resume", dir, NULL });
   assert_refused(&r, "stage 1's buffers: layer 2 (batchnorm): running variance of channel 1 is -1");
   tpt_run_clear(&r);
   tpt_rm_tree(root);
@@ -117,20 +130,10 @@ static void test_negative_running_variance(void)
  * negative: refused on resuming, naming the stage, the kind and the index. */
 static void test_state_not_finite(void)
 {
-  g_autofree char *root = tpt_tmp_dir("tp-robust-state");
-  g_autofree char *dir = g_build_filename(root, "ck", NULL), *ini = g_build_filename(dir, "checkpoint.ini", NULL);
-  const char *opts[] = { "--optimizer", "adamw", "-k", "2", "--checkpoint-every", "1", "--checkpoint", dir, NULL };
-  TptRun s = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6], opts[7],
-                                     "--stop-after", "1", NULL });
-  g_assert_cmpint(s.status, ==, 0);
-  tpt_run_clear(&s);
-  g_autofree char *good = NULL;
-  g_assert_true(g_file_get_contents(ini, &good, NULL, NULL));
-  g_autoptr(GKeyFile) k = g_key_file_new();
-  g_assert_true(g_key_file_load_from_data(k, good, (gsize)-1, G_KEY_FILE_NONE, NULL));
-  g_autofree char *name = g_key_file_get_string(k, "checkpoint", "state", NULL);
-  guint64 np = g_key_file_get_uint64(k, "position", "params_1", NULL);
-  g_autofree char *state = g_build_filename(dir, name, NULL), *bytes = NULL;
+  g_autofree char *root = tpt_tmp_dir("tp-robust-state"), *good = NULL, *state = NULL, *bytes = NULL;
+  guint64 np = 0;
+  g_autofree char *dir = first_checkpoint(root, "--optimizer", "adamw", &good, &state, &np);
+  g_autofree char *ini = g_build_filename(dir, "checkpoint.ini", NULL);
   gsize len = 0;
   g_assert_true(g_file_get_contents(state, &bytes, &len, NULL));
   struct { guint64 at; float v; const char *want; } cases[] = {
@@ -146,7 +149,8 @@ static void test_state_not_finite(void)
     g_autofree char *sha = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)b, len);
     g_assert_true(g_file_set_contents(ini, good, -1, NULL));
     edit_ini(dir, "state_sha256", sha);
-    TptRun r = train((const char *[]){ opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], "--resume", dir, NULL });
+    TptRun r = train((const char *[]){ "--optimizer", "adamw", "-k", "2", "--checkpoint-every", "1", "--resume", dir,
+                                       NULL });
     assert_refused(&r, cases[i].want);
     tpt_run_clear(&r);
   }
