@@ -17,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float V8 __attribute__((vector_size(32)));
 typedef gint32 I8 __attribute__((vector_size(32)));
+typedef guint32 U8 __attribute__((vector_size(32))); /* integer steps that may wrap: defined there */
 
 static inline V8 splat(float v) { return (V8){ v, v, v, v, v, v, v, v }; }
 static inline V8 pick(I8 m, V8 a, V8 b) { return (V8)(((I8)a & m) | ((I8)b & ~m)); }
@@ -33,7 +34,7 @@ static inline V8 exp8(V8 x)
   I8 under = x < splat(-87.3f);
   x = pick(x > splat(88.3f), splat(88.3f), x);
   V8 k = x * splat(1.44269504088896341f) + splat(magic);
-  I8 n = (I8)k - (I8)splat(magic);
+  U8 n = (U8)k - (U8)splat(magic); /* far out of range (a NaN, or below −87.3: masked) it wraps */
   V8 nf = k - splat(magic);
   V8 r = x - nf * splat(0.693359375f) - nf * splat(-2.12194440e-4f);
   V8 p = splat(1.9875691500e-4f) * r + splat(1.3981999507e-3f);
