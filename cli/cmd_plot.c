@@ -168,6 +168,10 @@ static gboolean timeline_simulated(TpCliRun *r, Timeline *tl, GError **err)
 static gboolean timeline_events(TpCliRun *r, const TimelineOpts *o, Timeline *tl, GError **err)
 {
   TpCliInput in[TP_CLI_RUN_INPUTS + 2];
+  if (o->labels && o->no_labels) {
+    g_set_error(err, TP_ERROR, TP_ERROR_INPUT, "--labels and --no-labels: give one");
+    return FALSE;
+  }
   tp_cli_run_inputs(&r->so, &r->co, in);
   in[TP_CLI_RUN_INPUTS] = (TpCliInput){ "-e", o->events, NULL };
   in[TP_CLI_RUN_INPUTS + 1] = (TpCliInput){ "--measured", o->measured, NULL };

@@ -110,6 +110,8 @@ static void test_plots(void)
   g_unlink(svg);
   /* bad input: no picture, a picture type gnuplot is not asked for, malformed logs and events */
   tpt_expect_cli_refused((const char *const[]){ "plot", "vmap", NULL }, "-o: give the picture to write");
+  tpt_expect_cli_refused((const char *const[]){ "plot", "timeline", "--labels", "--no-labels", "-o", png, NULL },
+                         "--labels and --no-labels: give one");
   tpt_expect_cli_refused((const char *const[]){ "plot", "vmap", "-o", "x.jpg", NULL }, "must end in .png or .svg");
   tpt_expect_cli_refused((const char *const[]){ "plot", "sketch", "-o", "x.png", NULL }, "expected a plot kind");
   g_autofree char *bad = g_build_filename(dir, "bad.csv", NULL);
