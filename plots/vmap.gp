@@ -2,7 +2,9 @@
 # the published Eq. 3 disagrees are circled.
 # Variables: data (W N v eq3 disagree), title, wmin, wmax, nmin, nmax, vmax, cells (label values: 0/1).
 load common
-set title title
+# a long title on two lines, before its parenthesis (it ran past the picture's left edge)
+cut = strstrt(title, " (")
+set title (cut > 0 ? title[1:cut - 1] . "\n" . title[cut + 1:] : title)
 set xlabel "micro-batches N"
 set ylabel "workers W"
 set xrange [nmin-0.5:nmax+0.5]
@@ -15,4 +17,5 @@ set xtics out
 set ytics out
 plot data using 2:1:3 with image notitle, \
      data using 2:($5 > 0 ? $1 : 1/0) with points pt 6 ps (cells ? 2.2 : 0.9) lw 1.5 lc rgb "#d62728" title "Eq. 3 disagrees", \
-     data using 2:(cells ? $1 : 1/0):(sprintf("%d", $3)) with labels font ",8" tc rgb "#333333" notitle
+     data using 2:(cells ? $1 : 1/0):(sprintf("%d", $3)):($3 > 0.5 + 0.6 * vmax ? 0xffffff : 0x333333) \
+          with labels font ",8" tc rgb variable notitle
