@@ -42,9 +42,10 @@ long long tp_runtime_eval_bytes(const TpModel *m, const int *bounds, int W, int 
   if (ok) {
     size_t width = nets_width(net, W);
     int chunk = eval_chunk(width), b = MIN(chunk, MAX(batch, 1));
-    for (int s = 0; s < W; s++) /* each stage's scratch grows to a chunk's, and stays */
-      bytes += 4 * (long long)(tp_net_scratch_floats(net[s], chunk) - MIN(tp_net_scratch_floats(net[s], b),
-                                                                            tp_net_scratch_floats(net[s], chunk)));
+    for (int s = 0; s < W; s++) { /* each stage's scratch grows to a chunk's, and stays */
+      size_t grown = tp_net_scratch_floats(net[s], chunk), had = tp_net_scratch_floats(net[s], b);
+      bytes += 4 * (long long)(grown - MIN(had, grown));
+    }
     bytes += 4 * (long long)chunk * (2 * (long long)width + MAX(m->context, 1)); /* a chunk in and out, its labels */
   }
   for (int s = 0; s < W; s++)
